@@ -1,0 +1,44 @@
+//! linerate's data path: every syscall the tool makes lives in this crate.
+//!
+//! - [`socket`]: connecting, listening and socket options for data and
+//!   control connections.
+//! - [`tcp_info`]: `TCP_INFO` read into the protocol's [`linerate_proto::measure::TcpInfo`].
+//! - [`cpu`]: process, thread and host CPU accounting.
+//! - [`engine`]: the [`engine::Engine`] trait that moves bytes on one stream,
+//!   with the plain blocking-syscall engine; faster engines (batching,
+//!   io_uring, zero copy) plug in behind the same trait.
+//! - [`runner`]: runs one side of a test — a thread per stream, interval
+//!   sampling, the stop signal — and produces that side's
+//!   [`linerate_proto::measure::SideResults`].
+
+pub mod cpu;
+pub mod engine;
+pub mod runner;
+pub mod socket;
+pub mod tcp_info;
+
+/// Errors of the data path.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("peer reset the connection ({0})")]
+    PeerReset(String),
+    #[error("no data moved for {0} s: peer stalled")]
+    Stalled(u64),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl EngineError {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        EngineError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}

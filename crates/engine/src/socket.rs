@@ -1,0 +1,231 @@
+//! Sockets for control and data connections, and the options tests request.
+//!
+//! Options that shape the connection (buffer sizes, MSS) are applied before
+//! `connect` on the client, because the window scale is fixed at the SYN.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use linerate_proto::spec::TcpOptions;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::EngineError;
+
+/// Resolves `host:port`; IP literals skip the resolver.
+pub fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, EngineError> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| EngineError::io(format!("cannot resolve {host}"), e))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(EngineError::Unsupported(format!("{host} has no addresses")));
+    }
+    Ok(addrs)
+}
+
+/// Connects a TCP socket with `opts` applied first.
+pub fn connect(
+    addr: SocketAddr,
+    opts: &TcpOptions,
+    timeout: Duration,
+) -> Result<TcpStream, EngineError> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(|e| EngineError::io("socket", e))?;
+    apply_pre_connect(&sock, opts)?;
+    sock.connect_timeout(&SockAddr::from(addr), timeout)
+        .map_err(|e| EngineError::io(format!("connect to {addr}"), e))?;
+    let stream: TcpStream = sock.into();
+    apply_post_connect(&stream, opts)?;
+    Ok(stream)
+}
+
+/// Tries each address in turn and returns the first connection.
+pub fn connect_any(
+    addrs: &[SocketAddr],
+    opts: &TcpOptions,
+    timeout: Duration,
+) -> Result<TcpStream, EngineError> {
+    let mut last = None;
+    for &a in addrs {
+        match connect(a, opts, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| EngineError::Unsupported("no address to connect to".into())))
+}
+
+fn apply_pre_connect(sock: &Socket, opts: &TcpOptions) -> Result<(), EngineError> {
+    if let Some(w) = opts.window {
+        sock.set_send_buffer_size(w as usize)
+            .map_err(|e| EngineError::io("SO_SNDBUF", e))?;
+        sock.set_recv_buffer_size(w as usize)
+            .map_err(|e| EngineError::io("SO_RCVBUF", e))?;
+    }
+    if let Some(mss) = opts.mss {
+        sock.set_mss(mss)
+            .map_err(|e| EngineError::io(format!("TCP_MAXSEG {mss}"), e))?;
+    }
+    Ok(())
+}
+
+fn apply_post_connect(stream: &TcpStream, opts: &TcpOptions) -> Result<(), EngineError> {
+    stream
+        .set_nodelay(opts.no_delay)
+        .map_err(|e| EngineError::io("TCP_NODELAY", e))?;
+    if let Some(cc) = &opts.congestion {
+        set_congestion(stream, cc)?;
+    }
+    Ok(())
+}
+
+/// Applies `opts` to a socket the server accepted.
+pub fn apply_accepted(stream: &TcpStream, opts: &TcpOptions) -> Result<(), EngineError> {
+    let sock = socket2::SockRef::from(stream);
+    if let Some(w) = opts.window {
+        sock.set_send_buffer_size(w as usize)
+            .map_err(|e| EngineError::io("SO_SNDBUF", e))?;
+        sock.set_recv_buffer_size(w as usize)
+            .map_err(|e| EngineError::io("SO_RCVBUF", e))?;
+    }
+    if let Some(mss) = opts.mss {
+        // On an established socket this only lowers what we send.
+        let _ = sock.set_mss(mss);
+    }
+    apply_post_connect(stream, opts)
+}
+
+/// Sets TCP_CONGESTION; an unknown algorithm is an error naming the ones
+/// this kernel offers.
+pub fn set_congestion(stream: &TcpStream, name: &str) -> Result<(), EngineError> {
+    // SAFETY: the pointer and length describe `name`'s bytes.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+            .unwrap_or_default();
+        return Err(EngineError::Unsupported(format!(
+            "congestion control {name:?} cannot be used ({err}); this kernel offers: {}",
+            avail.trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Reads TCP_CONGESTION.
+pub fn congestion(stream: &TcpStream) -> Option<String> {
+    let mut buf = [0u8; 32];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for len bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let b = buf.get(..len as usize)?;
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8(b[..end].to_vec()).ok()
+}
+
+/// Actual (kernel-doubled) send and receive buffer sizes.
+pub fn buffer_sizes(stream: &TcpStream) -> (Option<usize>, Option<usize>) {
+    let s = socket2::SockRef::from(stream);
+    (s.send_buffer_size().ok(), s.recv_buffer_size().ok())
+}
+
+/// Listens on `bind:port`. Without `bind`, listens on `[::]` accepting IPv4
+/// too, or on `0.0.0.0` where IPv6 is unavailable.
+pub fn listen(bind: Option<IpAddr>, port: u16) -> Result<TcpListener, EngineError> {
+    let make = |addr: SocketAddr, dual: bool| -> std::io::Result<TcpListener> {
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        if dual {
+            s.set_only_v6(false)?;
+        }
+        s.set_reuse_address(true)?;
+        s.bind(&SockAddr::from(addr))?;
+        s.listen(1024)?;
+        Ok(s.into())
+    };
+    match bind {
+        Some(ip) => make(SocketAddr::new(ip, port), false)
+            .map_err(|e| EngineError::io(format!("listen on {}", SocketAddr::new(ip, port)), e)),
+        None => make(
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
+            true,
+        )
+        .or_else(|_| make(SocketAddr::from(([0, 0, 0, 0], port)), false))
+        .map_err(|e| EngineError::io(format!("listen on port {port}"), e)),
+    }
+}
+
+/// Read and write timeouts, so blocked loops can notice stop requests.
+pub fn set_io_timeout(stream: &TcpStream, t: Duration) -> Result<(), EngineError> {
+    stream
+        .set_read_timeout(Some(t))
+        .and_then(|()| stream.set_write_timeout(Some(t)))
+        .map_err(|e| EngineError::io("socket timeouts", e))
+}
+
+/// Prepares a control connection: no Nagle (frames are small and each one
+/// moves the state machine).
+pub fn prepare_control(stream: &TcpStream) -> Result<(), EngineError> {
+    stream
+        .set_nodelay(true)
+        .map_err(|e| EngineError::io("TCP_NODELAY on control", e))
+}
+
+/// Maps IPv4-mapped IPv6 addresses back to IPv4 for display.
+pub fn canonical(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
+            None => addr,
+        },
+        v4 => v4,
+    }
+}
+
+/// Waits until `sock` is readable (for a listener: a connection is ready to
+/// accept), up to `timeout`. Returns false on timeout.
+pub fn wait_readable(sock: &impl AsRawFd, timeout: Duration) -> std::io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    match rc {
+        r if r < 0 => {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(false),
+        _ => Ok(true),
+    }
+}

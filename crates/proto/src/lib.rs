@@ -1,0 +1,21 @@
+//! linerate's control protocol, without I/O.
+//!
+//! Nothing in this crate opens a socket, spawns a thread or reads a clock: the
+//! session state machines take bytes, events and `now` as arguments and return
+//! bytes to send, actions for the I/O layer and the next deadline. That keeps
+//! the protocol testable with a simulated pair of endpoints on a virtual clock
+//! (see `tests/` in this crate) and fuzzable.
+//!
+//! - [`wire`]: frame codec (checked header view + validated messages), and the
+//!   first-bytes classifier that lets one port serve linerate and iperf3 peers.
+//! - [`spec`]: the test both sides agree on, and the server's negotiation.
+//! - [`measure`]: what each side measured, exchanged at the end of a test.
+//! - [`session`]: client and server control state machines.
+
+pub mod measure;
+pub mod session;
+pub mod spec;
+pub mod wire;
+
+/// Version of the native control protocol carried in `Hello`.
+pub const PROTOCOL_VERSION: u16 = 1;

@@ -1,0 +1,126 @@
+//! What one side measured during a test.
+//!
+//! Each side fills a [`SideResults`] from its own clocks and counters and
+//! sends it to the peer at the end, so both can report both ends. These types
+//! are also embedded as-is in the report model (`linerate-report`), so their
+//! field docs are part of the JSON schema.
+
+use serde::{Deserialize, Serialize};
+
+use crate::wire::Side;
+
+/// Whether this side wrote or read on a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Sender,
+    Receiver,
+}
+
+/// A side's view of the TCP connection, from `getsockopt(TCP_INFO)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TcpInfo {
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub retransmits: u64,
+    /// Smoothed round-trip time, microseconds.
+    pub rtt_us: u32,
+    /// Round-trip time variation, microseconds.
+    pub rttvar_us: u32,
+    /// Congestion window, in segments.
+    pub snd_cwnd: u32,
+    /// Sender MSS in use, bytes.
+    pub snd_mss: u32,
+    /// Path MTU, bytes.
+    pub pmtu: u32,
+    /// Pacing rate in bytes/s, when the kernel paces this socket (else absent).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pacing_rate: Option<u64>,
+    /// Most recent delivery rate estimate in bytes/s (absent when unknown).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub delivery_rate: Option<u64>,
+}
+
+/// Totals of one data stream on one side.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StreamMeasurement {
+    /// Stream id (from 1, in the order the client opened them).
+    pub id: u32,
+    /// Which side sends on this stream.
+    pub sender: Option<Side>,
+    /// Application payload bytes written (sender) or read (receiver) since Start.
+    pub bytes: u64,
+    /// Of `bytes`, those moved during the omitted warm-up.
+    pub omitted_bytes: u64,
+    /// From Start to the last write (sender) or end of stream (receiver), ns.
+    pub elapsed_ns: u64,
+    /// Write or read calls made.
+    pub calls: u64,
+    /// TCP_INFO at the end of the stream, when this side could read it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tcp: Option<TcpInfo>,
+    /// Set when the stream ended with an error instead of a clean end.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+}
+
+/// One stream's share of one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct IntervalStream {
+    pub id: u32,
+    /// Bytes moved on this side during the interval.
+    pub bytes: u64,
+    /// TCP_INFO sampled at the end of the interval (sending side only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tcp: Option<TcpInfo>,
+}
+
+/// One interval of one side.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct IntervalMeasurement {
+    /// Interval start, ns since Start.
+    pub start_ns: u64,
+    /// Interval end, ns since Start.
+    pub end_ns: u64,
+    /// True when the interval lies in the omitted warm-up.
+    pub omitted: bool,
+    pub streams: Vec<IntervalStream>,
+}
+
+/// CPU time a side spent during the test, and the host's.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuMeasurement {
+    /// What `user_ns`/`system_ns` cover: `process` (the whole linerate
+    /// process) or `threads` (only this side's threads, when client and
+    /// server share one process).
+    pub scope: String,
+    /// User-mode CPU time, ns.
+    pub user_ns: u64,
+    /// Kernel-mode CPU time, ns.
+    pub system_ns: u64,
+    /// Wall time the CPU figures cover, ns.
+    pub wall_ns: u64,
+    /// Whole-host CPU over the same wall time, from /proc/stat.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host: Option<HostCpu>,
+}
+
+/// Whole-host CPU accounting (all processes), from /proc/stat deltas.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostCpu {
+    /// Online CPUs.
+    pub cpus: u32,
+    /// Non-idle CPU time across all CPUs, ns.
+    pub busy_ns: u64,
+    /// All CPU time across all CPUs (busy + idle + iowait), ns.
+    pub total_ns: u64,
+}
+
+/// Everything one side reports at the end of a test.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SideResults {
+    /// Name of the data-path engine this side used.
+    pub engine: String,
+    pub streams: Vec<StreamMeasurement>,
+    pub intervals: Vec<IntervalMeasurement>,
+    pub cpu: CpuMeasurement,
+}

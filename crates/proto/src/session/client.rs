@@ -1,0 +1,286 @@
+//! Client side of the native control protocol.
+//!
+//! ```text
+//!  AwaitAccept --Accept--> Connecting --streams_opened--> AwaitStart --Start--> Running
+//!       |                                                                      |
+//!       +--Refuse--> Failed                  local_finished + peer Results --> Done
+//! ```
+//!
+//! Any state: peer close, Abort, a malformed or unexpected frame, or a passed
+//! deadline ends the session with an error (and asks the I/O layer to stop
+//! the data streams if they were started).
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
+use crate::measure::SideResults;
+use crate::spec::TestSpec;
+use crate::wire::{Abort, Hello, Message, Token};
+use crate::PROTOCOL_VERSION;
+
+/// What the client's I/O layer must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientAction {
+    /// Open the data connections of `spec` (each greeted with `token`), then
+    /// call [`ClientSession::streams_opened`].
+    OpenStreams {
+        token: Token,
+        spec: TestSpec,
+        notes: Vec<String>,
+        server_software: String,
+    },
+    /// Start moving data; Start time is now.
+    StartStreams,
+    /// Stop the data streams at once; the test has failed.
+    AbortStreams,
+}
+
+#[derive(Debug)]
+enum State {
+    AwaitAccept,
+    Connecting,
+    AwaitStart,
+    Running {
+        started: Instant,
+        local: Option<SideResults>,
+        remote: Option<SideResults>,
+    },
+    Done {
+        local: SideResults,
+        remote: SideResults,
+    },
+    Failed(SessionError),
+}
+
+impl State {
+    fn name(&self) -> &'static str {
+        match self {
+            State::AwaitAccept => "waiting for the server to accept",
+            State::Connecting => "opening data connections",
+            State::AwaitStart => "waiting for the server to start the test",
+            State::Running { .. } => "running the test",
+            State::Done { .. } => "finished",
+            State::Failed(_) => "failed",
+        }
+    }
+}
+
+/// The client's control-connection state machine.
+#[derive(Debug)]
+pub struct ClientSession {
+    state: State,
+    spec: Option<TestSpec>,
+    inbox: Inbox,
+    outbox: Outbox,
+    actions: VecDeque<ClientAction>,
+    deadline: Option<Instant>,
+}
+
+impl ClientSession {
+    /// Starts a session proposing `spec`; the Hello is queued at once.
+    pub fn new(spec: TestSpec, software: &str, now: Instant) -> Self {
+        let mut outbox = Outbox::default();
+        outbox.push(&Message::Hello(Hello {
+            protocol: PROTOCOL_VERSION,
+            software: software.to_owned(),
+            spec,
+        }));
+        ClientSession {
+            state: State::AwaitAccept,
+            spec: None,
+            inbox: Inbox::default(),
+            outbox,
+            actions: VecDeque::new(),
+            deadline: Some(now + HANDSHAKE_TIMEOUT),
+        }
+    }
+
+    /// Bytes to write to the control connection.
+    pub fn outbox(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
+
+    pub fn poll_action(&mut self) -> Option<ClientAction> {
+        self.actions.pop_front()
+    }
+
+    /// The next instant at which [`Self::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The agreed spec, once the server accepted.
+    pub fn spec(&self) -> Option<&TestSpec> {
+        self.spec.as_ref()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state, State::Done { .. } | State::Failed(_))
+    }
+
+    /// The outcome once finished: both sides' results, or why there are none.
+    pub fn outcome(&self) -> Option<Result<(&SideResults, &SideResults), &SessionError>> {
+        match &self.state {
+            State::Done { local, remote } => Some(Ok((local, remote))),
+            State::Failed(e) => Some(Err(e)),
+            _ => None,
+        }
+    }
+
+    /// Feeds bytes read from the control connection.
+    pub fn receive(&mut self, bytes: &[u8], now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        self.inbox.extend(bytes);
+        loop {
+            match self.inbox.next() {
+                Ok(Some(msg)) => self.handle(msg, now),
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail(e.into());
+                    break;
+                }
+            }
+            if self.is_finished() {
+                break;
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: Message, now: Instant) {
+        match (&mut self.state, msg) {
+            (State::AwaitAccept, Message::Accept(a)) => {
+                self.spec = Some(a.spec.clone());
+                self.actions.push_back(ClientAction::OpenStreams {
+                    token: a.token,
+                    spec: a.spec,
+                    notes: a.notes,
+                    server_software: a.software,
+                });
+                self.state = State::Connecting;
+                self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+            }
+            (State::AwaitAccept, Message::Refuse(r)) => self.fail(SessionError::Refused {
+                code: r.code,
+                message: r.message,
+            }),
+            (State::AwaitStart, Message::Start) => {
+                self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
+                self.state = State::Running {
+                    started: now,
+                    local: None,
+                    remote: None,
+                };
+                self.actions.push_back(ClientAction::StartStreams);
+            }
+            (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
+                *remote = Some(*r);
+                self.try_complete();
+            }
+            (_, Message::Abort(Abort { reason })) => self.fail(SessionError::PeerAborted(reason)),
+            (state, other) => {
+                let state = state.name();
+                self.fail(SessionError::Unexpected {
+                    message: other.name(),
+                    state,
+                })
+            }
+        }
+    }
+
+    /// All data connections are open and greeted.
+    pub fn streams_opened(&mut self, now: Instant) {
+        if matches!(self.state, State::Connecting) {
+            self.state = State::AwaitStart;
+            self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+        }
+    }
+
+    /// Opening the data connections failed.
+    pub fn streams_failed(&mut self, why: String) {
+        // A late report (e.g. streams dying after AbortStreams, or after the
+        // test completed) must not overwrite the outcome already reached.
+        if !self.is_finished() {
+            self.fail(SessionError::Stream(why));
+        }
+    }
+
+    /// This side's streams have all ended; `results` is what it measured.
+    pub fn local_finished(&mut self, results: SideResults, now: Instant) {
+        if let State::Running { local, .. } = &mut self.state {
+            if local.is_none() {
+                self.outbox
+                    .push(&Message::Results(Box::new(results.clone())));
+                *local = Some(results);
+                self.deadline = Some(now + RESULTS_TIMEOUT);
+                self.try_complete();
+            }
+        }
+    }
+
+    fn try_complete(&mut self) {
+        if let State::Running {
+            local: local @ Some(_),
+            remote: remote @ Some(_),
+            ..
+        } = &mut self.state
+        {
+            if let (Some(local), Some(remote)) = (local.take(), remote.take()) {
+                self.state = State::Done { local, remote };
+                self.deadline = None;
+            }
+        }
+    }
+
+    /// The user interrupted the test: tell the server and stop.
+    pub fn abort(&mut self, reason: &str) {
+        if !self.is_finished() {
+            self.outbox.push(&Message::Abort(Abort {
+                reason: reason.to_owned(),
+            }));
+            self.fail(SessionError::Aborted(reason.to_owned()));
+        }
+    }
+
+    /// The control connection reached end of file or failed.
+    pub fn peer_closed(&mut self) {
+        if !self.is_finished() {
+            let state = self.state.name();
+            self.fail(SessionError::PeerClosed(state));
+        }
+    }
+
+    /// Call when `now` has reached [`Self::poll_timeout`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
+            let what = match &self.state {
+                State::Running { local: None, .. } => "waiting for the data streams to finish",
+                State::Running { .. } => "waiting for the server's results",
+                s => s.name(),
+            };
+            self.fail(SessionError::Timeout(what));
+        }
+    }
+
+    /// Ends the session; streams that may exist are told to stop.
+    fn fail(&mut self, err: SessionError) {
+        if matches!(
+            self.state,
+            State::Connecting | State::AwaitStart | State::Running { local: None, .. }
+        ) {
+            self.actions.push_back(ClientAction::AbortStreams);
+        }
+        self.state = State::Failed(err);
+        self.deadline = None;
+    }
+
+    /// Start instant of the data phase, once running.
+    pub fn started(&self) -> Option<Instant> {
+        match &self.state {
+            State::Running { started, .. } => Some(*started),
+            _ => None,
+        }
+    }
+}

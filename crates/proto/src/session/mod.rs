@@ -1,0 +1,96 @@
+//! Control-connection state machines for both roles.
+//!
+//! The I/O layer owns the sockets and the clock. It feeds a session the bytes
+//! it read ([`client::ClientSession::receive`]), the events it observed (data
+//! streams attached, local streams finished, peer closed, deadline passed) and
+//! `now`; it takes back bytes to write ([`Outbox`]), actions to carry out, and
+//! the next deadline. A session never blocks and never fails silently: every
+//! path ends in an outcome the I/O layer can report.
+
+use std::time::{Duration, Instant};
+
+use crate::wire::{self, Message, RefuseCode, WireError};
+
+pub mod client;
+pub mod server;
+
+/// How long each handshake step may take (Hello→Accept, Accept→Start).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Slack after the planned end of a time-limited data phase before a side
+/// whose streams have not finished declares the test stalled.
+pub const STALL_GRACE: Duration = Duration::from_secs(10);
+/// How long a side that has finished waits for the peer's results.
+pub const RESULTS_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why a session ended without results.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SessionError {
+    #[error("server refused the test ({code:?}): {message}")]
+    Refused { code: RefuseCode, message: String },
+    #[error("protocol error: {0}")]
+    Wire(#[from] WireError),
+    #[error("unexpected {message} frame while {state}")]
+    Unexpected {
+        message: &'static str,
+        state: &'static str,
+    },
+    #[error("timed out while {0}")]
+    Timeout(&'static str),
+    #[error("peer closed the control connection while {0}")]
+    PeerClosed(&'static str),
+    #[error("peer aborted the test: {0}")]
+    PeerAborted(String),
+    #[error("test aborted: {0}")]
+    Aborted(String),
+    #[error("data stream failed: {0}")]
+    Stream(String),
+}
+
+/// Bytes waiting to be written to the control connection.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    buf: Vec<u8>,
+}
+
+impl Outbox {
+    pub(crate) fn push(&mut self, msg: &Message) {
+        wire::encode(msg, &mut self.buf);
+    }
+
+    /// Takes everything queued so far (empty when nothing is pending).
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
+/// Accumulates received bytes and yields whole frames.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    buf: Vec<u8>,
+}
+
+impl Inbox {
+    pub(crate) fn extend(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    pub(crate) fn next(&mut self) -> Result<Option<Message>, WireError> {
+        match wire::decode(&self.buf)? {
+            None => Ok(None),
+            Some((msg, used)) => {
+                self.buf.drain(..used);
+                Ok(Some(msg))
+            }
+        }
+    }
+}
+
+/// Deadline for the data phase: the planned end plus slack, if time-limited.
+pub(crate) fn data_deadline(spec: &crate::spec::TestSpec, started: Instant) -> Option<Instant> {
+    spec.data_phase_ms()
+        .map(|ms| started + Duration::from_millis(ms) + STALL_GRACE)
+}

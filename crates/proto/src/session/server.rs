@@ -1,0 +1,381 @@
+//! Server side of the native control protocol.
+//!
+//! ```text
+//!  AwaitHello --Hello ok--> AwaitStreams --all attached--> Running --both results--> Done
+//!      |   \--busy / bad spec / bad version--> Refused (Refuse frame sent)
+//! ```
+//!
+//! Data connections are matched to a session by the I/O layer (by token) and
+//! reported with [`ServerSession::stream_attached`], which checks the stream id
+//! and direction against the plan.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Instant;
+
+use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
+use crate::measure::SideResults;
+use crate::spec::{negotiate, ServerLimits, StreamPlan, TestSpec};
+use crate::wire::{Abort, Accept, DataHello, Message, Refuse, RefuseCode, Token, WireError};
+use crate::PROTOCOL_VERSION;
+
+/// Whether the server has room for this test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Admit,
+    /// `running` tests are in progress and the server allows `max`.
+    Busy {
+        running: usize,
+        max: usize,
+    },
+}
+
+/// What the server's I/O layer must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerAction {
+    /// Route data connections greeted with `token` to this session.
+    ExpectStreams { token: Token, spec: TestSpec },
+    /// All streams attached and Start sent: start moving data now.
+    StartStreams,
+    /// Stop and close the data streams; the test has failed.
+    AbortStreams,
+}
+
+#[derive(Debug)]
+enum State {
+    AwaitHello,
+    AwaitStreams {
+        plan: Vec<StreamPlan>,
+        attached: BTreeSet<u32>,
+    },
+    Running {
+        local: Option<SideResults>,
+        remote: Option<SideResults>,
+    },
+    Done {
+        local: SideResults,
+        remote: SideResults,
+    },
+    /// Refused the client (busy, invalid spec, version); not an error of ours.
+    Refused(Refuse),
+    Failed(SessionError),
+}
+
+impl State {
+    fn name(&self) -> &'static str {
+        match self {
+            State::AwaitHello => "waiting for the client's hello",
+            State::AwaitStreams { .. } => "waiting for data connections",
+            State::Running { .. } => "running the test",
+            State::Done { .. } => "finished",
+            State::Refused(_) => "refused",
+            State::Failed(_) => "failed",
+        }
+    }
+}
+
+/// How a server session ended.
+#[derive(Debug, PartialEq)]
+pub enum ServerOutcome<'a> {
+    Completed {
+        spec: &'a TestSpec,
+        local: &'a SideResults,
+        remote: &'a SideResults,
+    },
+    Refused(&'a Refuse),
+    Failed(&'a SessionError),
+}
+
+/// The server's control-connection state machine.
+#[derive(Debug)]
+pub struct ServerSession {
+    state: State,
+    limits: ServerLimits,
+    admission: Admission,
+    token: Token,
+    software: String,
+    spec: Option<TestSpec>,
+    client_software: Option<String>,
+    inbox: Inbox,
+    outbox: Outbox,
+    actions: VecDeque<ServerAction>,
+    deadline: Option<Instant>,
+}
+
+impl ServerSession {
+    /// A session for a new control connection. `token` must be random and
+    /// unique among the server's sessions.
+    pub fn new(
+        limits: ServerLimits,
+        admission: Admission,
+        token: Token,
+        software: &str,
+        now: Instant,
+    ) -> Self {
+        ServerSession {
+            state: State::AwaitHello,
+            limits,
+            admission,
+            token,
+            software: software.to_owned(),
+            spec: None,
+            client_software: None,
+            inbox: Inbox::default(),
+            outbox: Outbox::default(),
+            actions: VecDeque::new(),
+            deadline: Some(now + HANDSHAKE_TIMEOUT),
+        }
+    }
+
+    pub fn outbox(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
+
+    pub fn poll_action(&mut self) -> Option<ServerAction> {
+        self.actions.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    pub fn spec(&self) -> Option<&TestSpec> {
+        self.spec.as_ref()
+    }
+
+    /// The peer's software string from its Hello.
+    pub fn client_software(&self) -> Option<&str> {
+        self.client_software.as_deref()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self.state,
+            State::Done { .. } | State::Refused(_) | State::Failed(_)
+        )
+    }
+
+    pub fn outcome(&self) -> Option<ServerOutcome<'_>> {
+        match &self.state {
+            State::Done { local, remote } => Some(ServerOutcome::Completed {
+                spec: self.spec.as_ref()?,
+                local,
+                remote,
+            }),
+            State::Refused(r) => Some(ServerOutcome::Refused(r)),
+            State::Failed(e) => Some(ServerOutcome::Failed(e)),
+            _ => None,
+        }
+    }
+
+    /// Feeds bytes read from the control connection.
+    pub fn receive(&mut self, bytes: &[u8], now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        self.inbox.extend(bytes);
+        loop {
+            match self.inbox.next() {
+                Ok(Some(msg)) => self.handle(msg, now),
+                Ok(None) => break,
+                Err(e) => {
+                    self.wire_error(e);
+                    break;
+                }
+            }
+            if self.is_finished() {
+                break;
+            }
+        }
+    }
+
+    fn wire_error(&mut self, e: WireError) {
+        // Before the test is set up, answer in words the client can print
+        // (a newer client speaking another frame version gets `Version`).
+        if matches!(self.state, State::AwaitHello) {
+            let code = match e {
+                WireError::UnsupportedVersion(_) => RefuseCode::Version,
+                _ => RefuseCode::Invalid,
+            };
+            self.refuse(code, e.to_string());
+        } else {
+            self.fail(e.into());
+        }
+    }
+
+    fn refuse(&mut self, code: RefuseCode, message: String) {
+        let r = Refuse { code, message };
+        self.outbox.push(&Message::Refuse(r.clone()));
+        self.state = State::Refused(r);
+        self.deadline = None;
+    }
+
+    fn handle(&mut self, msg: Message, now: Instant) {
+        match (&mut self.state, msg) {
+            (State::AwaitHello, Message::Hello(h)) => {
+                self.client_software = Some(h.software.clone());
+                if h.protocol != PROTOCOL_VERSION {
+                    return self.refuse(
+                        RefuseCode::Version,
+                        format!(
+                            "client speaks protocol version {}, this server speaks {} ({})",
+                            h.protocol, PROTOCOL_VERSION, self.software
+                        ),
+                    );
+                }
+                if let Admission::Busy { running, max } = self.admission {
+                    return self.refuse(
+                        RefuseCode::Busy,
+                        format!(
+                            "server is busy: {running} test(s) running, it allows {max} at a time"
+                        ),
+                    );
+                }
+                match negotiate(&h.spec, &self.limits) {
+                    Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
+                    Ok(n) => {
+                        self.outbox.push(&Message::Accept(Accept {
+                            spec: n.spec.clone(),
+                            token: self.token,
+                            notes: n.notes,
+                            software: self.software.clone(),
+                        }));
+                        self.actions.push_back(ServerAction::ExpectStreams {
+                            token: self.token,
+                            spec: n.spec.clone(),
+                        });
+                        self.state = State::AwaitStreams {
+                            plan: n.spec.stream_plan(),
+                            attached: BTreeSet::new(),
+                        };
+                        self.spec = Some(n.spec);
+                        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+                    }
+                }
+            }
+            (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
+                *remote = Some(*r);
+                self.try_complete();
+            }
+            (_, Message::Abort(Abort { reason })) => self.fail(SessionError::PeerAborted(reason)),
+            (state, other) => {
+                let state = state.name();
+                self.fail(SessionError::Unexpected {
+                    message: other.name(),
+                    state,
+                })
+            }
+        }
+    }
+
+    /// A data connection greeted with this session's token arrived. Returns
+    /// `Ok(plan)` if the I/O layer should keep it, `Err(reason)` to close it.
+    pub fn stream_attached(
+        &mut self,
+        hello: &DataHello,
+        now: Instant,
+    ) -> Result<StreamPlan, String> {
+        if hello.token != self.token {
+            return Err("token does not belong to this test".into());
+        }
+        let State::AwaitStreams { plan, attached } = &mut self.state else {
+            return Err(format!(
+                "not expecting data connections while {}",
+                self.state.name()
+            ));
+        };
+        let Some(p) = plan.iter().find(|p| p.id == hello.stream).copied() else {
+            return Err(format!("stream {} is not in the test plan", hello.stream));
+        };
+        if p.sender != hello.sender {
+            return Err(format!("stream {} has the wrong direction", hello.stream));
+        }
+        if !attached.insert(p.id) {
+            return Err(format!("stream {} attached twice", p.id));
+        }
+        if attached.len() == plan.len() {
+            self.outbox.push(&Message::Start);
+            self.actions.push_back(ServerAction::StartStreams);
+            self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
+            self.state = State::Running {
+                local: None,
+                remote: None,
+            };
+        }
+        Ok(p)
+    }
+
+    /// This side's streams have all ended.
+    pub fn local_finished(&mut self, results: SideResults, now: Instant) {
+        if let State::Running { local, .. } = &mut self.state {
+            if local.is_none() {
+                self.outbox
+                    .push(&Message::Results(Box::new(results.clone())));
+                *local = Some(results);
+                self.deadline = Some(now + RESULTS_TIMEOUT);
+                self.try_complete();
+            }
+        }
+    }
+
+    fn try_complete(&mut self) {
+        if let State::Running {
+            local: local @ Some(_),
+            remote: remote @ Some(_),
+        } = &mut self.state
+        {
+            if let (Some(local), Some(remote)) = (local.take(), remote.take()) {
+                self.state = State::Done { local, remote };
+                self.deadline = None;
+            }
+        }
+    }
+
+    /// A local data stream failed hard; tell the client and stop.
+    pub fn stream_failed(&mut self, why: String) {
+        if !self.is_finished() {
+            self.outbox.push(&Message::Abort(Abort {
+                reason: why.clone(),
+            }));
+            self.fail(SessionError::Stream(why));
+        }
+    }
+
+    /// The server is shutting down.
+    pub fn abort(&mut self, reason: &str) {
+        if !self.is_finished() {
+            self.outbox.push(&Message::Abort(Abort {
+                reason: reason.to_owned(),
+            }));
+            self.fail(SessionError::Aborted(reason.to_owned()));
+        }
+    }
+
+    pub fn peer_closed(&mut self) {
+        if !self.is_finished() {
+            let state = self.state.name();
+            self.fail(SessionError::PeerClosed(state));
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
+            let what = match &self.state {
+                State::Running { local: None, .. } => "waiting for the data streams to finish",
+                State::Running { .. } => "waiting for the client's results",
+                s => s.name(),
+            };
+            self.fail(SessionError::Timeout(what));
+        }
+    }
+
+    fn fail(&mut self, err: SessionError) {
+        if matches!(
+            self.state,
+            State::AwaitStreams { .. } | State::Running { local: None, .. }
+        ) {
+            self.actions.push_back(ServerAction::AbortStreams);
+        }
+        self.state = State::Failed(err);
+        self.deadline = None;
+    }
+}

@@ -1,0 +1,499 @@
+//! Native control-protocol framing.
+//!
+//! Every frame on a linerate control or data connection is
+//!
+//! ```text
+//!  0      2        3      4            8
+//!  +------+--------+------+------------+-------------------+
+//!  | "LR" | version| kind | length u32 | payload (length)  |
+//!  +------+--------+------+------------+-------------------+
+//! ```
+//!
+//! with the length big-endian and at most [`MAX_PAYLOAD`]. Control payloads
+//! are JSON (the serde types below); the data-connection greeting is a fixed
+//! 21-byte binary record because it precedes bulk data.
+//!
+//! As in smoltcp's `wire` module, [`FrameHeader`] is a checked view: after
+//! [`FrameHeader::new_checked`] no accessor can panic. [`decode`] turns bytes
+//! into a validated [`Message`] or says how many more bytes it needs.
+//!
+//! The first byte of a native frame is `'L'` (0x4C). An iperf3 client opens
+//! with a 37-byte cookie whose characters are all from `[a-z2-7]`, so the
+//! server can tell the two apart from the first byte ([`classify_greeting`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::measure::SideResults;
+use crate::spec::TestSpec;
+
+/// Frame magic, chosen outside iperf3's cookie alphabet.
+pub const MAGIC: [u8; 2] = *b"LR";
+/// Version of the frame layout (not of the protocol; see `Hello`).
+pub const FRAME_VERSION: u8 = 1;
+/// Bytes before the payload.
+pub const HEADER_LEN: usize = 8;
+/// Largest payload a peer may send; larger frames are rejected unread.
+pub const MAX_PAYLOAD: usize = 64 * 1024;
+/// Length of the per-test token that identifies data connections.
+pub const TOKEN_LEN: usize = 16;
+const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
+
+/// Errors while decoding a frame. Each means the peer is not speaking this
+/// protocol correctly; the connection should be answered (if possible) and closed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("bad frame magic {0:02x?} (not a linerate peer)")]
+    BadMagic([u8; 2]),
+    #[error("unsupported frame version {0} (this build speaks {FRAME_VERSION})")]
+    UnsupportedVersion(u8),
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    #[error("frame payload of {0} bytes exceeds the {MAX_PAYLOAD}-byte limit")]
+    TooLong(u32),
+    #[error("malformed {kind} payload: {reason}")]
+    Malformed { kind: &'static str, reason: String },
+}
+
+/// Checked view over a frame header.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameHeader<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> FrameHeader<T> {
+    /// Wraps `buffer` if it holds at least a full header.
+    pub fn new_checked(buffer: T) -> Option<Self> {
+        (buffer.as_ref().len() >= HEADER_LEN).then_some(Self { buffer })
+    }
+
+    fn bytes(&self) -> &[u8; HEADER_LEN] {
+        // new_checked guarantees the length; the conversion cannot fail.
+        let b = self.buffer.as_ref();
+        b[..HEADER_LEN]
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("length checked in new_checked"))
+    }
+
+    pub fn magic(&self) -> [u8; 2] {
+        let b = self.bytes();
+        [b[0], b[1]]
+    }
+
+    pub fn version(&self) -> u8 {
+        self.bytes()[2]
+    }
+
+    pub fn kind(&self) -> u8 {
+        self.bytes()[3]
+    }
+
+    pub fn payload_len(&self) -> u32 {
+        let b = self.bytes();
+        u32::from_be_bytes([b[4], b[5], b[6], b[7]])
+    }
+
+    /// Checks magic, version and length limit.
+    pub fn validate(&self) -> Result<(), WireError> {
+        if self.magic() != MAGIC {
+            return Err(WireError::BadMagic(self.magic()));
+        }
+        if self.version() != FRAME_VERSION {
+            return Err(WireError::UnsupportedVersion(self.version()));
+        }
+        if self.payload_len() as usize > MAX_PAYLOAD {
+            return Err(WireError::TooLong(self.payload_len()));
+        }
+        Ok(())
+    }
+}
+
+/// Frame kinds on the wire.
+mod kind {
+    pub const HELLO: u8 = 1;
+    pub const ACCEPT: u8 = 2;
+    pub const REFUSE: u8 = 3;
+    pub const DATA_HELLO: u8 = 4;
+    pub const START: u8 = 5;
+    pub const RESULTS: u8 = 6;
+    pub const ABORT: u8 = 7;
+}
+
+/// Client's first control frame: who it is and what test it proposes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Native protocol version ([`crate::PROTOCOL_VERSION`]).
+    pub protocol: u16,
+    /// Free text, e.g. `linerate 0.1.0`, for logs.
+    pub software: String,
+    pub spec: TestSpec,
+}
+
+/// Server's answer to an acceptable `Hello`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Accept {
+    /// The spec as the server will run it (possibly clamped).
+    pub spec: TestSpec,
+    /// Random token the client must present on every data connection.
+    pub token: Token,
+    /// What the server changed in the proposal, in words.
+    pub notes: Vec<String>,
+    /// Free text, e.g. `linerate 0.1.0`.
+    pub software: String,
+}
+
+/// Why a server refused a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefuseCode {
+    /// The server is running as many tests as it allows.
+    Busy,
+    /// The proposed spec is outside what this server accepts.
+    Invalid,
+    /// Protocol versions do not match.
+    Version,
+    /// Anything else (a server-side failure).
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refuse {
+    pub code: RefuseCode,
+    pub message: String,
+}
+
+/// Per-test token (random bytes chosen by the server's I/O layer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Token(pub [u8; TOKEN_LEN]);
+
+/// Which side writes on a data connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Client,
+    Server,
+}
+
+impl Side {
+    pub fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
+/// First frame on a data connection: which test and which stream it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHello {
+    pub token: Token,
+    pub stream: u32,
+    pub sender: Side,
+}
+
+/// Either side may abort a running test, with a reason for the other's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Abort {
+    pub reason: String,
+}
+
+/// A validated frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Hello(Hello),
+    Accept(Accept),
+    Refuse(Refuse),
+    DataHello(DataHello),
+    /// All data connections are attached: start measuring now.
+    Start,
+    Results(Box<SideResults>),
+    Abort(Abort),
+}
+
+impl Message {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "Hello",
+            Message::Accept(_) => "Accept",
+            Message::Refuse(_) => "Refuse",
+            Message::DataHello(_) => "DataHello",
+            Message::Start => "Start",
+            Message::Results(_) => "Results",
+            Message::Abort(_) => "Abort",
+        }
+    }
+}
+
+/// Appends the encoded frame for `msg` to `out`.
+pub fn encode(msg: &Message, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&MAGIC);
+    out.push(FRAME_VERSION);
+    let k = match msg {
+        Message::Hello(_) => kind::HELLO,
+        Message::Accept(_) => kind::ACCEPT,
+        Message::Refuse(_) => kind::REFUSE,
+        Message::DataHello(_) => kind::DATA_HELLO,
+        Message::Start => kind::START,
+        Message::Results(_) => kind::RESULTS,
+        Message::Abort(_) => kind::ABORT,
+    };
+    out.push(k);
+    out.extend_from_slice(&[0; 4]);
+    let body = out.len();
+    match msg {
+        Message::Hello(m) => write_json(out, m),
+        Message::Accept(m) => write_json(out, m),
+        Message::Refuse(m) => write_json(out, m),
+        Message::Results(m) => write_json(out, m.as_ref()),
+        Message::Abort(m) => write_json(out, m),
+        Message::Start => {}
+        Message::DataHello(d) => {
+            out.extend_from_slice(&d.token.0);
+            out.extend_from_slice(&d.stream.to_be_bytes());
+            out.push(match d.sender {
+                Side::Client => 0,
+                Side::Server => 1,
+            });
+        }
+    }
+    let len = (out.len() - body) as u32;
+    out[start + 4..start + 8].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Encodes `msg` into a new buffer.
+pub fn to_bytes(msg: &Message) -> Vec<u8> {
+    let mut v = Vec::new();
+    encode(msg, &mut v);
+    v
+}
+
+fn write_json<T: Serialize>(out: &mut Vec<u8>, v: &T) {
+    // Serialising these plain data types into a Vec cannot fail: no maps with
+    // non-string keys, no serialisers that return errors.
+    if let Err(e) = serde_json::to_writer(&mut *out, v) {
+        unreachable!("serialising a protocol message failed: {e}");
+    }
+}
+
+/// Decodes one frame from the front of `buf`.
+///
+/// Returns `Ok(None)` when more bytes are needed, `Ok(Some((msg, used)))` for
+/// a complete frame, or an error for bytes that can never become a valid frame
+/// (checked as early as the header allows, so an oversized length is refused
+/// before its payload arrives).
+pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
+    if buf.len() >= 2 && buf[..2] != MAGIC {
+        return Err(WireError::BadMagic([buf[0], buf[1]]));
+    }
+    let Some(header) = FrameHeader::new_checked(buf) else {
+        return Ok(None);
+    };
+    header.validate()?;
+    let len = header.payload_len() as usize;
+    let Some(payload) = buf.get(HEADER_LEN..HEADER_LEN + len) else {
+        return Ok(None);
+    };
+    let msg = parse_payload(header.kind(), payload)?;
+    Ok(Some((msg, HEADER_LEN + len)))
+}
+
+fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
+    fn json<T: serde::de::DeserializeOwned>(
+        kind: &'static str,
+        payload: &[u8],
+    ) -> Result<T, WireError> {
+        serde_json::from_slice(payload).map_err(|e| WireError::Malformed {
+            kind,
+            reason: e.to_string(),
+        })
+    }
+    Ok(match k {
+        kind::HELLO => Message::Hello(json("Hello", payload)?),
+        kind::ACCEPT => Message::Accept(json("Accept", payload)?),
+        kind::REFUSE => Message::Refuse(json("Refuse", payload)?),
+        kind::RESULTS => Message::Results(Box::new(json("Results", payload)?)),
+        kind::ABORT => Message::Abort(json("Abort", payload)?),
+        kind::START => {
+            if !payload.is_empty() {
+                return Err(WireError::Malformed {
+                    kind: "Start",
+                    reason: format!("expected no payload, got {} bytes", payload.len()),
+                });
+            }
+            Message::Start
+        }
+        kind::DATA_HELLO => {
+            let malformed = |reason: String| WireError::Malformed {
+                kind: "DataHello",
+                reason,
+            };
+            let p: &[u8; DATA_HELLO_LEN] = payload.try_into().map_err(|_| {
+                malformed(format!(
+                    "expected {DATA_HELLO_LEN} bytes, got {}",
+                    payload.len()
+                ))
+            })?;
+            let mut token = [0u8; TOKEN_LEN];
+            token.copy_from_slice(&p[..TOKEN_LEN]);
+            let stream = u32::from_be_bytes([p[16], p[17], p[18], p[19]]);
+            let sender = match p[20] {
+                0 => Side::Client,
+                1 => Side::Server,
+                other => return Err(malformed(format!("bad sender byte {other}"))),
+            };
+            Message::DataHello(DataHello {
+                token: Token(token),
+                stream,
+                sender,
+            })
+        }
+        other => return Err(WireError::UnknownKind(other)),
+    })
+}
+
+/// What the first bytes of a new connection say about the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Greeting {
+    /// Not enough bytes to tell yet.
+    NeedMore,
+    /// A linerate frame follows.
+    Native,
+    /// Looks like an iperf3 cookie (`[a-z2-7]`).
+    Iperf3,
+    /// Neither.
+    Unknown,
+}
+
+/// Classifies a new connection from its first byte(s).
+pub fn classify_greeting(first: &[u8]) -> Greeting {
+    match first.first() {
+        None => Greeting::NeedMore,
+        Some(&b) if b == MAGIC[0] => Greeting::Native,
+        Some(b'a'..=b'z' | b'2'..=b'7') => Greeting::Iperf3,
+        Some(_) => Greeting::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::TestSpec;
+    use proptest::prelude::*;
+
+    fn sample_messages() -> Vec<Message> {
+        vec![
+            Message::Hello(Hello {
+                protocol: 1,
+                software: "linerate test".into(),
+                spec: TestSpec::default(),
+            }),
+            Message::Accept(Accept {
+                spec: TestSpec::default(),
+                token: Token([7; TOKEN_LEN]),
+                notes: vec!["window clamped".into()],
+                software: "s".into(),
+            }),
+            Message::Refuse(Refuse {
+                code: RefuseCode::Busy,
+                message: "busy".into(),
+            }),
+            Message::DataHello(DataHello {
+                token: Token([9; TOKEN_LEN]),
+                stream: 3,
+                sender: Side::Server,
+            }),
+            Message::Start,
+            Message::Results(Box::default()),
+            Message::Abort(Abort {
+                reason: "interrupted".into(),
+            }),
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        for m in sample_messages() {
+            let bytes = to_bytes(&m);
+            let (back, used) = decode(&bytes).expect("valid").expect("complete");
+            assert_eq!(used, bytes.len());
+            assert_eq!(back, m);
+        }
+    }
+
+    #[test]
+    fn every_prefix_asks_for_more() {
+        for m in sample_messages() {
+            let bytes = to_bytes(&m);
+            for cut in 0..bytes.len() {
+                assert_eq!(decode(&bytes[..cut]), Ok(None), "{} cut at {cut}", m.name());
+            }
+        }
+    }
+
+    #[test]
+    fn oversized_length_is_refused_before_payload_arrives() {
+        let mut h = Vec::from(MAGIC);
+        h.extend_from_slice(&[FRAME_VERSION, kind::RESULTS]);
+        h.extend_from_slice(&((MAX_PAYLOAD as u32) + 1).to_be_bytes());
+        assert_eq!(decode(&h), Err(WireError::TooLong(MAX_PAYLOAD as u32 + 1)));
+    }
+
+    #[test]
+    fn bad_magic_version_kind_are_errors() {
+        assert!(matches!(decode(b"XX"), Err(WireError::BadMagic(_))));
+        assert_eq!(
+            decode(&[b'L', b'R', 9, 1, 0, 0, 0, 0]),
+            Err(WireError::UnsupportedVersion(9))
+        );
+        assert_eq!(
+            decode(&[b'L', b'R', 1, 200, 0, 0, 0, 0]),
+            Err(WireError::UnknownKind(200))
+        );
+        assert!(matches!(
+            decode(&[b'L', b'R', 1, kind::START, 0, 0, 0, 1, 0]),
+            Err(WireError::Malformed { .. })
+        ));
+        assert!(matches!(
+            decode(&[b'L', b'R', 1, kind::HELLO, 0, 0, 0, 2, b'{', b'x']),
+            Err(WireError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn greeting_tells_native_from_iperf3() {
+        assert_eq!(classify_greeting(b""), Greeting::NeedMore);
+        assert_eq!(
+            classify_greeting(&to_bytes(&Message::Start)),
+            Greeting::Native
+        );
+        assert_eq!(
+            classify_greeting(b"agiuwt4j3wkxt75cjjjzvef6aiwf6uxc3ydp\0"),
+            Greeting::Iperf3
+        );
+        assert_eq!(classify_greeting(b"GET / HTTP/1.1"), Greeting::Unknown);
+    }
+
+    proptest! {
+        /// No byte string can make the decoder panic, and whatever it accepts
+        /// re-encodes to a frame that decodes to the same message.
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(Some((msg, used))) = decode(&bytes) {
+                prop_assert!(used <= bytes.len());
+                let again = to_bytes(&msg);
+                let (back, _) = decode(&again).expect("re-encoded is valid").expect("complete");
+                prop_assert_eq!(back, msg);
+            }
+        }
+
+        #[test]
+        fn decode_with_valid_header_never_panics(k in 0u8..10, body in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let mut f = Vec::from(MAGIC);
+            f.push(FRAME_VERSION);
+            f.push(k);
+            f.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            f.extend_from_slice(&body);
+            let _ = decode(&f);
+        }
+    }
+}

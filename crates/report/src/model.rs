@@ -1,0 +1,213 @@
+//! The result model. These serde types *are* the JSON schema of `--json`
+//! (and of each `--json-lines` record); every renderer reads only this model.
+//!
+//! Conventions: byte counts are integers; rates are bit/s (SI, as f64);
+//! times are seconds (f64) unless the field name says otherwise.
+
+use linerate_proto::measure::TcpInfo;
+use linerate_proto::spec::{Direction, Limit, TcpOptions};
+use linerate_proto::wire::Side;
+use serde::{Deserialize, Serialize};
+
+/// Version of this schema; bumped on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Which way bytes flow on a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flow {
+    ClientToServer,
+    ServerToClient,
+}
+
+impl Flow {
+    pub fn from_sender(sender: Side) -> Flow {
+        match sender {
+            Side::Client => Flow::ClientToServer,
+            Side::Server => Flow::ServerToClient,
+        }
+    }
+
+    pub fn sender(self) -> Side {
+        match self {
+            Flow::ClientToServer => Side::Client,
+            Flow::ServerToClient => Side::Server,
+        }
+    }
+
+    pub fn arrow(self) -> &'static str {
+        match self {
+            Flow::ClientToServer => "client→server",
+            Flow::ServerToClient => "server→client",
+        }
+    }
+}
+
+/// What was run, against what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestInfo {
+    /// `tcp`.
+    pub protocol: String,
+    pub direction: Direction,
+    /// Streams per sending direction.
+    pub streams: u16,
+    /// Time (ms) or byte limit.
+    pub limit: Limit,
+    /// Bytes per read/write call.
+    pub len: u32,
+    /// Omitted warm-up, seconds.
+    pub omit_s: f64,
+    /// Interval length, seconds.
+    pub interval_s: f64,
+    /// Requested TCP options as agreed with the server.
+    pub tcp: TcpOptions,
+    /// Congestion control the client's first data socket ended up using.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub congestion_used: Option<String>,
+    /// Server address as connected (`host:port`).
+    pub server: String,
+    /// True when the server ran inside the client's process.
+    pub embedded_server: bool,
+    pub client_software: String,
+    pub server_software: String,
+    pub client_engine: String,
+    pub server_engine: String,
+    /// Unix time the test started, milliseconds.
+    pub start_unix_ms: u64,
+}
+
+/// One end of one stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub side: Side,
+    /// Payload bytes written (sender) or read (receiver), warm-up included.
+    pub bytes: u64,
+    /// Of `bytes`, moved during the omitted warm-up.
+    pub omitted_bytes: u64,
+    /// Seconds from the end of the warm-up to this end's last byte.
+    pub seconds: f64,
+    /// (bytes − omitted_bytes) × 8 ÷ seconds.
+    pub bits_per_second: f64,
+    /// read/write calls.
+    pub calls: u64,
+    /// TCP_INFO at the end (sender only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tcp: Option<TcpInfo>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+}
+
+/// Both ends of one stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamSummary {
+    pub id: u32,
+    pub flow: Flow,
+    pub sender: Endpoint,
+    pub receiver: Endpoint,
+}
+
+/// Totals of all streams flowing one way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowSum {
+    pub flow: Flow,
+    pub streams: u32,
+    pub sender_bytes: u64,
+    pub receiver_bytes: u64,
+    /// Longest sender measuring time, seconds.
+    pub sender_seconds: f64,
+    /// Longest receiver measuring time, seconds.
+    pub receiver_seconds: f64,
+    pub sender_bits_per_second: f64,
+    /// The throughput figure to trust: what arrived.
+    pub receiver_bits_per_second: f64,
+    /// Retransmitted segments on the sending side (TCP_INFO).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+}
+
+/// CPU one side spent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideCpu {
+    /// `process` or `threads` (embedded server: only that side's threads).
+    pub scope: String,
+    pub user_s: f64,
+    pub system_s: f64,
+    pub wall_s: f64,
+    /// (user + system) ÷ wall × 100: percent of one CPU.
+    pub percent_of_cpu: f64,
+    /// Whole host, all processes: busy ÷ total × 100 over the same time.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host_cpus: Option<u32>,
+    /// CPU microseconds per KiB this side sent or received.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub service_demand_us_per_kib: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuSummary {
+    pub client: SideCpu,
+    pub server: SideCpu,
+}
+
+/// One stream in one interval as one side saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalStreamRecord {
+    pub id: u32,
+    pub flow: Flow,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    /// TCP_INFO at the end of the interval (sender only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tcp: Option<TcpInfo>,
+}
+
+/// Per-flow sum of an interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSum {
+    pub flow: Flow,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+}
+
+/// One interval as measured by `side`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// The side whose clock and counters this is.
+    pub side: Side,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Inside the omitted warm-up (not in the summary).
+    pub omitted: bool,
+    pub streams: Vec<IntervalStreamRecord>,
+    pub sums: Vec<IntervalSum>,
+}
+
+/// Everything one test produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: u32,
+    pub test: TestInfo,
+    pub streams: Vec<StreamSummary>,
+    pub sums: Vec<FlowSum>,
+    pub cpu: CpuSummary,
+    /// The client's interval records.
+    pub intervals: Vec<IntervalRecord>,
+    /// The server's interval records (sent to the client at the end).
+    pub server_intervals: Vec<IntervalRecord>,
+    /// Changes the server made to the request, and anything else a reader
+    /// of the numbers should know.
+    pub notes: Vec<String>,
+}
+
+/// One line of `--json-lines`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    Start(Box<TestInfo>),
+    Interval(IntervalRecord),
+    Summary(Box<Report>),
+}

@@ -1,0 +1,380 @@
+//! Renderers: each is a [`Sink`] that receives the start of a test, interval
+//! records as they happen, and the final [`Report`], and writes one format.
+
+use std::io::{self, Write};
+
+use linerate_proto::spec::{Direction, Limit};
+use linerate_stats::units::{format_bytes, format_micros, format_rate, format_size};
+
+use crate::model::{Endpoint, IntervalRecord, Record, Report, SideCpu, TestInfo};
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+    JsonLines,
+    Csv,
+}
+
+/// Receives a test's records in order.
+pub trait Sink {
+    fn start(&mut self, info: &TestInfo) -> io::Result<()>;
+    fn interval(&mut self, rec: &IntervalRecord) -> io::Result<()>;
+    fn finish(&mut self, report: &Report) -> io::Result<()>;
+}
+
+/// A sink writing `format` to `out`.
+pub fn sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> {
+    match format {
+        Format::Human => Box::new(Human {
+            out,
+            printed_header: false,
+        }),
+        Format::Json => Box::new(Json { out }),
+        Format::JsonLines => Box::new(JsonLines { out }),
+        Format::Csv => Box::new(Csv {
+            out,
+            printed_header: false,
+        }),
+    }
+}
+
+struct Human<'a> {
+    out: Box<dyn Write + 'a>,
+    printed_header: bool,
+}
+
+fn direction_words(d: Direction) -> &'static str {
+    match d {
+        Direction::Forward => "client→server (stream)",
+        Direction::Reverse => "server→client (maerts)",
+        Direction::Bidir => "both ways (bidir)",
+    }
+}
+
+fn limit_words(l: Limit) -> String {
+    match l {
+        Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
+        Limit::Bytes(b) => format!("{} per direction", format_bytes(b)),
+    }
+}
+
+fn tcp_cols(t: Option<&linerate_proto::measure::TcpInfo>) -> String {
+    match t {
+        Some(t) => format!(
+            "{:>6}  {:>10}  {:>9}",
+            t.retransmits,
+            format_bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)),
+            format_micros(f64::from(t.rtt_us))
+        ),
+        None => String::new(),
+    }
+}
+
+impl Human<'_> {
+    fn cpu_line(&mut self, name: &str, c: &SideCpu) -> io::Result<()> {
+        write!(
+            self.out,
+            "  {name:<7} {:>6.1}% of a CPU (user {:.2} s, sys {:.2} s, {})",
+            c.percent_of_cpu, c.user_s, c.system_s, c.scope
+        )?;
+        if let Some(h) = c.host_percent {
+            write!(
+                self.out,
+                "; host {h:.1}% of {} CPUs",
+                c.host_cpus.unwrap_or(0)
+            )?;
+        }
+        if let Some(d) = c.service_demand_us_per_kib {
+            write!(self.out, "; {d:.3} µs/KiB")?;
+        }
+        writeln!(self.out)
+    }
+
+    fn endpoint_line(&mut self, id: &str, role: &str, e: &Endpoint) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "[{id:>4}] {role:<9} {:<7} {:>11}  {:>8.2} s  {:>15}  {}{}",
+            side_name(e.side),
+            format_bytes(e.bytes),
+            e.seconds,
+            format_rate(e.bits_per_second),
+            tcp_cols(e.tcp.as_ref()),
+            e.error
+                .as_deref()
+                .map(|x| format!("  ERROR: {x}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+impl Sink for Human<'_> {
+    fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "linerate: {} {} to {}{} · {} stream{} · {} writes · {} · engine {}",
+            i.protocol,
+            direction_words(i.direction),
+            i.server,
+            if i.embedded_server {
+                " (embedded server)"
+            } else {
+                ""
+            },
+            i.streams,
+            if i.streams == 1 { "" } else { "s" },
+            format_size(u64::from(i.len)),
+            limit_words(i.limit),
+            i.client_engine,
+        )?;
+        if i.omit_s > 0.0 {
+            writeln!(self.out, "omitting the first {} s (warm-up)", i.omit_s)?;
+        }
+        Ok(())
+    }
+
+    fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
+        if !self.printed_header {
+            writeln!(
+                self.out,
+                "[  ID] Interval            Transfer         Bitrate     Retr        Cwnd        RTT"
+            )?;
+            self.printed_header = true;
+        }
+        let span = format!("{:6.2}-{:<6.2} s", r.start_s, r.end_s);
+        let tag = if r.omitted { "  (omitted)" } else { "" };
+        for s in &r.streams {
+            writeln!(
+                self.out,
+                "[{:>4}] {span} {:>11}  {:>15}  {}{tag}",
+                s.id,
+                format_bytes(s.bytes),
+                format_rate(s.bits_per_second),
+                tcp_cols(s.tcp.as_ref())
+            )?;
+        }
+        if r.streams.len() > 1 || r.sums.len() > 1 {
+            for s in &r.sums {
+                writeln!(
+                    self.out,
+                    "[ SUM] {span} {:>11}  {:>15}  {}{}{tag}",
+                    format_bytes(s.bytes),
+                    format_rate(s.bits_per_second),
+                    s.retransmits.map(|r| format!("{r:>6}")).unwrap_or_default(),
+                    if r.sums.len() > 1 {
+                        format!("  {}", s.flow.arrow())
+                    } else {
+                        String::new()
+                    }
+                )?;
+            }
+        }
+        self.out.flush()
+    }
+
+    fn finish(&mut self, r: &Report) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "- - - - - - - - - - - - - - - - - - - - - - - - -"
+        )?;
+        writeln!(
+            self.out,
+            "[  ID] {:<9} {:<7} {:>11}  {:>10}  {:>15}  {:>6}  {:>10}  {:>9}",
+            "Role", "Side", "Transfer", "Time", "Bitrate", "Retr", "Cwnd", "RTT"
+        )?;
+        for flow_sum in &r.sums {
+            writeln!(
+                self.out,
+                "{} ({} stream{}):",
+                flow_sum.flow.arrow(),
+                flow_sum.streams,
+                if flow_sum.streams == 1 { "" } else { "s" }
+            )?;
+            for s in r.streams.iter().filter(|s| s.flow == flow_sum.flow) {
+                let id = s.id.to_string();
+                self.endpoint_line(&id, "sender", &s.sender)?;
+                self.endpoint_line(&id, "receiver", &s.receiver)?;
+            }
+            writeln!(
+                self.out,
+                "[ SUM] sender    {:>19}  {:>8.2} s  {:>15}  {}",
+                format_bytes(flow_sum.sender_bytes),
+                flow_sum.sender_seconds,
+                format_rate(flow_sum.sender_bits_per_second),
+                flow_sum
+                    .retransmits
+                    .map(|x| format!("{x:>6}"))
+                    .unwrap_or_default()
+            )?;
+            writeln!(
+                self.out,
+                "[ SUM] receiver  {:>19}  {:>8.2} s  {:>15}",
+                format_bytes(flow_sum.receiver_bytes),
+                flow_sum.receiver_seconds,
+                format_rate(flow_sum.receiver_bits_per_second),
+            )?;
+        }
+        writeln!(self.out, "CPU:")?;
+        self.cpu_line("client", &r.cpu.client)?;
+        self.cpu_line("server", &r.cpu.server)?;
+        if let Some(cc) = &r.test.congestion_used {
+            writeln!(self.out, "TCP congestion control: {cc}")?;
+        }
+        for n in &r.notes {
+            writeln!(self.out, "note: {n}")?;
+        }
+        self.out.flush()
+    }
+}
+
+struct Json<'a> {
+    out: Box<dyn Write + 'a>,
+}
+
+impl Sink for Json<'_> {
+    fn start(&mut self, _: &TestInfo) -> io::Result<()> {
+        Ok(())
+    }
+    fn interval(&mut self, _: &IntervalRecord) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, r: &Report) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut self.out, r)?;
+        writeln!(self.out)?;
+        self.out.flush()
+    }
+}
+
+struct JsonLines<'a> {
+    out: Box<dyn Write + 'a>,
+}
+
+impl JsonLines<'_> {
+    fn line(&mut self, r: &Record) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, r)?;
+        writeln!(self.out)?;
+        self.out.flush()
+    }
+}
+
+impl Sink for JsonLines<'_> {
+    fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        self.line(&Record::Start(Box::new(i.clone())))
+    }
+    fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
+        self.line(&Record::Interval(r.clone()))
+    }
+    fn finish(&mut self, r: &Report) -> io::Result<()> {
+        self.line(&Record::Summary(Box::new(r.clone())))
+    }
+}
+
+/// One table: interval rows as they happen, then a row per stream end and
+/// per flow sum. Columns that do not apply to a row are empty.
+struct Csv<'a> {
+    out: Box<dyn Write + 'a>,
+    printed_header: bool,
+}
+
+const CSV_HEADER: &str = "record,side,flow,stream,role,start_s,end_s,seconds,bytes,bits_per_second,omitted,retransmits,snd_cwnd,snd_mss,rtt_us";
+
+impl Csv<'_> {
+    fn header(&mut self) -> io::Result<()> {
+        if !self.printed_header {
+            writeln!(self.out, "{CSV_HEADER}")?;
+            self.printed_header = true;
+        }
+        Ok(())
+    }
+}
+
+fn side_name(s: linerate_proto::wire::Side) -> &'static str {
+    match s {
+        linerate_proto::wire::Side::Client => "client",
+        linerate_proto::wire::Side::Server => "server",
+    }
+}
+
+fn flow_name(f: crate::model::Flow) -> &'static str {
+    match f {
+        crate::model::Flow::ClientToServer => "client_to_server",
+        crate::model::Flow::ServerToClient => "server_to_client",
+    }
+}
+
+fn tcp_csv(t: Option<&linerate_proto::measure::TcpInfo>) -> String {
+    t.map(|t| {
+        format!(
+            "{},{},{},{}",
+            t.retransmits, t.snd_cwnd, t.snd_mss, t.rtt_us
+        )
+    })
+    .unwrap_or_else(|| ",,,".into())
+}
+
+impl Sink for Csv<'_> {
+    fn start(&mut self, _: &TestInfo) -> io::Result<()> {
+        self.header()
+    }
+    fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
+        self.header()?;
+        for s in &r.streams {
+            writeln!(
+                self.out,
+                "interval,{},{},{},,{:.6},{:.6},{:.6},{},{:.0},{},{}",
+                side_name(r.side),
+                flow_name(s.flow),
+                s.id,
+                r.start_s,
+                r.end_s,
+                r.end_s - r.start_s,
+                s.bytes,
+                s.bits_per_second,
+                r.omitted,
+                tcp_csv(s.tcp.as_ref())
+            )?;
+        }
+        self.out.flush()
+    }
+    fn finish(&mut self, r: &Report) -> io::Result<()> {
+        self.header()?;
+        for s in &r.streams {
+            for (role, e) in [("sender", &s.sender), ("receiver", &s.receiver)] {
+                writeln!(
+                    self.out,
+                    "stream,{},{},{},{role},,,{:.6},{},{:.0},,{}",
+                    side_name(e.side),
+                    flow_name(s.flow),
+                    s.id,
+                    e.seconds,
+                    e.bytes,
+                    e.bits_per_second,
+                    tcp_csv(e.tcp.as_ref())
+                )?;
+            }
+        }
+        for f in &r.sums {
+            writeln!(
+                self.out,
+                "sum,{},{},,sender,,,{:.6},{},{:.0},,{},,,",
+                side_name(f.flow.sender()),
+                flow_name(f.flow),
+                f.sender_seconds,
+                f.sender_bytes,
+                f.sender_bits_per_second,
+                f.retransmits.map(|x| x.to_string()).unwrap_or_default()
+            )?;
+            writeln!(
+                self.out,
+                "sum,{},{},,receiver,,,{:.6},{},{:.0},,,,,",
+                side_name(f.flow.sender().other()),
+                flow_name(f.flow),
+                f.receiver_seconds,
+                f.receiver_bytes,
+                f.receiver_bits_per_second,
+            )?;
+        }
+        self.out.flush()
+    }
+}

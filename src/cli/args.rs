@@ -1,0 +1,143 @@
+//! Flags as typed. Values stay strings where they carry units (`10s`,
+//! `128K`), so one parser in `linerate-stats` handles them and validation in
+//! `cli::validate` can name the flag in its error.
+
+use std::net::IpAddr;
+
+use clap::{Args, Parser, Subcommand};
+
+pub const DEFAULT_PORT: u16 = 5201;
+
+const AFTER_HELP: &str = "\
+Units: sizes take K/M/G (1024-based, as iperf3: -l 128K = 131072 bytes); rates
+and printed figures are SI (1 Gbit/s = 10^9 bit/s, 1 GB = 10^9 bytes);
+durations take us/ms/s/m/h (a bare number is seconds).
+
+netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST -l 10`.
+
+Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
+command line, 3 server refused the test (busy, invalid parameters, version).";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "linerate",
+    version,
+    about = "Network throughput and latency measurement: does the path reach line rate, what is lost, what does it cost.",
+    after_help = AFTER_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Serve tests to linerate clients (one at a time unless --max-concurrent).
+    Server(ServerArgs),
+    /// TCP throughput: stream (client sends), --reverse (server sends), --bidir.
+    ///
+    /// Without HOST, runs against a server embedded in this process on
+    /// loopback: the host's own TCP stack, with no set-up.
+    Tcp(TcpArgs),
+}
+
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct OutputArgs {
+    /// One JSON document at the end (the result model; see docs/json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// JSON Lines: a start record, one record per interval as it happens, a summary.
+    #[arg(long)]
+    pub json_lines: bool,
+    /// CSV: interval rows as they happen, then per-stream and sum rows.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Address to listen on (default: all, IPv6 and IPv4).
+    #[arg(short = 'B', long)]
+    pub bind: Option<IpAddr>,
+    /// TCP port for control and data connections.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Exit after the first test (completed or failed).
+    #[arg(short = '1', long)]
+    pub once: bool,
+    /// Tests allowed at once; further clients are refused as busy.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub max_concurrent: usize,
+    /// Refuse tests with more streams per direction than this (default 128).
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<u16>,
+    /// Refuse tests longer than this (default 24h).
+    #[arg(long, value_name = "DURATION")]
+    pub max_time: Option<String>,
+    /// Data-path engine for this side.
+    #[arg(long, default_value = "syscall")]
+    pub engine: String,
+    /// Pin stream threads to these CPUs, round robin (e.g. 0-3,6).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TcpArgs {
+    /// Server to test against; omit to use an embedded loopback server.
+    pub host: Option<String>,
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Measured duration (after --omit).
+    #[arg(short, long, value_name = "DURATION", conflicts_with = "bytes")]
+    pub time: Option<String>,
+    /// Bytes to send per direction instead of a duration (e.g. 10G).
+    #[arg(short = 'n', long, value_name = "SIZE")]
+    pub bytes: Option<String>,
+    /// Bytes per write/read call.
+    #[arg(short, long, value_name = "SIZE", default_value = "1M")]
+    pub len: String,
+    /// Parallel streams per direction, one thread each.
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
+    pub parallel: u16,
+    /// Server sends, client receives (netperf TCP_MAERTS).
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+    /// Both send at once (P streams each way).
+    #[arg(long, conflicts_with = "reverse")]
+    pub bidir: bool,
+    /// Socket send/receive buffer (SO_SNDBUF/SO_RCVBUF) on both ends.
+    #[arg(short, long, value_name = "SIZE")]
+    pub window: Option<String>,
+    /// Pin stream threads to these CPUs, round robin (e.g. 0-3,6).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Warm-up excluded from the summary.
+    #[arg(short = 'O', long, value_name = "DURATION")]
+    pub omit: Option<String>,
+    /// Interval between interval lines.
+    #[arg(short, long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
+    /// TCP congestion control algorithm (e.g. cubic, bbr).
+    #[arg(short = 'C', long, value_name = "ALGO")]
+    pub congestion: Option<String>,
+    /// Disable Nagle (TCP_NODELAY) on data connections.
+    #[arg(short = 'N', long)]
+    pub no_delay: bool,
+    /// TCP maximum segment size (TCP_MAXSEG).
+    #[arg(short = 'M', long, value_name = "BYTES")]
+    pub mss: Option<u32>,
+    /// Data-path engine for this side.
+    #[arg(long, default_value = "syscall")]
+    pub engine: String,
+    /// Give up connecting after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub connect_timeout: String,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}

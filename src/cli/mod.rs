@@ -1,0 +1,336 @@
+//! Command-line parsing in two stages: clap parses flags as typed
+//! ([`args`]), then [`validate`] turns them into a [`Command`] of plain
+//! config types. Clap types never leave this module.
+
+mod args;
+mod netperf;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use linerate_proto::spec::{Direction, Limit, ServerLimits, TcpOptions, TestSpec};
+use linerate_report::render::Format;
+use linerate_stats::units::{parse_duration, parse_size};
+
+/// Where the client's server is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Remote {
+        host: String,
+        port: u16,
+    },
+    /// A server started inside this process on loopback.
+    Embedded,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub target: Target,
+    pub spec: TestSpec,
+    pub engine: String,
+    pub cpus: Vec<usize>,
+    pub format: Format,
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub bind: Option<IpAddr>,
+    pub port: u16,
+    pub once: bool,
+    pub max_concurrent: usize,
+    pub limits: ServerLimits,
+    pub engine: String,
+    pub cpus: Vec<usize>,
+    pub format: Format,
+}
+
+#[derive(Debug, Clone)]
+pub enum Command {
+    Server(ServerConfig),
+    Tcp(ClientConfig),
+}
+
+/// Parses the process arguments (netperf-style names included).
+pub fn parse() -> Result<Command, clap::Error> {
+    parse_from(std::env::args_os().map(|a| a.to_string_lossy().into_owned()))
+}
+
+/// Parses `argv` (program name first). Usage errors come back as clap
+/// errors so they print and exit like clap's own.
+pub fn parse_from(argv: impl IntoIterator<Item = String>) -> Result<Command, clap::Error> {
+    let argv = netperf::rewrite(argv.into_iter().collect());
+    let cli = args::Cli::try_parse_from(argv)?;
+    validate(cli)
+        .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e:#}\n")))
+}
+
+fn format_of(o: &args::OutputArgs) -> Format {
+    if o.json {
+        Format::Json
+    } else if o.json_lines {
+        Format::JsonLines
+    } else if o.csv {
+        Format::Csv
+    } else {
+        Format::Human
+    }
+}
+
+/// Parses `0-3,6` into CPU numbers, checking each is online.
+fn parse_cpus(list: Option<&str>) -> Result<Vec<usize>> {
+    let Some(list) = list else {
+        return Ok(Vec::new());
+    };
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let a: usize = a
+            .trim()
+            .parse()
+            .with_context(|| format!("--cpus: {part:?} is not a CPU number or range"))?;
+        let b: usize = b
+            .trim()
+            .parse()
+            .with_context(|| format!("--cpus: {part:?} is not a CPU number or range"))?;
+        if a > b {
+            bail!("--cpus: range {part:?} runs backwards");
+        }
+        for c in a..=b {
+            if c >= online {
+                bail!(
+                    "--cpus: CPU {c} is not available (this host has {online}: 0-{})",
+                    online - 1
+                );
+            }
+            cpus.push(c);
+        }
+    }
+    if cpus.is_empty() {
+        bail!("--cpus: empty list");
+    }
+    Ok(cpus)
+}
+
+fn duration_ms(flag: &str, v: &str) -> Result<u64> {
+    let d = parse_duration(v).with_context(|| format!("{flag}"))?;
+    Ok(d.as_millis() as u64)
+}
+
+fn size_u32(flag: &str, v: &str) -> Result<u32> {
+    let b = parse_size(v).with_context(|| flag.to_owned())?;
+    u32::try_from(b).with_context(|| format!("{flag}: {v} is too large"))
+}
+
+fn validate(cli: args::Cli) -> Result<Command> {
+    match cli.command {
+        args::Cmd::Server(s) => {
+            if s.max_concurrent == 0 {
+                bail!("--max-concurrent must be at least 1");
+            }
+            let mut limits = ServerLimits::default();
+            if let Some(n) = s.max_streams {
+                limits.max_streams = n;
+            }
+            if let Some(t) = &s.max_time {
+                limits.max_time_ms = duration_ms("--max-time", t)?;
+            }
+            Ok(Command::Server(ServerConfig {
+                bind: s.bind,
+                port: s.port,
+                once: s.once,
+                max_concurrent: s.max_concurrent,
+                limits,
+                engine: s.engine,
+                cpus: parse_cpus(s.cpus.as_deref())?,
+                format: format_of(&s.output),
+            }))
+        }
+        args::Cmd::Tcp(t) => {
+            let limit = match (&t.time, &t.bytes) {
+                (_, Some(b)) => {
+                    let n = parse_size(b).context("--bytes")?;
+                    if n == 0 {
+                        bail!("--bytes must be greater than zero");
+                    }
+                    Limit::Bytes(n)
+                }
+                (Some(d), None) => {
+                    let ms = duration_ms("--time", d)?;
+                    if ms == 0 {
+                        bail!("--time must be greater than zero (use --bytes for a byte count)");
+                    }
+                    Limit::TimeMs(ms)
+                }
+                (None, None) => Limit::TimeMs(10_000),
+            };
+            if t.parallel == 0 {
+                bail!("--parallel must be at least 1");
+            }
+            let len = size_u32("--len", &t.len)?;
+            if len == 0 {
+                bail!("--len must be at least 1 byte");
+            }
+            let interval_ms = duration_ms("--interval", &t.interval)?;
+            if interval_ms < 10 {
+                bail!("--interval must be at least 10ms");
+            }
+            let direction = if t.reverse {
+                Direction::Reverse
+            } else if t.bidir {
+                Direction::Bidir
+            } else {
+                Direction::Forward
+            };
+            let window = t
+                .window
+                .as_deref()
+                .map(|w| size_u32("--window", w))
+                .transpose()?;
+            let spec = TestSpec {
+                protocol: linerate_proto::spec::Protocol::Tcp,
+                direction,
+                streams: t.parallel,
+                limit,
+                len,
+                omit_ms: t
+                    .omit
+                    .as_deref()
+                    .map(|o| duration_ms("--omit", o))
+                    .transpose()?
+                    .unwrap_or(0),
+                interval_ms,
+                tcp: TcpOptions {
+                    window,
+                    congestion: t.congestion,
+                    no_delay: t.no_delay,
+                    mss: t.mss,
+                },
+            };
+            let target = match t.host {
+                Some(host) => Target::Remote { host, port: t.port },
+                None => Target::Embedded,
+            };
+            linerate_engine::engine::by_name(&t.engine)?;
+            Ok(Command::Tcp(ClientConfig {
+                target,
+                spec,
+                engine: t.engine,
+                cpus: parse_cpus(t.cpus.as_deref())?,
+                format: format_of(&t.output),
+                connect_timeout: parse_duration(&t.connect_timeout).context("--connect-timeout")?,
+            }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::args::DEFAULT_PORT;
+    use super::*;
+
+    fn parse(args: &str) -> Result<Command, clap::Error> {
+        parse_from(
+            std::iter::once("linerate".to_string())
+                .chain(args.split_whitespace().map(String::from)),
+        )
+    }
+
+    fn tcp(args: &str) -> ClientConfig {
+        match parse(args).expect("parses") {
+            Command::Tcp(c) => c,
+            other => panic!("not tcp: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tcp_defaults() {
+        let c = tcp("tcp");
+        assert_eq!(c.target, Target::Embedded);
+        assert_eq!(c.spec.limit, Limit::TimeMs(10_000));
+        assert_eq!(c.spec.direction, Direction::Forward);
+        assert_eq!(c.spec.streams, 1);
+        assert_eq!(c.format, Format::Human);
+    }
+
+    #[test]
+    fn tcp_flags() {
+        let c = tcp("tcp 198.18.0.1 -p 6000 -t 3s -l 64K -P 4 -R -w 4M --omit 1 -i 500ms -C cubic -N -M 1400 --json");
+        assert_eq!(
+            c.target,
+            Target::Remote {
+                host: "198.18.0.1".into(),
+                port: 6000
+            }
+        );
+        assert_eq!(c.spec.limit, Limit::TimeMs(3000));
+        assert_eq!(c.spec.len, 65536);
+        assert_eq!(c.spec.streams, 4);
+        assert_eq!(c.spec.direction, Direction::Reverse);
+        assert_eq!(c.spec.tcp.window, Some(4 << 20));
+        assert_eq!(c.spec.omit_ms, 1000);
+        assert_eq!(c.spec.interval_ms, 500);
+        assert_eq!(c.spec.tcp.congestion.as_deref(), Some("cubic"));
+        assert!(c.spec.tcp.no_delay);
+        assert_eq!(c.spec.tcp.mss, Some(1400));
+        assert_eq!(c.format, Format::Json);
+        assert_eq!(tcp("tcp -n 10M").spec.limit, Limit::Bytes(10 << 20));
+    }
+
+    #[test]
+    fn invalid_combinations_name_the_flag() {
+        for (args, needle) in [
+            ("tcp --reverse --bidir", "--bidir"),
+            ("tcp -t 5 -n 1M", "--bytes"),
+            ("tcp -P 0", "--parallel"),
+            ("tcp -l 0", "--len"),
+            ("tcp -t 0", "--time"),
+            ("tcp -i 1ms", "--interval"),
+            ("tcp --json --csv", "--csv"),
+            ("tcp --cpus 9999", "--cpus"),
+            ("tcp --engine warp", "engine"),
+            ("tcp -l 12Q", "--len"),
+            ("server --max-concurrent 0", "--max-concurrent"),
+        ] {
+            let e = parse(args).expect_err(args).to_string();
+            assert!(e.contains(needle), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn netperf_names_map_to_tests() {
+        let s = tcp("TCP_STREAM -H 198.18.0.2 -l 5");
+        assert_eq!(s.spec.direction, Direction::Forward);
+        assert_eq!(s.spec.limit, Limit::TimeMs(5000));
+        assert_eq!(
+            s.target,
+            Target::Remote {
+                host: "198.18.0.2".into(),
+                port: DEFAULT_PORT
+            }
+        );
+        let m = tcp("TCP_MAERTS 198.18.0.2");
+        assert_eq!(m.spec.direction, Direction::Reverse);
+        let t = tcp("-t TCP_MAERTS -H 198.18.0.2 -l -1000000");
+        assert_eq!(t.spec.direction, Direction::Reverse);
+        assert_eq!(t.spec.limit, Limit::Bytes(1_000_000));
+    }
+
+    #[test]
+    fn server_flags() {
+        match parse("server --port 6001 --once --max-concurrent 3 --bind 127.0.0.1")
+            .expect("parses")
+        {
+            Command::Server(s) => {
+                assert_eq!(s.port, 6001);
+                assert!(s.once);
+                assert_eq!(s.max_concurrent, 3);
+                assert_eq!(s.bind, Some("127.0.0.1".parse().expect("ip")));
+            }
+            other => panic!("not server: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The client: wires a [`ClientConfig`] to a control session, the data
+//! streams and the reporters.
+//!
+//! The control loop is the only place that talks to the session: it writes
+//! what the session queued, carries out its actions (open streams, start,
+//! abort), feeds it what the control connection delivered and what the
+//! streams finished with, and calls it back at its deadlines.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Context, Result};
+use linerate_engine::runner::{self, CpuScope, RunParams, SideRun, StreamSetup};
+use linerate_engine::{engine, socket};
+use linerate_proto::measure::Role;
+use linerate_proto::session::client::{ClientAction, ClientSession};
+use linerate_proto::session::SessionError;
+use linerate_proto::spec::{Limit, TestSpec};
+use linerate_proto::wire::{self, DataHello, Message, RefuseCode, Side, Token};
+use linerate_report::build;
+use linerate_report::model::TestInfo;
+use linerate_report::render::{self, Sink};
+use linerate_report::Report;
+
+use crate::cli::{ClientConfig, Target};
+use crate::control::ControlConn;
+use crate::server;
+
+/// Set by the SIGINT handler; the control loop turns it into an Abort.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// A failed test, with the exit status it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
+/// Runs one test and renders it to stdout. Returns the report.
+pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
+    let embedded;
+    let (host, port) = match &cfg.target {
+        Target::Remote { host, port } => (host.clone(), *port),
+        Target::Embedded => {
+            embedded =
+                server::spawn_embedded(&cfg.engine).context("starting the embedded server")?;
+            ("127.0.0.1".to_string(), embedded.port())
+        }
+    };
+    let addrs = socket::resolve(&host, port).map_err(anyhow::Error::from)?;
+    let ctrl_sock = socket::connect_any(&addrs, &Default::default(), cfg.connect_timeout)
+        .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
+    let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
+    let engine = engine::by_name(&cfg.engine).map_err(anyhow::Error::from)?;
+    let stdout = std::io::stdout();
+    let mut sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    let mut test = ClientTest {
+        cfg,
+        engine,
+        peer,
+        embedded: matches!(cfg.target, Target::Embedded),
+        ctrl: ControlConn::new(ctrl_sock)?,
+        session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now()),
+        run: None,
+        pending: Vec::new(),
+        info: None,
+        notes: Vec::new(),
+        start_unix_ms: 0,
+    };
+    let result = test.drive(sink.as_mut());
+    if let Some(run) = &test.run {
+        run.abort();
+    }
+    result
+}
+
+pub fn software() -> String {
+    format!("linerate {}", env!("CARGO_PKG_VERSION"))
+}
+
+struct ClientTest<'a> {
+    cfg: &'a ClientConfig,
+    engine: &'static dyn engine::Engine,
+    peer: std::net::SocketAddr,
+    embedded: bool,
+    ctrl: ControlConn,
+    session: ClientSession,
+    run: Option<SideRun>,
+    /// Data connections opened, waiting for Start.
+    pending: Vec<StreamSetup>,
+    info: Option<TestInfo>,
+    notes: Vec<String>,
+    start_unix_ms: u64,
+}
+
+impl ClientTest<'_> {
+    fn drive(&mut self, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+        loop {
+            self.ctrl
+                .send(&self.session.outbox().take())
+                .context("writing to the control connection")?;
+            while let Some(action) = self.session.poll_action() {
+                self.act(action, sink)?;
+            }
+            self.ctrl
+                .send(&self.session.outbox().take())
+                .context("writing to the control connection")?;
+            if let Some(run) = &mut self.run {
+                while let Some(m) = run.next_interval() {
+                    let flows = build::flows(self.session.spec().unwrap_or(&TestSpec::default()));
+                    sink.interval(&build::interval_record(Side::Client, &m, &flows))
+                        .context("writing output")?;
+                }
+                if let Some(results) = run.try_finish() {
+                    self.session.local_finished(results, Instant::now());
+                    continue;
+                }
+            }
+            if self.session.is_finished() {
+                break;
+            }
+            if INTERRUPTED.load(Ordering::Relaxed) {
+                self.session.abort("interrupted by the user");
+                continue;
+            }
+            let wait = Duration::from_millis(if self.run.is_some() { 20 } else { 5 });
+            match self.ctrl.recv(wait) {
+                Ok(Some(bytes)) => self.session.receive(&bytes, Instant::now()),
+                Ok(None) => {}
+                Err(_) => self.session.peer_closed(),
+            }
+            self.session.handle_timeout(Instant::now());
+        }
+        // Flush a final Abort, if any; the peer may already be gone.
+        let _ = self.ctrl.send(&self.session.outbox().take());
+        self.finish(sink)
+    }
+
+    fn act(&mut self, action: ClientAction, sink: &mut dyn Sink) -> Result<(), ClientError> {
+        match action {
+            ClientAction::OpenStreams {
+                token,
+                spec,
+                notes,
+                server_software,
+            } => {
+                self.notes
+                    .extend(notes.into_iter().map(|n| format!("server: {n}")));
+                match self.open_streams(token, &spec) {
+                    Ok(streams) => {
+                        self.info = Some(self.test_info(&spec, &streams, server_software));
+                        self.pending = streams;
+                        self.session.streams_opened(Instant::now());
+                    }
+                    Err(e) => self.session.streams_failed(format!("{e:#}")),
+                }
+            }
+            ClientAction::StartStreams => {
+                let start = Instant::now();
+                self.start_unix_ms = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                let spec = self.session.spec().cloned().unwrap_or_default();
+                if let Some(info) = &mut self.info {
+                    info.start_unix_ms = self.start_unix_ms;
+                    sink.start(info).context("writing output")?;
+                }
+                self.run = Some(runner::start(
+                    self.engine,
+                    std::mem::take(&mut self.pending),
+                    run_params(&spec, &self.cfg.cpus, self.embedded),
+                    start,
+                ));
+            }
+            ClientAction::AbortStreams => {
+                self.pending.clear();
+                if let Some(run) = &self.run {
+                    run.abort();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn open_streams(&self, token: Token, spec: &TestSpec) -> Result<Vec<StreamSetup>> {
+        let mut streams = Vec::new();
+        for p in spec.stream_plan() {
+            let sock = socket::connect(self.peer, &spec.tcp, self.cfg.connect_timeout)
+                .with_context(|| format!("opening data connection {}", p.id))?;
+            let hello = wire::to_bytes(&Message::DataHello(DataHello {
+                token,
+                stream: p.id,
+                sender: p.sender,
+            }));
+            (&sock)
+                .write_all(&hello)
+                .with_context(|| format!("greeting data connection {}", p.id))?;
+            socket::set_io_timeout(&sock, engine::POLL)?;
+            streams.push(StreamSetup {
+                id: p.id,
+                sender: p.sender,
+                role: if p.sender == Side::Client {
+                    Role::Sender
+                } else {
+                    Role::Receiver
+                },
+                bytes: p.bytes,
+                sock,
+            });
+        }
+        Ok(streams)
+    }
+
+    fn test_info(
+        &mut self,
+        spec: &TestSpec,
+        streams: &[StreamSetup],
+        server_software: String,
+    ) -> TestInfo {
+        let first: Option<&TcpStream> = streams.first().map(|s| &s.sock);
+        if spec.tcp.window.is_some() {
+            if let Some((snd, rcv)) = first.map(socket::buffer_sizes) {
+                self.notes.push(format!(
+                    "client socket buffers: SO_SNDBUF {} bytes, SO_RCVBUF {} bytes (the kernel doubles the request and caps it at wmem_max/rmem_max unless root)",
+                    snd.unwrap_or(0),
+                    rcv.unwrap_or(0)
+                ));
+            }
+        }
+        TestInfo {
+            protocol: "tcp".into(),
+            direction: spec.direction,
+            streams: spec.streams,
+            limit: spec.limit,
+            len: spec.len,
+            omit_s: spec.omit_ms as f64 / 1e3,
+            interval_s: spec.interval_ms as f64 / 1e3,
+            tcp: spec.tcp.clone(),
+            congestion_used: first.and_then(socket::congestion),
+            server: self.peer.to_string(),
+            embedded_server: self.embedded,
+            client_software: software(),
+            server_software,
+            client_engine: self.engine.name().into(),
+            server_engine: String::new(),
+            start_unix_ms: 0,
+        }
+    }
+
+    fn finish(&mut self, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+        match self.session.outcome() {
+            Some(Ok((local, remote))) => {
+                let spec = self.session.spec().cloned().unwrap_or_default();
+                let mut info = self
+                    .info
+                    .clone()
+                    .ok_or_else(|| anyhow!("test finished without starting"))?;
+                info.server_engine = remote.engine.clone();
+                let report = build::build(info, &spec, local, remote, self.notes.clone());
+                sink.finish(&report).context("writing output")?;
+                if let Some(e) = report
+                    .streams
+                    .iter()
+                    .flat_map(|s| [&s.sender, &s.receiver])
+                    .find_map(|e| e.error.as_ref())
+                {
+                    return Err(anyhow!("a data stream failed: {e}").into());
+                }
+                check_totals(&spec, &report)?;
+                Ok(report)
+            }
+            Some(Err(SessionError::Refused { code, message })) => {
+                let what = match code {
+                    RefuseCode::Busy => "server is busy",
+                    RefuseCode::Invalid => "server refused the parameters",
+                    RefuseCode::Version => "protocol version mismatch",
+                    RefuseCode::Internal => "server error",
+                };
+                Err(ClientError::Refused(format!("{what}: {message}")))
+            }
+            Some(Err(e)) => Err(anyhow!("{e}").into()),
+            None => Err(anyhow!("test ended in an unknown state").into()),
+        }
+    }
+}
+
+/// A completed TCP test must have moved every byte it wrote: anything else
+/// is a bug or a broken path, and the numbers would be wrong.
+fn check_totals(spec: &TestSpec, report: &Report) -> Result<()> {
+    for s in &report.streams {
+        if s.sender.bytes != s.receiver.bytes {
+            return Err(anyhow!(
+                "stream {}: sender wrote {} bytes but receiver read {}",
+                s.id,
+                s.sender.bytes,
+                s.receiver.bytes
+            ));
+        }
+    }
+    if let Limit::Bytes(total) = spec.limit {
+        for f in &report.sums {
+            if f.receiver_bytes != total {
+                return Err(anyhow!(
+                    "{}: {} bytes arrived, {total} requested",
+                    f.flow.arrow(),
+                    f.receiver_bytes
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runner parameters of a side from the agreed spec.
+pub fn run_params(spec: &TestSpec, cpus: &[usize], embedded: bool) -> RunParams {
+    RunParams {
+        len: spec.len as usize,
+        time: match spec.limit {
+            Limit::TimeMs(ms) => Some(Duration::from_millis(ms)),
+            Limit::Bytes(_) => None,
+        },
+        omit: Duration::from_millis(spec.omit_ms),
+        interval: Duration::from_millis(spec.interval_ms),
+        cpus: cpus.to_vec(),
+        cpu_scope: if embedded {
+            CpuScope::Threads
+        } else {
+            CpuScope::Process
+        },
+    }
+}
+
+impl ClientError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::Refused(_) => 3,
+            ClientError::Failed(_) => 1,
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Blocking I/O for control connections: write what a session queued, read
+//! what arrived within a short wait, and read a connection's first frame.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use linerate_engine::socket;
+use linerate_proto::wire::{self, FrameHeader, Message, HEADER_LEN};
+
+/// A control connection.
+#[derive(Debug)]
+pub struct ControlConn {
+    sock: TcpStream,
+    buf: Vec<u8>,
+    timeout: Option<Duration>,
+}
+
+impl ControlConn {
+    pub fn new(sock: TcpStream) -> Result<Self> {
+        socket::prepare_control(&sock)?;
+        // Bound every write: a peer that stops reading cannot hang us.
+        sock.set_write_timeout(Some(Duration::from_secs(10)))
+            .context("control write timeout")?;
+        Ok(ControlConn {
+            sock,
+            buf: vec![0; 16 * 1024],
+            timeout: None,
+        })
+    }
+
+    /// Writes all of `bytes` (nothing when empty).
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.sock.write_all(bytes)
+    }
+
+    /// Waits up to `wait` for bytes. `Ok(None)`: nothing yet; `Err`: the
+    /// connection ended or failed.
+    pub fn recv(&mut self, wait: Duration) -> std::io::Result<Option<&[u8]>> {
+        if self.timeout != Some(wait) {
+            self.sock.set_read_timeout(Some(wait))?;
+            self.timeout = Some(wait);
+        }
+        match self.sock.read(&mut self.buf) {
+            Ok(0) => Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => Ok(Some(&self.buf[..n])),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Reads exactly one native frame from a new connection, within `limit`.
+/// Returns the decoded message and its raw bytes; reads nothing past it.
+pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, Vec<u8>)> {
+    let deadline = Instant::now() + limit;
+    let mut raw = vec![0u8; HEADER_LEN];
+    read_exact_by(sock, &mut raw, deadline)?;
+    let header = FrameHeader::new_checked(&raw[..]).context("short header")?;
+    header.validate()?;
+    let len = header.payload_len() as usize;
+    raw.resize(HEADER_LEN + len, 0);
+    read_exact_by(sock, &mut raw[HEADER_LEN..], deadline)?;
+    match wire::decode(&raw)? {
+        Some((msg, _)) => Ok((msg, raw)),
+        None => bail!("incomplete frame"),
+    }
+}
+
+fn read_exact_by(mut sock: &TcpStream, mut buf: &mut [u8], deadline: Instant) -> Result<()> {
+    while !buf.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!("timed out waiting for the peer's first frame");
+        }
+        sock.set_read_timeout(Some(left))?;
+        match sock.read(buf) {
+            Ok(0) => bail!("peer closed the connection"),
+            Ok(n) => buf = &mut buf[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}

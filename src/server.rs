@@ -1,0 +1,472 @@
+//! The server: accepts connections on one port, tells control connections
+//! from data connections (and linerate peers from iperf3 ones) by their first
+//! bytes, and runs one control session per test on its own thread.
+//!
+//! Every connection gets a thread with bounded waits, and every test's
+//! streams are owned by a [`SideRun`] that is aborted and joined when the
+//! session ends, so a misbehaving client costs a thread for at most the
+//! session's deadlines and can never stop the server from serving others.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use linerate_engine::runner::{self, SideRun, StreamSetup};
+use linerate_engine::{engine, socket};
+use linerate_proto::measure::Role;
+use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
+use linerate_proto::spec::{ServerLimits, TestSpec};
+use linerate_proto::wire::{
+    classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
+};
+use linerate_report::build;
+use linerate_report::model::TestInfo;
+use linerate_report::render::{self, Format};
+
+use crate::cli::ServerConfig;
+use crate::client::{run_params, software};
+use crate::control::{read_first_frame, ControlConn};
+
+/// How long a new connection may take to say who it is.
+const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
+
+type DataRoute = Sender<(DataHello, TcpStream)>;
+
+/// State shared by the accept loop and the session threads.
+struct Shared {
+    limits: ServerLimits,
+    max_concurrent: usize,
+    engine: &'static dyn engine::Engine,
+    cpus: Vec<usize>,
+    format: Format,
+    /// Quiet: the embedded server prints nothing (its client reports).
+    quiet: bool,
+    /// Client and server share the process: account CPU per thread.
+    per_thread_cpu: bool,
+    active: Mutex<usize>,
+    routes: Mutex<HashMap<Token, DataRoute>>,
+    /// Set when an admitted test has ended (for --once).
+    test_ended: AtomicBool,
+}
+
+/// Runs a server until interrupted (or after one test with --once).
+pub fn run(cfg: &ServerConfig) -> Result<()> {
+    let listener = socket::listen(cfg.bind, cfg.port)?;
+    let addr = listener.local_addr()?;
+    if cfg.format == Format::Human {
+        println!(
+            "linerate server listening on {addr} (engine {})",
+            cfg.engine
+        );
+    } else {
+        eprintln!("linerate server listening on {addr}");
+    }
+    let shared = Arc::new(Shared {
+        limits: cfg.limits.clone(),
+        max_concurrent: cfg.max_concurrent,
+        engine: engine::by_name(&cfg.engine)?,
+        cpus: cfg.cpus.clone(),
+        format: cfg.format,
+        quiet: false,
+        per_thread_cpu: cfg.max_concurrent > 1,
+        active: Mutex::new(0),
+        routes: Mutex::new(HashMap::new()),
+        test_ended: AtomicBool::new(false),
+    });
+    serve(&listener, &shared, cfg.once)
+}
+
+/// A server running on a thread of this process, on loopback.
+#[derive(Debug)]
+pub struct Embedded {
+    addr: SocketAddr,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Embedded {
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        // The server exits after its one test; joining makes sure its
+        // threads and sockets are gone before the process reports.
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Starts a one-test server on 127.0.0.1 with an ephemeral port.
+pub fn spawn_embedded(engine_name: &str) -> Result<Embedded> {
+    let listener = socket::listen(Some([127, 0, 0, 1].into()), 0)?;
+    let addr = listener.local_addr()?;
+    let shared = Arc::new(Shared {
+        limits: ServerLimits::default(),
+        max_concurrent: 1,
+        engine: engine::by_name(engine_name)?,
+        cpus: Vec::new(),
+        format: Format::Human,
+        quiet: true,
+        per_thread_cpu: true,
+        active: Mutex::new(0),
+        routes: Mutex::new(HashMap::new()),
+        test_ended: AtomicBool::new(false),
+    });
+    let handle = std::thread::Builder::new()
+        .name("linerate-embedded-server".into())
+        .spawn(move || {
+            if let Err(e) = serve(&listener, &shared, true) {
+                eprintln!("linerate: embedded server: {e:#}");
+            }
+        })
+        .context("spawning the embedded server")?;
+    Ok(Embedded {
+        addr,
+        handle: Some(handle),
+    })
+}
+
+fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()> {
+    let mut sessions: Vec<JoinHandle<()>> = Vec::new();
+    loop {
+        if once && shared.test_ended.load(Ordering::Acquire) {
+            break;
+        }
+        sessions.retain(|h| !h.is_finished());
+        if !socket::wait_readable(listener, Duration::from_millis(100))? {
+            continue;
+        }
+        let (sock, peer) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) => {
+                // Per-connection failures (e.g. ECONNABORTED, EMFILE) must
+                // not take the server down; back off briefly.
+                eprintln!("linerate server: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let shared = Arc::clone(shared);
+        match std::thread::Builder::new()
+            .name("linerate-conn".into())
+            .spawn(move || handle_connection(sock, socket::canonical(peer), &shared))
+        {
+            Ok(h) => sessions.push(h),
+            Err(e) => eprintln!("linerate server: cannot start a thread for {peer}: {e}"),
+        }
+    }
+    for h in sessions {
+        let _ = h.join();
+    }
+    Ok(())
+}
+
+fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
+    if let Err(e) = sock.set_read_timeout(Some(GREETING_TIMEOUT)) {
+        eprintln!("linerate server: {peer}: {e}");
+        return;
+    }
+    let mut first = [0u8; 1];
+    let greeting = match sock.peek(&mut first) {
+        Ok(0) => return,
+        Ok(_) => classify_greeting(&first),
+        Err(e) => {
+            eprintln!("linerate server: {peer}: no greeting: {e}");
+            return;
+        }
+    };
+    match greeting {
+        Greeting::Native => {}
+        Greeting::Iperf3 => {
+            eprintln!(
+                "linerate server: {peer}: this is an iperf3 client; this server does not speak the iperf3 protocol yet, closing"
+            );
+            return;
+        }
+        Greeting::Unknown | Greeting::NeedMore => {
+            eprintln!("linerate server: {peer}: not a linerate or iperf3 peer (first byte {:#04x}), closing", first[0]);
+            return;
+        }
+    }
+    let (msg, raw) = match read_first_frame(&sock, GREETING_TIMEOUT) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("linerate server: {peer}: bad first frame: {e:#}");
+            // Answer a Hello-shaped mistake in words the client can print.
+            let _ = reply_refusal(&sock, &e.to_string());
+            return;
+        }
+    };
+    match msg {
+        Message::Hello(_) => run_control(sock, peer, &raw, shared),
+        Message::DataHello(h) => {
+            let route = shared
+                .routes
+                .lock()
+                .ok()
+                .and_then(|r| r.get(&h.token).cloned());
+            match route {
+                Some(tx) => {
+                    let _ = tx.send((h, sock));
+                }
+                None => eprintln!(
+                    "linerate server: {peer}: data connection for no running test, closing"
+                ),
+            }
+        }
+        other => eprintln!(
+            "linerate server: {peer}: unexpected first frame {}, closing",
+            other.name()
+        ),
+    }
+}
+
+fn reply_refusal(mut sock: &TcpStream, why: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let msg = Message::Refuse(linerate_proto::wire::Refuse {
+        code: linerate_proto::wire::RefuseCode::Invalid,
+        message: why.to_owned(),
+    });
+    sock.write_all(&linerate_proto::wire::to_bytes(&msg))
+}
+
+fn new_token() -> Result<Token> {
+    let mut t = [0u8; TOKEN_LEN];
+    getrandom::fill(&mut t)
+        .map_err(|e| anyhow::anyhow!("no randomness for the test token: {e}"))?;
+    Ok(Token(t))
+}
+
+/// Releases the admission slot and the data route however the session ends.
+struct Admitted<'a> {
+    shared: &'a Shared,
+    admitted: bool,
+    token: Token,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.shared.routes.lock() {
+            r.remove(&self.token);
+        }
+        if self.admitted {
+            if let Ok(mut a) = self.shared.active.lock() {
+                *a -= 1;
+            }
+            self.shared.test_ended.store(true, Ordering::Release);
+        }
+    }
+}
+
+fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared) {
+    let token = match new_token() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("linerate server: {e:#}");
+            return;
+        }
+    };
+    let admission = match shared.active.lock() {
+        Ok(mut a) if *a < shared.max_concurrent => {
+            *a += 1;
+            Admission::Admit
+        }
+        Ok(a) => Admission::Busy {
+            running: *a,
+            max: shared.max_concurrent,
+        },
+        Err(_) => return,
+    };
+    let _slot = Admitted {
+        shared,
+        admitted: admission == Admission::Admit,
+        token,
+    };
+    let mut ctrl = match ControlConn::new(sock) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("linerate server: {peer}: {e:#}");
+            return;
+        }
+    };
+    let mut session = ServerSession::new(
+        shared.limits.clone(),
+        admission,
+        token,
+        &software(),
+        Instant::now(),
+    );
+    session.receive(first, Instant::now());
+    let (route_tx, route_rx) = mpsc::channel();
+    let mut test = ServerTest {
+        shared,
+        session,
+        route_tx,
+        route_rx,
+        attached: Vec::new(),
+        run: None,
+        start_unix_ms: 0,
+    };
+    test.drive(&mut ctrl);
+    if let Some(run) = &test.run {
+        run.abort();
+    }
+    report(&test, peer);
+}
+
+struct ServerTest<'a> {
+    shared: &'a Shared,
+    session: ServerSession,
+    route_tx: DataRoute,
+    route_rx: Receiver<(DataHello, TcpStream)>,
+    attached: Vec<StreamSetup>,
+    run: Option<SideRun>,
+    start_unix_ms: u64,
+}
+
+impl ServerTest<'_> {
+    fn drive(&mut self, ctrl: &mut ControlConn) {
+        loop {
+            if ctrl.send(&self.session.outbox().take()).is_err() {
+                self.session.peer_closed();
+            }
+            while let Some(action) = self.session.poll_action() {
+                self.act(action);
+            }
+            if ctrl.send(&self.session.outbox().take()).is_err() {
+                self.session.peer_closed();
+            }
+            while let Ok((hello, sock)) = self.route_rx.try_recv() {
+                self.attach(hello, sock);
+            }
+            if let Some(run) = &mut self.run {
+                // Interval records travel in the side's results; drop the live copies.
+                while run.next_interval().is_some() {}
+                if let Some(results) = run.try_finish() {
+                    self.session.local_finished(results, Instant::now());
+                    continue;
+                }
+            }
+            if self.session.is_finished() {
+                break;
+            }
+            let wait = Duration::from_millis(if self.run.is_some() { 20 } else { 2 });
+            match ctrl.recv(wait) {
+                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
+                Ok(None) => {}
+                Err(_) => self.session.peer_closed(),
+            }
+            self.session.handle_timeout(Instant::now());
+        }
+        let _ = ctrl.send(&self.session.outbox().take());
+    }
+
+    fn act(&mut self, action: ServerAction) {
+        match action {
+            ServerAction::ExpectStreams { token, .. } => {
+                if let Ok(mut r) = self.shared.routes.lock() {
+                    r.insert(token, self.route_tx.clone());
+                }
+            }
+            ServerAction::StartStreams => {
+                let spec = self.session.spec().cloned().unwrap_or_default();
+                self.start_unix_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                self.run = Some(runner::start(
+                    self.shared.engine,
+                    std::mem::take(&mut self.attached),
+                    run_params(&spec, &self.shared.cpus, self.shared.per_thread_cpu),
+                    Instant::now(),
+                ));
+            }
+            ServerAction::AbortStreams => {
+                self.attached.clear();
+                if let Some(run) = &self.run {
+                    run.abort();
+                }
+            }
+        }
+    }
+
+    fn attach(&mut self, hello: DataHello, sock: TcpStream) {
+        let spec: TestSpec = self.session.spec().cloned().unwrap_or_default();
+        match self.session.stream_attached(&hello, Instant::now()) {
+            Ok(plan) => {
+                let setup = socket::apply_accepted(&sock, &spec.tcp)
+                    .and_then(|()| socket::set_io_timeout(&sock, engine::POLL));
+                if let Err(e) = setup {
+                    self.session
+                        .stream_failed(format!("stream {}: {e}", plan.id));
+                    return;
+                }
+                self.attached.push(StreamSetup {
+                    id: plan.id,
+                    sender: plan.sender,
+                    role: if plan.sender == Side::Server {
+                        Role::Sender
+                    } else {
+                        Role::Receiver
+                    },
+                    bytes: plan.bytes,
+                    sock,
+                });
+            }
+            Err(why) => eprintln!("linerate server: rejected a data connection: {why}"),
+        }
+    }
+}
+
+fn report(test: &ServerTest<'_>, peer: SocketAddr) {
+    let shared = test.shared;
+    match test.session.outcome() {
+        Some(ServerOutcome::Completed {
+            spec,
+            local,
+            remote,
+        }) => {
+            if shared.quiet {
+                return;
+            }
+            let info = TestInfo {
+                protocol: "tcp".into(),
+                direction: spec.direction,
+                streams: spec.streams,
+                limit: spec.limit,
+                len: spec.len,
+                omit_s: spec.omit_ms as f64 / 1e3,
+                interval_s: spec.interval_ms as f64 / 1e3,
+                tcp: spec.tcp.clone(),
+                congestion_used: None,
+                server: format!("client {peer}"),
+                embedded_server: false,
+                client_software: test.session.client_software().unwrap_or("").to_owned(),
+                server_software: software(),
+                client_engine: remote.engine.clone(),
+                server_engine: local.engine.clone(),
+                start_unix_ms: test.start_unix_ms,
+            };
+            let report = build::build(info.clone(), spec, remote, local, Vec::new());
+            let stdout = std::io::stdout();
+            let mut sink = render::sink(shared.format, Box::new(stdout.lock()));
+            let _ = sink.start(&info).and_then(|()| sink.finish(&report));
+        }
+        Some(ServerOutcome::Refused(r)) => {
+            if !shared.quiet {
+                eprintln!("linerate server: refused {peer}: {}", r.message);
+            }
+        }
+        Some(ServerOutcome::Failed(e)) => {
+            eprintln!("linerate server: test from {peer} failed: {e}")
+        }
+        None => eprintln!("linerate server: test from {peer} ended unexpectedly"),
+    }
+}
