@@ -100,9 +100,6 @@ struct ClientTest<'a> {
 impl ClientTest<'_> {
     fn drive(&mut self, sink: &mut dyn Sink) -> Result<Report, ClientError> {
         loop {
-            self.ctrl
-                .send(&self.session.outbox().take())
-                .context("writing to the control connection")?;
             while let Some(action) = self.session.poll_action() {
                 self.act(action, sink)?;
             }
@@ -129,7 +126,7 @@ impl ClientTest<'_> {
             }
             let wait = Duration::from_millis(if self.run.is_some() { 20 } else { 5 });
             match self.ctrl.recv(wait) {
-                Ok(Some(bytes)) => self.session.receive(&bytes, Instant::now()),
+                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
                 Ok(None) => {}
                 Err(_) => self.session.peer_closed(),
             }

@@ -335,9 +335,8 @@ struct ServerTest<'a> {
 impl ServerTest<'_> {
     fn drive(&mut self, ctrl: &mut ControlConn) {
         loop {
-            if ctrl.send(&self.session.outbox().take()).is_err() {
-                self.session.peer_closed();
-            }
+            // Actions before bytes: the data route must exist before the
+            // Accept that lets the client open data connections goes out.
             while let Some(action) = self.session.poll_action() {
                 self.act(action);
             }

@@ -116,7 +116,7 @@ fn parse_cpus(list: Option<&str>) -> Result<Vec<usize>> {
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
-    let d = parse_duration(v).with_context(|| format!("{flag}"))?;
+    let d = parse_duration(v).with_context(|| flag.to_string())?;
     Ok(d.as_millis() as u64)
 }
 

@@ -23,8 +23,11 @@ impl CpuTime {
             system: self.system.saturating_sub(earlier.system),
         }
     }
+}
 
-    pub fn add(self, other: CpuTime) -> CpuTime {
+impl std::ops::Add for CpuTime {
+    type Output = CpuTime;
+    fn add(self, other: CpuTime) -> CpuTime {
         CpuTime {
             user: self.user + other.user,
             system: self.system + other.system,

@@ -152,16 +152,27 @@ fn next_boundary(prev: Duration, omit: Duration, interval: Duration) -> Duration
     }
 }
 
-fn spawn_stream(
+/// What every stream thread of a side shares with the sampler.
+struct StreamCtx {
     engine: &'static dyn Engine,
+    start: Instant,
+    signals: Arc<Signals>,
+    done: Sender<Finished>,
+}
+
+fn spawn_stream(
+    ctx: StreamCtx,
     index: usize,
     setup: StreamSetup,
     params: &RunParams,
-    start: Instant,
     counter: Arc<StreamCounter>,
-    signals: Arc<Signals>,
-    tx: Sender<Finished>,
 ) -> std::io::Result<JoinHandle<()>> {
+    let StreamCtx {
+        engine,
+        start,
+        signals,
+        done: tx,
+    } = ctx;
     let len = params.len;
     let pin = (!params.cpus.is_empty()).then(|| params.cpus[index % params.cpus.len()]);
     std::thread::Builder::new()
@@ -232,16 +243,13 @@ fn sample(
         };
         probes.push((s.id, probe));
         let id = s.id;
-        match spawn_stream(
+        let ctx = StreamCtx {
             engine,
-            i,
-            s,
-            params,
             start,
-            Arc::clone(&counters[i]),
-            Arc::clone(signals),
-            ftx.clone(),
-        ) {
+            signals: Arc::clone(signals),
+            done: ftx.clone(),
+        };
+        match spawn_stream(ctx, i, s, params, Arc::clone(&counters[i])) {
             Ok(h) => handles.push(h),
             Err(e) => {
                 results[i] = Some(StreamMeasurement {
@@ -268,7 +276,9 @@ fn sample(
         recorded.push(rec);
     };
 
-    let cut = |upto: Duration, prev: Duration, prev_bytes: &mut [u64]| {
+    // `planned` is the boundary the cut was scheduled for; the omitted flag
+    // follows it, not the (slightly later) instant the sampler woke.
+    let cut = |upto: Duration, planned: Duration, prev: Duration, prev_bytes: &mut [u64]| {
         let streams = counters
             .iter()
             .zip(&probes)
@@ -287,7 +297,7 @@ fn sample(
         IntervalMeasurement {
             start_ns: prev.as_nanos() as u64,
             end_ns: upto.as_nanos() as u64,
-            omitted: upto <= params.omit && params.omit > Duration::ZERO,
+            omitted: planned <= params.omit && params.omit > Duration::ZERO,
             streams,
         }
     };
@@ -307,7 +317,7 @@ fn sample(
         match frx.recv_timeout(wait) {
             Ok(f) => {
                 last_end = last_end.max(Duration::from_nanos(f.measurement.elapsed_ns));
-                threads_cpu = threads_cpu.add(f.cpu);
+                threads_cpu = threads_cpu + f.cpu;
                 results[f.index] = Some(f.measurement);
                 finished += 1;
                 continue;
@@ -325,7 +335,7 @@ fn sample(
         // leaving a sliver after the planned end.
         let last = stop_at.is_some_and(|s| boundary >= s);
         if now >= boundary && !last {
-            let rec = cut(now, prev, &mut prev_bytes);
+            let rec = cut(now, boundary, prev, &mut prev_bytes);
             if boundary == params.omit {
                 omitted_bytes.clone_from(&prev_bytes);
             }
@@ -342,7 +352,7 @@ fn sample(
         .zip(&prev_bytes)
         .any(|(c, &pb)| c.get() > pb)
     {
-        emit(cut(end, prev, &mut prev_bytes));
+        emit(cut(end, end, prev, &mut prev_bytes));
     }
     for h in handles {
         let _ = h.join();
@@ -350,10 +360,7 @@ fn sample(
     let wall = start.elapsed();
     let (scope, used) = match params.cpu_scope {
         CpuScope::Process => ("process", cpu::process().saturating_sub(proc0)),
-        CpuScope::Threads => (
-            "threads",
-            threads_cpu.add(cpu::thread().saturating_sub(self0)),
-        ),
+        CpuScope::Threads => ("threads", threads_cpu + cpu::thread().saturating_sub(self0)),
     };
     let host = host0.zip(cpu::host()).map(|(a, b)| cpu::host_delta(a, b));
     let streams = results

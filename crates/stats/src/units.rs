@@ -133,7 +133,7 @@ pub fn format_bytes(bytes: u64) -> String {
 /// `131072` → `128 KiB` for buffer sizes, exact when it can be.
 pub fn format_size(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }

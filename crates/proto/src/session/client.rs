@@ -203,6 +203,10 @@ impl ClientSession {
         // A late report (e.g. streams dying after AbortStreams, or after the
         // test completed) must not overwrite the outcome already reached.
         if !self.is_finished() {
+            // Tell the server why, so it logs the cause instead of a hang-up.
+            self.outbox.push(&Message::Abort(Abort {
+                reason: format!("client could not set up its streams: {why}"),
+            }));
             self.fail(SessionError::Stream(why));
         }
     }

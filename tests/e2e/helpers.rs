@@ -1,0 +1,175 @@
+//! Shared helpers: spawn the real `linerate` binary as server and client,
+//! parse its JSON, and make sure nothing outlives a test.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_linerate")
+}
+
+/// A `linerate server` on an ephemeral loopback port, killed on drop.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Server {
+    pub fn start(extra: &[&str]) -> Server {
+        Self::start_in(None, "127.0.0.1", extra)
+    }
+
+    /// Starts a server, optionally inside network namespace `netns`.
+    pub fn start_in(netns: Option<&str>, bind: &str, extra: &[&str]) -> Server {
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, bin()]);
+                c
+            }
+            None => Command::new(bin()),
+        };
+        cmd.args(["server", "--port", "0", "--bind", bind])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn server");
+        let stdout = child.stdout.take().expect("server stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("server prints its address");
+        // "linerate server listening on 127.0.0.1:PORT (engine syscall)"
+        let port = line
+            .split_whitespace()
+            .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Server { child, port }
+    }
+
+    pub fn port_str(&self) -> String {
+        self.port.to_string()
+    }
+
+    /// True while the server process is alive.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the client with `args`, bounded by `limit`.
+pub fn run_client(args: &[&str], limit: Duration) -> Output {
+    run_client_in(None, args, limit)
+}
+
+pub fn run_client_in(netns: Option<&str>, args: &[&str], limit: Duration) -> Output {
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin()]);
+            c
+        }
+        None => Command::new(bin()),
+    };
+    let mut child = cmd
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait().expect("wait client") {
+            Some(_) => break,
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "client {args:?} ran past {limit:?}\nstdout: {}\nstderr: {}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    child.wait_with_output().expect("client output")
+}
+
+/// Runs a client that must succeed and print one JSON document.
+pub fn json_client(args: &[&str]) -> Value {
+    let out = run_client(args, Duration::from_secs(60));
+    assert_ok(&out, args);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+pub fn assert_ok(out: &Output, args: &[&str]) {
+    assert!(
+        out.status.success(),
+        "{args:?} failed with {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+pub fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Every stream's sender and receiver byte totals are equal and non-zero.
+pub fn assert_streams_balanced(report: &Value) {
+    let streams = report["streams"].as_array().expect("streams array");
+    assert!(!streams.is_empty(), "no streams in {report}");
+    for s in streams {
+        let sent = u(&s["sender"]["bytes"]);
+        let received = u(&s["receiver"]["bytes"]);
+        assert!(sent > 0, "stream {} moved nothing", s["id"]);
+        assert_eq!(
+            sent, received,
+            "stream {}: sender and receiver totals differ",
+            s["id"]
+        );
+        assert!(s["sender"].get("error").is_none(), "stream error: {s}");
+        assert!(s["receiver"].get("error").is_none(), "stream error: {s}");
+    }
+    for sum in report["sums"].as_array().expect("sums") {
+        assert_eq!(u(&sum["sender_bytes"]), u(&sum["receiver_bytes"]));
+        assert!(f(&sum["receiver_bits_per_second"]) > 0.0);
+    }
+}
+
+/// Polls `cond` every 50 ms for up to `limit`.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}

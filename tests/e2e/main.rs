@@ -1,0 +1,7 @@
+//! End-to-end tests: the real binary, as a user runs it. One test binary
+//! (as in ripgrep) with shared helpers; modules by feature. Regression tests
+//! are named after their issue (`issue_N_…`).
+
+mod helpers;
+mod netns;
+mod tcp;

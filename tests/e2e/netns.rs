@@ -1,0 +1,171 @@
+//! A real network path: two network namespaces joined by a veth pair,
+//! addressed from 198.18.0.0/15 (RFC 2544's benchmarking range). Tests here
+//! check linerate's byte counts against the kernel's interface counters.
+//!
+//! Needs root (CI runs as root); elsewhere each test prints why it skipped.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::helpers::*;
+
+/// Two namespaces `a` (client, 198.18.0.1) and `b` (server, 198.18.0.2)
+/// joined by veth `va` ↔ `vb`. Deleted on drop.
+pub struct NetPair {
+    pub a: String,
+    pub b: String,
+}
+
+pub const ADDR_A: &str = "198.18.0.1";
+pub const ADDR_B: &str = "198.18.0.2";
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Why namespace tests cannot run here, if they cannot.
+pub fn unavailable() -> Option<String> {
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("needs root to create network namespaces".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("the `ip` command (iproute2) is not installed".into());
+    }
+    None
+}
+
+impl NetPair {
+    /// Creates the pair with `mtu` on both veth ends.
+    pub fn new(tag: &str, mtu: u32) -> Result<NetPair, String> {
+        let base = format!("lr{}{tag}", std::process::id());
+        let pair = NetPair {
+            a: format!("{base}a"),
+            b: format!("{base}b"),
+        };
+        let mtu = mtu.to_string();
+        ip(&["netns", "add", &pair.a])?;
+        ip(&["netns", "add", &pair.b])?;
+        ip(&[
+            "-n", &pair.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns",
+            &pair.b,
+        ])?;
+        for (ns, dev, addr) in [(&pair.a, "va", ADDR_A), (&pair.b, "vb", ADDR_B)] {
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", ns, "link", "set", dev, "mtu", &mtu])?;
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+        }
+        Ok(pair)
+    }
+
+    /// Reads a counter of `dev` in namespace `ns` (e.g. `rx_bytes`).
+    pub fn counter(ns: &str, dev: &str, name: &str) -> u64 {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "cat",
+                &format!("/sys/class/net/{dev}/statistics/{name}"),
+            ])
+            .output()
+            .expect("read counter");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("counter {dev}/{name} in {ns}: {out:?}"))
+    }
+}
+
+impl Drop for NetPair {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes its veth end (and so the pair).
+        let _ = ip(&["netns", "del", &self.a]);
+        let _ = ip(&["netns", "del", &self.b]);
+    }
+}
+
+/// Bytes a TCP flow may add on the wire per segment: Ethernet (14), IPv4
+/// (20), TCP with timestamps (32). veth counts frames without FCS.
+const PER_SEGMENT: u64 = 14 + 20 + 32;
+/// Handshakes, the control connection's frames (results with intervals),
+/// FINs: a generous fixed allowance.
+const FIXED_SLACK: u64 = 256 * 1024;
+
+fn check_against_counters(mtu: u32, reverse: bool) {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let pair =
+        NetPair::new(&format!("{mtu}{}", u8::from(reverse)), mtu).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    // The receiving side's veth counts every byte of the data direction.
+    let (rx_ns, rx_dev) = if reverse {
+        (&pair.a, "va")
+    } else {
+        (&pair.b, "vb")
+    };
+    let before = NetPair::counter(rx_ns, rx_dev, "rx_bytes");
+    let port = server.port_str();
+    let mut args = vec!["tcp", ADDR_B, "-p", &port, "-t", "2", "-P", "2", "--json"];
+    if reverse {
+        args.push("--reverse");
+    }
+    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let after = NetPair::counter(rx_ns, rx_dev, "rx_bytes");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_streams_balanced(&report);
+    let payload = u(&report["sums"][0]["receiver_bytes"]);
+    let mss = report["streams"]
+        .as_array()
+        .expect("streams")
+        .iter()
+        .map(|s| u(&s["sender"]["tcp"]["snd_mss"]))
+        .min()
+        .expect("an mss");
+    let wire = after - before;
+    // The path's MSS follows the MTU (timestamps take 12 of the 40+ bytes).
+    assert!(
+        mss <= u64::from(mtu) - 40 && mss >= u64::from(mtu) - 40 - 40,
+        "mss {mss} for mtu {mtu}"
+    );
+    assert!(
+        wire >= payload,
+        "interface saw {wire} bytes, less than the {payload} bytes of payload reported"
+    );
+    let max_overhead = payload.div_ceil(mss) * PER_SEGMENT + FIXED_SLACK;
+    assert!(
+        wire <= payload + max_overhead,
+        "interface saw {wire} bytes for {payload} bytes of payload: more than {max_overhead} bytes of headers at MSS {mss}"
+    );
+}
+
+#[test]
+fn issue_2_veth_counters_agree_with_payload_mtu_1500() {
+    check_against_counters(1500, false);
+}
+
+#[test]
+fn issue_2_veth_counters_agree_with_payload_mtu_9000() {
+    check_against_counters(9000, false);
+}
+
+#[test]
+fn issue_2_veth_counters_agree_with_payload_reverse() {
+    check_against_counters(1500, true);
+}

@@ -1,0 +1,405 @@
+//! TCP throughput end to end on loopback (issue 2): every mode, the embedded
+//! server, output formats, refusals and a client killed mid-test.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::helpers::*;
+
+fn client_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["tcp", "127.0.0.1", "-p", port, "--json"];
+    a.extend_from_slice(extra);
+    a
+}
+
+#[test]
+fn issue_2_every_mode_balances_bytes_per_stream() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for (extra, flows, streams) in [
+        (&["-t", "1"][..], 1, 1),
+        (&["-t", "1", "--reverse"][..], 1, 1),
+        (&["-t", "1", "--bidir"][..], 2, 2),
+        (&["-t", "1", "-P", "4"][..], 1, 4),
+        (&["-t", "1", "-P", "3", "--bidir"][..], 2, 6),
+        (&["-t", "1", "-P", "2", "-R", "-l", "64K"][..], 1, 2),
+    ] {
+        let r = json_client(&client_args(&port, extra));
+        assert_streams_balanced(&r);
+        assert_eq!(r["sums"].as_array().map(Vec::len), Some(flows), "{extra:?}");
+        assert_eq!(
+            r["streams"].as_array().map(Vec::len),
+            Some(streams),
+            "{extra:?}"
+        );
+        for s in r["streams"].as_array().expect("streams") {
+            // A 1 s test: each end measured about 1 s (sender stops at 1 s,
+            // receiver drains shortly after).
+            for end in ["sender", "receiver"] {
+                let secs = f(&s[end]["seconds"]);
+                assert!(
+                    (0.95..1.5).contains(&secs),
+                    "{extra:?} {end} seconds {secs}"
+                );
+            }
+            // The sender reports what TCP_INFO says.
+            let tcp = &s["sender"]["tcp"];
+            assert!(u(&tcp["snd_mss"]) > 0, "{extra:?}: no TCP_INFO in {s}");
+        }
+        // Intervals of the client add up to its totals.
+        let client_bytes: u64 = r["intervals"]
+            .as_array()
+            .expect("intervals")
+            .iter()
+            .flat_map(|i| i["streams"].as_array().expect("streams").clone())
+            .map(|s| u(&s["bytes"]))
+            .sum();
+        let client_total: u64 = r["streams"]
+            .as_array()
+            .expect("streams")
+            .iter()
+            .map(|s| {
+                if s["sender"]["side"] == "client" {
+                    u(&s["sender"]["bytes"])
+                } else {
+                    u(&s["receiver"]["bytes"])
+                }
+            })
+            .sum();
+        assert_eq!(
+            client_bytes, client_total,
+            "{extra:?}: intervals do not add up"
+        );
+        assert!(!r["server_intervals"]
+            .as_array()
+            .expect("server intervals")
+            .is_empty());
+        assert_eq!(r["cpu"]["client"]["scope"], "process");
+        assert!(f(&r["cpu"]["client"]["percent_of_cpu"]) > 0.0);
+        assert!(f(&r["cpu"]["server"]["service_demand_us_per_kib"]) > 0.0);
+    }
+}
+
+#[test]
+fn issue_2_byte_limited_tests_move_exactly_the_bytes_asked() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for extra in [
+        &["-n", "100M"][..],
+        &["-n", "100000001", "-P", "3"][..],
+        &["-n", "50M", "-R", "-P", "2"][..],
+        &["-n", "10M", "--bidir"][..],
+    ] {
+        let r = json_client(&client_args(&port, extra));
+        assert_streams_balanced(&r);
+        let want = linerate_size(extra[1]);
+        for sum in r["sums"].as_array().expect("sums") {
+            assert_eq!(u(&sum["receiver_bytes"]), want, "{extra:?}");
+        }
+    }
+}
+
+fn linerate_size(s: &str) -> u64 {
+    match s.strip_suffix('M') {
+        Some(m) => m.parse::<u64>().expect("number") << 20,
+        None => s.parse().expect("number"),
+    }
+}
+
+#[test]
+fn issue_2_embedded_server_needs_no_setup() {
+    let r = json_client(&["tcp", "-t", "1", "-P", "2", "--json"]);
+    assert_streams_balanced(&r);
+    assert_eq!(r["test"]["embedded_server"], true);
+    // Client and server share the process: each side reports its own threads.
+    assert_eq!(r["cpu"]["client"]["scope"], "threads");
+    assert_eq!(r["cpu"]["server"]["scope"], "threads");
+}
+
+#[test]
+fn issue_2_omit_excludes_warm_up_from_the_summary() {
+    let r = json_client(&["tcp", "-t", "1", "--omit", "500ms", "-i", "250ms", "--json"]);
+    assert_streams_balanced(&r);
+    let s = &r["streams"][0];
+    let omitted = u(&s["receiver"]["omitted_bytes"]);
+    assert!(omitted > 0 && omitted < u(&s["receiver"]["bytes"]));
+    let secs = f(&s["receiver"]["seconds"]);
+    assert!(
+        (0.95..1.5).contains(&secs),
+        "measured seconds {secs} exclude the warm-up"
+    );
+    let omitted_intervals = r["intervals"]
+        .as_array()
+        .expect("intervals")
+        .iter()
+        .filter(|i| i["omitted"] == true)
+        .count();
+    assert_eq!(
+        omitted_intervals, 2,
+        "two 250 ms intervals in a 500 ms warm-up"
+    );
+}
+
+#[test]
+fn issue_2_json_lines_and_csv_stream_intervals() {
+    let out = run_client(
+        &["tcp", "-t", "1", "-i", "250ms", "--json-lines"],
+        Duration::from_secs(30),
+    );
+    assert_ok(&out, &["--json-lines"]);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(
+        lines.first().map(|l| l["type"].clone()),
+        Some("start".into())
+    );
+    assert_eq!(
+        lines.last().map(|l| l["type"].clone()),
+        Some("summary".into())
+    );
+    assert!(lines.iter().filter(|l| l["type"] == "interval").count() >= 4);
+
+    let out = run_client(&["tcp", "-t", "1", "--csv"], Duration::from_secs(30));
+    assert_ok(&out, &["--csv"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut rows = text.lines();
+    let header: Vec<&str> = rows.next().expect("header").split(',').collect();
+    assert_eq!(header[0], "record");
+    for row in rows {
+        assert_eq!(row.split(',').count(), header.len(), "ragged row {row:?}");
+    }
+    assert!(text.lines().any(|l| l.starts_with("sum,")));
+}
+
+#[test]
+fn issue_2_human_output_has_intervals_and_summary() {
+    let out = run_client(&["tcp", "-t", "1"], Duration::from_secs(30));
+    assert_ok(&out, &["tcp"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in ["Interval", "sender", "receiver", "Gbit/s", "CPU:", "µs/KiB"] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
+
+#[test]
+fn issue_2_netperf_names_run_the_same_tests() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "TCP_MAERTS",
+        "-H",
+        "127.0.0.1",
+        "-l",
+        "1",
+        "-p",
+        &port,
+        "--json",
+    ]);
+    assert_eq!(r["test"]["direction"], "reverse");
+    assert_streams_balanced(&r);
+    let r = json_client(&["TCP_STREAM", "127.0.0.1", "-l", "1", "-p", &port, "--json"]);
+    assert_eq!(r["test"]["direction"], "forward");
+}
+
+#[test]
+fn issue_2_second_client_is_refused_as_busy_and_server_keeps_serving() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let long = Command::new(bin())
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "3", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(700));
+    let busy = run_client(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        busy.status.code(),
+        Some(3),
+        "busy exit code; stderr {}",
+        stderr(&busy)
+    );
+    assert!(stderr(&busy).contains("busy"), "{}", stderr(&busy));
+    let first = long.wait_with_output().expect("first client");
+    assert_ok(&first, &["long"]);
+    // --max-concurrent lifts the limit.
+    drop(server);
+    let server = Server::start(&["--max-concurrent", "2"]);
+    let port = server.port_str();
+    let a = Command::new(bin())
+        .args(["tcp", "127.0.0.1", "-p", &port, "-t", "2", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(500));
+    let b = json_client(&["tcp", "127.0.0.1", "-p", &port, "-t", "1", "--json"]);
+    assert_streams_balanced(&b);
+    assert_ok(&a.wait_with_output().expect("a"), &["a"]);
+}
+
+#[test]
+fn issue_2_killed_client_leaves_server_able_to_serve() {
+    let mut server = Server::start(&[]);
+    let port = server.port_str();
+    for mode in [&[][..], &["-R"][..], &["--bidir", "-P", "2"][..]] {
+        let mut victim = Command::new(bin())
+            .args(["tcp", "127.0.0.1", "-p", &port, "-t", "30"])
+            .args(mode)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(800));
+        victim.kill().expect("kill");
+        let _ = victim.wait();
+        assert!(server.alive());
+        // The next test runs (allowing the server a moment to notice).
+        let ok = eventually(Duration::from_secs(10), || {
+            run_client(
+                &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+                Duration::from_secs(30),
+            )
+            .status
+            .success()
+        });
+        assert!(
+            ok,
+            "server did not recover after a killed client ({mode:?})"
+        );
+    }
+}
+
+#[test]
+fn issue_2_garbage_and_silent_connections_do_not_stop_the_server() {
+    let mut server = Server::start(&[]);
+    let port = server.port;
+    // Garbage, a bad frame, an oversized frame, an iperf3-like cookie, and a
+    // connection that says nothing (held open during the next test).
+    for junk in [
+        &b"GET / HTTP/1.0\r\n\r\n"[..],
+        &b"LR\x01\x01\x00\x00\x00\x02{x"[..],
+        &b"LR\x01\x06\xff\xff\xff\xff"[..],
+        &b"LR\x09\x01\x00\x00\x00\x00"[..],
+        &b"agiuwt4j3wkxt75cjjjzvef6aiwf6uxc3ydp\0"[..],
+    ] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let _ = s.write_all(junk);
+    }
+    let _silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let r = json_client(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &server.port_str(),
+        "-t",
+        "1",
+        "--json",
+    ]);
+    assert_streams_balanced(&r);
+    assert!(server.alive());
+}
+
+#[test]
+fn issue_2_server_refuses_out_of_limit_parameters_with_the_reason() {
+    let server = Server::start(&["--max-streams", "2"]);
+    let out = run_client(
+        &[
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &server.port_str(),
+            "-P",
+            "3",
+            "-t",
+            "1",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("streams"), "{}", stderr(&out));
+}
+
+#[test]
+fn issue_2_errors_are_clear_and_exit_non_zero() {
+    // Nothing listens on this port (bound then released).
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port().to_string()
+    };
+    let out = run_client(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot reach"), "{}", stderr(&out));
+
+    for (args, needle) in [
+        (&["tcp", "--reverse", "--bidir"][..], "--bidir"),
+        (&["tcp", "-P", "0"][..], "--parallel"),
+        (&["tcp", "--congestion", "nope!"][..], "congestion"),
+    ] {
+        let out = run_client(args, Duration::from_secs(20));
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+    // An algorithm the kernel lacks is refused with the list it has.
+    let out = run_client(
+        &["tcp", "-t", "1", "-C", "nosuchcc"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("offers"), "{}", stderr(&out));
+}
+
+#[test]
+fn issue_2_once_server_exits_after_one_test() {
+    let mut server = Server::start(&["--once"]);
+    let r = json_client(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &server.port_str(),
+        "-t",
+        "1",
+        "--json",
+    ]);
+    assert_streams_balanced(&r);
+    assert!(
+        eventually(Duration::from_secs(5), || !server.alive()),
+        "--once server still running"
+    );
+}
+
+/// Regression (issue 2): the server used to send Accept before registering
+/// the test's data route, so a quick client's data connection could be
+/// turned away and the test stalled. Many short tests in a row catch it.
+#[test]
+fn issue_2_back_to_back_tests_always_attach_their_streams() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for i in 0..15 {
+        let out = run_client(
+            &[
+                "tcp",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-n",
+                "1M",
+                "-P",
+                "4",
+                "--json",
+            ],
+            Duration::from_secs(20),
+        );
+        assert_ok(&out, &["back-to-back", &i.to_string()]);
+    }
+}
