@@ -122,5 +122,22 @@ pub struct SideResults {
     pub engine: String,
     pub streams: Vec<StreamMeasurement>,
     pub intervals: Vec<IntervalMeasurement>,
+    /// True when `intervals` was emptied because it would not fit in one
+    /// Results frame (very long tests with many streams); totals are intact.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intervals_dropped: bool,
     pub cpu: CpuMeasurement,
+}
+
+impl SideResults {
+    /// Makes the results fit a Results frame: drops the interval records if
+    /// they would push it past the limit.
+    pub fn fit_for_wire(mut self) -> SideResults {
+        let len = serde_json::to_vec(&self).map_or(usize::MAX, |v| v.len());
+        if len > crate::wire::MAX_RESULTS_PAYLOAD {
+            self.intervals.clear();
+            self.intervals_dropped = true;
+        }
+        self
+    }
 }

@@ -32,8 +32,13 @@ pub const MAGIC: [u8; 2] = *b"LR";
 pub const FRAME_VERSION: u8 = 1;
 /// Bytes before the payload.
 pub const HEADER_LEN: usize = 8;
-/// Largest payload a peer may send; larger frames are rejected unread.
+/// Largest payload of any frame but `Results`; larger frames are rejected
+/// from their header, before the payload is read. Handshake frames arrive
+/// before a client is admitted, so they stay small.
 pub const MAX_PAYLOAD: usize = 64 * 1024;
+/// Largest `Results` payload: a side's totals plus its interval records
+/// (a 1-hour, 4-stream test with 1 s intervals is about 3 MB).
+pub const MAX_RESULTS_PAYLOAD: usize = 16 * 1024 * 1024;
 /// Length of the per-test token that identifies data connections.
 pub const TOKEN_LEN: usize = 16;
 const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
@@ -48,7 +53,7 @@ pub enum WireError {
     UnsupportedVersion(u8),
     #[error("unknown frame kind {0}")]
     UnknownKind(u8),
-    #[error("frame payload of {0} bytes exceeds the {MAX_PAYLOAD}-byte limit")]
+    #[error("frame payload of {0} bytes exceeds the limit for its kind")]
     TooLong(u32),
     #[error("malformed {kind} payload: {reason}")]
     Malformed { kind: &'static str, reason: String },
@@ -100,7 +105,12 @@ impl<T: AsRef<[u8]>> FrameHeader<T> {
         if self.version() != FRAME_VERSION {
             return Err(WireError::UnsupportedVersion(self.version()));
         }
-        if self.payload_len() as usize > MAX_PAYLOAD {
+        let limit = if self.kind() == kind::RESULTS {
+            MAX_RESULTS_PAYLOAD
+        } else {
+            MAX_PAYLOAD
+        };
+        if self.payload_len() as usize > limit {
             return Err(WireError::TooLong(self.payload_len()));
         }
         Ok(())
@@ -433,9 +443,13 @@ mod tests {
     #[test]
     fn oversized_length_is_refused_before_payload_arrives() {
         let mut h = Vec::from(MAGIC);
-        h.extend_from_slice(&[FRAME_VERSION, kind::RESULTS]);
+        h.extend_from_slice(&[FRAME_VERSION, kind::HELLO]);
         h.extend_from_slice(&((MAX_PAYLOAD as u32) + 1).to_be_bytes());
         assert_eq!(decode(&h), Err(WireError::TooLong(MAX_PAYLOAD as u32 + 1)));
+        h[3] = kind::RESULTS;
+        assert_eq!(decode(&h), Ok(None), "results may be larger");
+        h[4..8].copy_from_slice(&((MAX_RESULTS_PAYLOAD as u32) + 1).to_be_bytes());
+        assert!(decode(&h).is_err());
     }
 
     #[test]

@@ -320,6 +320,7 @@ fn results(side: Side, spec: &TestSpec) -> SideResults {
                 total_ns: 40,
             }),
         },
+        intervals_dropped: false,
     }
 }
 
@@ -875,7 +876,7 @@ fn after_local_finished_the_deadline_is_the_results_timeout() {
 fn oversized_header() -> Vec<u8> {
     let mut h = Vec::from(wire::MAGIC);
     h.push(FRAME_VERSION);
-    h.push(6); // Results
+    h.push(1); // Hello: limited to MAX_PAYLOAD
     h.extend_from_slice(&(MAX_PAYLOAD as u32 + 1).to_be_bytes());
     h
 }

@@ -196,6 +196,14 @@ pub fn build(
             .map(|m| interval_record(side, m, &flows))
             .collect()
     };
+    let mut notes = notes;
+    for (side, r) in [("client", client), ("server", server)] {
+        if r.intervals_dropped {
+            notes.push(format!(
+                "the {side}'s interval records were too many to send and were dropped; totals are complete"
+            ));
+        }
+    }
     Report {
         schema: SCHEMA_VERSION,
         test: info,

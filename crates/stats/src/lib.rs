@@ -5,5 +5,9 @@
 //! total and a rate printed side by side agree without a 1024 factor. Sizes
 //! of buffers and byte limits given on the command line follow iperf3's
 //! convention (`128K` = 131072 bytes) because that is what users type.
+//!
+//! [`histogram`] records durations in nanoseconds (HdrHistogram) and
+//! summarises them as percentiles.
 
+pub mod histogram;
 pub mod units;

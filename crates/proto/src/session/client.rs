@@ -213,6 +213,7 @@ impl ClientSession {
 
     /// This side's streams have all ended; `results` is what it measured.
     pub fn local_finished(&mut self, results: SideResults, now: Instant) {
+        let results = results.fit_for_wire();
         if let State::Running { local, .. } = &mut self.state {
             if local.is_none() {
                 self.outbox

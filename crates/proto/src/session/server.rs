@@ -306,6 +306,7 @@ impl ServerSession {
 
     /// This side's streams have all ended.
     pub fn local_finished(&mut self, results: SideResults, now: Instant) {
+        let results = results.fit_for_wire();
         if let State::Running { local, .. } = &mut self.state {
             if local.is_none() {
                 self.outbox
