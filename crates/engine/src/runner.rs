@@ -376,6 +376,7 @@ fn sample(
         engine: engine.name().into(),
         streams,
         intervals: recorded,
+        intervals_dropped: false,
         cpu: CpuMeasurement {
             scope: scope.into(),
             user_ns: used.user.as_nanos() as u64,
