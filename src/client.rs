@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
 use linerate_engine::runner::{self, CpuScope, RunParams, SideRun, StreamSetup};
-use linerate_engine::{engine, socket};
+use linerate_engine::{clock, engine, socket};
 use linerate_proto::measure::Role;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
@@ -64,7 +64,8 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
         peer,
         embedded: matches!(cfg.target, Target::Embedded),
         ctrl: ControlConn::new(ctrl_sock)?,
-        session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now()),
+        session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
+            .with_boot_id(clock::boot_id()),
         run: None,
         pending: Vec::new(),
         info: None,
@@ -126,7 +127,11 @@ impl ClientTest<'_> {
             }
             let wait = Duration::from_millis(if self.run.is_some() { 20 } else { 5 });
             match self.ctrl.recv(wait) {
-                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
+                Ok(Some(bytes)) => {
+                    // Clock probes need the arrival time; read it first.
+                    let t = clock::mono_ns();
+                    self.session.receive_at(bytes, Instant::now(), t);
+                }
                 Ok(None) => {}
                 Err(_) => self.session.peer_closed(),
             }
@@ -172,6 +177,12 @@ impl ClientTest<'_> {
                     run_params(&spec, &self.cfg.cpus, self.embedded),
                     start,
                 ));
+            }
+            ClientAction::SendClockProbe => {
+                self.session.clock_probe(clock::mono_ns());
+                self.ctrl
+                    .send(&self.session.outbox().take())
+                    .context("writing to the control connection")?;
             }
             ClientAction::AbortStreams => {
                 self.pending.clear();

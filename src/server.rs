@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use linerate_engine::runner::{self, SideRun, StreamSetup};
-use linerate_engine::{engine, socket};
+use linerate_engine::{clock, engine, socket};
 use linerate_proto::measure::Role;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::spec::{ServerLimits, TestSpec};
@@ -303,8 +303,9 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         token,
         &software(),
         Instant::now(),
-    );
-    session.receive(first, Instant::now());
+    )
+    .with_boot_id(clock::boot_id());
+    session.receive_at(first, Instant::now(), clock::mono_ns());
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = ServerTest {
         shared,
@@ -359,7 +360,11 @@ impl ServerTest<'_> {
             }
             let wait = Duration::from_millis(if self.run.is_some() { 20 } else { 2 });
             match ctrl.recv(wait) {
-                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
+                Ok(Some(bytes)) => {
+                    // Clock probes are answered with the arrival time.
+                    let t = clock::mono_ns();
+                    self.session.receive_at(bytes, Instant::now(), t);
+                }
                 Ok(None) => {}
                 Err(_) => self.session.peer_closed(),
             }

@@ -1,5 +1,6 @@
 //! linerate's data path: every syscall the tool makes lives in this crate.
 //!
+//! - [`clock`]: the monotonic clock every latency timestamp uses, boot id.
 //! - [`socket`]: connecting, listening and socket options for data and
 //!   control connections.
 //! - [`tcp_info`]: `TCP_INFO` read into the protocol's [`linerate_proto::measure::TcpInfo`].
@@ -11,6 +12,7 @@
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
 
+pub mod clock;
 pub mod cpu;
 pub mod engine;
 pub mod runner;

@@ -384,6 +384,7 @@ fn sample(
             wall_ns: wall.as_nanos() as u64,
             host,
         },
+        rr: None,
     }
 }
 

@@ -11,8 +11,12 @@
 //! - [`spec`]: the test both sides agree on, and the server's negotiation.
 //! - [`measure`]: what each side measured, exchanged at the end of a test.
 //! - [`session`]: client and server control state machines.
+//! - [`rr`]: the header inside request/response messages.
+//! - [`clock`]: the offset between the two ends' clocks, for one-way latency.
 
+pub mod clock;
 pub mod measure;
+pub mod rr;
 pub mod session;
 pub mod spec;
 pub mod wire;

@@ -2,9 +2,16 @@
 //!
 //! ```text
 //!  AwaitAccept --Accept--> Connecting --streams_opened--> AwaitStart --Start--> Running
-//!       |                                                                      |
+//!       |     \--Accept (rr)--> Syncing --last ClockReply--/                     |
 //!       +--Refuse--> Failed                  local_finished + peer Results --> Done
 //! ```
+//!
+//! Request/response tests first measure the clock offset to the server
+//! (`Syncing`, see [`crate::clock`]): the session asks the I/O layer for each
+//! probe ([`ClientAction::SendClockProbe`], answered with
+//! [`ClientSession::clock_probe`]) and needs the arrival time of every read
+//! ([`ClientSession::receive_at`]). A test with no data connections to open
+//! up front (crr) goes straight to `AwaitStart`.
 //!
 //! Any state: peer close, Abort, a malformed or unexpected frame, or a passed
 //! deadline ends the session with an error (and asks the I/O layer to stop
@@ -14,12 +21,15 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
+use crate::clock::{self, ClockOffset, ClockSample};
 use crate::measure::SideResults;
-use crate::spec::TestSpec;
-use crate::wire::{Abort, Hello, Message, Token};
+use crate::spec::{TestKind, TestSpec};
+use crate::wire::{Abort, Accept, ClockReply, Hello, Message, Token};
 use crate::PROTOCOL_VERSION;
 
 /// What the client's I/O layer must do next.
+// A handful of actions per test: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientAction {
     /// Open the data connections of `spec` (each greeted with `token`), then
@@ -34,11 +44,24 @@ pub enum ClientAction {
     StartStreams,
     /// Stop the data streams at once; the test has failed.
     AbortStreams,
+    /// Read the monotonic clock and pass it to [`ClientSession::clock_probe`]
+    /// (then write the outbox at once).
+    SendClockProbe,
+}
+
+/// Clock probing in progress.
+#[derive(Debug)]
+struct Sync {
+    accept: Accept,
+    samples: Vec<ClockSample>,
+    /// `t1` of the probe awaiting its reply.
+    outstanding: Option<u64>,
 }
 
 #[derive(Debug)]
 enum State {
     AwaitAccept,
+    Syncing(Box<Sync>),
     Connecting,
     AwaitStart,
     Running {
@@ -57,6 +80,7 @@ impl State {
     fn name(&self) -> &'static str {
         match self {
             State::AwaitAccept => "waiting for the server to accept",
+            State::Syncing(_) => "measuring the clock offset to the server",
             State::Connecting => "opening data connections",
             State::AwaitStart => "waiting for the server to start the test",
             State::Running { .. } => "running the test",
@@ -75,6 +99,11 @@ pub struct ClientSession {
     outbox: Outbox,
     actions: VecDeque<ClientAction>,
     deadline: Option<Instant>,
+    /// This host's boot id, compared with the server's.
+    boot_id: Option<String>,
+    /// Arrival time (monotonic ns) of the bytes being received.
+    rx_ns: Option<u64>,
+    clock: Option<ClockOffset>,
 }
 
 impl ClientSession {
@@ -93,7 +122,22 @@ impl ClientSession {
             outbox,
             actions: VecDeque::new(),
             deadline: Some(now + HANDSHAKE_TIMEOUT),
+            boot_id: None,
+            rx_ns: None,
+            clock: None,
         }
+    }
+
+    /// Sets this host's boot id: a server with the same one shares the
+    /// clock, so the offset is exactly zero.
+    pub fn with_boot_id(mut self, boot_id: Option<String>) -> Self {
+        self.boot_id = boot_id;
+        self
+    }
+
+    /// The clock offset to the server, once measured (rr tests).
+    pub fn clock(&self) -> Option<&ClockOffset> {
+        self.clock.as_ref()
     }
 
     /// Bytes to write to the control connection.
@@ -128,6 +172,25 @@ impl ClientSession {
         }
     }
 
+    /// Feeds bytes read from the control connection that arrived at
+    /// `clock_ns` (monotonic clock, ns; clock probes need it).
+    pub fn receive_at(&mut self, bytes: &[u8], now: Instant, clock_ns: u64) {
+        self.rx_ns = Some(clock_ns);
+        self.receive(bytes, now);
+        self.rx_ns = None;
+    }
+
+    /// Queues the next clock probe, sent at `t1` (monotonic clock, ns).
+    pub fn clock_probe(&mut self, t1: u64) {
+        if let State::Syncing(sync) = &mut self.state {
+            if sync.outstanding.is_none() {
+                sync.outstanding = Some(t1);
+                self.outbox
+                    .push(&Message::ClockProbe(crate::wire::ClockProbe { t1 }));
+            }
+        }
+    }
+
     /// Feeds bytes read from the control connection.
     pub fn receive(&mut self, bytes: &[u8], now: Instant) {
         if self.is_finished() {
@@ -153,14 +216,54 @@ impl ClientSession {
         match (&mut self.state, msg) {
             (State::AwaitAccept, Message::Accept(a)) => {
                 self.spec = Some(a.spec.clone());
-                self.actions.push_back(ClientAction::OpenStreams {
-                    token: a.token,
-                    spec: a.spec,
-                    notes: a.notes,
-                    server_software: a.software,
-                });
-                self.state = State::Connecting;
                 self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+                if a.spec.kind == TestKind::Rr {
+                    self.state = State::Syncing(Box::new(Sync {
+                        accept: a,
+                        samples: Vec::new(),
+                        outstanding: None,
+                    }));
+                    self.actions.push_back(ClientAction::SendClockProbe);
+                } else {
+                    self.open_streams(a, now);
+                }
+            }
+            (State::Syncing(sync), Message::ClockReply(r)) => {
+                if sync.outstanding != Some(r.t1) {
+                    return self.fail(SessionError::Unexpected {
+                        message: "ClockReply (for no probe)",
+                        state: "measuring the clock offset to the server",
+                    });
+                }
+                let Some(t4) = self.rx_ns else {
+                    return self.fail(SessionError::Unexpected {
+                        message: "ClockReply (without an arrival time)",
+                        state: "measuring the clock offset to the server",
+                    });
+                };
+                let ClockReply {
+                    t1,
+                    t2,
+                    t3,
+                    boot_id,
+                } = r;
+                sync.samples.push(ClockSample { t1, t2, t3, t4 });
+                sync.outstanding = None;
+                let same_host = boot_id.is_some() && boot_id == self.boot_id;
+                let clock = if same_host {
+                    Some(ClockOffset::same_host(sync.samples.len() as u32))
+                } else if sync.samples.len() >= clock::PROBES {
+                    ClockOffset::estimate(&sync.samples)
+                } else {
+                    self.actions.push_back(ClientAction::SendClockProbe);
+                    return;
+                };
+                self.clock = clock;
+                let State::Syncing(sync) = std::mem::replace(&mut self.state, State::Connecting)
+                else {
+                    unreachable!("matched Syncing above");
+                };
+                self.open_streams(sync.accept, now);
             }
             (State::AwaitAccept, Message::Refuse(r)) => self.fail(SessionError::Refused {
                 code: r.code,
@@ -188,6 +291,23 @@ impl ClientSession {
                 })
             }
         }
+    }
+
+    fn open_streams(&mut self, a: Accept, now: Instant) {
+        // With nothing to open up front, the server starts at once.
+        let none = a.spec.connection_count() == 0;
+        self.actions.push_back(ClientAction::OpenStreams {
+            token: a.token,
+            spec: a.spec,
+            notes: a.notes,
+            server_software: a.software,
+        });
+        self.state = if none {
+            State::AwaitStart
+        } else {
+            State::Connecting
+        };
+        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
     }
 
     /// All data connections are open and greeted.
