@@ -12,19 +12,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
+use linerate_engine::rr::{self, CrrTarget, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, RunParams, SideRun, StreamSetup};
 use linerate_engine::{clock, engine, socket};
 use linerate_proto::measure::Role;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
-use linerate_proto::spec::{Limit, TestSpec};
+use linerate_proto::spec::{Limit, TestKind, TestSpec};
 use linerate_proto::wire::{self, DataHello, Message, RefuseCode, Side, Token};
 use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Sink};
 use linerate_report::Report;
 
-use crate::cli::{ClientConfig, Target};
+use crate::cli::{ClientConfig, RrConfig, Target};
 use crate::control::ControlConn;
 use crate::server;
 
@@ -71,6 +72,7 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
         info: None,
         notes: Vec::new(),
         start_unix_ms: 0,
+        token: None,
     };
     let result = test.drive(sink.as_mut());
     if let Some(run) = &test.run {
@@ -96,6 +98,8 @@ struct ClientTest<'a> {
     info: Option<TestInfo>,
     notes: Vec<String>,
     start_unix_ms: u64,
+    /// The test's token (crr greets every transaction's connection with it).
+    token: Option<Token>,
 }
 
 impl ClientTest<'_> {
@@ -152,6 +156,7 @@ impl ClientTest<'_> {
             } => {
                 self.notes
                     .extend(notes.into_iter().map(|n| format!("server: {n}")));
+                self.token = Some(token);
                 match self.open_streams(token, &spec) {
                     Ok(streams) => {
                         self.info = Some(self.test_info(&spec, &streams, server_software));
@@ -171,12 +176,16 @@ impl ClientTest<'_> {
                     info.start_unix_ms = self.start_unix_ms;
                     sink.start(info).context("writing output")?;
                 }
-                self.run = Some(runner::start(
-                    self.engine,
-                    std::mem::take(&mut self.pending),
-                    run_params(&spec, &self.cfg.cpus, self.embedded),
-                    start,
-                ));
+                let pending = std::mem::take(&mut self.pending);
+                self.run = Some(match spec.kind {
+                    TestKind::Stream => runner::start(
+                        self.engine,
+                        pending,
+                        run_params(&spec, &self.cfg.cpus, self.embedded),
+                        start,
+                    ),
+                    TestKind::Rr | TestKind::Crr => self.start_rr(&spec, pending)?,
+                });
             }
             ClientAction::SendClockProbe => {
                 self.session.clock_probe(clock::mono_ns());
@@ -192,6 +201,34 @@ impl ClientTest<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Starts the request/response flows (rr: on the connections opened
+    /// for each phase; crr: a connection per transaction).
+    fn start_rr(&mut self, spec: &TestSpec, pending: Vec<StreamSetup>) -> Result<SideRun> {
+        let scope = if self.embedded {
+            CpuScope::Threads
+        } else {
+            CpuScope::Process
+        };
+        let params =
+            RrParams::from_spec(spec, &self.cfg.cpus, scope, self.session.clock().copied())
+                .context("request/response test without its parameters")?;
+        Ok(match spec.kind {
+            TestKind::Crr => {
+                let target = CrrTarget {
+                    addr: self.peer,
+                    tcp: spec.tcp.clone(),
+                    token: self.token.context("crr test without a token")?,
+                    spec: spec.clone(),
+                };
+                rr::start_client(self.engine, RrConns::default(), Some(target), params)
+            }
+            _ => {
+                let conns = RrConns::sort(spec, pending).map_err(anyhow::Error::from)?;
+                rr::start_client(self.engine, conns, None, params)
+            }
+        })
     }
 
     fn open_streams(&self, token: Token, spec: &TestSpec) -> Result<Vec<StreamSetup>> {
@@ -240,6 +277,7 @@ impl ClientTest<'_> {
             }
         }
         TestInfo {
+            kind: spec.kind,
             protocol: "tcp".into(),
             direction: spec.direction,
             streams: spec.streams,
@@ -279,6 +317,7 @@ impl ClientTest<'_> {
                     return Err(anyhow!("a data stream failed: {e}").into());
                 }
                 check_totals(&spec, &report)?;
+                check_rr(&report)?;
                 Ok(report)
             }
             Some(Err(SessionError::Refused { code, message })) => {
@@ -318,6 +357,62 @@ fn check_totals(spec: &TestSpec, report: &Report) -> Result<()> {
                     f.receiver_bytes
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the files a request/response test asked for (`--histogram`,
+/// `--plot`) from the report.
+pub fn export(cfg: &RrConfig, report: &Report) -> Result<(), ClientError> {
+    if let Some(path) = &cfg.histogram {
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        render::histogram_csv(report, &mut f)
+            .and_then(|()| f.flush())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &cfg.plot {
+        let svg = linerate_report::plot::svg(report)
+            .with_context(|| format!("plotting {}", path.display()))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// A completed request/response test: no flow failed, and both sides
+/// counted the same transactions and bytes in every phase.
+fn check_rr(report: &Report) -> Result<()> {
+    let Some(rr) = &report.rr else {
+        return Ok(());
+    };
+    for p in &rr.phases {
+        let what = format!(
+            "{}-byte requests{}",
+            p.request_size,
+            if p.loaded { " under load" } else { "" }
+        );
+        if let Some(e) = p.errors.first() {
+            return Err(anyhow!("{what}: {e}"));
+        }
+        if p.transactions != p.server_transactions {
+            return Err(anyhow!(
+                "{what}: the client completed {} transactions but the server answered {}",
+                p.transactions,
+                p.server_transactions
+            ));
+        }
+        if p.client_sent_bytes != p.server_received_bytes
+            || p.server_sent_bytes != p.client_received_bytes
+        {
+            return Err(anyhow!(
+                "{what}: byte counts differ (requests {} sent, {} received; responses {} sent, {} received)",
+                p.client_sent_bytes,
+                p.server_received_bytes,
+                p.server_sent_bytes,
+                p.client_received_bytes
+            ));
         }
     }
     Ok(())

@@ -26,6 +26,20 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        cli::Command::Rr(cfg) => {
+            let _ = ctrlc::set_handler(|| {
+                if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
+                    std::process::exit(130);
+                }
+            });
+            match client::run(&cfg.client).and_then(|r| client::export(&cfg, &r)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("linerate: {e:#}");
+                    ExitCode::from(e.exit_code() as u8)
+                }
+            }
+        }
         cli::Command::Tcp(cfg) => {
             // First Ctrl-C: abort the test cleanly (tell the server, report
             // nothing false); a second one: the default, immediate exit.

@@ -2,14 +2,19 @@
 //! them, so both spellings reach the same validated config:
 //!
 //! - `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS HOST`
+//! - `linerate TCP_RR HOST`, `linerate UDP_RR HOST`, `linerate TCP_CRR HOST`
 //! - `linerate -t TCP_STREAM -H HOST -l 10` (netperf's global flags)
 //! - `-H HOST` → `HOST`; `-l N` → `--time N`, `-l -N` → `--bytes N`
-//!   (netperf reads a negative length as a byte count).
+//!   (netperf reads a negative length as a byte count, or for the
+//!   request/response tests as a transaction count: `--count N`).
 
 fn test_name(name: &str) -> Option<&'static [&'static str]> {
     match name {
         "TCP_STREAM" => Some(&["tcp"]),
         "TCP_MAERTS" => Some(&["tcp", "--reverse"]),
+        "TCP_RR" => Some(&["rr", "--proto", "tcp"]),
+        "UDP_RR" => Some(&["rr", "--proto", "udp"]),
+        "TCP_CRR" => Some(&["crr"]),
         _ => None,
     }
 }
@@ -42,6 +47,7 @@ pub fn rewrite(argv: Vec<String>) -> Vec<String> {
             }
             ("-l", Some(v)) => {
                 match v.strip_prefix('-') {
+                    Some(n) if test[0] != "tcp" => out.extend(["--count".into(), n.to_string()]),
                     Some(bytes) => out.extend(["--bytes".into(), bytes.to_string()]),
                     None => out.extend(["--time".into(), v.clone()]),
                 }

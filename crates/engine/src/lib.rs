@@ -8,6 +8,8 @@
 //! - [`engine`]: the [`engine::Engine`] trait that moves bytes on one stream,
 //!   with the plain blocking-syscall engine; faster engines (batching,
 //!   io_uring, zero copy) plug in behind the same trait.
+//! - [`rr`]: request/response and connect/request/response loops (one
+//!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
@@ -15,6 +17,7 @@
 pub mod clock;
 pub mod cpu;
 pub mod engine;
+pub mod rr;
 pub mod runner;
 pub mod socket;
 pub mod tcp_info;
@@ -34,6 +37,10 @@ pub enum EngineError {
     Stalled(u64),
     #[error("{0}")]
     Unsupported(String),
+    #[error("aborted")]
+    Aborted,
+    #[error("request/response: {0}")]
+    Rr(#[from] linerate_proto::rr::RrError),
 }
 
 impl EngineError {

@@ -112,6 +112,46 @@ pub fn start(
     }
 }
 
+/// Runs `side` on its own thread as a [`SideRun`]: `side` gets the side's
+/// signals and returns its results (used by the request/response runner,
+/// which has no interval records).
+pub(crate) fn spawn_side(
+    engine_name: &'static str,
+    side: impl FnOnce(&Arc<Signals>) -> SideResults + Send + 'static,
+) -> SideRun {
+    let signals = Arc::new(Signals::default());
+    let (_itx, intervals) = mpsc::channel();
+    let (dtx, done) = mpsc::channel();
+    let sig = Arc::clone(&signals);
+    let sampler = std::thread::Builder::new()
+        .name("linerate-side".into())
+        .spawn(move || {
+            let _ = dtx.send(side(&sig));
+        });
+    let sampler = match sampler {
+        Ok(h) => Some(h),
+        Err(_) => {
+            let (dtx, d) = mpsc::channel();
+            let _ = dtx.send(SideResults {
+                engine: engine_name.into(),
+                ..SideResults::default()
+            });
+            return SideRun {
+                signals,
+                intervals,
+                done: d,
+                sampler: None,
+            };
+        }
+    };
+    SideRun {
+        signals,
+        intervals,
+        done,
+        sampler,
+    }
+}
+
 impl SideRun {
     /// Stops every stream at once (the test failed or was interrupted).
     pub fn abort(&self) {

@@ -229,3 +229,27 @@ pub fn wait_readable(sock: &impl AsRawFd, timeout: Duration) -> std::io::Result<
         _ => Ok(true),
     }
 }
+
+/// How long the kernel may busy-poll the device queue on a blocking read
+/// (`SO_BUSY_POLL`), in µs, when a test asks for busy polling.
+pub const BUSY_POLL_US: u32 = 50;
+
+/// Sets `SO_BUSY_POLL` to `usec`. Raising it above the system default
+/// (`net.core.busy_read`) needs `CAP_NET_ADMIN`; the error says so.
+pub fn set_busy_poll(stream: &TcpStream, usec: u32) -> std::io::Result<()> {
+    let v = usec as libc::c_int;
+    // SAFETY: the pointer and length describe `v`.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BUSY_POLL,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -174,6 +174,9 @@ pub struct RrMeasurement {
     /// With busy polling: what the kernel said to `SO_BUSY_POLL`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_poll: Option<String>,
+    /// Client: the clock offset to the server its one-way figures used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::clock::ClockOffset>,
 }
 
 /// Everything one side reports at the end of a test.
