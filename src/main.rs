@@ -32,8 +32,8 @@ fn main() -> ExitCode {
                     std::process::exit(130);
                 }
             });
-            match client::run(&cfg.client).and_then(|r| client::export(&cfg, &r)) {
-                Ok(()) => ExitCode::SUCCESS,
+            match client::run_rr(&cfg) {
+                Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("linerate: {e:#}");
                     ExitCode::from(e.exit_code() as u8)

@@ -205,6 +205,11 @@ pub struct RrArgs {
     /// Write an SVG plot: latency percentiles vs size, and the CDF per size.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+    /// Estimate the clock offset with probes over the control connection
+    /// even when client and server share a kernel (whose offset is known to
+    /// be 0): shows how well the estimator does on this path.
+    #[arg(long)]
+    pub probe_clock: bool,
     /// Data-path engine for this side (used by the load streams).
     #[arg(long, default_value = "syscall")]
     pub engine: String,

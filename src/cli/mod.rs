@@ -58,6 +58,8 @@ pub struct RrConfig {
     pub client: ClientConfig,
     pub histogram: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    /// Estimate the clock offset by probes even when both ends share a kernel.
+    pub probe_clock: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -250,6 +252,7 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
         },
         histogram: r.histogram,
         plot: r.plot,
+        probe_clock: r.probe_clock,
     })
 }
 

@@ -4,4 +4,5 @@
 
 mod helpers;
 mod netns;
+mod rr;
 mod tcp;

@@ -400,9 +400,15 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             ),
         );
     }
-    match spec.limit {
-        Limit::TimeMs(0) => return err("time", "must be greater than zero".into()),
-        Limit::TimeMs(t) if t > limits.max_time_ms => {
+    // Request/response tests carry their own limit (checked in negotiate_rr).
+    let limit = match spec.kind {
+        TestKind::Stream => Some(spec.limit),
+        TestKind::Rr | TestKind::Crr => None,
+    };
+    match limit {
+        None => {}
+        Some(Limit::TimeMs(0)) => return err("time", "must be greater than zero".into()),
+        Some(Limit::TimeMs(t)) if t > limits.max_time_ms => {
             return err(
                 "time",
                 format!(
@@ -412,8 +418,8 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
                 ),
             )
         }
-        Limit::Bytes(0) => return err("bytes", "must be greater than zero".into()),
-        _ => {}
+        Some(Limit::Bytes(0)) => return err("bytes", "must be greater than zero".into()),
+        Some(_) => {}
     }
     if spec.omit_ms > limits.max_omit_ms {
         return err(
@@ -723,6 +729,10 @@ mod tests {
         );
         assert_eq!(negotiate(&many, &l).expect_err("refused").field, "streams");
         assert!(negotiate(&rr_spec(TestKind::Rr, 4, RrSpec::default()), &l).is_ok());
+        // The stream limit does not apply to request/response tests.
+        let mut counted = rr_spec(TestKind::Rr, 1, RrSpec::default());
+        counted.limit = Limit::TimeMs(u64::MAX);
+        assert!(negotiate(&counted, &l).is_ok());
     }
 
     #[test]
