@@ -360,6 +360,49 @@ fn issue_4_refusals_are_clear_and_the_server_keeps_serving() {
     }
 }
 
+/// A server that stops answering mid-test (SIGSTOP) ends the client's test
+/// at its deadline with a clear error: the flow blocked on the silent peer
+/// is woken (rr sockets have no timeouts of their own), nothing hangs, and
+/// the server, once continued, serves the next test.
+#[test]
+fn issue_4_stalled_server_ends_the_test_with_a_clear_error() {
+    let mut server = Server::start(&[]);
+    let port = server.port_str();
+    let pid = server.child.id().to_string();
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .map(|s| s.success());
+        assert_eq!(ok.ok(), Some(true), "kill {sig} {pid}");
+    };
+    let client = std::thread::spawn({
+        let port = port.clone();
+        move || {
+            run_client(
+                &["rr", "127.0.0.1", "-p", &port, "-t", "1", "--sizes", "64"],
+                Duration::from_secs(60),
+            )
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    signal("-STOP");
+    let out = client.join().expect("client thread");
+    signal("-CONT");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
+    assert!(server.alive());
+    let ok = eventually(Duration::from_secs(20), || {
+        run_client(
+            &rr_args(&port, &["--sizes", "64", "-n", "100"]),
+            Duration::from_secs(30),
+        )
+        .status
+        .success()
+    });
+    assert!(ok, "server did not serve again after being continued");
+}
+
 // ---------------------------------------------------------------------------
 // A known delay: serialisation at a tbf rate limit across two namespaces
 // ---------------------------------------------------------------------------

@@ -45,13 +45,19 @@ use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
 use crate::cpu::{self, CpuTime};
-use crate::engine::{is_timeout, map_err, Engine, Idle, Signals, StreamCounter, POLL};
+use crate::engine::{is_timeout, map_err, Engine, Idle, Signals, StreamCounter, IDLE_LIMIT, POLL};
 use crate::runner::{spawn_side, CpuScope, SideRun, StreamSetup};
 use crate::{socket, tcp_info, EngineError};
 
-/// Spins between checks of the stop flags and the idle limit in busy-poll
-/// mode (a power of two: the check is a mask).
-pub const SPIN_CHECK: u32 = 4096;
+/// Spins between clock reads in busy-poll mode (a power of two: the check
+/// is a mask). A clock read costs tens of ns, a spin a few: this keeps the
+/// reads to a few percent of the loop.
+pub const SPIN_CHECK: u32 = 64;
+/// How long a busy-polling wait spins before it blocks in `poll(2)` until
+/// the socket is ready: the same budget as the kernel's `SO_BUSY_POLL`, so a
+/// peer that is slow (or descheduled on a crowded host) costs a sleep, not a
+/// CPU taken from it.
+pub const SPIN_BUDGET: Duration = Duration::from_micros(socket::BUSY_POLL_US as u64);
 /// How long the load runs before the first loaded phase starts, so the
 /// loaded figures see a load in its steady state rather than its ramp.
 pub const LOAD_WARMUP: Duration = Duration::from_millis(250);
@@ -198,6 +204,8 @@ struct Io<'a> {
     signals: &'a Signals,
     idle: Idle,
     spins: u32,
+    /// When the current busy-polling wait began (monotonic ns).
+    spin_since: Option<u64>,
 }
 
 impl<'a> Io<'a> {
@@ -208,17 +216,34 @@ impl<'a> Io<'a> {
             signals,
             idle: Idle(None),
             spins: 0,
+            spin_since: None,
         }
     }
 
-    /// Called when a call would block or timed out.
-    fn waited(&mut self) -> Result<(), EngineError> {
+    fn progressed(&mut self) {
+        self.idle.progressed();
+        self.spin_since = None;
+    }
+
+    /// Called when a call would block (or, with a socket timeout, timed out).
+    fn waited(&mut self, events: libc::c_short) -> Result<(), EngineError> {
         if self.wait == Wait::Spin {
             self.spins = self.spins.wrapping_add(1);
             if self.spins & (SPIN_CHECK - 1) != 0 {
                 std::hint::spin_loop();
                 return Ok(());
             }
+            if self.signals.aborted() {
+                return Err(EngineError::Aborted);
+            }
+            let now = mono_ns();
+            let since = *self.spin_since.get_or_insert(now);
+            if now.saturating_sub(since) < SPIN_BUDGET.as_nanos() as u64 {
+                return Ok(());
+            }
+            // The budget is spent: sleep until the socket is ready.
+            socket::wait_ready(self.sock, events, POLL).map_err(|e| map_err("poll", e))?;
+            self.spin_since = None;
         }
         if self.signals.aborted() {
             return Err(EngineError::Aborted);
@@ -233,10 +258,10 @@ impl<'a> Io<'a> {
                 Ok(0) => return Err(EngineError::PeerReset("write returned 0".into())),
                 Ok(n) => {
                     buf = &buf[n..];
-                    self.idle.progressed();
+                    self.progressed();
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if is_timeout(&e) => self.waited()?,
+                Err(e) if is_timeout(&e) => self.waited(libc::POLLOUT)?,
                 Err(e) => return Err(map_err("write", e)),
             }
         }
@@ -259,10 +284,10 @@ impl<'a> Io<'a> {
                 }
                 Ok(n) => {
                     got += n;
-                    self.idle.progressed();
+                    self.progressed();
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if is_timeout(&e) => self.waited()?,
+                Err(e) if is_timeout(&e) => self.waited(libc::POLLIN)?,
                 Err(e) => return Err(map_err("read", e)),
             }
         }
@@ -281,11 +306,16 @@ impl<'a> Io<'a> {
     }
 }
 
-/// Prepares a connection for a phase: non-blocking plus `SO_BUSY_POLL` in
-/// busy-poll mode. Returns the wait discipline and, in busy-poll mode, what
-/// the kernel said.
+/// Prepares a connection for a phase. Blocking mode: no socket timeouts
+/// (each blocking read with `SO_RCVTIMEO` arms a kernel timer; the side's
+/// [`Watch`] unblocks a stuck flow instead). Busy-poll mode: non-blocking,
+/// plus `SO_BUSY_POLL`. Returns the wait discipline and, in busy-poll mode,
+/// what the kernel said.
 fn prepare(sock: &TcpStream, busy_poll: bool) -> Result<(Wait, Option<String>), EngineError> {
     if !busy_poll {
+        sock.set_read_timeout(None)
+            .and_then(|()| sock.set_write_timeout(None))
+            .map_err(|e| EngineError::io("clearing socket timeouts", e))?;
         return Ok((Wait::Block, None));
     }
     sock.set_nonblocking(true).map_err(|e| EngineError::Io {
@@ -336,8 +366,13 @@ impl Gate {
     }
 
     /// Waits until `cond` holds (true) or the side aborts / the gate closes
-    /// (false).
-    fn wait(&self, signals: &Signals, cond: impl Fn(&GateState) -> bool) -> bool {
+    /// (false), calling `tick` every [`WAKE`].
+    fn wait_ticking(
+        &self,
+        signals: &Signals,
+        cond: impl Fn(&GateState) -> bool,
+        mut tick: impl FnMut(),
+    ) -> bool {
         let Ok(mut s) = self.state.lock() else {
             return false;
         };
@@ -349,9 +384,116 @@ impl Gate {
                 return false;
             }
             match self.changed.wait_timeout(s, WAKE) {
-                Ok((g, _)) => s = g,
+                Ok((g, t)) => {
+                    s = g;
+                    if t.timed_out() {
+                        tick();
+                    }
+                }
                 Err(_) => return false,
             }
+        }
+    }
+
+    fn wait(&self, signals: &Signals, cond: impl Fn(&GateState) -> bool) -> bool {
+        self.wait_ticking(signals, cond, || {})
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Watch: unblocking and stall detection without socket timeouts
+// ---------------------------------------------------------------------------
+
+/// What the flows of one side share with the thread that watches them.
+///
+/// Blocking rr sockets have no timeout, so a flow waiting on a silent peer
+/// sleeps in the kernel; the watcher ([`Watch::check`], every [`WAKE`])
+/// shuts the flows' sockets down when the side aborts, and declares a stall
+/// (then aborts) when no flow completes a transaction for [`IDLE_LIMIT`].
+#[derive(Debug)]
+struct Watch {
+    /// Per flow: a duplicate of the connection it is using now.
+    socks: Mutex<Vec<Option<TcpStream>>>,
+    /// Per flow: transactions completed, on separate cache lines.
+    progress: Vec<StreamCounter>,
+    stalled: AtomicBool,
+}
+
+impl Watch {
+    fn new(flows: usize) -> Self {
+        Watch {
+            socks: Mutex::new((0..flows).map(|_| None).collect()),
+            progress: (0..flows).map(|_| StreamCounter::default()).collect(),
+            stalled: AtomicBool::new(false),
+        }
+    }
+
+    fn register(&self, flow: u32, sock: &TcpStream) {
+        if let Ok(mut v) = self.socks.lock() {
+            if let Some(slot) = v.get_mut(flow as usize) {
+                *slot = sock.try_clone().ok();
+            }
+        }
+    }
+
+    #[inline]
+    fn tick(&self, flow: u32) {
+        if let Some(c) = self.progress.get(flow as usize) {
+            c.add(1);
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.progress.iter().map(StreamCounter::get).sum()
+    }
+
+    fn shutdown_all(&self) {
+        if let Ok(v) = self.socks.lock() {
+            for s in v.iter().flatten() {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// The error a flow reports after the side was stopped under it.
+    fn explain(&self, e: EngineError) -> EngineError {
+        if self.stalled.load(Ordering::Acquire) {
+            EngineError::Stalled(IDLE_LIMIT.as_secs())
+        } else {
+            e
+        }
+    }
+}
+
+/// The watcher's memory between checks.
+struct Watchdog {
+    total: u64,
+    since: Instant,
+}
+
+impl Watchdog {
+    fn new() -> Self {
+        Watchdog {
+            total: 0,
+            since: Instant::now(),
+        }
+    }
+
+    fn check(&mut self, watch: &Watch, signals: &Signals) {
+        if signals.aborted() {
+            // Repeated while flows run, so a socket registered just after an
+            // abort is shut down too.
+            watch.shutdown_all();
+            return;
+        }
+        let total = watch.total();
+        if total != self.total {
+            self.total = total;
+            self.since = Instant::now();
+        } else if self.since.elapsed() >= IDLE_LIMIT {
+            watch.stalled.store(true, Ordering::Release);
+            signals.abort();
+            watch.shutdown_all();
         }
     }
 }
@@ -524,12 +666,14 @@ fn transact(
     Ok(None)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn client_phase(
     t: &mut Transport<'_>,
     phase: &RrPhase,
     flow: u32,
     p: &RrParams,
     signals: &Signals,
+    watch: &Watch,
     bufs: &mut Buffers,
     tally: &mut Tally,
 ) -> Result<(), EngineError> {
@@ -560,6 +704,7 @@ fn client_phase(
         }
         let t1 = mono_ns();
         tally.last_ns = t1;
+        watch.tick(flow);
         let span = t1.saturating_sub(t0);
         if k == 1 {
             tally.rtt.record(span);
@@ -604,6 +749,7 @@ fn client_flow(
     p: &RrParams,
     signals: &Signals,
     gate: &Gate,
+    watch: &Watch,
 ) -> FlowEnd {
     let cpu0 = cpu::thread();
     let mut out = FlowEnd {
@@ -623,8 +769,11 @@ fn client_flow(
             (Some(conns), _) => match conns.next() {
                 Some(sock) => prepare(&sock, p.busy_poll).and_then(|(wait, said)| {
                     out.busy_poll = out.busy_poll.take().or(said);
+                    watch.register(flow, &sock);
                     let mut t = Transport::Rr(Io::new(&sock, wait, signals));
-                    client_phase(&mut t, phase, flow, p, signals, &mut bufs, &mut tally)
+                    client_phase(
+                        &mut t, phase, flow, p, signals, watch, &mut bufs, &mut tally,
+                    )
                 }),
                 None => Err(EngineError::Unsupported(format!(
                     "no connection for phase {}",
@@ -643,7 +792,9 @@ fn client_flow(
                     greeting,
                     signals,
                 };
-                client_phase(&mut t, phase, flow, p, signals, &mut bufs, &mut tally)
+                client_phase(
+                    &mut t, phase, flow, p, signals, watch, &mut bufs, &mut tally,
+                )
             }
             (None, None) => Err(EngineError::Unsupported("no transport".into())),
         };
@@ -651,7 +802,7 @@ fn client_flow(
             (Ok(()), Some(e)) => Err(EngineError::Unsupported(format!(
                 "could not pin to CPU: {e}"
             ))),
-            (r, _) => r,
+            (r, _) => r.map_err(|e| watch.explain(e)),
         };
         let failed = result.is_err();
         out.measurements
@@ -732,6 +883,7 @@ fn run_client(
     let host0 = cpu::host();
     let t_start = Instant::now();
     let gate = Gate::default();
+    let watch = Watch::new(p.flows as usize);
     let load_signals = Signals::default();
     let mut load_elapsed = Duration::ZERO;
     let RrConns { flows, load } = conns;
@@ -739,8 +891,10 @@ fn run_client(
     flow_conns.resize_with(p.flows as usize, || None);
     let (ends, loads) = std::thread::scope(|scope| {
         let gate = &gate;
+        let watch = &watch;
         let load_signals = &load_signals;
         let crr = crr.as_ref();
+        let mut dog = Watchdog::new();
         let flow_handles: Vec<_> = flow_conns
             .into_iter()
             .enumerate()
@@ -748,7 +902,7 @@ fn run_client(
                 std::thread::Builder::new()
                     .name(format!("linerate-rr-{f}"))
                     .spawn_scoped(scope, move || {
-                        client_flow(f as u32, conns, crr, p, signals, gate)
+                        client_flow(f as u32, conns, crr, p, signals, gate, watch)
                     })
             })
             .collect();
@@ -783,7 +937,7 @@ fn run_client(
             }
             gate.update(|s| s.open = phase.index + 1);
             let target = p.flows * (phase.index + 1);
-            if !gate.wait(signals, |s| s.done >= target) {
+            if !gate.wait_ticking(signals, |s| s.done >= target, || dog.check(watch, signals)) {
                 break;
             }
         }
@@ -795,6 +949,13 @@ fn run_client(
             load_signals.abort();
         }
         gate.update(|s| s.closed = true);
+        while !flow_handles
+            .iter()
+            .all(|h| h.as_ref().map_or(true, |h| h.is_finished()))
+        {
+            std::thread::sleep(WAKE);
+            dog.check(watch, signals);
+        }
         let ends: Vec<FlowEnd> = flow_handles
             .into_iter()
             .filter_map(|h| h.ok().and_then(|h| h.join().ok()))
@@ -906,6 +1067,7 @@ fn server_phase(
     flow: u32,
     p: &RrParams,
     signals: &Signals,
+    watch: &Watch,
     bufs: &mut Buffers,
 ) -> (u64, u64, Result<(), EngineError>) {
     let req = &mut bufs.req[..phase.request as usize];
@@ -914,6 +1076,7 @@ fn server_phase(
     let mut first: Option<Instant> = None;
     let result = (|| {
         let (wait, _) = prepare(sock, p.busy_poll)?;
+        watch.register(flow, sock);
         let mut io = Io::new(sock, wait, signals);
         let timed = p.per_message();
         while io.read_exact(req)? {
@@ -923,6 +1086,7 @@ fn server_phase(
             msg::expect(flow, seq, flow, got)?;
             io.write_all(resp)?;
             seq += 1;
+            watch.tick(flow);
         }
         Ok(())
     })();
@@ -930,7 +1094,13 @@ fn server_phase(
     (seq, elapsed, result)
 }
 
-fn server_flow(flow: u32, conns: Vec<TcpStream>, p: &RrParams, signals: &Signals) -> FlowEnd {
+fn server_flow(
+    flow: u32,
+    conns: Vec<TcpStream>,
+    p: &RrParams,
+    signals: &Signals,
+    watch: &Watch,
+) -> FlowEnd {
     let cpu0 = cpu::thread();
     let pin_error = pin(p, flow);
     let mut bufs = Buffers::new(p);
@@ -940,12 +1110,12 @@ fn server_flow(flow: u32, conns: Vec<TcpStream>, p: &RrParams, signals: &Signals
         if busy_poll.is_none() && p.busy_poll {
             busy_poll = prepare(&sock, true).ok().and_then(|(_, s)| s);
         }
-        let (n, elapsed, result) = server_phase(&sock, phase, flow, p, signals, &mut bufs);
+        let (n, elapsed, result) = server_phase(&sock, phase, flow, p, signals, watch, &mut bufs);
         let result = match (result, &pin_error) {
             (Ok(()), Some(e)) => Err(EngineError::Unsupported(format!(
                 "could not pin to CPU: {e}"
             ))),
-            (r, _) => r,
+            (r, _) => r.map_err(|e| watch.explain(e)),
         };
         // Closing answers the client's end of stream.
         drop(sock);
@@ -1022,14 +1192,18 @@ pub fn start_server(engine: &'static dyn Engine, conns: RrConns, params: RrParam
         let t_start = Instant::now();
         let p = &params;
         let RrConns { flows, load } = conns;
+        let watch = Watch::new(flows.len());
         let (ends, loads) = std::thread::scope(|scope| {
+            let watch = &watch;
             let fh: Vec<_> = flows
                 .into_iter()
                 .enumerate()
                 .map(|(f, conns)| {
                     std::thread::Builder::new()
                         .name(format!("linerate-rr-{f}"))
-                        .spawn_scoped(scope, move || server_flow(f as u32, conns, p, signals))
+                        .spawn_scoped(scope, move || {
+                            server_flow(f as u32, conns, p, signals, watch)
+                        })
                 })
                 .collect();
             let lh: Vec<_> = load
@@ -1044,6 +1218,14 @@ pub fn start_server(engine: &'static dyn Engine, conns: RrConns, params: RrParam
                 .collect();
             if fh.iter().any(Result::is_err) || lh.iter().any(Result::is_err) {
                 signals.abort();
+            }
+            let mut dog = Watchdog::new();
+            while !fh
+                .iter()
+                .all(|h| h.as_ref().map_or(true, |h| h.is_finished()))
+            {
+                std::thread::sleep(WAKE);
+                dog.check(watch, signals);
             }
             let ends: Vec<FlowEnd> = fh
                 .into_iter()

@@ -208,9 +208,19 @@ pub fn canonical(addr: SocketAddr) -> SocketAddr {
 /// Waits until `sock` is readable (for a listener: a connection is ready to
 /// accept), up to `timeout`. Returns false on timeout.
 pub fn wait_readable(sock: &impl AsRawFd, timeout: Duration) -> std::io::Result<bool> {
+    wait_ready(sock, libc::POLLIN, timeout)
+}
+
+/// Waits until `sock` reports one of `events` (`POLLIN`, `POLLOUT`) or an
+/// error or hang-up, up to `timeout`. Returns false on timeout or signal.
+pub fn wait_ready(
+    sock: &impl AsRawFd,
+    events: libc::c_short,
+    timeout: Duration,
+) -> std::io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: sock.as_raw_fd(),
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
