@@ -233,7 +233,7 @@ fn issue_4_batch_busy_poll_and_under_load_say_what_they_did() {
 
     let r = json_client(&rr_args(
         &port,
-        &["--sizes", "64,1000", "-n", "300", "--under-load", "2"],
+        &["--sizes", "64,1000", "-t", "300ms", "--under-load", "2"],
     ));
     assert_phases_agree(&r);
     let loaded: Vec<bool> = phases(&r)

@@ -436,6 +436,16 @@ impl Watch {
         }
     }
 
+    /// Drops the flow's duplicate: the connection must close when the flow
+    /// closes it (the peer waits for that close to end the phase).
+    fn release(&self, flow: u32) {
+        if let Ok(mut v) = self.socks.lock() {
+            if let Some(slot) = v.get_mut(flow as usize) {
+                *slot = None;
+            }
+        }
+    }
+
     #[inline]
     fn tick(&self, flow: u32) {
         if let Some(c) = self.progress.get(flow as usize) {
@@ -1117,7 +1127,9 @@ fn server_flow(
             ))),
             (r, _) => r.map_err(|e| watch.explain(e)),
         };
-        // Closing answers the client's end of stream.
+        // Closing answers the client's end of stream (the watcher's
+        // duplicate first, or the socket would stay open).
+        watch.release(flow);
         drop(sock);
         let failed = result.is_err();
         out.push(RrFlowMeasurement {

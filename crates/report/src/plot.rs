@@ -1,7 +1,8 @@
 //! `--plot`: an SVG of a request/response test, drawn from the report with
 //! `plotters` (SVG backend): the latency percentiles against message size
-//! (log-log, one line per percentile, loaded phases dashed-coloured beside
-//! the unloaded ones), and below it the round-trip CDF of every phase.
+//! (log-log, one line per percentile; loaded phases dashed in the same
+//! colour), and below it the round-trip CDF of every phase (one colour per
+//! size; dashed under load).
 
 use plotters::prelude::*;
 
@@ -103,27 +104,25 @@ where
             continue;
         }
         for (name, pick, colour) in picks {
-            let colour = if loaded {
-                colour.mix(0.45)
-            } else {
-                colour.mix(1.0)
-            };
             let points: Vec<(f64, f64)> = of
                 .iter()
                 .map(|p| (f64::from(p.request_size), us(pick(p))))
                 .collect();
+            let style = colour.stroke_width(2);
+            let series = if loaded {
+                chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, style))
+            } else {
+                chart.draw_series(LineSeries::new(points.clone(), style))
+            };
             let label = if loaded {
-                format!("{name} under load")
+                format!("{name} under load (dashed)")
             } else {
                 name.to_string()
             };
-            chart
-                .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
+            series
                 .map_err(draw)?
                 .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
             chart
                 .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                 .map_err(draw)?;
@@ -169,7 +168,18 @@ where
         .y_desc("fraction ≤ x")
         .draw()
         .map_err(draw)?;
-    for (i, p) in phases.iter().enumerate() {
+    // One colour per size, the same with and without load.
+    let mut sizes: Vec<(u32, u32)> = phases
+        .iter()
+        .map(|p| (p.request_size, p.response_size))
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for p in phases {
+        let i = sizes
+            .iter()
+            .position(|&s| s == (p.request_size, p.response_size))
+            .unwrap_or(0);
         let total: u64 = p.histogram.iter().map(|&(_, c)| c).sum();
         let mut acc = 0u64;
         let points: Vec<(f64, f64)> = p
@@ -180,19 +190,21 @@ where
                 (us(v), acc as f64 / total.max(1) as f64)
             })
             .collect();
-        let colour = Palette99::pick(i).mix(if p.loaded { 0.5 } else { 1.0 });
+        let style = Palette99::pick(i).stroke_width(2);
         let label = format!(
             "{} B{}",
             p.request_size,
-            if p.loaded { " under load" } else { "" }
+            if p.loaded { " under load (dashed)" } else { "" }
         );
-        chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+        let series = if p.loaded {
+            chart.draw_series(DashedLineSeries::new(points, 6, 4, style))
+        } else {
+            chart.draw_series(LineSeries::new(points, style))
+        };
+        series
             .map_err(draw)?
             .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-            });
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     chart
         .configure_series_labels()
