@@ -4,7 +4,7 @@
 # What it measures
 #   Receiver-side TCP goodput (bits/s) of linerate and of iperf3 (Debian's
 #   iperf3 package), both client and server on 127.0.0.1, with each tool's own
-#   defaults (no -l / -w; linerate writes 1 MiB per call, iperf3 128 KiB), in
+#   defaults (no -l / -w; both write 128 KiB per call), in
 #   four cases:
 #     fwd-P1   single stream, client sends
 #     rev-P1   single stream, server sends (-R / --reverse)
@@ -28,6 +28,10 @@
 #   "fail" counts runs where a client exited non-zero or its JSON could not be
 #   read; those runs are left out of the statistics (and the raw JSON/stderr
 #   is kept for a look).
+#   -P 2: Debian 12's iperf3 (3.12) runs all streams of a test in one thread;
+#   iperf3 became multi-threaded only in 3.16. linerate runs one thread per
+#   stream, so with -P 2 the ratio mostly shows that difference (two CPUs vs
+#   one), not a faster data path. Compare the -P 1 rows for the data path.
 #   This is a benchmark, not a test: it never fails because a number is low.
 #
 # Raw data
@@ -48,6 +52,8 @@
 #   PAUSE     seconds to sleep between runs (default 1)
 #   LINERATE  linerate binary (default target/release/linerate; built with
 #             `cargo build --release` if missing)
+#   BUILD     1: run `cargo build --release` first (the header warns when the
+#             binary is older than src/ or crates/)
 #   PORT_BASE first port tried for the servers (default 15201)
 #
 # Needs: iperf3 (installed with apt-get if absent and running as root),
@@ -103,11 +109,19 @@ else
     die "need python3 or jq to read JSON"
 fi
 
-if [[ ! -x $LINERATE ]]; then
-    echo "$LINERATE not found; running cargo build --release" >&2
+if [[ ${BUILD:-0} == 1 || ! -x $LINERATE ]]; then
+    echo "running cargo build --release" >&2
     cargo build --release >&2 || die "cargo build --release failed"
 fi
 [[ -x $LINERATE ]] || die "$LINERATE is not executable"
+
+# The header names the git revision; say so when the binary predates the
+# sources, since then the revision is not what is being measured.
+STALE=
+if [[ -n $(find src crates Cargo.toml Cargo.lock -newer "$LINERATE" -print -quit 2>/dev/null) ]]; then
+    STALE=" — BINARY IS OLDER THAN THE SOURCES (BUILD=1 rebuilds)"
+    echo "warning: $LINERATE is older than files in src/ or crates/; BUILD=1 runs cargo build --release first" >&2
+fi
 
 TMPDIR_BENCH= LR_PID= IP_PID=
 cleanup() {
@@ -227,25 +241,26 @@ git_rev=$(git describe --always --dirty 2>/dev/null || echo "?")
 cc=$(sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null || echo "?")
 
 echo "# bench/tcp.sh  $(date -Iseconds)"
-echo "# $lr_version ($LINERATE_SRC, git $git_rev) vs $ip_version"
-echo "# kernel $(uname -r), $(nproc) CPUs, congestion control $cc"
-echo "# $HOST, RUNS=$RUNS TIME=${TIME}s LEN=${LEN:-default (linerate 1M, iperf3 128K)}, interleaved"
+echo "# $lr_version ($LINERATE_SRC built $(date -r "$LINERATE_SRC" +%FT%T 2>/dev/null || echo "?"), git $git_rev$STALE) vs $ip_version"
+echo "# kernel $(uname -r), $(nproc) CPUs, congestion control $cc, load average $(cut -d" " -f1-3 /proc/loadavg 2>/dev/null || echo "?")"
+echo "# $HOST, RUNS=$RUNS TIME=${TIME}s LEN=${LEN:-default (128K both)}, interleaved"
 echo "# linerate port $P1, iperf3 port $P2; raw: $CSV"
 echo
 
 # ---- runs --------------------------------------------------------------------
 
-echo "case,tool,run,len,receiver_bps,sender_bps,retransmits,exit_status" >"$CSV"
+echo "case,tool,run,len,receiver_bps,sender_bps,retransmits,exit_status,load1_before" >"$CSV"
 
 CLIENT_LIMIT=$(( TIME + 30 ))   # a client that takes longer than this is hung
 
 # run_one TOOL CASE RUN  -> appends a CSV row, prints progress to stderr
 run_one() {
-    local tool=$1 cs=$2 run=$3 args=() rc=0 vals base
+    local tool=$1 cs=$2 run=$3 args=() rc=0 vals base load
     [[ $cs == rev-* ]] && args+=(-R)
     [[ $cs == *-P2 ]] && args+=(-P 2)
     [[ -n $LEN ]] && args+=(-l "$LEN")
     base=$OUTDIR/$cs-$tool-$run
+    load=$(cut -d" " -f1 /proc/loadavg 2>/dev/null || echo "")
 
     if [[ $tool == linerate ]]; then
         kill -0 "$LR_PID" 2>/dev/null || die "linerate server (pid $LR_PID) is gone; see $OUTDIR/linerate-server.log"
@@ -264,12 +279,12 @@ run_one() {
     if [[ -z $vals ]]; then
         (( rc == 124 )) && echo "  $cs $tool run $run: timed out after ${CLIENT_LIMIT}s" >&2
         echo "  $cs $tool run $run: FAILED (exit $rc; see $base.err)" >&2
-        echo "$cs,$tool,$run,${LEN:-default},,,,$rc" >>"$CSV"
+        echo "$cs,$tool,$run,${LEN:-default},,,,$rc,$load" >>"$CSV"
         return 0
     fi
     local rx tx rt
     read -r rx tx rt <<<"$vals"
-    echo "$cs,$tool,$run,${LEN:-default},$rx,$tx,$rt,$rc" >>"$CSV"
+    echo "$cs,$tool,$run,${LEN:-default},$rx,$tx,$rt,$rc,$load" >>"$CSV"
     awk -v c="$cs" -v t="$tool" -v r="$run" -v rx="$rx" -v rt="$rt" \
         'BEGIN { printf "  %-7s %-8s run %d: %7.2f Gbit/s  (retransmits %s)\n", c, t, r, rx / 1e9, (rt == "" ? "?" : rt) }' >&2
 }
@@ -316,4 +331,5 @@ for cs in $CASES; do
         "$ratio" "$lf" "$if_"
 done
 echo
+echo "load average at the end: $(cut -d" " -f1-3 /proc/loadavg 2>/dev/null || echo "?") (the benchmark itself keeps about $(nproc) CPUs busy; much more means something else ran)"
 echo "raw per-run numbers: $CSV (JSON and stderr of each run in $OUTDIR/)"

@@ -106,14 +106,14 @@ pub struct TcpArgs {
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Measured duration (after --omit).
+    /// Measured duration after --omit (default 10s).
     #[arg(short, long, value_name = "DURATION", conflicts_with = "bytes")]
     pub time: Option<String>,
     /// Bytes to send per direction instead of a duration (e.g. 10G).
     #[arg(short = 'n', long, value_name = "SIZE")]
     pub bytes: Option<String>,
     /// Bytes per write/read call.
-    #[arg(short, long, value_name = "SIZE", default_value = "1M")]
+    #[arg(short, long, value_name = "SIZE", default_value = "128K")]
     pub len: String,
     /// Parallel streams per direction, one thread each.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
