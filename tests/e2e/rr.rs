@@ -277,14 +277,21 @@ fn issue_4_histogram_and_plot_files_and_other_formats() {
         rows.next(),
         Some("request_size,response_size,loaded,metric,value_ns,count,cumulative_fraction")
     );
-    let mut per_size = std::collections::BTreeMap::new();
+    let mut per_metric = std::collections::BTreeMap::new();
     for row in rows {
         let c: Vec<&str> = row.split(',').collect();
         assert_eq!(c.len(), 7, "{row}");
-        *per_size.entry(c[0].to_string()).or_insert(0u64) += c[5].parse::<u64>().expect("count");
+        *per_metric
+            .entry((c[0].to_string(), c[3].to_string()))
+            .or_insert(0u64) += c[5].parse::<u64>().expect("count");
     }
-    assert_eq!(per_size.get("1"), Some(&300));
-    assert_eq!(per_size.get("64"), Some(&300));
+    let count = |size: &str, metric: &str| per_metric.get(&(size.into(), metric.into())).copied();
+    assert_eq!(count("1", "rtt"), Some(300));
+    assert_eq!(count("64", "rtt"), Some(300));
+    // One-way histograms where the 64-byte responses carry timestamps.
+    assert_eq!(count("64", "client_to_server"), Some(300));
+    assert_eq!(count("64", "server_to_client"), Some(300));
+    assert_eq!(count("1", "client_to_server"), None);
     let svg = std::fs::read_to_string(&plot).expect("plot written");
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
     assert!(svg.contains("Round-trip"));

@@ -221,6 +221,10 @@ pub struct OneWay {
     /// Why there is no figure.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub unavailable: Option<String>,
+    /// The distribution behind `latency`, merged over flows: sparse
+    /// `[value_ns, count]` buckets (absent when `latency` is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<(u64, u64)>,
 }
 
 fn is_zero(v: &u64) -> bool {

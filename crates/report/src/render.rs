@@ -605,26 +605,34 @@ impl Csv<'_> {
     }
 }
 
-/// `--histogram`: every phase's round-trip histogram as CSV, one row per
-/// non-empty HdrHistogram bucket (values at 3 significant digits).
+/// `--histogram`: every phase's round-trip histogram (metric `rtt`) and,
+/// where measured, its one-way histograms (`client_to_server`,
+/// `server_to_client`) as CSV, one row per non-empty HdrHistogram bucket
+/// (values at 3 significant digits).
 pub fn histogram_csv(r: &Report, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "request_size,response_size,loaded,metric,value_ns,count,cumulative_fraction"
     )?;
     for p in r.rr.iter().flat_map(|rr| &rr.phases) {
-        let total: u64 = p.histogram.iter().map(|&(_, c)| c).sum();
-        let mut acc = 0u64;
-        for &(v, c) in &p.histogram {
-            acc += c;
-            writeln!(
-                out,
-                "{},{},{},rtt,{v},{c},{:.9}",
-                p.request_size,
-                p.response_size,
-                p.loaded,
-                acc as f64 / total.max(1) as f64
-            )?;
+        for (metric, buckets) in [
+            ("rtt", &p.histogram),
+            ("client_to_server", &p.client_to_server.histogram),
+            ("server_to_client", &p.server_to_client.histogram),
+        ] {
+            let total: u64 = buckets.iter().map(|&(_, c)| c).sum();
+            let mut acc = 0u64;
+            for &(v, c) in buckets {
+                acc += c;
+                writeln!(
+                    out,
+                    "{},{},{},{metric},{v},{c},{:.9}",
+                    p.request_size,
+                    p.response_size,
+                    p.loaded,
+                    acc as f64 / total.max(1) as f64
+                )?;
+            }
         }
     }
     Ok(())

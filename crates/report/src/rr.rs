@@ -50,6 +50,7 @@ fn one_way(
         uncertainty_ns: None,
         negative: 0,
         unavailable: Some(why),
+        histogram: Vec::new(),
     };
     if let Some(why) = unavailable {
         return none(why);
@@ -68,6 +69,7 @@ fn one_way(
         uncertainty_ns: Some(clock.uncertainty_ns),
         negative,
         unavailable: None,
+        histogram: Vec::new(),
     };
     if h.is_empty() {
         out.unavailable = Some("no timestamped responses".into());
@@ -84,6 +86,7 @@ fn one_way(
         return out;
     }
     out.latency = Some(s);
+    out.histogram = h.to_buckets();
     out
 }
 
