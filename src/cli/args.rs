@@ -14,7 +14,8 @@ and printed figures are SI (1 Gbit/s = 10^9 bit/s, 1 GB = 10^9 bytes);
 durations take us/ms/s/m/h (a bare number is seconds).
 
 netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST -l 10`,
-`linerate TCP_RR HOST`, `linerate UDP_RR HOST`, `linerate TCP_CRR HOST`.
+`linerate TCP_RR HOST -- -r 64,64`, `linerate TCP_CRR HOST` (one size, default 1 byte,
+as netperf; `linerate rr` runs eight sizes by default).
 
 Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
 command line, 3 server refused the test (busy, invalid parameters, version).";

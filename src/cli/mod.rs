@@ -514,7 +514,23 @@ mod tests {
 
     #[test]
     fn netperf_rr_names() {
-        assert_eq!(rr("TCP_RR -H 198.18.0.2").client.spec.kind, TestKind::Rr);
+        let c = rr("TCP_RR -H 198.18.0.2");
+        assert_eq!(c.client.spec.kind, TestKind::Rr);
+        // netperf's default: one 1-byte size.
+        assert_eq!(c.client.spec.rr.clone().expect("rr").sizes, vec![1]);
+        let r = rr("TCP_RR -H 198.18.0.2 -l 5 -- -r 64,1024")
+            .client
+            .spec
+            .rr
+            .expect("rr");
+        assert_eq!((r.sizes, r.response_size), (vec![64], Some(1024)));
+        assert_eq!(r.limit, RrLimit::TimeMs(5000));
+        let r = rr("TCP_RR 198.18.0.2 --sizes 8,16")
+            .client
+            .spec
+            .rr
+            .expect("rr");
+        assert_eq!(r.sizes, vec![8, 16]);
         assert_eq!(rr("TCP_CRR 198.18.0.2").client.spec.kind, TestKind::Crr);
         assert_eq!(
             rr("-t TCP_RR -H 198.18.0.2 -l -1000")

@@ -7,6 +7,9 @@
 //! - `-H HOST` → `HOST`; `-l N` → `--time N`, `-l -N` → `--bytes N`
 //!   (netperf reads a negative length as a byte count, or for the
 //!   request/response tests as a transaction count: `--count N`).
+//! - Request/response tests take netperf's test-specific `-- -r REQ,RESP`
+//!   (`--size REQ --response-size RESP`) and, like netperf, default to one
+//!   1-byte size (linerate's own `rr` runs eight sizes by default).
 
 fn test_name(name: &str) -> Option<&'static [&'static str]> {
     match name {
@@ -38,9 +41,28 @@ pub fn rewrite(argv: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = std::iter::once(prog.clone())
         .chain(test.iter().map(|s| s.to_string()))
         .collect();
+    let rr = test[0] != "tcp";
+    let mut sized = false;
+    let mut test_specific = false;
     let mut i = 0;
     while i < rest.len() {
         match (rest[i].as_str(), rest.get(i + 1)) {
+            ("--", _) if rr => {
+                test_specific = true;
+                i += 1;
+            }
+            ("-r", Some(v)) if rr && test_specific => {
+                let (req, resp) = v.split_once(',').unwrap_or((v, v));
+                out.extend(["--size".into(), req.to_string()]);
+                out.extend(["--response-size".into(), resp.to_string()]);
+                sized = true;
+                i += 2;
+            }
+            ("-s" | "--size" | "--sizes", _) if rr => {
+                sized = true;
+                out.push(std::mem::take(&mut rest[i]));
+                i += 1;
+            }
             ("-H", Some(host)) => {
                 out.push(host.clone());
                 i += 2;
@@ -58,6 +80,9 @@ pub fn rewrite(argv: Vec<String>) -> Vec<String> {
                 i += 1;
             }
         }
+    }
+    if rr && !sized {
+        out.extend(["--size".into(), "1".into()]);
     }
     out
 }
