@@ -11,7 +11,9 @@
 //! Covered: the happy path in every direction, refusals (busy, invalid spec,
 //! protocol and frame version), the peer closing in every state, handshake,
 //! data-phase and results deadlines, malformed and unexpected frames, data
-//! connection checks in `stream_attached`, and aborts.
+//! connection checks in `stream_attached`, and aborts; for request/response
+//! tests, the clock probes (same host, estimated offset, stray or missing
+//! replies) and crr's start without data connections.
 
 use std::time::{Duration, Instant};
 
@@ -1475,4 +1477,42 @@ fn crr_server_sees_the_client_results_before_finishing() {
     p.server.local_finished(results(Side::Server, &spec), p.now);
     p.shuttle();
     assert!(p.client.is_finished() && p.server.is_finished());
+}
+
+#[test]
+fn rr_unanswered_clock_probe_times_out_naming_the_step() {
+    let mut p = Pair::new(rr_spec(TestKind::Rr));
+    let hello = p.client.outbox().take();
+    p.deliver_to_server(&hello);
+    let accept = p.server.outbox().take();
+    p.deliver_to_client(&accept);
+    // The probe goes out but no reply ever comes back.
+    let probe = p.client.outbox().take();
+    assert_eq!(
+        frames(&probe).iter().map(Message::name).collect::<Vec<_>>(),
+        ["ClockProbe"]
+    );
+    p.advance(HANDSHAKE_TIMEOUT);
+    let now = p.now;
+    p.client.handle_timeout(now);
+    assert_eq!(
+        client_error(&p.client),
+        &SessionError::Timeout("measuring the clock offset to the server")
+    );
+    // No streams were opened, so none are aborted.
+    assert_eq!(p.client_aborts(), 0);
+}
+
+#[test]
+fn clock_probe_before_hello_ends_the_session() {
+    let mut p = Pair::new(rr_spec(TestKind::Rr));
+    let probe = wire::to_bytes(&Message::ClockProbe(linerate_proto::wire::ClockProbe {
+        t1: 1,
+    }));
+    p.deliver_to_server(&probe);
+    assert!(p.server.is_finished());
+    assert!(matches!(
+        p.server.outcome(),
+        Some(ServerOutcome::Failed(SessionError::Unexpected { .. }))
+    ));
 }
