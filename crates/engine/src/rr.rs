@@ -64,7 +64,7 @@ pub const LOAD_WARMUP: Duration = Duration::from_millis(250);
 /// How long a crr transaction's connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often waiting threads look at the stop flags.
-const WAKE: Duration = Duration::from_millis(20);
+const WAKE: Duration = Duration::from_millis(100);
 
 /// How one side runs a request/response test.
 #[derive(Debug, Clone)]
