@@ -144,6 +144,7 @@ impl ClientTest<'_> {
                 spec,
                 notes,
                 server_software,
+                udp_ports: _,
             } => {
                 self.notes
                     .extend(notes.into_iter().map(|n| format!("server: {n}")));
@@ -173,6 +174,7 @@ impl ClientTest<'_> {
                     start,
                 ));
             }
+            ClientAction::PeerSendDone(_) => {}
             ClientAction::AbortStreams => {
                 self.pending.clear();
                 if let Some(run) = &self.run {
@@ -318,7 +320,7 @@ pub fn run_params(spec: &TestSpec, cpus: &[usize], embedded: bool) -> RunParams 
         len: spec.len as usize,
         time: match spec.limit {
             Limit::TimeMs(ms) => Some(Duration::from_millis(ms)),
-            Limit::Bytes(_) => None,
+            Limit::Bytes(_) | Limit::Datagrams(_) => None,
         },
         omit: Duration::from_millis(spec.omit_ms),
         interval: Duration::from_millis(spec.interval_ms),

@@ -387,6 +387,10 @@ impl ServerTest<'_> {
                     Instant::now(),
                 ));
             }
+            ServerAction::BindDatagramSockets { .. } => self
+                .session
+                .datagram_sockets_failed("UDP is not implemented yet".into()),
+            ServerAction::PeerSendDone(_) => {}
             ServerAction::AbortStreams => {
                 self.attached.clear();
                 if let Some(run) = &self.run {

@@ -209,6 +209,7 @@ fn validate(cli: args::Cli) -> Result<Command> {
                     no_delay: t.no_delay,
                     mss: t.mss,
                 },
+                udp: None,
             };
             let target = match t.host {
                 Some(host) => Target::Remote { host, port: t.port },

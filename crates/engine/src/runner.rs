@@ -206,6 +206,7 @@ fn spawn_stream(
                 calls,
                 tcp,
                 error,
+                ..StreamMeasurement::default()
             };
             let cpu = cpu::thread().saturating_sub(cpu0);
             let _ = tx.send(Finished {
@@ -291,6 +292,7 @@ fn sample(
                     id: *id,
                     bytes,
                     tcp: probe.as_ref().and_then(tcp_info::read),
+                    udp: None,
                 }
             })
             .collect();
@@ -384,6 +386,7 @@ fn sample(
             wall_ns: wall.as_nanos() as u64,
             host,
         },
+        kernel_udp: None,
     }
 }
 

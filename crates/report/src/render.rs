@@ -57,6 +57,7 @@ fn limit_words(l: Limit) -> String {
     match l {
         Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
         Limit::Bytes(b) => format!("{} per direction", format_bytes(b)),
+        Limit::Datagrams(n) => format!("{n} datagrams per direction"),
     }
 }
 
