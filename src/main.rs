@@ -26,7 +26,7 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        cli::Command::Tcp(cfg) => {
+        cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => {
             // First Ctrl-C: abort the test cleanly (tell the server, report
             // nothing false); a second one: the default, immediate exit.
             let _ = ctrlc::set_handler(|| {

@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use linerate_proto::spec::{Direction, Limit, ServerLimits, TcpOptions, TestSpec};
+use linerate_proto::spec::{
+    Direction, Limit, Pace, Protocol, ServerLimits, TcpOptions, TestSpec, UdpSpec,
+};
 use linerate_report::render::Format;
-use linerate_stats::units::{parse_duration, parse_size};
+use linerate_stats::units::{parse_duration, parse_rate, parse_size};
 
 /// Where the client's server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +53,7 @@ pub struct ServerConfig {
 pub enum Command {
     Server(ServerConfig),
     Tcp(ClientConfig),
+    Udp(ClientConfig),
 }
 
 /// Parses the process arguments (netperf-style names included).
@@ -125,8 +128,130 @@ fn size_u32(flag: &str, v: &str) -> Result<u32> {
     u32::try_from(b).with_context(|| format!("{flag}: {v} is too large"))
 }
 
+/// Parses a pps figure (`0.05`, `500k`, `2M`) into datagrams per 1000 s.
+fn parse_pps(v: &str) -> Result<u64> {
+    let t = v.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        Some((i, 'g' | 'G')) => (&t[..i], 1e9),
+        _ => (t, 1.0),
+    };
+    let x: f64 = num
+        .parse()
+        .with_context(|| format!("--pps: {v:?} is not a number (e.g. 0.05, 500k, 2M)"))?;
+    let milli = (x * mult * 1000.0).round();
+    if !milli.is_finite() || milli < 1.0 {
+        bail!("--pps: {v:?} must be at least 0.001");
+    }
+    if milli > 1e12 {
+        bail!("--pps: {v:?} is above 10^9 datagrams/s");
+    }
+    Ok(milli as u64)
+}
+
+fn validate_udp(u: args::UdpArgs) -> Result<Command> {
+    let limit = match (&u.time, u.count) {
+        (_, Some(0)) => bail!("--count must be greater than zero"),
+        (_, Some(n)) => Limit::Datagrams(n),
+        (Some(d), None) => {
+            let ms = duration_ms("--time", d)?;
+            if ms == 0 {
+                bail!("--time must be greater than zero (use --count for a datagram count)");
+            }
+            Limit::TimeMs(ms)
+        }
+        (None, None) => Limit::TimeMs(10_000),
+    };
+    if u.parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    let len = size_u32("--len", &u.len)?;
+    let (min, max) = (
+        linerate_proto::datagram::HEADER_LEN as u32,
+        linerate_proto::datagram::MAX_LEN as u32,
+    );
+    if !(min..=max).contains(&len) {
+        bail!(
+            "--len: {len} bytes; a datagram must be {min}..={max} bytes (the header takes {min})"
+        );
+    }
+    let pace = match (&u.rate, &u.pps) {
+        (Some(r), _) if r.trim() == "0" => Pace::Unlimited,
+        (Some(r), _) => {
+            let bps = parse_rate(r).context("--rate")?;
+            if bps < 1.0 {
+                bail!("--rate: {r:?} is below 1 bit/s");
+            }
+            Pace::Rate(bps.round() as u64)
+        }
+        (None, Some(p)) => Pace::MilliPps(parse_pps(p)?),
+        (None, None) => Pace::Rate(1_000_000),
+    };
+    if u.burst == 0 {
+        bail!("--burst must be at least 1");
+    }
+    let interval_ms = duration_ms("--interval", &u.interval)?;
+    if interval_ms < 10 {
+        bail!("--interval must be at least 10ms");
+    }
+    if let Some(p) = u.priority {
+        if !(-20..=19).contains(&p) {
+            bail!("--priority: nice value {p} is outside -20..=19");
+        }
+    }
+    let direction = if u.reverse {
+        Direction::Reverse
+    } else if u.bidir {
+        Direction::Bidir
+    } else {
+        Direction::Forward
+    };
+    let faults = match &u.inject_faults {
+        Some(f) => linerate_proto::datagram::parse_faults(f)
+            .map_err(|e| anyhow::anyhow!("--inject-faults: {e}"))?,
+        None => Vec::new(),
+    };
+    let spec = TestSpec {
+        protocol: Protocol::Udp,
+        direction,
+        streams: u.parallel,
+        limit,
+        len,
+        omit_ms: 0,
+        interval_ms,
+        tcp: TcpOptions::default(),
+        udp: Some(UdpSpec {
+            pace,
+            burst: u.burst,
+            verify: u.verify,
+            window: u
+                .window
+                .as_deref()
+                .map(|w| size_u32("--window", w))
+                .transpose()?,
+            priority: u.priority,
+            drain_ms: duration_ms("--drain", &u.drain)?,
+            faults,
+        }),
+    };
+    linerate_engine::engine::by_name(&u.engine)?;
+    Ok(Command::Udp(ClientConfig {
+        target: match u.host {
+            Some(host) => Target::Remote { host, port: u.port },
+            None => Target::Embedded,
+        },
+        spec,
+        engine: u.engine,
+        cpus: parse_cpus(u.cpus.as_deref())?,
+        format: format_of(&u.output),
+        connect_timeout: parse_duration(&u.connect_timeout).context("--connect-timeout")?,
+    }))
+}
+
 fn validate(cli: args::Cli) -> Result<Command> {
     match cli.command {
+        args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Server(s) => {
             if s.max_concurrent == 0 {
                 bail!("--max-concurrent must be at least 1");
@@ -318,6 +443,56 @@ mod tests {
         let t = tcp("-t TCP_MAERTS -H 198.18.0.2 -l -1000000");
         assert_eq!(t.spec.direction, Direction::Reverse);
         assert_eq!(t.spec.limit, Limit::Bytes(1_000_000));
+    }
+
+    fn udp(args: &str) -> ClientConfig {
+        match parse(args).expect("parses") {
+            Command::Udp(c) => c,
+            other => panic!("not udp: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn udp_flags() {
+        let c = udp("udp 198.18.0.2 --len 8972 --rate 9.5G --burst 8 -P 2 --bidir -w 8M --priority -20 --verify -k 1000");
+        let u = c.spec.udp.as_ref().expect("udp spec");
+        assert_eq!(c.spec.protocol, Protocol::Udp);
+        assert_eq!(c.spec.len, 8972);
+        assert_eq!(u.pace, Pace::Rate(9_500_000_000));
+        assert_eq!(u.burst, 8);
+        assert_eq!(u.window, Some(8 << 20));
+        assert_eq!(u.priority, Some(-20));
+        assert!(u.verify);
+        assert_eq!(c.spec.limit, Limit::Datagrams(1000));
+        assert_eq!(c.spec.direction, Direction::Bidir);
+        let pace = |a: &str| udp(a).spec.udp.expect("udp").pace;
+        assert_eq!(pace("udp --pps 0.05"), Pace::MilliPps(50));
+        assert_eq!(pace("udp --pps 2M"), Pace::MilliPps(2_000_000_000));
+        assert_eq!(pace("udp -b 0"), Pace::Unlimited);
+        assert_eq!(pace("udp"), Pace::Rate(1_000_000));
+        assert_eq!(udp("udp -l 12K").spec.len, 12288);
+        assert_eq!(
+            udp("udp --inject-faults skip:3,dup:5")
+                .spec
+                .udp
+                .expect("udp")
+                .faults
+                .len(),
+            2
+        );
+        for (args, needle) in [
+            ("udp -l 27", "--len"),
+            ("udp -l 65508", "--len"),
+            ("udp --pps 0", "--pps"),
+            ("udp --pps 1 --rate 1M", "--pps"),
+            ("udp --burst 0", "--burst"),
+            ("udp -k 0", "--count"),
+            ("udp --priority -21", "--priority"),
+            ("udp --inject-faults swap:1,skip:2", "--inject-faults"),
+        ] {
+            let e = parse(args).expect_err(args).to_string();
+            assert!(e.contains(needle), "{args}: {e}");
+        }
     }
 
     #[test]

@@ -212,6 +212,54 @@ pub enum FaultKind {
     Dup,
     /// Send `seq + 1` before `seq` (one reordered datagram, distance 1).
     Swap,
+    /// Before `seq`, send an extra 10-byte datagram (corrupt: short).
+    Short,
+    /// Before `seq`, send an extra datagram with a wrong magic (corrupt).
+    Magic,
+    /// Before `seq`, send an extra datagram with another stream's id (corrupt).
+    Stream,
+    /// Before `seq`, send an extra datagram one byte shorter than its
+    /// length field says (corrupt).
+    Length,
+    /// Before `seq`, send an extra datagram whose payload breaks the
+    /// pattern (corrupt when the test verifies payloads).
+    Payload,
+}
+
+impl FaultKind {
+    /// Faults that add one malformed datagram and use no sequence number.
+    pub fn is_malformed(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Short
+                | FaultKind::Magic
+                | FaultKind::Stream
+                | FaultKind::Length
+                | FaultKind::Payload
+        )
+    }
+}
+
+/// Builds the malformed datagram of fault `kind` for a stream whose good
+/// datagrams are `good` (header already emitted, `seq` stamped); returns
+/// the length to send from `out`.
+pub fn malformed(kind: FaultKind, good: &[u8], out: &mut [u8]) -> usize {
+    let n = good.len().min(out.len());
+    out[..n].copy_from_slice(&good[..n]);
+    let flip = |out: &mut [u8], at: usize| {
+        if let Some(b) = out.get_mut(at) {
+            *b ^= 0xff;
+        }
+    };
+    match kind {
+        FaultKind::Short => return n.min(10),
+        FaultKind::Magic => flip(out, 0),
+        FaultKind::Stream => flip(out, 7),
+        FaultKind::Length => return n.saturating_sub(1),
+        FaultKind::Payload => flip(out, n.saturating_sub(1).max(HEADER_LEN)),
+        FaultKind::Skip | FaultKind::Dup | FaultKind::Swap => {}
+    }
+    n
 }
 
 /// One scheduled fault.
@@ -233,7 +281,16 @@ pub fn parse_faults(s: &str) -> Result<Vec<Fault>, String> {
             "skip" => FaultKind::Skip,
             "dup" => FaultKind::Dup,
             "swap" => FaultKind::Swap,
-            other => return Err(format!("{other:?}: fault kind must be skip, dup or swap")),
+            "short" => FaultKind::Short,
+            "magic" => FaultKind::Magic,
+            "stream" => FaultKind::Stream,
+            "length" => FaultKind::Length,
+            "payload" => FaultKind::Payload,
+            other => {
+                return Err(format!(
+                    "{other:?}: fault kind must be skip, dup, swap, short, magic, stream, length or payload"
+                ))
+            }
         };
         let seq: u64 = seq
             .parse()
@@ -347,6 +404,8 @@ impl SeqSchedule {
             }
             self.next_fault += 1;
             match f.kind {
+                // The sender adds those itself; no sequence number involved.
+                k if k.is_malformed() => {}
                 FaultKind::Skip => self.next += 1,
                 FaultKind::Dup => {
                     self.queued = [self.next, self.next];
@@ -360,6 +419,7 @@ impl SeqSchedule {
                     self.next += 2;
                     return;
                 }
+                _ => {}
             }
         }
     }
@@ -464,8 +524,33 @@ mod tests {
     }
 
     #[test]
+    fn malformed_faults_fail_the_checks_they_name() {
+        let mut good = vec![0u8; 100];
+        sample().emit(&mut good);
+        fill_pattern(&mut good[HEADER_LEN..], sample().seq);
+        let mut out = vec![0u8; 100];
+        let parse = |b: &[u8]| DatagramHeader::new_checked(b).and_then(|v| v.parse());
+        let n = malformed(FaultKind::Short, &good, &mut out);
+        assert_eq!(parse(&out[..n]), Err(DatagramError::Short(10)));
+        let n = malformed(FaultKind::Magic, &good, &mut out);
+        assert!(matches!(parse(&out[..n]), Err(DatagramError::BadMagic(_))));
+        let n = malformed(FaultKind::Length, &good, &mut out);
+        assert!(matches!(
+            parse(&out[..n]),
+            Err(DatagramError::BadLength { .. })
+        ));
+        let n = malformed(FaultKind::Stream, &good, &mut out);
+        assert_ne!(parse(&out[..n]).expect("valid header").stream, 7);
+        let n = malformed(FaultKind::Payload, &good, &mut out);
+        let h = parse(&out[..n]).expect("valid header");
+        assert!(check_pattern(&out[HEADER_LEN..n], h.seq).is_err());
+    }
+
+    #[test]
     fn schedule_applies_faults() {
-        let mut s = SeqSchedule::new(parse_faults("skip:0,dup:2,swap:4,skip:7").expect("ok"));
+        let mut s = SeqSchedule::new(
+            parse_faults("skip:0,magic:1,dup:2,swap:4,short:6,skip:7").expect("ok"),
+        );
         let mut sent = Vec::new();
         while s.issued() < 10 || !s.idle() {
             sent.push(s.current());
