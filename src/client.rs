@@ -307,6 +307,7 @@ impl ClientTest<'_> {
             omit_s: spec.omit_ms as f64 / 1e3,
             interval_s: spec.interval_ms as f64 / 1e3,
             tcp: spec.tcp.clone(),
+            udp: spec.udp.clone(),
             congestion_used: first.and_then(socket::congestion),
             server: self.peer.to_string(),
             embedded_server: self.embedded,

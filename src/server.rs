@@ -545,6 +545,14 @@ impl ServerTest<'_> {
                             return;
                         }
                         p.greeting = Some(bytes.to_vec());
+                        // Datagrams queued before connect() came from
+                        // anyone; the peer sends data only after Start.
+                        let mut scratch = [0u8; 64];
+                        for _ in 0..4096 {
+                            if udp::poll_greeting(&p.sock, &mut scratch).is_none() {
+                                break;
+                            }
+                        }
                     }
                     Err(why) => {
                         eprintln!("linerate server: rejected a UDP greeting from {from}: {why}")
@@ -575,6 +583,7 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 omit_s: spec.omit_ms as f64 / 1e3,
                 interval_s: spec.interval_ms as f64 / 1e3,
                 tcp: spec.tcp.clone(),
+                udp: spec.udp.clone(),
                 congestion_used: None,
                 server: format!("client {peer}"),
                 embedded_server: false,

@@ -105,12 +105,18 @@ impl Pacer {
     /// (whichever is more), so a single late wake-up does not count as
     /// "could not keep up" but a sustained shortfall does.
     pub fn kept_up(&self, elapsed_ns: u64) -> bool {
+        self.within_tolerance(self.behind(elapsed_ns))
+    }
+
+    /// Whether being `behind` datagrams still counts as keeping up (see
+    /// [`Self::kept_up`]); for senders whose own count limit caps `behind`.
+    pub fn within_tolerance(&self, behind: u64) -> bool {
         let Some(m) = self.millipps else {
             return true;
         };
         // Datagrams per millisecond = millipps / 1e6.
         let per_ms = m.div_ceil(1_000_000);
-        self.behind(elapsed_ns) <= self.burst.max(per_ms)
+        behind <= self.burst.max(per_ms)
     }
 }
 
