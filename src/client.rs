@@ -42,6 +42,13 @@ pub enum ClientError {
 
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
+    let stdout = std::io::stdout();
+    let mut sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    run_to(cfg, sink.as_mut())
+}
+
+/// Runs one test, rendering to `sink`. Returns the report.
+pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
     let embedded;
     let (host, port) = match &cfg.target {
         Target::Remote { host, port } => (host.clone(), *port),
@@ -56,8 +63,6 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
         .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
     let engine = engine::by_name(&cfg.engine).map_err(anyhow::Error::from)?;
-    let stdout = std::io::stdout();
-    let mut sink = render::sink(cfg.format, Box::new(stdout.lock()));
     let mut test = ClientTest {
         cfg,
         engine,
@@ -71,7 +76,7 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
         notes: Vec::new(),
         start_unix_ms: 0,
     };
-    let result = test.drive(sink.as_mut());
+    let result = test.drive(sink);
     if let Some(run) = &test.run {
         run.abort();
     }

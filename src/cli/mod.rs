@@ -54,6 +54,21 @@ pub enum Command {
     Server(ServerConfig),
     Tcp(ClientConfig),
     Udp(ClientConfig),
+    Sweep(SweepConfig),
+}
+
+/// A sweep: one UDP test per size × rate point.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// The test of every trial, with `len` and pace set per trial.
+    pub base: ClientConfig,
+    pub sizes: Vec<u32>,
+    /// Requested rates per stream: datagrams/s, or bit/s if `rates_are_bits`.
+    pub points: Vec<f64>,
+    pub rates_are_bits: bool,
+    pub find_zero_loss: bool,
+    pub max_loss_percent: f64,
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// Parses the process arguments (netperf-style names included).
@@ -148,6 +163,105 @@ fn parse_pps(v: &str) -> Result<u64> {
         bail!("--pps: {v:?} is above 10^9 datagrams/s");
     }
     Ok(milli as u64)
+}
+
+/// Parses `50k:1M:50k` (start:stop:step) or `1k,5k,10k` with `one` parsing
+/// each value.
+fn parse_range(flag: &str, v: &str, one: impl Fn(&str) -> Result<f64>) -> Result<Vec<f64>> {
+    let parts: Vec<&str> = v.split(':').collect();
+    let points = match parts.as_slice() {
+        [start, stop, step] => {
+            let (a, b, st) = (one(start)?, one(stop)?, one(step)?);
+            if st <= 0.0 || b < a {
+                bail!("{flag}: {v:?} needs START ≤ STOP and STEP > 0");
+            }
+            let n = ((b - a) / st + 1e-9).floor() as u64 + 1;
+            if n > 1000 {
+                bail!("{flag}: {v:?} makes {n} points, at most 1000");
+            }
+            (0..n).map(|i| a + st * i as f64).collect()
+        }
+        [list] => list
+            .split(',')
+            .filter(|x| !x.is_empty())
+            .map(&one)
+            .collect::<Result<Vec<f64>>>()?,
+        _ => bail!("{flag}: {v:?} is neither START:STOP:STEP nor a list"),
+    };
+    if points.is_empty() {
+        bail!("{flag}: no rates in {v:?}");
+    }
+    Ok(points)
+}
+
+fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
+    let mut sizes = Vec::new();
+    for s in a.sizes.split(',').filter(|x| !x.is_empty()) {
+        let len = size_u32("--sizes", s)?;
+        let (min, max) = (
+            linerate_proto::datagram::HEADER_LEN as u32,
+            linerate_proto::datagram::MAX_LEN as u32,
+        );
+        if !(min..=max).contains(&len) {
+            bail!("--sizes: {len} bytes; a datagram must be {min}..={max} bytes");
+        }
+        sizes.push(len);
+    }
+    if sizes.is_empty() {
+        bail!("--sizes: no sizes given");
+    }
+    let (points, rates_are_bits) = match (&a.pps, &a.rates) {
+        (Some(p), _) => (
+            parse_range("--pps", p, |x| Ok(parse_pps(x)? as f64 / 1000.0))?,
+            false,
+        ),
+        (None, Some(r)) => (
+            parse_range("--rates", r, |x| parse_rate(x).context("--rates"))?,
+            true,
+        ),
+        (None, None) => bail!("sweep udp needs --pps or --rates (e.g. --pps 50k:1M:50k)"),
+    };
+    if !(0.0..=100.0).contains(&a.max_loss) {
+        bail!("--max-loss must be a percentage in 0..=100");
+    }
+    let mut argv = vec!["linerate".to_string(), "udp".to_string()];
+    if let Some(h) = &a.host {
+        argv.push(h.clone());
+    }
+    argv.extend([
+        "-p".into(),
+        a.port.to_string(),
+        "-t".into(),
+        a.time.clone(),
+        "-P".into(),
+        a.parallel.to_string(),
+        "--burst".into(),
+        a.burst.to_string(),
+        "--engine".into(),
+        a.engine.clone(),
+        "--connect-timeout".into(),
+        a.connect_timeout.clone(),
+    ]);
+    if a.reverse {
+        argv.push("-R".into());
+    }
+    if let Some(w) = &a.window {
+        argv.extend(["-w".into(), w.clone()]);
+    }
+    // The trial template goes through the same validation as `linerate udp`.
+    let Command::Udp(mut base) = validate(args::Cli::try_parse_from(argv)?)? else {
+        bail!("internal: sweep template is not a UDP test");
+    };
+    base.format = format_of(&a.output);
+    Ok(Command::Sweep(SweepConfig {
+        base,
+        sizes,
+        points,
+        rates_are_bits,
+        find_zero_loss: a.find_zero_loss,
+        max_loss_percent: a.max_loss,
+        plot: a.plot,
+    }))
 }
 
 fn validate_udp(u: args::UdpArgs) -> Result<Command> {
@@ -252,6 +366,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
 fn validate(cli: args::Cli) -> Result<Command> {
     match cli.command {
         args::Cmd::Udp(u) => validate_udp(u),
+        args::Cmd::Sweep(args::SweepCmd::Udp(a)) => validate_sweep(a),
         args::Cmd::Server(s) => {
             if s.max_concurrent == 0 {
                 bail!("--max-concurrent must be at least 1");
@@ -489,6 +604,37 @@ mod tests {
             ("udp -k 0", "--count"),
             ("udp --priority -21", "--priority"),
             ("udp --inject-faults swap:1,skip:2", "--inject-faults"),
+        ] {
+            let e = parse(args).expect_err(args).to_string();
+            assert!(e.contains(needle), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn sweep_flags() {
+        let Command::Sweep(s) = parse(
+            "sweep udp 198.18.0.2 --sizes 1472,4000,8972 --pps 50k:1M:50k --find-zero-loss --plot /tmp/x.svg --json",
+        )
+        .expect("parses") else {
+            panic!("not a sweep")
+        };
+        assert_eq!(s.sizes, vec![1472, 4000, 8972]);
+        assert_eq!(s.points.len(), 20);
+        assert_eq!(s.points[0], 50_000.0);
+        assert_eq!(s.points[19], 1_000_000.0);
+        assert!(!s.rates_are_bits && s.find_zero_loss);
+        assert_eq!(s.base.format, Format::Json);
+        let Command::Sweep(s) = parse("sweep udp --rates 100M,1G -t 1").expect("parses") else {
+            panic!("not a sweep")
+        };
+        assert_eq!(s.points, vec![1e8, 1e9]);
+        assert!(s.rates_are_bits);
+        assert_eq!(s.base.target, Target::Embedded);
+        for (args, needle) in [
+            ("sweep udp", "--pps"),
+            ("sweep udp --pps 10:1:1", "--pps"),
+            ("sweep udp --pps 1k --sizes 10", "--sizes"),
+            ("sweep udp --pps 1:100000:1", "--pps"),
         ] {
             let e = parse(args).expect_err(args).to_string();
             assert!(e.contains(needle), "{args}: {e}");

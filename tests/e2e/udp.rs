@@ -456,3 +456,58 @@ fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
     assert_eq!(u(&d["lost"]), 0, "{d}");
     assert_eq!(u(&d["received"]), u(&d["sent"]), "{d}");
 }
+
+#[test]
+fn issue_3_sweep_runs_the_grid_plots_and_finds_the_zero_loss_rate() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let dir = std::env::temp_dir().join(format!("linerate-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let plot = dir.join("sweep.svg");
+    let plot_s = plot.to_string_lossy().into_owned();
+    let out = run_client(
+        &[
+            "sweep",
+            "udp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--sizes",
+            "64,1472,8972",
+            "--pps",
+            "1k:3k:1k",
+            "-t",
+            "500ms",
+            "-w",
+            "4M",
+            "--find-zero-loss",
+            "--plot",
+            &plot_s,
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_ok(&out, &["sweep"]);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let trials = r["trials"].as_array().expect("trials");
+    let grid: Vec<&Value> = trials.iter().filter(|t| t["search"] == false).collect();
+    assert_eq!(grid.len(), 9, "3 sizes × 3 rates");
+    for t in &grid {
+        assert!(t.get("error").is_none(), "{t}");
+        assert_eq!(u(&t["issued"]), u(&t["received"]) + u(&t["lost"]), "{t}");
+        // On loopback, loss is only ever the receiving socket's drops.
+        assert_eq!(u(&t["lost"]), u(&t["socket_drops"]), "{t}");
+    }
+    let zl = r["zero_loss"].as_array().expect("zero_loss");
+    assert_eq!(zl.len(), 3);
+    for z in zl {
+        assert!(z["trials"].as_u64().is_some_and(|n| n >= 1), "{z}");
+        assert!(z["note"].is_string(), "{z}");
+    }
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert!(svg.starts_with("<svg"));
+    for needle in ["64 B", "1472 B", "8972 B", "received vs sent"] {
+        assert!(svg.contains(needle), "no {needle:?} in the plot");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -503,3 +503,33 @@ pub fn build(
         notes,
     }
 }
+
+/// A sweep trial from the report of its test (summed over the flows).
+pub fn sweep_trial(len: u32, search: bool, r: &Report) -> crate::model::SweepTrial {
+    let us: Vec<&UdpSummary> = r.sums.iter().filter_map(|s| s.udp.as_ref()).collect();
+    let sum = |f: fn(&UdpSummary) -> f64| us.iter().map(|u| f(u)).sum::<f64>();
+    let sumu = |f: fn(&UdpSummary) -> u64| us.iter().map(|u| f(u)).sum::<u64>();
+    let (issued, lost) = (sumu(|u| u.issued), sumu(|u| u.lost));
+    crate::model::SweepTrial {
+        len,
+        search,
+        requested_pps: sum(|u| u.requested_pps.unwrap_or(0.0)),
+        requested_bits_per_second: sum(|u| u.requested_bits_per_second.unwrap_or(0.0)),
+        sent_pps: sum(|u| u.sent_pps),
+        sent_bits_per_second: sum(|u| u.sent_bits_per_second),
+        received_pps: sum(|u| u.received_pps),
+        received_bits_per_second: sum(|u| u.received_bits_per_second),
+        issued,
+        received: sumu(|u| u.received),
+        lost,
+        loss_ppm: ratio(lost, issued) * 1e6,
+        loss_percent: ratio(lost, issued) * 100.0,
+        kept_up: us.iter().all(|u| u.kept_up),
+        socket_drops: us.iter().map(|u| u.socket_drops).sum(),
+        error: r
+            .streams
+            .iter()
+            .flat_map(|s| [&s.sender.error, &s.receiver.error])
+            .find_map(|e| e.clone()),
+    }
+}

@@ -351,3 +351,83 @@ pub enum Record {
     Interval(IntervalRecord),
     Summary(Box<Report>),
 }
+
+/// What a sweep ran: the same UDP test at every size × rate point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepInfo {
+    pub protocol: String,
+    pub server: String,
+    pub direction: Direction,
+    /// Streams per direction in each trial.
+    pub streams: u16,
+    /// Seconds of each trial.
+    pub trial_s: f64,
+    /// Datagram sizes, bytes (header included).
+    pub sizes: Vec<u32>,
+    /// The grid's requested rates per stream: datagrams/s, or bit/s when
+    /// `rates_are_bits` is true.
+    pub points: Vec<f64>,
+    pub rates_are_bits: bool,
+    /// Loss a zero-loss search accepts, percent (0: none).
+    pub max_loss_percent: f64,
+    pub client_software: String,
+    pub start_unix_ms: u64,
+}
+
+/// One trial of a sweep (a whole UDP test, summed over its flows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepTrial {
+    pub len: u32,
+    /// True for the trials of a zero-loss search (not part of the grid).
+    pub search: bool,
+    /// Requested, summed over the streams.
+    pub requested_pps: f64,
+    pub requested_bits_per_second: f64,
+    pub sent_pps: f64,
+    pub sent_bits_per_second: f64,
+    pub received_pps: f64,
+    pub received_bits_per_second: f64,
+    pub issued: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub loss_ppm: f64,
+    pub loss_percent: f64,
+    /// False when a sender could not keep up with the requested rate.
+    pub kept_up: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub socket_drops: Option<u64>,
+    /// Set when the trial failed; its figures are then zero.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+}
+
+/// The highest rate found with loss at most the threshold, for one size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ZeroLoss {
+    pub len: u32,
+    pub max_loss_percent: f64,
+    /// Requested rate (summed over streams) of the best passing trial;
+    /// absent when even the lowest rate lost too much.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bits_per_second: Option<f64>,
+    /// What arrived in that trial.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub received_pps: Option<f64>,
+    /// Trials the search ran.
+    pub trials: u32,
+    /// How the search ended, in words.
+    pub note: String,
+}
+
+/// Everything a sweep produced (`linerate sweep udp --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub schema: u32,
+    pub test: SweepInfo,
+    pub trials: Vec<SweepTrial>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zero_loss: Vec<ZeroLoss>,
+    pub notes: Vec<String>,
+}

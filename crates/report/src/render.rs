@@ -555,3 +555,193 @@ impl Sink for Csv<'_> {
         self.out.flush()
     }
 }
+
+/// Receives a sweep's records in order.
+pub trait SweepSink {
+    fn start(&mut self, info: &crate::model::SweepInfo) -> io::Result<()>;
+    fn trial(&mut self, t: &crate::model::SweepTrial) -> io::Result<()>;
+    fn finish(&mut self, r: &crate::model::SweepReport) -> io::Result<()>;
+}
+
+/// A sweep sink writing `format` to `out`.
+pub fn sweep_sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn SweepSink + 'a> {
+    Box::new(SweepOut { format, out })
+}
+
+struct SweepOut<'a> {
+    format: Format,
+    out: Box<dyn Write + 'a>,
+}
+
+/// One line of `sweep --json-lines`.
+#[derive(serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum SweepRecord<'a> {
+    Start(&'a crate::model::SweepInfo),
+    Trial(&'a crate::model::SweepTrial),
+    Summary(&'a crate::model::SweepReport),
+}
+
+const SWEEP_CSV_HEADER: &str = "record,len,search,requested_pps,requested_bits_per_second,sent_pps,sent_bits_per_second,received_pps,received_bits_per_second,issued,received,lost,loss_ppm,loss_percent,kept_up,socket_drops,error";
+
+fn csv_text(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+impl SweepOut<'_> {
+    fn line(&mut self, r: &SweepRecord<'_>) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, r)?;
+        writeln!(self.out)?;
+        self.out.flush()
+    }
+}
+
+impl SweepSink for SweepOut<'_> {
+    fn start(&mut self, i: &crate::model::SweepInfo) -> io::Result<()> {
+        match self.format {
+            Format::Human => {
+                writeln!(
+                    self.out,
+                    "linerate sweep: udp {} to {} · {} stream{} · sizes {} · {} s per trial",
+                    direction_words(i.direction),
+                    i.server,
+                    i.streams,
+                    if i.streams == 1 { "" } else { "s" },
+                    i.sizes
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    i.trial_s
+                )?;
+                writeln!(
+                    self.out,
+                    "{:>6} {:>12} {:>12} {:>12} {:>15} {:>15} {:>15} {:>10} {:>10}  note",
+                    "size",
+                    "req pps",
+                    "sent pps",
+                    "recv pps",
+                    "requested",
+                    "sent",
+                    "received",
+                    "lost",
+                    "loss %"
+                )?;
+                self.out.flush()
+            }
+            Format::JsonLines => self.line(&SweepRecord::Start(i)),
+            Format::Csv => {
+                writeln!(self.out, "{SWEEP_CSV_HEADER}")?;
+                self.out.flush()
+            }
+            Format::Json => Ok(()),
+        }
+    }
+
+    fn trial(&mut self, t: &crate::model::SweepTrial) -> io::Result<()> {
+        match self.format {
+            Format::Human => {
+                let note = match (&t.error, t.kept_up, t.search) {
+                    (Some(e), _, _) => format!("FAILED: {e}"),
+                    (None, false, s) => format!(
+                        "sender could not keep up{}",
+                        if s { " (search)" } else { "" }
+                    ),
+                    (None, true, true) => "search".into(),
+                    (None, true, false) => String::new(),
+                };
+                writeln!(
+                    self.out,
+                    "{:>6} {:>12} {:>12} {:>12} {:>15} {:>15} {:>15} {:>10} {:>10.4}  {note}",
+                    t.len,
+                    format_count_rate(t.requested_pps),
+                    format_count_rate(t.sent_pps),
+                    format_count_rate(t.received_pps),
+                    format_rate(t.requested_bits_per_second),
+                    format_rate(t.sent_bits_per_second),
+                    format_rate(t.received_bits_per_second),
+                    t.lost,
+                    t.loss_percent
+                )?;
+                self.out.flush()
+            }
+            Format::JsonLines => self.line(&SweepRecord::Trial(t)),
+            Format::Csv => {
+                writeln!(
+                    self.out,
+                    "trial,{},{},{:.3},{:.0},{:.3},{:.0},{:.3},{:.0},{},{},{},{:.3},{:.6},{},{},{}",
+                    t.len,
+                    t.search,
+                    t.requested_pps,
+                    t.requested_bits_per_second,
+                    t.sent_pps,
+                    t.sent_bits_per_second,
+                    t.received_pps,
+                    t.received_bits_per_second,
+                    t.issued,
+                    t.received,
+                    t.lost,
+                    t.loss_ppm,
+                    t.loss_percent,
+                    t.kept_up,
+                    opt(t.socket_drops),
+                    t.error.as_deref().map(csv_text).unwrap_or_default()
+                )?;
+                self.out.flush()
+            }
+            Format::Json => Ok(()),
+        }
+    }
+
+    fn finish(&mut self, r: &crate::model::SweepReport) -> io::Result<()> {
+        match self.format {
+            Format::Human => {
+                for z in &r.zero_loss {
+                    match (z.pps, z.bits_per_second) {
+                        (Some(p), Some(b)) => writeln!(
+                            self.out,
+                            "highest rate with loss ≤ {}% at {} B: {}/s requested ({}), {}/s received; {} trials ({})",
+                            z.max_loss_percent,
+                            z.len,
+                            format_count_rate(p),
+                            format_rate(b),
+                            format_count_rate(z.received_pps.unwrap_or(0.0)),
+                            z.trials,
+                            z.note
+                        )?,
+                        _ => writeln!(
+                            self.out,
+                            "highest rate with loss ≤ {}% at {} B: none ({}; {} trials)",
+                            z.max_loss_percent, z.len, z.note, z.trials
+                        )?,
+                    }
+                }
+                for n in &r.notes {
+                    writeln!(self.out, "note: {n}")?;
+                }
+                self.out.flush()
+            }
+            Format::Json => {
+                serde_json::to_writer_pretty(&mut self.out, r)?;
+                writeln!(self.out)?;
+                self.out.flush()
+            }
+            Format::JsonLines => self.line(&SweepRecord::Summary(r)),
+            Format::Csv => {
+                for z in &r.zero_loss {
+                    writeln!(
+                        self.out,
+                        "zero_loss,{},,{},{},,,{},,,,,,{},,,{}",
+                        z.len,
+                        opt(z.pps.map(|p| format!("{p:.3}"))),
+                        opt(z.bits_per_second.map(|b| format!("{b:.0}"))),
+                        opt(z.received_pps.map(|p| format!("{p:.3}"))),
+                        z.max_loss_percent,
+                        csv_text(&z.note)
+                    )?;
+                }
+                self.out.flush()
+            }
+        }
+    }
+}
