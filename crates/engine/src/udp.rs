@@ -18,7 +18,7 @@ use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use linerate_proto::datagram::{
     self, check_pattern, fill_pattern, DatagramHeader, Fault, Header, SeqSchedule, FLAG_PATTERN,
@@ -45,6 +45,7 @@ pub const RECV_BUF: usize = 65536;
 // architecture linerate builds for uses).
 const SO_SNDBUFFORCE: libc::c_int = 32;
 const SO_RCVBUFFORCE: libc::c_int = 33;
+const SO_TIMESTAMPNS: libc::c_int = 35;
 const SO_RXQ_OVFL: libc::c_int = 40;
 const SO_MEMINFO: libc::c_int = 55;
 const SK_MEMINFO_VARS: usize = 9;
@@ -454,14 +455,15 @@ struct RecvMsg {
 
 impl RecvMsg {
     /// Receives one datagram into `buf` with `flags`. Returns its length,
-    /// whether it was truncated, and the socket's drop counter if the
-    /// kernel attached one.
+    /// whether it was truncated, the socket's drop counter if the kernel
+    /// attached one, and the kernel's receive timestamp (CLOCK_REALTIME ns)
+    /// if it attached one.
     fn recv(
         &mut self,
         sock: &UdpSocket,
         buf: &mut [u8],
         flags: libc::c_int,
-    ) -> std::io::Result<(usize, bool, Option<u32>)> {
+    ) -> std::io::Result<(usize, bool, Option<u32>, Option<u64>)> {
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -478,24 +480,53 @@ impl RecvMsg {
             return Err(std::io::Error::last_os_error());
         }
         let mut drops = None;
+        let mut stamp = None;
         // SAFETY: the CMSG macros walk the control buffer the kernel filled,
-        // bounded by msg_controllen.
+        // bounded by msg_controllen; each payload is read unaligned at the
+        // size its type defines.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_RXQ_OVFL {
-                    drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
+                if (*c).cmsg_level == libc::SOL_SOCKET {
+                    match (*c).cmsg_type {
+                        SO_RXQ_OVFL => {
+                            drops =
+                                Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
+                        }
+                        SO_TIMESTAMPNS => {
+                            let ts = std::ptr::read_unaligned(
+                                libc::CMSG_DATA(c).cast::<libc::timespec>(),
+                            );
+                            stamp = Some(
+                                (ts.tv_sec.max(0) as u64)
+                                    .saturating_mul(1_000_000_000)
+                                    .saturating_add(ts.tv_nsec.max(0) as u64),
+                            );
+                        }
+                        _ => {}
+                    }
                 }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        Ok((n as usize, msg.msg_flags & libc::MSG_TRUNC != 0, drops))
+        Ok((
+            n as usize,
+            msg.msg_flags & libc::MSG_TRUNC != 0,
+            drops,
+            stamp,
+        ))
     }
 }
 
 /// The receive loop of the plain syscall engine. Runs until the drain
-/// deadline in `signals` passes (then reads what is already queued, as
-/// late) or the test is aborted.
+/// deadline in `signals` passes, then reads what is already queued, and
+/// stops; or until the test is aborted.
+///
+/// Arrival times are the kernel's receive timestamps (SO_TIMESTAMPNS,
+/// converted from CLOCK_REALTIME to "ns since Start" once, at the start), so
+/// a datagram that arrived before the deadline but waited in the socket
+/// buffer is on time, and jitter excludes this thread's scheduling delays.
+/// Where the kernel gives no timestamp the read time stands in.
 pub fn recv_loop(
     sock: &UdpSocket,
     job: &RecvJob,
@@ -505,6 +536,11 @@ pub fn recv_loop(
 ) -> (UdpRecv, StreamEnd) {
     // Without SO_RXQ_OVFL the drop count still comes from SO_MEMINFO below.
     let _ = setsockopt_int(sock, SO_RXQ_OVFL, 1);
+    let _ = setsockopt_int(sock, SO_TIMESTAMPNS, 1);
+    let realtime_at_start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        .saturating_sub(ns_since(job.start));
     let _ = sock.set_read_timeout(Some(RECV_POLL));
     let mut buf = vec![0u8; RECV_BUF.max(job.len + 1)];
     let mut msg = RecvMsg { control: [0; 8] };
@@ -516,7 +552,10 @@ pub fn recv_loop(
     };
     let mut cmsg_drops: Option<u32> = None;
     let mut calls = 0u64;
+    // Past the deadline by the clock: read what is queued, then stop.
     let mut draining = false;
+    // Past the deadline by arrival time: what arrives now is late.
+    let mut late = false;
     let result = loop {
         if signals.aborted() {
             break Ok(());
@@ -526,28 +565,32 @@ pub fn recv_loop(
         let r = msg.recv(sock, &mut buf, flags);
         let now = ns_since(job.start);
         if !draining && signals.drain_passed(now) {
-            // From here on, what still arrives is late.
-            tracker.close();
             draining = true;
         }
         match r {
-            Ok((n, truncated, drops)) => {
+            Ok((n, truncated, drops, stamp)) => {
                 if drops.is_some() {
                     cmsg_drops = drops;
+                }
+                let arrival = stamp.map_or(now, |t| t.saturating_sub(realtime_at_start));
+                if !late && signals.drain_passed(arrival) {
+                    // The queue is in arrival order: everything after is late too.
+                    tracker.close();
+                    late = true;
                 }
                 match classify(&buf[..n], truncated, job) {
                     Verdict::Data(h) => {
                         tracker.record(h.seq);
-                        if !draining {
-                            jitter.record(h.send_ns, now);
+                        if !late {
+                            jitter.record(h.send_ns, arrival);
                         }
                         out.datagrams += 1;
                         bytes.add(n as u64);
                         if out.first_recv_ns == 0 {
-                            out.first_recv_ns = now;
+                            out.first_recv_ns = arrival;
                         }
-                        if !draining {
-                            out.last_recv_ns = now;
+                        if !late {
+                            out.last_recv_ns = arrival;
                         }
                         let c = tracker.counts();
                         let st = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
