@@ -10,6 +10,7 @@ fn test_name(name: &str) -> Option<&'static [&'static str]> {
     match name {
         "TCP_STREAM" => Some(&["tcp"]),
         "TCP_MAERTS" => Some(&["tcp", "--reverse"]),
+        "UDP_STREAM" => Some(&["udp"]),
         _ => None,
     }
 }

@@ -5,3 +5,4 @@
 mod helpers;
 mod netns;
 mod tcp;
+mod udp;

@@ -7,15 +7,20 @@
 //! - [`engine`]: the [`engine::Engine`] trait that moves bytes on one stream,
 //!   with the plain blocking-syscall engine; faster engines (batching,
 //!   io_uring, zero copy) plug in behind the same trait.
+//! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
+//!   send/receive loops of the syscall engine.
+//! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
 
 pub mod cpu;
 pub mod engine;
+pub mod netstat;
 pub mod runner;
 pub mod socket;
 pub mod tcp_info;
+pub mod udp;
 
 /// Errors of the data path.
 #[derive(Debug, thiserror::Error)]

@@ -126,6 +126,7 @@ mod kind {
     pub const START: u8 = 5;
     pub const RESULTS: u8 = 6;
     pub const ABORT: u8 = 7;
+    pub const SEND_DONE: u8 = 8;
 }
 
 /// Client's first control frame: who it is and what test it proposes.
@@ -149,6 +150,10 @@ pub struct Accept {
     pub notes: Vec<String>,
     /// Free text, e.g. `linerate 0.1.0`.
     pub software: String,
+    /// UDP tests: the server's data port of each stream, in plan order. The
+    /// client greets each with a `DataHello` datagram until it is echoed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub udp_ports: Vec<u16>,
 }
 
 /// Why a server refused a test.
@@ -200,6 +205,22 @@ pub struct DataHello {
     pub sender: Side,
 }
 
+/// A sending stream's final sequence count, so the receiver knows exactly
+/// which numbers to expect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentCount {
+    pub stream: u32,
+    /// Sequence numbers `0..issued` were sent (or skipped on purpose).
+    pub issued: u64,
+}
+
+/// UDP tests: every sending stream of this side has finished; the peer's
+/// receivers drain what is in flight and then stop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendDone {
+    pub streams: Vec<SentCount>,
+}
+
 /// Either side may abort a running test, with a reason for the other's log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Abort {
@@ -217,6 +238,7 @@ pub enum Message {
     Start,
     Results(Box<SideResults>),
     Abort(Abort),
+    SendDone(SendDone),
 }
 
 impl Message {
@@ -229,6 +251,7 @@ impl Message {
             Message::Start => "Start",
             Message::Results(_) => "Results",
             Message::Abort(_) => "Abort",
+            Message::SendDone(_) => "SendDone",
         }
     }
 }
@@ -246,6 +269,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::Start => kind::START,
         Message::Results(_) => kind::RESULTS,
         Message::Abort(_) => kind::ABORT,
+        Message::SendDone(_) => kind::SEND_DONE,
     };
     out.push(k);
     out.extend_from_slice(&[0; 4]);
@@ -256,6 +280,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::Refuse(m) => write_json(out, m),
         Message::Results(m) => write_json(out, m.as_ref()),
         Message::Abort(m) => write_json(out, m),
+        Message::SendDone(m) => write_json(out, m),
         Message::Start => {}
         Message::DataHello(d) => {
             out.extend_from_slice(&d.token.0);
@@ -323,6 +348,7 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind::REFUSE => Message::Refuse(json("Refuse", payload)?),
         kind::RESULTS => Message::Results(Box::new(json("Results", payload)?)),
         kind::ABORT => Message::Abort(json("Abort", payload)?),
+        kind::SEND_DONE => Message::SendDone(json("SendDone", payload)?),
         kind::START => {
             if !payload.is_empty() {
                 return Err(WireError::Malformed {
@@ -402,6 +428,7 @@ mod tests {
                 token: Token([7; TOKEN_LEN]),
                 notes: vec!["window clamped".into()],
                 software: "s".into(),
+                udp_ports: vec![40000, 40001],
             }),
             Message::Refuse(Refuse {
                 code: RefuseCode::Busy,
@@ -416,6 +443,12 @@ mod tests {
             Message::Results(Box::default()),
             Message::Abort(Abort {
                 reason: "interrupted".into(),
+            }),
+            Message::SendDone(SendDone {
+                streams: vec![SentCount {
+                    stream: 1,
+                    issued: 1 << 40,
+                }],
             }),
         ]
     }

@@ -15,11 +15,14 @@ use std::time::Instant;
 
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
 use crate::measure::SideResults;
+use crate::spec::Protocol;
 use crate::spec::TestSpec;
-use crate::wire::{Abort, Hello, Message, Token};
+use crate::wire::{Abort, Hello, Message, SendDone, SentCount, Token};
 use crate::PROTOCOL_VERSION;
 
 /// What the client's I/O layer must do next.
+// One action per test phase: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientAction {
     /// Open the data connections of `spec` (each greeted with `token`), then
@@ -29,11 +32,15 @@ pub enum ClientAction {
         spec: TestSpec,
         notes: Vec<String>,
         server_software: String,
+        /// UDP: the server's data port of each stream, in plan order.
+        udp_ports: Vec<u16>,
     },
     /// Start moving data; Start time is now.
     StartStreams,
     /// Stop the data streams at once; the test has failed.
     AbortStreams,
+    /// UDP: the server's senders finished; let the receivers drain and stop.
+    PeerSendDone(SendDone),
 }
 
 #[derive(Debug)]
@@ -45,6 +52,7 @@ enum State {
         started: Instant,
         local: Option<SideResults>,
         remote: Option<SideResults>,
+        send_done: bool,
     },
     Done {
         local: SideResults,
@@ -158,6 +166,7 @@ impl ClientSession {
                     spec: a.spec,
                     notes: a.notes,
                     server_software: a.software,
+                    udp_ports: a.udp_ports,
                 });
                 self.state = State::Connecting;
                 self.deadline = Some(now + HANDSHAKE_TIMEOUT);
@@ -172,12 +181,18 @@ impl ClientSession {
                     started: now,
                     local: None,
                     remote: None,
+                    send_done: false,
                 };
                 self.actions.push_back(ClientAction::StartStreams);
             }
             (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
                 *remote = Some(*r);
                 self.try_complete();
+            }
+            (State::Running { .. }, Message::SendDone(d))
+                if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>
+            {
+                self.actions.push_back(ClientAction::PeerSendDone(d));
             }
             (_, Message::Abort(Abort { reason })) => self.fail(SessionError::PeerAborted(reason)),
             (state, other) => {
@@ -208,6 +223,17 @@ impl ClientSession {
                 reason: format!("client could not set up its streams: {why}"),
             }));
             self.fail(SessionError::Stream(why));
+        }
+    }
+
+    /// UDP: every sending stream of this side finished; tell the server how
+    /// many sequence numbers each issued (once).
+    pub fn local_senders_finished(&mut self, streams: Vec<SentCount>) {
+        if let State::Running { send_done, .. } = &mut self.state {
+            if !*send_done {
+                *send_done = true;
+                self.outbox.push(&Message::SendDone(SendDone { streams }));
+            }
         }
     }
 
