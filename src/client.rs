@@ -13,12 +13,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
 use linerate_engine::rr::{self, CrrTarget, RrConns, RrParams};
-use linerate_engine::runner::{self, CpuScope, RunParams, SideRun, StreamSetup};
-use linerate_engine::{clock, engine, socket};
+use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
+use linerate_engine::{clock, engine, socket, udp};
 use linerate_proto::measure::Role;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
-use linerate_proto::spec::{Limit, TestKind, TestSpec};
+use linerate_proto::spec::{Limit, Protocol, TestKind, TestSpec};
 use linerate_proto::wire::{self, DataHello, Message, RefuseCode, Side, Token};
 use linerate_report::build;
 use linerate_report::model::TestInfo;
@@ -43,7 +43,14 @@ pub enum ClientError {
 
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
-    run_with(cfg, clock::boot_id())
+    let stdout = std::io::stdout();
+    let mut sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    run_to(cfg, sink.as_mut())
+}
+
+/// Runs one test, rendering to `sink`. Returns the report.
+pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+    run_with(cfg, clock::boot_id(), sink)
 }
 
 /// Runs a request/response test, then writes the files it asked for.
@@ -55,12 +62,18 @@ pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
     } else {
         clock::boot_id()
     };
-    let report = run_with(&cfg.client, boot_id)?;
+    let stdout = std::io::stdout();
+    let mut sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
+    let report = run_with(&cfg.client, boot_id, sink.as_mut())?;
     export(cfg, &report)?;
     Ok(report)
 }
 
-fn run_with(cfg: &ClientConfig, boot_id: Option<String>) -> Result<Report, ClientError> {
+fn run_with(
+    cfg: &ClientConfig,
+    boot_id: Option<String>,
+    sink: &mut dyn Sink,
+) -> Result<Report, ClientError> {
     let embedded;
     let (host, port) = match &cfg.target {
         Target::Remote { host, port } => (host.clone(), *port),
@@ -75,8 +88,6 @@ fn run_with(cfg: &ClientConfig, boot_id: Option<String>) -> Result<Report, Clien
         .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
     let engine = engine::by_name(&cfg.engine).map_err(anyhow::Error::from)?;
-    let stdout = std::io::stdout();
-    let mut sink = render::sink(cfg.format, Box::new(stdout.lock()));
     let mut test = ClientTest {
         cfg,
         engine,
@@ -92,7 +103,7 @@ fn run_with(cfg: &ClientConfig, boot_id: Option<String>) -> Result<Report, Clien
         start_unix_ms: 0,
         token: None,
     };
-    let result = test.drive(sink.as_mut());
+    let result = test.drive(sink);
     if let Some(run) = &test.run {
         run.abort();
     }
@@ -130,6 +141,9 @@ impl ClientTest<'_> {
                 .send(&self.session.outbox().take())
                 .context("writing to the control connection")?;
             if let Some(run) = &mut self.run {
+                if let Some(counts) = run.senders_done() {
+                    self.session.local_senders_finished(counts);
+                }
                 while let Some(m) = run.next_interval() {
                     let flows = build::flows(self.session.spec().unwrap_or(&TestSpec::default()));
                     sink.interval(&build::interval_record(Side::Client, &m, &flows))
@@ -171,11 +185,16 @@ impl ClientTest<'_> {
                 spec,
                 notes,
                 server_software,
+                udp_ports,
             } => {
                 self.notes
                     .extend(notes.into_iter().map(|n| format!("server: {n}")));
                 self.token = Some(token);
-                match self.open_streams(token, &spec) {
+                let opened = match spec.protocol {
+                    Protocol::Tcp => self.open_streams(token, &spec),
+                    Protocol::Udp => self.open_udp_streams(token, &spec, &udp_ports),
+                };
+                match opened {
                     Ok(streams) => {
                         self.info = Some(self.test_info(&spec, &streams, server_software));
                         self.pending = streams;
@@ -210,6 +229,12 @@ impl ClientTest<'_> {
                 self.ctrl
                     .send(&self.session.outbox().take())
                     .context("writing to the control connection")?;
+            }
+            ClientAction::PeerSendDone(done) => {
+                if let Some(run) = &self.run {
+                    let spec = self.session.spec().cloned().unwrap_or_default();
+                    run.peer_send_done(&done.streams, self.ctrl.drain_period(&spec));
+                }
             }
             ClientAction::AbortStreams => {
                 self.pending.clear();
@@ -272,7 +297,60 @@ impl ClientTest<'_> {
                     Role::Receiver
                 },
                 bytes: p.bytes,
-                sock,
+                datagrams: None,
+                sock: DataSocket::Tcp(sock),
+            });
+        }
+        Ok(streams)
+    }
+
+    /// UDP: a socket connected to each of the server's data ports, each
+    /// attached with the greeting handshake.
+    fn open_udp_streams(
+        &mut self,
+        token: Token,
+        spec: &TestSpec,
+        ports: &[u16],
+    ) -> Result<Vec<StreamSetup>> {
+        let plan = spec.stream_plan();
+        if ports.len() != plan.len() {
+            anyhow::bail!(
+                "the server sent {} UDP ports for {} streams",
+                ports.len(),
+                plan.len()
+            );
+        }
+        let window = spec.udp.as_ref().and_then(|u| u.window);
+        let mut streams = Vec::new();
+        for (p, &port) in plan.iter().zip(ports) {
+            let to = std::net::SocketAddr::new(self.peer.ip(), port);
+            let sock = udp::connect(to).with_context(|| format!("UDP stream {}", p.id))?;
+            if let Some(w) = window {
+                let note = udp::set_buffers(&sock, w)?;
+                if p.id == 1 {
+                    self.notes.push(format!("client: {note}"));
+                }
+            }
+            let hello = wire::to_bytes(&Message::DataHello(DataHello {
+                token,
+                stream: p.id,
+                sender: p.sender,
+            }));
+            udp::greet(&sock, &hello)
+                .with_context(|| format!("attaching UDP stream {} to {to}", p.id))?;
+            sock.set_write_timeout(Some(engine::POLL))
+                .context("UDP write timeout")?;
+            streams.push(StreamSetup {
+                id: p.id,
+                sender: p.sender,
+                role: if p.sender == Side::Client {
+                    Role::Sender
+                } else {
+                    Role::Receiver
+                },
+                bytes: None,
+                datagrams: p.datagrams,
+                sock: DataSocket::Udp(sock),
             });
         }
         Ok(streams)
@@ -284,7 +362,10 @@ impl ClientTest<'_> {
         streams: &[StreamSetup],
         server_software: String,
     ) -> TestInfo {
-        let first: Option<&TcpStream> = streams.first().map(|s| &s.sock);
+        let first: Option<&TcpStream> = streams.first().and_then(|s| match &s.sock {
+            DataSocket::Tcp(t) => Some(t),
+            DataSocket::Udp(_) => None,
+        });
         if spec.tcp.window.is_some() {
             if let Some((snd, rcv)) = first.map(socket::buffer_sizes) {
                 self.notes.push(format!(
@@ -296,7 +377,7 @@ impl ClientTest<'_> {
         }
         TestInfo {
             kind: spec.kind,
-            protocol: "tcp".into(),
+            protocol: protocol_name(spec.protocol).into(),
             direction: spec.direction,
             streams: spec.streams,
             limit: spec.limit,
@@ -304,6 +385,7 @@ impl ClientTest<'_> {
             omit_s: spec.omit_ms as f64 / 1e3,
             interval_s: spec.interval_ms as f64 / 1e3,
             tcp: spec.tcp.clone(),
+            udp: spec.udp.clone(),
             congestion_used: first.and_then(socket::congestion),
             server: self.peer.to_string(),
             embedded_server: self.embedded,
@@ -334,7 +416,9 @@ impl ClientTest<'_> {
                 {
                     return Err(anyhow!("a data stream failed: {e}").into());
                 }
-                check_totals(&spec, &report)?;
+                if spec.protocol == Protocol::Tcp {
+                    check_totals(&spec, &report)?;
+                }
                 check_rr(&report)?;
                 Ok(report)
             }
@@ -392,7 +476,7 @@ fn export(cfg: &RrConfig, report: &Report) -> Result<(), ClientError> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &cfg.plot {
-        let svg = linerate_report::plot::svg(report)
+        let svg = linerate_report::plot_rr::svg(report)
             .with_context(|| format!("plotting {}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -436,13 +520,28 @@ fn check_rr(report: &Report) -> Result<()> {
     Ok(())
 }
 
+/// The protocol's name in reports.
+pub fn protocol_name(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Tcp => "tcp",
+        Protocol::Udp => "udp",
+    }
+}
+
 /// Runner parameters of a side from the agreed spec.
 pub fn run_params(spec: &TestSpec, cpus: &[usize], embedded: bool) -> RunParams {
     RunParams {
+        udp: spec.udp.as_ref().map(|u| runner::UdpParams {
+            millipps: u.millipps(spec.len),
+            burst: u.burst,
+            verify: u.verify,
+            faults: u.faults.clone(),
+            priority: u.priority,
+        }),
         len: spec.len as usize,
         time: match spec.limit {
             Limit::TimeMs(ms) => Some(Duration::from_millis(ms)),
-            Limit::Bytes(_) => None,
+            Limit::Bytes(_) | Limit::Datagrams(_) => None,
         },
         omit: Duration::from_millis(spec.omit_ms),
         interval: Duration::from_millis(spec.interval_ms),

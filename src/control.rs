@@ -30,6 +30,32 @@ impl ControlConn {
         })
     }
 
+    /// The control connection's smoothed RTT and its variation (TCP_INFO).
+    pub fn rtt(&self) -> Option<(Duration, Duration)> {
+        linerate_engine::tcp_info::read(&self.sock).map(|t| {
+            (
+                Duration::from_micros(u64::from(t.rtt_us)),
+                Duration::from_micros(u64::from(t.rttvar_us)),
+            )
+        })
+    }
+
+    /// The local address of the control connection.
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// How long UDP receivers keep reading after the peer's senders
+    /// finished: the spec's drain period, stretched to cover two round
+    /// trips of this path (measured on this connection) for long paths.
+    pub fn drain_period(&self, spec: &linerate_proto::spec::TestSpec) -> Duration {
+        let base = Duration::from_millis(spec.udp.as_ref().map_or(0, |u| u.drain_ms));
+        let path = self
+            .rtt()
+            .map_or(Duration::ZERO, |(rtt, var)| 2 * rtt + 4 * var);
+        base.max(path)
+    }
+
     /// Writes all of `bytes` (nothing when empty).
     pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         if bytes.is_empty() {

@@ -5,6 +5,7 @@ mod cli;
 mod client;
 mod control;
 mod server;
+mod sweep;
 
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -40,7 +41,21 @@ fn main() -> ExitCode {
                 }
             }
         }
-        cli::Command::Tcp(cfg) => {
+        cli::Command::Sweep(cfg) => {
+            let _ = ctrlc::set_handler(|| {
+                if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
+                    std::process::exit(130);
+                }
+            });
+            match sweep::run(&cfg) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("linerate: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => {
             // First Ctrl-C: abort the test cleanly (tell the server, report
             // nothing false); a second one: the default, immediate exit.
             let _ = ctrlc::set_handler(|| {

@@ -17,20 +17,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use linerate_engine::rr::{self, CrrServer, RrConns, RrParams};
-use linerate_engine::runner::{self, CpuScope, SideRun, StreamSetup};
-use linerate_engine::{clock, engine, socket};
+use linerate_engine::runner::{self, CpuScope, DataSocket, SideRun, StreamSetup};
+use linerate_engine::{clock, engine, socket, udp};
 use linerate_proto::measure::Role;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
-use linerate_proto::spec::{ServerLimits, TestKind, TestSpec};
+use linerate_proto::spec::{ServerLimits, StreamPlan, TestKind, TestSpec};
 use linerate_proto::wire::{
-    classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
+    self, classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
 use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::cli::ServerConfig;
-use crate::client::{run_params, software};
+use crate::client::{protocol_name, run_params, software};
 use crate::control::{read_first_frame, ControlConn};
 
 /// How long a new connection may take to say who it is.
@@ -329,6 +329,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         route_tx,
         route_rx,
         attached: Vec::new(),
+        udp_pending: Vec::new(),
+        notes: Vec::new(),
         run: None,
         start_unix_ms: 0,
         crr: None,
@@ -346,10 +348,22 @@ struct ServerTest<'a> {
     route_tx: DataRoute,
     route_rx: Receiver<(DataHello, TcpStream)>,
     attached: Vec<StreamSetup>,
+    /// UDP: the data socket of each planned stream, until Start.
+    udp_pending: Vec<PendingDatagram>,
+    /// What this side changed or could not do, for its own report.
+    notes: Vec<String>,
     run: Option<SideRun>,
     start_unix_ms: u64,
     /// The crr side, when this is a crr test.
     crr: Option<Arc<CrrServer>>,
+}
+
+/// A UDP data socket waiting for its client's greeting.
+struct PendingDatagram {
+    plan: StreamPlan,
+    sock: std::net::UdpSocket,
+    /// The greeting accepted (re-echoed if the client repeats it).
+    greeting: Option<Vec<u8>>,
 }
 
 impl ServerTest<'_> {
@@ -358,7 +372,7 @@ impl ServerTest<'_> {
             // Actions before bytes: the data route must exist before the
             // Accept that lets the client open data connections goes out.
             while let Some(action) = self.session.poll_action() {
-                self.act(action);
+                self.act(action, ctrl);
             }
             if ctrl.send(&self.session.outbox().take()).is_err() {
                 self.session.peer_closed();
@@ -373,7 +387,13 @@ impl ServerTest<'_> {
                     crr.client_finished();
                 }
             }
+            if self.run.is_none() && !self.udp_pending.is_empty() {
+                self.poll_greetings();
+            }
             if let Some(run) = &mut self.run {
+                if let Some(counts) = run.senders_done() {
+                    self.session.local_senders_finished(counts);
+                }
                 // Interval records travel in the side's results; drop the live copies.
                 while run.next_interval().is_some() {}
                 if let Some(results) = run.try_finish() {
@@ -399,7 +419,7 @@ impl ServerTest<'_> {
         let _ = ctrl.send(&self.session.outbox().take());
     }
 
-    fn act(&mut self, action: ServerAction) {
+    fn act(&mut self, action: ServerAction, ctrl: &ControlConn) {
         match action {
             ServerAction::ExpectStreams { token, spec } => {
                 let route = match CrrServer::new(&spec, &self.shared.cpus) {
@@ -415,6 +435,26 @@ impl ServerTest<'_> {
             }
             ServerAction::StartStreams => {
                 let spec = self.session.spec().cloned().unwrap_or_default();
+                for p in std::mem::take(&mut self.udp_pending) {
+                    let sock = p.sock;
+                    if let Err(e) = sock.set_write_timeout(Some(engine::POLL)) {
+                        self.session
+                            .stream_failed(format!("stream {}: {e}", p.plan.id));
+                        return;
+                    }
+                    self.attached.push(StreamSetup {
+                        id: p.plan.id,
+                        sender: p.plan.sender,
+                        role: if p.plan.sender == Side::Server {
+                            Role::Sender
+                        } else {
+                            Role::Receiver
+                        },
+                        bytes: None,
+                        datagrams: p.plan.datagrams,
+                        sock: DataSocket::Udp(sock),
+                    });
+                }
                 self.start_unix_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64);
@@ -451,6 +491,18 @@ impl ServerTest<'_> {
                     }
                 };
             }
+            ServerAction::BindDatagramSockets { spec, .. } => {
+                match self.bind_datagrams(&spec, ctrl) {
+                    Ok(ports) => self.session.datagram_sockets_bound(ports, Instant::now()),
+                    Err(e) => self.session.datagram_sockets_failed(format!("{e:#}")),
+                }
+            }
+            ServerAction::PeerSendDone(done) => {
+                if let Some(run) = &self.run {
+                    let spec = self.session.spec().cloned().unwrap_or_default();
+                    run.peer_send_done(&done.streams, ctrl.drain_period(&spec));
+                }
+            }
             ServerAction::AbortStreams => {
                 self.attached.clear();
                 if let Some(run) = &self.run {
@@ -480,10 +532,97 @@ impl ServerTest<'_> {
                         Role::Receiver
                     },
                     bytes: plan.bytes,
-                    sock,
+                    datagrams: None,
+                    sock: DataSocket::Tcp(sock),
                 });
             }
             Err(why) => eprintln!("linerate server: rejected a data connection: {why}"),
+        }
+    }
+}
+
+impl ServerTest<'_> {
+    /// UDP: one socket per planned stream on the control connection's local
+    /// address; returns their ports in plan order.
+    fn bind_datagrams(&mut self, spec: &TestSpec, ctrl: &ControlConn) -> Result<Vec<u16>> {
+        let local = ctrl
+            .local_addr()
+            .context("control connection address")?
+            .ip();
+        let window = spec.udp.as_ref().and_then(|u| u.window);
+        let mut ports = Vec::new();
+        for plan in spec.stream_plan() {
+            let sock = udp::bind(local)?;
+            if let Some(w) = window {
+                let note = udp::set_buffers(&sock, w)?;
+                if plan.id == 1 {
+                    self.notes.push(format!("server: {note}"));
+                }
+            }
+            ports.push(sock.local_addr()?.port());
+            self.udp_pending.push(PendingDatagram {
+                plan,
+                sock,
+                greeting: None,
+            });
+        }
+        Ok(ports)
+    }
+
+    /// UDP: reads pending greetings; attaches the streams they name. Any
+    /// other datagram on a data port before Start is ignored.
+    fn poll_greetings(&mut self) {
+        let mut buf = [0u8; 128];
+        for i in 0..self.udp_pending.len() {
+            // Bounded per call so a flood cannot hold the control loop.
+            for _ in 0..64 {
+                let Some((n, from)) = udp::poll_greeting(&self.udp_pending[i].sock, &mut buf)
+                else {
+                    break;
+                };
+                let bytes = &buf[..n];
+                let p = &mut self.udp_pending[i];
+                if let Some(g) = &p.greeting {
+                    // The client did not get our echo: repeat it.
+                    if g.as_slice() == bytes {
+                        let _ = p.sock.send(bytes);
+                    }
+                    continue;
+                }
+                let hello = match wire::decode(bytes) {
+                    Ok(Some((Message::DataHello(h), used))) if used == n => h,
+                    _ => continue,
+                };
+                if hello.stream != p.plan.id {
+                    eprintln!(
+                        "linerate server: greeting for stream {} on stream {}'s port from {from}, ignored",
+                        hello.stream, p.plan.id
+                    );
+                    continue;
+                }
+                match self.session.stream_attached(&hello, Instant::now()) {
+                    Ok(_) => {
+                        let p = &mut self.udp_pending[i];
+                        if let Err(e) = udp::accept_greeting(&p.sock, from, bytes) {
+                            self.session
+                                .stream_failed(format!("stream {}: {e}", p.plan.id));
+                            return;
+                        }
+                        p.greeting = Some(bytes.to_vec());
+                        // Datagrams queued before connect() came from
+                        // anyone; the peer sends data only after Start.
+                        let mut scratch = [0u8; 64];
+                        for _ in 0..4096 {
+                            if udp::poll_greeting(&p.sock, &mut scratch).is_none() {
+                                break;
+                            }
+                        }
+                    }
+                    Err(why) => {
+                        eprintln!("linerate server: rejected a UDP greeting from {from}: {why}")
+                    }
+                }
+            }
         }
     }
 }
@@ -501,7 +640,7 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
             }
             let info = TestInfo {
                 kind: spec.kind,
-                protocol: "tcp".into(),
+                protocol: protocol_name(spec.protocol).into(),
                 direction: spec.direction,
                 streams: spec.streams,
                 limit: spec.limit,
@@ -509,6 +648,7 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 omit_s: spec.omit_ms as f64 / 1e3,
                 interval_s: spec.interval_ms as f64 / 1e3,
                 tcp: spec.tcp.clone(),
+                udp: spec.udp.clone(),
                 congestion_used: None,
                 server: format!("client {peer}"),
                 embedded_server: false,
@@ -518,7 +658,7 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 server_engine: local.engine.clone(),
                 start_unix_ms: test.start_unix_ms,
             };
-            let report = build::build(info.clone(), spec, remote, local, Vec::new());
+            let report = build::build(info.clone(), spec, remote, local, test.notes.clone());
             let stdout = std::io::stdout();
             let mut sink = render::sink(shared.format, Box::new(stdout.lock()));
             let _ = sink.start(&info).and_then(|()| sink.finish(&report));

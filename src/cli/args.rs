@@ -14,8 +14,8 @@ and printed figures are SI (1 Gbit/s = 10^9 bit/s, 1 GB = 10^9 bytes);
 durations take us/ms/s/m/h (a bare number is seconds).
 
 netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST -l 10`,
-`linerate TCP_RR HOST -- -r 64,64`, `linerate TCP_CRR HOST` (one size, default 1 byte,
-as netperf; `linerate rr` runs eight sizes by default).
+`linerate UDP_STREAM HOST`, `linerate TCP_RR HOST -- -r 64,64`, `linerate TCP_CRR HOST`
+(one size, default 1 byte, as netperf; `linerate rr` runs eight sizes by default).
 
 Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
 command line, 3 server refused the test (busy, invalid parameters, version).";
@@ -42,6 +42,12 @@ pub enum Cmd {
     /// Without HOST, runs against a server embedded in this process on
     /// loopback: the host's own TCP stack, with no set-up.
     Tcp(TcpArgs),
+    /// UDP throughput and loss: paced, numbered datagrams; loss, reordering,
+    /// duplicates and corruption counted from the sequence numbers.
+    ///
+    /// Without HOST, runs against a server embedded in this process on
+    /// loopback.
+    Udp(UdpArgs),
     /// Request/response latency per message size (netperf TCP_RR/UDP_RR,
     /// sockperf ping-pong).
     ///
@@ -54,6 +60,67 @@ pub enum Cmd {
     /// possible (netperf TCP_CRR); connections/s and the latency of the
     /// whole exchange.
     Crr(RrArgs),
+    /// Run a test over a grid of sizes × rates: a table, an SVG plot of
+    /// received vs sent, and optionally the highest zero-loss rate per size.
+    #[command(subcommand)]
+    Sweep(SweepCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SweepCmd {
+    /// UDP: every --sizes × --pps (or --rates) point, one short test each.
+    Udp(SweepUdpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SweepUdpArgs {
+    /// Server to test against; omit to use an embedded loopback server.
+    pub host: Option<String>,
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Datagram sizes, bytes, header included (e.g. 64,1472,8972).
+    #[arg(long, value_name = "LIST", default_value = "1472")]
+    pub sizes: String,
+    /// Datagram rates per stream: START:STOP:STEP or a list (e.g. 50k:1M:50k).
+    #[arg(long, value_name = "RANGE", conflicts_with = "rates")]
+    pub pps: Option<String>,
+    /// Payload bit rates per stream: START:STOP:STEP or a list (e.g. 100M:1G:100M).
+    #[arg(long, value_name = "RANGE")]
+    pub rates: Option<String>,
+    /// Duration of each trial.
+    #[arg(short, long, value_name = "DURATION", default_value = "2s")]
+    pub time: String,
+    /// Parallel streams per direction.
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
+    pub parallel: u16,
+    /// Server sends, client receives.
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+    /// Socket buffers on both ends (forced past the sysctl limits as root).
+    #[arg(short, long, value_name = "SIZE")]
+    pub window: Option<String>,
+    /// Datagrams back to back per pacing tick.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub burst: u32,
+    /// After the grid, binary-search (RFC 2544 style) each size for the
+    /// highest rate in the grid's range with loss ≤ --max-loss.
+    #[arg(long)]
+    pub find_zero_loss: bool,
+    /// Loss the zero-loss search accepts, percent.
+    #[arg(long, value_name = "PERCENT", default_value = "0")]
+    pub max_loss: f64,
+    /// Write an SVG plot of received vs sent data and packet rates here.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
+    /// Data-path engine for this side.
+    #[arg(long, default_value = "syscall")]
+    pub engine: String,
+    /// Give up connecting after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub connect_timeout: String,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -152,6 +219,74 @@ pub struct TcpArgs {
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct UdpArgs {
+    /// Server to test against; omit to use an embedded loopback server.
+    pub host: Option<String>,
+    /// Server port (control connection; data ports are negotiated).
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Measured duration.
+    #[arg(short, long, value_name = "DURATION", conflicts_with = "count")]
+    pub time: Option<String>,
+    /// Datagrams to send per direction instead of a duration (split over the streams).
+    #[arg(short = 'k', long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Datagram size in bytes, header included (28..=65507; e.g. 1472, 8972, 12K).
+    #[arg(short, long, value_name = "SIZE", default_value = "1472")]
+    pub len: String,
+    /// Payload bit rate per stream (SI: 100M, 9.5G); 0 = as fast as possible.
+    /// Default 1M, as iperf3.
+    #[arg(short = 'b', long, value_name = "RATE", conflicts_with = "pps")]
+    pub rate: Option<String>,
+    /// Datagrams per second per stream (e.g. 0.05, 500k, 2M).
+    #[arg(long, value_name = "PPS")]
+    pub pps: Option<String>,
+    /// Datagrams sent back to back per pacing tick.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub burst: u32,
+    /// Parallel streams per direction, one thread each.
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
+    pub parallel: u16,
+    /// Server sends, client receives.
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+    /// Both send at once (P streams each way).
+    #[arg(long, conflicts_with = "reverse")]
+    pub bidir: bool,
+    /// Socket send/receive buffer (SO_SNDBUF/SO_RCVBUF) on both ends; forced
+    /// past rmem_max/wmem_max when running as root.
+    #[arg(short, long, value_name = "SIZE")]
+    pub window: Option<String>,
+    /// Pin stream threads to these CPUs, round robin (e.g. 0-3,6).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Nice value for the receiving threads on both ends (e.g. -20; below 0 needs root).
+    #[arg(long, value_name = "NICE", allow_hyphen_values = true)]
+    pub priority: Option<i32>,
+    /// Fill payloads with a pattern of the sequence number and check every byte.
+    #[arg(long)]
+    pub verify: bool,
+    /// Receivers keep reading this long after the senders finish (at least;
+    /// stretched to two round trips of the path).
+    #[arg(long, value_name = "DURATION", default_value = "250ms")]
+    pub drain: String,
+    /// Interval between interval lines.
+    #[arg(short, long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
+    /// Data-path engine for this side.
+    #[arg(long, default_value = "syscall")]
+    pub engine: String,
+    /// Give up connecting after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub connect_timeout: String,
+    /// Test-only: faults the senders inject, e.g. skip:100,dup:200,swap:300.
+    #[arg(long, hide = true, value_name = "SCHEDULE")]
+    pub inject_faults: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }

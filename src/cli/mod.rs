@@ -12,11 +12,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use linerate_proto::spec::{
-    Direction, Limit, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind, TestSpec,
-    DEFAULT_RR_SIZES,
+    Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
+    TestSpec, UdpSpec, DEFAULT_RR_SIZES,
 };
 use linerate_report::render::Format;
-use linerate_stats::units::{parse_duration, parse_size};
+use linerate_stats::units::{parse_duration, parse_rate, parse_size};
 
 /// Where the client's server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +67,22 @@ pub enum Command {
     Server(ServerConfig),
     Tcp(ClientConfig),
     Rr(RrConfig),
+    Udp(ClientConfig),
+    Sweep(SweepConfig),
+}
+
+/// A sweep: one UDP test per size × rate point.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// The test of every trial, with `len` and pace set per trial.
+    pub base: ClientConfig,
+    pub sizes: Vec<u32>,
+    /// Requested rates per stream: datagrams/s, or bit/s if `rates_are_bits`.
+    pub points: Vec<f64>,
+    pub rates_are_bits: bool,
+    pub find_zero_loss: bool,
+    pub max_loss_percent: f64,
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// Parses the process arguments (netperf-style names included).
@@ -139,6 +155,227 @@ fn duration_ms(flag: &str, v: &str) -> Result<u64> {
 fn size_u32(flag: &str, v: &str) -> Result<u32> {
     let b = parse_size(v).with_context(|| flag.to_owned())?;
     u32::try_from(b).with_context(|| format!("{flag}: {v} is too large"))
+}
+
+/// Parses a pps figure (`0.05`, `500k`, `2M`) into datagrams per 1000 s.
+fn parse_pps(v: &str) -> Result<u64> {
+    let t = v.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        Some((i, 'g' | 'G')) => (&t[..i], 1e9),
+        _ => (t, 1.0),
+    };
+    let x: f64 = num
+        .parse()
+        .with_context(|| format!("--pps: {v:?} is not a number (e.g. 0.05, 500k, 2M)"))?;
+    let milli = (x * mult * 1000.0).round();
+    if !milli.is_finite() || milli < 1.0 {
+        bail!("--pps: {v:?} must be at least 0.001");
+    }
+    if milli > 1e12 {
+        bail!("--pps: {v:?} is above 10^9 datagrams/s");
+    }
+    Ok(milli as u64)
+}
+
+/// Parses `50k:1M:50k` (start:stop:step) or `1k,5k,10k` with `one` parsing
+/// each value.
+fn parse_range(flag: &str, v: &str, one: impl Fn(&str) -> Result<f64>) -> Result<Vec<f64>> {
+    let parts: Vec<&str> = v.split(':').collect();
+    let points = match parts.as_slice() {
+        [start, stop, step] => {
+            let (a, b, st) = (one(start)?, one(stop)?, one(step)?);
+            if st <= 0.0 || b < a {
+                bail!("{flag}: {v:?} needs START ≤ STOP and STEP > 0");
+            }
+            let n = ((b - a) / st + 1e-9).floor() as u64 + 1;
+            if n > 1000 {
+                bail!("{flag}: {v:?} makes {n} points, at most 1000");
+            }
+            (0..n).map(|i| a + st * i as f64).collect()
+        }
+        [list] => list
+            .split(',')
+            .filter(|x| !x.is_empty())
+            .map(&one)
+            .collect::<Result<Vec<f64>>>()?,
+        _ => bail!("{flag}: {v:?} is neither START:STOP:STEP nor a list"),
+    };
+    if points.is_empty() {
+        bail!("{flag}: no rates in {v:?}");
+    }
+    Ok(points)
+}
+
+fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
+    let mut sizes = Vec::new();
+    for s in a.sizes.split(',').filter(|x| !x.is_empty()) {
+        let len = size_u32("--sizes", s)?;
+        let (min, max) = (
+            linerate_proto::datagram::HEADER_LEN as u32,
+            linerate_proto::datagram::MAX_LEN as u32,
+        );
+        if !(min..=max).contains(&len) {
+            bail!("--sizes: {len} bytes; a datagram must be {min}..={max} bytes");
+        }
+        sizes.push(len);
+    }
+    if sizes.is_empty() {
+        bail!("--sizes: no sizes given");
+    }
+    let (points, rates_are_bits) = match (&a.pps, &a.rates) {
+        (Some(p), _) => (
+            parse_range("--pps", p, |x| Ok(parse_pps(x)? as f64 / 1000.0))?,
+            false,
+        ),
+        (None, Some(r)) => (
+            parse_range("--rates", r, |x| parse_rate(x).context("--rates"))?,
+            true,
+        ),
+        (None, None) => bail!("sweep udp needs --pps or --rates (e.g. --pps 50k:1M:50k)"),
+    };
+    if !(0.0..=100.0).contains(&a.max_loss) {
+        bail!("--max-loss must be a percentage in 0..=100");
+    }
+    let mut argv = vec!["linerate".to_string(), "udp".to_string()];
+    if let Some(h) = &a.host {
+        argv.push(h.clone());
+    }
+    argv.extend([
+        "-p".into(),
+        a.port.to_string(),
+        "-t".into(),
+        a.time.clone(),
+        "-P".into(),
+        a.parallel.to_string(),
+        "--burst".into(),
+        a.burst.to_string(),
+        "--engine".into(),
+        a.engine.clone(),
+        "--connect-timeout".into(),
+        a.connect_timeout.clone(),
+    ]);
+    if a.reverse {
+        argv.push("-R".into());
+    }
+    if let Some(w) = &a.window {
+        argv.extend(["-w".into(), w.clone()]);
+    }
+    // The trial template goes through the same validation as `linerate udp`.
+    let Command::Udp(mut base) = validate(args::Cli::try_parse_from(argv)?)? else {
+        bail!("internal: sweep template is not a UDP test");
+    };
+    base.format = format_of(&a.output);
+    Ok(Command::Sweep(SweepConfig {
+        base,
+        sizes,
+        points,
+        rates_are_bits,
+        find_zero_loss: a.find_zero_loss,
+        max_loss_percent: a.max_loss,
+        plot: a.plot,
+    }))
+}
+
+fn validate_udp(u: args::UdpArgs) -> Result<Command> {
+    let limit = match (&u.time, u.count) {
+        (_, Some(0)) => bail!("--count must be greater than zero"),
+        (_, Some(n)) => Limit::Datagrams(n),
+        (Some(d), None) => {
+            let ms = duration_ms("--time", d)?;
+            if ms == 0 {
+                bail!("--time must be greater than zero (use --count for a datagram count)");
+            }
+            Limit::TimeMs(ms)
+        }
+        (None, None) => Limit::TimeMs(10_000),
+    };
+    if u.parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    let len = size_u32("--len", &u.len)?;
+    let (min, max) = (
+        linerate_proto::datagram::HEADER_LEN as u32,
+        linerate_proto::datagram::MAX_LEN as u32,
+    );
+    if !(min..=max).contains(&len) {
+        bail!(
+            "--len: {len} bytes; a datagram must be {min}..={max} bytes (the header takes {min})"
+        );
+    }
+    let pace = match (&u.rate, &u.pps) {
+        (Some(r), _) if r.trim() == "0" => Pace::Unlimited,
+        (Some(r), _) => {
+            let bps = parse_rate(r).context("--rate")?;
+            if bps < 1.0 {
+                bail!("--rate: {r:?} is below 1 bit/s");
+            }
+            Pace::Rate(bps.round() as u64)
+        }
+        (None, Some(p)) => Pace::MilliPps(parse_pps(p)?),
+        (None, None) => Pace::Rate(1_000_000),
+    };
+    if u.burst == 0 {
+        bail!("--burst must be at least 1");
+    }
+    let interval_ms = duration_ms("--interval", &u.interval)?;
+    if interval_ms < 10 {
+        bail!("--interval must be at least 10ms");
+    }
+    if let Some(p) = u.priority {
+        if !(-20..=19).contains(&p) {
+            bail!("--priority: nice value {p} is outside -20..=19");
+        }
+    }
+    let direction = if u.reverse {
+        Direction::Reverse
+    } else if u.bidir {
+        Direction::Bidir
+    } else {
+        Direction::Forward
+    };
+    let faults = match &u.inject_faults {
+        Some(f) => linerate_proto::datagram::parse_faults(f)
+            .map_err(|e| anyhow::anyhow!("--inject-faults: {e}"))?,
+        None => Vec::new(),
+    };
+    let spec = TestSpec {
+        protocol: Protocol::Udp,
+        direction,
+        streams: u.parallel,
+        limit,
+        len,
+        omit_ms: 0,
+        interval_ms,
+        tcp: TcpOptions::default(),
+        udp: Some(UdpSpec {
+            pace,
+            burst: u.burst,
+            verify: u.verify,
+            window: u
+                .window
+                .as_deref()
+                .map(|w| size_u32("--window", w))
+                .transpose()?,
+            priority: u.priority,
+            drain_ms: duration_ms("--drain", &u.drain)?,
+            faults,
+        }),
+        ..TestSpec::default()
+    };
+    linerate_engine::engine::by_name(&u.engine)?;
+    Ok(Command::Udp(ClientConfig {
+        target: match u.host {
+            Some(host) => Target::Remote { host, port: u.port },
+            None => Target::Embedded,
+        },
+        spec,
+        engine: u.engine,
+        cpus: parse_cpus(u.cpus.as_deref())?,
+        format: format_of(&u.output),
+        connect_timeout: parse_duration(&u.connect_timeout).context("--connect-timeout")?,
+    }))
 }
 
 /// Parses `1,64,1K` into message sizes.
@@ -258,8 +495,10 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
 
 fn validate(cli: args::Cli) -> Result<Command> {
     match cli.command {
+        args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
+        args::Cmd::Sweep(args::SweepCmd::Udp(a)) => validate_sweep(a),
         args::Cmd::Server(s) => {
             if s.max_concurrent == 0 {
                 bail!("--max-concurrent must be at least 1");
@@ -451,6 +690,87 @@ mod tests {
         let t = tcp("-t TCP_MAERTS -H 198.18.0.2 -l -1000000");
         assert_eq!(t.spec.direction, Direction::Reverse);
         assert_eq!(t.spec.limit, Limit::Bytes(1_000_000));
+    }
+
+    fn udp(args: &str) -> ClientConfig {
+        match parse(args).expect("parses") {
+            Command::Udp(c) => c,
+            other => panic!("not udp: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn udp_flags() {
+        let c = udp("udp 198.18.0.2 --len 8972 --rate 9.5G --burst 8 -P 2 --bidir -w 8M --priority -20 --verify -k 1000");
+        let u = c.spec.udp.as_ref().expect("udp spec");
+        assert_eq!(c.spec.protocol, Protocol::Udp);
+        assert_eq!(c.spec.len, 8972);
+        assert_eq!(u.pace, Pace::Rate(9_500_000_000));
+        assert_eq!(u.burst, 8);
+        assert_eq!(u.window, Some(8 << 20));
+        assert_eq!(u.priority, Some(-20));
+        assert!(u.verify);
+        assert_eq!(c.spec.limit, Limit::Datagrams(1000));
+        assert_eq!(c.spec.direction, Direction::Bidir);
+        let pace = |a: &str| udp(a).spec.udp.expect("udp").pace;
+        assert_eq!(pace("udp --pps 0.05"), Pace::MilliPps(50));
+        assert_eq!(pace("udp --pps 2M"), Pace::MilliPps(2_000_000_000));
+        assert_eq!(pace("udp -b 0"), Pace::Unlimited);
+        assert_eq!(pace("udp"), Pace::Rate(1_000_000));
+        assert_eq!(udp("udp -l 12K").spec.len, 12288);
+        assert_eq!(
+            udp("udp --inject-faults skip:3,dup:5")
+                .spec
+                .udp
+                .expect("udp")
+                .faults
+                .len(),
+            2
+        );
+        for (args, needle) in [
+            ("udp -l 27", "--len"),
+            ("udp -l 65508", "--len"),
+            ("udp --pps 0", "--pps"),
+            ("udp --pps 1 --rate 1M", "--pps"),
+            ("udp --burst 0", "--burst"),
+            ("udp -k 0", "--count"),
+            ("udp --priority -21", "--priority"),
+            ("udp --inject-faults swap:1,skip:2", "--inject-faults"),
+        ] {
+            let e = parse(args).expect_err(args).to_string();
+            assert!(e.contains(needle), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn sweep_flags() {
+        let Command::Sweep(s) = parse(
+            "sweep udp 198.18.0.2 --sizes 1472,4000,8972 --pps 50k:1M:50k --find-zero-loss --plot /tmp/x.svg --json",
+        )
+        .expect("parses") else {
+            panic!("not a sweep")
+        };
+        assert_eq!(s.sizes, vec![1472, 4000, 8972]);
+        assert_eq!(s.points.len(), 20);
+        assert_eq!(s.points[0], 50_000.0);
+        assert_eq!(s.points[19], 1_000_000.0);
+        assert!(!s.rates_are_bits && s.find_zero_loss);
+        assert_eq!(s.base.format, Format::Json);
+        let Command::Sweep(s) = parse("sweep udp --rates 100M,1G -t 1").expect("parses") else {
+            panic!("not a sweep")
+        };
+        assert_eq!(s.points, vec![1e8, 1e9]);
+        assert!(s.rates_are_bits);
+        assert_eq!(s.base.target, Target::Embedded);
+        for (args, needle) in [
+            ("sweep udp", "--pps"),
+            ("sweep udp --pps 10:1:1", "--pps"),
+            ("sweep udp --pps 1k --sizes 10", "--sizes"),
+            ("sweep udp --pps 1:100000:1", "--pps"),
+        ] {
+            let e = parse(args).expect_err(args).to_string();
+            assert!(e.contains(needle), "{args}: {e}");
+        }
     }
 
     fn rr(args: &str) -> RrConfig {

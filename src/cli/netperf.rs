@@ -1,7 +1,7 @@
 //! netperf-style invocations, rewritten to linerate's own before clap sees
 //! them, so both spellings reach the same validated config:
 //!
-//! - `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS HOST`
+//! - `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS HOST`, `linerate UDP_STREAM HOST`
 //! - `linerate TCP_RR HOST`, `linerate UDP_RR HOST`, `linerate TCP_CRR HOST`
 //! - `linerate -t TCP_STREAM -H HOST -l 10` (netperf's global flags)
 //! - `-H HOST` → `HOST`; `-l N` → `--time N`, `-l -N` → `--bytes N`
@@ -18,6 +18,7 @@ fn test_name(name: &str) -> Option<&'static [&'static str]> {
         "TCP_RR" => Some(&["rr", "--proto", "tcp"]),
         "UDP_RR" => Some(&["rr", "--proto", "udp"]),
         "TCP_CRR" => Some(&["crr"]),
+        "UDP_STREAM" => Some(&["udp"]),
         _ => None,
     }
 }
@@ -41,7 +42,7 @@ pub fn rewrite(argv: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = std::iter::once(prog.clone())
         .chain(test.iter().map(|s| s.to_string()))
         .collect();
-    let rr = test[0] != "tcp";
+    let rr = matches!(test[0], "rr" | "crr");
     let mut sized = false;
     let mut test_specific = false;
     let mut i = 0;
@@ -69,7 +70,7 @@ pub fn rewrite(argv: Vec<String>) -> Vec<String> {
             }
             ("-l", Some(v)) => {
                 match v.strip_prefix('-') {
-                    Some(n) if test[0] != "tcp" => out.extend(["--count".into(), n.to_string()]),
+                    Some(n) if rr => out.extend(["--count".into(), n.to_string()]),
                     Some(bytes) => out.extend(["--bytes".into(), bytes.to_string()]),
                     None => out.extend(["--time".into(), v.clone()]),
                 }

@@ -6,3 +6,4 @@ mod helpers;
 mod netns;
 mod rr;
 mod tcp;
+mod udp;

@@ -111,6 +111,20 @@ pub fn online_cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
+/// Sets the calling thread's nice value (Linux: per thread). Lowering it
+/// below the current value needs CAP_SYS_NICE.
+pub fn set_thread_nice(nice: i32) -> std::io::Result<()> {
+    // SAFETY: gettid and setpriority take plain integers.
+    let rc = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for cpu <

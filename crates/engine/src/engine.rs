@@ -9,10 +9,11 @@
 //! peer still notices those flags.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::{Shutdown, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::udp::{self, RecvJob, SendJob, UdpCounters};
 use crate::EngineError;
 
 /// I/O timeout of data sockets: how often a blocked loop checks its flags.
@@ -41,15 +42,36 @@ impl StreamCounter {
 }
 
 /// Requests from the runner to every stream of one side.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Signals {
     /// Senders: finish cleanly now (time is up).
     stop: AtomicBool,
     /// Everyone: the test failed, drop out at once.
     abort: AtomicBool,
+    /// UDP receivers: stop at this many ns after Start (`u64::MAX`: not yet
+    /// known; set when the peer's senders have finished).
+    drain_at_ns: AtomicU64,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals {
+            stop: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
+            drain_at_ns: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 impl Signals {
+    /// UDP receivers stop reading `ns` after Start.
+    pub fn drain_at(&self, ns: u64) {
+        self.drain_at_ns.store(ns, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn drain_passed(&self, now_ns: u64) -> bool {
+        now_ns >= self.drain_at_ns.load(Ordering::Relaxed)
+    }
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }
@@ -94,6 +116,24 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         counter: &StreamCounter,
         signals: &Signals,
     ) -> StreamEnd;
+    /// Sends paced, numbered datagrams until stopped or the count is issued.
+    fn udp_send(
+        &self,
+        sock: &UdpSocket,
+        job: &SendJob,
+        counter: &StreamCounter,
+        live: &UdpCounters,
+        signals: &Signals,
+    ) -> (linerate_proto::measure::UdpSend, StreamEnd);
+    /// Receives and checks datagrams until the drain deadline or abort.
+    fn udp_recv(
+        &self,
+        sock: &UdpSocket,
+        job: &RecvJob,
+        counter: &StreamCounter,
+        live: &UdpCounters,
+        signals: &Signals,
+    ) -> (linerate_proto::measure::UdpRecv, StreamEnd);
 }
 
 /// Names of the engines this build has, for `--engine` and its help.
@@ -147,6 +187,28 @@ pub(crate) fn map_err(what: &str, e: std::io::Error) -> EngineError {
 impl Engine for SyscallEngine {
     fn name(&self) -> &'static str {
         "syscall"
+    }
+
+    fn udp_send(
+        &self,
+        sock: &UdpSocket,
+        job: &SendJob,
+        counter: &StreamCounter,
+        live: &UdpCounters,
+        signals: &Signals,
+    ) -> (linerate_proto::measure::UdpSend, StreamEnd) {
+        udp::send_loop(sock, job, counter, live, signals)
+    }
+
+    fn udp_recv(
+        &self,
+        sock: &UdpSocket,
+        job: &RecvJob,
+        counter: &StreamCounter,
+        live: &UdpCounters,
+        signals: &Signals,
+    ) -> (linerate_proto::measure::UdpRecv, StreamEnd) {
+        udp::recv_loop(sock, job, counter, live, signals)
     }
 
     fn send(

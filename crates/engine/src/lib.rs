@@ -10,6 +10,9 @@
 //!   io_uring, zero copy) plug in behind the same trait.
 //! - [`rr`]: request/response and connect/request/response loops (one
 //!   thread per flow), the bulk load beside them, and one side's results.
+//! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
+//!   send/receive loops of the syscall engine.
+//! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
@@ -17,10 +20,12 @@
 pub mod clock;
 pub mod cpu;
 pub mod engine;
+pub mod netstat;
 pub mod rr;
 pub mod runner;
 pub mod socket;
 pub mod tcp_info;
+pub mod udp;
 
 /// Errors of the data path.
 #[derive(Debug, thiserror::Error)]

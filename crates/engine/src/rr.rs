@@ -46,7 +46,7 @@ use linerate_stats::histogram::Histogram;
 use crate::clock::mono_ns;
 use crate::cpu::{self, CpuTime};
 use crate::engine::{is_timeout, map_err, Engine, Idle, Signals, StreamCounter, IDLE_LIMIT, POLL};
-use crate::runner::{spawn_side, CpuScope, SideRun, StreamSetup};
+use crate::runner::{spawn_side, CpuScope, DataSocket, SideRun, StreamSetup};
 use crate::{socket, tcp_info, EngineError};
 
 /// Spins between clock reads in busy-poll mode (a power of two: the check
@@ -135,16 +135,22 @@ impl RrConns {
             .collect();
         let mut load = Vec::new();
         for s in streams {
+            let DataSocket::Tcp(sock) = s.sock else {
+                return Err(EngineError::Unsupported(format!(
+                    "connection {} of a request/response test is not TCP",
+                    s.id
+                )));
+            };
             match spec.rr_conn(s.id) {
                 Some(RrConn::Flow { phase, flow }) => {
                     if let Some(slot) = grid
                         .get_mut(flow as usize)
                         .and_then(|f| f.get_mut(phase as usize))
                     {
-                        *slot = Some(s.sock);
+                        *slot = Some(sock);
                     }
                 }
-                Some(RrConn::Load { .. }) => load.push((s.id, s.sock)),
+                Some(RrConn::Load { .. }) => load.push((s.id, sock)),
                 None => {
                     return Err(EngineError::Unsupported(format!(
                         "connection {} is not part of this request/response test",

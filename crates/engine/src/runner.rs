@@ -4,21 +4,38 @@
 //!
 //! [`SideRun`] owns all those threads: dropping it aborts and joins them, so a
 //! failed test cannot leak a thread or a socket.
+//!
+//! UDP streams run the same way with three additions: senders pace and
+//! number their datagrams, the side reports when all its senders finished
+//! ([`SideRun::senders_done`], for the peer's SendDone), and receivers stop
+//! at a drain deadline set when the peer's senders finished
+//! ([`SideRun::peer_send_done`]).
 
-use std::net::TcpStream;
+use std::net::{TcpStream, UdpSocket};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use linerate_proto::datagram::Fault;
 use linerate_proto::measure::{
     CpuMeasurement, IntervalMeasurement, IntervalStream, Role, SideResults, StreamMeasurement,
+    UdpInterval,
 };
-use linerate_proto::wire::Side;
+use linerate_proto::wire::{SentCount, Side};
 
 use crate::cpu::{self, CpuTime};
 use crate::engine::{Engine, Signals, StreamCounter, StreamEnd};
-use crate::tcp_info;
+use crate::udp::{RecvJob, SendJob, UdpCounters};
+use crate::{netstat, tcp_info};
+
+/// A stream's socket.
+#[derive(Debug)]
+pub enum DataSocket {
+    Tcp(TcpStream),
+    /// Connected to the peer's data socket.
+    Udp(UdpSocket),
+}
 
 /// One established data connection and what this side does on it.
 #[derive(Debug)]
@@ -29,7 +46,21 @@ pub struct StreamSetup {
     pub role: Role,
     /// For senders of a byte-limited test: bytes to send.
     pub bytes: Option<u64>,
-    pub sock: TcpStream,
+    /// For senders of a datagram-limited test: sequence numbers to issue.
+    pub datagrams: Option<u64>,
+    pub sock: DataSocket,
+}
+
+/// How this side's UDP streams run.
+#[derive(Debug, Clone, Default)]
+pub struct UdpParams {
+    /// Datagrams per 1000 s per stream; `None`: unpaced.
+    pub millipps: Option<u64>,
+    pub burst: u32,
+    pub verify: bool,
+    pub faults: Vec<Fault>,
+    /// Nice value for receiving threads.
+    pub priority: Option<i32>,
 }
 
 /// Whose CPU time a side reports.
@@ -53,6 +84,8 @@ pub struct RunParams {
     /// Pin stream `i` to `cpus[i % cpus.len()]` when not empty.
     pub cpus: Vec<usize>,
     pub cpu_scope: CpuScope,
+    /// UDP tests: pacing and checks.
+    pub udp: Option<UdpParams>,
 }
 
 struct Finished {
@@ -67,6 +100,10 @@ pub struct SideRun {
     signals: Arc<Signals>,
     intervals: Receiver<IntervalMeasurement>,
     done: Receiver<SideResults>,
+    senders_done: Receiver<Vec<SentCount>>,
+    /// Live UDP counters by stream id (empty for TCP).
+    udp_live: Vec<(u32, Arc<UdpCounters>)>,
+    start: Instant,
     sampler: Option<JoinHandle<()>>,
 }
 
@@ -80,11 +117,22 @@ pub fn start(
     let signals = Arc::new(Signals::default());
     let (itx, intervals) = mpsc::channel();
     let (dtx, done) = mpsc::channel();
+    let (stx, senders_done) = mpsc::channel();
+    let udp_live: Vec<(u32, Arc<UdpCounters>)> = streams
+        .iter()
+        .filter(|s| matches!(s.sock, DataSocket::Udp(_)))
+        .map(|s| (s.id, Arc::default()))
+        .collect();
     let sig = Arc::clone(&signals);
+    let live = udp_live.clone();
     let sampler = std::thread::Builder::new()
         .name("linerate-sampler".into())
         .spawn(move || {
-            let results = sample(engine, streams, &params, start, &sig, &itx);
+            let ch = Channels {
+                intervals: itx,
+                senders_done: stx,
+            };
+            let results = sample(engine, streams, &params, start, &sig, &live, &ch);
             let _ = dtx.send(results);
         });
     let sampler = match sampler {
@@ -100,6 +148,9 @@ pub fn start(
                 signals,
                 intervals,
                 done: d,
+                senders_done,
+                udp_live,
+                start,
                 sampler: None,
             };
         }
@@ -108,6 +159,9 @@ pub fn start(
         signals,
         intervals,
         done,
+        senders_done,
+        udp_live,
+        start,
         sampler,
     }
 }
@@ -122,6 +176,7 @@ pub(crate) fn spawn_side(
     let signals = Arc::new(Signals::default());
     let (_itx, intervals) = mpsc::channel();
     let (dtx, done) = mpsc::channel();
+    let (_stx, senders_done) = mpsc::channel();
     let sig = Arc::clone(&signals);
     let sampler = std::thread::Builder::new()
         .name("linerate-side".into())
@@ -140,6 +195,9 @@ pub(crate) fn spawn_side(
                 signals,
                 intervals,
                 done: d,
+                senders_done,
+                udp_live: Vec::new(),
+                start: Instant::now(),
                 sampler: None,
             };
         }
@@ -148,14 +206,41 @@ pub(crate) fn spawn_side(
         signals,
         intervals,
         done,
+        senders_done,
+        udp_live: Vec::new(),
+        start: Instant::now(),
         sampler,
     }
+}
+
+/// Where the sampler reports while a side runs.
+struct Channels {
+    intervals: Sender<IntervalMeasurement>,
+    senders_done: Sender<Vec<SentCount>>,
 }
 
 impl SideRun {
     /// Stops every stream at once (the test failed or was interrupted).
     pub fn abort(&self) {
         self.signals.abort();
+    }
+
+    /// UDP: every sending stream of this side has finished, with the
+    /// sequence numbers each issued (once; never for a side with no senders).
+    pub fn senders_done(&self) -> Option<Vec<SentCount>> {
+        self.senders_done.try_recv().ok()
+    }
+
+    /// UDP: the peer's senders finished with `counts`; receivers keep
+    /// reading for `drain` from now, then stop.
+    pub fn peer_send_done(&self, counts: &[SentCount], drain: Duration) {
+        for c in counts {
+            if let Some((_, live)) = self.udp_live.iter().find(|(id, _)| *id == c.stream) {
+                live.set_issued(c.issued);
+            }
+        }
+        let at = self.start.elapsed() + drain;
+        self.signals.drain_at(at.as_nanos() as u64);
     }
 
     /// Next interval record, if one is ready.
@@ -206,6 +291,7 @@ fn spawn_stream(
     setup: StreamSetup,
     params: &RunParams,
     counter: Arc<StreamCounter>,
+    live: Option<Arc<UdpCounters>>,
 ) -> std::io::Result<JoinHandle<()>> {
     let StreamCtx {
         engine,
@@ -215,37 +301,88 @@ fn spawn_stream(
     } = ctx;
     let len = params.len;
     let pin = (!params.cpus.is_empty()).then(|| params.cpus[index % params.cpus.len()]);
+    let udp = params.udp.clone().unwrap_or_default();
     std::thread::Builder::new()
         .name(format!("linerate-stream-{}", setup.id))
         .spawn(move || {
             let pin_error = pin.and_then(|c| cpu::pin_current_thread(c).err());
+            let prio_error = match (setup.role, udp.priority) {
+                (Role::Receiver, Some(nice)) => cpu::set_thread_nice(nice)
+                    .err()
+                    .map(|e| format!("could not set nice {nice} for the receiving thread: {e}")),
+                _ => None,
+            };
             let cpu0 = cpu::thread();
-            // One buffer per stream, allocated once.
-            let mut buf = vec![0u8; len];
-            let StreamEnd { calls, result } = match setup.role {
-                Role::Sender => engine.send(&setup.sock, &buf, setup.bytes, &counter, &signals),
-                Role::Receiver => engine.recv(&setup.sock, &mut buf, &counter, &signals),
+            let live = live.unwrap_or_default();
+            let mut m = StreamMeasurement {
+                id: setup.id,
+                sender: Some(setup.sender),
+                ..StreamMeasurement::default()
             };
-            let elapsed = start.elapsed();
-            let tcp = match setup.role {
-                Role::Sender => tcp_info::read(&setup.sock),
-                Role::Receiver => None,
+            let StreamEnd { calls, result } = match (&setup.sock, setup.role) {
+                (DataSocket::Tcp(sock), role) => {
+                    // One buffer per stream, allocated once.
+                    let mut buf = vec![0u8; len];
+                    let end = match role {
+                        Role::Sender => engine.send(sock, &buf, setup.bytes, &counter, &signals),
+                        Role::Receiver => engine.recv(sock, &mut buf, &counter, &signals),
+                    };
+                    if role == Role::Sender {
+                        m.tcp = tcp_info::read(sock);
+                    }
+                    end
+                }
+                (DataSocket::Udp(sock), Role::Sender) => {
+                    let job = SendJob {
+                        stream: setup.id,
+                        len,
+                        millipps: udp.millipps,
+                        burst: udp.burst,
+                        verify: udp.verify,
+                        faults: udp.faults.clone(),
+                        limit: setup.datagrams,
+                        start,
+                    };
+                    let (sent, end) = engine.udp_send(sock, &job, &counter, &live, &signals);
+                    m.udp_send = Some(sent);
+                    end
+                }
+                (DataSocket::Udp(sock), Role::Receiver) => {
+                    let job = RecvJob {
+                        stream: setup.id,
+                        len,
+                        verify: udp.verify,
+                        start,
+                    };
+                    let (got, end) = engine.udp_recv(sock, &job, &counter, &live, &signals);
+                    m.udp_recv = Some(got);
+                    end
+                }
             };
-            let error = match (result, pin_error) {
+            // A UDP receiver's time ends at its last datagram before the
+            // drain deadline, not at the deadline.
+            let elapsed = match &m.udp_recv {
+                Some(r) if r.last_recv_ns > 0 => r.last_recv_ns,
+                _ => start.elapsed().as_nanos() as u64,
+            };
+            let error = match (
+                result,
+                pin_error
+                    .map(|e| format!("could not pin to CPU: {e}"))
+                    .or(prio_error),
+            ) {
                 (Err(e), _) => Some(e.to_string()),
-                (Ok(()), Some(e)) => Some(format!("could not pin to CPU: {e}")),
+                (Ok(()), Some(e)) => Some(e),
                 (Ok(()), None) if signals.aborted() => Some("aborted".into()),
                 (Ok(()), None) => None,
             };
             let measurement = StreamMeasurement {
-                id: setup.id,
-                sender: Some(setup.sender),
                 bytes: counter.get(),
                 omitted_bytes: 0,
-                elapsed_ns: elapsed.as_nanos() as u64,
+                elapsed_ns: elapsed,
                 calls,
-                tcp,
                 error,
+                ..m
             };
             let cpu = cpu::thread().saturating_sub(cpu0);
             let _ = tx.send(Finished {
@@ -262,26 +399,50 @@ fn sample(
     params: &RunParams,
     start: Instant,
     signals: &Arc<Signals>,
-    intervals: &Sender<IntervalMeasurement>,
+    udp_live: &[(u32, Arc<UdpCounters>)],
+    ch: &Channels,
 ) -> SideResults {
+    let intervals = &ch.intervals;
     let host0 = cpu::host();
     let proc0 = cpu::process();
     let self0 = cpu::thread();
+    // The kernel's view, for UDP tests: counters of the data's interface.
+    let kernel0 = params.udp.is_some().then(|| {
+        let local = streams.iter().find_map(|s| match &s.sock {
+            DataSocket::Udp(u) => u.local_addr().ok().map(|a| a.ip()),
+            DataSocket::Tcp(_) => None,
+        });
+        netstat::snapshot(local)
+    });
     let n = streams.len();
     let (ftx, frx) = mpsc::channel::<Finished>();
     let counters: Vec<Arc<StreamCounter>> = (0..n).map(|_| Arc::default()).collect();
     // Duplicates of the sending sockets, to read TCP_INFO each interval.
     let mut probes: Vec<(u32, Option<TcpStream>)> = Vec::with_capacity(n);
+    let mut lives: Vec<Option<Arc<UdpCounters>>> = Vec::with_capacity(n);
+    let mut roles: Vec<Role> = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
     let mut results: Vec<Option<StreamMeasurement>> = vec![None; n];
     let mut threads_cpu = CpuTime::default();
     let mut finished = 0;
+    let udp_senders = if params.udp.is_some() {
+        streams.iter().filter(|s| s.role == Role::Sender).count()
+    } else {
+        0
+    };
+    let mut senders_finished: Vec<SentCount> = Vec::new();
     for (i, s) in streams.into_iter().enumerate() {
-        let probe = match s.role {
-            Role::Sender => s.sock.try_clone().ok(),
-            Role::Receiver => None,
+        let probe = match (&s.sock, s.role) {
+            (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
+            _ => None,
         };
         probes.push((s.id, probe));
+        let live = udp_live
+            .iter()
+            .find(|(id, _)| *id == s.id)
+            .map(|(_, l)| Arc::clone(l));
+        lives.push(live.clone());
+        roles.push(s.role);
         let id = s.id;
         let ctx = StreamCtx {
             engine,
@@ -289,7 +450,7 @@ fn sample(
             signals: Arc::clone(signals),
             done: ftx.clone(),
         };
-        match spawn_stream(ctx, i, s, params, Arc::clone(&counters[i])) {
+        match spawn_stream(ctx, i, s, params, Arc::clone(&counters[i]), live) {
             Ok(h) => handles.push(h),
             Err(e) => {
                 results[i] = Some(StreamMeasurement {
@@ -307,6 +468,7 @@ fn sample(
     let mut stopped = false;
     let mut prev = Duration::ZERO;
     let mut prev_bytes = vec![0u64; n];
+    let mut prev_udp: Vec<UdpSnap> = vec![UdpSnap::default(); n];
     let mut omitted_bytes = vec![0u64; n];
     let mut boundary = next_boundary(Duration::ZERO, params.omit, params.interval);
     let mut last_end = Duration::ZERO;
@@ -318,12 +480,17 @@ fn sample(
 
     // `planned` is the boundary the cut was scheduled for; the omitted flag
     // follows it, not the (slightly later) instant the sampler woke.
-    let cut = |upto: Duration, planned: Duration, prev: Duration, prev_bytes: &mut [u64]| {
+    let cut = |upto: Duration,
+               planned: Duration,
+               prev: Duration,
+               prev_bytes: &mut [u64],
+               prev_udp: &mut [UdpSnap]| {
         let streams = counters
             .iter()
             .zip(&probes)
             .zip(prev_bytes.iter_mut())
-            .map(|((c, (id, probe)), pb)| {
+            .zip(lives.iter().zip(&roles).zip(prev_udp.iter_mut()))
+            .map(|(((c, (id, probe)), pb), ((live, role), pu))| {
                 let now = c.get();
                 let bytes = now - *pb;
                 *pb = now;
@@ -331,6 +498,7 @@ fn sample(
                     id: *id,
                     bytes,
                     tcp: probe.as_ref().and_then(tcp_info::read),
+                    udp: live.as_ref().map(|l| pu.cut(l, *role)),
                 }
             })
             .collect();
@@ -358,6 +526,15 @@ fn sample(
             Ok(f) => {
                 last_end = last_end.max(Duration::from_nanos(f.measurement.elapsed_ns));
                 threads_cpu = threads_cpu + f.cpu;
+                if let Some(sent) = &f.measurement.udp_send {
+                    senders_finished.push(SentCount {
+                        stream: f.measurement.id,
+                        issued: sent.issued,
+                    });
+                    if senders_finished.len() == udp_senders {
+                        let _ = ch.senders_done.send(std::mem::take(&mut senders_finished));
+                    }
+                }
                 results[f.index] = Some(f.measurement);
                 finished += 1;
                 continue;
@@ -375,7 +552,7 @@ fn sample(
         // leaving a sliver after the planned end.
         let last = stop_at.is_some_and(|s| boundary >= s);
         if now >= boundary && !last {
-            let rec = cut(now, boundary, prev, &mut prev_bytes);
+            let rec = cut(now, boundary, prev, &mut prev_bytes, &mut prev_udp);
             if boundary == params.omit {
                 omitted_bytes.clone_from(&prev_bytes);
             }
@@ -387,12 +564,17 @@ fn sample(
     // The tail since the last cut (what the senders wrote before stopping,
     // what the receivers drained after).
     let end = last_end.max(prev);
-    if counters
+    let udp_moved = lives
         .iter()
-        .zip(&prev_bytes)
-        .any(|(c, &pb)| c.get() > pb)
+        .zip(&prev_udp)
+        .any(|(l, p)| l.as_ref().is_some_and(|l| p.changed(l)));
+    if udp_moved
+        || counters
+            .iter()
+            .zip(&prev_bytes)
+            .any(|(c, &pb)| c.get() > pb)
     {
-        emit(cut(end, end, prev, &mut prev_bytes));
+        emit(cut(end, end, prev, &mut prev_bytes, &mut prev_udp));
     }
     for h in handles {
         let _ = h.join();
@@ -425,6 +607,66 @@ fn sample(
             host,
         },
         rr: None,
+        kernel_udp: kernel0.as_ref().map(netstat::delta),
+    }
+}
+
+/// A UDP stream's counters at the last interval cut.
+#[derive(Debug, Clone, Copy, Default)]
+struct UdpSnap {
+    datagrams: u64,
+    received: u64,
+    missing: u64,
+    reordered: u64,
+    duplicates: u64,
+    late: u64,
+    corrupt: u64,
+    socket_drops: u64,
+}
+
+impl UdpSnap {
+    fn read(l: &UdpCounters) -> UdpSnap {
+        let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let received = g(&l.received);
+        UdpSnap {
+            datagrams: g(&l.datagrams),
+            received,
+            missing: g(&l.next_expected).saturating_sub(received),
+            reordered: g(&l.reordered),
+            duplicates: g(&l.duplicates),
+            late: g(&l.late),
+            corrupt: g(&l.corrupt),
+            socket_drops: g(&l.socket_drops),
+        }
+    }
+
+    fn changed(&self, l: &UdpCounters) -> bool {
+        let now = UdpSnap::read(l);
+        now.datagrams != self.datagrams || now.corrupt != self.corrupt
+    }
+
+    /// The interval since the last cut; moves the snapshot forward.
+    fn cut(&mut self, l: &UdpCounters, role: Role) -> UdpInterval {
+        let now = UdpSnap::read(l);
+        let before = std::mem::replace(self, now);
+        let d = |f: fn(&UdpSnap) -> u64| Some(f(&now).saturating_sub(f(&before)));
+        match role {
+            Role::Sender => UdpInterval {
+                datagrams: now.datagrams - before.datagrams,
+                ..UdpInterval::default()
+            },
+            Role::Receiver => UdpInterval {
+                datagrams: now.datagrams - before.datagrams,
+                received: d(|s| s.received),
+                lost: Some(now.missing as i64 - before.missing as i64),
+                reordered: d(|s| s.reordered),
+                duplicates: d(|s| s.duplicates),
+                late: d(|s| s.late),
+                corrupt: d(|s| s.corrupt),
+                jitter_ns: Some(l.jitter_ns()),
+                socket_drops: d(|s| s.socket_drops),
+            },
+        }
     }
 }
 

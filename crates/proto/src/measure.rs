@@ -5,6 +5,7 @@
 //! are also embedded as-is in the report model (`linerate-report`), so their
 //! field docs are part of the JSON schema.
 
+use linerate_stats::histogram::Summary;
 use serde::{Deserialize, Serialize};
 
 use crate::wire::Side;
@@ -61,6 +62,156 @@ pub struct StreamMeasurement {
     /// Set when the stream ended with an error instead of a clean end.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// UDP sender's figures (UDP sending streams only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp_send: Option<UdpSend>,
+    /// UDP receiver's figures (UDP receiving streams only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp_recv: Option<UdpRecv>,
+}
+
+/// What a UDP sender measured on one stream.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UdpSend {
+    /// Datagrams the kernel accepted (injected duplicates included).
+    pub datagrams: u64,
+    /// Sequence numbers issued: `0..issued` were sent or skipped on purpose.
+    /// The receiver's loss is counted against this.
+    pub issued: u64,
+    /// Send calls that failed; the datagram was retried with the same number.
+    pub send_errors: u64,
+    /// Requested datagrams per second (absent: unpaced).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub requested_pps: Option<f64>,
+    /// Requested gap between datagrams, ns (absent: unpaced).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub requested_gap_ns: Option<f64>,
+    /// Datagrams sent back to back per pacing tick.
+    pub burst: u32,
+    /// Gaps between consecutive sends as achieved, ns.
+    pub gaps: Summary,
+    /// Datagrams that were due but not sent when the sender stopped.
+    pub behind: u64,
+    /// False when the sender could not keep up with the schedule (it ended
+    /// more than one burst or 1 ms worth of datagrams behind).
+    pub kept_up: bool,
+    /// From Start to the first and to the last send, ns.
+    pub first_send_ns: u64,
+    pub last_send_ns: u64,
+}
+
+/// What a UDP receiver measured on one stream (see `linerate_proto::seq`
+/// for the definitions).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UdpRecv {
+    /// Valid test datagrams read (duplicates and late ones included).
+    pub datagrams: u64,
+    /// Distinct sequence numbers that arrived before the drain deadline.
+    pub received: u64,
+    pub duplicates: u64,
+    /// Arrived after a higher number.
+    pub reordered: u64,
+    pub max_reorder_distance: u64,
+    /// Arrived after the drain deadline (not subtracted from the loss).
+    pub late: u64,
+    /// Arrived more than the tracker's window below the highest number (not
+    /// counted as received).
+    pub beyond_window: u64,
+    /// Failed the length, header or payload check, or carried another
+    /// stream's id.
+    pub corrupt: u64,
+    /// The first corruption seen, in words.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub first_corrupt: Option<String>,
+    /// One past the highest sequence number seen.
+    pub next_expected: u64,
+    /// The sender's issued count, from its SendDone (absent if it never came).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub issued: Option<u64>,
+    /// issued − received, when `issued` is known.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub lost: Option<u64>,
+    /// RFC 3550 interarrival jitter at the end, ns.
+    pub jitter_ns: f64,
+    /// Datagrams the kernel dropped because this socket's receive buffer
+    /// was full (SO_RXQ_OVFL); absent where the kernel does not report it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub socket_drops: Option<u64>,
+    /// SO_RCVBUF in effect, bytes.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rcvbuf: Option<u64>,
+    /// From Start to the first and the last valid datagram, ns.
+    pub first_recv_ns: u64,
+    pub last_recv_ns: u64,
+}
+
+/// One UDP stream's share of one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UdpInterval {
+    /// Datagrams sent (sender) or valid datagrams read (receiver).
+    pub datagrams: u64,
+    /// Receiver only: distinct numbers that arrived.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub received: Option<u64>,
+    /// Receiver only: change in the numbers missing below the highest seen.
+    /// Negative when reordered datagrams fill gaps of an earlier interval;
+    /// the test's total loss is exact, interval losses add up to it only
+    /// once the last interval includes the tail.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub lost: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reordered: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub duplicates: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub late: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub corrupt: Option<u64>,
+    /// RFC 3550 jitter at the end of the interval, ns.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub jitter_ns: Option<f64>,
+    /// SO_RXQ_OVFL drops during the interval.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub socket_drops: Option<u64>,
+}
+
+/// The kernel's own UDP drop counters for one side, over the test.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct KernelUdp {
+    /// Change of the `Udp:` counters of /proc/net/snmp in this side's
+    /// network namespace (every UDP socket there, not only linerate's).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub snmp: Option<UdpSnmp>,
+    /// The interface carrying this side's data (by its local address) and
+    /// the change of its drop counters.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interface: Option<InterfaceDrops>,
+    /// What could not be measured, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmeasured: Vec<String>,
+}
+
+/// Deltas of /proc/net/snmp `Udp:` counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct UdpSnmp {
+    pub in_datagrams: u64,
+    pub out_datagrams: u64,
+    pub no_ports: u64,
+    pub in_errors: u64,
+    /// Receive-buffer overflows (all sockets).
+    pub rcvbuf_errors: u64,
+    /// Sends the kernel dropped for lack of buffer or queue space (this
+    /// includes a full qdisc queue when the socket does not ask for errors).
+    pub sndbuf_errors: u64,
+    pub in_csum_errors: u64,
+}
+
+/// Drop counters of one interface.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InterfaceDrops {
+    pub name: String,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
 }
 
 /// One stream's share of one interval.
@@ -72,6 +223,9 @@ pub struct IntervalStream {
     /// TCP_INFO sampled at the end of the interval (sending side only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tcp: Option<TcpInfo>,
+    /// UDP figures of the interval.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpInterval>,
 }
 
 /// One interval of one side.
@@ -194,6 +348,9 @@ pub struct SideResults {
     /// Request/response tests only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr: Option<RrMeasurement>,
+    /// UDP tests: the kernel's drop counters on this side.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kernel_udp: Option<KernelUdp>,
 }
 
 impl SideResults {

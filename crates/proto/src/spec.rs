@@ -16,6 +16,8 @@ use crate::wire::Side;
 pub enum Protocol {
     #[default]
     Tcp,
+    /// Paced datagrams with 64-bit sequence numbers ([`UdpSpec`]).
+    Udp,
 }
 
 /// Who sends: the client (netperf STREAM), the server (MAERTS) or both.
@@ -36,6 +38,9 @@ pub enum Limit {
     TimeMs(u64),
     /// Bytes each sending direction moves in total, across its streams.
     Bytes(u64),
+    /// Datagrams (sequence numbers) each sending direction issues in total,
+    /// across its streams (UDP only).
+    Datagrams(u64),
 }
 
 impl Default for Limit {
@@ -116,6 +121,58 @@ impl Default for RrSpec {
     }
 }
 
+/// How a UDP sender paces its datagrams, per stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pace {
+    /// As fast as the sender can.
+    Unlimited,
+    /// Bits per second of UDP payload (the datagram's `len` bytes).
+    Rate(u64),
+    /// Datagrams per 1000 s (so 0.05 datagram/s is 50).
+    MilliPps(u64),
+}
+
+/// UDP test parameters (used when `protocol` is `udp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdpSpec {
+    /// Pacing of each sending stream.
+    pub pace: Pace,
+    /// Datagrams sent back to back per pacing tick.
+    pub burst: u32,
+    /// Fill the payload with a pattern of the sequence number and check
+    /// every byte on receipt.
+    pub verify: bool,
+    /// SO_SNDBUF/SO_RCVBUF for the data sockets, bytes (forced above the
+    /// sysctl limits where the process may).
+    pub window: Option<u32>,
+    /// Nice value for the receiving threads (e.g. -20).
+    pub priority: Option<i32>,
+    /// How long receivers keep reading after the peer's senders finished,
+    /// at least (the I/O layer may extend it to cover the path's RTT).
+    pub drain_ms: u64,
+    /// Test-only: faults the senders inject (skip, duplicate, swap).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::datagram::Fault>,
+}
+
+/// Default drain period after the senders finish.
+pub const DEFAULT_DRAIN_MS: u64 = 250;
+
+impl Default for UdpSpec {
+    fn default() -> Self {
+        UdpSpec {
+            pace: Pace::Rate(1_000_000),
+            burst: 1,
+            verify: false,
+            window: None,
+            priority: None,
+            drain_ms: DEFAULT_DRAIN_MS,
+            faults: Vec::new(),
+        }
+    }
+}
+
 /// One pass of a request/response test: one size, with or without load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RrPhase {
@@ -165,6 +222,18 @@ pub enum RrConn {
     Load { index: u32 },
 }
 
+impl UdpSpec {
+    /// Datagrams per 1000 s per stream for `len`-byte datagrams (`None`:
+    /// unpaced).
+    pub fn millipps(&self, len: u32) -> Option<u64> {
+        match self.pace {
+            Pace::Unlimited => None,
+            Pace::Rate(bps) => Some(crate::pacing::millipps_for_rate(bps, len)),
+            Pace::MilliPps(m) => Some(m),
+        }
+    }
+}
+
 /// Everything both sides must agree on to run one test.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestSpec {
@@ -186,6 +255,9 @@ pub struct TestSpec {
     /// Request/response parameters (kinds `rr` and `crr` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rr: Option<RrSpec>,
+    /// UDP parameters; present exactly when `protocol` is `udp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpSpec>,
 }
 
 impl Default for TestSpec {
@@ -201,6 +273,7 @@ impl Default for TestSpec {
             tcp: TcpOptions::default(),
             kind: TestKind::Stream,
             rr: None,
+            udp: None,
         }
     }
 }
@@ -213,6 +286,8 @@ pub struct StreamPlan {
     pub sender: Side,
     /// Bytes this stream sends when the test is byte-limited.
     pub bytes: Option<u64>,
+    /// Datagrams this stream sends when the test is datagram-limited.
+    pub datagrams: Option<u64>,
 }
 
 impl TestSpec {
@@ -227,6 +302,7 @@ impl TestSpec {
                     id,
                     sender: Side::Client,
                     bytes: None,
+                    datagrams: None,
                 })
                 .collect();
         }
@@ -239,15 +315,18 @@ impl TestSpec {
         let mut plan = Vec::new();
         for &sender in senders {
             for i in 0..n {
-                let bytes = match self.limit {
-                    // Split the total evenly; the first streams take the remainder.
-                    Limit::Bytes(total) => Some(total / n + u64::from(i < total % n)),
-                    Limit::TimeMs(_) => None,
+                // Split a total evenly; the first streams take the remainder.
+                let share = |total: u64| Some(total / n + u64::from(i < total % n));
+                let (bytes, datagrams) = match self.limit {
+                    Limit::Bytes(total) => (share(total), None),
+                    Limit::Datagrams(total) => (None, share(total)),
+                    Limit::TimeMs(_) => (None, None),
                 };
                 plan.push(StreamPlan {
                     id: plan.len() as u32 + 1,
                     sender,
                     bytes,
+                    datagrams,
                 });
             }
         }
@@ -279,9 +358,19 @@ impl TestSpec {
                 RrLimit::Count(_) => None,
             };
         }
+        let drain = self.udp.as_ref().map_or(0, |u| u.drain_ms);
         match self.limit {
-            Limit::TimeMs(t) => Some(t.saturating_add(self.omit_ms)),
+            Limit::TimeMs(t) => Some(t.saturating_add(self.omit_ms).saturating_add(drain)),
             Limit::Bytes(_) => None,
+            // A paced count takes count × gap; an unpaced one has no bound
+            // known in advance.
+            Limit::Datagrams(total) => {
+                let n = u64::from(self.streams.max(1));
+                let per_stream = total.div_ceil(n);
+                let m = self.udp.as_ref()?.millipps(self.len)?;
+                let ms = u128::from(per_stream) * 1_000_000 / u128::from(m);
+                Some(u64::try_from(ms).unwrap_or(u64::MAX).saturating_add(drain))
+            }
         }
     }
 }
@@ -419,7 +508,30 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             )
         }
         Some(Limit::Bytes(0)) => return err("bytes", "must be greater than zero".into()),
+        Some(Limit::Datagrams(0)) => return err("count", "must be greater than zero".into()),
         Some(_) => {}
+    }
+    match (spec.kind, spec.protocol, &mut spec.udp) {
+        (_, Protocol::Tcp, None) => {
+            if matches!(spec.limit, Limit::Datagrams(_)) {
+                return err("count", "a datagram count applies to UDP tests only".into());
+            }
+        }
+        (_, Protocol::Tcp, Some(_)) => {
+            return err("udp", "UDP parameters in a TCP test".into());
+        }
+        (TestKind::Rr | TestKind::Crr, Protocol::Udp, _) => {
+            return err(
+                "protocol",
+                "request/response over UDP is not implemented yet".into(),
+            );
+        }
+        (TestKind::Stream, Protocol::Udp, None) => {
+            return err("udp", "missing UDP parameters".into())
+        }
+        (TestKind::Stream, Protocol::Udp, Some(udp)) => {
+            negotiate_udp(spec.len, &spec.limit, udp, limits, &mut notes)?;
+        }
     }
     if spec.omit_ms > limits.max_omit_ms {
         return err(
@@ -546,6 +658,84 @@ fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError>
     Ok(())
 }
 
+/// Most faults a test may schedule (a test-only feature; bounded so a spec
+/// stays small).
+pub const MAX_FAULTS: usize = 10_000;
+/// Longest drain period a server accepts.
+pub const MAX_DRAIN_MS: u64 = 60_000;
+/// Most datagrams per pacing tick.
+pub const MAX_BURST: u32 = 65_536;
+
+fn negotiate_udp(
+    len: u32,
+    limit: &Limit,
+    udp: &mut UdpSpec,
+    limits: &ServerLimits,
+    notes: &mut Vec<String>,
+) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    let (min, max) = (
+        crate::datagram::HEADER_LEN as u32,
+        crate::datagram::MAX_LEN as u32,
+    );
+    if !(min..=max).contains(&len) {
+        return err(
+            "len",
+            format!("{len} bytes requested; a UDP datagram must be {min}..={max} bytes"),
+        );
+    }
+    if matches!(limit, Limit::Bytes(_)) {
+        return err(
+            "bytes",
+            "UDP tests are limited by time or datagram count".into(),
+        );
+    }
+    match udp.pace {
+        Pace::Rate(0) => return err("rate", "must be greater than zero".into()),
+        Pace::MilliPps(0) => return err("pps", "must be greater than zero".into()),
+        Pace::MilliPps(m) if m > 1_000_000_000_000 => {
+            return err("pps", format!("{} requested, at most 10^9", m / 1000))
+        }
+        _ => {}
+    }
+    if udp.burst == 0 || udp.burst > MAX_BURST {
+        return err(
+            "burst",
+            format!("{} requested, must be 1..={MAX_BURST}", udp.burst),
+        );
+    }
+    if udp.drain_ms > MAX_DRAIN_MS {
+        return err(
+            "drain",
+            format!("{} ms requested, at most {MAX_DRAIN_MS} ms", udp.drain_ms),
+        );
+    }
+    if let Some(p) = udp.priority {
+        if !(-20..=19).contains(&p) {
+            return err("priority", format!("nice value {p} is outside -20..=19"));
+        }
+    }
+    if udp.faults.len() > MAX_FAULTS {
+        return err(
+            "faults",
+            format!("{} scheduled, at most {MAX_FAULTS}", udp.faults.len()),
+        );
+    }
+    if let Err(e) = crate::datagram::check_faults(&udp.faults) {
+        return err("faults", e);
+    }
+    if let Some(w) = udp.window {
+        if w > limits.max_window {
+            notes.push(format!(
+                "window clamped from {w} to {} bytes by the server",
+                limits.max_window
+            ));
+            udp.window = Some(limits.max_window);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,6 +781,72 @@ mod tests {
             bad(|s| s.tcp.congestion = Some("../etc".into())),
             "congestion"
         );
+    }
+
+    #[test]
+    fn udp_refusals_name_the_field() {
+        let l = ServerLimits::default();
+        let udp = |f: fn(&mut TestSpec)| {
+            let mut s = TestSpec {
+                protocol: Protocol::Udp,
+                len: 1472,
+                udp: Some(UdpSpec::default()),
+                ..TestSpec::default()
+            };
+            f(&mut s);
+            negotiate(&s, &l).map(|_| ()).map_err(|e| e.field)
+        };
+        fn u(s: &mut TestSpec) -> &mut UdpSpec {
+            s.udp.as_mut().expect("udp")
+        }
+        assert_eq!(udp(|_| {}), Ok(()));
+        assert_eq!(udp(|s| s.len = 27), Err("len"));
+        assert_eq!(udp(|s| s.len = 65508), Err("len"));
+        assert_eq!(udp(|s| s.len = 65507), Ok(()));
+        assert_eq!(udp(|s| s.udp = None), Err("udp"));
+        assert_eq!(udp(|s| s.limit = Limit::Bytes(10)), Err("bytes"));
+        assert_eq!(udp(|s| s.limit = Limit::Datagrams(0)), Err("count"));
+        assert_eq!(udp(|s| u(s).pace = Pace::Rate(0)), Err("rate"));
+        assert_eq!(udp(|s| u(s).pace = Pace::MilliPps(0)), Err("pps"));
+        assert_eq!(udp(|s| u(s).burst = 0), Err("burst"));
+        assert_eq!(udp(|s| u(s).drain_ms = MAX_DRAIN_MS + 1), Err("drain"));
+        assert_eq!(udp(|s| u(s).priority = Some(-21)), Err("priority"));
+        assert_eq!(
+            udp(|s| u(s).faults = crate::datagram::parse_faults("swap:1")
+                .expect("ok")
+                .into_iter()
+                .chain(crate::datagram::parse_faults("skip:2").expect("ok"))
+                .collect()),
+            Err("faults")
+        );
+        // TCP tests take neither UDP parameters nor a datagram count.
+        let mut t = TestSpec {
+            limit: Limit::Datagrams(5),
+            ..TestSpec::default()
+        };
+        assert_eq!(negotiate(&t, &l).map_err(|e| e.field).err(), Some("count"));
+        t.limit = Limit::default();
+        t.udp = Some(UdpSpec::default());
+        assert_eq!(negotiate(&t, &l).map_err(|e| e.field).err(), Some("udp"));
+    }
+
+    #[test]
+    fn datagram_limits_split_and_bound_the_data_phase() {
+        let s = TestSpec {
+            protocol: Protocol::Udp,
+            streams: 3,
+            len: 1000,
+            limit: Limit::Datagrams(10),
+            udp: Some(UdpSpec {
+                pace: Pace::MilliPps(1_000_000),
+                ..UdpSpec::default()
+            }),
+            ..TestSpec::default()
+        };
+        let got: Vec<_> = s.stream_plan().iter().map(|p| p.datagrams).collect();
+        assert_eq!(got, vec![Some(4), Some(3), Some(3)]);
+        // 4 datagrams at 1000/s plus the drain.
+        assert_eq!(s.data_phase_ms(), Some(4 + DEFAULT_DRAIN_MS));
     }
 
     #[test]

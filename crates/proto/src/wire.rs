@@ -126,8 +126,9 @@ mod kind {
     pub const START: u8 = 5;
     pub const RESULTS: u8 = 6;
     pub const ABORT: u8 = 7;
-    pub const CLOCK_PROBE: u8 = 8;
-    pub const CLOCK_REPLY: u8 = 9;
+    pub const SEND_DONE: u8 = 8;
+    pub const CLOCK_PROBE: u8 = 9;
+    pub const CLOCK_REPLY: u8 = 10;
 }
 
 /// Client's first control frame: who it is and what test it proposes.
@@ -151,6 +152,10 @@ pub struct Accept {
     pub notes: Vec<String>,
     /// Free text, e.g. `linerate 0.1.0`.
     pub software: String,
+    /// UDP tests: the server's data port of each stream, in plan order. The
+    /// client greets each with a `DataHello` datagram until it is echoed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub udp_ports: Vec<u16>,
 }
 
 /// Why a server refused a test.
@@ -202,6 +207,22 @@ pub struct DataHello {
     pub sender: Side,
 }
 
+/// A sending stream's final sequence count, so the receiver knows exactly
+/// which numbers to expect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentCount {
+    pub stream: u32,
+    /// Sequence numbers `0..issued` were sent (or skipped on purpose).
+    pub issued: u64,
+}
+
+/// UDP tests: every sending stream of this side has finished; the peer's
+/// receivers drain what is in flight and then stop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendDone {
+    pub streams: Vec<SentCount>,
+}
+
 /// Either side may abort a running test, with a reason for the other's log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Abort {
@@ -240,6 +261,7 @@ pub enum Message {
     Abort(Abort),
     ClockProbe(ClockProbe),
     ClockReply(ClockReply),
+    SendDone(SendDone),
 }
 
 impl Message {
@@ -254,6 +276,7 @@ impl Message {
             Message::Abort(_) => "Abort",
             Message::ClockProbe(_) => "ClockProbe",
             Message::ClockReply(_) => "ClockReply",
+            Message::SendDone(_) => "SendDone",
         }
     }
 }
@@ -273,6 +296,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::Abort(_) => kind::ABORT,
         Message::ClockProbe(_) => kind::CLOCK_PROBE,
         Message::ClockReply(_) => kind::CLOCK_REPLY,
+        Message::SendDone(_) => kind::SEND_DONE,
     };
     out.push(k);
     out.extend_from_slice(&[0; 4]);
@@ -285,6 +309,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::Abort(m) => write_json(out, m),
         Message::ClockProbe(m) => write_json(out, m),
         Message::ClockReply(m) => write_json(out, m),
+        Message::SendDone(m) => write_json(out, m),
         Message::Start => {}
         Message::DataHello(d) => {
             out.extend_from_slice(&d.token.0);
@@ -354,6 +379,7 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind::ABORT => Message::Abort(json("Abort", payload)?),
         kind::CLOCK_PROBE => Message::ClockProbe(json("ClockProbe", payload)?),
         kind::CLOCK_REPLY => Message::ClockReply(json("ClockReply", payload)?),
+        kind::SEND_DONE => Message::SendDone(json("SendDone", payload)?),
         kind::START => {
             if !payload.is_empty() {
                 return Err(WireError::Malformed {
@@ -433,6 +459,7 @@ mod tests {
                 token: Token([7; TOKEN_LEN]),
                 notes: vec!["window clamped".into()],
                 software: "s".into(),
+                udp_ports: vec![40000, 40001],
             }),
             Message::Refuse(Refuse {
                 code: RefuseCode::Busy,
@@ -454,6 +481,12 @@ mod tests {
                 t2: 2,
                 t3: 3,
                 boot_id: Some("b0".into()),
+            }),
+            Message::SendDone(SendDone {
+                streams: vec![SentCount {
+                    stream: 1,
+                    issued: 1 << 40,
+                }],
             }),
         ]
     }
@@ -539,7 +572,7 @@ mod tests {
         }
 
         #[test]
-        fn decode_with_valid_header_never_panics(k in 0u8..12, body in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn decode_with_valid_header_never_panics(k in 0u8..13, body in proptest::collection::vec(any::<u8>(), 0..64)) {
             let mut f = Vec::from(MAGIC);
             f.push(FRAME_VERSION);
             f.push(k);

@@ -5,14 +5,15 @@
 use std::collections::HashMap;
 
 use linerate_proto::measure::{
-    CpuMeasurement, IntervalMeasurement, SideResults, StreamMeasurement,
+    CpuMeasurement, IntervalMeasurement, KernelUdp, SideResults, StreamMeasurement, UdpInterval,
 };
 use linerate_proto::spec::{TestKind, TestSpec};
 use linerate_proto::wire::Side;
 
 use crate::model::{
-    CpuSummary, Endpoint, Flow, FlowSum, IntervalRecord, IntervalStreamRecord, IntervalSum, Report,
-    SideCpu, StreamSummary, TestInfo, SCHEMA_VERSION,
+    CpuSummary, Endpoint, Flow, FlowSum, GapSummary, IntervalRecord, IntervalStreamRecord,
+    IntervalSum, KernelSides, KernelView, Report, SideCpu, StreamSummary, TestInfo,
+    UdpIntervalRecord, UdpSummary, SCHEMA_VERSION,
 };
 
 fn rate(bytes: u64, seconds: f64) -> f64 {
@@ -77,6 +78,49 @@ pub fn flows(spec: &TestSpec) -> HashMap<u32, Flow> {
         .collect()
 }
 
+fn per_second(n: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        n as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+fn udp_interval(u: &UdpInterval, seconds: f64) -> UdpIntervalRecord {
+    UdpIntervalRecord {
+        counts: u.clone(),
+        packets_per_second: per_second(u.datagrams, seconds),
+    }
+}
+
+/// Sums interval counts over a flow's streams (jitter: the largest).
+fn sum_udp_intervals<'a>(it: impl Iterator<Item = &'a UdpInterval>) -> Option<UdpInterval> {
+    let mut acc: Option<UdpInterval> = None;
+    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
+    for u in it {
+        let a = acc.get_or_insert_with(UdpInterval::default);
+        a.datagrams += u.datagrams;
+        a.received = add(a.received, u.received);
+        a.lost = match (a.lost, u.lost) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+        };
+        a.reordered = add(a.reordered, u.reordered);
+        a.duplicates = add(a.duplicates, u.duplicates);
+        a.late = add(a.late, u.late);
+        a.corrupt = add(a.corrupt, u.corrupt);
+        a.socket_drops = add(a.socket_drops, u.socket_drops);
+        a.jitter_ns = match (a.jitter_ns, u.jitter_ns) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0.0).max(y.unwrap_or(0.0))),
+        };
+    }
+    acc
+}
+
 /// Turns one side's interval measurement into a record.
 pub fn interval_record(
     side: Side,
@@ -93,6 +137,7 @@ pub fn interval_record(
             bytes: s.bytes,
             bits_per_second: rate(s.bytes, seconds),
             tcp: s.tcp,
+            udp: s.udp.as_ref().map(|u| udp_interval(u, seconds)),
         })
         .collect();
     let mut sums = Vec::new();
@@ -106,11 +151,16 @@ pub fn interval_record(
             .iter()
             .map(|s| s.tcp.map(|t| t.retransmits))
             .sum::<Option<u64>>();
+        let udp = sum_udp_intervals(m.streams.iter().filter_map(|s| {
+            let f = flows.get(&s.id).copied().unwrap_or(Flow::ClientToServer);
+            (f == flow).then_some(s.udp.as_ref()).flatten()
+        }));
         sums.push(IntervalSum {
             flow,
             bytes,
             bits_per_second: rate(bytes, seconds),
             retransmits: retr,
+            udp: udp.map(|u| udp_interval(&u, seconds)),
         });
     }
     IntervalRecord {
@@ -120,6 +170,193 @@ pub fn interval_record(
         omitted: m.omitted,
         streams,
         sums,
+    }
+}
+
+/// A UDP stream's summary from its sender's and receiver's measurements.
+fn udp_stream(
+    len: u32,
+    snd: Option<&StreamMeasurement>,
+    rcv: Option<&StreamMeasurement>,
+    sender: &Endpoint,
+    receiver: &Endpoint,
+) -> Option<UdpSummary> {
+    let s = snd.and_then(|m| m.udp_send.clone());
+    let r = rcv.and_then(|m| m.udp_recv.clone());
+    if s.is_none() && r.is_none() {
+        return None;
+    }
+    let s = s.unwrap_or_default();
+    let r = r.unwrap_or_default();
+    let bits = f64::from(len) * 8.0;
+    let lost = s.issued.saturating_sub(r.received);
+    let g = s.gaps;
+    Some(UdpSummary {
+        len,
+        sent: s.datagrams,
+        issued: s.issued,
+        send_errors: s.send_errors,
+        requested_pps: s.requested_pps,
+        requested_bits_per_second: s.requested_pps.map(|p| p * bits),
+        requested_gap_ns: s.requested_gap_ns,
+        sent_pps: per_second(s.datagrams, sender.seconds),
+        sent_bits_per_second: per_second(s.datagrams, sender.seconds) * bits,
+        gaps: (g.count > 0).then_some(GapSummary {
+            count: g.count,
+            mean_ns: g.mean_ns,
+            p50_ns: g.p50_ns,
+            p99_ns: g.p99_ns,
+            max_ns: g.max_ns,
+        }),
+        kept_up: s.kept_up,
+        behind: s.behind,
+        received: r.received,
+        lost,
+        loss_ppm: ratio(lost, s.issued) * 1e6,
+        loss_percent: ratio(lost, s.issued) * 100.0,
+        reordered: r.reordered,
+        max_reorder_distance: r.max_reorder_distance,
+        duplicates: r.duplicates,
+        late: r.late,
+        corrupt: r.corrupt,
+        beyond_window: r.beyond_window,
+        first_corrupt: r.first_corrupt,
+        jitter_ns: r.jitter_ns,
+        received_pps: per_second(r.received, receiver.seconds),
+        received_bits_per_second: per_second(r.received, receiver.seconds) * bits,
+        socket_drops: r.socket_drops,
+        rcvbuf: r.rcvbuf,
+        receiver_had_final_count: r.issued == Some(s.issued),
+    })
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// A flow's UDP totals from its streams' summaries.
+fn udp_flow(
+    of: &[&StreamSummary],
+    sender_seconds: f64,
+    receiver_seconds: f64,
+) -> Option<UdpSummary> {
+    let us: Vec<&UdpSummary> = of.iter().filter_map(|s| s.udp.as_ref()).collect();
+    let first = us.first()?;
+    let sum = |f: fn(&UdpSummary) -> u64| us.iter().map(|u| f(u)).sum::<u64>();
+    let sum_opt = |f: fn(&UdpSummary) -> Option<f64>| us.iter().map(|u| f(u)).sum::<Option<f64>>();
+    let (issued, received, sent) = (sum(|u| u.issued), sum(|u| u.received), sum(|u| u.sent));
+    let lost = issued.saturating_sub(received);
+    let bits = f64::from(first.len) * 8.0;
+    Some(UdpSummary {
+        len: first.len,
+        sent,
+        issued,
+        send_errors: sum(|u| u.send_errors),
+        requested_pps: sum_opt(|u| u.requested_pps),
+        requested_bits_per_second: sum_opt(|u| u.requested_bits_per_second),
+        requested_gap_ns: first.requested_gap_ns,
+        sent_pps: per_second(sent, sender_seconds),
+        sent_bits_per_second: per_second(sent, sender_seconds) * bits,
+        gaps: None,
+        kept_up: us.iter().all(|u| u.kept_up),
+        behind: sum(|u| u.behind),
+        received,
+        lost,
+        loss_ppm: ratio(lost, issued) * 1e6,
+        loss_percent: ratio(lost, issued) * 100.0,
+        reordered: sum(|u| u.reordered),
+        max_reorder_distance: us.iter().map(|u| u.max_reorder_distance).max().unwrap_or(0),
+        duplicates: sum(|u| u.duplicates),
+        late: sum(|u| u.late),
+        corrupt: sum(|u| u.corrupt),
+        beyond_window: sum(|u| u.beyond_window),
+        first_corrupt: us.iter().find_map(|u| u.first_corrupt.clone()),
+        jitter_ns: us.iter().map(|u| u.jitter_ns).fold(0.0, f64::max),
+        received_pps: per_second(received, receiver_seconds),
+        received_bits_per_second: per_second(received, receiver_seconds) * bits,
+        socket_drops: us.iter().map(|u| u.socket_drops).sum(),
+        rcvbuf: first.rcvbuf,
+        receiver_had_final_count: us.iter().all(|u| u.receiver_had_final_count),
+    })
+}
+
+/// The kernel's counters beside a flow's counted loss, and what they say.
+fn kernel_view(
+    u: &UdpSummary,
+    sender: Option<&KernelUdp>,
+    receiver: Option<&KernelUdp>,
+    bidir: bool,
+) -> KernelView {
+    let snd_snmp = sender.and_then(|k| k.snmp);
+    let rcv_snmp = receiver.and_then(|k| k.snmp);
+    let v = KernelView {
+        counted_lost: u.lost,
+        socket_drops: u.socket_drops,
+        sender_sndbuf_errors: snd_snmp.map(|s| s.sndbuf_errors),
+        receiver_rcvbuf_errors: rcv_snmp.map(|s| s.rcvbuf_errors),
+        receiver_in_errors: rcv_snmp.map(|s| s.in_errors),
+        sender_tx_dropped: sender
+            .and_then(|k| k.interface.as_ref())
+            .map(|i| i.tx_dropped),
+        receiver_rx_dropped: receiver
+            .and_then(|k| k.interface.as_ref())
+            .map(|i| i.rx_dropped),
+        explanation: String::new(),
+    };
+    let parts = [
+        (v.socket_drops, "at the receiving sockets (SO_RXQ_OVFL)"),
+        (
+            v.sender_sndbuf_errors,
+            "on the sending host's queues (Udp SndbufErrors: socket buffer or qdisc full)",
+        ),
+        (v.sender_tx_dropped, "by the sending interface (tx_dropped)"),
+        (
+            v.receiver_rx_dropped,
+            "by the receiving interface (rx_dropped)",
+        ),
+    ];
+    let explained: u64 = parts.iter().filter_map(|(n, _)| *n).sum();
+    let listed: Vec<String> = parts
+        .iter()
+        .filter_map(|(n, what)| n.filter(|&n| n > 0).map(|n| format!("{n} {what}")))
+        .collect();
+    let unmeasured: Vec<&str> = parts
+        .iter()
+        .filter(|(n, _)| n.is_none())
+        .map(|(_, what)| *what)
+        .collect();
+    let mut e = match (u.lost, explained) {
+        (0, 0) => "no datagram lost; the kernel counted no drops".to_string(),
+        (l, x) if l == x => format!(
+            "all {l} lost datagrams are accounted for by the kernel: {}",
+            listed.join(", ")
+        ),
+        (l, 0) => format!(
+            "{l} datagrams lost and the kernel counted no drops on either host: they were lost on the path (a switch, a NIC, the far interface) or where these counters cannot see"
+        ),
+        (l, x) if l > x => format!(
+            "{l} datagrams lost; the kernel accounts for {x} ({}); the other {} were lost on the path or where these counters cannot see",
+            listed.join(", "),
+            l - x
+        ),
+        (l, x) => format!(
+            "{l} datagrams lost but the kernel counted {x} drops ({}): its counters cover every socket in the namespace and every packet on the interface, not only this test's",
+            listed.join(", ")
+        ),
+    };
+    if bidir && explained > 0 {
+        e.push_str("; the hosts' counters are shared by both directions");
+    }
+    if !unmeasured.is_empty() {
+        e.push_str(&format!("; not measured: drops {}", unmeasured.join(", ")));
+    }
+    KernelView {
+        explanation: e,
+        ..v
     }
 }
 
@@ -146,11 +383,15 @@ pub fn build(
                 Side::Client => (client, server),
                 Side::Server => (server, client),
             };
+            let (sm, rm) = (find(snd, p.id), find(rcv, p.id));
+            let sender = endpoint(p.sender, sm.as_ref(), omit_s);
+            let receiver = endpoint(p.sender.other(), rm.as_ref(), omit_s);
             StreamSummary {
                 id: p.id,
                 flow: Flow::from_sender(p.sender),
-                sender: endpoint(p.sender, find(snd, p.id).as_ref(), omit_s),
-                receiver: endpoint(p.sender.other(), find(rcv, p.id).as_ref(), omit_s),
+                udp: udp_stream(spec.len, sm.as_ref(), rm.as_ref(), &sender, &receiver),
+                sender,
+                receiver,
             }
         })
         .collect();
@@ -187,7 +428,24 @@ pub fn build(
                 .iter()
                 .map(|s| s.sender.tcp.map(|t| t.retransmits))
                 .sum::<Option<u64>>(),
+            udp: None,
+            kernel: None,
         });
+        if let Some(last) = sums.last_mut() {
+            last.udp = udp_flow(&of, sender_seconds, receiver_seconds);
+            let side_of = |s: Side| match s {
+                Side::Client => client.kernel_udp.as_ref(),
+                Side::Server => server.kernel_udp.as_ref(),
+            };
+            last.kernel = last.udp.as_ref().map(|u| {
+                kernel_view(
+                    u,
+                    side_of(flow.sender()),
+                    side_of(flow.sender().other()),
+                    spec.direction == linerate_proto::spec::Direction::Bidir,
+                )
+            });
+        }
     }
     let cpu = CpuSummary {
         client: side_cpu(&client.cpu, moved[&Side::Client]),
@@ -200,6 +458,30 @@ pub fn build(
             .collect()
     };
     let mut notes = notes;
+    for s in &streams {
+        let Some(u) = &s.udp else { continue };
+        if !u.kept_up {
+            notes.push(format!(
+                "stream {}: the sender could not keep up with the requested rate: {:.0} datagrams/s sent of {:.0} requested ({} due datagrams unsent at the end); the figures are what it achieved",
+                s.id,
+                u.sent_pps,
+                u.requested_pps.unwrap_or(0.0),
+                u.behind
+            ));
+        }
+        if !u.receiver_had_final_count {
+            notes.push(format!(
+                "stream {}: the receiver did not learn the sender's final count before it stopped; loss is counted against the sender's {} issued sequence numbers",
+                s.id, u.issued
+            ));
+        }
+        if u.beyond_window > 0 {
+            notes.push(format!(
+                "stream {}: {} datagrams arrived more than the tracker's window behind the highest number and were counted as lost",
+                s.id, u.beyond_window
+            ));
+        }
+    }
     for (side, r) in [("client", client), ("server", server)] {
         if r.intervals_dropped {
             notes.push(format!(
@@ -215,6 +497,12 @@ pub fn build(
         cpu,
         intervals: records(Side::Client, client),
         server_intervals: records(Side::Server, server),
+        kernel_udp: (client.kernel_udp.is_some() || server.kernel_udp.is_some()).then(|| {
+            KernelSides {
+                client: client.kernel_udp.clone(),
+                server: server.kernel_udp.clone(),
+            }
+        }),
         notes,
         rr: None,
     }
@@ -240,7 +528,38 @@ fn build_rr(
         },
         intervals: Vec::new(),
         server_intervals: Vec::new(),
+        kernel_udp: None,
         notes,
         rr: crate::rr::build(spec, client, server),
+    }
+}
+
+/// A sweep trial from the report of its test (summed over the flows).
+pub fn sweep_trial(len: u32, search: bool, r: &Report) -> crate::model::SweepTrial {
+    let us: Vec<&UdpSummary> = r.sums.iter().filter_map(|s| s.udp.as_ref()).collect();
+    let sum = |f: fn(&UdpSummary) -> f64| us.iter().map(|u| f(u)).sum::<f64>();
+    let sumu = |f: fn(&UdpSummary) -> u64| us.iter().map(|u| f(u)).sum::<u64>();
+    let (issued, lost) = (sumu(|u| u.issued), sumu(|u| u.lost));
+    crate::model::SweepTrial {
+        len,
+        search,
+        requested_pps: sum(|u| u.requested_pps.unwrap_or(0.0)),
+        requested_bits_per_second: sum(|u| u.requested_bits_per_second.unwrap_or(0.0)),
+        sent_pps: sum(|u| u.sent_pps),
+        sent_bits_per_second: sum(|u| u.sent_bits_per_second),
+        received_pps: sum(|u| u.received_pps),
+        received_bits_per_second: sum(|u| u.received_bits_per_second),
+        issued,
+        received: sumu(|u| u.received),
+        lost,
+        loss_ppm: ratio(lost, issued) * 1e6,
+        loss_percent: ratio(lost, issued) * 100.0,
+        kept_up: us.iter().all(|u| u.kept_up),
+        socket_drops: us.iter().map(|u| u.socket_drops).sum(),
+        error: r
+            .streams
+            .iter()
+            .flat_map(|s| [&s.sender.error, &s.receiver.error])
+            .find_map(|e| e.clone()),
     }
 }

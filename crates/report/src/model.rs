@@ -5,8 +5,8 @@
 //! times are seconds (f64) unless the field name says otherwise.
 
 use linerate_proto::clock::ClockOffset;
-use linerate_proto::measure::TcpInfo;
-use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind};
+use linerate_proto::measure::{KernelUdp, TcpInfo, UdpInterval};
+use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, UdpSpec};
 use linerate_proto::wire::Side;
 use linerate_stats::histogram::Summary;
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,9 @@ pub struct TestInfo {
     pub interval_s: f64,
     /// Requested TCP options as agreed with the server.
     pub tcp: TcpOptions,
+    /// UDP parameters as agreed with the server (UDP tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpSpec>,
     /// Congestion control the client's first data socket ended up using.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub congestion_used: Option<String>,
@@ -110,6 +113,110 @@ pub struct StreamSummary {
     pub flow: Flow,
     pub sender: Endpoint,
     pub receiver: Endpoint,
+    /// UDP tests: datagram counts, pacing and loss of this stream.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpSummary>,
+}
+
+/// Gaps between consecutive sends, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GapSummary {
+    pub count: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+/// A UDP stream (or the sum of a flow's streams): what was sent, how well
+/// it was paced, and what arrived.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpSummary {
+    /// Datagram size, header included, bytes.
+    pub len: u32,
+    // --- sender ---
+    /// Datagrams the sender's kernel accepted.
+    pub sent: u64,
+    /// Sequence numbers issued (the loss baseline): sent − injected
+    /// duplicates + injected skips.
+    pub issued: u64,
+    pub send_errors: u64,
+    /// Requested datagrams/s (absent: unpaced).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub requested_pps: Option<f64>,
+    /// Requested payload bit/s (absent: unpaced).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub requested_bits_per_second: Option<f64>,
+    /// Requested gap between datagrams, ns (absent: unpaced).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub requested_gap_ns: Option<f64>,
+    /// sent ÷ the sender's seconds.
+    pub sent_pps: f64,
+    pub sent_bits_per_second: f64,
+    /// Achieved gaps (per stream only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gaps: Option<GapSummary>,
+    /// False when the sender could not keep up with the requested rate.
+    pub kept_up: bool,
+    /// Datagrams due but not sent when the sender stopped.
+    pub behind: u64,
+    // --- receiver ---
+    /// Distinct sequence numbers received before the drain deadline.
+    pub received: u64,
+    /// issued − received.
+    pub lost: u64,
+    pub loss_ppm: f64,
+    pub loss_percent: f64,
+    pub reordered: u64,
+    pub max_reorder_distance: u64,
+    pub duplicates: u64,
+    /// Arrived after the drain deadline.
+    pub late: u64,
+    /// Bad length, header or payload, or another stream's id.
+    pub corrupt: u64,
+    /// Arrived too far behind to be told from a duplicate (counted lost).
+    pub beyond_window: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub first_corrupt: Option<String>,
+    /// RFC 3550 jitter at the end, ns (the largest over a flow's streams).
+    pub jitter_ns: f64,
+    /// received ÷ the receiver's seconds.
+    pub received_pps: f64,
+    pub received_bits_per_second: f64,
+    /// Drops at the receiving sockets (SO_RXQ_OVFL / SO_MEMINFO).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub socket_drops: Option<u64>,
+    /// SO_RCVBUF of the receiving socket.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rcvbuf: Option<u64>,
+    /// False when the receiver never learnt the sender's final count (its
+    /// own loss figure was then not final; `lost` here is from the sender's).
+    pub receiver_had_final_count: bool,
+}
+
+/// The kernel's drop counters beside the counted loss, for one flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelView {
+    /// Datagrams linerate counted as lost on this flow.
+    pub counted_lost: u64,
+    /// Receiving sockets' buffer overflows (SO_RXQ_OVFL), this flow's sockets.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub socket_drops: Option<u64>,
+    /// Sending side: /proc/net/snmp Udp SndbufErrors (send queue or qdisc full).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sender_sndbuf_errors: Option<u64>,
+    /// Receiving side: /proc/net/snmp Udp RcvbufErrors and InErrors (whole namespace).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub receiver_rcvbuf_errors: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub receiver_in_errors: Option<u64>,
+    /// Sending interface tx_dropped and receiving interface rx_dropped.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sender_tx_dropped: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub receiver_rx_dropped: Option<u64>,
+    /// The counted loss compared with the kernel's counters, in words.
+    pub explanation: String,
 }
 
 /// Totals of all streams flowing one way.
@@ -129,6 +236,12 @@ pub struct FlowSum {
     /// Retransmitted segments on the sending side (TCP_INFO).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
+    /// UDP tests: the flow's datagram totals.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpSummary>,
+    /// UDP tests: the kernel's drop counters beside the counted loss.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kernel: Option<KernelView>,
 }
 
 /// CPU one side spent.
@@ -167,6 +280,19 @@ pub struct IntervalStreamRecord {
     /// TCP_INFO at the end of the interval (sender only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tcp: Option<TcpInfo>,
+    /// UDP figures of the interval on this side.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpIntervalRecord>,
+}
+
+/// One UDP stream's (or flow's) interval: the counts of
+/// `linerate_proto::measure::UdpInterval` plus the datagram rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpIntervalRecord {
+    #[serde(flatten)]
+    pub counts: UdpInterval,
+    /// Datagrams per second (sent or read, by side).
+    pub packets_per_second: f64,
 }
 
 /// Per-flow sum of an interval.
@@ -177,6 +303,8 @@ pub struct IntervalSum {
     pub bits_per_second: f64,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub udp: Option<UdpIntervalRecord>,
 }
 
 /// One interval as measured by `side`.
@@ -319,12 +447,24 @@ pub struct Report {
     pub intervals: Vec<IntervalRecord>,
     /// The server's interval records (sent to the client at the end).
     pub server_intervals: Vec<IntervalRecord>,
+    /// UDP tests: each side's raw kernel counter changes.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kernel_udp: Option<KernelSides>,
     /// Changes the server made to the request, and anything else a reader
     /// of the numbers should know.
     pub notes: Vec<String>,
     /// Request/response results (kinds `rr` and `crr`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rr: Option<RrReport>,
+}
+
+/// The kernel's UDP counters on both ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelSides {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client: Option<KernelUdp>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server: Option<KernelUdp>,
 }
 
 /// One line of `--json-lines`.
@@ -334,4 +474,84 @@ pub enum Record {
     Start(Box<TestInfo>),
     Interval(IntervalRecord),
     Summary(Box<Report>),
+}
+
+/// What a sweep ran: the same UDP test at every size × rate point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepInfo {
+    pub protocol: String,
+    pub server: String,
+    pub direction: Direction,
+    /// Streams per direction in each trial.
+    pub streams: u16,
+    /// Seconds of each trial.
+    pub trial_s: f64,
+    /// Datagram sizes, bytes (header included).
+    pub sizes: Vec<u32>,
+    /// The grid's requested rates per stream: datagrams/s, or bit/s when
+    /// `rates_are_bits` is true.
+    pub points: Vec<f64>,
+    pub rates_are_bits: bool,
+    /// Loss a zero-loss search accepts, percent (0: none).
+    pub max_loss_percent: f64,
+    pub client_software: String,
+    pub start_unix_ms: u64,
+}
+
+/// One trial of a sweep (a whole UDP test, summed over its flows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepTrial {
+    pub len: u32,
+    /// True for the trials of a zero-loss search (not part of the grid).
+    pub search: bool,
+    /// Requested, summed over the streams.
+    pub requested_pps: f64,
+    pub requested_bits_per_second: f64,
+    pub sent_pps: f64,
+    pub sent_bits_per_second: f64,
+    pub received_pps: f64,
+    pub received_bits_per_second: f64,
+    pub issued: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub loss_ppm: f64,
+    pub loss_percent: f64,
+    /// False when a sender could not keep up with the requested rate.
+    pub kept_up: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub socket_drops: Option<u64>,
+    /// Set when the trial failed; its figures are then zero.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+}
+
+/// The highest rate found with loss at most the threshold, for one size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ZeroLoss {
+    pub len: u32,
+    pub max_loss_percent: f64,
+    /// Requested rate (summed over streams) of the best passing trial;
+    /// absent when even the lowest rate lost too much.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bits_per_second: Option<f64>,
+    /// What arrived in that trial.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub received_pps: Option<f64>,
+    /// Trials the search ran.
+    pub trials: u32,
+    /// How the search ended, in words.
+    pub note: String,
+}
+
+/// Everything a sweep produced (`linerate sweep udp --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub schema: u32,
+    pub test: SweepInfo,
+    pub trials: Vec<SweepTrial>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zero_loss: Vec<ZeroLoss>,
+    pub notes: Vec<String>,
 }

@@ -1,217 +1,194 @@
-//! `--plot`: an SVG of a request/response test, drawn from the report with
-//! `plotters` (SVG backend): the latency percentiles against message size
-//! (log-log, one line per percentile; loaded phases dashed in the same
-//! colour), and below it the round-trip CDF of every phase (one colour per
-//! size; dashed under load).
+//! SVG figures from the result model, with plotters' SVG backend only:
+//! text goes out as SVG `<text>` elements sized by plotters' built-in
+//! estimate, so no font or image library is needed on the host.
+//!
+//! [`crate::plot_rr::svg`] draws a request/response test (latency against
+//! size, and the CDFs).
+//!
+//! [`sweep_svg`] draws what a UDP sweep found: received against sent data
+//! rate, and received against sent packet rate, one line per datagram size,
+//! beside the `received = sent` diagonal. Where a line leaves the diagonal,
+//! the path (or the receiving host) starts dropping.
 
 use plotters::prelude::*;
 
-use crate::model::{Report, RrPhaseReport};
+use crate::model::{SweepReport, SweepTrial};
 
-/// A plot that could not be drawn.
+/// A figure that could not be drawn.
 #[derive(Debug, thiserror::Error)]
-pub enum PlotError {
-    #[error("nothing to plot: {0}")]
-    Empty(&'static str),
-    #[error("drawing failed: {0}")]
-    Draw(String),
+#[error("drawing the plot: {0}")]
+pub struct PlotError(pub(crate) String);
+
+fn err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError(e.to_string())
 }
 
-fn draw<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> PlotError {
-    PlotError::Draw(e.to_string())
-}
-
-const WIDTH: u32 = 1000;
-const HEIGHT: u32 = 1100;
-
-/// The SVG document for `r`.
-pub fn svg(r: &Report) -> Result<String, PlotError> {
-    let rr =
-        r.rr.as_ref()
-            .ok_or(PlotError::Empty("not a request/response test"))?;
-    let phases: Vec<&RrPhaseReport> = rr.phases.iter().filter(|p| p.latency.count > 0).collect();
-    if phases.is_empty() {
-        return Err(PlotError::Empty("no phase completed a transaction"));
-    }
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw)?;
-        let (top, bottom) = root.split_vertically(HEIGHT / 2);
-        percentiles(&top, &phases)?;
-        cdf(&bottom, &phases)?;
-        root.present().map_err(draw)?;
-    }
-    Ok(out)
-}
-
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1e3
-}
-
-fn span(lo: f64, hi: f64) -> (f64, f64) {
-    let lo = lo.max(1e-3);
-    (lo / 1.5, hi.max(lo) * 1.5)
-}
-
-/// A line of the percentile chart: its name, what it reads, its colour.
-type Percentile = (&'static str, fn(&RrPhaseReport) -> u64, RGBColor);
-
-fn percentiles<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    phases: &[&RrPhaseReport],
-) -> Result<(), PlotError>
-where
-    DB::ErrorType: 'static,
-{
-    let (x0, x1) = span(
-        phases.iter().map(|p| p.request_size).min().unwrap_or(1) as f64,
-        phases.iter().map(|p| p.request_size).max().unwrap_or(1) as f64,
-    );
-    let (y0, y1) = span(
-        phases
-            .iter()
-            .map(|p| us(p.latency.min_ns))
-            .fold(f64::MAX, f64::min),
-        phases
-            .iter()
-            .map(|p| us(p.latency.p99_9_ns))
-            .fold(0.0, f64::max),
-    );
+/// One panel: x = sent, y = received, per size.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    title: &str,
+    unit: &str,
+    scale: f64,
+    sizes: &[u32],
+    trials: &[&SweepTrial],
+    value: fn(&SweepTrial) -> (f64, f64),
+) -> Result<(), PlotError> {
+    let max = trials
+        .iter()
+        .map(|t| {
+            let (s, r) = value(t);
+            s.max(r)
+        })
+        .fold(0.0, f64::max)
+        / scale;
+    let top = if max > 0.0 { max * 1.05 } else { 1.0 };
     let mut chart = ChartBuilder::on(area)
-        .caption("Round-trip latency vs request size", ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-        .map_err(draw)?;
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..top, 0.0..top)
+        .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("request size (bytes)")
-        .y_desc("latency (µs)")
+        .x_desc(format!("sent ({unit})"))
+        .y_desc(format!("received ({unit})"))
         .draw()
-        .map_err(draw)?;
-    let picks: [Percentile; 5] = [
-        ("min", |p| p.latency.min_ns, RGBColor(120, 120, 120)),
-        ("p50", |p| p.latency.p50_ns, RGBColor(31, 119, 180)),
-        ("p90", |p| p.latency.p90_ns, RGBColor(44, 160, 44)),
-        ("p99", |p| p.latency.p99_ns, RGBColor(255, 127, 14)),
-        ("p99.9", |p| p.latency.p99_9_ns, RGBColor(214, 39, 40)),
-    ];
-    for loaded in [false, true] {
-        let of: Vec<&&RrPhaseReport> = phases.iter().filter(|p| p.loaded == loaded).collect();
-        if of.is_empty() {
-            continue;
-        }
-        for (name, pick, colour) in picks {
-            let points: Vec<(f64, f64)> = of
-                .iter()
-                .map(|p| (f64::from(p.request_size), us(pick(p))))
-                .collect();
-            let style = colour.stroke_width(2);
-            let series = if loaded {
-                chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, style))
-            } else {
-                chart.draw_series(LineSeries::new(points.clone(), style))
-            };
-            let label = if loaded {
-                format!("{name} under load (dashed)")
-            } else {
-                name.to_string()
-            };
-            series
-                .map_err(draw)?
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
-                .map_err(draw)?;
-        }
+        .map_err(err)?;
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, 0.0), (top, top)],
+            ShapeStyle::from(&BLACK.mix(0.3)).stroke_width(1),
+        ))
+        .map_err(err)?
+        .label("received = sent")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.3)));
+    for (i, &len) in sizes.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let mut pts: Vec<(f64, f64)> = trials
+            .iter()
+            .filter(|t| t.len == len && t.error.is_none())
+            .map(|t| {
+                let (s, r) = value(t);
+                (s / scale, r / scale)
+            })
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(format!("{len} B"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?;
     }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
         .draw()
-        .map_err(draw)?;
+        .map_err(err)?;
     Ok(())
 }
 
-fn cdf<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    phases: &[&RrPhaseReport],
-) -> Result<(), PlotError>
-where
-    DB::ErrorType: 'static,
-{
-    let (x0, x1) = span(
-        phases
-            .iter()
-            .map(|p| us(p.latency.min_ns))
-            .fold(f64::MAX, f64::min),
-        phases
-            .iter()
-            .map(|p| us(p.latency.max_ns))
-            .fold(0.0, f64::max),
-    );
-    let mut chart = ChartBuilder::on(area)
-        .caption("Round-trip CDF per size", ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d((x0..x1).log_scale(), 0f64..1f64)
-        .map_err(draw)?;
-    chart
-        .configure_mesh()
-        .x_desc("round trip (µs)")
-        .y_desc("fraction ≤ x")
-        .draw()
-        .map_err(draw)?;
-    // One colour per size, the same with and without load.
-    let mut sizes: Vec<(u32, u32)> = phases
-        .iter()
-        .map(|p| (p.request_size, p.response_size))
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    for p in phases {
-        let i = sizes
-            .iter()
-            .position(|&s| s == (p.request_size, p.response_size))
-            .unwrap_or(0);
-        let total: u64 = p.histogram.iter().map(|&(_, c)| c).sum();
-        let mut acc = 0u64;
-        let points: Vec<(f64, f64)> = p
-            .histogram
-            .iter()
-            .map(|&(v, c)| {
-                acc += c;
-                (us(v), acc as f64 / total.max(1) as f64)
-            })
-            .collect();
-        let style = Palette99::pick(i).stroke_width(2);
-        let label = format!(
-            "{} B{}",
-            p.request_size,
-            if p.loaded { " under load (dashed)" } else { "" }
-        );
-        let series = if p.loaded {
-            chart.draw_series(DashedLineSeries::new(points, 6, 4, style))
-        } else {
-            chart.draw_series(LineSeries::new(points, style))
-        };
-        series
-            .map_err(draw)?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+/// The sweep figure as an SVG document (grid trials only; the zero-loss
+/// search's trials are in the table and JSON).
+pub fn sweep_svg(r: &SweepReport) -> Result<String, PlotError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1280, 560)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let trials: Vec<&SweepTrial> = r.trials.iter().filter(|t| !t.search).collect();
+        let panels = root.split_evenly((1, 2));
+        panel(
+            &panels[0],
+            "UDP data rate: received vs sent",
+            "Mbit/s",
+            1e6,
+            &r.test.sizes,
+            &trials,
+            |t| (t.sent_bits_per_second, t.received_bits_per_second),
+        )?;
+        panel(
+            &panels[1],
+            "UDP packet rate: received vs sent",
+            "kpps",
+            1e3,
+            &r.test.sizes,
+            &trials,
+            |t| (t.sent_pps, t.received_pps),
+        )?;
+        root.present().map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw)?;
-    Ok(())
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{SweepInfo, SCHEMA_VERSION};
+    use linerate_proto::spec::Direction;
+
+    fn trial(len: u32, sent: f64, received: f64) -> SweepTrial {
+        SweepTrial {
+            len,
+            search: false,
+            requested_pps: sent,
+            requested_bits_per_second: sent * f64::from(len) * 8.0,
+            sent_pps: sent,
+            sent_bits_per_second: sent * f64::from(len) * 8.0,
+            received_pps: received,
+            received_bits_per_second: received * f64::from(len) * 8.0,
+            issued: sent as u64,
+            received: received as u64,
+            lost: (sent - received) as u64,
+            loss_ppm: 0.0,
+            loss_percent: 0.0,
+            kept_up: true,
+            socket_drops: Some(0),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn sweep_figure_has_both_panels_and_a_line_per_size() {
+        let r = SweepReport {
+            schema: SCHEMA_VERSION,
+            test: SweepInfo {
+                protocol: "udp".into(),
+                server: "127.0.0.1:5201".into(),
+                direction: Direction::Forward,
+                streams: 1,
+                trial_s: 1.0,
+                sizes: vec![1472, 8972],
+                points: vec![1e4, 2e4],
+                rates_are_bits: false,
+                max_loss_percent: 0.0,
+                client_software: "test".into(),
+                start_unix_ms: 0,
+            },
+            trials: vec![
+                trial(1472, 1e4, 1e4),
+                trial(1472, 2e4, 1.5e4),
+                trial(8972, 1e4, 1e4),
+                trial(8972, 2e4, 2e4),
+            ],
+            zero_loss: vec![],
+            notes: vec![],
+        };
+        let svg = sweep_svg(&r).expect("draws");
+        assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(100)]);
+        for needle in [
+            "received vs sent",
+            "1472 B",
+            "8972 B",
+            "Mbit/s",
+            "kpps",
+            "polyline",
+        ] {
+            assert!(svg.contains(needle), "no {needle:?} in the SVG");
+        }
+    }
 }

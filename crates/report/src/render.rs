@@ -6,10 +6,13 @@ use std::io::{self, Write};
 use linerate_proto::clock::ClockMethod;
 use linerate_proto::spec::{Direction, Limit, RrLimit, TestKind};
 use linerate_stats::histogram::Summary;
-use linerate_stats::units::{format_bytes, format_micros, format_rate, format_size};
+use linerate_stats::units::{
+    format_bytes, format_count_rate, format_micros, format_nanos, format_rate, format_size,
+};
 
 use crate::model::{
-    Endpoint, IntervalRecord, OneWay, Record, Report, RrReport, RrTiming, SideCpu, TestInfo,
+    Endpoint, IntervalRecord, KernelView, OneWay, Record, Report, RrReport, RrTiming, SideCpu,
+    TestInfo, UdpIntervalRecord, UdpSummary,
 };
 
 /// Output formats.
@@ -49,6 +52,84 @@ struct Human<'a> {
     printed_header: bool,
 }
 
+/// Interval columns of a UDP stream: datagrams and rate, and for a
+/// receiver its loss figures.
+fn udp_interval_cols(u: &UdpIntervalRecord) -> String {
+    let c = &u.counts;
+    let mut s = format!(
+        "{:>9}  {:>9}",
+        c.datagrams,
+        format_count_rate(u.packets_per_second)
+    );
+    if let Some(received) = c.received {
+        s.push_str(&format!(
+            "  {:>6}  {:>6}  {:>5}  {:>4}  {:>7}  {:>9}",
+            c.lost.unwrap_or(0),
+            received,
+            c.reordered.unwrap_or(0),
+            c.duplicates.unwrap_or(0),
+            c.corrupt.unwrap_or(0),
+            format_nanos(c.jitter_ns.unwrap_or(0.0))
+        ));
+    }
+    s
+}
+
+fn udp_sender_words(u: &UdpSummary) -> String {
+    let mut s = format!("{} datagrams, {}/s", u.sent, format_count_rate(u.sent_pps));
+    if let Some(req) = u.requested_pps {
+        s.push_str(&format!(" (requested {}/s)", format_count_rate(req)));
+    }
+    if let Some(g) = &u.gaps {
+        s.push_str(&format!(
+            "; gaps mean {} p50 {} p99 {} max {}",
+            format_nanos(g.mean_ns),
+            format_nanos(g.p50_ns as f64),
+            format_nanos(g.p99_ns as f64),
+            format_nanos(g.max_ns as f64)
+        ));
+        if let Some(want) = u.requested_gap_ns {
+            s.push_str(&format!(" (requested {})", format_nanos(want)));
+        }
+    }
+    if !u.kept_up {
+        s.push_str("; COULD NOT KEEP UP");
+    }
+    if u.send_errors > 0 {
+        s.push_str(&format!("; {} send errors", u.send_errors));
+    }
+    s
+}
+
+fn udp_receiver_words(u: &UdpSummary) -> String {
+    let mut s = format!(
+        "{} of {} received, {}/s; lost {} ({:.1} ppm, {:.4}%); reordered {} (max distance {}); duplicates {}; late {}; corrupt {}; jitter {}",
+        u.received,
+        u.issued,
+        format_count_rate(u.received_pps),
+        u.lost,
+        u.loss_ppm,
+        u.loss_percent,
+        u.reordered,
+        u.max_reorder_distance,
+        u.duplicates,
+        u.late,
+        u.corrupt,
+        format_nanos(u.jitter_ns)
+    );
+    if let Some(d) = u.socket_drops {
+        s.push_str(&format!("; socket drops {d}"));
+    }
+    if let Some(c) = &u.first_corrupt {
+        s.push_str(&format!(" (first corrupt: {c})"));
+    }
+    s
+}
+
+fn kernel_words(k: &KernelView) -> String {
+    format!("kernel: {}", k.explanation)
+}
+
 fn direction_words(d: Direction) -> &'static str {
     match d {
         Direction::Forward => "client→server (stream)",
@@ -61,6 +142,7 @@ fn limit_words(l: Limit) -> String {
     match l {
         Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
         Limit::Bytes(b) => format!("{} per direction", format_bytes(b)),
+        Limit::Datagrams(n) => format!("{n} datagrams per direction"),
     }
 }
 
@@ -159,33 +241,48 @@ impl Sink for Human<'_> {
     }
 
     fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
+        let udp = r.streams.iter().any(|s| s.udp.is_some());
         if !self.printed_header {
-            writeln!(
-                self.out,
-                "[  ID] Interval            Transfer         Bitrate     Retr        Cwnd        RTT"
-            )?;
+            if udp {
+                writeln!(
+                    self.out,
+                    "[  ID] Interval            Transfer         Bitrate  Datagrams        pps    Lost    Recv  Reord   Dup  Corrupt     Jitter"
+                )?;
+            } else {
+                writeln!(
+                    self.out,
+                    "[  ID] Interval            Transfer         Bitrate     Retr        Cwnd        RTT"
+                )?;
+            }
             self.printed_header = true;
         }
         let span = format!("{:6.2}-{:<6.2} s", r.start_s, r.end_s);
         let tag = if r.omitted { "  (omitted)" } else { "" };
         for s in &r.streams {
+            let extra = match &s.udp {
+                Some(u) => udp_interval_cols(u),
+                None => tcp_cols(s.tcp.as_ref()),
+            };
             writeln!(
                 self.out,
-                "[{:>4}] {span} {:>11}  {:>15}  {}{tag}",
+                "[{:>4}] {span} {:>11}  {:>15}  {extra}{tag}",
                 s.id,
                 format_bytes(s.bytes),
                 format_rate(s.bits_per_second),
-                tcp_cols(s.tcp.as_ref())
             )?;
         }
         if r.streams.len() > 1 || r.sums.len() > 1 {
             for s in &r.sums {
+                let extra = match &s.udp {
+                    Some(u) => udp_interval_cols(u),
+                    None => s.retransmits.map(|r| format!("{r:>6}")).unwrap_or_default(),
+                };
                 writeln!(
                     self.out,
                     "[ SUM] {span} {:>11}  {:>15}  {}{}{tag}",
                     format_bytes(s.bytes),
                     format_rate(s.bits_per_second),
-                    s.retransmits.map(|r| format!("{r:>6}")).unwrap_or_default(),
+                    extra,
                     if r.sums.len() > 1 {
                         format!("  {}", s.flow.arrow())
                     } else {
@@ -220,11 +317,19 @@ impl Sink for Human<'_> {
             self.out,
             "- - - - - - - - - - - - - - - - - - - - - - - - -"
         )?;
-        writeln!(
-            self.out,
-            "[  ID] {:<9} {:<7} {:>11}  {:>10}  {:>15}  {:>6}  {:>10}  {:>9}",
-            "Role", "Side", "Transfer", "Time", "Bitrate", "Retr", "Cwnd", "RTT"
-        )?;
+        if r.test.udp.is_some() {
+            writeln!(
+                self.out,
+                "[  ID] {:<9} {:<7} {:>11}  {:>10}  {:>15}",
+                "Role", "Side", "Transfer", "Time", "Bitrate"
+            )?;
+        } else {
+            writeln!(
+                self.out,
+                "[  ID] {:<9} {:<7} {:>11}  {:>10}  {:>15}  {:>6}  {:>10}  {:>9}",
+                "Role", "Side", "Transfer", "Time", "Bitrate", "Retr", "Cwnd", "RTT"
+            )?;
+        }
         for flow_sum in &r.sums {
             writeln!(
                 self.out,
@@ -236,7 +341,13 @@ impl Sink for Human<'_> {
             for s in r.streams.iter().filter(|s| s.flow == flow_sum.flow) {
                 let id = s.id.to_string();
                 self.endpoint_line(&id, "sender", &s.sender)?;
+                if let Some(u) = &s.udp {
+                    writeln!(self.out, "         {}", udp_sender_words(u))?;
+                }
                 self.endpoint_line(&id, "receiver", &s.receiver)?;
+                if let Some(u) = &s.udp {
+                    writeln!(self.out, "         {}", udp_receiver_words(u))?;
+                }
             }
             writeln!(
                 self.out,
@@ -256,6 +367,15 @@ impl Sink for Human<'_> {
                 flow_sum.receiver_seconds,
                 format_rate(flow_sum.receiver_bits_per_second),
             )?;
+            if let Some(u) = &flow_sum.udp {
+                if r.streams.iter().filter(|s| s.flow == flow_sum.flow).count() > 1 {
+                    writeln!(self.out, "         {}", udp_sender_words(u))?;
+                    writeln!(self.out, "         {}", udp_receiver_words(u))?;
+                }
+            }
+            if let Some(k) = &flow_sum.kernel {
+                writeln!(self.out, "{}", kernel_words(k))?;
+            }
         }
         writeln!(self.out, "CPU:")?;
         self.cpu_line("client", &r.cpu.client)?;
@@ -557,7 +677,58 @@ struct Csv<'a> {
     printed_header: bool,
 }
 
-const CSV_HEADER: &str = "record,side,flow,stream,role,start_s,end_s,seconds,bytes,bits_per_second,omitted,retransmits,snd_cwnd,snd_mss,rtt_us";
+const CSV_HEADER: &str = "record,side,flow,stream,role,start_s,end_s,seconds,bytes,bits_per_second,omitted,retransmits,snd_cwnd,snd_mss,rtt_us,datagrams,packets_per_second,issued,received,lost,loss_percent,reordered,duplicates,late,corrupt,jitter_ns,socket_drops";
+
+/// The UDP columns of a CSV row (empty for TCP rows).
+const UDP_EMPTY: &str = ",,,,,,,,,,,,";
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+fn udp_interval_csv(u: Option<&UdpIntervalRecord>) -> String {
+    let Some(u) = u else {
+        return UDP_EMPTY.into();
+    };
+    let c = &u.counts;
+    format!(
+        ",{},{:.1},,{},{},,{},{},{},{},{},{}",
+        c.datagrams,
+        u.packets_per_second,
+        opt(c.received),
+        opt(c.lost),
+        opt(c.reordered),
+        opt(c.duplicates),
+        opt(c.late),
+        opt(c.corrupt),
+        opt(c.jitter_ns.map(|j| format!("{j:.0}"))),
+        opt(c.socket_drops)
+    )
+}
+
+/// `sender` rows carry the sent side, `receiver` rows the received side.
+fn udp_summary_csv(u: Option<&UdpSummary>, receiver: bool) -> String {
+    let Some(u) = u else {
+        return UDP_EMPTY.into();
+    };
+    if !receiver {
+        return format!(",{},{:.1},{},,,,,,,,,", u.sent, u.sent_pps, u.issued);
+    }
+    format!(
+        ",,{:.1},{},{},{},{:.6},{},{},{},{},{:.0},{}",
+        u.received_pps,
+        u.issued,
+        u.received,
+        u.lost,
+        u.loss_percent,
+        u.reordered,
+        u.duplicates,
+        u.late,
+        u.corrupt,
+        u.jitter_ns,
+        opt(u.socket_drops)
+    )
+}
 
 /// Request/response tests: one row per phase.
 const RR_CSV_HEADER: &str = "record,request_size,response_size,loaded,transactions,server_transactions,seconds,transactions_per_second,min_ns,mean_ns,stddev_ns,p50_ns,p90_ns,p99_ns,p99_9_ns,p99_99_ns,max_ns,c2s_p50_ns,c2s_p99_ns,s2c_p50_ns,s2c_p99_ns";
@@ -675,7 +846,7 @@ impl Sink for Csv<'_> {
         for s in &r.streams {
             writeln!(
                 self.out,
-                "interval,{},{},{},,{:.6},{:.6},{:.6},{},{:.0},{},{}",
+                "interval,{},{},{},,{:.6},{:.6},{:.6},{},{:.0},{},{}{}",
                 side_name(r.side),
                 flow_name(s.flow),
                 s.id,
@@ -685,7 +856,8 @@ impl Sink for Csv<'_> {
                 s.bytes,
                 s.bits_per_second,
                 r.omitted,
-                tcp_csv(s.tcp.as_ref())
+                tcp_csv(s.tcp.as_ref()),
+                udp_interval_csv(s.udp.as_ref())
             )?;
         }
         self.out.flush()
@@ -703,38 +875,231 @@ impl Sink for Csv<'_> {
             for (role, e) in [("sender", &s.sender), ("receiver", &s.receiver)] {
                 writeln!(
                     self.out,
-                    "stream,{},{},{},{role},,,{:.6},{},{:.0},,{}",
+                    "stream,{},{},{},{role},,,{:.6},{},{:.0},,{}{}",
                     side_name(e.side),
                     flow_name(s.flow),
                     s.id,
                     e.seconds,
                     e.bytes,
                     e.bits_per_second,
-                    tcp_csv(e.tcp.as_ref())
+                    tcp_csv(e.tcp.as_ref()),
+                    udp_summary_csv(s.udp.as_ref(), role == "receiver")
                 )?;
             }
         }
         for f in &r.sums {
             writeln!(
                 self.out,
-                "sum,{},{},,sender,,,{:.6},{},{:.0},,{},,,",
+                "sum,{},{},,sender,,,{:.6},{},{:.0},,{},,,{}",
                 side_name(f.flow.sender()),
                 flow_name(f.flow),
                 f.sender_seconds,
                 f.sender_bytes,
                 f.sender_bits_per_second,
-                f.retransmits.map(|x| x.to_string()).unwrap_or_default()
+                f.retransmits.map(|x| x.to_string()).unwrap_or_default(),
+                udp_summary_csv(f.udp.as_ref(), false)
             )?;
             writeln!(
                 self.out,
-                "sum,{},{},,receiver,,,{:.6},{},{:.0},,,,,",
+                "sum,{},{},,receiver,,,{:.6},{},{:.0},,,,,{}",
                 side_name(f.flow.sender().other()),
                 flow_name(f.flow),
                 f.receiver_seconds,
                 f.receiver_bytes,
                 f.receiver_bits_per_second,
+                udp_summary_csv(f.udp.as_ref(), true)
             )?;
         }
         self.out.flush()
+    }
+}
+
+/// Receives a sweep's records in order.
+pub trait SweepSink {
+    fn start(&mut self, info: &crate::model::SweepInfo) -> io::Result<()>;
+    fn trial(&mut self, t: &crate::model::SweepTrial) -> io::Result<()>;
+    fn finish(&mut self, r: &crate::model::SweepReport) -> io::Result<()>;
+}
+
+/// A sweep sink writing `format` to `out`.
+pub fn sweep_sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn SweepSink + 'a> {
+    Box::new(SweepOut { format, out })
+}
+
+struct SweepOut<'a> {
+    format: Format,
+    out: Box<dyn Write + 'a>,
+}
+
+/// One line of `sweep --json-lines`.
+#[derive(serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum SweepRecord<'a> {
+    Start(&'a crate::model::SweepInfo),
+    Trial(&'a crate::model::SweepTrial),
+    Summary(&'a crate::model::SweepReport),
+}
+
+const SWEEP_CSV_HEADER: &str = "record,len,search,requested_pps,requested_bits_per_second,sent_pps,sent_bits_per_second,received_pps,received_bits_per_second,issued,received,lost,loss_ppm,loss_percent,kept_up,socket_drops,error";
+
+fn csv_text(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+impl SweepOut<'_> {
+    fn line(&mut self, r: &SweepRecord<'_>) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, r)?;
+        writeln!(self.out)?;
+        self.out.flush()
+    }
+}
+
+impl SweepSink for SweepOut<'_> {
+    fn start(&mut self, i: &crate::model::SweepInfo) -> io::Result<()> {
+        match self.format {
+            Format::Human => {
+                writeln!(
+                    self.out,
+                    "linerate sweep: udp {} to {} · {} stream{} · sizes {} · {} s per trial",
+                    direction_words(i.direction),
+                    i.server,
+                    i.streams,
+                    if i.streams == 1 { "" } else { "s" },
+                    i.sizes
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    i.trial_s
+                )?;
+                writeln!(
+                    self.out,
+                    "{:>6} {:>12} {:>12} {:>12} {:>15} {:>15} {:>15} {:>10} {:>10}  note",
+                    "size",
+                    "req pps",
+                    "sent pps",
+                    "recv pps",
+                    "requested",
+                    "sent",
+                    "received",
+                    "lost",
+                    "loss %"
+                )?;
+                self.out.flush()
+            }
+            Format::JsonLines => self.line(&SweepRecord::Start(i)),
+            Format::Csv => {
+                writeln!(self.out, "{SWEEP_CSV_HEADER}")?;
+                self.out.flush()
+            }
+            Format::Json => Ok(()),
+        }
+    }
+
+    fn trial(&mut self, t: &crate::model::SweepTrial) -> io::Result<()> {
+        match self.format {
+            Format::Human => {
+                let note = match (&t.error, t.kept_up, t.search) {
+                    (Some(e), _, _) => format!("FAILED: {e}"),
+                    (None, false, s) => format!(
+                        "sender could not keep up{}",
+                        if s { " (search)" } else { "" }
+                    ),
+                    (None, true, true) => "search".into(),
+                    (None, true, false) => String::new(),
+                };
+                writeln!(
+                    self.out,
+                    "{:>6} {:>12} {:>12} {:>12} {:>15} {:>15} {:>15} {:>10} {:>10.4}  {note}",
+                    t.len,
+                    format_count_rate(t.requested_pps),
+                    format_count_rate(t.sent_pps),
+                    format_count_rate(t.received_pps),
+                    format_rate(t.requested_bits_per_second),
+                    format_rate(t.sent_bits_per_second),
+                    format_rate(t.received_bits_per_second),
+                    t.lost,
+                    t.loss_percent
+                )?;
+                self.out.flush()
+            }
+            Format::JsonLines => self.line(&SweepRecord::Trial(t)),
+            Format::Csv => {
+                writeln!(
+                    self.out,
+                    "trial,{},{},{:.3},{:.0},{:.3},{:.0},{:.3},{:.0},{},{},{},{:.3},{:.6},{},{},{}",
+                    t.len,
+                    t.search,
+                    t.requested_pps,
+                    t.requested_bits_per_second,
+                    t.sent_pps,
+                    t.sent_bits_per_second,
+                    t.received_pps,
+                    t.received_bits_per_second,
+                    t.issued,
+                    t.received,
+                    t.lost,
+                    t.loss_ppm,
+                    t.loss_percent,
+                    t.kept_up,
+                    opt(t.socket_drops),
+                    t.error.as_deref().map(csv_text).unwrap_or_default()
+                )?;
+                self.out.flush()
+            }
+            Format::Json => Ok(()),
+        }
+    }
+
+    fn finish(&mut self, r: &crate::model::SweepReport) -> io::Result<()> {
+        match self.format {
+            Format::Human => {
+                for z in &r.zero_loss {
+                    match (z.pps, z.bits_per_second) {
+                        (Some(p), Some(b)) => writeln!(
+                            self.out,
+                            "highest rate with loss ≤ {}% at {} B: {}/s requested ({}), {}/s received; {} trials ({})",
+                            z.max_loss_percent,
+                            z.len,
+                            format_count_rate(p),
+                            format_rate(b),
+                            format_count_rate(z.received_pps.unwrap_or(0.0)),
+                            z.trials,
+                            z.note
+                        )?,
+                        _ => writeln!(
+                            self.out,
+                            "highest rate with loss ≤ {}% at {} B: none ({}; {} trials)",
+                            z.max_loss_percent, z.len, z.note, z.trials
+                        )?,
+                    }
+                }
+                for n in &r.notes {
+                    writeln!(self.out, "note: {n}")?;
+                }
+                self.out.flush()
+            }
+            Format::Json => {
+                serde_json::to_writer_pretty(&mut self.out, r)?;
+                writeln!(self.out)?;
+                self.out.flush()
+            }
+            Format::JsonLines => self.line(&SweepRecord::Summary(r)),
+            Format::Csv => {
+                for z in &r.zero_loss {
+                    writeln!(
+                        self.out,
+                        "zero_loss,{},,{},{},,,{},,,,,,{},,,{}",
+                        z.len,
+                        opt(z.pps.map(|p| format!("{p:.3}"))),
+                        opt(z.bits_per_second.map(|b| format!("{b:.0}"))),
+                        opt(z.received_pps.map(|p| format!("{p:.3}"))),
+                        z.max_loss_percent,
+                        csv_text(&z.note)
+                    )?;
+                }
+                self.out.flush()
+            }
+        }
     }
 }

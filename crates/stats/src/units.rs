@@ -140,6 +140,29 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// `999`, `12.50 k`, `1.25 M` datagrams per second and similar counts/s.
+pub fn format_count_rate(per_second: f64) -> String {
+    let (v, p) = si(per_second);
+    if p.is_empty() {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2} {p}")
+    }
+}
+
+/// Nanoseconds for people: `850 ns`, `12.3 µs`, `1.25 ms`, `2.00 s`.
+pub fn format_nanos(ns: f64) -> String {
+    if ns < 1000.0 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.1} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
 /// `12 µs`, `1.25 ms`, `2.00 s`.
 pub fn format_micros(us: f64) -> String {
     if us < 1000.0 {
@@ -194,5 +217,7 @@ mod tests {
         assert_eq!(format_size(131072), "128 KiB");
         assert_eq!(format_size(1000), "1000 B");
         assert_eq!(format_micros(12.4), "12 µs");
+        assert_eq!(format_nanos(12_340.0), "12.3 µs");
+        assert_eq!(format_count_rate(250_000.0), "250.00 k");
     }
 }

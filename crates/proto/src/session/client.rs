@@ -23,12 +23,12 @@ use std::time::Instant;
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
 use crate::clock::{self, ClockOffset, ClockSample};
 use crate::measure::SideResults;
-use crate::spec::{TestKind, TestSpec};
-use crate::wire::{Abort, Accept, ClockReply, Hello, Message, Token};
+use crate::spec::{Protocol, TestKind, TestSpec};
+use crate::wire::{Abort, Accept, ClockReply, Hello, Message, SendDone, SentCount, Token};
 use crate::PROTOCOL_VERSION;
 
 /// What the client's I/O layer must do next.
-// A handful of actions per test: their size does not matter.
+// One action per test phase: their size does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientAction {
@@ -39,6 +39,8 @@ pub enum ClientAction {
         spec: TestSpec,
         notes: Vec<String>,
         server_software: String,
+        /// UDP: the server's data port of each stream, in plan order.
+        udp_ports: Vec<u16>,
     },
     /// Start moving data; Start time is now.
     StartStreams,
@@ -47,6 +49,8 @@ pub enum ClientAction {
     /// Read the monotonic clock and pass it to [`ClientSession::clock_probe`]
     /// (then write the outbox at once).
     SendClockProbe,
+    /// UDP: the server's senders finished; let the receivers drain and stop.
+    PeerSendDone(SendDone),
 }
 
 /// Clock probing in progress.
@@ -68,6 +72,7 @@ enum State {
         started: Instant,
         local: Option<SideResults>,
         remote: Option<SideResults>,
+        send_done: bool,
     },
     Done {
         local: SideResults,
@@ -216,6 +221,7 @@ impl ClientSession {
         match (&mut self.state, msg) {
             (State::AwaitAccept, Message::Accept(a)) => {
                 self.spec = Some(a.spec.clone());
+
                 self.deadline = Some(now + HANDSHAKE_TIMEOUT);
                 if a.spec.kind == TestKind::Rr {
                     self.state = State::Syncing(Box::new(Sync {
@@ -275,12 +281,18 @@ impl ClientSession {
                     started: now,
                     local: None,
                     remote: None,
+                    send_done: false,
                 };
                 self.actions.push_back(ClientAction::StartStreams);
             }
             (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
                 *remote = Some(*r);
                 self.try_complete();
+            }
+            (State::Running { .. }, Message::SendDone(d))
+                if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>
+            {
+                self.actions.push_back(ClientAction::PeerSendDone(d));
             }
             (_, Message::Abort(Abort { reason })) => self.fail(SessionError::PeerAborted(reason)),
             (state, other) => {
@@ -301,6 +313,7 @@ impl ClientSession {
             spec: a.spec,
             notes: a.notes,
             server_software: a.software,
+            udp_ports: a.udp_ports,
         });
         self.state = if none {
             State::AwaitStart
@@ -328,6 +341,17 @@ impl ClientSession {
                 reason: format!("client could not set up its streams: {why}"),
             }));
             self.fail(SessionError::Stream(why));
+        }
+    }
+
+    /// UDP: every sending stream of this side finished; tell the server how
+    /// many sequence numbers each issued (once).
+    pub fn local_senders_finished(&mut self, streams: Vec<SentCount>) {
+        if let State::Running { send_done, .. } = &mut self.state {
+            if !*send_done {
+                *send_done = true;
+                self.outbox.push(&Message::SendDone(SendDone { streams }));
+            }
         }
     }
 

@@ -2,13 +2,20 @@
 //!
 //! ```text
 //!  AwaitHello --Hello ok--> AwaitStreams --all attached--> Running --both results--> Done
-//!      |   \--busy / bad spec / bad version--> Refused (Refuse frame sent)
+//!      |   \      \--UDP--> AwaitPorts --ports bound--/
+//!      |    \--busy / bad spec / bad version--> Refused (Refuse frame sent)
 //! ```
 //!
 //! Data connections are matched to a session by the I/O layer (by token) and
 //! reported with [`ServerSession::stream_attached`], which checks the stream id
 //! and direction against the plan. A test with no connections to attach up
-//! front (crr) starts as soon as it is accepted.
+//! front (crr) starts as soon as it is accepted. For UDP the I/O layer first
+//! binds one socket per stream ([`ServerAction::BindDatagramSockets`]) and
+//! reports the ports ([`ServerSession::datagram_sockets_bound`]); they travel
+//! in the Accept, and the client's greeting datagrams on them attach the
+//! streams. During a UDP test each side announces the end of its senders
+//! with `SendDone`, which the peer's I/O layer turns into the receivers'
+//! drain.
 //!
 //! Clock probes (request/response tests) are answered while waiting for the
 //! data connections and while running; they need the arrival time of the
@@ -19,9 +26,11 @@ use std::time::Instant;
 
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
 use crate::measure::SideResults;
+use crate::spec::Protocol;
 use crate::spec::{negotiate, ServerLimits, StreamPlan, TestSpec};
 use crate::wire::{
-    Abort, Accept, ClockReply, DataHello, Message, Refuse, RefuseCode, Token, WireError,
+    Abort, Accept, ClockReply, DataHello, Message, Refuse, RefuseCode, SendDone, SentCount, Token,
+    WireError,
 };
 use crate::PROTOCOL_VERSION;
 
@@ -37,10 +46,18 @@ pub enum Admission {
 }
 
 /// What the server's I/O layer must do next.
+// One action per test phase: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerAction {
     /// Route data connections greeted with `token` to this session.
     ExpectStreams { token: Token, spec: TestSpec },
+    /// UDP: bind one data socket per stream of `spec`'s plan, then call
+    /// [`ServerSession::datagram_sockets_bound`] with their ports (or
+    /// [`ServerSession::datagram_sockets_failed`]).
+    BindDatagramSockets { token: Token, spec: TestSpec },
+    /// UDP: the client's senders finished; let the receivers drain and stop.
+    PeerSendDone(SendDone),
     /// All streams attached and Start sent: start moving data now.
     StartStreams,
     /// Stop and close the data streams; the test has failed.
@@ -50,6 +67,9 @@ pub enum ServerAction {
 #[derive(Debug)]
 enum State {
     AwaitHello,
+    AwaitPorts {
+        notes: Vec<String>,
+    },
     AwaitStreams {
         plan: Vec<StreamPlan>,
         attached: BTreeSet<u32>,
@@ -57,6 +77,7 @@ enum State {
     Running {
         local: Option<SideResults>,
         remote: Option<SideResults>,
+        send_done: bool,
     },
     Done {
         local: SideResults,
@@ -71,6 +92,7 @@ impl State {
     fn name(&self) -> &'static str {
         match self {
             State::AwaitHello => "waiting for the client's hello",
+            State::AwaitPorts { .. } => "binding data sockets",
             State::AwaitStreams { .. } => "waiting for data connections",
             State::Running { .. } => "running the test",
             State::Done { .. } => "finished",
@@ -269,12 +291,22 @@ impl ServerSession {
                 }
                 match negotiate(&h.spec, &self.limits) {
                     Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
+                    Ok(n) if n.spec.protocol == Protocol::Udp => {
+                        self.actions.push_back(ServerAction::BindDatagramSockets {
+                            token: self.token,
+                            spec: n.spec.clone(),
+                        });
+                        self.state = State::AwaitPorts { notes: n.notes };
+                        self.spec = Some(n.spec);
+                        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+                    }
                     Ok(n) => {
                         self.outbox.push(&Message::Accept(Accept {
                             spec: n.spec.clone(),
                             token: self.token,
                             notes: n.notes,
                             software: self.software.clone(),
+                            udp_ports: Vec::new(),
                         }));
                         self.actions.push_back(ServerAction::ExpectStreams {
                             token: self.token,
@@ -315,6 +347,11 @@ impl ServerSession {
                 *remote = Some(*r);
                 self.try_complete();
             }
+            (State::Running { .. }, Message::SendDone(d))
+                if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>
+            {
+                self.actions.push_back(ServerAction::PeerSendDone(d));
+            }
             (_, Message::Abort(Abort { reason })) => self.fail(SessionError::PeerAborted(reason)),
             (state, other) => {
                 let state = state.name();
@@ -322,6 +359,63 @@ impl ServerSession {
                     message: other.name(),
                     state,
                 })
+            }
+        }
+    }
+
+    /// UDP: the data sockets are bound; `ports` in plan order. Sends the
+    /// Accept that carries them.
+    pub fn datagram_sockets_bound(&mut self, ports: Vec<u16>, now: Instant) {
+        let State::AwaitPorts { notes } = &mut self.state else {
+            return;
+        };
+        let Some(spec) = self.spec.clone() else {
+            return;
+        };
+        let plan = spec.stream_plan();
+        if ports.len() != plan.len() {
+            let msg = format!(
+                "bound {} data sockets for {} streams",
+                ports.len(),
+                plan.len()
+            );
+            self.outbox.push(&Message::Refuse(Refuse {
+                code: RefuseCode::Internal,
+                message: msg.clone(),
+            }));
+            return self.fail(SessionError::Stream(msg));
+        }
+        self.outbox.push(&Message::Accept(Accept {
+            spec,
+            token: self.token,
+            notes: std::mem::take(notes),
+            software: self.software.clone(),
+            udp_ports: ports,
+        }));
+        self.state = State::AwaitStreams {
+            plan,
+            attached: BTreeSet::new(),
+        };
+        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+    }
+
+    /// UDP: the data sockets could not be bound; refuse the test.
+    pub fn datagram_sockets_failed(&mut self, why: String) {
+        if matches!(self.state, State::AwaitPorts { .. }) {
+            self.refuse(
+                RefuseCode::Internal,
+                format!("server cannot open its UDP data sockets: {why}"),
+            );
+        }
+    }
+
+    /// UDP: every sending stream of this side finished; tell the client how
+    /// many sequence numbers each issued (once).
+    pub fn local_senders_finished(&mut self, streams: Vec<SentCount>) {
+        if let State::Running { send_done, .. } = &mut self.state {
+            if !*send_done {
+                *send_done = true;
+                self.outbox.push(&Message::SendDone(SendDone { streams }));
             }
         }
     }
@@ -364,6 +458,7 @@ impl ServerSession {
         self.state = State::Running {
             local: None,
             remote: None,
+            send_done: false,
         };
     }
 
@@ -385,6 +480,7 @@ impl ServerSession {
         if let State::Running {
             local: local @ Some(_),
             remote: remote @ Some(_),
+            ..
         } = &mut self.state
         {
             if let (Some(local), Some(remote)) = (local.take(), remote.take()) {
@@ -435,7 +531,9 @@ impl ServerSession {
     fn fail(&mut self, err: SessionError) {
         if matches!(
             self.state,
-            State::AwaitStreams { .. } | State::Running { local: None, .. }
+            State::AwaitPorts { .. }
+                | State::AwaitStreams { .. }
+                | State::Running { local: None, .. }
         ) {
             self.actions.push_back(ServerAction::AbortStreams);
         }

@@ -1,0 +1,208 @@
+//! The UDP sender's schedule, driven by `now` from the caller.
+//!
+//! Datagram `k` of a stream is due at `start + ⌊k / burst⌋ · burst · gap`:
+//! an absolute schedule, so the rate never drifts the way "sleep one gap
+//! after each send" does (that adds the send time and the sleep overshoot to
+//! every gap). A sender that falls behind sends at once until it has caught
+//! up; one that cannot catch up is behind at the end, and [`Pacer::behind`]
+//! says by how many datagrams.
+//!
+//! The rate is kept as an integer number of datagrams per 1000 s
+//! ("millipps"), so the schedule is exact integer arithmetic from 0.001
+//! datagram/s to billions, with no floating-point drift over long tests.
+
+/// Nanoseconds per 1000 s: due(k) = k · NS_PER_KILOSECOND / millipps.
+const NS_PER_KILOSECOND: u128 = 1_000_000_000_000;
+
+/// Pacing of one sending stream.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    /// Datagrams per 1000 s; `None`: as fast as the sender can.
+    millipps: Option<u64>,
+    burst: u64,
+    /// Datagrams sent so far (the index of the next one).
+    k: u64,
+}
+
+/// Converts a bit rate of UDP payload to datagrams per 1000 s for `len`-byte
+/// datagrams (rounded to the nearest; at least 1).
+pub fn millipps_for_rate(bits_per_second: u64, len: u32) -> u64 {
+    let bits = u128::from(len.max(1)) * 8;
+    let m = (u128::from(bits_per_second) * 1000 + bits / 2) / bits;
+    u64::try_from(m).unwrap_or(u64::MAX).max(1)
+}
+
+impl Pacer {
+    /// A pacer for `millipps` datagrams per 1000 s, `burst` back to back
+    /// per tick (0 is taken as 1).
+    pub fn new(millipps: Option<u64>, burst: u32) -> Self {
+        Pacer {
+            millipps: millipps.filter(|&m| m > 0),
+            burst: u64::from(burst.max(1)),
+            k: 0,
+        }
+    }
+
+    pub fn is_paced(&self) -> bool {
+        self.millipps.is_some()
+    }
+
+    /// Requested gap between datagrams, ns (`None` when unpaced).
+    pub fn gap_ns(&self) -> Option<f64> {
+        self.millipps.map(|m| 1e12 / m as f64)
+    }
+
+    /// Requested datagrams per second.
+    pub fn pps(&self) -> Option<f64> {
+        self.millipps.map(|m| m as f64 / 1000.0)
+    }
+
+    fn due_of(&self, k: u64) -> u64 {
+        match self.millipps {
+            None => 0,
+            Some(m) => {
+                // Rounded up: a datagram is never due before its exact time.
+                let tick = u128::from(k / self.burst * self.burst);
+                u64::try_from((tick * NS_PER_KILOSECOND).div_ceil(u128::from(m)))
+                    .unwrap_or(u64::MAX)
+            }
+        }
+    }
+
+    /// When the next datagram may leave, ns since start.
+    #[inline]
+    pub fn due_ns(&self) -> u64 {
+        self.due_of(self.k)
+    }
+
+    /// The next datagram left.
+    #[inline]
+    pub fn sent(&mut self) {
+        self.k += 1;
+    }
+
+    /// Datagrams sent so far.
+    pub fn count(&self) -> u64 {
+        self.k
+    }
+
+    /// Datagrams due by `elapsed_ns` since start (every one whose tick has
+    /// come); `None` when unpaced.
+    pub fn due_count(&self, elapsed_ns: u64) -> Option<u64> {
+        let m = u128::from(self.millipps?);
+        let ticks = u128::from(elapsed_ns) * m / (NS_PER_KILOSECOND * u128::from(self.burst)) + 1;
+        Some(u64::try_from(ticks * u128::from(self.burst)).unwrap_or(u64::MAX))
+    }
+
+    /// How many due datagrams were not yet sent at `elapsed_ns`.
+    pub fn behind(&self, elapsed_ns: u64) -> u64 {
+        self.due_count(elapsed_ns)
+            .map_or(0, |d| d.saturating_sub(self.k))
+    }
+
+    /// Whether a sender that stopped at `elapsed_ns` kept up with the
+    /// schedule: it was at most one burst or 1 ms worth of datagrams behind
+    /// (whichever is more), so a single late wake-up does not count as
+    /// "could not keep up" but a sustained shortfall does.
+    pub fn kept_up(&self, elapsed_ns: u64) -> bool {
+        self.within_tolerance(self.behind(elapsed_ns))
+    }
+
+    /// Whether being `behind` datagrams still counts as keeping up (see
+    /// [`Self::kept_up`]); for senders whose own count limit caps `behind`.
+    pub fn within_tolerance(&self, behind: u64) -> bool {
+        let Some(m) = self.millipps else {
+            return true;
+        };
+        // Datagrams per millisecond = millipps / 1e6.
+        let per_ms = m.div_ceil(1_000_000);
+        behind <= self.burst.max(per_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn schedule_is_absolute() {
+        // 1000 datagrams/s: one every 1 ms.
+        let mut p = Pacer::new(Some(1_000_000), 1);
+        let mut due = Vec::new();
+        for _ in 0..4 {
+            due.push(p.due_ns());
+            p.sent();
+        }
+        assert_eq!(due, vec![0, 1_000_000, 2_000_000, 3_000_000]);
+        assert_eq!(p.due_count(2_500_000), Some(3));
+        assert_eq!(p.behind(10_000_000), 11 - 4);
+    }
+
+    #[test]
+    fn bursts_share_a_tick() {
+        let mut p = Pacer::new(Some(1_000_000), 4);
+        let mut due = Vec::new();
+        for _ in 0..9 {
+            due.push(p.due_ns());
+            p.sent();
+        }
+        let ms = 1_000_000;
+        assert_eq!(
+            due,
+            vec![0, 0, 0, 0, 4 * ms, 4 * ms, 4 * ms, 4 * ms, 8 * ms]
+        );
+        assert_eq!(p.due_count(0), Some(4));
+        assert_eq!(p.due_count(4 * ms), Some(8));
+    }
+
+    #[test]
+    fn slow_and_fast_rates() {
+        // 0.05 datagram/s: one every 20 s.
+        let mut p = Pacer::new(Some(50), 1);
+        p.sent();
+        assert_eq!(p.due_ns(), 20_000_000_000);
+        // 5 Mpps: every 200 ns, no drift after 10^9 datagrams.
+        let p = Pacer::new(Some(5_000_000_000), 1);
+        assert_eq!(p.due_of(1_000_000_000), 200_000_000_000);
+        assert_eq!(millipps_for_rate(200_000_000, 1472), 16_983_696);
+        assert_eq!(millipps_for_rate(8, 1), 1000);
+    }
+
+    #[test]
+    fn unpaced_is_always_due() {
+        let mut p = Pacer::new(None, 1);
+        p.sent();
+        assert_eq!(p.due_ns(), 0);
+        assert!(p.kept_up(u64::MAX));
+        assert_eq!(p.gap_ns(), None);
+    }
+
+    #[test]
+    fn keeping_up_tolerates_one_late_wake_not_a_shortfall() {
+        // 1 Mpps: 1000 datagrams per ms.
+        let mut p = Pacer::new(Some(1_000_000_000), 1);
+        for _ in 0..9_000 {
+            p.sent();
+        }
+        assert!(p.kept_up(9_000_000));
+        assert!(!p.kept_up(20_000_000));
+    }
+
+    proptest! {
+        /// Due times never decrease and the k-th datagram of a paced stream
+        /// is never early relative to k · gap (within one burst).
+        #[test]
+        fn due_times_are_monotonic(m in 1u64..10_000_000_000, burst in 1u32..64, n in 1usize..500) {
+            let mut p = Pacer::new(Some(m), burst);
+            let mut last = 0;
+            for _ in 0..n {
+                let d = p.due_ns();
+                prop_assert!(d >= last);
+                prop_assert!(p.due_count(d).expect("paced") > p.count());
+                last = d;
+                p.sent();
+            }
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! `linerate sweep udp`: the same UDP test at every size × rate point of a
+//! grid, then (with `--find-zero-loss`) an RFC 2544-style binary search per
+//! size for the highest rate whose loss stays within a threshold.
+//!
+//! Each trial is a complete test through [`client::run_to`] (its own
+//! control connection and data sockets), summarised into the sweep model by
+//! `report::build::sweep_trial`; the table, JSON and the SVG plot come from
+//! that model only.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use linerate_proto::spec::Pace;
+use linerate_report::build;
+use linerate_report::model::{
+    IntervalRecord, Report, SweepInfo, SweepReport, SweepTrial, TestInfo, ZeroLoss, SCHEMA_VERSION,
+};
+use linerate_report::plot;
+use linerate_report::render::{self, Sink};
+
+use crate::cli::{SweepConfig, Target};
+use crate::client::{self, ClientError};
+
+/// Trials a zero-loss search runs at most per size.
+const MAX_SEARCH_TRIALS: u32 = 16;
+/// A busy server (its previous trial still closing) is asked again this often.
+const BUSY_RETRY: Duration = Duration::from_millis(200);
+const BUSY_TRIES: u32 = 25;
+
+/// Trials print nothing themselves: the sweep prints its own rows.
+struct Quiet;
+
+impl Sink for Quiet {
+    fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn interval(&mut self, _: &IntervalRecord) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Report) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The RFC 2544 binary search over `[lo, hi]` for the highest passing rate:
+/// try `hi` (done if it passes), then `lo` (done if it fails), then halve
+/// the interval between the best pass and the lowest failure until it is
+/// within `resolution`.
+#[derive(Debug, Clone)]
+pub struct ZeroLossSearch {
+    pass: Option<f64>,
+    fail: Option<f64>,
+    lo: f64,
+    hi: f64,
+    resolution: f64,
+    trials: u32,
+}
+
+impl ZeroLossSearch {
+    pub fn new(lo: f64, hi: f64) -> Self {
+        ZeroLossSearch {
+            pass: None,
+            fail: None,
+            lo,
+            hi,
+            // 1/64 of the range: six halvings after the two end points.
+            resolution: ((hi - lo) / 64.0).max(hi * 0.001),
+            trials: 0,
+        }
+    }
+
+    /// The next rate to try, or `None` when the search is over.
+    pub fn next(&self) -> Option<f64> {
+        if self.trials >= MAX_SEARCH_TRIALS {
+            return None;
+        }
+        match (self.pass, self.fail) {
+            (None, None) => Some(self.hi),
+            (Some(_), None) => None,
+            (None, Some(f)) if f > self.lo => Some(self.lo),
+            (None, Some(_)) => None,
+            (Some(p), Some(f)) if f - p > self.resolution => Some((p + f) / 2.0),
+            (Some(_), Some(_)) => None,
+        }
+    }
+
+    pub fn record(&mut self, rate: f64, pass: bool) {
+        self.trials += 1;
+        if pass {
+            self.pass = Some(self.pass.map_or(rate, |p| p.max(rate)));
+        } else {
+            self.fail = Some(self.fail.map_or(rate, |f| f.min(rate)));
+        }
+    }
+
+    #[cfg(test)]
+    pub fn best(&self) -> Option<f64> {
+        self.pass
+    }
+
+    pub fn trials(&self) -> u32 {
+        self.trials
+    }
+
+    fn note(&self) -> String {
+        match (self.pass, self.fail) {
+            (Some(_), None) => "the highest rate tried passed".into(),
+            (None, _) => "even the lowest rate tried lost too much".into(),
+            (Some(p), Some(f)) if f - p > self.resolution => format!(
+                "stopped after {MAX_SEARCH_TRIALS} trials; the limit lies between {p:.0} and {f:.0}"
+            ),
+            (Some(p), Some(f)) => format!("the limit lies between {p:.0} and {f:.0}"),
+        }
+    }
+}
+
+/// Runs one trial: the base test at `len` bytes and `rate` per stream.
+fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<SweepTrial> {
+    let mut c = cfg.base.clone();
+    c.spec.len = len;
+    if let Some(u) = &mut c.spec.udp {
+        u.pace = if cfg.rates_are_bits {
+            Pace::Rate(rate.round().max(1.0) as u64)
+        } else {
+            Pace::MilliPps((rate * 1000.0).round().max(1.0) as u64)
+        };
+    }
+    let mut tries = 0;
+    loop {
+        match client::run_to(&c, &mut Quiet) {
+            Ok(report) => return Ok(build::sweep_trial(len, search, &report)),
+            Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
+                tries += 1;
+                std::thread::sleep(BUSY_RETRY);
+            }
+            // A refusal (parameters, version) ends the sweep: every trial
+            // would be refused alike.
+            Err(e @ ClientError::Refused(_)) => return Err(e.into()),
+            Err(ClientError::Failed(e)) => {
+                let streams = u64::from(c.spec.connection_count() as u32);
+                let pps = if cfg.rates_are_bits {
+                    rate / (f64::from(len) * 8.0)
+                } else {
+                    rate
+                } * streams as f64;
+                return Ok(SweepTrial {
+                    len,
+                    search,
+                    requested_pps: pps,
+                    requested_bits_per_second: pps * f64::from(len) * 8.0,
+                    sent_pps: 0.0,
+                    sent_bits_per_second: 0.0,
+                    received_pps: 0.0,
+                    received_bits_per_second: 0.0,
+                    issued: 0,
+                    received: 0,
+                    lost: 0,
+                    loss_ppm: 0.0,
+                    loss_percent: 0.0,
+                    kept_up: false,
+                    socket_drops: None,
+                    error: Some(format!("{e:#}")),
+                });
+            }
+        }
+        if client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+            anyhow::bail!("interrupted");
+        }
+    }
+}
+
+fn passes(t: &SweepTrial, max_loss_percent: f64) -> bool {
+    // A rate the sender could not offer was not tested, so it cannot pass.
+    t.error.is_none() && t.kept_up && t.issued > 0 && t.loss_percent <= max_loss_percent
+}
+
+/// Runs the sweep and renders it to stdout; writes the plot if asked.
+pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
+    let stdout = std::io::stdout();
+    let mut sink = render::sweep_sink(cfg.base.format, Box::new(stdout.lock()));
+    let info = SweepInfo {
+        protocol: "udp".into(),
+        server: match &cfg.base.target {
+            Target::Remote { host, port } => format!("{host}:{port}"),
+            Target::Embedded => "embedded loopback server".into(),
+        },
+        direction: cfg.base.spec.direction,
+        streams: cfg.base.spec.streams,
+        trial_s: match cfg.base.spec.limit {
+            linerate_proto::spec::Limit::TimeMs(ms) => ms as f64 / 1e3,
+            _ => 0.0,
+        },
+        sizes: cfg.sizes.clone(),
+        points: cfg.points.clone(),
+        rates_are_bits: cfg.rates_are_bits,
+        max_loss_percent: cfg.max_loss_percent,
+        client_software: client::software(),
+        start_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    };
+    sink.start(&info).context("writing output")?;
+    let mut trials = Vec::new();
+    for &len in &cfg.sizes {
+        for &rate in &cfg.points {
+            let t = trial(cfg, len, rate, false)?;
+            sink.trial(&t).context("writing output")?;
+            trials.push(t);
+        }
+    }
+    let mut zero_loss = Vec::new();
+    if cfg.find_zero_loss {
+        let lo = cfg.points.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = cfg.points.iter().copied().fold(0.0, f64::max);
+        for &len in &cfg.sizes {
+            let mut search = ZeroLossSearch::new(lo, hi);
+            let mut best: Option<SweepTrial> = None;
+            while let Some(rate) = search.next() {
+                let t = trial(cfg, len, rate, true)?;
+                sink.trial(&t).context("writing output")?;
+                let ok = passes(&t, cfg.max_loss_percent);
+                search.record(rate, ok);
+                if ok
+                    && !best
+                        .as_ref()
+                        .is_some_and(|b| b.requested_pps >= t.requested_pps)
+                {
+                    best = Some(t.clone());
+                }
+                trials.push(t);
+            }
+            zero_loss.push(ZeroLoss {
+                len,
+                max_loss_percent: cfg.max_loss_percent,
+                pps: best.as_ref().map(|b| b.requested_pps),
+                bits_per_second: best.as_ref().map(|b| b.requested_bits_per_second),
+                received_pps: best.as_ref().map(|b| b.received_pps),
+                trials: search.trials(),
+                note: search.note(),
+            });
+        }
+    }
+    let mut notes = vec![format!(
+        "rates are per stream as requested; the table sums {} stream(s) per direction",
+        cfg.base.spec.streams
+    )];
+    if trials.iter().any(|t| !t.kept_up && t.error.is_none()) {
+        notes.push(
+            "where the sender could not keep up, the sent figures are what it achieved, not what was asked"
+                .into(),
+        );
+    }
+    let report = SweepReport {
+        schema: SCHEMA_VERSION,
+        test: info,
+        trials,
+        zero_loss,
+        notes,
+    };
+    if let Some(path) = &cfg.plot {
+        let svg = plot::sweep_svg(&report)?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    sink.finish(&report).context("writing output")?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search against a path whose limit is `limit`.
+    fn search(lo: f64, hi: f64, limit: f64) -> (Option<f64>, u32) {
+        let mut s = ZeroLossSearch::new(lo, hi);
+        while let Some(r) = s.next() {
+            s.record(r, r <= limit);
+        }
+        (s.best(), s.trials())
+    }
+
+    #[test]
+    fn binary_search_brackets_the_limit() {
+        let (best, trials) = search(10_000.0, 1_000_000.0, 437_000.0);
+        let best = best.expect("found");
+        assert!(
+            best <= 437_000.0 && best > 437_000.0 - 1_000_000.0 / 64.0,
+            "{best}"
+        );
+        assert!(trials <= MAX_SEARCH_TRIALS);
+        assert_eq!(search(1.0, 100.0, 1000.0), (Some(100.0), 1));
+        assert_eq!(search(10.0, 100.0, 5.0), (None, 2));
+        assert_eq!(search(50.0, 50.0, 10.0), (None, 1));
+    }
+}
