@@ -298,7 +298,8 @@ pub struct RrArgs {
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Transport of the messages.
+    /// Transport of the messages: tcp, or udp (one datagram per message;
+    /// a response missing after 1 s counts as lost).
     #[arg(long, value_name = "tcp|udp", default_value = "tcp")]
     pub proto: String,
     /// One request size in bytes.

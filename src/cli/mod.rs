@@ -399,13 +399,17 @@ fn parse_sizes(flag: &str, list: &str) -> Result<Vec<u32>> {
 }
 
 fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
-    match r.proto.as_str() {
-        "tcp" => {}
-        "udp" => bail!(
-            "--proto udp: UDP request/response is not implemented yet (it will run on the UDP data path once that lands); use --proto tcp"
-        ),
+    let protocol = match r.proto.as_str() {
+        "tcp" => Protocol::Tcp,
+        "udp" if kind == TestKind::Crr => {
+            bail!("--proto udp: crr opens a TCP connection per transaction; it has no UDP form")
+        }
+        "udp" if r.under_load.is_some() => {
+            bail!("--under-load: the load streams are TCP; not available with --proto udp yet")
+        }
+        "udp" => Protocol::Udp,
         other => bail!("--proto: {other:?} is not tcp or udp"),
-    }
+    };
     if kind == TestKind::Crr {
         if r.under_load.is_some() {
             bail!(
@@ -454,6 +458,7 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
     }
     let spec = TestSpec {
         kind,
+        protocol,
         streams: r.parallel,
         limit: match limit {
             RrLimit::TimeMs(ms) => Limit::TimeMs(ms),
@@ -813,7 +818,8 @@ mod tests {
     #[test]
     fn rr_refusals_name_the_flag() {
         for (args, needle) in [
-            ("rr --proto udp", "not implemented"),
+            ("crr --proto udp", "no UDP form"),
+            ("rr --proto udp --under-load 1", "--under-load"),
             ("rr --proto sctp", "--proto"),
             ("rr --sizes 1,0", "--sizes"),
             ("rr --sizes ,", "--sizes"),
@@ -861,8 +867,8 @@ mod tests {
                 .limit,
             RrLimit::Count(1000)
         );
-        let e = parse("UDP_RR -H 198.18.0.2").expect_err("udp").to_string();
-        assert!(e.contains("not implemented"), "{e}");
+        let u = rr("UDP_RR -H 198.18.0.2").client.spec;
+        assert_eq!((u.kind, u.protocol), (TestKind::Rr, Protocol::Udp));
     }
 
     #[test]

@@ -335,7 +335,7 @@ fn issue_4_refusals_are_clear_and_the_server_keeps_serving() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("time"), "{}", stderr(&out));
     for (args, needle) in [
-        (&["rr", "--proto", "udp"][..], "not implemented"),
+        (&["crr", "--proto", "udp"][..], "no UDP form"),
         (&["rr", "--sizes", "1,x"][..], "--sizes"),
         (&["crr", "--under-load", "1"][..], "--under-load"),
     ] {
@@ -408,6 +408,77 @@ fn issue_4_stalled_server_ends_the_test_with_a_clear_error() {
         .success()
     });
     assert!(ok, "server did not serve again after being continued");
+}
+
+/// UDP request/response on the UDP tests' attach mechanism: every default
+/// size, counts agreeing (nothing is lost on loopback), asymmetric sizes up
+/// to a jumbo datagram, one-way delays on one host, busy polling, parallel
+/// flows, and the netperf name.
+#[test]
+fn issue_4_udp_rr_counts_agree_and_sizes_move_the_right_bytes() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let r = json_client(&rr_args(&port, &["--proto", "udp", "-n", "300"]));
+    assert_eq!(r["test"]["protocol"], "udp");
+    let sizes: Vec<u64> = phases(&r).iter().map(|p| u(&p["request_size"])).collect();
+    assert_eq!(sizes, DEFAULT_SIZES);
+    for p in phases(&r) {
+        assert!(p.get("lost").is_none(), "loopback lost datagrams: {p}");
+    }
+    assert_phases_agree(&r);
+    assert_eq!(r["rr"]["clock"]["method"], "same_host");
+    let p64 = &phases(&r)[2];
+    assert_eq!(u(&p64["client_to_server"]["latency"]["count"]), 300);
+
+    let r = json_client(&rr_args(
+        &port,
+        &[
+            "--proto", "udp", "--sizes", "1,9000", "-r", "1400", "-n", "100", "-P", "2",
+        ],
+    ));
+    assert_phases_agree(&r);
+    for p in phases(&r) {
+        assert_eq!(u(&p["transactions"]), 200);
+        assert_eq!(u(&p["server_sent_bytes"]), 200 * 1400);
+    }
+    let r = json_client(&rr_args(
+        &port,
+        &[
+            "--proto",
+            "udp",
+            "--sizes",
+            "64",
+            "-n",
+            "200",
+            "--busy-poll",
+        ],
+    ));
+    assert_phases_agree(&r);
+    assert!(r["rr"]["busy_poll_server"]
+        .as_str()
+        .unwrap_or("")
+        .contains("SO_BUSY_POLL"));
+    let r = json_client(&["UDP_RR", "127.0.0.1", "-p", &port, "-l", "-100", "--json"]);
+    assert_eq!(r["test"]["protocol"], "udp");
+    assert_eq!(u(&phases(&r)[0]["transactions"]), 100);
+    // Oversized datagrams are refused by the server, naming the field.
+    let out = run_client(
+        &[
+            "rr",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--proto",
+            "udp",
+            "-s",
+            "70000",
+            "-n",
+            "1",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("sizes"), "{}", stderr(&out));
 }
 
 // ---------------------------------------------------------------------------

@@ -20,13 +20,22 @@
 //! test's token and the (phase, flow) stream id, then one request, one
 //! response, and the server's close.
 //!
+//! Over UDP (`--proto udp`) each message is one datagram on a socket per
+//! (phase, flow), attached with the UDP tests' greeting handshake
+//! (`crate::udp`). A phase ends with an empty datagram, which the server
+//! answers with empty datagrams before it moves on. A response that does
+//! not come within [`UDP_RESPONSE_TIMEOUT`] is counted as lost (and left
+//! out of the distribution); a late one is recognised by its sequence
+//! number, when the response is large enough to carry a header, and
+//! dropped.
+//!
 //! Nothing allocates per transaction: buffers are per flow, histograms are
 //! fixed-size. `busy_poll` makes the sockets non-blocking and spins on
 //! `EAGAIN` (checking the stop flags every [`SPIN_CHECK`] spins), and asks
 //! the kernel for `SO_BUSY_POLL`; whether the kernel accepted is reported.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -61,6 +70,18 @@ pub const SPIN_BUDGET: Duration = Duration::from_micros(socket::BUSY_POLL_US as 
 /// How long the load runs before the first loaded phase starts, so the
 /// loaded figures see a load in its steady state rather than its ramp.
 pub const LOAD_WARMUP: Duration = Duration::from_millis(250);
+/// How long a UDP client waits for a response before counting it lost.
+pub const UDP_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Receive timeout of blocking UDP sockets: how often a waiting flow looks
+/// at its deadline and the stop flags.
+const UDP_POLL: Duration = Duration::from_millis(20);
+/// How often (and how many times) a UDP client repeats its end-of-phase
+/// datagram until the server answers.
+const UDP_END_EVERY: Duration = Duration::from_millis(100);
+const UDP_END_TRIES: u32 = 50;
+/// Empty datagrams a UDP server sends to answer an end of phase (any one
+/// arriving is enough).
+const UDP_END_ACKS: u32 = 3;
 /// How long a crr transaction's connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often waiting threads look at the stop flags.
@@ -116,11 +137,19 @@ impl RrParams {
     }
 }
 
+/// A flow's socket for one phase.
+#[derive(Debug)]
+enum Conn {
+    Tcp(TcpStream),
+    /// Connected to the peer's socket of the same (phase, flow).
+    Udp(UdpSocket),
+}
+
 /// An rr test's connections, sorted by what they carry.
 #[derive(Debug, Default)]
 pub struct RrConns {
     /// `flows[f][phase]`.
-    flows: Vec<Vec<TcpStream>>,
+    flows: Vec<Vec<Conn>>,
     load: Vec<(u32, TcpStream)>,
 }
 
@@ -130,28 +159,32 @@ impl RrConns {
     pub fn sort(spec: &TestSpec, streams: Vec<StreamSetup>) -> Result<RrConns, EngineError> {
         let phases = spec.rr.as_ref().map_or(0, |r| r.phases().len());
         let flows = usize::from(spec.streams.max(1));
-        let mut grid: Vec<Vec<Option<TcpStream>>> = (0..flows)
+        let mut grid: Vec<Vec<Option<Conn>>> = (0..flows)
             .map(|_| (0..phases).map(|_| None).collect())
             .collect();
         let mut load = Vec::new();
         for s in streams {
-            let DataSocket::Tcp(sock) = s.sock else {
-                return Err(EngineError::Unsupported(format!(
-                    "connection {} of a request/response test is not TCP",
-                    s.id
-                )));
+            let conn = match s.sock {
+                DataSocket::Tcp(t) => Conn::Tcp(t),
+                DataSocket::Udp(u) => Conn::Udp(u),
             };
-            match spec.rr_conn(s.id) {
-                Some(RrConn::Flow { phase, flow }) => {
+            match (spec.rr_conn(s.id), conn) {
+                (Some(RrConn::Flow { phase, flow }), conn) => {
                     if let Some(slot) = grid
                         .get_mut(flow as usize)
                         .and_then(|f| f.get_mut(phase as usize))
                     {
-                        *slot = Some(sock);
+                        *slot = Some(conn);
                     }
                 }
-                Some(RrConn::Load { .. }) => load.push((s.id, sock)),
-                None => {
+                (Some(RrConn::Load { .. }), Conn::Tcp(sock)) => load.push((s.id, sock)),
+                (Some(RrConn::Load { .. }), Conn::Udp(_)) => {
+                    return Err(EngineError::Unsupported(format!(
+                        "load stream {} is not a TCP connection",
+                        s.id
+                    )))
+                }
+                (None, _) => {
                     return Err(EngineError::Unsupported(format!(
                         "connection {} is not part of this request/response test",
                         s.id
@@ -526,6 +559,7 @@ struct Tally {
     negative: [u64; 2],
     one_way: bool,
     transactions: u64,
+    lost: u64,
     first_ns: Option<u64>,
     last_ns: u64,
 }
@@ -539,6 +573,7 @@ impl Tally {
             negative: [0; 2],
             one_way: false,
             transactions: 0,
+            lost: 0,
             first_ns: None,
             last_ns: 0,
         }
@@ -568,9 +603,10 @@ impl Tally {
             phase: phase.index,
             flow,
             transactions: n,
-            bytes_sent: n * u64::from(phase.request),
+            bytes_sent: (n + self.lost) * u64::from(phase.request),
             bytes_received: n * u64::from(phase.response),
             elapsed_ns: self.first_ns.map_or(0, |f| self.last_ns.saturating_sub(f)),
+            lost: self.lost,
             rtt: self.rtt.to_buckets(),
             client_to_server: one_way(self.c2s, self.negative[0]),
             server_to_client: one_way(self.s2c, self.negative[1]),
@@ -583,6 +619,8 @@ impl Tally {
 struct Buffers {
     req: Vec<u8>,
     resp: Vec<u8>,
+    /// UDP: room for the largest datagram plus one (to see an oversized one).
+    rx: Vec<u8>,
 }
 
 impl Buffers {
@@ -591,7 +629,17 @@ impl Buffers {
         Buffers {
             req: vec![0; req],
             resp: vec![0; resp],
+            rx: Vec::new(),
         }
+    }
+
+    /// Takes the datagram receive buffer (allocated on first use); give it
+    /// back with `self.rx = …` when done.
+    fn take_rx(&mut self) -> Vec<u8> {
+        if self.rx.is_empty() {
+            return vec![0; self.req.len().max(self.resp.len()) + 1];
+        }
+        std::mem::take(&mut self.rx)
     }
 }
 
@@ -760,7 +808,7 @@ struct FlowEnd {
 
 fn client_flow(
     flow: u32,
-    conns: Option<Vec<TcpStream>>,
+    conns: Option<Vec<Conn>>,
     crr: Option<&CrrTarget>,
     p: &RrParams,
     signals: &Signals,
@@ -783,14 +831,26 @@ fn client_flow(
         let mut tally = Tally::new();
         let result = match (&mut conns, crr) {
             (Some(conns), _) => match conns.next() {
-                Some(sock) => prepare(&sock, p.busy_poll).and_then(|(wait, said)| {
-                    out.busy_poll = out.busy_poll.take().or(said);
-                    watch.register(flow, &sock);
-                    let mut t = Transport::Rr(Io::new(&sock, wait, signals));
-                    client_phase(
-                        &mut t, phase, flow, p, signals, watch, &mut bufs, &mut tally,
-                    )
-                }),
+                Some(Conn::Tcp(sock)) => {
+                    let r = prepare(&sock, p.busy_poll).and_then(|(wait, said)| {
+                        out.busy_poll = out.busy_poll.take().or(said);
+                        watch.register(flow, &sock);
+                        let mut t = Transport::Rr(Io::new(&sock, wait, signals));
+                        client_phase(
+                            &mut t, phase, flow, p, signals, watch, &mut bufs, &mut tally,
+                        )
+                    });
+                    // The connection closes here: drop the watcher's copy too.
+                    watch.release(flow);
+                    r
+                }
+                Some(Conn::Udp(sock)) => {
+                    prepare_udp(&sock, p.busy_poll, UDP_POLL).and_then(|(wait, said)| {
+                        out.busy_poll = out.busy_poll.take().or(said);
+                        let mut u = Udp::new(&sock, wait, signals);
+                        udp_client_phase(&mut u, phase, flow, p, watch, &mut bufs, &mut tally)
+                    })
+                }
                 None => Err(EngineError::Unsupported(format!(
                     "no connection for phase {}",
                     phase.index
@@ -903,7 +963,7 @@ fn run_client(
     let load_signals = Signals::default();
     let mut load_elapsed = Duration::ZERO;
     let RrConns { flows, load } = conns;
-    let mut flow_conns: Vec<Option<Vec<TcpStream>>> = flows.into_iter().map(Some).collect();
+    let mut flow_conns: Vec<Option<Vec<Conn>>> = flows.into_iter().map(Some).collect();
     flow_conns.resize_with(p.flows as usize, || None);
     let (ends, loads) = std::thread::scope(|scope| {
         let gate = &gate;
@@ -1085,13 +1145,15 @@ fn server_phase(
     signals: &Signals,
     watch: &Watch,
     bufs: &mut Buffers,
-) -> (u64, u64, Result<(), EngineError>) {
+) -> PhaseEnd {
     let req = &mut bufs.req[..phase.request as usize];
     let resp = &mut bufs.resp[..phase.response as usize];
     let mut seq = 0u64;
     let mut first: Option<Instant> = None;
+    let mut busy_poll = None;
     let result = (|| {
-        let (wait, _) = prepare(sock, p.busy_poll)?;
+        let (wait, said) = prepare(sock, p.busy_poll)?;
+        busy_poll = said;
         watch.register(flow, sock);
         let mut io = Io::new(sock, wait, signals);
         let timed = p.per_message();
@@ -1106,13 +1168,25 @@ fn server_phase(
         }
         Ok(())
     })();
-    let elapsed = first.map_or(0, |f| f.elapsed().as_nanos() as u64);
-    (seq, elapsed, result)
+    PhaseEnd {
+        transactions: seq,
+        elapsed_ns: first.map_or(0, |f| f.elapsed().as_nanos() as u64),
+        busy_poll,
+        result,
+    }
+}
+
+/// How a server phase ended.
+struct PhaseEnd {
+    transactions: u64,
+    elapsed_ns: u64,
+    busy_poll: Option<String>,
+    result: Result<(), EngineError>,
 }
 
 fn server_flow(
     flow: u32,
-    conns: Vec<TcpStream>,
+    conns: Vec<Conn>,
     p: &RrParams,
     signals: &Signals,
     watch: &Watch,
@@ -1122,12 +1196,14 @@ fn server_flow(
     let mut bufs = Buffers::new(p);
     let mut out = Vec::new();
     let mut busy_poll = None;
-    for (phase, sock) in p.phases.iter().zip(conns) {
-        if busy_poll.is_none() && p.busy_poll {
-            busy_poll = prepare(&sock, true).ok().and_then(|(_, s)| s);
-        }
-        let (n, elapsed, result) = server_phase(&sock, phase, flow, p, signals, watch, &mut bufs);
-        let result = match (result, &pin_error) {
+    for (phase, conn) in p.phases.iter().zip(conns) {
+        let end = match &conn {
+            Conn::Tcp(sock) => server_phase(sock, phase, flow, p, signals, watch, &mut bufs),
+            Conn::Udp(sock) => udp_server_phase(sock, phase, flow, p, signals, watch, &mut bufs),
+        };
+        busy_poll = busy_poll.or(end.busy_poll);
+        let (n, elapsed) = (end.transactions, end.elapsed_ns);
+        let result = match (end.result, &pin_error) {
             (Ok(()), Some(e)) => Err(EngineError::Unsupported(format!(
                 "could not pin to CPU: {e}"
             ))),
@@ -1136,7 +1212,7 @@ fn server_flow(
         // Closing answers the client's end of stream (the watcher's
         // duplicate first, or the socket would stay open).
         watch.release(flow);
-        drop(sock);
+        drop(conn);
         let failed = result.is_err();
         out.push(RrFlowMeasurement {
             phase: phase.index,
@@ -1284,6 +1360,316 @@ pub fn start_server(engine: &'static dyn Engine, conns: RrConns, params: RrParam
             },
         )
     })
+}
+
+// ---------------------------------------------------------------------------
+// UDP: one datagram per message
+// ---------------------------------------------------------------------------
+
+/// Prepares a UDP socket for a phase: a short receive timeout (blocking) or
+/// non-blocking with `SO_BUSY_POLL` (busy poll).
+fn prepare_udp(
+    sock: &UdpSocket,
+    busy_poll: bool,
+    poll: Duration,
+) -> Result<(Wait, Option<String>), EngineError> {
+    if !busy_poll {
+        sock.set_read_timeout(Some(poll))
+            .map_err(|e| EngineError::io("UDP receive timeout", e))?;
+        return Ok((Wait::Block, None));
+    }
+    sock.set_nonblocking(true)
+        .map_err(|e| EngineError::io("O_NONBLOCK", e))?;
+    let said = match socket::set_busy_poll(sock, socket::BUSY_POLL_US) {
+        Ok(()) => format!(
+            "SO_BUSY_POLL {} µs accepted by the kernel",
+            socket::BUSY_POLL_US
+        ),
+        Err(e) => format!(
+            "SO_BUSY_POLL refused by the kernel ({e}); spinning on non-blocking sockets only"
+        ),
+    };
+    Ok((Wait::Spin, Some(said)))
+}
+
+/// Datagram send and receive with the two waiting disciplines.
+struct Udp<'a> {
+    sock: &'a UdpSocket,
+    wait: Wait,
+    signals: &'a Signals,
+    idle: Idle,
+}
+
+impl<'a> Udp<'a> {
+    fn new(sock: &'a UdpSocket, wait: Wait, signals: &'a Signals) -> Self {
+        Udp {
+            sock,
+            wait,
+            signals,
+            idle: Idle(None),
+        }
+    }
+
+    fn send(&mut self, buf: &[u8]) -> Result<(), EngineError> {
+        loop {
+            match self.sock.send(buf) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => {
+                    if self.signals.aborted() {
+                        return Err(EngineError::Aborted);
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                    return Err(EngineError::PeerReset(
+                        "the peer's UDP port is closed".into(),
+                    ))
+                }
+                Err(e) => return Err(map_err("send", e)),
+            }
+        }
+    }
+
+    /// Receives one datagram into `buf`. `Ok(None)` when `deadline_ns`
+    /// (monotonic) passes first; with `stall` set, waiting longer than the
+    /// idle limit is an error instead.
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+        stall: bool,
+    ) -> Result<Option<usize>, EngineError> {
+        let mut spins = 0u32;
+        let mut spin_since: Option<u64> = None;
+        loop {
+            match self.sock.recv(buf) {
+                Ok(n) => {
+                    self.idle.progressed();
+                    return Ok(Some(n));
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // A refused earlier send: the peer's port closed.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                    return Err(EngineError::PeerReset(
+                        "the peer's UDP port is closed".into(),
+                    ))
+                }
+                Err(e) if is_timeout(&e) => {}
+                Err(e) => return Err(map_err("recv", e)),
+            }
+            if self.wait == Wait::Spin {
+                spins = spins.wrapping_add(1);
+                if spins & (SPIN_CHECK - 1) != 0 {
+                    std::hint::spin_loop();
+                    continue;
+                }
+            }
+            if self.signals.aborted() {
+                return Err(EngineError::Aborted);
+            }
+            let now = mono_ns();
+            if now >= deadline_ns {
+                return Ok(None);
+            }
+            if stall {
+                self.idle.timed_out()?;
+            }
+            if self.wait == Wait::Spin {
+                let since = *spin_since.get_or_insert(now);
+                if now.saturating_sub(since) >= SPIN_BUDGET.as_nanos() as u64 {
+                    socket::wait_ready(self.sock, libc::POLLIN, UDP_POLL)
+                        .map_err(|e| map_err("poll", e))?;
+                    spin_since = None;
+                }
+            }
+        }
+    }
+
+    /// Reads whatever is queued without waiting (late responses after a
+    /// loss), so they cannot be taken for the next transaction's.
+    fn drain(&mut self, buf: &mut [u8]) {
+        let _ = self.sock.set_nonblocking(true);
+        while self.sock.recv(buf).is_ok() {}
+        if self.wait == Wait::Block {
+            let _ = self.sock.set_nonblocking(false);
+        }
+    }
+}
+
+fn udp_client_phase(
+    u: &mut Udp<'_>,
+    phase: &RrPhase,
+    flow: u32,
+    p: &RrParams,
+    watch: &Watch,
+    bufs: &mut Buffers,
+    tally: &mut Tally,
+) -> Result<(), EngineError> {
+    let (req_len, resp_len) = (phase.request as usize, phase.response as usize);
+    let per_message = p.per_message();
+    let clock = p
+        .clock
+        .filter(|_| per_message && resp_len >= RESPONSE_HEADER_LEN);
+    tally.one_way = clock.is_some();
+    let timeout = UDP_RESPONSE_TIMEOUT.as_nanos() as u64;
+    let budget = Budget::new(p.limit);
+    let mut rx = bufs.take_rx();
+    let req = &mut bufs.req[..req_len];
+    let mut seq = 0u64;
+    let result = (|| {
+        while seq < budget.count {
+            if u.signals.aborted() {
+                return Err(EngineError::Aborted);
+            }
+            let k = u64::from(p.batch).min(budget.count - seq);
+            let t0 = mono_ns();
+            if t0 >= budget.end_ns {
+                break;
+            }
+            tally.first_ns.get_or_insert(t0);
+            let mut server_ns = None;
+            let mut answered = 0;
+            for _ in 0..k {
+                RequestRepr {
+                    flow,
+                    sequence: seq,
+                    sent_ns: per_message.then_some(t0),
+                }
+                .emit(req);
+                u.send(req)?;
+                let deadline = mono_ns().saturating_add(timeout);
+                loop {
+                    let Some(n) = u.recv(&mut rx, deadline, false)? else {
+                        tally.lost += 1;
+                        u.drain(&mut rx);
+                        break;
+                    };
+                    if n == 0 {
+                        continue; // a previous phase's late end-of-phase answer
+                    }
+                    if n != resp_len {
+                        return Err(EngineError::Unsupported(format!(
+                            "a {n}-byte response where {resp_len} bytes were due"
+                        )));
+                    }
+                    if resp_len >= RESPONSE_HEADER_LEN {
+                        let r = ResponseRepr::parse(&RrHeader::new_checked(&rx[..n])?)?;
+                        if r.flow == flow && r.sequence < seq {
+                            continue; // late answer to a request already counted lost
+                        }
+                        msg::expect(flow, seq, r.flow, r.sequence)?;
+                        server_ns = r.server_ns;
+                    }
+                    answered += 1;
+                    break;
+                }
+                seq += 1;
+            }
+            let t1 = mono_ns();
+            tally.transactions += answered;
+            if answered == 0 {
+                continue;
+            }
+            tally.last_ns = t1;
+            watch.tick(flow);
+            // A batch with a loss in it is not timed: its span holds a timeout.
+            if answered == k {
+                let span = t1.saturating_sub(t0);
+                if k == 1 {
+                    tally.rtt.record(span);
+                } else {
+                    tally.rtt.record_n(span / k, k);
+                }
+                if let (Some(c), Some((rx_ns, tx_ns))) = (clock, server_ns) {
+                    Tally::one_way(
+                        &mut tally.c2s,
+                        &mut tally.negative[0],
+                        c.to_client(rx_ns) - i128::from(t0),
+                    );
+                    Tally::one_way(
+                        &mut tally.s2c,
+                        &mut tally.negative[1],
+                        i128::from(t1) - c.to_client(tx_ns),
+                    );
+                }
+            }
+        }
+        // End of phase: an empty datagram, repeated until the server answers
+        // with one (it has then counted every request it answered).
+        for _ in 0..UDP_END_TRIES {
+            u.send(&[])?;
+            let deadline = mono_ns().saturating_add(UDP_END_EVERY.as_nanos() as u64);
+            while let Some(n) = u.recv(&mut rx, deadline, false)? {
+                if n == 0 {
+                    return Ok(());
+                }
+            }
+        }
+        Err(EngineError::Unsupported(format!(
+            "the server did not answer the end of the phase in {} s",
+            (UDP_END_EVERY * UDP_END_TRIES).as_secs()
+        )))
+    })();
+    bufs.rx = rx;
+    result
+}
+
+fn udp_server_phase(
+    sock: &UdpSocket,
+    phase: &RrPhase,
+    flow: u32,
+    p: &RrParams,
+    signals: &Signals,
+    watch: &Watch,
+    bufs: &mut Buffers,
+) -> PhaseEnd {
+    let (req_len, resp_len) = (phase.request as usize, phase.response as usize);
+    let mut rx = bufs.take_rx();
+    let resp = &mut bufs.resp[..resp_len];
+    let mut answered = 0u64;
+    let mut first: Option<Instant> = None;
+    let mut busy_poll = None;
+    let result = (|| {
+        let (wait, said) = prepare_udp(sock, p.busy_poll, POLL)?;
+        busy_poll = said;
+        let mut u = Udp::new(sock, wait, signals);
+        let timed = p.per_message();
+        loop {
+            let Some(n) = u.recv(&mut rx, u64::MAX, true)? else {
+                continue;
+            };
+            if n == 0 {
+                // End of phase: answer, more than once since datagrams may
+                // drop. Best effort: the client closes its socket as soon as
+                // one arrives, and the next may meet a closed port.
+                for _ in 0..UDP_END_ACKS {
+                    let _ = sock.send(&[]);
+                }
+                return Ok(());
+            }
+            if n != req_len {
+                return Err(EngineError::Unsupported(format!(
+                    "a {n}-byte request where {req_len} bytes were due"
+                )));
+            }
+            let t_rx = timed.then(mono_ns);
+            first.get_or_insert_with(Instant::now);
+            // Requests may be lost on the way: the sequence is echoed, not
+            // checked against a count.
+            answer(flow, answered, t_rx, &rx[..n], resp)?;
+            u.send(resp)?;
+            answered += 1;
+            watch.tick(flow);
+        }
+    })();
+    bufs.rx = rx;
+    PhaseEnd {
+        transactions: answered,
+        elapsed_ns: first.map_or(0, |f| f.elapsed().as_nanos() as u64),
+        busy_poll,
+        result,
+    }
 }
 
 // ---------------------------------------------------------------------------

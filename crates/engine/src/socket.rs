@@ -246,12 +246,12 @@ pub const BUSY_POLL_US: u32 = 50;
 
 /// Sets `SO_BUSY_POLL` to `usec`. Raising it above the system default
 /// (`net.core.busy_read`) needs `CAP_NET_ADMIN`; the error says so.
-pub fn set_busy_poll(stream: &TcpStream, usec: u32) -> std::io::Result<()> {
+pub fn set_busy_poll(sock: &impl AsRawFd, usec: u32) -> std::io::Result<()> {
     let v = usec as libc::c_int;
     // SAFETY: the pointer and length describe `v`.
     let rc = unsafe {
         libc::setsockopt(
-            stream.as_raw_fd(),
+            sock.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_BUSY_POLL,
             (&v as *const libc::c_int).cast(),

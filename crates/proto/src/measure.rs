@@ -301,6 +301,10 @@ pub struct RrFlowMeasurement {
     /// From the phase's first request (or first arrival) to its last
     /// response, ns.
     pub elapsed_ns: u64,
+    /// UDP, client: requests whose response never came (within the
+    /// response timeout); not in `transactions` or the histograms.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
     /// Client only: round-trip histogram, sparse `(value_ns, count)` buckets.
     /// In batch mode each transaction is recorded as its batch's mean.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

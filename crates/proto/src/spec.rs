@@ -520,12 +520,19 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
         (_, Protocol::Tcp, Some(_)) => {
             return err("udp", "UDP parameters in a TCP test".into());
         }
-        (TestKind::Rr | TestKind::Crr, Protocol::Udp, _) => {
+        (TestKind::Crr, Protocol::Udp, _) => {
             return err(
                 "protocol",
-                "request/response over UDP is not implemented yet".into(),
+                "crr opens TCP connections; it has no UDP form".into(),
             );
         }
+        (TestKind::Rr, Protocol::Udp, Some(_)) => {
+            return err(
+                "udp",
+                "UDP stream parameters in a request/response test".into(),
+            );
+        }
+        (TestKind::Rr, Protocol::Udp, None) => {}
         (TestKind::Stream, Protocol::Udp, None) => {
             return err("udp", "missing UDP parameters".into())
         }
@@ -630,6 +637,28 @@ fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError>
             "batch",
             format!("{} requested, must be 1..={MAX_RR_BATCH}", rr.batch),
         );
+    }
+    if spec.protocol == Protocol::Udp {
+        let max = crate::datagram::MAX_LEN as u32;
+        for (field, size) in rr
+            .sizes
+            .iter()
+            .map(|&s| ("sizes", s))
+            .chain(rr.response_size.map(|s| ("response_size", s)))
+        {
+            if size > max {
+                return err(
+                    field,
+                    format!("{size} bytes requested; a UDP message is one datagram of at most {max} bytes"),
+                );
+            }
+        }
+        if rr.under_load > 0 {
+            return err(
+                "under_load",
+                "load streams are TCP; they are not available with UDP request/response yet".into(),
+            );
+        }
     }
     if rr.under_load > 0 && spec.kind == TestKind::Crr {
         return err(
@@ -985,6 +1014,18 @@ mod tests {
         );
         assert_eq!(negotiate(&many, &l).expect_err("refused").field, "streams");
         assert!(negotiate(&rr_spec(TestKind::Rr, 4, RrSpec::default()), &l).is_ok());
+        // UDP: one datagram per message, no load streams, no crr.
+        let udp = |kind: TestKind, f: fn(&mut RrSpec)| {
+            let mut rr = RrSpec::default();
+            f(&mut rr);
+            let mut s = rr_spec(kind, 1, rr);
+            s.protocol = Protocol::Udp;
+            negotiate(&s, &l).map(|_| ()).map_err(|e| e.field)
+        };
+        assert_eq!(udp(TestKind::Rr, |_| {}), Ok(()));
+        assert_eq!(udp(TestKind::Rr, |r| r.sizes = vec![65508]), Err("sizes"));
+        assert_eq!(udp(TestKind::Rr, |r| r.under_load = 1), Err("under_load"));
+        assert_eq!(udp(TestKind::Crr, |_| {}), Err("protocol"));
         // The stream limit does not apply to request/response tests.
         let mut counted = rr_spec(TestKind::Rr, 1, RrSpec::default());
         counted.limit = Limit::TimeMs(u64::MAX);

@@ -369,8 +369,13 @@ pub struct RrPhaseReport {
     /// Transactions the client completed (all flows).
     pub transactions: u64,
     /// Transactions the server answered (all flows); equal to
-    /// `transactions` for every completed test.
+    /// `transactions` for every completed TCP test (UDP: minus `lost`
+    /// responses, at most).
     pub server_transactions: u64,
+    /// UDP: requests whose response did not come within the response
+    /// timeout (either datagram lost); not in `transactions` or `latency`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
     /// Longest flow's time from first request to last response, seconds.
     pub seconds: f64,
     /// Sum over flows of each flow's transactions ÷ its seconds

@@ -496,11 +496,17 @@ impl Human<'_> {
         if rr.phases.iter().any(|p| p.loaded) {
             self.load_table(rr)?;
         }
+        let lost: u64 = rr.phases.iter().map(|p| p.lost).sum();
         writeln!(
             self.out,
-            "transactions: client {} · server {}",
+            "transactions: client {} · server {}{}",
             rr.phases.iter().map(|p| p.transactions).sum::<u64>(),
-            rr.phases.iter().map(|p| p.server_transactions).sum::<u64>()
+            rr.phases.iter().map(|p| p.server_transactions).sum::<u64>(),
+            if lost > 0 {
+                format!(" · {lost} lost (no response within the timeout; left out of the figures)")
+            } else {
+                String::new()
+            }
         )?;
         for p in &rr.phases {
             for e in &p.errors {

@@ -129,12 +129,13 @@ fn phase_report(
         loaded: phase.loaded,
         transactions: sum(&cf, |f| f.transactions),
         server_transactions: sum(&sf, |f| f.transactions),
+        lost: sum(&cf, |f| f.lost),
         seconds: cf.iter().map(|f| f.elapsed_ns).max().unwrap_or(0) as f64 / 1e9,
         transactions_per_second: cf
             .iter()
             .filter(|f| f.elapsed_ns > 0)
             .map(|f| f.transactions as f64 / (f.elapsed_ns as f64 / 1e9))
-            .sum(),
+            .fold(0.0, |a, b| a + b),
         client_sent_bytes: sum(&cf, |f| f.bytes_sent),
         server_received_bytes: sum(&sf, |f| f.bytes_received),
         server_sent_bytes: sum(&sf, |f| f.bytes_sent),
