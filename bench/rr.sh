@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# bench/rr.sh — linerate rr vs sockperf ping-pong and qperf, TCP request/response
-# latency on loopback, side by side.
+# bench/rr.sh — linerate rr vs sockperf ping-pong and qperf, TCP and UDP
+# request/response latency on loopback, side by side.
 #
 # What it measures
 #   Round-trip time of one request/response transaction (a message of SIZE
-#   bytes each way) on 127.0.0.1, one flow, for:
-#     lr       linerate rr            (blocking sockets, the default)
-#     lr-bp    linerate rr --busy-poll (non-blocking spin + SO_BUSY_POLL)
-#     sp       sockperf ping-pong --tcp            (blocking)
-#     sp-nb    sockperf ping-pong --tcp --nonblocked
-#     qp       qperf tcp_lat
+#   bytes each way) on 127.0.0.1, one flow, over TCP and over UDP, for:
+#     lr       linerate rr --proto P            (blocking sockets, the default)
+#     lr-bp    linerate rr --proto P --busy-poll (non-blocking spin + SO_BUSY_POLL)
+#     sp       sockperf ping-pong [--tcp]        (blocking)
+#     sp-nb    sockperf ping-pong [--tcp] --nonblocked
+#     qp       qperf tcp_lat / udp_lat
 #   at each size in SIZES (default 1 64 1024). Per run: p50 and p99 of the
 #   round trip in µs and transactions/s. Runs are interleaved (lr, lr-bp, sp,
 #   sp-nb, qp, lr, …) RUNS times per size, so drift of the machine hits every
@@ -44,7 +44,7 @@
 #   bench/results/rr-<timestamp>/      each run's output
 #
 # Usage
-#   bash bench/rr.sh                        # RUNS=5 TIME=3 SIZES="1 64 1024": ~5 minutes
+#   bash bench/rr.sh                        # RUNS=5 TIME=3 SIZES="1 64 1024", tcp and udp: ~10 minutes
 #   RUNS=3 TIME=2 SIZES=64 bash bench/rr.sh
 #   TOOLS="lr sp" bash bench/rr.sh
 #
@@ -52,6 +52,7 @@
 #   RUNS      runs per tool per size (default 5)
 #   TIME      seconds per run, whole number (default 3)
 #   SIZES     message sizes in bytes (default "1 64 1024")
+#   PROTOS    subset of: tcp udp (default both)
 #   TOOLS     subset of: lr lr-bp sp sp-nb qp (default all)
 #   PAUSE     seconds between runs (default 0.5)
 #   LINERATE  linerate binary (default target/release/linerate; built if missing)
@@ -67,6 +68,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RUNS=${RUNS:-5}
 TIME=${TIME:-3}
 SIZES=${SIZES:-"1 64 1024"}
+PROTOS=${PROTOS:-"tcp udp"}
 TOOLS=${TOOLS:-"lr lr-bp sp sp-nb qp"}
 PAUSE=${PAUSE:-0.5}
 LINERATE=${LINERATE:-target/release/linerate}
@@ -85,6 +87,9 @@ for s in $SIZES; do
 done
 for t in $TOOLS; do
     case $t in lr|lr-bp|sp|sp-nb|qp) ;; *) die "unknown tool '$t'";; esac
+done
+for pr in $PROTOS; do
+    case $pr in tcp|udp) ;; *) die "unknown protocol '$pr'";; esac
 done
 
 # ---- prerequisites ---------------------------------------------------------
@@ -111,11 +116,11 @@ if [[ ! -x $LINERATE ]]; then
     cargo build --release >&2 || die "cargo build --release failed"
 fi
 
-TMPDIR_BENCH= LR_PID= SP_PID= QP_PID=
+TMPDIR_BENCH= LR_PID= SP_PID= SPU_PID= QP_PID=
 cleanup() {
     local pid
-    for pid in $LR_PID $SP_PID $QP_PID; do kill "$pid" 2>/dev/null || true; done
-    for pid in $LR_PID $SP_PID $QP_PID; do wait "$pid" 2>/dev/null || true; done
+    for pid in $LR_PID $SP_PID $SPU_PID $QP_PID; do kill "$pid" 2>/dev/null || true; done
+    for pid in $LR_PID $SP_PID $SPU_PID $QP_PID; do wait "$pid" 2>/dev/null || true; done
     if [[ -n ${TMPDIR_BENCH:-} ]]; then rm -rf "$TMPDIR_BENCH"; fi
 }
 trap cleanup EXIT
@@ -156,6 +161,8 @@ mkdir -p "$OUTDIR"
 P_LR=$(pick_port "$PORT_BASE")
 P_SP=$(pick_port "$((P_LR + 1))" "$P_LR")
 P_QP=$(pick_port "$((P_SP + 1))" "$P_LR $P_SP")
+# sockperf's UDP server: a UDP port (checked free as TCP too; both are ours).
+P_SPU=$(pick_port "$((P_QP + 1))" "$P_LR $P_SP $P_QP")
 
 "$LINERATE" server -B "$HOST" --port "$P_LR" >"$OUTDIR/linerate-server.log" 2>&1 &
 LR_PID=$!
@@ -165,6 +172,10 @@ wait_listen "$LR_PID" "$P_LR" || die "linerate server did not come up (see $OUTD
 sockperf server --tcp -i "$HOST" -p "$P_SP" >"$OUTDIR/sockperf-server.log" 2>&1 &
 SP_PID=$!
 wait_listen "$SP_PID" "$P_SP" || die "sockperf server did not come up (see $OUTDIR/sockperf-server.log)"
+sockperf server -i "$HOST" -p "$P_SPU" >"$OUTDIR/sockperf-udp-server.log" 2>&1 &
+SPU_PID=$!
+sleep 0.5
+kill -0 "$SPU_PID" 2>/dev/null || die "sockperf UDP server did not come up (see $OUTDIR/sockperf-udp-server.log)"
 qperf --listen_port "$P_QP" >"$OUTDIR/qperf-server.log" 2>&1 &
 QP_PID=$!
 wait_listen "$QP_PID" "$P_QP" || die "qperf server did not come up (see $OUTDIR/qperf-server.log)"
@@ -172,11 +183,11 @@ wait_listen "$QP_PID" "$P_QP" || die "qperf server did not come up (see $OUTDIR/
 echo "# bench/rr.sh  $(date -Iseconds)"
 echo "# $("$LINERATE" --version 2>/dev/null) ($LINERATE_SRC, git $(git describe --always --dirty 2>/dev/null || echo '?'))"
 echo "#   vs $(sockperf --version 2>&1 | head -n1), qperf $(qperf --version 2>&1 | head -n1)"
-echo "# kernel $(uname -r), $(nproc) CPUs; $HOST TCP, RUNS=$RUNS TIME=${TIME}s SIZES='$SIZES', interleaved"
+echo "# kernel $(uname -r), $(nproc) CPUs; $HOST, PROTOS='$PROTOS' RUNS=$RUNS TIME=${TIME}s SIZES='$SIZES', interleaved"
 echo "# raw: $CSV"
 echo
 
-echo "size,tool,run,tool_size,p50_us,p99_us,tps,exit_status" >"$CSV"
+echo "proto,size,tool,run,tool_size,p50_us,p99_us,tps,exit_status" >"$CSV"
 LIMIT=$(( TIME + 30 ))
 
 # parse TOOL FILE -> "p50_us p99_us tps" (p99 "-" when the tool has none)
@@ -200,58 +211,62 @@ else:
 PY
 }
 
-run_one() {  # run_one TOOL SIZE RUN
-    local tool=$1 size=$2 run=$3 rc=0 vals base tsize=$2
-    base=$OUTDIR/$size-$tool-$run
+run_one() {  # run_one PROTO TOOL SIZE RUN
+    local proto=$1 tool=$2 size=$3 run=$4 rc=0 vals base tsize=$3
+    base=$OUTDIR/$proto-$size-$tool-$run
     case $tool in
         lr|lr-bp)
             local bp=()
             [[ $tool == lr-bp ]] && bp=(--busy-poll)
-            timeout "$LIMIT" "$LINERATE" rr "$HOST" -p "$P_LR" -s "$size" -t "$TIME" "${bp[@]}" --json \
-                >"$base.out" 2>"$base.err" || rc=$?
+            timeout "$LIMIT" "$LINERATE" rr "$HOST" -p "$P_LR" --proto "$proto" -s "$size" -t "$TIME" \
+                "${bp[@]}" --json >"$base.out" 2>"$base.err" || rc=$?
             ;;
         sp|sp-nb)
-            local nb=()
-            [[ $tool == sp-nb ]] && nb=(--nonblocked)
+            local args=()
+            [[ $tool == sp-nb ]] && args+=(--nonblocked)
+            if [[ $proto == tcp ]]; then args+=(--tcp -p "$P_SP"); else args+=(-p "$P_SPU"); fi
             (( tsize < 14 )) && tsize=14
-            timeout "$LIMIT" sockperf ping-pong --tcp -i "$HOST" -p "$P_SP" -m "$tsize" -t "$TIME" \
-                --full-rtt "${nb[@]}" >"$base.out" 2>"$base.err" || rc=$?
+            timeout "$LIMIT" sockperf ping-pong -i "$HOST" -m "$tsize" -t "$TIME" --full-rtt \
+                "${args[@]}" >"$base.out" 2>"$base.err" || rc=$?
             ;;
         qp)
-            timeout "$LIMIT" qperf "$HOST" --listen_port "$P_QP" -m "$size" -t "$TIME" tcp_lat \
+            timeout "$LIMIT" qperf "$HOST" --listen_port "$P_QP" -m "$size" -t "$TIME" "${proto}_lat" \
                 >"$base.out" 2>"$base.err" || rc=$?
             ;;
     esac
     vals=
     (( rc == 0 )) && { vals=$(parse "$tool" "$base.out" 2>>"$base.err") || vals=; }
     if [[ -z $vals ]]; then
-        echo "  $size B $tool run $run: FAILED (exit $rc; see $base.err)" >&2
-        echo "$size,$tool,$run,$tsize,,,,$rc" >>"$CSV"
+        echo "  $proto $size B $tool run $run: FAILED (exit $rc; see $base.err)" >&2
+        echo "$proto,$size,$tool,$run,$tsize,,,,$rc" >>"$CSV"
         return 0
     fi
     local p50 p99 tps
     read -r p50 p99 tps <<<"$vals"
-    echo "$size,$tool,$run,$tsize,$p50,$p99,$tps,$rc" >>"$CSV"
-    printf "  %5s B %-6s run %d: p50 %8.2f µs  p99 %8s µs  %9.0f trans/s\n" \
-        "$size" "$tool" "$run" "$p50" "$p99" "$tps" >&2
+    echo "$proto,$size,$tool,$run,$tsize,$p50,$p99,$tps,$rc" >>"$CSV"
+    printf "  %s %5s B %-6s run %d: p50 %8.2f µs  p99 %8s µs  %9.0f trans/s\n" \
+        "$proto" "$size" "$tool" "$run" "$p50" "$p99" "$tps" >&2
 }
 
-for size in $SIZES; do
-    for (( run = 1; run <= RUNS; run++ )); do
-        for tool in $TOOLS; do
-            run_one "$tool" "$size" "$run"
-            sleep "$PAUSE"
+for proto in $PROTOS; do
+    for size in $SIZES; do
+        for (( run = 1; run <= RUNS; run++ )); do
+            for tool in $TOOLS; do
+                run_one "$proto" "$tool" "$size" "$run"
+                sleep "$PAUSE"
+            done
         done
     done
 done
 
-python3 - "$CSV" "$SIZES" "$TOOLS" <<'PY'
+python3 - "$CSV" "$SIZES" "$TOOLS" "$PROTOS" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-sizes, tools = sys.argv[2].split(), sys.argv[3].split()
-def runs(size, tool, col):
-    return [float(r[col]) for r in rows
-            if r["size"] == size and r["tool"] == tool and r[col] not in ("", "-")]
+sizes, tools, protos = sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
+def pick(proto, size, tool):
+    return [r for r in rows if r["proto"] == proto and r["size"] == size and r["tool"] == tool]
+def runs(proto, size, tool, col):
+    return [float(r[col]) for r in pick(proto, size, tool) if r[col] not in ("", "-")]
 def med(v):
     return statistics.median(v) if v else None
 def cell(v, fmt="{:.2f}"):
@@ -259,30 +274,31 @@ def cell(v, fmt="{:.2f}"):
 def ratio(a, b):
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 names = {"lr": "linerate", "lr-bp": "linerate --busy-poll", "sp": "sockperf",
-         "sp-nb": "sockperf --nonblocked", "qp": "qperf tcp_lat"}
+         "sp-nb": "sockperf --nonblocked", "qp": "qperf"}
 print()
-print("Round trip on TCP loopback: median [min..max] over the runs")
-for size in sizes:
-    print()
-    print(f"{size} bytes")
-    print(f"  {'tool':<22} {'p50 µs':<24} {'p99 µs':<24} {'trans/s':<28} {'fail'}")
-    for t in tools:
-        fails = sum(1 for r in rows if r["size"] == size and r["tool"] == t and r["p50_us"] == "")
-        label = names[t]
-        tsz = {r["tool_size"] for r in rows if r["size"] == size and r["tool"] == t}
-        if tsz and tsz != {size}:
-            label += f" (at {'/'.join(sorted(tsz))} B)"
-        p50 = cell(runs(size, t, "p50_us")) + (" mean" if t == "qp" else "")
-        print(f"  {label:<22} {p50:<24} {cell(runs(size, t, 'p99_us')):<24} "
-              f"{cell(runs(size, t, 'tps'), '{:.0f}'):<28} {fails}")
-    m = {t: {c: med(runs(size, t, c)) for c in ("p50_us", "p99_us", "tps")} for t in tools}
-    def r(a, b, c):
-        return ratio(m.get(a, {}).get(c), m.get(b, {}).get(c))
-    print(f"  ratios  lr/sp: p50 {r('lr', 'sp', 'p50_us')} (goal ≤ 1.00), p99 {r('lr', 'sp', 'p99_us')}, "
-          f"trans/s {r('lr', 'sp', 'tps')}")
-    print(f"          lr-bp/sp-nb: p50 {r('lr-bp', 'sp-nb', 'p50_us')} (goal ≤ 0.90), "
-          f"p99 {r('lr-bp', 'sp-nb', 'p99_us')}, trans/s {r('lr-bp', 'sp-nb', 'tps')}")
-    print(f"          lr/qp: round trip {r('lr', 'qp', 'p50_us')} (linerate p50 ÷ qperf mean)")
+print("Round trips on loopback: median [min..max] over the runs")
+for proto in protos:
+    for size in sizes:
+        print()
+        print(f"{proto.upper()} {size} bytes")
+        print(f"  {'tool':<22} {'p50 µs':<24} {'p99 µs':<24} {'trans/s':<28} {'fail'}")
+        for t in tools:
+            fails = sum(1 for r in pick(proto, size, t) if r["p50_us"] == "")
+            label = names[t] + (f" {proto}_lat" if t == "qp" else "")
+            tsz = {r["tool_size"] for r in pick(proto, size, t)}
+            if tsz and tsz != {size}:
+                label += f" (at {'/'.join(sorted(tsz))} B)"
+            p50 = cell(runs(proto, size, t, "p50_us")) + (" mean" if t == "qp" else "")
+            print(f"  {label:<22} {p50:<24} {cell(runs(proto, size, t, 'p99_us')):<24} "
+                  f"{cell(runs(proto, size, t, 'tps'), '{:.0f}'):<28} {fails}")
+        m = {t: {c: med(runs(proto, size, t, c)) for c in ("p50_us", "p99_us", "tps")} for t in tools}
+        def r(a, b, c):
+            return ratio(m.get(a, {}).get(c), m.get(b, {}).get(c))
+        print(f"  ratios  lr/sp: p50 {r('lr', 'sp', 'p50_us')} (goal ≤ 1.00), p99 {r('lr', 'sp', 'p99_us')}, "
+              f"trans/s {r('lr', 'sp', 'tps')}")
+        print(f"          lr-bp/sp-nb: p50 {r('lr-bp', 'sp-nb', 'p50_us')} (goal ≤ 0.90), "
+              f"p99 {r('lr-bp', 'sp-nb', 'p99_us')}, trans/s {r('lr-bp', 'sp-nb', 'tps')}")
+        print(f"          lr/qp: round trip {r('lr', 'qp', 'p50_us')} (linerate p50 ÷ qperf mean)")
 PY
 echo
 echo "raw per-run numbers: $CSV (each run's output in $OUTDIR/)"

@@ -278,6 +278,8 @@ impl<'a> Io<'a> {
             let now = mono_ns();
             let since = *self.spin_since.get_or_insert(now);
             if now.saturating_sub(since) < SPIN_BUDGET.as_nanos() as u64 {
+                // Let a peer that shares this CPU run (it is what we wait for).
+                std::thread::yield_now();
                 return Ok(());
             }
             // The budget is spent: sleep until the socket is ready.
@@ -1481,6 +1483,8 @@ impl<'a> Udp<'a> {
                     socket::wait_ready(self.sock, libc::POLLIN, UDP_POLL)
                         .map_err(|e| map_err("poll", e))?;
                     spin_since = None;
+                } else {
+                    std::thread::yield_now();
                 }
             }
         }
