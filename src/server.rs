@@ -301,7 +301,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         },
         Err(_) => return,
     };
-    let _slot = Admitted {
+    let slot = Admitted {
         shared,
         admitted: admission == Admission::Admit,
         token,
@@ -334,6 +334,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         run: None,
         start_unix_ms: 0,
         crr: None,
+        slot: Some(slot),
     };
     test.drive(&mut ctrl);
     if let Some(run) = &test.run {
@@ -356,6 +357,10 @@ struct ServerTest<'a> {
     start_unix_ms: u64,
     /// The crr side, when this is a crr test.
     crr: Option<Arc<CrrServer>>,
+    /// This test's admission and data route, released as soon as the
+    /// session ends (before its last frame goes out, so a client that
+    /// starts its next test at once is not told the server is busy).
+    slot: Option<Admitted<'a>>,
 }
 
 /// A UDP data socket waiting for its client's greeting.
@@ -373,6 +378,9 @@ impl ServerTest<'_> {
             // Accept that lets the client open data connections goes out.
             while let Some(action) = self.session.poll_action() {
                 self.act(action, ctrl);
+            }
+            if self.session.is_finished() {
+                self.slot = None;
             }
             if ctrl.send(&self.session.outbox().take()).is_err() {
                 self.session.peer_closed();

@@ -37,6 +37,13 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn server");
+        // Drain the server's stderr: a test that provokes many log lines
+        // must not block the server on a full pipe.
+        if let Some(mut err) = child.stderr.take() {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut err, &mut std::io::sink());
+            });
+        }
         let stdout = child.stdout.take().expect("server stdout");
         let mut line = String::new();
         BufReader::new(stdout)
