@@ -520,3 +520,38 @@ fn issue_3_sweep_runs_the_grid_plots_and_finds_the_zero_loss_rate() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A UDP client killed mid-test (either direction) leaves the server able
+/// to run the next test: its receivers stop on the lost control connection,
+/// its senders on the refused port.
+#[test]
+fn issue_3_killed_udp_client_leaves_server_able_to_serve() {
+    let mut server = Server::start(&[]);
+    let port = server.port_str();
+    for mode in [&[][..], &["-R"][..], &["--bidir", "-P", "2"][..]] {
+        let mut args = vec!["udp", "127.0.0.1", "-p", &port, "-t", "30", "--pps", "5k"];
+        args.extend_from_slice(mode);
+        let mut victim = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(800));
+        victim.kill().expect("kill");
+        let _ = victim.wait();
+        assert!(server.alive());
+        let ok = eventually(Duration::from_secs(10), || {
+            run_client(
+                &["udp", "127.0.0.1", "-p", &port, "-t", "1", "--pps", "1k"],
+                Duration::from_secs(30),
+            )
+            .status
+            .success()
+        });
+        assert!(
+            ok,
+            "server did not recover after a killed UDP client ({mode:?})"
+        );
+    }
+}
