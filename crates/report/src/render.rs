@@ -136,6 +136,18 @@ fn direction_words(d: Direction) -> &'static str {
     }
 }
 
+fn pace_words(p: linerate_proto::spec::Pace) -> String {
+    use linerate_proto::spec::Pace;
+    match p {
+        Pace::Unlimited => "full speed (unpaced)".into(),
+        Pace::Rate(bps) => format!("{} per stream", format_rate(bps as f64)),
+        Pace::MilliPps(m) => format!(
+            "{} datagrams/s per stream",
+            format_count_rate(m as f64 / 1000.0)
+        ),
+    }
+}
+
 fn limit_words(l: Limit) -> String {
     match l {
         Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
@@ -195,9 +207,23 @@ impl Human<'_> {
 
 impl Sink for Human<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        let unit = match &i.udp {
+            Some(u) => format!(
+                "{} B datagrams at {}{}{}",
+                i.len,
+                pace_words(u.pace),
+                if u.burst > 1 {
+                    format!(" in bursts of {}", u.burst)
+                } else {
+                    String::new()
+                },
+                if u.verify { ", payloads verified" } else { "" }
+            ),
+            None => format!("{} writes", format_size(u64::from(i.len))),
+        };
         writeln!(
             self.out,
-            "linerate: {} {} to {}{} · {} stream{} · {} writes · {} · engine {}",
+            "linerate: {} {} to {}{} · {} stream{} · {unit} · {} · engine {}",
             i.protocol,
             direction_words(i.direction),
             i.server,
@@ -208,7 +234,6 @@ impl Sink for Human<'_> {
             },
             i.streams,
             if i.streams == 1 { "" } else { "s" },
-            format_size(u64::from(i.len)),
             limit_words(i.limit),
             i.client_engine,
         )?;
