@@ -12,19 +12,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
+use linerate_engine::rr::{self, CrrTarget, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
-use linerate_engine::{engine, socket, udp};
+use linerate_engine::{clock, engine, socket, udp};
 use linerate_proto::measure::Role;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
-use linerate_proto::spec::{Limit, Protocol, TestSpec};
+use linerate_proto::spec::{Limit, Protocol, TestKind, TestSpec};
 use linerate_proto::wire::{self, DataHello, Message, RefuseCode, Side, Token};
 use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Sink};
 use linerate_report::Report;
 
-use crate::cli::{ClientConfig, Target};
+use crate::cli::{ClientConfig, RrConfig, Target};
 use crate::control::ControlConn;
 use crate::server;
 
@@ -49,6 +50,30 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
 
 /// Runs one test, rendering to `sink`. Returns the report.
 pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+    run_with(cfg, clock::boot_id(), sink)
+}
+
+/// Runs a request/response test, then writes the files it asked for.
+pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
+    // Without a boot id to compare, the offset is estimated by probes even
+    // on one host (how the estimator is checked against the known zero).
+    let boot_id = if cfg.probe_clock {
+        None
+    } else {
+        clock::boot_id()
+    };
+    let stdout = std::io::stdout();
+    let mut sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
+    let report = run_with(&cfg.client, boot_id, sink.as_mut())?;
+    export(cfg, &report)?;
+    Ok(report)
+}
+
+fn run_with(
+    cfg: &ClientConfig,
+    boot_id: Option<String>,
+    sink: &mut dyn Sink,
+) -> Result<Report, ClientError> {
     let embedded;
     let (host, port) = match &cfg.target {
         Target::Remote { host, port } => (host.clone(), *port),
@@ -69,12 +94,14 @@ pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientE
         peer,
         embedded: matches!(cfg.target, Target::Embedded),
         ctrl: ControlConn::new(ctrl_sock)?,
-        session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now()),
+        session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
+            .with_boot_id(boot_id),
         run: None,
         pending: Vec::new(),
         info: None,
         notes: Vec::new(),
         start_unix_ms: 0,
+        token: None,
     };
     let result = test.drive(sink);
     if let Some(run) = &test.run {
@@ -100,6 +127,8 @@ struct ClientTest<'a> {
     info: Option<TestInfo>,
     notes: Vec<String>,
     start_unix_ms: u64,
+    /// The test's token (crr greets every transaction's connection with it).
+    token: Option<Token>,
 }
 
 impl ClientTest<'_> {
@@ -134,7 +163,11 @@ impl ClientTest<'_> {
             }
             let wait = Duration::from_millis(if self.run.is_some() { 20 } else { 5 });
             match self.ctrl.recv(wait) {
-                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
+                Ok(Some(bytes)) => {
+                    // Clock probes need the arrival time; read it first.
+                    let t = clock::mono_ns();
+                    self.session.receive_at(bytes, Instant::now(), t);
+                }
                 Ok(None) => {}
                 Err(_) => self.session.peer_closed(),
             }
@@ -156,6 +189,7 @@ impl ClientTest<'_> {
             } => {
                 self.notes
                     .extend(notes.into_iter().map(|n| format!("server: {n}")));
+                self.token = Some(token);
                 let opened = match spec.protocol {
                     Protocol::Tcp => self.open_streams(token, &spec),
                     Protocol::Udp => self.open_udp_streams(token, &spec, &udp_ports),
@@ -179,12 +213,22 @@ impl ClientTest<'_> {
                     info.start_unix_ms = self.start_unix_ms;
                     sink.start(info).context("writing output")?;
                 }
-                self.run = Some(runner::start(
-                    self.engine,
-                    std::mem::take(&mut self.pending),
-                    run_params(&spec, &self.cfg.cpus, self.embedded),
-                    start,
-                ));
+                let pending = std::mem::take(&mut self.pending);
+                self.run = Some(match spec.kind {
+                    TestKind::Stream => runner::start(
+                        self.engine,
+                        pending,
+                        run_params(&spec, &self.cfg.cpus, self.embedded),
+                        start,
+                    ),
+                    TestKind::Rr | TestKind::Crr => self.start_rr(&spec, pending)?,
+                });
+            }
+            ClientAction::SendClockProbe => {
+                self.session.clock_probe(clock::mono_ns());
+                self.ctrl
+                    .send(&self.session.outbox().take())
+                    .context("writing to the control connection")?;
             }
             ClientAction::PeerSendDone(done) => {
                 if let Some(run) = &self.run {
@@ -200,6 +244,34 @@ impl ClientTest<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Starts the request/response flows (rr: on the connections opened
+    /// for each phase; crr: a connection per transaction).
+    fn start_rr(&mut self, spec: &TestSpec, pending: Vec<StreamSetup>) -> Result<SideRun> {
+        let scope = if self.embedded {
+            CpuScope::Threads
+        } else {
+            CpuScope::Process
+        };
+        let params =
+            RrParams::from_spec(spec, &self.cfg.cpus, scope, self.session.clock().copied())
+                .context("request/response test without its parameters")?;
+        Ok(match spec.kind {
+            TestKind::Crr => {
+                let target = CrrTarget {
+                    addr: self.peer,
+                    tcp: spec.tcp.clone(),
+                    token: self.token.context("crr test without a token")?,
+                    spec: spec.clone(),
+                };
+                rr::start_client(self.engine, RrConns::default(), Some(target), params)
+            }
+            _ => {
+                let conns = RrConns::sort(spec, pending).map_err(anyhow::Error::from)?;
+                rr::start_client(self.engine, conns, None, params)
+            }
+        })
     }
 
     fn open_streams(&self, token: Token, spec: &TestSpec) -> Result<Vec<StreamSetup>> {
@@ -304,6 +376,7 @@ impl ClientTest<'_> {
             }
         }
         TestInfo {
+            kind: spec.kind,
             protocol: protocol_name(spec.protocol).into(),
             direction: spec.direction,
             streams: spec.streams,
@@ -346,6 +419,7 @@ impl ClientTest<'_> {
                 if spec.protocol == Protocol::Tcp {
                     check_totals(&spec, &report)?;
                 }
+                check_rr(&report)?;
                 Ok(report)
             }
             Some(Err(SessionError::Refused { code, message })) => {
@@ -385,6 +459,73 @@ fn check_totals(spec: &TestSpec, report: &Report) -> Result<()> {
                     f.receiver_bytes
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the files a request/response test asked for (`--histogram`,
+/// `--plot`) from the report.
+fn export(cfg: &RrConfig, report: &Report) -> Result<(), ClientError> {
+    if let Some(path) = &cfg.histogram {
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        render::histogram_csv(report, &mut f)
+            .and_then(|()| f.flush())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &cfg.plot {
+        let svg = linerate_report::plot_rr::svg(report)
+            .with_context(|| format!("plotting {}", path.display()))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// A completed request/response test: no flow failed, and both sides
+/// counted the same transactions and bytes in every phase.
+fn check_rr(report: &Report) -> Result<()> {
+    let Some(rr) = &report.rr else {
+        return Ok(());
+    };
+    for p in &rr.phases {
+        let what = format!(
+            "{}-byte requests{}",
+            p.request_size,
+            if p.loaded { " under load" } else { "" }
+        );
+        if let Some(e) = p.errors.first() {
+            return Err(anyhow!("{what}: {e}"));
+        }
+        // UDP may lose datagrams (counted in `lost`): the server then
+        // answered at least what the client completed, never fewer.
+        let udp = report.test.protocol == "udp";
+        let counts_agree = if udp {
+            p.server_transactions >= p.transactions
+                && p.server_transactions <= p.transactions + p.lost
+        } else {
+            p.transactions == p.server_transactions
+        };
+        if !counts_agree {
+            return Err(anyhow!(
+                "{what}: the client completed {} transactions ({} lost) but the server answered {}",
+                p.transactions,
+                p.lost,
+                p.server_transactions
+            ));
+        }
+        if !udp
+            && (p.client_sent_bytes != p.server_received_bytes
+                || p.server_sent_bytes != p.client_received_bytes)
+        {
+            return Err(anyhow!(
+                "{what}: byte counts differ (requests {} sent, {} received; responses {} sent, {} received)",
+                p.client_sent_bytes,
+                p.server_received_bytes,
+                p.server_sent_bytes,
+                p.client_received_bytes
+            ));
         }
     }
     Ok(())

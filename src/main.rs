@@ -27,6 +27,20 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        cli::Command::Rr(cfg) => {
+            let _ = ctrlc::set_handler(|| {
+                if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
+                    std::process::exit(130);
+                }
+            });
+            match client::run_rr(&cfg) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("linerate: {e:#}");
+                    ExitCode::from(e.exit_code() as u8)
+                }
+            }
+        }
         cli::Command::Sweep(cfg) => {
             let _ = ctrlc::set_handler(|| {
                 if client::INTERRUPTED.swap(true, Ordering::Relaxed) {

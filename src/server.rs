@@ -16,11 +16,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
-use linerate_engine::{engine, socket, udp};
+use linerate_engine::rr::{self, CrrServer, RrConns, RrParams};
+use linerate_engine::runner::{self, CpuScope, DataSocket, SideRun, StreamSetup};
+use linerate_engine::{clock, engine, socket, udp};
 use linerate_proto::measure::Role;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
-use linerate_proto::spec::{ServerLimits, StreamPlan, TestSpec};
+use linerate_proto::spec::{ServerLimits, StreamPlan, TestKind, TestSpec};
 use linerate_proto::wire::{
     self, classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
@@ -37,6 +38,16 @@ const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
 
 type DataRoute = Sender<(DataHello, TcpStream)>;
 
+/// Where a test's data connections go.
+#[derive(Clone)]
+enum Route {
+    /// To the session's control thread, to attach before Start.
+    Streams(DataRoute),
+    /// Each connection is one crr transaction, served on the thread that
+    /// accepted it.
+    Crr(Arc<CrrServer>),
+}
+
 /// State shared by the accept loop and the session threads.
 struct Shared {
     limits: ServerLimits,
@@ -49,7 +60,7 @@ struct Shared {
     /// Client and server share the process: account CPU per thread.
     per_thread_cpu: bool,
     active: Mutex<usize>,
-    routes: Mutex<HashMap<Token, DataRoute>>,
+    routes: Mutex<HashMap<Token, Route>>,
     /// Set when an admitted test has ended (for --once).
     test_ended: AtomicBool,
 }
@@ -214,8 +225,13 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
                 .ok()
                 .and_then(|r| r.get(&h.token).cloned());
             match route {
-                Some(tx) => {
+                Some(Route::Streams(tx)) => {
                     let _ = tx.send((h, sock));
+                }
+                Some(Route::Crr(crr)) => {
+                    if let Err(e) = crr.serve(&h, sock) {
+                        eprintln!("linerate server: {peer}: crr transaction: {e}");
+                    }
                 }
                 None => eprintln!(
                     "linerate server: {peer}: data connection for no running test, closing"
@@ -285,7 +301,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         },
         Err(_) => return,
     };
-    let _slot = Admitted {
+    let slot = Admitted {
         shared,
         admitted: admission == Admission::Admit,
         token,
@@ -303,8 +319,9 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         token,
         &software(),
         Instant::now(),
-    );
-    session.receive(first, Instant::now());
+    )
+    .with_boot_id(clock::boot_id());
+    session.receive_at(first, Instant::now(), clock::mono_ns());
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = ServerTest {
         shared,
@@ -316,6 +333,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         notes: Vec::new(),
         run: None,
         start_unix_ms: 0,
+        crr: None,
+        slot: Some(slot),
     };
     test.drive(&mut ctrl);
     if let Some(run) = &test.run {
@@ -336,6 +355,12 @@ struct ServerTest<'a> {
     notes: Vec<String>,
     run: Option<SideRun>,
     start_unix_ms: u64,
+    /// The crr side, when this is a crr test.
+    crr: Option<Arc<CrrServer>>,
+    /// This test's admission and data route, released as soon as the
+    /// session ends (before its last frame goes out, so a client that
+    /// starts its next test at once is not told the server is busy).
+    slot: Option<Admitted<'a>>,
 }
 
 /// A UDP data socket waiting for its client's greeting.
@@ -354,11 +379,21 @@ impl ServerTest<'_> {
             while let Some(action) = self.session.poll_action() {
                 self.act(action, ctrl);
             }
+            if self.session.is_finished() {
+                self.slot = None;
+            }
             if ctrl.send(&self.session.outbox().take()).is_err() {
                 self.session.peer_closed();
             }
             while let Ok((hello, sock)) = self.route_rx.try_recv() {
                 self.attach(hello, sock);
+            }
+            if let Some(crr) = &self.crr {
+                // A crr side ends when the client has finished its
+                // transactions, which its results say.
+                if self.session.peer_results_received() {
+                    crr.client_finished();
+                }
             }
             if self.run.is_none() && !self.udp_pending.is_empty() {
                 self.poll_greetings();
@@ -379,7 +414,11 @@ impl ServerTest<'_> {
             }
             let wait = Duration::from_millis(if self.run.is_some() { 20 } else { 2 });
             match ctrl.recv(wait) {
-                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
+                Ok(Some(bytes)) => {
+                    // Clock probes are answered with the arrival time.
+                    let t = clock::mono_ns();
+                    self.session.receive_at(bytes, Instant::now(), t);
+                }
                 Ok(None) => {}
                 Err(_) => self.session.peer_closed(),
             }
@@ -390,9 +429,16 @@ impl ServerTest<'_> {
 
     fn act(&mut self, action: ServerAction, ctrl: &ControlConn) {
         match action {
-            ServerAction::ExpectStreams { token, .. } => {
+            ServerAction::ExpectStreams { token, spec } => {
+                let route = match CrrServer::new(&spec, &self.shared.cpus) {
+                    Some(crr) if spec.kind == TestKind::Crr => {
+                        self.crr = Some(Arc::clone(&crr));
+                        Route::Crr(crr)
+                    }
+                    _ => Route::Streams(self.route_tx.clone()),
+                };
                 if let Ok(mut r) = self.shared.routes.lock() {
-                    r.insert(token, self.route_tx.clone());
+                    r.insert(token, route);
                 }
             }
             ServerAction::StartStreams => {
@@ -420,12 +466,38 @@ impl ServerTest<'_> {
                 self.start_unix_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64);
-                self.run = Some(runner::start(
-                    self.shared.engine,
-                    std::mem::take(&mut self.attached),
-                    run_params(&spec, &self.shared.cpus, self.shared.per_thread_cpu),
-                    Instant::now(),
-                ));
+                let attached = std::mem::take(&mut self.attached);
+                let scope = if self.shared.per_thread_cpu {
+                    CpuScope::Threads
+                } else {
+                    CpuScope::Process
+                };
+                self.run = match spec.kind {
+                    TestKind::Stream => Some(runner::start(
+                        self.shared.engine,
+                        attached,
+                        run_params(&spec, &self.shared.cpus, self.shared.per_thread_cpu),
+                        Instant::now(),
+                    )),
+                    TestKind::Crr => self.crr.as_ref().map(|c| c.start()),
+                    TestKind::Rr => {
+                        let params = RrParams::from_spec(&spec, &self.shared.cpus, scope, None);
+                        match (RrConns::sort(&spec, attached), params) {
+                            (Ok(conns), Some(params)) => {
+                                Some(rr::start_server(self.shared.engine, conns, params))
+                            }
+                            (Err(e), _) => {
+                                self.session.stream_failed(e.to_string());
+                                None
+                            }
+                            (_, None) => {
+                                self.session
+                                    .stream_failed("rr test without its parameters".into());
+                                None
+                            }
+                        }
+                    }
+                };
             }
             ServerAction::BindDatagramSockets { spec, .. } => {
                 match self.bind_datagrams(&spec, ctrl) {
@@ -575,6 +647,7 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 return;
             }
             let info = TestInfo {
+                kind: spec.kind,
                 protocol: protocol_name(spec.protocol).into(),
                 direction: spec.direction,
                 streams: spec.streams,

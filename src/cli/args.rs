@@ -13,7 +13,9 @@ Units: sizes take K/M/G (1024-based, as iperf3: -l 128K = 131072 bytes); rates
 and printed figures are SI (1 Gbit/s = 10^9 bit/s, 1 GB = 10^9 bytes);
 durations take us/ms/s/m/h (a bare number is seconds).
 
-netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST -l 10`.
+netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST -l 10`,
+`linerate UDP_STREAM HOST`, `linerate TCP_RR HOST -- -r 64,64`, `linerate TCP_CRR HOST`
+(one size, default 1 byte, as netperf; `linerate rr` runs eight sizes by default).
 
 Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
 command line, 3 server refused the test (busy, invalid parameters, version).";
@@ -46,6 +48,18 @@ pub enum Cmd {
     /// Without HOST, runs against a server embedded in this process on
     /// loopback.
     Udp(UdpArgs),
+    /// Request/response latency per message size (netperf TCP_RR/UDP_RR,
+    /// sockperf ping-pong).
+    ///
+    /// For each size: transactions/s and the round-trip distribution (HDR
+    /// histogram, ns resolution), one-way delays each way where the clock
+    /// offset allows, and with --under-load the same under bulk TCP load.
+    /// Without HOST, runs against an embedded loopback server.
+    Rr(RrArgs),
+    /// Connection rate: connect, request, response, close, as fast as
+    /// possible (netperf TCP_CRR); connections/s and the latency of the
+    /// whole exchange.
+    Crr(RrArgs),
     /// Run a test over a grid of sizes × rates: a table, an SVG plot of
     /// received vs sent, and optionally the highest zero-loss rate per size.
     #[command(subcommand)]
@@ -273,6 +287,72 @@ pub struct UdpArgs {
     /// Test-only: faults the senders inject, e.g. skip:100,dup:200,swap:300.
     #[arg(long, hide = true, value_name = "SCHEDULE")]
     pub inject_faults: Option<String>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RrArgs {
+    /// Server to test against; omit to use an embedded loopback server.
+    pub host: Option<String>,
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Transport of the messages: tcp, or udp (one datagram per message;
+    /// a response missing after 1 s counts as lost).
+    #[arg(long, value_name = "tcp|udp", default_value = "tcp")]
+    pub proto: String,
+    /// One request size in bytes.
+    #[arg(short = 's', long, value_name = "SIZE", conflicts_with = "sizes")]
+    pub size: Option<String>,
+    /// Request sizes to run in turn, e.g. 1,64,1K
+    /// [default: rr 1,32,64,160,448,960,1216,1456; crr 1].
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+    /// Response size in bytes (default: the same as each request).
+    #[arg(short = 'r', long, value_name = "SIZE")]
+    pub response_size: Option<String>,
+    /// Duration of each size (and of each size again under load) [default: 1s].
+    #[arg(short, long, value_name = "DURATION", conflicts_with = "count")]
+    pub time: Option<String>,
+    /// Transactions per flow per size instead of a duration.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Parallel flows, one thread (and connection) each.
+    #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
+    pub parallel: u16,
+    /// Time K back-to-back transactions per pair of clock reads and report
+    /// per-message figures (each transaction counts as its batch's mean).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub batch: u32,
+    /// Non-blocking sockets polled in a spin loop, plus SO_BUSY_POLL where
+    /// the kernel allows (reported either way).
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Run every size again while N bulk TCP streams load the same path,
+    /// and report both side by side.
+    #[arg(long, value_name = "N")]
+    pub under_load: Option<u16>,
+    /// Pin flow threads to these CPUs, round robin (e.g. 0-3,6).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Write every size's full round-trip (and one-way) histogram as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub histogram: Option<std::path::PathBuf>,
+    /// Write an SVG plot: latency percentiles vs size, and the CDF per size.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
+    /// Estimate the clock offset with probes over the control connection
+    /// even when client and server share a kernel (whose offset is known to
+    /// be 0): shows how well the estimator does on this path.
+    #[arg(long)]
+    pub probe_clock: bool,
+    /// Data-path engine for this side (used by the load streams).
+    #[arg(long, default_value = "syscall")]
+    pub engine: String,
+    /// Give up connecting after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub connect_timeout: String,
     #[command(flatten)]
     pub output: OutputArgs,
 }

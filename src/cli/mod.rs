@@ -6,12 +6,14 @@ mod args;
 mod netperf;
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use linerate_proto::spec::{
-    Direction, Limit, Pace, Protocol, ServerLimits, TcpOptions, TestSpec, UdpSpec,
+    Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
+    TestSpec, UdpSpec, DEFAULT_RR_SIZES,
 };
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_duration, parse_rate, parse_size};
@@ -49,10 +51,22 @@ pub struct ServerConfig {
     pub format: Format,
 }
 
+/// A request/response test (rr or crr): the client config plus the files
+/// the distributions are exported to.
+#[derive(Debug, Clone)]
+pub struct RrConfig {
+    pub client: ClientConfig,
+    pub histogram: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    /// Estimate the clock offset by probes even when both ends share a kernel.
+    pub probe_clock: bool,
+}
+
 #[derive(Debug, Clone)]
 pub enum Command {
     Server(ServerConfig),
     Tcp(ClientConfig),
+    Rr(RrConfig),
     Udp(ClientConfig),
     Sweep(SweepConfig),
 }
@@ -348,6 +362,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
             drain_ms: duration_ms("--drain", &u.drain)?,
             faults,
         }),
+        ..TestSpec::default()
     };
     linerate_engine::engine::by_name(&u.engine)?;
     Ok(Command::Udp(ClientConfig {
@@ -363,9 +378,131 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     }))
 }
 
+/// Parses `1,64,1K` into message sizes.
+fn parse_sizes(flag: &str, list: &str) -> Result<Vec<u32>> {
+    let sizes = list
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let n = size_u32(flag, p)?;
+            if n == 0 {
+                bail!("{flag}: sizes must be at least 1 byte");
+            }
+            Ok(n)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if sizes.is_empty() {
+        bail!("{flag}: empty list");
+    }
+    Ok(sizes)
+}
+
+fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
+    let protocol = match r.proto.as_str() {
+        "tcp" => Protocol::Tcp,
+        "udp" if kind == TestKind::Crr => {
+            bail!("--proto udp: crr opens a TCP connection per transaction; it has no UDP form")
+        }
+        "udp" if r.under_load.is_some() => {
+            bail!("--under-load: the load streams are TCP; not available with --proto udp yet")
+        }
+        "udp" => Protocol::Udp,
+        other => bail!("--proto: {other:?} is not tcp or udp"),
+    };
+    if kind == TestKind::Crr {
+        if r.under_load.is_some() {
+            bail!(
+                "--under-load is available with rr only (crr opens a connection per transaction)"
+            );
+        }
+        if r.busy_poll {
+            bail!(
+                "--busy-poll is available with rr only (each crr transaction is a new connection)"
+            );
+        }
+    }
+    if r.parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    if r.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let sizes = match (&r.size, &r.sizes) {
+        (Some(s), _) => parse_sizes("--size", s)?,
+        (None, Some(l)) => parse_sizes("--sizes", l)?,
+        (None, None) if kind == TestKind::Crr => vec![1],
+        (None, None) => DEFAULT_RR_SIZES.to_vec(),
+    };
+    let response_size = r
+        .response_size
+        .as_deref()
+        .map(|v| parse_sizes("--response-size", v))
+        .transpose()?
+        .map(|v| v[0]);
+    let limit = match (r.count, &r.time) {
+        (Some(0), _) => bail!("--count must be greater than zero"),
+        (Some(n), _) => RrLimit::Count(n),
+        (None, Some(t)) => {
+            let ms = duration_ms("--time", t)?;
+            if ms == 0 {
+                bail!("--time must be greater than zero");
+            }
+            RrLimit::TimeMs(ms)
+        }
+        (None, None) => RrLimit::TimeMs(1000),
+    };
+    let under_load = r.under_load.unwrap_or(0);
+    if r.under_load == Some(0) {
+        bail!("--under-load needs at least 1 stream");
+    }
+    let spec = TestSpec {
+        kind,
+        protocol,
+        streams: r.parallel,
+        limit: match limit {
+            RrLimit::TimeMs(ms) => Limit::TimeMs(ms),
+            RrLimit::Count(_) => Limit::default(),
+        },
+        tcp: TcpOptions {
+            // Nagle would hold every small message for the previous one's ACK.
+            no_delay: true,
+            ..TcpOptions::default()
+        },
+        rr: Some(RrSpec {
+            sizes,
+            response_size,
+            limit,
+            batch: r.batch,
+            busy_poll: r.busy_poll,
+            under_load,
+        }),
+        ..TestSpec::default()
+    };
+    linerate_engine::engine::by_name(&r.engine)?;
+    Ok(RrConfig {
+        client: ClientConfig {
+            target: match r.host {
+                Some(host) => Target::Remote { host, port: r.port },
+                None => Target::Embedded,
+            },
+            spec,
+            engine: r.engine,
+            cpus: parse_cpus(r.cpus.as_deref())?,
+            format: format_of(&r.output),
+            connect_timeout: parse_duration(&r.connect_timeout).context("--connect-timeout")?,
+        },
+        histogram: r.histogram,
+        plot: r.plot,
+        probe_clock: r.probe_clock,
+    })
+}
+
 fn validate(cli: args::Cli) -> Result<Command> {
     match cli.command {
         args::Cmd::Udp(u) => validate_udp(u),
+        args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
+        args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
         args::Cmd::Sweep(args::SweepCmd::Udp(a)) => validate_sweep(a),
         args::Cmd::Server(s) => {
             if s.max_concurrent == 0 {
@@ -449,7 +586,7 @@ fn validate(cli: args::Cli) -> Result<Command> {
                     no_delay: t.no_delay,
                     mss: t.mss,
                 },
-                udp: None,
+                ..TestSpec::default()
             };
             let target = match t.host {
                 Some(host) => Target::Remote { host, port: t.port },
@@ -642,6 +779,99 @@ mod tests {
             let e = parse(args).expect_err(args).to_string();
             assert!(e.contains(needle), "{args}: {e}");
         }
+    }
+
+    fn rr(args: &str) -> RrConfig {
+        match parse(args).expect("parses") {
+            Command::Rr(c) => c,
+            other => panic!("not rr: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rr_defaults_and_flags() {
+        let c = rr("rr");
+        assert_eq!(c.client.target, Target::Embedded);
+        assert_eq!(c.client.spec.kind, TestKind::Rr);
+        assert!(c.client.spec.tcp.no_delay);
+        let r = c.client.spec.rr.expect("rr spec");
+        assert_eq!(r.sizes, DEFAULT_RR_SIZES.to_vec());
+        assert_eq!(r.limit, RrLimit::TimeMs(1000));
+        assert_eq!((r.batch, r.busy_poll, r.under_load), (1, false, 0));
+
+        let c = rr("rr 198.18.0.2 --sizes 1,64,1K -r 8 -n 500 -P 2 --batch 10 --busy-poll --under-load 2 --histogram h.csv --plot p.svg --json");
+        let r = c.client.spec.rr.clone().expect("rr spec");
+        assert_eq!(r.sizes, vec![1, 64, 1024]);
+        assert_eq!(r.response_size, Some(8));
+        assert_eq!(r.limit, RrLimit::Count(500));
+        assert_eq!((r.batch, r.busy_poll, r.under_load), (10, true, 2));
+        assert_eq!(c.client.spec.streams, 2);
+        assert_eq!(c.histogram, Some(PathBuf::from("h.csv")));
+        assert_eq!(c.plot, Some(PathBuf::from("p.svg")));
+        assert_eq!(
+            rr("rr -s 100 -t 250ms").client.spec.rr.expect("rr").limit,
+            RrLimit::TimeMs(250)
+        );
+
+        let c = rr("crr");
+        assert_eq!(c.client.spec.kind, TestKind::Crr);
+        assert_eq!(c.client.spec.rr.expect("rr").sizes, vec![1]);
+    }
+
+    #[test]
+    fn rr_refusals_name_the_flag() {
+        for (args, needle) in [
+            ("crr --proto udp", "no UDP form"),
+            ("rr --proto udp --under-load 1", "--under-load"),
+            ("rr --proto sctp", "--proto"),
+            ("rr --sizes 1,0", "--sizes"),
+            ("rr --sizes ,", "--sizes"),
+            ("rr -s 1 --sizes 2", "--sizes"),
+            ("rr -n 0", "--count"),
+            ("rr -t 0", "--time"),
+            ("rr -t 1 -n 5", "--count"),
+            ("rr -P 0", "--parallel"),
+            ("rr --batch 0", "--batch"),
+            ("rr --under-load 0", "--under-load"),
+            ("crr --under-load 1", "--under-load"),
+            ("crr --busy-poll", "--busy-poll"),
+        ] {
+            let e = parse(args).expect_err(args).to_string();
+            assert!(e.contains(needle), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn netperf_rr_names() {
+        let c = rr("TCP_RR -H 198.18.0.2");
+        assert_eq!(c.client.spec.kind, TestKind::Rr);
+        // netperf's default: one 1-byte size.
+        assert_eq!(c.client.spec.rr.clone().expect("rr").sizes, vec![1]);
+        let r = rr("TCP_RR -H 198.18.0.2 -l 5 -- -r 64,1024")
+            .client
+            .spec
+            .rr
+            .expect("rr");
+        assert_eq!((r.sizes, r.response_size), (vec![64], Some(1024)));
+        assert_eq!(r.limit, RrLimit::TimeMs(5000));
+        let r = rr("TCP_RR 198.18.0.2 --sizes 8,16")
+            .client
+            .spec
+            .rr
+            .expect("rr");
+        assert_eq!(r.sizes, vec![8, 16]);
+        assert_eq!(rr("TCP_CRR 198.18.0.2").client.spec.kind, TestKind::Crr);
+        assert_eq!(
+            rr("-t TCP_RR -H 198.18.0.2 -l -1000")
+                .client
+                .spec
+                .rr
+                .expect("rr")
+                .limit,
+            RrLimit::Count(1000)
+        );
+        let u = rr("UDP_RR -H 198.18.0.2").client.spec;
+        assert_eq!((u.kind, u.protocol), (TestKind::Rr, Protocol::Udp));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Shared helpers: spawn the real `linerate` binary as server and client,
 //! parse its JSON, and make sure nothing outlives a test.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,13 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn server");
+        // Drain the server's stderr: a test that provokes many log lines
+        // must not block the server on a full pipe.
+        if let Some(mut err) = child.stderr.take() {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut err, &mut std::io::sink());
+            });
+        }
         let stdout = child.stdout.take().expect("server stdout");
         let mut line = String::new();
         BufReader::new(stdout)
@@ -87,23 +94,52 @@ pub fn run_client_in(netns: Option<&str>, args: &[&str], limit: Duration) -> Out
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn client");
+    // Drain both pipes while the client runs: a report larger than a pipe's
+    // buffer would otherwise block the client on its last write.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out_t = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err_t = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + limit;
-    loop {
+    let status = loop {
         match child.try_wait().expect("wait client") {
-            Some(_) => break,
+            Some(status) => break status,
             None if Instant::now() > deadline => {
                 let _ = child.kill();
-                let out = child.wait_with_output().expect("output");
+                let _ = child.wait();
+                let stdout = out_t.join().unwrap_or_default();
+                let stderr = err_t.join().unwrap_or_default();
                 panic!(
                     "client {args:?} ran past {limit:?}\nstdout: {}\nstderr: {}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
+                    String::from_utf8_lossy(&stdout),
+                    String::from_utf8_lossy(&stderr)
                 );
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
+    };
+    Output {
+        status,
+        stdout: out_t.join().unwrap_or_default(),
+        stderr: err_t.join().unwrap_or_default(),
     }
-    child.wait_with_output().expect("client output")
 }
 
 /// Runs a client that must succeed and print one JSON document.

@@ -4,5 +4,6 @@
 
 mod helpers;
 mod netns;
+mod rr;
 mod tcp;
 mod udp;

@@ -156,13 +156,13 @@ pub struct SyscallEngine;
 
 /// Tracks how long a loop has gone without progress; reads the clock only
 /// when an I/O call timed out.
-struct Idle(Option<Instant>);
+pub(crate) struct Idle(pub(crate) Option<Instant>);
 
 impl Idle {
-    fn progressed(&mut self) {
+    pub(crate) fn progressed(&mut self) {
         self.0 = None;
     }
-    fn timed_out(&mut self) -> Result<(), EngineError> {
+    pub(crate) fn timed_out(&mut self) -> Result<(), EngineError> {
         let since = *self.0.get_or_insert_with(Instant::now);
         if since.elapsed() >= IDLE_LIMIT {
             return Err(EngineError::Stalled(IDLE_LIMIT.as_secs()));
@@ -171,11 +171,11 @@ impl Idle {
     }
 }
 
-fn is_timeout(e: &std::io::Error) -> bool {
+pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 
-fn map_err(what: &str, e: std::io::Error) -> EngineError {
+pub(crate) fn map_err(what: &str, e: std::io::Error) -> EngineError {
     match e.kind() {
         ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted => {
             EngineError::PeerReset(format!("{what}: {e}"))

@@ -1,5 +1,6 @@
 //! linerate's data path: every syscall the tool makes lives in this crate.
 //!
+//! - [`clock`]: the monotonic clock every latency timestamp uses, boot id.
 //! - [`socket`]: connecting, listening and socket options for data and
 //!   control connections.
 //! - [`tcp_info`]: `TCP_INFO` read into the protocol's [`linerate_proto::measure::TcpInfo`].
@@ -7,6 +8,8 @@
 //! - [`engine`]: the [`engine::Engine`] trait that moves bytes on one stream,
 //!   with the plain blocking-syscall engine; faster engines (batching,
 //!   io_uring, zero copy) plug in behind the same trait.
+//! - [`rr`]: request/response and connect/request/response loops (one
+//!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
 //!   send/receive loops of the syscall engine.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
@@ -14,9 +17,11 @@
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
 
+pub mod clock;
 pub mod cpu;
 pub mod engine;
 pub mod netstat;
+pub mod rr;
 pub mod runner;
 pub mod socket;
 pub mod tcp_info;
@@ -37,6 +42,10 @@ pub enum EngineError {
     Stalled(u64),
     #[error("{0}")]
     Unsupported(String),
+    #[error("aborted")]
+    Aborted,
+    #[error("request/response: {0}")]
+    Rr(#[from] linerate_proto::rr::RrError),
 }
 
 impl EngineError {

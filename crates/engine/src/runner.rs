@@ -166,6 +166,53 @@ pub fn start(
     }
 }
 
+/// Runs `side` on its own thread as a [`SideRun`]: `side` gets the side's
+/// signals and returns its results (used by the request/response runner,
+/// which has no interval records).
+pub(crate) fn spawn_side(
+    engine_name: &'static str,
+    side: impl FnOnce(&Arc<Signals>) -> SideResults + Send + 'static,
+) -> SideRun {
+    let signals = Arc::new(Signals::default());
+    let (_itx, intervals) = mpsc::channel();
+    let (dtx, done) = mpsc::channel();
+    let (_stx, senders_done) = mpsc::channel();
+    let sig = Arc::clone(&signals);
+    let sampler = std::thread::Builder::new()
+        .name("linerate-side".into())
+        .spawn(move || {
+            let _ = dtx.send(side(&sig));
+        });
+    let sampler = match sampler {
+        Ok(h) => Some(h),
+        Err(_) => {
+            let (dtx, d) = mpsc::channel();
+            let _ = dtx.send(SideResults {
+                engine: engine_name.into(),
+                ..SideResults::default()
+            });
+            return SideRun {
+                signals,
+                intervals,
+                done: d,
+                senders_done,
+                udp_live: Vec::new(),
+                start: Instant::now(),
+                sampler: None,
+            };
+        }
+    };
+    SideRun {
+        signals,
+        intervals,
+        done,
+        senders_done,
+        udp_live: Vec::new(),
+        start: Instant::now(),
+        sampler,
+    }
+}
+
 /// Where the sampler reports while a side runs.
 struct Channels {
     intervals: Sender<IntervalMeasurement>,
@@ -559,6 +606,7 @@ fn sample(
             wall_ns: wall.as_nanos() as u64,
             host,
         },
+        rr: None,
         kernel_udp: kernel0.as_ref().map(netstat::delta),
     }
 }

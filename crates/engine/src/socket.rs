@@ -208,9 +208,19 @@ pub fn canonical(addr: SocketAddr) -> SocketAddr {
 /// Waits until `sock` is readable (for a listener: a connection is ready to
 /// accept), up to `timeout`. Returns false on timeout.
 pub fn wait_readable(sock: &impl AsRawFd, timeout: Duration) -> std::io::Result<bool> {
+    wait_ready(sock, libc::POLLIN, timeout)
+}
+
+/// Waits until `sock` reports one of `events` (`POLLIN`, `POLLOUT`) or an
+/// error or hang-up, up to `timeout`. Returns false on timeout or signal.
+pub fn wait_ready(
+    sock: &impl AsRawFd,
+    events: libc::c_short,
+    timeout: Duration,
+) -> std::io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: sock.as_raw_fd(),
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
@@ -228,4 +238,28 @@ pub fn wait_readable(sock: &impl AsRawFd, timeout: Duration) -> std::io::Result<
         0 => Ok(false),
         _ => Ok(true),
     }
+}
+
+/// How long the kernel may busy-poll the device queue on a blocking read
+/// (`SO_BUSY_POLL`), in µs, when a test asks for busy polling.
+pub const BUSY_POLL_US: u32 = 50;
+
+/// Sets `SO_BUSY_POLL` to `usec`. Raising it above the system default
+/// (`net.core.busy_read`) needs `CAP_NET_ADMIN`; the error says so.
+pub fn set_busy_poll(sock: &impl AsRawFd, usec: u32) -> std::io::Result<()> {
+    let v = usec as libc::c_int;
+    // SAFETY: the pointer and length describe `v`.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BUSY_POLL,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -11,15 +11,19 @@
 //! - [`spec`]: the test both sides agree on, and the server's negotiation.
 //! - [`measure`]: what each side measured, exchanged at the end of a test.
 //! - [`session`]: client and server control state machines.
+//! - [`rr`]: the header inside request/response messages.
+//! - [`clock`]: the offset between the two ends' clocks, for one-way latency.
 //! - [`datagram`]: the UDP test datagram header, payload pattern and the
 //!   test-only fault schedule.
 //! - [`seq`]: the receiver's sequence tracker (loss, reordering,
 //!   duplicates, late arrivals) and RFC 3550 jitter.
 //! - [`pacing`]: the sender's absolute schedule.
 
+pub mod clock;
 pub mod datagram;
 pub mod measure;
 pub mod pacing;
+pub mod rr;
 pub mod seq;
 pub mod session;
 pub mod spec;

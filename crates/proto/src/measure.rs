@@ -269,6 +269,74 @@ pub struct HostCpu {
     pub total_ns: u64,
 }
 
+/// A one-way delay distribution, computed by the client from the server's
+/// timestamps and the clock offset (see [`crate::clock`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct OneWayMeasurement {
+    /// Sparse `(value_ns, count)` histogram buckets of the non-negative samples.
+    pub histogram: Vec<(u64, u64)>,
+    /// Samples that came out below zero (possible only when the offset is
+    /// estimated: the error of the estimate exceeded the delay).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub negative: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One flow during one phase (size × load) of a request/response test.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RrFlowMeasurement {
+    /// Phase index ([`crate::spec::RrSpec::phases`]).
+    pub phase: u32,
+    /// Flow, from 0.
+    pub flow: u32,
+    /// Transactions completed: responses read (client) or written (server).
+    pub transactions: u64,
+    /// Payload bytes this side wrote (requests or responses).
+    pub bytes_sent: u64,
+    /// Payload bytes this side read.
+    pub bytes_received: u64,
+    /// From the phase's first request (or first arrival) to its last
+    /// response, ns.
+    pub elapsed_ns: u64,
+    /// UDP, client: requests whose response never came (within the
+    /// response timeout); not in `transactions` or the histograms.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+    /// Client only: round-trip histogram, sparse `(value_ns, count)` buckets.
+    /// In batch mode each transaction is recorded as its batch's mean.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rtt: Vec<(u64, u64)>,
+    /// Client only, where timestamps and a clock offset allow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_to_server: Option<OneWayMeasurement>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_to_client: Option<OneWayMeasurement>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One side's request/response measurements.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RrMeasurement {
+    /// Every (phase, flow) this side ran, in phase order.
+    pub flows: Vec<RrFlowMeasurement>,
+    /// The bulk load streams (client: sent; server: received), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load: Vec<StreamMeasurement>,
+    /// Nanoseconds the load ran on this side (from its start to its end).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub load_elapsed_ns: u64,
+    /// With busy polling: what the kernel said to `SO_BUSY_POLL`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_poll: Option<String>,
+    /// Client: the clock offset to the server its one-way figures used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::clock::ClockOffset>,
+}
+
 /// Everything one side reports at the end of a test.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SideResults {
@@ -281,6 +349,9 @@ pub struct SideResults {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub intervals_dropped: bool,
     pub cpu: CpuMeasurement,
+    /// Request/response tests only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrMeasurement>,
     /// UDP tests: the kernel's drop counters on this side.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kernel_udp: Option<KernelUdp>,

@@ -62,6 +62,65 @@ pub struct TcpOptions {
     pub mss: Option<u32>,
 }
 
+/// What a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestKind {
+    /// Bulk throughput on streams (netperf TCP_STREAM / TCP_MAERTS).
+    #[default]
+    Stream,
+    /// Request/response round trips on long-lived connections (TCP_RR).
+    Rr,
+    /// A new connection per transaction: connect, request, response,
+    /// close (TCP_CRR).
+    Crr,
+}
+
+/// The message sizes of the reference tables (a TCP offload core's
+/// door-to-door latency per payload size), used when no size is given.
+pub const DEFAULT_RR_SIZES: [u32; 8] = [1, 32, 64, 160, 448, 960, 1216, 1456];
+
+/// How long each size of a request/response test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RrLimit {
+    /// Milliseconds per size (and per load condition).
+    TimeMs(u64),
+    /// Transactions per flow per size (and per load condition).
+    Count(u64),
+}
+
+/// The request/response part of a spec (kinds `rr` and `crr`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RrSpec {
+    /// Request sizes in bytes, run one after the other.
+    pub sizes: Vec<u32>,
+    /// Response size in bytes; `None`: the same as each request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_size: Option<u32>,
+    pub limit: RrLimit,
+    /// Transactions timed per clock-read pair (1: every transaction).
+    pub batch: u32,
+    /// Non-blocking sockets polled in a spin loop, plus SO_BUSY_POLL.
+    pub busy_poll: bool,
+    /// Bulk TCP streams (client → server) run during a second, loaded pass
+    /// over the sizes; 0: no loaded pass.
+    pub under_load: u16,
+}
+
+impl Default for RrSpec {
+    fn default() -> Self {
+        RrSpec {
+            sizes: DEFAULT_RR_SIZES.to_vec(),
+            response_size: None,
+            limit: RrLimit::TimeMs(1000),
+            batch: 1,
+            busy_poll: false,
+            under_load: 0,
+        }
+    }
+}
+
 /// How a UDP sender paces its datagrams, per stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -114,6 +173,55 @@ impl Default for UdpSpec {
     }
 }
 
+/// One pass of a request/response test: one size, with or without load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RrPhase {
+    /// Position in [`RrSpec::phases`], from 0.
+    pub index: u32,
+    pub request: u32,
+    pub response: u32,
+    /// True while the bulk load streams run.
+    pub loaded: bool,
+}
+
+impl RrSpec {
+    /// The passes in the order they run: every size unloaded, then (with
+    /// `under_load`) every size again with the load running.
+    pub fn phases(&self) -> Vec<RrPhase> {
+        let passes: &[bool] = if self.under_load > 0 {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        let mut out = Vec::new();
+        for &loaded in passes {
+            for &request in &self.sizes {
+                out.push(RrPhase {
+                    index: out.len() as u32,
+                    request,
+                    response: self.response_size.unwrap_or(request),
+                    loaded,
+                });
+            }
+        }
+        out
+    }
+
+    /// True when every transaction is timed on its own (not in batches).
+    pub fn per_message(&self) -> bool {
+        self.batch <= 1
+    }
+}
+
+/// What a data connection of a request/response test carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RrConn {
+    /// Flow `flow` (from 0) during phase `phase`.
+    Flow { phase: u32, flow: u32 },
+    /// Bulk load stream `index` (from 0).
+    Load { index: u32 },
+}
+
 impl UdpSpec {
     /// Datagrams per 1000 s per stream for `len`-byte datagrams (`None`:
     /// unpaced).
@@ -129,6 +237,9 @@ impl UdpSpec {
 /// Everything both sides must agree on to run one test.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestSpec {
+    /// Absent from older peers' specs: a stream test.
+    #[serde(default)]
+    pub kind: TestKind,
     pub protocol: Protocol,
     pub direction: Direction,
     /// Streams per sending direction (bidir opens twice as many connections).
@@ -141,6 +252,9 @@ pub struct TestSpec {
     /// Interval between interval records, in milliseconds.
     pub interval_ms: u64,
     pub tcp: TcpOptions,
+    /// Request/response parameters (kinds `rr` and `crr` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrSpec>,
     /// UDP parameters; present exactly when `protocol` is `udp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpSpec>,
@@ -157,6 +271,8 @@ impl Default for TestSpec {
             omit_ms: 0,
             interval_ms: 1000,
             tcp: TcpOptions::default(),
+            kind: TestKind::Stream,
+            rr: None,
             udp: None,
         }
     }
@@ -178,6 +294,18 @@ impl TestSpec {
     /// The data connections of this test, in the order the client opens them:
     /// client-sending streams first, then server-sending ones.
     pub fn stream_plan(&self) -> Vec<StreamPlan> {
+        if self.kind != TestKind::Stream {
+            // Request/response connections: the client opens them all and
+            // writes first; see `rr_conn` for what each one carries.
+            return (1..=self.rr_connection_count() as u32)
+                .map(|id| StreamPlan {
+                    id,
+                    sender: Side::Client,
+                    bytes: None,
+                    datagrams: None,
+                })
+                .collect();
+        }
         let senders: &[Side] = match self.direction {
             Direction::Forward => &[Side::Client],
             Direction::Reverse => &[Side::Server],
@@ -207,6 +335,9 @@ impl TestSpec {
 
     /// Total data connections.
     pub fn connection_count(&self) -> usize {
+        if self.kind != TestKind::Stream {
+            return self.rr_connection_count();
+        }
         let per = usize::from(self.streams.max(1));
         match self.direction {
             Direction::Bidir => 2 * per,
@@ -217,6 +348,16 @@ impl TestSpec {
     /// Upper bound on how long the data phase can legitimately last, if the
     /// test is time-limited (used for the peers' safety deadlines).
     pub fn data_phase_ms(&self) -> Option<u64> {
+        if let (TestKind::Rr | TestKind::Crr, Some(rr)) = (self.kind, &self.rr) {
+            return match rr.limit {
+                // Each phase may also take a moment to start and drain.
+                RrLimit::TimeMs(t) => {
+                    let phases = rr.phases().len() as u64;
+                    Some(t.saturating_add(RR_PHASE_SLACK_MS).saturating_mul(phases))
+                }
+                RrLimit::Count(_) => None,
+            };
+        }
         let drain = self.udp.as_ref().map_or(0, |u| u.drain_ms);
         match self.limit {
             Limit::TimeMs(t) => Some(t.saturating_add(self.omit_ms).saturating_add(drain)),
@@ -231,6 +372,53 @@ impl TestSpec {
                 Some(u64::try_from(ms).unwrap_or(u64::MAX).saturating_add(drain))
             }
         }
+    }
+}
+
+/// Allowance per request/response phase for starting and draining.
+const RR_PHASE_SLACK_MS: u64 = 1000;
+/// Most request/response data connections one test may open (phases ×
+/// flows + load streams), so a spec cannot ask for unbounded sockets.
+pub const MAX_RR_CONNECTIONS: usize = 4096;
+/// Most sizes one request/response test may list.
+pub const MAX_RR_SIZES: usize = 64;
+/// Largest `batch`.
+pub const MAX_RR_BATCH: u32 = 1_000_000;
+
+impl TestSpec {
+    /// Request/response connections: a connection per flow per phase (rr
+    /// only; crr opens its own per transaction), then the load streams.
+    fn rr_connection_count(&self) -> usize {
+        match (self.kind, &self.rr) {
+            (TestKind::Rr, Some(rr)) => {
+                rr.phases().len() * usize::from(self.streams.max(1)) + usize::from(rr.under_load)
+            }
+            _ => 0,
+        }
+    }
+
+    /// The stream id (from 1) of flow `flow` in phase `phase`; the same
+    /// numbering names a crr transaction's connection.
+    pub fn rr_conn_id(&self, phase: u32, flow: u32) -> u32 {
+        phase * u32::from(self.streams.max(1)) + flow + 1
+    }
+
+    /// What connection `id` carries in a request/response test, if it is one.
+    pub fn rr_conn(&self, id: u32) -> Option<RrConn> {
+        let rr = self.rr.as_ref()?;
+        let flows = u32::from(self.streams.max(1));
+        let phases = rr.phases().len() as u32;
+        let flow_conns = phases.checked_mul(flows)?;
+        let i = id.checked_sub(1)?;
+        if i < flow_conns {
+            return Some(RrConn::Flow {
+                phase: i / flows,
+                flow: i % flows,
+            });
+        }
+        let load = i - flow_conns;
+        (self.kind == TestKind::Rr && load < u32::from(rr.under_load))
+            .then_some(RrConn::Load { index: load })
     }
 }
 
@@ -301,9 +489,15 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             ),
         );
     }
-    match spec.limit {
-        Limit::TimeMs(0) => return err("time", "must be greater than zero".into()),
-        Limit::TimeMs(t) if t > limits.max_time_ms => {
+    // Request/response tests carry their own limit (checked in negotiate_rr).
+    let limit = match spec.kind {
+        TestKind::Stream => Some(spec.limit),
+        TestKind::Rr | TestKind::Crr => None,
+    };
+    match limit {
+        None => {}
+        Some(Limit::TimeMs(0)) => return err("time", "must be greater than zero".into()),
+        Some(Limit::TimeMs(t)) if t > limits.max_time_ms => {
             return err(
                 "time",
                 format!(
@@ -313,21 +507,36 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
                 ),
             )
         }
-        Limit::Bytes(0) => return err("bytes", "must be greater than zero".into()),
-        Limit::Datagrams(0) => return err("count", "must be greater than zero".into()),
-        _ => {}
+        Some(Limit::Bytes(0)) => return err("bytes", "must be greater than zero".into()),
+        Some(Limit::Datagrams(0)) => return err("count", "must be greater than zero".into()),
+        Some(_) => {}
     }
-    match (spec.protocol, &mut spec.udp) {
-        (Protocol::Tcp, None) => {
+    match (spec.kind, spec.protocol, &mut spec.udp) {
+        (_, Protocol::Tcp, None) => {
             if matches!(spec.limit, Limit::Datagrams(_)) {
                 return err("count", "a datagram count applies to UDP tests only".into());
             }
         }
-        (Protocol::Tcp, Some(_)) => {
+        (_, Protocol::Tcp, Some(_)) => {
             return err("udp", "UDP parameters in a TCP test".into());
         }
-        (Protocol::Udp, None) => return err("udp", "missing UDP parameters".into()),
-        (Protocol::Udp, Some(udp)) => {
+        (TestKind::Crr, Protocol::Udp, _) => {
+            return err(
+                "protocol",
+                "crr opens TCP connections; it has no UDP form".into(),
+            );
+        }
+        (TestKind::Rr, Protocol::Udp, Some(_)) => {
+            return err(
+                "udp",
+                "UDP stream parameters in a request/response test".into(),
+            );
+        }
+        (TestKind::Rr, Protocol::Udp, None) => {}
+        (TestKind::Stream, Protocol::Udp, None) => {
+            return err("udp", "missing UDP parameters".into())
+        }
+        (TestKind::Stream, Protocol::Udp, Some(udp)) => {
             negotiate_udp(spec.len, &spec.limit, udp, limits, &mut notes)?;
         }
     }
@@ -372,7 +581,110 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             return err("congestion", format!("{cc:?} is not an algorithm name"));
         }
     }
+    if spec.kind != TestKind::Stream {
+        negotiate_rr(&spec, limits)?;
+    }
     Ok(Negotiated { spec, notes })
+}
+
+/// Checks the request/response part of a spec.
+fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    let Some(rr) = &spec.rr else {
+        return err("rr", "a request/response test needs its parameters".into());
+    };
+    if rr.sizes.is_empty() || rr.sizes.len() > MAX_RR_SIZES {
+        return err(
+            "sizes",
+            format!("{} sizes given, must be 1..={MAX_RR_SIZES}", rr.sizes.len()),
+        );
+    }
+    for (field, size) in rr
+        .sizes
+        .iter()
+        .map(|&s| ("sizes", s))
+        .chain(rr.response_size.map(|s| ("response_size", s)))
+    {
+        if size == 0 || size > limits.max_len {
+            return err(
+                field,
+                format!("{size} bytes requested, must be 1..={}", limits.max_len),
+            );
+        }
+    }
+    match rr.limit {
+        RrLimit::TimeMs(0) => return err("time", "must be greater than zero".into()),
+        RrLimit::TimeMs(t) => {
+            let total = t.saturating_mul(rr.phases().len() as u64);
+            if total > limits.max_time_ms {
+                return err(
+                    "time",
+                    format!(
+                        "{} s in all ({} per size × {} phases), this server allows at most {} s",
+                        total / 1000,
+                        t as f64 / 1000.0,
+                        rr.phases().len(),
+                        limits.max_time_ms / 1000
+                    ),
+                );
+            }
+        }
+        RrLimit::Count(0) => return err("count", "must be greater than zero".into()),
+        RrLimit::Count(_) => {}
+    }
+    if rr.batch == 0 || rr.batch > MAX_RR_BATCH {
+        return err(
+            "batch",
+            format!("{} requested, must be 1..={MAX_RR_BATCH}", rr.batch),
+        );
+    }
+    if spec.protocol == Protocol::Udp {
+        let max = crate::datagram::MAX_LEN as u32;
+        for (field, size) in rr
+            .sizes
+            .iter()
+            .map(|&s| ("sizes", s))
+            .chain(rr.response_size.map(|s| ("response_size", s)))
+        {
+            if size > max {
+                return err(
+                    field,
+                    format!("{size} bytes requested; a UDP message is one datagram of at most {max} bytes"),
+                );
+            }
+        }
+        if rr.under_load > 0 {
+            return err(
+                "under_load",
+                "load streams are TCP; they are not available with UDP request/response yet".into(),
+            );
+        }
+    }
+    if rr.under_load > 0 && spec.kind == TestKind::Crr {
+        return err(
+            "under_load",
+            "load streams are available with request/response (rr) tests only".into(),
+        );
+    }
+    if rr.under_load > limits.max_streams {
+        return err(
+            "under_load",
+            format!(
+                "{} load streams requested, this server allows at most {}",
+                rr.under_load, limits.max_streams
+            ),
+        );
+    }
+    let conns = rr.phases().len() * usize::from(spec.streams.max(1)) + usize::from(rr.under_load);
+    if conns > MAX_RR_CONNECTIONS {
+        return err(
+            "streams",
+            format!(
+                "{conns} data connections (sizes × load passes × flows + load streams), at most {MAX_RR_CONNECTIONS}"
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// Most faults a test may schedule (a test-only feature; bounded so a spec
@@ -579,7 +891,173 @@ mod tests {
         assert_eq!(n.notes.len(), 1);
     }
 
+    fn rr_spec(kind: TestKind, streams: u16, rr: RrSpec) -> TestSpec {
+        TestSpec {
+            kind,
+            streams,
+            rr: Some(rr),
+            ..TestSpec::default()
+        }
+    }
+
+    #[test]
+    fn rr_phases_run_every_size_then_again_under_load() {
+        let rr = RrSpec {
+            sizes: vec![1, 64],
+            response_size: Some(8),
+            under_load: 2,
+            ..RrSpec::default()
+        };
+        let p: Vec<_> = rr
+            .phases()
+            .iter()
+            .map(|p| (p.index, p.request, p.response, p.loaded))
+            .collect();
+        assert_eq!(
+            p,
+            vec![
+                (0, 1, 8, false),
+                (1, 64, 8, false),
+                (2, 1, 8, true),
+                (3, 64, 8, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn rr_connections_are_numbered_by_phase_then_flow_then_load() {
+        let rr = RrSpec {
+            sizes: vec![1, 64],
+            under_load: 2,
+            ..RrSpec::default()
+        };
+        let s = rr_spec(TestKind::Rr, 3, rr);
+        // 4 phases × 3 flows + 2 load streams.
+        assert_eq!(s.connection_count(), 14);
+        let plan = s.stream_plan();
+        assert_eq!(plan.len(), 14);
+        assert!(plan.iter().all(|p| p.sender == Side::Client));
+        for phase in 0..4 {
+            for flow in 0..3 {
+                let id = s.rr_conn_id(phase, flow);
+                assert_eq!(s.rr_conn(id), Some(RrConn::Flow { phase, flow }));
+            }
+        }
+        assert_eq!(s.rr_conn(13), Some(RrConn::Load { index: 0 }));
+        assert_eq!(s.rr_conn(14), Some(RrConn::Load { index: 1 }));
+        assert_eq!(s.rr_conn(15), None);
+        assert_eq!(s.rr_conn(0), None);
+        // crr opens no connections up front.
+        let c = rr_spec(TestKind::Crr, 2, RrSpec::default());
+        assert!(c.stream_plan().is_empty());
+        assert_eq!(c.connection_count(), 0);
+    }
+
+    #[test]
+    fn rr_data_phase_covers_every_phase() {
+        let rr = RrSpec {
+            sizes: vec![1, 2, 3],
+            limit: RrLimit::TimeMs(2000),
+            under_load: 1,
+            ..RrSpec::default()
+        };
+        let s = rr_spec(TestKind::Rr, 1, rr.clone());
+        assert_eq!(s.data_phase_ms(), Some(6 * 3000));
+        let counted = rr_spec(
+            TestKind::Rr,
+            1,
+            RrSpec {
+                limit: RrLimit::Count(10),
+                ..rr
+            },
+        );
+        assert_eq!(counted.data_phase_ms(), None);
+    }
+
+    #[test]
+    fn rr_refusals_name_the_field() {
+        let l = ServerLimits::default();
+        let bad = |kind: TestKind, f: fn(&mut RrSpec)| {
+            let mut rr = RrSpec::default();
+            f(&mut rr);
+            negotiate(&rr_spec(kind, 1, rr), &l)
+                .expect_err("should refuse")
+                .field
+        };
+        assert_eq!(bad(TestKind::Rr, |r| r.sizes.clear()), "sizes");
+        assert_eq!(bad(TestKind::Rr, |r| r.sizes = vec![0]), "sizes");
+        assert_eq!(
+            bad(TestKind::Rr, |r| r.response_size = Some(u32::MAX)),
+            "response_size"
+        );
+        assert_eq!(bad(TestKind::Rr, |r| r.limit = RrLimit::TimeMs(0)), "time");
+        assert_eq!(
+            bad(TestKind::Rr, |r| r.limit = RrLimit::TimeMs(u64::MAX / 2)),
+            "time"
+        );
+        assert_eq!(bad(TestKind::Rr, |r| r.limit = RrLimit::Count(0)), "count");
+        assert_eq!(bad(TestKind::Rr, |r| r.batch = 0), "batch");
+        assert_eq!(bad(TestKind::Crr, |r| r.under_load = 1), "under_load");
+        assert_eq!(bad(TestKind::Rr, |r| r.under_load = 1000), "under_load");
+        let no_rr = TestSpec {
+            kind: TestKind::Rr,
+            ..TestSpec::default()
+        };
+        assert_eq!(negotiate(&no_rr, &l).expect_err("refused").field, "rr");
+        let many = rr_spec(
+            TestKind::Rr,
+            128,
+            RrSpec {
+                sizes: vec![1; 64],
+                ..RrSpec::default()
+            },
+        );
+        assert_eq!(negotiate(&many, &l).expect_err("refused").field, "streams");
+        assert!(negotiate(&rr_spec(TestKind::Rr, 4, RrSpec::default()), &l).is_ok());
+        // UDP: one datagram per message, no load streams, no crr.
+        let udp = |kind: TestKind, f: fn(&mut RrSpec)| {
+            let mut rr = RrSpec::default();
+            f(&mut rr);
+            let mut s = rr_spec(kind, 1, rr);
+            s.protocol = Protocol::Udp;
+            negotiate(&s, &l).map(|_| ()).map_err(|e| e.field)
+        };
+        assert_eq!(udp(TestKind::Rr, |_| {}), Ok(()));
+        assert_eq!(udp(TestKind::Rr, |r| r.sizes = vec![65508]), Err("sizes"));
+        assert_eq!(udp(TestKind::Rr, |r| r.under_load = 1), Err("under_load"));
+        assert_eq!(udp(TestKind::Crr, |_| {}), Err("protocol"));
+        // The stream limit does not apply to request/response tests.
+        let mut counted = rr_spec(TestKind::Rr, 1, RrSpec::default());
+        counted.limit = Limit::TimeMs(u64::MAX);
+        assert!(negotiate(&counted, &l).is_ok());
+    }
+
+    #[test]
+    fn specs_without_kind_are_stream_tests() {
+        let mut v = serde_json::to_value(TestSpec::default()).expect("json");
+        v.as_object_mut().expect("object").remove("kind");
+        let s: TestSpec = serde_json::from_value(v).expect("parses");
+        assert_eq!(s.kind, TestKind::Stream);
+        assert_eq!(s.rr, None);
+    }
+
     proptest! {
+        /// Every request/response connection id maps back to one place.
+        #[test]
+        fn rr_conn_ids_are_a_bijection(streams in 1u16..8, sizes in 1usize..6, load in 0u16..4) {
+            let rr = RrSpec { sizes: vec![7; sizes], under_load: load, ..RrSpec::default() };
+            let s = rr_spec(TestKind::Rr, streams, rr.clone());
+            let mut seen = std::collections::HashSet::new();
+            for p in s.stream_plan() {
+                let c = s.rr_conn(p.id).expect("every planned id has a role");
+                prop_assert!(seen.insert(c));
+                if let RrConn::Flow { phase, flow } = c {
+                    prop_assert_eq!(s.rr_conn_id(phase, flow), p.id);
+                }
+            }
+            prop_assert_eq!(seen.len(), rr.phases().len() * usize::from(streams) + usize::from(load));
+        }
+
         /// Byte-limited plans split the total exactly.
         #[test]
         fn byte_split_is_exact(total in 1u64..u64::MAX / 2, streams in 1u16..=128, bidir in any::<bool>()) {

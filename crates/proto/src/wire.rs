@@ -127,6 +127,8 @@ mod kind {
     pub const RESULTS: u8 = 6;
     pub const ABORT: u8 = 7;
     pub const SEND_DONE: u8 = 8;
+    pub const CLOCK_PROBE: u8 = 9;
+    pub const CLOCK_REPLY: u8 = 10;
 }
 
 /// Client's first control frame: who it is and what test it proposes.
@@ -227,6 +229,25 @@ pub struct Abort {
     pub reason: String,
 }
 
+/// Client → server: a clock probe sent at `t1` (client clock, ns); see
+/// [`crate::clock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockProbe {
+    pub t1: u64,
+}
+
+/// Server → client: the probe's `t1` echoed, with the server's receive
+/// (`t2`) and send (`t3`) times on its clock, and its boot id (equal boot
+/// ids mean one kernel, so one monotonic clock).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockReply {
+    pub t1: u64,
+    pub t2: u64,
+    pub t3: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+}
+
 /// A validated frame.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
@@ -238,6 +259,8 @@ pub enum Message {
     Start,
     Results(Box<SideResults>),
     Abort(Abort),
+    ClockProbe(ClockProbe),
+    ClockReply(ClockReply),
     SendDone(SendDone),
 }
 
@@ -251,6 +274,8 @@ impl Message {
             Message::Start => "Start",
             Message::Results(_) => "Results",
             Message::Abort(_) => "Abort",
+            Message::ClockProbe(_) => "ClockProbe",
+            Message::ClockReply(_) => "ClockReply",
             Message::SendDone(_) => "SendDone",
         }
     }
@@ -269,6 +294,8 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::Start => kind::START,
         Message::Results(_) => kind::RESULTS,
         Message::Abort(_) => kind::ABORT,
+        Message::ClockProbe(_) => kind::CLOCK_PROBE,
+        Message::ClockReply(_) => kind::CLOCK_REPLY,
         Message::SendDone(_) => kind::SEND_DONE,
     };
     out.push(k);
@@ -280,6 +307,8 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::Refuse(m) => write_json(out, m),
         Message::Results(m) => write_json(out, m.as_ref()),
         Message::Abort(m) => write_json(out, m),
+        Message::ClockProbe(m) => write_json(out, m),
+        Message::ClockReply(m) => write_json(out, m),
         Message::SendDone(m) => write_json(out, m),
         Message::Start => {}
         Message::DataHello(d) => {
@@ -348,6 +377,8 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind::REFUSE => Message::Refuse(json("Refuse", payload)?),
         kind::RESULTS => Message::Results(Box::new(json("Results", payload)?)),
         kind::ABORT => Message::Abort(json("Abort", payload)?),
+        kind::CLOCK_PROBE => Message::ClockProbe(json("ClockProbe", payload)?),
+        kind::CLOCK_REPLY => Message::ClockReply(json("ClockReply", payload)?),
         kind::SEND_DONE => Message::SendDone(json("SendDone", payload)?),
         kind::START => {
             if !payload.is_empty() {
@@ -444,6 +475,13 @@ mod tests {
             Message::Abort(Abort {
                 reason: "interrupted".into(),
             }),
+            Message::ClockProbe(ClockProbe { t1: u64::MAX }),
+            Message::ClockReply(ClockReply {
+                t1: 1,
+                t2: 2,
+                t3: 3,
+                boot_id: Some("b0".into()),
+            }),
             Message::SendDone(SendDone {
                 streams: vec![SentCount {
                     stream: 1,
@@ -534,7 +572,7 @@ mod tests {
         }
 
         #[test]
-        fn decode_with_valid_header_never_panics(k in 0u8..10, body in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn decode_with_valid_header_never_panics(k in 0u8..13, body in proptest::collection::vec(any::<u8>(), 0..64)) {
             let mut f = Vec::from(MAGIC);
             f.push(FRAME_VERSION);
             f.push(k);

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use linerate_proto::measure::{
     CpuMeasurement, IntervalMeasurement, KernelUdp, SideResults, StreamMeasurement, UdpInterval,
 };
-use linerate_proto::spec::TestSpec;
+use linerate_proto::spec::{TestKind, TestSpec};
 use linerate_proto::wire::Side;
 
 use crate::model::{
@@ -369,6 +369,9 @@ pub fn build(
     server: &SideResults,
     notes: Vec<String>,
 ) -> Report {
+    if spec.kind != TestKind::Stream {
+        return build_rr(info, spec, client, server, notes);
+    }
     let omit_s = spec.omit_ms as f64 / 1e3;
     let flows = flows(spec);
     let find = |r: &SideResults, id: u32| r.streams.iter().find(|s| s.id == id).cloned();
@@ -501,6 +504,33 @@ pub fn build(
             }
         }),
         notes,
+        rr: None,
+    }
+}
+
+/// The report of a request/response (rr or crr) test: no streams or
+/// intervals, an rr section instead.
+fn build_rr(
+    info: TestInfo,
+    spec: &TestSpec,
+    client: &SideResults,
+    server: &SideResults,
+    notes: Vec<String>,
+) -> Report {
+    Report {
+        schema: SCHEMA_VERSION,
+        test: info,
+        streams: Vec::new(),
+        sums: Vec::new(),
+        cpu: CpuSummary {
+            client: side_cpu(&client.cpu, crate::rr::bytes_moved(client)),
+            server: side_cpu(&server.cpu, crate::rr::bytes_moved(server)),
+        },
+        intervals: Vec::new(),
+        server_intervals: Vec::new(),
+        kernel_udp: None,
+        notes,
+        rr: crate::rr::build(spec, client, server),
     }
 }
 

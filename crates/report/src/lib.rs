@@ -2,13 +2,16 @@
 //!
 //! [`model`] holds the serde types that are the JSON schema; [`build`] is the
 //! only code that computes results from the two sides' measurements;
-//! [`render`] turns the model into a human table, JSON, JSON Lines or CSV;
-//! [`plot`] draws SVG figures from it. Nothing prints a number that is not
+//! [`render`] turns the model into a human table, JSON, JSON Lines or CSV
+//! (and a request/response test's histograms into CSV); [`plot`] and
+//! [`plot_rr`] draw SVG figures from it. Nothing prints a number that is not
 //! in the model.
 
 pub mod build;
 pub mod model;
 pub mod plot;
+pub mod plot_rr;
 pub mod render;
+mod rr;
 
 pub use model::Report;

@@ -4,9 +4,11 @@
 //! Conventions: byte counts are integers; rates are bit/s (SI, as f64);
 //! times are seconds (f64) unless the field name says otherwise.
 
+use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::{KernelUdp, TcpInfo, UdpInterval};
-use linerate_proto::spec::{Direction, Limit, TcpOptions, UdpSpec};
+use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, UdpSpec};
 use linerate_proto::wire::Side;
+use linerate_stats::histogram::Summary;
 use serde::{Deserialize, Serialize};
 
 /// Version of this schema; bumped on incompatible changes.
@@ -46,6 +48,10 @@ impl Flow {
 /// What was run, against what.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestInfo {
+    /// `stream` (throughput), `rr` (request/response) or `crr`
+    /// (connect/request/response); `stream` when absent.
+    #[serde(default)]
+    pub kind: TestKind,
     /// `tcp`.
     pub protocol: String,
     pub direction: Direction,
@@ -314,6 +320,126 @@ pub struct IntervalRecord {
     pub sums: Vec<IntervalSum>,
 }
 
+/// How transactions were timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum RrTiming {
+    /// A clock read before each request and after each response.
+    PerMessage,
+    /// One clock-read pair per `batch` back-to-back transactions; each
+    /// transaction is recorded as its batch's mean (the distribution is of
+    /// batch means).
+    Batch { batch: u32 },
+}
+
+/// One direction's one-way delay in one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OneWay {
+    /// The distribution, ns; absent when not measured or when the clock
+    /// offset's uncertainty is larger than the delay (see `unavailable`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub latency: Option<Summary>,
+    /// Each figure is within ± this of the truth (the clock offset's bound;
+    /// 0 on one host).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub uncertainty_ns: Option<u64>,
+    /// Samples below zero (estimated offsets only), left out of `latency`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub negative: u64,
+    /// Why there is no figure.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub unavailable: Option<String>,
+    /// The distribution behind `latency`, merged over flows: sparse
+    /// `[value_ns, count]` buckets (absent when `latency` is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<(u64, u64)>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One phase: one request size (and response size), with or without load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrPhaseReport {
+    pub request_size: u32,
+    pub response_size: u32,
+    /// True when the bulk load streams ran during this phase.
+    pub loaded: bool,
+    /// Transactions the client completed (all flows).
+    pub transactions: u64,
+    /// Transactions the server answered (all flows); equal to
+    /// `transactions` for every completed TCP test (UDP: minus `lost`
+    /// responses, at most).
+    pub server_transactions: u64,
+    /// UDP: requests whose response did not come within the response
+    /// timeout (either datagram lost); not in `transactions` or `latency`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+    /// Longest flow's time from first request to last response, seconds.
+    pub seconds: f64,
+    /// Sum over flows of each flow's transactions ÷ its seconds
+    /// (connections/s for crr).
+    pub transactions_per_second: f64,
+    /// Payload bytes: requests the client wrote and the server read,
+    /// responses the server wrote and the client read.
+    pub client_sent_bytes: u64,
+    pub server_received_bytes: u64,
+    pub server_sent_bytes: u64,
+    pub client_received_bytes: u64,
+    /// Round-trip time (crr: the whole connect-request-response-close), ns.
+    pub latency: Summary,
+    pub client_to_server: OneWay,
+    pub server_to_client: OneWay,
+    /// The round-trip histogram, merged over flows: sparse
+    /// `[value_ns, count]` buckets (HdrHistogram, 3 significant digits).
+    pub histogram: Vec<(u64, u64)>,
+    /// Errors of any flow in this phase, either side.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+/// The bulk load that ran during the loaded phases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    pub streams: u16,
+    /// Bytes the client wrote and the server read.
+    pub sender_bytes: u64,
+    pub receiver_bytes: u64,
+    /// Server's receiving time, seconds.
+    pub seconds: f64,
+    /// Receiver bytes × 8 ÷ seconds.
+    pub bits_per_second: f64,
+}
+
+/// Results of a request/response (rr) or connect/request/response (crr) test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrReport {
+    /// Parallel flows.
+    pub flows: u16,
+    pub limit: RrLimit,
+    pub timing: RrTiming,
+    pub busy_poll: bool,
+    /// With busy polling: what the kernel said to SO_BUSY_POLL on each side.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busy_poll_client: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busy_poll_server: Option<String>,
+    /// The clock offset used for one-way delays (rr).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub clock: Option<ClockOffset>,
+    /// Phases in the order they ran: every size, then (under load) every
+    /// size again.
+    pub phases: Vec<RrPhaseReport>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub load: Option<LoadReport>,
+    /// CPU µs per transaction on each side (all flows, whole test).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_cpu_us_per_transaction: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_cpu_us_per_transaction: Option<f64>,
+}
+
 /// Everything one test produced.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -332,6 +458,9 @@ pub struct Report {
     /// Changes the server made to the request, and anything else a reader
     /// of the numbers should know.
     pub notes: Vec<String>,
+    /// Request/response results (kinds `rr` and `crr`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rr: Option<RrReport>,
 }
 
 /// The kernel's UDP counters on both ends.

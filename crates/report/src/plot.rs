@@ -2,6 +2,9 @@
 //! text goes out as SVG `<text>` elements sized by plotters' built-in
 //! estimate, so no font or image library is needed on the host.
 //!
+//! [`crate::plot_rr::svg`] draws a request/response test (latency against
+//! size, and the CDFs).
+//!
 //! [`sweep_svg`] draws what a UDP sweep found: received against sent data
 //! rate, and received against sent packet rate, one line per datagram size,
 //! beside the `received = sent` diagonal. Where a line leaves the diagonal,
@@ -14,7 +17,7 @@ use crate::model::{SweepReport, SweepTrial};
 /// A figure that could not be drawn.
 #[derive(Debug, thiserror::Error)]
 #[error("drawing the plot: {0}")]
-pub struct PlotError(String);
+pub struct PlotError(pub(crate) String);
 
 fn err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError(e.to_string())

@@ -3,14 +3,16 @@
 
 use std::io::{self, Write};
 
-use linerate_proto::spec::{Direction, Limit};
+use linerate_proto::clock::ClockMethod;
+use linerate_proto::spec::{Direction, Limit, RrLimit, TestKind};
+use linerate_stats::histogram::Summary;
 use linerate_stats::units::{
     format_bytes, format_count_rate, format_micros, format_nanos, format_rate, format_size,
 };
 
 use crate::model::{
-    Endpoint, IntervalRecord, KernelView, Record, Report, SideCpu, TestInfo, UdpIntervalRecord,
-    UdpSummary,
+    Endpoint, IntervalRecord, KernelView, OneWay, Record, Report, RrReport, RrTiming, SideCpu,
+    TestInfo, UdpIntervalRecord, UdpSummary,
 };
 
 /// Output formats.
@@ -207,6 +209,26 @@ impl Human<'_> {
 
 impl Sink for Human<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        if i.kind != TestKind::Stream {
+            return writeln!(
+                self.out,
+                "linerate: {} {} to {}{} · {} flow{} · engine {}",
+                i.protocol,
+                match i.kind {
+                    TestKind::Crr => "connect/request/response (crr)",
+                    _ => "request/response (rr)",
+                },
+                i.server,
+                if i.embedded_server {
+                    " (embedded server)"
+                } else {
+                    ""
+                },
+                i.streams,
+                if i.streams == 1 { "" } else { "s" },
+                i.client_engine,
+            );
+        }
         let unit = match &i.udp {
             Some(u) => format!(
                 "{} B datagrams at {}{}{}",
@@ -298,6 +320,24 @@ impl Sink for Human<'_> {
     }
 
     fn finish(&mut self, r: &Report) -> io::Result<()> {
+        if let Some(rr) = &r.rr {
+            self.rr(r, rr)?;
+            writeln!(self.out, "CPU:")?;
+            self.cpu_line("client", &r.cpu.client)?;
+            self.cpu_line("server", &r.cpu.server)?;
+            for (side, v) in [
+                ("client", rr.client_cpu_us_per_transaction),
+                ("server", rr.server_cpu_us_per_transaction),
+            ] {
+                if let Some(v) = v {
+                    writeln!(self.out, "  {side:<7} {v:.2} CPU µs per transaction")?;
+                }
+            }
+            for n in &r.notes {
+                writeln!(self.out, "note: {n}")?;
+            }
+            return self.out.flush();
+        }
         writeln!(
             self.out,
             "- - - - - - - - - - - - - - - - - - - - - - - - -"
@@ -372,6 +412,250 @@ impl Sink for Human<'_> {
             writeln!(self.out, "note: {n}")?;
         }
         self.out.flush()
+    }
+}
+
+/// Microseconds with two decimals, for latency tables.
+fn us(ns: impl Into<f64>) -> String {
+    format!("{:.2}", ns.into() / 1e3)
+}
+
+fn load_word(loaded: bool) -> &'static str {
+    if loaded {
+        "loaded"
+    } else {
+        "-"
+    }
+}
+
+impl Human<'_> {
+    fn rr(&mut self, r: &Report, rr: &RrReport) -> io::Result<()> {
+        let crr = r.test.kind == TestKind::Crr;
+        let per = match rr.limit {
+            RrLimit::TimeMs(ms) => format!("{} s per size", ms as f64 / 1e3),
+            RrLimit::Count(n) => format!("{n} transactions per flow per size"),
+        };
+        let timing = match rr.timing {
+            RrTiming::PerMessage => {
+                "each transaction timed (clock read before the request, after the response)"
+                    .to_string()
+            }
+            RrTiming::Batch { batch } => format!(
+                "timed in batches of {batch} back-to-back transactions (figures are batch means per transaction)"
+            ),
+        };
+        writeln!(self.out, "{per}; {timing}")?;
+        if rr.busy_poll {
+            writeln!(
+                self.out,
+                "busy polling: client: {}; server: {}",
+                rr.busy_poll_client.as_deref().unwrap_or("not reported"),
+                rr.busy_poll_server.as_deref().unwrap_or("not reported")
+            )?;
+        }
+        if let Some(c) = &rr.clock {
+            match c.method {
+                ClockMethod::SameHost => writeln!(
+                    self.out,
+                    "clock: client and server share one kernel's monotonic clock: offset 0 ns exactly"
+                )?,
+                ClockMethod::Probes => writeln!(
+                    self.out,
+                    "clock: server − client offset {} µs ± {} µs ({} probes over the control connection; best round trip {} µs)",
+                    us(c.offset_ns as f64),
+                    us(c.uncertainty_ns as f64),
+                    c.probes,
+                    us(c.delay_ns as f64)
+                )?,
+            }
+        }
+        writeln!(
+            self.out,
+            "{} (µs):",
+            if crr {
+                "Connect + request + response + close"
+            } else {
+                "Round trip"
+            }
+        )?;
+        writeln!(
+            self.out,
+            "{:>8} {:>8} {:>6} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "Request",
+            "Response",
+            "Load",
+            if crr { "Conn/s" } else { "Trans/s" },
+            "min",
+            "mean",
+            "stddev",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "p99.99",
+            "max"
+        )?;
+        for p in &rr.phases {
+            let l: &Summary = &p.latency;
+            writeln!(
+                self.out,
+                "{:>8} {:>8} {:>6} {:>12.0} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                p.request_size,
+                p.response_size,
+                load_word(p.loaded),
+                p.transactions_per_second,
+                us(l.min_ns as f64),
+                us(l.mean_ns),
+                us(l.stddev_ns),
+                us(l.p50_ns as f64),
+                us(l.p90_ns as f64),
+                us(l.p99_ns as f64),
+                us(l.p99_9_ns as f64),
+                us(l.p99_99_ns as f64),
+                us(l.max_ns as f64),
+            )?;
+        }
+        if !crr {
+            self.one_way_table(rr)?;
+        }
+        if rr.phases.iter().any(|p| p.loaded) {
+            self.load_table(rr)?;
+        }
+        let lost: u64 = rr.phases.iter().map(|p| p.lost).sum();
+        writeln!(
+            self.out,
+            "transactions: client {} · server {}{}",
+            rr.phases.iter().map(|p| p.transactions).sum::<u64>(),
+            rr.phases.iter().map(|p| p.server_transactions).sum::<u64>(),
+            if lost > 0 {
+                format!(" · {lost} lost (no response within the timeout; left out of the figures)")
+            } else {
+                String::new()
+            }
+        )?;
+        for p in &rr.phases {
+            for e in &p.errors {
+                writeln!(self.out, "ERROR ({} bytes): {e}", p.request_size)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn one_way_table(&mut self, rr: &RrReport) -> io::Result<()> {
+        writeln!(self.out, "One way (µs):")?;
+        writeln!(
+            self.out,
+            "{:>8} {:>8} {:>6}   {:>9} {:>9} {:>9}   {:>9} {:>9} {:>9}   {:>9}",
+            "Request",
+            "Response",
+            "Load",
+            "c→s min",
+            "c→s p50",
+            "c→s p99",
+            "s→c min",
+            "s→c p50",
+            "s→c p99",
+            "±"
+        )?;
+        let cols = |o: &OneWay| match &o.latency {
+            Some(l) => format!(
+                "{:>9} {:>9} {:>9}",
+                us(l.min_ns as f64),
+                us(l.p50_ns as f64),
+                us(l.p99_ns as f64)
+            ),
+            None => format!("{:>29}", "-"),
+        };
+        let mut reasons: Vec<String> = Vec::new();
+        for p in &rr.phases {
+            let (a, b) = (&p.client_to_server, &p.server_to_client);
+            let why = a.unavailable.as_ref().or(b.unavailable.as_ref());
+            let tail = match (why, a.uncertainty_ns.or(b.uncertainty_ns)) {
+                (Some(w), _) => {
+                    let i = reasons.iter().position(|r| r == w).unwrap_or_else(|| {
+                        reasons.push(w.clone());
+                        reasons.len() - 1
+                    });
+                    format!("{:>9}", format!("[{}]", i + 1))
+                }
+                (None, Some(u)) => format!("{:>9}", us(u as f64)),
+                (None, None) => String::new(),
+            };
+            writeln!(
+                self.out,
+                "{:>8} {:>8} {:>6}   {}   {}   {tail}",
+                p.request_size,
+                p.response_size,
+                load_word(p.loaded),
+                cols(a),
+                cols(b)
+            )?;
+            for (dir, o) in [("client→server", a), ("server→client", b)] {
+                if o.negative > 0 {
+                    writeln!(
+                        self.out,
+                        "         {dir}: {} samples came out negative (offset error) and are left out",
+                        o.negative
+                    )?;
+                }
+            }
+        }
+        for (i, r) in reasons.iter().enumerate() {
+            writeln!(self.out, "  [{}] no one-way figures: {r}", i + 1)?;
+        }
+        Ok(())
+    }
+
+    fn load_table(&mut self, rr: &RrReport) -> io::Result<()> {
+        match &rr.load {
+            Some(l) => writeln!(
+                self.out,
+                "Without and with load ({} bulk TCP stream{}, {} received by the server):",
+                l.streams,
+                if l.streams == 1 { "" } else { "s" },
+                format_rate(l.bits_per_second)
+            )?,
+            None => writeln!(self.out, "Without and with load:")?,
+        }
+        writeln!(
+            self.out,
+            "{:>8} {:>8}   {:>9} {:>9}   {:>9} {:>9}   {:>9} {:>9}   {:>12} {:>12}",
+            "Request",
+            "Response",
+            "p50",
+            "loaded",
+            "p99",
+            "loaded",
+            "p99.9",
+            "loaded",
+            "Trans/s",
+            "loaded"
+        )?;
+        for idle in rr.phases.iter().filter(|p| !p.loaded) {
+            let Some(busy) = rr.phases.iter().find(|p| {
+                p.loaded
+                    && p.request_size == idle.request_size
+                    && p.response_size == idle.response_size
+            }) else {
+                continue;
+            };
+            let (a, b) = (&idle.latency, &busy.latency);
+            writeln!(
+                self.out,
+                "{:>8} {:>8}   {:>9} {:>9}   {:>9} {:>9}   {:>9} {:>9}   {:>12.0} {:>12.0}",
+                idle.request_size,
+                idle.response_size,
+                us(a.p50_ns as f64),
+                us(b.p50_ns as f64),
+                us(a.p99_ns as f64),
+                us(b.p99_ns as f64),
+                us(a.p99_9_ns as f64),
+                us(b.p99_9_ns as f64),
+                idle.transactions_per_second,
+                busy.transactions_per_second
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -477,6 +761,9 @@ fn udp_summary_csv(u: Option<&UdpSummary>, receiver: bool) -> String {
     )
 }
 
+/// Request/response tests: one row per phase.
+const RR_CSV_HEADER: &str = "record,request_size,response_size,loaded,transactions,server_transactions,seconds,transactions_per_second,min_ns,mean_ns,stddev_ns,p50_ns,p90_ns,p99_ns,p99_9_ns,p99_99_ns,max_ns,c2s_p50_ns,c2s_p99_ns,s2c_p50_ns,s2c_p99_ns";
+
 impl Csv<'_> {
     fn header(&mut self) -> io::Result<()> {
         if !self.printed_header {
@@ -485,6 +772,72 @@ impl Csv<'_> {
         }
         Ok(())
     }
+
+    fn rr(&mut self, rr: &RrReport) -> io::Result<()> {
+        let ow = |o: &OneWay| match &o.latency {
+            Some(l) => format!("{},{}", l.p50_ns, l.p99_ns),
+            None => ",".into(),
+        };
+        for p in &rr.phases {
+            let l = &p.latency;
+            writeln!(
+                self.out,
+                "phase,{},{},{},{},{},{:.6},{:.1},{},{:.1},{:.1},{},{},{},{},{},{},{},{}",
+                p.request_size,
+                p.response_size,
+                p.loaded,
+                p.transactions,
+                p.server_transactions,
+                p.seconds,
+                p.transactions_per_second,
+                l.min_ns,
+                l.mean_ns,
+                l.stddev_ns,
+                l.p50_ns,
+                l.p90_ns,
+                l.p99_ns,
+                l.p99_9_ns,
+                l.p99_99_ns,
+                l.max_ns,
+                ow(&p.client_to_server),
+                ow(&p.server_to_client)
+            )?;
+        }
+        self.out.flush()
+    }
+}
+
+/// `--histogram`: every phase's round-trip histogram (metric `rtt`) and,
+/// where measured, its one-way histograms (`client_to_server`,
+/// `server_to_client`) as CSV, one row per non-empty HdrHistogram bucket
+/// (values at 3 significant digits).
+pub fn histogram_csv(r: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "request_size,response_size,loaded,metric,value_ns,count,cumulative_fraction"
+    )?;
+    for p in r.rr.iter().flat_map(|rr| &rr.phases) {
+        for (metric, buckets) in [
+            ("rtt", &p.histogram),
+            ("client_to_server", &p.client_to_server.histogram),
+            ("server_to_client", &p.server_to_client.histogram),
+        ] {
+            let total: u64 = buckets.iter().map(|&(_, c)| c).sum();
+            let mut acc = 0u64;
+            for &(v, c) in buckets {
+                acc += c;
+                writeln!(
+                    out,
+                    "{},{},{},{metric},{v},{c},{:.9}",
+                    p.request_size,
+                    p.response_size,
+                    p.loaded,
+                    acc as f64 / total.max(1) as f64
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn side_name(s: linerate_proto::wire::Side) -> &'static str {
@@ -512,7 +865,11 @@ fn tcp_csv(t: Option<&linerate_proto::measure::TcpInfo>) -> String {
 }
 
 impl Sink for Csv<'_> {
-    fn start(&mut self, _: &TestInfo) -> io::Result<()> {
+    fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        if i.kind != TestKind::Stream {
+            self.printed_header = true;
+            return writeln!(self.out, "{RR_CSV_HEADER}");
+        }
         self.header()
     }
     fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
@@ -537,6 +894,13 @@ impl Sink for Csv<'_> {
         self.out.flush()
     }
     fn finish(&mut self, r: &Report) -> io::Result<()> {
+        if let Some(rr) = &r.rr {
+            if !self.printed_header {
+                self.printed_header = true;
+                writeln!(self.out, "{RR_CSV_HEADER}")?;
+            }
+            return self.rr(rr);
+        }
         self.header()?;
         for s in &r.streams {
             for (role, e) in [("sender", &s.sender), ("receiver", &s.receiver)] {

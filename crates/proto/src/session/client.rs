@@ -2,9 +2,16 @@
 //!
 //! ```text
 //!  AwaitAccept --Accept--> Connecting --streams_opened--> AwaitStart --Start--> Running
-//!       |                                                                      |
+//!       |     \--Accept (rr)--> Syncing --last ClockReply--/                     |
 //!       +--Refuse--> Failed                  local_finished + peer Results --> Done
 //! ```
+//!
+//! Request/response tests first measure the clock offset to the server
+//! (`Syncing`, see [`crate::clock`]): the session asks the I/O layer for each
+//! probe ([`ClientAction::SendClockProbe`], answered with
+//! [`ClientSession::clock_probe`]) and needs the arrival time of every read
+//! ([`ClientSession::receive_at`]). A test with no data connections to open
+//! up front (crr) goes straight to `AwaitStart`.
 //!
 //! Any state: peer close, Abort, a malformed or unexpected frame, or a passed
 //! deadline ends the session with an error (and asks the I/O layer to stop
@@ -14,10 +21,10 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
+use crate::clock::{self, ClockOffset, ClockSample};
 use crate::measure::SideResults;
-use crate::spec::Protocol;
-use crate::spec::TestSpec;
-use crate::wire::{Abort, Hello, Message, SendDone, SentCount, Token};
+use crate::spec::{Protocol, TestKind, TestSpec};
+use crate::wire::{Abort, Accept, ClockReply, Hello, Message, SendDone, SentCount, Token};
 use crate::PROTOCOL_VERSION;
 
 /// What the client's I/O layer must do next.
@@ -39,13 +46,26 @@ pub enum ClientAction {
     StartStreams,
     /// Stop the data streams at once; the test has failed.
     AbortStreams,
+    /// Read the monotonic clock and pass it to [`ClientSession::clock_probe`]
+    /// (then write the outbox at once).
+    SendClockProbe,
     /// UDP: the server's senders finished; let the receivers drain and stop.
     PeerSendDone(SendDone),
+}
+
+/// Clock probing in progress.
+#[derive(Debug)]
+struct Sync {
+    accept: Accept,
+    samples: Vec<ClockSample>,
+    /// `t1` of the probe awaiting its reply.
+    outstanding: Option<u64>,
 }
 
 #[derive(Debug)]
 enum State {
     AwaitAccept,
+    Syncing(Box<Sync>),
     Connecting,
     AwaitStart,
     Running {
@@ -65,6 +85,7 @@ impl State {
     fn name(&self) -> &'static str {
         match self {
             State::AwaitAccept => "waiting for the server to accept",
+            State::Syncing(_) => "measuring the clock offset to the server",
             State::Connecting => "opening data connections",
             State::AwaitStart => "waiting for the server to start the test",
             State::Running { .. } => "running the test",
@@ -83,6 +104,11 @@ pub struct ClientSession {
     outbox: Outbox,
     actions: VecDeque<ClientAction>,
     deadline: Option<Instant>,
+    /// This host's boot id, compared with the server's.
+    boot_id: Option<String>,
+    /// Arrival time (monotonic ns) of the bytes being received.
+    rx_ns: Option<u64>,
+    clock: Option<ClockOffset>,
 }
 
 impl ClientSession {
@@ -101,7 +127,22 @@ impl ClientSession {
             outbox,
             actions: VecDeque::new(),
             deadline: Some(now + HANDSHAKE_TIMEOUT),
+            boot_id: None,
+            rx_ns: None,
+            clock: None,
         }
+    }
+
+    /// Sets this host's boot id: a server with the same one shares the
+    /// clock, so the offset is exactly zero.
+    pub fn with_boot_id(mut self, boot_id: Option<String>) -> Self {
+        self.boot_id = boot_id;
+        self
+    }
+
+    /// The clock offset to the server, once measured (rr tests).
+    pub fn clock(&self) -> Option<&ClockOffset> {
+        self.clock.as_ref()
     }
 
     /// Bytes to write to the control connection.
@@ -136,6 +177,25 @@ impl ClientSession {
         }
     }
 
+    /// Feeds bytes read from the control connection that arrived at
+    /// `clock_ns` (monotonic clock, ns; clock probes need it).
+    pub fn receive_at(&mut self, bytes: &[u8], now: Instant, clock_ns: u64) {
+        self.rx_ns = Some(clock_ns);
+        self.receive(bytes, now);
+        self.rx_ns = None;
+    }
+
+    /// Queues the next clock probe, sent at `t1` (monotonic clock, ns).
+    pub fn clock_probe(&mut self, t1: u64) {
+        if let State::Syncing(sync) = &mut self.state {
+            if sync.outstanding.is_none() {
+                sync.outstanding = Some(t1);
+                self.outbox
+                    .push(&Message::ClockProbe(crate::wire::ClockProbe { t1 }));
+            }
+        }
+    }
+
     /// Feeds bytes read from the control connection.
     pub fn receive(&mut self, bytes: &[u8], now: Instant) {
         if self.is_finished() {
@@ -161,15 +221,55 @@ impl ClientSession {
         match (&mut self.state, msg) {
             (State::AwaitAccept, Message::Accept(a)) => {
                 self.spec = Some(a.spec.clone());
-                self.actions.push_back(ClientAction::OpenStreams {
-                    token: a.token,
-                    spec: a.spec,
-                    notes: a.notes,
-                    server_software: a.software,
-                    udp_ports: a.udp_ports,
-                });
-                self.state = State::Connecting;
+
                 self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+                if a.spec.kind == TestKind::Rr {
+                    self.state = State::Syncing(Box::new(Sync {
+                        accept: a,
+                        samples: Vec::new(),
+                        outstanding: None,
+                    }));
+                    self.actions.push_back(ClientAction::SendClockProbe);
+                } else {
+                    self.open_streams(a, now);
+                }
+            }
+            (State::Syncing(sync), Message::ClockReply(r)) => {
+                if sync.outstanding != Some(r.t1) {
+                    return self.fail(SessionError::Unexpected {
+                        message: "ClockReply (for no probe)",
+                        state: "measuring the clock offset to the server",
+                    });
+                }
+                let Some(t4) = self.rx_ns else {
+                    return self.fail(SessionError::Unexpected {
+                        message: "ClockReply (without an arrival time)",
+                        state: "measuring the clock offset to the server",
+                    });
+                };
+                let ClockReply {
+                    t1,
+                    t2,
+                    t3,
+                    boot_id,
+                } = r;
+                sync.samples.push(ClockSample { t1, t2, t3, t4 });
+                sync.outstanding = None;
+                let same_host = boot_id.is_some() && boot_id == self.boot_id;
+                let clock = if same_host {
+                    Some(ClockOffset::same_host(sync.samples.len() as u32))
+                } else if sync.samples.len() >= clock::PROBES {
+                    ClockOffset::estimate(&sync.samples)
+                } else {
+                    self.actions.push_back(ClientAction::SendClockProbe);
+                    return;
+                };
+                self.clock = clock;
+                let State::Syncing(sync) = std::mem::replace(&mut self.state, State::Connecting)
+                else {
+                    unreachable!("matched Syncing above");
+                };
+                self.open_streams(sync.accept, now);
             }
             (State::AwaitAccept, Message::Refuse(r)) => self.fail(SessionError::Refused {
                 code: r.code,
@@ -203,6 +303,24 @@ impl ClientSession {
                 })
             }
         }
+    }
+
+    fn open_streams(&mut self, a: Accept, now: Instant) {
+        // With nothing to open up front, the server starts at once.
+        let none = a.spec.connection_count() == 0;
+        self.actions.push_back(ClientAction::OpenStreams {
+            token: a.token,
+            spec: a.spec,
+            notes: a.notes,
+            server_software: a.software,
+            udp_ports: a.udp_ports,
+        });
+        self.state = if none {
+            State::AwaitStart
+        } else {
+            State::Connecting
+        };
+        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
     }
 
     /// All data connections are open and greeted.

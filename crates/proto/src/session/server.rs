@@ -8,12 +8,18 @@
 //!
 //! Data connections are matched to a session by the I/O layer (by token) and
 //! reported with [`ServerSession::stream_attached`], which checks the stream id
-//! and direction against the plan. For UDP the I/O layer first binds one
-//! socket per stream ([`ServerAction::BindDatagramSockets`]) and reports the
-//! ports ([`ServerSession::datagram_sockets_bound`]); they travel in the
-//! Accept, and the client's greeting datagrams on them attach the streams.
-//! During a UDP test each side announces the end of its senders with
-//! `SendDone`, which the peer's I/O layer turns into the receivers' drain.
+//! and direction against the plan. A test with no connections to attach up
+//! front (crr) starts as soon as it is accepted. For UDP the I/O layer first
+//! binds one socket per stream ([`ServerAction::BindDatagramSockets`]) and
+//! reports the ports ([`ServerSession::datagram_sockets_bound`]); they travel
+//! in the Accept, and the client's greeting datagrams on them attach the
+//! streams. During a UDP test each side announces the end of its senders
+//! with `SendDone`, which the peer's I/O layer turns into the receivers'
+//! drain.
+//!
+//! Clock probes (request/response tests) are answered while waiting for the
+//! data connections and while running; they need the arrival time of the
+//! bytes, given with [`ServerSession::receive_at`].
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
@@ -23,7 +29,8 @@ use crate::measure::SideResults;
 use crate::spec::Protocol;
 use crate::spec::{negotiate, ServerLimits, StreamPlan, TestSpec};
 use crate::wire::{
-    Abort, Accept, DataHello, Message, Refuse, RefuseCode, SendDone, SentCount, Token, WireError,
+    Abort, Accept, ClockReply, DataHello, Message, Refuse, RefuseCode, SendDone, SentCount, Token,
+    WireError,
 };
 use crate::PROTOCOL_VERSION;
 
@@ -121,6 +128,9 @@ pub struct ServerSession {
     outbox: Outbox,
     actions: VecDeque<ServerAction>,
     deadline: Option<Instant>,
+    boot_id: Option<String>,
+    /// Arrival time (monotonic ns) of the bytes being received.
+    rx_ns: Option<u64>,
 }
 
 impl ServerSession {
@@ -145,7 +155,34 @@ impl ServerSession {
             outbox: Outbox::default(),
             actions: VecDeque::new(),
             deadline: Some(now + HANDSHAKE_TIMEOUT),
+            boot_id: None,
+            rx_ns: None,
         }
+    }
+
+    /// Sets this host's boot id, sent with clock replies.
+    pub fn with_boot_id(mut self, boot_id: Option<String>) -> Self {
+        self.boot_id = boot_id;
+        self
+    }
+
+    /// Feeds bytes that arrived at `clock_ns` (monotonic clock, ns).
+    pub fn receive_at(&mut self, bytes: &[u8], now: Instant, clock_ns: u64) {
+        self.rx_ns = Some(clock_ns);
+        self.receive(bytes, now);
+        self.rx_ns = None;
+    }
+
+    /// True once the client's results arrived (a crr server ends its side then:
+    /// the client has closed every connection).
+    pub fn peer_results_received(&self) -> bool {
+        matches!(
+            self.state,
+            State::Running {
+                remote: Some(_),
+                ..
+            }
+        )
     }
 
     pub fn outbox(&mut self) -> &mut Outbox {
@@ -275,14 +312,36 @@ impl ServerSession {
                             token: self.token,
                             spec: n.spec.clone(),
                         });
-                        self.state = State::AwaitStreams {
-                            plan: n.spec.stream_plan(),
-                            attached: BTreeSet::new(),
-                        };
+                        let plan = n.spec.stream_plan();
                         self.spec = Some(n.spec);
-                        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+                        if plan.is_empty() {
+                            self.start(now);
+                        } else {
+                            self.state = State::AwaitStreams {
+                                plan,
+                                attached: BTreeSet::new(),
+                            };
+                            self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+                        }
                     }
                 }
+            }
+            (State::AwaitStreams { .. } | State::Running { .. }, Message::ClockProbe(p)) => {
+                // Receive and send times are the same reading: the reply
+                // leaves right after, and the gap only widens the client's
+                // bound (see crate::clock), it cannot bias the estimate.
+                let Some(t) = self.rx_ns else {
+                    return self.fail(SessionError::Unexpected {
+                        message: "ClockProbe (without an arrival time)",
+                        state: "running",
+                    });
+                };
+                self.outbox.push(&Message::ClockReply(ClockReply {
+                    t1: p.t1,
+                    t2: t,
+                    t3: t,
+                    boot_id: self.boot_id.clone(),
+                }));
             }
             (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
                 *remote = Some(*r);
@@ -387,16 +446,20 @@ impl ServerSession {
             return Err(format!("stream {} attached twice", p.id));
         }
         if attached.len() == plan.len() {
-            self.outbox.push(&Message::Start);
-            self.actions.push_back(ServerAction::StartStreams);
-            self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
-            self.state = State::Running {
-                local: None,
-                remote: None,
-                send_done: false,
-            };
+            self.start(now);
         }
         Ok(p)
+    }
+
+    fn start(&mut self, now: Instant) {
+        self.outbox.push(&Message::Start);
+        self.actions.push_back(ServerAction::StartStreams);
+        self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
+        self.state = State::Running {
+            local: None,
+            remote: None,
+            send_done: false,
+        };
     }
 
     /// This side's streams have all ended.

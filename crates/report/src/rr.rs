@@ -1,0 +1,346 @@
+//! Builds the request/response section of the report from both sides'
+//! [`RrMeasurement`]s: per phase, the flows' histograms merged (HdrHistogram
+//! merges exactly), transaction counts of both sides, and the one-way
+//! delays with the clock offset's bound, or the reason there are none.
+
+use linerate_proto::clock::ClockOffset;
+use linerate_proto::measure::{OneWayMeasurement, RrFlowMeasurement, RrMeasurement, SideResults};
+use linerate_proto::rr::RESPONSE_HEADER_LEN;
+use linerate_proto::spec::{RrPhase, RrSpec, TestKind, TestSpec};
+use linerate_stats::histogram::Histogram;
+
+use crate::model::{LoadReport, OneWay, RrPhaseReport, RrReport, RrTiming};
+
+/// Why a phase has no one-way figures, if it has none.
+fn one_way_unavailable(
+    kind: TestKind,
+    rr: &RrSpec,
+    phase: &RrPhase,
+    clock: Option<&ClockOffset>,
+) -> Option<String> {
+    if kind == TestKind::Crr {
+        return Some("crr times the whole exchange; one-way delays come from rr".into());
+    }
+    if !rr.per_message() {
+        return Some(format!(
+            "batch mode (--batch {}) reads no clock per message",
+            rr.batch
+        ));
+    }
+    if (phase.response as usize) < RESPONSE_HEADER_LEN {
+        return Some(format!(
+            "{}-byte responses have no room for the {RESPONSE_HEADER_LEN}-byte timestamp header",
+            phase.response
+        ));
+    }
+    if clock.is_none() {
+        return Some("the clock offset to the server was not measured".into());
+    }
+    None
+}
+
+fn one_way(
+    flows: &[&RrFlowMeasurement],
+    pick: impl Fn(&RrFlowMeasurement) -> Option<&OneWayMeasurement>,
+    unavailable: Option<String>,
+    clock: Option<&ClockOffset>,
+) -> OneWay {
+    let none = |why: String| OneWay {
+        latency: None,
+        uncertainty_ns: None,
+        negative: 0,
+        unavailable: Some(why),
+        histogram: Vec::new(),
+    };
+    if let Some(why) = unavailable {
+        return none(why);
+    }
+    let Some(clock) = clock else {
+        return none("the clock offset to the server was not measured".into());
+    };
+    let mut h = Histogram::new();
+    let mut negative = 0;
+    for m in flows.iter().filter_map(|f| pick(f)) {
+        h.merge(&Histogram::from_buckets(&m.histogram));
+        negative += m.negative;
+    }
+    let mut out = OneWay {
+        latency: None,
+        uncertainty_ns: Some(clock.uncertainty_ns),
+        negative,
+        unavailable: None,
+        histogram: Vec::new(),
+    };
+    if h.is_empty() {
+        out.unavailable = Some("no timestamped responses".into());
+        return out;
+    }
+    let s = h.summary();
+    // The project's rule: a figure whose uncertainty is larger than the
+    // figure itself is not printed.
+    if clock.uncertainty_ns > s.p50_ns {
+        out.unavailable = Some(format!(
+            "the clock offset is known only to ±{:.1} µs (estimated over the control connection), more than the one-way delay itself; synchronised clocks (e.g. PTP) on both hosts are needed",
+            clock.uncertainty_ns as f64 / 1e3
+        ));
+        return out;
+    }
+    out.latency = Some(s);
+    out.histogram = h.to_buckets();
+    out
+}
+
+fn phase_report(
+    kind: TestKind,
+    rr: &RrSpec,
+    phase: &RrPhase,
+    client: &RrMeasurement,
+    server: &RrMeasurement,
+) -> RrPhaseReport {
+    let of = |m: &'_ RrMeasurement| -> Vec<RrFlowMeasurement> {
+        m.flows
+            .iter()
+            .filter(|f| f.phase == phase.index)
+            .cloned()
+            .collect()
+    };
+    let (cf, sf) = (of(client), of(server));
+    let cref: Vec<&RrFlowMeasurement> = cf.iter().collect();
+    let mut rtt = Histogram::new();
+    for f in &cf {
+        rtt.merge(&Histogram::from_buckets(&f.rtt));
+    }
+    let clock = client.clock.as_ref();
+    let why = one_way_unavailable(kind, rr, phase, clock);
+    let sum = |v: &[RrFlowMeasurement], f: fn(&RrFlowMeasurement) -> u64| v.iter().map(f).sum();
+    let errors = cf
+        .iter()
+        .map(|f| ("client", f))
+        .chain(sf.iter().map(|f| ("server", f)))
+        .filter_map(|(side, f)| {
+            f.error
+                .as_ref()
+                .map(|e| format!("{side}, flow {}: {e}", f.flow))
+        })
+        .collect();
+    RrPhaseReport {
+        request_size: phase.request,
+        response_size: phase.response,
+        loaded: phase.loaded,
+        transactions: sum(&cf, |f| f.transactions),
+        server_transactions: sum(&sf, |f| f.transactions),
+        lost: sum(&cf, |f| f.lost),
+        seconds: cf.iter().map(|f| f.elapsed_ns).max().unwrap_or(0) as f64 / 1e9,
+        transactions_per_second: cf
+            .iter()
+            .filter(|f| f.elapsed_ns > 0)
+            .map(|f| f.transactions as f64 / (f.elapsed_ns as f64 / 1e9))
+            .fold(0.0, |a, b| a + b),
+        client_sent_bytes: sum(&cf, |f| f.bytes_sent),
+        server_received_bytes: sum(&sf, |f| f.bytes_received),
+        server_sent_bytes: sum(&sf, |f| f.bytes_sent),
+        client_received_bytes: sum(&cf, |f| f.bytes_received),
+        latency: rtt.summary(),
+        client_to_server: one_way(&cref, |f| f.client_to_server.as_ref(), why.clone(), clock),
+        server_to_client: one_way(&cref, |f| f.server_to_client.as_ref(), why, clock),
+        histogram: rtt.to_buckets(),
+        errors,
+    }
+}
+
+/// The rr section, for rr and crr specs.
+pub(crate) fn build(
+    spec: &TestSpec,
+    client: &SideResults,
+    server: &SideResults,
+) -> Option<RrReport> {
+    let rr = spec.rr.as_ref()?;
+    let empty = RrMeasurement::default();
+    let c = client.rr.as_ref().unwrap_or(&empty);
+    let s = server.rr.as_ref().unwrap_or(&empty);
+    let phases: Vec<RrPhaseReport> = rr
+        .phases()
+        .iter()
+        .map(|p| phase_report(spec.kind, rr, p, c, s))
+        .collect();
+    let load = (rr.under_load > 0).then(|| {
+        let receiver_bytes = s.load.iter().map(|m| m.bytes).sum();
+        let seconds = s.load_elapsed_ns as f64 / 1e9;
+        LoadReport {
+            streams: rr.under_load,
+            sender_bytes: c.load.iter().map(|m| m.bytes).sum(),
+            receiver_bytes,
+            seconds,
+            bits_per_second: if seconds > 0.0 {
+                receiver_bytes as f64 * 8.0 / seconds
+            } else {
+                0.0
+            },
+        }
+    });
+    let per_tx = |side: &SideResults, n: u64| {
+        (n > 0).then(|| (side.cpu.user_ns + side.cpu.system_ns) as f64 / 1e3 / n as f64)
+    };
+    let total: u64 = phases.iter().map(|p| p.transactions).sum();
+    let server_total: u64 = phases.iter().map(|p| p.server_transactions).sum();
+    Some(RrReport {
+        flows: spec.streams,
+        limit: rr.limit,
+        timing: if rr.per_message() {
+            RrTiming::PerMessage
+        } else {
+            RrTiming::Batch { batch: rr.batch }
+        },
+        busy_poll: rr.busy_poll,
+        busy_poll_client: c.busy_poll.clone(),
+        busy_poll_server: s.busy_poll.clone(),
+        clock: c.clock,
+        phases,
+        load,
+        client_cpu_us_per_transaction: per_tx(client, total),
+        server_cpu_us_per_transaction: per_tx(server, server_total),
+    })
+}
+
+/// Payload bytes a side moved in an rr/crr test (for its CPU figures).
+pub(crate) fn bytes_moved(side: &SideResults) -> u64 {
+    side.rr.as_ref().map_or(0, |m| {
+        m.flows
+            .iter()
+            .map(|f| f.bytes_sent + f.bytes_received)
+            .sum::<u64>()
+            + m.load.iter().map(|l| l.bytes).sum::<u64>()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::spec::RrLimit;
+    use proptest::prelude::*;
+
+    fn flow(phase: u32, flow: u32, values: &[u64]) -> RrFlowMeasurement {
+        let mut h = Histogram::new();
+        for &v in values {
+            h.record(v);
+        }
+        RrFlowMeasurement {
+            phase,
+            flow,
+            transactions: values.len() as u64,
+            elapsed_ns: 1_000_000_000,
+            rtt: h.to_buckets(),
+            ..RrFlowMeasurement::default()
+        }
+    }
+
+    fn spec(streams: u16) -> TestSpec {
+        TestSpec {
+            kind: TestKind::Rr,
+            streams,
+            rr: Some(RrSpec {
+                sizes: vec![64],
+                limit: RrLimit::Count(10),
+                ..RrSpec::default()
+            }),
+            ..TestSpec::default()
+        }
+    }
+
+    fn side(flows: Vec<RrFlowMeasurement>, clock: Option<ClockOffset>) -> SideResults {
+        SideResults {
+            rr: Some(RrMeasurement {
+                flows,
+                clock,
+                ..RrMeasurement::default()
+            }),
+            ..SideResults::default()
+        }
+    }
+
+    proptest! {
+        /// The phase's distribution is exactly that of every flow's values
+        /// recorded into one histogram, and counts add up.
+        #[test]
+        fn flows_merge_into_the_phase(a in proptest::collection::vec(1u64..10_000_000, 1..100),
+                                      b in proptest::collection::vec(1u64..10_000_000, 1..100),
+                                      c in proptest::collection::vec(1u64..10_000_000, 1..100)) {
+            let client = side(vec![flow(0, 0, &a), flow(0, 1, &b), flow(0, 2, &c)], None);
+            let server = side(vec![flow(0, 0, &a), flow(0, 1, &b), flow(0, 2, &c)], None);
+            let r = build(&spec(3), &client, &server).expect("rr section");
+            let mut all = Histogram::new();
+            for &v in a.iter().chain(&b).chain(&c) { all.record(v); }
+            let p = &r.phases[0];
+            prop_assert_eq!(p.latency, all.summary());
+            prop_assert_eq!(&p.histogram, &all.to_buckets());
+            prop_assert_eq!(p.transactions, (a.len() + b.len() + c.len()) as u64);
+            prop_assert_eq!(p.transactions, p.server_transactions);
+            prop_assert!((p.transactions_per_second - p.transactions as f64).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn one_way_is_withheld_when_the_offset_is_too_uncertain() {
+        let mut f = flow(0, 0, &[10_000]);
+        let mut h = Histogram::new();
+        h.record(5_000);
+        f.client_to_server = Some(OneWayMeasurement {
+            histogram: h.to_buckets(),
+            negative: 0,
+        });
+        f.server_to_client = f.client_to_server.clone();
+        let est = ClockOffset {
+            method: linerate_proto::clock::ClockMethod::Probes,
+            offset_ns: 1,
+            uncertainty_ns: 20_000,
+            probes: 16,
+            delay_ns: 40_000,
+        };
+        let r = build(
+            &spec(1),
+            &side(vec![f.clone()], Some(est)),
+            &side(vec![], None),
+        )
+        .expect("rr");
+        let ow = &r.phases[0].client_to_server;
+        assert!(ow.latency.is_none());
+        assert!(ow.unavailable.as_deref().unwrap_or("").contains("±20.0 µs"));
+        // On one host the same samples are exact.
+        let r = build(
+            &spec(1),
+            &side(vec![f], Some(ClockOffset::same_host(1))),
+            &side(vec![], None),
+        )
+        .expect("rr");
+        let ow = &r.phases[0].server_to_client;
+        assert_eq!(ow.uncertainty_ns, Some(0));
+        assert_eq!(ow.latency.map(|s| s.count), Some(1));
+    }
+
+    #[test]
+    fn small_responses_and_batches_say_why_there_is_no_one_way() {
+        let rr = RrSpec::default();
+        let p = |resp| RrPhase {
+            index: 0,
+            request: resp,
+            response: resp,
+            loaded: false,
+        };
+        let same = ClockOffset::same_host(1);
+        let why = one_way_unavailable(TestKind::Rr, &rr, &p(1), Some(&same));
+        assert!(why.unwrap_or_default().contains("1-byte responses"));
+        assert_eq!(
+            one_way_unavailable(TestKind::Rr, &rr, &p(32), Some(&same)),
+            None
+        );
+        let batch = RrSpec {
+            batch: 10,
+            ..RrSpec::default()
+        };
+        assert!(
+            one_way_unavailable(TestKind::Rr, &batch, &p(64), Some(&same))
+                .unwrap_or_default()
+                .contains("batch")
+        );
+    }
+}
