@@ -5,6 +5,7 @@ use std::io::{self, Write};
 
 use linerate_proto::clock::ClockMethod;
 use linerate_proto::spec::{Direction, Limit, RrLimit, TestKind};
+use linerate_proto::wire::Side;
 use linerate_stats::histogram::Summary;
 use linerate_stats::units::{
     format_bytes, format_count_rate, format_micros, format_nanos, format_rate, format_size,
@@ -209,24 +210,39 @@ impl Human<'_> {
 
 impl Sink for Human<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        // Who is talking to whom, from the reporting side's point of view.
+        let (who, route, engine) = match i.reported_by {
+            Side::Server => (
+                "linerate server",
+                format!("from {}", i.client.as_deref().unwrap_or("a client")),
+                &i.server_engine,
+            ),
+            Side::Client => (
+                "linerate",
+                format!(
+                    "to {}{}",
+                    i.server,
+                    if i.embedded_server {
+                        " (embedded server)"
+                    } else {
+                        ""
+                    }
+                ),
+                &i.client_engine,
+            ),
+        };
         if i.kind != TestKind::Stream {
             return writeln!(
                 self.out,
-                "linerate: {} {} to {}{} · {} flow{} · engine {}",
+                "{who}: {} {} {route} · {} flow{} · engine {}",
                 i.protocol,
                 match i.kind {
                     TestKind::Crr => "connect/request/response (crr)",
                     _ => "request/response (rr)",
                 },
-                i.server,
-                if i.embedded_server {
-                    " (embedded server)"
-                } else {
-                    ""
-                },
                 i.streams,
                 if i.streams == 1 { "" } else { "s" },
-                i.client_engine,
+                engine,
             );
         }
         let unit = match &i.udp {
@@ -245,19 +261,13 @@ impl Sink for Human<'_> {
         };
         writeln!(
             self.out,
-            "linerate: {} {} to {}{} · {} stream{} · {unit} · {} · engine {}",
+            "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
             i.protocol,
             direction_words(i.direction),
-            i.server,
-            if i.embedded_server {
-                " (embedded server)"
-            } else {
-                ""
-            },
             i.streams,
             if i.streams == 1 { "" } else { "s" },
             limit_words(i.limit),
-            i.client_engine,
+            engine,
         )?;
         if i.omit_s > 0.0 {
             writeln!(self.out, "omitting the first {} s (warm-up)", i.omit_s)?;
