@@ -58,15 +58,78 @@ use crate::engine::{is_timeout, map_err, Engine, Idle, Signals, StreamCounter, I
 use crate::runner::{spawn_side, CpuScope, DataSocket, SideRun, StreamSetup};
 use crate::{socket, tcp_info, EngineError};
 
-/// Spins between clock reads in busy-poll mode (a power of two: the check
-/// is a mask). A clock read costs tens of ns, a spin a few: this keeps the
-/// reads to a few percent of the loop.
-pub const SPIN_CHECK: u32 = 64;
+/// Spins between check points in busy-poll mode (a power of two: the check
+/// is a mask). Each spin is a non-blocking `read`/`recv` (hundreds of ns),
+/// so a check point (a clock read, tens of ns, and a yield) every few spins
+/// costs little, and a peer sharing the CPU waits microseconds, not tens.
+pub const SPIN_CHECK: u32 = 4;
 /// How long a busy-polling wait spins before it blocks in `poll(2)` until
 /// the socket is ready: the same budget as the kernel's `SO_BUSY_POLL`, so a
 /// peer that is slow (or descheduled on a crowded host) costs a sleep, not a
 /// CPU taken from it.
 pub const SPIN_BUDGET: Duration = Duration::from_micros(socket::BUSY_POLL_US as u64);
+/// The shortest spin an adapted budget keeps.
+const SPIN_MIN: Duration = Duration::from_micros(1);
+/// Every this many waits (a power of two) spin the full budget again, to
+/// find out whether spinning has started to pay (the peer moved to another
+/// CPU).
+const SPIN_PROBE_EVERY: u32 = 64;
+
+/// A connection's busy-poll budget, adapted to whether spinning pays.
+///
+/// Spinning only shortens a wait when the peer runs on another CPU; when
+/// both ends spin on one CPU, the spinner keeps the peer from answering
+/// until it gives up. So a wait that outlasts its budget halves the budget
+/// (down to [`SPIN_MIN`]) and a wait that ends while spinning restores the
+/// full [`SPIN_BUDGET`]; every [`SPIN_PROBE_EVERY`]th wait spins the full
+/// budget. While spinning, each check point also yields the CPU, so a peer
+/// queued on it runs at once.
+#[derive(Debug)]
+struct Spin {
+    budget_ns: u64,
+    /// This wait's budget and start (monotonic ns), while waiting.
+    current: Option<(u64, u64)>,
+    waits: u32,
+}
+
+impl Spin {
+    fn new() -> Self {
+        Spin {
+            budget_ns: SPIN_BUDGET.as_nanos() as u64,
+            current: None,
+            waits: 0,
+        }
+    }
+
+    /// At a check point of a wait: true to keep spinning, false to block.
+    fn keep_spinning(&mut self, now: u64) -> bool {
+        let full = SPIN_BUDGET.as_nanos() as u64;
+        let (budget, since) = *self.current.get_or_insert_with(|| {
+            self.waits = self.waits.wrapping_add(1);
+            // SPIN_PROBE_EVERY is a power of two: a mask picks every Nth.
+            let b = if self.waits & (SPIN_PROBE_EVERY - 1) == 0 {
+                full
+            } else {
+                self.budget_ns
+            };
+            (b, now)
+        });
+        if now.saturating_sub(since) < budget {
+            std::thread::yield_now();
+            return true;
+        }
+        self.budget_ns = (self.budget_ns / 2).max(SPIN_MIN.as_nanos() as u64);
+        self.current = None;
+        false
+    }
+
+    /// The wait ended with data (while spinning: spinning paid).
+    fn done(&mut self) {
+        if self.current.take().is_some() {
+            self.budget_ns = SPIN_BUDGET.as_nanos() as u64;
+        }
+    }
+}
 /// How long the load runs before the first loaded phase starts, so the
 /// loaded figures see a load in its steady state rather than its ramp.
 pub const LOAD_WARMUP: Duration = Duration::from_millis(250);
@@ -243,8 +306,7 @@ struct Io<'a> {
     signals: &'a Signals,
     idle: Idle,
     spins: u32,
-    /// When the current busy-polling wait began (monotonic ns).
-    spin_since: Option<u64>,
+    spin: Spin,
 }
 
 impl<'a> Io<'a> {
@@ -255,13 +317,13 @@ impl<'a> Io<'a> {
             signals,
             idle: Idle(None),
             spins: 0,
-            spin_since: None,
+            spin: Spin::new(),
         }
     }
 
     fn progressed(&mut self) {
         self.idle.progressed();
-        self.spin_since = None;
+        self.spin.done();
     }
 
     /// Called when a call would block (or, with a socket timeout, timed out).
@@ -275,16 +337,11 @@ impl<'a> Io<'a> {
             if self.signals.aborted() {
                 return Err(EngineError::Aborted);
             }
-            let now = mono_ns();
-            let since = *self.spin_since.get_or_insert(now);
-            if now.saturating_sub(since) < SPIN_BUDGET.as_nanos() as u64 {
-                // Let a peer that shares this CPU run (it is what we wait for).
-                std::thread::yield_now();
+            if self.spin.keep_spinning(mono_ns()) {
                 return Ok(());
             }
             // The budget is spent: sleep until the socket is ready.
             socket::wait_ready(self.sock, events, POLL).map_err(|e| map_err("poll", e))?;
-            self.spin_since = None;
         }
         if self.signals.aborted() {
             return Err(EngineError::Aborted);
@@ -1400,6 +1457,7 @@ struct Udp<'a> {
     wait: Wait,
     signals: &'a Signals,
     idle: Idle,
+    spin: Spin,
 }
 
 impl<'a> Udp<'a> {
@@ -1409,6 +1467,7 @@ impl<'a> Udp<'a> {
             wait,
             signals,
             idle: Idle(None),
+            spin: Spin::new(),
         }
     }
 
@@ -1443,11 +1502,11 @@ impl<'a> Udp<'a> {
         stall: bool,
     ) -> Result<Option<usize>, EngineError> {
         let mut spins = 0u32;
-        let mut spin_since: Option<u64> = None;
         loop {
             match self.sock.recv(buf) {
                 Ok(n) => {
                     self.idle.progressed();
+                    self.spin.done();
                     return Ok(Some(n));
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -1477,15 +1536,9 @@ impl<'a> Udp<'a> {
             if stall {
                 self.idle.timed_out()?;
             }
-            if self.wait == Wait::Spin {
-                let since = *spin_since.get_or_insert(now);
-                if now.saturating_sub(since) >= SPIN_BUDGET.as_nanos() as u64 {
-                    socket::wait_ready(self.sock, libc::POLLIN, UDP_POLL)
-                        .map_err(|e| map_err("poll", e))?;
-                    spin_since = None;
-                } else {
-                    std::thread::yield_now();
-                }
+            if self.wait == Wait::Spin && !self.spin.keep_spinning(now) {
+                socket::wait_ready(self.sock, libc::POLLIN, UDP_POLL)
+                    .map_err(|e| map_err("poll", e))?;
             }
         }
     }
