@@ -53,6 +53,12 @@
 #   SIZES     UDP payload sizes in bytes (default "64 1472 8972")
 #   TOOLS     subset of: linerate iperf3 iperf2 sockperf (default all)
 #   PAUSE     seconds to sleep between runs (default 1)
+#   PIN       1 (default, with 2+ CPUs): every tool's server runs on CPU 0 and
+#             its client on CPU 1 (taskset), so all tools get the same CPU
+#             placement instead of whatever the scheduler picks per run (on a
+#             2-CPU host, sender and receiver sharing one CPU halves what
+#             arrives, and that lottery swamps the differences between
+#             tools); 0: no pinning
 #   LINERATE  linerate binary (default target/release/linerate; built with
 #             `cargo build --release` if missing)
 #   PORT_BASE first port tried for the servers (default 15301)
@@ -70,6 +76,7 @@ TIME=${TIME:-3}
 SIZES=${SIZES:-"64 1472 8972"}
 TOOLS=${TOOLS:-"linerate iperf3 iperf2 sockperf"}
 PAUSE=${PAUSE:-1}
+PIN=${PIN:-1}
 LINERATE=${LINERATE:-target/release/linerate}
 PORT_BASE=${PORT_BASE:-15301}
 HOST=127.0.0.1
@@ -111,6 +118,11 @@ done
 command -v python3 >/dev/null 2>&1 || die "python3 not found"
 command -v ss >/dev/null 2>&1 || die "ss (iproute2) not found"
 command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) not found"
+SRV=() CLI=()
+if [[ $PIN == 1 ]] && (( $(nproc) >= 2 )) && command -v taskset >/dev/null 2>&1; then
+    SRV=(taskset -c 0)
+    CLI=(taskset -c 1)
+fi
 
 if [[ ! -x $LINERATE ]]; then
     echo "$LINERATE not found; running cargo build --release" >&2
@@ -190,25 +202,25 @@ P_I2=$(pick_port "$((P_I3 + 1))" "$P_LR $P_I3")
 P_SP=$(pick_port "$((P_I2 + 1))" "$P_LR $P_I3 $P_I2")
 
 if [[ " $TOOLS " == *" linerate "* ]]; then
-    "$LINERATE" server -B "$HOST" --port "$P_LR" >"$OUTDIR/linerate-server.log" 2>&1 &
+    "${SRV[@]}" "$LINERATE" server -B "$HOST" --port "$P_LR" >"$OUTDIR/linerate-server.log" 2>&1 &
     LR_PID=$!
     wait_port "$LR_PID" "$P_LR" || die "linerate server did not come up on $HOST:$P_LR"
 fi
 if [[ " $TOOLS " == *" iperf3 "* ]]; then
-    iperf3 -s -B "$HOST" -p "$P_I3" >"$OUTDIR/iperf3-server.log" 2>&1 &
+    "${SRV[@]}" iperf3 -s -B "$HOST" -p "$P_I3" >"$OUTDIR/iperf3-server.log" 2>&1 &
     I3_PID=$!
     wait_port "$I3_PID" "$P_I3" || die "iperf3 server did not come up on $HOST:$P_I3"
 fi
 
 # ---- environment header ------------------------------------------------------
 
-ver() { "$@" 2>&1 | head -n1 || echo "?"; }
+ver() { { "$@" 2>&1 || true; } | head -n1; }
 git_rev=$(git describe --always --dirty 2>/dev/null || echo "?")
 echo "# bench/udp.sh  $(date -Iseconds)"
 echo "# $("$LINERATE" --version 2>/dev/null || echo linerate ?) ($LINERATE_SRC, git $git_rev)"
 echo "# vs $(ver iperf3 --version); $(ver iperf -v); $(ver sockperf --version)"
 echo "# kernel $(uname -r), $(nproc) CPUs, rmem_default $(sysctl -n net.core.rmem_default 2>/dev/null || echo ?)"
-echo "# $HOST, RUNS=$RUNS TIME=${TIME}s SIZES='$SIZES' TOOLS='$TOOLS', unpaced, interleaved; raw: $CSV"
+echo "# $HOST, RUNS=$RUNS TIME=${TIME}s SIZES='$SIZES' TOOLS='$TOOLS', unpaced, interleaved, $( ((${#SRV[@]})) && echo "servers on CPU 0, clients on CPU 1" || echo "not pinned"); raw: $CSV"
 echo
 
 # ---- runs --------------------------------------------------------------------
@@ -289,23 +301,23 @@ run_one() {
     case $tool in
         linerate)
             kill -0 "$LR_PID" 2>/dev/null || die "linerate server (pid $LR_PID) is gone"
-            timeout "$CLIENT_LIMIT" "$LINERATE" udp "$HOST" -p "$P_LR" -t "$TIME" -b 0 -l "$size" --json \
+            timeout "$CLIENT_LIMIT" "${CLI[@]}" "$LINERATE" udp "$HOST" -p "$P_LR" -t "$TIME" -b 0 -l "$size" --json \
                 >"$base.json" 2>"$base.err" || rc=$?
             (( rc == 0 )) && vals=$(extract_linerate "$base.json" 2>>"$base.err") || true
             ;;
         iperf3)
             kill -0 "$I3_PID" 2>/dev/null || die "iperf3 server (pid $I3_PID) is gone"
-            timeout "$CLIENT_LIMIT" iperf3 -c "$HOST" -p "$P_I3" -u -b 0 -l "$size" -t "$TIME" -J \
+            timeout "$CLIENT_LIMIT" "${CLI[@]}" iperf3 -c "$HOST" -p "$P_I3" -u -b 0 -l "$size" -t "$TIME" -J \
                 >"$base.json" 2>"$base.err" || rc=$?
             (( rc == 0 )) && vals=$(extract_iperf3 "$base.json" 2>>"$base.err") || true
             ;;
         iperf2)
             # A server per run: its report of this run is the last line.
-            iperf -s -u -B "$HOST" -p "$P_I2" -y C >"$base.server" 2>&1 &
+            "${SRV[@]}" iperf -s -u -B "$HOST" -p "$P_I2" -y C >"$base.server" 2>&1 &
             RUN_PID=$!
             wait_port "$RUN_PID" "$P_I2" || { echo "  iperf2 server did not start" >>"$base.err"; rc=1; }
             if (( rc == 0 )); then
-                timeout "$CLIENT_LIMIT" iperf -c "$HOST" -u -p "$P_I2" -b 100G -l "$size" -t "$TIME" -y C \
+                timeout "$CLIENT_LIMIT" "${CLI[@]}" iperf -c "$HOST" -u -p "$P_I2" -b 100G -l "$size" -t "$TIME" -y C \
                     >"$base.client" 2>"$base.err" || rc=$?
                 sleep 1   # the server reports once the last datagrams are in
             fi
@@ -314,11 +326,11 @@ run_one() {
             (( rc == 0 )) && vals=$(extract_iperf2 "$base.client" "$base.server" "$size" 2>>"$base.err") || true
             ;;
         sockperf)
-            sockperf server -i "$HOST" -p "$P_SP" >"$base.server" 2>&1 &
+            "${SRV[@]}" sockperf server -i "$HOST" -p "$P_SP" >"$base.server" 2>&1 &
             RUN_PID=$!
             wait_port "$RUN_PID" "$P_SP" || { echo "  sockperf server did not start" >>"$base.err"; rc=1; }
             if (( rc == 0 )); then
-                timeout "$CLIENT_LIMIT" sockperf throughput -i "$HOST" -p "$P_SP" -m "$size" -t "$TIME" \
+                timeout "$CLIENT_LIMIT" "${CLI[@]}" sockperf throughput -i "$HOST" -p "$P_SP" -m "$size" -t "$TIME" \
                     >"$base.client" 2>"$base.err" || rc=$?
                 sleep 0.5
             fi

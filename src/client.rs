@@ -37,6 +37,9 @@ pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 pub enum ClientError {
     #[error("{0}")]
     Refused(String),
+    /// The user pressed Ctrl-C; the server was told and nothing is reported.
+    #[error("test aborted: interrupted by the user")]
+    Interrupted,
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
 }
@@ -382,24 +385,13 @@ impl ClientTest<'_> {
             }
         }
         TestInfo {
-            kind: spec.kind,
-            protocol: protocol_name(spec.protocol).into(),
-            direction: spec.direction,
-            streams: spec.streams,
-            limit: spec.limit,
-            len: spec.len,
-            omit_s: spec.omit_ms as f64 / 1e3,
-            interval_s: spec.interval_ms as f64 / 1e3,
-            tcp: spec.tcp.clone(),
-            udp: spec.udp.clone(),
             congestion_used: first.and_then(socket::congestion),
             server: self.peer.to_string(),
             embedded_server: self.embedded,
             client_software: software(),
             server_software,
             client_engine: self.engine.name().into(),
-            server_engine: String::new(),
-            start_unix_ms: 0,
+            ..TestInfo::from_spec(spec, Side::Client)
         }
     }
 
@@ -436,6 +428,9 @@ impl ClientTest<'_> {
                     RefuseCode::Internal => "server error",
                 };
                 Err(ClientError::Refused(format!("{what}: {message}")))
+            }
+            Some(Err(SessionError::Aborted(_))) if INTERRUPTED.load(Ordering::Relaxed) => {
+                Err(ClientError::Interrupted)
             }
             Some(Err(e)) => Err(anyhow!("{e}").into()),
             None => Err(anyhow!("test ended in an unknown state").into()),
@@ -537,14 +532,6 @@ fn check_rr(report: &Report) -> Result<()> {
     Ok(())
 }
 
-/// The protocol's name in reports.
-pub fn protocol_name(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Tcp => "tcp",
-        Protocol::Udp => "udp",
-    }
-}
-
 /// Runner parameters of a side from the agreed spec.
 pub fn run_params(spec: &TestSpec, cpus: &[usize], embedded: bool) -> RunParams {
     RunParams {
@@ -575,6 +562,8 @@ impl ClientError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ClientError::Refused(_) => 3,
+            // 128 + SIGINT, as shells report a process ended by Ctrl-C.
+            ClientError::Interrupted => 130,
             ClientError::Failed(_) => 1,
         }
     }

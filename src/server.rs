@@ -30,7 +30,7 @@ use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::cli::ServerConfig;
-use crate::client::{protocol_name, run_params, software};
+use crate::client::{run_params, software};
 use crate::control::{read_first_frame, ControlConn};
 
 /// How long a new connection may take to say who it is.
@@ -306,6 +306,10 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         admitted: admission == Admission::Admit,
         token,
     };
+    let local_addr = sock
+        .local_addr()
+        .map(|a| socket::canonical(a).to_string())
+        .unwrap_or_default();
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
         Err(e) => {
@@ -335,6 +339,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         start_unix_ms: 0,
         crr: None,
         slot: Some(slot),
+        local_addr,
     };
     test.drive(&mut ctrl);
     if let Some(run) = &test.run {
@@ -357,6 +362,8 @@ struct ServerTest<'a> {
     start_unix_ms: u64,
     /// The crr side, when this is a crr test.
     crr: Option<Arc<CrrServer>>,
+    /// This server's address on the control connection.
+    local_addr: String,
     /// This test's admission and data route, released as soon as the
     /// session ends (before its last frame goes out, so a client that
     /// starts its next test at once is not told the server is busy).
@@ -653,24 +660,14 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 return;
             }
             let info = TestInfo {
-                kind: spec.kind,
-                protocol: protocol_name(spec.protocol).into(),
-                direction: spec.direction,
-                streams: spec.streams,
-                limit: spec.limit,
-                len: spec.len,
-                omit_s: spec.omit_ms as f64 / 1e3,
-                interval_s: spec.interval_ms as f64 / 1e3,
-                tcp: spec.tcp.clone(),
-                udp: spec.udp.clone(),
-                congestion_used: None,
-                server: format!("client {peer}"),
-                embedded_server: false,
+                server: test.local_addr.clone(),
+                client: Some(peer.to_string()),
                 client_software: test.session.client_software().unwrap_or("").to_owned(),
                 server_software: software(),
                 client_engine: remote.engine.clone(),
                 server_engine: local.engine.clone(),
                 start_unix_ms: test.start_unix_ms,
+                ..TestInfo::from_spec(spec, Side::Server)
             };
             let report = build::build(info.clone(), spec, remote, local, test.notes.clone());
             let stdout = std::io::stdout();

@@ -135,7 +135,7 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<SweepTr
             }
             // A refusal (parameters, version) ends the sweep: every trial
             // would be refused alike.
-            Err(e @ ClientError::Refused(_)) => return Err(e.into()),
+            Err(e @ (ClientError::Refused(_) | ClientError::Interrupted)) => return Err(e.into()),
             Err(ClientError::Failed(e)) => {
                 let streams = u64::from(c.spec.connection_count() as u32);
                 let pps = if cfg.rates_are_bits {

@@ -18,7 +18,8 @@ netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST
 (one size, default 1 byte, as netperf; `linerate rr` runs eight sizes by default).
 
 Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
-command line, 3 server refused the test (busy, invalid parameters, version).";
+command line, 3 server refused the test (busy, invalid parameters, version),
+130 interrupted (Ctrl-C; the server is told and nothing is reported).";
 
 #[derive(Debug, Parser)]
 #[command(

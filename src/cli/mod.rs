@@ -723,6 +723,9 @@ mod tests {
         assert_eq!(pace("udp -b 0"), Pace::Unlimited);
         assert_eq!(pace("udp"), Pace::Rate(1_000_000));
         assert_eq!(udp("udp -l 12K").spec.len, 12288);
+        let n = udp("UDP_STREAM -H 198.18.0.2 -l 5 --pps 1k");
+        assert_eq!(n.spec.protocol, Protocol::Udp);
+        assert_eq!(n.spec.limit, Limit::TimeMs(5000));
         assert_eq!(
             udp("udp --inject-faults skip:3,dup:5")
                 .spec

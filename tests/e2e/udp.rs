@@ -328,37 +328,40 @@ fn issue_3_bad_udp_parameters_are_refused_clearly() {
 // A real bottleneck: tbf between two namespaces
 // ---------------------------------------------------------------------------
 
-fn tc(ns: &str, args: &[&str]) {
+fn tc(ns: &str, args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(["netns", "exec", ns, "tc"])
         .args(args)
         .output()
-        .expect("tc (iproute2)");
-    assert!(
-        out.status.success(),
-        "tc {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .map_err(|e| format!("tc (iproute2): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "tc {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
 
 /// Shapes UDP leaving `dev` in `ns` with a tbf at `rate`; everything else
 /// (the control connection, ARP) takes an unshaped class, so the tbf's drop
 /// counter counts test datagrams only.
-fn shape_udp(ns: &str, dev: &str, rate: &str) {
+fn shape_udp(ns: &str, dev: &str, rate: &str) -> Result<(), String> {
     tc(
         ns,
         &[
             "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20",
         ],
-    );
+    )?;
     for (class, r) in [("1:10", "10gbit"), ("1:20", "10gbit")] {
         tc(
             ns,
             &[
                 "class", "add", "dev", dev, "parent", "1:", "classid", class, "htb", "rate", r,
             ],
-        );
+        )?;
     }
     tc(
         ns,
@@ -366,14 +369,14 @@ fn shape_udp(ns: &str, dev: &str, rate: &str) {
             "qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "tbf", "rate", rate,
             "burst", "64kb", "limit", "256kb",
         ],
-    );
+    )?;
     tc(
         ns,
         &[
             "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
             "match", "ip", "protocol", "17", "0xff", "flowid", "1:10",
         ],
-    );
+    )
 }
 
 /// The tbf's `dropped` counter.
@@ -402,7 +405,11 @@ fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
         return;
     }
     let pair = NetPair::new("tbf", 1500).expect("create namespaces");
-    shape_udp(&pair.a, "va", "200mbit");
+    if let Err(why) = shape_udp(&pair.a, "va", "200mbit") {
+        // A kernel without htb, tbf or u32 cannot build this path.
+        eprintln!("skipped: cannot shape the link: {why}");
+        return;
+    }
     let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
     let port = server.port_str();
     let run = |rate: &str| -> Value {
@@ -450,8 +457,10 @@ fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
         "{k}"
     );
 
-    // Well under the bottleneck: nothing is lost.
-    let r = run("50M");
+    // Well under the bottleneck: nothing is lost (at 20 Mbit/s the 8 MB
+    // receive buffer holds two seconds of datagrams, so even a starved
+    // receiver drops nothing).
+    let r = run("20M");
     let d = udp_of(&r["streams"][0]).clone();
     assert_eq!(u(&d["lost"]), 0, "{d}");
     assert_eq!(u(&d["received"]), u(&d["sent"]), "{d}");
@@ -510,4 +519,39 @@ fn issue_3_sweep_runs_the_grid_plots_and_finds_the_zero_loss_rate() {
         assert!(svg.contains(needle), "no {needle:?} in the plot");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A UDP client killed mid-test (either direction) leaves the server able
+/// to run the next test: its receivers stop on the lost control connection,
+/// its senders on the refused port.
+#[test]
+fn issue_3_killed_udp_client_leaves_server_able_to_serve() {
+    let mut server = Server::start(&[]);
+    let port = server.port_str();
+    for mode in [&[][..], &["-R"][..], &["--bidir", "-P", "2"][..]] {
+        let mut args = vec!["udp", "127.0.0.1", "-p", &port, "-t", "30", "--pps", "5k"];
+        args.extend_from_slice(mode);
+        let mut victim = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(800));
+        victim.kill().expect("kill");
+        let _ = victim.wait();
+        assert!(server.alive());
+        let ok = eventually(Duration::from_secs(10), || {
+            run_client(
+                &["udp", "127.0.0.1", "-p", &port, "-t", "1", "--pps", "1k"],
+                Duration::from_secs(30),
+            )
+            .status
+            .success()
+        });
+        assert!(
+            ok,
+            "server did not recover after a killed UDP client ({mode:?})"
+        );
+    }
 }

@@ -60,13 +60,19 @@ pub fn connect_any(
     Err(last.unwrap_or_else(|| EngineError::Unsupported("no address to connect to".into())))
 }
 
-fn apply_pre_connect(sock: &Socket, opts: &TcpOptions) -> Result<(), EngineError> {
-    if let Some(w) = opts.window {
+/// SO_SNDBUF and SO_RCVBUF, when a window was requested.
+fn set_window(sock: &Socket, window: Option<u32>) -> Result<(), EngineError> {
+    if let Some(w) = window {
         sock.set_send_buffer_size(w as usize)
             .map_err(|e| EngineError::io("SO_SNDBUF", e))?;
         sock.set_recv_buffer_size(w as usize)
             .map_err(|e| EngineError::io("SO_RCVBUF", e))?;
     }
+    Ok(())
+}
+
+fn apply_pre_connect(sock: &Socket, opts: &TcpOptions) -> Result<(), EngineError> {
+    set_window(sock, opts.window)?;
     if let Some(mss) = opts.mss {
         sock.set_mss(mss)
             .map_err(|e| EngineError::io(format!("TCP_MAXSEG {mss}"), e))?;
@@ -87,12 +93,7 @@ fn apply_post_connect(stream: &TcpStream, opts: &TcpOptions) -> Result<(), Engin
 /// Applies `opts` to a socket the server accepted.
 pub fn apply_accepted(stream: &TcpStream, opts: &TcpOptions) -> Result<(), EngineError> {
     let sock = socket2::SockRef::from(stream);
-    if let Some(w) = opts.window {
-        sock.set_send_buffer_size(w as usize)
-            .map_err(|e| EngineError::io("SO_SNDBUF", e))?;
-        sock.set_recv_buffer_size(w as usize)
-            .map_err(|e| EngineError::io("SO_RCVBUF", e))?;
-    }
+    set_window(&sock, opts.window)?;
     if let Some(mss) = opts.mss {
         // On an established socket this only lowers what we send.
         let _ = sock.set_mss(mss);

@@ -7,7 +7,10 @@
 //! control frame as a datagram, every [`GREET_EVERY`] until the server echoes
 //! it back byte for byte (at most [`GREET_TRIES`] times). The server checks
 //! the token and stream, connects its socket to the greeting's source (from
-//! then on the kernel drops datagrams from anyone else) and echoes.
+//! then on the kernel drops datagrams from anyone else) and echoes. Should
+//! the echo of the last greeting be lost after the test started, a
+//! receiving server echoes repeated greetings from its receive loop, and a
+//! client whose server already sends data takes that as the answer.
 //!
 //! The loops do one syscall per datagram and allocate nothing per datagram.
 //! Unlike the TCP loops they read the monotonic clock per datagram: the
@@ -168,9 +171,18 @@ pub fn greet(sock: &UdpSocket, hello: &[u8]) -> Result<(), EngineError> {
         }
         let until = Instant::now() + GREET_EVERY;
         while Instant::now() < until {
-            match sock.recv(&mut buf) {
-                Ok(n) if buf.get(..n) == Some(hello) => return Ok(()),
-                Ok(_) => {}
+            // Peek first: a data datagram must stay queued for the test.
+            match sock.peek(&mut buf) {
+                Ok(n) if buf.get(..n) == Some(hello) => {
+                    let _ = sock.recv(&mut buf);
+                    return Ok(());
+                }
+                // The server already sends data on this stream, so it took
+                // our greeting (its echo was lost).
+                Ok(n) if n >= 2 && buf[..2] == datagram::MAGIC => return Ok(()),
+                Ok(_) => {
+                    let _ = sock.recv(&mut buf);
+                }
                 Err(e)
                     if matches!(
                         e.kind(),
@@ -327,7 +339,7 @@ fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> bool {
 
 /// Lets this thread's sleeps end within about a microsecond of their due
 /// time instead of the default 50 µs timer slack.
-pub fn tighten_timer_slack() {
+fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an unsigned long; no pointers.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
@@ -605,7 +617,12 @@ pub fn recv_loop(
                             st(&live.socket_drops, u64::from(d));
                         }
                     }
-                    Verdict::Ignored => {}
+                    Verdict::Ignored => {
+                        // A repeated greeting: the client missed our echo
+                        // (the socket is connected, so it can only be the
+                        // client's). Echo it again.
+                        let _ = sock.send(&buf[..n]);
+                    }
                     Verdict::Corrupt(why) => {
                         out.corrupt += 1;
                         live.corrupt.store(out.corrupt, Ordering::Relaxed);
@@ -710,6 +727,21 @@ mod tests {
         });
         greet(&client, b"LR hello").expect("echoed");
         t.join().expect("server thread");
+    }
+
+    #[test]
+    fn data_from_the_server_answers_a_greeting_and_stays_queued() {
+        let server = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let client = connect(server.local_addr().expect("addr")).expect("connect");
+        server
+            .connect(client.local_addr().expect("addr"))
+            .expect("connect back");
+        // The server attached this stream and started; the echo was lost.
+        server.send(b"LU data").expect("send");
+        greet(&client, b"LR hello").expect("data counts as the answer");
+        let mut buf = [0u8; 16];
+        let n = client.recv(&mut buf).expect("still queued");
+        assert_eq!(&buf[..n], b"LU data");
     }
 
     #[test]

@@ -43,10 +43,6 @@ impl Pacer {
         }
     }
 
-    pub fn is_paced(&self) -> bool {
-        self.millipps.is_some()
-    }
-
     /// Requested gap between datagrams, ns (`None` when unpaced).
     pub fn gap_ns(&self) -> Option<f64> {
         self.millipps.map(|m| 1e12 / m as f64)

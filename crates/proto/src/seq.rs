@@ -43,11 +43,6 @@ pub struct SeqCounts {
 }
 
 impl SeqCounts {
-    /// Numbers below the highest seen that have not arrived (yet).
-    pub fn missing(&self) -> u64 {
-        self.next_expected.saturating_sub(self.received)
-    }
-
     /// Final loss once the sender's count of issued numbers is known. A
     /// correct sender never sends a number at or above `issued`.
     pub fn lost(&self, issued: u64) -> u64 {

@@ -20,6 +20,16 @@ pub enum Protocol {
     Udp,
 }
 
+impl Protocol {
+    /// The name used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
 /// Who sends: the client (netperf STREAM), the server (MAERTS) or both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -6,7 +6,7 @@
 
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::{KernelUdp, TcpInfo, UdpInterval};
-use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, UdpSpec};
+use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, TestSpec, UdpSpec};
 use linerate_proto::wire::Side;
 use linerate_stats::histogram::Summary;
 use serde::{Deserialize, Serialize};
@@ -52,7 +52,10 @@ pub struct TestInfo {
     /// (connect/request/response); `stream` when absent.
     #[serde(default)]
     pub kind: TestKind,
-    /// `tcp`.
+    /// Which side produced this report (the server prints one per test too).
+    #[serde(default = "client_side")]
+    pub reported_by: Side,
+    /// `tcp` or `udp`.
     pub protocol: String,
     pub direction: Direction,
     /// Streams per sending direction.
@@ -75,6 +78,9 @@ pub struct TestInfo {
     pub congestion_used: Option<String>,
     /// Server address as connected (`host:port`).
     pub server: String,
+    /// Client address as the server saw it (server reports only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client: Option<String>,
     /// True when the server ran inside the client's process.
     pub embedded_server: bool,
     pub client_software: String,
@@ -83,6 +89,39 @@ pub struct TestInfo {
     pub server_engine: String,
     /// Unix time the test started, milliseconds.
     pub start_unix_ms: u64,
+}
+
+fn client_side() -> Side {
+    Side::Client
+}
+
+impl TestInfo {
+    /// The fields that follow from the agreed spec; who ran it, where and
+    /// with what are left empty for the caller to fill in.
+    pub fn from_spec(spec: &TestSpec, reported_by: Side) -> TestInfo {
+        TestInfo {
+            kind: spec.kind,
+            reported_by,
+            protocol: spec.protocol.name().into(),
+            direction: spec.direction,
+            streams: spec.streams,
+            limit: spec.limit,
+            len: spec.len,
+            omit_s: spec.omit_ms as f64 / 1e3,
+            interval_s: spec.interval_ms as f64 / 1e3,
+            tcp: spec.tcp.clone(),
+            udp: spec.udp.clone(),
+            congestion_used: None,
+            server: String::new(),
+            client: None,
+            embedded_server: false,
+            client_software: String::new(),
+            server_software: String::new(),
+            client_engine: String::new(),
+            server_engine: String::new(),
+            start_unix_ms: 0,
+        }
+    }
 }
 
 /// One end of one stream.

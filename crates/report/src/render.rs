@@ -5,6 +5,7 @@ use std::io::{self, Write};
 
 use linerate_proto::clock::ClockMethod;
 use linerate_proto::spec::{Direction, Limit, RrLimit, TestKind};
+use linerate_proto::wire::Side;
 use linerate_stats::histogram::Summary;
 use linerate_stats::units::{
     format_bytes, format_count_rate, format_micros, format_nanos, format_rate, format_size,
@@ -138,6 +139,18 @@ fn direction_words(d: Direction) -> &'static str {
     }
 }
 
+fn pace_words(p: linerate_proto::spec::Pace) -> String {
+    use linerate_proto::spec::Pace;
+    match p {
+        Pace::Unlimited => "full speed (unpaced)".into(),
+        Pace::Rate(bps) => format!("{} per stream", format_rate(bps as f64)),
+        Pace::MilliPps(m) => format!(
+            "{} datagrams/s per stream",
+            format_count_rate(m as f64 / 1000.0)
+        ),
+    }
+}
+
 fn limit_words(l: Limit) -> String {
     match l {
         Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
@@ -197,42 +210,64 @@ impl Human<'_> {
 
 impl Sink for Human<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        // Who is talking to whom, from the reporting side's point of view.
+        let (who, route, engine) = match i.reported_by {
+            Side::Server => (
+                "linerate server",
+                format!("from {}", i.client.as_deref().unwrap_or("a client")),
+                &i.server_engine,
+            ),
+            Side::Client => (
+                "linerate",
+                format!(
+                    "to {}{}",
+                    i.server,
+                    if i.embedded_server {
+                        " (embedded server)"
+                    } else {
+                        ""
+                    }
+                ),
+                &i.client_engine,
+            ),
+        };
         if i.kind != TestKind::Stream {
             return writeln!(
                 self.out,
-                "linerate: {} {} to {}{} · {} flow{} · engine {}",
+                "{who}: {} {} {route} · {} flow{} · engine {}",
                 i.protocol,
                 match i.kind {
                     TestKind::Crr => "connect/request/response (crr)",
                     _ => "request/response (rr)",
                 },
-                i.server,
-                if i.embedded_server {
-                    " (embedded server)"
-                } else {
-                    ""
-                },
                 i.streams,
                 if i.streams == 1 { "" } else { "s" },
-                i.client_engine,
+                engine,
             );
         }
+        let unit = match &i.udp {
+            Some(u) => format!(
+                "{} B datagrams at {}{}{}",
+                i.len,
+                pace_words(u.pace),
+                if u.burst > 1 {
+                    format!(" in bursts of {}", u.burst)
+                } else {
+                    String::new()
+                },
+                if u.verify { ", payloads verified" } else { "" }
+            ),
+            None => format!("{} writes", format_size(u64::from(i.len))),
+        };
         writeln!(
             self.out,
-            "linerate: {} {} to {}{} · {} stream{} · {} writes · {} · engine {}",
+            "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
             i.protocol,
             direction_words(i.direction),
-            i.server,
-            if i.embedded_server {
-                " (embedded server)"
-            } else {
-                ""
-            },
             i.streams,
             if i.streams == 1 { "" } else { "s" },
-            format_size(u64::from(i.len)),
             limit_words(i.limit),
-            i.client_engine,
+            engine,
         )?;
         if i.omit_s > 0.0 {
             writeln!(self.out, "omitting the first {} s (warm-up)", i.omit_s)?;
