@@ -147,6 +147,31 @@ fn parse_cpus(list: Option<&str>) -> Result<Vec<usize>> {
     Ok(cpus)
 }
 
+/// The parts every client command shares: where the server is, which
+/// engine, CPUs, output format and connect timeout — validated once here.
+fn client_config(
+    host: Option<String>,
+    port: u16,
+    spec: TestSpec,
+    engine: String,
+    cpus: Option<&str>,
+    output: &args::OutputArgs,
+    connect_timeout: &str,
+) -> Result<ClientConfig> {
+    linerate_engine::engine::by_name(&engine)?;
+    Ok(ClientConfig {
+        target: match host {
+            Some(host) => Target::Remote { host, port },
+            None => Target::Embedded,
+        },
+        spec,
+        engine,
+        cpus: parse_cpus(cpus)?,
+        format: format_of(output),
+        connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
+    })
+}
+
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
     let d = parse_duration(v).with_context(|| flag.to_string())?;
     Ok(d.as_millis() as u64)
@@ -364,18 +389,15 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
         }),
         ..TestSpec::default()
     };
-    linerate_engine::engine::by_name(&u.engine)?;
-    Ok(Command::Udp(ClientConfig {
-        target: match u.host {
-            Some(host) => Target::Remote { host, port: u.port },
-            None => Target::Embedded,
-        },
+    Ok(Command::Udp(client_config(
+        u.host,
+        u.port,
         spec,
-        engine: u.engine,
-        cpus: parse_cpus(u.cpus.as_deref())?,
-        format: format_of(&u.output),
-        connect_timeout: parse_duration(&u.connect_timeout).context("--connect-timeout")?,
-    }))
+        u.engine,
+        u.cpus.as_deref(),
+        &u.output,
+        &u.connect_timeout,
+    )?))
 }
 
 /// Parses `1,64,1K` into message sizes.
@@ -479,19 +501,16 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
         }),
         ..TestSpec::default()
     };
-    linerate_engine::engine::by_name(&r.engine)?;
     Ok(RrConfig {
-        client: ClientConfig {
-            target: match r.host {
-                Some(host) => Target::Remote { host, port: r.port },
-                None => Target::Embedded,
-            },
+        client: client_config(
+            r.host,
+            r.port,
             spec,
-            engine: r.engine,
-            cpus: parse_cpus(r.cpus.as_deref())?,
-            format: format_of(&r.output),
-            connect_timeout: parse_duration(&r.connect_timeout).context("--connect-timeout")?,
-        },
+            r.engine,
+            r.cpus.as_deref(),
+            &r.output,
+            &r.connect_timeout,
+        )?,
         histogram: r.histogram,
         plot: r.plot,
         probe_clock: r.probe_clock,
@@ -588,19 +607,15 @@ fn validate(cli: args::Cli) -> Result<Command> {
                 },
                 ..TestSpec::default()
             };
-            let target = match t.host {
-                Some(host) => Target::Remote { host, port: t.port },
-                None => Target::Embedded,
-            };
-            linerate_engine::engine::by_name(&t.engine)?;
-            Ok(Command::Tcp(ClientConfig {
-                target,
+            Ok(Command::Tcp(client_config(
+                t.host,
+                t.port,
                 spec,
-                engine: t.engine,
-                cpus: parse_cpus(t.cpus.as_deref())?,
-                format: format_of(&t.output),
-                connect_timeout: parse_duration(&t.connect_timeout).context("--connect-timeout")?,
-            }))
+                t.engine,
+                t.cpus.as_deref(),
+                &t.output,
+                &t.connect_timeout,
+            )?))
         }
     }
 }

@@ -209,3 +209,17 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// Starts a client with `args`, lets it run 800 ms into its test, then
+/// kills it with SIGKILL (no goodbye to the server) and reaps it.
+pub fn kill_mid_test(args: &[&str]) {
+    let mut victim = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(800));
+    victim.kill().expect("kill");
+    let _ = victim.wait();
+}

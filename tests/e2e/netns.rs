@@ -35,6 +35,24 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Runs `tc ARGS` inside namespace `ns`.
+pub fn tc(ns: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "tc"])
+        .args(args)
+        .output()
+        .map_err(|e| format!("tc (iproute2): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "tc {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// Why namespace tests cannot run here, if they cannot.
 pub fn unavailable() -> Option<String> {
     let uid = Command::new("id").arg("-u").output().ok()?;

@@ -3,13 +3,13 @@
 //! merge, one-way delays on one host, the exports, refusals, and a known
 //! serialisation delay across network namespaces with a `tbf` rate limit.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::helpers::*;
-use crate::netns::{self, NetPair, ADDR_B};
+use crate::netns::{self, tc, NetPair, ADDR_B};
 
 const DEFAULT_SIZES: [u64; 8] = [1, 32, 64, 160, 448, 960, 1216, 1456];
 
@@ -345,15 +345,7 @@ fn issue_4_refusals_are_clear_and_the_server_keeps_serving() {
     }
     // A client killed mid-test (rr, then crr) costs the server nothing.
     for test in ["rr", "crr"] {
-        let mut victim = Command::new(bin())
-            .args([test, "127.0.0.1", "-p", &port, "-t", "4", "--sizes", "64"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        std::thread::sleep(Duration::from_millis(800));
-        victim.kill().expect("kill");
-        let _ = victim.wait();
+        kill_mid_test(&[test, "127.0.0.1", "-p", &port, "-t", "4", "--sizes", "64"]);
         assert!(server.alive());
         let ok = eventually(Duration::from_secs(15), || {
             run_client(
@@ -484,23 +476,6 @@ fn issue_4_udp_rr_counts_agree_and_sizes_move_the_right_bytes() {
 // ---------------------------------------------------------------------------
 // A known delay: serialisation at a tbf rate limit across two namespaces
 // ---------------------------------------------------------------------------
-
-fn tc(ns: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "tc"])
-        .args(args)
-        .output()
-        .map_err(|e| format!("tc: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "tc {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// Bytes a TCP payload of `size` occupies at the qdisc: each segment of at
 /// most `mss` payload bytes carries Ethernet (14), IPv4 (20) and TCP with

@@ -250,16 +250,9 @@ fn issue_2_killed_client_leaves_server_able_to_serve() {
     let mut server = Server::start(&[]);
     let port = server.port_str();
     for mode in [&[][..], &["-R"][..], &["--bidir", "-P", "2"][..]] {
-        let mut victim = Command::new(bin())
-            .args(["tcp", "127.0.0.1", "-p", &port, "-t", "30"])
-            .args(mode)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        std::thread::sleep(Duration::from_millis(800));
-        victim.kill().expect("kill");
-        let _ = victim.wait();
+        let mut args = vec!["tcp", "127.0.0.1", "-p", &port, "-t", "30"];
+        args.extend_from_slice(mode);
+        kill_mid_test(&args);
         assert!(server.alive());
         // The next test runs (allowing the server a moment to notice).
         let ok = eventually(Duration::from_secs(10), || {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::helpers::*;
-use crate::netns::{NetPair, ADDR_B};
+use crate::netns::{tc, NetPair, ADDR_B};
 
 fn is_root() -> bool {
     Command::new("id")
@@ -340,23 +340,6 @@ fn issue_3_bad_udp_parameters_are_refused_clearly() {
 // A real bottleneck: tbf between two namespaces
 // ---------------------------------------------------------------------------
 
-fn tc(ns: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "tc"])
-        .args(args)
-        .output()
-        .map_err(|e| format!("tc (iproute2): {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "tc {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 /// Shapes UDP leaving `dev` in `ns` with a tbf at `rate`; everything else
 /// (the control connection, ARP) takes an unshaped class, so the tbf's drop
 /// counter counts test datagrams only.
@@ -543,15 +526,7 @@ fn issue_3_killed_udp_client_leaves_server_able_to_serve() {
     for mode in [&[][..], &["-R"][..], &["--bidir", "-P", "2"][..]] {
         let mut args = vec!["udp", "127.0.0.1", "-p", &port, "-t", "30", "--pps", "5k"];
         args.extend_from_slice(mode);
-        let mut victim = Command::new(bin())
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        std::thread::sleep(Duration::from_millis(800));
-        victim.kill().expect("kill");
-        let _ = victim.wait();
+        kill_mid_test(&args);
         assert!(server.alive());
         let ok = eventually(Duration::from_secs(10), || {
             run_client(
