@@ -16,9 +16,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{self, CrrServer, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, SideRun, StreamSetup};
-use linerate_engine::{clock, engine, socket, udp};
+use linerate_engine::stream::POLL;
+use linerate_engine::{clock, socket, udp};
 use linerate_proto::measure::Role;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::spec::{ServerLimits, StreamPlan, TestKind, TestSpec};
@@ -53,7 +55,7 @@ enum Route {
 struct Shared {
     limits: ServerLimits,
     max_concurrent: usize,
-    engine: &'static dyn engine::Engine,
+    engine: EngineKind,
     cpus: Vec<usize>,
     format: Format,
     /// Quiet: the embedded server prints nothing (its client reports).
@@ -81,7 +83,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     let shared = Arc::new(Shared {
         limits: cfg.limits.clone(),
         max_concurrent: cfg.max_concurrent,
-        engine: engine::by_name(&cfg.engine)?,
+        engine: cfg.engine,
         cpus: cfg.cpus.clone(),
         format: cfg.format,
         quiet: false,
@@ -127,13 +129,13 @@ impl Drop for Embedded {
 }
 
 /// Starts a one-test server on 127.0.0.1 with an ephemeral port.
-pub fn spawn_embedded(engine_name: &str) -> Result<Embedded> {
+pub fn spawn_embedded(engine: EngineKind) -> Result<Embedded> {
     let listener = socket::listen(Some([127, 0, 0, 1].into()), 0)?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
         limits: ServerLimits::default(),
         max_concurrent: 1,
-        engine: engine::by_name(engine_name)?,
+        engine,
         cpus: Vec::new(),
         format: Format::Human,
         quiet: true,
@@ -476,7 +478,7 @@ impl ServerTest<'_> {
                 let spec = self.session.spec().cloned().unwrap_or_default();
                 for p in std::mem::take(&mut self.udp_pending) {
                     let sock = p.sock;
-                    if let Err(e) = sock.set_write_timeout(Some(engine::POLL)) {
+                    if let Err(e) = sock.set_write_timeout(Some(POLL)) {
                         self.session
                             .stream_failed(format!("stream {}: {e}", p.plan.id));
                         return;
@@ -556,7 +558,7 @@ impl ServerTest<'_> {
         match self.session.stream_attached(&hello, Instant::now()) {
             Ok(plan) => {
                 let setup = socket::apply_accepted(&sock, &spec.tcp)
-                    .and_then(|()| socket::set_io_timeout(&sock, engine::POLL));
+                    .and_then(|()| socket::set_io_timeout(&sock, POLL));
                 if let Err(e) = setup {
                     self.session
                         .stream_failed(format!("stream {}: {e}", plan.id));

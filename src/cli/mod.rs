@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use linerate_engine::engines::EngineKind;
 use linerate_proto::spec::{
     Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
     TestSpec, UdpSpec, DEFAULT_RR_SIZES,
@@ -33,7 +34,7 @@ pub enum Target {
 pub struct ClientConfig {
     pub target: Target,
     pub spec: TestSpec,
-    pub engine: String,
+    pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
@@ -46,7 +47,7 @@ pub struct ServerConfig {
     pub once: bool,
     pub max_concurrent: usize,
     pub limits: ServerLimits,
-    pub engine: String,
+    pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
 }
@@ -159,18 +160,22 @@ fn client_config(
     output: &args::OutputArgs,
     connect_timeout: &str,
 ) -> Result<ClientConfig> {
-    linerate_engine::engine::by_name(&engine)?;
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
             None => Target::Embedded,
         },
         spec,
-        engine,
+        engine: engine_kind(&engine)?,
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
     })
+}
+
+/// `--engine`: the name resolved once, and checked against this kernel.
+fn engine_kind(name: &str) -> Result<EngineKind> {
+    Ok(name.parse::<EngineKind>()?.check()?)
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
@@ -547,7 +552,7 @@ fn validate(cli: args::Cli) -> Result<Command> {
                 once: s.once,
                 max_concurrent: s.max_concurrent,
                 limits,
-                engine: s.engine,
+                engine: engine_kind(&s.engine)?,
                 cpus: parse_cpus(s.cpus.as_deref())?,
                 format: format_of(&s.output),
             }))
