@@ -4,6 +4,7 @@
 mod cli;
 mod client;
 mod control;
+mod host;
 mod server;
 mod sweep;
 
@@ -20,6 +21,8 @@ fn main() -> ExitCode {
         }
     };
     match command {
+        cli::Command::Iface(cfg) => exit(host::iface::run(&cfg)),
+        cli::Command::Doctor(cfg) => exit(host::doctor::run(&cfg)),
         cli::Command::Server(cfg) => match server::run(&cfg) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -70,6 +73,17 @@ fn main() -> ExitCode {
                     ExitCode::from(e.exit_code() as u8)
                 }
             }
+        }
+    }
+}
+
+/// Exit status of a command that fails only on I/O or bad state: 0 or 1.
+fn exit(r: anyhow::Result<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("linerate: {e:#}");
+            ExitCode::from(1)
         }
     }
 }

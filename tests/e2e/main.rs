@@ -3,6 +3,7 @@
 //! are named after their issue (`issue_N_…`).
 
 mod helpers;
+mod host;
 mod netns;
 mod rr;
 mod tcp;
