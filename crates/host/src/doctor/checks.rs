@@ -281,7 +281,13 @@ pub fn route(kind: Kind, host: Option<&str>) -> (Vec<Check>, Option<String>) {
 pub fn offloads(kind: Kind, dev: &str) -> Vec<Check> {
     let o = ethtool::offloads(dev);
     // (name, ethtool -K keyword, state, wanted state for this kind, why)
-    type Row = (&'static str, &'static str, Option<bool>, Option<bool>, &'static str);
+    type Row = (
+        &'static str,
+        &'static str,
+        Option<bool>,
+        Option<bool>,
+        &'static str,
+    );
     let rows: [Row; 4] = [
         ("gro", "gro", o.gro, (kind != Kind::Latency).then_some(true),
          "generic receive offload merges received segments before the stack: one pass through the stack per ~64 KB instead of per packet (UDP too, for sockets with UDP_GRO)"),
