@@ -23,6 +23,7 @@ fn main() -> ExitCode {
     match command {
         cli::Command::Iface(cfg) => exit(host::iface::run(&cfg)),
         cli::Command::Doctor(cfg) => exit(host::doctor::run(&cfg)),
+        cli::Command::Ping(cfg) => host::ping::run(&cfg),
         cli::Command::Server(cfg) => match server::run(&cfg) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -72,6 +72,9 @@ pub enum Cmd {
     /// polling, MTU, offloads, governor, priorities, isolation) and say how
     /// to change each; --apply changes the sysctls.
     Doctor(super::host::DoctorArgs),
+    /// ICMP echo: round-trip distribution (HDR histogram), TTL, loss and
+    /// duplicates; exit status 1 when nothing answers.
+    Ping(super::host::PingArgs),
 }
 
 #[derive(Debug, Subcommand)]

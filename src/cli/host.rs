@@ -77,6 +77,31 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    /// Host to ping (name or address).
+    pub host: String,
+    /// Requests to send (default: until Ctrl-C).
+    #[arg(short = 'c', long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Time between requests.
+    #[arg(short = 'i', long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
+    /// Payload bytes per request, after the 8-byte ICMP header.
+    #[arg(short = 's', long, value_name = "BYTES", default_value_t = 56)]
+    pub size: usize,
+    /// How long to wait for replies after the last request.
+    #[arg(short = 'W', long, value_name = "DURATION", default_value = "1s")]
+    pub wait: String,
+    /// Use a raw socket (root) even where an unprivileged ICMP datagram
+    /// socket is allowed (net.ipv4.ping_group_range).
+    #[arg(long)]
+    pub raw: bool,
+    /// One JSON document at the end (see docs/json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Host flags every throughput test takes.
 #[derive(Debug, Args, Default)]
 pub struct TestHostArgs {
@@ -101,6 +126,44 @@ pub struct DoctorConfig {
     pub host: Option<String>,
     pub apply: bool,
     pub json: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct PingConfig {
+    pub host: String,
+    pub params: linerate_host::ping::PingParams,
+    pub json: bool,
+}
+
+pub fn validate_ping(a: PingArgs) -> Result<Command> {
+    let dest = linerate_host::route::resolve(&a.host).context("ping")?;
+    let interval = parse_duration(&a.interval).context("--interval")?;
+    if interval < Duration::from_millis(1) {
+        bail!("--interval must be at least 1ms");
+    }
+    let wait = parse_duration(&a.wait).context("--wait")?;
+    if a.count == Some(0) {
+        bail!("--count must be at least 1");
+    }
+    // 65535 − 20 (IPv4 header) − 8 (ICMP header); IPv6 allows 65527 too.
+    if a.size > 65_507 {
+        bail!(
+            "--size: {} bytes do not fit in one IP packet (at most 65507)",
+            a.size
+        );
+    }
+    Ok(Command::Ping(PingConfig {
+        host: a.host,
+        params: linerate_host::ping::PingParams {
+            dest,
+            count: a.count,
+            interval,
+            size: a.size,
+            wait,
+            force_raw: a.raw,
+        },
+        json: a.json,
+    }))
 }
 
 fn check_dev(dev: &str) -> Result<()> {
@@ -237,6 +300,38 @@ mod tests {
             e.contains("--for") && e.contains("tcp, udp, latency"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn ping_flags() {
+        let Ok(Command::Ping(c)) = parse("ping 127.0.0.1 -c 5 -i 200ms -s 1000 -W 2s --raw --json")
+        else {
+            panic!("ping parses")
+        };
+        let p = &c.params;
+        assert_eq!(
+            (p.count, p.size, p.force_raw, c.json),
+            (Some(5), 1000, true, true)
+        );
+        assert_eq!(
+            (p.interval, p.wait),
+            (Duration::from_millis(200), Duration::from_secs(2))
+        );
+        let Ok(Command::Ping(c)) = parse("ping ::1") else {
+            panic!("ping parses")
+        };
+        assert_eq!(
+            (c.params.count, c.params.size, c.params.interval),
+            (None, 56, Duration::from_secs(1))
+        );
+        for bad in [
+            "ping",
+            "ping 127.0.0.1 -c 0",
+            "ping 127.0.0.1 -s 70000",
+            "ping 127.0.0.1 -i 0",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

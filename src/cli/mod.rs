@@ -74,9 +74,10 @@ pub enum Command {
     Sweep(SweepConfig),
     Iface(IfaceConfig),
     Doctor(DoctorConfig),
+    Ping(PingConfig),
 }
 
-pub use host::{DoctorConfig, HostFormat, IfaceConfig};
+pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
 
 /// A sweep: one UDP test per size × rate point.
 #[derive(Debug, Clone)]
@@ -530,6 +531,7 @@ fn validate(mut cli: args::Cli) -> Result<Command> {
     let cmd = match cli.command {
         args::Cmd::Iface(a) => host::validate_iface(a),
         args::Cmd::Doctor(a) => host::validate_doctor(a),
+        args::Cmd::Ping(a) => host::validate_ping(a),
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),

@@ -313,3 +313,135 @@ fn issue_11_iface_on_a_loopback_test_in_human_output() {
     );
     let _ = ADDR_A;
 }
+
+fn ping_json(ns: Option<&str>, args: &[&str]) -> (std::process::Output, Value) {
+    let out = run_client_in(ns, args, Duration::from_secs(30));
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        )
+    });
+    (out, v)
+}
+
+fn assert_all_answered(r: &Value, n: u64) {
+    assert_eq!(
+        (u(&r["sent"]), u(&r["received"]), u(&r["duplicates"])),
+        (n, n, 0),
+        "{r}"
+    );
+    assert_eq!(f(&r["loss_percent"]), 0.0);
+    let rtt = &r["rtt"];
+    assert_eq!(u(&rtt["count"]), n);
+    assert!(
+        u(&rtt["min_ns"]) > 0
+            && u(&rtt["min_ns"]) <= u(&rtt["p50_ns"])
+            && u(&rtt["p50_ns"]) <= u(&rtt["max_ns"]),
+        "{rtt}"
+    );
+    for rep in r["replies"].as_array().expect("replies") {
+        assert_eq!(rep["ttl"], 64, "{rep}");
+        assert_eq!(u(&rep["bytes"]), 8 + u(&r["size"]));
+    }
+}
+
+#[test]
+fn issue_11_ping_loopback() {
+    let args = [
+        "ping",
+        "127.0.0.1",
+        "-c",
+        "3",
+        "-i",
+        "50ms",
+        "-s",
+        "100",
+        "--json",
+    ];
+    let (out, r) = ping_json(None, &args);
+    if !out.status.success() && stderr(&out).contains("not allowed") {
+        eprintln!("skipped: {}", stderr(&out));
+        return;
+    }
+    assert_ok(&out, &args);
+    assert_all_answered(&r, 3);
+    // Human output: a line per reply with its TTL, then the statistics.
+    let out = run_client(
+        &["ping", "127.0.0.1", "-c", "2", "-i", "50ms"],
+        Duration::from_secs(10),
+    );
+    assert_ok(&out, &["ping"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.matches("64 bytes from 127.0.0.1: icmp_seq=").count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains("ttl=64") && text.contains("0.0% loss") && text.contains("p99.9"),
+        "{text}"
+    );
+}
+
+#[test]
+fn issue_11_ping_namespace_host_raw_and_datagram_sockets() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let pair = NetPair::new("pg", 1500).expect("namespaces");
+    let args = ["ping", ADDR_B, "-c", "4", "-i", "20ms", "--raw", "--json"];
+    let (out, r) = ping_json(Some(&pair.a), &args);
+    assert_ok(&out, &args);
+    assert_eq!(r["method"], "raw");
+    assert_all_answered(&r, 4);
+    // Unprivileged ICMP sockets, once this namespace's ping_group_range
+    // admits every group.
+    sh_in(
+        &pair.a,
+        "echo '0 2147483647' > /proc/sys/net/ipv4/ping_group_range",
+    )
+    .expect("ping_group_range");
+    let args = ["ping", ADDR_B, "-c", "4", "-i", "20ms", "--json"];
+    let (out, r) = ping_json(Some(&pair.a), &args);
+    assert_ok(&out, &args);
+    assert_eq!(r["method"], "icmp_datagram");
+    assert_all_answered(&r, 4);
+    let _ = ADDR_A;
+}
+
+#[test]
+fn issue_11_ping_an_address_nobody_owns_is_100_percent_loss() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let pair = NetPair::new("pl", 1500).expect("namespaces");
+    // Routed to the peer namespace, which does not forward and owns no such
+    // address: the requests leave and nothing ever answers.
+    sh_in(&pair.a, &format!("ip route add 198.19.0.0/24 via {ADDR_B}")).expect("route");
+    let args = [
+        "ping",
+        "198.19.0.9",
+        "-c",
+        "3",
+        "-i",
+        "50ms",
+        "-W",
+        "300ms",
+        "--json",
+    ];
+    let (out, r) = ping_json(Some(&pair.a), &args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("100% loss"), "{}", stderr(&out));
+    assert_eq!((u(&r["sent"]), u(&r["received"])), (3, 0), "{r}");
+    assert_eq!(f(&r["loss_percent"]), 100.0);
+    assert!(r["rtt"].is_null(), "{r}");
+    let transmitted = NetPair::counter(&pair.a, "va", "tx_packets");
+    assert!(
+        transmitted >= 3,
+        "the requests left the namespace ({transmitted} packets)"
+    );
+}

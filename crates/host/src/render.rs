@@ -159,3 +159,61 @@ pub fn doctor(out: &mut dyn Write, r: &DoctorReport) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// One reply as ping prints it.
+pub fn ping_reply(r: &crate::ping::ReplyRecord) -> String {
+    format!(
+        "{} bytes from {}: icmp_seq={} ttl={} time={}{}{}",
+        r.bytes,
+        r.from,
+        r.seq,
+        r.ttl.map_or_else(|| "?".into(), |t| t.to_string()),
+        linerate_stats::units::format_nanos(r.rtt_ns as f64),
+        if r.duplicate { " (DUP!)" } else { "" },
+        if r.corrupt { " (payload differs)" } else { "" },
+    )
+}
+
+/// The statistics block after a ping run.
+pub fn ping_summary(out: &mut dyn Write, r: &crate::ping::PingReport) -> io::Result<()> {
+    use linerate_stats::units::format_nanos as ns;
+    writeln!(
+        out,
+        "--- {} ({}) ping statistics, {} ---",
+        r.host,
+        r.address,
+        match r.method {
+            crate::ping::Method::IcmpDatagram => "ICMP datagram socket",
+            crate::ping::Method::Raw => "raw socket",
+        }
+    )?;
+    writeln!(
+        out,
+        "{} sent, {} received, {} duplicates, {} corrupt, {:.1}% loss, {:.2} s{}",
+        r.sent,
+        r.received,
+        r.duplicates,
+        r.corrupt,
+        r.loss_percent,
+        r.seconds,
+        r.send_error.as_ref().map_or(String::new(), |e| format!(
+            ", {} not sent ({e})",
+            r.send_errors
+        )),
+    )?;
+    match &r.rtt {
+        Some(s) => writeln!(
+            out,
+            "rtt min {} mean {} stddev {} | p50 {} p90 {} p99 {} p99.9 {} max {}",
+            ns(s.min_ns as f64),
+            ns(s.mean_ns),
+            ns(s.stddev_ns),
+            ns(s.p50_ns as f64),
+            ns(s.p90_ns as f64),
+            ns(s.p99_ns as f64),
+            ns(s.p99_9_ns as f64),
+            ns(s.max_ns as f64),
+        ),
+        None => writeln!(out, "no replies: no round-trip figures"),
+    }
+}
