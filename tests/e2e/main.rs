@@ -4,6 +4,7 @@
 
 mod golden;
 mod helpers;
+mod host;
 mod netns;
 mod rr;
 mod tcp;

@@ -170,6 +170,7 @@ pub fn interval_record(
         omitted: m.omitted,
         streams,
         sums,
+        iface: None,
     }
 }
 
@@ -505,6 +506,7 @@ pub fn build(
         }),
         notes,
         rr: None,
+        iface: None,
     }
 }
 
@@ -531,6 +533,7 @@ fn build_rr(
         kernel_udp: None,
         notes,
         rr: crate::rr::build(spec, client, server),
+        iface: None,
     }
 }
 
