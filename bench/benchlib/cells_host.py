@@ -21,6 +21,7 @@ from .core import RunFailed
 from .tools import Linerate, Tool
 
 RSS_SAMPLE_S = 0.1
+MSG_SIZES = ("56", "64K", "1M", "8M")   # issue 12's sweep, thinned to one size per decade-ish
 
 
 def _peak_rss(ctx: Ctx, server_pid: int, argv: list[str], base: str) -> float:
@@ -144,11 +145,12 @@ def local_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
                           ["p50_us", "p99_us", "tps"], vs, goal="shm direct p50 ≤ 0.5× the Unix-socket round trip",
                           pin="split", skip=rr_why))
     msg_why = None if lr.help("msg") else "this build has no `linerate msg` (issue 12)"
-    vs = []
-    for conc in (1, 8):
-        for transport in ("unix", "tcp", "shm"):
-            vs.append(Variant(f"linerate msg --transport {transport} --sizes 8M --concurrency {conc}",
-                              transport != "shm", None if msg_why else _lr_msg(transport, "8M", conc), msg_why))
-    cells.append(Cell("local-msg-8M", "8 MB messages, each acknowledged: throughput by transport", "local",
-                      ["msg_gbps"], vs, goal="shm bulk ≥ 2× Unix-socket throughput", skip=msg_why))
+    for size in MSG_SIZES:
+        for conc in (1, 8):
+            vs = [Variant(f"linerate msg --transport {t} --sizes {size} --concurrency {conc}", t != "shm",
+                          None if msg_why else _lr_msg(t, size, conc), msg_why) for t in ("unix", "tcp", "shm")]
+            cells.append(Cell(f"local-msg-{size}-c{conc}",
+                              f"{size}-byte messages, each acknowledged, {conc} at a time: throughput by transport",
+                              "local", ["msg_gbps"], vs,
+                              goal="shm bulk ≥ 2× Unix-socket throughput" if size == "8M" else "", skip=msg_why))
     return cells

@@ -127,6 +127,9 @@ def find_anchor(name: str) -> Tool:
     return t
 
 
+KNOWN_ENGINES = ("syscall", "batch", "uring", "zerocopy", "auto")
+
+
 # ---- linerate -------------------------------------------------------------------
 
 
@@ -176,11 +179,15 @@ class Linerate:
         if not self.has(sub, "--engine"):
             return []
         text = _out([self.path, sub, "--engine", "lrbench-no-such-engine", "-t", "1"])
-        m = re.search(r"(?:this build has|possible values|one of|available|supported)\s*:?\s*([^\]\n]*)", text, re.I)
+        m = re.search(r"(?:this build has|possible values|one of|available|supported|engines?\s*:)\s*:?\s*([^\]\n]*)",
+                      text, re.I)
         found = []
         if m:
-            found = [w for w in re.findall(r"[a-z][a-z0-9_-]*", m.group(1))
-                     if w not in ("and", "or", "the", "see", "engines", "engine")]
+            words = re.findall(r"[a-z][a-z0-9_-]*", m.group(1))
+            # Engine names the issue defines; other words (descriptions) only
+            # when none of those is there.
+            found = [w for w in words if w in KNOWN_ENGINES] or [
+                w for w in words if w not in ("and", "or", "the", "see", "engines", "engine")]
         if not found:
             d = re.search(r"--engine[^\[]*\[default:\s*([\w-]+)\]", self.help(sub))
             found = [d.group(1)] if d else []
