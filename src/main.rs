@@ -6,6 +6,7 @@ mod client;
 mod control;
 mod server;
 mod sweep;
+mod test_type;
 
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;

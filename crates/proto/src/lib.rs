@@ -18,6 +18,9 @@
 //! - [`seq`]: the receiver's sequence tracker (loss, reordering,
 //!   duplicates, late arrivals) and RFC 3550 jitter.
 //! - [`pacing`]: the sender's absolute schedule.
+//! - [`side`]: client or server, the word all of the above share.
+
+pub use side::Side;
 
 pub mod clock;
 pub mod datagram;
@@ -26,6 +29,7 @@ pub mod pacing;
 pub mod rr;
 pub mod seq;
 pub mod session;
+pub mod side;
 pub mod spec;
 pub mod wire;
 
