@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
+use linerate_engine::engines::EngineKind;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
-use linerate_engine::{clock, engine, socket};
+use linerate_engine::{clock, socket};
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
@@ -47,7 +48,8 @@ pub enum ClientError {
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
     let stdout = std::io::stdout();
-    let mut sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    let sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    let mut sink = crate::host::iface_sink::wrap(sink, cfg.iface.as_deref(), cfg.format);
     run_to(cfg, sink.as_mut())
 }
 
@@ -82,7 +84,7 @@ fn run_with(
         Target::Remote { host, port } => (host.clone(), *port),
         Target::Embedded => {
             embedded =
-                server::spawn_embedded(&cfg.engine).context("starting the embedded server")?;
+                server::spawn_embedded(cfg.engine).context("starting the embedded server")?;
             ("127.0.0.1".to_string(), embedded.port())
         }
     };
@@ -90,11 +92,10 @@ fn run_with(
     let ctrl_sock = socket::connect_any(&addrs, &Default::default(), cfg.connect_timeout)
         .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
-    let engine = engine::by_name(&cfg.engine).map_err(anyhow::Error::from)?;
     let mut ctrl = ControlConn::new(ctrl_sock)?;
     let mut test = ClientTest {
         cfg,
-        engine,
+        engine: cfg.engine,
         peer,
         embedded: matches!(cfg.target, Target::Embedded),
         session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
@@ -118,7 +119,7 @@ fn run_with(
 
 struct ClientTest<'a, 's> {
     cfg: &'a ClientConfig,
-    engine: &'static dyn engine::Engine,
+    engine: EngineKind,
     peer: std::net::SocketAddr,
     embedded: bool,
     session: ClientSession,

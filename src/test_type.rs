@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use linerate_engine::engine::{self, Engine};
+use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{self, CrrServer, CrrTarget, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
+use linerate_engine::stream::POLL;
 use linerate_engine::{socket, udp};
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::Role;
@@ -27,7 +28,7 @@ use linerate_report::Report;
 /// What the client knows when it attaches and starts its side.
 #[derive(Debug)]
 pub struct ClientSide<'a> {
-    pub engine: &'static dyn Engine,
+    pub engine: EngineKind,
     /// The server's control address (data connections go to its port;
     /// UDP streams to the ports it sent).
     pub peer: SocketAddr,
@@ -42,7 +43,7 @@ pub struct ClientSide<'a> {
 /// What the server knows when it starts its side.
 #[derive(Debug)]
 pub struct ServerSide<'a> {
-    pub engine: &'static dyn Engine,
+    pub engine: EngineKind,
     pub cpus: &'a [usize],
     pub cpu_scope: CpuScope,
     /// The crr side, created when the test was accepted (crr only).
@@ -183,7 +184,7 @@ fn attach_tcp(
         (&sock)
             .write_all(&hello)
             .with_context(|| format!("greeting data connection {}", p.id))?;
-        socket::set_io_timeout(&sock, engine::POLL)?;
+        socket::set_io_timeout(&sock, POLL)?;
         streams.push(StreamSetup {
             id: p.id,
             sender: p.sender,
@@ -230,7 +231,7 @@ fn attach_udp(
         }));
         udp::greet(&sock, &hello)
             .with_context(|| format!("attaching UDP stream {} to {to}", p.id))?;
-        sock.set_write_timeout(Some(engine::POLL))
+        sock.set_write_timeout(Some(POLL))
             .context("UDP write timeout")?;
         streams.push(StreamSetup {
             id: p.id,

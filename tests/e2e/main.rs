@@ -4,7 +4,9 @@
 
 mod golden;
 mod helpers;
+mod host;
 mod netns;
 mod rr;
 mod tcp;
 mod udp;
+mod ux;
