@@ -21,6 +21,9 @@
 //! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
 //!   parameters and results, UDP header and receiver rules) and its client
 //!   and server sessions, so linerate interoperates with real iperf3 peers.
+//! - [`side`]: client or server, the word all of the above share.
+
+pub use side::Side;
 
 pub mod clock;
 pub mod datagram;
@@ -30,6 +33,7 @@ pub mod pacing;
 pub mod rr;
 pub mod seq;
 pub mod session;
+pub mod side;
 pub mod spec;
 pub mod wire;
 

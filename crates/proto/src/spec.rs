@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wire::Side;
+use crate::side::Side;
 
 /// Transport of the data connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
