@@ -18,9 +18,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use linerate_proto::datagram::Fault;
+use linerate_proto::interval::{CutStream, IntervalCutter, Sample};
 use linerate_proto::measure::{
-    CpuMeasurement, IntervalMeasurement, IntervalStream, Role, SideResults, StreamMeasurement,
-    UdpInterval,
+    CpuMeasurement, IntervalMeasurement, Role, SideResults, StreamMeasurement,
 };
 use linerate_proto::wire::{SentCount, Side};
 
@@ -268,16 +268,6 @@ impl Drop for SideRun {
     }
 }
 
-/// Interval boundaries: every `interval` up to `omit`, a cut at `omit`,
-/// then every `interval` after it.
-fn next_boundary(prev: Duration, omit: Duration, interval: Duration) -> Duration {
-    if prev < omit {
-        (prev + interval).min(omit)
-    } else {
-        prev + interval
-    }
-}
-
 /// What every stream thread of a side shares with the sampler.
 struct StreamCtx {
     engine: EngineKind,
@@ -396,6 +386,213 @@ fn spawn_stream(
         })
 }
 
+/// The sampler's hold on its streams while they run.
+struct Running {
+    counters: Vec<Arc<StreamCounter>>,
+    /// Duplicates of the TCP sending sockets, to read TCP_INFO each interval.
+    probes: Vec<Option<TcpStream>>,
+    lives: Vec<Option<Arc<UdpCounters>>>,
+    handles: Vec<JoinHandle<()>>,
+    results: Vec<Option<StreamMeasurement>>,
+    finished: usize,
+}
+
+impl Running {
+    /// Every stream's counters now (reads TCP_INFO of the senders).
+    fn samples(&self) -> Vec<Sample> {
+        self.counters
+            .iter()
+            .zip(&self.probes)
+            .zip(&self.lives)
+            .map(|((c, probe), live)| Sample {
+                bytes: c.get(),
+                udp: live.as_ref().map(|l| l.totals()),
+                tcp: probe.as_ref().and_then(tcp_info::read),
+            })
+            .collect()
+    }
+}
+
+/// Starts a thread per stream; a stream whose thread cannot start is
+/// finished at once with that error.
+fn spawn_all(
+    engine: EngineKind,
+    streams: Vec<StreamSetup>,
+    params: &RunParams,
+    start: Instant,
+    signals: &Arc<Signals>,
+    udp_live: &[(u32, Arc<UdpCounters>)],
+    done: &Sender<Finished>,
+) -> (Running, Vec<CutStream>) {
+    let n = streams.len();
+    let mut run = Running {
+        counters: (0..n).map(|_| Arc::default()).collect(),
+        probes: Vec::with_capacity(n),
+        lives: Vec::with_capacity(n),
+        handles: Vec::with_capacity(n),
+        results: vec![None; n],
+        finished: 0,
+    };
+    let mut cut = Vec::with_capacity(n);
+    for (i, s) in streams.into_iter().enumerate() {
+        run.probes.push(match (&s.sock, s.role) {
+            (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
+            _ => None,
+        });
+        let live = udp_live
+            .iter()
+            .find(|(id, _)| *id == s.id)
+            .map(|(_, l)| Arc::clone(l));
+        run.lives.push(live.clone());
+        cut.push(CutStream {
+            id: s.id,
+            role: s.role,
+        });
+        let id = s.id;
+        let ctx = StreamCtx {
+            engine,
+            start,
+            signals: Arc::clone(signals),
+            done: done.clone(),
+        };
+        match spawn_stream(ctx, i, s, params, Arc::clone(&run.counters[i]), live) {
+            Ok(h) => run.handles.push(h),
+            Err(e) => {
+                run.results[i] = Some(StreamMeasurement {
+                    id,
+                    error: Some(format!("cannot start thread: {e}")),
+                    ..StreamMeasurement::default()
+                });
+                run.finished += 1;
+            }
+        }
+    }
+    (run, cut)
+}
+
+/// What the sampler gathers from streams as they finish.
+struct Ends<'a> {
+    /// The latest stream end, ns since Start.
+    last_end: u64,
+    threads_cpu: CpuTime,
+    /// UDP senders of this side, and those finished so far.
+    udp_senders: usize,
+    senders_finished: Vec<SentCount>,
+    senders_done: &'a Sender<Vec<SentCount>>,
+}
+
+impl Ends<'_> {
+    fn on_finished(&mut self, run: &mut Running, f: Finished) {
+        self.last_end = self.last_end.max(f.measurement.elapsed_ns);
+        self.threads_cpu = self.threads_cpu + f.cpu;
+        if let Some(sent) = &f.measurement.udp_send {
+            self.senders_finished.push(SentCount {
+                stream: f.measurement.id,
+                issued: sent.issued,
+            });
+            if self.senders_finished.len() == self.udp_senders {
+                let _ = self
+                    .senders_done
+                    .send(std::mem::take(&mut self.senders_finished));
+            }
+        }
+        run.results[f.index] = Some(f.measurement);
+        run.finished += 1;
+    }
+}
+
+/// Waits for the streams to end, cutting intervals at their boundaries and
+/// stopping the senders at the planned end; returns every record cut.
+fn watch(
+    run: &mut Running,
+    cutter: &mut IntervalCutter,
+    ends: &mut Ends<'_>,
+    finished: &Receiver<Finished>,
+    start: Instant,
+    signals: &Signals,
+    intervals: &Sender<IntervalMeasurement>,
+) -> Vec<IntervalMeasurement> {
+    let since = |t: Instant| t.saturating_duration_since(start).as_nanos() as u64;
+    let mut recorded = Vec::new();
+    while run.finished < run.results.len() {
+        let wake = start + Duration::from_nanos(cutter.wake_at(since(Instant::now())));
+        match finished.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+            Ok(f) => {
+                ends.on_finished(run, f);
+                continue;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let now = since(Instant::now());
+        if cutter.take_stop(now) {
+            signals.stop();
+        }
+        if cutter.cut_due(now) {
+            let rec = cutter.cut(now, &run.samples());
+            let _ = intervals.send(rec.clone());
+            recorded.push(rec);
+        }
+    }
+    // The tail since the last cut (what the senders wrote before stopping,
+    // what the receivers drained after).
+    if let Some(rec) = cutter.finish(ends.last_end, &run.samples()) {
+        let _ = intervals.send(rec.clone());
+        recorded.push(rec);
+    }
+    recorded
+}
+
+/// CPU and kernel counters at the start of a side, for its deltas.
+struct Baseline {
+    host: Option<cpu::HostSnapshot>,
+    process: CpuTime,
+    sampler: CpuTime,
+    kernel: Option<netstat::KernelSnapshot>,
+}
+
+impl Baseline {
+    fn take(params: &RunParams, streams: &[StreamSetup]) -> Self {
+        // The kernel's view, for UDP tests: counters of the data's interface.
+        let kernel = params.udp.is_some().then(|| {
+            let local = streams.iter().find_map(|s| match &s.sock {
+                DataSocket::Udp(u) => u.local_addr().ok().map(|a| a.ip()),
+                DataSocket::Tcp(_) => None,
+            });
+            netstat::snapshot(local)
+        });
+        Baseline {
+            host: cpu::host(),
+            process: cpu::process(),
+            sampler: cpu::thread(),
+            kernel,
+        }
+    }
+
+    /// The side's CPU use since the baseline.
+    fn cpu(&self, scope: CpuScope, threads_cpu: CpuTime, wall: Duration) -> CpuMeasurement {
+        let (scope, used) = match scope {
+            CpuScope::Process => ("process", cpu::process().saturating_sub(self.process)),
+            CpuScope::Threads => (
+                "threads",
+                threads_cpu + cpu::thread().saturating_sub(self.sampler),
+            ),
+        };
+        CpuMeasurement {
+            scope: scope.into(),
+            user_ns: used.user.as_nanos() as u64,
+            system_ns: used.system.as_nanos() as u64,
+            wall_ns: wall.as_nanos() as u64,
+            host: self
+                .host
+                .zip(cpu::host())
+                .map(|(a, b)| cpu::host_delta(a, b)),
+        }
+    }
+}
+
+/// The sampler thread's work: runs the streams and assembles the side's
+/// results.
 fn sample(
     engine: EngineKind,
     streams: Vec<StreamSetup>,
@@ -405,193 +602,47 @@ fn sample(
     udp_live: &[(u32, Arc<UdpCounters>)],
     ch: &Channels,
 ) -> SideResults {
-    let intervals = &ch.intervals;
-    let host0 = cpu::host();
-    let proc0 = cpu::process();
-    let self0 = cpu::thread();
-    // The kernel's view, for UDP tests: counters of the data's interface.
-    let kernel0 = params.udp.is_some().then(|| {
-        let local = streams.iter().find_map(|s| match &s.sock {
-            DataSocket::Udp(u) => u.local_addr().ok().map(|a| a.ip()),
-            DataSocket::Tcp(_) => None,
-        });
-        netstat::snapshot(local)
-    });
-    let n = streams.len();
-    let (ftx, frx) = mpsc::channel::<Finished>();
-    let counters: Vec<Arc<StreamCounter>> = (0..n).map(|_| Arc::default()).collect();
-    // Duplicates of the sending sockets, to read TCP_INFO each interval.
-    let mut probes: Vec<(u32, Option<TcpStream>)> = Vec::with_capacity(n);
-    let mut lives: Vec<Option<Arc<UdpCounters>>> = Vec::with_capacity(n);
-    let mut roles: Vec<Role> = Vec::with_capacity(n);
-    let mut handles = Vec::with_capacity(n);
-    let mut results: Vec<Option<StreamMeasurement>> = vec![None; n];
-    let mut threads_cpu = CpuTime::default();
-    let mut finished = 0;
+    let baseline = Baseline::take(params, &streams);
     let udp_senders = if params.udp.is_some() {
         streams.iter().filter(|s| s.role == Role::Sender).count()
     } else {
         0
     };
-    let mut senders_finished: Vec<SentCount> = Vec::new();
-    for (i, s) in streams.into_iter().enumerate() {
-        let probe = match (&s.sock, s.role) {
-            (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
-            _ => None,
-        };
-        probes.push((s.id, probe));
-        let live = udp_live
-            .iter()
-            .find(|(id, _)| *id == s.id)
-            .map(|(_, l)| Arc::clone(l));
-        lives.push(live.clone());
-        roles.push(s.role);
-        let id = s.id;
-        let ctx = StreamCtx {
-            engine,
-            start,
-            signals: Arc::clone(signals),
-            done: ftx.clone(),
-        };
-        match spawn_stream(ctx, i, s, params, Arc::clone(&counters[i]), live) {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                results[i] = Some(StreamMeasurement {
-                    id,
-                    error: Some(format!("cannot start thread: {e}")),
-                    ..StreamMeasurement::default()
-                });
-                finished += 1;
-            }
-        }
-    }
+    let (ftx, frx) = mpsc::channel::<Finished>();
+    let (mut run, cut) = spawn_all(engine, streams, params, start, signals, udp_live, &ftx);
     drop(ftx);
-
-    let stop_at = params.time.map(|t| params.omit + t);
-    let mut stopped = false;
-    let mut prev = Duration::ZERO;
-    let mut prev_bytes = vec![0u64; n];
-    let mut prev_udp: Vec<UdpSnap> = vec![UdpSnap::default(); n];
-    let mut omitted_bytes = vec![0u64; n];
-    let mut boundary = next_boundary(Duration::ZERO, params.omit, params.interval);
-    let mut last_end = Duration::ZERO;
-    let mut recorded = Vec::new();
-    let mut emit = |rec: IntervalMeasurement| {
-        let _ = intervals.send(rec.clone());
-        recorded.push(rec);
+    let ns = |d: Duration| d.as_nanos() as u64;
+    let mut cutter = IntervalCutter::new(
+        cut,
+        ns(params.omit),
+        ns(params.interval),
+        params.time.map(|t| ns(params.omit + t)),
+    );
+    let mut ends = Ends {
+        last_end: 0,
+        threads_cpu: CpuTime::default(),
+        udp_senders,
+        senders_finished: Vec::new(),
+        senders_done: &ch.senders_done,
     };
-
-    // `planned` is the boundary the cut was scheduled for; the omitted flag
-    // follows it, not the (slightly later) instant the sampler woke.
-    let cut = |upto: Duration,
-               planned: Duration,
-               prev: Duration,
-               prev_bytes: &mut [u64],
-               prev_udp: &mut [UdpSnap]| {
-        let streams = counters
-            .iter()
-            .zip(&probes)
-            .zip(prev_bytes.iter_mut())
-            .zip(lives.iter().zip(&roles).zip(prev_udp.iter_mut()))
-            .map(|(((c, (id, probe)), pb), ((live, role), pu))| {
-                let now = c.get();
-                let bytes = now - *pb;
-                *pb = now;
-                IntervalStream {
-                    id: *id,
-                    bytes,
-                    tcp: probe.as_ref().and_then(tcp_info::read),
-                    udp: live.as_ref().map(|l| pu.cut(l, *role)),
-                }
-            })
-            .collect();
-        IntervalMeasurement {
-            start_ns: prev.as_nanos() as u64,
-            end_ns: upto.as_nanos() as u64,
-            omitted: planned <= params.omit && params.omit > Duration::ZERO,
-            streams,
-        }
-    };
-
-    while finished < n {
-        let mut wake = if stop_at.is_some_and(|s| boundary >= s) {
-            // Only the end of the streams is left to wait for; the session's
-            // deadline bounds that wait.
-            start.elapsed() + params.interval
-        } else {
-            boundary
-        };
-        if let Some(s) = stop_at.filter(|_| !stopped) {
-            wake = wake.min(s);
-        }
-        let wait = (start + wake).saturating_duration_since(Instant::now());
-        match frx.recv_timeout(wait) {
-            Ok(f) => {
-                last_end = last_end.max(Duration::from_nanos(f.measurement.elapsed_ns));
-                threads_cpu = threads_cpu + f.cpu;
-                if let Some(sent) = &f.measurement.udp_send {
-                    senders_finished.push(SentCount {
-                        stream: f.measurement.id,
-                        issued: sent.issued,
-                    });
-                    if senders_finished.len() == udp_senders {
-                        let _ = ch.senders_done.send(std::mem::take(&mut senders_finished));
-                    }
-                }
-                results[f.index] = Some(f.measurement);
-                finished += 1;
-                continue;
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
-        let now = start.elapsed();
-        if stop_at.is_some_and(|s| now >= s) && !stopped {
-            signals.stop();
-            stopped = true;
-        }
-        // The last interval of a timed test runs to the end of the streams
-        // (the senders' final write, the receivers' drain) instead of
-        // leaving a sliver after the planned end.
-        let last = stop_at.is_some_and(|s| boundary >= s);
-        if now >= boundary && !last {
-            let rec = cut(now, boundary, prev, &mut prev_bytes, &mut prev_udp);
-            if boundary == params.omit {
-                omitted_bytes.clone_from(&prev_bytes);
-            }
-            emit(rec);
-            prev = now;
-            boundary = next_boundary(boundary, params.omit, params.interval);
-        }
-    }
-    // The tail since the last cut (what the senders wrote before stopping,
-    // what the receivers drained after).
-    let end = last_end.max(prev);
-    let udp_moved = lives
-        .iter()
-        .zip(&prev_udp)
-        .any(|(l, p)| l.as_ref().is_some_and(|l| p.changed(l)));
-    if udp_moved
-        || counters
-            .iter()
-            .zip(&prev_bytes)
-            .any(|(c, &pb)| c.get() > pb)
-    {
-        emit(cut(end, end, prev, &mut prev_bytes, &mut prev_udp));
-    }
-    for h in handles {
+    let recorded = watch(
+        &mut run,
+        &mut cutter,
+        &mut ends,
+        &frx,
+        start,
+        signals,
+        &ch.intervals,
+    );
+    for h in run.handles.drain(..) {
         let _ = h.join();
     }
     let wall = start.elapsed();
-    let (scope, used) = match params.cpu_scope {
-        CpuScope::Process => ("process", cpu::process().saturating_sub(proc0)),
-        CpuScope::Threads => ("threads", threads_cpu + cpu::thread().saturating_sub(self0)),
-    };
-    let host = host0.zip(cpu::host()).map(|(a, b)| cpu::host_delta(a, b));
-    let streams = results
+    let streams = run
+        .results
         .into_iter()
-        .zip(omitted_bytes)
-        .map(|(m, omitted)| {
+        .zip(cutter.omitted_bytes())
+        .map(|(m, &omitted)| {
             let mut m = m.unwrap_or_default();
             m.omitted_bytes = omitted.min(m.bytes);
             m
@@ -602,92 +653,8 @@ fn sample(
         streams,
         intervals: recorded,
         intervals_dropped: false,
-        cpu: CpuMeasurement {
-            scope: scope.into(),
-            user_ns: used.user.as_nanos() as u64,
-            system_ns: used.system.as_nanos() as u64,
-            wall_ns: wall.as_nanos() as u64,
-            host,
-        },
+        cpu: baseline.cpu(params.cpu_scope, ends.threads_cpu, wall),
         rr: None,
-        kernel_udp: kernel0.as_ref().map(netstat::delta),
-    }
-}
-
-/// A UDP stream's counters at the last interval cut.
-#[derive(Debug, Clone, Copy, Default)]
-struct UdpSnap {
-    datagrams: u64,
-    received: u64,
-    missing: u64,
-    reordered: u64,
-    duplicates: u64,
-    late: u64,
-    corrupt: u64,
-    socket_drops: u64,
-}
-
-impl UdpSnap {
-    fn read(l: &UdpCounters) -> UdpSnap {
-        let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-        let received = g(&l.received);
-        UdpSnap {
-            datagrams: g(&l.datagrams),
-            received,
-            missing: g(&l.next_expected).saturating_sub(received),
-            reordered: g(&l.reordered),
-            duplicates: g(&l.duplicates),
-            late: g(&l.late),
-            corrupt: g(&l.corrupt),
-            socket_drops: g(&l.socket_drops),
-        }
-    }
-
-    fn changed(&self, l: &UdpCounters) -> bool {
-        let now = UdpSnap::read(l);
-        now.datagrams != self.datagrams || now.corrupt != self.corrupt
-    }
-
-    /// The interval since the last cut; moves the snapshot forward.
-    fn cut(&mut self, l: &UdpCounters, role: Role) -> UdpInterval {
-        let now = UdpSnap::read(l);
-        let before = std::mem::replace(self, now);
-        let d = |f: fn(&UdpSnap) -> u64| Some(f(&now).saturating_sub(f(&before)));
-        match role {
-            Role::Sender => UdpInterval {
-                datagrams: now.datagrams - before.datagrams,
-                ..UdpInterval::default()
-            },
-            Role::Receiver => UdpInterval {
-                datagrams: now.datagrams - before.datagrams,
-                received: d(|s| s.received),
-                lost: Some(now.missing as i64 - before.missing as i64),
-                reordered: d(|s| s.reordered),
-                duplicates: d(|s| s.duplicates),
-                late: d(|s| s.late),
-                corrupt: d(|s| s.corrupt),
-                jitter_ns: Some(l.jitter_ns()),
-                socket_drops: d(|s| s.socket_drops),
-            },
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn boundaries_cut_at_omit_then_every_interval() {
-        let s = Duration::from_secs;
-        let ms = Duration::from_millis;
-        let mut b = Vec::new();
-        let mut p = Duration::ZERO;
-        for _ in 0..5 {
-            p = next_boundary(p, ms(1500), s(1));
-            b.push(p);
-        }
-        assert_eq!(b, vec![s(1), ms(1500), ms(2500), ms(3500), ms(4500)]);
-        assert_eq!(next_boundary(Duration::ZERO, Duration::ZERO, s(1)), s(1));
+        kernel_udp: baseline.kernel.as_ref().map(netstat::delta),
     }
 }
