@@ -225,3 +225,129 @@ fn udp_interval(role: Role, before: &UdpTotals, now: &UdpTotals) -> UdpInterval 
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000 * MS;
+
+    #[test]
+    fn boundaries_cut_at_omit_then_every_interval() {
+        let mut b = Vec::new();
+        let mut p = 0;
+        for _ in 0..5 {
+            p = next_boundary(p, 1500 * MS, S);
+            b.push(p);
+        }
+        assert_eq!(b, vec![S, 1500 * MS, 2500 * MS, 3500 * MS, 4500 * MS]);
+        assert_eq!(next_boundary(0, 0, S), S);
+    }
+
+    fn tcp_sender(id: u32) -> CutStream {
+        CutStream {
+            id,
+            role: Role::Sender,
+        }
+    }
+
+    #[test]
+    fn a_udp_receiver_interval_is_the_change_since_the_last_cut() {
+        let mut c = IntervalCutter::new(
+            vec![CutStream {
+                id: 1,
+                role: Role::Receiver,
+            }],
+            0,
+            S,
+            Some(3 * S),
+        );
+        let at = |received, next_expected, jitter_ns| Sample {
+            bytes: received * 100,
+            udp: Some(UdpTotals {
+                datagrams: received,
+                received,
+                next_expected,
+                jitter_ns,
+                ..UdpTotals::default()
+            }),
+            tcp: None,
+        };
+        let r = c.cut(S, &[at(10, 12, 5.0)]);
+        let u = r.streams[0].udp.clone().expect("udp");
+        assert_eq!(
+            (u.received, u.lost, u.jitter_ns),
+            (Some(10), Some(2), Some(5.0))
+        );
+        // The two missing ones arrived late in the order: loss goes down.
+        let r = c.cut(2 * S, &[at(14, 14, 7.0)]);
+        let u = r.streams[0].udp.clone().expect("udp");
+        assert_eq!((u.received, u.lost), (Some(4), Some(-2)));
+        assert_eq!((r.start_ns, r.end_ns, r.omitted), (S, 2 * S, false));
+        // Nothing moved after: no tail.
+        assert!(c.finish(2 * S + 5, &[at(14, 14, 7.0)]).is_none());
+    }
+
+    proptest! {
+        /// On any schedule and any (monotone) progress: the intervals are
+        /// contiguous from 0, add up to the totals, the omitted ones come
+        /// first and hold exactly the omitted bytes, the senders are told to
+        /// stop once, and nothing is cut past the planned end except the tail.
+        #[test]
+        fn intervals_tile_the_test_and_add_up(
+            omit_ms in prop_oneof![Just(0u64), 1u64..3000],
+            interval_ms in 100u64..1500,
+            time_ms in proptest::option::of(1u64..5000),
+            oversleep in proptest::collection::vec(0u64..5 * MS, 1..8),
+            rates in proptest::collection::vec(0u64..1000, 1..4),
+            tail_ms in 0u64..500,
+        ) {
+            let (omit, interval) = (omit_ms * MS, interval_ms * MS);
+            let stop_at = time_ms.map(|t| omit + t * MS);
+            let streams: Vec<CutStream> = (0..rates.len() as u32).map(tcp_sender).collect();
+            let mut c = IntervalCutter::new(streams, omit, interval, stop_at);
+            let bytes_at = |t: u64| -> Vec<Sample> {
+                rates.iter().map(|r| Sample { bytes: r * t / MS, ..Sample::default() }).collect()
+            };
+            // Byte-limited tests end on their own: say after 4 s.
+            let end = stop_at.unwrap_or(4 * S) + tail_ms * MS;
+            let (mut now, mut records, mut stops, mut i) = (0u64, Vec::new(), 0, 0);
+            while now < end {
+                now = c.wake_at(now).saturating_add(oversleep[i % oversleep.len()]).min(end);
+                i += 1;
+                if c.take_stop(now) {
+                    stops += 1;
+                    prop_assert!(stop_at.is_some_and(|s| now >= s));
+                }
+                if c.cut_due(now) {
+                    if let Some(s) = stop_at {
+                        prop_assert!(now < s + 5 * MS + interval);
+                    }
+                    records.push(c.cut(now, &bytes_at(now)));
+                }
+            }
+            records.extend(c.finish(end, &bytes_at(end)));
+            prop_assert_eq!(stops, usize::from(stop_at.is_some()));
+            let mut prev = 0;
+            for r in &records {
+                prop_assert_eq!(r.start_ns, prev);
+                prop_assert!(r.end_ns >= r.start_ns);
+                prev = r.end_ns;
+            }
+            let totals = bytes_at(end);
+            for (k, t) in totals.iter().enumerate() {
+                let sum: u64 = records.iter().map(|r| r.streams[k].bytes).sum();
+                prop_assert_eq!(sum, t.bytes);
+                let omitted: u64 = records.iter().filter(|r| r.omitted).map(|r| r.streams[k].bytes).sum();
+                prop_assert_eq!(c.omitted_bytes()[k], omitted);
+            }
+            let first_kept = records.iter().position(|r| !r.omitted).unwrap_or(records.len());
+            prop_assert!(records[first_kept..].iter().all(|r| !r.omitted));
+            if omit == 0 {
+                prop_assert!(records.iter().all(|r| !r.omitted));
+            }
+        }
+    }
+}

@@ -243,3 +243,115 @@ impl UdpReceiver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datagram::{fill_pattern, malformed, FaultKind};
+
+    fn datagram(stream: u32, seq: u64, send_ns: u64, len: usize) -> Vec<u8> {
+        let mut d = vec![0u8; len];
+        Header {
+            flags: FLAG_PATTERN,
+            stream,
+            seq,
+            send_ns,
+            len: len as u32,
+        }
+        .emit(&mut d);
+        fill_pattern(&mut d[HEADER_LEN..], seq);
+        d
+    }
+
+    fn rx(verify: bool) -> UdpReceiver {
+        UdpReceiver::new(ReceiverConfig {
+            stream: 3,
+            len: 100,
+            verify,
+        })
+    }
+
+    #[test]
+    fn corruption_is_named_as_before() {
+        let r = rx(true);
+        let good = datagram(3, 5, 0, 100);
+        let why = |d: &[u8], t| r.classify(d, t).expect_err("corrupt").to_string();
+        assert_eq!(
+            why(&good, true),
+            "datagram longer than the 100-byte receive buffer"
+        );
+        assert_eq!(
+            why(&datagram(4, 5, 0, 100), false),
+            "stream id 4 on stream 3's socket"
+        );
+        assert_eq!(
+            why(&datagram(3, 5, 0, 99), false),
+            "99 bytes, the test sends 100"
+        );
+        let mut junk = vec![0u8; 100];
+        let n = malformed(FaultKind::Payload, &good, &mut junk);
+        assert_eq!(
+            why(&junk[..n], false),
+            "payload differs from the pattern at byte 99"
+        );
+        let n = malformed(FaultKind::Short, &good, &mut junk);
+        assert_eq!(
+            why(&junk[..n], false),
+            "shorter than the 28-byte header (10 bytes)"
+        );
+        let mut plain = good.clone();
+        plain[3] = 0; // no pattern flag
+        assert_eq!(why(&plain, false), "no payload pattern to verify");
+        // Without --verify the payload is not looked at.
+        assert!(rx(false).classify(&junk[..100], false).is_ok());
+    }
+
+    #[test]
+    fn a_greeting_is_neither_data_nor_corrupt() {
+        let mut r = rx(true);
+        assert_eq!(
+            r.on_datagram(b"LR\x01hello", false, 10, u64::MAX),
+            Verdict::Greeting
+        );
+        let l = r.live();
+        assert_eq!((l.datagrams, l.corrupt), (0, 0));
+    }
+
+    #[test]
+    fn arrivals_at_or_after_the_deadline_are_late_and_untimed() {
+        let mut r = rx(true);
+        for (seq, arrival) in [(0, 1_000), (2, 2_000), (1, 5_000), (3, 5_001)] {
+            let v = r.on_datagram(&datagram(3, seq, arrival - 500, 100), false, arrival, 5_000);
+            assert_eq!(v, Verdict::Data);
+        }
+        r.on_drops(4);
+        let live = r.live();
+        assert_eq!((live.datagrams, live.received, live.late), (4, 2, 2));
+        assert_eq!(live.socket_drops, Some(4));
+        let out = r.finish(Some(4), Some(2), Some(1 << 20));
+        assert_eq!(out.received, 2);
+        assert_eq!(out.late, 2);
+        assert_eq!(out.lost, Some(2), "late datagrams are not subtracted");
+        assert_eq!((out.first_recv_ns, out.last_recv_ns), (1_000, 2_000));
+        assert_eq!(out.jitter_ns, 0.0, "equal transit times");
+        // The larger of the two drop counters.
+        assert_eq!(out.socket_drops, Some(4));
+        assert_eq!(out.rcvbuf, Some(1 << 20));
+    }
+
+    #[test]
+    fn only_the_first_corruption_is_put_in_words() {
+        let mut r = rx(true);
+        for _ in 0..3 {
+            let v = r.on_datagram(&[0u8; 5], false, 1, u64::MAX);
+            assert!(matches!(v, Verdict::Corrupt(Corrupt::Datagram(_))));
+        }
+        let out = r.finish(None, None, None);
+        assert_eq!(out.corrupt, 3);
+        assert_eq!(
+            out.first_corrupt.as_deref(),
+            Some("shorter than the 28-byte header (5 bytes)")
+        );
+        assert_eq!(out.lost, None);
+    }
+}

@@ -254,3 +254,228 @@ impl UdpSender {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datagram::{check_pattern, parse_faults, DatagramHeader, FaultKind};
+    use proptest::prelude::*;
+
+    /// What left the sender, in order: a good datagram's number, or a
+    /// malformed one's length.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Out {
+        Seq(u64),
+        Junk(usize),
+    }
+
+    fn cfg(faults: &str, limit: Option<u64>, max_batch: usize) -> SenderConfig {
+        SenderConfig {
+            stream: 7,
+            len: 64,
+            millipps: None,
+            burst: 1,
+            verify: true,
+            faults: parse_faults(faults).expect("faults"),
+            limit,
+            max_batch,
+        }
+    }
+
+    /// Drives `s` on a virtual clock (1 µs per call, jumping to every
+    /// wait's end); the kernel accepts `accept[i % len]` datagrams of each
+    /// batch (at least one, at most the batch), or fails with ENOBUFS
+    /// when that is 0.
+    fn drive(mut s: UdpSender, accept: &[usize], max_calls: usize) -> (Vec<Out>, UdpSend) {
+        let mut out = Vec::new();
+        let mut now = 0u64;
+        for call in 0..max_calls {
+            let take = accept[call % accept.len()];
+            match s.poll_transmit(now) {
+                Transmit::Done => break,
+                Transmit::Wait(t) => {
+                    assert!(t > now, "waits only for the future");
+                    now = t;
+                    continue;
+                }
+                Transmit::Junk(d) => {
+                    out.push(Out::Junk(d.len()));
+                    s.on_junk_sent();
+                    continue;
+                }
+                Transmit::Send { bytes, segment } => {
+                    assert_eq!(segment, 64);
+                    assert_eq!(bytes.len() % segment, 0);
+                    if take == 0 {
+                        s.on_no_buffers();
+                    } else {
+                        let n = take.min(bytes.len() / segment);
+                        assert!(n >= 1);
+                        for d in bytes.chunks(segment).take(n) {
+                            let h = DatagramHeader::new_checked(d)
+                                .and_then(|v| v.parse())
+                                .expect("a valid header");
+                            assert_eq!((h.stream, h.send_ns), (7, now));
+                            check_pattern(&d[HEADER_LEN..], h.seq).expect("pattern");
+                            out.push(Out::Seq(h.seq));
+                        }
+                        assert_eq!(s.on_sent(n), (n * 64) as u64);
+                    }
+                }
+            }
+            now += 1000;
+        }
+        let end = now;
+        (out, s.finish(end))
+    }
+
+    #[test]
+    fn faults_come_out_in_order_with_junk_before_its_number() {
+        let (out, sent) = drive(
+            UdpSender::new(cfg("skip:1,dup:3,swap:5,magic:8,short:9", Some(10), 1)),
+            &[1],
+            1000,
+        );
+        use Out::*;
+        assert_eq!(
+            out,
+            vec![
+                Seq(0),
+                Seq(2),
+                Seq(3),
+                Seq(3),
+                Seq(4),
+                Seq(6),
+                Seq(5),
+                Seq(7),
+                Junk(64),
+                Seq(8),
+                Junk(10),
+                Seq(9)
+            ]
+        );
+        assert_eq!(sent.issued, 10);
+        assert_eq!(sent.datagrams, 10);
+        assert_eq!(sent.behind, 0);
+        assert!(sent.kept_up);
+    }
+
+    #[test]
+    fn a_failed_send_is_retried_with_the_same_number() {
+        let (out, sent) = drive(UdpSender::new(cfg("", Some(3), 1)), &[1, 0], 1000);
+        assert_eq!(out, vec![Out::Seq(0), Out::Seq(1), Out::Seq(2)]);
+        assert_eq!(sent.send_errors, 2);
+        assert_eq!(sent.datagrams, 3);
+    }
+
+    #[test]
+    fn paced_datagrams_never_leave_before_they_are_due() {
+        // 1000 datagrams/s in bursts of 4: due at 0, 0, 0, 0, 4 ms, …
+        let mut s = UdpSender::new(SenderConfig {
+            millipps: Some(1_000_000),
+            burst: 4,
+            max_batch: 16,
+            ..cfg("", Some(12), 16)
+        });
+        let mut now = 0;
+        let mut sends = Vec::new();
+        loop {
+            match s.poll_transmit(now) {
+                Transmit::Done => break,
+                Transmit::Wait(t) => now = t,
+                Transmit::Junk(_) => unreachable!("no faults"),
+                Transmit::Send { bytes, segment } => {
+                    let n = bytes.len() / segment;
+                    sends.push((now, n));
+                    s.on_sent(n);
+                    now += 10;
+                }
+            }
+        }
+        // One batch per burst, each at its tick.
+        assert_eq!(sends, vec![(0, 4), (4_000_000, 4), (8_000_000, 4)]);
+        let r = s.finish(now);
+        assert_eq!(r.requested_pps, Some(1000.0));
+        assert_eq!((r.first_send_ns, r.last_send_ns), (0, 8_000_000));
+    }
+
+    #[test]
+    fn a_sender_that_falls_behind_says_so() {
+        let mut s = UdpSender::new(SenderConfig {
+            millipps: Some(1_000_000_000), // 1 M/s
+            ..cfg("", None, 1)
+        });
+        // One datagram per 10 µs for 10 ms: a tenth of the rate.
+        let mut now = 0;
+        for _ in 0..1000 {
+            if let Transmit::Send { .. } = s.poll_transmit(now) {
+                s.on_sent(1);
+            }
+            now += 10_000;
+        }
+        let r = s.finish(now);
+        assert!(!r.kept_up);
+        assert!(r.behind > 8000, "{}", r.behind);
+    }
+
+    fn any_faults() -> impl Strategy<Value = Vec<Fault>> {
+        let kind = prop_oneof![
+            Just(FaultKind::Skip),
+            Just(FaultKind::Dup),
+            Just(FaultKind::Swap),
+            Just(FaultKind::Magic),
+            Just(FaultKind::Short),
+            Just(FaultKind::Stream),
+            Just(FaultKind::Length),
+            Just(FaultKind::Payload),
+        ];
+        proptest::collection::vec((0u64..60, kind), 0..10).prop_map(|v| {
+            let mut f: Vec<Fault> = v
+                .into_iter()
+                .map(|(seq, kind)| Fault { seq, kind })
+                .collect();
+            f.sort();
+            // Keep the non-overlapping prefix, as parse_faults would accept.
+            let mut next_free = 0;
+            f.retain(|x| {
+                let ok = x.seq >= next_free;
+                if ok {
+                    next_free = x.seq + if x.kind == FaultKind::Swap { 2 } else { 1 };
+                }
+                ok
+            });
+            f
+        })
+    }
+
+    proptest! {
+        /// Batching changes how datagrams are grouped into calls, never
+        /// which ones leave or in what order — whatever part of each batch
+        /// the kernel takes.
+        #[test]
+        fn batches_carry_the_same_datagrams_as_single_sends(
+            faults in any_faults(),
+            limit in 0u64..80,
+            max_batch in 1usize..9,
+            accept in proptest::collection::vec(0usize..9, 1..6),
+            paced in any::<bool>(),
+        ) {
+            let mk = |max_batch| UdpSender::new(SenderConfig {
+                millipps: paced.then_some(50_000_000), // 50 k/s: a datagram per 20 µs
+                burst: 3,
+                faults: faults.clone(),
+                ..cfg("", Some(limit), max_batch)
+            });
+            // A whole batch taken now and then, so every run ends.
+            let mut accept = accept;
+            accept.push(usize::MAX);
+            let (want, one) = drive(mk(1), &[1], 10_000);
+            let (got, many) = drive(mk(max_batch), &accept, 10_000);
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(many.issued, one.issued);
+            // A fault at the limit may issue past it, never short of it.
+            prop_assert!(many.issued >= limit);
+            prop_assert_eq!(many.datagrams, one.datagrams);
+        }
+    }
+}
