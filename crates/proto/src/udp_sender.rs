@@ -131,16 +131,6 @@ impl UdpSender {
         }
     }
 
-    /// Bytes per datagram.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false: a datagram has at least a header.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// Datagrams the kernel accepted so far.
     #[inline]
     pub fn datagrams(&self) -> u64 {

@@ -274,6 +274,12 @@ mod tests {
 
     #[test]
     fn loops_count_faults_exactly_on_loopback() {
+        for policy in [WaitPolicy::Block, WaitPolicy::Spin] {
+            count_faults_on_loopback(policy);
+        }
+    }
+
+    fn count_faults_on_loopback(policy: WaitPolicy) {
         let rx = bind("127.0.0.1".parse().expect("ip")).expect("bind");
         let tx = connect(rx.local_addr().expect("addr")).expect("connect");
         rx.connect(tx.local_addr().expect("addr"))
@@ -297,7 +303,7 @@ mod tests {
                 &StreamCounter::default(),
                 &l2,
                 &s2,
-                WaitPolicy::Block,
+                policy,
             )
         });
         let send = SendJob {
@@ -331,7 +337,10 @@ mod tests {
         assert_eq!(got.reordered, 1);
         assert_eq!(got.max_reorder_distance, 1);
         assert_eq!(got.corrupt, 3);
-        assert_eq!(got.received, 99);
+        assert_eq!(got.received, 99, "{policy:?}");
         assert_eq!(got.socket_drops, Some(0));
+        // Every valid datagram's bytes, and the counters the sampler reads.
+        let live = live_rx.totals();
+        assert_eq!((live.datagrams, live.received, live.corrupt), (100, 99, 3));
     }
 }
