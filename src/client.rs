@@ -49,7 +49,8 @@ pub enum ClientError {
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
     let stdout = std::io::stdout();
-    let mut sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    let sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    let mut sink = crate::host::iface_sink::wrap(sink, cfg.iface.as_deref(), cfg.format);
     run_to(cfg, sink.as_mut())
 }
 

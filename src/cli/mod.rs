@@ -3,6 +3,7 @@
 //! config types. Clap types never leave this module.
 
 mod args;
+mod host;
 mod netperf;
 
 use std::net::IpAddr;
@@ -38,6 +39,8 @@ pub struct ClientConfig {
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
+    /// `--iface DEV`: the interface whose counters the report adds.
+    pub iface: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -70,7 +73,12 @@ pub enum Command {
     Rr(RrConfig),
     Udp(ClientConfig),
     Sweep(SweepConfig),
+    Iface(IfaceConfig),
+    Doctor(DoctorConfig),
+    Ping(PingConfig),
 }
+
+pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
 
 /// A sweep: one UDP test per size × rate point.
 #[derive(Debug, Clone)]
@@ -170,6 +178,7 @@ fn client_config(
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
+        iface: None,
     })
 }
 
@@ -529,8 +538,12 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
     })
 }
 
-fn validate(cli: args::Cli) -> Result<Command> {
-    match cli.command {
+fn validate(mut cli: args::Cli) -> Result<Command> {
+    let host_flags = host::take_test_flags(&mut cli.command);
+    let cmd = match cli.command {
+        args::Cmd::Iface(a) => host::validate_iface(a),
+        args::Cmd::Doctor(a) => host::validate_doctor(a),
+        args::Cmd::Ping(a) => host::validate_ping(a),
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
@@ -629,7 +642,8 @@ fn validate(cli: args::Cli) -> Result<Command> {
                 &t.connect_timeout,
             )?))
         }
-    }
+    };
+    host::attach(cmd?, host_flags)
 }
 
 #[cfg(test)]
