@@ -512,6 +512,15 @@ impl ServerTest<'_> {
                     run.peer_send_done(&done.streams, ctrl.drain_period(&spec));
                 }
             }
+            ServerAction::StopStreams => {
+                if let Some(run) = &self.run {
+                    run.stop();
+                }
+                self.notes.push(
+                    "the client stopped the test before its limit (its user interrupted it); the figures cover the time until then"
+                        .into(),
+                );
+            }
             ServerAction::AbortStreams => {
                 self.attached.clear();
                 if let Some(run) = &self.run {
@@ -661,9 +670,11 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 );
             }
         }
-        Some(ServerOutcome::Failed(e)) => {
+        // An embedded server's client reports the failure itself.
+        Some(ServerOutcome::Failed(e)) if !shared.quiet => {
             log!("linerate server: test from {peer} failed: {e}")
         }
+        Some(ServerOutcome::Failed(_)) => {}
         None => log!("linerate server: test from {peer} ended unexpectedly"),
     }
 }

@@ -507,6 +507,7 @@ pub fn build(
         notes,
         rr: None,
         iface: None,
+        interrupted: false,
     }
 }
 
@@ -534,6 +535,7 @@ fn build_rr(
         notes,
         rr: crate::rr::build(spec, client, server),
         iface: None,
+        interrupted: false,
     }
 }
 

@@ -509,6 +509,10 @@ pub struct Report {
     /// with the payload the test moved.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub iface: Option<IfaceReport>,
+    /// The user stopped the test before its limit (Ctrl-C): the figures
+    /// cover the time until then (absent when the test ran to its limit).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub interrupted: bool,
 }
 
 /// An interface's counters over a whole test beside the test's payload.
