@@ -27,6 +27,10 @@ pub use syscall::Syscall;
 
 use crate::EngineError;
 
+/// Bytes per receive slot: the largest datagram a receiver takes without
+/// truncation (a UDP payload cannot be larger).
+pub const RECV_BUF: usize = 65536;
+
 /// The engine a side runs: parsed from `--engine` once, carried as a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum EngineKind {
