@@ -263,21 +263,22 @@ impl ClientTest<'_> {
         } else {
             CpuScope::Process
         };
-        let params =
-            RrParams::from_spec(spec, &self.cfg.cpus, scope, self.session.clock().copied())
-                .context("request/response test without its parameters")?;
+        let clock = self.session.clock().copied();
+        let params = spec
+            .rr_plan()
+            .map(|plan| RrParams::new(plan, &self.cfg.cpus, scope, clock))
+            .context("request/response test without its parameters")?;
         Ok(match spec.kind {
             TestKind::Crr => {
                 let target = CrrTarget {
                     addr: self.peer,
                     tcp: spec.tcp.clone(),
                     token: self.token.context("crr test without a token")?,
-                    spec: spec.clone(),
                 };
                 rr::start_client(self.engine, RrConns::default(), Some(target), params)
             }
             _ => {
-                let conns = RrConns::sort(spec, pending).map_err(anyhow::Error::from)?;
+                let conns = RrConns::sort(&params.plan, pending).map_err(anyhow::Error::from)?;
                 rr::start_client(self.engine, conns, None, params)
             }
         })

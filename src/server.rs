@@ -443,7 +443,7 @@ impl ServerTest<'_> {
     fn act(&mut self, action: ServerAction, ctrl: &ControlConn) {
         match action {
             ServerAction::ExpectStreams { token, spec } => {
-                let route = match CrrServer::new(&spec, &self.shared.cpus) {
+                let route = match spec.rr_plan().map(CrrServer::new) {
                     Some(crr) if spec.kind == TestKind::Crr => {
                         self.crr = Some(Arc::clone(&crr));
                         Route::Crr(crr)
@@ -494,16 +494,19 @@ impl ServerTest<'_> {
                     )),
                     TestKind::Crr => self.crr.as_ref().map(|c| c.start()),
                     TestKind::Rr => {
-                        let params = RrParams::from_spec(&spec, &self.shared.cpus, scope, None);
-                        match (RrConns::sort(&spec, attached), params) {
-                            (Ok(conns), Some(params)) => {
+                        let params = spec
+                            .rr_plan()
+                            .map(|plan| RrParams::new(plan, &self.shared.cpus, scope, None));
+                        let conns = params.as_ref().map(|p| RrConns::sort(&p.plan, attached));
+                        match (conns.transpose(), params) {
+                            (Ok(Some(conns)), Some(params)) => {
                                 Some(rr::start_server(self.shared.engine, conns, params))
                             }
                             (Err(e), _) => {
                                 self.session.stream_failed(e.to_string());
                                 None
                             }
-                            (_, None) => {
+                            _ => {
                                 self.session
                                     .stream_failed("rr test without its parameters".into());
                                 None

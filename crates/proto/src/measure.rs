@@ -314,6 +314,10 @@ pub struct RrFlowMeasurement {
     pub client_to_server: Option<OneWayMeasurement>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_to_client: Option<OneWayMeasurement>,
+    /// Busy poll only: waits on this flow's socket that spun their whole
+    /// budget and then slept in `poll(2)` (each costs a wake-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_sleeps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

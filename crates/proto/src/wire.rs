@@ -207,6 +207,14 @@ pub struct DataHello {
     pub sender: Side,
 }
 
+impl DataHello {
+    /// Appends this greeting's frame to `out` (a crr transaction writes it
+    /// and its request in one call).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        encode(&Message::DataHello(*self), out);
+    }
+}
+
 /// A sending stream's final sequence count, so the receiver knows exactly
 /// which numbers to expect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
