@@ -7,3 +7,4 @@ mod netns;
 mod rr;
 mod tcp;
 mod udp;
+mod ux;
