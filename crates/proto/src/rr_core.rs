@@ -376,7 +376,8 @@ pub const SPIN_MIN: Duration = Duration::from_micros(1);
 pub const SPIN_PROBE_EVERY: u32 = 64;
 
 /// Whether a spinning flow has a CPU of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SpinMode {
     /// The flow may share its CPU with its peer (or another spinner):
     /// spinning keeps the peer from answering, so the budget adapts and the
@@ -385,6 +386,20 @@ pub enum SpinMode {
     /// Every spinning flow of both sides can have its own CPU: spin the
     /// whole budget every time, without yielding.
     Dedicated,
+}
+
+/// How a side's flows spin: [`SpinMode::Dedicated`] when the `cpus` this
+/// side may run on leave one for every spinning flow of both sides (`2 ×
+/// flows`: the peer may run on this host too) and, when this side pins its
+/// flows, they are pinned to `pinned` ≥ `flows` distinct CPUs; otherwise
+/// [`SpinMode::Shared`].
+pub fn spin_mode(cpus: u32, flows: u32, pinned: Option<u32>) -> SpinMode {
+    let room = u64::from(cpus) >= 2 * u64::from(flows.max(1));
+    if room && pinned.is_none_or(|p| p >= flows.max(1)) {
+        SpinMode::Dedicated
+    } else {
+        SpinMode::Shared
+    }
 }
 
 /// A busy-polling connection's spin budget.
@@ -670,6 +685,17 @@ mod tests {
             assert!(!s.keep_spinning(t + 50_000));
         }
         assert_eq!((s.budget_ns(), s.sleeps()), (50_000, 10));
+    }
+
+    #[test]
+    fn spinning_is_dedicated_only_with_a_cpu_per_spinner_on_each_side() {
+        assert_eq!(spin_mode(2, 1, None), SpinMode::Dedicated);
+        assert_eq!(spin_mode(1, 1, None), SpinMode::Shared);
+        assert_eq!(spin_mode(4, 2, None), SpinMode::Dedicated);
+        assert_eq!(spin_mode(3, 2, None), SpinMode::Shared);
+        // Two flows pinned to one CPU share it, however many there are.
+        assert_eq!(spin_mode(16, 2, Some(1)), SpinMode::Shared);
+        assert_eq!(spin_mode(16, 2, Some(2)), SpinMode::Dedicated);
     }
 
     proptest! {

@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 
 use linerate_proto::clock::ClockMethod;
+use linerate_proto::rr_core::SpinMode;
 use linerate_proto::spec::{Direction, Limit, RrLimit, TestKind};
 use linerate_proto::wire::Side;
 use linerate_stats::histogram::Summary;
@@ -439,6 +440,61 @@ fn load_word(loaded: bool) -> &'static str {
 }
 
 impl Human<'_> {
+    /// Busy polling: how each side spun, and which flows slept in `poll(2)`.
+    fn rr_spin(&mut self, rr: &RrReport) -> io::Result<()> {
+        let how = |m: Option<SpinMode>| match m {
+            Some(SpinMode::Dedicated) => "without yielding (a CPU per spinning flow)",
+            Some(SpinMode::Shared) => "yielding, adaptive budget (CPUs may be shared)",
+            None => "not reported",
+        };
+        writeln!(
+            self.out,
+            "spinning: client {}; server {}",
+            how(rr.spin_client),
+            how(rr.spin_server)
+        )?;
+        let list = |v: &Option<Vec<u64>>| {
+            v.as_ref().map_or("-".to_string(), |v| {
+                v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+            })
+        };
+        let slept: Vec<String> = rr
+            .phases
+            .iter()
+            .filter(|p| {
+                let any = |v: &Option<Vec<u64>>| v.iter().flatten().any(|&n| n > 0);
+                any(&p.client_poll_sleeps) || any(&p.server_poll_sleeps)
+            })
+            .map(|p| {
+                format!(
+                    "{} B{}: client {}, server {}",
+                    p.request_size,
+                    if p.loaded { " loaded" } else { "" },
+                    list(&p.client_poll_sleeps),
+                    list(&p.server_poll_sleeps)
+                )
+            })
+            .collect();
+        let counted = rr
+            .phases
+            .iter()
+            .any(|p| p.client_poll_sleeps.is_some() || p.server_poll_sleeps.is_some());
+        if !counted {
+            writeln!(self.out, "poll(2) sleeps: not reported")
+        } else if slept.is_empty() {
+            writeln!(
+                self.out,
+                "poll(2) sleeps: none (every wait ended while spinning)"
+            )
+        } else {
+            writeln!(
+                self.out,
+                "poll(2) sleeps per flow (waits that outlasted the spin budget): {}",
+                slept.join("; ")
+            )
+        }
+    }
+
     fn rr(&mut self, r: &Report, rr: &RrReport) -> io::Result<()> {
         let crr = r.test.kind == TestKind::Crr;
         let per = match rr.limit {
@@ -462,6 +518,7 @@ impl Human<'_> {
                 rr.busy_poll_client.as_deref().unwrap_or("not reported"),
                 rr.busy_poll_server.as_deref().unwrap_or("not reported")
             )?;
+            self.rr_spin(rr)?;
         }
         if let Some(c) = &rr.clock {
             match c.method {

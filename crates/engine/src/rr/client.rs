@@ -224,6 +224,7 @@ fn run_client(
             load: g.load,
             load_elapsed_ns: load_elapsed.as_nanos() as u64,
             busy_poll: g.busy_poll,
+            spin: p.spin(),
             clock: p.clock,
         },
     )

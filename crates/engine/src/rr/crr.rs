@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement};
 use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::{RrPlan, Tally};
-use linerate_proto::spec::{RrConn, TcpOptions};
+use linerate_proto::spec::{RrConn, RrPhase, TcpOptions};
 use linerate_proto::wire::{DataHello, Side, Token};
 
 use crate::clock::mono_ns;
@@ -109,8 +109,8 @@ struct CrrCounter {
     error: Mutex<Option<String>>,
 }
 
-/// The server side of a crr test: each transaction's connection is handed
-/// to [`CrrServer::serve`] on the thread that accepted it.
+/// The server side of a crr test: counts the transactions that the
+/// server's [`super::CrrPool`] (or [`CrrServer::serve`]) answers.
 #[derive(Debug)]
 pub struct CrrServer {
     plan: RrPlan,
@@ -121,12 +121,51 @@ pub struct CrrServer {
     signals: Signals,
 }
 
-/// Decrements the active count however `serve` ends.
-struct Active<'a>(&'a AtomicUsize);
+/// One transaction being served: counted as active until dropped, and
+/// counted in its (phase, flow) once finished.
+#[derive(Debug)]
+pub(super) struct Ticket {
+    server: Arc<CrrServer>,
+    /// Index of the (phase, flow) counter.
+    index: usize,
+    flow: u32,
+    finished: bool,
+}
 
-impl Drop for Active<'_> {
+impl Ticket {
+    /// Answers the request `req` into `resp` (the response's size).
+    pub(super) fn answer(&self, req: &[u8], resp: &mut [u8]) -> Result<(), EngineError> {
+        answer(self.flow, 0, None, req, resp).map(|_| ())
+    }
+
+    /// Counts the transaction (once): completed, or failed with `e`.
+    pub(super) fn finish(&mut self, result: Result<(), &EngineError>) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        let Some(counter) = self.server.counters.get(self.index) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                let now = mono_ns();
+                if counter.transactions.fetch_add(1, Ordering::AcqRel) == 0 {
+                    counter.first_ns.store(now, Ordering::Release);
+                }
+                counter.last_ns.fetch_max(now, Ordering::AcqRel);
+            }
+            Err(e) => {
+                if let Ok(mut slot) = counter.error.lock() {
+                    slot.get_or_insert_with(|| e.to_string());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Ticket {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.server.active.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -142,54 +181,69 @@ impl CrrServer {
         })
     }
 
-    /// Serves one transaction on a connection greeted with `hello`:
-    /// reads the request, writes the response, closes.
-    pub fn serve(&self, hello: &DataHello, sock: TcpStream) -> Result<(), EngineError> {
-        self.active.fetch_add(1, Ordering::AcqRel);
-        let _active = Active(&self.active);
-        let Some(RrConn::Flow { phase, flow }) = self.plan.conn(hello.stream) else {
-            return Err(EngineError::Unsupported(format!(
+    /// The (phase, flow) a greeting names, with the index of its counter.
+    fn locate(&self, hello: &DataHello) -> Result<(usize, &RrPhase, u32), EngineError> {
+        let not_in_test = || {
+            EngineError::Unsupported(format!(
                 "crr connection for stream {}, which is not in the test",
                 hello.stream
-            )));
+            ))
         };
-        let Some(counter) = self.counters.get(hello.stream as usize - 1) else {
-            return Err(EngineError::Unsupported("stream out of range".into()));
+        let Some(RrConn::Flow { phase, flow }) = self.plan.conn(hello.stream) else {
+            return Err(not_in_test());
         };
+        let ph = self
+            .plan
+            .phases
+            .get(phase as usize)
+            .ok_or_else(not_in_test)?;
+        Ok((hello.stream as usize - 1, ph, flow))
+    }
+
+    /// Request and response sizes of the transaction `hello` greets.
+    pub(super) fn sizes(&self, hello: &DataHello) -> Result<(usize, usize), EngineError> {
+        let (_, ph, _) = self.locate(hello)?;
+        Ok((ph.request as usize, ph.response as usize))
+    }
+
+    /// Starts serving the transaction `hello` greets.
+    pub(super) fn begin(self: &Arc<Self>, hello: &DataHello) -> Result<Ticket, EngineError> {
+        let (index, _, flow) = self.locate(hello)?;
         if self.client_done.load(Ordering::Acquire) || self.signals.aborted() {
             return Err(EngineError::Unsupported(
                 "crr connection after the test ended".into(),
             ));
         }
-        let ph = &self.plan.phases[phase as usize];
+        self.active.fetch_add(1, Ordering::AcqRel);
+        Ok(Ticket {
+            server: Arc::clone(self),
+            index,
+            flow,
+            finished: false,
+        })
+    }
+
+    /// Serves one transaction on a connection greeted with `hello`, on
+    /// the calling thread (blocking): reads the request, writes the
+    /// response, closes. The server's accept loop normally hands crr
+    /// connections to a [`super::CrrPool`] instead.
+    pub fn serve(self: &Arc<Self>, hello: &DataHello, sock: TcpStream) -> Result<(), EngineError> {
+        let (req_len, resp_len) = self.sizes(hello)?;
+        let mut ticket = self.begin(hello)?;
         let result = (|| {
             socket::set_io_timeout(&sock, POLL)?;
-            let mut req = vec![0u8; ph.request as usize];
-            let mut resp = vec![0u8; ph.response as usize];
+            let mut req = vec![0u8; req_len];
+            let mut resp = vec![0u8; resp_len];
             let mut io = StreamIo::new(&sock, Waiter::new(Wait::Block, &self.signals, true));
             if !io.read_exact(&mut req)? {
                 return Err(EngineError::PeerReset(
                     "client closed before its request".into(),
                 ));
             }
-            answer(flow, 0, None, &req, &mut resp)?;
-            io.write_all(&resp)?;
-            Ok(())
+            ticket.answer(&req, &mut resp)?;
+            io.write_all(&resp)
         })();
-        match &result {
-            Ok(()) => {
-                let now = mono_ns();
-                if counter.transactions.fetch_add(1, Ordering::AcqRel) == 0 {
-                    counter.first_ns.store(now, Ordering::Release);
-                }
-                counter.last_ns.fetch_max(now, Ordering::AcqRel);
-            }
-            Err(e) => {
-                if let Ok(mut slot) = counter.error.lock() {
-                    slot.get_or_insert_with(|| e.to_string());
-                }
-            }
-        }
+        ticket.finish(result.as_ref().map(|_| ()));
         // Dropping `sock` closes: the server closes first.
         result
     }
@@ -232,7 +286,7 @@ impl CrrServer {
         })
     }
 
-    fn measurements(&self) -> Vec<RrFlowMeasurement> {
+    pub(super) fn measurements(&self) -> Vec<RrFlowMeasurement> {
         let flows = self.plan.flows;
         self.counters
             .iter()

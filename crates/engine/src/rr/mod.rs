@@ -46,12 +46,14 @@
 //!   (TCP, UDP, crr), flow threads and the client side.
 //! - `server`: the one server phase loop over a [`server::Serve`] (TCP,
 //!   UDP), flow threads and the server side.
-//! - `tcp`, `udp`, `crr`: each transport's exchange and serving.
+//! - `tcp`, `udp`, `crr`: each transport's exchange and serving;
+//!   `crr_pool`: the server's crr connections served without a thread each.
 //! - `load`: the bulk load streams; `side`: a side's threads and results.
 
 mod client;
 mod conns;
 mod crr;
+mod crr_pool;
 mod datagram_io;
 mod gate;
 mod load;
@@ -69,6 +71,7 @@ use std::time::Duration;
 pub use client::start_client;
 pub use conns::RrConns;
 pub use crr::{CrrServer, CrrTarget};
+pub use crr_pool::{CrrHost, CrrPool, Offer};
 pub use params::RrParams;
 pub use server::start_server;
 pub use wait::{SPIN_BUDGET, SPIN_CHECK};

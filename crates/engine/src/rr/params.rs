@@ -1,7 +1,7 @@
 //! How one side runs a request/response test, and a flow's buffers.
 
 use linerate_proto::clock::ClockOffset;
-use linerate_proto::rr_core::{RrPlan, SpinMode};
+use linerate_proto::rr_core::{spin_mode, RrPlan, SpinMode};
 use linerate_proto::spec::RrPhase;
 
 use crate::cpu;
@@ -21,6 +21,9 @@ pub struct RrParams {
     pub cpu_scope: CpuScope,
     /// Client: the clock offset to the server, for one-way delays.
     pub clock: Option<ClockOffset>,
+    /// Busy poll: how the flows spin, decided from the CPUs this process
+    /// may run on (see [`spin_mode`]).
+    pub spin_mode: SpinMode,
 }
 
 impl RrParams {
@@ -30,7 +33,14 @@ impl RrParams {
         cpu_scope: CpuScope,
         clock: Option<ClockOffset>,
     ) -> RrParams {
+        let pinned = (!cpus.is_empty()).then(|| {
+            let mut distinct = cpus.to_vec();
+            distinct.sort_unstable();
+            distinct.dedup();
+            distinct.len() as u32
+        });
         RrParams {
+            spin_mode: spin_mode(cpu::online_cpus(), plan.flows, pinned),
             plan,
             cpus: cpus.to_vec(),
             cpu_scope,
@@ -40,7 +50,7 @@ impl RrParams {
 
     /// Busy poll: how flows spin; `None`: blocking sockets.
     pub(super) fn spin(&self) -> Option<SpinMode> {
-        self.plan.busy_poll.then_some(SpinMode::Shared)
+        self.plan.busy_poll.then_some(self.spin_mode)
     }
 
     /// Pins the calling flow thread as asked; the error, if pinning failed.

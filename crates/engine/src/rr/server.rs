@@ -200,6 +200,7 @@ pub fn start_server(engine: &'static dyn Engine, conns: RrConns, params: RrParam
                 load: g.load,
                 load_elapsed_ns: load_elapsed,
                 busy_poll: g.busy_poll,
+                spin: p.spin(),
                 clock: None,
             },
         )
