@@ -4,9 +4,11 @@
 mod cli;
 mod client;
 mod control;
+mod host;
 mod log;
 mod server;
 mod sweep;
+mod test_type;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -23,14 +25,21 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    // First Ctrl-C: abort the test cleanly (tell the server, report nothing
-    // false); a second one: the default, immediate exit.
-    if !matches!(command, cli::Command::Server(_)) {
-        let _ = ctrlc::set_handler(|| {
-            if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
-                std::process::exit(130);
-            }
-        });
+    // Commands with their own exit status and Ctrl-C handling.
+    match &command {
+        cli::Command::Ping(cfg) => return host::ping::run(cfg),
+        cli::Command::Iface(cfg) => return exit(host::iface::run(cfg)),
+        cli::Command::Doctor(cfg) => return exit(host::doctor::run(cfg)),
+        cli::Command::Server(_) => {}
+        // First Ctrl-C: abort the test cleanly (tell the server, report
+        // nothing false); a second one: the default, immediate exit.
+        _ => {
+            let _ = ctrlc::set_handler(|| {
+                if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
+                    std::process::exit(130);
+                }
+            });
+        }
     }
     let (format, result) = match &command {
         cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
@@ -46,10 +55,21 @@ fn main() -> ExitCode {
             cfg.format,
             client::run(cfg).map(drop).map_err(Failure::from),
         ),
+        cli::Command::Ping(_) | cli::Command::Iface(_) | cli::Command::Doctor(_) => {
+            unreachable!("handled above")
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => f.exit(format),
+    }
+}
+
+/// Exit status of a command that fails only on I/O or bad state: 0 or 1.
+fn exit(r: anyhow::Result<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => Failure::from(e).exit(Format::Human),
     }
 }
 

@@ -3,6 +3,7 @@
 //! config types. Clap types never leave this module.
 
 mod args;
+mod host;
 mod netperf;
 
 use std::net::IpAddr;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use linerate_engine::engines::EngineKind;
 use linerate_proto::spec::{
     Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
     TestSpec, UdpSpec, DEFAULT_RR_SIZES,
@@ -33,10 +35,12 @@ pub enum Target {
 pub struct ClientConfig {
     pub target: Target,
     pub spec: TestSpec,
-    pub engine: String,
+    pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
+    /// `--iface DEV`: the interface whose counters the report adds.
+    pub iface: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -46,7 +50,7 @@ pub struct ServerConfig {
     pub once: bool,
     pub max_concurrent: usize,
     pub limits: ServerLimits,
-    pub engine: String,
+    pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
 }
@@ -69,7 +73,12 @@ pub enum Command {
     Rr(RrConfig),
     Udp(ClientConfig),
     Sweep(SweepConfig),
+    Iface(IfaceConfig),
+    Doctor(DoctorConfig),
+    Ping(PingConfig),
 }
+
+pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
 
 /// A sweep: one UDP test per size × rate point.
 #[derive(Debug, Clone)]
@@ -159,18 +168,32 @@ fn client_config(
     output: &args::OutputArgs,
     connect_timeout: &str,
 ) -> Result<ClientConfig> {
-    linerate_engine::engine::by_name(&engine)?;
+    // What no server could run is a usage error here, not a refusal from
+    // the server after a connection (issue 13).
+    if let Err(e) = linerate_proto::spec::negotiate(&spec, &ServerLimits::unlimited()) {
+        let flag = match e.field {
+            "streams" => "parallel".to_owned(),
+            f => f.replace('_', "-"),
+        };
+        bail!("--{flag}: {}", e.reason);
+    }
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
             None => Target::Embedded,
         },
         spec,
-        engine,
+        engine: engine_kind(&engine)?,
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
+        iface: None,
     })
+}
+
+/// `--engine`: the name resolved once, and checked against this kernel.
+fn engine_kind(name: &str) -> Result<EngineKind> {
+    Ok(name.parse::<EngineKind>()?.check()?)
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
@@ -524,8 +547,12 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
     })
 }
 
-fn validate(cli: args::Cli) -> Result<Command> {
-    match cli.command {
+fn validate(mut cli: args::Cli) -> Result<Command> {
+    let host_flags = host::take_test_flags(&mut cli.command);
+    let cmd = match cli.command {
+        args::Cmd::Iface(a) => host::validate_iface(a),
+        args::Cmd::Doctor(a) => host::validate_doctor(a),
+        args::Cmd::Ping(a) => host::validate_ping(a),
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
@@ -547,7 +574,7 @@ fn validate(cli: args::Cli) -> Result<Command> {
                 once: s.once,
                 max_concurrent: s.max_concurrent,
                 limits,
-                engine: s.engine,
+                engine: engine_kind(&s.engine)?,
                 cpus: parse_cpus(s.cpus.as_deref())?,
                 format: format_of(&s.output),
             }))
@@ -624,7 +651,8 @@ fn validate(cli: args::Cli) -> Result<Command> {
                 &t.connect_timeout,
             )?))
         }
-    }
+    };
+    host::attach(cmd?, host_flags)
 }
 
 #[cfg(test)]
@@ -768,6 +796,20 @@ mod tests {
             let e = parse(args).expect_err(args).to_string();
             assert!(e.contains(named), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn issue_13_what_no_server_could_run_is_refused_locally() {
+        let e = parse("rr --proto udp -s 70000")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("--sizes") && e.contains("65507"), "{e}");
+        let e = parse("rr --proto udp -s 64 -r 70000")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("--response-size"), "{e}");
+        // A server's own limits (raised with server flags) are its to apply.
+        assert!(parse("tcp -t 100000 -P 1000").is_ok());
     }
 
     #[test]

@@ -12,8 +12,9 @@ use linerate_proto::rr_core::{PhaseClock, ServerTimes, Tally};
 
 use crate::clock::mono_ns;
 use crate::cpu;
-use crate::engine::{Engine, Signals};
+use crate::engines::EngineKind;
 use crate::runner::{spawn_side, SideRun};
+use crate::stream::Signals;
 use crate::EngineError;
 
 use super::conns::{Conn, RrConns};
@@ -133,7 +134,7 @@ fn client_flow(flow: u32, mut source: Source<'_>, s: &Shared<'_>) -> FlowEnd {
             Source::Conns(conns) => match conns.next() {
                 Some(Conn::Tcp(sock)) => tcp::client_phase(&sock, &cx, &mut bufs, &mut tally),
                 Some(Conn::Udp(sock)) => udp::client_phase(&sock, &cx, &mut bufs, &mut tally),
-                None => PhaseOut::failed(EngineError::Unsupported(format!(
+                None => PhaseOut::failed(EngineError::Protocol(format!(
                     "no connection for phase {}",
                     phase.index
                 ))),
@@ -158,7 +159,7 @@ fn client_flow(flow: u32, mut source: Source<'_>, s: &Shared<'_>) -> FlowEnd {
 
 /// Starts the client side of an rr test (`conns`) or a crr test (`crr`).
 pub fn start_client(
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     conns: RrConns,
     crr: Option<CrrTarget>,
     params: RrParams,
@@ -169,7 +170,7 @@ pub fn start_client(
 }
 
 fn run_client(
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     conns: RrConns,
     crr: Option<CrrTarget>,
     p: &RrParams,

@@ -51,13 +51,13 @@ impl RrConns {
                 }
                 (Some(RrConn::Load { .. }), Conn::Tcp(sock)) => load.push((s.id, sock)),
                 (Some(RrConn::Load { .. }), Conn::Udp(_)) => {
-                    return Err(EngineError::Unsupported(format!(
+                    return Err(EngineError::Protocol(format!(
                         "load stream {} is not a TCP connection",
                         s.id
                     )))
                 }
                 (None, _) => {
-                    return Err(EngineError::Unsupported(format!(
+                    return Err(EngineError::Protocol(format!(
                         "connection {} is not part of this request/response test",
                         s.id
                     )))
@@ -73,7 +73,7 @@ impl RrConns {
                     .enumerate()
                     .map(|(p, c)| {
                         c.ok_or_else(|| {
-                            EngineError::Unsupported(format!(
+                            EngineError::Protocol(format!(
                                 "flow {f} has no connection for phase {p}"
                             ))
                         })

@@ -16,8 +16,8 @@ use linerate_proto::wire::{DataHello, Side, Token};
 
 use crate::clock::mono_ns;
 use crate::cpu::CpuTime;
-use crate::engine::{Signals, POLL};
 use crate::runner::{spawn_side, CpuScope, SideRun};
+use crate::stream::{Signals, POLL};
 use crate::{socket, EngineError};
 
 use super::client::{run_phase, server_times, Exchange, Reply};
@@ -184,7 +184,7 @@ impl CrrServer {
     /// The (phase, flow) a greeting names, with the index of its counter.
     fn locate(&self, hello: &DataHello) -> Result<(usize, &RrPhase, u32), EngineError> {
         let not_in_test = || {
-            EngineError::Unsupported(format!(
+            EngineError::Protocol(format!(
                 "crr connection for stream {}, which is not in the test",
                 hello.stream
             ))
@@ -210,7 +210,7 @@ impl CrrServer {
     pub(super) fn begin(self: &Arc<Self>, hello: &DataHello) -> Result<Ticket, EngineError> {
         let (index, _, flow) = self.locate(hello)?;
         if self.client_done.load(Ordering::Acquire) || self.signals.aborted() {
-            return Err(EngineError::Unsupported(
+            return Err(EngineError::Protocol(
                 "crr connection after the test ended".into(),
             ));
         }

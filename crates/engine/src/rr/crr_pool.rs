@@ -126,7 +126,7 @@ fn send_rest(sock: &TcpStream, resp: &[u8], sent: &mut usize) -> Result<bool, En
             Ok(n) => *sent += n,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if would_block(&e) => return Ok(false),
-            Err(e) => return Err(crate::engine::map_err("send", e)),
+            Err(e) => return Err(crate::stream::map_err("send", e)),
         }
     }
     Ok(true)
@@ -170,7 +170,7 @@ fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<S
             Ok(n) => n,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) if would_block(&e) => return Ok(Step::Wait(libc::POLLIN)),
-            Err(e) => return Err(crate::engine::map_err("recv", e)),
+            Err(e) => return Err(crate::stream::map_err("recv", e)),
         };
         let (hello, used) = match wire::data_greeting(&scratch.peek[..n]) {
             DataGreeting::NeedMore => return Ok(Step::Wait(libc::POLLIN)),
@@ -197,7 +197,7 @@ fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<S
         // The bytes are queued (just seen): this read takes them all.
         let got = (&conn.sock)
             .read(&mut scratch.peek[..total])
-            .map_err(|e| crate::engine::map_err("read", e))?;
+            .map_err(|e| crate::stream::map_err("read", e))?;
         if got != total {
             let e = EngineError::PeerReset(format!("{got} of {total} queued bytes read"));
             ticket.finish(Err(&e));

@@ -5,7 +5,7 @@ use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::time::Duration;
 
-use crate::engine::{is_timeout, map_err};
+use crate::stream::{is_timeout, map_err};
 use crate::EngineError;
 
 use super::wait::Waiter;

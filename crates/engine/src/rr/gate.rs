@@ -3,7 +3,7 @@
 
 use std::sync::{Condvar, Mutex};
 
-use crate::engine::Signals;
+use crate::stream::Signals;
 
 use super::WAKE;
 

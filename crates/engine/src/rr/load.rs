@@ -9,8 +9,9 @@ use linerate_proto::measure::StreamMeasurement;
 use linerate_proto::wire::Side;
 
 use crate::cpu;
-use crate::engine::{Engine, Signals, StreamCounter, POLL};
-use crate::{socket, tcp_info};
+use crate::engines::EngineKind;
+use crate::stream::{Signals, StreamCounter, POLL};
+use crate::{socket, tcp, tcp_info};
 
 use super::gate::Gate;
 use super::params::RrParams;
@@ -21,7 +22,7 @@ use super::side::LoadEnd;
 pub(super) fn client_load(
     id: u32,
     sock: TcpStream,
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     p: &RrParams,
     signals: &Signals,
     load_signals: &Signals,
@@ -37,7 +38,7 @@ pub(super) fn client_load(
     if gate.wait(signals, |s| s.load) {
         let buf = vec![0u8; (p.plan.load_len as usize).max(1)];
         let t0 = Instant::now();
-        let end = engine.send(&sock, &buf, None, &counter, load_signals);
+        let end = tcp::send(engine, &sock, &buf, None, &counter, load_signals);
         m.elapsed_ns = t0.elapsed().as_nanos() as u64;
         m.calls = end.calls;
         m.error = end.result.err().map(|e| e.to_string());
@@ -56,7 +57,7 @@ pub(super) fn client_load(
 pub(super) fn server_load(
     id: u32,
     sock: TcpStream,
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     p: &RrParams,
     signals: &Signals,
 ) -> LoadEnd {
@@ -83,7 +84,7 @@ pub(super) fn server_load(
     }
     let mut buf = vec![0u8; (p.plan.load_len as usize).max(1)];
     let t0 = Instant::now();
-    let end = engine.recv(&sock, &mut buf, &counter, signals);
+    let end = tcp::recv(engine, &sock, &mut buf, &counter, signals);
     m.elapsed_ns = t0.elapsed().as_nanos() as u64;
     m.calls = end.calls;
     m.bytes = counter.get();

@@ -5,8 +5,8 @@ use linerate_proto::rr_core::{spin_mode, RrPlan, SpinMode};
 use linerate_proto::spec::RrPhase;
 
 use crate::cpu;
-use crate::engine::Signals;
 use crate::runner::CpuScope;
+use crate::stream::Signals;
 use crate::EngineError;
 
 use super::watch::Watch;
@@ -69,9 +69,7 @@ pub(super) fn with_pin(
     pin_error: &Option<std::io::Error>,
 ) -> Result<(), EngineError> {
     match (result, pin_error) {
-        (Ok(()), Some(e)) => Err(EngineError::Unsupported(format!(
-            "could not pin to CPU: {e}"
-        ))),
+        (Ok(()), Some(e)) => Err(EngineError::Pin(e.to_string())),
         (r, _) => r,
     }
 }

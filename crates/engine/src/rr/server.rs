@@ -9,8 +9,9 @@ use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, REQUE
 
 use crate::clock::mono_ns;
 use crate::cpu;
-use crate::engine::{Engine, Signals};
+use crate::engines::EngineKind;
 use crate::runner::{spawn_side, SideRun};
+use crate::stream::Signals;
 use crate::EngineError;
 
 use super::conns::{Conn, RrConns};
@@ -171,7 +172,7 @@ fn server_flow(
 }
 
 /// Starts the server side of an rr test.
-pub fn start_server(engine: &'static dyn Engine, conns: RrConns, params: RrParams) -> SideRun {
+pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> SideRun {
     spawn_side(engine.name(), move |signals| {
         let start = CpuStart::now();
         let p = &params;

@@ -9,8 +9,8 @@ use linerate_proto::measure::{
 };
 
 use crate::cpu::{self, CpuTime};
-use crate::engine::Signals;
 use crate::runner::CpuScope;
+use crate::stream::Signals;
 
 use super::watch::{Watch, Watchdog};
 use super::WAKE;

@@ -4,7 +4,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 
-use crate::engine::{is_timeout, map_err, POLL};
+use crate::stream::{is_timeout, map_err, POLL};
 use crate::EngineError;
 
 use super::wait::Waiter;
@@ -73,7 +73,7 @@ impl<'a> StreamIo<'a> {
     pub(super) fn expect_close(&mut self) -> Result<(), EngineError> {
         let mut b = [0u8; 1];
         if self.read_exact(&mut b)? {
-            return Err(EngineError::Unsupported(
+            return Err(EngineError::Protocol(
                 "peer sent bytes after the last message of the phase".into(),
             ));
         }

@@ -6,7 +6,7 @@ use std::net::{Shutdown, TcpStream};
 use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::Tally;
 
-use crate::engine::map_err;
+use crate::stream::map_err;
 use crate::EngineError;
 
 use super::client::{run_phase, server_times, Exchange, Reply};

@@ -10,7 +10,7 @@ use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, RESPO
 use linerate_proto::rr_core::{ServerTimes, Tally};
 
 use crate::clock::mono_ns;
-use crate::engine::POLL;
+use crate::stream::POLL;
 use crate::EngineError;
 
 use super::client::{run_phase, Exchange, Reply};
@@ -56,7 +56,7 @@ impl UdpExchange<'_> {
                 continue; // a previous phase's late end-of-phase answer
             }
             if n != resp_len {
-                return Err(EngineError::Unsupported(format!(
+                return Err(EngineError::Protocol(format!(
                     "a {n}-byte response where {resp_len} bytes were due"
                 )));
             }
@@ -99,7 +99,7 @@ impl Exchange for UdpExchange<'_> {
                 }
             }
         }
-        Err(EngineError::Unsupported(format!(
+        Err(EngineError::Unanswered(format!(
             "the server did not answer the end of the phase in {} s",
             (UDP_END_EVERY * UDP_END_TRIES).as_secs()
         )))
@@ -158,7 +158,7 @@ impl Serve for DatagramIo<'_> {
             return Ok(None);
         }
         if n != len {
-            return Err(EngineError::Unsupported(format!(
+            return Err(EngineError::Protocol(format!(
                 "a {n}-byte request where {len} bytes were due"
             )));
         }

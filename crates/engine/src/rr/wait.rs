@@ -9,7 +9,7 @@ use std::time::Duration;
 use linerate_proto::rr_core::{SpinBudget, SpinMode};
 
 use crate::clock::mono_ns;
-use crate::engine::{map_err, Idle, Signals};
+use crate::stream::{map_err, Idle, Signals};
 use crate::{socket, EngineError};
 
 /// Spins between check points in busy-poll mode (a power of two: the check

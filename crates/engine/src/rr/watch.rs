@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use crate::engine::{Signals, StreamCounter, IDLE_LIMIT};
+use crate::stream::{Signals, StreamCounter, IDLE_LIMIT};
 use crate::EngineError;
 
 /// What the flows of one side share with the thread that watches them.
