@@ -12,7 +12,7 @@ use linerate_proto::rr_core::{PhaseClock, ServerTimes, Tally};
 
 use crate::clock::mono_ns;
 use crate::cpu;
-use crate::engines::EngineKind;
+use crate::engines::{with_engine, Engine, EngineKind};
 use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
 use crate::EngineError;
@@ -108,7 +108,7 @@ struct Shared<'a> {
     watch: &'a Watch,
 }
 
-fn client_flow(flow: u32, mut source: Source<'_>, s: &Shared<'_>) -> FlowEnd {
+fn client_flow<E: Engine>(engine: E, flow: u32, mut source: Source<'_>, s: &Shared<'_>) -> FlowEnd {
     let cpu0 = cpu::thread();
     let p = s.p;
     let mut out = FlowEnd::default();
@@ -132,14 +132,18 @@ fn client_flow(flow: u32, mut source: Source<'_>, s: &Shared<'_>) -> FlowEnd {
         };
         let o = match &mut source {
             Source::Conns(conns) => match conns.next() {
-                Some(Conn::Tcp(sock)) => tcp::client_phase(&sock, &cx, &mut bufs, &mut tally),
-                Some(Conn::Udp(sock)) => udp::client_phase(&sock, &cx, &mut bufs, &mut tally),
+                Some(Conn::Tcp(sock)) => {
+                    tcp::client_phase(engine, &sock, &cx, &mut bufs, &mut tally)
+                }
+                Some(Conn::Udp(sock)) => {
+                    udp::client_phase(engine, &sock, &cx, &mut bufs, &mut tally)
+                }
                 None => PhaseOut::failed(EngineError::Protocol(format!(
                     "no connection for phase {}",
                     phase.index
                 ))),
             },
-            Source::Crr(target) => crr::client_phase(target, &cx, &mut bufs, &mut tally),
+            Source::Crr(target) => crr::client_phase(engine, target, &cx, &mut bufs, &mut tally),
         };
         out.busy_poll = out.busy_poll.take().or(o.busy_poll);
         let result = with_pin(o.result, &pin_error).map_err(|e| s.watch.explain(e));
@@ -196,7 +200,7 @@ fn run_client(
                 None => Source::Conns(flows.next().unwrap_or_default().into_iter()),
             };
             let shared = &shared;
-            move || client_flow(f, source, shared)
+            move || with_engine!(engine, e => client_flow(e, f, source, shared))
         })
         .collect();
     let load_runs: Vec<_> = load

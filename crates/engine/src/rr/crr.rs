@@ -16,6 +16,7 @@ use linerate_proto::wire::{DataHello, Side, Token};
 
 use crate::clock::mono_ns;
 use crate::cpu::CpuTime;
+use crate::engines::{Engine, Syscall};
 use crate::runner::{spawn_side, CpuScope, SideRun};
 use crate::stream::{Signals, POLL};
 use crate::{socket, EngineError};
@@ -40,7 +41,8 @@ pub struct CrrTarget {
 }
 
 /// A client flow's transactions, a connection each.
-struct CrrExchange<'a> {
+struct CrrExchange<'a, E: Engine> {
+    engine: E,
     target: &'a CrrTarget,
     /// The DataHello frame then the request, written in one call.
     greeting: Vec<u8>,
@@ -49,12 +51,13 @@ struct CrrExchange<'a> {
     signals: &'a Signals,
 }
 
-impl Exchange for CrrExchange<'_> {
+impl<E: Engine> Exchange for CrrExchange<'_, E> {
     fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
         header.emit(&mut self.greeting[self.hello_len..]);
         let sock = socket::connect(self.target.addr, &self.target.tcp, CONNECT_TIMEOUT)?;
         socket::set_io_timeout(&sock, POLL)?;
-        let mut io = StreamIo::new(&sock, Waiter::new(Wait::Block, self.signals, true));
+        let waiter = Waiter::new(Wait::Block, self.signals, true);
+        let mut io = StreamIo::new(self.engine, &sock, waiter)?;
         io.write_all(&self.greeting)?;
         if !io.read_exact(self.resp)? {
             return Err(EngineError::PeerReset(
@@ -72,7 +75,8 @@ impl Exchange for CrrExchange<'_> {
 }
 
 /// Runs one phase of a crr client flow.
-pub(super) fn client_phase(
+pub(super) fn client_phase<E: Engine>(
+    engine: E,
     target: &CrrTarget,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
@@ -88,6 +92,7 @@ pub(super) fn client_phase(
     let hello_len = greeting.len();
     greeting.resize(hello_len + cx.phase.request as usize, 0);
     let mut x = CrrExchange {
+        engine,
         target,
         greeting,
         hello_len,
@@ -234,7 +239,10 @@ impl CrrServer {
             socket::set_io_timeout(&sock, POLL)?;
             let mut req = vec![0u8; req_len];
             let mut resp = vec![0u8; resp_len];
-            let mut io = StreamIo::new(&sock, Waiter::new(Wait::Block, &self.signals, true));
+            // The server side of crr runs the syscall engine (it is served
+            // on the server's connection threads, which have no engine).
+            let waiter = Waiter::new(Wait::Block, &self.signals, true);
+            let mut io = StreamIo::new(Syscall, &sock, waiter)?;
             if !io.read_exact(&mut req)? {
                 return Err(EngineError::PeerReset(
                     "client closed before its request".into(),

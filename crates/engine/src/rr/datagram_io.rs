@@ -1,46 +1,60 @@
-//! Datagrams on a connected UDP socket: one message per datagram, received
-//! with a deadline, waiting by the socket's discipline.
+//! Datagrams on a connected UDP socket through the engine's UDP I/O: one
+//! message per datagram, received with a deadline, waiting by the socket's
+//! discipline.
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::time::Duration;
 
+use crate::engines::{self, Engine, RecvSlots, TxBatch, UdpRx, UdpTx};
 use crate::stream::{is_timeout, map_err};
 use crate::EngineError;
 
 use super::wait::Waiter;
 
 /// Datagram send and receive on one socket.
-pub(super) struct DatagramIo<'a> {
+pub(super) struct DatagramIo<'a, E: Engine> {
     pub(super) sock: &'a UdpSocket,
+    tx: E::UdpTx,
+    rx: E::UdpRx,
+    /// The engine's receive slots; a datagram is read from the first.
+    slots: RecvSlots,
     pub(super) waiter: Waiter<'a>,
     /// Longest `poll(2)` sleep of a busy-polling wait.
     poll: Duration,
-    blocking: bool,
 }
 
 fn port_closed() -> EngineError {
     EngineError::PeerReset("the peer's UDP port is closed".into())
 }
 
-impl<'a> DatagramIo<'a> {
+impl<'a, E: Engine> DatagramIo<'a, E> {
+    /// For datagrams of up to `len` bytes (a longer one is seen as such).
     pub(super) fn new(
+        engine: E,
         sock: &'a UdpSocket,
+        len: usize,
         waiter: Waiter<'a>,
         poll: Duration,
-        blocking: bool,
-    ) -> Self {
-        DatagramIo {
+    ) -> Result<Self, EngineError> {
+        let rx = engine.udp_rx(sock, len)?;
+        Ok(DatagramIo {
             sock,
+            tx: engine.udp_tx(sock, len)?,
+            slots: rx.slots(),
+            rx,
             waiter,
             poll,
-            blocking,
-        }
+        })
     }
 
+    /// Sends `buf` as one datagram.
     pub(super) fn send(&mut self, buf: &[u8]) -> Result<(), EngineError> {
         loop {
-            match self.sock.send(buf) {
+            let r = self
+                .tx
+                .send_batch(self.sock, TxBatch::new(buf, buf.len()), self.waiter.call());
+            match r {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // A full send buffer empties in microseconds: spin.
@@ -54,18 +68,28 @@ impl<'a> DatagramIo<'a> {
         }
     }
 
-    /// Receives one datagram into `buf`. `Ok(None)` when `deadline_ns`
-    /// (monotonic) passes first.
-    pub(super) fn recv(
-        &mut self,
-        buf: &mut [u8],
-        deadline_ns: Option<u64>,
-    ) -> Result<Option<usize>, EngineError> {
+    /// Sends the empty datagram that ends a phase (and answers that end).
+    /// It carries no message, so it bypasses the engine, whose batches
+    /// hold datagrams of at least one byte.
+    pub(super) fn send_end(&self) -> Result<(), EngineError> {
+        match self.sock.send(&[]) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => Err(port_closed()),
+            Err(e) => Err(map_err("send", e)),
+        }
+    }
+
+    /// Receives one datagram (see [`Self::received`]) and returns its
+    /// length. `Ok(None)` when `deadline_ns` (monotonic) passes first.
+    pub(super) fn recv(&mut self, deadline_ns: Option<u64>) -> Result<Option<usize>, EngineError> {
         loop {
-            match self.sock.recv(buf) {
-                Ok(n) => {
+            match self
+                .rx
+                .recv_batch(self.sock, &mut self.slots, self.waiter.call())
+            {
+                Ok(_) => {
                     self.waiter.progressed();
-                    return Ok(Some(n));
+                    return Ok(Some(self.received().len()));
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 // A refused earlier send: the peer's port closed.
@@ -83,13 +107,18 @@ impl<'a> DatagramIo<'a> {
         }
     }
 
+    /// The datagram [`Self::recv`] received.
+    pub(super) fn received(&self) -> &[u8] {
+        self.slots.get(0).0
+    }
+
     /// Reads whatever is queued without waiting (late responses after a
     /// loss), so they cannot be taken for the next transaction's.
-    pub(super) fn drain(&mut self, buf: &mut [u8]) {
-        let _ = self.sock.set_nonblocking(true);
-        while self.sock.recv(buf).is_ok() {}
-        if self.blocking {
-            let _ = self.sock.set_nonblocking(false);
-        }
+    pub(super) fn drain(&mut self) {
+        while self
+            .rx
+            .recv_batch(self.sock, &mut self.slots, engines::Wait::DontWait)
+            .is_ok()
+        {}
     }
 }

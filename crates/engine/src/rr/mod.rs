@@ -40,7 +40,9 @@
 //! - `params`: how one side runs (the plan, CPUs, clock offset), buffers.
 //! - `conns`: sorting the attached connections into flows × phases + load.
 //! - `wait`: the two waiting disciplines (blocking, busy polling).
-//! - `stream_io` / `datagram_io`: whole messages on TCP, datagrams on UDP.
+//! - `stream_io` / `datagram_io`: whole messages on TCP, datagrams on UDP,
+//!   through the engine trait (`crate::engines`); flows are generic over
+//!   the engine.
 //! - `gate`, `watch`: phase coordination; unblocking and stall detection.
 //! - `client`: the one client phase loop over an [`client::Exchange`]
 //!   (TCP, UDP, crr), flow threads and the client side.

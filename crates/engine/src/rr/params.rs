@@ -78,8 +78,6 @@ pub(super) fn with_pin(
 pub(super) struct Buffers {
     pub(super) req: Vec<u8>,
     pub(super) resp: Vec<u8>,
-    /// Room for the largest message plus one (to see an oversized datagram).
-    pub(super) rx: Vec<u8>,
 }
 
 impl Buffers {
@@ -88,7 +86,6 @@ impl Buffers {
         Buffers {
             req: vec![0; req],
             resp: vec![0; resp],
-            rx: vec![0; req.max(resp) + 1],
         }
     }
 }

@@ -9,7 +9,7 @@ use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, REQUE
 
 use crate::clock::mono_ns;
 use crate::cpu;
-use crate::engines::EngineKind;
+use crate::engines::{with_engine, Engine, EngineKind};
 use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
 use crate::EngineError;
@@ -24,11 +24,11 @@ use super::{tcp, udp};
 /// How a server flow receives requests and answers them on one transport
 /// during a phase.
 pub(super) trait Serve {
-    /// The next request, `len` bytes, received into `buf` (which has room
-    /// for more, to see an oversized datagram); `Ok(None)` when the client
-    /// ended the phase.
+    /// The next request, `len` bytes (in `buf`, which holds at least `len`,
+    /// or in the transport's own buffer); `Ok(None)` when the client ended
+    /// the phase.
     fn next_request<'b>(
-        &mut self,
+        &'b mut self,
         buf: &'b mut [u8],
         len: usize,
     ) -> Result<Option<&'b [u8]>, EngineError>;
@@ -96,7 +96,7 @@ pub(super) fn serve_phase<S: Serve>(
         let (mut s, said) = setup()?;
         out.busy_poll = said;
         let r = (|| {
-            while let Some(req) = s.next_request(&mut bufs.rx, req_len)? {
+            while let Some(req) = s.next_request(&mut bufs.req, req_len)? {
                 let t_rx = timed.then(mono_ns);
                 first.get_or_insert_with(Instant::now);
                 let got = answer(cx.flow, n, t_rx, req, resp)?;
@@ -119,7 +119,8 @@ pub(super) fn serve_phase<S: Serve>(
     }
 }
 
-fn server_flow(
+fn server_flow<E: Engine>(
+    engine: E,
     flow: u32,
     conns: Vec<Conn>,
     p: &RrParams,
@@ -140,8 +141,8 @@ fn server_flow(
             spin: p.spin(),
         };
         let served = match &conn {
-            Conn::Tcp(sock) => tcp::server_phase(sock, &cx, &mut bufs),
-            Conn::Udp(sock) => udp::server_phase(sock, &cx, &mut bufs),
+            Conn::Tcp(sock) => tcp::server_phase(engine, sock, &cx, &mut bufs),
+            Conn::Udp(sock) => udp::server_phase(engine, sock, &cx, &mut bufs),
         };
         end.busy_poll = end.busy_poll.take().or(served.out.busy_poll);
         let n = served.transactions;
@@ -183,7 +184,7 @@ pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> Sid
             .enumerate()
             .map(|(f, conns)| {
                 let watch = &watch;
-                move || server_flow(f as u32, conns, p, signals, watch)
+                move || with_engine!(engine, e => server_flow(e, f as u32, conns, p, signals, watch))
             })
             .collect();
         let load_runs: Vec<_> = load

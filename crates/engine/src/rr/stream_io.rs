@@ -1,29 +1,41 @@
-//! Whole messages on a TCP connection: writes and exact-size reads that
-//! wait by the connection's discipline and honour the stop flags.
+//! Whole messages on a TCP connection: writes and exact-size reads through
+//! the engine's TCP I/O, waiting by the connection's discipline and
+//! honouring the stop flags.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::TcpStream;
 
+use crate::engines::{Engine, TcpRx, TcpTx};
 use crate::stream::{is_timeout, map_err, POLL};
 use crate::EngineError;
 
 use super::wait::Waiter;
 
 /// Whole-message reads and writes on one connection.
-pub(super) struct StreamIo<'a> {
+pub(super) struct StreamIo<'a, E: Engine> {
     pub(super) sock: &'a TcpStream,
+    tx: E::TcpTx,
+    rx: E::TcpRx,
     pub(super) waiter: Waiter<'a>,
 }
 
-impl<'a> StreamIo<'a> {
-    pub(super) fn new(sock: &'a TcpStream, waiter: Waiter<'a>) -> Self {
-        StreamIo { sock, waiter }
+impl<'a, E: Engine> StreamIo<'a, E> {
+    pub(super) fn new(
+        engine: E,
+        sock: &'a TcpStream,
+        waiter: Waiter<'a>,
+    ) -> Result<Self, EngineError> {
+        Ok(StreamIo {
+            sock,
+            tx: engine.tcp_tx(sock)?,
+            rx: engine.tcp_rx(sock)?,
+            waiter,
+        })
     }
 
     pub(super) fn write_all(&mut self, mut buf: &[u8]) -> Result<(), EngineError> {
-        let mut w = self.sock;
         while !buf.is_empty() {
-            match w.write(buf) {
+            match self.tx.write(self.sock, buf, self.waiter.call()) {
                 Ok(0) => return Err(EngineError::PeerReset("write returned 0".into())),
                 Ok(n) => {
                     buf = &buf[n..];
@@ -43,10 +55,9 @@ impl<'a> StreamIo<'a> {
     /// Fills `buf`. `Ok(false)`: the peer closed before its first byte (a
     /// clean end between messages); a close inside a message is an error.
     pub(super) fn read_exact(&mut self, buf: &mut [u8]) -> Result<bool, EngineError> {
-        let mut r = self.sock;
         let mut got = 0;
         while got < buf.len() {
-            match r.read(&mut buf[got..]) {
+            match self.rx.read(self.sock, &mut buf[got..], self.waiter.call()) {
                 Ok(0) if got == 0 => return Ok(false),
                 Ok(0) => {
                     return Err(EngineError::PeerReset(format!(

@@ -6,6 +6,7 @@ use std::net::{Shutdown, TcpStream};
 use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::Tally;
 
+use crate::engines::Engine;
 use crate::stream::map_err;
 use crate::EngineError;
 
@@ -16,13 +17,13 @@ use super::stream_io::StreamIo;
 use super::wait::{prepare_tcp, Waiter};
 
 /// A client flow's transactions on its phase connection.
-struct TcpExchange<'a> {
-    io: StreamIo<'a>,
+struct TcpExchange<'a, E: Engine> {
+    io: StreamIo<'a, E>,
     req: &'a mut [u8],
     resp: &'a mut [u8],
 }
 
-impl Exchange for TcpExchange<'_> {
+impl<E: Engine> Exchange for TcpExchange<'_, E> {
     fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
         header.emit(self.req);
         self.io.write_all(self.req)?;
@@ -45,7 +46,8 @@ impl Exchange for TcpExchange<'_> {
 }
 
 /// Runs one phase of a client flow on `sock`.
-pub(super) fn client_phase(
+pub(super) fn client_phase<E: Engine>(
+    engine: E,
     sock: &TcpStream,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
@@ -55,9 +57,13 @@ pub(super) fn client_phase(
         Ok(x) => x,
         Err(e) => return PhaseOut::failed(e),
     };
+    let io = match StreamIo::new(engine, sock, Waiter::new(wait, cx.signals, true)) {
+        Ok(io) => io,
+        Err(e) => return PhaseOut::failed(e),
+    };
     cx.watch.register(cx.flow, sock);
     let mut x = TcpExchange {
-        io: StreamIo::new(sock, Waiter::new(wait, cx.signals, true)),
+        io,
         req: &mut bufs.req[..cx.phase.request as usize],
         resp: &mut bufs.resp[..cx.phase.response as usize],
     };
@@ -72,9 +78,9 @@ pub(super) fn client_phase(
     }
 }
 
-impl Serve for StreamIo<'_> {
+impl<E: Engine> Serve for StreamIo<'_, E> {
     fn next_request<'b>(
-        &mut self,
+        &'b mut self,
         buf: &'b mut [u8],
         len: usize,
     ) -> Result<Option<&'b [u8]>, EngineError> {
@@ -96,13 +102,16 @@ impl Serve for StreamIo<'_> {
 }
 
 /// Serves one phase of a server flow on `sock` (closed by the caller).
-pub(super) fn server_phase(sock: &TcpStream, cx: &PhaseCtx<'_>, bufs: &mut Buffers) -> Served {
+pub(super) fn server_phase<E: Engine>(
+    engine: E,
+    sock: &TcpStream,
+    cx: &PhaseCtx<'_>,
+    bufs: &mut Buffers,
+) -> Served {
     serve_phase(cx, bufs, || {
         let (wait, said) = prepare_tcp(sock, cx.spin)?;
+        let io = StreamIo::new(engine, sock, Waiter::new(wait, cx.signals, true))?;
         cx.watch.register(cx.flow, sock);
-        Ok((
-            StreamIo::new(sock, Waiter::new(wait, cx.signals, true)),
-            said,
-        ))
+        Ok((io, said))
     })
 }

@@ -10,6 +10,7 @@ use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, RESPO
 use linerate_proto::rr_core::{ServerTimes, Tally};
 
 use crate::clock::mono_ns;
+use crate::engines::Engine;
 use crate::stream::POLL;
 use crate::EngineError;
 
@@ -32,15 +33,13 @@ const UDP_END_TRIES: u32 = 50;
 const UDP_END_ACKS: u32 = 3;
 
 /// A client flow's transactions on its phase socket.
-struct UdpExchange<'a> {
-    io: DatagramIo<'a>,
+struct UdpExchange<'a, E: Engine> {
+    io: DatagramIo<'a, E>,
     req: &'a mut [u8],
-    /// Room for the largest datagram plus one.
-    rx: &'a mut [u8],
     resp_len: usize,
 }
 
-impl UdpExchange<'_> {
+impl<E: Engine> UdpExchange<'_, E> {
     /// Waits for the response to `header` until `deadline`.
     fn response(
         &mut self,
@@ -49,7 +48,7 @@ impl UdpExchange<'_> {
     ) -> Result<Option<Option<ServerTimes>>, EngineError> {
         let resp_len = self.resp_len;
         loop {
-            let Some(n) = self.io.recv(self.rx, Some(deadline))? else {
+            let Some(n) = self.io.recv(Some(deadline))? else {
                 return Ok(None);
             };
             if n == 0 {
@@ -63,7 +62,7 @@ impl UdpExchange<'_> {
             if resp_len < RESPONSE_HEADER_LEN {
                 return Ok(Some(None));
             }
-            let r = ResponseRepr::parse(&RrHeader::new_checked(&self.rx[..n])?)?;
+            let r = ResponseRepr::parse(&RrHeader::new_checked(self.io.received())?)?;
             if r.flow == header.flow && r.sequence < header.sequence {
                 continue; // late answer to a request already counted lost
             }
@@ -73,7 +72,7 @@ impl UdpExchange<'_> {
     }
 }
 
-impl Exchange for UdpExchange<'_> {
+impl<E: Engine> Exchange for UdpExchange<'_, E> {
     fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
         header.emit(self.req);
         self.io.send(self.req)?;
@@ -81,7 +80,7 @@ impl Exchange for UdpExchange<'_> {
         match self.response(header, deadline)? {
             Some(server) => Ok(Reply::Answered(server)),
             None => {
-                self.io.drain(self.rx);
+                self.io.drain();
                 Ok(Reply::Lost)
             }
         }
@@ -91,9 +90,9 @@ impl Exchange for UdpExchange<'_> {
     /// has then counted every request it answered).
     fn end_phase(&mut self) -> Result<(), EngineError> {
         for _ in 0..UDP_END_TRIES {
-            self.io.send(&[])?;
+            self.io.send_end()?;
             let deadline = mono_ns().saturating_add(UDP_END_EVERY.as_nanos() as u64);
-            while let Some(n) = self.io.recv(self.rx, Some(deadline))? {
+            while let Some(n) = self.io.recv(Some(deadline))? {
                 if n == 0 {
                     return Ok(());
                 }
@@ -107,7 +106,8 @@ impl Exchange for UdpExchange<'_> {
 }
 
 /// Runs one phase of a client flow on `sock`.
-pub(super) fn client_phase(
+pub(super) fn client_phase<E: Engine>(
+    engine: E,
     sock: &UdpSocket,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
@@ -117,16 +117,16 @@ pub(super) fn client_phase(
         Ok(x) => x,
         Err(e) => return PhaseOut::failed(e),
     };
+    let (req_len, resp_len) = (cx.phase.request as usize, cx.phase.response as usize);
+    let waiter = Waiter::new(wait, cx.signals, false);
+    let io = match DatagramIo::new(engine, sock, req_len.max(resp_len), waiter, UDP_POLL) {
+        Ok(io) => io,
+        Err(e) => return PhaseOut::failed(e),
+    };
     let mut x = UdpExchange {
-        io: DatagramIo::new(
-            sock,
-            Waiter::new(wait, cx.signals, false),
-            UDP_POLL,
-            cx.spin.is_none(),
-        ),
-        req: &mut bufs.req[..cx.phase.request as usize],
-        rx: &mut bufs.rx,
-        resp_len: cx.phase.response as usize,
+        io,
+        req: &mut bufs.req[..req_len],
+        resp_len,
     };
     let result = run_phase(&mut x, cx, tally);
     PhaseOut {
@@ -136,15 +136,15 @@ pub(super) fn client_phase(
     }
 }
 
-impl Serve for DatagramIo<'_> {
+impl<E: Engine> Serve for DatagramIo<'_, E> {
     fn next_request<'b>(
-        &mut self,
-        buf: &'b mut [u8],
+        &'b mut self,
+        _: &'b mut [u8],
         len: usize,
     ) -> Result<Option<&'b [u8]>, EngineError> {
         // Without a deadline only a datagram (or an error) ends the wait.
         let n = loop {
-            if let Some(n) = self.recv(buf, None)? {
+            if let Some(n) = self.recv(None)? {
                 break n;
             }
         };
@@ -153,7 +153,7 @@ impl Serve for DatagramIo<'_> {
             // drop. Best effort: the client closes its socket as soon as
             // one arrives, and the next may meet a closed port.
             for _ in 0..UDP_END_ACKS {
-                let _ = self.sock.send(&[]);
+                let _ = self.send_end();
             }
             return Ok(None);
         }
@@ -162,7 +162,7 @@ impl Serve for DatagramIo<'_> {
                 "a {n}-byte request where {len} bytes were due"
             )));
         }
-        Ok(Some(&buf[..n]))
+        Ok(Some(self.received()))
     }
 
     fn respond(&mut self, resp: &[u8]) -> Result<(), EngineError> {
@@ -181,15 +181,16 @@ impl Serve for DatagramIo<'_> {
 }
 
 /// Serves one phase of a server flow on `sock`.
-pub(super) fn server_phase(sock: &UdpSocket, cx: &PhaseCtx<'_>, bufs: &mut Buffers) -> Served {
+pub(super) fn server_phase<E: Engine>(
+    engine: E,
+    sock: &UdpSocket,
+    cx: &PhaseCtx<'_>,
+    bufs: &mut Buffers,
+) -> Served {
+    let len = (cx.phase.request as usize).max(cx.phase.response as usize);
     serve_phase(cx, bufs, || {
         let (wait, said) = prepare_udp(sock, cx.spin, POLL)?;
-        let io = DatagramIo::new(
-            sock,
-            Waiter::new(wait, cx.signals, true),
-            UDP_POLL,
-            cx.spin.is_none(),
-        );
-        Ok((io, said))
+        let waiter = Waiter::new(wait, cx.signals, true);
+        Ok((DatagramIo::new(engine, sock, len, waiter, UDP_POLL)?, said))
     })
 }

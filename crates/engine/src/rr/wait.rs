@@ -9,6 +9,7 @@ use std::time::Duration;
 use linerate_proto::rr_core::{SpinBudget, SpinMode};
 
 use crate::clock::mono_ns;
+use crate::engines;
 use crate::stream::{map_err, Idle, Signals};
 use crate::{socket, EngineError};
 
@@ -71,6 +72,16 @@ impl<'a> Waiter<'a> {
     pub(super) fn progressed(&mut self) {
         self.idle.progressed();
         self.spin.done();
+    }
+
+    /// How each I/O call waits: blocking (bounded by the socket's timeout,
+    /// if any), or not at all when busy polling.
+    #[inline]
+    pub(super) fn call(&self) -> engines::Wait {
+        match self.wait {
+            Wait::Block => engines::Wait::Block,
+            Wait::Spin(_) => engines::Wait::DontWait,
+        }
     }
 
     /// Busy poll only: how many waits slept in `poll(2)`.
