@@ -41,7 +41,8 @@ pub const MAX_PAYLOAD: usize = 64 * 1024;
 pub const MAX_RESULTS_PAYLOAD: usize = 16 * 1024 * 1024;
 /// Length of the per-test token that identifies data connections.
 pub const TOKEN_LEN: usize = 16;
-const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
+/// Payload bytes of a `DataHello` frame.
+pub const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
 
 /// Errors while decoding a frame. Each means the peer is not speaking this
 /// protocol correctly; the connection should be answered (if possible) and closed.
@@ -193,6 +194,14 @@ pub struct DataHello {
     pub token: Token,
     pub stream: u32,
     pub sender: Side,
+}
+
+impl DataHello {
+    /// Appends this greeting's frame to `out` (a crr transaction writes it
+    /// and its request in one call).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        encode(&Message::DataHello(*self), out);
+    }
 }
 
 /// A sending stream's final sequence count, so the receiver knows exactly
@@ -431,6 +440,33 @@ pub enum Greeting {
     Unknown,
 }
 
+/// What the first bytes of a connection say about a data greeting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataGreeting {
+    /// Not enough bytes to tell yet.
+    NeedMore,
+    /// Anything but a `DataHello` frame (a control greeting, garbage).
+    Other,
+    /// A `DataHello` frame of `usize` bytes; what follows is the stream's.
+    Hello(DataHello, usize),
+}
+
+/// Looks for a `DataHello` frame at the start of `buf` (bytes peeked, not
+/// consumed, so a connection that turns out to be something else can be
+/// handled from its first byte).
+pub fn data_greeting(buf: &[u8]) -> DataGreeting {
+    let prefix = [MAGIC[0], MAGIC[1], FRAME_VERSION, kind::DATA_HELLO];
+    let n = buf.len().min(prefix.len());
+    if buf[..n] != prefix[..n] {
+        return DataGreeting::Other;
+    }
+    match decode(buf) {
+        Ok(Some((Message::DataHello(h), used))) => DataGreeting::Hello(h, used),
+        Ok(None) => DataGreeting::NeedMore,
+        _ => DataGreeting::Other,
+    }
+}
+
 /// Classifies a new connection from its first byte(s).
 pub fn classify_greeting(first: &[u8]) -> Greeting {
     match first.first() {
@@ -446,6 +482,31 @@ mod tests {
     use super::*;
     use crate::spec::TestSpec;
     use proptest::prelude::*;
+
+    #[test]
+    fn data_greeting_is_found_from_its_first_bytes() {
+        let h = DataHello {
+            token: Token([7; TOKEN_LEN]),
+            stream: 3,
+            sender: Side::Client,
+        };
+        let mut frame = Vec::new();
+        h.encode(&mut frame);
+        let n = frame.len();
+        frame.extend_from_slice(b"request");
+        for cut in 0..n {
+            assert_eq!(
+                data_greeting(&frame[..cut]),
+                DataGreeting::NeedMore,
+                "{cut}"
+            );
+        }
+        assert_eq!(data_greeting(&frame), DataGreeting::Hello(h, n));
+        assert_eq!(n, HEADER_LEN + DATA_HELLO_LEN);
+        let hello = to_bytes(&Message::Start);
+        assert_eq!(data_greeting(&hello[..4]), DataGreeting::Other);
+        assert_eq!(data_greeting(b"x"), DataGreeting::Other);
+    }
 
     fn sample_messages() -> Vec<Message> {
         vec![
