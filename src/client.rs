@@ -107,6 +107,7 @@ fn run_with(
         notes: Vec::new(),
         start_unix_ms: 0,
         token: None,
+        last_interval: None,
     };
     let result = control::drive(&mut test, &mut ctrl)
         .map_err(ClientError::from)
@@ -132,6 +133,8 @@ struct ClientTest<'a, 's> {
     start_unix_ms: u64,
     /// The test's token (crr greets every transaction's connection with it).
     token: Option<Token>,
+    /// The interval before the one being relayed (its TCP_INFO totals).
+    last_interval: Option<IntervalMeasurement>,
 }
 
 impl ControlSide for ClientTest<'_, '_> {
@@ -163,9 +166,9 @@ impl ControlSide for ClientTest<'_, '_> {
 
     fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
         let flows = build::flows(self.session.spec().unwrap_or(&TestSpec::default()));
-        self.sink
-            .interval(&build::interval_record(Side::Client, &m, &flows))
-            .context("writing output")
+        let record = build::interval_record(Side::Client, &m, self.last_interval.as_ref(), &flows);
+        self.last_interval = Some(m);
+        self.sink.interval(&record).context("writing output")
     }
 
     fn idle_wait(&self) -> Duration {

@@ -121,13 +121,21 @@ fn sum_udp_intervals<'a>(it: impl Iterator<Item = &'a UdpInterval>) -> Option<Ud
     acc
 }
 
-/// Turns one side's interval measurement into a record.
+/// Turns one side's interval measurement into a record; `prev` is the
+/// side's previous interval (none for the first), from which this
+/// interval's retransmits are counted (TCP_INFO's are totals).
 pub fn interval_record(
     side: Side,
     m: &IntervalMeasurement,
+    prev: Option<&IntervalMeasurement>,
     flows: &HashMap<u32, Flow>,
 ) -> IntervalRecord {
     let seconds = ns_to_s(m.end_ns.saturating_sub(m.start_ns));
+    let total_before = |id: u32| {
+        prev.and_then(|p| p.streams.iter().find(|s| s.id == id))
+            .and_then(|s| s.tcp)
+            .map_or(0, |t| t.retransmits)
+    };
     let streams: Vec<IntervalStreamRecord> = m
         .streams
         .iter()
@@ -136,6 +144,9 @@ pub fn interval_record(
             flow: flows.get(&s.id).copied().unwrap_or(Flow::ClientToServer),
             bytes: s.bytes,
             bits_per_second: rate(s.bytes, seconds),
+            retransmits: s
+                .tcp
+                .map(|t| t.retransmits.saturating_sub(total_before(s.id))),
             tcp: s.tcp,
             udp: s.udp.as_ref().map(|u| udp_interval(u, seconds)),
         })
@@ -147,10 +158,7 @@ pub fn interval_record(
             continue;
         }
         let bytes = of.iter().map(|s| s.bytes).sum();
-        let retr: Option<u64> = of
-            .iter()
-            .map(|s| s.tcp.map(|t| t.retransmits))
-            .sum::<Option<u64>>();
+        let retr: Option<u64> = of.iter().map(|s| s.retransmits).sum::<Option<u64>>();
         let udp = sum_udp_intervals(m.streams.iter().filter_map(|s| {
             let f = flows.get(&s.id).copied().unwrap_or(Flow::ClientToServer);
             (f == flow).then_some(s.udp.as_ref()).flatten()
@@ -455,7 +463,10 @@ pub fn build(
     let records = |side: Side, r: &SideResults| {
         r.intervals
             .iter()
-            .map(|m| interval_record(side, m, &flows))
+            .enumerate()
+            .map(|(i, m)| {
+                interval_record(side, m, i.checked_sub(1).map(|j| &r.intervals[j]), &flows)
+            })
             .collect()
     };
     let mut notes = notes;
@@ -577,5 +588,49 @@ pub fn sweep_trial(len: u32, search: bool, r: &Report) -> crate::model::SweepTri
             .iter()
             .flat_map(|s| [&s.sender.error, &s.receiver.error])
             .find_map(|e| e.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::measure::{IntervalStream, TcpInfo};
+
+    fn interval(start_ns: u64, retransmits: [u64; 2]) -> IntervalMeasurement {
+        IntervalMeasurement {
+            start_ns,
+            end_ns: start_ns + 1_000_000_000,
+            omitted: false,
+            streams: (1..=2)
+                .map(|id| IntervalStream {
+                    id,
+                    bytes: 1000,
+                    tcp: Some(TcpInfo {
+                        retransmits: retransmits[id as usize - 1],
+                        ..TcpInfo::default()
+                    }),
+                    udp: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// TCP_INFO counts retransmits since the connection began; an interval
+    /// row shows that interval's (iperf3's "Retr"), per stream and summed.
+    #[test]
+    fn issue_13_interval_retransmits_are_per_interval_not_cumulative() {
+        let flows = HashMap::from([(1, Flow::ClientToServer), (2, Flow::ClientToServer)]);
+        let first = interval(0, [14, 3]);
+        let second = interval(1_000_000_000, [20, 3]);
+        let a = interval_record(Side::Client, &first, None, &flows);
+        let b = interval_record(Side::Client, &second, Some(&first), &flows);
+        let retr = |r: &IntervalRecord| -> Vec<Option<u64>> {
+            r.streams.iter().map(|s| s.retransmits).collect()
+        };
+        assert_eq!(retr(&a), [Some(14), Some(3)]);
+        assert_eq!(retr(&b), [Some(6), Some(0)]);
+        assert_eq!(b.sums[0].retransmits, Some(6));
+        // The TCP_INFO snapshot itself still holds the connection's total.
+        assert_eq!(b.streams[0].tcp.map(|t| t.retransmits), Some(20));
     }
 }

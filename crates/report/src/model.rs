@@ -317,7 +317,13 @@ pub struct IntervalStreamRecord {
     pub flow: Flow,
     pub bytes: u64,
     pub bits_per_second: f64,
-    /// TCP_INFO at the end of the interval (sender only).
+    /// Segments the sender retransmitted in this interval: TCP_INFO's
+    /// total at its end minus the total at the previous interval's end
+    /// (sender only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+    /// TCP_INFO at the end of the interval (sender only; its
+    /// `retransmits` is the connection's total so far).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tcp: Option<TcpInfo>,
     /// UDP figures of the interval on this side.
@@ -341,6 +347,7 @@ pub struct IntervalSum {
     pub flow: Flow,
     pub bytes: u64,
     pub bits_per_second: f64,
+    /// Segments the flow's senders retransmitted in this interval.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]

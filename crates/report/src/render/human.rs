@@ -4,6 +4,7 @@
 
 use std::io::{self, Write};
 
+use linerate_proto::measure::TcpInfo;
 use linerate_proto::spec::{Direction, Limit, TestKind};
 use linerate_proto::wire::Side;
 use linerate_stats::units::{
@@ -127,7 +128,7 @@ fn limit_words(l: Limit) -> String {
     }
 }
 
-fn tcp_cols(t: Option<&linerate_proto::measure::TcpInfo>) -> String {
+fn tcp_cols(t: Option<&TcpInfo>) -> String {
     match t {
         Some(t) => format!(
             "{:>6}  {:>10}  {:>9}",
@@ -136,6 +137,20 @@ fn tcp_cols(t: Option<&linerate_proto::measure::TcpInfo>) -> String {
             format_micros(f64::from(t.rtt_us))
         ),
         None => String::new(),
+    }
+}
+
+/// An interval row's TCP columns: that interval's retransmits (iperf3's
+/// "Retr"), and the congestion window and RTT at its end.
+fn interval_tcp_cols(retransmits: Option<u64>, t: Option<&TcpInfo>) -> String {
+    match (retransmits, t) {
+        (Some(r), Some(t)) => format!(
+            "{:>6}  {:>10}  {:>9}",
+            r,
+            format_bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)),
+            format_micros(f64::from(t.rtt_us))
+        ),
+        _ => String::new(),
     }
 }
 
@@ -271,7 +286,7 @@ impl Sink for Human<'_> {
         for s in &r.streams {
             let extra = match &s.udp {
                 Some(u) => udp_interval_cols(u),
-                None => tcp_cols(s.tcp.as_ref()),
+                None => interval_tcp_cols(s.retransmits, s.tcp.as_ref()),
             };
             writeln!(
                 self.out,
