@@ -535,9 +535,11 @@ fn build_rr(
         test: info,
         streams: Vec::new(),
         sums: Vec::new(),
+        // CPU per KiB of small messages says nothing (issue 13): the
+        // figure for these tests is CPU per transaction, in `rr`.
         cpu: CpuSummary {
-            client: side_cpu(&client.cpu, crate::rr::bytes_moved(client)),
-            server: side_cpu(&server.cpu, crate::rr::bytes_moved(server)),
+            client: side_cpu(&client.cpu, 0),
+            server: side_cpu(&server.cpu, 0),
         },
         intervals: Vec::new(),
         server_intervals: Vec::new(),
@@ -632,5 +634,43 @@ mod tests {
         assert_eq!(b.sums[0].retransmits, Some(6));
         // The TCP_INFO snapshot itself still holds the connection's total.
         assert_eq!(b.streams[0].tcp.map(|t| t.retransmits), Some(20));
+    }
+
+    /// Request/response reports carry no stream-only fields, no empty
+    /// server engine (the start record), and no CPU per KiB of messages.
+    #[test]
+    fn issue_13_rr_reports_have_no_stream_fields_or_cpu_per_kib() {
+        use linerate_proto::spec::{RrSpec, TestKind};
+        let spec = TestSpec {
+            kind: TestKind::Rr,
+            rr: Some(RrSpec::default()),
+            ..TestSpec::default()
+        };
+        let info = TestInfo::from_spec(&spec, Side::Client);
+        let json = serde_json::to_value(&info).expect("json");
+        for field in [
+            "direction",
+            "limit",
+            "len",
+            "omit_s",
+            "interval_s",
+            "server_engine",
+        ] {
+            assert!(
+                json.get(field).is_none(),
+                "rr test info has {field}: {json}"
+            );
+        }
+        let stream = TestInfo::from_spec(&TestSpec::default(), Side::Client);
+        let json = serde_json::to_value(&stream).expect("json");
+        for field in ["direction", "limit", "len", "omit_s", "interval_s"] {
+            assert!(json.get(field).is_some(), "stream test info lacks {field}");
+        }
+        let mut side = SideResults::default();
+        side.cpu.user_ns = 1_000_000;
+        side.cpu.wall_ns = 1_000_000_000;
+        let report = build(info, &spec, &side, &side, Vec::new());
+        assert_eq!(report.cpu.client.service_demand_us_per_kib, None);
+        assert_eq!(report.cpu.server.service_demand_us_per_kib, None);
     }
 }

@@ -190,3 +190,15 @@ fn snapshot_sweep() {
     assert_snapshot("sweep.jsonl", &render_sweep(Format::JsonLines, &r));
     assert_eq!(render_sweep(Format::Json, &r), text, "sweep --json");
 }
+
+/// crr times connect to close: its header says so (not "before the
+/// request, after the response").
+#[test]
+fn issue_13_crr_header_names_connect_and_close() {
+    let text = render(Format::Human, &fixture("crr"));
+    assert!(
+        text.contains("clock read before the connect, after the close"),
+        "{text}"
+    );
+    assert!(!text.contains("before the request"), "{text}");
+}

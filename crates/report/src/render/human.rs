@@ -235,10 +235,11 @@ impl Sink for Human<'_> {
                 engine,
             );
         }
+        let len = i.len.unwrap_or(0);
         let unit = match &i.udp {
             Some(u) => format!(
                 "{} B datagrams at {}{}{}",
-                i.len,
+                len,
                 pace_words(u.pace),
                 if u.burst > 1 {
                     format!(" in bursts of {}", u.burst)
@@ -247,20 +248,20 @@ impl Sink for Human<'_> {
                 },
                 if u.verify { ", payloads verified" } else { "" }
             ),
-            None => format!("{} writes", format_size(u64::from(i.len))),
+            None => format!("{} writes", format_size(u64::from(len))),
         };
         writeln!(
             self.out,
             "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
             i.protocol,
-            direction_words(i.direction),
+            i.direction.map_or("", direction_words),
             i.streams,
             if i.streams == 1 { "" } else { "s" },
-            limit_words(i.limit),
+            i.limit.map(limit_words).unwrap_or_default(),
             engine,
         )?;
-        if i.omit_s > 0.0 {
-            writeln!(self.out, "omitting the first {} s (warm-up)", i.omit_s)?;
+        if let Some(omit) = i.omit_s.filter(|&o| o > 0.0) {
+            writeln!(self.out, "omitting the first {omit} s (warm-up)")?;
         }
         Ok(())
     }

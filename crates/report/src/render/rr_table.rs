@@ -31,6 +31,10 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         RrLimit::Count(n) => format!("{n} transactions per flow per size"),
     };
     let timing = match rr.timing {
+        // crr times the whole exchange, connection set-up and close included.
+        RrTiming::PerMessage if crr => {
+            "each transaction timed (clock read before the connect, after the close)".to_string()
+        }
         RrTiming::PerMessage => {
             "each transaction timed (clock read before the request, after the response)"
                 .to_string()
