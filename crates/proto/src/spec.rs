@@ -458,6 +458,23 @@ impl Default for ServerLimits {
     }
 }
 
+impl ServerLimits {
+    /// No server-chosen limit at all: what [`negotiate`] still refuses
+    /// against these is what no server could run (a UDP message over one
+    /// datagram, zero streams, …), so a client checks its own spec against
+    /// them before sending it and says so as a usage error.
+    pub fn unlimited() -> Self {
+        ServerLimits {
+            max_streams: u16::MAX,
+            max_len: u32::MAX,
+            max_time_ms: u64::MAX,
+            max_omit_ms: u64::MAX,
+            max_window: u32::MAX,
+            min_interval_ms: 0,
+        }
+    }
+}
+
 /// A spec the server refuses: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
