@@ -290,7 +290,8 @@ impl<'a> ClientTest<'a, '_> {
                     .clone()
                     .ok_or_else(|| anyhow!("test finished without starting"))?;
                 info.server_engine = remote.engine.clone();
-                let report = build::build(info, &spec, local, remote, self.notes.clone());
+                let entry = test_type::of(&spec);
+                let report = (entry.build)(info, &spec, local, remote, self.notes.clone());
                 self.sink.finish(&report).context("writing output")?;
                 if let Some(e) = report
                     .streams
@@ -300,7 +301,7 @@ impl<'a> ClientTest<'a, '_> {
                 {
                     return Err(anyhow!("a data stream failed: {e}").into());
                 }
-                (test_type::of(&spec).check)(&spec, &report)?;
+                (entry.check)(&spec, &report)?;
                 Ok(report)
             }
             Some(Err(SessionError::Refused { code, message })) => {

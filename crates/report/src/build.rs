@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use linerate_proto::measure::{
     CpuMeasurement, IntervalMeasurement, KernelUdp, SideResults, StreamMeasurement, UdpInterval,
 };
-use linerate_proto::spec::{TestKind, TestSpec};
+use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 
 use crate::model::{
@@ -369,18 +369,16 @@ fn kernel_view(
     }
 }
 
-/// Builds the report. `info` carries the descriptive fields; the rest is
-/// computed from `spec` and the two sides' results.
-pub fn build(
+/// Builds the report of a stream test (tcp or udp). `info` carries the
+/// descriptive fields; the rest is computed from `spec` and the two sides'
+/// results.
+pub fn build_stream(
     info: TestInfo,
     spec: &TestSpec,
     client: &SideResults,
     server: &SideResults,
     notes: Vec<String>,
 ) -> Report {
-    if spec.kind != TestKind::Stream {
-        return build_rr(info, spec, client, server, notes);
-    }
     let omit_s = spec.omit_ms as f64 / 1e3;
     let flows = flows(spec);
     let find = |r: &SideResults, id: u32| r.streams.iter().find(|s| s.id == id).cloned();
@@ -523,7 +521,7 @@ pub fn build(
 
 /// The report of a request/response (rr or crr) test: no streams or
 /// intervals, an rr section instead.
-fn build_rr(
+pub fn build_rr(
     info: TestInfo,
     spec: &TestSpec,
     client: &SideResults,
@@ -669,7 +667,7 @@ mod tests {
         let mut side = SideResults::default();
         side.cpu.user_ns = 1_000_000;
         side.cpu.wall_ns = 1_000_000_000;
-        let report = build(info, &spec, &side, &side, Vec::new());
+        let report = build_rr(info, &spec, &side, &side, Vec::new());
         assert_eq!(report.cpu.client.service_demand_us_per_kib, None);
         assert_eq!(report.cpu.server.service_demand_us_per_kib, None);
     }
