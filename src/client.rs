@@ -109,6 +109,7 @@ fn run_with(
         notes: Vec::new(),
         start_unix_ms: 0,
         token: None,
+        last_interval: None,
     };
     let result = control::drive(&mut test, &mut ctrl)
         .map_err(ClientError::from)
@@ -134,6 +135,8 @@ struct ClientTest<'a, 's> {
     start_unix_ms: u64,
     /// The test's token (crr greets every transaction's connection with it).
     token: Option<Token>,
+    /// The interval before the one being relayed (its TCP_INFO totals).
+    last_interval: Option<IntervalMeasurement>,
 }
 
 impl ControlSide for ClientTest<'_, '_> {
@@ -180,9 +183,9 @@ impl ControlSide for ClientTest<'_, '_> {
 
     fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
         let flows = build::flows(self.session.spec().unwrap_or(&TestSpec::default()));
-        self.sink
-            .interval(&build::interval_record(Side::Client, &m, &flows))
-            .context("writing output")
+        let record = build::interval_record(Side::Client, &m, self.last_interval.as_ref(), &flows);
+        self.last_interval = Some(m);
+        self.sink.interval(&record).context("writing output")
     }
 
     fn idle_wait(&self) -> Duration {
@@ -312,9 +315,10 @@ impl<'a> ClientTest<'a, '_> {
                             .into(),
                     );
                 }
+                let entry = test_type::of(&spec);
                 let report = Report {
                     interrupted,
-                    ..build::build(info, &spec, local, remote, notes)
+                    ..(entry.build)(info, &spec, local, remote, notes)
                 };
                 self.sink.finish(&report).context("writing output")?;
                 if let Some(e) = report
@@ -325,7 +329,7 @@ impl<'a> ClientTest<'a, '_> {
                 {
                     return Err(anyhow!("a data stream failed: {e}").into());
                 }
-                (test_type::of(&spec).check)(&spec, &report)?;
+                (entry.check)(&spec, &report)?;
                 if interrupted {
                     return Err(ClientError::Interrupted { reported: true });
                 }

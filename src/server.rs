@@ -27,7 +27,6 @@ use linerate_proto::spec::{ServerLimits, StreamPlan, TestSpec};
 use linerate_proto::wire::{
     self, classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
-use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
@@ -700,7 +699,8 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 start_unix_ms: test.start_unix_ms,
                 ..TestInfo::from_spec(spec, Side::Server)
             };
-            let report = build::build(info.clone(), spec, remote, local, test.notes.clone());
+            let build = test_type::of(spec).build;
+            let report = build(info.clone(), spec, remote, local, test.notes.clone());
             let stdout = std::io::stdout();
             let mut sink = render::sink(shared.format, Box::new(stdout.lock()));
             let _ = sink.start(&info).and_then(|()| sink.finish(&report));
