@@ -101,7 +101,8 @@ pub fn parse() -> Result<Command, clap::Error> {
 /// Parses `argv` (program name first). Usage errors come back as clap
 /// errors so they print and exit like clap's own.
 pub fn parse_from(argv: impl IntoIterator<Item = String>) -> Result<Command, clap::Error> {
-    let argv = netperf::rewrite(argv.into_iter().collect());
+    let argv = netperf::rewrite(argv.into_iter().collect())
+        .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n")))?;
     let cli = args::Cli::try_parse_from(argv)?;
     validate(cli)
         .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e:#}\n")))
@@ -188,7 +189,13 @@ fn duration_ms(flag: &str, v: &str) -> Result<u64> {
 
 fn size_u32(flag: &str, v: &str) -> Result<u32> {
     let b = parse_size(v).with_context(|| flag.to_owned())?;
-    u32::try_from(b).with_context(|| format!("{flag}: {v} is too large"))
+    // Say the limit in the user's terms, not the conversion's (issue 13).
+    u32::try_from(b).map_err(|_| {
+        anyhow::anyhow!(
+            "{flag}: {v} is too large (at most {} bytes, just under 4 GiB)",
+            u32::MAX
+        )
+    })
 }
 
 /// Parses a pps figure (`0.05`, `500k`, `2M`) into datagrams per 1000 s.
@@ -724,6 +731,64 @@ mod tests {
         let t = tcp("-t TCP_MAERTS -H 198.18.0.2 -l -1000000");
         assert_eq!(t.spec.direction, Direction::Reverse);
         assert_eq!(t.spec.limit, Limit::Bytes(1_000_000));
+    }
+
+    #[test]
+    fn issue_13_netperf_habits_work() {
+        // Test-specific -m/-s/-S/-D after `--`, netperf's own `-H h -t T` order,
+        // lower-case names.
+        let s = tcp("-H 198.18.0.2 -t tcp_stream -l 3 -- -m 64K -s 1M -S 1M -D");
+        assert_eq!(s.spec.len, 64 << 10);
+        assert_eq!(s.spec.tcp.window, Some(1 << 20));
+        assert!(s.spec.tcp.no_delay);
+        assert_eq!(s.spec.limit, Limit::TimeMs(3000));
+        // Global -p, -c/-C (always measured) and -D (interim results).
+        let s = tcp("TCP_STREAM -H 198.18.0.2 -p 6000 -c -C -D 2");
+        assert_eq!(s.spec.interval_ms, 2000);
+        assert_eq!(
+            s.target,
+            Target::Remote {
+                host: "198.18.0.2".into(),
+                port: 6000
+            }
+        );
+        // netperf's UDP_STREAM is unpaced unless a rate is asked for.
+        let u = udp("UDP_STREAM -H 198.18.0.2 -- -m 1472");
+        let spec = u.spec.udp.expect("udp");
+        assert_eq!(spec.pace, linerate_proto::spec::Pace::Unlimited);
+        assert_eq!(u.spec.len, 1472);
+        let u = udp("UDP_STREAM -H 198.18.0.2 -b 10M");
+        assert_ne!(
+            u.spec.udp.expect("udp").pace,
+            linerate_proto::spec::Pace::Unlimited
+        );
+        // -m is the request size of the request/response tests.
+        let r = rr("-H 198.18.0.2 -t TCP_RR -- -m 64")
+            .client
+            .spec
+            .rr
+            .expect("rr");
+        assert_eq!(r.sizes, vec![64]);
+    }
+
+    #[test]
+    fn issue_13_netperf_options_linerate_cannot_honour_are_named() {
+        for (args, named) in [
+            ("TCP_STREAM -H h -- -M 64K", "-M"),
+            ("TCP_STREAM -H h -I 99,5", "-I"),
+            ("TCP_STREAM -H h -- -s 1M -S 2M", "-s/-S"),
+            ("TCP_STREAM -H h -- -Q 1", "-Q"),
+        ] {
+            let e = parse(args).expect_err(args).to_string();
+            assert!(e.contains(named), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn issue_13_len_too_large_names_the_maximum() {
+        let e = parse("tcp --len 10G").expect_err("too large").to_string();
+        assert!(e.contains("at most 4294967295 bytes"), "{e}");
+        assert!(!e.contains("integral type"), "{e}");
     }
 
     fn udp(args: &str) -> ClientConfig {

@@ -8,3 +8,4 @@ mod netns;
 mod rr;
 mod tcp;
 mod udp;
+mod ux;

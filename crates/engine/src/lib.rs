@@ -28,14 +28,14 @@ pub mod tcp_info;
 pub mod udp;
 
 /// Errors of the data path.
+///
+/// Each message is complete on its own line: a variant that names its cause
+/// in its text does not also return it from `source()`, so printing the
+/// chain (`{:#}` in the binary) never says the cause twice (issue 13).
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{what}: {err}")]
+    Io { what: String, err: std::io::Error },
     #[error("peer reset the connection ({0})")]
     PeerReset(String),
     #[error("no data moved for {0} s: peer stalled")]
@@ -45,14 +45,20 @@ pub enum EngineError {
     #[error("aborted")]
     Aborted,
     #[error("request/response: {0}")]
-    Rr(#[from] linerate_proto::rr::RrError),
+    Rr(linerate_proto::rr::RrError),
+}
+
+impl From<linerate_proto::rr::RrError> for EngineError {
+    fn from(e: linerate_proto::rr::RrError) -> Self {
+        EngineError::Rr(e)
+    }
 }
 
 impl EngineError {
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         EngineError::Io {
             what: what.into(),
-            source,
+            err: source,
         }
     }
 }

@@ -418,7 +418,7 @@ fn prepare(sock: &TcpStream, busy_poll: bool) -> Result<(Wait, Option<String>), 
     }
     sock.set_nonblocking(true).map_err(|e| EngineError::Io {
         what: "O_NONBLOCK".into(),
-        source: e,
+        err: e,
     })?;
     let said = match socket::set_busy_poll(sock, socket::BUSY_POLL_US) {
         Ok(()) => format!(
