@@ -6,6 +6,7 @@ mod client;
 mod control;
 mod host;
 mod log;
+mod repeat;
 mod server;
 mod sweep;
 
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
             | cli::Command::Ping(_)
             | cli::Command::Iface(_)
             | cli::Command::Doctor(_)
+            | cli::Command::Print(_)
     ) {
         let _ = ctrlc::set_handler(|| {
             if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
@@ -42,6 +44,17 @@ fn main() -> ExitCode {
     }
     let (format, result) = match &command {
         cli::Command::Ping(cfg) => return host::ping::run(cfg),
+        cli::Command::Print(text) => (
+            Format::Human,
+            std::io::stdout()
+                .lock()
+                .write_all(text)
+                .map_err(|e| Failure::from(anyhow::Error::from(e))),
+        ),
+        cli::Command::Repeat(cfg) => (
+            repeat_format(cfg),
+            repeat::run(cfg).map(drop).map_err(Failure::from),
+        ),
         cli::Command::Iface(cfg) => (
             host::format(cfg.format),
             host::iface::run(cfg).map_err(Failure::from),
@@ -71,6 +84,15 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => f.exit(format),
+    }
+}
+
+/// The output format of a repeated test.
+fn repeat_format(cfg: &cli::RepeatConfig) -> Format {
+    match &*cfg.test {
+        cli::Command::Tcp(c) | cli::Command::Udp(c) => c.format,
+        cli::Command::Rr(r) => r.client.format,
+        _ => Format::Human,
     }
 }
 

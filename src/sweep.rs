@@ -200,11 +200,14 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
             .map_or(0, |d| d.as_millis() as u64),
     };
     sink.start(&info).context("writing output")?;
+    // On a terminal only (human output): grid trials, plus one per search trial.
+    let grid = (cfg.sizes.len() * cfg.points.len()) as u64;
+    let bar = crate::repeat::progress(grid, cfg.base.format, "sweep");
     let mut trials = Vec::new();
     for &len in &cfg.sizes {
         for &rate in &cfg.points {
             let t = trial(cfg, len, rate, false)?;
-            sink.trial(&t).context("writing output")?;
+            crate::repeat::suspend(&bar, || sink.trial(&t)).context("writing output")?;
             trials.push(t);
         }
     }
@@ -216,8 +219,11 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
             let mut search = ZeroLossSearch::new(lo, hi);
             let mut best: Option<SweepTrial> = None;
             while let Some(rate) = search.next() {
+                if let Some(b) = &bar {
+                    b.inc_length(1);
+                }
                 let t = trial(cfg, len, rate, true)?;
-                sink.trial(&t).context("writing output")?;
+                crate::repeat::suspend(&bar, || sink.trial(&t)).context("writing output")?;
                 let ok = passes(&t, cfg.max_loss_percent);
                 search.record(rate, ok);
                 if ok
@@ -239,6 +245,9 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
                 note: search.note(),
             });
         }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
     }
     let mut notes = vec![format!(
         "rates are per stream as requested; the table sums {} stream(s) per direction",

@@ -5,6 +5,7 @@
 mod helpers;
 mod host;
 mod netns;
+mod repeat;
 mod rr;
 mod tcp;
 mod udp;
