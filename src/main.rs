@@ -9,6 +9,7 @@ mod log;
 mod repeat;
 mod server;
 mod sweep;
+mod test_type;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -25,48 +26,34 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    // First Ctrl-C: abort the test cleanly (tell the server, report nothing
-    // false); a second one: the default, immediate exit.
-    // (ping handles Ctrl-C itself: it stops and prints its statistics.)
-    if !matches!(
-        command,
-        cli::Command::Server(_)
-            | cli::Command::Ping(_)
-            | cli::Command::Iface(_)
-            | cli::Command::Doctor(_)
-            | cli::Command::Print(_)
-    ) {
-        let _ = ctrlc::set_handler(|| {
-            if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
-                std::process::exit(130);
-            }
-        });
-    }
-    let (format, result) = match &command {
+    // Commands with their own exit status and Ctrl-C handling.
+    match &command {
         cli::Command::Ping(cfg) => return host::ping::run(cfg),
-        cli::Command::Print(text) => (
-            Format::Human,
-            std::io::stdout()
-                .lock()
-                .write_all(text)
-                .map_err(|e| Failure::from(anyhow::Error::from(e))),
-        ),
-        cli::Command::Repeat(cfg) => (
-            repeat_format(cfg),
-            repeat::run(cfg).map(drop).map_err(Failure::from),
-        ),
-        cli::Command::Iface(cfg) => (
-            host::format(cfg.format),
-            host::iface::run(cfg).map_err(Failure::from),
-        ),
-        cli::Command::Doctor(cfg) => (
-            host::format(if cfg.json {
+        cli::Command::Iface(cfg) => return exit(host::iface::run(cfg), host::format(cfg.format)),
+        cli::Command::Doctor(cfg) => {
+            let format = host::format(if cfg.json {
                 cli::HostFormat::Json
             } else {
                 cli::HostFormat::Human
-            }),
-            host::doctor::run(cfg).map_err(Failure::from),
-        ),
+            });
+            return exit(host::doctor::run(cfg), format);
+        }
+        cli::Command::Print(text) => {
+            let written = std::io::stdout().lock().write_all(text);
+            return exit(written.map_err(anyhow::Error::from), Format::Human);
+        }
+        cli::Command::Server(_) => {}
+        // First Ctrl-C: abort the test cleanly (tell the server, report
+        // nothing false); a second one: the default, immediate exit.
+        _ => {
+            let _ = ctrlc::set_handler(|| {
+                if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
+                    std::process::exit(130);
+                }
+            });
+        }
+    }
+    let (format, result) = match &command {
         cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
         cli::Command::Rr(cfg) => (
             cfg.client.format,
@@ -80,10 +67,28 @@ fn main() -> ExitCode {
             cfg.format,
             client::run(cfg).map(drop).map_err(Failure::from),
         ),
+        cli::Command::Repeat(cfg) => (
+            repeat_format(cfg),
+            repeat::run(cfg).map(drop).map_err(Failure::from),
+        ),
+        cli::Command::Ping(_)
+        | cli::Command::Iface(_)
+        | cli::Command::Doctor(_)
+        | cli::Command::Print(_) => {
+            unreachable!("handled above")
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => f.exit(format),
+    }
+}
+
+/// Exit status of a command that fails only on I/O or bad state: 0 or 1.
+fn exit(r: anyhow::Result<()>, format: Format) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => Failure::from(e).exit(format),
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use linerate_engine::engines::EngineKind;
 use linerate_proto::spec::{
     Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
     TestSpec, UdpSpec, DEFAULT_RR_SIZES,
@@ -36,7 +37,7 @@ pub enum Target {
 pub struct ClientConfig {
     pub target: Target,
     pub spec: TestSpec,
-    pub engine: String,
+    pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
@@ -51,7 +52,7 @@ pub struct ServerConfig {
     pub once: bool,
     pub max_concurrent: usize,
     pub limits: ServerLimits,
-    pub engine: String,
+    pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
 }
@@ -174,19 +175,32 @@ fn client_config(
     output: &args::OutputArgs,
     connect_timeout: &str,
 ) -> Result<ClientConfig> {
-    linerate_engine::engine::by_name(&engine)?;
+    // What no server could run is a usage error here, not a refusal from
+    // the server after a connection (issue 13).
+    if let Err(e) = linerate_proto::spec::negotiate(&spec, &ServerLimits::unlimited()) {
+        let flag = match e.field {
+            "streams" => "parallel".to_owned(),
+            f => f.replace('_', "-"),
+        };
+        bail!("--{flag}: {}", e.reason);
+    }
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
             None => Target::Embedded,
         },
         spec,
-        engine,
+        engine: engine_kind(&engine)?,
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
         iface: None,
     })
+}
+
+/// `--engine`: the name resolved once, and checked against this kernel.
+fn engine_kind(name: &str) -> Result<EngineKind> {
+    Ok(name.parse::<EngineKind>()?.check()?)
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
@@ -570,7 +584,7 @@ fn validate(mut cli: args::Cli) -> Result<Command> {
                 once: s.once,
                 max_concurrent: s.max_concurrent,
                 limits,
-                engine: s.engine,
+                engine: engine_kind(&s.engine)?,
                 cpus: parse_cpus(s.cpus.as_deref())?,
                 format: format_of(&s.output),
             }))
@@ -792,6 +806,20 @@ mod tests {
             let e = parse(args).expect_err(args).to_string();
             assert!(e.contains(named), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn issue_13_what_no_server_could_run_is_refused_locally() {
+        let e = parse("rr --proto udp -s 70000")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("--sizes") && e.contains("65507"), "{e}");
+        let e = parse("rr --proto udp -s 64 -r 70000")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("--response-size"), "{e}");
+        // A server's own limits (raised with server flags) are its to apply.
+        assert!(parse("tcp -t 100000 -P 1000").is_ok());
     }
 
     #[test]

@@ -5,25 +5,33 @@
 //!   control connections.
 //! - [`tcp_info`]: `TCP_INFO` read into the protocol's [`linerate_proto::measure::TcpInfo`].
 //! - [`cpu`]: process, thread and host CPU accounting.
-//! - [`engine`]: the [`engine::Engine`] trait that moves bytes on one stream,
-//!   with the plain blocking-syscall engine; faster engines (batching,
-//!   io_uring, zero copy) plug in behind the same trait.
+//! - [`engines`]: the batch-shaped [`engines::Engine`] trait (the I/O
+//!   primitives per transport), the typed [`engines::EngineKind`] choice,
+//!   and one file per engine (today the plain [`engines::syscall`] engine;
+//!   batching, io_uring and zero copy plug in behind the same trait).
+//! - [`stream`]: what a stream's thread shares with its side: progress
+//!   counter, stop/abort/drain signals, how a loop ended.
+//! - [`tcp`]: the TCP stream loops (send to a limit or stop, read to end),
+//!   generic over the engine.
 //! - [`rr`]: request/response and connect/request/response loops (one
 //!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
-//!   send/receive loops of the syscall engine.
+//!   send/receive loops, generic over the engine.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
 
 pub mod clock;
+mod cmsg;
 pub mod cpu;
-pub mod engine;
+pub mod engines;
 pub mod netstat;
 pub mod rr;
 pub mod runner;
 pub mod socket;
+pub mod stream;
+pub mod tcp;
 pub mod tcp_info;
 pub mod udp;
 
@@ -40,8 +48,35 @@ pub enum EngineError {
     PeerReset(String),
     #[error("no data moved for {0} s: peer stalled")]
     Stalled(u64),
+    #[error("unknown engine {name:?}; this build has: {known}")]
+    UnknownEngine { name: String, known: String },
+    #[error("engine {engine} cannot run here: {reason}")]
+    EngineUnavailable {
+        engine: engines::EngineKind,
+        reason: String,
+    },
+    #[error("{host} has no addresses")]
+    NoAddresses { host: String },
+    #[error("no address to connect to")]
+    NothingToConnect,
+    #[error(
+        "congestion control {name:?} cannot be used ({source}); this kernel offers: {available}"
+    )]
+    CongestionControl {
+        name: String,
+        #[source]
+        source: std::io::Error,
+        available: String,
+    },
+    /// The peer did not answer within the protocol's retries.
     #[error("{0}")]
-    Unsupported(String),
+    Unanswered(String),
+    /// The peer broke the data protocol (unexpected connection, message or
+    /// size).
+    #[error("{0}")]
+    Protocol(String),
+    #[error("could not pin to CPU: {0}")]
+    Pin(String),
     #[error("aborted")]
     Aborted,
     #[error("request/response: {0}")]

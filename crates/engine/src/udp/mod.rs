@@ -1,0 +1,346 @@
+//! UDP data sockets: binding and connecting them, buffer sizes, the attach
+//! handshake; and (in submodules) the live counters and the send and
+//! receive loops of a UDP stream, generic over the engine.
+//!
+//! Attach handshake (reusable by any datagram test): the server binds one
+//! socket per stream on an ephemeral port and sends the ports in its Accept.
+//! The client connects a socket to each and sends the stream's `DataHello`
+//! control frame as a datagram, every [`GREET_EVERY`] until the server echoes
+//! it back byte for byte (at most [`GREET_TRIES`] times). The server checks
+//! the token and stream, connects its socket to the greeting's source (from
+//! then on the kernel drops datagrams from anyone else) and echoes. Should
+//! the echo of the last greeting be lost after the test started, a
+//! receiving server echoes repeated greetings from its receive loop, and a
+//! client whose server already sends data takes that as the answer.
+
+mod live;
+mod recv;
+mod send;
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use linerate_proto::datagram;
+
+use crate::cmsg::{SO_MEMINFO, SO_RCVBUFFORCE, SO_SNDBUFFORCE};
+use crate::EngineError;
+
+pub use live::UdpCounters;
+pub use recv::{recv, RecvJob};
+pub use send::{send, SendJob};
+
+/// How often the client repeats an unanswered greeting.
+pub const GREET_EVERY: Duration = Duration::from_millis(100);
+/// Greetings sent before the client gives up on a stream.
+pub const GREET_TRIES: u32 = 50;
+/// Receive timeout of UDP receivers: how often an idle receiver checks its
+/// drain deadline and the abort flag.
+pub const RECV_POLL: Duration = Duration::from_millis(10);
+/// Largest datagram a receiver accepts without truncation.
+pub const RECV_BUF: usize = 65536;
+
+// SO_MEMINFO's array (include/uapi/linux/sock_diag.h).
+const SK_MEMINFO_VARS: usize = 9;
+const SK_MEMINFO_DROPS: usize = 8;
+
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Nanoseconds since the test's time zero.
+fn ns_since(start: Instant) -> u64 {
+    start.elapsed().as_nanos() as u64
+}
+
+/// Binds a data socket to `local` (canonicalised: an IPv4-mapped address
+/// gets an IPv4 socket) on an ephemeral port.
+pub fn bind(local: IpAddr) -> Result<UdpSocket, EngineError> {
+    let addr = SocketAddr::new(canonical_ip(local), 0);
+    UdpSocket::bind(addr).map_err(|e| EngineError::io(format!("bind UDP {addr}"), e))
+}
+
+/// A socket connected to `peer` (from an ephemeral local port).
+pub fn connect(peer: SocketAddr) -> Result<UdpSocket, EngineError> {
+    let peer = SocketAddr::new(canonical_ip(peer.ip()), peer.port());
+    let any: IpAddr = match peer {
+        SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+        SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let sock = UdpSocket::bind(SocketAddr::new(any, 0))
+        .map_err(|e| EngineError::io("bind UDP socket", e))?;
+    sock.connect(peer)
+        .map_err(|e| EngineError::io(format!("connect UDP to {peer}"), e))?;
+    Ok(sock)
+}
+
+pub(crate) fn setsockopt_int(
+    sock: &UdpSocket,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> std::io::Result<()> {
+    // SAFETY: a valid fd and a pointer to an int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Sets SO_SNDBUF and SO_RCVBUF to `bytes`: with the FORCE variants first
+/// (root may exceed wmem_max/rmem_max), else the plain ones (capped by the
+/// sysctls). Returns a note with what the kernel granted.
+pub fn set_buffers(sock: &UdpSocket, bytes: u32) -> Result<String, EngineError> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let mut forced = true;
+    for (force, plain, name) in [
+        (SO_SNDBUFFORCE, libc::SO_SNDBUF, "SO_SNDBUF"),
+        (SO_RCVBUFFORCE, libc::SO_RCVBUF, "SO_RCVBUF"),
+    ] {
+        if setsockopt_int(sock, force, v).is_err() {
+            forced = false;
+            setsockopt_int(sock, plain, v).map_err(|e| EngineError::io(name, e))?;
+        }
+    }
+    let s = socket2::SockRef::from(sock);
+    let snd = s.send_buffer_size().unwrap_or(0);
+    let rcv = s.recv_buffer_size().unwrap_or(0);
+    Ok(format!(
+        "UDP socket buffers: {bytes} bytes requested, SO_SNDBUF {snd} / SO_RCVBUF {rcv} granted ({})",
+        if forced {
+            "forced past the sysctl limits; the kernel doubles the request"
+        } else {
+            "not root: capped at wmem_max/rmem_max; the kernel doubles the request"
+        }
+    ))
+}
+
+/// SO_RCVBUF in effect.
+pub fn recv_buffer(sock: &UdpSocket) -> Option<u64> {
+    socket2::SockRef::from(sock)
+        .recv_buffer_size()
+        .ok()
+        .map(|b| b as u64)
+}
+
+/// Datagrams this socket dropped because its receive buffer was full
+/// (`SO_MEMINFO`'s drop counter, the same one SO_RXQ_OVFL reports).
+pub fn socket_drops(sock: &impl AsRawFd) -> Option<u64> {
+    let mut info = [0u32; SK_MEMINFO_VARS];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: info is valid for len bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || (len as usize) < (SK_MEMINFO_DROPS + 1) * 4 {
+        return None;
+    }
+    Some(u64::from(info[SK_MEMINFO_DROPS]))
+}
+
+/// Client side of the attach handshake: greets until the echo arrives.
+pub fn greet(sock: &UdpSocket, hello: &[u8]) -> Result<(), EngineError> {
+    sock.set_read_timeout(Some(GREET_EVERY))
+        .map_err(|e| EngineError::io("UDP read timeout", e))?;
+    let mut buf = [0u8; 128];
+    for _ in 0..GREET_TRIES {
+        match sock.send(hello) {
+            Ok(_) => {}
+            // A refused greeting (no socket yet, ICMP) is retried like a lost one.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(EngineError::io("send UDP greeting", e)),
+        }
+        let until = Instant::now() + GREET_EVERY;
+        while Instant::now() < until {
+            // Peek first: a data datagram must stay queued for the test.
+            match sock.peek(&mut buf) {
+                Ok(n) if buf.get(..n) == Some(hello) => {
+                    let _ = sock.recv(&mut buf);
+                    return Ok(());
+                }
+                // The server already sends data on this stream, so it took
+                // our greeting (its echo was lost).
+                Ok(n) if n >= 2 && buf[..2] == datagram::MAGIC => return Ok(()),
+                Ok(_) => {
+                    let _ = sock.recv(&mut buf);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock
+                            | ErrorKind::TimedOut
+                            | ErrorKind::Interrupted
+                            | ErrorKind::ConnectionRefused
+                    ) =>
+                {
+                    if e.kind() != ErrorKind::Interrupted {
+                        break;
+                    }
+                }
+                Err(e) => return Err(EngineError::io("receive UDP greeting echo", e)),
+            }
+        }
+    }
+    Err(EngineError::Unanswered(format!(
+        "the server did not answer {GREET_TRIES} UDP greetings over {:.1} s (is UDP to its port blocked?)",
+        (GREET_EVERY * GREET_TRIES).as_secs_f64()
+    )))
+}
+
+/// Server side: one pending datagram on an unattached socket, if any.
+pub fn poll_greeting(sock: &UdpSocket, buf: &mut [u8]) -> Option<(usize, SocketAddr)> {
+    let _ = sock.set_nonblocking(true);
+    let r = sock.recv_from(buf).ok();
+    let _ = sock.set_nonblocking(false);
+    r
+}
+
+/// Server side: the greeting from `from` was accepted; connect to it and
+/// echo the greeting back.
+pub fn accept_greeting(
+    sock: &UdpSocket,
+    from: SocketAddr,
+    greeting: &[u8],
+) -> Result<(), EngineError> {
+    sock.connect(from)
+        .map_err(|e| EngineError::io(format!("connect UDP to {from}"), e))?;
+    sock.send(greeting)
+        .map_err(|e| EngineError::io("echo UDP greeting", e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use crate::engines::{Syscall, WaitPolicy};
+    use crate::stream::{Signals, StreamCounter};
+    use linerate_proto::datagram;
+
+    #[test]
+    fn greeting_is_echoed_and_connects_the_server_socket() {
+        let server = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let port = server.local_addr().expect("addr").port();
+        let client = connect(SocketAddr::from(([127, 0, 0, 1], port))).expect("connect");
+        let t = std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            for _ in 0..200 {
+                if let Some((n, from)) = poll_greeting(&server, &mut buf) {
+                    accept_greeting(&server, from, &buf[..n]).expect("echo");
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            panic!("no greeting");
+        });
+        greet(&client, b"LR hello").expect("echoed");
+        t.join().expect("server thread");
+    }
+
+    #[test]
+    fn data_from_the_server_answers_a_greeting_and_stays_queued() {
+        let server = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let client = connect(server.local_addr().expect("addr")).expect("connect");
+        server
+            .connect(client.local_addr().expect("addr"))
+            .expect("connect back");
+        // The server attached this stream and started; the echo was lost.
+        server.send(b"LU data").expect("send");
+        greet(&client, b"LR hello").expect("data counts as the answer");
+        let mut buf = [0u8; 16];
+        let n = client.recv(&mut buf).expect("still queued");
+        assert_eq!(&buf[..n], b"LU data");
+    }
+
+    #[test]
+    fn loops_count_faults_exactly_on_loopback() {
+        for policy in [WaitPolicy::Block, WaitPolicy::Spin] {
+            count_faults_on_loopback(policy);
+        }
+    }
+
+    fn count_faults_on_loopback(policy: WaitPolicy) {
+        let rx = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let tx = connect(rx.local_addr().expect("addr")).expect("connect");
+        rx.connect(tx.local_addr().expect("addr"))
+            .expect("connect back");
+        set_buffers(&rx, 4 << 20).expect("buffers");
+        let start = Instant::now();
+        let signals = Arc::new(Signals::default());
+        let live_rx = Arc::new(UdpCounters::default());
+        let job = RecvJob {
+            stream: 1,
+            len: 200,
+            verify: true,
+            start,
+        };
+        let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live_rx));
+        let receiver = std::thread::spawn(move || {
+            recv::recv_loop(
+                Syscall,
+                &rx,
+                &job,
+                &StreamCounter::default(),
+                &l2,
+                &s2,
+                policy,
+            )
+        });
+        let send = SendJob {
+            stream: 1,
+            len: 200,
+            millipps: Some(20_000_000),
+            burst: 1,
+            verify: true,
+            faults: datagram::parse_faults("skip:3,dup:10,swap:20,magic:30,payload:40,stream:50")
+                .expect("faults"),
+            limit: Some(100),
+            start,
+        };
+        let (sent, end) = send::send_loop(
+            Syscall,
+            &tx,
+            &send,
+            &StreamCounter::default(),
+            &UdpCounters::default(),
+            &signals,
+        );
+        end.result.expect("sent");
+        assert_eq!(sent.issued, 100);
+        assert_eq!(sent.datagrams, 100);
+        live_rx.set_issued(sent.issued);
+        signals.drain_at(ns_since(start) + 100_000_000);
+        let (got, end) = receiver.join().expect("receiver");
+        end.result.expect("received");
+        assert_eq!(got.lost, Some(1));
+        assert_eq!(got.duplicates, 1);
+        assert_eq!(got.reordered, 1);
+        assert_eq!(got.max_reorder_distance, 1);
+        assert_eq!(got.corrupt, 3);
+        assert_eq!(got.received, 99, "{policy:?}");
+        assert_eq!(got.socket_drops, Some(0));
+        // Every valid datagram's bytes, and the counters the sampler reads.
+        let live = live_rx.totals();
+        assert_eq!((live.datagrams, live.received, live.corrupt), (100, 99, 3));
+    }
+}
