@@ -105,6 +105,12 @@ pub enum Cmd {
     /// ICMP echo: round-trip distribution (HDR histogram), TTL, loss and
     /// duplicates; exit status 1 when nothing answers.
     Ping(super::host::PingArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell), e.g.
+    /// `linerate completions bash > /etc/bash_completion.d/linerate`.
+    Completions(super::generate::CompletionsArgs),
+    /// Print the man page (roff), e.g.
+    /// `linerate man > /usr/local/share/man/man1/linerate.1`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -263,6 +269,8 @@ pub struct TcpArgs {
     #[command(flatten)]
     pub host_flags: super::host::TestHostArgs,
     #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -333,6 +341,8 @@ pub struct UdpArgs {
     #[command(flatten)]
     pub host_flags: super::host::TestHostArgs,
     #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -398,6 +408,8 @@ pub struct RrArgs {
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
+    #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
