@@ -12,14 +12,21 @@
 //!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
 //!   send/receive loops of the syscall engine.
+//! - [`caps`]: what the kernel lets accelerated engines use, probed once.
+//! - [`engines::batch`]: `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `MSG_TRUNC`.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
 
+pub mod caps;
 pub mod clock;
 pub mod cpu;
 pub mod engine;
+/// Engines beyond the syscall one, one file each.
+pub mod engines {
+    pub mod batch;
+}
 pub mod netstat;
 pub mod rr;
 pub mod runner;

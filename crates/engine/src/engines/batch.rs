@@ -1,0 +1,750 @@
+//! The `batch` engine's system calls: many datagrams per call.
+//!
+//! - [`SendBatch`]: `sendmmsg(2)` of messages that each carry one
+//!   contiguous run of equal datagrams and a `UDP_SEGMENT` control message
+//!   (generic segmentation offload: the kernel cuts the run into datagrams
+//!   as late as it can), or one datagram per message without GSO.
+//! - [`RecvRing`]: `recvmmsg(2)` into a ring of buffers. With `UDP_GRO` on,
+//!   the kernel hands over runs of equal datagrams as one super-buffer with
+//!   the segment size in a control message; [`segments`] splits it again
+//!   (the last segment may be short). Each message also carries its kernel
+//!   receive timestamp (`SO_TIMESTAMPNS`) and the socket's drop counter
+//!   (`SO_RXQ_OVFL`).
+//! - [`recv_discard`]: a TCP receive with `MSG_TRUNC`, which consumes data
+//!   without copying it (for receivers that need not look at it).
+//!
+//! Nothing here allocates after construction. The header arrays are
+//! rebuilt from live borrows right before each call, so no raw pointer
+//! outlives the borrow it came from.
+
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+
+use crate::caps::set_int;
+
+/// Largest UDP payload of one IPv4 datagram (65535 − 20 IP − 8 UDP). A GSO
+/// send is one such datagram until the kernel segments it, so its segments
+/// add up to at most this (IPv6 would allow 20 bytes more; one limit keeps
+/// both families simple).
+pub const GSO_MAX_BYTES: usize = 65_507;
+
+/// Segments per GSO send. The kernel's `UDP_MAX_SEGMENTS` is 64 on every
+/// kernel with `UDP_SEGMENT` (4.18+) and 128 since 6.x; 64 works on all.
+pub const GSO_MAX_SEGMENTS: usize = 64;
+
+/// Messages per `sendmmsg` with GSO. Each message is already up to 64 KiB
+/// (64 datagrams), so a few per call spread the syscall over up to 256 KiB;
+/// more only fills the socket buffer in bigger lumps.
+pub const GSO_MSGS_PER_CALL: usize = 4;
+
+/// Messages (= datagrams) per `sendmmsg` without GSO: as many datagrams as
+/// one GSO call carries at 64 B.
+pub const PLAIN_MSGS_PER_CALL: usize = 64;
+
+/// Messages per `recvmmsg`. With GRO each holds up to 64 KiB.
+pub const RECV_MSGS_PER_CALL: usize = 64;
+
+/// Receive slot with GRO: the largest super-buffer the kernel builds (one
+/// GSO send, ≤ 65535 bytes), so none is ever truncated.
+pub const GRO_SLOT: usize = 65_536;
+
+/// Segments per GSO message for datagrams of `len` bytes.
+pub fn segments_per_send(len: usize) -> usize {
+    (GSO_MAX_BYTES / len.max(1)).clamp(1, GSO_MAX_SEGMENTS)
+}
+
+/// Control message carrying the GSO segment size: exactly the bytes of
+/// `CMSG_SPACE(sizeof(u16))` (a 16-byte `cmsghdr`, 2 bytes of data, padding
+/// to 8), laid out by `repr(C)` so it needs no pointer arithmetic.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct SegmentCmsg {
+    hdr: libc::cmsghdr,
+    size: u16,
+    _pad: [u8; 6],
+}
+
+impl SegmentCmsg {
+    fn new(size: u16) -> Self {
+        // CMSG_LEN(2): header plus the data, without trailing padding.
+        let len = std::mem::size_of::<libc::cmsghdr>() + std::mem::size_of::<u16>();
+        SegmentCmsg {
+            hdr: libc::cmsghdr {
+                cmsg_len: len as _,
+                cmsg_level: libc::SOL_UDP,
+                cmsg_type: libc::UDP_SEGMENT,
+            },
+            size,
+            _pad: [0; 6],
+        }
+    }
+}
+
+/// A zeroed `mmsghdr`: plain data whose pointers are null.
+fn empty_mmsghdr() -> libc::mmsghdr {
+    // SAFETY: mmsghdr is a C struct of integers and pointers, for which
+    // all-zero bytes are a valid (null, empty) value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// Buffers and headers for sending up to `capacity()` equal datagrams per
+/// call: `segs` datagrams per message (`segs > 1`: GSO), up to `msgs`
+/// messages per `sendmmsg`.
+#[derive(Debug)]
+pub struct SendBatch {
+    len: usize,
+    segs: usize,
+    msgs: usize,
+    buf: Vec<u8>,
+    cmsg: SegmentCmsgBox,
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+}
+
+/// The shared GSO control message (one for every message: all segments of
+/// a send have the same size, and the kernel only reads it).
+struct SegmentCmsgBox(SegmentCmsg);
+
+impl std::fmt::Debug for SegmentCmsgBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UDP_SEGMENT({})", self.0.size)
+    }
+}
+
+impl SendBatch {
+    /// Room for `msgs` messages of `segs` datagrams of `len` bytes each.
+    /// `segs` is capped so a message stays within [`GSO_MAX_BYTES`] and
+    /// [`GSO_MAX_SEGMENTS`]; `len` above 65535 cannot be segmented and gets
+    /// `segs = 1`.
+    pub fn new(len: usize, segs: usize, msgs: usize) -> Self {
+        let segs = if len > usize::from(u16::MAX) {
+            1
+        } else {
+            segs.clamp(1, segments_per_send(len))
+        };
+        let msgs = msgs.max(1);
+        SendBatch {
+            len,
+            segs,
+            msgs,
+            buf: vec![0; len * segs * msgs],
+            cmsg: SegmentCmsgBox(SegmentCmsg::new(u16::try_from(len).unwrap_or(u16::MAX))),
+            hdrs: vec![empty_mmsghdr(); msgs],
+            iovs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0
+                };
+                msgs
+            ],
+        }
+    }
+
+    /// Datagrams one [`Self::send`] can carry.
+    pub fn capacity(&self) -> usize {
+        self.segs * self.msgs
+    }
+
+    /// Datagrams per message (1: no GSO).
+    pub fn segments(&self) -> usize {
+        self.segs
+    }
+
+    /// Length of every datagram.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether datagrams are empty (never, for a test's datagrams).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `i`-th datagram's bytes, to fill before sending.
+    pub fn datagram_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.buf[i * self.len..(i + 1) * self.len]
+    }
+
+    /// Sends datagrams `0..count` (`count ≤ capacity()`), `segs` per
+    /// message, in one `sendmmsg`. Returns how many datagrams the kernel
+    /// took: whole messages only, so the rest (from the returned index on)
+    /// are still to send. An error means nothing was sent.
+    pub fn send(&mut self, sock: &impl AsRawFd, count: usize) -> io::Result<usize> {
+        let count = count.min(self.capacity());
+        if count == 0 {
+            return Ok(0);
+        }
+        let nmsgs = count.div_ceil(self.segs);
+        let gso = self.segs > 1;
+        let cmsg: *mut SegmentCmsg = &mut self.cmsg.0;
+        for m in 0..nmsgs {
+            let first = m * self.segs;
+            let n = self.segs.min(count - first);
+            let bytes = &mut self.buf[first * self.len..(first + n) * self.len];
+            self.iovs[m] = libc::iovec {
+                iov_base: bytes.as_mut_ptr().cast(),
+                iov_len: bytes.len(),
+            };
+            let h = &mut self.hdrs[m].msg_hdr;
+            h.msg_iov = &mut self.iovs[m];
+            h.msg_iovlen = 1;
+            // A lone datagram needs no segmentation; the kernel would send
+            // it as is anyway, but without the cmsg it skips the GSO checks.
+            if gso && n > 1 {
+                h.msg_control = cmsg.cast();
+                h.msg_controllen = std::mem::size_of::<SegmentCmsg>() as _;
+            } else {
+                h.msg_control = std::ptr::null_mut();
+                h.msg_controllen = 0;
+            }
+        }
+        // SAFETY: hdrs[..nmsgs] point at iovecs and a control message owned
+        // by self and at disjoint ranges of self.buf, all borrowed mutably
+        // for this call; msg_name is null (the socket is connected). The
+        // kernel only reads them.
+        let rc = unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), nmsgs as _, 0) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let sent_msgs = rc as usize;
+        Ok((sent_msgs * self.segs).min(count))
+    }
+}
+
+/// Sends `buf` as one GSO message cut into `segment`-byte datagrams (the
+/// last may be shorter), with `sendmsg(2)`. Returns the bytes sent.
+pub fn send_segmented(sock: &impl AsRawFd, buf: &[u8], segment: u16) -> io::Result<usize> {
+    let mut cmsg = SegmentCmsg::new(segment);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut h = empty_mmsghdr().msg_hdr;
+    h.msg_iov = &mut iov;
+    h.msg_iovlen = 1;
+    h.msg_control = (&mut cmsg as *mut SegmentCmsg).cast();
+    h.msg_controllen = std::mem::size_of::<SegmentCmsg>() as _;
+    // SAFETY: h points at iov, buf and cmsg, all live for the call; the
+    // kernel only reads through them (the *mut casts are sendmsg's C types).
+    let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &h, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as usize)
+}
+
+/// Control-message room per received message: a timestamp (32 bytes), the
+/// drop counter (24) and the GRO segment size (24) fit with room to spare.
+const RECV_CMSG: usize = 128;
+
+/// What the kernel said about one received message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecvMeta {
+    /// Bytes received (all segments of a super-buffer).
+    pub len: usize,
+    /// The message did not fit its slot (`MSG_TRUNC`).
+    pub truncated: bool,
+    /// GRO segment size, when the message is a run of datagrams.
+    pub gro_segment: Option<u16>,
+    /// Kernel receive time (`SO_TIMESTAMPNS`, CLOCK_REALTIME ns).
+    pub stamp_ns: Option<u64>,
+    /// The socket's drop counter when this message was queued
+    /// (`SO_RXQ_OVFL`; the kernel attaches it only once it is non-zero).
+    pub drops: Option<u32>,
+}
+
+/// Buffers and headers for receiving up to `slots` messages per call.
+#[derive(Debug)]
+pub struct RecvRing {
+    slot: usize,
+    bufs: Vec<u8>,
+    ctrl: Vec<[u8; RECV_CMSG]>,
+    meta: Vec<RecvMeta>,
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+    filled: usize,
+}
+
+impl RecvRing {
+    /// `slots` messages of up to `slot` bytes each.
+    pub fn new(slots: usize, slot: usize) -> Self {
+        let slots = slots.max(1);
+        RecvRing {
+            slot,
+            bufs: vec![0; slots * slot],
+            ctrl: vec![[0; RECV_CMSG]; slots],
+            meta: vec![RecvMeta::default(); slots],
+            hdrs: vec![empty_mmsghdr(); slots],
+            iovs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0
+                };
+                slots
+            ],
+            filled: 0,
+        }
+    }
+
+    /// One `recvmmsg`: waits (up to the socket's receive timeout) for the
+    /// first message unless `dontwait`, then takes whatever else is queued,
+    /// up to the ring's size. Returns the number of messages.
+    pub fn recv(&mut self, sock: &impl AsRawFd, dontwait: bool) -> io::Result<usize> {
+        self.filled = 0;
+        let slots = self.hdrs.len();
+        for (i, (chunk, ctrl)) in self
+            .bufs
+            .chunks_exact_mut(self.slot)
+            .zip(self.ctrl.iter_mut())
+            .enumerate()
+        {
+            self.iovs[i] = libc::iovec {
+                iov_base: chunk.as_mut_ptr().cast(),
+                iov_len: chunk.len(),
+            };
+            let h = &mut self.hdrs[i];
+            h.msg_len = 0;
+            h.msg_hdr.msg_name = std::ptr::null_mut();
+            h.msg_hdr.msg_namelen = 0;
+            h.msg_hdr.msg_iov = &mut self.iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = ctrl.as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = RECV_CMSG as _;
+            h.msg_hdr.msg_flags = 0;
+        }
+        let flags = libc::MSG_WAITFORONE | if dontwait { libc::MSG_DONTWAIT } else { 0 };
+        // SAFETY: every header points at its own iovec, slot of self.bufs
+        // and control buffer, all owned by self and borrowed mutably for the
+        // call, with their true lengths; no timeout pointer (the socket's
+        // SO_RCVTIMEO bounds the wait).
+        let rc = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                slots as _,
+                flags as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = rc as usize;
+        for i in 0..n {
+            let h = &self.hdrs[i];
+            // usize on glibc, u32 on musl.
+            #[allow(clippy::unnecessary_cast)]
+            let controllen = (h.msg_hdr.msg_controllen as usize).min(RECV_CMSG);
+            let mut m = parse_cmsgs(&self.ctrl[i][..controllen]);
+            m.len = (h.msg_len as usize).min(self.slot);
+            m.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            self.meta[i] = m;
+        }
+        self.filled = n;
+        Ok(n)
+    }
+
+    /// Messages from the last [`Self::recv`].
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    /// Whether the last receive got nothing.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// Message `i` of the last receive: its bytes and what the kernel said.
+    pub fn message(&self, i: usize) -> (&[u8], RecvMeta) {
+        let m = self.meta[..self.filled][i];
+        (&self.bufs[i * self.slot..i * self.slot + m.len], m)
+    }
+}
+
+/// The datagrams in a received message: the whole message, or with a GRO
+/// segment size its runs of that size (the last may be shorter). An empty
+/// message is one empty datagram.
+pub fn segments(buf: &[u8], gro_segment: Option<u16>) -> Segments<'_> {
+    let seg = match gro_segment {
+        Some(s) if s > 0 => usize::from(s),
+        _ => buf.len().max(1),
+    };
+    Segments {
+        rest: buf,
+        seg,
+        empty_pending: buf.is_empty(),
+    }
+}
+
+/// Iterator of [`segments`].
+#[derive(Debug, Clone)]
+pub struct Segments<'a> {
+    rest: &'a [u8],
+    seg: usize,
+    empty_pending: bool,
+}
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.empty_pending {
+            self.empty_pending = false;
+            return Some(self.rest);
+        }
+        if self.rest.is_empty() {
+            return None;
+        }
+        let (d, rest) = self.rest.split_at(self.seg.min(self.rest.len()));
+        self.rest = rest;
+        Some(d)
+    }
+}
+
+/// Reads the control messages of one receive from their bytes: a safe walk
+/// over `cmsghdr`s (length, level, type, data; each padded to 8 bytes), so
+/// a short or odd buffer ends the walk instead of reading past it.
+fn parse_cmsgs(ctrl: &[u8]) -> RecvMeta {
+    const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
+    const LEN: usize = std::mem::size_of::<libc::size_t>();
+    let mut m = RecvMeta::default();
+    let mut at = 0usize;
+    while let Some(h) = ctrl.get(at..at + HDR) {
+        let len = usize::from_ne_bytes(h[..LEN].try_into().unwrap_or([0; LEN]));
+        let level = i32::from_ne_bytes(h[LEN..LEN + 4].try_into().unwrap_or([0; 4]));
+        let kind = i32::from_ne_bytes(h[LEN + 4..LEN + 8].try_into().unwrap_or([0; 4]));
+        let Some(data) = (len >= HDR).then(|| ctrl.get(at + HDR..at + len)).flatten() else {
+            break;
+        };
+        let int = |d: &[u8]| {
+            d.get(..4)
+                .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        match (level, kind) {
+            (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS) if data.len() >= 16 => {
+                let sec = i64::from_ne_bytes(data[..8].try_into().unwrap_or([0; 8]));
+                let nsec = i64::from_ne_bytes(data[8..16].try_into().unwrap_or([0; 8]));
+                m.stamp_ns = Some(
+                    (sec.max(0) as u64)
+                        .saturating_mul(1_000_000_000)
+                        .saturating_add(nsec.max(0) as u64),
+                );
+            }
+            (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => m.drops = int(data),
+            // The kernel passes the segment size as an int.
+            (libc::SOL_UDP, libc::UDP_GRO) => {
+                m.gro_segment = int(data).and_then(|v| u16::try_from(v).ok());
+            }
+            _ => {}
+        }
+        at += (len + 7) & !7;
+    }
+    m
+}
+
+/// Turns on UDP GRO for `sock`: the kernel may then deliver runs of equal
+/// datagrams as one message (see [`segments`]).
+pub fn enable_gro(sock: &impl AsRawFd) -> io::Result<()> {
+    set_int(sock, libc::SOL_UDP, libc::UDP_GRO, 1)
+}
+
+/// Asks for a receive timestamp and the drop counter on every message.
+pub fn enable_rx_meta(sock: &impl AsRawFd) -> io::Result<()> {
+    set_int(sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+    set_int(sock, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
+}
+
+/// The path MTU of a connected socket (`IP_MTU` / `IPV6_MTU`), which bounds
+/// a GSO segment: the kernel refuses a send whose segment and headers
+/// exceed it.
+pub fn path_mtu(sock: &impl AsRawFd, ipv6: bool) -> io::Result<usize> {
+    let (level, opt) = if ipv6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    };
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v is a live int and len its size; the kernel writes at most len bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            level,
+            opt,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(v).unwrap_or(0))
+}
+
+/// Receives up to `buf.len()` bytes of a TCP stream with `MSG_TRUNC`: the
+/// kernel consumes them without copying (`buf` is left as it was). Returns
+/// the bytes consumed; 0 at end of stream.
+pub fn recv_discard(sock: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf is live and writable for its length for the call (the
+    // kernel does not write to it with MSG_TRUNC on TCP, but may as well).
+    let rc = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_TRUNC,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caps::caps;
+    use linerate_proto::datagram::{
+        check_pattern, fill_pattern, DatagramHeader, Header, FLAG_PATTERN, HEADER_LEN,
+    };
+    use std::io::Write;
+    use std::net::{TcpListener, UdpSocket};
+    use std::time::Duration;
+
+    fn pair() -> (UdpSocket, UdpSocket) {
+        let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        tx.connect(rx.local_addr().expect("addr")).expect("connect");
+        rx.connect(tx.local_addr().expect("addr")).expect("connect");
+        rx.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        (tx, rx)
+    }
+
+    /// Fills datagram `i` of `b` as a test datagram with sequence `seq`.
+    fn fill(b: &mut SendBatch, i: usize, seq: u64) {
+        let len = b.len();
+        let d = b.datagram_mut(i);
+        Header {
+            flags: FLAG_PATTERN,
+            stream: 7,
+            seq,
+            send_ns: seq * 10,
+            len: len as u32,
+        }
+        .emit(d);
+        fill_pattern(&mut d[HEADER_LEN..], seq);
+    }
+
+    fn check(d: &[u8], seq: u64, len: usize) {
+        assert_eq!(d.len(), len);
+        let h = DatagramHeader::new_checked(d)
+            .and_then(|v| v.parse())
+            .expect("valid header");
+        assert_eq!((h.stream, h.seq, h.send_ns), (7, seq, seq * 10));
+        check_pattern(&d[HEADER_LEN..], seq).expect("payload intact");
+    }
+
+    fn skip(why: &str) {
+        eprintln!("SKIPPED: {why}");
+    }
+
+    #[test]
+    fn segments_per_send_respects_both_limits() {
+        assert_eq!(segments_per_send(64), 64);
+        assert_eq!(segments_per_send(1472), 44);
+        assert_eq!(segments_per_send(8972), 7);
+        assert_eq!(segments_per_send(65507), 1);
+        assert_eq!(segments_per_send(0), 64);
+    }
+
+    #[test]
+    fn gso_send_arrives_as_separate_datagrams_with_correct_headers() {
+        if let Err(e) = &caps().udp_segment {
+            return skip(&format!("no GSO: {e}"));
+        }
+        let (tx, rx) = pair();
+        let len = 1000;
+        let mut b = SendBatch::new(len, 10, 3);
+        assert_eq!((b.segments(), b.capacity()), (10, 30));
+        // 25 datagrams: two full messages and one of five.
+        for i in 0..25 {
+            fill(&mut b, i, i as u64);
+        }
+        assert_eq!(b.send(&tx, 25).expect("sendmmsg"), 25);
+        // Without GRO on the receiver, every datagram arrives on its own.
+        let mut ring = RecvRing::new(8, 2048);
+        let mut seq = 0u64;
+        while seq < 25 {
+            let n = ring.recv(&rx, false).expect("recvmmsg");
+            for i in 0..n {
+                let (d, m) = ring.message(i);
+                assert_eq!(m.gro_segment, None);
+                assert!(!m.truncated);
+                check(d, seq, len);
+                seq += 1;
+            }
+        }
+        assert!(ring.recv(&rx, true).is_err(), "nothing more queued");
+    }
+
+    #[test]
+    fn plain_sendmmsg_sends_one_datagram_per_message() {
+        let (tx, rx) = pair();
+        let mut b = SendBatch::new(200, 1, 16);
+        assert_eq!(b.capacity(), 16);
+        for i in 0..16 {
+            fill(&mut b, i, 100 + i as u64);
+        }
+        assert_eq!(b.send(&tx, 16).expect("sendmmsg"), 16);
+        let mut ring = RecvRing::new(32, 256);
+        let mut got = 0;
+        while got < 16 {
+            let n = ring.recv(&rx, false).expect("recv");
+            for i in 0..n {
+                check(ring.message(i).0, 100 + got, 200);
+                got += 1;
+            }
+        }
+    }
+
+    #[test]
+    fn gro_receive_splits_a_super_buffer_with_a_short_last_segment() {
+        if let Err(e) = caps().udp_segment.as_ref().and(caps().udp_gro.as_ref()) {
+            return skip(&format!("no GSO/GRO: {e}"));
+        }
+        let (tx, rx) = pair();
+        enable_gro(&rx).expect("UDP_GRO");
+        enable_rx_meta(&rx).expect("timestamps");
+        // Five 1000-byte datagrams and a 300-byte one in one GSO send: the
+        // kernel takes a short last segment.
+        let mut sent = vec![0u8; 5300];
+        for (i, d) in sent.chunks_mut(1000).enumerate() {
+            d.fill(i as u8 + 1);
+        }
+        assert_eq!(send_segmented(&tx, &sent, 1000).expect("GSO send"), 5300);
+        let mut ring = RecvRing::new(4, GRO_SLOT);
+        let n = ring.recv(&rx, false).expect("recv");
+        assert_eq!(n, 1, "loopback keeps the run as one super-buffer");
+        let (buf, m) = ring.message(0);
+        assert_eq!(
+            (m.len, m.gro_segment, m.truncated),
+            (5300, Some(1000), false)
+        );
+        assert!(m.stamp_ns.is_some(), "SO_TIMESTAMPNS per message");
+        assert_eq!(m.drops, None, "no drop yet: the kernel attaches no counter");
+        let segs: Vec<&[u8]> = segments(buf, m.gro_segment).collect();
+        assert_eq!(
+            segs.iter().map(|s| s.len()).collect::<Vec<_>>(),
+            [1000, 1000, 1000, 1000, 1000, 300]
+        );
+        for (i, s) in segs.iter().enumerate() {
+            assert!(s.iter().all(|&b| b == i as u8 + 1), "segment {i} intact");
+        }
+    }
+
+    #[test]
+    fn gso_and_gro_together_keep_verify_payloads_intact() {
+        if let Err(e) = caps().udp_segment.as_ref().and(caps().udp_gro.as_ref()) {
+            return skip(&format!("no GSO/GRO: {e}"));
+        }
+        let (tx, rx) = pair();
+        enable_gro(&rx).expect("UDP_GRO");
+        crate::udp::set_buffers(&rx, 8 << 20).expect("buffers");
+        let len = 1472;
+        let mut b = SendBatch::new(len, GSO_MAX_SEGMENTS, GSO_MSGS_PER_CALL);
+        let cap = b.capacity() as u64;
+        let mut ring = RecvRing::new(RECV_MSGS_PER_CALL, GRO_SLOT);
+        let (mut next_send, mut next_recv) = (0u64, 0u64);
+        for _ in 0..4 {
+            for i in 0..cap {
+                fill(&mut b, i as usize, next_send + i);
+            }
+            assert_eq!(b.send(&tx, cap as usize).expect("send"), cap as usize);
+            next_send += cap;
+        }
+        while next_recv < next_send {
+            let n = ring.recv(&rx, false).expect("recv");
+            for i in 0..n {
+                let (buf, m) = ring.message(i);
+                for d in segments(buf, m.gro_segment) {
+                    check(d, next_recv, len);
+                    next_recv += 1;
+                }
+            }
+        }
+        assert_eq!(next_recv, next_send);
+    }
+
+    #[test]
+    fn each_message_carries_the_drop_counter_once_drops_happened() {
+        let (tx, rx) = pair();
+        enable_rx_meta(&rx).expect("rx meta");
+        // The smallest receive buffer the kernel allows holds a few datagrams.
+        socket2::SockRef::from(&rx)
+            .set_recv_buffer_size(1)
+            .expect("rcvbuf");
+        let mut b = SendBatch::new(1000, 1, 64);
+        for i in 0..64 {
+            fill(&mut b, i, i as u64);
+        }
+        assert_eq!(b.send(&tx, 64).expect("send"), 64);
+        let mut ring = RecvRing::new(64, 2048);
+        let n = ring.recv(&rx, false).expect("recv");
+        assert!(n < 64, "some datagrams were dropped");
+        let dropped = crate::udp::socket_drops(&rx).expect("SO_MEMINFO");
+        assert_eq!(dropped, 64 - n as u64);
+        // Those queued before the drops carry no counter; the next one does.
+        assert_eq!(b.send(&tx, 1).expect("send"), 1);
+        assert_eq!(ring.recv(&rx, false).expect("recv"), 1);
+        let m = ring.message(0).1;
+        assert_eq!(m.drops, Some(dropped as u32));
+        assert!(m.stamp_ns.is_some());
+    }
+
+    #[test]
+    fn segments_of_odd_messages() {
+        let whole: Vec<usize> = segments(&[1; 10], None).map(<[u8]>::len).collect();
+        assert_eq!(whole, [10]);
+        let empty: Vec<usize> = segments(&[], None).map(<[u8]>::len).collect();
+        assert_eq!(empty, [0], "an empty datagram still counts");
+        let exact: Vec<usize> = segments(&[1; 12], Some(4)).map(<[u8]>::len).collect();
+        assert_eq!(exact, [4, 4, 4]);
+        let zero: Vec<usize> = segments(&[1; 5], Some(0)).map(<[u8]>::len).collect();
+        assert_eq!(zero, [5], "a zero segment size means no split");
+    }
+
+    #[test]
+    fn cmsg_walk_stops_at_a_malformed_header() {
+        let mut ctrl = [0u8; 64];
+        // A header claiming 200 bytes in a 64-byte buffer.
+        ctrl[..8].copy_from_slice(&200usize.to_ne_bytes());
+        ctrl[8..12].copy_from_slice(&libc::SOL_UDP.to_ne_bytes());
+        ctrl[12..16].copy_from_slice(&libc::UDP_GRO.to_ne_bytes());
+        assert_eq!(parse_cmsgs(&ctrl), RecvMeta::default());
+        // A zero length must not loop forever.
+        assert_eq!(parse_cmsgs(&[0u8; 64]), RecvMeta::default());
+    }
+
+    #[test]
+    fn msg_trunc_consumes_tcp_data_without_copying() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("listen");
+        let mut tx = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (rx, _) = l.accept().expect("accept");
+        let t = std::thread::spawn(move || {
+            tx.write_all(&[0x55; 100_000]).expect("write");
+        });
+        let mut buf = vec![0xAA; 16384];
+        let mut total = 0;
+        while total < 100_000 {
+            let n = recv_discard(&rx, &mut buf).expect("recv");
+            assert!(n > 0, "stream ended early at {total}");
+            total += n;
+        }
+        t.join().expect("writer");
+        assert_eq!(total, 100_000);
+        assert!(buf.iter().all(|&b| b == 0xAA), "nothing was copied");
+        assert_eq!(recv_discard(&rx, &mut buf).expect("eof"), 0);
+    }
+}
