@@ -137,12 +137,17 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
 }
 
 /// Names of the engines this build has, for `--engine` and its help.
-pub const ENGINES: &[&str] = &["syscall"];
+pub const ENGINES: &[&str] = &["syscall", "batch"];
 
 /// Looks up an engine by name and checks the kernel can run it.
 pub fn by_name(name: &str) -> Result<&'static dyn Engine, EngineError> {
     match name {
         "syscall" => Ok(&SyscallEngine),
+        "batch" => Ok(&crate::engines::batch::BatchEngine {
+            gso: crate::engines::batch::Toggle::Auto,
+            gro: crate::engines::batch::Toggle::Auto,
+            skip_rx_copy: false,
+        }),
         other => Err(EngineError::Unsupported(format!(
             "unknown engine {other:?}; this build has: {}",
             ENGINES.join(", ")

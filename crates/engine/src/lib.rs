@@ -13,7 +13,8 @@
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
 //!   send/receive loops of the syscall engine.
 //! - [`caps`]: what the kernel lets accelerated engines use, probed once.
-//! - [`engines::batch`]: `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `MSG_TRUNC`.
+//! - [`engines::batch`]: the `batch` engine: `sendmmsg`/`recvmmsg` with UDP
+//!   GSO/GRO, `writev`, `MSG_TRUNC`.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's

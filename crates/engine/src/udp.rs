@@ -308,13 +308,13 @@ pub struct RecvJob {
     pub start: Instant,
 }
 
-fn ns_since(start: Instant) -> u64 {
+pub(crate) fn ns_since(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
 }
 
 /// Sleeps (then spins the last stretch) until `due_ns` after `start`.
 /// Returns false when a stop or abort arrived meanwhile.
-fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> bool {
+pub(crate) fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> bool {
     // Sleep until this close, then spin: nanosleep with 1 ns timer slack
     // overshoots by a few µs on an idle host; spinning longer would burn a
     // CPU the receiver may need (loopback tests share the host).
@@ -339,7 +339,7 @@ fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> bool {
 
 /// Lets this thread's sleeps end within about a microsecond of their due
 /// time instead of the default 50 µs timer slack.
-fn tighten_timer_slack() {
+pub(crate) fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an unsigned long; no pointers.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
@@ -663,14 +663,14 @@ pub fn recv_loop(
     (out, StreamEnd { calls, result })
 }
 
-enum Verdict {
+pub(crate) enum Verdict {
     Data(Header),
     /// Not data and not corrupt: a repeated control greeting.
     Ignored,
     Corrupt(String),
 }
 
-fn classify(d: &[u8], truncated: bool, job: &RecvJob) -> Verdict {
+pub(crate) fn classify(d: &[u8], truncated: bool, job: &RecvJob) -> Verdict {
     if truncated {
         return Verdict::Corrupt(format!(
             "datagram longer than the {}-byte receive buffer",

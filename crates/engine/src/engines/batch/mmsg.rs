@@ -88,35 +88,126 @@ fn empty_mmsghdr() -> libc::mmsghdr {
     unsafe { std::mem::zeroed() }
 }
 
-/// Buffers and headers for sending up to `capacity()` equal datagrams per
-/// call: `segs` datagrams per message (`segs > 1`: GSO), up to `msgs`
-/// messages per `sendmmsg`.
-#[derive(Debug)]
-pub struct SendBatch {
-    len: usize,
-    segs: usize,
-    msgs: usize,
-    buf: Vec<u8>,
-    cmsg: SegmentCmsgBox,
+/// Message headers for `sendmmsg`: sends a contiguous buffer of datagrams
+/// as up to `max_msgs` messages, each a run of datagrams with one
+/// `UDP_SEGMENT` control message (GSO) or a single datagram.
+pub struct MmsgTx {
+    cmsg: SegmentCmsg,
     hdrs: Vec<libc::mmsghdr>,
     iovs: Vec<libc::iovec>,
 }
 
-/// The shared GSO control message (one for every message: all segments of
-/// a send have the same size, and the kernel only reads it).
-struct SegmentCmsgBox(SegmentCmsg);
-
-impl std::fmt::Debug for SegmentCmsgBox {
+impl std::fmt::Debug for MmsgTx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "UDP_SEGMENT({})", self.0.size)
+        write!(f, "MmsgTx({} messages)", self.hdrs.len())
     }
 }
 
+impl MmsgTx {
+    /// Headers for up to `max_msgs` messages per call.
+    pub fn new(max_msgs: usize) -> Self {
+        let n = max_msgs.max(1);
+        MmsgTx {
+            cmsg: SegmentCmsg::new(0),
+            hdrs: vec![empty_mmsghdr(); n],
+            iovs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0
+                };
+                n
+            ],
+        }
+    }
+
+    /// Most messages per call.
+    pub fn max_msgs(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// Sends `buf`, datagrams of `segment` bytes (the last may be shorter),
+    /// `per_msg` datagrams per message (`per_msg > 1`: GSO; the caller keeps
+    /// `per_msg × segment` within [`GSO_MAX_BYTES`] and `per_msg` within
+    /// [`GSO_MAX_SEGMENTS`]), in one `sendmmsg` of at most
+    /// [`Self::max_msgs`] messages. Returns how many datagrams the kernel
+    /// took — whole messages, so a prefix of `buf` — or an error when it
+    /// took none.
+    pub fn send(
+        &mut self,
+        sock: &impl AsRawFd,
+        buf: &[u8],
+        segment: usize,
+        per_msg: usize,
+        dontwait: bool,
+    ) -> io::Result<usize> {
+        let segment = segment.max(1);
+        let per_msg = if segment > usize::from(u16::MAX) {
+            1
+        } else {
+            per_msg.max(1)
+        };
+        let datagrams = buf.len().div_ceil(segment);
+        if datagrams == 0 {
+            return Ok(0);
+        }
+        self.cmsg.size = u16::try_from(segment).unwrap_or(u16::MAX);
+        let cmsg: *mut SegmentCmsg = &mut self.cmsg;
+        let msg_bytes = segment * per_msg;
+        let mut nmsgs = 0usize;
+        for (chunk, (h, iov)) in buf
+            .chunks(msg_bytes)
+            .zip(self.hdrs.iter_mut().zip(self.iovs.iter_mut()))
+        {
+            *iov = libc::iovec {
+                iov_base: chunk.as_ptr() as *mut libc::c_void,
+                iov_len: chunk.len(),
+            };
+            let h = &mut h.msg_hdr;
+            h.msg_iov = iov;
+            h.msg_iovlen = 1;
+            // A lone datagram needs no segmentation (and skips the GSO checks).
+            if chunk.len() > segment {
+                h.msg_control = cmsg.cast();
+                h.msg_controllen = std::mem::size_of::<SegmentCmsg>() as _;
+            } else {
+                h.msg_control = std::ptr::null_mut();
+                h.msg_controllen = 0;
+            }
+            nmsgs += 1;
+        }
+        let flags = if dontwait { libc::MSG_DONTWAIT } else { 0 };
+        // SAFETY: hdrs[..nmsgs] point at iovecs and the control message
+        // owned by self and at disjoint ranges of buf, all live for the
+        // call; msg_name is null (the socket is connected). The kernel only
+        // reads through them (the *mut casts are sendmmsg's C types).
+        let rc = unsafe {
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                nmsgs as _,
+                flags as _,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((rc as usize * per_msg).min(datagrams))
+    }
+}
+
+/// A buffer of equal datagrams and the headers to send them: for loops that
+/// fill datagrams in place and send them in one call.
+#[derive(Debug)]
+pub struct SendBatch {
+    len: usize,
+    segs: usize,
+    buf: Vec<u8>,
+    tx: MmsgTx,
+}
+
 impl SendBatch {
-    /// Room for `msgs` messages of `segs` datagrams of `len` bytes each.
-    /// `segs` is capped so a message stays within [`GSO_MAX_BYTES`] and
-    /// [`GSO_MAX_SEGMENTS`]; `len` above 65535 cannot be segmented and gets
-    /// `segs = 1`.
+    /// Room for `msgs` messages of `segs` datagrams of `len` bytes each
+    /// (`segs` capped by [`segments_per_send`]; 1 above 65535 bytes).
     pub fn new(len: usize, segs: usize, msgs: usize) -> Self {
         let segs = if len > usize::from(u16::MAX) {
             1
@@ -127,23 +218,14 @@ impl SendBatch {
         SendBatch {
             len,
             segs,
-            msgs,
             buf: vec![0; len * segs * msgs],
-            cmsg: SegmentCmsgBox(SegmentCmsg::new(u16::try_from(len).unwrap_or(u16::MAX))),
-            hdrs: vec![empty_mmsghdr(); msgs],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                msgs
-            ],
+            tx: MmsgTx::new(msgs),
         }
     }
 
-    /// Datagrams one [`Self::send`] can carry.
+    /// Datagrams one send can carry.
     pub fn capacity(&self) -> usize {
-        self.segs * self.msgs
+        self.segs * self.tx.max_msgs()
     }
 
     /// Datagrams per message (1: no GSO).
@@ -166,72 +248,22 @@ impl SendBatch {
         &mut self.buf[i * self.len..(i + 1) * self.len]
     }
 
-    /// Sends datagrams `0..count` (`count ≤ capacity()`), `segs` per
-    /// message, in one `sendmmsg`. Returns how many datagrams the kernel
-    /// took: whole messages only, so the rest (from the returned index on)
-    /// are still to send. An error means nothing was sent.
+    /// Sends datagrams `0..count` (see [`Self::send_from`]).
     pub fn send(&mut self, sock: &impl AsRawFd, count: usize) -> io::Result<usize> {
-        let count = count.min(self.capacity());
-        if count == 0 {
+        self.send_from(sock, 0, count)
+    }
+
+    /// Sends datagrams `from..to` in one `sendmmsg`; returns how many the
+    /// kernel took (the rest, from `from` + that count on, are still to
+    /// send). An error means none was sent.
+    pub fn send_from(&mut self, sock: &impl AsRawFd, from: usize, to: usize) -> io::Result<usize> {
+        let to = to.min(self.capacity());
+        if from >= to {
             return Ok(0);
         }
-        let nmsgs = count.div_ceil(self.segs);
-        let gso = self.segs > 1;
-        let cmsg: *mut SegmentCmsg = &mut self.cmsg.0;
-        for m in 0..nmsgs {
-            let first = m * self.segs;
-            let n = self.segs.min(count - first);
-            let bytes = &mut self.buf[first * self.len..(first + n) * self.len];
-            self.iovs[m] = libc::iovec {
-                iov_base: bytes.as_mut_ptr().cast(),
-                iov_len: bytes.len(),
-            };
-            let h = &mut self.hdrs[m].msg_hdr;
-            h.msg_iov = &mut self.iovs[m];
-            h.msg_iovlen = 1;
-            // A lone datagram needs no segmentation; the kernel would send
-            // it as is anyway, but without the cmsg it skips the GSO checks.
-            if gso && n > 1 {
-                h.msg_control = cmsg.cast();
-                h.msg_controllen = std::mem::size_of::<SegmentCmsg>() as _;
-            } else {
-                h.msg_control = std::ptr::null_mut();
-                h.msg_controllen = 0;
-            }
-        }
-        // SAFETY: hdrs[..nmsgs] point at iovecs and a control message owned
-        // by self and at disjoint ranges of self.buf, all borrowed mutably
-        // for this call; msg_name is null (the socket is connected). The
-        // kernel only reads them.
-        let rc = unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), nmsgs as _, 0) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let sent_msgs = rc as usize;
-        Ok((sent_msgs * self.segs).min(count))
+        let bytes = &self.buf[from * self.len..to * self.len];
+        self.tx.send(sock, bytes, self.len, self.segs, false)
     }
-}
-
-/// Sends `buf` as one GSO message cut into `segment`-byte datagrams (the
-/// last may be shorter), with `sendmsg(2)`. Returns the bytes sent.
-pub fn send_segmented(sock: &impl AsRawFd, buf: &[u8], segment: u16) -> io::Result<usize> {
-    let mut cmsg = SegmentCmsg::new(segment);
-    let mut iov = libc::iovec {
-        iov_base: buf.as_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    let mut h = empty_mmsghdr().msg_hdr;
-    h.msg_iov = &mut iov;
-    h.msg_iovlen = 1;
-    h.msg_control = (&mut cmsg as *mut SegmentCmsg).cast();
-    h.msg_controllen = std::mem::size_of::<SegmentCmsg>() as _;
-    // SAFETY: h points at iov, buf and cmsg, all live for the call; the
-    // kernel only reads through them (the *mut casts are sendmsg's C types).
-    let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &h, 0) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc as usize)
 }
 
 /// Control-message room per received message: a timestamp (32 bytes), the
@@ -245,8 +277,9 @@ pub struct RecvMeta {
     pub len: usize,
     /// The message did not fit its slot (`MSG_TRUNC`).
     pub truncated: bool,
-    /// GRO segment size, when the message is a run of datagrams.
-    pub gro_segment: Option<u16>,
+    /// GRO segment size, when the message is a run of datagrams (the last
+    /// possibly shorter).
+    pub segment: Option<usize>,
     /// Kernel receive time (`SO_TIMESTAMPNS`, CLOCK_REALTIME ns).
     pub stamp_ns: Option<u64>,
     /// The socket's drop counter when this message was queued
@@ -255,14 +288,117 @@ pub struct RecvMeta {
 }
 
 /// Buffers and headers for receiving up to `slots` messages per call.
+/// Message headers and control buffers for `recvmmsg` into caller-owned
+/// slots.
+pub struct MmsgRx {
+    ctrl: Vec<[u8; RECV_CMSG]>,
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+}
+
+impl std::fmt::Debug for MmsgRx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MmsgRx({} messages)", self.hdrs.len())
+    }
+}
+
+impl MmsgRx {
+    /// Headers for up to `max_msgs` messages per call.
+    pub fn new(max_msgs: usize) -> Self {
+        let n = max_msgs.max(1);
+        MmsgRx {
+            ctrl: vec![[0; RECV_CMSG]; n],
+            hdrs: vec![empty_mmsghdr(); n],
+            iovs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0
+                };
+                n
+            ],
+        }
+    }
+
+    /// One `recvmmsg` into `slots`, one message per slot (at most
+    /// `meta.len()` and [`Self::new`]'s count): waits (up to the socket's
+    /// receive timeout) for the first message unless `dontwait`, then takes
+    /// whatever else is queued. Fills `meta[i]` for each message received
+    /// and returns how many; an error when none was.
+    pub fn recv<'a>(
+        &mut self,
+        sock: &impl AsRawFd,
+        slots: impl Iterator<Item = &'a mut [u8]>,
+        meta: &mut [RecvMeta],
+        dontwait: bool,
+    ) -> io::Result<usize> {
+        let mut n = 0usize;
+        for ((slot, ctrl), (h, iov)) in slots
+            .zip(self.ctrl.iter_mut())
+            .zip(self.hdrs.iter_mut().zip(self.iovs.iter_mut()))
+            .take(meta.len())
+        {
+            *iov = libc::iovec {
+                iov_base: slot.as_mut_ptr().cast(),
+                iov_len: slot.len(),
+            };
+            h.msg_len = 0;
+            h.msg_hdr.msg_name = std::ptr::null_mut();
+            h.msg_hdr.msg_namelen = 0;
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = ctrl.as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = RECV_CMSG as _;
+            h.msg_hdr.msg_flags = 0;
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let flags = libc::MSG_WAITFORONE | if dontwait { libc::MSG_DONTWAIT } else { 0 };
+        // SAFETY: hdrs[..n] point at their own iovec and control buffer
+        // (owned by self) and at a distinct caller slot, each borrowed
+        // mutably for the call with its true length; no timeout pointer (the
+        // socket's SO_RCVTIMEO bounds the wait).
+        let rc = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                n as _,
+                flags as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let got = rc as usize;
+        for (((h, iov), ctrl), m) in self
+            .hdrs
+            .iter()
+            .zip(&self.iovs)
+            .zip(&self.ctrl)
+            .zip(meta.iter_mut())
+            .take(got)
+        {
+            // usize on glibc, u32 on musl.
+            #[allow(clippy::unnecessary_cast)]
+            let controllen = (h.msg_hdr.msg_controllen as usize).min(RECV_CMSG);
+            *m = parse_cmsgs(&ctrl[..controllen]);
+            m.len = (h.msg_len as usize).min(iov.iov_len);
+            m.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        }
+        Ok(got)
+    }
+}
+
+/// A ring of receive slots with their metadata: for loops that own their
+/// buffers.
 #[derive(Debug)]
 pub struct RecvRing {
     slot: usize,
     bufs: Vec<u8>,
-    ctrl: Vec<[u8; RECV_CMSG]>,
     meta: Vec<RecvMeta>,
-    hdrs: Vec<libc::mmsghdr>,
-    iovs: Vec<libc::iovec>,
+    rx: MmsgRx,
     filled: usize,
 }
 
@@ -273,74 +409,21 @@ impl RecvRing {
         RecvRing {
             slot,
             bufs: vec![0; slots * slot],
-            ctrl: vec![[0; RECV_CMSG]; slots],
             meta: vec![RecvMeta::default(); slots],
-            hdrs: vec![empty_mmsghdr(); slots],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                slots
-            ],
+            rx: MmsgRx::new(slots),
             filled: 0,
         }
     }
 
-    /// One `recvmmsg`: waits (up to the socket's receive timeout) for the
-    /// first message unless `dontwait`, then takes whatever else is queued,
-    /// up to the ring's size. Returns the number of messages.
+    /// One `recvmmsg` into the ring (see [`MmsgRx::recv`]).
     pub fn recv(&mut self, sock: &impl AsRawFd, dontwait: bool) -> io::Result<usize> {
         self.filled = 0;
-        let slots = self.hdrs.len();
-        for (i, (chunk, ctrl)) in self
-            .bufs
-            .chunks_exact_mut(self.slot)
-            .zip(self.ctrl.iter_mut())
-            .enumerate()
-        {
-            self.iovs[i] = libc::iovec {
-                iov_base: chunk.as_mut_ptr().cast(),
-                iov_len: chunk.len(),
-            };
-            let h = &mut self.hdrs[i];
-            h.msg_len = 0;
-            h.msg_hdr.msg_name = std::ptr::null_mut();
-            h.msg_hdr.msg_namelen = 0;
-            h.msg_hdr.msg_iov = &mut self.iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = ctrl.as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = RECV_CMSG as _;
-            h.msg_hdr.msg_flags = 0;
-        }
-        let flags = libc::MSG_WAITFORONE | if dontwait { libc::MSG_DONTWAIT } else { 0 };
-        // SAFETY: every header points at its own iovec, slot of self.bufs
-        // and control buffer, all owned by self and borrowed mutably for the
-        // call, with their true lengths; no timeout pointer (the socket's
-        // SO_RCVTIMEO bounds the wait).
-        let rc = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                self.hdrs.as_mut_ptr(),
-                slots as _,
-                flags as _,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = rc as usize;
-        for i in 0..n {
-            let h = &self.hdrs[i];
-            // usize on glibc, u32 on musl.
-            #[allow(clippy::unnecessary_cast)]
-            let controllen = (h.msg_hdr.msg_controllen as usize).min(RECV_CMSG);
-            let mut m = parse_cmsgs(&self.ctrl[i][..controllen]);
-            m.len = (h.msg_len as usize).min(self.slot);
-            m.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            self.meta[i] = m;
-        }
+        let n = self.rx.recv(
+            sock,
+            self.bufs.chunks_exact_mut(self.slot),
+            &mut self.meta,
+            dontwait,
+        )?;
         self.filled = n;
         Ok(n)
     }
@@ -365,9 +448,9 @@ impl RecvRing {
 /// The datagrams in a received message: the whole message, or with a GRO
 /// segment size its runs of that size (the last may be shorter). An empty
 /// message is one empty datagram.
-pub fn segments(buf: &[u8], gro_segment: Option<u16>) -> Segments<'_> {
-    let seg = match gro_segment {
-        Some(s) if s > 0 => usize::from(s),
+pub fn segments(buf: &[u8], segment: Option<usize>) -> Segments<'_> {
+    let seg = match segment {
+        Some(s) if s > 0 => s,
         _ => buf.len().max(1),
     };
     Segments {
@@ -433,7 +516,7 @@ fn parse_cmsgs(ctrl: &[u8]) -> RecvMeta {
             (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => m.drops = int(data),
             // The kernel passes the segment size as an int.
             (libc::SOL_UDP, libc::UDP_GRO) => {
-                m.gro_segment = int(data).and_then(|v| u16::try_from(v).ok());
+                m.segment = int(data).map(|v| v as usize);
             }
             _ => {}
         }
@@ -580,7 +663,7 @@ mod tests {
             let n = ring.recv(&rx, false).expect("recvmmsg");
             for i in 0..n {
                 let (d, m) = ring.message(i);
-                assert_eq!(m.gro_segment, None);
+                assert_eq!(m.segment, None);
                 assert!(!m.truncated);
                 check(d, seq, len);
                 seq += 1;
@@ -623,18 +706,16 @@ mod tests {
         for (i, d) in sent.chunks_mut(1000).enumerate() {
             d.fill(i as u8 + 1);
         }
-        assert_eq!(send_segmented(&tx, &sent, 1000).expect("GSO send"), 5300);
+        let mut one = MmsgTx::new(1);
+        assert_eq!(one.send(&tx, &sent, 1000, 64, false).expect("GSO send"), 6);
         let mut ring = RecvRing::new(4, GRO_SLOT);
         let n = ring.recv(&rx, false).expect("recv");
         assert_eq!(n, 1, "loopback keeps the run as one super-buffer");
         let (buf, m) = ring.message(0);
-        assert_eq!(
-            (m.len, m.gro_segment, m.truncated),
-            (5300, Some(1000), false)
-        );
+        assert_eq!((m.len, m.segment, m.truncated), (5300, Some(1000), false));
         assert!(m.stamp_ns.is_some(), "SO_TIMESTAMPNS per message");
         assert_eq!(m.drops, None, "no drop yet: the kernel attaches no counter");
-        let segs: Vec<&[u8]> = segments(buf, m.gro_segment).collect();
+        let segs: Vec<&[u8]> = segments(buf, m.segment).collect();
         assert_eq!(
             segs.iter().map(|s| s.len()).collect::<Vec<_>>(),
             [1000, 1000, 1000, 1000, 1000, 300]
@@ -668,7 +749,7 @@ mod tests {
             let n = ring.recv(&rx, false).expect("recv");
             for i in 0..n {
                 let (buf, m) = ring.message(i);
-                for d in segments(buf, m.gro_segment) {
+                for d in segments(buf, m.segment) {
                     check(d, next_recv, len);
                     next_recv += 1;
                 }
