@@ -600,3 +600,113 @@ fn publish(
         st(&live.socket_drops, u64::from(d));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::mmsg::MmsgTx;
+    use super::*;
+    use crate::udp;
+    use linerate_proto::datagram::HEADER_LEN;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn skip(why: &str) {
+        eprintln!("SKIPPED: {why}");
+    }
+
+    /// A valid test datagram of `len` bytes with sequence `seq`.
+    fn datagram_into(out: &mut Vec<u8>, len: usize, seq: u64) {
+        let at = out.len();
+        out.resize(at + len, 0);
+        let d = &mut out[at..];
+        Header {
+            flags: FLAG_PATTERN,
+            stream: 1,
+            seq,
+            send_ns: 1000 + seq,
+            len: len as u32,
+        }
+        .emit(d);
+        fill_pattern(&mut d[HEADER_LEN..], seq);
+    }
+
+    #[test]
+    fn issue_8_gro_super_buffers_with_dups_reorders_and_a_short_tail_count_exactly() {
+        let c = caps();
+        if let Err(e) = c.udp_segment.as_ref().and(c.udp_gro.as_ref()) {
+            return skip(&format!(
+                "GRO receive test needs UDP_SEGMENT and UDP_GRO: {e}"
+            ));
+        }
+        let rx = udp::bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let tx = udp::connect(rx.local_addr().expect("addr")).expect("connect");
+        rx.connect(tx.local_addr().expect("addr")).expect("connect");
+        udp::set_buffers(&rx, 4 << 20).expect("buffers");
+        // On before anything is sent (the receiving thread turns it on again):
+        // datagrams queued before are segmented on arrival.
+        enable_gro(&rx).expect("UDP_GRO");
+        let len = 200;
+        // Three GSO sends; on loopback each reaches a GRO socket as one
+        // super-buffer of 200-byte segments:
+        // 1. 0..10 with 4 twice (duplicate) and 7 before 6 (reorder);
+        // 2. 10..20 without 13 (lost), ending in a 100-byte segment (the
+        //    kernel's short last segment, here a truncated datagram: corrupt);
+        // 3. 20..30 with a payload byte flipped in 25 (corrupt).
+        let mut sends: Vec<Vec<u8>> = vec![Vec::new(); 3];
+        for seq in [0, 1, 2, 3, 4, 4, 5, 7, 6, 8, 9] {
+            datagram_into(&mut sends[0], len, seq);
+        }
+        for seq in (10..20).filter(|&s| s != 13) {
+            datagram_into(&mut sends[1], len, seq);
+        }
+        datagram_into(&mut sends[1], len, 20);
+        let short = sends[1].len() - 100;
+        sends[1].truncate(short);
+        for seq in 21..30 {
+            datagram_into(&mut sends[2], len, seq);
+        }
+        let flip = 4 * len + HEADER_LEN + 7;
+        sends[2][flip] ^= 0xff;
+
+        let start = Instant::now();
+        let signals = Arc::new(Signals::default());
+        let live = Arc::new(UdpCounters::default());
+        let job = RecvJob {
+            stream: 1,
+            len,
+            verify: true,
+            start,
+        };
+        let engine = BatchEngine {
+            gro: Toggle::On,
+            ..BatchEngine::default()
+        };
+        let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live));
+        let receiver = std::thread::spawn(move || {
+            engine.udp_recv(&rx, &job, &StreamCounter::default(), &l2, &s2)
+        });
+        let mut gso = MmsgTx::new(1);
+        for s in &sends {
+            let n = gso.send(&tx, s, len, 64, false).expect("GSO send");
+            assert_eq!(n, s.len().div_ceil(len));
+        }
+        // 0..30 were issued (20 went out truncated, 13 never).
+        live.set_issued(30);
+        signals.drain_at(udp::ns_since(start) + 200_000_000);
+        let (got, end) = receiver.join().expect("receiver");
+        end.result.expect("received");
+        let b = got.batching.clone().expect("batching reported");
+        assert!(b.gro, "GRO was on");
+        assert_eq!(
+            b.gro_super_buffers, 3,
+            "each send arrived as one super-buffer"
+        );
+        assert_eq!(got.datagrams, 11 + 9 + 8, "valid datagrams read");
+        assert_eq!(got.duplicates, 1);
+        assert_eq!(got.reordered, 1);
+        assert_eq!(got.corrupt, 2, "the short tail and the flipped byte");
+        // Distinct good numbers: 0..30 minus 13, 20 (truncated) and 25 (corrupt).
+        assert_eq!(got.received, 27);
+        assert_eq!(got.lost, Some(3));
+    }
+}
