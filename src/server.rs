@@ -16,9 +16,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{self, CrrServer, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, SideRun, StreamSetup};
-use linerate_engine::{clock, engine, socket, udp};
+use linerate_engine::stream::POLL;
+use linerate_engine::{clock, socket, udp};
 use linerate_proto::measure::Role;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::spec::{ServerLimits, StreamPlan, TestKind, TestSpec};
@@ -32,6 +34,7 @@ use linerate_report::render::{self, Format};
 use crate::cli::ServerConfig;
 use crate::client::{run_params, software};
 use crate::control::{read_first_frame, ControlConn};
+use crate::log::log;
 
 /// How long a new connection may take to say who it is.
 const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,7 +55,7 @@ enum Route {
 struct Shared {
     limits: ServerLimits,
     max_concurrent: usize,
-    engine: &'static dyn engine::Engine,
+    engine: EngineKind,
     cpus: Vec<usize>,
     format: Format,
     /// Quiet: the embedded server prints nothing (its client reports).
@@ -75,12 +78,12 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
             cfg.engine
         );
     } else {
-        eprintln!("linerate server listening on {addr}");
+        log!("linerate server listening on {addr}");
     }
     let shared = Arc::new(Shared {
         limits: cfg.limits.clone(),
         max_concurrent: cfg.max_concurrent,
-        engine: engine::by_name(&cfg.engine)?,
+        engine: cfg.engine,
         cpus: cfg.cpus.clone(),
         format: cfg.format,
         quiet: false,
@@ -93,10 +96,18 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
 }
 
 /// A server running on a thread of this process, on loopback.
-#[derive(Debug)]
 pub struct Embedded {
     addr: SocketAddr,
+    shared: Arc<Shared>,
     handle: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedded")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Embedded {
@@ -107,8 +118,10 @@ impl Embedded {
 
 impl Drop for Embedded {
     fn drop(&mut self) {
-        // The server exits after its one test; joining makes sure its
+        // The server exits after its one test — or now, if the client gave
+        // up or was refused before a test ran; joining makes sure its
         // threads and sockets are gone before the process reports.
+        self.shared.test_ended.store(true, Ordering::Release);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
@@ -116,13 +129,13 @@ impl Drop for Embedded {
 }
 
 /// Starts a one-test server on 127.0.0.1 with an ephemeral port.
-pub fn spawn_embedded(engine_name: &str) -> Result<Embedded> {
+pub fn spawn_embedded(engine: EngineKind) -> Result<Embedded> {
     let listener = socket::listen(Some([127, 0, 0, 1].into()), 0)?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
         limits: ServerLimits::default(),
         max_concurrent: 1,
-        engine: engine::by_name(engine_name)?,
+        engine,
         cpus: Vec::new(),
         format: Format::Human,
         quiet: true,
@@ -131,16 +144,18 @@ pub fn spawn_embedded(engine_name: &str) -> Result<Embedded> {
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
     });
+    let server = Arc::clone(&shared);
     let handle = std::thread::Builder::new()
         .name("linerate-embedded-server".into())
         .spawn(move || {
-            if let Err(e) = serve(&listener, &shared, true) {
-                eprintln!("linerate: embedded server: {e:#}");
+            if let Err(e) = serve(&listener, &server, true) {
+                log!("linerate: embedded server: {e:#}");
             }
         })
         .context("spawning the embedded server")?;
     Ok(Embedded {
         addr,
+        shared,
         handle: Some(handle),
     })
 }
@@ -160,7 +175,7 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
             Err(e) => {
                 // Per-connection failures (e.g. ECONNABORTED, EMFILE) must
                 // not take the server down; back off briefly.
-                eprintln!("linerate server: accept: {e}");
+                log!("linerate server: accept: {e}");
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
@@ -171,7 +186,7 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
             .spawn(move || handle_connection(sock, socket::canonical(peer), &shared))
         {
             Ok(h) => sessions.push(h),
-            Err(e) => eprintln!("linerate server: cannot start a thread for {peer}: {e}"),
+            Err(e) => log!("linerate server: cannot start a thread for {peer}: {e}"),
         }
     }
     for h in sessions {
@@ -182,7 +197,7 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
 
 fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
     if let Err(e) = sock.set_read_timeout(Some(GREETING_TIMEOUT)) {
-        eprintln!("linerate server: {peer}: {e}");
+        log!("linerate server: {peer}: {e}");
         return;
     }
     let mut first = [0u8; 1];
@@ -190,27 +205,27 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
         Ok(0) => return,
         Ok(_) => classify_greeting(&first),
         Err(e) => {
-            eprintln!("linerate server: {peer}: no greeting: {e}");
+            log!("linerate server: {peer}: no greeting: {e}");
             return;
         }
     };
     match greeting {
         Greeting::Native => {}
         Greeting::Iperf3 => {
-            eprintln!(
+            log!(
                 "linerate server: {peer}: this is an iperf3 client; this server does not speak the iperf3 protocol yet, closing"
             );
             return;
         }
         Greeting::Unknown | Greeting::NeedMore => {
-            eprintln!("linerate server: {peer}: not a linerate or iperf3 peer (first byte {:#04x}), closing", first[0]);
+            log!("linerate server: {peer}: not a linerate or iperf3 peer (first byte {:#04x}), closing", first[0]);
             return;
         }
     }
     let (msg, raw) = match read_first_frame(&sock, GREETING_TIMEOUT) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("linerate server: {peer}: bad first frame: {e:#}");
+            log!("linerate server: {peer}: bad first frame: {e:#}");
             // Answer a Hello-shaped mistake in words the client can print.
             let _ = reply_refusal(&sock, &e.to_string());
             return;
@@ -230,15 +245,15 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
                 }
                 Some(Route::Crr(crr)) => {
                     if let Err(e) = crr.serve(&h, sock) {
-                        eprintln!("linerate server: {peer}: crr transaction: {e}");
+                        log!("linerate server: {peer}: crr transaction: {e}");
                     }
                 }
-                None => eprintln!(
-                    "linerate server: {peer}: data connection for no running test, closing"
-                ),
+                None => {
+                    log!("linerate server: {peer}: data connection for no running test, closing")
+                }
             }
         }
-        other => eprintln!(
+        other => log!(
             "linerate server: {peer}: unexpected first frame {}, closing",
             other.name()
         ),
@@ -277,7 +292,6 @@ impl Drop for Admitted<'_> {
             if let Ok(mut a) = self.shared.active.lock() {
                 *a -= 1;
             }
-            self.shared.test_ended.store(true, Ordering::Release);
         }
     }
 }
@@ -286,7 +300,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     let token = match new_token() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("linerate server: {e:#}");
+            log!("linerate server: {e:#}");
             return;
         }
     };
@@ -313,7 +327,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("linerate server: {peer}: {e:#}");
+            log!("linerate server: {peer}: {e:#}");
             return;
         }
     };
@@ -346,6 +360,12 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         run.abort();
     }
     report(&test, peer);
+    // `--once` serves one test: a refused one (busy, parameters out of the
+    // limits, version) does not count (issue 13).
+    let refused = matches!(test.session.outcome(), Some(ServerOutcome::Refused(_)));
+    if admission == Admission::Admit && !refused {
+        shared.test_ended.store(true, Ordering::Release);
+    }
 }
 
 struct ServerTest<'a> {
@@ -458,7 +478,7 @@ impl ServerTest<'_> {
                 let spec = self.session.spec().cloned().unwrap_or_default();
                 for p in std::mem::take(&mut self.udp_pending) {
                     let sock = p.sock;
-                    if let Err(e) = sock.set_write_timeout(Some(engine::POLL)) {
+                    if let Err(e) = sock.set_write_timeout(Some(POLL)) {
                         self.session
                             .stream_failed(format!("stream {}: {e}", p.plan.id));
                         return;
@@ -538,7 +558,7 @@ impl ServerTest<'_> {
         match self.session.stream_attached(&hello, Instant::now()) {
             Ok(plan) => {
                 let setup = socket::apply_accepted(&sock, &spec.tcp)
-                    .and_then(|()| socket::set_io_timeout(&sock, engine::POLL));
+                    .and_then(|()| socket::set_io_timeout(&sock, POLL));
                 if let Err(e) = setup {
                     self.session
                         .stream_failed(format!("stream {}: {e}", plan.id));
@@ -557,7 +577,7 @@ impl ServerTest<'_> {
                     sock: DataSocket::Tcp(sock),
                 });
             }
-            Err(why) => eprintln!("linerate server: rejected a data connection: {why}"),
+            Err(why) => log!("linerate server: rejected a data connection: {why}"),
         }
     }
 }
@@ -615,7 +635,7 @@ impl ServerTest<'_> {
                     _ => continue,
                 };
                 if hello.stream != p.plan.id {
-                    eprintln!(
+                    log!(
                         "linerate server: greeting for stream {} on stream {}'s port from {from}, ignored",
                         hello.stream, p.plan.id
                     );
@@ -640,7 +660,7 @@ impl ServerTest<'_> {
                         }
                     }
                     Err(why) => {
-                        eprintln!("linerate server: rejected a UDP greeting from {from}: {why}")
+                        log!("linerate server: rejected a UDP greeting from {from}: {why}")
                     }
                 }
             }
@@ -676,12 +696,16 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
         }
         Some(ServerOutcome::Refused(r)) => {
             if !shared.quiet {
-                eprintln!("linerate server: refused {peer}: {}", r.message);
+                log!(
+                    "linerate server: refused {peer} ({:?}): {}",
+                    r.code,
+                    r.message
+                );
             }
         }
         Some(ServerOutcome::Failed(e)) => {
-            eprintln!("linerate server: test from {peer} failed: {e}")
+            log!("linerate server: test from {peer} failed: {e}")
         }
-        None => eprintln!("linerate server: test from {peer} ended unexpectedly"),
+        None => log!("linerate server: test from {peer} ended unexpectedly"),
     }
 }

@@ -2,8 +2,11 @@
 //! (as in ripgrep) with shared helpers; modules by feature. Regression tests
 //! are named after their issue (`issue_N_…`).
 
+mod golden;
 mod helpers;
+mod host;
 mod netns;
 mod rr;
 mod tcp;
 mod udp;
+mod ux;

@@ -18,9 +18,13 @@
 //! - [`seq`]: the receiver's sequence tracker (loss, reordering,
 //!   duplicates, late arrivals) and RFC 3550 jitter.
 //! - [`pacing`]: the sender's absolute schedule.
+//! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
+//!   parameters and results, UDP header and receiver rules) and its client
+//!   and server sessions, so linerate interoperates with real iperf3 peers.
 
 pub mod clock;
 pub mod datagram;
+pub mod iperf3;
 pub mod measure;
 pub mod pacing;
 pub mod rr;

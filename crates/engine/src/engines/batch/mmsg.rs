@@ -1,15 +1,15 @@
 //! The `batch` engine's system calls: many datagrams per call.
 //!
-//! - [`SendBatch`]: `sendmmsg(2)` of messages that each carry one
-//!   contiguous run of equal datagrams and a `UDP_SEGMENT` control message
-//!   (generic segmentation offload: the kernel cuts the run into datagrams
-//!   as late as it can), or one datagram per message without GSO.
-//! - [`RecvRing`]: `recvmmsg(2)` into a ring of buffers. With `UDP_GRO` on,
+//! - [`MmsgTx`]: `sendmmsg(2)` of messages that each carry one contiguous
+//!   run of equal datagrams and a `UDP_SEGMENT` control message (generic
+//!   segmentation offload: the kernel cuts the run into datagrams as late as
+//!   it can), or one datagram per message without GSO.
+//! - [`MmsgRx`]: `recvmmsg(2)` into caller-owned slots. With `UDP_GRO` on,
 //!   the kernel hands over runs of equal datagrams as one super-buffer with
-//!   the segment size in a control message; [`segments`] splits it again
-//!   (the last segment may be short). Each message also carries its kernel
-//!   receive timestamp (`SO_TIMESTAMPNS`) and the socket's drop counter
-//!   (`SO_RXQ_OVFL`).
+//!   the segment size in a control message (the last segment may be short;
+//!   [`RecvSlots::datagrams`](crate::engines::RecvSlots::datagrams) splits
+//!   it). Each message also carries its kernel receive timestamp
+//!   (`SO_TIMESTAMPNS`) and the socket's drop counter (`SO_RXQ_OVFL`).
 //! - [`recv_discard`]: a TCP receive with `MSG_TRUNC`, which consumes data
 //!   without copying it (for receivers that need not look at it).
 //!
@@ -22,6 +22,7 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 
 use crate::caps::set_int;
+use crate::engines::RecvMeta;
 
 /// Largest UDP payload of one IPv4 datagram (65535 − 20 IP − 8 UDP). A GSO
 /// send is one such datagram until the kernel segments it, so its segments
@@ -44,6 +45,16 @@ pub const PLAIN_MSGS_PER_CALL: usize = 64;
 
 /// Messages per `recvmmsg`. With GRO each holds up to 64 KiB.
 pub const RECV_MSGS_PER_CALL: usize = 64;
+
+/// Most messages one call of [`MmsgTx`] or [`MmsgRx`] carries: their
+/// header arrays live on the stack of each call (built from live borrows
+/// right before the syscall, so no raw pointer is kept between calls).
+pub const MAX_MSGS_PER_CALL: usize = 64;
+
+const NULL_IOV: libc::iovec = libc::iovec {
+    iov_base: std::ptr::null_mut(),
+    iov_len: 0,
+};
 
 /// Receive slot with GRO: the largest super-buffer the kernel builds (one
 /// GSO send, ≤ 65535 bytes), so none is ever truncated.
@@ -88,41 +99,25 @@ fn empty_mmsghdr() -> libc::mmsghdr {
     unsafe { std::mem::zeroed() }
 }
 
-/// Message headers for `sendmmsg`: sends a contiguous buffer of datagrams
-/// as up to `max_msgs` messages, each a run of datagrams with one
-/// `UDP_SEGMENT` control message (GSO) or a single datagram.
+/// `sendmmsg` of a contiguous buffer of datagrams as up to `max_msgs`
+/// messages, each a run of datagrams with one `UDP_SEGMENT` control message
+/// (GSO) or a single datagram.
+#[derive(Debug, Clone, Copy)]
 pub struct MmsgTx {
-    cmsg: SegmentCmsg,
-    hdrs: Vec<libc::mmsghdr>,
-    iovs: Vec<libc::iovec>,
-}
-
-impl std::fmt::Debug for MmsgTx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MmsgTx({} messages)", self.hdrs.len())
-    }
+    max_msgs: usize,
 }
 
 impl MmsgTx {
-    /// Headers for up to `max_msgs` messages per call.
+    /// Up to `max_msgs` messages per call (at most [`MAX_MSGS_PER_CALL`]).
     pub fn new(max_msgs: usize) -> Self {
-        let n = max_msgs.max(1);
         MmsgTx {
-            cmsg: SegmentCmsg::new(0),
-            hdrs: vec![empty_mmsghdr(); n],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                n
-            ],
+            max_msgs: max_msgs.clamp(1, MAX_MSGS_PER_CALL),
         }
     }
 
     /// Most messages per call.
     pub fn max_msgs(&self) -> usize {
-        self.hdrs.len()
+        self.max_msgs
     }
 
     /// Sends `buf`, datagrams of `segment` bytes (the last may be shorter),
@@ -150,13 +145,18 @@ impl MmsgTx {
         if datagrams == 0 {
             return Ok(0);
         }
-        self.cmsg.size = u16::try_from(segment).unwrap_or(u16::MAX);
-        let cmsg: *mut SegmentCmsg = &mut self.cmsg;
+        // One control message for every message: all segments of a call
+        // have the same size, and the kernel only reads it.
+        let mut cmsg = SegmentCmsg::new(u16::try_from(segment).unwrap_or(u16::MAX));
+        let cmsg: *mut SegmentCmsg = &mut cmsg;
+        let mut iovs = [NULL_IOV; MAX_MSGS_PER_CALL];
+        let mut hdrs = [empty_mmsghdr(); MAX_MSGS_PER_CALL];
         let msg_bytes = segment * per_msg;
         let mut nmsgs = 0usize;
         for (chunk, (h, iov)) in buf
             .chunks(msg_bytes)
-            .zip(self.hdrs.iter_mut().zip(self.iovs.iter_mut()))
+            .zip(hdrs.iter_mut().zip(iovs.iter_mut()))
+            .take(self.max_msgs)
         {
             *iov = libc::iovec {
                 iov_base: chunk.as_ptr() as *mut libc::c_void,
@@ -176,18 +176,12 @@ impl MmsgTx {
             nmsgs += 1;
         }
         let flags = if dontwait { libc::MSG_DONTWAIT } else { 0 };
-        // SAFETY: hdrs[..nmsgs] point at iovecs and the control message
-        // owned by self and at disjoint ranges of buf, all live for the
+        // SAFETY: hdrs[..nmsgs] point at iovecs and a control message on
+        // this stack frame and at disjoint ranges of buf, all live for the
         // call; msg_name is null (the socket is connected). The kernel only
         // reads through them (the *mut casts are sendmmsg's C types).
-        let rc = unsafe {
-            libc::sendmmsg(
-                sock.as_raw_fd(),
-                self.hdrs.as_mut_ptr(),
-                nmsgs as _,
-                flags as _,
-            )
-        };
+        let rc =
+            unsafe { libc::sendmmsg(sock.as_raw_fd(), hdrs.as_mut_ptr(), nmsgs as _, flags as _) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -195,127 +189,26 @@ impl MmsgTx {
     }
 }
 
-/// A buffer of equal datagrams and the headers to send them: for loops that
-/// fill datagrams in place and send them in one call.
-#[derive(Debug)]
-pub struct SendBatch {
-    len: usize,
-    segs: usize,
-    buf: Vec<u8>,
-    tx: MmsgTx,
-}
-
-impl SendBatch {
-    /// Room for `msgs` messages of `segs` datagrams of `len` bytes each
-    /// (`segs` capped by [`segments_per_send`]; 1 above 65535 bytes).
-    pub fn new(len: usize, segs: usize, msgs: usize) -> Self {
-        let segs = if len > usize::from(u16::MAX) {
-            1
-        } else {
-            segs.clamp(1, segments_per_send(len))
-        };
-        let msgs = msgs.max(1);
-        SendBatch {
-            len,
-            segs,
-            buf: vec![0; len * segs * msgs],
-            tx: MmsgTx::new(msgs),
-        }
-    }
-
-    /// Datagrams one send can carry.
-    pub fn capacity(&self) -> usize {
-        self.segs * self.tx.max_msgs()
-    }
-
-    /// Datagrams per message (1: no GSO).
-    pub fn segments(&self) -> usize {
-        self.segs
-    }
-
-    /// Length of every datagram.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether datagrams are empty (never, for a test's datagrams).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The `i`-th datagram's bytes, to fill before sending.
-    pub fn datagram_mut(&mut self, i: usize) -> &mut [u8] {
-        &mut self.buf[i * self.len..(i + 1) * self.len]
-    }
-
-    /// Sends datagrams `0..count` (see [`Self::send_from`]).
-    pub fn send(&mut self, sock: &impl AsRawFd, count: usize) -> io::Result<usize> {
-        self.send_from(sock, 0, count)
-    }
-
-    /// Sends datagrams `from..to` in one `sendmmsg`; returns how many the
-    /// kernel took (the rest, from `from` + that count on, are still to
-    /// send). An error means none was sent.
-    pub fn send_from(&mut self, sock: &impl AsRawFd, from: usize, to: usize) -> io::Result<usize> {
-        let to = to.min(self.capacity());
-        if from >= to {
-            return Ok(0);
-        }
-        let bytes = &self.buf[from * self.len..to * self.len];
-        self.tx.send(sock, bytes, self.len, self.segs, false)
-    }
-}
-
 /// Control-message room per received message: a timestamp (32 bytes), the
 /// drop counter (24) and the GRO segment size (24) fit with room to spare.
 const RECV_CMSG: usize = 128;
 
-/// What the kernel said about one received message.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RecvMeta {
-    /// Bytes received (all segments of a super-buffer).
-    pub len: usize,
-    /// The message did not fit its slot (`MSG_TRUNC`).
-    pub truncated: bool,
-    /// GRO segment size, when the message is a run of datagrams (the last
-    /// possibly shorter).
-    pub segment: Option<usize>,
-    /// Kernel receive time (`SO_TIMESTAMPNS`, CLOCK_REALTIME ns).
-    pub stamp_ns: Option<u64>,
-    /// The socket's drop counter when this message was queued
-    /// (`SO_RXQ_OVFL`; the kernel attaches it only once it is non-zero).
-    pub drops: Option<u32>,
-}
-
-/// Buffers and headers for receiving up to `slots` messages per call.
-/// Message headers and control buffers for `recvmmsg` into caller-owned
-/// slots.
+/// `recvmmsg` into caller-owned slots, with a control buffer per message.
 pub struct MmsgRx {
     ctrl: Vec<[u8; RECV_CMSG]>,
-    hdrs: Vec<libc::mmsghdr>,
-    iovs: Vec<libc::iovec>,
 }
 
 impl std::fmt::Debug for MmsgRx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MmsgRx({} messages)", self.hdrs.len())
+        write!(f, "MmsgRx({} messages)", self.ctrl.len())
     }
 }
 
 impl MmsgRx {
-    /// Headers for up to `max_msgs` messages per call.
+    /// Up to `max_msgs` messages per call (at most [`MAX_MSGS_PER_CALL`]).
     pub fn new(max_msgs: usize) -> Self {
-        let n = max_msgs.max(1);
         MmsgRx {
-            ctrl: vec![[0; RECV_CMSG]; n],
-            hdrs: vec![empty_mmsghdr(); n],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                n
-            ],
+            ctrl: vec![[0; RECV_CMSG]; max_msgs.clamp(1, MAX_MSGS_PER_CALL)],
         }
     }
 
@@ -331,10 +224,12 @@ impl MmsgRx {
         meta: &mut [RecvMeta],
         dontwait: bool,
     ) -> io::Result<usize> {
+        let mut iovs = [NULL_IOV; MAX_MSGS_PER_CALL];
+        let mut hdrs = [empty_mmsghdr(); MAX_MSGS_PER_CALL];
         let mut n = 0usize;
         for ((slot, ctrl), (h, iov)) in slots
             .zip(self.ctrl.iter_mut())
-            .zip(self.hdrs.iter_mut().zip(self.iovs.iter_mut()))
+            .zip(hdrs.iter_mut().zip(iovs.iter_mut()))
             .take(meta.len())
         {
             *iov = libc::iovec {
@@ -356,13 +251,13 @@ impl MmsgRx {
         }
         let flags = libc::MSG_WAITFORONE | if dontwait { libc::MSG_DONTWAIT } else { 0 };
         // SAFETY: hdrs[..n] point at their own iovec and control buffer
-        // (owned by self) and at a distinct caller slot, each borrowed
-        // mutably for the call with its true length; no timeout pointer (the
-        // socket's SO_RCVTIMEO bounds the wait).
+        // (on this stack frame and in self) and at a distinct caller slot,
+        // each borrowed mutably for the call with its true length; no
+        // timeout pointer (the socket's SO_RCVTIMEO bounds the wait).
         let rc = unsafe {
             libc::recvmmsg(
                 sock.as_raw_fd(),
-                self.hdrs.as_mut_ptr(),
+                hdrs.as_mut_ptr(),
                 n as _,
                 flags as _,
                 std::ptr::null_mut(),
@@ -372,10 +267,9 @@ impl MmsgRx {
             return Err(io::Error::last_os_error());
         }
         let got = rc as usize;
-        for (((h, iov), ctrl), m) in self
-            .hdrs
+        for (((h, iov), ctrl), m) in hdrs
             .iter()
-            .zip(&self.iovs)
+            .zip(&iovs)
             .zip(&self.ctrl)
             .zip(meta.iter_mut())
             .take(got)
@@ -388,99 +282,6 @@ impl MmsgRx {
             m.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
         }
         Ok(got)
-    }
-}
-
-/// A ring of receive slots with their metadata: for loops that own their
-/// buffers.
-#[derive(Debug)]
-pub struct RecvRing {
-    slot: usize,
-    bufs: Vec<u8>,
-    meta: Vec<RecvMeta>,
-    rx: MmsgRx,
-    filled: usize,
-}
-
-impl RecvRing {
-    /// `slots` messages of up to `slot` bytes each.
-    pub fn new(slots: usize, slot: usize) -> Self {
-        let slots = slots.max(1);
-        RecvRing {
-            slot,
-            bufs: vec![0; slots * slot],
-            meta: vec![RecvMeta::default(); slots],
-            rx: MmsgRx::new(slots),
-            filled: 0,
-        }
-    }
-
-    /// One `recvmmsg` into the ring (see [`MmsgRx::recv`]).
-    pub fn recv(&mut self, sock: &impl AsRawFd, dontwait: bool) -> io::Result<usize> {
-        self.filled = 0;
-        let n = self.rx.recv(
-            sock,
-            self.bufs.chunks_exact_mut(self.slot),
-            &mut self.meta,
-            dontwait,
-        )?;
-        self.filled = n;
-        Ok(n)
-    }
-
-    /// Messages from the last [`Self::recv`].
-    pub fn len(&self) -> usize {
-        self.filled
-    }
-
-    /// Whether the last receive got nothing.
-    pub fn is_empty(&self) -> bool {
-        self.filled == 0
-    }
-
-    /// Message `i` of the last receive: its bytes and what the kernel said.
-    pub fn message(&self, i: usize) -> (&[u8], RecvMeta) {
-        let m = self.meta[..self.filled][i];
-        (&self.bufs[i * self.slot..i * self.slot + m.len], m)
-    }
-}
-
-/// The datagrams in a received message: the whole message, or with a GRO
-/// segment size its runs of that size (the last may be shorter). An empty
-/// message is one empty datagram.
-pub fn segments(buf: &[u8], segment: Option<usize>) -> Segments<'_> {
-    let seg = match segment {
-        Some(s) if s > 0 => s,
-        _ => buf.len().max(1),
-    };
-    Segments {
-        rest: buf,
-        seg,
-        empty_pending: buf.is_empty(),
-    }
-}
-
-/// Iterator of [`segments`].
-#[derive(Debug, Clone)]
-pub struct Segments<'a> {
-    rest: &'a [u8],
-    seg: usize,
-    empty_pending: bool,
-}
-
-impl<'a> Iterator for Segments<'a> {
-    type Item = &'a [u8];
-    fn next(&mut self) -> Option<&'a [u8]> {
-        if self.empty_pending {
-            self.empty_pending = false;
-            return Some(self.rest);
-        }
-        if self.rest.is_empty() {
-            return None;
-        }
-        let (d, rest) = self.rest.split_at(self.seg.min(self.rest.len()));
-        self.rest = rest;
-        Some(d)
     }
 }
 
@@ -531,12 +332,6 @@ pub fn enable_gro(sock: &impl AsRawFd) -> io::Result<()> {
     set_int(sock, libc::SOL_UDP, libc::UDP_GRO, 1)
 }
 
-/// Asks for a receive timestamp and the drop counter on every message.
-pub fn enable_rx_meta(sock: &impl AsRawFd) -> io::Result<()> {
-    set_int(sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
-    set_int(sock, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
-}
-
 /// The path MTU of a connected socket (`IP_MTU` / `IPV6_MTU`), which bounds
 /// a GSO segment: the kernel refuses a send whose segment and headers
 /// exceed it.
@@ -567,17 +362,11 @@ pub fn path_mtu(sock: &impl AsRawFd, ipv6: bool) -> io::Result<usize> {
 /// Receives up to `buf.len()` bytes of a TCP stream with `MSG_TRUNC`: the
 /// kernel consumes them without copying (`buf` is left as it was). Returns
 /// the bytes consumed; 0 at end of stream.
-pub fn recv_discard(sock: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+pub fn recv_discard(sock: &TcpStream, buf: &mut [u8], dontwait: bool) -> io::Result<usize> {
+    let flags = libc::MSG_TRUNC | if dontwait { libc::MSG_DONTWAIT } else { 0 };
     // SAFETY: buf is live and writable for its length for the call (the
     // kernel does not write to it with MSG_TRUNC on TCP, but may as well).
-    let rc = unsafe {
-        libc::recv(
-            sock.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            libc::MSG_TRUNC,
-        )
-    };
+    let rc = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -588,6 +377,7 @@ pub fn recv_discard(sock: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
 mod tests {
     use super::*;
     use crate::caps::caps;
+    use crate::engines::RecvSlots;
     use linerate_proto::datagram::{
         check_pattern, fill_pattern, DatagramHeader, Header, FLAG_PATTERN, HEADER_LEN,
     };
@@ -605,19 +395,22 @@ mod tests {
         (tx, rx)
     }
 
-    /// Fills datagram `i` of `b` as a test datagram with sequence `seq`.
-    fn fill(b: &mut SendBatch, i: usize, seq: u64) {
-        let len = b.len();
-        let d = b.datagram_mut(i);
-        Header {
-            flags: FLAG_PATTERN,
-            stream: 7,
-            seq,
-            send_ns: seq * 10,
-            len: len as u32,
+    /// `count` test datagrams of `len` bytes from sequence `first` on, back
+    /// to back in one buffer.
+    fn datagrams(len: usize, first: u64, count: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; len * count as usize];
+        for (d, seq) in buf.chunks_mut(len).zip(first..) {
+            Header {
+                flags: FLAG_PATTERN,
+                stream: 7,
+                seq,
+                send_ns: seq * 10,
+                len: len as u32,
+            }
+            .emit(d);
+            fill_pattern(&mut d[HEADER_LEN..], seq);
         }
-        .emit(d);
-        fill_pattern(&mut d[HEADER_LEN..], seq);
+        buf
     }
 
     fn check(d: &[u8], seq: u64, len: usize) {
@@ -629,8 +422,18 @@ mod tests {
         check_pattern(&d[HEADER_LEN..], seq).expect("payload intact");
     }
 
+    fn recv(rx: &mut MmsgRx, sock: &UdpSocket, slots: &mut RecvSlots) -> usize {
+        let (bufs, meta) = slots.parts_mut();
+        rx.recv(sock, bufs, meta, false).expect("recvmmsg")
+    }
+
     fn skip(why: &str) {
         eprintln!("SKIPPED: {why}");
+    }
+
+    fn enable_rx_meta(sock: &UdpSocket) {
+        set_int(sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).expect("SO_TIMESTAMPNS");
+        set_int(sock, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1).expect("SO_RXQ_OVFL");
     }
 
     #[test]
@@ -649,44 +452,49 @@ mod tests {
         }
         let (tx, rx) = pair();
         let len = 1000;
-        let mut b = SendBatch::new(len, 10, 3);
-        assert_eq!((b.segments(), b.capacity()), (10, 30));
-        // 25 datagrams: two full messages and one of five.
-        for i in 0..25 {
-            fill(&mut b, i, i as u64);
-        }
-        assert_eq!(b.send(&tx, 25).expect("sendmmsg"), 25);
+        // 25 datagrams, 10 per message: two full messages and one of five.
+        let buf = datagrams(len, 0, 25);
+        let mut out = MmsgTx::new(3);
+        assert_eq!(out.send(&tx, &buf, len, 10, false).expect("sendmmsg"), 25);
         // Without GRO on the receiver, every datagram arrives on its own.
-        let mut ring = RecvRing::new(8, 2048);
+        let mut inp = MmsgRx::new(8);
+        let mut slots = RecvSlots::new(8, 2048);
         let mut seq = 0u64;
         while seq < 25 {
-            let n = ring.recv(&rx, false).expect("recvmmsg");
+            let n = recv(&mut inp, &rx, &mut slots);
             for i in 0..n {
-                let (d, m) = ring.message(i);
-                assert_eq!(m.segment, None);
-                assert!(!m.truncated);
+                let (d, m) = slots.get(i);
+                assert_eq!((m.segment, m.truncated), (None, false));
                 check(d, seq, len);
                 seq += 1;
             }
         }
-        assert!(ring.recv(&rx, true).is_err(), "nothing more queued");
+        let (bufs, meta) = slots.parts_mut();
+        assert!(
+            inp.recv(&rx, bufs, meta, true).is_err(),
+            "nothing more queued"
+        );
     }
 
     #[test]
-    fn plain_sendmmsg_sends_one_datagram_per_message() {
+    fn sendmmsg_takes_at_most_its_message_count() {
         let (tx, rx) = pair();
-        let mut b = SendBatch::new(200, 1, 16);
-        assert_eq!(b.capacity(), 16);
-        for i in 0..16 {
-            fill(&mut b, i, 100 + i as u64);
-        }
-        assert_eq!(b.send(&tx, 16).expect("sendmmsg"), 16);
-        let mut ring = RecvRing::new(32, 256);
+        let buf = datagrams(200, 100, 20);
+        // Without GSO: one datagram per message, 16 messages per call.
+        let mut out = MmsgTx::new(16);
+        assert_eq!(out.send(&tx, &buf, 200, 1, false).expect("sendmmsg"), 16);
+        assert_eq!(
+            out.send(&tx, &buf[16 * 200..], 200, 1, false)
+                .expect("rest"),
+            4
+        );
+        let mut inp = MmsgRx::new(32);
+        let mut slots = RecvSlots::new(32, 256);
         let mut got = 0;
-        while got < 16 {
-            let n = ring.recv(&rx, false).expect("recv");
+        while got < 20 {
+            let n = recv(&mut inp, &rx, &mut slots);
             for i in 0..n {
-                check(ring.message(i).0, 100 + got, 200);
+                check(slots.get(i).0, 100 + got, 200);
                 got += 1;
             }
         }
@@ -699,7 +507,7 @@ mod tests {
         }
         let (tx, rx) = pair();
         enable_gro(&rx).expect("UDP_GRO");
-        enable_rx_meta(&rx).expect("timestamps");
+        enable_rx_meta(&rx);
         // Five 1000-byte datagrams and a 300-byte one in one GSO send: the
         // kernel takes a short last segment.
         let mut sent = vec![0u8; 5300];
@@ -708,14 +516,18 @@ mod tests {
         }
         let mut one = MmsgTx::new(1);
         assert_eq!(one.send(&tx, &sent, 1000, 64, false).expect("GSO send"), 6);
-        let mut ring = RecvRing::new(4, GRO_SLOT);
-        let n = ring.recv(&rx, false).expect("recv");
-        assert_eq!(n, 1, "loopback keeps the run as one super-buffer");
-        let (buf, m) = ring.message(0);
+        let mut inp = MmsgRx::new(4);
+        let mut slots = RecvSlots::new(4, GRO_SLOT);
+        assert_eq!(
+            recv(&mut inp, &rx, &mut slots),
+            1,
+            "loopback keeps the run as one super-buffer"
+        );
+        let m = *slots.get(0).1;
         assert_eq!((m.len, m.segment, m.truncated), (5300, Some(1000), false));
         assert!(m.stamp_ns.is_some(), "SO_TIMESTAMPNS per message");
         assert_eq!(m.drops, None, "no drop yet: the kernel attaches no counter");
-        let segs: Vec<&[u8]> = segments(buf, m.segment).collect();
+        let segs: Vec<&[u8]> = slots.datagrams(0).collect();
         assert_eq!(
             segs.iter().map(|s| s.len()).collect::<Vec<_>>(),
             [1000, 1000, 1000, 1000, 1000, 300]
@@ -734,22 +546,24 @@ mod tests {
         enable_gro(&rx).expect("UDP_GRO");
         crate::udp::set_buffers(&rx, 8 << 20).expect("buffers");
         let len = 1472;
-        let mut b = SendBatch::new(len, GSO_MAX_SEGMENTS, GSO_MSGS_PER_CALL);
-        let cap = b.capacity() as u64;
-        let mut ring = RecvRing::new(RECV_MSGS_PER_CALL, GRO_SLOT);
-        let (mut next_send, mut next_recv) = (0u64, 0u64);
+        let per_call = segments_per_send(len) * GSO_MSGS_PER_CALL;
+        let mut out = MmsgTx::new(GSO_MSGS_PER_CALL);
+        let mut next_send = 0u64;
         for _ in 0..4 {
-            for i in 0..cap {
-                fill(&mut b, i as usize, next_send + i);
-            }
-            assert_eq!(b.send(&tx, cap as usize).expect("send"), cap as usize);
-            next_send += cap;
+            let buf = datagrams(len, next_send, per_call as u64);
+            let n = out
+                .send(&tx, &buf, len, segments_per_send(len), false)
+                .expect("send");
+            assert_eq!(n, per_call);
+            next_send += per_call as u64;
         }
+        let mut inp = MmsgRx::new(RECV_MSGS_PER_CALL);
+        let mut slots = RecvSlots::new(RECV_MSGS_PER_CALL, GRO_SLOT);
+        let mut next_recv = 0u64;
         while next_recv < next_send {
-            let n = ring.recv(&rx, false).expect("recv");
+            let n = recv(&mut inp, &rx, &mut slots);
             for i in 0..n {
-                let (buf, m) = ring.message(i);
-                for d in segments(buf, m.segment) {
+                for d in slots.datagrams(i) {
                     check(d, next_recv, len);
                     next_recv += 1;
                 }
@@ -761,39 +575,29 @@ mod tests {
     #[test]
     fn each_message_carries_the_drop_counter_once_drops_happened() {
         let (tx, rx) = pair();
-        enable_rx_meta(&rx).expect("rx meta");
+        enable_rx_meta(&rx);
         // The smallest receive buffer the kernel allows holds a few datagrams.
         socket2::SockRef::from(&rx)
             .set_recv_buffer_size(1)
             .expect("rcvbuf");
-        let mut b = SendBatch::new(1000, 1, 64);
-        for i in 0..64 {
-            fill(&mut b, i, i as u64);
-        }
-        assert_eq!(b.send(&tx, 64).expect("send"), 64);
-        let mut ring = RecvRing::new(64, 2048);
-        let n = ring.recv(&rx, false).expect("recv");
+        let buf = datagrams(1000, 0, 64);
+        let mut out = MmsgTx::new(64);
+        assert_eq!(out.send(&tx, &buf, 1000, 1, false).expect("send"), 64);
+        let mut inp = MmsgRx::new(64);
+        let mut slots = RecvSlots::new(64, 2048);
+        let n = recv(&mut inp, &rx, &mut slots);
         assert!(n < 64, "some datagrams were dropped");
         let dropped = crate::udp::socket_drops(&rx).expect("SO_MEMINFO");
         assert_eq!(dropped, 64 - n as u64);
         // Those queued before the drops carry no counter; the next one does.
-        assert_eq!(b.send(&tx, 1).expect("send"), 1);
-        assert_eq!(ring.recv(&rx, false).expect("recv"), 1);
-        let m = ring.message(0).1;
+        assert_eq!(
+            out.send(&tx, &buf[..1000], 1000, 1, false).expect("send"),
+            1
+        );
+        assert_eq!(recv(&mut inp, &rx, &mut slots), 1);
+        let m = slots.get(0).1;
         assert_eq!(m.drops, Some(dropped as u32));
         assert!(m.stamp_ns.is_some());
-    }
-
-    #[test]
-    fn segments_of_odd_messages() {
-        let whole: Vec<usize> = segments(&[1; 10], None).map(<[u8]>::len).collect();
-        assert_eq!(whole, [10]);
-        let empty: Vec<usize> = segments(&[], None).map(<[u8]>::len).collect();
-        assert_eq!(empty, [0], "an empty datagram still counts");
-        let exact: Vec<usize> = segments(&[1; 12], Some(4)).map(<[u8]>::len).collect();
-        assert_eq!(exact, [4, 4, 4]);
-        let zero: Vec<usize> = segments(&[1; 5], Some(0)).map(<[u8]>::len).collect();
-        assert_eq!(zero, [5], "a zero segment size means no split");
     }
 
     #[test]
@@ -819,13 +623,13 @@ mod tests {
         let mut buf = vec![0xAA; 16384];
         let mut total = 0;
         while total < 100_000 {
-            let n = recv_discard(&rx, &mut buf).expect("recv");
+            let n = recv_discard(&rx, &mut buf, false).expect("recv");
             assert!(n > 0, "stream ended early at {total}");
             total += n;
         }
         t.join().expect("writer");
         assert_eq!(total, 100_000);
         assert!(buf.iter().all(|&b| b == 0xAA), "nothing was copied");
-        assert_eq!(recv_discard(&rx, &mut buf).expect("eof"), 0);
+        assert_eq!(recv_discard(&rx, &mut buf, false).expect("eof"), 0);
     }
 }

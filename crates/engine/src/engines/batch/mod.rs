@@ -3,47 +3,34 @@
 //! - UDP send: `sendmmsg` of GSO messages (`UDP_SEGMENT`: one contiguous
 //!   run of up to 64 equal datagrams per message, cut by the kernel), or of
 //!   one datagram per message without GSO.
-//! - UDP receive: `recvmmsg` into a ring of buffers; with `UDP_GRO` the
-//!   kernel hands over runs of datagrams as one super-buffer, which is split
-//!   by its segment size so every datagram's header, sequence number and
-//!   (with `--verify`) payload is checked exactly as the syscall engine
-//!   checks them.
-//! - TCP send: `writev` of the stream's buffer repeated up to
-//!   [`TCP_WRITE_BYTES`] per call. TCP receive: `read`, or with
-//!   `--skip-rx-copy` `recv(MSG_TRUNC)`, which consumes data without
-//!   copying it.
+//! - UDP receive: `recvmmsg` into a ring of slots; with `UDP_GRO` the kernel
+//!   hands over runs of datagrams as one super-buffer with the segment size
+//!   in its [`RecvMeta`], which the generic receive loop splits, so every
+//!   datagram's header, sequence number and (with `--verify`) payload is
+//!   checked exactly as with the syscall engine.
+//! - TCP send: `write`, and one `writev` of the stream's buffer repeated up
+//!   to [`TCP_WRITE_BYTES`] where the loop allows it. TCP receive: `read`,
+//!   or with `--skip-rx-copy` `recv(MSG_TRUNC)`, which consumes data
+//!   without copying it.
 //!
 //! GSO and GRO are each on, off, or `auto` (on where the kernel and the
 //! path allow it; the stream's report says why one is off). An option asked
-//! for explicitly that the kernel lacks is refused with the reason.
-//!
-//! Clock reads: one per call (the stamps of a batch share it), not one per
-//! datagram; with GRO, the datagrams of a super-buffer share its kernel
-//! receive timestamp.
+//! for explicitly that the kernel lacks is refused with the reason, never
+//! replaced.
 
 pub mod mmsg;
 
-use std::io::{ErrorKind, IoSlice, Read, Write};
-use std::net::{Shutdown, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{TcpStream, UdpSocket};
 
-use linerate_proto::datagram::{self, fill_pattern, Fault, Header, SeqSchedule, FLAG_PATTERN};
-use linerate_proto::measure::{Batching, UdpRecv, UdpSend};
-use linerate_proto::pacing::Pacer;
-use linerate_proto::seq::{Jitter, SeqTracker};
-use linerate_stats::histogram::Histogram;
+use linerate_proto::measure::Batching;
 
 use self::mmsg::{
-    enable_gro, enable_rx_meta, path_mtu, recv_discard, segments, segments_per_send, RecvRing,
-    SendBatch, GRO_SLOT, GSO_MSGS_PER_CALL, PLAIN_MSGS_PER_CALL, RECV_MSGS_PER_CALL,
+    enable_gro, path_mtu, recv_discard, segments_per_send, MmsgRx, MmsgTx, GRO_SLOT,
+    GSO_MSGS_PER_CALL, PLAIN_MSGS_PER_CALL, RECV_MSGS_PER_CALL,
 };
+use super::{Engine, EngineKind, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
 use crate::caps::caps;
-use crate::engine::{is_timeout, map_err, Engine, Idle, Signals, StreamCounter, StreamEnd};
-use crate::udp::{
-    classify, ns_since, recv_buffer, socket_drops, tighten_timer_slack, wait_until, RecvJob,
-    SendJob, UdpCounters, Verdict, RECV_POLL,
-};
 use crate::EngineError;
 
 /// Bytes per TCP `writev`: the stream's buffer repeated up to this much.
@@ -56,11 +43,11 @@ pub const TCP_WRITE_BYTES: usize = 1 << 20;
 /// control greeting repeated on the data socket fits.
 const MIN_SLOT: usize = 128;
 
-/// IPv6 + UDP headers: what a GSO segment adds on the wire at most.
+/// IPv6 + UDP headers: the most a GSO segment adds on the wire.
 const UDP_IP_HEADERS: usize = 48;
 
 /// On, off, or on where the kernel and path allow it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Toggle {
     #[default]
     Auto,
@@ -69,32 +56,42 @@ pub enum Toggle {
 }
 
 /// The batch engine and its options.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BatchEngine {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Batch {
+    /// UDP senders: `UDP_SEGMENT`.
     pub gso: Toggle,
+    /// UDP receivers: `UDP_GRO`.
     pub gro: Toggle,
     /// TCP receivers consume data with `MSG_TRUNC` instead of reading it.
     pub skip_rx_copy: bool,
 }
 
-impl BatchEngine {
-    /// Refuses options asked for explicitly that this kernel lacks.
-    pub fn check(&self) -> Result<(), EngineError> {
+impl Batch {
+    /// Everything on where possible, nothing skipped.
+    pub const AUTO: Batch = Batch {
+        gso: Toggle::Auto,
+        gro: Toggle::Auto,
+        skip_rx_copy: false,
+    };
+
+    /// Why this kernel cannot run these options (`None`: it can): an
+    /// option asked for explicitly that the kernel lacks.
+    pub fn unavailable(self) -> Option<String> {
         let c = caps();
         if let (Toggle::On, Err(e)) = (self.gso, &c.udp_segment) {
-            return Err(EngineError::Unsupported(format!("--gso: {e}")));
+            return Some(format!("--gso: {e}"));
         }
         if let (Toggle::On, Err(e)) = (self.gro, &c.udp_gro) {
-            return Err(EngineError::Unsupported(format!("--gro: {e}")));
+            return Some(format!("--gro: {e}"));
         }
-        Ok(())
+        None
     }
 
-    /// Datagrams per send for this stream: 1 without GSO. Explains in
-    /// `notes` why `auto` left GSO off; refuses an explicit `--gso` the
-    /// kernel or path cannot do.
+    /// Datagrams per GSO message for this stream (1: no GSO). `notes` gets
+    /// why `auto` left GSO off; an explicit `--gso` the kernel or path
+    /// cannot do is refused.
     fn gso_segments(
-        &self,
+        self,
         sock: &UdpSocket,
         len: usize,
         notes: &mut Vec<String>,
@@ -104,7 +101,7 @@ impl BatchEngine {
         }
         let mut refuse = |why: String| -> Result<usize, EngineError> {
             if self.gso == Toggle::On {
-                Err(EngineError::Unsupported(format!("--gso: {why}")))
+                Err(unavailable(self, format!("--gso: {why}")))
             } else {
                 notes.push(format!("GSO off: {why}"));
                 Ok(1)
@@ -117,21 +114,21 @@ impl BatchEngine {
         let mtu = path_mtu(sock, v6).unwrap_or(0);
         if len + UDP_IP_HEADERS > mtu {
             return refuse(format!(
-                "{len}-byte datagrams do not fit the path MTU ({mtu}); \
+                "{len}-byte datagrams do not fit the path MTU ({mtu} bytes); \
                  the kernel segments only datagrams that need no IP fragmentation"
             ));
         }
         let segs = segments_per_send(len);
         if segs < 2 {
             return refuse(format!(
-                "{len}-byte datagrams leave no room for two per send"
+                "{len}-byte datagrams leave no room for two in one send"
             ));
         }
         Ok(segs)
     }
 
     /// Turns GRO on for a receiving socket as asked.
-    fn gro(&self, sock: &UdpSocket, notes: &mut Vec<String>) -> Result<bool, EngineError> {
+    fn gro(self, sock: &UdpSocket, notes: &mut Vec<String>) -> Result<bool, EngineError> {
         if self.gro == Toggle::Off {
             return Ok(false);
         }
@@ -142,7 +139,7 @@ impl BatchEngine {
             .and_then(|()| enable_gro(sock).map_err(|e| format!("UDP_GRO: {e}")));
         match (r, self.gro) {
             (Ok(()), _) => Ok(true),
-            (Err(why), Toggle::On) => Err(EngineError::Unsupported(format!("--gro: {why}"))),
+            (Err(why), Toggle::On) => Err(unavailable(self, format!("--gro: {why}"))),
             (Err(why), _) => {
                 notes.push(format!("GRO off: {why}"));
                 Ok(false)
@@ -151,462 +148,217 @@ impl BatchEngine {
     }
 }
 
-impl Engine for BatchEngine {
-    fn name(&self) -> &'static str {
-        "batch"
-    }
-
-    fn send(
-        &self,
-        sock: &TcpStream,
-        buf: &[u8],
-        limit: Option<u64>,
-        counter: &StreamCounter,
-        signals: &Signals,
-    ) -> StreamEnd {
-        // The same buffer several times: one writev moves up to 1 MiB.
-        let copies = (TCP_WRITE_BYTES / buf.len().max(1)).clamp(1, 1024);
-        let slices: Vec<IoSlice<'_>> = (0..copies).map(|_| IoSlice::new(buf)).collect();
-        let batch = (buf.len() * copies) as u64;
-        let mut calls = 0u64;
-        let mut remaining = limit.unwrap_or(u64::MAX);
-        let mut idle = Idle(None);
-        let mut w = sock;
-        let result = loop {
-            if remaining == 0 || signals.stopping() {
-                break sock
-                    .shutdown(Shutdown::Write)
-                    .map_err(|e| map_err("shutdown", e));
-            }
-            if signals.aborted() {
-                break Ok(());
-            }
-            calls += 1;
-            let r = if remaining >= batch {
-                w.write_vectored(&slices)
-            } else {
-                let n = buf
-                    .len()
-                    .min(usize::try_from(remaining).unwrap_or(usize::MAX));
-                w.write(&buf[..n])
-            };
-            match r {
-                Ok(0) => break Err(EngineError::PeerReset("write returned 0".into())),
-                Ok(k) => {
-                    counter.add(k as u64);
-                    remaining -= k as u64;
-                    idle.progressed();
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if is_timeout(&e) => {
-                    if let Err(e) = idle.timed_out() {
-                        break Err(e);
-                    }
-                }
-                Err(e) => break Err(map_err("writev", e)),
-            }
-        };
-        StreamEnd { calls, result }
-    }
-
-    fn recv(
-        &self,
-        sock: &TcpStream,
-        buf: &mut [u8],
-        counter: &StreamCounter,
-        signals: &Signals,
-    ) -> StreamEnd {
-        let mut calls = 0u64;
-        let mut idle = Idle(None);
-        let mut r = sock;
-        let result = loop {
-            if signals.aborted() {
-                break Ok(());
-            }
-            calls += 1;
-            let got = if self.skip_rx_copy {
-                recv_discard(sock, buf)
-            } else {
-                r.read(buf)
-            };
-            match got {
-                Ok(0) => break Ok(()),
-                Ok(k) => {
-                    counter.add(k as u64);
-                    idle.progressed();
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if is_timeout(&e) => {
-                    if let Err(e) = idle.timed_out() {
-                        break Err(e);
-                    }
-                }
-                Err(e) => break Err(map_err("read", e)),
-            }
-        };
-        StreamEnd { calls, result }
-    }
-
-    fn udp_send(
-        &self,
-        sock: &UdpSocket,
-        job: &SendJob,
-        counter: &StreamCounter,
-        live: &UdpCounters,
-        signals: &Signals,
-    ) -> (UdpSend, StreamEnd) {
-        let mut notes = Vec::new();
-        match self.gso_segments(sock, job.len, &mut notes) {
-            Ok(segs) => send_loop(sock, job, segs, notes, counter, live, signals),
-            Err(e) => (
-                UdpSend::default(),
-                StreamEnd {
-                    calls: 0,
-                    result: Err(e),
-                },
-            ),
-        }
-    }
-
-    fn udp_recv(
-        &self,
-        sock: &UdpSocket,
-        job: &RecvJob,
-        counter: &StreamCounter,
-        live: &UdpCounters,
-        signals: &Signals,
-    ) -> (UdpRecv, StreamEnd) {
-        let mut notes = Vec::new();
-        match self.gro(sock, &mut notes) {
-            Ok(gro) => recv_loop(sock, job, gro, notes, counter, live, signals),
-            Err(e) => (
-                UdpRecv::default(),
-                StreamEnd {
-                    calls: 0,
-                    result: Err(e),
-                },
-            ),
-        }
+fn unavailable(b: Batch, reason: String) -> EngineError {
+    EngineError::EngineUnavailable {
+        engine: EngineKind::Batch(b),
+        reason,
     }
 }
 
-/// Why a send failed, in the words the report needs.
-fn send_error(e: std::io::Error, gso: bool, first: bool) -> EngineError {
-    let code = e.raw_os_error();
-    if gso && first && matches!(code, Some(libc::EINVAL | libc::EMSGSIZE | libc::EIO)) {
-        return EngineError::Unsupported(format!(
-            "the kernel refused a UDP GSO send on this path ({e}); run with --no-gso"
-        ));
+impl Engine for Batch {
+    const KIND: EngineKind = EngineKind::Batch(Batch::AUTO);
+    type UdpTx = BatchUdpTx;
+    type UdpRx = BatchUdpRx;
+    type TcpTx = BatchTcpTx;
+    type TcpRx = BatchTcpRx;
+
+    fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<BatchUdpTx, EngineError> {
+        let mut notes = Vec::new();
+        let segs = self.gso_segments(sock, len, &mut notes)?;
+        let msgs = if segs > 1 {
+            GSO_MSGS_PER_CALL
+        } else {
+            PLAIN_MSGS_PER_CALL
+        };
+        Ok(BatchUdpTx {
+            tx: MmsgTx::new(msgs),
+            segs,
+            first: true,
+            used: Batching {
+                messages_per_call: msgs as u32,
+                gso_segments: (segs > 1).then_some(segs as u32),
+                notes,
+                ..Batching::default()
+            },
+        })
     }
-    if e.kind() == ErrorKind::ConnectionRefused {
-        return EngineError::PeerReset(
-            "the receiver's UDP port is closed (ICMP port unreachable)".into(),
-        );
+
+    fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<BatchUdpRx, EngineError> {
+        let mut notes = Vec::new();
+        let gro = self.gro(sock, &mut notes)?;
+        Ok(BatchUdpRx {
+            rx: MmsgRx::new(RECV_MSGS_PER_CALL),
+            slot: if gro {
+                GRO_SLOT
+            } else {
+                (len + 1).max(MIN_SLOT)
+            },
+            used: Batching {
+                messages_per_call: RECV_MSGS_PER_CALL as u32,
+                gro,
+                notes,
+                ..Batching::default()
+            },
+        })
     }
-    EngineError::io("UDP sendmmsg", e)
+
+    fn tcp_tx(self, _sock: &TcpStream) -> Result<BatchTcpTx, EngineError> {
+        Ok(BatchTcpTx)
+    }
+
+    fn tcp_rx(self, _sock: &TcpStream) -> Result<BatchTcpRx, EngineError> {
+        Ok(BatchTcpRx {
+            skip_copy: self.skip_rx_copy,
+        })
+    }
 }
 
-/// The batch engine's UDP send loop: fills as many datagrams as are due
-/// (all it has room for when unpaced), then sends them in one `sendmmsg`.
-fn send_loop(
-    sock: &UdpSocket,
-    job: &SendJob,
+/// UDP sending state: `sendmmsg` headers and the GSO segment count.
+#[derive(Debug)]
+pub struct BatchUdpTx {
+    tx: MmsgTx,
+    /// Datagrams per message (1: no GSO).
     segs: usize,
-    notes: Vec<String>,
-    bytes: &StreamCounter,
-    live: &UdpCounters,
-    signals: &Signals,
-) -> (UdpSend, StreamEnd) {
-    tighten_timer_slack();
-    let msgs = if segs > 1 {
-        GSO_MSGS_PER_CALL
-    } else {
-        PLAIN_MSGS_PER_CALL
-    };
-    let mut batch = SendBatch::new(job.len, segs, msgs);
-    let cap = batch.capacity();
-    let header = Header {
-        flags: if job.verify { FLAG_PATTERN } else { 0 },
-        stream: job.stream,
-        seq: 0,
-        send_ns: 0,
-        len: job.len as u32,
-    };
-    for i in 0..cap {
-        header.emit(batch.datagram_mut(i));
-    }
-    let malformed: Vec<Fault> = job
-        .faults
-        .iter()
-        .copied()
-        .filter(|f| f.kind.is_malformed())
-        .collect();
-    let mut junk = vec![0u8; if malformed.is_empty() { 0 } else { job.len }];
-    let mut next_junk = 0usize;
-    let mut sched = SeqSchedule::new(job.faults.clone());
-    let mut pacer = Pacer::new(job.millipps, job.burst);
-    let mut gaps = Histogram::new();
-    let mut out = UdpSend {
-        requested_pps: pacer.pps(),
-        requested_gap_ns: pacer.gap_ns(),
-        burst: job.burst.max(1),
-        kept_up: true,
-        batching: Some(Batching {
-            messages_per_call: msgs as u32,
-            gso_segments: (segs > 1).then_some(segs as u32),
-            notes,
-            ..Batching::default()
-        }),
-        ..UdpSend::default()
-    };
-    let mut last_send: Option<u64> = None;
-    let mut calls = 0u64;
-    let limit = job.limit.unwrap_or(u64::MAX);
-    let result = 'run: loop {
-        if signals.aborted() || signals.stopping() {
-            break Ok(());
-        }
-        if sched.issued() >= limit && sched.idle() {
-            break Ok(());
-        }
-        let due = pacer.due_ns();
-        if due > 0 && !wait_until(job.start, due, signals) {
-            continue;
-        }
-        let now = ns_since(job.start);
-        // Everything due by now, at most a batch.
-        let want = pacer
-            .due_count(now)
-            .map_or(cap as u64, |d| d.saturating_sub(pacer.count()))
-            .clamp(1, cap as u64) as usize;
-        let mut filled = 0usize;
-        while filled < want && !(sched.issued() >= limit && sched.idle()) {
-            let seq = sched.current();
-            if let Some(f) = malformed.get(next_junk).filter(|f| f.seq <= seq) {
-                // A scheduled malformed datagram goes just before this one,
-                // on its own: flush what is filled first.
-                if filled > 0 {
-                    break;
-                }
-                let good = batch.datagram_mut(0);
-                Header::stamp(good, seq, now);
-                let n = datagram::malformed(f.kind, good, &mut junk);
-                let _ = sock.send(&junk[..n]);
-                next_junk += 1;
-            }
-            let d = batch.datagram_mut(filled);
-            Header::stamp(d, seq, now);
-            if job.verify {
-                fill_pattern(&mut d[datagram::HEADER_LEN..], seq);
-            }
-            sched.advance();
-            filled += 1;
-        }
-        // Numbers are used up once filled, so every filled datagram is sent
-        // (retried on a full buffer), even after a stop request.
-        let mut at = 0usize;
-        while at < filled {
-            if signals.aborted() {
-                break 'run Ok(());
-            }
-            calls += 1;
-            match batch.send_from(sock, at, filled) {
-                Ok(n) => {
-                    at += n;
-                    for _ in 0..n {
-                        pacer.sent();
-                    }
-                    bytes.add((n * job.len) as u64);
-                    out.datagrams += n as u64;
-                    match last_send {
-                        Some(prev) => gaps.record(now.saturating_sub(prev)),
-                        None => out.first_send_ns = now,
-                    }
-                    // The rest of a batch leaves back to back.
-                    gaps.record_n(0, n.saturating_sub(1) as u64);
-                    last_send = Some(now);
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    out.send_errors += 1;
-                    std::thread::yield_now();
-                }
-                Err(e) => break 'run Err(send_error(e, segs > 1, out.datagrams == 0)),
-            }
-        }
-        live.datagrams.store(out.datagrams, Ordering::Relaxed);
-    };
-    let end = ns_since(job.start);
-    out.issued = sched.issued();
-    out.gaps = gaps.summary();
-    out.behind = match job.limit {
-        Some(l) => pacer.behind(end).min(l.saturating_sub(sched.issued())),
-        None => pacer.behind(end),
-    };
-    out.kept_up = pacer.within_tolerance(out.behind);
-    out.last_send_ns = last_send.unwrap_or(0);
-    (out, StreamEnd { calls, result })
+    /// No send has succeeded yet (a GSO refusal then means the path).
+    first: bool,
+    used: Batching,
 }
 
-/// The batch engine's UDP receive loop: like the syscall engine's (same
-/// checks, same drain rule, same counters), one `recvmmsg` per call.
-fn recv_loop(
-    sock: &UdpSocket,
-    job: &RecvJob,
-    gro: bool,
-    notes: Vec<String>,
-    bytes: &StreamCounter,
-    live: &UdpCounters,
-    signals: &Signals,
-) -> (UdpRecv, StreamEnd) {
-    // Without SO_RXQ_OVFL the drop count still comes from SO_MEMINFO below.
-    let _ = enable_rx_meta(sock);
-    let realtime_at_start = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        .saturating_sub(ns_since(job.start));
-    let _ = sock.set_read_timeout(Some(RECV_POLL));
-    let slot = if gro {
-        GRO_SLOT
-    } else {
-        (job.len + 1).max(MIN_SLOT)
-    };
-    let mut ring = RecvRing::new(RECV_MSGS_PER_CALL, slot);
-    let mut tracker = SeqTracker::default();
-    let mut jitter = Jitter::default();
-    let mut out = UdpRecv {
-        rcvbuf: recv_buffer(sock),
-        ..UdpRecv::default()
-    };
-    let mut use_ = Batching {
-        messages_per_call: RECV_MSGS_PER_CALL as u32,
-        gro,
-        notes,
-        ..Batching::default()
-    };
-    let mut cmsg_drops: Option<u32> = None;
-    let mut calls = 0u64;
-    let mut draining = false;
-    let mut late = false;
-    let result = loop {
-        if signals.aborted() {
-            break Ok(());
-        }
-        calls += 1;
-        let r = ring.recv(sock, draining);
-        let now = ns_since(job.start);
-        if !draining && signals.drain_passed(now) {
-            draining = true;
-        }
+impl UdpTx for BatchUdpTx {
+    fn max_batch(&self) -> usize {
+        self.segs * self.tx.max_msgs()
+    }
+
+    fn send_batch(
+        &mut self,
+        sock: &UdpSocket,
+        batch: TxBatch<'_>,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        let r = self.tx.send(
+            sock,
+            batch.bytes(),
+            batch.segment(),
+            self.segs,
+            wait == Wait::DontWait,
+        );
         match r {
             Ok(n) => {
-                let mut moved = 0u64;
-                for i in 0..n {
-                    let (buf, m) = ring.message(i);
-                    if m.drops.is_some() {
-                        cmsg_drops = m.drops;
-                    }
-                    let arrival = m
-                        .stamp_ns
-                        .map_or(now, |t| t.saturating_sub(realtime_at_start));
-                    if !late && signals.drain_passed(arrival) {
-                        // The queue is in arrival order: everything after is late too.
-                        tracker.close();
-                        late = true;
-                    }
-                    if m.segment.is_some_and(|s| m.len > s) {
-                        use_.gro_super_buffers += 1;
-                    }
-                    for d in segments(buf, m.segment) {
-                        match classify(d, m.truncated, job) {
-                            Verdict::Data(h) => {
-                                tracker.record(h.seq);
-                                if !late {
-                                    jitter.record(h.send_ns, arrival);
-                                    out.last_recv_ns = arrival;
-                                }
-                                out.datagrams += 1;
-                                moved += d.len() as u64;
-                                if out.first_recv_ns == 0 {
-                                    out.first_recv_ns = arrival;
-                                }
-                            }
-                            // A repeated greeting: the client missed our echo.
-                            Verdict::Ignored => {
-                                let _ = sock.send(d);
-                            }
-                            Verdict::Corrupt(why) => {
-                                out.corrupt += 1;
-                                if out.first_corrupt.is_none() {
-                                    out.first_corrupt = Some(why);
-                                }
-                            }
-                        }
-                    }
-                }
-                bytes.add(moved);
-                publish(live, &out, &tracker, &jitter, cmsg_drops);
+                self.first = false;
+                Ok(n)
             }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if draining {
-                    break Ok(());
-                }
+            // The kernel checks GSO against the route only when sending: a
+            // refusal of the first send is about GSO on this path.
+            Err(e)
+                if self.first
+                    && self.segs > 1
+                    && batch.bytes().len() > batch.segment()
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINVAL | libc::EMSGSIZE | libc::EIO)
+                    ) =>
+            {
+                Err(io::Error::new(
+                    e.kind(),
+                    format!("the kernel refused UDP GSO on this path ({e}); run with --no-gso"),
+                ))
             }
-            // An ICMP error queued on the connected socket: not data.
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
-            Err(e) => break Err(EngineError::io("UDP recvmmsg", e)),
+            Err(e) => Err(e),
         }
-    };
-    let c = tracker.counts();
-    out.received = c.received;
-    out.duplicates = c.duplicates;
-    out.reordered = c.reordered;
-    out.max_reorder_distance = c.max_reorder_distance;
-    out.late = c.late;
-    out.beyond_window = c.beyond_window;
-    out.next_expected = c.next_expected;
-    out.jitter_ns = jitter.ns();
-    out.issued = live.issued();
-    out.lost = out.issued.map(|i| c.lost(i));
-    let cmsg_drops = cmsg_drops.map(u64::from);
-    out.socket_drops = socket_drops(sock)
-        .map(|m| m.max(cmsg_drops.unwrap_or(0)))
-        .or(cmsg_drops);
-    out.batching = Some(use_);
-    (out, StreamEnd { calls, result })
+    }
+
+    fn batching(&self) -> Option<Batching> {
+        Some(self.used.clone())
+    }
 }
 
-/// Live counters for the sampler, once per receive call.
-fn publish(
-    live: &UdpCounters,
-    out: &UdpRecv,
-    tracker: &SeqTracker,
-    jitter: &Jitter,
-    drops: Option<u32>,
-) {
-    let c = tracker.counts();
-    let st = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
-    st(&live.datagrams, out.datagrams);
-    st(&live.received, c.received);
-    st(&live.next_expected, c.next_expected);
-    st(&live.duplicates, c.duplicates);
-    st(&live.reordered, c.reordered);
-    st(&live.late, c.late);
-    st(&live.corrupt, out.corrupt);
-    st(&live.jitter_bits, jitter.ns().to_bits());
-    if let Some(d) = drops {
-        st(&live.socket_drops, u64::from(d));
+/// UDP receiving state: `recvmmsg` headers and control buffers.
+#[derive(Debug)]
+pub struct BatchUdpRx {
+    rx: MmsgRx,
+    /// Bytes per slot: a whole GRO super-buffer, or one datagram + 1.
+    slot: usize,
+    used: Batching,
+}
+
+impl UdpRx for BatchUdpRx {
+    fn slots(&self) -> RecvSlots {
+        RecvSlots::new(RECV_MSGS_PER_CALL, self.slot)
+    }
+
+    fn recv_batch(
+        &mut self,
+        sock: &UdpSocket,
+        slots: &mut RecvSlots,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        let (bufs, meta) = slots.parts_mut();
+        let n = self.rx.recv(sock, bufs, meta, wait == Wait::DontWait)?;
+        self.used.gro_super_buffers += meta[..n]
+            .iter()
+            .filter(|m| m.segment.is_some_and(|s| m.len > s))
+            .count() as u64;
+        Ok(n)
+    }
+
+    fn batching(&self) -> Option<Batching> {
+        Some(self.used.clone())
+    }
+}
+
+/// TCP sending state: none (the repeated buffer is built per call from
+/// borrowed slices, which costs no allocation: see [`TcpTx::write_repeated`]).
+#[derive(Debug)]
+pub struct BatchTcpTx;
+
+impl TcpTx for BatchTcpTx {
+    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize> {
+        self.write_repeated(sock, buf, 1, wait)
+    }
+
+    fn write_repeated(
+        &mut self,
+        sock: &TcpStream,
+        buf: &[u8],
+        times: usize,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        // One writev of up to TCP_WRITE_BYTES, the same buffer each time.
+        const MAX_IOV: usize = 64;
+        let copies = times
+            .min(TCP_WRITE_BYTES / buf.len().max(1))
+            .clamp(1, MAX_IOV);
+        let slices = [IoSlice::new(buf); MAX_IOV];
+        match wait {
+            Wait::Block => (&mut &*sock).write_vectored(&slices[..copies]),
+            // Busy polling: one non-blocking buffer at a time.
+            Wait::DontWait => super::syscall::SyscallTcp.write(sock, buf, wait),
+        }
+    }
+}
+
+/// TCP receiving state: whether to skip the copy.
+#[derive(Debug)]
+pub struct BatchTcpRx {
+    skip_copy: bool,
+}
+
+impl TcpRx for BatchTcpRx {
+    fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
+        match (self.skip_copy, wait) {
+            (true, _) => recv_discard(sock, buf, wait == Wait::DontWait),
+            (false, Wait::Block) => (&mut &*sock).read(buf),
+            (false, Wait::DontWait) => super::syscall::SyscallTcp.read(sock, buf, wait),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::mmsg::MmsgTx;
     use super::*;
-    use crate::udp;
-    use linerate_proto::datagram::HEADER_LEN;
+    use crate::stream::{Signals, StreamCounter};
+    use crate::udp::{self, RecvJob, UdpCounters};
+    use linerate_proto::datagram::{fill_pattern, Header, FLAG_PATTERN, HEADER_LEN};
     use std::sync::Arc;
     use std::time::Instant;
 
@@ -614,7 +366,7 @@ mod tests {
         eprintln!("SKIPPED: {why}");
     }
 
-    /// A valid test datagram of `len` bytes with sequence `seq`.
+    /// Appends a valid test datagram of `len` bytes with sequence `seq`.
     fn datagram_into(out: &mut Vec<u8>, len: usize, seq: u64) {
         let at = out.len();
         out.resize(at + len, 0);
@@ -642,31 +394,29 @@ mod tests {
         let tx = udp::connect(rx.local_addr().expect("addr")).expect("connect");
         rx.connect(tx.local_addr().expect("addr")).expect("connect");
         udp::set_buffers(&rx, 4 << 20).expect("buffers");
-        // On before anything is sent (the receiving thread turns it on again):
-        // datagrams queued before are segmented on arrival.
+        // On before anything is sent (the receiving thread turns it on
+        // again): datagrams queued before would be segmented on arrival.
         enable_gro(&rx).expect("UDP_GRO");
         let len = 200;
         // Three GSO sends; on loopback each reaches a GRO socket as one
         // super-buffer of 200-byte segments:
         // 1. 0..10 with 4 twice (duplicate) and 7 before 6 (reorder);
-        // 2. 10..20 without 13 (lost), ending in a 100-byte segment (the
+        // 2. 10..20 without 13 (lost), ending in 100 bytes of 20 (the
         //    kernel's short last segment, here a truncated datagram: corrupt);
-        // 3. 20..30 with a payload byte flipped in 25 (corrupt).
+        // 3. 21..30 with a payload byte of 25 flipped (corrupt).
         let mut sends: Vec<Vec<u8>> = vec![Vec::new(); 3];
         for seq in [0, 1, 2, 3, 4, 4, 5, 7, 6, 8, 9] {
             datagram_into(&mut sends[0], len, seq);
         }
-        for seq in (10..20).filter(|&s| s != 13) {
+        for seq in (10..21).filter(|&s| s != 13) {
             datagram_into(&mut sends[1], len, seq);
         }
-        datagram_into(&mut sends[1], len, 20);
         let short = sends[1].len() - 100;
         sends[1].truncate(short);
         for seq in 21..30 {
             datagram_into(&mut sends[2], len, seq);
         }
-        let flip = 4 * len + HEADER_LEN + 7;
-        sends[2][flip] ^= 0xff;
+        sends[2][4 * len + HEADER_LEN + 7] ^= 0xff;
 
         let start = Instant::now();
         let signals = Arc::new(Signals::default());
@@ -677,22 +427,22 @@ mod tests {
             verify: true,
             start,
         };
-        let engine = BatchEngine {
+        let kind = EngineKind::Batch(Batch {
             gro: Toggle::On,
-            ..BatchEngine::default()
-        };
+            ..Batch::AUTO
+        });
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live));
         let receiver = std::thread::spawn(move || {
-            engine.udp_recv(&rx, &job, &StreamCounter::default(), &l2, &s2)
+            udp::recv(kind, &rx, &job, &StreamCounter::default(), &l2, &s2)
         });
         let mut gso = MmsgTx::new(1);
         for s in &sends {
             let n = gso.send(&tx, s, len, 64, false).expect("GSO send");
             assert_eq!(n, s.len().div_ceil(len));
         }
-        // 0..30 were issued (20 went out truncated, 13 never).
+        // 0..30 were issued (13 never went out, 20 went out truncated).
         live.set_issued(30);
-        signals.drain_at(udp::ns_since(start) + 200_000_000);
+        signals.drain_at(start.elapsed().as_nanos() as u64 + 200_000_000);
         let (got, end) = receiver.join().expect("receiver");
         end.result.expect("received");
         let b = got.batching.clone().expect("batching reported");
@@ -705,8 +455,35 @@ mod tests {
         assert_eq!(got.duplicates, 1);
         assert_eq!(got.reordered, 1);
         assert_eq!(got.corrupt, 2, "the short tail and the flipped byte");
-        // Distinct good numbers: 0..30 minus 13, 20 (truncated) and 25 (corrupt).
+        // Distinct good numbers: 0..30 minus 13, 20 (short) and 25 (corrupt).
         assert_eq!(got.received, 27);
         assert_eq!(got.lost, Some(3));
+    }
+
+    #[test]
+    fn an_explicit_option_the_path_cannot_do_is_refused_with_the_reason() {
+        if let Err(e) = &caps().udp_segment {
+            return skip(&format!("no UDP_SEGMENT: {e}"));
+        }
+        let rx = udp::bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let tx = udp::connect(rx.local_addr().expect("addr")).expect("connect");
+        let on = Batch {
+            gso: Toggle::On,
+            ..Batch::AUTO
+        };
+        // 40000-byte datagrams fit loopback's MTU, but no two fit one send.
+        let e = on.udp_tx(&tx, 40_000).expect_err("refused");
+        assert!(
+            e.to_string().contains("--gso") && e.to_string().contains("no room for two"),
+            "{e}"
+        );
+        // Auto leaves GSO off and says why.
+        let io = Batch::AUTO.udp_tx(&tx, 40_000).expect("auto");
+        let b = io.batching().expect("batching");
+        assert_eq!(b.gso_segments, None);
+        assert!(b.notes.iter().any(|n| n.starts_with("GSO off")), "{b:?}");
+        // 1472-byte datagrams on loopback: 44 per send.
+        let io = on.udp_tx(&tx, 1472).expect("GSO on");
+        assert_eq!(io.max_batch(), 44 * GSO_MSGS_PER_CALL);
     }
 }
