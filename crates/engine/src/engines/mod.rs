@@ -161,8 +161,6 @@ impl WaitPolicy {
 /// Engines are small `Copy` values (their options, if any); the generic
 /// loops take `E: Engine` and are monomorphised, so calls are direct.
 pub trait Engine: Copy + Send + Sync + 'static {
-    /// Which engine this is (for reports).
-    const KIND: EngineKind;
     type UdpTx: UdpTx;
     type UdpRx: UdpRx;
     type TcpTx: TcpTx;

@@ -156,7 +156,6 @@ fn unavailable(b: Batch, reason: String) -> EngineError {
 }
 
 impl Engine for Batch {
-    const KIND: EngineKind = EngineKind::Batch(Batch::AUTO);
     type UdpTx = BatchUdpTx;
     type UdpRx = BatchUdpRx;
     type TcpTx = BatchTcpTx;
