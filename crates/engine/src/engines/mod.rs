@@ -80,9 +80,17 @@ impl EngineKind {
     }
 }
 
+/// The name and the options that differ from the engine's defaults, as
+/// flags (`batch --no-gso`): what reports name as a side's engine.
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.name())?;
+        if let EngineKind::Batch(b) = self {
+            for flag in b.flags() {
+                write!(f, " {flag}")?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -74,6 +74,22 @@ impl Batch {
         skip_rx_copy: false,
     };
 
+    /// The options that differ from [`Self::AUTO`], as flags.
+    pub fn flags(self) -> impl Iterator<Item = &'static str> {
+        let toggle = |t: Toggle, on: &'static str, off: &'static str| match t {
+            Toggle::Auto => None,
+            Toggle::On => Some(on),
+            Toggle::Off => Some(off),
+        };
+        [
+            toggle(self.gso, "--gso", "--no-gso"),
+            toggle(self.gro, "--gro", "--no-gro"),
+            self.skip_rx_copy.then_some("--skip-rx-copy"),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
     /// Why this kernel cannot run these options (`None`: it can): an
     /// option asked for explicitly that the kernel lacks.
     pub fn unavailable(self) -> Option<String> {
