@@ -362,6 +362,12 @@ fn kernel_view(
         (l, 0) => format!(
             "{l} datagrams lost and the kernel counted no drops on either host: they were lost on the path (a switch, a NIC, the far interface) or where these counters cannot see"
         ),
+        // A dropped GRO super-buffer is one drop however many datagrams it
+        // held, so the counters cannot add up to the loss.
+        (l, x) if l > x && gro && x > 0 => format!(
+            "{l} datagrams lost; the kernel counted {x} drops ({}), but the receiver used GRO and the kernel counts a dropped GRO super-buffer (up to 64 datagrams) as one drop, so its counters fall short of the loss",
+            listed.join(", ")
+        ),
         (l, x) if l > x => format!(
             "{l} datagrams lost; the kernel accounts for {x} ({}); the other {} were lost on the path or where these counters cannot see",
             listed.join(", "),
@@ -374,12 +380,6 @@ fn kernel_view(
     };
     if bidir && explained > 0 {
         e.push_str("; the hosts' counters are shared by both directions");
-    }
-    if gro && u.lost > explained {
-        e.push_str(
-            "; the receiver used GRO, and the kernel counts a dropped GRO super-buffer \
-             (up to 64 datagrams) as one socket drop, so its counters fall short of the loss",
-        );
     }
     if !unmeasured.is_empty() {
         e.push_str(&format!("; not measured: drops {}", unmeasured.join(", ")));
