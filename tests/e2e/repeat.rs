@@ -126,9 +126,14 @@ fn issue_11_repeat_progress_bar_only_on_a_terminal() {
 /// Runs `cmd` in a detached tmux terminal and waits for a bar `needle` with an ETA.
 fn bar_on_terminal(cmd: &str, needle: &str) {
     let session = format!("lr-progress-{}", std::process::id());
+    // A tmux server of this test's own (-L): other tmux users on the
+    // machine (or a concurrent test run) cannot interfere.
+    let socket = format!("lr-progress-{}", std::process::id());
     let cmd = format!("{cmd}; sleep 5");
     let started = Command::new("tmux")
         .args([
+            "-L",
+            &socket,
             "new-session",
             "-d",
             "-s",
@@ -141,13 +146,13 @@ fn bar_on_terminal(cmd: &str, needle: &str) {
         ])
         .status()
         .expect("tmux");
-    assert!(started.success());
+    assert!(started.success(), "tmux new-session failed");
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = String::new();
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
         let cap = Command::new("tmux")
-            .args(["capture-pane", "-p", "-t", &session])
+            .args(["-L", &socket, "capture-pane", "-p", "-t", &session])
             .output()
             .expect("capture");
         seen = String::from_utf8_lossy(&cap.stdout).into_owned();
@@ -156,7 +161,7 @@ fn bar_on_terminal(cmd: &str, needle: &str) {
         }
     }
     let _ = Command::new("tmux")
-        .args(["kill-session", "-t", &session])
+        .args(["-L", &socket, "kill-server"])
         .status();
     assert!(
         seen.contains("ETA") && seen.contains(needle),
