@@ -12,6 +12,8 @@
 //! - [`measure`]: what each side measured, exchanged at the end of a test.
 //! - [`session`]: client and server control state machines.
 //! - [`rr`]: the header inside request/response messages.
+//! - [`rr_core`]: request/response bookkeeping (plan, batch timing, tally,
+//!   one-way arithmetic, busy-poll spin budget), with `now` as an argument.
 //! - [`clock`]: the offset between the two ends' clocks, for one-way latency.
 //! - [`datagram`]: the UDP test datagram header, payload pattern and the
 //!   test-only fault schedule.
@@ -27,6 +29,9 @@
 //! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
 //!   parameters and results, UDP header and receiver rules) and its client
 //!   and server sessions, so linerate interoperates with real iperf3 peers.
+//! - [`side`]: client or server, the word all of the above share.
+
+pub use side::Side;
 
 pub mod clock;
 pub mod datagram;
@@ -35,8 +40,10 @@ pub mod iperf3;
 pub mod measure;
 pub mod pacing;
 pub mod rr;
+pub mod rr_core;
 pub mod seq;
 pub mod session;
+pub mod side;
 pub mod spec;
 pub mod udp_receiver;
 pub mod udp_sender;
