@@ -293,7 +293,7 @@ impl<'a> ClientTest<'a, '_> {
             embedded_server: self.embedded,
             client_software: software(),
             server_software,
-            client_engine: self.engine.name().into(),
+            client_engine: self.engine.to_string(),
             ..TestInfo::from_spec(spec, Side::Client)
         }
     }

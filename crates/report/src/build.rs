@@ -5,15 +5,16 @@
 use std::collections::HashMap;
 
 use linerate_proto::measure::{
-    CpuMeasurement, IntervalMeasurement, KernelUdp, SideResults, StreamMeasurement, UdpInterval,
+    Batching, CpuMeasurement, IntervalMeasurement, KernelUdp, SideResults, StreamMeasurement,
+    UdpInterval,
 };
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 
 use crate::model::{
-    CpuSummary, Endpoint, Flow, FlowSum, GapSummary, IntervalRecord, IntervalStreamRecord,
-    IntervalSum, KernelSides, KernelView, Report, SideCpu, StreamSummary, TestInfo,
-    UdpIntervalRecord, UdpSummary, SCHEMA_VERSION,
+    BatchingSummary, CpuSummary, Endpoint, Flow, FlowSum, GapSummary, IntervalRecord,
+    IntervalStreamRecord, IntervalSum, KernelSides, KernelView, Report, SideCpu, StreamSummary,
+    TestInfo, UdpIntervalRecord, UdpSummary, SCHEMA_VERSION,
 };
 
 fn rate(bytes: u64, seconds: f64) -> f64 {
@@ -236,7 +237,26 @@ fn udp_stream(
         socket_drops: r.socket_drops,
         rcvbuf: r.rcvbuf,
         receiver_had_final_count: r.issued == Some(s.issued),
+        sender_batching: s
+            .batching
+            .as_ref()
+            .map(|b| batching(b, s.datagrams, snd.map_or(0, |m| m.calls))),
+        receiver_batching: r
+            .batching
+            .as_ref()
+            .map(|b| batching(b, r.datagrams, rcv.map_or(0, |m| m.calls))),
     })
+}
+
+fn batching(b: &Batching, datagrams: u64, calls: u64) -> BatchingSummary {
+    BatchingSummary {
+        messages_per_call: b.messages_per_call,
+        datagrams_per_call: ratio(datagrams, calls),
+        gso_segments: b.gso_segments,
+        gro: b.gro,
+        gro_super_buffers: b.gro_super_buffers,
+        notes: b.notes.clone(),
+    }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -290,6 +310,8 @@ fn udp_flow(
         socket_drops: us.iter().map(|u| u.socket_drops).sum(),
         rcvbuf: first.rcvbuf,
         receiver_had_final_count: us.iter().all(|u| u.receiver_had_final_count),
+        sender_batching: None,
+        receiver_batching: None,
     })
 }
 
@@ -299,6 +321,7 @@ fn kernel_view(
     sender: Option<&KernelUdp>,
     receiver: Option<&KernelUdp>,
     bidir: bool,
+    gro: bool,
 ) -> KernelView {
     let snd_snmp = sender.and_then(|k| k.snmp);
     let rcv_snmp = receiver.and_then(|k| k.snmp);
@@ -346,6 +369,12 @@ fn kernel_view(
         ),
         (l, 0) => format!(
             "{l} datagrams lost and the kernel counted no drops on either host: they were lost on the path (a switch, a NIC, the far interface) or where these counters cannot see"
+        ),
+        // A dropped GRO super-buffer is one drop however many datagrams it
+        // held, so the counters cannot add up to the loss.
+        (l, x) if l > x && gro && x > 0 => format!(
+            "{l} datagrams lost; the kernel counted {x} drops ({}), but the receiver used GRO and the kernel counts a dropped GRO super-buffer (up to 64 datagrams) as one drop, so its counters fall short of the loss",
+            listed.join(", ")
         ),
         (l, x) if l > x => format!(
             "{l} datagrams lost; the kernel accounts for {x} ({}); the other {} were lost on the path or where these counters cannot see",
@@ -444,12 +473,19 @@ pub fn build_stream(
                 Side::Client => client.kernel_udp.as_ref(),
                 Side::Server => server.kernel_udp.as_ref(),
             };
+            let gro = of.iter().any(|s| {
+                s.udp
+                    .as_ref()
+                    .and_then(|u| u.receiver_batching.as_ref())
+                    .is_some_and(|b| b.gro)
+            });
             last.kernel = last.udp.as_ref().map(|u| {
                 kernel_view(
                     u,
                     side_of(flow.sender()),
                     side_of(flow.sender().other()),
                     spec.direction == linerate_proto::spec::Direction::Bidir,
+                    gro,
                 )
             });
         }

@@ -246,6 +246,34 @@ pub struct UdpSummary {
     /// False when the receiver never learnt the sender's final count (its
     /// own loss figure was then not final; `lost` here is from the sender's).
     pub receiver_had_final_count: bool,
+    /// What the sender's batching engine did (per stream; absent: one
+    /// datagram per call).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sender_batching: Option<BatchingSummary>,
+    /// What the receiver's batching engine did (per stream).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub receiver_batching: Option<BatchingSummary>,
+}
+
+/// What a batching engine (`sendmmsg`/`recvmmsg`, GSO, GRO) did on one
+/// side of a UDP stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchingSummary {
+    /// Most messages one `sendmmsg`/`recvmmsg` call carried.
+    pub messages_per_call: u32,
+    /// Datagrams per system call, as measured (datagrams ÷ calls; receive
+    /// calls that timed out count).
+    pub datagrams_per_call: f64,
+    /// Sender: datagrams per GSO message; absent: GSO off.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gso_segments: Option<u32>,
+    /// Receiver: `UDP_GRO` was on.
+    pub gro: bool,
+    /// Receiver: messages that held more than one datagram.
+    pub gro_super_buffers: u64,
+    /// Why GSO or GRO was off where the engine could have used it.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<String>,
 }
 
 /// The kernel's drop counters beside the counted loss, for one flow.

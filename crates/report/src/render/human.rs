@@ -14,8 +14,8 @@ use linerate_stats::units::{
 use super::columns::Columns;
 use super::{rr_table, side_name, wrap, Sink, SweepSink, WIDTH};
 use crate::model::{
-    Endpoint, IntervalRecord, KernelView, Report, SideCpu, SweepInfo, SweepReport, SweepTrial,
-    TestInfo, UdpSummary,
+    BatchingSummary, Endpoint, IntervalRecord, KernelView, Report, SideCpu, SweepInfo, SweepReport,
+    SweepTrial, TestInfo, UdpSummary,
 };
 
 pub(super) struct Human<'a> {
@@ -48,6 +48,33 @@ fn udp_sender_words(u: &UdpSummary) -> String {
     if u.send_errors > 0 {
         s.push_str(&format!("; {} send errors", u.send_errors));
     }
+    if let Some(b) = &u.sender_batching {
+        s.push_str(&batching_words(b, true));
+    }
+    s
+}
+
+/// What a batching engine did, e.g. "; batch: GSO 44 datagrams/message,
+/// ≤ 4 messages/call, 176.0 datagrams/call".
+fn batching_words(b: &BatchingSummary, sender: bool) -> String {
+    let mut s = String::from("; batch: ");
+    if sender {
+        match b.gso_segments {
+            Some(n) => s.push_str(&format!("GSO {n} datagrams/message, ")),
+            None => s.push_str("no GSO, "),
+        }
+    } else if b.gro {
+        s.push_str(&format!("GRO on ({} super-buffers), ", b.gro_super_buffers));
+    } else {
+        s.push_str("no GRO, ");
+    }
+    s.push_str(&format!(
+        "≤ {} messages/call, {:.1} datagrams/call",
+        b.messages_per_call, b.datagrams_per_call
+    ));
+    for n in &b.notes {
+        s.push_str(&format!(" ({n})"));
+    }
     s
 }
 
@@ -72,6 +99,9 @@ fn udp_receiver_words(u: &UdpSummary) -> String {
     }
     if let Some(c) = &u.first_corrupt {
         s.push_str(&format!(" (first corrupt: {c})"));
+    }
+    if let Some(b) = &u.receiver_batching {
+        s.push_str(&batching_words(b, false));
     }
     s
 }
