@@ -27,7 +27,6 @@ use linerate_proto::spec::{ServerLimits, StreamPlan, TestSpec};
 use linerate_proto::wire::{
     self, classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
-use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
@@ -556,6 +555,15 @@ impl ServerTest<'_> {
                     run.peer_send_done(&done.streams, ctrl.drain_period(&spec));
                 }
             }
+            ServerAction::StopStreams => {
+                if let Some(run) = &self.run {
+                    run.stop();
+                }
+                self.notes.push(
+                    "the client stopped the test before its limit (its user interrupted it); the figures cover the time until then"
+                        .into(),
+                );
+            }
             ServerAction::AbortStreams => {
                 self.attached.clear();
                 if let Some(run) = &self.run {
@@ -691,7 +699,8 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 start_unix_ms: test.start_unix_ms,
                 ..TestInfo::from_spec(spec, Side::Server)
             };
-            let report = build::build(info.clone(), spec, remote, local, test.notes.clone());
+            let build = test_type::of(spec).build;
+            let report = build(info.clone(), spec, remote, local, test.notes.clone());
             let stdout = std::io::stdout();
             let mut sink = render::sink(shared.format, Box::new(stdout.lock()));
             let _ = sink.start(&info).and_then(|()| sink.finish(&report));
@@ -705,9 +714,11 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 );
             }
         }
-        Some(ServerOutcome::Failed(e)) => {
+        // An embedded server's client reports the failure itself.
+        Some(ServerOutcome::Failed(e)) if !shared.quiet => {
             log!("linerate server: test from {peer} failed: {e}")
         }
+        Some(ServerOutcome::Failed(_)) => {}
         None => log!("linerate server: test from {peer} ended unexpectedly"),
     }
 }

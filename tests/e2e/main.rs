@@ -2,10 +2,12 @@
 //! (as in ripgrep) with shared helpers; modules by feature. Regression tests
 //! are named after their issue (`issue_N_…`).
 
+mod engines;
 mod golden;
 mod helpers;
 mod host;
 mod netns;
+mod repeat;
 mod rr;
 mod tcp;
 mod udp;

@@ -130,6 +130,7 @@ mod kind {
     pub const SEND_DONE: u8 = 8;
     pub const CLOCK_PROBE: u8 = 9;
     pub const CLOCK_REPLY: u8 = 10;
+    pub const STOP: u8 = 11;
 }
 
 /// Client's first control frame: who it is and what test it proposes.
@@ -258,6 +259,11 @@ pub enum Message {
     ClockProbe(ClockProbe),
     ClockReply(ClockReply),
     SendDone(SendDone),
+    /// Client → server while running: finish now, as if the test's limit
+    /// were reached (senders stop and shut down, receivers drain, results
+    /// are exchanged as usual). Sent when the user interrupts a test, so
+    /// what was measured is still reported.
+    Stop,
 }
 
 impl Message {
@@ -273,6 +279,7 @@ impl Message {
             Message::ClockProbe(_) => "ClockProbe",
             Message::ClockReply(_) => "ClockReply",
             Message::SendDone(_) => "SendDone",
+            Message::Stop => "Stop",
         }
     }
 }
@@ -293,6 +300,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::ClockProbe(_) => kind::CLOCK_PROBE,
         Message::ClockReply(_) => kind::CLOCK_REPLY,
         Message::SendDone(_) => kind::SEND_DONE,
+        Message::Stop => kind::STOP,
     };
     out.push(k);
     out.extend_from_slice(&[0; 4]);
@@ -306,7 +314,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::ClockProbe(m) => write_json(out, m),
         Message::ClockReply(m) => write_json(out, m),
         Message::SendDone(m) => write_json(out, m),
-        Message::Start => {}
+        Message::Start | Message::Stop => {}
         Message::DataHello(d) => {
             out.extend_from_slice(&d.token.0);
             out.extend_from_slice(&d.stream.to_be_bytes());
@@ -376,14 +384,19 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind::CLOCK_PROBE => Message::ClockProbe(json("ClockProbe", payload)?),
         kind::CLOCK_REPLY => Message::ClockReply(json("ClockReply", payload)?),
         kind::SEND_DONE => Message::SendDone(json("SendDone", payload)?),
-        kind::START => {
+        kind::START | kind::STOP => {
+            let (name, msg) = if k == kind::START {
+                ("Start", Message::Start)
+            } else {
+                ("Stop", Message::Stop)
+            };
             if !payload.is_empty() {
                 return Err(WireError::Malformed {
-                    kind: "Start",
+                    kind: name,
                     reason: format!("expected no payload, got {} bytes", payload.len()),
                 });
             }
-            Message::Start
+            msg
         }
         kind::DATA_HELLO => {
             let malformed = |reason: String| WireError::Malformed {
@@ -519,6 +532,7 @@ mod tests {
                 sender: Side::Server,
             }),
             Message::Start,
+            Message::Stop,
             Message::Results(Box::default()),
             Message::Abort(Abort {
                 reason: "interrupted".into(),
