@@ -78,7 +78,8 @@ netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST
 
 Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
 command line, 3 server refused the test (busy, invalid parameters, version),
-130 interrupted (Ctrl-C; the server is told and nothing is reported).";
+130 interrupted (Ctrl-C; the server is told; tcp/udp tests and sweeps still report
+what was measured until then, marked as interrupted).";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -134,6 +135,12 @@ pub enum Cmd {
     /// ICMP echo: round-trip distribution (HDR histogram), TTL, loss and
     /// duplicates; exit status 1 when nothing answers.
     Ping(super::host::PingArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell), e.g.
+    /// `linerate completions bash > /etc/bash_completion.d/linerate`.
+    Completions(super::generate::CompletionsArgs),
+    /// Print the man page (roff), e.g.
+    /// `linerate man > /usr/local/share/man/man1/linerate.1`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -289,6 +296,8 @@ pub struct TcpArgs {
     #[command(flatten)]
     pub host_flags: super::host::TestHostArgs,
     #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -358,6 +367,8 @@ pub struct UdpArgs {
     #[command(flatten)]
     pub host_flags: super::host::TestHostArgs,
     #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -422,6 +433,8 @@ pub struct RrArgs {
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
+    #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -3,8 +3,10 @@
 //! config types. Clap types never leave this module.
 
 mod args;
+mod generate;
 mod host;
 mod netperf;
+mod repeat;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -77,7 +79,12 @@ pub enum Command {
     Iface(IfaceConfig),
     Doctor(DoctorConfig),
     Ping(PingConfig),
+    Repeat(RepeatConfig),
+    /// Text generated from the CLI definitions (completions, man page).
+    Print(Vec<u8>),
 }
+
+pub use repeat::RepeatConfig;
 
 pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
 
@@ -588,10 +595,13 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
 
 fn validate(mut cli: args::Cli) -> Result<Command> {
     let host_flags = host::take_test_flags(&mut cli.command);
+    let repeat_flags = repeat::take(&mut cli.command);
     let cmd = match cli.command {
         args::Cmd::Iface(a) => host::validate_iface(a),
         args::Cmd::Doctor(a) => host::validate_doctor(a),
         args::Cmd::Ping(a) => host::validate_ping(a),
+        args::Cmd::Completions(a) => generate::completions(&a),
+        args::Cmd::Man => generate::man(),
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
@@ -691,7 +701,7 @@ fn validate(mut cli: args::Cli) -> Result<Command> {
             )?))
         }
     };
-    host::attach(cmd?, host_flags)
+    repeat::attach(host::attach(cmd?, host_flags)?, repeat_flags)
 }
 
 #[cfg(test)]
@@ -721,6 +731,27 @@ mod tests {
         assert_eq!(c.spec.direction, Direction::Forward);
         assert_eq!(c.spec.streams, 1);
         assert_eq!(c.format, Format::Human);
+    }
+
+    #[test]
+    fn issue_7_engine_is_resolved_once_into_a_typed_choice() {
+        assert_eq!(tcp("tcp").engine, EngineKind::Syscall);
+        assert_eq!(tcp("tcp --engine syscall").engine, EngineKind::Syscall);
+        for args in [
+            "tcp --engine warp",
+            "udp --engine warp",
+            "server --engine warp",
+        ] {
+            let e = parse(args).expect_err("unknown engine").to_string();
+            assert!(
+                e.contains("unknown engine \"warp\"; this build has: syscall"),
+                "{args}: {e}"
+            );
+        }
+        match parse("server --engine syscall").expect("parses") {
+            Command::Server(s) => assert_eq!(s.engine, EngineKind::Syscall),
+            other => panic!("not a server: {other:?}"),
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod golden;
 mod helpers;
 mod host;
 mod netns;
+mod repeat;
 mod rr;
 mod tcp;
 mod udp;
