@@ -15,6 +15,7 @@ use anyhow::{anyhow, Context, Result};
 use linerate_engine::rr::{self, CrrTarget, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::{clock, engine, socket, udp};
+use linerate_proto::auth::{ClientAuth, NONCE_LEN};
 use linerate_proto::measure::Role;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
@@ -81,8 +82,8 @@ fn run_with(
     let (host, port) = match &cfg.target {
         Target::Remote { host, port } => (host.clone(), *port),
         Target::Embedded => {
-            embedded =
-                server::spawn_embedded(&cfg.engine).context("starting the embedded server")?;
+            embedded = server::spawn_embedded(&cfg.engine, cfg.auth_key.clone())
+                .context("starting the embedded server")?;
             ("127.0.0.1".to_string(), embedded.port())
         }
     };
@@ -91,14 +92,18 @@ fn run_with(
         .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
     let engine = engine::by_name(&cfg.engine).map_err(anyhow::Error::from)?;
+    let mut session =
+        ClientSession::new(cfg.spec.clone(), &software(), Instant::now()).with_boot_id(boot_id);
+    if let Some(key) = &cfg.auth_key {
+        session = session.with_auth(ClientAuth::new(key.clone(), nonce()?));
+    }
     let mut test = ClientTest {
         cfg,
         engine,
         peer,
         embedded: matches!(cfg.target, Target::Embedded),
         ctrl: ControlConn::new(ctrl_sock)?,
-        session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
-            .with_boot_id(boot_id),
+        session,
         run: None,
         pending: Vec::new(),
         info: None,
@@ -111,6 +116,13 @@ fn run_with(
         run.abort();
     }
     result
+}
+
+/// Fresh random bytes for an authentication nonce.
+pub fn nonce() -> Result<[u8; NONCE_LEN]> {
+    let mut n = [0u8; NONCE_LEN];
+    getrandom::fill(&mut n).map_err(|e| anyhow!("no randomness for the auth nonce: {e}"))?;
+    Ok(n)
 }
 
 pub fn software() -> String {
@@ -184,6 +196,9 @@ impl ClientTest<'_> {
         }
         // Flush a final Abort, if any; the peer may already be gone.
         let _ = self.ctrl.send(&self.session.outbox().take());
+        if matches!(self.session.outcome(), Some(Ok(_))) {
+            self.ctrl.wait_closed(Duration::from_secs(1));
+        }
         self.finish(sink)
     }
 
@@ -426,6 +441,7 @@ impl ClientTest<'_> {
                     RefuseCode::Invalid => "server refused the parameters",
                     RefuseCode::Version => "protocol version mismatch",
                     RefuseCode::Internal => "server error",
+                    RefuseCode::Auth => "authentication failed",
                 };
                 Err(ClientError::Refused(format!("{what}: {message}")))
             }

@@ -8,7 +8,7 @@
 //! session's deadlines and can never stop the server from serving others.
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use linerate_engine::rr::{self, CrrServer, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, SideRun, StreamSetup};
 use linerate_engine::{clock, engine, socket, udp};
+use linerate_proto::auth::{AuthKey, ServerAuth};
 use linerate_proto::measure::Role;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::spec::{ServerLimits, StreamPlan, TestKind, TestSpec};
@@ -33,8 +34,11 @@ use crate::cli::ServerConfig;
 use crate::client::{run_params, software};
 use crate::control::{read_first_frame, ControlConn};
 
-/// How long a new connection may take to say who it is.
-const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
+pub mod guard;
+mod watch;
+
+use guard::{Guard, GuardConfig};
+use watch::IdleWatch;
 
 type DataRoute = Sender<(DataHello, TcpStream)>;
 
@@ -60,15 +64,26 @@ struct Shared {
     /// Client and server share the process: account CPU per thread.
     per_thread_cpu: bool,
     active: Mutex<usize>,
-    routes: Mutex<HashMap<Token, Route>>,
+    /// Each running test's data route, with the address of its control
+    /// connection's peer: data connections from elsewhere are refused.
+    routes: Mutex<HashMap<Token, (IpAddr, Route)>>,
     /// Set when an admitted test has ended (for --once).
     test_ended: AtomicBool,
+    /// Connection-level limits and the throttled log.
+    guard: Guard,
+    /// `--auth-key`: clients must prove they hold it.
+    auth_key: Option<AuthKey>,
 }
 
 /// Runs a server until interrupted (or after one test with --once).
 pub fn run(cfg: &ServerConfig) -> Result<()> {
     let listener = socket::listen(cfg.bind, cfg.port)?;
     let addr = listener.local_addr()?;
+    if cfg.auth_key.is_none() && !addr.ip().is_loopback() {
+        eprintln!(
+            "linerate server: warning: listening on {addr} without --auth-key: anyone who can reach this port can make this host send traffic"
+        );
+    }
     if cfg.format == Format::Human {
         println!(
             "linerate server listening on {addr} (engine {})",
@@ -88,6 +103,8 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         active: Mutex::new(0),
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
+        guard: Guard::new(cfg.guard.clone()),
+        auth_key: cfg.auth_key.clone(),
     });
     serve(&listener, &shared, cfg.once)
 }
@@ -116,7 +133,7 @@ impl Drop for Embedded {
 }
 
 /// Starts a one-test server on 127.0.0.1 with an ephemeral port.
-pub fn spawn_embedded(engine_name: &str) -> Result<Embedded> {
+pub fn spawn_embedded(engine_name: &str, auth_key: Option<AuthKey>) -> Result<Embedded> {
     let listener = socket::listen(Some([127, 0, 0, 1].into()), 0)?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
@@ -130,6 +147,8 @@ pub fn spawn_embedded(engine_name: &str) -> Result<Embedded> {
         active: Mutex::new(0),
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
+        guard: Guard::new(GuardConfig::default()),
+        auth_key,
     });
     let handle = std::thread::Builder::new()
         .name("linerate-embedded-server".into())
@@ -160,18 +179,38 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
             Err(e) => {
                 // Per-connection failures (e.g. ECONNABORTED, EMFILE) must
                 // not take the server down; back off briefly.
-                eprintln!("linerate server: accept: {e}");
+                shared.guard.log.log(format_args!("accept: {e}"));
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
         };
-        let shared = Arc::clone(shared);
+        let peer = socket::canonical(peer);
+        let guard = &shared.guard;
+        if !guard.cfg.filter.permits(peer.ip()) {
+            guard.log.log(format_args!(
+                "{peer}: address not allowed (--allow/--deny), closing"
+            ));
+            continue;
+        }
+        let Some(slot) = guard.slots.try_take() else {
+            guard.log.log(format_args!(
+                "{peer}: {} connections already open (--max-connections), closing",
+                guard.cfg.max_connections
+            ));
+            continue;
+        };
+        let conn_shared = Arc::clone(shared);
         match std::thread::Builder::new()
             .name("linerate-conn".into())
-            .spawn(move || handle_connection(sock, socket::canonical(peer), &shared))
-        {
+            .spawn(move || {
+                let _slot = slot;
+                handle_connection(sock, peer, &conn_shared)
+            }) {
             Ok(h) => sessions.push(h),
-            Err(e) => eprintln!("linerate server: cannot start a thread for {peer}: {e}"),
+            Err(e) => shared
+                .guard
+                .log
+                .log(format_args!("cannot start a thread for {peer}: {e}")),
         }
     }
     for h in sessions {
@@ -181,8 +220,10 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
 }
 
 fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
-    if let Err(e) = sock.set_read_timeout(Some(GREETING_TIMEOUT)) {
-        eprintln!("linerate server: {peer}: {e}");
+    let log = &shared.guard.log;
+    let greeting_timeout = shared.guard.cfg.handshake;
+    if let Err(e) = sock.set_read_timeout(Some(greeting_timeout)) {
+        log.log(format_args!("{peer}: {e}"));
         return;
     }
     let mut first = [0u8; 1];
@@ -190,34 +231,37 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
         Ok(0) => return,
         Ok(_) => classify_greeting(&first),
         Err(e) => {
-            eprintln!("linerate server: {peer}: no greeting: {e}");
+            log.log(format_args!("{peer}: no greeting: {e}"));
             return;
         }
     };
     match greeting {
         Greeting::Native => {}
         Greeting::Iperf3 => {
-            eprintln!(
-                "linerate server: {peer}: this is an iperf3 client; this server does not speak the iperf3 protocol yet, closing"
-            );
+            log.log(format_args!(
+                "{peer}: this is an iperf3 client; this server does not speak the iperf3 protocol yet, closing"
+            ));
             return;
         }
         Greeting::Unknown | Greeting::NeedMore => {
-            eprintln!("linerate server: {peer}: not a linerate or iperf3 peer (first byte {:#04x}), closing", first[0]);
+            log.log(format_args!(
+                "{peer}: not a linerate or iperf3 peer (first byte {:#04x}), closing",
+                first[0]
+            ));
             return;
         }
     }
-    let (msg, raw) = match read_first_frame(&sock, GREETING_TIMEOUT) {
+    let (msg, raw) = match read_first_frame(&sock, greeting_timeout) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("linerate server: {peer}: bad first frame: {e:#}");
+            log.log(format_args!("{peer}: bad first frame: {e:#}"));
             // Answer a Hello-shaped mistake in words the client can print.
             let _ = reply_refusal(&sock, &e.to_string());
             return;
         }
     };
     match msg {
-        Message::Hello(_) => run_control(sock, peer, &raw, shared),
+        Message::Hello(_) | Message::AuthInit(_) => run_control(sock, peer, &raw, shared),
         Message::DataHello(h) => {
             let route = shared
                 .routes
@@ -225,23 +269,28 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
                 .ok()
                 .and_then(|r| r.get(&h.token).cloned());
             match route {
-                Some(Route::Streams(tx)) => {
+                // No reflection: a test's data connections come from the
+                // address that opened its control connection, or not at all.
+                Some((owner, _)) if owner != peer.ip() => log.log(format_args!(
+                    "{peer}: data connection for a test of {owner}, closing"
+                )),
+                Some((_, Route::Streams(tx))) => {
                     let _ = tx.send((h, sock));
                 }
-                Some(Route::Crr(crr)) => {
+                Some((_, Route::Crr(crr))) => {
                     if let Err(e) = crr.serve(&h, sock) {
-                        eprintln!("linerate server: {peer}: crr transaction: {e}");
+                        log.log(format_args!("{peer}: crr transaction: {e}"));
                     }
                 }
-                None => eprintln!(
-                    "linerate server: {peer}: data connection for no running test, closing"
-                ),
+                None => log.log(format_args!(
+                    "{peer}: data connection for no running test, closing"
+                )),
             }
         }
-        other => eprintln!(
-            "linerate server: {peer}: unexpected first frame {}, closing",
+        other => log.log(format_args!(
+            "{peer}: unexpected first frame {}, closing",
             other.name()
-        ),
+        )),
     }
 }
 
@@ -290,7 +339,15 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
             return;
         }
     };
+    let rate = shared.guard.rate.admit(peer.ip(), Instant::now());
     let admission = match shared.active.lock() {
+        Ok(_) if rate.is_err() => Admission::Limited(format!(
+            "{} tests from {} in the last minute, this server allows {} (--max-tests-per-minute); try again in {} s",
+            shared.guard.rate.per_minute(),
+            peer.ip(),
+            shared.guard.rate.per_minute(),
+            rate.err().unwrap_or_default().as_secs() + 1
+        )),
         Ok(mut a) if *a < shared.max_concurrent => {
             *a += 1;
             Admission::Admit
@@ -310,12 +367,24 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         .local_addr()
         .map(|a| socket::canonical(a).to_string())
         .unwrap_or_default();
+    guard::keep_alive(&sock);
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("linerate server: {peer}: {e:#}");
             return;
         }
+    };
+    // With a key, no nonce means no test (never a test without the key).
+    let auth = match &shared.auth_key {
+        None => None,
+        Some(k) => match crate::client::nonce() {
+            Ok(n) => Some(ServerAuth::new(k.clone(), n)),
+            Err(e) => {
+                eprintln!("linerate server: {e:#}");
+                return;
+            }
+        },
     };
     let mut session = ServerSession::new(
         shared.limits.clone(),
@@ -324,7 +393,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         &software(),
         Instant::now(),
     )
-    .with_boot_id(clock::boot_id());
+    .with_boot_id(clock::boot_id())
+    .with_auth(auth);
     session.receive_at(first, Instant::now(), clock::mono_ns());
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = ServerTest {
@@ -340,6 +410,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         crr: None,
         slot: Some(slot),
         local_addr,
+        peer_ip: peer.ip(),
+        idle: None,
     };
     test.drive(&mut ctrl);
     if let Some(run) = &test.run {
@@ -368,6 +440,10 @@ struct ServerTest<'a> {
     /// session ends (before its last frame goes out, so a client that
     /// starts its next test at once is not told the server is busy).
     slot: Option<Admitted<'a>>,
+    /// The control connection's peer: the only address test traffic goes to.
+    peer_ip: IpAddr,
+    /// Running stream tests: ends a test on which nothing moves.
+    idle: Option<IdleWatch>,
 }
 
 /// A UDP data socket waiting for its client's greeting.
@@ -409,11 +485,22 @@ impl ServerTest<'_> {
                 if let Some(counts) = run.senders_done() {
                     self.session.local_senders_finished(counts);
                 }
-                // Interval records travel in the side's results; drop the live copies.
-                while run.next_interval().is_some() {}
+                // Interval records travel in the side's results; the live
+                // copies only feed the idle watch.
+                let now = Instant::now();
+                while let Some(m) = run.next_interval() {
+                    if let Some(idle) = &mut self.idle {
+                        idle.observe(&m, now);
+                    }
+                }
                 if let Some(results) = run.try_finish() {
+                    self.idle = None;
                     self.session.local_finished(results, Instant::now());
                     continue;
+                }
+                if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(now)) {
+                    self.idle = None;
+                    self.session.stream_failed(why);
                 }
             }
             if self.session.is_finished() {
@@ -451,7 +538,7 @@ impl ServerTest<'_> {
                     _ => Route::Streams(self.route_tx.clone()),
                 };
                 if let Ok(mut r) = self.shared.routes.lock() {
-                    r.insert(token, route);
+                    r.insert(token, (self.peer_ip, route));
                 }
             }
             ServerAction::StartStreams => {
@@ -485,6 +572,7 @@ impl ServerTest<'_> {
                 } else {
                     CpuScope::Process
                 };
+                self.idle = IdleWatch::new(&spec, self.shared.guard.cfg.idle, Instant::now());
                 self.run = match spec.kind {
                     TestKind::Stream => Some(runner::start(
                         self.shared.engine,
@@ -557,7 +645,11 @@ impl ServerTest<'_> {
                     sock: DataSocket::Tcp(sock),
                 });
             }
-            Err(why) => eprintln!("linerate server: rejected a data connection: {why}"),
+            Err(why) => self
+                .shared
+                .guard
+                .log
+                .log(format_args!("rejected a data connection: {why}")),
         }
     }
 }
@@ -601,6 +693,15 @@ impl ServerTest<'_> {
                 else {
                     break;
                 };
+                if from.ip() != self.peer_ip {
+                    // No reflection: only the control connection's peer may
+                    // attach a stream (and so receive what it sends).
+                    self.shared.guard.log.log(format_args!(
+                        "UDP greeting from {from}, not from the test's client {}, ignored",
+                        self.peer_ip
+                    ));
+                    continue;
+                }
                 let bytes = &buf[..n];
                 let p = &mut self.udp_pending[i];
                 if let Some(g) = &p.greeting {
@@ -615,10 +716,10 @@ impl ServerTest<'_> {
                     _ => continue,
                 };
                 if hello.stream != p.plan.id {
-                    eprintln!(
-                        "linerate server: greeting for stream {} on stream {}'s port from {from}, ignored",
+                    self.shared.guard.log.log(format_args!(
+                        "greeting for stream {} on stream {}'s port from {from}, ignored",
                         hello.stream, p.plan.id
-                    );
+                    ));
                     continue;
                 }
                 match self.session.stream_attached(&hello, Instant::now()) {
@@ -639,9 +740,11 @@ impl ServerTest<'_> {
                             }
                         }
                     }
-                    Err(why) => {
-                        eprintln!("linerate server: rejected a UDP greeting from {from}: {why}")
-                    }
+                    Err(why) => self
+                        .shared
+                        .guard
+                        .log
+                        .log(format_args!("rejected a UDP greeting from {from}: {why}")),
                 }
             }
         }
@@ -676,12 +779,19 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
         }
         Some(ServerOutcome::Refused(r)) => {
             if !shared.quiet {
-                eprintln!("linerate server: refused {peer}: {}", r.message);
+                shared
+                    .guard
+                    .log
+                    .log(format_args!("refused {peer}: {}", r.message));
             }
         }
-        Some(ServerOutcome::Failed(e)) => {
-            eprintln!("linerate server: test from {peer} failed: {e}")
-        }
-        None => eprintln!("linerate server: test from {peer} ended unexpectedly"),
+        Some(ServerOutcome::Failed(e)) => shared
+            .guard
+            .log
+            .log(format_args!("test from {peer} failed: {e}")),
+        None => shared
+            .guard
+            .log
+            .log(format_args!("test from {peer} ended unexpectedly")),
     }
 }

@@ -32,6 +32,16 @@ command line, 3 server refused the test (busy, invalid parameters, version),
 pub struct Cli {
     #[command(subcommand)]
     pub command: Cmd,
+    /// Pre-shared key file: client and server prove they hold it (HMAC-SHA256
+    /// challenge-response; the key never crosses the wire). Both sides must
+    /// use the same key, or neither.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "LINERATE_AUTH_KEY_FILE"
+    )]
+    pub auth_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -164,6 +174,8 @@ pub struct ServerArgs {
     /// Pin stream threads to these CPUs, round robin (e.g. 0-3,6).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
+    #[command(flatten)]
+    pub guard: super::server::GuardArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }

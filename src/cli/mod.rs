@@ -4,6 +4,7 @@
 
 mod args;
 mod netperf;
+mod server;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -37,10 +38,16 @@ pub struct ClientConfig {
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
+    /// `--auth-key`: authenticate to the server with this key.
+    pub auth_key: Option<linerate_proto::auth::AuthKey>,
 }
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// Connection-level limits: address filters, connection cap, rates.
+    pub guard: crate::server::guard::GuardConfig,
+    /// `--auth-key`: clients must prove they hold this key.
+    pub auth_key: Option<linerate_proto::auth::AuthKey>,
     pub bind: Option<IpAddr>,
     pub port: u16,
     pub once: bool,
@@ -169,6 +176,7 @@ fn client_config(
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
+        auth_key: None,
     })
 }
 
@@ -518,7 +526,19 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
 }
 
 fn validate(cli: args::Cli) -> Result<Command> {
-    match cli.command {
+    let key = server::load_key(cli.auth_key.as_deref())?;
+    let mut cmd = validate_command(cli.command)?;
+    match &mut cmd {
+        Command::Server(s) => s.auth_key = key,
+        Command::Tcp(c) | Command::Udp(c) => c.auth_key = key,
+        Command::Rr(r) => r.client.auth_key = key,
+        Command::Sweep(s) => s.base.auth_key = key,
+    }
+    Ok(cmd)
+}
+
+fn validate_command(command: args::Cmd) -> Result<Command> {
+    match command {
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
@@ -534,7 +554,10 @@ fn validate(cli: args::Cli) -> Result<Command> {
             if let Some(t) = &s.max_time {
                 limits.max_time_ms = duration_ms("--max-time", t)?;
             }
+            let guard = server::validate(&s.guard, &mut limits)?;
             Ok(Command::Server(ServerConfig {
+                guard,
+                auth_key: None,
                 bind: s.bind,
                 port: s.port,
                 once: s.once,

@@ -2,6 +2,7 @@
 //! (as in ripgrep) with shared helpers; modules by feature. Regression tests
 //! are named after their issue (`issue_N_…`).
 
+mod harden;
 mod helpers;
 mod netns;
 mod rr;

@@ -9,7 +9,10 @@
 //! - [`wire`]: frame codec (checked header view + validated messages), and the
 //!   first-bytes classifier that lets one port serve linerate and iperf3 peers.
 //! - [`spec`]: the test both sides agree on, and the server's negotiation.
+//! - [`limits`]: the server's limits on a whole test (memory, rate, duration).
 //! - [`measure`]: what each side measured, exchanged at the end of a test.
+//! - [`auth`]: pre-shared-key challenge–response (`--auth-key`).
+//! - [`check`]: what a side checks in its peer's Accept and Results.
 //! - [`session`]: client and server control state machines.
 //! - [`rr`]: the header inside request/response messages.
 //! - [`clock`]: the offset between the two ends' clocks, for one-way latency.
@@ -18,12 +21,17 @@
 //! - [`seq`]: the receiver's sequence tracker (loss, reordering,
 //!   duplicates, late arrivals) and RFC 3550 jitter.
 //! - [`pacing`]: the sender's absolute schedule.
+//! - [`sanitize`]: escaping peer-supplied text before it is printed.
 
+pub mod auth;
+pub mod check;
 pub mod clock;
 pub mod datagram;
+pub mod limits;
 pub mod measure;
 pub mod pacing;
 pub mod rr;
+pub mod sanitize;
 pub mod seq;
 pub mod session;
 pub mod spec;

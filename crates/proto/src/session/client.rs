@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
+use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
 use crate::measure::SideResults;
 use crate::spec::{Protocol, TestKind, TestSpec};
@@ -99,6 +100,11 @@ impl State {
 #[derive(Debug)]
 pub struct ClientSession {
     state: State,
+    /// The spec proposed; the Accept must match it ([`crate::check`]).
+    asked: TestSpec,
+    /// `--auth-key`: our half of the exchange, and the Hello held back
+    /// until the server has proved the key.
+    auth: Option<(ClientAuth, Outbox)>,
     spec: Option<TestSpec>,
     inbox: Inbox,
     outbox: Outbox,
@@ -118,9 +124,11 @@ impl ClientSession {
         outbox.push(&Message::Hello(Hello {
             protocol: PROTOCOL_VERSION,
             software: software.to_owned(),
-            spec,
+            spec: spec.clone(),
         }));
         ClientSession {
+            asked: spec,
+            auth: None,
             state: State::AwaitAccept,
             spec: None,
             inbox: Inbox::default(),
@@ -131,6 +139,15 @@ impl ClientSession {
             rx_ns: None,
             clock: None,
         }
+    }
+
+    /// Authenticates with a pre-shared key before the Hello
+    /// ([`crate::auth`]).
+    pub fn with_auth(mut self, auth: ClientAuth) -> Self {
+        let hello = std::mem::take(&mut self.outbox);
+        self.outbox.push(&Message::AuthInit(auth.init()));
+        self.auth = Some((auth, hello));
+        self
     }
 
     /// Sets this host's boot id: a server with the same one shares the
@@ -219,7 +236,28 @@ impl ClientSession {
 
     fn handle(&mut self, msg: Message, now: Instant) {
         match (&mut self.state, msg) {
+            (State::AwaitAccept, Message::AuthChallenge(c)) => {
+                let Some((auth, hello)) = self.auth.take() else {
+                    return self.fail(SessionError::Unexpected {
+                        message: "AuthChallenge (this client has no key)",
+                        state: "waiting for the server to accept",
+                    });
+                };
+                match auth.on_challenge(&c) {
+                    Ok(proof) => {
+                        self.outbox.push(&Message::AuthProof(proof));
+                        self.outbox.append(hello);
+                    }
+                    Err(e) => self.fail(SessionError::Refused {
+                        code: crate::wire::RefuseCode::Auth,
+                        message: e.to_string(),
+                    }),
+                }
+            }
             (State::AwaitAccept, Message::Accept(a)) => {
+                if let Err(why) = crate::check::check_accept(&self.asked, &a.spec) {
+                    return self.refuse_peer("Accept", why);
+                }
                 self.spec = Some(a.spec.clone());
 
                 self.deadline = Some(now + HANDSHAKE_TIMEOUT);
@@ -286,6 +324,13 @@ impl ClientSession {
                 self.actions.push_back(ClientAction::StartStreams);
             }
             (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
+                let spec = self.spec.as_ref().unwrap_or(&self.asked);
+                if let Err(why) = crate::check::check_results(spec, &r) {
+                    return self.refuse_peer("Results", why);
+                }
+                let State::Running { remote, .. } = &mut self.state else {
+                    return;
+                };
                 *remote = Some(*r);
                 self.try_complete();
             }
@@ -414,6 +459,15 @@ impl ClientSession {
     }
 
     /// Ends the session; streams that may exist are told to stop.
+    /// The peer sent something impossible or not agreed: tell it why
+    /// (it may log it) and stop.
+    fn refuse_peer(&mut self, what: &'static str, why: String) {
+        self.outbox.push(&Message::Abort(Abort {
+            reason: format!("the client refuses the peer's {what}: {why}"),
+        }));
+        self.fail(SessionError::Implausible { what, why });
+    }
+
     fn fail(&mut self, err: SessionError) {
         if matches!(
             self.state,

@@ -44,6 +44,10 @@ pub enum SessionError {
     Aborted(String),
     #[error("data stream failed: {0}")]
     Stream(String),
+    /// The peer sent something impossible or other than agreed
+    /// ([`crate::check`]); it is not obeyed or reported.
+    #[error("refusing the peer's {what}: {why}")]
+    Implausible { what: &'static str, why: String },
 }
 
 /// Bytes waiting to be written to the control connection.
@@ -55,6 +59,11 @@ pub struct Outbox {
 impl Outbox {
     pub(crate) fn push(&mut self, msg: &Message) {
         wire::encode(msg, &mut self.buf);
+    }
+
+    /// Queues everything `other` holds after what is queued here.
+    pub(crate) fn append(&mut self, mut other: Outbox) {
+        self.buf.append(&mut other.buf);
     }
 
     /// Takes everything queued so far (empty when nothing is pending).
