@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
+use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{self, CrrTarget, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
-use linerate_engine::{clock, engine, socket, udp};
+use linerate_engine::stream::POLL;
+use linerate_engine::{clock, socket, udp};
 use linerate_proto::auth::{ClientAuth, NONCE_LEN};
 use linerate_proto::measure::Role;
 use linerate_proto::session::client::{ClientAction, ClientSession};
@@ -48,7 +50,8 @@ pub enum ClientError {
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
     let stdout = std::io::stdout();
-    let mut sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    let sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    let mut sink = crate::host::iface_sink::wrap(sink, cfg.iface.as_deref(), cfg.format);
     run_to(cfg, sink.as_mut())
 }
 
@@ -82,7 +85,7 @@ fn run_with(
     let (host, port) = match &cfg.target {
         Target::Remote { host, port } => (host.clone(), *port),
         Target::Embedded => {
-            embedded = server::spawn_embedded(&cfg.engine, cfg.auth_key.clone())
+            embedded = server::spawn_embedded(cfg.engine, cfg.auth_key.clone())
                 .context("starting the embedded server")?;
             ("127.0.0.1".to_string(), embedded.port())
         }
@@ -91,7 +94,6 @@ fn run_with(
     let ctrl_sock = socket::connect_any(&addrs, &Default::default(), cfg.connect_timeout)
         .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
-    let engine = engine::by_name(&cfg.engine).map_err(anyhow::Error::from)?;
     let mut session =
         ClientSession::new(cfg.spec.clone(), &software(), Instant::now()).with_boot_id(boot_id);
     if let Some(key) = &cfg.auth_key {
@@ -99,7 +101,7 @@ fn run_with(
     }
     let mut test = ClientTest {
         cfg,
-        engine,
+        engine: cfg.engine,
         peer,
         embedded: matches!(cfg.target, Target::Embedded),
         ctrl: ControlConn::new(ctrl_sock)?,
@@ -131,7 +133,7 @@ pub fn software() -> String {
 
 struct ClientTest<'a> {
     cfg: &'a ClientConfig,
-    engine: &'static dyn engine::Engine,
+    engine: EngineKind,
     peer: std::net::SocketAddr,
     embedded: bool,
     ctrl: ControlConn,
@@ -311,7 +313,7 @@ impl ClientTest<'_> {
             (&sock)
                 .write_all(&hello)
                 .with_context(|| format!("greeting data connection {}", p.id))?;
-            socket::set_io_timeout(&sock, engine::POLL)?;
+            socket::set_io_timeout(&sock, POLL)?;
             streams.push(StreamSetup {
                 id: p.id,
                 sender: p.sender,
@@ -362,7 +364,7 @@ impl ClientTest<'_> {
             }));
             udp::greet(&sock, &hello)
                 .with_context(|| format!("attaching UDP stream {} to {to}", p.id))?;
-            sock.set_write_timeout(Some(engine::POLL))
+            sock.set_write_timeout(Some(POLL))
                 .context("UDP write timeout")?;
             streams.push(StreamSetup {
                 id: p.id,

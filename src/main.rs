@@ -4,11 +4,16 @@
 mod cli;
 mod client;
 mod control;
+mod host;
+mod log;
 mod server;
 mod sweep;
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+
+use linerate_report::render::Format;
 
 fn main() -> ExitCode {
     let command = match cli::parse() {
@@ -19,57 +24,128 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    match command {
-        cli::Command::Server(cfg) => match server::run(&cfg) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("linerate: {e:#}");
-                ExitCode::from(1)
-            }
-        },
-        cli::Command::Rr(cfg) => {
+    // Commands with their own exit status and Ctrl-C handling.
+    match &command {
+        cli::Command::Ping(cfg) => return host::ping::run(cfg),
+        cli::Command::Iface(cfg) => return exit(host::iface::run(cfg)),
+        cli::Command::Doctor(cfg) => return exit(host::doctor::run(cfg)),
+        cli::Command::Server(_) => {}
+        // First Ctrl-C: abort the test cleanly (tell the server, report
+        // nothing false); a second one: the default, immediate exit.
+        _ => {
             let _ = ctrlc::set_handler(|| {
                 if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
                     std::process::exit(130);
                 }
             });
-            match client::run_rr(&cfg) {
-                Ok(_) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("linerate: {e:#}");
-                    ExitCode::from(e.exit_code() as u8)
-                }
-            }
         }
-        cli::Command::Sweep(cfg) => {
-            let _ = ctrlc::set_handler(|| {
-                if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
-                    std::process::exit(130);
-                }
-            });
-            match sweep::run(&cfg) {
-                Ok(_) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("linerate: {e:#}");
-                    ExitCode::from(1)
-                }
-            }
+    }
+    let (format, result) = match &command {
+        cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
+        cli::Command::Rr(cfg) => (
+            cfg.client.format,
+            client::run_rr(cfg).map(drop).map_err(Failure::from),
+        ),
+        cli::Command::Sweep(cfg) => (
+            cfg.base.format,
+            sweep::run(cfg).map(drop).map_err(Failure::from),
+        ),
+        cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (
+            cfg.format,
+            client::run(cfg).map(drop).map_err(Failure::from),
+        ),
+        cli::Command::Ping(_) | cli::Command::Iface(_) | cli::Command::Doctor(_) => {
+            unreachable!("handled above")
         }
-        cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => {
-            // First Ctrl-C: abort the test cleanly (tell the server, report
-            // nothing false); a second one: the default, immediate exit.
-            let _ = ctrlc::set_handler(|| {
-                if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
-                    std::process::exit(130);
-                }
-            });
-            match client::run(&cfg) {
-                Ok(_) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("linerate: {e:#}");
-                    ExitCode::from(e.exit_code() as u8)
-                }
-            }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => f.exit(format),
+    }
+}
+
+/// Exit status of a command that fails only on I/O or bad state: 0 or 1.
+fn exit(r: anyhow::Result<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => Failure::from(e).exit(Format::Human),
+    }
+}
+
+/// A command that failed: its message and exit status.
+struct Failure {
+    message: String,
+    code: u8,
+    /// Standard output was closed under us (`linerate … | head`): the reader
+    /// has what it wanted.
+    closed_stdout: bool,
+}
+
+fn chain_has_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
         }
+        cur = e.source();
+    }
+    false
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure {
+            closed_stdout: chain_has_broken_pipe(e.as_ref()),
+            message: format!("{e:#}"),
+            code: 1,
+        }
+    }
+}
+
+impl From<client::ClientError> for Failure {
+    fn from(e: client::ClientError) -> Self {
+        let code = e.exit_code() as u8;
+        let closed_stdout = match &e {
+            client::ClientError::Failed(inner) => chain_has_broken_pipe(inner.as_ref()),
+            _ => false,
+        };
+        Failure {
+            message: format!("{e:#}"),
+            code,
+            closed_stdout,
+        }
+    }
+}
+
+impl Failure {
+    /// Prints the failure — one line on stderr, and for machine formats a
+    /// record on stdout so a script reading it gets a document either way
+    /// (issue 13) — and returns the exit status. Printing never panics: a
+    /// closed stdout or stderr is a quiet exit.
+    fn exit(self, format: Format) -> ExitCode {
+        if self.closed_stdout {
+            // Like `grep … | head`: the reader stopped reading; not an error.
+            return ExitCode::SUCCESS;
+        }
+        let record = match format {
+            Format::Json => Some(serde_json::json!({
+                "error": self.message,
+                "exit_code": self.code,
+            })),
+            Format::JsonLines => Some(serde_json::json!({
+                "type": "error",
+                "error": self.message,
+                "exit_code": self.code,
+            })),
+            Format::Human | Format::Csv => None,
+        };
+        if let Some(r) = record {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{r}").and_then(|()| out.flush());
+        }
+        let _ = writeln!(std::io::stderr().lock(), "linerate: {}", self.message);
+        ExitCode::from(self.code)
     }
 }

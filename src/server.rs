@@ -16,9 +16,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{self, CrrServer, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, SideRun, StreamSetup};
-use linerate_engine::{clock, engine, socket, udp};
+use linerate_engine::stream::POLL;
+use linerate_engine::{clock, socket, udp};
 use linerate_proto::auth::{AuthKey, ServerAuth};
 use linerate_proto::measure::Role;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
@@ -33,6 +35,7 @@ use linerate_report::render::{self, Format};
 use crate::cli::ServerConfig;
 use crate::client::{run_params, software};
 use crate::control::{read_first_frame, ControlConn};
+use crate::log::log;
 
 pub mod guard;
 mod watch;
@@ -56,7 +59,7 @@ enum Route {
 struct Shared {
     limits: ServerLimits,
     max_concurrent: usize,
-    engine: &'static dyn engine::Engine,
+    engine: EngineKind,
     cpus: Vec<usize>,
     format: Format,
     /// Quiet: the embedded server prints nothing (its client reports).
@@ -80,7 +83,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     let listener = socket::listen(cfg.bind, cfg.port)?;
     let addr = listener.local_addr()?;
     if cfg.auth_key.is_none() && !addr.ip().is_loopback() {
-        eprintln!(
+        log!(
             "linerate server: warning: listening on {addr} without --auth-key: anyone who can reach this port can make this host send traffic"
         );
     }
@@ -90,12 +93,12 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
             cfg.engine
         );
     } else {
-        eprintln!("linerate server listening on {addr}");
+        log!("linerate server listening on {addr}");
     }
     let shared = Arc::new(Shared {
         limits: cfg.limits.clone(),
         max_concurrent: cfg.max_concurrent,
-        engine: engine::by_name(&cfg.engine)?,
+        engine: cfg.engine,
         cpus: cfg.cpus.clone(),
         format: cfg.format,
         quiet: false,
@@ -110,10 +113,18 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
 }
 
 /// A server running on a thread of this process, on loopback.
-#[derive(Debug)]
 pub struct Embedded {
     addr: SocketAddr,
+    shared: Arc<Shared>,
     handle: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedded")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Embedded {
@@ -124,8 +135,10 @@ impl Embedded {
 
 impl Drop for Embedded {
     fn drop(&mut self) {
-        // The server exits after its one test; joining makes sure its
+        // The server exits after its one test — or now, if the client gave
+        // up or was refused before a test ran; joining makes sure its
         // threads and sockets are gone before the process reports.
+        self.shared.test_ended.store(true, Ordering::Release);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
@@ -133,13 +146,13 @@ impl Drop for Embedded {
 }
 
 /// Starts a one-test server on 127.0.0.1 with an ephemeral port.
-pub fn spawn_embedded(engine_name: &str, auth_key: Option<AuthKey>) -> Result<Embedded> {
+pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<Embedded> {
     let listener = socket::listen(Some([127, 0, 0, 1].into()), 0)?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
         limits: ServerLimits::default(),
         max_concurrent: 1,
-        engine: engine::by_name(engine_name)?,
+        engine,
         cpus: Vec::new(),
         format: Format::Human,
         quiet: true,
@@ -150,16 +163,18 @@ pub fn spawn_embedded(engine_name: &str, auth_key: Option<AuthKey>) -> Result<Em
         guard: Guard::new(GuardConfig::default()),
         auth_key,
     });
+    let server = Arc::clone(&shared);
     let handle = std::thread::Builder::new()
         .name("linerate-embedded-server".into())
         .spawn(move || {
-            if let Err(e) = serve(&listener, &shared, true) {
-                eprintln!("linerate: embedded server: {e:#}");
+            if let Err(e) = serve(&listener, &server, true) {
+                log!("linerate: embedded server: {e:#}");
             }
         })
         .context("spawning the embedded server")?;
     Ok(Embedded {
         addr,
+        shared,
         handle: Some(handle),
     })
 }
@@ -326,7 +341,6 @@ impl Drop for Admitted<'_> {
             if let Ok(mut a) = self.shared.active.lock() {
                 *a -= 1;
             }
-            self.shared.test_ended.store(true, Ordering::Release);
         }
     }
 }
@@ -335,7 +349,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     let token = match new_token() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("linerate server: {e:#}");
+            log!("linerate server: {e:#}");
             return;
         }
     };
@@ -358,9 +372,10 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         },
         Err(_) => return,
     };
+    let admitted = admission == Admission::Admit;
     let slot = Admitted {
         shared,
-        admitted: admission == Admission::Admit,
+        admitted,
         token,
     };
     let local_addr = sock
@@ -371,7 +386,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("linerate server: {peer}: {e:#}");
+            log!("linerate server: {peer}: {e:#}");
             return;
         }
     };
@@ -381,7 +396,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         Some(k) => match crate::client::nonce() {
             Ok(n) => Some(ServerAuth::new(k.clone(), n)),
             Err(e) => {
-                eprintln!("linerate server: {e:#}");
+                log!("linerate server: {e:#}");
                 return;
             }
         },
@@ -418,6 +433,12 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         run.abort();
     }
     report(&test, peer);
+    // `--once` serves one test: a refused one (busy, parameters out of the
+    // limits, version) does not count (issue 13).
+    let refused = matches!(test.session.outcome(), Some(ServerOutcome::Refused(_)));
+    if admitted && !refused {
+        shared.test_ended.store(true, Ordering::Release);
+    }
 }
 
 struct ServerTest<'a> {
@@ -545,7 +566,7 @@ impl ServerTest<'_> {
                 let spec = self.session.spec().cloned().unwrap_or_default();
                 for p in std::mem::take(&mut self.udp_pending) {
                     let sock = p.sock;
-                    if let Err(e) = sock.set_write_timeout(Some(engine::POLL)) {
+                    if let Err(e) = sock.set_write_timeout(Some(POLL)) {
                         self.session
                             .stream_failed(format!("stream {}: {e}", p.plan.id));
                         return;
@@ -626,7 +647,7 @@ impl ServerTest<'_> {
         match self.session.stream_attached(&hello, Instant::now()) {
             Ok(plan) => {
                 let setup = socket::apply_accepted(&sock, &spec.tcp)
-                    .and_then(|()| socket::set_io_timeout(&sock, engine::POLL));
+                    .and_then(|()| socket::set_io_timeout(&sock, POLL));
                 if let Err(e) = setup {
                     self.session
                         .stream_failed(format!("stream {}: {e}", plan.id));
@@ -782,7 +803,7 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 shared
                     .guard
                     .log
-                    .log(format_args!("refused {peer}: {}", r.message));
+                    .log(format_args!("refused {peer} ({:?}): {}", r.code, r.message));
             }
         }
         Some(ServerOutcome::Failed(e)) => shared

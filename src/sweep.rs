@@ -17,6 +17,7 @@ use linerate_report::model::{
 };
 use linerate_report::plot;
 use linerate_report::render::{self, Sink};
+use linerate_stats::units::{format_count_rate, format_rate};
 
 use crate::cli::{SweepConfig, Target};
 use crate::client::{self, ClientError};
@@ -45,7 +46,11 @@ impl Sink for Quiet {
 /// The RFC 2544 binary search over `[lo, hi]` for the highest passing rate:
 /// try `hi` (done if it passes), then `lo` (done if it fails), then halve
 /// the interval between the best pass and the lowest failure until it is
-/// within `resolution`.
+/// within `resolution`. Rates the grid already tried are known before the
+/// search starts ([`ZeroLossSearch::seed`]), so the answer is never below a
+/// grid rate that passed (issue 13). RFC 2544 §24 asks for repeated trials:
+/// a rate passes only when [`CONFIRMATIONS`] trials at it all pass, so the
+/// boundary is tried more than once; one failure is enough to fail it.
 #[derive(Debug, Clone)]
 pub struct ZeroLossSearch {
     pass: Option<f64>,
@@ -54,7 +59,12 @@ pub struct ZeroLossSearch {
     hi: f64,
     resolution: f64,
     trials: u32,
+    /// A rate that passed once and waits for its confirming trials.
+    pending: Option<(f64, u32)>,
 }
+
+/// Passing trials needed at one rate before it counts as passed.
+pub const CONFIRMATIONS: u32 = 2;
 
 impl ZeroLossSearch {
     pub fn new(lo: f64, hi: f64) -> Self {
@@ -66,6 +76,22 @@ impl ZeroLossSearch {
             // 1/64 of the range: six halvings after the two end points.
             resolution: ((hi - lo) / 64.0).max(hi * 0.001),
             trials: 0,
+            pending: None,
+        }
+    }
+
+    /// Takes a grid trial's verdict as known without running it again. A
+    /// grid pass is one trial, so it still gets confirmed before it counts.
+    pub fn seed(&mut self, rate: f64, pass: bool) {
+        if pass {
+            if self.fail.map_or(true, |f| rate < f) && self.pass.map_or(true, |p| rate > p) {
+                self.pending = Some((rate, 1));
+            }
+        } else {
+            self.fail = Some(self.fail.map_or(rate, |f| f.min(rate)));
+            if self.pending.is_some_and(|(p, _)| p >= rate) {
+                self.pending = None;
+            }
         }
     }
 
@@ -73,6 +99,9 @@ impl ZeroLossSearch {
     pub fn next(&self) -> Option<f64> {
         if self.trials >= MAX_SEARCH_TRIALS {
             return None;
+        }
+        if let Some((rate, _)) = self.pending {
+            return Some(rate);
         }
         match (self.pass, self.fail) {
             (None, None) => Some(self.hi),
@@ -86,14 +115,23 @@ impl ZeroLossSearch {
 
     pub fn record(&mut self, rate: f64, pass: bool) {
         self.trials += 1;
-        if pass {
+        if !pass {
+            self.pending = None;
+            self.fail = Some(self.fail.map_or(rate, |f| f.min(rate)));
+            return;
+        }
+        let passes = match self.pending {
+            Some((r, n)) if r == rate => n + 1,
+            _ => 1,
+        };
+        if passes >= CONFIRMATIONS {
+            self.pending = None;
             self.pass = Some(self.pass.map_or(rate, |p| p.max(rate)));
         } else {
-            self.fail = Some(self.fail.map_or(rate, |f| f.min(rate)));
+            self.pending = Some((rate, passes));
         }
     }
 
-    #[cfg(test)]
     pub fn best(&self) -> Option<f64> {
         self.pass
     }
@@ -102,15 +140,63 @@ impl ZeroLossSearch {
         self.trials
     }
 
-    fn note(&self) -> String {
+    /// How the search ended, rates in the units the user gave them.
+    fn note(&self, unit: &dyn Fn(f64) -> String) -> String {
         match (self.pass, self.fail) {
             (Some(_), None) => "the highest rate tried passed".into(),
             (None, _) => "even the lowest rate tried lost too much".into(),
             (Some(p), Some(f)) if f - p > self.resolution => format!(
-                "stopped after {MAX_SEARCH_TRIALS} trials; the limit lies between {p:.0} and {f:.0}"
+                "stopped after {MAX_SEARCH_TRIALS} trials; the limit lies between {} and {}",
+                unit(p),
+                unit(f)
             ),
-            (Some(p), Some(f)) => format!("the limit lies between {p:.0} and {f:.0}"),
+            (Some(p), Some(f)) => {
+                format!("the limit lies between {} and {}", unit(p), unit(f))
+            }
         }
+    }
+}
+
+/// Rates at which a lower rate failed while a higher one passed: the path
+/// (or the host) was not monotonic over the trials, so a single boundary
+/// does not describe it (issue 13).
+fn non_monotonic(trials: &[(f64, bool)], unit: &dyn Fn(f64) -> String) -> Option<String> {
+    let mut pairs = Vec::new();
+    for &(lower, ok_lower) in trials {
+        if ok_lower {
+            continue;
+        }
+        if let Some(&(higher, _)) = trials
+            .iter()
+            .filter(|&&(r, ok)| ok && r > lower)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+        {
+            pairs.push(format!(
+                "{} failed below {} passing",
+                unit(lower),
+                unit(higher)
+            ));
+        }
+    }
+    pairs.dedup();
+    (!pairs.is_empty()).then(|| {
+        format!(
+            "results were not monotonic in rate ({}): repeat the sweep or lengthen the trials (-t)",
+            pairs.join("; ")
+        )
+    })
+}
+
+/// The rate asked for, summed over the streams, exactly as given (the
+/// sender's own figure passes through its pacer's integer schedule, which
+/// would print `--rates 1G` as 999999996.9 bit/s): (datagrams/s, bit/s).
+fn requested(cfg: &SweepConfig, len: u32, rate: f64) -> (f64, f64) {
+    let streams = f64::from(cfg.base.spec.connection_count() as u32);
+    let bits_per_datagram = f64::from(len) * 8.0;
+    if cfg.rates_are_bits {
+        (rate / bits_per_datagram * streams, rate * streams)
+    } else {
+        (rate * streams, rate * bits_per_datagram * streams)
     }
 }
 
@@ -128,7 +214,14 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<SweepTr
     let mut tries = 0;
     loop {
         match client::run_to(&c, &mut Quiet) {
-            Ok(report) => return Ok(build::sweep_trial(len, search, &report)),
+            Ok(report) => {
+                let (pps, bits) = requested(cfg, len, rate);
+                return Ok(SweepTrial {
+                    requested_pps: pps,
+                    requested_bits_per_second: bits,
+                    ..build::sweep_trial(len, search, &report)
+                });
+            }
             Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
                 tries += 1;
                 std::thread::sleep(BUSY_RETRY);
@@ -137,17 +230,12 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<SweepTr
             // would be refused alike.
             Err(e @ (ClientError::Refused(_) | ClientError::Interrupted)) => return Err(e.into()),
             Err(ClientError::Failed(e)) => {
-                let streams = u64::from(c.spec.connection_count() as u32);
-                let pps = if cfg.rates_are_bits {
-                    rate / (f64::from(len) * 8.0)
-                } else {
-                    rate
-                } * streams as f64;
+                let (pps, bits) = requested(cfg, len, rate);
                 return Ok(SweepTrial {
                     len,
                     search,
                     requested_pps: pps,
-                    requested_bits_per_second: pps * f64::from(len) * 8.0,
+                    requested_bits_per_second: bits,
                     sent_pps: 0.0,
                     sent_bits_per_second: 0.0,
                     received_pps: 0.0,
@@ -208,26 +296,60 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
             trials.push(t);
         }
     }
+    let unit = |rate: f64| {
+        if cfg.rates_are_bits {
+            format_rate(rate)
+        } else {
+            format!("{}/s", format_count_rate(rate))
+        }
+    };
+    let mut notes = vec![format!(
+        "rates are per stream as requested; the table sums {} stream(s) per direction; \
+         sent and received rates are both over the sender's time",
+        cfg.base.spec.streams
+    )];
     let mut zero_loss = Vec::new();
-    if cfg.find_zero_loss {
-        let lo = cfg.points.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = cfg.points.iter().copied().fold(0.0, f64::max);
-        for &len in &cfg.sizes {
+    for &len in &cfg.sizes {
+        // (per-stream rate, passed) of every trial at this size.
+        let mut verdicts: Vec<(f64, bool)> = cfg
+            .points
+            .iter()
+            .zip(trials.iter().filter(|t| t.len == len))
+            .map(|(&rate, t)| (rate, passes(t, cfg.max_loss_percent)))
+            .collect();
+        if cfg.find_zero_loss {
+            let lo = cfg.points.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = cfg.points.iter().copied().fold(0.0, f64::max);
             let mut search = ZeroLossSearch::new(lo, hi);
+            for &(rate, ok) in &verdicts {
+                search.seed(rate, ok);
+            }
             let mut best: Option<SweepTrial> = None;
             while let Some(rate) = search.next() {
                 let t = trial(cfg, len, rate, true)?;
                 sink.trial(&t).context("writing output")?;
                 let ok = passes(&t, cfg.max_loss_percent);
                 search.record(rate, ok);
-                if ok
-                    && !best
-                        .as_ref()
-                        .is_some_and(|b| b.requested_pps >= t.requested_pps)
-                {
+                verdicts.push((rate, ok));
+                if ok && search.best() == Some(rate) {
                     best = Some(t.clone());
                 }
                 trials.push(t);
+            }
+            if best.is_none() {
+                // The best pass came from the grid and needed no new trial.
+                best = search.best().and_then(|b| {
+                    let (pps, _) = requested(cfg, len, b);
+                    trials
+                        .iter()
+                        .rev()
+                        .find(|t| {
+                            t.len == len
+                                && t.requested_pps == pps
+                                && passes(t, cfg.max_loss_percent)
+                        })
+                        .cloned()
+                });
             }
             zero_loss.push(ZeroLoss {
                 len,
@@ -236,14 +358,13 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
                 bits_per_second: best.as_ref().map(|b| b.requested_bits_per_second),
                 received_pps: best.as_ref().map(|b| b.received_pps),
                 trials: search.trials(),
-                note: search.note(),
+                note: search.note(&unit),
             });
         }
+        if let Some(n) = non_monotonic(&verdicts, &unit) {
+            notes.push(format!("{len} B: {n}"));
+        }
     }
-    let mut notes = vec![format!(
-        "rates are per stream as requested; the table sums {} stream(s) per direction",
-        cfg.base.spec.streams
-    )];
     if trials.iter().any(|t| !t.kept_up && t.error.is_none()) {
         notes.push(
             "where the sender could not keep up, the sent figures are what it achieved, not what was asked"
@@ -287,8 +408,69 @@ mod tests {
             "{best}"
         );
         assert!(trials <= MAX_SEARCH_TRIALS);
-        assert_eq!(search(1.0, 100.0, 1000.0), (Some(100.0), 1));
+        // Every pass is confirmed: the top rate passing takes CONFIRMATIONS trials.
+        assert_eq!(search(1.0, 100.0, 1000.0), (Some(100.0), CONFIRMATIONS));
         assert_eq!(search(10.0, 100.0, 5.0), (None, 2));
         assert_eq!(search(50.0, 50.0, 10.0), (None, 1));
+    }
+
+    #[test]
+    fn issue_13_search_starts_from_the_grid_and_never_answers_below_a_grid_pass() {
+        // The grid passed up to 400 and failed at 500: the search confirms
+        // 400 and then looks only between 400 and 500.
+        let mut s = ZeroLossSearch::new(100.0, 500.0);
+        for (rate, ok) in [
+            (100.0, true),
+            (200.0, true),
+            (300.0, true),
+            (400.0, true),
+            (500.0, false),
+        ] {
+            s.seed(rate, ok);
+        }
+        assert_eq!(
+            s.next(),
+            Some(400.0),
+            "the grid's best pass is confirmed first"
+        );
+        let mut tried = Vec::new();
+        while let Some(r) = s.next() {
+            tried.push(r);
+            s.record(r, r <= 437.0);
+        }
+        let best = s.best().expect("found");
+        assert!((400.0..=437.0).contains(&best), "{best}");
+        assert!(tried.iter().all(|&r| r >= 400.0), "{tried:?}");
+    }
+
+    #[test]
+    fn issue_13_a_pass_that_does_not_repeat_is_not_the_answer() {
+        let mut s = ZeroLossSearch::new(100.0, 200.0);
+        assert_eq!(s.next(), Some(200.0));
+        s.record(200.0, true);
+        assert_eq!(s.next(), Some(200.0), "a pass is repeated at the boundary");
+        s.record(200.0, false);
+        assert_eq!(s.best(), None);
+        assert_eq!(s.next(), Some(100.0));
+    }
+
+    #[test]
+    fn issue_13_non_monotonic_points_are_reported_with_units() {
+        let unit = |r: f64| format_rate(r);
+        let n = non_monotonic(&[(300e6, false), (400e6, true), (500e6, false)], &unit)
+            .expect("reported");
+        assert!(
+            n.contains("300.00 Mbit/s failed below 400.00 Mbit/s passing"),
+            "{n}"
+        );
+        assert!(non_monotonic(&[(300e6, true), (400e6, false)], &unit).is_none());
+        let note = {
+            let mut s = ZeroLossSearch::new(100e6, 500e6);
+            s.seed(300e6, true);
+            s.seed(500e6, false);
+            s.record(300e6, true);
+            s.note(&unit)
+        };
+        assert!(note.contains("Mbit/s"), "bounds carry units: {note}");
     }
 }

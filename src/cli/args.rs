@@ -75,6 +75,16 @@ pub enum Cmd {
     /// received vs sent, and optionally the highest zero-loss rate per size.
     #[command(subcommand)]
     Sweep(SweepCmd),
+    /// Interface status: state, speed, MTU, addresses, driver, offloads,
+    /// queues and counters; --watch for live rates.
+    Iface(super::host::IfaceArgs),
+    /// Check the host settings that limit a test (buffers, backlog, busy
+    /// polling, MTU, offloads, governor, priorities, isolation) and say how
+    /// to change each; --apply changes the sysctls.
+    Doctor(super::host::DoctorArgs),
+    /// ICMP echo: round-trip distribution (HDR histogram), TTL, loss and
+    /// duplicates; exit status 1 when nothing answers.
+    Ping(super::host::PingArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -233,6 +243,8 @@ pub struct TcpArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
     #[command(flatten)]
+    pub host_flags: super::host::TestHostArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -300,6 +312,8 @@ pub struct UdpArgs {
     /// Test-only: faults the senders inject, e.g. skip:100,dup:200,swap:300.
     #[arg(long, hide = true, value_name = "SCHEDULE")]
     pub inject_faults: Option<String>,
+    #[command(flatten)]
+    pub host_flags: super::host::TestHostArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }

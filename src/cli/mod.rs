@@ -3,6 +3,7 @@
 //! config types. Clap types never leave this module.
 
 mod args;
+mod host;
 mod netperf;
 mod server;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use linerate_engine::engines::EngineKind;
 use linerate_proto::spec::{
     Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
     TestSpec, UdpSpec, DEFAULT_RR_SIZES,
@@ -34,12 +36,14 @@ pub enum Target {
 pub struct ClientConfig {
     pub target: Target,
     pub spec: TestSpec,
-    pub engine: String,
+    pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
     /// `--auth-key`: authenticate to the server with this key.
     pub auth_key: Option<linerate_proto::auth::AuthKey>,
+    /// `--iface DEV`: the interface whose counters the report adds.
+    pub iface: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -53,7 +57,7 @@ pub struct ServerConfig {
     pub once: bool,
     pub max_concurrent: usize,
     pub limits: ServerLimits,
-    pub engine: String,
+    pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
 }
@@ -76,7 +80,12 @@ pub enum Command {
     Rr(RrConfig),
     Udp(ClientConfig),
     Sweep(SweepConfig),
+    Iface(IfaceConfig),
+    Doctor(DoctorConfig),
+    Ping(PingConfig),
 }
+
+pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
 
 /// A sweep: one UDP test per size × rate point.
 #[derive(Debug, Clone)]
@@ -100,7 +109,8 @@ pub fn parse() -> Result<Command, clap::Error> {
 /// Parses `argv` (program name first). Usage errors come back as clap
 /// errors so they print and exit like clap's own.
 pub fn parse_from(argv: impl IntoIterator<Item = String>) -> Result<Command, clap::Error> {
-    let argv = netperf::rewrite(argv.into_iter().collect());
+    let argv = netperf::rewrite(argv.into_iter().collect())
+        .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n")))?;
     let cli = args::Cli::try_parse_from(argv)?;
     validate(cli)
         .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e:#}\n")))
@@ -165,19 +175,24 @@ fn client_config(
     output: &args::OutputArgs,
     connect_timeout: &str,
 ) -> Result<ClientConfig> {
-    linerate_engine::engine::by_name(&engine)?;
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
             None => Target::Embedded,
         },
         spec,
-        engine,
+        engine: engine_kind(&engine)?,
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
         auth_key: None,
+        iface: None,
     })
+}
+
+/// `--engine`: the name resolved once, and checked against this kernel.
+fn engine_kind(name: &str) -> Result<EngineKind> {
+    Ok(name.parse::<EngineKind>()?.check()?)
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
@@ -187,7 +202,13 @@ fn duration_ms(flag: &str, v: &str) -> Result<u64> {
 
 fn size_u32(flag: &str, v: &str) -> Result<u32> {
     let b = parse_size(v).with_context(|| flag.to_owned())?;
-    u32::try_from(b).with_context(|| format!("{flag}: {v} is too large"))
+    // Say the limit in the user's terms, not the conversion's (issue 13).
+    u32::try_from(b).map_err(|_| {
+        anyhow::anyhow!(
+            "{flag}: {v} is too large (at most {} bytes, just under 4 GiB)",
+            u32::MAX
+        )
+    })
 }
 
 /// Parses a pps figure (`0.05`, `500k`, `2M`) into datagrams per 1000 s.
@@ -527,18 +548,23 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
 
 fn validate(cli: args::Cli) -> Result<Command> {
     let key = server::load_key(cli.auth_key.as_deref())?;
-    let mut cmd = validate_command(cli.command)?;
+    let mut cmd = validate_command(cli)?;
     match &mut cmd {
         Command::Server(s) => s.auth_key = key,
         Command::Tcp(c) | Command::Udp(c) => c.auth_key = key,
         Command::Rr(r) => r.client.auth_key = key,
         Command::Sweep(s) => s.base.auth_key = key,
+        _ => {}
     }
     Ok(cmd)
 }
 
-fn validate_command(command: args::Cmd) -> Result<Command> {
-    match command {
+fn validate_command(mut cli: args::Cli) -> Result<Command> {
+    let host_flags = host::take_test_flags(&mut cli.command);
+    let cmd = match cli.command {
+        args::Cmd::Iface(a) => host::validate_iface(a),
+        args::Cmd::Doctor(a) => host::validate_doctor(a),
+        args::Cmd::Ping(a) => host::validate_ping(a),
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
@@ -563,7 +589,7 @@ fn validate_command(command: args::Cmd) -> Result<Command> {
                 once: s.once,
                 max_concurrent: s.max_concurrent,
                 limits,
-                engine: s.engine,
+                engine: engine_kind(&s.engine)?,
                 cpus: parse_cpus(s.cpus.as_deref())?,
                 format: format_of(&s.output),
             }))
@@ -640,7 +666,8 @@ fn validate_command(command: args::Cmd) -> Result<Command> {
                 &t.connect_timeout,
             )?))
         }
-    }
+    };
+    host::attach(cmd?, host_flags)
 }
 
 #[cfg(test)]
@@ -733,6 +760,64 @@ mod tests {
         let t = tcp("-t TCP_MAERTS -H 198.18.0.2 -l -1000000");
         assert_eq!(t.spec.direction, Direction::Reverse);
         assert_eq!(t.spec.limit, Limit::Bytes(1_000_000));
+    }
+
+    #[test]
+    fn issue_13_netperf_habits_work() {
+        // Test-specific -m/-s/-S/-D after `--`, netperf's own `-H h -t T` order,
+        // lower-case names.
+        let s = tcp("-H 198.18.0.2 -t tcp_stream -l 3 -- -m 64K -s 1M -S 1M -D");
+        assert_eq!(s.spec.len, 64 << 10);
+        assert_eq!(s.spec.tcp.window, Some(1 << 20));
+        assert!(s.spec.tcp.no_delay);
+        assert_eq!(s.spec.limit, Limit::TimeMs(3000));
+        // Global -p, -c/-C (always measured) and -D (interim results).
+        let s = tcp("TCP_STREAM -H 198.18.0.2 -p 6000 -c -C -D 2");
+        assert_eq!(s.spec.interval_ms, 2000);
+        assert_eq!(
+            s.target,
+            Target::Remote {
+                host: "198.18.0.2".into(),
+                port: 6000
+            }
+        );
+        // netperf's UDP_STREAM is unpaced unless a rate is asked for.
+        let u = udp("UDP_STREAM -H 198.18.0.2 -- -m 1472");
+        let spec = u.spec.udp.expect("udp");
+        assert_eq!(spec.pace, linerate_proto::spec::Pace::Unlimited);
+        assert_eq!(u.spec.len, 1472);
+        let u = udp("UDP_STREAM -H 198.18.0.2 -b 10M");
+        assert_ne!(
+            u.spec.udp.expect("udp").pace,
+            linerate_proto::spec::Pace::Unlimited
+        );
+        // -m is the request size of the request/response tests.
+        let r = rr("-H 198.18.0.2 -t TCP_RR -- -m 64")
+            .client
+            .spec
+            .rr
+            .expect("rr");
+        assert_eq!(r.sizes, vec![64]);
+    }
+
+    #[test]
+    fn issue_13_netperf_options_linerate_cannot_honour_are_named() {
+        for (args, named) in [
+            ("TCP_STREAM -H h -- -M 64K", "-M"),
+            ("TCP_STREAM -H h -I 99,5", "-I"),
+            ("TCP_STREAM -H h -- -s 1M -S 2M", "-s/-S"),
+            ("TCP_STREAM -H h -- -Q 1", "-Q"),
+        ] {
+            let e = parse(args).expect_err(args).to_string();
+            assert!(e.contains(named), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn issue_13_len_too_large_names_the_maximum() {
+        let e = parse("tcp --len 10G").expect_err("too large").to_string();
+        assert!(e.contains("at most 4294967295 bytes"), "{e}");
+        assert!(!e.contains("integral type"), "{e}");
     }
 
     fn udp(args: &str) -> ClientConfig {

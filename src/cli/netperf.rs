@@ -1,74 +1,159 @@
 //! netperf-style invocations, rewritten to linerate's own before clap sees
-//! them, so both spellings reach the same validated config:
+//! them, so both spellings reach the same validated config. netperf's names
+//! are how many users type their tests, so its common options work as
+//! netperf users expect (issue 13):
 //!
-//! - `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS HOST`, `linerate UDP_STREAM HOST`
-//! - `linerate TCP_RR HOST`, `linerate UDP_RR HOST`, `linerate TCP_CRR HOST`
-//! - `linerate -t TCP_STREAM -H HOST -l 10` (netperf's global flags)
-//! - `-H HOST` → `HOST`; `-l N` → `--time N`, `-l -N` → `--bytes N`
-//!   (netperf reads a negative length as a byte count, or for the
-//!   request/response tests as a transaction count: `--count N`).
-//! - Request/response tests take netperf's test-specific `-- -r REQ,RESP`
-//!   (`--size REQ --response-size RESP`) and, like netperf, default to one
-//!   1-byte size (linerate's own `rr` runs eight sizes by default).
+//! - Test names, in any case: `TCP_STREAM`, `TCP_MAERTS`, `UDP_STREAM`,
+//!   `TCP_RR`, `UDP_RR`, `TCP_CRR`, first or as `-t NAME` anywhere
+//!   (`linerate -H h -t tcp_rr` is netperf's own order).
+//! - Global options: `-H HOST`, `-p PORT`, `-l N` (`--time N`; a negative
+//!   `-l` is a byte count, or a transaction count for the request/response
+//!   tests), `-D [SECS]` (interim results: `--interval`), `-c`/`-C` (local /
+//!   remote CPU: linerate always measures both, so they are accepted as
+//!   is).
+//! - Test-specific options after `--`: `-m SIZE` (send size: `--len`),
+//!   `-s SIZE`/`-S SIZE` (local/remote socket buffer: `--window`, which
+//!   linerate sets on both ends, so two different sizes are refused),
+//!   `-D` (TCP_NODELAY: `--no-delay`), `-r REQ,RESP` (request/response
+//!   sizes; netperf's default for those tests is one 1-byte size).
+//! - `UDP_STREAM` sends unpaced, as netperf does, unless a rate is given.
+//!
+//! netperf options linerate cannot honour (`-I`, `-T`, `-f`, `-M`, …) are
+//! refused by name rather than ignored. Where netperf and linerate use one
+//! letter for different things outside these (`-P`, `-i`), linerate's
+//! meaning stands.
 
+/// The linerate command a netperf test name stands for.
 fn test_name(name: &str) -> Option<&'static [&'static str]> {
-    match name {
-        "TCP_STREAM" => Some(&["tcp"]),
-        "TCP_MAERTS" => Some(&["tcp", "--reverse"]),
-        "TCP_RR" => Some(&["rr", "--proto", "tcp"]),
-        "UDP_RR" => Some(&["rr", "--proto", "udp"]),
-        "TCP_CRR" => Some(&["crr"]),
-        "UDP_STREAM" => Some(&["udp"]),
-        _ => None,
-    }
+    Some(match name.to_ascii_uppercase().as_str() {
+        "TCP_STREAM" => &["tcp"],
+        "TCP_MAERTS" => &["tcp", "--reverse"],
+        "TCP_RR" => &["rr", "--proto", "tcp"],
+        "UDP_RR" => &["rr", "--proto", "udp"],
+        "TCP_CRR" => &["crr"],
+        "UDP_STREAM" => &["udp"],
+        _ => return None,
+    })
 }
 
-/// Rewrites `argv` if it uses netperf names; otherwise returns it unchanged.
-pub fn rewrite(argv: Vec<String>) -> Vec<String> {
+/// Why a netperf option cannot be taken, for the ones people reach for.
+fn unsupported(flag: &str) -> Option<&'static str> {
+    Some(match flag {
+        "-I" => "netperf's confidence intervals (-I) are not supported; run the test several times",
+        "-M" => "a separate receive size (-M) is not supported: linerate's receivers read up to --len at a time",
+        "-T" => "netperf's -T (CPU binding) is spelled --cpus LIST in linerate",
+        "-f" => "netperf's -f (output units) is not supported: linerate prints SI units with the unit named",
+        _ => return None,
+    })
+}
+
+/// Rewrites `argv` if it uses netperf names; otherwise returns it
+/// unchanged. An error names a netperf option that cannot be honoured.
+pub fn rewrite(argv: Vec<String>) -> Result<Vec<String>, String> {
     let Some((prog, rest)) = argv.split_first() else {
-        return argv;
+        return Ok(argv);
     };
-    // Find the test: first argument, or the value of `-t`.
-    let (test, mut rest) = if let Some(t) = rest.first().and_then(|f| test_name(f)) {
+    // Find the test: the first argument, or the value of `-t` anywhere.
+    let (test, rest): (_, Vec<String>) = if let Some(t) = rest.first().and_then(|f| test_name(f)) {
         (t, rest[1..].to_vec())
-    } else if let (Some("-t"), Some(t)) = (
-        rest.first().map(String::as_str),
-        rest.get(1).and_then(|n| test_name(n)),
-    ) {
-        (t, rest[2..].to_vec())
+    } else if let Some(i) = rest
+        .iter()
+        .position(|a| a == "-t")
+        .filter(|&i| rest.get(i + 1).and_then(|n| test_name(n)).is_some())
+    {
+        let t = test_name(&rest[i + 1]).unwrap_or(&["tcp"]);
+        let mut r = rest.to_vec();
+        r.drain(i..i + 2);
+        (t, r)
     } else {
-        return argv;
+        return Ok(argv);
     };
     let mut out: Vec<String> = std::iter::once(prog.clone())
         .chain(test.iter().map(|s| s.to_string()))
         .collect();
     let rr = matches!(test[0], "rr" | "crr");
+    let udp = test[0] == "udp";
     let mut sized = false;
+    let mut paced = false;
     let mut test_specific = false;
+    let mut window: Option<String> = None;
     let mut i = 0;
+    let mut push_window = |v: &str, out: &mut Vec<String>| -> Result<(), String> {
+        match &window {
+            Some(w) if w != v => Err(format!(
+                "netperf -s/-S: linerate sets one socket buffer size (--window) on both ends; \
+                 got {w} and {v}"
+            )),
+            Some(_) => Ok(()),
+            None => {
+                window = Some(v.to_string());
+                out.extend(["--window".into(), v.to_string()]);
+                Ok(())
+            }
+        }
+    };
     while i < rest.len() {
-        match (rest[i].as_str(), rest.get(i + 1)) {
-            ("--", _) if rr => {
+        let arg = rest[i].as_str();
+        let val = rest.get(i + 1);
+        // A value that is not itself a flag.
+        let flag_val = val.filter(|v| !v.starts_with('-') || v.parse::<f64>().is_ok());
+        match (arg, test_specific) {
+            ("--", false) => {
                 test_specific = true;
                 i += 1;
             }
-            ("-r", Some(v)) if rr && test_specific => {
+            ("-r", true) if rr => {
+                let v = val.ok_or("netperf -r needs REQ,RESP")?;
                 let (req, resp) = v.split_once(',').unwrap_or((v, v));
                 out.extend(["--size".into(), req.to_string()]);
                 out.extend(["--response-size".into(), resp.to_string()]);
                 sized = true;
                 i += 2;
             }
-            ("-s" | "--size" | "--sizes", _) if rr => {
-                sized = true;
-                out.push(std::mem::take(&mut rest[i]));
+            ("-m", true) => {
+                let v = val.ok_or("netperf -m needs a send size")?;
+                let flag = if rr { "--size" } else { "--len" };
+                sized |= rr;
+                out.extend([flag.into(), v.clone()]);
+                i += 2;
+            }
+            ("-s" | "-S", true) => {
+                let v = val.ok_or_else(|| format!("netperf {arg} needs a socket buffer size"))?;
+                // netperf accepts "SIZE" or "SEND,RECV"; linerate has one size.
+                let (a, b) = v.split_once(',').unwrap_or((v, v));
+                push_window(a, &mut out)?;
+                push_window(b, &mut out)?;
+                i += 2;
+            }
+            ("-D", true) => {
+                out.push("--no-delay".into());
                 i += 1;
             }
-            ("-H", Some(host)) => {
+            (f, true) if unsupported(f).is_some() => {
+                return Err(unsupported(f).unwrap_or_default().into());
+            }
+            ("-s" | "--size" | "--sizes", false) if rr => {
+                sized = true;
+                out.push(arg.to_string());
+                i += 1;
+            }
+            ("-b" | "--rate" | "--pps", false) if udp => {
+                paced = true;
+                out.push(arg.to_string());
+                i += 1;
+            }
+            ("-H", false) => {
+                let host = val.ok_or("netperf -H needs a host")?;
                 out.push(host.clone());
                 i += 2;
             }
-            ("-l", Some(v)) => {
+            ("-p", false) => {
+                let port = val.ok_or("netperf -p needs a port")?;
+                out.extend(["--port".into(), port.clone()]);
+                i += 2;
+            }
+            ("-l", false) => {
+                let v = val.ok_or("netperf -l needs a length")?;
                 match v.strip_prefix('-') {
                     Some(n) if rr => out.extend(["--count".into(), n.to_string()]),
                     Some(bytes) => out.extend(["--bytes".into(), bytes.to_string()]),
@@ -76,8 +161,32 @@ pub fn rewrite(argv: Vec<String>) -> Vec<String> {
                 }
                 i += 2;
             }
+            ("-D", false) => {
+                // Demo mode: interim results every SECS (netperf's default 1).
+                match flag_val {
+                    Some(secs) => {
+                        out.extend(["--interval".into(), secs.clone()]);
+                        i += 2;
+                    }
+                    None => {
+                        out.extend(["--interval".into(), "1".into()]);
+                        i += 1;
+                    }
+                }
+            }
+            // Local and remote CPU figures: linerate always measures both.
+            ("-c" | "-C", false) => i += 1,
+            (f, false) if unsupported(f).is_some() => {
+                return Err(unsupported(f).unwrap_or_default().into());
+            }
+            (f, true) => {
+                return Err(format!(
+                    "netperf test-specific option {f} is not supported (linerate takes -m, -s, -S, -D{})",
+                    if rr { ", -r" } else { "" }
+                ))
+            }
             _ => {
-                out.push(std::mem::take(&mut rest[i]));
+                out.push(arg.to_string());
                 i += 1;
             }
         }
@@ -85,5 +194,9 @@ pub fn rewrite(argv: Vec<String>) -> Vec<String> {
     if rr && !sized {
         out.extend(["--size".into(), "1".into()]);
     }
-    out
+    if udp && !paced {
+        // netperf's UDP_STREAM sends as fast as it can.
+        out.extend(["--rate".into(), "0".into()]);
+    }
+    Ok(out)
 }

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 
+use crate::log::log;
+
 /// Default `--max-connections`: connections waiting to say who they are
 /// (each holds a thread until it does, or its handshake time is up).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
@@ -261,12 +263,12 @@ impl LogThrottle {
         }
         s.lines += 1;
         if s.suppressed > 0 {
-            eprintln!(
+            log!(
                 "linerate server: ({} similar lines suppressed)",
                 std::mem::take(&mut s.suppressed)
             );
         }
-        eprintln!("linerate server: {line}");
+        log!("linerate server: {line}");
     }
 }
 

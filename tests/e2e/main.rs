@@ -2,9 +2,12 @@
 //! (as in ripgrep) with shared helpers; modules by feature. Regression tests
 //! are named after their issue (`issue_N_…`).
 
+mod golden;
 mod harden;
 mod helpers;
+mod host;
 mod netns;
 mod rr;
 mod tcp;
 mod udp;
+mod ux;

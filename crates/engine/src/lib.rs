@@ -5,54 +5,95 @@
 //!   control connections.
 //! - [`tcp_info`]: `TCP_INFO` read into the protocol's [`linerate_proto::measure::TcpInfo`].
 //! - [`cpu`]: process, thread and host CPU accounting.
-//! - [`engine`]: the [`engine::Engine`] trait that moves bytes on one stream,
-//!   with the plain blocking-syscall engine; faster engines (batching,
-//!   io_uring, zero copy) plug in behind the same trait.
+//! - [`engines`]: the batch-shaped [`engines::Engine`] trait (the I/O
+//!   primitives per transport), the typed [`engines::EngineKind`] choice,
+//!   and one file per engine (today the plain [`engines::syscall`] engine;
+//!   batching, io_uring and zero copy plug in behind the same trait).
+//! - [`stream`]: what a stream's thread shares with its side: progress
+//!   counter, stop/abort/drain signals, how a loop ended.
+//! - [`tcp`]: the TCP stream loops (send to a limit or stop, read to end),
+//!   generic over the engine.
 //! - [`rr`]: request/response and connect/request/response loops (one
 //!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
-//!   send/receive loops of the syscall engine.
+//!   send/receive loops, generic over the engine.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
 
 pub mod clock;
+mod cmsg;
 pub mod cpu;
-pub mod engine;
+pub mod engines;
 pub mod netstat;
 pub mod rr;
 pub mod runner;
 pub mod socket;
+pub mod stream;
+pub mod tcp;
 pub mod tcp_info;
 pub mod udp;
 
 /// Errors of the data path.
+///
+/// Each message is complete on its own line: a variant that names its cause
+/// in its text does not also return it from `source()`, so printing the
+/// chain (`{:#}` in the binary) never says the cause twice (issue 13).
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{what}: {err}")]
+    Io { what: String, err: std::io::Error },
     #[error("peer reset the connection ({0})")]
     PeerReset(String),
     #[error("no data moved for {0} s: peer stalled")]
     Stalled(u64),
+    #[error("unknown engine {name:?}; this build has: {known}")]
+    UnknownEngine { name: String, known: String },
+    #[error("engine {engine} cannot run here: {reason}")]
+    EngineUnavailable {
+        engine: engines::EngineKind,
+        reason: String,
+    },
+    #[error("{host} has no addresses")]
+    NoAddresses { host: String },
+    #[error("no address to connect to")]
+    NothingToConnect,
+    #[error(
+        "congestion control {name:?} cannot be used ({source}); this kernel offers: {available}"
+    )]
+    CongestionControl {
+        name: String,
+        #[source]
+        source: std::io::Error,
+        available: String,
+    },
+    /// The peer did not answer within the protocol's retries.
     #[error("{0}")]
-    Unsupported(String),
+    Unanswered(String),
+    /// The peer broke the data protocol (unexpected connection, message or
+    /// size).
+    #[error("{0}")]
+    Protocol(String),
+    #[error("could not pin to CPU: {0}")]
+    Pin(String),
     #[error("aborted")]
     Aborted,
     #[error("request/response: {0}")]
-    Rr(#[from] linerate_proto::rr::RrError),
+    Rr(linerate_proto::rr::RrError),
+}
+
+impl From<linerate_proto::rr::RrError> for EngineError {
+    fn from(e: linerate_proto::rr::RrError) -> Self {
+        EngineError::Rr(e)
+    }
 }
 
 impl EngineError {
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         EngineError::Io {
             what: what.into(),
-            source,
+            err: source,
         }
     }
 }

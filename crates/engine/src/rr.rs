@@ -54,8 +54,10 @@ use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
 use crate::cpu::{self, CpuTime};
-use crate::engine::{is_timeout, map_err, Engine, Idle, Signals, StreamCounter, IDLE_LIMIT, POLL};
+use crate::engines::EngineKind;
 use crate::runner::{spawn_side, CpuScope, DataSocket, SideRun, StreamSetup};
+use crate::stream::{is_timeout, map_err, Idle, Signals, StreamCounter, IDLE_LIMIT, POLL};
+use crate::tcp;
 use crate::{socket, tcp_info, EngineError};
 
 /// Spins between check points in busy-poll mode (a power of two: the check
@@ -242,13 +244,13 @@ impl RrConns {
                 }
                 (Some(RrConn::Load { .. }), Conn::Tcp(sock)) => load.push((s.id, sock)),
                 (Some(RrConn::Load { .. }), Conn::Udp(_)) => {
-                    return Err(EngineError::Unsupported(format!(
+                    return Err(EngineError::Protocol(format!(
                         "load stream {} is not a TCP connection",
                         s.id
                     )))
                 }
                 (None, _) => {
-                    return Err(EngineError::Unsupported(format!(
+                    return Err(EngineError::Protocol(format!(
                         "connection {} is not part of this request/response test",
                         s.id
                     )))
@@ -264,7 +266,7 @@ impl RrConns {
                     .enumerate()
                     .map(|(p, c)| {
                         c.ok_or_else(|| {
-                            EngineError::Unsupported(format!(
+                            EngineError::Protocol(format!(
                                 "flow {f} has no connection for phase {p}"
                             ))
                         })
@@ -396,7 +398,7 @@ impl<'a> Io<'a> {
     fn expect_close(&mut self) -> Result<(), EngineError> {
         let mut b = [0u8; 1];
         if self.read_exact(&mut b)? {
-            return Err(EngineError::Unsupported(
+            return Err(EngineError::Protocol(
                 "peer sent bytes after the last message of the phase".into(),
             ));
         }
@@ -418,7 +420,7 @@ fn prepare(sock: &TcpStream, busy_poll: bool) -> Result<(Wait, Option<String>), 
     }
     sock.set_nonblocking(true).map_err(|e| EngineError::Io {
         what: "O_NONBLOCK".into(),
-        source: e,
+        err: e,
     })?;
     let said = match socket::set_busy_poll(sock, socket::BUSY_POLL_US) {
         Ok(()) => format!(
@@ -910,7 +912,7 @@ fn client_flow(
                         udp_client_phase(&mut u, phase, flow, p, watch, &mut bufs, &mut tally)
                     })
                 }
-                None => Err(EngineError::Unsupported(format!(
+                None => Err(EngineError::Protocol(format!(
                     "no connection for phase {}",
                     phase.index
                 ))),
@@ -931,12 +933,10 @@ fn client_flow(
                     &mut t, phase, flow, p, signals, watch, &mut bufs, &mut tally,
                 )
             }
-            (None, None) => Err(EngineError::Unsupported("no transport".into())),
+            (None, None) => Err(EngineError::Protocol("no transport".into())),
         };
         let result = match (result, &pin_error) {
-            (Ok(()), Some(e)) => Err(EngineError::Unsupported(format!(
-                "could not pin to CPU: {e}"
-            ))),
+            (Ok(()), Some(e)) => Err(EngineError::Pin(e.to_string())),
             (r, _) => r.map_err(|e| watch.explain(e)),
         };
         let failed = result.is_err();
@@ -964,7 +964,7 @@ fn pin(p: &RrParams, flow: u32) -> Option<std::io::Error> {
 fn client_load(
     id: u32,
     sock: TcpStream,
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     len: usize,
     signals: &Signals,
     load_signals: &Signals,
@@ -980,7 +980,7 @@ fn client_load(
     if gate.wait(signals, |s| s.load) {
         let buf = vec![0u8; len.max(1)];
         let t0 = Instant::now();
-        let end = engine.send(&sock, &buf, None, &counter, load_signals);
+        let end = tcp::send(engine, &sock, &buf, None, &counter, load_signals);
         m.elapsed_ns = t0.elapsed().as_nanos() as u64;
         m.calls = end.calls;
         m.error = end.result.err().map(|e| e.to_string());
@@ -995,7 +995,7 @@ fn client_load(
 
 /// Starts the client side of an rr test (`conns`) or a crr test (`crr`).
 pub fn start_client(
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     conns: RrConns,
     crr: Option<CrrTarget>,
     params: RrParams,
@@ -1007,7 +1007,7 @@ pub fn start_client(
 }
 
 fn run_client(
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     conns: RrConns,
     crr: Option<CrrTarget>,
     p: &RrParams,
@@ -1263,9 +1263,7 @@ fn server_flow(
         busy_poll = busy_poll.or(end.busy_poll);
         let (n, elapsed) = (end.transactions, end.elapsed_ns);
         let result = match (end.result, &pin_error) {
-            (Ok(()), Some(e)) => Err(EngineError::Unsupported(format!(
-                "could not pin to CPU: {e}"
-            ))),
+            (Ok(()), Some(e)) => Err(EngineError::Pin(e.to_string())),
             (r, _) => r.map_err(|e| watch.explain(e)),
         };
         // Closing answers the client's end of stream (the watcher's
@@ -1301,7 +1299,7 @@ fn server_flow(
 fn server_load(
     id: u32,
     sock: TcpStream,
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     len: usize,
     signals: &Signals,
 ) -> (StreamMeasurement, CpuTime) {
@@ -1328,7 +1326,7 @@ fn server_load(
     }
     let mut buf = vec![0u8; len.max(1)];
     let t0 = Instant::now();
-    let end = engine.recv(&sock, &mut buf, &counter, signals);
+    let end = tcp::recv(engine, &sock, &mut buf, &counter, signals);
     m.elapsed_ns = t0.elapsed().as_nanos() as u64;
     m.calls = end.calls;
     m.bytes = counter.get();
@@ -1337,7 +1335,7 @@ fn server_load(
 }
 
 /// Starts the server side of an rr test.
-pub fn start_server(engine: &'static dyn Engine, conns: RrConns, params: RrParams) -> SideRun {
+pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> SideRun {
     spawn_side(engine.name(), move |signals| {
         let proc0 = cpu::process();
         let self0 = cpu::thread();
@@ -1606,7 +1604,7 @@ fn udp_client_phase(
                         continue; // a previous phase's late end-of-phase answer
                     }
                     if n != resp_len {
-                        return Err(EngineError::Unsupported(format!(
+                        return Err(EngineError::Protocol(format!(
                             "a {n}-byte response where {resp_len} bytes were due"
                         )));
                     }
@@ -1663,7 +1661,7 @@ fn udp_client_phase(
                 }
             }
         }
-        Err(EngineError::Unsupported(format!(
+        Err(EngineError::Unanswered(format!(
             "the server did not answer the end of the phase in {} s",
             (UDP_END_EVERY * UDP_END_TRIES).as_secs()
         )))
@@ -1706,7 +1704,7 @@ fn udp_server_phase(
                 return Ok(());
             }
             if n != req_len {
-                return Err(EngineError::Unsupported(format!(
+                return Err(EngineError::Protocol(format!(
                     "a {n}-byte request where {req_len} bytes were due"
                 )));
             }
@@ -1786,16 +1784,16 @@ impl CrrServer {
         self.active.fetch_add(1, Ordering::AcqRel);
         let _active = Active(&self.active);
         let Some(RrConn::Flow { phase, flow }) = self.spec.rr_conn(hello.stream) else {
-            return Err(EngineError::Unsupported(format!(
+            return Err(EngineError::Protocol(format!(
                 "crr connection for stream {}, which is not in the test",
                 hello.stream
             )));
         };
         let Some(counter) = self.counters.get(hello.stream as usize - 1) else {
-            return Err(EngineError::Unsupported("stream out of range".into()));
+            return Err(EngineError::Protocol("stream out of range".into()));
         };
         if self.client_done.load(Ordering::Acquire) || self.signals.aborted() {
-            return Err(EngineError::Unsupported(
+            return Err(EngineError::Protocol(
                 "crr connection after the test ended".into(),
             ));
         }

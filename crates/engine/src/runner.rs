@@ -25,9 +25,10 @@ use linerate_proto::measure::{
 use linerate_proto::wire::{SentCount, Side};
 
 use crate::cpu::{self, CpuTime};
-use crate::engine::{Engine, Signals, StreamCounter, StreamEnd};
-use crate::udp::{RecvJob, SendJob, UdpCounters};
-use crate::{netstat, tcp_info};
+use crate::engines::EngineKind;
+use crate::stream::{Signals, StreamCounter, StreamEnd};
+use crate::udp::{self, RecvJob, SendJob, UdpCounters};
+use crate::{netstat, tcp, tcp_info};
 
 /// A stream's socket.
 #[derive(Debug)]
@@ -109,7 +110,7 @@ pub struct SideRun {
 
 /// Starts the streams now; `start` is the test's time zero.
 pub fn start(
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     streams: Vec<StreamSetup>,
     params: RunParams,
     start: Instant,
@@ -279,7 +280,7 @@ fn next_boundary(prev: Duration, omit: Duration, interval: Duration) -> Duration
 
 /// What every stream thread of a side shares with the sampler.
 struct StreamCtx {
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     start: Instant,
     signals: Arc<Signals>,
     done: Sender<Finished>,
@@ -324,8 +325,10 @@ fn spawn_stream(
                     // One buffer per stream, allocated once.
                     let mut buf = vec![0u8; len];
                     let end = match role {
-                        Role::Sender => engine.send(sock, &buf, setup.bytes, &counter, &signals),
-                        Role::Receiver => engine.recv(sock, &mut buf, &counter, &signals),
+                        Role::Sender => {
+                            tcp::send(engine, sock, &buf, setup.bytes, &counter, &signals)
+                        }
+                        Role::Receiver => tcp::recv(engine, sock, &mut buf, &counter, &signals),
                     };
                     if role == Role::Sender {
                         m.tcp = tcp_info::read(sock);
@@ -343,7 +346,7 @@ fn spawn_stream(
                         limit: setup.datagrams,
                         start,
                     };
-                    let (sent, end) = engine.udp_send(sock, &job, &counter, &live, &signals);
+                    let (sent, end) = udp::send(engine, sock, &job, &counter, &live, &signals);
                     m.udp_send = Some(sent);
                     end
                 }
@@ -354,7 +357,7 @@ fn spawn_stream(
                         verify: udp.verify,
                         start,
                     };
-                    let (got, end) = engine.udp_recv(sock, &job, &counter, &live, &signals);
+                    let (got, end) = udp::recv(engine, sock, &job, &counter, &live, &signals);
                     m.udp_recv = Some(got);
                     end
                 }
@@ -394,7 +397,7 @@ fn spawn_stream(
 }
 
 fn sample(
-    engine: &'static dyn Engine,
+    engine: EngineKind,
     streams: Vec<StreamSetup>,
     params: &RunParams,
     start: Instant,

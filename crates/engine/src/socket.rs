@@ -23,7 +23,7 @@ pub fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, EngineError> {
         .map_err(|e| EngineError::io(format!("cannot resolve {host}"), e))?
         .collect();
     if addrs.is_empty() {
-        return Err(EngineError::Unsupported(format!("{host} has no addresses")));
+        return Err(EngineError::NoAddresses { host: host.into() });
     }
     Ok(addrs)
 }
@@ -57,7 +57,7 @@ pub fn connect_any(
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| EngineError::Unsupported("no address to connect to".into())))
+    Err(last.unwrap_or(EngineError::NothingToConnect))
 }
 
 /// SO_SNDBUF and SO_RCVBUF, when a window was requested.
@@ -118,10 +118,11 @@ pub fn set_congestion(stream: &TcpStream, name: &str) -> Result<(), EngineError>
         let err = std::io::Error::last_os_error();
         let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
             .unwrap_or_default();
-        return Err(EngineError::Unsupported(format!(
-            "congestion control {name:?} cannot be used ({err}); this kernel offers: {}",
-            avail.trim()
-        )));
+        return Err(EngineError::CongestionControl {
+            name: name.into(),
+            source: err,
+            available: avail.trim().into(),
+        });
     }
     Ok(())
 }

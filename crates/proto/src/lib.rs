@@ -22,11 +22,15 @@
 //!   duplicates, late arrivals) and RFC 3550 jitter.
 //! - [`pacing`]: the sender's absolute schedule.
 //! - [`sanitize`]: escaping peer-supplied text before it is printed.
+//! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
+//!   parameters and results, UDP header and receiver rules) and its client
+//!   and server sessions, so linerate interoperates with real iperf3 peers.
 
 pub mod auth;
 pub mod check;
 pub mod clock;
 pub mod datagram;
+pub mod iperf3;
 pub mod limits;
 pub mod measure;
 pub mod pacing;

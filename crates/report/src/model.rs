@@ -4,6 +4,7 @@
 //! Conventions: byte counts are integers; rates are bit/s (SI, as f64);
 //! times are seconds (f64) unless the field name says otherwise.
 
+use linerate_host::counters::Traffic;
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::{KernelUdp, TcpInfo, UdpInterval};
 use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, TestSpec, UdpSpec};
@@ -357,6 +358,10 @@ pub struct IntervalRecord {
     pub omitted: bool,
     pub streams: Vec<IntervalStreamRecord>,
     pub sums: Vec<IntervalSum>,
+    /// `--iface DEV`: what the interface counted from the previous record
+    /// (or the start) until this record was relayed (client only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub iface: Option<Traffic>,
 }
 
 /// How transactions were timed.
@@ -500,6 +505,30 @@ pub struct Report {
     /// Request/response results (kinds `rr` and `crr`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rr: Option<RrReport>,
+    /// `--iface DEV`: the interface's counters over the test, compared
+    /// with the payload the test moved.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub iface: Option<IfaceReport>,
+}
+
+/// An interface's counters over a whole test beside the test's payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IfaceReport {
+    /// Counter changes from the start of the data phase to the report.
+    pub traffic: Traffic,
+    /// Payload bytes this host sent (client → server flows, as written).
+    pub payload_sent_bytes: u64,
+    /// Payload bytes this host received (server → client flows, as read).
+    pub payload_received_bytes: u64,
+    /// The wire bytes held against the payload: tx + rx bytes, or tx bytes
+    /// alone on loopback (where every packet is counted both ways).
+    pub wire_bytes: u64,
+    /// (wire − payload) ÷ payload × 100: headers, acknowledgements, the
+    /// control connection and any other traffic on the interface.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub overhead_percent: Option<f64>,
+    /// The comparison in words.
+    pub explanation: String,
 }
 
 /// The kernel's UDP counters on both ends.

@@ -3,6 +3,7 @@
 //! handshake, held test slots, hostile servers, injected text — plus the
 //! raw-protocol peer those tests use.
 
+mod auth;
 mod faults;
 
 use std::io::{BufRead, BufReader, Read, Write};

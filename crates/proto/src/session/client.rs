@@ -248,10 +248,16 @@ impl ClientSession {
                         self.outbox.push(&Message::AuthProof(proof));
                         self.outbox.append(hello);
                     }
-                    Err(e) => self.fail(SessionError::Refused {
-                        code: crate::wire::RefuseCode::Auth,
-                        message: e.to_string(),
-                    }),
+                    Err(e) => {
+                        // Tell the server why we hang up, for its log.
+                        self.outbox.push(&Message::Abort(Abort {
+                            reason: format!("the client refuses the server: {e}"),
+                        }));
+                        self.fail(SessionError::Refused {
+                            code: crate::wire::RefuseCode::Auth,
+                            message: e.to_string(),
+                        })
+                    }
                 }
             }
             (State::AwaitAccept, Message::Accept(a)) => {

@@ -313,9 +313,7 @@ impl ServerSession {
                 if let Admission::Busy { running, max } = self.admission {
                     return self.refuse(
                         RefuseCode::Busy,
-                        format!(
-                            "server is busy: {running} test(s) running, it allows {max} at a time"
-                        ),
+                        format!("{running} test(s) running, it allows {max} at a time"),
                     );
                 }
                 if let Admission::Limited(why) = &self.admission {

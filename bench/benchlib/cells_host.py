@@ -1,0 +1,156 @@
+"""Host cells: server memory, and host-local transports (Unix sockets, shared memory).
+
+RSS: a fresh server per run; VmRSS (/proc/PID/status) once idle, then the
+highest value seen (sampled every 0.1 s) while a client runs one TCP stream,
+then four. Per stream = (RSS with 4 streams − idle) / 4.
+
+Local transports (issue 12): `linerate rr --transport unix|shm` and
+`linerate msg --transport tcp|unix|shm`, written from the issue's command
+lines. They skip, saying so, until this build has them; when they land,
+check the parsers against docs/json.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from . import parse
+from .cells import Cell, Ctx, Variant, anchor, need
+from .core import RunFailed
+from .tools import Linerate, Tool
+
+RSS_SAMPLE_S = 0.1
+MSG_SIZES = ("56", "64K", "1M", "8M")   # issue 12's sweep, thinned to one size per decade-ish
+
+
+def _peak_rss(ctx: Ctx, server_pid: int, argv: list[str], base: str) -> float:
+    """Runs a client to completion, sampling the server's VmRSS; the highest value, MiB."""
+    out = ctx.rawdir / f"{base}.out"
+    p = ctx.procs.spawn(ctx.path.client_argv(argv, ctx.cli_pin), out)
+    peak, deadline = 0.0, time.monotonic() + ctx.time + 30
+    try:
+        while p.poll() is None:
+            if time.monotonic() > deadline:
+                raise RunFailed("client hung")
+            peak = max(peak, parse.vm_rss_mib(server_pid))
+            time.sleep(RSS_SAMPLE_S)
+    finally:
+        ctx.procs.stop(p)
+    if p.returncode != 0:
+        raise RunFailed(f"client exit status {p.returncode}: see {out.name}")
+    return peak
+
+
+def _rss_commands(ctx: Ctx, tool: str):
+    """(server argv maker, client argv maker) for linerate's or iperf3's server."""
+    if tool == "linerate":
+        def server(addr: str, port: int) -> list[str]:
+            return [ctx.lr.path, "server", "-B", addr, "-p", str(port)]
+
+        def client(port: int, n: int) -> list[str]:
+            return [ctx.lr.path, "tcp", ctx.addr(), "-p", str(port), "-t", str(ctx.time), "-P", str(n), "--json"]
+    else:
+        i3 = ctx.tools["iperf3"].path
+
+        def server(addr: str, port: int) -> list[str]:
+            return [i3, "-s", "-B", addr, "-p", str(port)]
+
+        def client(port: int, n: int) -> list[str]:
+            return [i3, "-c", ctx.addr(), "-p", str(port), "-t", str(ctx.time), "-P", str(n), "-J"]
+    return server, client
+
+
+def _rss(tool: str):
+    def run(ctx: Ctx, base: str) -> dict:
+        make, client = _rss_commands(ctx, tool)
+        srv = ctx.servers.start(f"{tool}-rss", make, ctx.srv_pin, ctx.rawdir / f"{base}.server")
+        try:
+            time.sleep(0.5)
+            idle = parse.vm_rss_mib(srv.pid)
+            p1 = _peak_rss(ctx, srv.pid, client(srv.port, 1), f"{base}-P1")
+            time.sleep(0.5)
+            p4 = _peak_rss(ctx, srv.pid, client(srv.port, 4), f"{base}-P4")
+        finally:
+            ctx.servers.stop(srv)
+        return {"idle_mib": idle, "p1_mib": p1, "p4_mib": p4, "per_stream_mib": (p4 - idle) / 4}
+    return run
+
+
+def rss_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
+    return [Cell("rss", "server memory (VmRSS): idle, and at its highest with TCP -P 1 and -P 4", "rss",
+                 ["idle_mib", "per_stream_mib", "p1_mib", "p4_mib"],
+                 [Variant("linerate server", False, _rss("linerate")),
+                  anchor(tools, "iperf3", "-s", _rss("iperf3"))],
+                 goal="idle ≤ 16 MiB; per TCP stream ≤ its buffers (--len, 128 KiB) + 2 MiB",
+                 goal_metrics=["idle_mib", "per_stream_mib"])]
+
+
+# ---- local transports (issue 12) ---------------------------------------------------------
+
+
+def _lr_local_rr(transport: str, size: int):
+    def run(ctx: Ctx, base: str) -> dict:
+        return parse.linerate_rr(ctx.client(
+            [ctx.lr.path, "rr", "--transport", transport, "-s", str(size), "-t", str(ctx.time), "--json"], base))
+    return run
+
+
+def _find_number(doc, keys: tuple[str, ...]) -> float | None:
+    """The first number under a key named in `keys`, depth first (the msg schema is not fixed yet)."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if k in keys and isinstance(v, (int, float)):
+                return float(v)
+        for v in doc.values():
+            found = _find_number(v, keys)
+            if found is not None:
+                return found
+    elif isinstance(doc, list):
+        for v in doc:
+            found = _find_number(v, keys)
+            if found is not None:
+                return found
+    return None
+
+
+def _lr_msg(transport: str, size: str, conc: int):
+    def run(ctx: Ctx, base: str) -> dict:
+        text = ctx.client([ctx.lr.path, "msg", "--transport", transport, "--sizes", size,
+                           "--concurrency", str(conc), "--trials", "5", "--json"], base,
+                          limit=ctx.time * 10 + 60)
+        try:
+            bps = _find_number(json.loads(text), ("bits_per_second", "throughput_bits_per_second",
+                                                  "mean_bits_per_second"))
+        except json.JSONDecodeError as exc:
+            raise RunFailed(f"unreadable JSON ({exc.msg})") from None
+        if bps is None:
+            raise RunFailed("no bits_per_second in `linerate msg --json`: update cells_host.py to its schema")
+        return {"msg_gbps": bps / 1e9}
+    return run
+
+
+def local_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
+    cells = []
+    rr_why = None if lr.has("rr", "--transport") else "this build's `linerate rr` has no --transport (issue 12)"
+    sp_why = need(tools, "sockperf", "unix") or "bench/run does not drive sockperf's Unix-socket mode yet"
+    for size in (56, 1024):
+        vs = [Variant(f"linerate rr --transport unix -s {size} (reference)", True,
+                      None if rr_why else _lr_local_rr("unix", size), rr_why),
+              Variant(f"linerate rr --transport shm -s {size}", False,
+                      None if rr_why else _lr_local_rr("shm", size), rr_why),
+              Variant(f"sockperf {tools['sockperf'].version} ping-pong, Unix socket", True, None, sp_why,
+                      ("sockperf",))]
+        cells.append(Cell(f"local-rr-{size}", f"host-local round trips, {size}-byte messages", "local",
+                          ["p50_us", "p99_us", "tps"], vs, goal="shm direct p50 ≤ 0.5× the Unix-socket round trip",
+                          pin="split", skip=rr_why))
+    msg_why = None if lr.help("msg") else "this build has no `linerate msg` (issue 12)"
+    for size in MSG_SIZES:
+        for conc in (1, 8):
+            vs = [Variant(f"linerate msg --transport {t} --sizes {size} --concurrency {conc}", t != "shm",
+                          None if msg_why else _lr_msg(t, size, conc), msg_why) for t in ("unix", "tcp", "shm")]
+            cells.append(Cell(f"local-msg-{size}-c{conc}",
+                              f"{size}-byte messages, each acknowledged, {conc} at a time: throughput by transport",
+                              "local", ["msg_gbps"], vs,
+                              goal="shm bulk ≥ 2× Unix-socket throughput" if size == "8M" else "", skip=msg_why))
+    return cells

@@ -1,0 +1,387 @@
+//! Engines: the I/O primitives of the data path, one file per engine, behind
+//! one batch-shaped trait.
+//!
+//! An engine does only I/O: per transport a few small functions that move a
+//! batch of buffers (send these datagrams, receive into these slots, write or
+//! read this buffer) in the way it knows best — one syscall per buffer
+//! ([`syscall`]), `sendmmsg`/`recvmmsg` with segmentation offload, io_uring,
+//! zero copy. Everything else — pacing, sequence numbers, fault injection,
+//! classification, loss and jitter accounting, interval records — lives in
+//! the sans-IO cores of `linerate_proto` and in the generic loops of
+//! [`crate::tcp`] and [`crate::udp`], which drive a core and call the engine
+//! for I/O only. A new engine is therefore a few functions, not a copy of
+//! every loop.
+//!
+//! Engines are chosen once, as an [`EngineKind`] in the validated config, and
+//! dispatched statically ([`with_engine!`]) at the top of a stream's thread:
+//! no indirect call per buffer or datagram.
+
+pub mod syscall;
+
+use std::fmt;
+use std::io;
+use std::net::{TcpStream, UdpSocket};
+use std::str::FromStr;
+
+pub use syscall::Syscall;
+
+use crate::EngineError;
+
+/// The engine a side runs: parsed from `--engine` once, carried as a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EngineKind {
+    /// One `read`/`write`/`send`/`recv` per buffer or datagram: the engine
+    /// that works everywhere, under LD_PRELOAD kernel-bypass libraries too.
+    #[default]
+    Syscall,
+}
+
+impl EngineKind {
+    /// Every engine this build has, in the order `--engine` lists them.
+    pub const ALL: &'static [EngineKind] = &[EngineKind::Syscall];
+
+    /// The name in `--engine` and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Syscall => "syscall",
+        }
+    }
+
+    /// The names of [`Self::ALL`], comma-separated (for help and errors).
+    pub fn names() -> String {
+        Self::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Checks that this kernel can run the engine (a refusal says why).
+    /// The plain syscall engine runs everywhere.
+    pub fn check(self) -> Result<EngineKind, EngineError> {
+        match self {
+            EngineKind::Syscall => Ok(self),
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = EngineError;
+
+    fn from_str(s: &str) -> Result<Self, EngineError> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| EngineError::UnknownEngine {
+                name: s.into(),
+                known: Self::names(),
+            })
+    }
+}
+
+/// Runs `$body` with `$e` bound to the engine value of `$kind` (a
+/// [`EngineKind`]): the one place that maps kinds to engine types, so the
+/// generic loops are monomorphised per engine and call it directly.
+macro_rules! with_engine {
+    ($kind:expr, $e:ident => $body:expr) => {
+        match $kind {
+            $crate::engines::EngineKind::Syscall => {
+                let $e = $crate::engines::Syscall;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_engine;
+
+/// How one I/O call waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Block until the socket is ready or its timeout (`SO_RCVTIMEO` /
+    /// `SO_SNDTIMEO`, set by the loop) passes, then report `WouldBlock`.
+    Block,
+    /// Return at once (`MSG_DONTWAIT`): busy polling, or draining what is
+    /// already queued.
+    DontWait,
+}
+
+/// How a loop waits when its socket has nothing for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WaitPolicy {
+    /// Blocking calls bounded by the socket's timeout, so the loop checks
+    /// its flags at that period and sleeps otherwise.
+    #[default]
+    Block,
+    /// Non-blocking calls; the loop spins on `WouldBlock` (busy polling:
+    /// lowest latency, one CPU kept busy).
+    Spin,
+}
+
+impl WaitPolicy {
+    /// The per-call [`Wait`] of this policy.
+    #[inline]
+    pub fn call(self) -> Wait {
+        match self {
+            WaitPolicy::Block => Wait::Block,
+            WaitPolicy::Spin => Wait::DontWait,
+        }
+    }
+}
+
+/// A way of moving data: per transport, an I/O object made once per socket
+/// (where the engine keeps its per-socket state: message headers, rings,
+/// completion tracking) whose methods each do one batch of I/O.
+///
+/// Engines are small `Copy` values (their options, if any); the generic
+/// loops take `E: Engine` and are monomorphised, so calls are direct.
+pub trait Engine: Copy + Send + Sync + 'static {
+    /// Which engine this is (for reports).
+    const KIND: EngineKind;
+    type UdpTx: UdpTx;
+    type UdpRx: UdpRx;
+    type TcpTx: TcpTx;
+    type TcpRx: TcpRx;
+
+    /// Prepares `sock` for sending datagrams of `len` bytes.
+    fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<Self::UdpTx, EngineError>;
+    /// Prepares `sock` for receiving datagrams of up to `len` bytes.
+    fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<Self::UdpRx, EngineError>;
+    /// Prepares a TCP stream for writing.
+    fn tcp_tx(self, sock: &TcpStream) -> Result<Self::TcpTx, EngineError>;
+    /// Prepares a TCP stream for reading.
+    fn tcp_rx(self, sock: &TcpStream) -> Result<Self::TcpRx, EngineError>;
+}
+
+/// Sending datagrams on one connected UDP socket.
+pub trait UdpTx: Send {
+    /// Most datagrams one [`Self::send_batch`] call takes; the sender
+    /// core hands out batches of at most this many.
+    fn max_batch(&self) -> usize;
+    /// Sends the batch's datagrams in order. Returns how many the kernel
+    /// accepted (a prefix of the batch, at least one); an error only when
+    /// not even the first was accepted (the rest is offered again).
+    fn send_batch(&mut self, sock: &UdpSocket, batch: TxBatch<'_>, wait: Wait)
+        -> io::Result<usize>;
+}
+
+/// Receiving datagrams on one connected UDP socket.
+pub trait UdpRx: Send {
+    /// The receive slots this engine fills (allocated once per stream).
+    fn slots(&self) -> RecvSlots;
+    /// Receives into `slots` from slot 0 on; returns how many slots were
+    /// filled (at least one), each with its [`RecvMeta`]. An error (e.g.
+    /// `WouldBlock` when the socket's timeout passed) only when none was.
+    fn recv_batch(
+        &mut self,
+        sock: &UdpSocket,
+        slots: &mut RecvSlots,
+        wait: Wait,
+    ) -> io::Result<usize>;
+}
+
+/// Writing a TCP byte stream.
+pub trait TcpTx: Send {
+    /// Writes from `buf`; returns the bytes the kernel took (0: the
+    /// connection can take no more).
+    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize>;
+    /// Before the write side is shut down: completes what is outstanding
+    /// (zero-copy completions). Plain writes have nothing to complete.
+    fn finish(&mut self, _sock: &TcpStream) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Reading a TCP byte stream.
+pub trait TcpRx: Send {
+    /// Consumes up to `buf.len()` bytes; returns how many (0: end of
+    /// stream). An engine that skips the copy (`MSG_TRUNC`) may leave `buf`
+    /// untouched: the stream loops never look at the bytes.
+    fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize>;
+}
+
+/// Datagrams to send: one contiguous buffer of `segment`-byte datagrams,
+/// the last one possibly shorter — the layout `UDP_SEGMENT` (GSO) sends in
+/// one call, and one `sendmmsg` vector element per datagram otherwise.
+#[derive(Debug, Clone, Copy)]
+pub struct TxBatch<'a> {
+    buf: &'a [u8],
+    segment: usize,
+}
+
+impl<'a> TxBatch<'a> {
+    /// `buf` cut into datagrams of `segment` bytes (at least 1).
+    pub fn new(buf: &'a [u8], segment: usize) -> Self {
+        TxBatch {
+            buf,
+            segment: segment.max(1),
+        }
+    }
+    /// The whole buffer.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.buf
+    }
+    /// Bytes per datagram (the last may be shorter).
+    pub fn segment(&self) -> usize {
+        self.segment
+    }
+    /// Datagrams in the batch.
+    pub fn count(&self) -> usize {
+        self.buf.len().div_ceil(self.segment)
+    }
+    /// The datagrams, in order.
+    pub fn datagrams(&self) -> std::slice::Chunks<'a, u8> {
+        self.buf.chunks(self.segment)
+    }
+}
+
+/// What the kernel said about one received buffer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecvMeta {
+    /// Bytes received into the slot.
+    pub len: usize,
+    /// The datagram was longer than the slot (`MSG_TRUNC`).
+    pub truncated: bool,
+    /// The kernel's arrival time (`SO_TIMESTAMPNS`, CLOCK_REALTIME ns), if
+    /// it attached one.
+    pub stamp_ns: Option<u64>,
+    /// The socket's cumulative drop counter (`SO_RXQ_OVFL`), if attached.
+    pub drops: Option<u32>,
+    /// `UDP_GRO`: the slot holds several datagrams of this many bytes each
+    /// (the last possibly shorter); `None`: one datagram.
+    pub segment: Option<usize>,
+}
+
+/// Receive buffers: `count` slots of `size` bytes each, allocated once per
+/// stream, with the kernel's [`RecvMeta`] per slot.
+#[derive(Debug)]
+pub struct RecvSlots {
+    buf: Vec<u8>,
+    size: usize,
+    meta: Vec<RecvMeta>,
+}
+
+impl RecvSlots {
+    /// `count` slots of `size` bytes (both at least 1).
+    pub fn new(count: usize, size: usize) -> Self {
+        let (count, size) = (count.max(1), size.max(1));
+        RecvSlots {
+            buf: vec![0; count * size],
+            size,
+            meta: vec![RecvMeta::default(); count],
+        }
+    }
+    /// Number of slots.
+    pub fn count(&self) -> usize {
+        self.meta.len()
+    }
+    /// Bytes per slot.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    /// Slot `i`'s received bytes and metadata.
+    #[inline]
+    pub fn get(&self, i: usize) -> (&[u8], &RecvMeta) {
+        let m = &self.meta[i];
+        let at = i * self.size;
+        (&self.buf[at..at + m.len.min(self.size)], m)
+    }
+    /// Slot `i`'s whole buffer and metadata, for an engine to fill.
+    #[inline]
+    pub fn slot_mut(&mut self, i: usize) -> (&mut [u8], &mut RecvMeta) {
+        let at = i * self.size;
+        (&mut self.buf[at..at + self.size], &mut self.meta[i])
+    }
+    /// Every slot's buffer and metadata at once (for engines that hand the
+    /// kernel a vector of buffers, as `recvmmsg` does).
+    pub fn parts_mut(&mut self) -> (std::slice::ChunksExactMut<'_, u8>, &mut [RecvMeta]) {
+        (self.buf.chunks_exact_mut(self.size), &mut self.meta)
+    }
+    /// Slot `i`'s datagrams: one (an empty datagram included), or a GRO
+    /// super-buffer cut at its segment size (the last possibly shorter).
+    #[inline]
+    pub fn datagrams(&self, i: usize) -> Segments<'_> {
+        let (data, m) = self.get(i);
+        Segments {
+            rest: Some(data),
+            segment: m.segment.unwrap_or(usize::MAX).max(1),
+        }
+    }
+}
+
+/// The datagrams of one receive slot (see [`RecvSlots::datagrams`]).
+#[derive(Debug, Clone)]
+pub struct Segments<'a> {
+    rest: Option<&'a [u8]>,
+    segment: usize,
+}
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let rest = self.rest?;
+        if rest.len() <= self.segment {
+            self.rest = None;
+            return Some(rest);
+        }
+        let (d, tail) = rest.split_at(self.segment);
+        self.rest = Some(tail);
+        Some(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_parse_from_their_names_and_unknown_names_are_refused() {
+        for k in EngineKind::ALL {
+            assert_eq!(k.name().parse::<EngineKind>().expect("known"), *k);
+        }
+        let e = "warp".parse::<EngineKind>().expect_err("unknown");
+        assert_eq!(
+            e.to_string(),
+            "unknown engine \"warp\"; this build has: syscall"
+        );
+    }
+
+    #[test]
+    fn a_batch_cuts_its_buffer_into_segments_with_a_short_last_one() {
+        let buf = [0u8; 10];
+        let b = TxBatch::new(&buf, 4);
+        assert_eq!(b.count(), 3);
+        let lens: Vec<usize> = b.datagrams().map(<[u8]>::len).collect();
+        assert_eq!(lens, vec![4, 4, 2]);
+    }
+
+    #[test]
+    fn a_gro_slot_splits_at_its_segment_size() {
+        let mut s = RecvSlots::new(2, 100);
+        let (_, m) = s.slot_mut(1);
+        *m = RecvMeta {
+            len: 70,
+            segment: Some(32),
+            ..RecvMeta::default()
+        };
+        let lens: Vec<usize> = s.datagrams(1).map(<[u8]>::len).collect();
+        assert_eq!(lens, vec![32, 32, 6]);
+        let (_, m) = s.slot_mut(0);
+        m.len = 5;
+        assert_eq!(s.datagrams(0).count(), 1);
+        // An empty datagram is still one datagram (a corrupt one).
+        s.slot_mut(0).1.len = 0;
+        assert_eq!(s.datagrams(0).count(), 1);
+        // A super-buffer of whole segments has no empty tail.
+        s.slot_mut(1).1.len = 64;
+        assert_eq!(s.datagrams(1).count(), 2);
+    }
+}

@@ -1,0 +1,194 @@
+//! The plain syscall engine: one `send`/`recvmsg` per datagram and one
+//! `write`/`read` per buffer. It works everywhere, LD_PRELOAD kernel-bypass
+//! libraries included, and is the baseline every other engine is compared
+//! with.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use super::{Engine, EngineKind, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
+use crate::cmsg::{self, ControlBuf};
+use crate::EngineError;
+
+/// Datagrams per send call: one, so every datagram is stamped with the
+/// clock read just before its own `send` (as precise as the sender can be).
+const UDP_TX_BATCH: usize = 1;
+
+/// The plain syscall engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Syscall;
+
+impl Engine for Syscall {
+    const KIND: EngineKind = EngineKind::Syscall;
+    type UdpTx = SyscallUdpTx;
+    type UdpRx = SyscallUdpRx;
+    type TcpTx = SyscallTcp;
+    type TcpRx = SyscallTcp;
+
+    fn udp_tx(self, _sock: &UdpSocket, _len: usize) -> Result<SyscallUdpTx, EngineError> {
+        Ok(SyscallUdpTx)
+    }
+    fn udp_rx(self, _sock: &UdpSocket, len: usize) -> Result<SyscallUdpRx, EngineError> {
+        Ok(SyscallUdpRx {
+            slot: crate::udp::RECV_BUF.max(len + 1),
+            control: [0; 8],
+        })
+    }
+    fn tcp_tx(self, _sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
+        Ok(SyscallTcp)
+    }
+    fn tcp_rx(self, _sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
+        Ok(SyscallTcp)
+    }
+}
+
+fn flags(wait: Wait) -> libc::c_int {
+    match wait {
+        Wait::Block => 0,
+        Wait::DontWait => libc::MSG_DONTWAIT,
+    }
+}
+
+/// `send(2)` of one buffer on a connected socket.
+fn send(fd: &impl AsRawFd, buf: &[u8], wait: Wait) -> io::Result<usize> {
+    // SAFETY: buf is valid for buf.len() bytes for the call's duration.
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            flags(wait) | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// UDP sending state of the syscall engine: none.
+#[derive(Debug)]
+pub struct SyscallUdpTx;
+
+impl UdpTx for SyscallUdpTx {
+    fn max_batch(&self) -> usize {
+        UDP_TX_BATCH
+    }
+
+    fn send_batch(
+        &mut self,
+        sock: &UdpSocket,
+        batch: TxBatch<'_>,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        let mut sent = 0;
+        for d in batch.datagrams() {
+            let r = match wait {
+                Wait::Block => sock.send(d),
+                Wait::DontWait => send(sock, d, wait),
+            };
+            match r {
+                Ok(n) if n == d.len() => sent += 1,
+                Ok(n) if sent == 0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        format!("UDP send wrote {n} of {} bytes", d.len()),
+                    ))
+                }
+                Err(e) if sent == 0 => return Err(e),
+                // The rest is offered again; its error shows then.
+                Ok(_) | Err(_) => break,
+            }
+        }
+        Ok(sent)
+    }
+}
+
+/// UDP receiving state of the syscall engine: the control-message buffer.
+#[derive(Debug)]
+pub struct SyscallUdpRx {
+    /// Bytes per receive slot: one more than the test's datagrams, so a
+    /// longer one shows as truncated.
+    slot: usize,
+    control: ControlBuf,
+}
+
+impl UdpRx for SyscallUdpRx {
+    fn slots(&self) -> RecvSlots {
+        RecvSlots::new(1, self.slot)
+    }
+
+    fn recv_batch(
+        &mut self,
+        sock: &UdpSocket,
+        slots: &mut RecvSlots,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        let (buf, meta) = slots.slot_mut(0);
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain data; we point it at live buffers below.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = self.control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&self.control) as _;
+        // SAFETY: every pointer in msg refers to a buffer that outlives the call.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, flags(wait)) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: msg was just filled by a successful recvmsg and its
+        // control buffer (self.control) is alive.
+        let c = unsafe { cmsg::parse(&msg) };
+        *meta = RecvMeta {
+            len: n as usize,
+            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+            stamp_ns: c.stamp_ns,
+            drops: c.drops,
+            segment: None,
+        };
+        Ok(1)
+    }
+}
+
+/// TCP state of the syscall engine: none.
+#[derive(Debug)]
+pub struct SyscallTcp;
+
+impl TcpTx for SyscallTcp {
+    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize> {
+        match wait {
+            Wait::Block => (&mut &*sock).write(buf),
+            Wait::DontWait => send(sock, buf, wait),
+        }
+    }
+}
+
+impl TcpRx for SyscallTcp {
+    fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
+        match wait {
+            Wait::Block => (&mut &*sock).read(buf),
+            Wait::DontWait => {
+                // SAFETY: buf is valid for buf.len() writable bytes.
+                let n = unsafe {
+                    libc::recv(
+                        sock.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            }
+        }
+    }
+}

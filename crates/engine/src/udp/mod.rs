@@ -1,0 +1,222 @@
+//! UDP data sockets: binding and connecting them, buffer sizes, the attach
+//! handshake; and (in submodules) the live counters and the send and
+//! receive loops of a UDP stream, generic over the engine.
+//!
+//! Attach handshake (reusable by any datagram test): the server binds one
+//! socket per stream on an ephemeral port and sends the ports in its Accept.
+//! The client connects a socket to each and sends the stream's `DataHello`
+//! control frame as a datagram, every [`GREET_EVERY`] until the server echoes
+//! it back byte for byte (at most [`GREET_TRIES`] times). The server checks
+//! the token and stream, connects its socket to the greeting's source (from
+//! then on the kernel drops datagrams from anyone else) and echoes. Should
+//! the echo of the last greeting be lost after the test started, a
+//! receiving server echoes repeated greetings from its receive loop, and a
+//! client whose server already sends data takes that as the answer.
+
+mod live;
+mod loops;
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use linerate_proto::datagram;
+
+use crate::cmsg::{SO_MEMINFO, SO_RCVBUFFORCE, SO_SNDBUFFORCE};
+use crate::EngineError;
+
+pub use live::UdpCounters;
+pub use loops::{recv, send, RecvJob, SendJob};
+
+/// How often the client repeats an unanswered greeting.
+pub const GREET_EVERY: Duration = Duration::from_millis(100);
+/// Greetings sent before the client gives up on a stream.
+pub const GREET_TRIES: u32 = 50;
+/// Receive timeout of UDP receivers: how often an idle receiver checks its
+/// drain deadline and the abort flag.
+pub const RECV_POLL: Duration = Duration::from_millis(10);
+/// Largest datagram a receiver accepts without truncation.
+pub const RECV_BUF: usize = 65536;
+
+// SO_MEMINFO's array (include/uapi/linux/sock_diag.h).
+const SK_MEMINFO_VARS: usize = 9;
+const SK_MEMINFO_DROPS: usize = 8;
+
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Binds a data socket to `local` (canonicalised: an IPv4-mapped address
+/// gets an IPv4 socket) on an ephemeral port.
+pub fn bind(local: IpAddr) -> Result<UdpSocket, EngineError> {
+    let addr = SocketAddr::new(canonical_ip(local), 0);
+    UdpSocket::bind(addr).map_err(|e| EngineError::io(format!("bind UDP {addr}"), e))
+}
+
+/// A socket connected to `peer` (from an ephemeral local port).
+pub fn connect(peer: SocketAddr) -> Result<UdpSocket, EngineError> {
+    let peer = SocketAddr::new(canonical_ip(peer.ip()), peer.port());
+    let any: IpAddr = match peer {
+        SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+        SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let sock = UdpSocket::bind(SocketAddr::new(any, 0))
+        .map_err(|e| EngineError::io("bind UDP socket", e))?;
+    sock.connect(peer)
+        .map_err(|e| EngineError::io(format!("connect UDP to {peer}"), e))?;
+    Ok(sock)
+}
+
+pub(crate) fn setsockopt_int(
+    sock: &UdpSocket,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> std::io::Result<()> {
+    // SAFETY: a valid fd and a pointer to an int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Sets SO_SNDBUF and SO_RCVBUF to `bytes`: with the FORCE variants first
+/// (root may exceed wmem_max/rmem_max), else the plain ones (capped by the
+/// sysctls). Returns a note with what the kernel granted.
+pub fn set_buffers(sock: &UdpSocket, bytes: u32) -> Result<String, EngineError> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let mut forced = true;
+    for (force, plain, name) in [
+        (SO_SNDBUFFORCE, libc::SO_SNDBUF, "SO_SNDBUF"),
+        (SO_RCVBUFFORCE, libc::SO_RCVBUF, "SO_RCVBUF"),
+    ] {
+        if setsockopt_int(sock, force, v).is_err() {
+            forced = false;
+            setsockopt_int(sock, plain, v).map_err(|e| EngineError::io(name, e))?;
+        }
+    }
+    let s = socket2::SockRef::from(sock);
+    let snd = s.send_buffer_size().unwrap_or(0);
+    let rcv = s.recv_buffer_size().unwrap_or(0);
+    Ok(format!(
+        "UDP socket buffers: {bytes} bytes requested, SO_SNDBUF {snd} / SO_RCVBUF {rcv} granted ({})",
+        if forced {
+            "forced past the sysctl limits; the kernel doubles the request"
+        } else {
+            "not root: capped at wmem_max/rmem_max; the kernel doubles the request"
+        }
+    ))
+}
+
+/// SO_RCVBUF in effect.
+pub fn recv_buffer(sock: &UdpSocket) -> Option<u64> {
+    socket2::SockRef::from(sock)
+        .recv_buffer_size()
+        .ok()
+        .map(|b| b as u64)
+}
+
+/// Datagrams this socket dropped because its receive buffer was full
+/// (`SO_MEMINFO`'s drop counter, the same one SO_RXQ_OVFL reports).
+pub fn socket_drops(sock: &impl AsRawFd) -> Option<u64> {
+    let mut info = [0u32; SK_MEMINFO_VARS];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: info is valid for len bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || (len as usize) < (SK_MEMINFO_DROPS + 1) * 4 {
+        return None;
+    }
+    Some(u64::from(info[SK_MEMINFO_DROPS]))
+}
+
+/// Client side of the attach handshake: greets until the echo arrives.
+pub fn greet(sock: &UdpSocket, hello: &[u8]) -> Result<(), EngineError> {
+    sock.set_read_timeout(Some(GREET_EVERY))
+        .map_err(|e| EngineError::io("UDP read timeout", e))?;
+    let mut buf = [0u8; 128];
+    for _ in 0..GREET_TRIES {
+        match sock.send(hello) {
+            Ok(_) => {}
+            // A refused greeting (no socket yet, ICMP) is retried like a lost one.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(EngineError::io("send UDP greeting", e)),
+        }
+        let until = Instant::now() + GREET_EVERY;
+        while Instant::now() < until {
+            // Peek first: a data datagram must stay queued for the test.
+            match sock.peek(&mut buf) {
+                Ok(n) if buf.get(..n) == Some(hello) => {
+                    let _ = sock.recv(&mut buf);
+                    return Ok(());
+                }
+                // The server already sends data on this stream, so it took
+                // our greeting (its echo was lost).
+                Ok(n) if n >= 2 && buf[..2] == datagram::MAGIC => return Ok(()),
+                Ok(_) => {
+                    let _ = sock.recv(&mut buf);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock
+                            | ErrorKind::TimedOut
+                            | ErrorKind::Interrupted
+                            | ErrorKind::ConnectionRefused
+                    ) =>
+                {
+                    if e.kind() != ErrorKind::Interrupted {
+                        break;
+                    }
+                }
+                Err(e) => return Err(EngineError::io("receive UDP greeting echo", e)),
+            }
+        }
+    }
+    Err(EngineError::Unanswered(format!(
+        "the server did not answer {GREET_TRIES} UDP greetings over {:.1} s (is UDP to its port blocked?)",
+        (GREET_EVERY * GREET_TRIES).as_secs_f64()
+    )))
+}
+
+/// Server side: one pending datagram on an unattached socket, if any.
+pub fn poll_greeting(sock: &UdpSocket, buf: &mut [u8]) -> Option<(usize, SocketAddr)> {
+    let _ = sock.set_nonblocking(true);
+    let r = sock.recv_from(buf).ok();
+    let _ = sock.set_nonblocking(false);
+    r
+}
+
+/// Server side: the greeting from `from` was accepted; connect to it and
+/// echo the greeting back.
+pub fn accept_greeting(
+    sock: &UdpSocket,
+    from: SocketAddr,
+    greeting: &[u8],
+) -> Result<(), EngineError> {
+    sock.connect(from)
+        .map_err(|e| EngineError::io(format!("connect UDP to {from}"), e))?;
+    sock.send(greeting)
+        .map_err(|e| EngineError::io("echo UDP greeting", e))?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! `linerate doctor`: reads the host settings that decide what a test can
+//! reach and says, for each, whether it is fine for the kind of test asked
+//! about, why it matters, and the exact command that would change it.
+//!
+//! Nothing is changed unless [`apply`] is called, and that changes only
+//! sysctls (the checks that name one), returning the command that puts the
+//! old values back.
+
+mod checks;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sysctl;
+
+/// The kind of test the advice is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Tcp,
+    Udp,
+    Latency,
+}
+
+impl Kind {
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "tcp" => Some(Kind::Tcp),
+            "udp" => Some(Kind::Udp),
+            "latency" | "rr" => Some(Kind::Latency),
+            _ => None,
+        }
+    }
+}
+
+/// A check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Warn,
+    /// The value could not be read here (absent in this namespace, not
+    /// reported by this kernel or driver): nothing is claimed about it.
+    Unknown,
+}
+
+/// One setting, read and judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// The setting (`net.core.rmem_max`, `route MTU`, `cpu governor`, …).
+    pub name: String,
+    pub status: Status,
+    /// The value as read (`None` when unreadable).
+    pub value: Option<String>,
+    /// Why this setting matters for the test kind, and what was judged.
+    pub why: String,
+    /// The exact command that would change it (when it can be changed).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fix: Option<String>,
+    /// The sysctl and value `--apply` would write (warnings about sysctls
+    /// this process may write only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub apply: Option<Setting>,
+}
+
+/// A sysctl and a value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setting {
+    pub name: String,
+    pub value: String,
+}
+
+/// What `--apply` did to one sysctl.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    pub name: String,
+    pub old: String,
+    /// The value read back after writing (the kernel may clamp it).
+    pub new: String,
+}
+
+/// Everything `doctor` found (and changed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DoctorReport {
+    /// The test kind the advice is for.
+    #[serde(rename = "for")]
+    pub kind: Kind,
+    /// The host whose route was checked, if one was given.
+    pub host: Option<String>,
+    /// The interface the checks of offloads, MTU and NUMA looked at.
+    pub interface: Option<String>,
+    pub checks: Vec<Check>,
+    /// Sysctls changed by `--apply` (empty otherwise).
+    pub applied: Vec<Applied>,
+    /// Errors writing sysctls under `--apply`.
+    pub apply_errors: Vec<String>,
+    /// A command that restores the changed sysctls' old values.
+    pub restore_command: Option<String>,
+}
+
+impl DoctorReport {
+    pub fn warnings(&self) -> usize {
+        self.checks
+            .iter()
+            .filter(|c| c.status == Status::Warn)
+            .count()
+    }
+}
+
+/// Runs every check for `kind`; `host` selects the route (and with it the
+/// interface) to check, else the default route's interface.
+pub fn run(kind: Kind, host: Option<&str>) -> DoctorReport {
+    let (route_check, dev) = checks::route(kind, host);
+    let mut checks = checks::sysctls(kind);
+    checks.extend(route_check);
+    if let Some(dev) = &dev {
+        checks.extend(checks::offloads(kind, dev));
+        checks.push(checks::numa(dev));
+    }
+    checks.push(checks::governor(kind));
+    checks.push(checks::irqbalance(kind));
+    checks.extend(checks::rlimits(kind));
+    checks.push(checks::isolation(kind));
+    DoctorReport {
+        kind,
+        host: host.map(str::to_owned),
+        interface: dev,
+        checks,
+        applied: Vec::new(),
+        apply_errors: Vec::new(),
+        restore_command: None,
+    }
+}
+
+/// Writes the recommended value of every warned sysctl, records what
+/// changed and the command that restores the old values.
+pub fn apply(report: &mut DoctorReport) {
+    let mut restore = Vec::new();
+    for c in &report.checks {
+        let (Status::Warn, Some(set), Some(old)) = (c.status, &c.apply, &c.value) else {
+            continue;
+        };
+        match sysctl::write(&set.name, &set.value) {
+            Ok(new) => {
+                restore.push((set.name.clone(), old.clone()));
+                report.applied.push(Applied {
+                    name: set.name.clone(),
+                    old: old.clone(),
+                    new: new.unwrap_or_else(|| set.value.clone()),
+                });
+            }
+            Err(e) => report.apply_errors.push(e.to_string()),
+        }
+    }
+    if !restore.is_empty() {
+        report.restore_command = Some(sysctl::command(&restore));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_reports_every_sysctl_once() {
+        for kind in [Kind::Tcp, Kind::Udp, Kind::Latency] {
+            let r = run(kind, Some("127.0.0.1"));
+            assert_eq!(r.interface.as_deref(), Some("lo"));
+            for name in [
+                "net.core.rmem_max",
+                "net.ipv4.tcp_rmem",
+                "net.core.busy_read",
+                "route MTU",
+            ] {
+                assert_eq!(
+                    r.checks.iter().filter(|c| c.name == name).count(),
+                    1,
+                    "{name}"
+                );
+            }
+            for c in &r.checks {
+                assert!(!c.why.is_empty(), "{c:?}");
+                if c.status == Status::Warn {
+                    assert!(c.fix.is_some(), "a warning says how to fix it: {c:?}");
+                }
+                if c.status == Status::Unknown {
+                    assert!(c.value.is_none() || c.apply.is_none(), "{c:?}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,550 @@
+//! Server side of the iperf3 control protocol: what a linerate server does
+//! for a real iperf3 client.
+//!
+//! ```text
+//!  AwaitCookie -37 B-> AwaitParams -params ok-> Preparing -prepared-> AwaitStreams
+//!    |  (busy: FF)        | (bad: FE code)            (sends 09)        (sends 0A)
+//!  AwaitStreams -all in-> Running (sends 01 02) -04-> Stopping -stopped-> AwaitClientResults
+//!  (sends 0D) -client JSON-> Building -our JSON-> AwaitDone (sent JSON + 0E) -10/EOF-> Done
+//! ```
+//!
+//! The I/O layer carries out [`ServerAction`]s before it writes the
+//! session's bytes (so, for example, the UDP socket exists before
+//! CREATE_STREAMS reaches the client). Data streams are matched to the test
+//! by order, as iperf3 does: TCP connections by their cookie
+//! ([`Iperf3ServerSession::tcp_stream`]), UDP ones by arrival of their connect
+//! datagram ([`Iperf3ServerSession::udp_stream`]). Every wait has a deadline;
+//! a running test's is iperf3's safety timer (`time + omit + 40 s`, or the
+//! server's `max_time` for byte- and block-limited tests).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::json::{self, Params, Results, MAX_PARAMS, MAX_RESULTS};
+use super::{
+    code, server_error_bytes, server_role, stream_id, Cookie, Iperf3Error, Role, State, COOKIE_LEN,
+    SAFETY_SLACK, STEP_TIMEOUT,
+};
+use crate::session::server::Admission;
+
+/// The server's limits as they apply to iperf3 tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Iperf3Limits {
+    /// Longest `time + omit` accepted, and the safety limit of tests that
+    /// end by byte or block count.
+    pub max_time: Duration,
+    /// Most data streams (both directions together).
+    pub max_streams: u32,
+}
+
+impl Default for Iperf3Limits {
+    fn default() -> Self {
+        Iperf3Limits {
+            max_time: Duration::from_secs(86_400),
+            max_streams: 256,
+        }
+    }
+}
+
+/// A data stream's place in the test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamSlot {
+    /// 0-based arrival order.
+    pub index: u32,
+    /// iperf3's id: 1, 3, 4, …
+    pub id: u32,
+    /// What the server does on it.
+    pub role: Role,
+}
+
+/// What the I/O layer must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerAction {
+    /// Parameters accepted: route TCP data connections bearing this test's
+    /// cookie here, or bind the UDP socket on the port; then call
+    /// [`Iperf3ServerSession::streams_prepared`] (or `prepare_failed`).
+    PrepareStreams,
+    /// All streams are in and TEST_START/TEST_RUNNING are queued: move data.
+    StartStreams,
+    /// The client sent TEST_END: stop the streams, take the final figures,
+    /// close the data sockets, then call `streams_stopped`.
+    StopStreams,
+    /// The client's results arrived: build ours and call `send_results`.
+    ClientResults(Box<Results>),
+    /// The test ended early: drop the streams.
+    AbortStreams,
+}
+
+#[derive(Debug)]
+enum Phase {
+    AwaitCookie,
+    AwaitParams,
+    Preparing,
+    AwaitStreams { attached: u32 },
+    Running,
+    Stopping,
+    AwaitClientResults,
+    Building,
+    AwaitDone,
+    Done,
+    Refused(String),
+    Failed(Iperf3Error),
+}
+
+impl Phase {
+    fn name(&self) -> &'static str {
+        match self {
+            Phase::AwaitCookie => "waiting for the cookie",
+            Phase::AwaitParams => "waiting for the parameters",
+            Phase::Preparing => "preparing the data streams",
+            Phase::AwaitStreams { .. } => "waiting for the data streams",
+            Phase::Running => "running the test",
+            Phase::Stopping => "stopping the streams",
+            Phase::AwaitClientResults => "waiting for the client's results",
+            Phase::Building => "building the results",
+            Phase::AwaitDone => "waiting for IPERF_DONE",
+            Phase::Done => "finished",
+            Phase::Refused(_) => "refused",
+            Phase::Failed(_) => "failed",
+        }
+    }
+
+    /// Streams may exist (and must be dropped if the test fails).
+    fn has_streams(&self) -> bool {
+        matches!(
+            self,
+            Phase::Preparing | Phase::AwaitStreams { .. } | Phase::Running | Phase::Stopping
+        )
+    }
+}
+
+/// How the session ended.
+#[derive(Debug, PartialEq)]
+pub enum ServerOutcome<'a> {
+    /// Results exchanged.
+    Completed {
+        params: &'a Params,
+        client: &'a Results,
+    },
+    /// Busy (ACCESS_DENIED) or parameters refused (SERVER_ERROR sent).
+    Refused(&'a str),
+    Failed(&'a Iperf3Error),
+}
+
+/// The server's iperf3 control-connection state machine.
+#[derive(Debug)]
+pub struct Iperf3ServerSession {
+    phase: Phase,
+    limits: Iperf3Limits,
+    inbox: Vec<u8>,
+    outbox: Vec<u8>,
+    actions: VecDeque<ServerAction>,
+    deadline: Option<Instant>,
+    cookie: Option<Cookie>,
+    params: Option<Params>,
+    notes: Vec<String>,
+    client_results: Option<Results>,
+}
+
+impl Iperf3ServerSession {
+    /// A session for a control connection whose first byte looked like an
+    /// iperf3 cookie. A busy server answers ACCESS_DENIED at once, without
+    /// reading the cookie, as iperf3 does.
+    pub fn new(limits: Iperf3Limits, admission: Admission, now: Instant) -> Self {
+        let mut s = Iperf3ServerSession {
+            phase: Phase::AwaitCookie,
+            limits,
+            inbox: Vec::new(),
+            outbox: Vec::new(),
+            actions: VecDeque::new(),
+            deadline: Some(now + STEP_TIMEOUT),
+            cookie: None,
+            params: None,
+            notes: Vec::new(),
+            client_results: None,
+        };
+        if let Admission::Busy { running, max } = admission {
+            s.outbox.push(State::AccessDenied.byte());
+            s.phase = Phase::Refused(format!(
+                "busy: {running} test(s) running, the server allows {max} at a time"
+            ));
+            s.deadline = None;
+        }
+        s
+    }
+
+    /// Takes the bytes to write to the control connection.
+    pub fn take_outbox(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    pub fn poll_action(&mut self) -> Option<ServerAction> {
+        self.actions.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    pub fn cookie(&self) -> Option<&Cookie> {
+        self.cookie.as_ref()
+    }
+
+    /// The accepted parameters (from PrepareStreams on).
+    pub fn params(&self) -> Option<&Params> {
+        self.params.as_ref()
+    }
+
+    /// What was odd about the parameters (values real clients never send).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Done | Phase::Refused(_) | Phase::Failed(_)
+        )
+    }
+
+    /// True while the data streams run (between TEST_RUNNING and TEST_END).
+    pub fn is_running(&self) -> bool {
+        matches!(self.phase, Phase::Running)
+    }
+
+    pub fn outcome(&self) -> Option<ServerOutcome<'_>> {
+        match &self.phase {
+            Phase::Done => Some(ServerOutcome::Completed {
+                params: self.params.as_ref()?,
+                client: self.client_results.as_ref()?,
+            }),
+            Phase::Refused(why) => Some(ServerOutcome::Refused(why)),
+            Phase::Failed(e) => Some(ServerOutcome::Failed(e)),
+            _ => None,
+        }
+    }
+
+    /// The number of data streams the test has.
+    pub fn stream_count(&self) -> u32 {
+        self.params
+            .as_ref()
+            .map_or(0, |p| p.direction.stream_count(p.parallel))
+    }
+
+    /// Feeds bytes read from the control connection.
+    pub fn receive(&mut self, bytes: &[u8], now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        self.inbox.extend_from_slice(bytes);
+        while !self.is_finished() && self.step(now) {}
+    }
+
+    /// Handles what the inbox holds for the current phase; false when it
+    /// needs more bytes (or the phase takes none).
+    fn step(&mut self, now: Instant) -> bool {
+        match self.phase {
+            Phase::AwaitCookie => {
+                let Some(c) = Cookie::from_wire(&self.inbox) else {
+                    return false;
+                };
+                self.inbox.drain(..COOKIE_LEN);
+                self.cookie = Some(c);
+                self.outbox.push(State::ParamExchange.byte());
+                self.phase = Phase::AwaitParams;
+                self.deadline = Some(now + STEP_TIMEOUT);
+                true
+            }
+            Phase::AwaitParams => match json::take_message(&mut self.inbox, MAX_PARAMS) {
+                Ok(None) => false,
+                Ok(Some(body)) => {
+                    self.params_received(&body);
+                    true
+                }
+                Err(e) => {
+                    self.refuse(code::RECV_PARAMS, format!("parameters: {e}"));
+                    true
+                }
+            },
+            Phase::AwaitClientResults => match json::take_message(&mut self.inbox, MAX_RESULTS) {
+                Ok(None) => false,
+                Ok(Some(body)) => {
+                    self.client_results_received(&body);
+                    true
+                }
+                Err(e) => {
+                    self.error(code::RECV_RESULTS, e);
+                    true
+                }
+            },
+            Phase::AwaitStreams { .. }
+            | Phase::Preparing
+            | Phase::Running
+            | Phase::Stopping
+            | Phase::Building
+            | Phase::AwaitDone => {
+                if self.inbox.is_empty() {
+                    return false;
+                }
+                let b = self.inbox.remove(0);
+                self.state_byte(State::from_byte(b));
+                true
+            }
+            Phase::Done | Phase::Refused(_) | Phase::Failed(_) => false,
+        }
+    }
+
+    fn state_byte(&mut self, s: State) {
+        match (&self.phase, s) {
+            (Phase::AwaitDone, _) => {
+                // IPERF_DONE, or anything after our results: the test is over.
+                self.phase = Phase::Done;
+                self.deadline = None;
+            }
+            // iperf3 servers ignore a TEST_START from the client.
+            (_, State::TestStart) => {}
+            (Phase::Running, State::TestEnd) => {
+                self.actions.push_back(ServerAction::StopStreams);
+                self.phase = Phase::Stopping;
+                self.deadline = None;
+            }
+            (_, State::ClientTerminate) => self.fail(Iperf3Error::ClientTerminated),
+            (phase, got) => {
+                let err = match got {
+                    State::Unknown(v) => Iperf3Error::UnknownState(v),
+                    got => Iperf3Error::Unexpected {
+                        got,
+                        state: phase.name(),
+                    },
+                };
+                self.error(code::MESSAGE, err);
+            }
+        }
+    }
+
+    fn params_received(&mut self, body: &[u8]) {
+        let parsed = match json::parse_params(body) {
+            Ok(p) => p,
+            Err(e) => return self.refuse(e.code, format!("parameters: {e}")),
+        };
+        let p = parsed.params;
+        self.notes = parsed.notes;
+        if !p.unsupported.is_empty() {
+            return self.refuse(
+                code::UNIMPLEMENTED,
+                format!(
+                    "iperf3 option(s) not supported by linerate: {}",
+                    p.unsupported.join(", ")
+                ),
+            );
+        }
+        let streams = p.direction.stream_count(p.parallel);
+        if streams > self.limits.max_streams {
+            return self.refuse(
+                code::NUM_STREAMS,
+                format!(
+                    "{streams} streams asked, the server allows {}",
+                    self.limits.max_streams
+                ),
+            );
+        }
+        let planned = Duration::from_secs(u64::from(p.time) + u64::from(p.omit));
+        if planned > self.limits.max_time {
+            return self.refuse(
+                code::MAX_SERVER_DURATION,
+                format!(
+                    "{} s asked (time + omit), the server allows {} s",
+                    planned.as_secs(),
+                    self.limits.max_time.as_secs()
+                ),
+            );
+        }
+        self.params = Some(p);
+        self.actions.push_back(ServerAction::PrepareStreams);
+        self.phase = Phase::Preparing;
+        self.deadline = None;
+    }
+
+    /// The data listener is ready: tells the client to open its streams.
+    pub fn streams_prepared(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Preparing) {
+            self.outbox.push(State::CreateStreams.byte());
+            self.phase = Phase::AwaitStreams { attached: 0 };
+            self.deadline = Some(now + STEP_TIMEOUT);
+        }
+    }
+
+    /// The data listener could not be set up (`code` as iperf3 would send).
+    pub fn prepare_failed(&mut self, code: i32, errno: i32, why: String) {
+        if matches!(self.phase, Phase::Preparing) {
+            self.outbox
+                .extend_from_slice(&server_error_bytes(code, errno));
+            self.phase = Phase::Refused(why);
+            self.deadline = None;
+        }
+    }
+
+    /// A TCP connection sent `cookie` as its first 37 bytes. `Ok`: keep it
+    /// as the next stream; `Err`: answer it ACCESS_DENIED and close it (the
+    /// test goes on, as in iperf3).
+    pub fn tcp_stream(&mut self, cookie: &Cookie, now: Instant) -> Result<StreamSlot, String> {
+        match &self.cookie {
+            Some(c) if c.matches(cookie) => self.attach(now),
+            _ => Err("data connection with another test's cookie".into()),
+        }
+    }
+
+    /// A UDP connect datagram arrived (any content: iperf3 servers of every
+    /// version ignore it); the I/O layer replies once this returns `Ok`.
+    pub fn udp_stream(&mut self, now: Instant) -> Result<StreamSlot, String> {
+        self.attach(now)
+    }
+
+    fn attach(&mut self, now: Instant) -> Result<StreamSlot, String> {
+        let total = self.stream_count();
+        let Phase::AwaitStreams { attached } = &mut self.phase else {
+            return Err(format!(
+                "not expecting data streams while {}",
+                self.phase.name()
+            ));
+        };
+        let index = *attached;
+        if index >= total {
+            return Err("more data streams than the test has".into());
+        }
+        *attached += 1;
+        let p = self.params.as_ref().ok_or("no parameters")?;
+        let slot = StreamSlot {
+            index,
+            id: stream_id(index),
+            role: server_role(p.direction, p.parallel, index),
+        };
+        if index + 1 == total {
+            self.outbox.push(State::TestStart.byte());
+            self.outbox.push(State::TestRunning.byte());
+            self.actions.push_back(ServerAction::StartStreams);
+            self.phase = Phase::Running;
+            let time = match p.time {
+                0 => self.limits.max_time,
+                t => Duration::from_secs(t.into()),
+            };
+            self.deadline = Some(now + time + Duration::from_secs(p.omit.into()) + SAFETY_SLACK);
+        } else {
+            self.deadline = Some(now + STEP_TIMEOUT);
+        }
+        Ok(slot)
+    }
+
+    /// The streams are stopped and closed: asks for the client's results.
+    pub fn streams_stopped(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Stopping) {
+            self.outbox.push(State::ExchangeResults.byte());
+            self.phase = Phase::AwaitClientResults;
+            self.deadline = Some(now + STEP_TIMEOUT);
+            // The client may already have sent them.
+            while !self.is_finished() && self.step(now) {}
+        }
+    }
+
+    fn client_results_received(&mut self, body: &[u8]) {
+        let r = match json::parse_results(body) {
+            Ok(r) => r,
+            Err(e) => return self.error(code::RECV_RESULTS, e),
+        };
+        let total = self.stream_count();
+        let ids: Vec<u32> = (0..total).map(stream_id).collect();
+        if let Some(s) = r.streams.iter().find(|s| !ids.contains(&s.id)) {
+            return self.error(code::STREAM_ID, Iperf3Error::UnknownStream(s.id.into()));
+        }
+        self.actions
+            .push_back(ServerAction::ClientResults(Box::new(r.clone())));
+        self.client_results = Some(r);
+        self.phase = Phase::Building;
+        self.deadline = None;
+    }
+
+    /// Sends the server's results and DISPLAY_RESULTS.
+    pub fn send_results(&mut self, results: &Results, now: Instant) {
+        if matches!(self.phase, Phase::Building) {
+            json::put_message(&json::results_json(results), &mut self.outbox);
+            self.outbox.push(State::DisplayResults.byte());
+            self.phase = Phase::AwaitDone;
+            self.deadline = Some(now + STEP_TIMEOUT);
+            while !self.is_finished() && self.step(now) {}
+        }
+    }
+
+    /// A data stream failed: tell the client (SERVER_ERROR, as iperf3 ≥3.21
+    /// does) and stop.
+    pub fn stream_failed(&mut self, code: i32, why: String) {
+        if !self.is_finished() {
+            self.error(code, Iperf3Error::Aborted(why));
+        }
+    }
+
+    /// The server is shutting down: SERVER_TERMINATE, as iperf3 sends on a
+    /// signal.
+    pub fn abort(&mut self, reason: &str) {
+        if !self.is_finished() {
+            self.outbox.push(State::ServerTerminate.byte());
+            self.fail(Iperf3Error::Aborted(reason.to_owned()));
+        }
+    }
+
+    /// The control connection reached end of file (or failed).
+    pub fn peer_closed(&mut self) {
+        match self.phase {
+            // After our results, a close is how a 3.21 client says goodbye.
+            Phase::AwaitDone => {
+                self.phase = Phase::Done;
+                self.deadline = None;
+            }
+            _ if self.is_finished() => {}
+            _ => {
+                let state = self.phase.name();
+                self.fail(Iperf3Error::PeerClosed(state));
+            }
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due = matches!(self.deadline, Some(d) if now >= d);
+        if !due || self.is_finished() {
+            return;
+        }
+        match self.phase {
+            Phase::AwaitDone => {
+                // Results were delivered; a client that does not say
+                // goodbye does not make the test fail.
+                self.phase = Phase::Done;
+                self.deadline = None;
+            }
+            // iperf3 3.21's safety timer (code 160).
+            Phase::Running => self.error(160, Iperf3Error::Timeout("running the test")),
+            _ => {
+                let what = self.phase.name();
+                self.error(code::MESSAGE, Iperf3Error::Timeout(what));
+            }
+        }
+    }
+
+    /// Refuses the test before any stream exists (SERVER_ERROR, as ≥3.20).
+    fn refuse(&mut self, code: i32, why: String) {
+        self.outbox.extend_from_slice(&server_error_bytes(code, 0));
+        self.phase = Phase::Refused(why);
+        self.deadline = None;
+    }
+
+    fn error(&mut self, code: i32, err: Iperf3Error) {
+        self.outbox.extend_from_slice(&server_error_bytes(code, 0));
+        self.fail(err);
+    }
+
+    fn fail(&mut self, err: Iperf3Error) {
+        if self.phase.has_streams() {
+            self.actions.push_back(ServerAction::AbortStreams);
+        }
+        self.phase = Phase::Failed(err);
+        self.deadline = None;
+    }
+}

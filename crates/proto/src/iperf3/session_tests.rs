@@ -1,0 +1,583 @@
+//! Session tests with a fake peer (no iperf3 needed): each side driven by
+//! the exact bytes a real iperf3 peer sends, and the two sessions driven
+//! against each other.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
+use super::json::{self, Params, Protocol, Results, StreamResults};
+use super::server::{Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot};
+use super::{code, Cookie, Direction, Iperf3Error, Role};
+use crate::session::server::Admission;
+
+const COOKIE: &[u8; 37] = b"agiuwt4j3wkxt75cjjjzvef6aiwf6uxc3ydp\0";
+
+fn framed(text: &str) -> Vec<u8> {
+    let mut v = (text.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(text.as_bytes());
+    v
+}
+
+fn server(now: Instant) -> Iperf3ServerSession {
+    Iperf3ServerSession::new(Iperf3Limits::default(), Admission::Admit, now)
+}
+
+fn results(ids: &[u32]) -> Results {
+    Results {
+        cpu_util_total: 1.5,
+        cpu_util_user: 0.5,
+        cpu_util_system: 1.0,
+        sender_has_retransmits: 1,
+        congestion_used: Some("cubic".into()),
+        streams: ids
+            .iter()
+            .map(|&id| StreamResults {
+                id,
+                bytes: 1000,
+                retransmits: 0,
+                end_time: 2.0,
+                omitted_errors: Some(0),
+                omitted_packets: Some(0),
+                ..StreamResults::default()
+            })
+            .collect(),
+        server_output_text: None,
+        server_output_json: None,
+    }
+}
+
+/// Feeds `bytes` one at a time (the worst read boundaries).
+fn feed_bytewise(s: &mut Iperf3ServerSession, bytes: &[u8], now: Instant) {
+    for b in bytes {
+        s.receive(std::slice::from_ref(b), now);
+    }
+}
+
+/// Brings a server session to the point where its streams may attach.
+fn to_streams(params: &str, now: Instant) -> Iperf3ServerSession {
+    let mut s = server(now);
+    feed_bytewise(&mut s, COOKIE, now);
+    assert_eq!(s.take_outbox(), vec![0x09]);
+    feed_bytewise(&mut s, &framed(params), now);
+    assert_eq!(s.poll_action(), Some(ServerAction::PrepareStreams));
+    assert!(
+        s.take_outbox().is_empty(),
+        "nothing before the listener is ready"
+    );
+    s.streams_prepared(now);
+    assert_eq!(s.take_outbox(), vec![0x0A]);
+    s
+}
+
+#[test]
+fn server_runs_a_tcp_test_with_every_message_split_across_reads() {
+    let t0 = Instant::now();
+    let mut s = to_streams(
+        r#"{"tcp":true,"omit":0,"time":2,"num":0,"blockcount":0,"parallel":2,"len":131072,"pacing_timer":1000,"client_version":"3.12"}"#,
+        t0,
+    );
+    let cookie = Cookie(*COOKIE);
+    let a = s.tcp_stream(&cookie, t0).expect("first stream");
+    assert_eq!(
+        a,
+        StreamSlot {
+            index: 0,
+            id: 1,
+            role: Role::Receiver
+        }
+    );
+    assert!(s.take_outbox().is_empty());
+    let b = s.tcp_stream(&cookie, t0).expect("second stream");
+    assert_eq!(b.id, 3);
+    assert_eq!(s.take_outbox(), vec![0x01, 0x02]);
+    assert_eq!(s.poll_action(), Some(ServerAction::StartStreams));
+    assert!(s.is_running());
+    // A stray TEST_START from the client is ignored.
+    s.receive(&[0x01], t0);
+    s.receive(&[0x04], t0);
+    assert_eq!(s.poll_action(), Some(ServerAction::StopStreams));
+    assert!(
+        s.take_outbox().is_empty(),
+        "0D only once the streams are closed"
+    );
+    s.streams_stopped(t0);
+    assert_eq!(s.take_outbox(), vec![0x0D]);
+    let client = json::results_json(&results(&[1, 3])).to_string();
+    feed_bytewise(&mut s, &framed(&client), t0);
+    let Some(ServerAction::ClientResults(r)) = s.poll_action() else {
+        panic!("client results expected");
+    };
+    assert_eq!(r.streams.len(), 2);
+    let ours = results(&[1, 3]);
+    s.send_results(&ours, t0);
+    let out = s.take_outbox();
+    assert_eq!(out.last(), Some(&0x0E));
+    let mut body = out[..out.len() - 1].to_vec();
+    let sent = json::take_message(&mut body, json::MAX_RESULTS)
+        .expect("framed")
+        .expect("complete");
+    assert_eq!(json::parse_results(&sent).expect("valid"), ours);
+    s.receive(&[0x10], t0);
+    match s.outcome() {
+        Some(ServerOutcome::Completed { params, client }) => {
+            assert_eq!(params.parallel, 2);
+            assert_eq!(client.streams[1].id, 3);
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn busy_server_denies_access_without_reading_the_cookie() {
+    let mut s = Iperf3ServerSession::new(
+        Iperf3Limits::default(),
+        Admission::Busy { running: 1, max: 1 },
+        Instant::now(),
+    );
+    assert_eq!(s.take_outbox(), vec![0xFF]);
+    assert!(s.is_finished());
+    s.receive(COOKIE, Instant::now());
+    assert!(s.take_outbox().is_empty());
+    assert!(matches!(s.outcome(), Some(ServerOutcome::Refused(_))));
+}
+
+#[test]
+fn oversized_and_empty_parameters_are_refused_from_the_length() {
+    for prefix in [8193u32, 0, u32::MAX] {
+        let t0 = Instant::now();
+        let mut s = server(t0);
+        s.receive(COOKIE, t0);
+        s.take_outbox();
+        s.receive(&prefix.to_be_bytes(), t0);
+        assert_eq!(
+            s.take_outbox(),
+            vec![0xFE, 0, 0, 0, 114, 0, 0, 0, 0],
+            "length {prefix}"
+        );
+        assert!(matches!(s.outcome(), Some(ServerOutcome::Refused(_))));
+        assert_eq!(s.poll_action(), None);
+    }
+}
+
+#[test]
+fn bad_parameters_get_server_error_with_iperf3_codes() {
+    for (params, want) in [
+        (r#"{"tcp":true,"parallel":200}"#, code::NUM_STREAMS),
+        (r#"{"udp":true,"len":8}"#, code::UDP_BLOCK_SIZE),
+        (r#"{"sctp":true}"#, code::UNIMPLEMENTED),
+        (r#"not json"#, code::RECV_PARAMS),
+    ] {
+        let t0 = Instant::now();
+        let mut s = server(t0);
+        s.receive(COOKIE, t0);
+        s.take_outbox();
+        s.receive(&framed(params), t0);
+        let out = s.take_outbox();
+        assert_eq!(out[0], 0xFE, "{params}");
+        assert_eq!(
+            i32::from_be_bytes([out[1], out[2], out[3], out[4]]),
+            want,
+            "{params}"
+        );
+    }
+}
+
+#[test]
+fn server_limits_apply_to_iperf3_clients() {
+    let t0 = Instant::now();
+    let limits = Iperf3Limits {
+        max_time: Duration::from_secs(5),
+        max_streams: 4,
+    };
+    for (params, want) in [
+        (
+            r#"{"tcp":true,"time":5,"omit":1}"#,
+            code::MAX_SERVER_DURATION,
+        ),
+        (
+            r#"{"tcp":true,"time":1,"parallel":3,"bidirectional":true}"#,
+            code::NUM_STREAMS,
+        ),
+    ] {
+        let mut s = Iperf3ServerSession::new(limits, Admission::Admit, t0);
+        s.receive(COOKIE, t0);
+        s.take_outbox();
+        s.receive(&framed(params), t0);
+        let out = s.take_outbox();
+        assert_eq!(out[..5], [0xFE, 0, 0, 0, want as u8], "{params}");
+    }
+    // A byte-limited test (time 0) runs under the server's max time.
+    let mut s = Iperf3ServerSession::new(limits, Admission::Admit, t0);
+    s.receive(COOKIE, t0);
+    s.receive(&framed(r#"{"tcp":true,"time":0,"num":1000}"#), t0);
+    s.streams_prepared(t0);
+    s.tcp_stream(&Cookie(*COOKIE), t0).expect("stream");
+    assert_eq!(
+        s.poll_timeout(),
+        Some(t0 + Duration::from_secs(5) + super::SAFETY_SLACK)
+    );
+}
+
+#[test]
+fn data_connection_with_another_cookie_is_refused_and_the_test_goes_on() {
+    let t0 = Instant::now();
+    let mut s = to_streams(r#"{"tcp":true,"parallel":1}"#, t0);
+    let mut other = *COOKIE;
+    other[0] = b'b';
+    assert!(s.tcp_stream(&Cookie(other), t0).is_err());
+    assert!(!s.is_finished());
+    assert_eq!(s.tcp_stream(&Cookie(*COOKIE), t0).expect("ours").id, 1);
+    // After all streams are in, another is not a stream of this test.
+    assert!(s.tcp_stream(&Cookie(*COOKIE), t0).is_err());
+}
+
+#[test]
+fn bidir_streams_get_ids_in_order_and_receivers_first() {
+    let t0 = Instant::now();
+    let mut s = to_streams(
+        r#"{"udp":true,"parallel":2,"bidirectional":true,"len":1400}"#,
+        t0,
+    );
+    let slots: Vec<StreamSlot> = (0..4).map(|_| s.udp_stream(t0).expect("stream")).collect();
+    let got: Vec<(u32, Role)> = slots.iter().map(|s| (s.id, s.role)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, Role::Receiver),
+            (3, Role::Receiver),
+            (4, Role::Sender),
+            (5, Role::Sender)
+        ]
+    );
+    assert!(s.is_running());
+}
+
+#[test]
+fn signed_state_bytes_from_the_client() {
+    // 0xFF (−1) while running is not a client message: IEMESSAGE.
+    let t0 = Instant::now();
+    let mut s = to_streams(r#"{"tcp":true}"#, t0);
+    s.tcp_stream(&Cookie(*COOKIE), t0).expect("stream");
+    s.take_outbox();
+    s.poll_action();
+    s.receive(&[0xFF], t0);
+    assert_eq!(s.take_outbox()[..5], [0xFE, 0, 0, 0, 110]);
+    assert_eq!(s.poll_action(), Some(ServerAction::AbortStreams));
+    assert!(matches!(
+        s.outcome(),
+        Some(ServerOutcome::Failed(Iperf3Error::Unexpected {
+            got: super::State::AccessDenied,
+            ..
+        }))
+    ));
+
+    // CLIENT_TERMINATE: drop everything, send nothing.
+    let mut s = to_streams(r#"{"tcp":true}"#, t0);
+    s.tcp_stream(&Cookie(*COOKIE), t0).expect("stream");
+    s.take_outbox();
+    s.poll_action();
+    s.receive(&[0x0C], t0);
+    assert!(s.take_outbox().is_empty());
+    assert_eq!(s.poll_action(), Some(ServerAction::AbortStreams));
+    assert!(matches!(
+        s.outcome(),
+        Some(ServerOutcome::Failed(Iperf3Error::ClientTerminated))
+    ));
+}
+
+#[test]
+fn client_results_naming_an_unknown_stream_fail_with_iestreamid() {
+    let t0 = Instant::now();
+    let mut s = to_streams(r#"{"tcp":true}"#, t0);
+    s.tcp_stream(&Cookie(*COOKIE), t0).expect("stream");
+    s.receive(&[0x04], t0);
+    s.streams_stopped(t0);
+    s.take_outbox();
+    s.receive(&framed(&json::results_json(&results(&[2])).to_string()), t0);
+    assert_eq!(s.take_outbox()[..5], [0xFE, 0, 0, 0, 208]);
+    assert!(matches!(
+        s.outcome(),
+        Some(ServerOutcome::Failed(Iperf3Error::UnknownStream(2)))
+    ));
+}
+
+#[test]
+fn client_closing_after_display_results_completes_and_safety_timer_fires() {
+    let t0 = Instant::now();
+    let mut s = to_streams(r#"{"tcp":true,"time":1}"#, t0);
+    s.tcp_stream(&Cookie(*COOKIE), t0).expect("stream");
+    s.receive(&[0x04], t0);
+    s.streams_stopped(t0);
+    s.receive(&framed(&json::results_json(&results(&[1])).to_string()), t0);
+    s.send_results(&results(&[1]), t0);
+    s.peer_closed();
+    assert!(matches!(s.outcome(), Some(ServerOutcome::Completed { .. })));
+
+    let mut s = to_streams(r#"{"tcp":true,"time":1,"omit":1}"#, t0);
+    s.tcp_stream(&Cookie(*COOKIE), t0).expect("stream");
+    s.take_outbox();
+    let at = s.poll_timeout().expect("safety deadline");
+    assert_eq!(at, t0 + Duration::from_secs(42));
+    s.handle_timeout(at - Duration::from_millis(1));
+    assert!(!s.is_finished());
+    s.handle_timeout(at);
+    assert_eq!(s.take_outbox()[..5], [0xFE, 0, 0, 0, 160]);
+}
+
+#[test]
+fn server_vanishing_client_in_every_phase_ends_cleanly() {
+    let t0 = Instant::now();
+    for cut in 0..6 {
+        let mut s = to_streams(r#"{"tcp":true}"#, t0);
+        if cut > 0 {
+            s.tcp_stream(&Cookie(*COOKIE), t0).expect("stream");
+        }
+        if cut > 1 {
+            s.receive(&[0x04], t0);
+        }
+        if cut > 2 {
+            s.streams_stopped(t0);
+        }
+        if cut > 3 {
+            s.receive(&framed(&json::results_json(&results(&[1])).to_string()), t0);
+        }
+        if cut > 4 {
+            s.send_results(&results(&[1]), t0);
+        }
+        s.peer_closed();
+        assert!(s.is_finished(), "cut {cut}");
+        let aborted =
+            std::iter::from_fn(|| s.poll_action()).any(|a| a == ServerAction::AbortStreams);
+        assert_eq!(aborted, cut <= 2, "cut {cut}");
+    }
+}
+
+fn client(params: Params, now: Instant) -> Iperf3ClientSession {
+    Iperf3ClientSession::new(params, Cookie(*COOKIE), now)
+}
+
+#[test]
+fn client_sends_cookie_then_params_and_follows_the_server() {
+    let t0 = Instant::now();
+    let mut c = client(
+        Params {
+            parallel: 2,
+            time: 2,
+            ..Params::default()
+        },
+        t0,
+    );
+    assert_eq!(c.take_outbox(), COOKIE.to_vec());
+    c.receive(&[0x09], t0);
+    let mut out = c.take_outbox();
+    let body = json::take_message(&mut out, json::MAX_PARAMS)
+        .expect("framed")
+        .expect("whole");
+    let p = json::parse_params(&body).expect("valid").params;
+    assert_eq!((p.parallel, p.time, p.protocol), (2, 2, Protocol::Tcp));
+    c.receive(&[0x0A], t0);
+    assert_eq!(c.poll_action(), Some(ClientAction::CreateStreams));
+    assert_eq!(c.stream_ids(), vec![1, 3]);
+    // 01 02 may arrive in the same read as 0A, before the streams exist.
+    c.receive(&[0x01, 0x02], t0);
+    assert_eq!(c.poll_action(), None);
+    c.streams_created(t0);
+    assert_eq!(c.poll_action(), Some(ClientAction::TestStart));
+    assert_eq!(c.poll_action(), Some(ClientAction::TestRunning));
+    assert!(c.is_running());
+    c.end_test(results(&[1, 3]), t0);
+    assert_eq!(c.take_outbox(), vec![0x04]);
+    c.receive(&[0x0D], t0);
+    let mut out = c.take_outbox();
+    let body = json::take_message(&mut out, json::MAX_RESULTS)
+        .expect("framed")
+        .expect("whole");
+    assert_eq!(json::parse_results(&body).expect("valid").streams.len(), 2);
+    // 3.12 server results: unsigned −1s, split at an awkward place, 0E in the same read.
+    let server = r#"{"cpu_util_total":11.46,"cpu_util_user":1,"cpu_util_system":10.46,"sender_has_retransmits":18446744073709551615,"congestion_used":"bbr","streams":[{"id":1,"bytes":538957824,"retransmits":18446744073709551615,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":2.001297},{"id":3,"bytes":5,"retransmits":18446744073709551615,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":2.001297}]}"#;
+    let mut bytes = framed(server);
+    bytes.push(0x0E);
+    c.receive(&bytes[..3], t0);
+    c.receive(&bytes[3..], t0);
+    assert_eq!(c.take_outbox(), vec![0x10]);
+    match c.outcome() {
+        Some(ClientOutcome::Completed { server }) => {
+            assert_eq!(server.sender_has_retransmits, -1);
+            assert_eq!(server.streams[0].retransmits, -1);
+            assert_eq!(server.streams[0].bytes, 538_957_824);
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn client_reports_busy_server_errors_and_closes() {
+    let t0 = Instant::now();
+    let fails = |bytes: &[u8], close: bool| {
+        let mut c = client(Params::default(), t0);
+        c.receive(bytes, t0);
+        if close {
+            c.peer_closed();
+        }
+        match c.outcome() {
+            Some(ClientOutcome::Failed(e)) => e.clone(),
+            o => panic!("{o:?}"),
+        }
+    };
+    assert_eq!(fails(&[0xFF], false), Iperf3Error::AccessDenied);
+    assert_eq!(
+        fails(&[0xFE, 0, 0, 0, 0x8D, 0, 0, 0, 0], false),
+        Iperf3Error::ServerError {
+            code: 141,
+            errno: Some(0)
+        }
+    );
+    // Code only, then close (authentication failure on ≤3.18).
+    assert_eq!(
+        fails(&[0x09, 0xFE, 0, 0, 0, 142], true),
+        Iperf3Error::ServerError {
+            code: 142,
+            errno: None
+        }
+    );
+    assert_eq!(fails(&[0x09, 0x0B], false), Iperf3Error::ServerTerminated);
+    assert_eq!(fails(&[0x09, 0x03], false), Iperf3Error::UnknownState(3));
+    assert!(matches!(fails(&[0x09], true), Iperf3Error::PeerClosed(_)));
+    assert!(matches!(
+        fails(&[0x0A], false),
+        Iperf3Error::Unexpected { .. }
+    ));
+    let msg = fails(&[0xFF], false).to_string();
+    assert!(msg.contains("busy"), "{msg}");
+}
+
+#[test]
+fn client_refuses_server_results_for_streams_it_does_not_have() {
+    let t0 = Instant::now();
+    let mut c = client(Params::default(), t0);
+    c.receive(&[0x09, 0x0A], t0);
+    c.streams_created(t0);
+    c.receive(&[0x01, 0x02], t0);
+    c.end_test(results(&[1]), t0);
+    c.receive(&[0x0D], t0);
+    c.receive(
+        &framed(&json::results_json(&results(&[1, 3])).to_string()),
+        t0,
+    );
+    assert!(matches!(
+        c.outcome(),
+        Some(ClientOutcome::Failed(Iperf3Error::UnknownStream(3)))
+    ));
+}
+
+/// The two sessions against each other, as linerate client ↔ linerate
+/// iperf3 server would run.
+#[test]
+fn client_and_server_sessions_complete_a_udp_bidir_test() {
+    let t0 = Instant::now();
+    let params = Params {
+        protocol: Protocol::Udp,
+        parallel: 2,
+        direction: Direction::Bidir,
+        len: 1400,
+        bandwidth: 1_000_000,
+        udp_counters_64bit: true,
+        ..Params::default()
+    };
+    let mut c = client(params, t0);
+    let mut s = server(t0);
+    let mut server_roles = Vec::new();
+    for _ in 0..20 {
+        s.receive(&c.take_outbox(), t0);
+        while let Some(a) = s.poll_action() {
+            match a {
+                ServerAction::PrepareStreams => s.streams_prepared(t0),
+                ServerAction::ClientResults(_) => s.send_results(&results(&[1, 3, 4, 5]), t0),
+                ServerAction::StopStreams => s.streams_stopped(t0),
+                _ => {}
+            }
+        }
+        c.receive(&s.take_outbox(), t0);
+        while let Some(a) = c.poll_action() {
+            match a {
+                ClientAction::CreateStreams => {
+                    for _ in 0..4 {
+                        server_roles.push(s.udp_stream(t0).expect("stream").role);
+                    }
+                    c.streams_created(t0);
+                }
+                ClientAction::TestRunning => c.end_test(results(&[1, 3, 4, 5]), t0),
+                ClientAction::TestStart => {}
+            }
+        }
+        if c.is_finished() && s.is_finished() {
+            break;
+        }
+    }
+    assert!(
+        matches!(c.outcome(), Some(ClientOutcome::Completed { .. })),
+        "{:?}",
+        c.outcome()
+    );
+    assert!(
+        matches!(s.outcome(), Some(ServerOutcome::Completed { .. })),
+        "{:?}",
+        s.outcome()
+    );
+    assert_eq!(
+        server_roles,
+        vec![Role::Receiver, Role::Receiver, Role::Sender, Role::Sender]
+    );
+    let p = match s.outcome() {
+        Some(ServerOutcome::Completed { params, .. }) => params.clone(),
+        _ => unreachable!(),
+    };
+    assert!(p.udp_counters_64bit && p.direction == Direction::Bidir && p.len == 1400);
+}
+
+proptest! {
+    #[test]
+    fn server_session_never_panics(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..12)) {
+        let t0 = Instant::now();
+        let mut s = server(t0);
+        let mut input = COOKIE.to_vec();
+        input.extend(framed(r#"{"tcp":true,"parallel":1}"#));
+        s.receive(&input, t0);
+        s.streams_prepared(t0);
+        let _ = s.tcp_stream(&Cookie(*COOKIE), t0);
+        for c in &chunks {
+            s.receive(c, t0);
+            if s.poll_action() == Some(ServerAction::StopStreams) {
+                s.streams_stopped(t0);
+            }
+        }
+        s.handle_timeout(t0 + Duration::from_secs(100_000));
+        prop_assert!(s.is_finished() || s.poll_timeout().is_none());
+    }
+
+    #[test]
+    fn server_session_never_panics_from_the_first_byte(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let t0 = Instant::now();
+        let mut s = server(t0);
+        s.receive(&bytes, t0);
+        s.streams_prepared(t0);
+        let _ = s.udp_stream(t0);
+        s.peer_closed();
+        prop_assert!(s.is_finished());
+    }
+
+    #[test]
+    fn client_session_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200), split in 0usize..200) {
+        let t0 = Instant::now();
+        let mut c = client(Params::default(), t0);
+        let split = split.min(bytes.len());
+        c.receive(&bytes[..split], t0);
+        c.streams_created(t0);
+        c.end_test(results(&[1]), t0);
+        c.receive(&bytes[split..], t0);
+        c.peer_closed();
+        prop_assert!(c.is_finished());
+    }
+}

@@ -1,0 +1,499 @@
+//! The human format: a start line, iperf3-style interval rows as they
+//! happen, then per-stream and per-flow summaries, CPU and notes
+//! (request/response tests: the tables of `rr_table`); and the sweep table.
+
+use std::io::{self, Write};
+
+use linerate_proto::spec::{Direction, Limit, TestKind};
+use linerate_proto::wire::Side;
+use linerate_stats::units::{
+    format_bytes, format_count_rate, format_micros, format_nanos, format_rate, format_size,
+};
+
+use super::{rr_table, side_name, Sink, SweepSink};
+use crate::model::{
+    Endpoint, IntervalRecord, KernelView, Report, SideCpu, SweepInfo, SweepReport, SweepTrial,
+    TestInfo, UdpIntervalRecord, UdpSummary,
+};
+
+pub(super) struct Human<'a> {
+    out: Box<dyn Write + 'a>,
+    printed_header: bool,
+}
+
+/// Interval columns of a UDP stream: datagrams and rate, and for a
+/// receiver its loss figures.
+fn udp_interval_cols(u: &UdpIntervalRecord) -> String {
+    let c = &u.counts;
+    let mut s = format!(
+        "{:>9}  {:>9}",
+        c.datagrams,
+        format_count_rate(u.packets_per_second)
+    );
+    if let Some(received) = c.received {
+        s.push_str(&format!(
+            "  {:>6}  {:>6}  {:>5}  {:>4}  {:>7}  {:>9}",
+            c.lost.unwrap_or(0),
+            received,
+            c.reordered.unwrap_or(0),
+            c.duplicates.unwrap_or(0),
+            c.corrupt.unwrap_or(0),
+            format_nanos(c.jitter_ns.unwrap_or(0.0))
+        ));
+    }
+    s
+}
+
+fn udp_sender_words(u: &UdpSummary) -> String {
+    let mut s = format!("{} datagrams, {}/s", u.sent, format_count_rate(u.sent_pps));
+    if let Some(req) = u.requested_pps {
+        s.push_str(&format!(" (requested {}/s)", format_count_rate(req)));
+    }
+    if let Some(g) = &u.gaps {
+        s.push_str(&format!(
+            "; gaps mean {} p50 {} p99 {} max {}",
+            format_nanos(g.mean_ns),
+            format_nanos(g.p50_ns as f64),
+            format_nanos(g.p99_ns as f64),
+            format_nanos(g.max_ns as f64)
+        ));
+        if let Some(want) = u.requested_gap_ns {
+            s.push_str(&format!(" (requested {})", format_nanos(want)));
+        }
+    }
+    if !u.kept_up {
+        s.push_str("; COULD NOT KEEP UP");
+    }
+    if u.send_errors > 0 {
+        s.push_str(&format!("; {} send errors", u.send_errors));
+    }
+    s
+}
+
+fn udp_receiver_words(u: &UdpSummary) -> String {
+    let mut s = format!(
+        "{} of {} received, {}/s; lost {} ({:.1} ppm, {:.4}%); reordered {} (max distance {}); duplicates {}; late {}; corrupt {}; jitter {}",
+        u.received,
+        u.issued,
+        format_count_rate(u.received_pps),
+        u.lost,
+        u.loss_ppm,
+        u.loss_percent,
+        u.reordered,
+        u.max_reorder_distance,
+        u.duplicates,
+        u.late,
+        u.corrupt,
+        format_nanos(u.jitter_ns)
+    );
+    if let Some(d) = u.socket_drops {
+        s.push_str(&format!("; socket drops {d}"));
+    }
+    if let Some(c) = &u.first_corrupt {
+        s.push_str(&format!(" (first corrupt: {c})"));
+    }
+    s
+}
+
+fn kernel_words(k: &KernelView) -> String {
+    format!("kernel: {}", k.explanation)
+}
+
+pub(super) fn direction_words(d: Direction) -> &'static str {
+    match d {
+        Direction::Forward => "client→server (stream)",
+        Direction::Reverse => "server→client (maerts)",
+        Direction::Bidir => "both ways (bidir)",
+    }
+}
+
+fn pace_words(p: linerate_proto::spec::Pace) -> String {
+    use linerate_proto::spec::Pace;
+    match p {
+        Pace::Unlimited => "full speed (unpaced)".into(),
+        Pace::Rate(bps) => format!("{} per stream", format_rate(bps as f64)),
+        Pace::MilliPps(m) => format!(
+            "{} datagrams/s per stream",
+            format_count_rate(m as f64 / 1000.0)
+        ),
+    }
+}
+
+fn limit_words(l: Limit) -> String {
+    match l {
+        Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
+        Limit::Bytes(b) => format!("{} per direction", format_bytes(b)),
+        Limit::Datagrams(n) => format!("{n} datagrams per direction"),
+    }
+}
+
+fn tcp_cols(t: Option<&linerate_proto::measure::TcpInfo>) -> String {
+    match t {
+        Some(t) => format!(
+            "{:>6}  {:>10}  {:>9}",
+            t.retransmits,
+            format_bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)),
+            format_micros(f64::from(t.rtt_us))
+        ),
+        None => String::new(),
+    }
+}
+
+impl<'a> Human<'a> {
+    pub(super) fn new(out: Box<dyn Write + 'a>) -> Self {
+        Human {
+            out,
+            printed_header: false,
+        }
+    }
+
+    fn cpu_line(&mut self, name: &str, c: &SideCpu) -> io::Result<()> {
+        write!(
+            self.out,
+            "  {name:<7} {:>6.1}% of a CPU (user {:.2} s, sys {:.2} s, {})",
+            c.percent_of_cpu, c.user_s, c.system_s, c.scope
+        )?;
+        if let Some(h) = c.host_percent {
+            write!(
+                self.out,
+                "; host {h:.1}% of {} CPUs",
+                c.host_cpus.unwrap_or(0)
+            )?;
+        }
+        if let Some(d) = c.service_demand_us_per_kib {
+            write!(self.out, "; {d:.3} µs/KiB")?;
+        }
+        writeln!(self.out)
+    }
+
+    fn endpoint_line(&mut self, id: &str, role: &str, e: &Endpoint) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "[{id:>4}] {role:<9} {:<7} {:>11}  {:>8.2} s  {:>15}  {}{}",
+            side_name(e.side),
+            format_bytes(e.bytes),
+            e.seconds,
+            format_rate(e.bits_per_second),
+            tcp_cols(e.tcp.as_ref()),
+            e.error
+                .as_deref()
+                .map(|x| format!("  ERROR: {x}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+impl Sink for Human<'_> {
+    fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        // Who is talking to whom, from the reporting side's point of view.
+        let (who, route, engine) = match i.reported_by {
+            Side::Server => (
+                "linerate server",
+                format!("from {}", i.client.as_deref().unwrap_or("a client")),
+                &i.server_engine,
+            ),
+            Side::Client => (
+                "linerate",
+                format!(
+                    "to {}{}",
+                    i.server,
+                    if i.embedded_server {
+                        " (embedded server)"
+                    } else {
+                        ""
+                    }
+                ),
+                &i.client_engine,
+            ),
+        };
+        if i.kind != TestKind::Stream {
+            return writeln!(
+                self.out,
+                "{who}: {} {} {route} · {} flow{} · engine {}",
+                i.protocol,
+                match i.kind {
+                    TestKind::Crr => "connect/request/response (crr)",
+                    _ => "request/response (rr)",
+                },
+                i.streams,
+                if i.streams == 1 { "" } else { "s" },
+                engine,
+            );
+        }
+        let unit = match &i.udp {
+            Some(u) => format!(
+                "{} B datagrams at {}{}{}",
+                i.len,
+                pace_words(u.pace),
+                if u.burst > 1 {
+                    format!(" in bursts of {}", u.burst)
+                } else {
+                    String::new()
+                },
+                if u.verify { ", payloads verified" } else { "" }
+            ),
+            None => format!("{} writes", format_size(u64::from(i.len))),
+        };
+        writeln!(
+            self.out,
+            "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
+            i.protocol,
+            direction_words(i.direction),
+            i.streams,
+            if i.streams == 1 { "" } else { "s" },
+            limit_words(i.limit),
+            engine,
+        )?;
+        if i.omit_s > 0.0 {
+            writeln!(self.out, "omitting the first {} s (warm-up)", i.omit_s)?;
+        }
+        Ok(())
+    }
+
+    fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
+        let udp = r.streams.iter().any(|s| s.udp.is_some());
+        if !self.printed_header {
+            if udp {
+                writeln!(
+                    self.out,
+                    "[  ID] Interval            Transfer         Bitrate  Datagrams        pps    Lost    Recv  Reord   Dup  Corrupt     Jitter"
+                )?;
+            } else {
+                writeln!(
+                    self.out,
+                    "[  ID] Interval            Transfer         Bitrate     Retr        Cwnd        RTT"
+                )?;
+            }
+            self.printed_header = true;
+        }
+        let span = format!("{:6.2}-{:<6.2} s", r.start_s, r.end_s);
+        let tag = if r.omitted { "  (omitted)" } else { "" };
+        for s in &r.streams {
+            let extra = match &s.udp {
+                Some(u) => udp_interval_cols(u),
+                None => tcp_cols(s.tcp.as_ref()),
+            };
+            writeln!(
+                self.out,
+                "[{:>4}] {span} {:>11}  {:>15}  {extra}{tag}",
+                s.id,
+                format_bytes(s.bytes),
+                format_rate(s.bits_per_second),
+            )?;
+        }
+        if r.streams.len() > 1 || r.sums.len() > 1 {
+            for s in &r.sums {
+                let extra = match &s.udp {
+                    Some(u) => udp_interval_cols(u),
+                    None => s.retransmits.map(|r| format!("{r:>6}")).unwrap_or_default(),
+                };
+                writeln!(
+                    self.out,
+                    "[ SUM] {span} {:>11}  {:>15}  {}{}{tag}",
+                    format_bytes(s.bytes),
+                    format_rate(s.bits_per_second),
+                    extra,
+                    if r.sums.len() > 1 {
+                        format!("  {}", s.flow.arrow())
+                    } else {
+                        String::new()
+                    }
+                )?;
+            }
+        }
+        self.out.flush()
+    }
+
+    fn finish(&mut self, r: &Report) -> io::Result<()> {
+        if let Some(rr) = &r.rr {
+            rr_table::tables(&mut self.out, r, rr)?;
+            writeln!(self.out, "CPU:")?;
+            self.cpu_line("client", &r.cpu.client)?;
+            self.cpu_line("server", &r.cpu.server)?;
+            for (side, v) in [
+                ("client", rr.client_cpu_us_per_transaction),
+                ("server", rr.server_cpu_us_per_transaction),
+            ] {
+                if let Some(v) = v {
+                    writeln!(self.out, "  {side:<7} {v:.2} CPU µs per transaction")?;
+                }
+            }
+            for n in &r.notes {
+                writeln!(self.out, "note: {n}")?;
+            }
+            return self.out.flush();
+        }
+        writeln!(
+            self.out,
+            "- - - - - - - - - - - - - - - - - - - - - - - - -"
+        )?;
+        if r.test.udp.is_some() {
+            writeln!(
+                self.out,
+                "[  ID] {:<9} {:<7} {:>11}  {:>10}  {:>15}",
+                "Role", "Side", "Transfer", "Time", "Bitrate"
+            )?;
+        } else {
+            writeln!(
+                self.out,
+                "[  ID] {:<9} {:<7} {:>11}  {:>10}  {:>15}  {:>6}  {:>10}  {:>9}",
+                "Role", "Side", "Transfer", "Time", "Bitrate", "Retr", "Cwnd", "RTT"
+            )?;
+        }
+        for flow_sum in &r.sums {
+            writeln!(
+                self.out,
+                "{} ({} stream{}):",
+                flow_sum.flow.arrow(),
+                flow_sum.streams,
+                if flow_sum.streams == 1 { "" } else { "s" }
+            )?;
+            for s in r.streams.iter().filter(|s| s.flow == flow_sum.flow) {
+                let id = s.id.to_string();
+                self.endpoint_line(&id, "sender", &s.sender)?;
+                if let Some(u) = &s.udp {
+                    writeln!(self.out, "         {}", udp_sender_words(u))?;
+                }
+                self.endpoint_line(&id, "receiver", &s.receiver)?;
+                if let Some(u) = &s.udp {
+                    writeln!(self.out, "         {}", udp_receiver_words(u))?;
+                }
+            }
+            writeln!(
+                self.out,
+                "[ SUM] sender    {:>19}  {:>8.2} s  {:>15}  {}",
+                format_bytes(flow_sum.sender_bytes),
+                flow_sum.sender_seconds,
+                format_rate(flow_sum.sender_bits_per_second),
+                flow_sum
+                    .retransmits
+                    .map(|x| format!("{x:>6}"))
+                    .unwrap_or_default()
+            )?;
+            writeln!(
+                self.out,
+                "[ SUM] receiver  {:>19}  {:>8.2} s  {:>15}",
+                format_bytes(flow_sum.receiver_bytes),
+                flow_sum.receiver_seconds,
+                format_rate(flow_sum.receiver_bits_per_second),
+            )?;
+            if let Some(u) = &flow_sum.udp {
+                if r.streams.iter().filter(|s| s.flow == flow_sum.flow).count() > 1 {
+                    writeln!(self.out, "         {}", udp_sender_words(u))?;
+                    writeln!(self.out, "         {}", udp_receiver_words(u))?;
+                }
+            }
+            if let Some(k) = &flow_sum.kernel {
+                writeln!(self.out, "{}", kernel_words(k))?;
+            }
+        }
+        writeln!(self.out, "CPU:")?;
+        self.cpu_line("client", &r.cpu.client)?;
+        self.cpu_line("server", &r.cpu.server)?;
+        if let Some(cc) = &r.test.congestion_used {
+            writeln!(self.out, "TCP congestion control: {cc}")?;
+        }
+        for n in &r.notes {
+            writeln!(self.out, "note: {n}")?;
+        }
+        self.out.flush()
+    }
+}
+
+/// A sweep: a header, a row per trial as it finishes, then each size's
+/// zero-loss result.
+pub(super) struct HumanSweep<'a> {
+    out: Box<dyn Write + 'a>,
+}
+
+impl<'a> HumanSweep<'a> {
+    pub(super) fn new(out: Box<dyn Write + 'a>) -> Self {
+        HumanSweep { out }
+    }
+}
+
+impl SweepSink for HumanSweep<'_> {
+    fn start(&mut self, i: &SweepInfo) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "linerate sweep: udp {} to {} · {} stream{} · sizes {} · {} s per trial",
+            direction_words(i.direction),
+            i.server,
+            i.streams,
+            if i.streams == 1 { "" } else { "s" },
+            i.sizes
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            i.trial_s
+        )?;
+        writeln!(
+            self.out,
+            "{:>6} {:>12} {:>12} {:>12} {:>15} {:>15} {:>15} {:>10} {:>10}  note",
+            "size",
+            "req pps",
+            "sent pps",
+            "recv pps",
+            "requested",
+            "sent",
+            "received",
+            "lost",
+            "loss %"
+        )?;
+        self.out.flush()
+    }
+
+    fn trial(&mut self, t: &SweepTrial) -> io::Result<()> {
+        let note = match (&t.error, t.kept_up, t.search) {
+            (Some(e), _, _) => format!("FAILED: {e}"),
+            (None, false, s) => format!(
+                "sender could not keep up{}",
+                if s { " (search)" } else { "" }
+            ),
+            (None, true, true) => "search".into(),
+            (None, true, false) => String::new(),
+        };
+        writeln!(
+            self.out,
+            "{:>6} {:>12} {:>12} {:>12} {:>15} {:>15} {:>15} {:>10} {:>10.4}  {note}",
+            t.len,
+            format_count_rate(t.requested_pps),
+            format_count_rate(t.sent_pps),
+            format_count_rate(t.received_pps),
+            format_rate(t.requested_bits_per_second),
+            format_rate(t.sent_bits_per_second),
+            format_rate(t.received_bits_per_second),
+            t.lost,
+            t.loss_percent
+        )?;
+        self.out.flush()
+    }
+
+    fn finish(&mut self, r: &SweepReport) -> io::Result<()> {
+        for z in &r.zero_loss {
+            match (z.pps, z.bits_per_second) {
+                (Some(p), Some(b)) => writeln!(
+                    self.out,
+                    "highest rate with loss ≤ {}% at {} B: {}/s requested ({}), {}/s received; {} trials ({})",
+                    z.max_loss_percent,
+                    z.len,
+                    format_count_rate(p),
+                    format_rate(b),
+                    format_count_rate(z.received_pps.unwrap_or(0.0)),
+                    z.trials,
+                    z.note
+                )?,
+                _ => writeln!(
+                    self.out,
+                    "highest rate with loss ≤ {}% at {} B: none ({}; {} trials)",
+                    z.max_loss_percent, z.len, z.note, z.trials
+                )?,
+            }
+        }
+        for n in &r.notes {
+            writeln!(self.out, "note: {n}")?;
+        }
+        self.out.flush()
+    }
+}

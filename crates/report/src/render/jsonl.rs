@@ -1,0 +1,68 @@
+//! `--json-lines`: a `start` record, one record per interval (sweeps: per
+//! trial) as it happens, then a `summary` holding the whole report.
+
+use std::io::{self, Write};
+
+use super::{Sink, SweepSink};
+use crate::model::{IntervalRecord, Record, Report, SweepInfo, SweepReport, SweepTrial, TestInfo};
+
+/// One compact JSON document and a newline, flushed at once (a reader
+/// follows the test live).
+fn line<T: serde::Serialize>(out: &mut dyn Write, record: &T) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, record)?;
+    writeln!(out)?;
+    out.flush()
+}
+
+pub(super) struct JsonLines<'a> {
+    out: Box<dyn Write + 'a>,
+}
+
+impl<'a> JsonLines<'a> {
+    pub(super) fn new(out: Box<dyn Write + 'a>) -> Self {
+        JsonLines { out }
+    }
+}
+
+impl Sink for JsonLines<'_> {
+    fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        line(&mut self.out, &Record::Start(Box::new(i.clone())))
+    }
+    fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
+        line(&mut self.out, &Record::Interval(r.clone()))
+    }
+    fn finish(&mut self, r: &Report) -> io::Result<()> {
+        line(&mut self.out, &Record::Summary(Box::new(r.clone())))
+    }
+}
+
+/// One line of `sweep --json-lines`.
+#[derive(serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum SweepRecord<'a> {
+    Start(&'a SweepInfo),
+    Trial(&'a SweepTrial),
+    Summary(&'a SweepReport),
+}
+
+pub(super) struct JsonLinesSweep<'a> {
+    out: Box<dyn Write + 'a>,
+}
+
+impl<'a> JsonLinesSweep<'a> {
+    pub(super) fn new(out: Box<dyn Write + 'a>) -> Self {
+        JsonLinesSweep { out }
+    }
+}
+
+impl SweepSink for JsonLinesSweep<'_> {
+    fn start(&mut self, i: &SweepInfo) -> io::Result<()> {
+        line(&mut self.out, &SweepRecord::Start(i))
+    }
+    fn trial(&mut self, t: &SweepTrial) -> io::Result<()> {
+        line(&mut self.out, &SweepRecord::Trial(t))
+    }
+    fn finish(&mut self, r: &SweepReport) -> io::Result<()> {
+        line(&mut self.out, &SweepRecord::Summary(r))
+    }
+}

@@ -1,0 +1,132 @@
+//! What a new user trips over (issue 13): error lines said once, a closed
+//! pipe is a quiet exit, machine formats get a document on failure too.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::helpers::*;
+
+/// A loopback port nothing listens on (bound, then closed).
+fn closed_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    drop(l);
+    port.to_string()
+}
+
+#[test]
+fn issue_13_errors_say_their_cause_once() {
+    let port = closed_port();
+    let out = run_client(
+        &["tcp", "127.0.0.1", "--port", &port, "-t", "1"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(&format!("127.0.0.1 port {port}")), "{err}");
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+
+    // The server's busy refusal: "server is busy" once.
+    let server = Server::start(&[]);
+    let p = server.port_str();
+    let mut first = Command::new(bin())
+        .args(["tcp", "127.0.0.1", "--port", &p, "-t", "4", "--json-lines"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    // Its start record comes once the server has admitted it.
+    let mut start = String::new();
+    let mut lines = std::io::BufReader::new(first.stdout.take().expect("stdout"));
+    std::io::BufRead::read_line(&mut lines, &mut start).expect("start record");
+    let out = run_client(
+        &["tcp", "127.0.0.1", "--port", &p, "-t", "1"],
+        Duration::from_secs(10),
+    );
+    let _ = first.kill();
+    let _ = first.wait();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.matches("busy").count(), 1, "{err}");
+}
+
+#[test]
+fn issue_13_json_failure_prints_a_json_document() {
+    let port = closed_port();
+    for (flag, ty) in [("--json", None), ("--json-lines", Some("error"))] {
+        let out = run_client(
+            &["tcp", "127.0.0.1", "--port", &port, "-t", "1", flag],
+            Duration::from_secs(20),
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let last = text.lines().last().unwrap_or_default();
+        let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+        assert_eq!(v["exit_code"], 1, "{v}");
+        assert!(
+            v["error"].as_str().is_some_and(|e| e.contains("refused")),
+            "{v}"
+        );
+        assert_eq!(v["type"].as_str(), ty, "{v}");
+    }
+}
+
+#[test]
+fn issue_13_closed_stdout_is_a_quiet_exit_not_a_panic() {
+    // `linerate tcp 2>&1 | head -2`: stdout and stderr both close after
+    // the first bytes while the test runs (the embedded server logs to the
+    // same closed stderr).
+    let mut child = Command::new(bin())
+        .args(["tcp", "-t", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let mut first = [0u8; 16];
+    out.read_exact(&mut first).expect("some output");
+    drop(out);
+    drop(err.read(&mut first));
+    drop(err);
+    let exited = eventually(Duration::from_secs(20), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    assert!(exited, "client did not exit after its output closed");
+    let code = child.wait().expect("wait").code();
+    assert_eq!(
+        code,
+        Some(0),
+        "a closed stdout must be a quiet exit, not a panic (101)"
+    );
+}
+
+#[test]
+fn issue_13_a_refused_test_does_not_consume_once() {
+    let mut server = Server::start(&["--once", "--max-time", "5s", "--max-streams", "8"]);
+    let p = server.port_str();
+    for refused in [&["-t", "10"][..], &["-t", "0.3", "-P", "500"][..]] {
+        let mut args = vec!["tcp", "127.0.0.1", "--port", &p];
+        args.extend_from_slice(refused);
+        let out = run_client(&args, Duration::from_secs(15));
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {}", stderr(&out));
+    }
+    let args = ["tcp", "127.0.0.1", "--port", &p, "-t", "0.3", "--json"];
+    let started = std::time::Instant::now();
+    let out = run_client(&args, Duration::from_secs(15));
+    assert_ok(&out, &args);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the test after the refusals waited {:?}",
+        started.elapsed()
+    );
+    // The one real test consumed --once.
+    assert!(
+        eventually(Duration::from_secs(5), || !server.alive()),
+        "server --once still running after its test"
+    );
+}
