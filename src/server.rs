@@ -36,6 +36,7 @@ use crate::cli::ServerConfig;
 use crate::client::{run_params, software};
 use crate::control::{read_first_frame, ControlConn};
 use crate::log::log;
+use crate::metrics::{JsonLines, Metrics};
 
 pub mod guard;
 mod watch;
@@ -76,6 +77,9 @@ struct Shared {
     guard: Guard,
     /// `--auth-key`: clients must prove they hold it.
     auth_key: Option<AuthKey>,
+    metrics: Arc<Metrics>,
+    /// `--json-lines FILE`: a record per completed test.
+    json_lines: Option<JsonLines>,
 }
 
 /// Runs a server until interrupted (or after one test with --once).
@@ -108,7 +112,13 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         test_ended: AtomicBool::new(false),
         guard: Guard::new(cfg.guard.clone()),
         auth_key: cfg.auth_key.clone(),
+        metrics: Arc::new(Metrics::default()),
+        json_lines: cfg.json_lines.as_deref().map(JsonLines::open).transpose()?,
     });
+    if let Some(addr) = cfg.metrics {
+        let bound = shared.metrics.serve(addr)?;
+        log!("linerate server: metrics on http://{bound}/metrics");
+    }
     serve(&listener, &shared, cfg.once)
 }
 
@@ -162,6 +172,8 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
         test_ended: AtomicBool::new(false),
         guard: Guard::new(GuardConfig::default()),
         auth_key,
+        metrics: Arc::new(Metrics::default()),
+        json_lines: None,
     });
     let server = Arc::clone(&shared);
     let handle = std::thread::Builder::new()
@@ -202,12 +214,15 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
         let peer = socket::canonical(peer);
         let guard = &shared.guard;
         if !guard.cfg.filter.permits(peer.ip()) {
+            shared.metrics.rejected("address");
             guard.log.log(format_args!(
                 "{peer}: address not allowed (--allow/--deny), closing"
             ));
             continue;
         }
         let Some(slot) = guard.slots.try_take() else {
+            shared.metrics.rejected("max_connections");
+            shared.metrics.limit_hit("max_connections");
             guard.log.log(format_args!(
                 "{peer}: {} connections already open (--max-connections), closing",
                 guard.cfg.max_connections
@@ -340,6 +355,7 @@ impl Drop for Admitted<'_> {
         if self.admitted {
             if let Ok(mut a) = self.shared.active.lock() {
                 *a -= 1;
+                self.shared.metrics.active(*a);
             }
         }
     }
@@ -354,6 +370,9 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         }
     };
     let rate = shared.guard.rate.admit(peer.ip(), Instant::now());
+    if rate.is_err() {
+        shared.metrics.limit_hit("max_tests_per_minute");
+    }
     let admission = match shared.active.lock() {
         Ok(_) if rate.is_err() => Admission::Limited(format!(
             "{} tests from {} in the last minute, this server allows {} (--max-tests-per-minute); try again in {} s",
@@ -364,6 +383,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         )),
         Ok(mut a) if *a < shared.max_concurrent => {
             *a += 1;
+            shared.metrics.active(*a);
             Admission::Admit
         }
         Ok(a) => Admission::Busy {
@@ -521,6 +541,7 @@ impl ServerTest<'_> {
                 }
                 if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(now)) {
                     self.idle = None;
+                    self.shared.metrics.limit_hit("idle_timeout");
                     self.session.stream_failed(why);
                 }
             }
@@ -794,11 +815,22 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 ..TestInfo::from_spec(spec, Side::Server)
             };
             let report = build::build(info.clone(), spec, remote, local, test.notes.clone());
+            shared
+                .metrics
+                .completed(spec, local, &report, &peer.ip().to_string());
+            if let Some(j) = &shared.json_lines {
+                j.append(&report);
+            }
             let stdout = std::io::stdout();
             let mut sink = render::sink(shared.format, Box::new(stdout.lock()));
             let _ = sink.start(&info).and_then(|()| sink.finish(&report));
         }
         Some(ServerOutcome::Refused(r)) => {
+            let code = serde_json::to_value(r.code)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            shared.metrics.refused(&code);
             if !shared.quiet {
                 shared
                     .guard
@@ -806,10 +838,17 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                     .log(format_args!("refused {peer} ({:?}): {}", r.code, r.message));
             }
         }
-        Some(ServerOutcome::Failed(e)) => shared
-            .guard
-            .log
-            .log(format_args!("test from {peer} failed: {e}")),
+        Some(ServerOutcome::Failed(e)) => {
+            shared.metrics.failed(test.session.spec());
+            // The session words the --max-time cut (proto's server session).
+            if e.to_string().contains("(--max-time)") {
+                shared.metrics.limit_hit("max_time");
+            }
+            shared
+                .guard
+                .log
+                .log(format_args!("test from {peer} failed: {e}"))
+        }
         None => shared
             .guard
             .log

@@ -185,9 +185,11 @@ pub struct ServerArgs {
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
     pub guard: super::server::GuardArgs,
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub fleet: super::server::FleetArgs,
 }
 
 #[derive(Debug, Args)]

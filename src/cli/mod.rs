@@ -52,6 +52,10 @@ pub struct ServerConfig {
     pub guard: crate::server::guard::GuardConfig,
     /// `--auth-key`: clients must prove they hold this key.
     pub auth_key: Option<linerate_proto::auth::AuthKey>,
+    /// `--metrics ADDR:PORT`: serve Prometheus text there.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// `--json-lines FILE`: a record per completed test.
+    pub json_lines: Option<PathBuf>,
     pub bind: Option<IpAddr>,
     pub port: u16,
     pub once: bool,
@@ -584,6 +588,8 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
             Ok(Command::Server(ServerConfig {
                 guard,
                 auth_key: None,
+                metrics: s.fleet.metrics,
+                json_lines: s.fleet.json_lines_file,
                 bind: s.bind,
                 port: s.port,
                 once: s.once,

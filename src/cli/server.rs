@@ -48,6 +48,21 @@ pub struct GuardArgs {
     pub idle_timeout: Option<String>,
 }
 
+/// Running one server per host in a fleet: what it exposes.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Fleet")]
+pub struct FleetArgs {
+    /// Serve Prometheus/OpenMetrics text at http://ADDR:PORT/metrics (tests
+    /// served and refused, bytes, datagrams, loss, limits hit, active tests).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Append one JSON record (the --json report) per completed test to
+    /// FILE, one line each, for log shippers (--json-lines alone selects
+    /// the format of stdout).
+    #[arg(long = "json-lines-file", value_name = "FILE")]
+    pub json_lines_file: Option<std::path::PathBuf>,
+}
+
 /// Applies the flags to `limits` and returns the connection-level config.
 pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig> {
     if let Some(r) = &a.max_rate {

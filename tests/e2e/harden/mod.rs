@@ -5,6 +5,7 @@
 
 mod auth;
 mod faults;
+mod fleet;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
