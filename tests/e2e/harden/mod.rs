@@ -6,6 +6,8 @@
 mod auth;
 mod faults;
 mod fleet;
+mod malformed;
+mod soak;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
