@@ -7,8 +7,10 @@ mod control;
 mod host;
 mod log;
 mod metrics;
+mod repeat;
 mod server;
 mod sweep;
+mod test_type;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,8 +30,19 @@ fn main() -> ExitCode {
     // Commands with their own exit status and Ctrl-C handling.
     match &command {
         cli::Command::Ping(cfg) => return host::ping::run(cfg),
-        cli::Command::Iface(cfg) => return exit(host::iface::run(cfg)),
-        cli::Command::Doctor(cfg) => return exit(host::doctor::run(cfg)),
+        cli::Command::Iface(cfg) => return exit(host::iface::run(cfg), host::format(cfg.format)),
+        cli::Command::Doctor(cfg) => {
+            let format = host::format(if cfg.json {
+                cli::HostFormat::Json
+            } else {
+                cli::HostFormat::Human
+            });
+            return exit(host::doctor::run(cfg), format);
+        }
+        cli::Command::Print(text) => {
+            let written = std::io::stdout().lock().write_all(text);
+            return exit(written.map_err(anyhow::Error::from), Format::Human);
+        }
         cli::Command::Server(_) => {}
         // First Ctrl-C: abort the test cleanly (tell the server, report
         // nothing false); a second one: the default, immediate exit.
@@ -55,7 +68,14 @@ fn main() -> ExitCode {
             cfg.format,
             client::run(cfg).map(drop).map_err(Failure::from),
         ),
-        cli::Command::Ping(_) | cli::Command::Iface(_) | cli::Command::Doctor(_) => {
+        cli::Command::Repeat(cfg) => (
+            repeat_format(cfg),
+            repeat::run(cfg).map(drop).map_err(Failure::from),
+        ),
+        cli::Command::Ping(_)
+        | cli::Command::Iface(_)
+        | cli::Command::Doctor(_)
+        | cli::Command::Print(_) => {
             unreachable!("handled above")
         }
     };
@@ -66,10 +86,19 @@ fn main() -> ExitCode {
 }
 
 /// Exit status of a command that fails only on I/O or bad state: 0 or 1.
-fn exit(r: anyhow::Result<()>) -> ExitCode {
+fn exit(r: anyhow::Result<()>, format: Format) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => Failure::from(e).exit(Format::Human),
+        Err(e) => Failure::from(e).exit(format),
+    }
+}
+
+/// The output format of a repeated test.
+fn repeat_format(cfg: &cli::RepeatConfig) -> Format {
+    match &*cfg.test {
+        cli::Command::Tcp(c) | cli::Command::Udp(c) => c.format,
+        cli::Command::Rr(r) => r.client.format,
+        _ => Format::Human,
     }
 }
 
@@ -80,6 +109,9 @@ struct Failure {
     /// Standard output was closed under us (`linerate … | head`): the reader
     /// has what it wanted.
     closed_stdout: bool,
+    /// The report (of what was measured before an interruption) is already
+    /// on stdout: a machine format gets no second document.
+    reported: bool,
 }
 
 fn chain_has_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
@@ -101,6 +133,7 @@ impl From<anyhow::Error> for Failure {
             closed_stdout: chain_has_broken_pipe(e.as_ref()),
             message: format!("{e:#}"),
             code: 1,
+            reported: false,
         }
     }
 }
@@ -113,6 +146,7 @@ impl From<client::ClientError> for Failure {
             _ => false,
         };
         Failure {
+            reported: matches!(e, client::ClientError::Interrupted { reported: true }),
             message: format!("{e:#}"),
             code,
             closed_stdout,
@@ -141,7 +175,8 @@ impl Failure {
                 "exit_code": self.code,
             })),
             Format::Human | Format::Csv => None,
-        };
+        }
+        .filter(|_| !self.reported);
         if let Some(r) = record {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{r}").and_then(|()| out.flush());

@@ -17,26 +17,25 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use linerate_engine::engines::EngineKind;
-use linerate_engine::rr::{self, CrrServer, RrConns, RrParams};
-use linerate_engine::runner::{self, CpuScope, DataSocket, SideRun, StreamSetup};
+use linerate_engine::rr::{CrrHost, CrrPool, CrrServer, Offer};
+use linerate_engine::runner::{SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
 use linerate_engine::{clock, socket, udp};
 use linerate_proto::auth::{AuthKey, ServerAuth};
-use linerate_proto::measure::Role;
+use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
-use linerate_proto::spec::{ServerLimits, StreamPlan, TestKind, TestSpec};
+use linerate_proto::spec::{ServerLimits, StreamPlan, TestSpec};
 use linerate_proto::wire::{
     self, classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
-use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::cli::ServerConfig;
-use crate::client::{run_params, software};
-use crate::control::{read_first_frame, ControlConn};
+use crate::control::{self, read_first_frame, ControlConn, ControlSide};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
+use crate::test_type::{self, software, ServerSide};
 
 pub mod guard;
 mod watch;
@@ -51,8 +50,7 @@ type DataRoute = Sender<(DataHello, TcpStream)>;
 enum Route {
     /// To the session's control thread, to attach before Start.
     Streams(DataRoute),
-    /// Each connection is one crr transaction, served on the thread that
-    /// accepted it.
+    /// Each connection is one crr transaction, served by the crr pool.
     Crr(Arc<CrrServer>),
 }
 
@@ -78,7 +76,7 @@ struct Shared {
     /// `--auth-key`: clients must prove they hold it.
     auth_key: Option<AuthKey>,
     metrics: Arc<Metrics>,
-    /// `--json-lines FILE`: a record per completed test.
+    /// `--json-lines-file FILE`: a record per completed test.
     json_lines: Option<JsonLines>,
 }
 
@@ -193,6 +191,9 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
 
 fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()> {
     let mut sessions: Vec<JoinHandle<()>> = Vec::new();
+    // crr transactions are answered here or on the pool's one worker, not
+    // on a thread of their own (issue 8).
+    let crr = CrrPool::new(Arc::new(CrrRoutes(Arc::clone(shared))));
     loop {
         if once && shared.test_ended.load(Ordering::Acquire) {
             break;
@@ -220,6 +221,13 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
             ));
             continue;
         }
+        let sock = match crr_running(shared) {
+            true => match crr.offer(sock, peer) {
+                Offer::Taken => continue,
+                Offer::NotCrr(sock) => sock,
+            },
+            false => sock,
+        };
         let Some(slot) = guard.slots.try_take() else {
             shared.metrics.rejected("max_connections");
             shared.metrics.limit_hit("max_connections");
@@ -247,6 +255,51 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
         let _ = h.join();
     }
     Ok(())
+}
+
+/// Whether a crr test is running (its connections go to the pool).
+fn crr_running(shared: &Shared) -> bool {
+    shared
+        .routes
+        .lock()
+        .is_ok_and(|r| r.values().any(|(_, r)| matches!(r, Route::Crr(_))))
+}
+
+/// The server's side of the crr pool: its routes, its usual connection
+/// handling, its log.
+struct CrrRoutes(Arc<Shared>);
+
+impl CrrHost for CrrRoutes {
+    fn crr(&self, token: &Token) -> Option<Arc<CrrServer>> {
+        match self.0.routes.lock().ok()?.get(token) {
+            Some((_, Route::Crr(c))) => Some(Arc::clone(c)),
+            _ => None,
+        }
+    }
+
+    fn not_crr(&self, sock: TcpStream, peer: SocketAddr) {
+        let shared = Arc::clone(&self.0);
+        let Some(slot) = shared.guard.slots.try_take() else {
+            shared.metrics.rejected("max_connections");
+            return;
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("linerate-conn".into())
+            .spawn(move || {
+                let _slot = slot;
+                handle_connection(sock, peer, &shared)
+            })
+        {
+            log!("linerate server: cannot start a thread for {peer}: {e}");
+        }
+    }
+
+    fn failed(&self, peer: SocketAddr, e: &linerate_engine::EngineError) {
+        self.0
+            .guard
+            .log
+            .log(format_args!("{peer}: crr transaction: {e}"));
+    }
 }
 
 fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
@@ -448,7 +501,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         peer_ip: peer.ip(),
         idle: None,
     };
-    test.drive(&mut ctrl);
+    // The server's side never fails the loop: errors end the session.
+    let _ = control::drive(&mut test, &mut ctrl);
     if let Some(run) = &test.run {
         run.abort();
     }
@@ -495,85 +549,78 @@ struct PendingDatagram {
     greeting: Option<Vec<u8>>,
 }
 
-impl ServerTest<'_> {
-    fn drive(&mut self, ctrl: &mut ControlConn) {
-        loop {
-            // Actions before bytes: the data route must exist before the
-            // Accept that lets the client open data connections goes out.
-            while let Some(action) = self.session.poll_action() {
-                self.act(action, ctrl);
-            }
-            if self.session.is_finished() {
-                self.slot = None;
-            }
-            if ctrl.send(&self.session.outbox().take()).is_err() {
-                self.session.peer_closed();
-            }
-            while let Ok((hello, sock)) = self.route_rx.try_recv() {
-                self.attach(hello, sock);
-            }
-            if let Some(crr) = &self.crr {
-                // A crr side ends when the client has finished its
-                // transactions, which its results say.
-                if self.session.peer_results_received() {
-                    crr.client_finished();
-                }
-            }
-            if self.run.is_none() && !self.udp_pending.is_empty() {
-                self.poll_greetings();
-            }
-            if let Some(run) = &mut self.run {
-                if let Some(counts) = run.senders_done() {
-                    self.session.local_senders_finished(counts);
-                }
-                // Interval records travel in the side's results; the live
-                // copies only feed the idle watch.
-                let now = Instant::now();
-                while let Some(m) = run.next_interval() {
-                    if let Some(idle) = &mut self.idle {
-                        idle.observe(&m, now);
-                    }
-                }
-                if let Some(results) = run.try_finish() {
-                    self.idle = None;
-                    self.session.local_finished(results, Instant::now());
-                    continue;
-                }
-                if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(now)) {
-                    self.idle = None;
-                    self.shared.metrics.limit_hit("idle_timeout");
-                    self.session.stream_failed(why);
-                }
-            }
-            if self.session.is_finished() {
-                break;
-            }
-            let wait = Duration::from_millis(match (&self.run, self.session.spec()) {
-                // Request/response tests: nothing to relay while they run;
-                // wake rarely so this thread disturbs the flows less.
-                (Some(_), Some(s)) if s.kind != TestKind::Stream => 100,
-                (Some(_), _) => 20,
-                (None, _) => 2,
-            });
-            match ctrl.recv(wait) {
-                Ok(Some(bytes)) => {
-                    // Clock probes are answered with the arrival time.
-                    let t = clock::mono_ns();
-                    self.session.receive_at(bytes, Instant::now(), t);
-                }
-                Ok(None) => {}
-                Err(_) => self.session.peer_closed(),
-            }
-            self.session.handle_timeout(Instant::now());
-        }
-        let _ = ctrl.send(&self.session.outbox().take());
+impl ControlSide for ServerTest<'_> {
+    type Session = ServerSession;
+
+    fn session(&mut self) -> &mut ServerSession {
+        &mut self.session
     }
 
-    fn act(&mut self, action: ServerAction, ctrl: &ControlConn) {
+    fn act(&mut self, action: ServerAction, ctrl: &mut ControlConn) -> Result<()> {
+        self.carry_out(action, ctrl);
+        Ok(())
+    }
+
+    fn send_failed(&mut self, _: std::io::Error) -> Result<()> {
+        self.session.peer_closed();
+        Ok(())
+    }
+
+    fn actions_done(&mut self) {
+        if self.session.is_finished() {
+            self.slot = None;
+        }
+    }
+
+    fn turn(&mut self, _: &ControlConn) -> bool {
+        while let Ok((hello, sock)) = self.route_rx.try_recv() {
+            self.attach(hello, sock);
+        }
+        if let Some(crr) = &self.crr {
+            // A crr side ends when the client has finished its
+            // transactions, which its results say.
+            if self.session.peer_results_received() {
+                crr.client_finished();
+            }
+        }
+        if self.run.is_none() && !self.udp_pending.is_empty() {
+            self.poll_greetings();
+        }
+        if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(Instant::now())) {
+            self.idle = None;
+            self.shared.metrics.limit_hit("idle_timeout");
+            self.session.stream_failed(why);
+            return true;
+        }
+        false
+    }
+
+    fn run(&mut self) -> Option<&mut SideRun> {
+        self.run.as_mut()
+    }
+
+    fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
+        // Interval records travel in the side's results; the live copies
+        // only feed the idle watch.
+        if let Some(idle) = &mut self.idle {
+            idle.observe(&m, Instant::now());
+        }
+        Ok(())
+    }
+
+    fn idle_wait(&self) -> Duration {
+        Duration::from_millis(2)
+    }
+}
+
+impl ServerTest<'_> {
+    /// What the server does for each of its session's actions.
+    fn carry_out(&mut self, action: ServerAction, ctrl: &ControlConn) {
         match action {
             ServerAction::ExpectStreams { token, spec } => {
-                let route = match CrrServer::new(&spec, &self.shared.cpus) {
-                    Some(crr) if spec.kind == TestKind::Crr => {
+                let per_transaction = test_type::of(&spec).connection_per_transaction;
+                let route = match spec.rr_plan().map(CrrServer::new) {
+                    Some(crr) if per_transaction => {
                         self.crr = Some(Arc::clone(&crr));
                         Route::Crr(crr)
                     }
@@ -586,61 +633,33 @@ impl ServerTest<'_> {
             ServerAction::StartStreams => {
                 let spec = self.session.spec().cloned().unwrap_or_default();
                 for p in std::mem::take(&mut self.udp_pending) {
-                    let sock = p.sock;
-                    if let Err(e) = sock.set_write_timeout(Some(POLL)) {
+                    if let Err(e) = p.sock.set_write_timeout(Some(POLL)) {
                         self.session
                             .stream_failed(format!("stream {}: {e}", p.plan.id));
                         return;
                     }
-                    self.attached.push(StreamSetup {
-                        id: p.plan.id,
-                        sender: p.plan.sender,
-                        role: if p.plan.sender == Side::Server {
-                            Role::Sender
-                        } else {
-                            Role::Receiver
-                        },
-                        bytes: None,
-                        datagrams: p.plan.datagrams,
-                        sock: DataSocket::Udp(sock),
-                    });
+                    self.attached
+                        .push(test_type::server_udp_stream(&p.plan, p.sock));
                 }
                 self.start_unix_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64);
                 let attached = std::mem::take(&mut self.attached);
-                let scope = if self.shared.per_thread_cpu {
-                    CpuScope::Threads
-                } else {
-                    CpuScope::Process
+                let side = ServerSide {
+                    engine: self.shared.engine,
+                    cpus: &self.shared.cpus,
+                    cpu_scope: test_type::cpu_scope(self.shared.per_thread_cpu),
+                    crr: self.crr.as_ref(),
                 };
+                let entry = test_type::of(&spec);
                 self.idle = IdleWatch::new(&spec, self.shared.guard.cfg.idle, Instant::now());
-                self.run = match spec.kind {
-                    TestKind::Stream => Some(runner::start(
-                        self.shared.engine,
-                        attached,
-                        run_params(&spec, &self.shared.cpus, self.shared.per_thread_cpu),
-                        Instant::now(),
+                match (entry.start_server)(&side, &spec, attached) {
+                    Ok(run) => self.run = Some(run),
+                    Err(e) => self.session.stream_failed(format!(
+                        "server cannot start the {} test: {e:#}",
+                        entry.name
                     )),
-                    TestKind::Crr => self.crr.as_ref().map(|c| c.start()),
-                    TestKind::Rr => {
-                        let params = RrParams::from_spec(&spec, &self.shared.cpus, scope, None);
-                        match (RrConns::sort(&spec, attached), params) {
-                            (Ok(conns), Some(params)) => {
-                                Some(rr::start_server(self.shared.engine, conns, params))
-                            }
-                            (Err(e), _) => {
-                                self.session.stream_failed(e.to_string());
-                                None
-                            }
-                            (_, None) => {
-                                self.session
-                                    .stream_failed("rr test without its parameters".into());
-                                None
-                            }
-                        }
-                    }
-                };
+                }
             }
             ServerAction::BindDatagramSockets { spec, .. } => {
                 match self.bind_datagrams(&spec, ctrl) {
@@ -653,6 +672,15 @@ impl ServerTest<'_> {
                     let spec = self.session.spec().cloned().unwrap_or_default();
                     run.peer_send_done(&done.streams, ctrl.drain_period(&spec));
                 }
+            }
+            ServerAction::StopStreams => {
+                if let Some(run) = &self.run {
+                    run.stop();
+                }
+                self.notes.push(
+                    "the client stopped the test before its limit (its user interrupted it); the figures cover the time until then"
+                        .into(),
+                );
             }
             ServerAction::AbortStreams => {
                 self.attached.clear();
@@ -674,18 +702,8 @@ impl ServerTest<'_> {
                         .stream_failed(format!("stream {}: {e}", plan.id));
                     return;
                 }
-                self.attached.push(StreamSetup {
-                    id: plan.id,
-                    sender: plan.sender,
-                    role: if plan.sender == Side::Server {
-                        Role::Sender
-                    } else {
-                        Role::Receiver
-                    },
-                    bytes: plan.bytes,
-                    datagrams: None,
-                    sock: DataSocket::Tcp(sock),
-                });
+                self.attached
+                    .push(test_type::server_tcp_stream(&plan, sock));
             }
             Err(why) => self
                 .shared
@@ -814,7 +832,8 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 start_unix_ms: test.start_unix_ms,
                 ..TestInfo::from_spec(spec, Side::Server)
             };
-            let report = build::build(info.clone(), spec, remote, local, test.notes.clone());
+            let build = test_type::of(spec).build;
+            let report = build(info.clone(), spec, remote, local, test.notes.clone());
             shared
                 .metrics
                 .completed(spec, local, &report, &peer.ip().to_string());
@@ -838,7 +857,8 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                     .log(format_args!("refused {peer} ({:?}): {}", r.code, r.message));
             }
         }
-        Some(ServerOutcome::Failed(e)) => {
+        // An embedded server's client reports the failure itself.
+        Some(ServerOutcome::Failed(e)) if !shared.quiet => {
             shared.metrics.failed(test.session.spec());
             // The session words the --max-time cut (proto's server session).
             if e.to_string().contains("(--max-time)") {
@@ -849,6 +869,7 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 .log
                 .log(format_args!("test from {peer} failed: {e}"))
         }
+        Some(ServerOutcome::Failed(_)) => {}
         None => shared
             .guard
             .log

@@ -3,8 +3,10 @@
 //! config types. Clap types never leave this module.
 
 mod args;
+mod generate;
 mod host;
 mod netperf;
+mod repeat;
 mod server;
 
 use std::net::IpAddr;
@@ -13,7 +15,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use linerate_engine::engines::EngineKind;
+use linerate_engine::engines::batch::Toggle;
+use linerate_engine::engines::{Batch, EngineKind};
 use linerate_proto::spec::{
     Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
     TestSpec, UdpSpec, DEFAULT_RR_SIZES,
@@ -87,7 +90,12 @@ pub enum Command {
     Iface(IfaceConfig),
     Doctor(DoctorConfig),
     Ping(PingConfig),
+    Repeat(RepeatConfig),
+    /// Text generated from the CLI definitions (completions, man page).
+    Print(Vec<u8>),
 }
+
+pub use repeat::RepeatConfig;
 
 pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
 
@@ -174,18 +182,27 @@ fn client_config(
     host: Option<String>,
     port: u16,
     spec: TestSpec,
-    engine: String,
+    engine: &args::EngineArgs,
     cpus: Option<&str>,
     output: &args::OutputArgs,
     connect_timeout: &str,
 ) -> Result<ClientConfig> {
+    // What no server could run is a usage error here, not a refusal from
+    // the server after a connection (issue 13).
+    if let Err(e) = linerate_proto::spec::negotiate(&spec, &ServerLimits::unlimited()) {
+        let flag = match e.field {
+            "streams" => "parallel".to_owned(),
+            f => f.replace('_', "-"),
+        };
+        bail!("--{flag}: {}", e.reason);
+    }
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
             None => Target::Embedded,
         },
         spec,
-        engine: engine_kind(&engine)?,
+        engine: engine_kind(engine)?,
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
@@ -194,9 +211,35 @@ fn client_config(
     })
 }
 
-/// `--engine`: the name resolved once, and checked against this kernel.
-fn engine_kind(name: &str) -> Result<EngineKind> {
-    Ok(name.parse::<EngineKind>()?.check()?)
+/// `--engine` and its options: resolved once, and checked against this
+/// kernel (an option the kernel lacks is refused with the reason).
+fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
+    let toggle = |on: bool, off: bool| match (on, off) {
+        (true, _) => Toggle::On,
+        (_, true) => Toggle::Off,
+        _ => Toggle::Auto,
+    };
+    let kind = match a.engine.parse::<EngineKind>()? {
+        EngineKind::Batch(_) => EngineKind::Batch(Batch {
+            gso: toggle(a.gso, a.no_gso),
+            gro: toggle(a.gro, a.no_gro),
+            skip_rx_copy: a.skip_rx_copy,
+        }),
+        other => {
+            let batch_only = [
+                (a.gso, "--gso"),
+                (a.no_gso, "--no-gso"),
+                (a.gro, "--gro"),
+                (a.no_gro, "--no-gro"),
+                (a.skip_rx_copy, "--skip-rx-copy"),
+            ];
+            if let Some((_, flag)) = batch_only.iter().find(|(set, _)| *set) {
+                bail!("{flag} needs --engine batch (the {other} engine has no such option)");
+            }
+            other
+        }
+    };
+    Ok(kind.check()?)
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
@@ -310,7 +353,7 @@ fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
         "--burst".into(),
         a.burst.to_string(),
         "--engine".into(),
-        a.engine.clone(),
+        a.engine.engine.clone(),
         "--connect-timeout".into(),
         a.connect_timeout.clone(),
     ]);
@@ -319,6 +362,18 @@ fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
     }
     if let Some(w) = &a.window {
         argv.extend(["-w".into(), w.clone()]);
+    }
+    let e = &a.engine;
+    for (set, flag) in [
+        (e.gso, "--gso"),
+        (e.no_gso, "--no-gso"),
+        (e.gro, "--gro"),
+        (e.no_gro, "--no-gro"),
+        (e.skip_rx_copy, "--skip-rx-copy"),
+    ] {
+        if set {
+            argv.push(flag.into());
+        }
     }
     // The trial template goes through the same validation as `linerate udp`.
     let Command::Udp(mut base) = validate(args::Cli::try_parse_from(argv)?)? else {
@@ -426,7 +481,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
         u.host,
         u.port,
         spec,
-        u.engine,
+        &u.engine,
         u.cpus.as_deref(),
         &u.output,
         &u.connect_timeout,
@@ -539,7 +594,7 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
             r.host,
             r.port,
             spec,
-            r.engine,
+            &r.engine,
             r.cpus.as_deref(),
             &r.output,
             &r.connect_timeout,
@@ -565,10 +620,13 @@ fn validate(cli: args::Cli) -> Result<Command> {
 
 fn validate_command(mut cli: args::Cli) -> Result<Command> {
     let host_flags = host::take_test_flags(&mut cli.command);
+    let repeat_flags = repeat::take(&mut cli.command);
     let cmd = match cli.command {
         args::Cmd::Iface(a) => host::validate_iface(a),
         args::Cmd::Doctor(a) => host::validate_doctor(a),
         args::Cmd::Ping(a) => host::validate_ping(a),
+        args::Cmd::Completions(a) => generate::completions(&a),
+        args::Cmd::Man => generate::man(),
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
@@ -666,14 +724,14 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 t.host,
                 t.port,
                 spec,
-                t.engine,
+                &t.engine,
                 t.cpus.as_deref(),
                 &t.output,
                 &t.connect_timeout,
             )?))
         }
     };
-    host::attach(cmd?, host_flags)
+    repeat::attach(host::attach(cmd?, host_flags)?, repeat_flags)
 }
 
 #[cfg(test)]
@@ -703,6 +761,27 @@ mod tests {
         assert_eq!(c.spec.direction, Direction::Forward);
         assert_eq!(c.spec.streams, 1);
         assert_eq!(c.format, Format::Human);
+    }
+
+    #[test]
+    fn issue_7_engine_is_resolved_once_into_a_typed_choice() {
+        assert_eq!(tcp("tcp").engine, EngineKind::Syscall);
+        assert_eq!(tcp("tcp --engine syscall").engine, EngineKind::Syscall);
+        for args in [
+            "tcp --engine warp",
+            "udp --engine warp",
+            "server --engine warp",
+        ] {
+            let e = parse(args).expect_err("unknown engine").to_string();
+            assert!(
+                e.contains("unknown engine \"warp\"; this build has: syscall"),
+                "{args}: {e}"
+            );
+        }
+        match parse("server --engine syscall").expect("parses") {
+            Command::Server(s) => assert_eq!(s.engine, EngineKind::Syscall),
+            other => panic!("not a server: {other:?}"),
+        }
     }
 
     #[test]
@@ -741,12 +820,41 @@ mod tests {
             ("tcp --json --csv", "--csv"),
             ("tcp --cpus 9999", "--cpus"),
             ("tcp --engine warp", "engine"),
+            ("tcp --skip-rx-copy", "--skip-rx-copy needs --engine batch"),
+            ("udp 198.18.0.1 --no-gso", "--no-gso needs --engine batch"),
             ("tcp -l 12Q", "--len"),
             ("server --max-concurrent 0", "--max-concurrent"),
         ] {
             let e = parse(args).expect_err(args).to_string();
             assert!(e.contains(needle), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn issue_8_batch_engine_options_resolve_once() {
+        let c = udp("udp 198.18.0.1 --engine batch");
+        assert_eq!(c.engine, EngineKind::Batch(Batch::AUTO));
+        let c = udp("udp 198.18.0.1 --engine batch --no-gso --no-gro");
+        assert_eq!(
+            c.engine,
+            EngineKind::Batch(Batch {
+                gso: Toggle::Off,
+                gro: Toggle::Off,
+                skip_rx_copy: false
+            })
+        );
+        // The last of a pair wins; a kernel without UDP_SEGMENT refuses it.
+        let r = parse("udp 198.18.0.1 --engine batch --no-gso --gso");
+        match &linerate_engine::caps::caps().udp_segment {
+            Ok(()) => assert!(matches!(
+                r.expect("gso on"),
+                Command::Udp(c) if matches!(c.engine, EngineKind::Batch(b) if b.gso == Toggle::On)
+            )),
+            Err(_) => assert!(r.expect_err("refused").to_string().contains("--gso")),
+        }
+        let c = tcp("tcp --engine batch --skip-rx-copy");
+        assert!(matches!(c.engine, EngineKind::Batch(b) if b.skip_rx_copy));
+        assert_eq!(tcp("tcp").engine, EngineKind::Syscall);
     }
 
     #[test]
@@ -817,6 +925,20 @@ mod tests {
             let e = parse(args).expect_err(args).to_string();
             assert!(e.contains(named), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn issue_13_what_no_server_could_run_is_refused_locally() {
+        let e = parse("rr --proto udp -s 70000")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("--sizes") && e.contains("65507"), "{e}");
+        let e = parse("rr --proto udp -s 64 -r 70000")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("--response-size"), "{e}");
+        // A server's own limits (raised with server flags) are its to apply.
+        assert!(parse("tcp -t 100000 -P 1000").is_ok());
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! (as in ripgrep) with shared helpers; modules by feature. Regression tests
 //! are named after their issue (`issue_N_…`).
 
+mod engines;
 mod golden;
 mod harden;
 mod helpers;
 mod host;
 mod netns;
+mod repeat;
 mod rr;
 mod tcp;
 mod udp;

@@ -15,6 +15,8 @@
 //! - [`check`]: what a side checks in its peer's Accept and Results.
 //! - [`session`]: client and server control state machines.
 //! - [`rr`]: the header inside request/response messages.
+//! - [`rr_core`]: request/response bookkeeping (plan, batch timing, tally,
+//!   one-way arithmetic, busy-poll spin budget), with `now` as an argument.
 //! - [`clock`]: the offset between the two ends' clocks, for one-way latency.
 //! - [`datagram`]: the UDP test datagram header, payload pattern and the
 //!   test-only fault schedule.
@@ -22,23 +24,37 @@
 //!   duplicates, late arrivals) and RFC 3550 jitter.
 //! - [`pacing`]: the sender's absolute schedule.
 //! - [`sanitize`]: escaping peer-supplied text before it is printed.
+//! - [`udp_sender`]: the UDP sender's core — pacing, sequence numbers,
+//!   header stamping, faults — handing out batches of datagrams.
+//! - [`udp_receiver`]: the UDP receiver's core — one datagram and its
+//!   arrival time in: classification, sequence tracking, jitter, counters.
+//! - [`interval`]: the interval cutter — boundaries with the warm-up,
+//!   cumulative counters cut into per-interval records.
 //! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
 //!   parameters and results, UDP header and receiver rules) and its client
 //!   and server sessions, so linerate interoperates with real iperf3 peers.
+//! - [`side`]: client or server, the word all of the above share.
+
+pub use side::Side;
 
 pub mod auth;
 pub mod check;
 pub mod clock;
 pub mod datagram;
+pub mod interval;
 pub mod iperf3;
 pub mod limits;
 pub mod measure;
 pub mod pacing;
 pub mod rr;
+pub mod rr_core;
 pub mod sanitize;
 pub mod seq;
 pub mod session;
+pub mod side;
 pub mod spec;
+pub mod udp_receiver;
+pub mod udp_sender;
 pub mod wire;
 
 /// Version of the native control protocol carried in `Hello`.

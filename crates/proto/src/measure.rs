@@ -8,7 +8,7 @@
 use linerate_stats::histogram::Summary;
 use serde::{Deserialize, Serialize};
 
-use crate::wire::Side;
+use crate::side::Side;
 
 /// Whether this side wrote or read on a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +98,29 @@ pub struct UdpSend {
     /// From Start to the first and to the last send, ns.
     pub first_send_ns: u64,
     pub last_send_ns: u64,
+    /// What a batching engine did (absent: one datagram per call).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub batching: Option<Batching>,
+}
+
+/// What a batching engine (`sendmmsg`/`recvmmsg`, GSO, GRO) actually did on
+/// one UDP stream.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Batching {
+    /// Most messages one `sendmmsg`/`recvmmsg` call carries.
+    pub messages_per_call: u32,
+    /// Sender: datagrams per GSO message (`UDP_SEGMENT`); absent: GSO off.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gso_segments: Option<u32>,
+    /// Receiver: `UDP_GRO` was on.
+    #[serde(default)]
+    pub gro: bool,
+    /// Receiver: messages that held more than one datagram (GRO super-buffers).
+    #[serde(default)]
+    pub gro_super_buffers: u64,
+    /// Why GSO or GRO is off where the engine could have used it.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<String>,
 }
 
 /// What a UDP receiver measured on one stream (see `linerate_proto::seq`
@@ -143,6 +166,9 @@ pub struct UdpRecv {
     /// From Start to the first and the last valid datagram, ns.
     pub first_recv_ns: u64,
     pub last_recv_ns: u64,
+    /// What a batching engine did (absent: one datagram per call).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub batching: Option<Batching>,
 }
 
 /// One UDP stream's share of one interval.
@@ -314,6 +340,10 @@ pub struct RrFlowMeasurement {
     pub client_to_server: Option<OneWayMeasurement>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_to_client: Option<OneWayMeasurement>,
+    /// Busy poll only: waits on this flow's socket that spun their whole
+    /// budget and then slept in `poll(2)` (each costs a wake-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_sleeps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -332,6 +362,10 @@ pub struct RrMeasurement {
     /// With busy polling: what the kernel said to `SO_BUSY_POLL`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_poll: Option<String>,
+    /// With busy polling: whether this side's flows spun without
+    /// yielding (a CPU each) or yielded to a peer that may share theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spin: Option<crate::rr_core::SpinMode>,
     /// Client: the clock offset to the server its one-way figures used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<crate::clock::ClockOffset>,
@@ -355,17 +389,4 @@ pub struct SideResults {
     /// UDP tests: the kernel's drop counters on this side.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kernel_udp: Option<KernelUdp>,
-}
-
-impl SideResults {
-    /// Makes the results fit a Results frame: drops the interval records if
-    /// they would push it past the limit.
-    pub fn fit_for_wire(mut self) -> SideResults {
-        let len = serde_json::to_vec(&self).map_or(usize::MAX, |v| v.len());
-        if len > crate::wire::MAX_RESULTS_PAYLOAD {
-            self.intervals.clear();
-            self.intervals_dropped = true;
-        }
-        self
-    }
 }

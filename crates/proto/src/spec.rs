@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wire::Side;
+use crate::side::Side;
 
 /// Transport of the data connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -410,25 +410,12 @@ impl TestSpec {
     /// The stream id (from 1) of flow `flow` in phase `phase`; the same
     /// numbering names a crr transaction's connection.
     pub fn rr_conn_id(&self, phase: u32, flow: u32) -> u32 {
-        phase * u32::from(self.streams.max(1)) + flow + 1
+        crate::rr_core::conn_id(u32::from(self.streams.max(1)), phase, flow)
     }
 
     /// What connection `id` carries in a request/response test, if it is one.
     pub fn rr_conn(&self, id: u32) -> Option<RrConn> {
-        let rr = self.rr.as_ref()?;
-        let flows = u32::from(self.streams.max(1));
-        let phases = rr.phases().len() as u32;
-        let flow_conns = phases.checked_mul(flows)?;
-        let i = id.checked_sub(1)?;
-        if i < flow_conns {
-            return Some(RrConn::Flow {
-                phase: i / flows,
-                flow: i % flows,
-            });
-        }
-        let load = i - flow_conns;
-        (self.kind == TestKind::Rr && load < u32::from(rr.under_load))
-            .then_some(RrConn::Load { index: load })
+        self.rr_plan()?.conn(id)
     }
 }
 
@@ -466,6 +453,27 @@ impl Default for ServerLimits {
             max_test_memory: crate::limits::DEFAULT_MAX_TEST_MEMORY,
             max_rate_bps: None,
             handshake_timeout_ms: crate::session::HANDSHAKE_TIMEOUT.as_millis() as u64,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// No server-chosen limit at all: what [`negotiate`] still refuses
+    /// against these is what no server could run (a UDP message over one
+    /// datagram, zero streams, …), so a client checks its own spec against
+    /// them before sending it and says so as a usage error.
+    pub fn unlimited() -> Self {
+        ServerLimits {
+            max_streams: u16::MAX,
+            max_len: u32::MAX,
+            max_time_ms: u64::MAX,
+            max_omit_ms: u64::MAX,
+            max_window: u32::MAX,
+            min_interval_ms: 0,
+            max_interval_ms: u64::MAX,
+            max_test_memory: u64::MAX,
+            max_rate_bps: None,
+            ..ServerLimits::default()
         }
     }
 }

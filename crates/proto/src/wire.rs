@@ -42,7 +42,8 @@ pub const MAX_PAYLOAD: usize = 64 * 1024;
 pub const MAX_RESULTS_PAYLOAD: usize = 16 * 1024 * 1024;
 /// Length of the per-test token that identifies data connections.
 pub const TOKEN_LEN: usize = 16;
-const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
+/// Payload bytes of a `DataHello` frame.
+pub const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
 
 /// Errors while decoding a frame. Each means the peer is not speaking this
 /// protocol correctly; the connection should be answered (if possible) and closed.
@@ -130,9 +131,10 @@ mod kind {
     pub const SEND_DONE: u8 = 8;
     pub const CLOCK_PROBE: u8 = 9;
     pub const CLOCK_REPLY: u8 = 10;
-    pub const AUTH_INIT: u8 = 11;
-    pub const AUTH_CHALLENGE: u8 = 12;
-    pub const AUTH_PROOF: u8 = 13;
+    pub const STOP: u8 = 11;
+    pub const AUTH_INIT: u8 = 12;
+    pub const AUTH_CHALLENGE: u8 = 13;
+    pub const AUTH_PROOF: u8 = 14;
 }
 
 /// Client's first control frame: who it is and what test it proposes.
@@ -188,22 +190,9 @@ pub struct Refuse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Token(pub [u8; TOKEN_LEN]);
 
-/// Which side writes on a data connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Side {
-    Client,
-    Server,
-}
-
-impl Side {
-    pub fn other(self) -> Side {
-        match self {
-            Side::Client => Side::Server,
-            Side::Server => Side::Client,
-        }
-    }
-}
+// `Side` lives in its own module (spec and measure use it too); it is
+// re-exported here, where the frames that carry it are.
+pub use crate::side::Side;
 
 /// First frame on a data connection: which test and which stream it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,6 +200,14 @@ pub struct DataHello {
     pub token: Token,
     pub stream: u32,
     pub sender: Side,
+}
+
+impl DataHello {
+    /// Appends this greeting's frame to `out` (a crr transaction writes it
+    /// and its request in one call).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        encode(&Message::DataHello(*self), out);
+    }
 }
 
 /// A sending stream's final sequence count, so the receiver knows exactly
@@ -268,6 +265,11 @@ pub enum Message {
     ClockProbe(ClockProbe),
     ClockReply(ClockReply),
     SendDone(SendDone),
+    /// Client → server while running: finish now, as if the test's limit
+    /// were reached (senders stop and shut down, receivers drain, results
+    /// are exchanged as usual). Sent when the user interrupts a test, so
+    /// what was measured is still reported.
+    Stop,
     /// `--auth-key` handshake ([`crate::auth`]), before the Hello.
     AuthInit(AuthInit),
     AuthChallenge(AuthChallenge),
@@ -287,6 +289,7 @@ impl Message {
             Message::ClockProbe(_) => "ClockProbe",
             Message::ClockReply(_) => "ClockReply",
             Message::SendDone(_) => "SendDone",
+            Message::Stop => "Stop",
             Message::AuthInit(_) => "AuthInit",
             Message::AuthChallenge(_) => "AuthChallenge",
             Message::AuthProof(_) => "AuthProof",
@@ -310,6 +313,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::ClockProbe(_) => kind::CLOCK_PROBE,
         Message::ClockReply(_) => kind::CLOCK_REPLY,
         Message::SendDone(_) => kind::SEND_DONE,
+        Message::Stop => kind::STOP,
         Message::AuthInit(_) => kind::AUTH_INIT,
         Message::AuthChallenge(_) => kind::AUTH_CHALLENGE,
         Message::AuthProof(_) => kind::AUTH_PROOF,
@@ -329,7 +333,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::AuthInit(m) => write_json(out, m),
         Message::AuthChallenge(m) => write_json(out, m),
         Message::AuthProof(m) => write_json(out, m),
-        Message::Start => {}
+        Message::Start | Message::Stop => {}
         Message::DataHello(d) => {
             out.extend_from_slice(&d.token.0);
             out.extend_from_slice(&d.stream.to_be_bytes());
@@ -411,14 +415,19 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind::AUTH_INIT => Message::AuthInit(json("AuthInit", payload)?),
         kind::AUTH_CHALLENGE => Message::AuthChallenge(json("AuthChallenge", payload)?),
         kind::AUTH_PROOF => Message::AuthProof(json("AuthProof", payload)?),
-        kind::START => {
+        kind::START | kind::STOP => {
+            let (name, msg) = if k == kind::START {
+                ("Start", Message::Start)
+            } else {
+                ("Stop", Message::Stop)
+            };
             if !payload.is_empty() {
                 return Err(WireError::Malformed {
-                    kind: "Start",
+                    kind: name,
                     reason: format!("expected no payload, got {} bytes", payload.len()),
                 });
             }
-            Message::Start
+            msg
         }
         kind::DATA_HELLO => {
             let malformed = |reason: String| WireError::Malformed {
@@ -462,6 +471,33 @@ pub enum Greeting {
     Unknown,
 }
 
+/// What the first bytes of a connection say about a data greeting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataGreeting {
+    /// Not enough bytes to tell yet.
+    NeedMore,
+    /// Anything but a `DataHello` frame (a control greeting, garbage).
+    Other,
+    /// A `DataHello` frame of `usize` bytes; what follows is the stream's.
+    Hello(DataHello, usize),
+}
+
+/// Looks for a `DataHello` frame at the start of `buf` (bytes peeked, not
+/// consumed, so a connection that turns out to be something else can be
+/// handled from its first byte).
+pub fn data_greeting(buf: &[u8]) -> DataGreeting {
+    let prefix = [MAGIC[0], MAGIC[1], FRAME_VERSION, kind::DATA_HELLO];
+    let n = buf.len().min(prefix.len());
+    if buf[..n] != prefix[..n] {
+        return DataGreeting::Other;
+    }
+    match decode(buf) {
+        Ok(Some((Message::DataHello(h), used))) => DataGreeting::Hello(h, used),
+        Ok(None) => DataGreeting::NeedMore,
+        _ => DataGreeting::Other,
+    }
+}
+
 /// Classifies a new connection from its first byte(s).
 pub fn classify_greeting(first: &[u8]) -> Greeting {
     match first.first() {
@@ -477,6 +513,31 @@ mod tests {
     use super::*;
     use crate::spec::TestSpec;
     use proptest::prelude::*;
+
+    #[test]
+    fn data_greeting_is_found_from_its_first_bytes() {
+        let h = DataHello {
+            token: Token([7; TOKEN_LEN]),
+            stream: 3,
+            sender: Side::Client,
+        };
+        let mut frame = Vec::new();
+        h.encode(&mut frame);
+        let n = frame.len();
+        frame.extend_from_slice(b"request");
+        for cut in 0..n {
+            assert_eq!(
+                data_greeting(&frame[..cut]),
+                DataGreeting::NeedMore,
+                "{cut}"
+            );
+        }
+        assert_eq!(data_greeting(&frame), DataGreeting::Hello(h, n));
+        assert_eq!(n, HEADER_LEN + DATA_HELLO_LEN);
+        let hello = to_bytes(&Message::Start);
+        assert_eq!(data_greeting(&hello[..4]), DataGreeting::Other);
+        assert_eq!(data_greeting(b"x"), DataGreeting::Other);
+    }
 
     fn sample_messages() -> Vec<Message> {
         vec![
@@ -502,6 +563,7 @@ mod tests {
                 sender: Side::Server,
             }),
             Message::Start,
+            Message::Stop,
             Message::Results(Box::default()),
             Message::Abort(Abort {
                 reason: "interrupted".into(),

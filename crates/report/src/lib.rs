@@ -12,6 +12,7 @@ pub mod model;
 pub mod plot;
 pub mod plot_rr;
 pub mod render;
+pub mod repeat;
 mod rr;
 
 pub use model::Report;

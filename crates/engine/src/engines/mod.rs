@@ -13,9 +13,10 @@
 //! every loop.
 //!
 //! Engines are chosen once, as an [`EngineKind`] in the validated config, and
-//! dispatched statically ([`with_engine!`]) at the top of a stream's thread:
+//! dispatched statically (`with_engine!`) at the top of a stream's thread:
 //! no indirect call per buffer or datagram.
 
+pub mod batch;
 pub mod syscall;
 
 use std::fmt;
@@ -23,9 +24,16 @@ use std::io;
 use std::net::{TcpStream, UdpSocket};
 use std::str::FromStr;
 
+pub use batch::Batch;
 pub use syscall::Syscall;
 
+use linerate_proto::measure::Batching;
+
 use crate::EngineError;
+
+/// Bytes per receive slot: the largest datagram a receiver takes without
+/// truncation (a UDP payload cannot be larger).
+pub const RECV_BUF: usize = 65536;
 
 /// The engine a side runs: parsed from `--engine` once, carried as a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -34,16 +42,20 @@ pub enum EngineKind {
     /// that works everywhere, under LD_PRELOAD kernel-bypass libraries too.
     #[default]
     Syscall,
+    /// `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `writev` of large TCP
+    /// writes, optionally `MSG_TRUNC` TCP receives; with its options.
+    Batch(Batch),
 }
 
 impl EngineKind {
     /// Every engine this build has, in the order `--engine` lists them.
-    pub const ALL: &'static [EngineKind] = &[EngineKind::Syscall];
+    pub const ALL: &'static [EngineKind] = &[EngineKind::Syscall, EngineKind::Batch(Batch::AUTO)];
 
     /// The name in `--engine` and in reports.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Syscall => "syscall",
+            EngineKind::Batch(_) => "batch",
         }
     }
 
@@ -61,13 +73,28 @@ impl EngineKind {
     pub fn check(self) -> Result<EngineKind, EngineError> {
         match self {
             EngineKind::Syscall => Ok(self),
+            EngineKind::Batch(b) => match b.unavailable() {
+                None => Ok(self),
+                Some(reason) => Err(EngineError::EngineUnavailable {
+                    engine: self,
+                    reason,
+                }),
+            },
         }
     }
 }
 
+/// The name and the options that differ from the engine's defaults, as
+/// flags (`batch --no-gso`): what reports name as a side's engine.
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.name())?;
+        if let EngineKind::Batch(b) = self {
+            for flag in b.flags() {
+                write!(f, " {flag}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -96,6 +123,10 @@ macro_rules! with_engine {
                 let $e = $crate::engines::Syscall;
                 $body
             }
+            $crate::engines::EngineKind::Batch(options) => {
+                let $e = options;
+                $body
+            }
         }
     };
 }
@@ -105,7 +136,9 @@ pub(crate) use with_engine;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
     /// Block until the socket is ready or its timeout (`SO_RCVTIMEO` /
-    /// `SO_SNDTIMEO`, set by the loop) passes, then report `WouldBlock`.
+    /// `SO_SNDTIMEO`, set when the socket was prepared: [`crate::stream::POLL`]
+    /// for TCP streams, [`crate::udp::RECV_POLL`] for UDP receivers) passes,
+    /// then report `WouldBlock`.
     Block,
     /// Return at once (`MSG_DONTWAIT`): busy polling, or draining what is
     /// already queued.
@@ -142,8 +175,6 @@ impl WaitPolicy {
 /// Engines are small `Copy` values (their options, if any); the generic
 /// loops take `E: Engine` and are monomorphised, so calls are direct.
 pub trait Engine: Copy + Send + Sync + 'static {
-    /// Which engine this is (for reports).
-    const KIND: EngineKind;
     type UdpTx: UdpTx;
     type UdpRx: UdpRx;
     type TcpTx: TcpTx;
@@ -169,6 +200,11 @@ pub trait UdpTx: Send {
     /// not even the first was accepted (the rest is offered again).
     fn send_batch(&mut self, sock: &UdpSocket, batch: TxBatch<'_>, wait: Wait)
         -> io::Result<usize>;
+    /// What a batching engine did, for the stream's report (`None`: one
+    /// datagram per call).
+    fn batching(&self) -> Option<Batching> {
+        None
+    }
 }
 
 /// Receiving datagrams on one connected UDP socket.
@@ -184,6 +220,11 @@ pub trait UdpRx: Send {
         slots: &mut RecvSlots,
         wait: Wait,
     ) -> io::Result<usize>;
+    /// What a batching engine did, for the stream's report (`None`: one
+    /// datagram per call).
+    fn batching(&self) -> Option<Batching> {
+        None
+    }
 }
 
 /// Writing a TCP byte stream.
@@ -191,6 +232,19 @@ pub trait TcpTx: Send {
     /// Writes from `buf`; returns the bytes the kernel took (0: the
     /// connection can take no more).
     fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize>;
+    /// Writes `buf` up to `times` times over in one call where the engine
+    /// batches writes (the stream's bytes are the buffer repeated, so this
+    /// is the same stream with fewer calls); returns the bytes taken. The
+    /// default writes it once.
+    fn write_repeated(
+        &mut self,
+        sock: &TcpStream,
+        buf: &[u8],
+        _times: usize,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        self.write(sock, buf, wait)
+    }
     /// Before the write side is shut down: completes what is outstanding
     /// (zero-copy completions). Plain writes have nothing to complete.
     fn finish(&mut self, _sock: &TcpStream) -> io::Result<()> {
@@ -350,7 +404,7 @@ mod tests {
         let e = "warp".parse::<EngineKind>().expect_err("unknown");
         assert_eq!(
             e.to_string(),
-            "unknown engine \"warp\"; this build has: syscall"
+            "unknown engine \"warp\"; this build has: syscall, batch"
         );
     }
 

@@ -20,6 +20,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::exchange::Exchange;
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
@@ -71,9 +72,7 @@ enum State {
     AwaitStart,
     Running {
         started: Instant,
-        local: Option<SideResults>,
-        remote: Option<SideResults>,
-        send_done: bool,
+        exchange: Exchange,
     },
     Done {
         local: SideResults,
@@ -115,6 +114,8 @@ pub struct ClientSession {
     /// Arrival time (monotonic ns) of the bytes being received.
     rx_ns: Option<u64>,
     clock: Option<ClockOffset>,
+    /// The user stopped the test before its limit ([`Self::stop_early`]).
+    stopped_early: bool,
 }
 
 impl ClientSession {
@@ -138,6 +139,7 @@ impl ClientSession {
             boot_id: None,
             rx_ns: None,
             clock: None,
+            stopped_early: false,
         }
     }
 
@@ -323,21 +325,19 @@ impl ClientSession {
                 self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
                 self.state = State::Running {
                     started: now,
-                    local: None,
-                    remote: None,
-                    send_done: false,
+                    exchange: Exchange::default(),
                 };
                 self.actions.push_back(ClientAction::StartStreams);
             }
-            (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
+            (State::Running { exchange, .. }, Message::Results(r)) if !exchange.has_remote() => {
                 let spec = self.spec.as_ref().unwrap_or(&self.asked);
                 if let Err(why) = crate::check::check_results(spec, &r) {
                     return self.refuse_peer("Results", why);
                 }
-                let State::Running { remote, .. } = &mut self.state else {
+                let State::Running { exchange, .. } = &mut self.state else {
                     return;
                 };
-                *remote = Some(*r);
+                exchange.remote_arrived(*r);
                 self.try_complete();
             }
             (State::Running { .. }, Message::SendDone(d))
@@ -398,22 +398,15 @@ impl ClientSession {
     /// UDP: every sending stream of this side finished; tell the server how
     /// many sequence numbers each issued (once).
     pub fn local_senders_finished(&mut self, streams: Vec<SentCount>) {
-        if let State::Running { send_done, .. } = &mut self.state {
-            if !*send_done {
-                *send_done = true;
-                self.outbox.push(&Message::SendDone(SendDone { streams }));
-            }
+        if let State::Running { exchange, .. } = &mut self.state {
+            exchange.senders_finished(streams, &mut self.outbox);
         }
     }
 
     /// This side's streams have all ended; `results` is what it measured.
     pub fn local_finished(&mut self, results: SideResults, now: Instant) {
-        let results = results.fit_for_wire();
-        if let State::Running { local, .. } = &mut self.state {
-            if local.is_none() {
-                self.outbox
-                    .push(&Message::Results(Box::new(results.clone())));
-                *local = Some(results);
+        if let State::Running { exchange, .. } = &mut self.state {
+            if exchange.local_finished(results, &mut self.outbox) {
                 self.deadline = Some(now + RESULTS_TIMEOUT);
                 self.try_complete();
             }
@@ -421,17 +414,35 @@ impl ClientSession {
     }
 
     fn try_complete(&mut self) {
-        if let State::Running {
-            local: local @ Some(_),
-            remote: remote @ Some(_),
-            ..
-        } = &mut self.state
-        {
-            if let (Some(local), Some(remote)) = (local.take(), remote.take()) {
+        if let State::Running { exchange, .. } = &mut self.state {
+            if let Some((local, remote)) = exchange.take_both() {
                 self.state = State::Done { local, remote };
                 self.deadline = None;
             }
         }
+    }
+
+    /// The user interrupted a running test: ask the server to finish now as
+    /// if the test's limit were reached, so both sides still exchange what
+    /// they measured. The caller stops this side's senders. Returns false
+    /// (and does nothing) when the test is not running or this side has
+    /// already finished: then [`Self::abort`] is the way out.
+    pub fn stop_early(&mut self) -> bool {
+        match &self.state {
+            State::Running { exchange, .. }
+                if exchange.streams_running() && !self.stopped_early =>
+            {
+                self.outbox.push(&Message::Stop);
+                self.stopped_early = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True once [`Self::stop_early`] asked the server to finish.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
     }
 
     /// The user interrupted the test: tell the server and stop.
@@ -456,7 +467,9 @@ impl ClientSession {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
             let what = match &self.state {
-                State::Running { local: None, .. } => "waiting for the data streams to finish",
+                State::Running { exchange, .. } if exchange.streams_running() => {
+                    "waiting for the data streams to finish"
+                }
                 State::Running { .. } => "waiting for the server's results",
                 s => s.name(),
             };
@@ -475,10 +488,12 @@ impl ClientSession {
     }
 
     fn fail(&mut self, err: SessionError) {
-        if matches!(
-            self.state,
-            State::Connecting | State::AwaitStart | State::Running { local: None, .. }
-        ) {
+        let streams_may_run = match &self.state {
+            State::Connecting | State::AwaitStart => true,
+            State::Running { exchange, .. } => exchange.streams_running(),
+            _ => false,
+        };
+        if streams_may_run {
             self.actions.push_back(ClientAction::AbortStreams);
         }
         self.state = State::Failed(err);

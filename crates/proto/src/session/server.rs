@@ -24,6 +24,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
+use super::exchange::Exchange;
 use super::{data_deadline, Inbox, Outbox, SessionError, RESULTS_TIMEOUT};
 use crate::auth::ServerAuth;
 use crate::measure::SideResults;
@@ -65,6 +66,10 @@ pub enum ServerAction {
     StartStreams,
     /// Stop and close the data streams; the test has failed.
     AbortStreams,
+    /// The client asked to finish now (its user interrupted the test):
+    /// stop the senders as if the test's limit were reached; the test ends
+    /// and results are exchanged as usual.
+    StopStreams,
 }
 
 #[derive(Debug)]
@@ -77,11 +82,7 @@ enum State {
         plan: Vec<StreamPlan>,
         attached: BTreeSet<u32>,
     },
-    Running {
-        local: Option<SideResults>,
-        remote: Option<SideResults>,
-        send_done: bool,
-    },
+    Running(Exchange),
     Done {
         local: SideResults,
         remote: SideResults,
@@ -97,7 +98,7 @@ impl State {
             State::AwaitHello => "waiting for the client's hello",
             State::AwaitPorts { .. } => "binding data sockets",
             State::AwaitStreams { .. } => "waiting for data connections",
-            State::Running { .. } => "running the test",
+            State::Running(_) => "running the test",
             State::Done { .. } => "finished",
             State::Refused(_) => "refused",
             State::Failed(_) => "failed",
@@ -138,6 +139,8 @@ pub struct ServerSession {
     at_max_time: bool,
     /// `--auth-key`: the Hello is refused until the client proved the key.
     auth: Option<ServerAuth>,
+    /// The client stopped the test before its limit.
+    stopped_early: bool,
 }
 
 impl ServerSession {
@@ -167,6 +170,7 @@ impl ServerSession {
             rx_ns: None,
             at_max_time: false,
             auth: None,
+            stopped_early: false,
         }
     }
 
@@ -175,6 +179,12 @@ impl ServerSession {
     pub fn with_auth(mut self, auth: Option<ServerAuth>) -> Self {
         self.auth = auth;
         self
+    }
+
+    /// True when the client stopped the test before its limit (its user
+    /// interrupted it); the results cover the time until then.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
     }
 
     /// Sets this host's boot id, sent with clock replies.
@@ -193,13 +203,7 @@ impl ServerSession {
     /// True once the client's results arrived (a crr server ends its side then:
     /// the client has closed every connection).
     pub fn peer_results_received(&self) -> bool {
-        matches!(
-            self.state,
-            State::Running {
-                remote: Some(_),
-                ..
-            }
-        )
+        matches!(&self.state, State::Running(x) if x.has_remote())
     }
 
     pub fn outbox(&mut self) -> &mut Outbox {
@@ -356,7 +360,7 @@ impl ServerSession {
                     }
                 }
             }
-            (State::AwaitStreams { .. } | State::Running { .. }, Message::ClockProbe(p)) => {
+            (State::AwaitStreams { .. } | State::Running(_), Message::ClockProbe(p)) => {
                 // Receive and send times are the same reading: the reply
                 // leaves right after, and the gap only widens the client's
                 // bound (see crate::clock), it cannot bias the estimate.
@@ -373,7 +377,7 @@ impl ServerSession {
                     boot_id: self.boot_id.clone(),
                 }));
             }
-            (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
+            (State::Running(x), Message::Results(r)) if !x.has_remote() => {
                 if let Some(Err(why)) = self
                     .spec
                     .as_ref()
@@ -381,13 +385,19 @@ impl ServerSession {
                 {
                     return self.refuse_peer("Results", why);
                 }
-                let State::Running { remote, .. } = &mut self.state else {
+                let State::Running(x) = &mut self.state else {
                     return;
                 };
-                *remote = Some(*r);
+                x.remote_arrived(*r);
                 self.try_complete();
             }
-            (State::Running { .. }, Message::SendDone(d))
+            (State::Running(x), Message::Stop) => {
+                if x.streams_running() && !self.stopped_early {
+                    self.stopped_early = true;
+                    self.actions.push_back(ServerAction::StopStreams);
+                }
+            }
+            (State::Running(_), Message::SendDone(d))
                 if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>
             {
                 self.actions.push_back(ServerAction::PeerSendDone(d));
@@ -477,11 +487,8 @@ impl ServerSession {
     /// UDP: every sending stream of this side finished; tell the client how
     /// many sequence numbers each issued (once).
     pub fn local_senders_finished(&mut self, streams: Vec<SentCount>) {
-        if let State::Running { send_done, .. } = &mut self.state {
-            if !*send_done {
-                *send_done = true;
-                self.outbox.push(&Message::SendDone(SendDone { streams }));
-            }
+        if let State::Running(x) = &mut self.state {
+            x.senders_finished(streams, &mut self.outbox);
         }
     }
 
@@ -526,21 +533,13 @@ impl ServerSession {
         let planned = self.spec.as_ref().and_then(|s| data_deadline(s, now));
         self.at_max_time = planned.is_none();
         self.deadline = Some(planned.unwrap_or(cap));
-        self.state = State::Running {
-            local: None,
-            remote: None,
-            send_done: false,
-        };
+        self.state = State::Running(Exchange::default());
     }
 
     /// This side's streams have all ended.
     pub fn local_finished(&mut self, results: SideResults, now: Instant) {
-        let results = results.fit_for_wire();
-        if let State::Running { local, .. } = &mut self.state {
-            if local.is_none() {
-                self.outbox
-                    .push(&Message::Results(Box::new(results.clone())));
-                *local = Some(results);
+        if let State::Running(x) = &mut self.state {
+            if x.local_finished(results, &mut self.outbox) {
                 self.deadline = Some(now + RESULTS_TIMEOUT);
                 self.try_complete();
             }
@@ -548,13 +547,8 @@ impl ServerSession {
     }
 
     fn try_complete(&mut self) {
-        if let State::Running {
-            local: local @ Some(_),
-            remote: remote @ Some(_),
-            ..
-        } = &mut self.state
-        {
-            if let (Some(local), Some(remote)) = (local.take(), remote.take()) {
+        if let State::Running(x) = &mut self.state {
+            if let Some((local, remote)) = x.take_both() {
                 self.state = State::Done { local, remote };
                 self.deadline = None;
             }
@@ -591,7 +585,7 @@ impl ServerSession {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d)
             && self.at_max_time
-            && matches!(self.state, State::Running { local: None, .. })
+            && matches!(&self.state, State::Running(x) if x.streams_running())
         {
             // Tell the client why its test ends, in the server's terms.
             let why = format!(
@@ -602,8 +596,10 @@ impl ServerSession {
         }
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
             let what = match &self.state {
-                State::Running { local: None, .. } => "waiting for the data streams to finish",
-                State::Running { .. } => "waiting for the client's results",
+                State::Running(x) if x.streams_running() => {
+                    "waiting for the data streams to finish"
+                }
+                State::Running(_) => "waiting for the client's results",
                 s => s.name(),
             };
             self.fail(SessionError::Timeout(what));
@@ -620,12 +616,12 @@ impl ServerSession {
     }
 
     fn fail(&mut self, err: SessionError) {
-        if matches!(
-            self.state,
-            State::AwaitPorts { .. }
-                | State::AwaitStreams { .. }
-                | State::Running { local: None, .. }
-        ) {
+        let streams_may_run = match &self.state {
+            State::AwaitPorts { .. } | State::AwaitStreams { .. } => true,
+            State::Running(x) => x.streams_running(),
+            _ => false,
+        };
+        if streams_may_run {
             self.actions.push_back(ServerAction::AbortStreams);
         }
         self.state = State::Failed(err);
