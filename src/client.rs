@@ -15,6 +15,7 @@ use anyhow::{anyhow, Context, Result};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{clock, socket};
+use linerate_proto::auth::{ClientAuth, NONCE_LEN};
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
@@ -85,8 +86,8 @@ fn run_with(
     let (host, port) = match &cfg.target {
         Target::Remote { host, port } => (host.clone(), *port),
         Target::Embedded => {
-            embedded =
-                server::spawn_embedded(cfg.engine).context("starting the embedded server")?;
+            embedded = server::spawn_embedded(cfg.engine, cfg.auth_key.clone())
+                .context("starting the embedded server")?;
             ("127.0.0.1".to_string(), embedded.port())
         }
     };
@@ -95,13 +96,17 @@ fn run_with(
         .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
     let mut ctrl = ControlConn::new(ctrl_sock)?;
+    let mut session =
+        ClientSession::new(cfg.spec.clone(), &software(), Instant::now()).with_boot_id(boot_id);
+    if let Some(key) = &cfg.auth_key {
+        session = session.with_auth(ClientAuth::new(key.clone(), nonce()?));
+    }
     let mut test = ClientTest {
         cfg,
         engine: cfg.engine,
         peer,
         embedded: matches!(cfg.target, Target::Embedded),
-        session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
-            .with_boot_id(boot_id),
+        session,
         sink,
         run: None,
         pending: Vec::new(),
@@ -111,13 +116,26 @@ fn run_with(
         token: None,
         last_interval: None,
     };
-    let result = control::drive(&mut test, &mut ctrl)
+    let driven = control::drive(&mut test, &mut ctrl);
+    if driven.is_ok() && matches!(test.session.outcome(), Some(Ok(_))) {
+        // The server closes after it released the test's slot: a next
+        // test started at once is then never told "busy".
+        ctrl.wait_closed(Duration::from_secs(1));
+    }
+    let result = driven
         .map_err(ClientError::from)
         .and_then(|()| test.finish());
     if let Some(run) = &test.run {
         run.abort();
     }
     result
+}
+
+/// Fresh random bytes for an authentication nonce.
+pub fn nonce() -> Result<[u8; NONCE_LEN]> {
+    let mut n = [0u8; NONCE_LEN];
+    getrandom::fill(&mut n).map_err(|e| anyhow!("no randomness for the auth nonce: {e}"))?;
+    Ok(n)
 }
 
 struct ClientTest<'a, 's> {
@@ -341,6 +359,7 @@ impl<'a> ClientTest<'a, '_> {
                     RefuseCode::Invalid => "server refused the parameters",
                     RefuseCode::Version => "protocol version mismatch",
                     RefuseCode::Internal => "server error",
+                    RefuseCode::Auth => "authentication failed",
                 };
                 Err(ClientError::Refused(format!("{what}: {message}")))
             }

@@ -6,6 +6,7 @@ mod client;
 mod control;
 mod host;
 mod log;
+mod metrics;
 mod repeat;
 mod server;
 mod sweep;

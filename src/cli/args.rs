@@ -92,6 +92,16 @@ what was measured until then, marked as interrupted).";
 pub struct Cli {
     #[command(subcommand)]
     pub command: Cmd,
+    /// Pre-shared key file: client and server prove they hold it (HMAC-SHA256
+    /// challenge-response; the key never crosses the wire). Both sides must
+    /// use the same key, or neither.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "LINERATE_AUTH_KEY_FILE"
+    )]
+    pub auth_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -240,6 +250,10 @@ pub struct ServerArgs {
     pub cpus: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub guard: super::server::GuardArgs,
+    #[command(flatten)]
+    pub fleet: super::server::FleetArgs,
 }
 
 #[derive(Debug, Args)]

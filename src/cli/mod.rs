@@ -7,6 +7,7 @@ mod generate;
 mod host;
 mod netperf;
 mod repeat;
+mod server;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -42,12 +43,22 @@ pub struct ClientConfig {
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
+    /// `--auth-key`: authenticate to the server with this key.
+    pub auth_key: Option<linerate_proto::auth::AuthKey>,
     /// `--iface DEV`: the interface whose counters the report adds.
     pub iface: Option<String>,
 }
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// Connection-level limits: address filters, connection cap, rates.
+    pub guard: crate::server::guard::GuardConfig,
+    /// `--auth-key`: clients must prove they hold this key.
+    pub auth_key: Option<linerate_proto::auth::AuthKey>,
+    /// `--metrics ADDR:PORT`: serve Prometheus text there.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// `--json-lines FILE`: a record per completed test.
+    pub json_lines: Option<PathBuf>,
     pub bind: Option<IpAddr>,
     pub port: u16,
     pub once: bool,
@@ -195,6 +206,7 @@ fn client_config(
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
+        auth_key: None,
         iface: None,
     })
 }
@@ -593,7 +605,20 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
     })
 }
 
-fn validate(mut cli: args::Cli) -> Result<Command> {
+fn validate(cli: args::Cli) -> Result<Command> {
+    let key = server::load_key(cli.auth_key.as_deref())?;
+    let mut cmd = validate_command(cli)?;
+    match &mut cmd {
+        Command::Server(s) => s.auth_key = key,
+        Command::Tcp(c) | Command::Udp(c) => c.auth_key = key,
+        Command::Rr(r) => r.client.auth_key = key,
+        Command::Sweep(s) => s.base.auth_key = key,
+        _ => {}
+    }
+    Ok(cmd)
+}
+
+fn validate_command(mut cli: args::Cli) -> Result<Command> {
     let host_flags = host::take_test_flags(&mut cli.command);
     let repeat_flags = repeat::take(&mut cli.command);
     let cmd = match cli.command {
@@ -617,7 +642,12 @@ fn validate(mut cli: args::Cli) -> Result<Command> {
             if let Some(t) = &s.max_time {
                 limits.max_time_ms = duration_ms("--max-time", t)?;
             }
+            let guard = server::validate(&s.guard, &mut limits)?;
             Ok(Command::Server(ServerConfig {
+                guard,
+                auth_key: None,
+                metrics: s.fleet.metrics,
+                json_lines: s.fleet.json_lines_file,
                 bind: s.bind,
                 port: s.port,
                 once: s.once,

@@ -4,6 +4,7 @@
 
 mod engines;
 mod golden;
+mod harden;
 mod helpers;
 mod host;
 mod netns;
