@@ -158,10 +158,18 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
     let Some(report) = repeat::build(cfg.n, &reports, failed) else {
         return Err(anyhow!("all {} trials failed", cfg.n).into());
     };
-    let mut out = stdout.lock();
-    repeat::render(&mut out, test.format, &report)
-        .and_then(|()| out.flush())
-        .context("writing output")?;
+    {
+        let mut out = stdout.lock();
+        repeat::render(&mut out, test.format, &report)
+            .and_then(|()| out.flush())
+            .context("writing output")?;
+    }
+    if let Some(path) = &cfg.plot {
+        let svg = linerate_report::plot_extra::repeat_svg(&report)
+            .with_context(|| format!("plotting {}", path.display()))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    crate::html::repeated(test, &report, reports.last())?;
     Ok(report)
 }
 

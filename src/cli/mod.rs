@@ -43,6 +43,8 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// `--iface DEV`: the interface whose counters the report adds.
     pub iface: Option<String>,
+    /// `--report FILE.html`: also write the HTML page.
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -195,6 +197,7 @@ fn client_config(
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
         iface: None,
+        report: None,
     })
 }
 
