@@ -143,11 +143,16 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
             Ok(r) => reports.push(r),
             // Refusals and Ctrl-C end the run: every trial would be refused
             // alike, and the user asked to stop.
-            Err(e @ (ClientError::Refused(_) | ClientError::Interrupted)) => {
+            Err(e @ (ClientError::Refused(_) | ClientError::Interrupted { .. })) => {
                 if let Some(b) = &bar {
                     b.finish_and_clear();
                 }
-                return Err(e);
+                // A trial's own report is not printed here: nothing of the
+                // repeat run is on stdout yet.
+                return Err(match e {
+                    ClientError::Interrupted { .. } => ClientError::Interrupted { reported: false },
+                    e => e,
+                });
             }
             Err(e) => failed.push(format!("trial {i}: {e:#}")),
         }

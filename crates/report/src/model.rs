@@ -7,6 +7,7 @@
 use linerate_host::counters::Traffic;
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::{KernelUdp, TcpInfo, UdpInterval};
+use linerate_proto::rr_core::SpinMode;
 use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, TestSpec, UdpSpec};
 use linerate_proto::wire::Side;
 use linerate_stats::histogram::Summary;
@@ -58,17 +59,24 @@ pub struct TestInfo {
     pub reported_by: Side,
     /// `tcp` or `udp`.
     pub protocol: String,
-    pub direction: Direction,
-    /// Streams per sending direction.
+    /// Which way the streams send (stream tests only: request/response
+    /// tests say what they ran in `rr`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub direction: Option<Direction>,
+    /// Streams per sending direction (request/response: flows).
     pub streams: u16,
-    /// Time (ms) or byte limit.
-    pub limit: Limit,
-    /// Bytes per read/write call.
-    pub len: u32,
-    /// Omitted warm-up, seconds.
-    pub omit_s: f64,
-    /// Interval length, seconds.
-    pub interval_s: f64,
+    /// Time (ms), byte or datagram limit (stream tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub limit: Option<Limit>,
+    /// Bytes per read/write call; UDP: the datagram size (stream tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub len: Option<u32>,
+    /// Omitted warm-up, seconds (stream tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub omit_s: Option<f64>,
+    /// Interval length, seconds (stream tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interval_s: Option<f64>,
     /// Requested TCP options as agreed with the server.
     pub tcp: TcpOptions,
     /// UDP parameters as agreed with the server (UDP tests only).
@@ -87,6 +95,9 @@ pub struct TestInfo {
     pub client_software: String,
     pub server_software: String,
     pub client_engine: String,
+    /// Absent until the server's results say it (the `--json-lines` start
+    /// record).
+    #[serde(skip_serializing_if = "String::is_empty", default)]
     pub server_engine: String,
     /// Unix time the test started, milliseconds.
     pub start_unix_ms: u64,
@@ -100,16 +111,19 @@ impl TestInfo {
     /// The fields that follow from the agreed spec; who ran it, where and
     /// with what are left empty for the caller to fill in.
     pub fn from_spec(spec: &TestSpec, reported_by: Side) -> TestInfo {
+        // A request/response test has no direction, write size, limit,
+        // warm-up or intervals of its own (issue 13): `rr` has its figures.
+        let stream = (spec.kind == TestKind::Stream).then_some(spec);
         TestInfo {
             kind: spec.kind,
             reported_by,
             protocol: spec.protocol.name().into(),
-            direction: spec.direction,
+            direction: stream.map(|s| s.direction),
             streams: spec.streams,
-            limit: spec.limit,
-            len: spec.len,
-            omit_s: spec.omit_ms as f64 / 1e3,
-            interval_s: spec.interval_ms as f64 / 1e3,
+            limit: stream.map(|s| s.limit),
+            len: stream.map(|s| s.len),
+            omit_s: stream.map(|s| s.omit_ms as f64 / 1e3),
+            interval_s: stream.map(|s| s.interval_ms as f64 / 1e3),
             tcp: spec.tcp.clone(),
             udp: spec.udp.clone(),
             congestion_used: None,
@@ -317,7 +331,13 @@ pub struct IntervalStreamRecord {
     pub flow: Flow,
     pub bytes: u64,
     pub bits_per_second: f64,
-    /// TCP_INFO at the end of the interval (sender only).
+    /// Segments the sender retransmitted in this interval: TCP_INFO's
+    /// total at its end minus the total at the previous interval's end
+    /// (sender only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+    /// TCP_INFO at the end of the interval (sender only; its
+    /// `retransmits` is the connection's total so far).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tcp: Option<TcpInfo>,
     /// UDP figures of the interval on this side.
@@ -341,6 +361,7 @@ pub struct IntervalSum {
     pub flow: Flow,
     pub bytes: u64,
     pub bits_per_second: f64,
+    /// Segments the flow's senders retransmitted in this interval.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -438,6 +459,12 @@ pub struct RrPhaseReport {
     /// The round-trip histogram, merged over flows: sparse
     /// `[value_ns, count]` buckets (HdrHistogram, 3 significant digits).
     pub histogram: Vec<(u64, u64)>,
+    /// With busy polling, per flow (in flow order): waits that outlasted
+    /// the spin budget and slept in `poll(2)`, on each side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_poll_sleeps: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_poll_sleeps: Option<Vec<u64>>,
     /// Errors of any flow in this phase, either side.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
@@ -469,6 +496,13 @@ pub struct RrReport {
     pub busy_poll_client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub busy_poll_server: Option<String>,
+    /// With busy polling: how each side's flows spun (`dedicated`: without
+    /// yielding, a CPU per spinning flow; `shared`: yielding, adaptive
+    /// budget).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub spin_client: Option<SpinMode>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub spin_server: Option<SpinMode>,
     /// The clock offset used for one-way delays (rr).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub clock: Option<ClockOffset>,
@@ -509,6 +543,10 @@ pub struct Report {
     /// with the payload the test moved.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub iface: Option<IfaceReport>,
+    /// The user stopped the test before its limit (Ctrl-C): the figures
+    /// cover the time until then (absent when the test ran to its limit).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub interrupted: bool,
 }
 
 /// An interface's counters over a whole test beside the test's payload.

@@ -144,8 +144,21 @@ fn phase_report(
         client_to_server: one_way(&cref, |f| f.client_to_server.as_ref(), why.clone(), clock),
         server_to_client: one_way(&cref, |f| f.server_to_client.as_ref(), why, clock),
         histogram: rtt.to_buckets(),
+        client_poll_sleeps: poll_sleeps(&cf),
+        server_poll_sleeps: poll_sleeps(&sf),
         errors,
     }
+}
+
+/// Per flow, in flow order, the poll sleeps a busy-polling side counted
+/// (`None` when it counted none: it did not busy-poll).
+fn poll_sleeps(flows: &[RrFlowMeasurement]) -> Option<Vec<u64>> {
+    let mut v: Vec<(u32, u64)> = flows
+        .iter()
+        .filter_map(|f| Some((f.flow, f.poll_sleeps?)))
+        .collect();
+    v.sort_unstable();
+    (!v.is_empty()).then(|| v.into_iter().map(|(_, n)| n).collect())
 }
 
 /// The rr section, for rr and crr specs.
@@ -194,22 +207,13 @@ pub(crate) fn build(
         busy_poll: rr.busy_poll,
         busy_poll_client: c.busy_poll.clone(),
         busy_poll_server: s.busy_poll.clone(),
+        spin_client: c.spin,
+        spin_server: s.spin,
         clock: c.clock,
         phases,
         load,
         client_cpu_us_per_transaction: per_tx(client, total),
         server_cpu_us_per_transaction: per_tx(server, server_total),
-    })
-}
-
-/// Payload bytes a side moved in an rr/crr test (for its CPU figures).
-pub(crate) fn bytes_moved(side: &SideResults) -> u64 {
-    side.rr.as_ref().map_or(0, |m| {
-        m.flows
-            .iter()
-            .map(|f| f.bytes_sent + f.bytes_received)
-            .sum::<u64>()
-            + m.load.iter().map(|l| l.bytes).sum::<u64>()
     })
 }
 

@@ -13,7 +13,7 @@
 //! every loop.
 //!
 //! Engines are chosen once, as an [`EngineKind`] in the validated config, and
-//! dispatched statically ([`with_engine!`]) at the top of a stream's thread:
+//! dispatched statically (`with_engine!`) at the top of a stream's thread:
 //! no indirect call per buffer or datagram.
 
 pub mod syscall;
@@ -26,6 +26,10 @@ use std::str::FromStr;
 pub use syscall::Syscall;
 
 use crate::EngineError;
+
+/// Bytes per receive slot: the largest datagram a receiver takes without
+/// truncation (a UDP payload cannot be larger).
+pub const RECV_BUF: usize = 65536;
 
 /// The engine a side runs: parsed from `--engine` once, carried as a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -105,7 +109,9 @@ pub(crate) use with_engine;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
     /// Block until the socket is ready or its timeout (`SO_RCVTIMEO` /
-    /// `SO_SNDTIMEO`, set by the loop) passes, then report `WouldBlock`.
+    /// `SO_SNDTIMEO`, set when the socket was prepared: [`crate::stream::POLL`]
+    /// for TCP streams, [`crate::udp::RECV_POLL`] for UDP receivers) passes,
+    /// then report `WouldBlock`.
     Block,
     /// Return at once (`MSG_DONTWAIT`): busy polling, or draining what is
     /// already queued.
