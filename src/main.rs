@@ -65,7 +65,7 @@ fn main() -> ExitCode {
         cli::Command::Sweep(cfg) => (
             cfg.base.format,
             sweep::run(cfg)
-                .and_then(|r| html::sweep(&cfg.base, &r))
+                .and_then(|r| html::sweep(&cfg.base, &r).map_err(client::ClientError::from))
                 .map_err(Failure::from),
         ),
         cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (

@@ -125,7 +125,12 @@ fn issue_11_repeat_progress_bar_only_on_a_terminal() {
 
 /// Runs `cmd` in a detached tmux terminal and waits for a bar `needle` with an ETA.
 fn bar_on_terminal(cmd: &str, needle: &str) {
-    let session = format!("lr-progress-{}", std::process::id());
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let session = format!(
+        "lr-progress-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let cmd = format!("{cmd}; sleep 30");
     let started = Command::new("tmux")
         .args([
