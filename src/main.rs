@@ -7,6 +7,7 @@ mod control;
 mod host;
 mod html;
 mod log;
+mod progress;
 mod repeat;
 mod server;
 mod sweep;

@@ -118,6 +118,10 @@ fn issue_11_repeat_progress_bar_only_on_a_terminal() {
     }
     bar_on_terminal(&format!("{} tcp -t 0.3 --repeat 20", bin()), "trials [");
     bar_on_terminal(
+        &format!("{} rr --sizes 1,2,3,4,5,6 -t 0.5", bin()),
+        "sizes [",
+    );
+    bar_on_terminal(
         &format!("{} sweep udp --sizes 1000 --pps 1k:10k:1k -t 0.3", bin()),
         "sweep [",
     );
@@ -125,6 +129,11 @@ fn issue_11_repeat_progress_bar_only_on_a_terminal() {
 
 /// Runs `cmd` in a detached tmux terminal and waits for a bar `needle` with an ETA.
 fn bar_on_terminal(cmd: &str, needle: &str) {
+    let _ = on_terminal(cmd, &[needle, "ETA"]);
+}
+
+/// Runs `cmd` in a detached tmux terminal until its screen shows every needle.
+pub fn on_terminal(cmd: &str, needles: &[&str]) -> String {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let session = format!(
         "lr-progress-{}-{}",
@@ -157,7 +166,7 @@ fn bar_on_terminal(cmd: &str, needle: &str) {
             .output()
             .expect("capture");
         seen = String::from_utf8_lossy(&cap.stdout).into_owned();
-        if seen.contains("ETA") && seen.contains(needle) {
+        if needles.iter().all(|n| seen.contains(n)) {
             break;
         }
     }
@@ -165,7 +174,8 @@ fn bar_on_terminal(cmd: &str, needle: &str) {
         .args(["kill-session", "-t", &session])
         .status();
     assert!(
-        seen.contains("ETA") && seen.contains(needle),
-        "no progress bar on the terminal for {cmd}:\n{seen}"
+        needles.iter().all(|n| seen.contains(n)),
+        "{needles:?} not on the terminal for {cmd}:\n{seen}"
     );
+    seen
 }
