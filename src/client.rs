@@ -71,7 +71,8 @@ pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
         clock::boot_id()
     };
     let stdout = std::io::stdout();
-    let mut sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
+    let sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
+    let mut sink = crate::progress::rr_sink(sink, &cfg.client.spec, cfg.client.format);
     let report = run_with(&cfg.client, boot_id, sink.as_mut())?;
     export(cfg, &report)?;
     Ok(report)

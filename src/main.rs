@@ -5,8 +5,10 @@ mod cli;
 mod client;
 mod control;
 mod host;
+mod html;
 mod log;
 mod metrics;
+mod progress;
 mod repeat;
 mod server;
 mod sweep;
@@ -58,15 +60,21 @@ fn main() -> ExitCode {
         cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
         cli::Command::Rr(cfg) => (
             cfg.client.format,
-            client::run_rr(cfg).map(drop).map_err(Failure::from),
+            client::run_rr(cfg)
+                .and_then(|r| html::test(&cfg.client, &r).map_err(client::ClientError::from))
+                .map_err(Failure::from),
         ),
         cli::Command::Sweep(cfg) => (
             cfg.base.format,
-            sweep::run(cfg).map(drop).map_err(Failure::from),
+            sweep::run(cfg)
+                .and_then(|r| html::sweep(&cfg.base, &r).map_err(client::ClientError::from))
+                .map_err(Failure::from),
         ),
         cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (
             cfg.format,
-            client::run(cfg).map(drop).map_err(Failure::from),
+            client::run(cfg)
+                .and_then(|r| html::test(cfg, &r).map_err(client::ClientError::from))
+                .map_err(Failure::from),
         ),
         cli::Command::Repeat(cfg) => (
             repeat_format(cfg),

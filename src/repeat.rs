@@ -1,9 +1,9 @@
 //! `--repeat N`: runs one test N times (silently, as a sweep runs its
 //! trials), then prints every figure's mean, standard deviation, min, max
 //! and 95% confidence interval. A progress bar with ETA shows on a terminal
-//! in human output; machine formats and pipes get none.
+//! in human output ([`crate::progress`]); machine formats and pipes get none.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
@@ -14,6 +14,7 @@ use linerate_report::Report;
 
 use crate::cli::{ClientConfig, Command, RepeatConfig};
 use crate::client::{self, ClientError};
+use crate::progress::progress;
 
 /// A busy server (the previous trial still closing) is asked again.
 const BUSY_RETRY: Duration = Duration::from_millis(200);
@@ -39,36 +40,6 @@ fn client_of(cmd: &Command) -> Option<&ClientConfig> {
         Command::Tcp(c) | Command::Udp(c) => Some(c),
         Command::Rr(r) => Some(&r.client),
         _ => None,
-    }
-}
-
-/// A progress bar on stderr, only for people watching a terminal.
-pub fn progress(len: u64, format: Format, what: &str) -> Option<indicatif::ProgressBar> {
-    if format != Format::Human || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(len);
-    let style = indicatif::ProgressStyle::with_template(
-        "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} elapsed, ETA {eta}",
-    )
-    .map(|s| s.progress_chars("=> "));
-    if let Ok(style) = style {
-        bar.set_style(style);
-    }
-    bar.set_prefix(what.to_owned());
-    Some(bar)
-}
-
-/// Runs `f` with the bar (if any) hidden, so lines printed meanwhile do not
-/// tangle with it; advances the bar by one.
-pub fn suspend<R>(bar: &Option<indicatif::ProgressBar>, f: impl FnOnce() -> R) -> R {
-    match bar {
-        Some(b) => {
-            let r = b.suspend(f);
-            b.inc(1);
-            r
-        }
-        None => f(),
     }
 }
 
@@ -163,10 +134,18 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
     let Some(report) = repeat::build(cfg.n, &reports, failed) else {
         return Err(anyhow!("all {} trials failed", cfg.n).into());
     };
-    let mut out = stdout.lock();
-    repeat::render(&mut out, test.format, &report)
-        .and_then(|()| out.flush())
-        .context("writing output")?;
+    {
+        let mut out = stdout.lock();
+        repeat::render(&mut out, test.format, &report)
+            .and_then(|()| out.flush())
+            .context("writing output")?;
+    }
+    if let Some(path) = &cfg.plot {
+        let svg = linerate_report::plot_extra::repeat_svg(&report)
+            .with_context(|| format!("plotting {}", path.display()))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    crate::html::repeated(test, &report, reports.last())?;
     Ok(report)
 }
 

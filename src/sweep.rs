@@ -294,7 +294,7 @@ impl Trials<'_> {
             return Ok(None);
         };
         let sink = &mut self.sink;
-        crate::repeat::suspend(&self.bar, || sink.trial(&t)).context("writing output")?;
+        crate::progress::suspend(&self.bar, || sink.trial(&t)).context("writing output")?;
         self.done.push(t);
         Ok(self.done.last())
     }
@@ -333,7 +333,7 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
         sink,
         done: Vec::new(),
         interrupted: false,
-        bar: crate::repeat::progress(grid, cfg.base.format, "sweep"),
+        bar: crate::progress::progress(grid, cfg.base.format, "sweep"),
     };
     trials.sink.start(&info).context("writing output")?;
     for &len in &cfg.sizes {

@@ -206,6 +206,8 @@ pub struct SweepUdpArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
     #[command(flatten)]
+    pub run: super::repeat::RepeatArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 

@@ -47,6 +47,8 @@ pub struct ClientConfig {
     pub auth_key: Option<linerate_proto::auth::AuthKey>,
     /// `--iface DEV`: the interface whose counters the report adds.
     pub iface: Option<String>,
+    /// `--report FILE.html`: also write the HTML page.
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -208,6 +210,7 @@ fn client_config(
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
         auth_key: None,
         iface: None,
+        report: None,
     })
 }
 

@@ -9,6 +9,7 @@ mod helpers;
 mod host;
 mod netns;
 mod repeat;
+mod report;
 mod rr;
 mod tcp;
 mod udp;

@@ -116,24 +116,37 @@ fn issue_11_repeat_progress_bar_only_on_a_terminal() {
         eprintln!("terminal part skipped: tmux is not installed");
         return;
     }
-    bar_on_terminal(&format!("{} tcp -t 0.5 --repeat 6", bin()), "trials [");
+    bar_on_terminal(&format!("{} tcp -t 0.3 --repeat 20", bin()), "trials [");
     bar_on_terminal(
-        &format!("{} sweep udp --sizes 1000 --pps 1k,2k,3k,4k -t 0.5", bin()),
+        &format!("{} rr --sizes 1,2,3,4,5,6 -t 0.5", bin()),
+        "sizes [",
+    );
+    bar_on_terminal(
+        &format!("{} sweep udp --sizes 1000 --pps 1k:10k:1k -t 0.3", bin()),
         "sweep [",
     );
 }
 
 /// Runs `cmd` in a detached tmux terminal and waits for a bar `needle` with an ETA.
 fn bar_on_terminal(cmd: &str, needle: &str) {
-    let session = format!("lr-progress-{}", std::process::id());
-    // A tmux server of this test's own (-L): other tmux users on the
-    // machine (or a concurrent test run) cannot interfere.
-    let socket = format!("lr-progress-{}", std::process::id());
-    let cmd = format!("{cmd}; sleep 5");
+    let _ = on_terminal(cmd, &[needle, "ETA"]);
+}
+
+/// Runs `cmd` in a detached tmux terminal until its screen shows every needle.
+pub fn on_terminal(cmd: &str, needles: &[&str]) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let session = format!(
+        "lr-progress-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let cmd = format!("{cmd}; sleep 30");
+    // A tmux server of this session's own (-L): other tmux users on the
+    // machine, or a concurrent test run, cannot interfere.
     let started = Command::new("tmux")
         .args([
             "-L",
-            &socket,
+            &session,
             "new-session",
             "-d",
             "-s",
@@ -147,24 +160,26 @@ fn bar_on_terminal(cmd: &str, needle: &str) {
         .status()
         .expect("tmux");
     assert!(started.success(), "tmux new-session failed");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // Generous for a loaded machine: the bar shows for several seconds.
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = String::new();
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
         let cap = Command::new("tmux")
-            .args(["-L", &socket, "capture-pane", "-p", "-t", &session])
+            .args(["-L", &session, "capture-pane", "-p", "-t", &session])
             .output()
             .expect("capture");
         seen = String::from_utf8_lossy(&cap.stdout).into_owned();
-        if seen.contains("ETA") && seen.contains(needle) {
+        if needles.iter().all(|n| seen.contains(n)) {
             break;
         }
     }
     let _ = Command::new("tmux")
-        .args(["-L", &socket, "kill-server"])
+        .args(["-L", &session, "kill-server"])
         .status();
     assert!(
-        seen.contains("ETA") && seen.contains(needle),
-        "no progress bar on the terminal for {cmd}:\n{seen}"
+        needles.iter().all(|n| seen.contains(n)),
+        "{needles:?} not on the terminal for {cmd}:\n{seen}"
     );
+    seen
 }

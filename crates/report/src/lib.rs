@@ -8,8 +8,10 @@
 //! in the model.
 
 pub mod build;
+pub mod html;
 pub mod model;
 pub mod plot;
+pub mod plot_extra;
 pub mod plot_rr;
 pub mod render;
 pub mod repeat;
