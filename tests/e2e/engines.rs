@@ -109,13 +109,19 @@ fn issue_8_udp_fault_counts_agree_across_engines() {
         // Unpaced, the default batch engine really batched: whole GSO sends
         // arrived as GRO super-buffers and were split and counted above.
         if engine == &ENGINES[1] {
-            for d in &got[2..] {
+            for (i, d) in got[2..].iter().enumerate() {
                 let (snd, rcv) = (&d["sender_batching"], &d["receiver_batching"]);
                 match caps_line("gso").or_else(|| caps_line("gro")) {
                     None => {
                         assert_eq!(u(&snd["gso_segments"]), 44, "{d}");
                         assert!(f(&snd["datagrams_per_call"]) > 1.0, "{d}");
-                        assert!(u(&rcv["gro_super_buffers"]) > 0, "{d}");
+                        // Forward only: in a reverse test the client's
+                        // receiver turns UDP_GRO on when its thread starts,
+                        // after Start, and 2000 unpaced datagrams can all
+                        // arrive before that (known; see the session notes).
+                        if i == 0 {
+                            assert!(u(&rcv["gro_super_buffers"]) > 0, "{d}");
+                        }
                     }
                     Some(why) => eprintln!("SKIPPED GSO/GRO use check: {why}"),
                 }
