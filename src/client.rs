@@ -61,6 +61,44 @@ pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientE
     run_with(cfg, clock::boot_id(), sink)
 }
 
+/// A busy server (its previous test still closing) is asked again this
+/// often, this many times, by [`run_trial`].
+const BUSY_RETRY: Duration = Duration::from_millis(200);
+const BUSY_TRIES: u32 = 25;
+
+/// Prints nothing: the caller (a sweep, `--repeat`) prints its own rows.
+struct Quiet;
+
+impl Sink for Quiet {
+    fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn interval(&mut self, _: &linerate_report::model::IntervalRecord) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Report) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs one trial of a series (sweep point, `--repeat` run) silently,
+/// asking again while the server is still busy with the previous one.
+pub fn run_trial(cfg: &ClientConfig) -> Result<Report, ClientError> {
+    let mut tries = 0;
+    loop {
+        match run_to(cfg, &mut Quiet) {
+            Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
+                tries += 1;
+                std::thread::sleep(BUSY_RETRY);
+            }
+            r => return r,
+        }
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Err(ClientError::Interrupted { reported: false });
+        }
+    }
+}
+
 /// Runs a request/response test, then writes the files it asked for.
 pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
     // Without a boot id to compare, the offset is estimated by probes even

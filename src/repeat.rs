@@ -4,56 +4,21 @@
 //! in human output ([`crate::progress`]); machine formats and pipes get none.
 
 use std::io::Write;
-use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use linerate_report::model::{IntervalRecord, TestInfo};
-use linerate_report::render::{Format, Sink};
+
+use linerate_report::render::Format;
 use linerate_report::repeat::{self, RepeatRecord, RepeatReport};
-use linerate_report::Report;
 
 use crate::cli::{ClientConfig, Command, RepeatConfig};
 use crate::client::{self, ClientError};
 use crate::progress::progress;
-
-/// A busy server (the previous trial still closing) is asked again.
-const BUSY_RETRY: Duration = Duration::from_millis(200);
-const BUSY_TRIES: u32 = 25;
-
-/// Trials print nothing themselves.
-struct Quiet;
-
-impl Sink for Quiet {
-    fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn interval(&mut self, _: &IntervalRecord) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn finish(&mut self, _: &Report) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn client_of(cmd: &Command) -> Option<&ClientConfig> {
     match cmd {
         Command::Tcp(c) | Command::Udp(c) => Some(c),
         Command::Rr(r) => Some(&r.client),
         _ => None,
-    }
-}
-
-/// Runs one trial, retrying while the server is still busy with the last.
-fn trial(cfg: &ClientConfig) -> Result<Report, ClientError> {
-    let mut tries = 0;
-    loop {
-        match client::run_to(cfg, &mut Quiet) {
-            Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
-                tries += 1;
-                std::thread::sleep(BUSY_RETRY);
-            }
-            r => return r,
-        }
     }
 }
 
@@ -67,7 +32,7 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
     let mut reports = Vec::new();
     let mut failed = Vec::new();
     for i in 1..=cfg.n {
-        let result = trial(test);
+        let result = client::run_trial(test);
         let line = match &result {
             Ok(r) => {
                 let main = repeat::trial_figures(r)

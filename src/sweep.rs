@@ -7,16 +7,14 @@
 //! `report::build::sweep_trial`; the table, JSON and the SVG plot come from
 //! that model only.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use linerate_proto::spec::Pace;
 use linerate_report::build;
-use linerate_report::model::{
-    IntervalRecord, Report, SweepInfo, SweepReport, SweepTrial, TestInfo, ZeroLoss, SCHEMA_VERSION,
-};
+use linerate_report::model::{SweepInfo, SweepReport, SweepTrial, ZeroLoss, SCHEMA_VERSION};
 use linerate_report::plot;
-use linerate_report::render::{self, Sink};
+use linerate_report::render;
 use linerate_stats::units::{format_count_rate, format_rate};
 
 use crate::cli::{SweepConfig, Target};
@@ -24,25 +22,6 @@ use crate::client::{self, ClientError};
 
 /// Trials a zero-loss search runs at most per size.
 const MAX_SEARCH_TRIALS: u32 = 16;
-/// A busy server (its previous trial still closing) is asked again this often.
-const BUSY_RETRY: Duration = Duration::from_millis(200);
-const BUSY_TRIES: u32 = 25;
-
-/// Trials print nothing themselves: the sweep prints its own rows.
-struct Quiet;
-
-impl Sink for Quiet {
-    fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn interval(&mut self, _: &IntervalRecord) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn finish(&mut self, _: &Report) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The RFC 2544 binary search over `[lo, hi]` for the highest passing rate:
 /// try `hi` (done if it passes), then `lo` (done if it fails), then halve
 /// the interval between the best pass and the lowest failure until it is
@@ -213,52 +192,44 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
             Pace::MilliPps((rate * 1000.0).round().max(1.0) as u64)
         };
     }
-    let mut tries = 0;
-    loop {
-        match client::run_to(&c, &mut Quiet) {
-            Ok(report) => {
-                let (pps, bits) = requested(cfg, len, rate);
-                return Ok(Some(SweepTrial {
-                    requested_pps: pps,
-                    requested_bits_per_second: bits,
-                    ..build::sweep_trial(len, search, &report)
-                }));
-            }
-            Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
-                tries += 1;
-                std::thread::sleep(BUSY_RETRY);
-            }
-            // A refusal (parameters, version) ends the sweep: every trial
-            // would be refused alike.
-            Err(e @ ClientError::Refused(_)) => return Err(e.into()),
-            Err(ClientError::Interrupted { .. }) => return Ok(None),
-            Err(ClientError::Failed(e)) => {
-                if client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
-                    return Ok(None);
-                }
-                let (pps, bits) = requested(cfg, len, rate);
-                return Ok(Some(SweepTrial {
-                    len,
-                    search,
-                    requested_pps: pps,
-                    requested_bits_per_second: bits,
-                    sent_pps: 0.0,
-                    sent_bits_per_second: 0.0,
-                    received_pps: 0.0,
-                    received_bits_per_second: 0.0,
-                    issued: 0,
-                    received: 0,
-                    lost: 0,
-                    loss_ppm: 0.0,
-                    loss_percent: 0.0,
-                    kept_up: false,
-                    socket_drops: None,
-                    error: Some(format!("{e:#}")),
-                }));
-            }
+    match client::run_trial(&c) {
+        Ok(report) => {
+            let (pps, bits) = requested(cfg, len, rate);
+            Ok(Some(SweepTrial {
+                requested_pps: pps,
+                requested_bits_per_second: bits,
+                ..build::sweep_trial(len, search, &report)
+            }))
         }
-        if client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok(None);
+        // A refusal (parameters, version) ends the sweep: every trial
+        // would be refused alike.
+        Err(e @ ClientError::Refused(_)) => Err(e.into()),
+        Err(ClientError::Interrupted { .. }) => Ok(None),
+        Err(ClientError::Failed(_))
+            if client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) =>
+        {
+            Ok(None)
+        }
+        Err(ClientError::Failed(e)) => {
+            let (pps, bits) = requested(cfg, len, rate);
+            Ok(Some(SweepTrial {
+                len,
+                search,
+                requested_pps: pps,
+                requested_bits_per_second: bits,
+                sent_pps: 0.0,
+                sent_bits_per_second: 0.0,
+                received_pps: 0.0,
+                received_bits_per_second: 0.0,
+                issued: 0,
+                received: 0,
+                lost: 0,
+                loss_ppm: 0.0,
+                loss_percent: 0.0,
+                kept_up: false,
+                socket_drops: None,
+                error: Some(format!("{e:#}")),
+            }))
         }
     }
 }
