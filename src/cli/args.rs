@@ -124,7 +124,7 @@ pub struct SweepUdpArgs {
     /// Write an SVG plot of received vs sent data and packet rates here.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
-    /// Data-path engine for this side.
+    /// Data-path engine for this side: syscall, uring, uring:sqpoll, zerocopy.
     #[arg(long, default_value = "syscall")]
     pub engine: String,
     /// Give up connecting after this long.
@@ -168,7 +168,7 @@ pub struct ServerArgs {
     /// Refuse tests longer than this (default 24h).
     #[arg(long, value_name = "DURATION")]
     pub max_time: Option<String>,
-    /// Data-path engine for this side.
+    /// Data-path engine for this side: syscall, uring, uring:sqpoll, zerocopy.
     #[arg(long, default_value = "syscall")]
     pub engine: String,
     /// Pin stream threads to these CPUs, round robin (e.g. 0-3,6).
@@ -224,7 +224,7 @@ pub struct TcpArgs {
     /// TCP maximum segment size (TCP_MAXSEG).
     #[arg(short = 'M', long, value_name = "BYTES")]
     pub mss: Option<u32>,
-    /// Data-path engine for this side.
+    /// Data-path engine for this side: syscall, uring, uring:sqpoll, zerocopy.
     #[arg(long, default_value = "syscall")]
     pub engine: String,
     /// Give up connecting after this long.
@@ -291,7 +291,7 @@ pub struct UdpArgs {
     /// Interval between interval lines.
     #[arg(short, long, value_name = "DURATION", default_value = "1s")]
     pub interval: String,
-    /// Data-path engine for this side.
+    /// Data-path engine for this side: syscall, uring, uring:sqpoll, zerocopy.
     #[arg(long, default_value = "syscall")]
     pub engine: String,
     /// Give up connecting after this long.
@@ -362,7 +362,7 @@ pub struct RrArgs {
     /// be 0): shows how well the estimator does on this path.
     #[arg(long)]
     pub probe_clock: bool,
-    /// Data-path engine for this side (used by the load streams).
+    /// Data-path engine for this side (used by the load streams): syscall, uring, uring:sqpoll, zerocopy.
     #[arg(long, default_value = "syscall")]
     pub engine: String,
     /// Give up connecting after this long.

@@ -2,6 +2,7 @@
 //! (as in ripgrep) with shared helpers; modules by feature. Regression tests
 //! are named after their issue (`issue_N_…`).
 
+mod engines;
 mod golden;
 mod helpers;
 mod host;

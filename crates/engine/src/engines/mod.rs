@@ -16,7 +16,10 @@
 //! dispatched statically ([`with_engine!`]) at the top of a stream's thread:
 //! no indirect call per buffer or datagram.
 
+pub mod auto;
 pub mod syscall;
+pub mod uring;
+pub mod zerocopy;
 
 use std::fmt;
 use std::io;
@@ -24,6 +27,10 @@ use std::net::{TcpStream, UdpSocket};
 use std::str::FromStr;
 
 pub use syscall::Syscall;
+pub use uring::Uring;
+pub use zerocopy::ZeroCopy;
+
+use linerate_proto::measure::{EngineUse, ZeroCopyUse};
 
 use crate::EngineError;
 
@@ -34,16 +41,31 @@ pub enum EngineKind {
     /// that works everywhere, under LD_PRELOAD kernel-bypass libraries too.
     #[default]
     Syscall,
+    /// io_uring: registered buffers, multishot receive into a provided
+    /// buffer ring, zero-copy sends (`SEND_ZC`); `uring:sqpoll` adds a
+    /// kernel submission-polling thread.
+    Uring { sqpoll: bool },
+    /// `MSG_ZEROCOPY` sends with completions read from the error queue;
+    /// receives as `syscall`.
+    ZeroCopy,
 }
 
 impl EngineKind {
     /// Every engine this build has, in the order `--engine` lists them.
-    pub const ALL: &'static [EngineKind] = &[EngineKind::Syscall];
+    pub const ALL: &'static [EngineKind] = &[
+        EngineKind::Syscall,
+        EngineKind::Uring { sqpoll: false },
+        EngineKind::Uring { sqpoll: true },
+        EngineKind::ZeroCopy,
+    ];
 
     /// The name in `--engine` and in reports.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Syscall => "syscall",
+            EngineKind::Uring { sqpoll: false } => "uring",
+            EngineKind::Uring { sqpoll: true } => "uring:sqpoll",
+            EngineKind::ZeroCopy => "zerocopy",
         }
     }
 
@@ -61,6 +83,8 @@ impl EngineKind {
     pub fn check(self) -> Result<EngineKind, EngineError> {
         match self {
             EngineKind::Syscall => Ok(self),
+            EngineKind::Uring { .. } => uring::caps().map(|_| self),
+            EngineKind::ZeroCopy => zerocopy::check().map(|()| self),
         }
     }
 }
@@ -96,10 +120,59 @@ macro_rules! with_engine {
                 let $e = $crate::engines::Syscall;
                 $body
             }
+            $crate::engines::EngineKind::Uring { sqpoll } => {
+                let $e = $crate::engines::Uring { sqpoll };
+                $body
+            }
+            $crate::engines::EngineKind::ZeroCopy => {
+                let $e = $crate::engines::ZeroCopy;
+                $body
+            }
         }
     };
 }
 pub(crate) use with_engine;
+
+thread_local! {
+    /// What the engine's I/O objects on this thread used, merged: each
+    /// stream (and rr flow) runs on its own thread, so the runner collects
+    /// it after the loop returns without every loop passing it back.
+    static USED: std::cell::RefCell<Option<EngineUse>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Records what an engine's I/O object used (called as it is dropped).
+pub(crate) fn record_use(u: EngineUse) {
+    USED.with(|cell| {
+        let mut cur = cell.borrow_mut();
+        *cur = Some(match cur.take() {
+            None => u,
+            Some(mut a) => {
+                a.registered_buffers |= u.registered_buffers;
+                a.sqpoll |= u.sqpoll;
+                a.multishot_recv |= u.multishot_recv;
+                a.zerocopy = match (a.zerocopy, u.zerocopy) {
+                    (Some(x), Some(y)) => Some(ZeroCopyUse {
+                        sends: x.sends + y.sends,
+                        completed: x.completed + y.completed,
+                        copied: x.copied + y.copied,
+                    }),
+                    (x, y) => x.or(y),
+                };
+                for n in u.notes {
+                    if !a.notes.contains(&n) {
+                        a.notes.push(n);
+                    }
+                }
+                a
+            }
+        });
+    });
+}
+
+/// Takes what the engines on this thread recorded since the last take.
+pub fn take_use() -> Option<EngineUse> {
+    USED.with(|cell| cell.borrow_mut().take())
+}
 
 /// How one I/O call waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,7 +423,7 @@ mod tests {
         let e = "warp".parse::<EngineKind>().expect_err("unknown");
         assert_eq!(
             e.to_string(),
-            "unknown engine \"warp\"; this build has: syscall"
+            "unknown engine \"warp\"; this build has: syscall, uring, uring:sqpoll, zerocopy"
         );
     }
 

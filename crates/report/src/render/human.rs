@@ -4,6 +4,7 @@
 
 use std::io::{self, Write};
 
+use linerate_proto::measure::EngineUse;
 use linerate_proto::spec::{Direction, Limit, TestKind};
 use linerate_proto::wire::Side;
 use linerate_stats::units::{
@@ -40,6 +41,46 @@ fn udp_interval_cols(u: &UdpIntervalRecord) -> String {
             c.corrupt.unwrap_or(0),
             format_nanos(c.jitter_ns.unwrap_or(0.0))
         ));
+    }
+    s
+}
+
+/// What an accelerated engine used on one end, from its own counts.
+pub(crate) fn engine_use_words(u: &EngineUse) -> String {
+    let mut used = Vec::new();
+    if u.registered_buffers {
+        used.push("registered buffers".to_string());
+    }
+    if u.multishot_recv {
+        used.push("multishot receive into a provided buffer ring".into());
+    }
+    if u.sqpoll {
+        used.push("SQPOLL".into());
+    }
+    if let Some(z) = &u.zerocopy {
+        used.push(format!(
+            "zero-copy sends: {} sent, {} completed, {} of them copied by the kernel{}",
+            z.sends,
+            z.completed,
+            z.copied,
+            if z.completed > 0 && z.copied == z.completed {
+                " (every one: loopback or a device without scatter-gather copies)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let mut s = format!(
+        "engine {}: {}",
+        u.engine,
+        if used.is_empty() {
+            "plain requests".to_string()
+        } else {
+            used.join("; ")
+        }
+    );
+    for n in &u.notes {
+        s.push_str(&format!("; {n}"));
     }
     s
 }
@@ -354,9 +395,15 @@ impl Sink for Human<'_> {
                 if let Some(u) = &s.udp {
                     writeln!(self.out, "         {}", udp_sender_words(u))?;
                 }
+                if let Some(e) = &s.sender.engine_use {
+                    writeln!(self.out, "         {}", engine_use_words(e))?;
+                }
                 self.endpoint_line(&id, "receiver", &s.receiver)?;
                 if let Some(u) = &s.udp {
                     writeln!(self.out, "         {}", udp_receiver_words(u))?;
+                }
+                if let Some(e) = &s.receiver.engine_use {
+                    writeln!(self.out, "         {}", engine_use_words(e))?;
                 }
             }
             writeln!(
