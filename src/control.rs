@@ -1,13 +1,20 @@
 //! Blocking I/O for control connections: write what a session queued, read
-//! what arrived within a short wait, and read a connection's first frame.
+//! what arrived within a short wait, and read a connection's first frame;
+//! and the one control loop that drives a session — the client's and the
+//! server's alike ([`drive`]).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use linerate_engine::socket;
+use linerate_engine::runner::SideRun;
+use linerate_engine::{clock, socket};
+use linerate_proto::measure::IntervalMeasurement;
+use linerate_proto::session::Session;
 use linerate_proto::wire::{self, FrameHeader, Message, HEADER_LEN};
+
+use crate::test_type;
 
 /// A control connection.
 #[derive(Debug)]
@@ -122,5 +129,87 @@ fn read_exact_by(mut sock: &TcpStream, mut buf: &mut [u8], deadline: Instant) ->
             Err(e) => return Err(e.into()),
         }
     }
+    Ok(())
+}
+
+/// One side of a test as the control loop sees it: its session, what it
+/// does for each of the session's actions, and its data phase.
+pub trait ControlSide {
+    type Session: Session;
+    fn session(&mut self) -> &mut Self::Session;
+    /// Carries out one of the session's actions.
+    fn act(
+        &mut self,
+        action: <Self::Session as Session>::Action,
+        ctrl: &mut ControlConn,
+    ) -> Result<()>;
+    /// Writing to the control connection failed: an error for the client,
+    /// a vanished peer for the server.
+    fn send_failed(&mut self, e: std::io::Error) -> Result<()>;
+    /// Called after the actions, before the outbox is written.
+    fn actions_done(&mut self) {}
+    /// Side-specific work on every turn (the server attaches the data
+    /// connections routed to it); true when the session was ended here.
+    fn turn(&mut self, _ctrl: &ControlConn) -> bool {
+        false
+    }
+    /// The data phase, once started.
+    fn run(&mut self) -> Option<&mut SideRun>;
+    /// An interval record of this side, as it happens.
+    fn interval(&mut self, m: IntervalMeasurement) -> Result<()>;
+    /// How long to wait for the peer before the data phase.
+    fn idle_wait(&self) -> Duration;
+}
+
+/// Drives `side`'s session until it has finished: actions before bytes (a
+/// server's data route must exist before the Accept that lets the client
+/// open data connections goes out), then the outbox, the data phase's
+/// progress, and what the peer sent — with every wait bounded and every
+/// deadline called back. Leaves a final frame (an Abort) written if it can.
+pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()> {
+    loop {
+        while let Some(action) = side.session().poll_action() {
+            side.act(action, ctrl)?;
+        }
+        side.actions_done();
+        let bytes = side.session().outbox().take();
+        if let Err(e) = ctrl.send(&bytes) {
+            side.send_failed(e)?;
+        }
+        if side.turn(ctrl) {
+            continue;
+        }
+        if let Some(counts) = side.run().and_then(|r| r.senders_done()) {
+            side.session().local_senders_finished(counts);
+        }
+        while let Some(m) = side.run().and_then(|r| r.next_interval()) {
+            side.interval(m)?;
+        }
+        if let Some(results) = side.run().and_then(|r| r.try_finish()) {
+            side.session().local_finished(results, Instant::now());
+            continue;
+        }
+        if side.session().is_finished() {
+            break;
+        }
+        let running = side.run().is_some();
+        let wait = match side.session().spec() {
+            Some(spec) if running => test_type::of(spec).wake,
+            _ => side.idle_wait(),
+        };
+        match ctrl.recv(wait) {
+            Ok(Some(bytes)) => {
+                // Clock probes need the arrival time; read it first.
+                let t = clock::mono_ns();
+                side.session().receive_at(bytes, Instant::now(), t);
+            }
+            Ok(None) => {}
+            Err(_) => side.session().peer_closed(),
+        }
+        side.session().handle_timeout(Instant::now());
+    }
+    // Flush a final Abort, if any; the peer may already be gone.
+    let bytes = side.session().outbox().take();
+    let _ = ctrl.send(&bytes);
     Ok(())
 }

@@ -8,6 +8,7 @@ mod host;
 mod log;
 mod server;
 mod sweep;
+mod test_type;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use linerate_engine::engines::EngineKind;
-use linerate_engine::rr::{self, CrrServer, RrConns, RrParams};
-use linerate_engine::runner::{self, CpuScope, DataSocket, SideRun, StreamSetup};
+use linerate_engine::rr::CrrServer;
+use linerate_engine::runner::{SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
 use linerate_engine::{clock, socket, udp};
-use linerate_proto::measure::Role;
+use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
-use linerate_proto::spec::{ServerLimits, StreamPlan, TestKind, TestSpec};
+use linerate_proto::spec::{ServerLimits, StreamPlan, TestSpec};
 use linerate_proto::wire::{
     self, classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
@@ -32,9 +32,9 @@ use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::cli::ServerConfig;
-use crate::client::{run_params, software};
-use crate::control::{read_first_frame, ControlConn};
+use crate::control::{self, read_first_frame, ControlConn, ControlSide};
 use crate::log::log;
+use crate::test_type::{self, software, ServerSide};
 
 /// How long a new connection may take to say who it is.
 const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
@@ -355,7 +355,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         slot: Some(slot),
         local_addr,
     };
-    test.drive(&mut ctrl);
+    // The server's side never fails the loop: errors end the session.
+    let _ = control::drive(&mut test, &mut ctrl);
     if let Some(run) = &test.run {
         run.abort();
     }
@@ -398,73 +399,68 @@ struct PendingDatagram {
     greeting: Option<Vec<u8>>,
 }
 
-impl ServerTest<'_> {
-    fn drive(&mut self, ctrl: &mut ControlConn) {
-        loop {
-            // Actions before bytes: the data route must exist before the
-            // Accept that lets the client open data connections goes out.
-            while let Some(action) = self.session.poll_action() {
-                self.act(action, ctrl);
-            }
-            if self.session.is_finished() {
-                self.slot = None;
-            }
-            if ctrl.send(&self.session.outbox().take()).is_err() {
-                self.session.peer_closed();
-            }
-            while let Ok((hello, sock)) = self.route_rx.try_recv() {
-                self.attach(hello, sock);
-            }
-            if let Some(crr) = &self.crr {
-                // A crr side ends when the client has finished its
-                // transactions, which its results say.
-                if self.session.peer_results_received() {
-                    crr.client_finished();
-                }
-            }
-            if self.run.is_none() && !self.udp_pending.is_empty() {
-                self.poll_greetings();
-            }
-            if let Some(run) = &mut self.run {
-                if let Some(counts) = run.senders_done() {
-                    self.session.local_senders_finished(counts);
-                }
-                // Interval records travel in the side's results; drop the live copies.
-                while run.next_interval().is_some() {}
-                if let Some(results) = run.try_finish() {
-                    self.session.local_finished(results, Instant::now());
-                    continue;
-                }
-            }
-            if self.session.is_finished() {
-                break;
-            }
-            let wait = Duration::from_millis(match (&self.run, self.session.spec()) {
-                // Request/response tests: nothing to relay while they run;
-                // wake rarely so this thread disturbs the flows less.
-                (Some(_), Some(s)) if s.kind != TestKind::Stream => 100,
-                (Some(_), _) => 20,
-                (None, _) => 2,
-            });
-            match ctrl.recv(wait) {
-                Ok(Some(bytes)) => {
-                    // Clock probes are answered with the arrival time.
-                    let t = clock::mono_ns();
-                    self.session.receive_at(bytes, Instant::now(), t);
-                }
-                Ok(None) => {}
-                Err(_) => self.session.peer_closed(),
-            }
-            self.session.handle_timeout(Instant::now());
-        }
-        let _ = ctrl.send(&self.session.outbox().take());
+impl ControlSide for ServerTest<'_> {
+    type Session = ServerSession;
+
+    fn session(&mut self) -> &mut ServerSession {
+        &mut self.session
     }
 
-    fn act(&mut self, action: ServerAction, ctrl: &ControlConn) {
+    fn act(&mut self, action: ServerAction, ctrl: &mut ControlConn) -> Result<()> {
+        self.carry_out(action, ctrl);
+        Ok(())
+    }
+
+    fn send_failed(&mut self, _: std::io::Error) -> Result<()> {
+        self.session.peer_closed();
+        Ok(())
+    }
+
+    fn actions_done(&mut self) {
+        if self.session.is_finished() {
+            self.slot = None;
+        }
+    }
+
+    fn turn(&mut self, _: &ControlConn) -> bool {
+        while let Ok((hello, sock)) = self.route_rx.try_recv() {
+            self.attach(hello, sock);
+        }
+        if let Some(crr) = &self.crr {
+            // A crr side ends when the client has finished its
+            // transactions, which its results say.
+            if self.session.peer_results_received() {
+                crr.client_finished();
+            }
+        }
+        if self.run.is_none() && !self.udp_pending.is_empty() {
+            self.poll_greetings();
+        }
+        false
+    }
+
+    fn run(&mut self) -> Option<&mut SideRun> {
+        self.run.as_mut()
+    }
+
+    fn interval(&mut self, _: IntervalMeasurement) -> Result<()> {
+        // Interval records travel in the side's results; drop the live copies.
+        Ok(())
+    }
+
+    fn idle_wait(&self) -> Duration {
+        Duration::from_millis(2)
+    }
+}
+
+impl ServerTest<'_> {
+    /// What the server does for each of its session's actions.
+    fn carry_out(&mut self, action: ServerAction, ctrl: &ControlConn) {
         match action {
             ServerAction::ExpectStreams { token, spec } => {
+                let per_transaction = test_type::of(&spec).connection_per_transaction;
                 let route = match CrrServer::new(&spec, &self.shared.cpus) {
-                    Some(crr) if spec.kind == TestKind::Crr => {
+                    Some(crr) if per_transaction => {
                         self.crr = Some(Arc::clone(&crr));
                         Route::Crr(crr)
                     }
@@ -477,60 +473,32 @@ impl ServerTest<'_> {
             ServerAction::StartStreams => {
                 let spec = self.session.spec().cloned().unwrap_or_default();
                 for p in std::mem::take(&mut self.udp_pending) {
-                    let sock = p.sock;
-                    if let Err(e) = sock.set_write_timeout(Some(POLL)) {
+                    if let Err(e) = p.sock.set_write_timeout(Some(POLL)) {
                         self.session
                             .stream_failed(format!("stream {}: {e}", p.plan.id));
                         return;
                     }
-                    self.attached.push(StreamSetup {
-                        id: p.plan.id,
-                        sender: p.plan.sender,
-                        role: if p.plan.sender == Side::Server {
-                            Role::Sender
-                        } else {
-                            Role::Receiver
-                        },
-                        bytes: None,
-                        datagrams: p.plan.datagrams,
-                        sock: DataSocket::Udp(sock),
-                    });
+                    self.attached
+                        .push(test_type::server_udp_stream(&p.plan, p.sock));
                 }
                 self.start_unix_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64);
                 let attached = std::mem::take(&mut self.attached);
-                let scope = if self.shared.per_thread_cpu {
-                    CpuScope::Threads
-                } else {
-                    CpuScope::Process
+                let side = ServerSide {
+                    engine: self.shared.engine,
+                    cpus: &self.shared.cpus,
+                    cpu_scope: test_type::cpu_scope(self.shared.per_thread_cpu),
+                    crr: self.crr.as_ref(),
                 };
-                self.run = match spec.kind {
-                    TestKind::Stream => Some(runner::start(
-                        self.shared.engine,
-                        attached,
-                        run_params(&spec, &self.shared.cpus, self.shared.per_thread_cpu),
-                        Instant::now(),
+                let entry = test_type::of(&spec);
+                match (entry.start_server)(&side, &spec, attached) {
+                    Ok(run) => self.run = Some(run),
+                    Err(e) => self.session.stream_failed(format!(
+                        "server cannot start the {} test: {e:#}",
+                        entry.name
                     )),
-                    TestKind::Crr => self.crr.as_ref().map(|c| c.start()),
-                    TestKind::Rr => {
-                        let params = RrParams::from_spec(&spec, &self.shared.cpus, scope, None);
-                        match (RrConns::sort(&spec, attached), params) {
-                            (Ok(conns), Some(params)) => {
-                                Some(rr::start_server(self.shared.engine, conns, params))
-                            }
-                            (Err(e), _) => {
-                                self.session.stream_failed(e.to_string());
-                                None
-                            }
-                            (_, None) => {
-                                self.session
-                                    .stream_failed("rr test without its parameters".into());
-                                None
-                            }
-                        }
-                    }
-                };
+                }
             }
             ServerAction::BindDatagramSockets { spec, .. } => {
                 match self.bind_datagrams(&spec, ctrl) {
@@ -564,18 +532,8 @@ impl ServerTest<'_> {
                         .stream_failed(format!("stream {}: {e}", plan.id));
                     return;
                 }
-                self.attached.push(StreamSetup {
-                    id: plan.id,
-                    sender: plan.sender,
-                    role: if plan.sender == Side::Server {
-                        Role::Sender
-                    } else {
-                        Role::Receiver
-                    },
-                    bytes: plan.bytes,
-                    datagrams: None,
-                    sock: DataSocket::Tcp(sock),
-                });
+                self.attached
+                    .push(test_type::server_tcp_stream(&plan, sock));
             }
             Err(why) => log!("linerate server: rejected a data connection: {why}"),
         }

@@ -168,6 +168,15 @@ fn client_config(
     output: &args::OutputArgs,
     connect_timeout: &str,
 ) -> Result<ClientConfig> {
+    // What no server could run is a usage error here, not a refusal from
+    // the server after a connection (issue 13).
+    if let Err(e) = linerate_proto::spec::negotiate(&spec, &ServerLimits::unlimited()) {
+        let flag = match e.field {
+            "streams" => "parallel".to_owned(),
+            f => f.replace('_', "-"),
+        };
+        bail!("--{flag}: {}", e.reason);
+    }
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
@@ -787,6 +796,20 @@ mod tests {
             let e = parse(args).expect_err(args).to_string();
             assert!(e.contains(named), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn issue_13_what_no_server_could_run_is_refused_locally() {
+        let e = parse("rr --proto udp -s 70000")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("--sizes") && e.contains("65507"), "{e}");
+        let e = parse("rr --proto udp -s 64 -r 70000")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("--response-size"), "{e}");
+        // A server's own limits (raised with server flags) are its to apply.
+        assert!(parse("tcp -t 100000 -P 1000").is_ok());
     }
 
     #[test]

@@ -213,7 +213,7 @@ fn golden_json_reports_match_docs_json_md() {
     let server = Server::start(&[]);
     let port = server.port_str();
     let runs: [(&str, &[&str]); 10] = [
-        ("tcp", &["tcp", "-t", "0.4", "-i", "0.2"]),
+        ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "--iface", "lo"]),
         ("tcp", &["tcp", "-n", "20M", "-i", "0.2"]),
         ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "-R"]),
         (

@@ -320,12 +320,22 @@ pub fn check_faults(faults: &[Fault]) -> Result<(), String> {
 }
 
 /// The order in which a sender emits sequence numbers: `0, 1, 2, …` with
-/// the scheduled faults applied. The sender asks [`Self::current`] for the
-/// number to send, and calls [`Self::advance`] only once the send worked,
-/// so a failed send is retried with the same number.
+/// the scheduled faults applied, up to an optional count limit. The sender
+/// asks [`Self::current`] for the number to send, and calls
+/// [`Self::advance`] only once the send worked, so a failed send is retried
+/// with the same number. [`Self::upcoming`] looks ahead without advancing,
+/// for a sender that fills a batch and learns afterwards how much of it left.
 #[derive(Debug, Clone)]
 pub struct SeqSchedule {
     faults: Vec<Fault>,
+    cursor: Cursor,
+    /// Numbers to issue; `u64::MAX`: no limit.
+    limit: u64,
+}
+
+/// Where a schedule stands: small and `Copy`, so a lookahead is a copy.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
     next_fault: usize,
     /// Next sequence number not yet issued.
     next: u64,
@@ -335,44 +345,9 @@ pub struct SeqSchedule {
     queued_pos: usize,
 }
 
-impl SeqSchedule {
-    /// A schedule with `faults` (checked with [`check_faults`]; others are
-    /// ignored from the first overlap on).
-    pub fn new(mut faults: Vec<Fault>) -> Self {
-        faults.sort();
-        let mut next_free = 0u64;
-        let mut keep = 0;
-        for f in &faults {
-            if f.seq < next_free {
-                break;
-            }
-            next_free = f
-                .seq
-                .saturating_add(if f.kind == FaultKind::Swap { 2 } else { 1 });
-            keep += 1;
-        }
-        faults.truncate(keep);
-        let mut s = SeqSchedule {
-            faults,
-            next_fault: 0,
-            next: 0,
-            queued: [0; 2],
-            queued_len: 0,
-            queued_pos: 0,
-        };
-        s.refill();
-        s
-    }
-
-    /// Sequence numbers issued so far: every number below this was sent or
-    /// skipped on purpose. The loss baseline.
-    pub fn issued(&self) -> u64 {
-        self.next
-    }
-
-    /// The number to send next.
+impl Cursor {
     #[inline]
-    pub fn current(&self) -> u64 {
+    fn current(&self) -> u64 {
         if self.queued_pos < self.queued_len {
             self.queued[self.queued_pos]
         } else {
@@ -380,25 +355,34 @@ impl SeqSchedule {
         }
     }
 
-    /// The current number was sent.
     #[inline]
-    pub fn advance(&mut self) {
+    fn idle(&self) -> bool {
+        self.queued_pos >= self.queued_len
+    }
+
+    #[inline]
+    fn finished(&self, limit: u64) -> bool {
+        self.next >= limit && self.idle()
+    }
+
+    #[inline]
+    fn advance(&mut self, faults: &[Fault]) {
         if self.queued_pos < self.queued_len {
             self.queued_pos += 1;
             if self.queued_pos == self.queued_len {
                 self.queued_len = 0;
                 self.queued_pos = 0;
-                self.refill();
+                self.refill(faults);
             }
         } else {
             self.next += 1;
-            self.refill();
+            self.refill(faults);
         }
     }
 
     /// Applies the fault (if any) due at `next`.
-    fn refill(&mut self) {
-        while let Some(f) = self.faults.get(self.next_fault).copied() {
+    fn refill(&mut self, faults: &[Fault]) {
+        while let Some(f) = faults.get(self.next_fault).copied() {
             if f.seq != self.next {
                 return;
             }
@@ -423,10 +407,107 @@ impl SeqSchedule {
             }
         }
     }
+}
+
+impl SeqSchedule {
+    /// A schedule with `faults` (checked with [`check_faults`]; others are
+    /// ignored from the first overlap on) and no count limit.
+    pub fn new(mut faults: Vec<Fault>) -> Self {
+        faults.sort();
+        let mut next_free = 0u64;
+        let mut keep = 0;
+        for f in &faults {
+            if f.seq < next_free {
+                break;
+            }
+            next_free = f
+                .seq
+                .saturating_add(if f.kind == FaultKind::Swap { 2 } else { 1 });
+            keep += 1;
+        }
+        faults.truncate(keep);
+        let mut cursor = Cursor {
+            next_fault: 0,
+            next: 0,
+            queued: [0; 2],
+            queued_len: 0,
+            queued_pos: 0,
+        };
+        cursor.refill(&faults);
+        SeqSchedule {
+            faults,
+            cursor,
+            limit: u64::MAX,
+        }
+    }
+
+    /// The same schedule, finished once `limit` numbers are issued (and
+    /// every queued one was sent).
+    pub fn with_limit(mut self, limit: Option<u64>) -> Self {
+        self.limit = limit.unwrap_or(u64::MAX);
+        self
+    }
+
+    /// Sequence numbers issued so far: every number below this was sent or
+    /// skipped on purpose. The loss baseline.
+    pub fn issued(&self) -> u64 {
+        self.cursor.next
+    }
+
+    /// The number to send next.
+    #[inline]
+    pub fn current(&self) -> u64 {
+        self.cursor.current()
+    }
+
+    /// The current number was sent.
+    #[inline]
+    pub fn advance(&mut self) {
+        self.cursor.advance(&self.faults);
+    }
 
     /// Whether everything issued has been sent (no queued numbers).
     pub fn idle(&self) -> bool {
-        self.queued_pos >= self.queued_len
+        self.cursor.idle()
+    }
+
+    /// Whether the count limit is reached: nothing more to send.
+    #[inline]
+    pub fn finished(&self) -> bool {
+        self.cursor.finished(self.limit)
+    }
+
+    /// The numbers [`Self::current`] and [`Self::advance`] would hand out
+    /// from here, in order, up to the limit; the schedule does not move.
+    #[inline]
+    pub fn upcoming(&self) -> Upcoming<'_> {
+        Upcoming {
+            faults: &self.faults,
+            cursor: self.cursor,
+            limit: self.limit,
+        }
+    }
+}
+
+/// A look ahead along a [`SeqSchedule`] (see [`SeqSchedule::upcoming`]).
+#[derive(Debug, Clone)]
+pub struct Upcoming<'a> {
+    faults: &'a [Fault],
+    cursor: Cursor,
+    limit: u64,
+}
+
+impl Iterator for Upcoming<'_> {
+    type Item = u64;
+
+    #[inline]
+    fn next(&mut self) -> Option<u64> {
+        if self.cursor.finished(self.limit) {
+            return None;
+        }
+        let seq = self.cursor.current();
+        self.cursor.advance(self.faults);
+        Some(seq)
     }
 }
 
@@ -560,7 +641,59 @@ mod tests {
         assert_eq!(s.issued(), 10);
     }
 
+    #[test]
+    fn a_limited_schedule_finishes_after_its_queued_numbers() {
+        // A dup on the last number: both copies go out before it finishes.
+        let s = SeqSchedule::new(parse_faults("dup:3").expect("ok")).with_limit(Some(4));
+        assert_eq!(s.upcoming().collect::<Vec<_>>(), vec![0, 1, 2, 3, 3]);
+        let s = SeqSchedule::new(Vec::new()).with_limit(Some(0));
+        assert!(s.finished());
+        assert_eq!(s.upcoming().next(), None);
+    }
+
+    fn any_faults() -> impl Strategy<Value = Vec<Fault>> {
+        let kind = prop_oneof![
+            Just(FaultKind::Skip),
+            Just(FaultKind::Dup),
+            Just(FaultKind::Swap),
+            Just(FaultKind::Magic),
+            Just(FaultKind::Short),
+        ];
+        proptest::collection::vec((0u64..40, kind), 0..8).prop_map(|v| {
+            let mut f: Vec<Fault> = v
+                .into_iter()
+                .map(|(seq, kind)| Fault { seq, kind })
+                .collect();
+            f.sort();
+            f
+        })
+    }
+
     proptest! {
+        /// Looking ahead shows exactly what advancing will hand out, from
+        /// any point of any schedule, limit included.
+        #[test]
+        fn upcoming_is_what_advance_hands_out(
+            faults in any_faults(),
+            limit in proptest::option::of(0u64..50),
+            start in 0usize..30,
+        ) {
+            let mut s = SeqSchedule::new(faults).with_limit(limit);
+            for _ in 0..start {
+                if s.finished() {
+                    break;
+                }
+                s.advance();
+            }
+            let ahead: Vec<u64> = s.upcoming().take(200).collect();
+            let mut walked = Vec::new();
+            while !s.finished() && walked.len() < 200 {
+                walked.push(s.current());
+                s.advance();
+            }
+            prop_assert_eq!(ahead, walked);
+        }
+
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
             if let Ok(v) = DatagramHeader::new_checked(&bytes[..]) {

@@ -18,19 +18,32 @@
 //! - [`seq`]: the receiver's sequence tracker (loss, reordering,
 //!   duplicates, late arrivals) and RFC 3550 jitter.
 //! - [`pacing`]: the sender's absolute schedule.
+//! - [`udp_sender`]: the UDP sender's core — pacing, sequence numbers,
+//!   header stamping, faults — handing out batches of datagrams.
+//! - [`udp_receiver`]: the UDP receiver's core — one datagram and its
+//!   arrival time in: classification, sequence tracking, jitter, counters.
+//! - [`interval`]: the interval cutter — boundaries with the warm-up,
+//!   cumulative counters cut into per-interval records.
 //! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
 //!   parameters and results, UDP header and receiver rules) and its client
 //!   and server sessions, so linerate interoperates with real iperf3 peers.
+//! - [`side`]: client or server, the word all of the above share.
+
+pub use side::Side;
 
 pub mod clock;
 pub mod datagram;
+pub mod interval;
 pub mod iperf3;
 pub mod measure;
 pub mod pacing;
 pub mod rr;
 pub mod seq;
 pub mod session;
+pub mod side;
 pub mod spec;
+pub mod udp_receiver;
+pub mod udp_sender;
 pub mod wire;
 
 /// Version of the native control protocol carried in `Hello`.

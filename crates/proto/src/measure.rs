@@ -8,7 +8,7 @@
 use linerate_stats::histogram::Summary;
 use serde::{Deserialize, Serialize};
 
-use crate::wire::Side;
+use crate::side::Side;
 
 /// Whether this side wrote or read on a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -399,17 +399,4 @@ pub struct SideResults {
     /// UDP tests: the kernel's drop counters on this side.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kernel_udp: Option<KernelUdp>,
-}
-
-impl SideResults {
-    /// Makes the results fit a Results frame: drops the interval records if
-    /// they would push it past the limit.
-    pub fn fit_for_wire(mut self) -> SideResults {
-        let len = serde_json::to_vec(&self).map_or(usize::MAX, |v| v.len());
-        if len > crate::wire::MAX_RESULTS_PAYLOAD {
-            self.intervals.clear();
-            self.intervals_dropped = true;
-        }
-        self
-    }
 }

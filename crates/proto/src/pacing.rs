@@ -71,6 +71,13 @@ impl Pacer {
         self.due_of(self.k)
     }
 
+    /// When the datagram `i` places after the next may leave (`i` = 0: the
+    /// next one), ns since start: for a sender filling a batch.
+    #[inline]
+    pub fn due_after(&self, i: u64) -> u64 {
+        self.due_of(self.k.saturating_add(i))
+    }
+
     /// The next datagram left.
     #[inline]
     pub fn sent(&mut self) {

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wire::Side;
+use crate::side::Side;
 
 /// Transport of the data connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -454,6 +454,23 @@ impl Default for ServerLimits {
             max_omit_ms: 600 * 1000,
             max_window: 1 << 30,
             min_interval_ms: 10,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// No server-chosen limit at all: what [`negotiate`] still refuses
+    /// against these is what no server could run (a UDP message over one
+    /// datagram, zero streams, …), so a client checks its own spec against
+    /// them before sending it and says so as a usage error.
+    pub fn unlimited() -> Self {
+        ServerLimits {
+            max_streams: u16::MAX,
+            max_len: u32::MAX,
+            max_time_ms: u64::MAX,
+            max_omit_ms: u64::MAX,
+            max_window: u32::MAX,
+            min_interval_ms: 0,
         }
     }
 }

@@ -182,22 +182,9 @@ pub struct Refuse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Token(pub [u8; TOKEN_LEN]);
 
-/// Which side writes on a data connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Side {
-    Client,
-    Server,
-}
-
-impl Side {
-    pub fn other(self) -> Side {
-        match self {
-            Side::Client => Side::Server,
-            Side::Server => Side::Client,
-        }
-    }
-}
+// `Side` lives in its own module (spec and measure use it too); it is
+// re-exported here, where the frames that carry it are.
+pub use crate::side::Side;
 
 /// First frame on a data connection: which test and which stream it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

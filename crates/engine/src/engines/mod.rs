@@ -13,7 +13,7 @@
 //! every loop.
 //!
 //! Engines are chosen once, as an [`EngineKind`] in the validated config, and
-//! dispatched statically ([`with_engine!`]) at the top of a stream's thread:
+//! dispatched statically (`with_engine!`) at the top of a stream's thread:
 //! no indirect call per buffer or datagram.
 
 pub mod auto;
@@ -215,8 +215,6 @@ impl WaitPolicy {
 /// Engines are small `Copy` values (their options, if any); the generic
 /// loops take `E: Engine` and are monomorphised, so calls are direct.
 pub trait Engine: Copy + Send + Sync + 'static {
-    /// Which engine this is (for reports).
-    const KIND: EngineKind;
     type UdpTx: UdpTx;
     type UdpRx: UdpRx;
     type TcpTx: TcpTx;

@@ -7,7 +7,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 
-use super::{Engine, EngineKind, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
+use super::{Engine, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
 use crate::cmsg::{self, ControlBuf};
 use crate::EngineError;
 
@@ -20,7 +20,6 @@ const UDP_TX_BATCH: usize = 1;
 pub struct Syscall;
 
 impl Engine for Syscall {
-    const KIND: EngineKind = EngineKind::Syscall;
     type UdpTx = SyscallUdpTx;
     type UdpRx = SyscallUdpRx;
     type TcpTx = SyscallTcp;

@@ -105,7 +105,6 @@ impl AsRawFd for Fd {
 }
 
 impl Engine for ZeroCopy {
-    const KIND: EngineKind = EngineKind::ZeroCopy;
     type UdpTx = ZcUdpTx;
     type UdpRx = SyscallUdpRx;
     type TcpTx = ZcTcpTx;

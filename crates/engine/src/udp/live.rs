@@ -3,6 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use linerate_proto::interval::UdpTotals;
+use linerate_proto::udp_receiver::LiveCounts;
+
 /// Live counters of one UDP stream, for the sampler's interval records.
 /// Only the stream's own thread writes them.
 #[derive(Debug)]
@@ -54,5 +57,37 @@ impl UdpCounters {
     }
     pub fn jitter_ns(&self) -> f64 {
         f64::from_bits(load(&self.jitter_bits))
+    }
+
+    /// A receiver publishes its core's counters (once per batch).
+    #[inline]
+    pub fn publish(&self, c: &LiveCounts) {
+        let st = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        st(&self.datagrams, c.datagrams);
+        st(&self.received, c.received);
+        st(&self.next_expected, c.next_expected);
+        st(&self.duplicates, c.duplicates);
+        st(&self.reordered, c.reordered);
+        st(&self.late, c.late);
+        st(&self.corrupt, c.corrupt);
+        st(&self.jitter_bits, c.jitter_ns.to_bits());
+        if let Some(d) = c.socket_drops {
+            st(&self.socket_drops, d);
+        }
+    }
+
+    /// The counters now, for the interval cutter.
+    pub fn totals(&self) -> UdpTotals {
+        UdpTotals {
+            datagrams: load(&self.datagrams),
+            received: load(&self.received),
+            next_expected: load(&self.next_expected),
+            reordered: load(&self.reordered),
+            duplicates: load(&self.duplicates),
+            late: load(&self.late),
+            corrupt: load(&self.corrupt),
+            socket_drops: load(&self.socket_drops),
+            jitter_ns: self.jitter_ns(),
+        }
     }
 }

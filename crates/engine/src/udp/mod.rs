@@ -14,7 +14,8 @@
 //! client whose server already sends data takes that as the answer.
 
 mod live;
-mod loops;
+mod recv;
+mod send;
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -27,7 +28,8 @@ use crate::cmsg::{SO_MEMINFO, SO_RCVBUFFORCE, SO_SNDBUFFORCE};
 use crate::EngineError;
 
 pub use live::UdpCounters;
-pub use loops::{recv, send, RecvJob, SendJob};
+pub use recv::{recv, RecvJob};
+pub use send::{send, SendJob};
 
 /// How often the client repeats an unanswered greeting.
 pub const GREET_EVERY: Duration = Duration::from_millis(100);
@@ -48,6 +50,11 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,
     }
+}
+
+/// Nanoseconds since the test's time zero.
+fn ns_since(start: Instant) -> u64 {
+    start.elapsed().as_nanos() as u64
 }
 
 /// Binds a data socket to `local` (canonicalised: an IPv4-mapped address
@@ -219,4 +226,121 @@ pub fn accept_greeting(
     sock.send(greeting)
         .map_err(|e| EngineError::io("echo UDP greeting", e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use crate::engines::{Syscall, WaitPolicy};
+    use crate::stream::{Signals, StreamCounter};
+    use linerate_proto::datagram;
+
+    #[test]
+    fn greeting_is_echoed_and_connects_the_server_socket() {
+        let server = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let port = server.local_addr().expect("addr").port();
+        let client = connect(SocketAddr::from(([127, 0, 0, 1], port))).expect("connect");
+        let t = std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            for _ in 0..200 {
+                if let Some((n, from)) = poll_greeting(&server, &mut buf) {
+                    accept_greeting(&server, from, &buf[..n]).expect("echo");
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            panic!("no greeting");
+        });
+        greet(&client, b"LR hello").expect("echoed");
+        t.join().expect("server thread");
+    }
+
+    #[test]
+    fn data_from_the_server_answers_a_greeting_and_stays_queued() {
+        let server = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let client = connect(server.local_addr().expect("addr")).expect("connect");
+        server
+            .connect(client.local_addr().expect("addr"))
+            .expect("connect back");
+        // The server attached this stream and started; the echo was lost.
+        server.send(b"LU data").expect("send");
+        greet(&client, b"LR hello").expect("data counts as the answer");
+        let mut buf = [0u8; 16];
+        let n = client.recv(&mut buf).expect("still queued");
+        assert_eq!(&buf[..n], b"LU data");
+    }
+
+    #[test]
+    fn loops_count_faults_exactly_on_loopback() {
+        for policy in [WaitPolicy::Block, WaitPolicy::Spin] {
+            count_faults_on_loopback(policy);
+        }
+    }
+
+    fn count_faults_on_loopback(policy: WaitPolicy) {
+        let rx = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+        let tx = connect(rx.local_addr().expect("addr")).expect("connect");
+        rx.connect(tx.local_addr().expect("addr"))
+            .expect("connect back");
+        set_buffers(&rx, 4 << 20).expect("buffers");
+        let start = Instant::now();
+        let signals = Arc::new(Signals::default());
+        let live_rx = Arc::new(UdpCounters::default());
+        let job = RecvJob {
+            stream: 1,
+            len: 200,
+            verify: true,
+            start,
+        };
+        let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live_rx));
+        let receiver = std::thread::spawn(move || {
+            recv::recv_loop(
+                Syscall,
+                &rx,
+                &job,
+                &StreamCounter::default(),
+                &l2,
+                &s2,
+                policy,
+            )
+        });
+        let send = SendJob {
+            stream: 1,
+            len: 200,
+            millipps: Some(20_000_000),
+            burst: 1,
+            verify: true,
+            faults: datagram::parse_faults("skip:3,dup:10,swap:20,magic:30,payload:40,stream:50")
+                .expect("faults"),
+            limit: Some(100),
+            start,
+        };
+        let (sent, end) = send::send_loop(
+            Syscall,
+            &tx,
+            &send,
+            &StreamCounter::default(),
+            &UdpCounters::default(),
+            &signals,
+        );
+        end.result.expect("sent");
+        assert_eq!(sent.issued, 100);
+        assert_eq!(sent.datagrams, 100);
+        live_rx.set_issued(sent.issued);
+        signals.drain_at(ns_since(start) + 100_000_000);
+        let (got, end) = receiver.join().expect("receiver");
+        end.result.expect("received");
+        assert_eq!(got.lost, Some(1));
+        assert_eq!(got.duplicates, 1);
+        assert_eq!(got.reordered, 1);
+        assert_eq!(got.max_reorder_distance, 1);
+        assert_eq!(got.corrupt, 3);
+        assert_eq!(got.received, 99, "{policy:?}");
+        assert_eq!(got.socket_drops, Some(0));
+        // Every valid datagram's bytes, and the counters the sampler reads.
+        let live = live_rx.totals();
+        assert_eq!((live.datagrams, live.received, live.corrupt), (100, 99, 3));
+    }
 }

@@ -20,6 +20,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::exchange::Exchange;
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
 use crate::clock::{self, ClockOffset, ClockSample};
 use crate::measure::SideResults;
@@ -70,9 +71,7 @@ enum State {
     AwaitStart,
     Running {
         started: Instant,
-        local: Option<SideResults>,
-        remote: Option<SideResults>,
-        send_done: bool,
+        exchange: Exchange,
     },
     Done {
         local: SideResults,
@@ -279,14 +278,12 @@ impl ClientSession {
                 self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
                 self.state = State::Running {
                     started: now,
-                    local: None,
-                    remote: None,
-                    send_done: false,
+                    exchange: Exchange::default(),
                 };
                 self.actions.push_back(ClientAction::StartStreams);
             }
-            (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
-                *remote = Some(*r);
+            (State::Running { exchange, .. }, Message::Results(r)) if !exchange.has_remote() => {
+                exchange.remote_arrived(*r);
                 self.try_complete();
             }
             (State::Running { .. }, Message::SendDone(d))
@@ -347,22 +344,15 @@ impl ClientSession {
     /// UDP: every sending stream of this side finished; tell the server how
     /// many sequence numbers each issued (once).
     pub fn local_senders_finished(&mut self, streams: Vec<SentCount>) {
-        if let State::Running { send_done, .. } = &mut self.state {
-            if !*send_done {
-                *send_done = true;
-                self.outbox.push(&Message::SendDone(SendDone { streams }));
-            }
+        if let State::Running { exchange, .. } = &mut self.state {
+            exchange.senders_finished(streams, &mut self.outbox);
         }
     }
 
     /// This side's streams have all ended; `results` is what it measured.
     pub fn local_finished(&mut self, results: SideResults, now: Instant) {
-        let results = results.fit_for_wire();
-        if let State::Running { local, .. } = &mut self.state {
-            if local.is_none() {
-                self.outbox
-                    .push(&Message::Results(Box::new(results.clone())));
-                *local = Some(results);
+        if let State::Running { exchange, .. } = &mut self.state {
+            if exchange.local_finished(results, &mut self.outbox) {
                 self.deadline = Some(now + RESULTS_TIMEOUT);
                 self.try_complete();
             }
@@ -370,13 +360,8 @@ impl ClientSession {
     }
 
     fn try_complete(&mut self) {
-        if let State::Running {
-            local: local @ Some(_),
-            remote: remote @ Some(_),
-            ..
-        } = &mut self.state
-        {
-            if let (Some(local), Some(remote)) = (local.take(), remote.take()) {
+        if let State::Running { exchange, .. } = &mut self.state {
+            if let Some((local, remote)) = exchange.take_both() {
                 self.state = State::Done { local, remote };
                 self.deadline = None;
             }
@@ -405,7 +390,9 @@ impl ClientSession {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
             let what = match &self.state {
-                State::Running { local: None, .. } => "waiting for the data streams to finish",
+                State::Running { exchange, .. } if exchange.streams_running() => {
+                    "waiting for the data streams to finish"
+                }
                 State::Running { .. } => "waiting for the server's results",
                 s => s.name(),
             };
@@ -415,10 +402,12 @@ impl ClientSession {
 
     /// Ends the session; streams that may exist are told to stop.
     fn fail(&mut self, err: SessionError) {
-        if matches!(
-            self.state,
-            State::Connecting | State::AwaitStart | State::Running { local: None, .. }
-        ) {
+        let streams_may_run = match &self.state {
+            State::Connecting | State::AwaitStart => true,
+            State::Running { exchange, .. } => exchange.streams_running(),
+            _ => false,
+        };
+        if streams_may_run {
             self.actions.push_back(ClientAction::AbortStreams);
         }
         self.state = State::Failed(err);

@@ -9,9 +9,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::wire::{self, Message, RefuseCode, WireError};
+use crate::measure::SideResults;
+use crate::spec::TestSpec;
+use crate::wire::{self, Message, RefuseCode, SentCount, WireError};
 
 pub mod client;
+mod exchange;
 pub mod server;
 
 /// How long each handshake step may take (Hello→Accept, Accept→Start).
@@ -45,6 +48,75 @@ pub enum SessionError {
     #[error("data stream failed: {0}")]
     Stream(String),
 }
+
+/// What both sessions offer the I/O layer's control loop, so client and
+/// server drive theirs with one loop: carry out actions, write the outbox,
+/// report the data phase's progress, feed what arrived, call back at the
+/// deadline.
+pub trait Session {
+    /// What the I/O layer must do next ([`client::ClientAction`],
+    /// [`server::ServerAction`]).
+    type Action;
+    fn poll_action(&mut self) -> Option<Self::Action>;
+    /// Bytes to write to the control connection.
+    fn outbox(&mut self) -> &mut Outbox;
+    /// The agreed spec, once there is one.
+    fn spec(&self) -> Option<&TestSpec>;
+    fn is_finished(&self) -> bool;
+    /// Bytes read from the control connection that arrived at `clock_ns`
+    /// (monotonic clock, ns).
+    fn receive_at(&mut self, bytes: &[u8], now: Instant, clock_ns: u64);
+    /// UDP: every local sender finished, having issued these counts.
+    fn local_senders_finished(&mut self, streams: Vec<SentCount>);
+    /// This side's streams have all ended; `results` is what it measured.
+    fn local_finished(&mut self, results: SideResults, now: Instant);
+    /// The control connection reached end of file or failed.
+    fn peer_closed(&mut self);
+    /// Call when `now` has reached the session's deadline.
+    fn handle_timeout(&mut self, now: Instant);
+}
+
+/// Implements [`Session`] with the session's inherent methods.
+macro_rules! impl_session {
+    ($ty:ty, $action:ty) => {
+        impl $crate::session::Session for $ty {
+            type Action = $action;
+            fn poll_action(&mut self) -> Option<$action> {
+                <$ty>::poll_action(self)
+            }
+            fn outbox(&mut self) -> &mut $crate::session::Outbox {
+                <$ty>::outbox(self)
+            }
+            fn spec(&self) -> Option<&$crate::spec::TestSpec> {
+                <$ty>::spec(self)
+            }
+            fn is_finished(&self) -> bool {
+                <$ty>::is_finished(self)
+            }
+            fn receive_at(&mut self, bytes: &[u8], now: std::time::Instant, clock_ns: u64) {
+                <$ty>::receive_at(self, bytes, now, clock_ns)
+            }
+            fn local_senders_finished(&mut self, streams: Vec<$crate::wire::SentCount>) {
+                <$ty>::local_senders_finished(self, streams)
+            }
+            fn local_finished(
+                &mut self,
+                results: $crate::measure::SideResults,
+                now: std::time::Instant,
+            ) {
+                <$ty>::local_finished(self, results, now)
+            }
+            fn peer_closed(&mut self) {
+                <$ty>::peer_closed(self)
+            }
+            fn handle_timeout(&mut self, now: std::time::Instant) {
+                <$ty>::handle_timeout(self, now)
+            }
+        }
+    };
+}
+impl_session!(client::ClientSession, client::ClientAction);
+impl_session!(server::ServerSession, server::ServerAction);
 
 /// Bytes waiting to be written to the control connection.
 #[derive(Debug, Default)]

@@ -24,6 +24,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
+use super::exchange::Exchange;
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
 use crate::measure::SideResults;
 use crate::spec::Protocol;
@@ -74,11 +75,7 @@ enum State {
         plan: Vec<StreamPlan>,
         attached: BTreeSet<u32>,
     },
-    Running {
-        local: Option<SideResults>,
-        remote: Option<SideResults>,
-        send_done: bool,
-    },
+    Running(Exchange),
     Done {
         local: SideResults,
         remote: SideResults,
@@ -94,7 +91,7 @@ impl State {
             State::AwaitHello => "waiting for the client's hello",
             State::AwaitPorts { .. } => "binding data sockets",
             State::AwaitStreams { .. } => "waiting for data connections",
-            State::Running { .. } => "running the test",
+            State::Running(_) => "running the test",
             State::Done { .. } => "finished",
             State::Refused(_) => "refused",
             State::Failed(_) => "failed",
@@ -176,13 +173,7 @@ impl ServerSession {
     /// True once the client's results arrived (a crr server ends its side then:
     /// the client has closed every connection).
     pub fn peer_results_received(&self) -> bool {
-        matches!(
-            self.state,
-            State::Running {
-                remote: Some(_),
-                ..
-            }
-        )
+        matches!(&self.state, State::Running(x) if x.has_remote())
     }
 
     pub fn outbox(&mut self) -> &mut Outbox {
@@ -324,7 +315,7 @@ impl ServerSession {
                     }
                 }
             }
-            (State::AwaitStreams { .. } | State::Running { .. }, Message::ClockProbe(p)) => {
+            (State::AwaitStreams { .. } | State::Running(_), Message::ClockProbe(p)) => {
                 // Receive and send times are the same reading: the reply
                 // leaves right after, and the gap only widens the client's
                 // bound (see crate::clock), it cannot bias the estimate.
@@ -341,11 +332,11 @@ impl ServerSession {
                     boot_id: self.boot_id.clone(),
                 }));
             }
-            (State::Running { remote, .. }, Message::Results(r)) if remote.is_none() => {
-                *remote = Some(*r);
+            (State::Running(x), Message::Results(r)) if !x.has_remote() => {
+                x.remote_arrived(*r);
                 self.try_complete();
             }
-            (State::Running { .. }, Message::SendDone(d))
+            (State::Running(_), Message::SendDone(d))
                 if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>
             {
                 self.actions.push_back(ServerAction::PeerSendDone(d));
@@ -410,11 +401,8 @@ impl ServerSession {
     /// UDP: every sending stream of this side finished; tell the client how
     /// many sequence numbers each issued (once).
     pub fn local_senders_finished(&mut self, streams: Vec<SentCount>) {
-        if let State::Running { send_done, .. } = &mut self.state {
-            if !*send_done {
-                *send_done = true;
-                self.outbox.push(&Message::SendDone(SendDone { streams }));
-            }
+        if let State::Running(x) = &mut self.state {
+            x.senders_finished(streams, &mut self.outbox);
         }
     }
 
@@ -453,21 +441,13 @@ impl ServerSession {
         self.outbox.push(&Message::Start);
         self.actions.push_back(ServerAction::StartStreams);
         self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
-        self.state = State::Running {
-            local: None,
-            remote: None,
-            send_done: false,
-        };
+        self.state = State::Running(Exchange::default());
     }
 
     /// This side's streams have all ended.
     pub fn local_finished(&mut self, results: SideResults, now: Instant) {
-        let results = results.fit_for_wire();
-        if let State::Running { local, .. } = &mut self.state {
-            if local.is_none() {
-                self.outbox
-                    .push(&Message::Results(Box::new(results.clone())));
-                *local = Some(results);
+        if let State::Running(x) = &mut self.state {
+            if x.local_finished(results, &mut self.outbox) {
                 self.deadline = Some(now + RESULTS_TIMEOUT);
                 self.try_complete();
             }
@@ -475,13 +455,8 @@ impl ServerSession {
     }
 
     fn try_complete(&mut self) {
-        if let State::Running {
-            local: local @ Some(_),
-            remote: remote @ Some(_),
-            ..
-        } = &mut self.state
-        {
-            if let (Some(local), Some(remote)) = (local.take(), remote.take()) {
+        if let State::Running(x) = &mut self.state {
+            if let Some((local, remote)) = x.take_both() {
                 self.state = State::Done { local, remote };
                 self.deadline = None;
             }
@@ -518,8 +493,10 @@ impl ServerSession {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
             let what = match &self.state {
-                State::Running { local: None, .. } => "waiting for the data streams to finish",
-                State::Running { .. } => "waiting for the client's results",
+                State::Running(x) if x.streams_running() => {
+                    "waiting for the data streams to finish"
+                }
+                State::Running(_) => "waiting for the client's results",
                 s => s.name(),
             };
             self.fail(SessionError::Timeout(what));
@@ -527,12 +504,12 @@ impl ServerSession {
     }
 
     fn fail(&mut self, err: SessionError) {
-        if matches!(
-            self.state,
-            State::AwaitPorts { .. }
-                | State::AwaitStreams { .. }
-                | State::Running { local: None, .. }
-        ) {
+        let streams_may_run = match &self.state {
+            State::AwaitPorts { .. } | State::AwaitStreams { .. } => true,
+            State::Running(x) => x.streams_running(),
+            _ => false,
+        };
+        if streams_may_run {
             self.actions.push_back(ServerAction::AbortStreams);
         }
         self.state = State::Failed(err);

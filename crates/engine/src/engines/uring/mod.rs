@@ -71,7 +71,6 @@ pub struct Uring {
 }
 
 impl Engine for Uring {
-    const KIND: EngineKind = EngineKind::Uring { sqpoll: false };
     type UdpTx = UringUdpTx;
     type UdpRx = UringUdpRx;
     type TcpTx = UringTcpTx;

@@ -1,0 +1,267 @@
+//! Runs one side of a test: a thread per data stream plus a sampler thread
+//! that cuts intervals, signals the senders to stop when time is up, and
+//! assembles the side's [`SideResults`] when every stream has ended.
+//!
+//! [`SideRun`] owns all those threads: dropping it aborts and joins them, so a
+//! failed test cannot leak a thread or a socket.
+//!
+//! UDP streams run the same way with three additions: senders pace and
+//! number their datagrams, the side reports when all its senders finished
+//! ([`SideRun::senders_done`], for the peer's SendDone), and receivers stop
+//! at a drain deadline set when the peer's senders finished
+//! ([`SideRun::peer_send_done`]).
+//!
+//! `stream`: one stream's thread (pinning, the engine loop of its transport
+//! and role, its measurement); `sampler`: the sampler thread (driving the
+//! sans-IO interval cutter, collecting the streams' ends, CPU and kernel
+//! deltas).
+
+mod sampler;
+mod stream;
+
+use std::net::{TcpStream, UdpSocket};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use linerate_proto::datagram::Fault;
+use linerate_proto::measure::{IntervalMeasurement, Role, SideResults};
+use linerate_proto::wire::{SentCount, Side};
+
+use crate::engines::EngineKind;
+use crate::stream::Signals;
+use crate::udp::UdpCounters;
+use sampler::sample;
+
+/// A stream's socket.
+#[derive(Debug)]
+pub enum DataSocket {
+    Tcp(TcpStream),
+    /// Connected to the peer's data socket.
+    Udp(UdpSocket),
+}
+
+/// One established data connection and what this side does on it.
+#[derive(Debug)]
+pub struct StreamSetup {
+    pub id: u32,
+    /// Which side sends on this stream.
+    pub sender: Side,
+    pub role: Role,
+    /// For senders of a byte-limited test: bytes to send.
+    pub bytes: Option<u64>,
+    /// For senders of a datagram-limited test: sequence numbers to issue.
+    pub datagrams: Option<u64>,
+    pub sock: DataSocket,
+}
+
+/// How this side's UDP streams run.
+#[derive(Debug, Clone, Default)]
+pub struct UdpParams {
+    /// Datagrams per 1000 s per stream; `None`: unpaced.
+    pub millipps: Option<u64>,
+    pub burst: u32,
+    pub verify: bool,
+    pub faults: Vec<Fault>,
+    /// Nice value for receiving threads.
+    pub priority: Option<i32>,
+}
+
+/// Whose CPU time a side reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuScope {
+    /// The whole process (client and server in separate processes).
+    Process,
+    /// Only this side's threads (client and server share a process).
+    Threads,
+}
+
+/// How this side runs.
+#[derive(Debug, Clone)]
+pub struct RunParams {
+    /// Bytes per read/write call.
+    pub len: usize,
+    /// Senders stop after `omit + time`; `None` for byte-limited tests.
+    pub time: Option<Duration>,
+    pub omit: Duration,
+    pub interval: Duration,
+    /// Pin stream `i` to `cpus[i % cpus.len()]` when not empty.
+    pub cpus: Vec<usize>,
+    pub cpu_scope: CpuScope,
+    /// UDP tests: pacing and checks.
+    pub udp: Option<UdpParams>,
+}
+
+/// A side's test in progress.
+#[derive(Debug)]
+pub struct SideRun {
+    signals: Arc<Signals>,
+    intervals: Receiver<IntervalMeasurement>,
+    done: Receiver<SideResults>,
+    senders_done: Receiver<Vec<SentCount>>,
+    /// Live UDP counters by stream id (empty for TCP).
+    udp_live: Vec<(u32, Arc<UdpCounters>)>,
+    start: Instant,
+    sampler: Option<JoinHandle<()>>,
+}
+
+/// Starts the streams now; `start` is the test's time zero.
+pub fn start(
+    engine: EngineKind,
+    streams: Vec<StreamSetup>,
+    params: RunParams,
+    start: Instant,
+) -> SideRun {
+    let signals = Arc::new(Signals::default());
+    let (itx, intervals) = mpsc::channel();
+    let (dtx, done) = mpsc::channel();
+    let (stx, senders_done) = mpsc::channel();
+    let udp_live: Vec<(u32, Arc<UdpCounters>)> = streams
+        .iter()
+        .filter(|s| matches!(s.sock, DataSocket::Udp(_)))
+        .map(|s| (s.id, Arc::default()))
+        .collect();
+    let sig = Arc::clone(&signals);
+    let live = udp_live.clone();
+    let sampler = std::thread::Builder::new()
+        .name("linerate-sampler".into())
+        .spawn(move || {
+            let ch = Channels {
+                intervals: itx,
+                senders_done: stx,
+            };
+            let results = sample(engine, streams, &params, start, &sig, &live, &ch);
+            let _ = dtx.send(results);
+        });
+    let sampler = match sampler {
+        Ok(h) => Some(h),
+        Err(_) => {
+            // Without threads no test can run; report an empty, failed side.
+            let (dtx, d) = mpsc::channel();
+            let _ = dtx.send(SideResults {
+                engine: engine.name().into(),
+                ..SideResults::default()
+            });
+            return SideRun {
+                signals,
+                intervals,
+                done: d,
+                senders_done,
+                udp_live,
+                start,
+                sampler: None,
+            };
+        }
+    };
+    SideRun {
+        signals,
+        intervals,
+        done,
+        senders_done,
+        udp_live,
+        start,
+        sampler,
+    }
+}
+
+/// Runs `side` on its own thread as a [`SideRun`]: `side` gets the side's
+/// signals and returns its results (used by the request/response runner,
+/// which has no interval records).
+pub(crate) fn spawn_side(
+    engine_name: &'static str,
+    side: impl FnOnce(&Arc<Signals>) -> SideResults + Send + 'static,
+) -> SideRun {
+    let signals = Arc::new(Signals::default());
+    let (_itx, intervals) = mpsc::channel();
+    let (dtx, done) = mpsc::channel();
+    let (_stx, senders_done) = mpsc::channel();
+    let sig = Arc::clone(&signals);
+    let sampler = std::thread::Builder::new()
+        .name("linerate-side".into())
+        .spawn(move || {
+            let _ = dtx.send(side(&sig));
+        });
+    let sampler = match sampler {
+        Ok(h) => Some(h),
+        Err(_) => {
+            let (dtx, d) = mpsc::channel();
+            let _ = dtx.send(SideResults {
+                engine: engine_name.into(),
+                ..SideResults::default()
+            });
+            return SideRun {
+                signals,
+                intervals,
+                done: d,
+                senders_done,
+                udp_live: Vec::new(),
+                start: Instant::now(),
+                sampler: None,
+            };
+        }
+    };
+    SideRun {
+        signals,
+        intervals,
+        done,
+        senders_done,
+        udp_live: Vec::new(),
+        start: Instant::now(),
+        sampler,
+    }
+}
+
+/// Where the sampler reports while a side runs.
+pub(crate) struct Channels {
+    pub(crate) intervals: Sender<IntervalMeasurement>,
+    pub(crate) senders_done: Sender<Vec<SentCount>>,
+}
+
+impl SideRun {
+    /// Stops every stream at once (the test failed or was interrupted).
+    pub fn abort(&self) {
+        self.signals.abort();
+    }
+
+    /// UDP: every sending stream of this side has finished, with the
+    /// sequence numbers each issued (once; never for a side with no senders).
+    pub fn senders_done(&self) -> Option<Vec<SentCount>> {
+        self.senders_done.try_recv().ok()
+    }
+
+    /// UDP: the peer's senders finished with `counts`; receivers keep
+    /// reading for `drain` from now, then stop.
+    pub fn peer_send_done(&self, counts: &[SentCount], drain: Duration) {
+        for c in counts {
+            if let Some((_, live)) = self.udp_live.iter().find(|(id, _)| *id == c.stream) {
+                live.set_issued(c.issued);
+            }
+        }
+        let at = self.start.elapsed() + drain;
+        self.signals.drain_at(at.as_nanos() as u64);
+    }
+
+    /// Next interval record, if one is ready.
+    pub fn next_interval(&self) -> Option<IntervalMeasurement> {
+        self.intervals.try_recv().ok()
+    }
+
+    /// The side's results once every stream has ended.
+    pub fn try_finish(&mut self) -> Option<SideResults> {
+        let r = self.done.try_recv().ok()?;
+        if let Some(h) = self.sampler.take() {
+            let _ = h.join();
+        }
+        Some(r)
+    }
+}
+
+impl Drop for SideRun {
+    fn drop(&mut self) {
+        if let Some(h) = self.sampler.take() {
+            self.signals.abort();
+            let _ = h.join();
+        }
+    }
+}

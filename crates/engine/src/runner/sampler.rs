@@ -1,0 +1,297 @@
+//! The sampler thread of one side: starts the stream threads, follows the
+//! interval cutter (wake at boundaries, stop the senders at the planned end,
+//! cut the streams' counters into interval records), collects the streams'
+//! ends and assembles the side's [`SideResults`].
+
+use std::net::TcpStream;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use linerate_proto::interval::{CutStream, IntervalCutter, Sample};
+use linerate_proto::measure::{
+    CpuMeasurement, IntervalMeasurement, Role, SideResults, StreamMeasurement,
+};
+use linerate_proto::wire::SentCount;
+
+use super::stream::{spawn_stream, Finished, StreamCtx};
+use super::{Channels, CpuScope, DataSocket, RunParams, StreamSetup};
+use crate::cpu::{self, CpuTime};
+use crate::engines::EngineKind;
+use crate::stream::{Signals, StreamCounter};
+use crate::udp::UdpCounters;
+use crate::{netstat, tcp_info};
+
+/// The sampler's hold on its streams while they run.
+struct Running {
+    counters: Vec<Arc<StreamCounter>>,
+    /// Duplicates of the TCP sending sockets, to read TCP_INFO each interval.
+    probes: Vec<Option<TcpStream>>,
+    lives: Vec<Option<Arc<UdpCounters>>>,
+    handles: Vec<JoinHandle<()>>,
+    results: Vec<Option<StreamMeasurement>>,
+    finished: usize,
+}
+
+impl Running {
+    /// Every stream's counters now (reads TCP_INFO of the senders).
+    fn samples(&self) -> Vec<Sample> {
+        self.counters
+            .iter()
+            .zip(&self.probes)
+            .zip(&self.lives)
+            .map(|((c, probe), live)| Sample {
+                bytes: c.get(),
+                udp: live.as_ref().map(|l| l.totals()),
+                tcp: probe.as_ref().and_then(tcp_info::read),
+            })
+            .collect()
+    }
+}
+
+/// Starts a thread per stream; a stream whose thread cannot start is
+/// finished at once with that error.
+fn spawn_all(
+    engine: EngineKind,
+    streams: Vec<StreamSetup>,
+    params: &RunParams,
+    start: Instant,
+    signals: &Arc<Signals>,
+    udp_live: &[(u32, Arc<UdpCounters>)],
+    done: &Sender<Finished>,
+) -> (Running, Vec<CutStream>) {
+    let n = streams.len();
+    let mut run = Running {
+        counters: (0..n).map(|_| Arc::default()).collect(),
+        probes: Vec::with_capacity(n),
+        lives: Vec::with_capacity(n),
+        handles: Vec::with_capacity(n),
+        results: vec![None; n],
+        finished: 0,
+    };
+    let mut cut = Vec::with_capacity(n);
+    for (i, s) in streams.into_iter().enumerate() {
+        run.probes.push(match (&s.sock, s.role) {
+            (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
+            _ => None,
+        });
+        let live = udp_live
+            .iter()
+            .find(|(id, _)| *id == s.id)
+            .map(|(_, l)| Arc::clone(l));
+        run.lives.push(live.clone());
+        cut.push(CutStream {
+            id: s.id,
+            role: s.role,
+        });
+        let id = s.id;
+        let ctx = StreamCtx {
+            engine,
+            start,
+            signals: Arc::clone(signals),
+            done: done.clone(),
+        };
+        match spawn_stream(ctx, i, s, params, Arc::clone(&run.counters[i]), live) {
+            Ok(h) => run.handles.push(h),
+            Err(e) => {
+                run.results[i] = Some(StreamMeasurement {
+                    id,
+                    error: Some(format!("cannot start thread: {e}")),
+                    ..StreamMeasurement::default()
+                });
+                run.finished += 1;
+            }
+        }
+    }
+    (run, cut)
+}
+
+/// What the sampler gathers from streams as they finish.
+struct Ends<'a> {
+    /// The latest stream end, ns since Start.
+    last_end: u64,
+    threads_cpu: CpuTime,
+    /// UDP senders of this side, and those finished so far.
+    udp_senders: usize,
+    senders_finished: Vec<SentCount>,
+    senders_done: &'a Sender<Vec<SentCount>>,
+}
+
+impl Ends<'_> {
+    fn on_finished(&mut self, run: &mut Running, f: Finished) {
+        self.last_end = self.last_end.max(f.measurement.elapsed_ns);
+        self.threads_cpu = self.threads_cpu + f.cpu;
+        if let Some(sent) = &f.measurement.udp_send {
+            self.senders_finished.push(SentCount {
+                stream: f.measurement.id,
+                issued: sent.issued,
+            });
+            if self.senders_finished.len() == self.udp_senders {
+                let _ = self
+                    .senders_done
+                    .send(std::mem::take(&mut self.senders_finished));
+            }
+        }
+        run.results[f.index] = Some(f.measurement);
+        run.finished += 1;
+    }
+}
+
+/// Waits for the streams to end, cutting intervals at their boundaries and
+/// stopping the senders at the planned end; returns every record cut.
+fn watch(
+    run: &mut Running,
+    cutter: &mut IntervalCutter,
+    ends: &mut Ends<'_>,
+    finished: &Receiver<Finished>,
+    start: Instant,
+    signals: &Signals,
+    intervals: &Sender<IntervalMeasurement>,
+) -> Vec<IntervalMeasurement> {
+    let since = |t: Instant| t.saturating_duration_since(start).as_nanos() as u64;
+    let mut recorded = Vec::new();
+    while run.finished < run.results.len() {
+        let wake = start + Duration::from_nanos(cutter.wake_at(since(Instant::now())));
+        match finished.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+            Ok(f) => {
+                ends.on_finished(run, f);
+                continue;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let now = since(Instant::now());
+        if cutter.take_stop(now) {
+            signals.stop();
+        }
+        if cutter.cut_due(now) {
+            let rec = cutter.cut(now, &run.samples());
+            let _ = intervals.send(rec.clone());
+            recorded.push(rec);
+        }
+    }
+    // The tail since the last cut (what the senders wrote before stopping,
+    // what the receivers drained after).
+    if let Some(rec) = cutter.finish(ends.last_end, &run.samples()) {
+        let _ = intervals.send(rec.clone());
+        recorded.push(rec);
+    }
+    recorded
+}
+
+/// CPU and kernel counters at the start of a side, for its deltas.
+struct Baseline {
+    host: Option<cpu::HostSnapshot>,
+    process: CpuTime,
+    sampler: CpuTime,
+    kernel: Option<netstat::KernelSnapshot>,
+}
+
+impl Baseline {
+    fn take(params: &RunParams, streams: &[StreamSetup]) -> Self {
+        // The kernel's view, for UDP tests: counters of the data's interface.
+        let kernel = params.udp.is_some().then(|| {
+            let local = streams.iter().find_map(|s| match &s.sock {
+                DataSocket::Udp(u) => u.local_addr().ok().map(|a| a.ip()),
+                DataSocket::Tcp(_) => None,
+            });
+            netstat::snapshot(local)
+        });
+        Baseline {
+            host: cpu::host(),
+            process: cpu::process(),
+            sampler: cpu::thread(),
+            kernel,
+        }
+    }
+
+    /// The side's CPU use since the baseline.
+    fn cpu(&self, scope: CpuScope, threads_cpu: CpuTime, wall: Duration) -> CpuMeasurement {
+        let (scope, used) = match scope {
+            CpuScope::Process => ("process", cpu::process().saturating_sub(self.process)),
+            CpuScope::Threads => (
+                "threads",
+                threads_cpu + cpu::thread().saturating_sub(self.sampler),
+            ),
+        };
+        CpuMeasurement {
+            scope: scope.into(),
+            user_ns: used.user.as_nanos() as u64,
+            system_ns: used.system.as_nanos() as u64,
+            wall_ns: wall.as_nanos() as u64,
+            host: self
+                .host
+                .zip(cpu::host())
+                .map(|(a, b)| cpu::host_delta(a, b)),
+        }
+    }
+}
+
+/// The sampler thread's work: runs the streams and assembles the side's
+/// results.
+pub(super) fn sample(
+    engine: EngineKind,
+    streams: Vec<StreamSetup>,
+    params: &RunParams,
+    start: Instant,
+    signals: &Arc<Signals>,
+    udp_live: &[(u32, Arc<UdpCounters>)],
+    ch: &Channels,
+) -> SideResults {
+    let baseline = Baseline::take(params, &streams);
+    let udp_senders = if params.udp.is_some() {
+        streams.iter().filter(|s| s.role == Role::Sender).count()
+    } else {
+        0
+    };
+    let (ftx, frx) = mpsc::channel::<Finished>();
+    let (mut run, cut) = spawn_all(engine, streams, params, start, signals, udp_live, &ftx);
+    drop(ftx);
+    let ns = |d: Duration| d.as_nanos() as u64;
+    let mut cutter = IntervalCutter::new(
+        cut,
+        ns(params.omit),
+        ns(params.interval),
+        params.time.map(|t| ns(params.omit + t)),
+    );
+    let mut ends = Ends {
+        last_end: 0,
+        threads_cpu: CpuTime::default(),
+        udp_senders,
+        senders_finished: Vec::new(),
+        senders_done: &ch.senders_done,
+    };
+    let recorded = watch(
+        &mut run,
+        &mut cutter,
+        &mut ends,
+        &frx,
+        start,
+        signals,
+        &ch.intervals,
+    );
+    for h in run.handles.drain(..) {
+        let _ = h.join();
+    }
+    let wall = start.elapsed();
+    let streams = run
+        .results
+        .into_iter()
+        .zip(cutter.omitted_bytes())
+        .map(|(m, &omitted)| {
+            let mut m = m.unwrap_or_default();
+            m.omitted_bytes = omitted.min(m.bytes);
+            m
+        })
+        .collect();
+    SideResults {
+        engine: engine.name().into(),
+        streams,
+        intervals: recorded,
+        intervals_dropped: false,
+        cpu: baseline.cpu(params.cpu_scope, ends.threads_cpu, wall),
+        rr: None,
+        kernel_udp: baseline.kernel.as_ref().map(netstat::delta),
+    }
+}

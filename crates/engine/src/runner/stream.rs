@@ -1,0 +1,172 @@
+//! One stream's thread: pins and prioritises itself, runs the engine's loop
+//! for its transport and role, and reports how the stream ended.
+
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use linerate_proto::measure::{Role, StreamMeasurement};
+
+use super::{DataSocket, RunParams, StreamSetup, UdpParams};
+use crate::cpu::{self, CpuTime};
+use crate::engines::EngineKind;
+use crate::stream::{Signals, StreamCounter, StreamEnd};
+use crate::udp::{self, RecvJob, SendJob, UdpCounters};
+use crate::{tcp, tcp_info};
+
+/// A stream's end, as its thread reports it to the sampler.
+pub(super) struct Finished {
+    pub(super) index: usize,
+    pub(super) measurement: StreamMeasurement,
+    pub(super) cpu: CpuTime,
+}
+
+/// What every stream thread of a side shares with the sampler.
+pub(super) struct StreamCtx {
+    pub(super) engine: EngineKind,
+    pub(super) start: Instant,
+    pub(super) signals: Arc<Signals>,
+    pub(super) done: Sender<Finished>,
+}
+
+pub(super) fn spawn_stream(
+    ctx: StreamCtx,
+    index: usize,
+    setup: StreamSetup,
+    params: &RunParams,
+    counter: Arc<StreamCounter>,
+    live: Option<Arc<UdpCounters>>,
+) -> std::io::Result<JoinHandle<()>> {
+    let len = params.len;
+    let pin = (!params.cpus.is_empty()).then(|| params.cpus[index % params.cpus.len()]);
+    let udp = params.udp.clone().unwrap_or_default();
+    std::thread::Builder::new()
+        .name(format!("linerate-stream-{}", setup.id))
+        .spawn(move || {
+            let setup_error = prepare_thread(pin, setup.role, udp.priority);
+            let cpu0 = cpu::thread();
+            let live = live.unwrap_or_default();
+            let io = StreamIo {
+                ctx: &ctx,
+                len,
+                udp: &udp,
+                counter: &counter,
+                live: &live,
+            };
+            let (m, StreamEnd { calls, result }) = io.run(&setup);
+            // A UDP receiver's time ends at its last datagram before the
+            // drain deadline, not at the deadline.
+            let elapsed = match &m.udp_recv {
+                Some(r) if r.last_recv_ns > 0 => r.last_recv_ns,
+                _ => ctx.start.elapsed().as_nanos() as u64,
+            };
+            let error = match (result, setup_error) {
+                (Err(e), _) => Some(e.to_string()),
+                (Ok(()), Some(e)) => Some(e),
+                (Ok(()), None) if ctx.signals.aborted() => Some("aborted".into()),
+                (Ok(()), None) => None,
+            };
+            let measurement = StreamMeasurement {
+                engine_use: crate::engines::take_use(),
+                bytes: counter.get(),
+                omitted_bytes: 0,
+                elapsed_ns: elapsed,
+                calls,
+                error,
+                ..m
+            };
+            let cpu = cpu::thread().saturating_sub(cpu0);
+            let _ = ctx.done.send(Finished {
+                index,
+                measurement,
+                cpu,
+            });
+        })
+}
+
+/// Pins the thread to `pin` and, for receivers, sets the requested nice
+/// value; returns what could not be done, in words.
+fn prepare_thread(pin: Option<usize>, role: Role, nice: Option<i32>) -> Option<String> {
+    let pin_error = pin
+        .and_then(|c| cpu::pin_current_thread(c).err())
+        .map(|e| format!("could not pin to CPU: {e}"));
+    let prio_error = match (role, nice) {
+        (Role::Receiver, Some(nice)) => cpu::set_thread_nice(nice)
+            .err()
+            .map(|e| format!("could not set nice {nice} for the receiving thread: {e}")),
+        _ => None,
+    };
+    pin_error.or(prio_error)
+}
+
+/// What a stream's loop works with.
+struct StreamIo<'a> {
+    ctx: &'a StreamCtx,
+    /// Bytes per buffer or datagram.
+    len: usize,
+    udp: &'a UdpParams,
+    counter: &'a StreamCounter,
+    live: &'a UdpCounters,
+}
+
+impl StreamIo<'_> {
+    /// Runs the loop of the stream's transport and role; returns what it
+    /// measured beyond the byte count, and how it ended.
+    fn run(&self, setup: &StreamSetup) -> (StreamMeasurement, StreamEnd) {
+        let StreamCtx {
+            engine,
+            start,
+            signals,
+            ..
+        } = self.ctx;
+        let mut m = StreamMeasurement {
+            id: setup.id,
+            sender: Some(setup.sender),
+            ..StreamMeasurement::default()
+        };
+        let end = match (&setup.sock, setup.role) {
+            (DataSocket::Tcp(sock), role) => {
+                // One buffer per stream, allocated once.
+                let mut buf = vec![0u8; self.len];
+                let end = match role {
+                    Role::Sender => {
+                        tcp::send(*engine, sock, &buf, setup.bytes, self.counter, signals)
+                    }
+                    Role::Receiver => tcp::recv(*engine, sock, &mut buf, self.counter, signals),
+                };
+                if role == Role::Sender {
+                    m.tcp = tcp_info::read(sock);
+                }
+                end
+            }
+            (DataSocket::Udp(sock), Role::Sender) => {
+                let job = SendJob {
+                    stream: setup.id,
+                    len: self.len,
+                    millipps: self.udp.millipps,
+                    burst: self.udp.burst,
+                    verify: self.udp.verify,
+                    faults: self.udp.faults.clone(),
+                    limit: setup.datagrams,
+                    start: *start,
+                };
+                let (sent, end) = udp::send(*engine, sock, &job, self.counter, self.live, signals);
+                m.udp_send = Some(sent);
+                end
+            }
+            (DataSocket::Udp(sock), Role::Receiver) => {
+                let job = RecvJob {
+                    stream: setup.id,
+                    len: self.len,
+                    verify: self.udp.verify,
+                    start: *start,
+                };
+                let (got, end) = udp::recv(*engine, sock, &job, self.counter, self.live, signals);
+                m.udp_recv = Some(got);
+                end
+            }
+        };
+        (m, end)
+    }
+}

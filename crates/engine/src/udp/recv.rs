@@ -1,0 +1,167 @@
+//! The receive loop of a UDP stream: the engine fills receive slots, the
+//! sans-IO [`UdpReceiver`] core classifies and counts each datagram (GRO
+//! super-buffers cut at their segment size), and the loop publishes the
+//! live counters once per batch.
+//!
+//! Arrival times are the kernel's receive timestamps (SO_TIMESTAMPNS,
+//! converted from CLOCK_REALTIME to "ns since Start" once, at the start), so
+//! a datagram that arrived before the deadline but waited in the socket
+//! buffer is on time, and jitter excludes this thread's scheduling delays.
+//! Where the kernel gives no timestamp the batch's read time stands in (one
+//! clock read per batch).
+
+use std::io::ErrorKind;
+use std::net::UdpSocket;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use linerate_proto::measure::UdpRecv;
+use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
+
+use super::{ns_since, recv_buffer, setsockopt_int, socket_drops, UdpCounters, RECV_POLL};
+use crate::cmsg::{SO_RXQ_OVFL, SO_TIMESTAMPNS};
+use crate::engines::{with_engine, Engine, EngineKind, RecvSlots, UdpRx, Wait, WaitPolicy};
+use crate::stream::{Signals, StreamCounter, StreamEnd};
+use crate::EngineError;
+
+/// A receiving UDP stream's parameters.
+#[derive(Debug, Clone)]
+pub struct RecvJob {
+    pub stream: u32,
+    pub len: usize,
+    pub verify: bool,
+    pub start: Instant,
+}
+
+/// Receives and checks datagrams on `sock` with engine `kind` until the
+/// drain deadline in `signals` passes, then reads what is already queued,
+/// and stops; or until the test is aborted.
+pub fn recv(
+    kind: EngineKind,
+    sock: &UdpSocket,
+    job: &RecvJob,
+    bytes: &StreamCounter,
+    live: &UdpCounters,
+    signals: &Signals,
+) -> (UdpRecv, StreamEnd) {
+    with_engine!(kind, e => recv_loop(e, sock, job, bytes, live, signals, WaitPolicy::Block))
+}
+
+/// Where one batch's datagrams go.
+struct Sink<'a> {
+    core: &'a mut UdpReceiver,
+    sock: &'a UdpSocket,
+    bytes: &'a StreamCounter,
+    /// CLOCK_REALTIME ns at Start: converts kernel timestamps.
+    realtime_at_start: u64,
+}
+
+impl Sink<'_> {
+    /// Feeds the first `filled` slots to the core; `now` stands in for a
+    /// missing kernel timestamp.
+    #[inline]
+    fn deliver(&mut self, slots: &RecvSlots, filled: usize, now: u64, drain_at: u64) {
+        for slot in 0..filled {
+            let (_, m) = slots.get(slot);
+            if let Some(d) = m.drops {
+                self.core.on_drops(d);
+            }
+            let arrival = m
+                .stamp_ns
+                .map_or(now, |t| t.saturating_sub(self.realtime_at_start));
+            for d in slots.datagrams(slot) {
+                match self.core.on_datagram(d, m.truncated, arrival, drain_at) {
+                    Verdict::Data => self.bytes.add(d.len() as u64),
+                    // A repeated greeting: the client missed our echo (the
+                    // socket is connected, so it can only be the client's).
+                    // Echo it again.
+                    Verdict::Greeting => {
+                        let _ = self.sock.send(d);
+                    }
+                    Verdict::Corrupt(_) => {}
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn recv_loop<E: Engine>(
+    engine: E,
+    sock: &UdpSocket,
+    job: &RecvJob,
+    bytes: &StreamCounter,
+    live: &UdpCounters,
+    signals: &Signals,
+    policy: WaitPolicy,
+) -> (UdpRecv, StreamEnd) {
+    // Without SO_RXQ_OVFL the drop count still comes from SO_MEMINFO at the end.
+    let _ = setsockopt_int(sock, SO_RXQ_OVFL, 1);
+    let _ = setsockopt_int(sock, SO_TIMESTAMPNS, 1);
+    let realtime_at_start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        .saturating_sub(ns_since(job.start));
+    let _ = sock.set_read_timeout(Some(RECV_POLL));
+    let rcvbuf = recv_buffer(sock);
+    let mut io = match engine.udp_rx(sock, job.len) {
+        Ok(io) => io,
+        Err(e) => {
+            return (
+                UdpRecv::default(),
+                StreamEnd {
+                    calls: 0,
+                    result: Err(e),
+                },
+            )
+        }
+    };
+    let mut slots = io.slots();
+    let mut core = UdpReceiver::new(ReceiverConfig {
+        stream: job.stream,
+        len: job.len,
+        verify: job.verify,
+    });
+    let mut sink = Sink {
+        core: &mut core,
+        sock,
+        bytes,
+        realtime_at_start,
+    };
+    let mut calls = 0u64;
+    // Past the deadline by the clock: read what is queued, then stop.
+    let mut draining = false;
+    let result = loop {
+        if signals.aborted() {
+            break Ok(());
+        }
+        let wait = if draining {
+            Wait::DontWait
+        } else {
+            policy.call()
+        };
+        calls += 1;
+        let r = io.recv_batch(sock, &mut slots, wait);
+        let now = ns_since(job.start);
+        let drain_at = signals.drain_deadline();
+        draining |= now >= drain_at;
+        match r {
+            Ok(filled) => {
+                sink.deliver(&slots, filled, now, drain_at);
+                live.publish(&sink.core.live());
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if draining {
+                    break Ok(());
+                }
+                if policy == WaitPolicy::Spin {
+                    std::hint::spin_loop();
+                }
+            }
+            // An ICMP error queued on the connected socket: not data.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+            Err(e) => break Err(EngineError::io("UDP receive", e)),
+        }
+    };
+    let out = core.finish(live.issued(), socket_drops(sock), rcvbuf);
+    (out, StreamEnd { calls, result })
+}

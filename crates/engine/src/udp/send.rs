@@ -1,0 +1,164 @@
+//! The send loop of a UDP stream: the sans-IO [`UdpSender`] core decides
+//! what leaves when; this loop reads the clock, sleeps until the next
+//! datagram is due, and hands each batch to the engine.
+//!
+//! Per batch: one clock read (the stamp of every datagram in it), one
+//! engine call, one relaxed store of the live counter. Nothing allocated.
+
+use std::io::ErrorKind;
+use std::net::UdpSocket;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use linerate_proto::datagram::Fault;
+use linerate_proto::measure::UdpSend;
+use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender};
+
+use super::{ns_since, UdpCounters};
+use crate::engines::{with_engine, Engine, EngineKind, TxBatch, UdpTx, Wait};
+use crate::stream::{Signals, StreamCounter, StreamEnd};
+use crate::EngineError;
+
+/// A sending UDP stream's parameters.
+#[derive(Debug, Clone)]
+pub struct SendJob {
+    pub stream: u32,
+    /// Whole datagram length, header included.
+    pub len: usize,
+    /// Datagrams per 1000 s; `None`: unpaced.
+    pub millipps: Option<u64>,
+    pub burst: u32,
+    pub verify: bool,
+    pub faults: Vec<Fault>,
+    /// Sequence numbers to issue (count-limited tests).
+    pub limit: Option<u64>,
+    /// The test's time zero.
+    pub start: Instant,
+}
+
+/// Sends paced, numbered datagrams on `sock` with engine `kind` until
+/// stopped or the count is issued.
+pub fn send(
+    kind: EngineKind,
+    sock: &UdpSocket,
+    job: &SendJob,
+    bytes: &StreamCounter,
+    live: &UdpCounters,
+    signals: &Signals,
+) -> (UdpSend, StreamEnd) {
+    with_engine!(kind, e => send_loop(e, sock, job, bytes, live, signals))
+}
+
+/// Sleeps (then spins the last stretch) until `due_ns` after `start`.
+/// Returns the time it saw at or past `due_ns`, or `None` when a stop or
+/// abort arrived meanwhile.
+fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
+    // Sleep until this close, then spin: nanosleep with 1 ns timer slack
+    // overshoots by a few µs on an idle host; spinning longer would burn a
+    // CPU the receiver may need (loopback tests share the host).
+    const SPIN: u64 = 30_000;
+    const MAX_SLEEP: u64 = 20_000_000;
+    loop {
+        let now = ns_since(start);
+        if now >= due_ns {
+            return Some(now);
+        }
+        let left = due_ns - now;
+        if left > SPIN {
+            std::thread::sleep(Duration::from_nanos((left - SPIN).min(MAX_SLEEP)));
+            if signals.stopping() || signals.aborted() {
+                return None;
+            }
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Lets this thread's sleeps end within about a microsecond of their due
+/// time instead of the default 50 µs timer slack.
+fn tighten_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long; no pointers.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
+}
+
+pub(super) fn send_loop<E: Engine>(
+    engine: E,
+    sock: &UdpSocket,
+    job: &SendJob,
+    bytes: &StreamCounter,
+    live: &UdpCounters,
+    signals: &Signals,
+) -> (UdpSend, StreamEnd) {
+    let mut io = match engine.udp_tx(sock, job.len) {
+        Ok(io) => io,
+        Err(e) => {
+            return (
+                UdpSend::default(),
+                StreamEnd {
+                    calls: 0,
+                    result: Err(e),
+                },
+            )
+        }
+    };
+    tighten_timer_slack();
+    let mut core = UdpSender::new(SenderConfig {
+        stream: job.stream,
+        len: job.len,
+        millipps: job.millipps,
+        burst: job.burst,
+        verify: job.verify,
+        faults: job.faults.clone(),
+        limit: job.limit,
+        max_batch: io.max_batch(),
+    });
+    let mut calls = 0u64;
+    let mut now = ns_since(job.start);
+    let result = loop {
+        if signals.aborted() || signals.stopping() {
+            break Ok(());
+        }
+        match core.poll_transmit(now) {
+            Transmit::Done => break Ok(()),
+            Transmit::Wait(due) => match wait_until(job.start, due, signals) {
+                Some(t) => now = t,
+                None => continue,
+            },
+            Transmit::Junk(d) => {
+                // Test faults: whatever becomes of it, it was sent.
+                let _ = io.send_batch(sock, TxBatch::new(d, d.len()), Wait::Block);
+                core.on_junk_sent();
+            }
+            Transmit::Send { bytes: b, segment } => {
+                calls += 1;
+                match io.send_batch(sock, TxBatch::new(b, segment), Wait::Block) {
+                    Ok(n) => {
+                        bytes.add(core.on_sent(n));
+                        live.datagrams.store(core.datagrams(), Ordering::Relaxed);
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut
+                        ) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                        core.on_no_buffers();
+                        std::thread::yield_now();
+                    }
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                        break Err(EngineError::PeerReset(
+                            "the receiver's UDP port is closed (ICMP port unreachable)".into(),
+                        ))
+                    }
+                    Err(e) => break Err(EngineError::io("UDP send", e)),
+                }
+                now = ns_since(job.start);
+            }
+        }
+    };
+    let end = ns_since(job.start);
+    (core.finish(end), StreamEnd { calls, result })
+}

@@ -1,0 +1,353 @@
+//! The interval cutter, without I/O: when a side's sampler wakes, when it
+//! tells the senders to stop, and how the streams' cumulative counters are
+//! cut into per-interval records.
+//!
+//! Boundaries fall every `interval` up to `omit`, at `omit` itself (so no
+//! interval straddles the end of the warm-up), then every `interval` after
+//! it. An interval is `omitted` when its planned boundary is at or before
+//! `omit`; the bytes counted by the cut at `omit` are each stream's omitted
+//! bytes. The last interval of a timed test is not cut at the planned end:
+//! it runs to the real end of the streams (the senders' final write, the
+//! receivers' drain) so the intervals always add up to the totals.
+//!
+//! The sampler passes `now` (ns since Start) and, for each cut, every
+//! stream's cumulative counters at that moment ([`Sample`]).
+
+use crate::measure::{IntervalMeasurement, IntervalStream, Role, TcpInfo, UdpInterval};
+
+/// A UDP stream's cumulative counters (see [`crate::udp_receiver::LiveCounts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct UdpTotals {
+    /// Datagrams sent (sender) or valid datagrams read (receiver).
+    pub datagrams: u64,
+    pub received: u64,
+    pub next_expected: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    pub late: u64,
+    pub corrupt: u64,
+    pub socket_drops: u64,
+    /// The current jitter (not cumulative), ns.
+    pub jitter_ns: f64,
+}
+
+impl UdpTotals {
+    /// Numbers missing below the highest seen.
+    fn missing(&self) -> u64 {
+        self.next_expected.saturating_sub(self.received)
+    }
+}
+
+/// One stream's counters at a cut.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Sample {
+    /// Bytes moved so far.
+    pub bytes: u64,
+    /// UDP streams: their counters.
+    pub udp: Option<UdpTotals>,
+    /// TCP senders: `TCP_INFO` now.
+    pub tcp: Option<TcpInfo>,
+}
+
+/// A stream as the cutter sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CutStream {
+    pub id: u32,
+    pub role: Role,
+}
+
+/// The interval schedule and the counters at the last cut.
+#[derive(Debug, Clone)]
+pub struct IntervalCutter {
+    streams: Vec<CutStream>,
+    /// Counters at the last cut.
+    prev: Vec<Sample>,
+    omitted_bytes: Vec<u64>,
+    omit_ns: u64,
+    interval_ns: u64,
+    /// When senders stop (`omit + time`); `None`: byte- or count-limited.
+    stop_at: Option<u64>,
+    stopped: bool,
+    /// The next planned boundary.
+    boundary: u64,
+    /// End of the last interval cut.
+    prev_end: u64,
+}
+
+/// The boundary after `prev`: every `interval` up to `omit`, a cut at
+/// `omit`, then every `interval` after it.
+pub fn next_boundary(prev: u64, omit: u64, interval: u64) -> u64 {
+    if prev < omit {
+        prev.saturating_add(interval).min(omit)
+    } else {
+        prev.saturating_add(interval)
+    }
+}
+
+impl IntervalCutter {
+    /// A cutter for `streams` (in the order samples will come), with
+    /// intervals of `interval_ns` (at least 1), the warm-up `omit_ns`, and
+    /// senders stopping at `stop_at_ns` for timed tests.
+    pub fn new(
+        streams: Vec<CutStream>,
+        omit_ns: u64,
+        interval_ns: u64,
+        stop_at_ns: Option<u64>,
+    ) -> Self {
+        let interval_ns = interval_ns.max(1);
+        IntervalCutter {
+            prev: vec![Sample::default(); streams.len()],
+            omitted_bytes: vec![0; streams.len()],
+            streams,
+            omit_ns,
+            interval_ns,
+            stop_at: stop_at_ns,
+            stopped: false,
+            boundary: next_boundary(0, omit_ns, interval_ns),
+            prev_end: 0,
+        }
+    }
+
+    /// Whether the boundary ahead is at or past the stop time: only the end
+    /// of the streams is left to cut.
+    fn last(&self) -> bool {
+        self.stop_at.is_some_and(|s| self.boundary >= s)
+    }
+
+    /// When the sampler should wake next, seen at `now`: the next boundary
+    /// or the stop time, whichever comes first; once only the end is left,
+    /// an interval from now (the caller's deadline bounds that wait).
+    pub fn wake_at(&self, now: u64) -> u64 {
+        let mut wake = if self.last() {
+            now.saturating_add(self.interval_ns)
+        } else {
+            self.boundary
+        };
+        if let Some(s) = self.stop_at.filter(|_| !self.stopped) {
+            wake = wake.min(s);
+        }
+        wake
+    }
+
+    /// True once, at the first call at or after the stop time: tell the
+    /// senders to stop.
+    pub fn take_stop(&mut self, now: u64) -> bool {
+        if !self.stopped && self.stop_at.is_some_and(|s| now >= s) {
+            self.stopped = true;
+            return true;
+        }
+        false
+    }
+
+    /// Whether a boundary has passed at `now` and must be cut.
+    pub fn cut_due(&self, now: u64) -> bool {
+        now >= self.boundary && !self.last()
+    }
+
+    /// Cuts the interval ending at `now` from `samples` (one per stream,
+    /// taken now) and moves to the next boundary.
+    pub fn cut(&mut self, now: u64, samples: &[Sample]) -> IntervalMeasurement {
+        let planned = self.boundary;
+        let rec = self.record(now, planned, samples);
+        if planned == self.omit_ns {
+            for (o, p) in self.omitted_bytes.iter_mut().zip(&self.prev) {
+                *o = p.bytes;
+            }
+        }
+        self.boundary = next_boundary(planned, self.omit_ns, self.interval_ns);
+        rec
+    }
+
+    /// The tail after the last cut, ending at `end` (the streams' real end,
+    /// or the last cut if later), when anything moved in it.
+    pub fn finish(&mut self, end: u64, samples: &[Sample]) -> Option<IntervalMeasurement> {
+        let end = end.max(self.prev_end);
+        let moved = self.prev.iter().zip(samples).any(|(p, s)| {
+            let (a, b) = (p.udp.unwrap_or_default(), s.udp.unwrap_or_default());
+            s.bytes > p.bytes || a.datagrams != b.datagrams || a.corrupt != b.corrupt
+        });
+        moved.then(|| self.record(end, end, samples))
+    }
+
+    /// Bytes each stream moved in the omitted warm-up (0 without one).
+    pub fn omitted_bytes(&self) -> &[u64] {
+        &self.omitted_bytes
+    }
+
+    fn record(&mut self, end: u64, planned: u64, samples: &[Sample]) -> IntervalMeasurement {
+        let streams = self
+            .streams
+            .iter()
+            .zip(self.prev.iter_mut())
+            .zip(samples)
+            .map(|((st, prev), now)| {
+                let before = std::mem::replace(prev, *now);
+                IntervalStream {
+                    id: st.id,
+                    bytes: now.bytes.saturating_sub(before.bytes),
+                    tcp: now.tcp,
+                    udp: now
+                        .udp
+                        .map(|u| udp_interval(st.role, &before.udp.unwrap_or_default(), &u)),
+                }
+            })
+            .collect();
+        let rec = IntervalMeasurement {
+            start_ns: self.prev_end,
+            end_ns: end,
+            omitted: planned <= self.omit_ns && self.omit_ns > 0,
+            streams,
+        };
+        self.prev_end = end;
+        rec
+    }
+}
+
+/// A UDP stream's share of one interval.
+fn udp_interval(role: Role, before: &UdpTotals, now: &UdpTotals) -> UdpInterval {
+    let d = |f: fn(&UdpTotals) -> u64| Some(f(now).saturating_sub(f(before)));
+    let datagrams = now.datagrams.saturating_sub(before.datagrams);
+    match role {
+        Role::Sender => UdpInterval {
+            datagrams,
+            ..UdpInterval::default()
+        },
+        Role::Receiver => UdpInterval {
+            datagrams,
+            received: d(|s| s.received),
+            lost: Some(now.missing() as i64 - before.missing() as i64),
+            reordered: d(|s| s.reordered),
+            duplicates: d(|s| s.duplicates),
+            late: d(|s| s.late),
+            corrupt: d(|s| s.corrupt),
+            jitter_ns: Some(now.jitter_ns),
+            socket_drops: d(|s| s.socket_drops),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000 * MS;
+
+    #[test]
+    fn boundaries_cut_at_omit_then_every_interval() {
+        let mut b = Vec::new();
+        let mut p = 0;
+        for _ in 0..5 {
+            p = next_boundary(p, 1500 * MS, S);
+            b.push(p);
+        }
+        assert_eq!(b, vec![S, 1500 * MS, 2500 * MS, 3500 * MS, 4500 * MS]);
+        assert_eq!(next_boundary(0, 0, S), S);
+    }
+
+    fn tcp_sender(id: u32) -> CutStream {
+        CutStream {
+            id,
+            role: Role::Sender,
+        }
+    }
+
+    #[test]
+    fn a_udp_receiver_interval_is_the_change_since_the_last_cut() {
+        let mut c = IntervalCutter::new(
+            vec![CutStream {
+                id: 1,
+                role: Role::Receiver,
+            }],
+            0,
+            S,
+            Some(3 * S),
+        );
+        let at = |received, next_expected, jitter_ns| Sample {
+            bytes: received * 100,
+            udp: Some(UdpTotals {
+                datagrams: received,
+                received,
+                next_expected,
+                jitter_ns,
+                ..UdpTotals::default()
+            }),
+            tcp: None,
+        };
+        let r = c.cut(S, &[at(10, 12, 5.0)]);
+        let u = r.streams[0].udp.clone().expect("udp");
+        assert_eq!(
+            (u.received, u.lost, u.jitter_ns),
+            (Some(10), Some(2), Some(5.0))
+        );
+        // The two missing ones arrived late in the order: loss goes down.
+        let r = c.cut(2 * S, &[at(14, 14, 7.0)]);
+        let u = r.streams[0].udp.clone().expect("udp");
+        assert_eq!((u.received, u.lost), (Some(4), Some(-2)));
+        assert_eq!((r.start_ns, r.end_ns, r.omitted), (S, 2 * S, false));
+        // Nothing moved after: no tail.
+        assert!(c.finish(2 * S + 5, &[at(14, 14, 7.0)]).is_none());
+    }
+
+    proptest! {
+        /// On any schedule and any (monotone) progress: the intervals are
+        /// contiguous from 0, add up to the totals, the omitted ones come
+        /// first and hold exactly the omitted bytes, the senders are told to
+        /// stop once, and nothing is cut past the planned end except the tail.
+        #[test]
+        fn intervals_tile_the_test_and_add_up(
+            omit_ms in prop_oneof![Just(0u64), 1u64..3000],
+            interval_ms in 100u64..1500,
+            time_ms in proptest::option::of(1u64..5000),
+            oversleep in proptest::collection::vec(0u64..5 * MS, 1..8),
+            rates in proptest::collection::vec(0u64..1000, 1..4),
+            tail_ms in 0u64..500,
+        ) {
+            let (omit, interval) = (omit_ms * MS, interval_ms * MS);
+            let stop_at = time_ms.map(|t| omit + t * MS);
+            let streams: Vec<CutStream> = (0..rates.len() as u32).map(tcp_sender).collect();
+            let mut c = IntervalCutter::new(streams, omit, interval, stop_at);
+            let bytes_at = |t: u64| -> Vec<Sample> {
+                rates.iter().map(|r| Sample { bytes: r * t / MS, ..Sample::default() }).collect()
+            };
+            // Byte-limited tests end on their own: say after 4 s.
+            let end = stop_at.unwrap_or(4 * S) + tail_ms * MS;
+            let (mut now, mut records, mut stops, mut i) = (0u64, Vec::new(), 0, 0);
+            while now < end {
+                now = c.wake_at(now).saturating_add(oversleep[i % oversleep.len()]).min(end);
+                i += 1;
+                if c.take_stop(now) {
+                    stops += 1;
+                    prop_assert!(stop_at.is_some_and(|s| now >= s));
+                }
+                if c.cut_due(now) {
+                    if let Some(s) = stop_at {
+                        prop_assert!(now < s + 5 * MS + interval);
+                    }
+                    records.push(c.cut(now, &bytes_at(now)));
+                }
+            }
+            records.extend(c.finish(end, &bytes_at(end)));
+            prop_assert_eq!(stops, usize::from(stop_at.is_some()));
+            let mut prev = 0;
+            for r in &records {
+                prop_assert_eq!(r.start_ns, prev);
+                prop_assert!(r.end_ns >= r.start_ns);
+                prev = r.end_ns;
+            }
+            let totals = bytes_at(end);
+            for (k, t) in totals.iter().enumerate() {
+                let sum: u64 = records.iter().map(|r| r.streams[k].bytes).sum();
+                prop_assert_eq!(sum, t.bytes);
+                let omitted: u64 = records.iter().filter(|r| r.omitted).map(|r| r.streams[k].bytes).sum();
+                prop_assert_eq!(c.omitted_bytes()[k], omitted);
+            }
+            let first_kept = records.iter().position(|r| !r.omitted).unwrap_or(records.len());
+            prop_assert!(records[first_kept..].iter().all(|r| !r.omitted));
+            if omit == 0 {
+                prop_assert!(records.iter().all(|r| !r.omitted));
+            }
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! The UDP sender's core, without I/O: what to send when, in which buffer.
+//!
+//! Driven by `now` (ns since Start) from the caller, it combines the
+//! [`Pacer`] (when each datagram is due), the [`SeqSchedule`] (which
+//! sequence number goes next, test faults applied), header stamping, the
+//! `--verify` payload pattern and the malformed datagrams of
+//! `--inject-faults`; it counts what left, records the achieved gaps and
+//! says at the end whether the sender kept up ([`UdpSend`]).
+//!
+//! The I/O loop asks [`UdpSender::poll_transmit`] what to do at `now`:
+//! wait until a time, send a batch of datagrams (up to the engine's batch
+//! size, every one of them due at `now`, all stamped with that one `now`),
+//! send one malformed datagram, or stop. After sending a batch it reports
+//! how many datagrams the kernel took ([`UdpSender::on_sent`]); the rest is
+//! offered again, restamped, by the next poll. Buffers are allocated once,
+//! at construction: nothing is allocated per datagram.
+
+use linerate_stats::histogram::Histogram;
+
+use crate::datagram::{self, fill_pattern, Fault, Header, SeqSchedule, FLAG_PATTERN, HEADER_LEN};
+use crate::measure::UdpSend;
+use crate::pacing::Pacer;
+
+/// A sending UDP stream's parameters.
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    pub stream: u32,
+    /// Whole datagram length, header included (at least [`HEADER_LEN`]).
+    pub len: usize,
+    /// Datagrams per 1000 s; `None`: unpaced.
+    pub millipps: Option<u64>,
+    pub burst: u32,
+    /// Fill payloads with the sequence number's pattern.
+    pub verify: bool,
+    /// Test-only faults (`--inject-faults`).
+    pub faults: Vec<Fault>,
+    /// Sequence numbers to issue (count-limited tests).
+    pub limit: Option<u64>,
+    /// Most datagrams handed out per [`UdpSender::poll_transmit`] (the
+    /// engine's batch size; at least 1).
+    pub max_batch: usize,
+}
+
+/// What the sender should do now.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Transmit<'a> {
+    /// Nothing is due before this time (ns since Start): wait, then poll.
+    Wait(u64),
+    /// Send these datagrams: `bytes` holds them back to back, `segment`
+    /// bytes each. Then call [`UdpSender::on_sent`].
+    Send { bytes: &'a [u8], segment: usize },
+    /// Send this one malformed datagram (a test fault) whatever happens to
+    /// it, then call [`UdpSender::on_junk_sent`] and poll again with the
+    /// same `now`.
+    Junk(&'a [u8]),
+    /// Every sequence number was issued (count-limited tests).
+    Done,
+}
+
+/// The sans-IO core of one sending UDP stream.
+#[derive(Debug)]
+pub struct UdpSender {
+    len: usize,
+    verify: bool,
+    max_batch: usize,
+    /// `max_batch` datagrams back to back, headers emitted once.
+    buf: Vec<u8>,
+    /// Malformed-datagram faults, in sequence order, and the next one due.
+    junk: Vec<Fault>,
+    next_junk: usize,
+    junk_buf: Vec<u8>,
+    sched: SeqSchedule,
+    pacer: Pacer,
+    gaps: Histogram,
+    limit: Option<u64>,
+    /// The stamp of the batch last handed out.
+    batch_now: u64,
+    last_send: Option<u64>,
+    out: UdpSend,
+}
+
+impl UdpSender {
+    pub fn new(cfg: SenderConfig) -> Self {
+        let len = cfg.len.max(HEADER_LEN);
+        let max_batch = cfg.max_batch.max(1);
+        let mut buf = vec![0u8; len * max_batch];
+        let header = Header {
+            flags: if cfg.verify { FLAG_PATTERN } else { 0 },
+            stream: cfg.stream,
+            seq: 0,
+            send_ns: 0,
+            len: len as u32,
+        };
+        for d in buf.chunks_exact_mut(len) {
+            header.emit(d);
+        }
+        let junk: Vec<Fault> = cfg
+            .faults
+            .iter()
+            .copied()
+            .filter(|f| f.kind.is_malformed())
+            .collect();
+        let junk_buf = if junk.is_empty() {
+            Vec::new()
+        } else {
+            vec![0u8; len]
+        };
+        let pacer = Pacer::new(cfg.millipps, cfg.burst);
+        let out = UdpSend {
+            requested_pps: pacer.pps(),
+            requested_gap_ns: pacer.gap_ns(),
+            burst: cfg.burst.max(1),
+            kept_up: true,
+            ..UdpSend::default()
+        };
+        UdpSender {
+            len,
+            verify: cfg.verify,
+            max_batch,
+            buf,
+            junk,
+            next_junk: 0,
+            junk_buf,
+            sched: SeqSchedule::new(cfg.faults).with_limit(cfg.limit),
+            pacer,
+            gaps: Histogram::new(),
+            limit: cfg.limit,
+            batch_now: 0,
+            last_send: None,
+            out,
+        }
+    }
+
+    /// Datagrams the kernel accepted so far.
+    #[inline]
+    pub fn datagrams(&self) -> u64 {
+        self.out.datagrams
+    }
+
+    /// The malformed datagram due before `seq`, if one is.
+    #[inline]
+    fn junk_before(&self, seq: u64) -> Option<Fault> {
+        self.junk
+            .get(self.next_junk)
+            .copied()
+            .filter(|f| f.seq <= seq)
+    }
+
+    /// Writes `seq`, `now` and (with `--verify`) the pattern into slot `i`.
+    #[inline]
+    fn stamp(&mut self, i: usize, seq: u64, now: u64) {
+        let d = &mut self.buf[i * self.len..(i + 1) * self.len];
+        Header::stamp(d, seq, now);
+        if self.verify {
+            fill_pattern(&mut d[HEADER_LEN..], seq);
+        }
+    }
+
+    /// What to do at `now` (ns since Start).
+    pub fn poll_transmit(&mut self, now: u64) -> Transmit<'_> {
+        if self.sched.finished() {
+            return Transmit::Done;
+        }
+        let due = self.pacer.due_ns();
+        if due > now {
+            return Transmit::Wait(due);
+        }
+        let first = self.sched.current();
+        self.stamp(0, first, now);
+        if let Some(f) = self.junk_before(first) {
+            // Built from the good datagram it precedes, as stamped now.
+            let n = datagram::malformed(f.kind, &self.buf[..self.len], &mut self.junk_buf);
+            return Transmit::Junk(&self.junk_buf[..n]);
+        }
+        let mut n = 1;
+        if self.max_batch > 1 {
+            let mut up = self.sched.upcoming().skip(1);
+            while n < self.max_batch {
+                let Some(seq) = up.next() else { break };
+                if self.pacer.due_after(n as u64) > now || self.junk_before(seq).is_some() {
+                    break;
+                }
+                // `up` borrows the schedule, not the buffer.
+                let d = &mut self.buf[n * self.len..(n + 1) * self.len];
+                Header::stamp(d, seq, now);
+                if self.verify {
+                    fill_pattern(&mut d[HEADER_LEN..], seq);
+                }
+                n += 1;
+            }
+        }
+        self.batch_now = now;
+        Transmit::Send {
+            bytes: &self.buf[..n * self.len],
+            segment: self.len,
+        }
+    }
+
+    /// The kernel took the first `n` datagrams of the batch last handed
+    /// out; returns their bytes.
+    #[inline]
+    pub fn on_sent(&mut self, n: usize) -> u64 {
+        let now = self.batch_now;
+        for _ in 0..n {
+            self.sched.advance();
+            self.pacer.sent();
+            match self.last_send {
+                Some(prev) => self.gaps.record(now.saturating_sub(prev)),
+                None => self.out.first_send_ns = now,
+            }
+            self.last_send = Some(now);
+        }
+        self.out.datagrams += n as u64;
+        (n * self.len) as u64
+    }
+
+    /// The malformed datagram handed out was sent (or failed; either way
+    /// it is done).
+    pub fn on_junk_sent(&mut self) {
+        self.next_junk += 1;
+    }
+
+    /// A send failed because the kernel was out of buffers (`ENOBUFS`);
+    /// the same datagrams are offered again.
+    pub fn on_no_buffers(&mut self) {
+        self.out.send_errors += 1;
+    }
+
+    /// What the sender measured, as it stopped at `end_ns`.
+    pub fn finish(self, end_ns: u64) -> UdpSend {
+        let issued = self.sched.issued();
+        // A count-limited sender is never behind on datagrams past its count.
+        let behind = match self.limit {
+            Some(l) => self.pacer.behind(end_ns).min(l.saturating_sub(issued)),
+            None => self.pacer.behind(end_ns),
+        };
+        UdpSend {
+            issued,
+            gaps: self.gaps.summary(),
+            behind,
+            kept_up: self.pacer.within_tolerance(behind),
+            last_send_ns: self.last_send.unwrap_or(0),
+            ..self.out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datagram::{check_pattern, parse_faults, DatagramHeader, FaultKind};
+    use proptest::prelude::*;
+
+    /// What left the sender, in order: a good datagram's number, or a
+    /// malformed one's length.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Out {
+        Seq(u64),
+        Junk(usize),
+    }
+
+    fn cfg(faults: &str, limit: Option<u64>, max_batch: usize) -> SenderConfig {
+        SenderConfig {
+            stream: 7,
+            len: 64,
+            millipps: None,
+            burst: 1,
+            verify: true,
+            faults: parse_faults(faults).expect("faults"),
+            limit,
+            max_batch,
+        }
+    }
+
+    /// Drives `s` on a virtual clock (1 µs per call, jumping to every
+    /// wait's end); the kernel accepts `accept[i % len]` datagrams of each
+    /// batch (at least one, at most the batch), or fails with ENOBUFS
+    /// when that is 0.
+    fn drive(mut s: UdpSender, accept: &[usize], max_calls: usize) -> (Vec<Out>, UdpSend) {
+        let mut out = Vec::new();
+        let mut now = 0u64;
+        for call in 0..max_calls {
+            let take = accept[call % accept.len()];
+            match s.poll_transmit(now) {
+                Transmit::Done => break,
+                Transmit::Wait(t) => {
+                    assert!(t > now, "waits only for the future");
+                    now = t;
+                    continue;
+                }
+                Transmit::Junk(d) => {
+                    out.push(Out::Junk(d.len()));
+                    s.on_junk_sent();
+                    continue;
+                }
+                Transmit::Send { bytes, segment } => {
+                    assert_eq!(segment, 64);
+                    assert_eq!(bytes.len() % segment, 0);
+                    if take == 0 {
+                        s.on_no_buffers();
+                    } else {
+                        let n = take.min(bytes.len() / segment);
+                        assert!(n >= 1);
+                        for d in bytes.chunks(segment).take(n) {
+                            let h = DatagramHeader::new_checked(d)
+                                .and_then(|v| v.parse())
+                                .expect("a valid header");
+                            assert_eq!((h.stream, h.send_ns), (7, now));
+                            check_pattern(&d[HEADER_LEN..], h.seq).expect("pattern");
+                            out.push(Out::Seq(h.seq));
+                        }
+                        assert_eq!(s.on_sent(n), (n * 64) as u64);
+                    }
+                }
+            }
+            now += 1000;
+        }
+        let end = now;
+        (out, s.finish(end))
+    }
+
+    #[test]
+    fn faults_come_out_in_order_with_junk_before_its_number() {
+        let (out, sent) = drive(
+            UdpSender::new(cfg("skip:1,dup:3,swap:5,magic:8,short:9", Some(10), 1)),
+            &[1],
+            1000,
+        );
+        use Out::*;
+        assert_eq!(
+            out,
+            vec![
+                Seq(0),
+                Seq(2),
+                Seq(3),
+                Seq(3),
+                Seq(4),
+                Seq(6),
+                Seq(5),
+                Seq(7),
+                Junk(64),
+                Seq(8),
+                Junk(10),
+                Seq(9)
+            ]
+        );
+        assert_eq!(sent.issued, 10);
+        assert_eq!(sent.datagrams, 10);
+        assert_eq!(sent.behind, 0);
+        assert!(sent.kept_up);
+    }
+
+    #[test]
+    fn a_failed_send_is_retried_with_the_same_number() {
+        let (out, sent) = drive(UdpSender::new(cfg("", Some(3), 1)), &[1, 0], 1000);
+        assert_eq!(out, vec![Out::Seq(0), Out::Seq(1), Out::Seq(2)]);
+        assert_eq!(sent.send_errors, 2);
+        assert_eq!(sent.datagrams, 3);
+    }
+
+    #[test]
+    fn paced_datagrams_never_leave_before_they_are_due() {
+        // 1000 datagrams/s in bursts of 4: due at 0, 0, 0, 0, 4 ms, …
+        let mut s = UdpSender::new(SenderConfig {
+            millipps: Some(1_000_000),
+            burst: 4,
+            max_batch: 16,
+            ..cfg("", Some(12), 16)
+        });
+        let mut now = 0;
+        let mut sends = Vec::new();
+        loop {
+            match s.poll_transmit(now) {
+                Transmit::Done => break,
+                Transmit::Wait(t) => now = t,
+                Transmit::Junk(_) => unreachable!("no faults"),
+                Transmit::Send { bytes, segment } => {
+                    let n = bytes.len() / segment;
+                    sends.push((now, n));
+                    s.on_sent(n);
+                    now += 10;
+                }
+            }
+        }
+        // One batch per burst, each at its tick.
+        assert_eq!(sends, vec![(0, 4), (4_000_000, 4), (8_000_000, 4)]);
+        let r = s.finish(now);
+        assert_eq!(r.requested_pps, Some(1000.0));
+        assert_eq!((r.first_send_ns, r.last_send_ns), (0, 8_000_000));
+    }
+
+    #[test]
+    fn a_sender_that_falls_behind_says_so() {
+        let mut s = UdpSender::new(SenderConfig {
+            millipps: Some(1_000_000_000), // 1 M/s
+            ..cfg("", None, 1)
+        });
+        // One datagram per 10 µs for 10 ms: a tenth of the rate.
+        let mut now = 0;
+        for _ in 0..1000 {
+            if let Transmit::Send { .. } = s.poll_transmit(now) {
+                s.on_sent(1);
+            }
+            now += 10_000;
+        }
+        let r = s.finish(now);
+        assert!(!r.kept_up);
+        assert!(r.behind > 8000, "{}", r.behind);
+    }
+
+    fn any_faults() -> impl Strategy<Value = Vec<Fault>> {
+        let kind = prop_oneof![
+            Just(FaultKind::Skip),
+            Just(FaultKind::Dup),
+            Just(FaultKind::Swap),
+            Just(FaultKind::Magic),
+            Just(FaultKind::Short),
+            Just(FaultKind::Stream),
+            Just(FaultKind::Length),
+            Just(FaultKind::Payload),
+        ];
+        proptest::collection::vec((0u64..60, kind), 0..10).prop_map(|v| {
+            let mut f: Vec<Fault> = v
+                .into_iter()
+                .map(|(seq, kind)| Fault { seq, kind })
+                .collect();
+            f.sort();
+            // Keep the non-overlapping prefix, as parse_faults would accept.
+            let mut next_free = 0;
+            f.retain(|x| {
+                let ok = x.seq >= next_free;
+                if ok {
+                    next_free = x.seq + if x.kind == FaultKind::Swap { 2 } else { 1 };
+                }
+                ok
+            });
+            f
+        })
+    }
+
+    proptest! {
+        /// Batching changes how datagrams are grouped into calls, never
+        /// which ones leave or in what order — whatever part of each batch
+        /// the kernel takes.
+        #[test]
+        fn batches_carry_the_same_datagrams_as_single_sends(
+            faults in any_faults(),
+            limit in 0u64..80,
+            max_batch in 1usize..9,
+            accept in proptest::collection::vec(0usize..9, 1..6),
+            paced in any::<bool>(),
+        ) {
+            let mk = |max_batch| UdpSender::new(SenderConfig {
+                millipps: paced.then_some(50_000_000), // 50 k/s: a datagram per 20 µs
+                burst: 3,
+                faults: faults.clone(),
+                ..cfg("", Some(limit), max_batch)
+            });
+            // A whole batch taken now and then, so every run ends.
+            let mut accept = accept;
+            accept.push(usize::MAX);
+            let (want, one) = drive(mk(1), &[1], 10_000);
+            let (got, many) = drive(mk(max_batch), &accept, 10_000);
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(many.issued, one.issued);
+            // A fault at the limit may issue past it, never short of it.
+            prop_assert!(many.issued >= limit);
+            prop_assert_eq!(many.datagrams, one.datagrams);
+        }
+    }
+}

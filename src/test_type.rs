@@ -1,0 +1,477 @@
+//! One entry per type of test — tcp stream, udp stream, rr over tcp, rr over
+//! udp, crr — holding everything the control loops do differently for it:
+//! how the client attaches its data connections, how each side starts its
+//! data phase, how often the control loop wakes while it runs, and what
+//! the client checks the two sides agree on. A new type of test (`msg`, an
+//! iperf3 wire mode) is a new entry here, not a branch in every file.
+//!
+//! Also what both sides share: the software string and a side's runner
+//! parameters.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use linerate_engine::engines::EngineKind;
+use linerate_engine::rr::{self, CrrServer, CrrTarget, RrConns, RrParams};
+use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
+use linerate_engine::stream::POLL;
+use linerate_engine::{socket, udp};
+use linerate_proto::clock::ClockOffset;
+use linerate_proto::measure::Role;
+use linerate_proto::spec::{Limit, Protocol, TestKind, TestSpec};
+use linerate_proto::wire::{self, DataHello, Message, Side, Token};
+use linerate_report::Report;
+
+/// What the client knows when it attaches and starts its side.
+#[derive(Debug)]
+pub struct ClientSide<'a> {
+    pub engine: EngineKind,
+    /// The server's control address (data connections go to its port;
+    /// UDP streams to the ports it sent).
+    pub peer: SocketAddr,
+    pub token: Token,
+    pub cpus: &'a [usize],
+    pub cpu_scope: CpuScope,
+    pub connect_timeout: Duration,
+    /// The clock offset to the server (rr).
+    pub clock: Option<ClockOffset>,
+}
+
+/// What the server knows when it starts its side.
+#[derive(Debug)]
+pub struct ServerSide<'a> {
+    pub engine: EngineKind,
+    pub cpus: &'a [usize],
+    pub cpu_scope: CpuScope,
+    /// The crr side, created when the test was accepted (crr only).
+    pub crr: Option<&'a Arc<CrrServer>>,
+}
+
+/// Client: the data connections of `spec`, opened and greeted; notes for
+/// the report go to `notes`.
+type AttachFn = fn(
+    &ClientSide<'_>,
+    &TestSpec,
+    udp_ports: &[u16],
+    notes: &mut Vec<String>,
+) -> Result<Vec<StreamSetup>>;
+/// A side's data phase, started now on the attached streams.
+type ClientStartFn = fn(&ClientSide<'_>, &TestSpec, Vec<StreamSetup>) -> Result<SideRun>;
+type ServerStartFn = fn(&ServerSide<'_>, &TestSpec, Vec<StreamSetup>) -> Result<SideRun>;
+/// Client: a completed test's two sides agree (else the figures are wrong).
+type CheckFn = fn(&TestSpec, &Report) -> Result<()>;
+
+/// One type of test.
+#[derive(Debug)]
+pub struct TestType {
+    pub name: &'static str,
+    pub attach: AttachFn,
+    pub start_client: ClientStartFn,
+    pub start_server: ServerStartFn,
+    /// How long the control loops wait for the peer while the data phase
+    /// runs: short when interval records are relayed as they happen, long
+    /// when there are none (less disturbance to the flows).
+    pub wake: Duration,
+    pub check: CheckFn,
+    /// Server: each data connection is one transaction, served where it
+    /// is accepted, rather than attached before Start.
+    pub connection_per_transaction: bool,
+}
+
+const TCP_STREAM: TestType = TestType {
+    name: "tcp stream",
+    attach: attach_tcp,
+    start_client: start_stream_client,
+    start_server: start_stream_server,
+    wake: Duration::from_millis(20),
+    check: check_tcp_totals,
+    connection_per_transaction: false,
+};
+
+const UDP_STREAM: TestType = TestType {
+    name: "udp stream",
+    attach: attach_udp,
+    start_client: start_stream_client,
+    start_server: start_stream_server,
+    wake: Duration::from_millis(20),
+    // Loss is measured, not an error; the report says what arrived.
+    check: |_, _| Ok(()),
+    connection_per_transaction: false,
+};
+
+const RR_TCP: TestType = TestType {
+    name: "rr",
+    attach: attach_tcp,
+    start_client: start_rr_client,
+    start_server: start_rr_server,
+    wake: Duration::from_millis(100),
+    check: |_, r| check_rr(r, false),
+    connection_per_transaction: false,
+};
+
+const RR_UDP: TestType = TestType {
+    name: "rr (udp)",
+    attach: attach_udp,
+    check: |_, r| check_rr(r, true),
+    ..RR_TCP
+};
+
+const CRR: TestType = TestType {
+    name: "crr",
+    // Every transaction opens its own connection as it runs.
+    attach: |_, _, _, _| Ok(Vec::new()),
+    start_client: start_crr_client,
+    start_server: start_crr_server,
+    wake: Duration::from_millis(100),
+    check: |_, r| check_rr(r, false),
+    connection_per_transaction: true,
+};
+
+/// The entry for an agreed spec.
+pub fn of(spec: &TestSpec) -> &'static TestType {
+    match (spec.kind, spec.protocol) {
+        (TestKind::Stream, Protocol::Tcp) => &TCP_STREAM,
+        (TestKind::Stream, Protocol::Udp) => &UDP_STREAM,
+        (TestKind::Rr, Protocol::Tcp) => &RR_TCP,
+        (TestKind::Rr, Protocol::Udp) => &RR_UDP,
+        (TestKind::Crr, _) => &CRR,
+    }
+}
+
+/// What each side says it is running.
+pub fn software() -> String {
+    format!("linerate {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Whose CPU a side accounts: the process, or only its own threads when
+/// it shares the process (an embedded server, or concurrent tests).
+pub fn cpu_scope(shares_process: bool) -> CpuScope {
+    if shares_process {
+        CpuScope::Threads
+    } else {
+        CpuScope::Process
+    }
+}
+
+/// The role of a planned stream on `side`.
+fn role(sender: Side, side: Side) -> Role {
+    if sender == side {
+        Role::Sender
+    } else {
+        Role::Receiver
+    }
+}
+
+/// TCP: one connection per planned stream, greeted with its `DataHello`.
+fn attach_tcp(
+    c: &ClientSide<'_>,
+    spec: &TestSpec,
+    _: &[u16],
+    _: &mut Vec<String>,
+) -> Result<Vec<StreamSetup>> {
+    let mut streams = Vec::new();
+    for p in spec.stream_plan() {
+        let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
+            .with_context(|| format!("opening data connection {}", p.id))?;
+        let hello = wire::to_bytes(&Message::DataHello(DataHello {
+            token: c.token,
+            stream: p.id,
+            sender: p.sender,
+        }));
+        (&sock)
+            .write_all(&hello)
+            .with_context(|| format!("greeting data connection {}", p.id))?;
+        socket::set_io_timeout(&sock, POLL)?;
+        streams.push(StreamSetup {
+            id: p.id,
+            sender: p.sender,
+            role: role(p.sender, Side::Client),
+            bytes: p.bytes,
+            datagrams: None,
+            sock: DataSocket::Tcp(sock),
+        });
+    }
+    Ok(streams)
+}
+
+/// UDP: a socket connected to each of the server's data ports, each
+/// attached with the greeting handshake.
+fn attach_udp(
+    c: &ClientSide<'_>,
+    spec: &TestSpec,
+    ports: &[u16],
+    notes: &mut Vec<String>,
+) -> Result<Vec<StreamSetup>> {
+    let plan = spec.stream_plan();
+    if ports.len() != plan.len() {
+        anyhow::bail!(
+            "the server sent {} UDP ports for {} streams",
+            ports.len(),
+            plan.len()
+        );
+    }
+    let window = spec.udp.as_ref().and_then(|u| u.window);
+    let mut streams = Vec::new();
+    for (p, &port) in plan.iter().zip(ports) {
+        let to = SocketAddr::new(c.peer.ip(), port);
+        let sock = udp::connect(to).with_context(|| format!("UDP stream {}", p.id))?;
+        if let Some(w) = window {
+            let note = udp::set_buffers(&sock, w)?;
+            if p.id == 1 {
+                notes.push(format!("client: {note}"));
+            }
+        }
+        let hello = wire::to_bytes(&Message::DataHello(DataHello {
+            token: c.token,
+            stream: p.id,
+            sender: p.sender,
+        }));
+        udp::greet(&sock, &hello)
+            .with_context(|| format!("attaching UDP stream {} to {to}", p.id))?;
+        sock.set_write_timeout(Some(POLL))
+            .context("UDP write timeout")?;
+        streams.push(StreamSetup {
+            id: p.id,
+            sender: p.sender,
+            role: role(p.sender, Side::Client),
+            bytes: None,
+            datagrams: p.datagrams,
+            sock: DataSocket::Udp(sock),
+        });
+    }
+    Ok(streams)
+}
+
+/// Server: the setup of a UDP stream whose client greeted its socket.
+pub fn server_udp_stream(
+    plan: &linerate_proto::spec::StreamPlan,
+    sock: std::net::UdpSocket,
+) -> StreamSetup {
+    StreamSetup {
+        id: plan.id,
+        sender: plan.sender,
+        role: role(plan.sender, Side::Server),
+        bytes: None,
+        datagrams: plan.datagrams,
+        sock: DataSocket::Udp(sock),
+    }
+}
+
+/// Server: the setup of an attached TCP data connection.
+pub fn server_tcp_stream(
+    plan: &linerate_proto::spec::StreamPlan,
+    sock: std::net::TcpStream,
+) -> StreamSetup {
+    StreamSetup {
+        id: plan.id,
+        sender: plan.sender,
+        role: role(plan.sender, Side::Server),
+        bytes: plan.bytes,
+        datagrams: None,
+        sock: DataSocket::Tcp(sock),
+    }
+}
+
+/// Runner parameters of a side from the agreed spec.
+pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope) -> RunParams {
+    RunParams {
+        udp: spec.udp.as_ref().map(|u| runner::UdpParams {
+            millipps: u.millipps(spec.len),
+            burst: u.burst,
+            verify: u.verify,
+            faults: u.faults.clone(),
+            priority: u.priority,
+        }),
+        len: spec.len as usize,
+        time: match spec.limit {
+            Limit::TimeMs(ms) => Some(Duration::from_millis(ms)),
+            Limit::Bytes(_) | Limit::Datagrams(_) => None,
+        },
+        omit: Duration::from_millis(spec.omit_ms),
+        interval: Duration::from_millis(spec.interval_ms),
+        cpus: cpus.to_vec(),
+        cpu_scope,
+    }
+}
+
+fn start_stream_client(
+    c: &ClientSide<'_>,
+    spec: &TestSpec,
+    streams: Vec<StreamSetup>,
+) -> Result<SideRun> {
+    let params = run_params(spec, c.cpus, c.cpu_scope);
+    Ok(runner::start(c.engine, streams, params, Instant::now()))
+}
+
+fn start_stream_server(
+    s: &ServerSide<'_>,
+    spec: &TestSpec,
+    streams: Vec<StreamSetup>,
+) -> Result<SideRun> {
+    let params = run_params(spec, s.cpus, s.cpu_scope);
+    Ok(runner::start(s.engine, streams, params, Instant::now()))
+}
+
+fn rr_params(
+    spec: &TestSpec,
+    cpus: &[usize],
+    scope: CpuScope,
+    clock: Option<ClockOffset>,
+) -> Result<RrParams> {
+    RrParams::from_spec(spec, cpus, scope, clock)
+        .ok_or_else(|| anyhow!("request/response test without its parameters"))
+}
+
+/// rr: the flows run on the connections opened for each phase.
+fn start_rr_client(
+    c: &ClientSide<'_>,
+    spec: &TestSpec,
+    streams: Vec<StreamSetup>,
+) -> Result<SideRun> {
+    let params = rr_params(spec, c.cpus, c.cpu_scope, c.clock)?;
+    let conns = RrConns::sort(spec, streams)?;
+    Ok(rr::start_client(c.engine, conns, None, params))
+}
+
+fn start_rr_server(
+    s: &ServerSide<'_>,
+    spec: &TestSpec,
+    streams: Vec<StreamSetup>,
+) -> Result<SideRun> {
+    let params = rr_params(spec, s.cpus, s.cpu_scope, None)?;
+    let conns = RrConns::sort(spec, streams)?;
+    Ok(rr::start_server(s.engine, conns, params))
+}
+
+/// crr: a connection per transaction, greeted with the test's token.
+fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
+    let params = rr_params(spec, c.cpus, c.cpu_scope, c.clock)?;
+    let target = CrrTarget {
+        addr: c.peer,
+        tcp: spec.tcp.clone(),
+        token: c.token,
+        spec: spec.clone(),
+    };
+    Ok(rr::start_client(
+        c.engine,
+        RrConns::default(),
+        Some(target),
+        params,
+    ))
+}
+
+fn start_crr_server(s: &ServerSide<'_>, _: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
+    s.crr
+        .map(|c| c.start())
+        .ok_or_else(|| anyhow!("crr test without its server side"))
+}
+
+/// A completed TCP test must have moved every byte it wrote: anything else
+/// is a bug or a broken path, and the numbers would be wrong.
+fn check_tcp_totals(spec: &TestSpec, report: &Report) -> Result<()> {
+    for s in &report.streams {
+        if s.sender.bytes != s.receiver.bytes {
+            return Err(anyhow!(
+                "stream {}: sender wrote {} bytes but receiver read {}",
+                s.id,
+                s.sender.bytes,
+                s.receiver.bytes
+            ));
+        }
+    }
+    if let Limit::Bytes(total) = spec.limit {
+        for f in &report.sums {
+            if f.receiver_bytes != total {
+                return Err(anyhow!(
+                    "{}: {} bytes arrived, {total} requested",
+                    f.flow.arrow(),
+                    f.receiver_bytes
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A completed request/response test: no flow failed, and both sides
+/// counted the same transactions and bytes in every phase (over UDP, up to
+/// the datagrams counted lost).
+fn check_rr(report: &Report, udp: bool) -> Result<()> {
+    let Some(rr) = &report.rr else {
+        return Ok(());
+    };
+    for p in &rr.phases {
+        let what = format!(
+            "{}-byte requests{}",
+            p.request_size,
+            if p.loaded { " under load" } else { "" }
+        );
+        if let Some(e) = p.errors.first() {
+            return Err(anyhow!("{what}: {e}"));
+        }
+        // UDP may lose datagrams (counted in `lost`): the server then
+        // answered at least what the client completed, never fewer.
+        let counts_agree = if udp {
+            p.server_transactions >= p.transactions
+                && p.server_transactions <= p.transactions + p.lost
+        } else {
+            p.transactions == p.server_transactions
+        };
+        if !counts_agree {
+            return Err(anyhow!(
+                "{what}: the client completed {} transactions ({} lost) but the server answered {}",
+                p.transactions,
+                p.lost,
+                p.server_transactions
+            ));
+        }
+        if !udp
+            && (p.client_sent_bytes != p.server_received_bytes
+                || p.server_sent_bytes != p.client_received_bytes)
+        {
+            return Err(anyhow!(
+                "{what}: byte counts differ (requests {} sent, {} received; responses {} sent, {} received)",
+                p.client_sent_bytes,
+                p.server_received_bytes,
+                p.server_sent_bytes,
+                p.client_received_bytes
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind and protocol has exactly the entry its name says.
+    #[test]
+    fn every_spec_has_its_entry() {
+        let spec = |kind, protocol| TestSpec {
+            kind,
+            protocol,
+            ..TestSpec::default()
+        };
+        let names: Vec<&str> = [
+            (TestKind::Stream, Protocol::Tcp),
+            (TestKind::Stream, Protocol::Udp),
+            (TestKind::Rr, Protocol::Tcp),
+            (TestKind::Rr, Protocol::Udp),
+            (TestKind::Crr, Protocol::Tcp),
+        ]
+        .into_iter()
+        .map(|(k, p)| of(&spec(k, p)).name)
+        .collect();
+        assert_eq!(names, ["tcp stream", "udp stream", "rr", "rr (udp)", "crr"]);
+        assert!(of(&spec(TestKind::Crr, Protocol::Tcp)).connection_per_transaction);
+        assert!(
+            of(&spec(TestKind::Rr, Protocol::Tcp)).wake
+                > of(&spec(TestKind::Stream, Protocol::Tcp)).wake,
+            "rr control loops wake less often (no interval records to relay)"
+        );
+    }
+}
