@@ -18,7 +18,7 @@ use linerate_engine::{clock, socket};
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
-use linerate_proto::spec::TestSpec;
+use linerate_proto::spec::{TestKind, TestSpec};
 use linerate_proto::wire::{RefuseCode, Side, Token};
 use linerate_report::build;
 use linerate_report::model::TestInfo;
@@ -38,9 +38,11 @@ pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 pub enum ClientError {
     #[error("{0}")]
     Refused(String),
-    /// The user pressed Ctrl-C; the server was told and nothing is reported.
-    #[error("test aborted: interrupted by the user")]
-    Interrupted,
+    /// The user pressed Ctrl-C; the server was told. `reported`: the test
+    /// stopped early and what was measured until then was reported (stream
+    /// tests); otherwise nothing was.
+    #[error("{}", if *reported { "interrupted by the user: the figures above cover the test until then" } else { "test aborted: interrupted by the user" })]
+    Interrupted { reported: bool },
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
 }
@@ -150,11 +152,26 @@ impl ControlSide for ClientTest<'_, '_> {
     }
 
     fn turn(&mut self, _: &ControlConn) -> bool {
-        if INTERRUPTED.load(Ordering::Relaxed) && !self.session.is_finished() {
-            self.session.abort("interrupted by the user");
-            return true;
+        if !INTERRUPTED.load(Ordering::Relaxed)
+            || self.session.is_finished()
+            || self.session.stopped_early()
+        {
+            return false;
         }
-        false
+        // A stream test stops early and still reports what it measured
+        // (issue 13); other tests, or one not yet running, are aborted.
+        let stops = self
+            .session
+            .spec()
+            .is_some_and(|s| s.kind == TestKind::Stream);
+        if stops && self.session.stop_early() {
+            if let Some(run) = &self.run {
+                run.stop();
+            }
+        } else {
+            self.session.abort("interrupted by the user");
+        }
+        true
     }
 
     fn run(&mut self) -> Option<&mut SideRun> {
@@ -287,7 +304,18 @@ impl<'a> ClientTest<'a, '_> {
                     .clone()
                     .ok_or_else(|| anyhow!("test finished without starting"))?;
                 info.server_engine = remote.engine.clone();
-                let report = build::build(info, &spec, local, remote, self.notes.clone());
+                let mut notes = self.notes.clone();
+                let interrupted = self.session.stopped_early();
+                if interrupted {
+                    notes.push(
+                        "interrupted by the user before the test's limit: the figures cover the time until then"
+                            .into(),
+                    );
+                }
+                let report = Report {
+                    interrupted,
+                    ..build::build(info, &spec, local, remote, notes)
+                };
                 self.sink.finish(&report).context("writing output")?;
                 if let Some(e) = report
                     .streams
@@ -298,6 +326,9 @@ impl<'a> ClientTest<'a, '_> {
                     return Err(anyhow!("a data stream failed: {e}").into());
                 }
                 (test_type::of(&spec).check)(&spec, &report)?;
+                if interrupted {
+                    return Err(ClientError::Interrupted { reported: true });
+                }
                 Ok(report)
             }
             Some(Err(SessionError::Refused { code, message })) => {
@@ -310,7 +341,7 @@ impl<'a> ClientTest<'a, '_> {
                 Err(ClientError::Refused(format!("{what}: {message}")))
             }
             Some(Err(SessionError::Aborted(_))) if INTERRUPTED.load(Ordering::Relaxed) => {
-                Err(ClientError::Interrupted)
+                Err(ClientError::Interrupted { reported: false })
             }
             Some(Err(e)) => Err(anyhow!("{e}").into()),
             None => Err(anyhow!("test ended in an unknown state").into()),
@@ -342,7 +373,7 @@ impl ClientError {
         match self {
             ClientError::Refused(_) => 3,
             // 128 + SIGINT, as shells report a process ended by Ctrl-C.
-            ClientError::Interrupted => 130,
+            ClientError::Interrupted { .. } => 130,
             ClientError::Failed(_) => 1,
         }
     }

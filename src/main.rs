@@ -80,6 +80,9 @@ struct Failure {
     /// Standard output was closed under us (`linerate … | head`): the reader
     /// has what it wanted.
     closed_stdout: bool,
+    /// The report (of what was measured before an interruption) is already
+    /// on stdout: a machine format gets no second document.
+    reported: bool,
 }
 
 fn chain_has_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
@@ -101,6 +104,7 @@ impl From<anyhow::Error> for Failure {
             closed_stdout: chain_has_broken_pipe(e.as_ref()),
             message: format!("{e:#}"),
             code: 1,
+            reported: false,
         }
     }
 }
@@ -113,6 +117,7 @@ impl From<client::ClientError> for Failure {
             _ => false,
         };
         Failure {
+            reported: matches!(e, client::ClientError::Interrupted { reported: true }),
             message: format!("{e:#}"),
             code,
             closed_stdout,
@@ -141,7 +146,8 @@ impl Failure {
                 "exit_code": self.code,
             })),
             Format::Human | Format::Csv => None,
-        };
+        }
+        .filter(|_| !self.reported);
         if let Some(r) = record {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{r}").and_then(|()| out.flush());

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use linerate_engine::engines::EngineKind;
-use linerate_engine::rr::CrrServer;
+use linerate_engine::rr::{CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::runner::{SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
 use linerate_engine::{clock, socket, udp};
@@ -46,8 +46,7 @@ type DataRoute = Sender<(DataHello, TcpStream)>;
 enum Route {
     /// To the session's control thread, to attach before Start.
     Streams(DataRoute),
-    /// Each connection is one crr transaction, served on the thread that
-    /// accepted it.
+    /// Each connection is one crr transaction, served by the crr pool.
     Crr(Arc<CrrServer>),
 }
 
@@ -162,6 +161,9 @@ pub fn spawn_embedded(engine: EngineKind) -> Result<Embedded> {
 
 fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()> {
     let mut sessions: Vec<JoinHandle<()>> = Vec::new();
+    // crr transactions are answered here or on the pool's one worker, not
+    // on a thread of their own (issue 8).
+    let crr = CrrPool::new(Arc::new(CrrRoutes(Arc::clone(shared))));
     loop {
         if once && shared.test_ended.load(Ordering::Acquire) {
             break;
@@ -180,6 +182,13 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
                 continue;
             }
         };
+        let sock = match crr_running(shared) {
+            true => match crr.offer(sock, socket::canonical(peer)) {
+                Offer::Taken => continue,
+                Offer::NotCrr(sock) => sock,
+            },
+            false => sock,
+        };
         let shared = Arc::clone(shared);
         match std::thread::Builder::new()
             .name("linerate-conn".into())
@@ -193,6 +202,41 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
         let _ = h.join();
     }
     Ok(())
+}
+
+/// Whether a crr test is running (its connections go to the pool).
+fn crr_running(shared: &Shared) -> bool {
+    shared
+        .routes
+        .lock()
+        .is_ok_and(|r| r.values().any(|r| matches!(r, Route::Crr(_))))
+}
+
+/// The server's side of the crr pool: its routes, its usual connection
+/// handling, its log.
+struct CrrRoutes(Arc<Shared>);
+
+impl CrrHost for CrrRoutes {
+    fn crr(&self, token: &Token) -> Option<Arc<CrrServer>> {
+        match self.0.routes.lock().ok()?.get(token) {
+            Some(Route::Crr(c)) => Some(Arc::clone(c)),
+            _ => None,
+        }
+    }
+
+    fn not_crr(&self, sock: TcpStream, peer: SocketAddr) {
+        let shared = Arc::clone(&self.0);
+        if let Err(e) = std::thread::Builder::new()
+            .name("linerate-conn".into())
+            .spawn(move || handle_connection(sock, peer, &shared))
+        {
+            log!("linerate server: cannot start a thread for {peer}: {e}");
+        }
+    }
+
+    fn failed(&self, peer: SocketAddr, e: &linerate_engine::EngineError) {
+        log!("linerate server: {peer}: crr transaction: {e}");
+    }
 }
 
 fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
@@ -459,7 +503,7 @@ impl ServerTest<'_> {
         match action {
             ServerAction::ExpectStreams { token, spec } => {
                 let per_transaction = test_type::of(&spec).connection_per_transaction;
-                let route = match CrrServer::new(&spec, &self.shared.cpus) {
+                let route = match spec.rr_plan().map(CrrServer::new) {
                     Some(crr) if per_transaction => {
                         self.crr = Some(Arc::clone(&crr));
                         Route::Crr(crr)
@@ -511,6 +555,15 @@ impl ServerTest<'_> {
                     let spec = self.session.spec().cloned().unwrap_or_default();
                     run.peer_send_done(&done.streams, ctrl.drain_period(&spec));
                 }
+            }
+            ServerAction::StopStreams => {
+                if let Some(run) = &self.run {
+                    run.stop();
+                }
+                self.notes.push(
+                    "the client stopped the test before its limit (its user interrupted it); the figures cover the time until then"
+                        .into(),
+                );
             }
             ServerAction::AbortStreams => {
                 self.attached.clear();
@@ -661,9 +714,11 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 );
             }
         }
-        Some(ServerOutcome::Failed(e)) => {
+        // An embedded server's client reports the failure itself.
+        Some(ServerOutcome::Failed(e)) if !shared.quiet => {
             log!("linerate server: test from {peer} failed: {e}")
         }
+        Some(ServerOutcome::Failed(_)) => {}
         None => log!("linerate server: test from {peer} ended unexpectedly"),
     }
 }

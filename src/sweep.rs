@@ -201,7 +201,9 @@ fn requested(cfg: &SweepConfig, len: u32, rate: f64) -> (f64, f64) {
 }
 
 /// Runs one trial: the base test at `len` bytes and `rate` per stream.
-fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<SweepTrial> {
+/// `None` when the user interrupted it: a trial cut short is not a point of
+/// the grid, so it is left out.
+fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<SweepTrial>> {
     let mut c = cfg.base.clone();
     c.spec.len = len;
     if let Some(u) = &mut c.spec.udp {
@@ -216,11 +218,11 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<SweepTr
         match client::run_to(&c, &mut Quiet) {
             Ok(report) => {
                 let (pps, bits) = requested(cfg, len, rate);
-                return Ok(SweepTrial {
+                return Ok(Some(SweepTrial {
                     requested_pps: pps,
                     requested_bits_per_second: bits,
                     ..build::sweep_trial(len, search, &report)
-                });
+                }));
             }
             Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
                 tries += 1;
@@ -228,10 +230,14 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<SweepTr
             }
             // A refusal (parameters, version) ends the sweep: every trial
             // would be refused alike.
-            Err(e @ (ClientError::Refused(_) | ClientError::Interrupted)) => return Err(e.into()),
+            Err(e @ ClientError::Refused(_)) => return Err(e.into()),
+            Err(ClientError::Interrupted { .. }) => return Ok(None),
             Err(ClientError::Failed(e)) => {
+                if client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(None);
+                }
                 let (pps, bits) = requested(cfg, len, rate);
-                return Ok(SweepTrial {
+                return Ok(Some(SweepTrial {
                     len,
                     search,
                     requested_pps: pps,
@@ -248,11 +254,11 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<SweepTr
                     kept_up: false,
                     socket_drops: None,
                     error: Some(format!("{e:#}")),
-                });
+                }));
             }
         }
         if client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
-            anyhow::bail!("interrupted");
+            return Ok(None);
         }
     }
 }
@@ -262,10 +268,37 @@ fn passes(t: &SweepTrial, max_loss_percent: f64) -> bool {
     t.error.is_none() && t.kept_up && t.issued > 0 && t.loss_percent <= max_loss_percent
 }
 
-/// Runs the sweep and renders it to stdout; writes the plot if asked.
-pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
+/// The trials of a sweep so far, each printed as it finishes.
+struct Trials<'a> {
+    cfg: &'a SweepConfig,
+    sink: Box<dyn render::SweepSink + 'a>,
+    done: Vec<SweepTrial>,
+    /// The user pressed Ctrl-C: no further trial runs.
+    interrupted: bool,
+}
+
+impl Trials<'_> {
+    /// Runs and prints one trial; `None` once the sweep was interrupted.
+    fn run(&mut self, len: u32, rate: f64, search: bool) -> Result<Option<&SweepTrial>> {
+        if self.interrupted {
+            return Ok(None);
+        }
+        let Some(t) = trial(self.cfg, len, rate, search)? else {
+            self.interrupted = true;
+            return Ok(None);
+        };
+        self.sink.trial(&t).context("writing output")?;
+        self.done.push(t);
+        Ok(self.done.last())
+    }
+}
+
+/// Runs the sweep and renders it to stdout; writes the plot if asked. On
+/// Ctrl-C the trial in progress is dropped and everything measured before
+/// it is printed and plotted, marked as interrupted (issue 13).
+pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
     let stdout = std::io::stdout();
-    let mut sink = render::sweep_sink(cfg.base.format, Box::new(stdout.lock()));
+    let sink = render::sweep_sink(cfg.base.format, Box::new(stdout.lock()));
     let info = SweepInfo {
         protocol: "udp".into(),
         server: match &cfg.base.target {
@@ -287,13 +320,16 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
     };
-    sink.start(&info).context("writing output")?;
-    let mut trials = Vec::new();
+    let mut trials = Trials {
+        cfg,
+        sink,
+        done: Vec::new(),
+        interrupted: false,
+    };
+    trials.sink.start(&info).context("writing output")?;
     for &len in &cfg.sizes {
         for &rate in &cfg.points {
-            let t = trial(cfg, len, rate, false)?;
-            sink.trial(&t).context("writing output")?;
-            trials.push(t);
+            trials.run(len, rate, false)?;
         }
     }
     let unit = |rate: f64| {
@@ -314,76 +350,98 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport> {
         let mut verdicts: Vec<(f64, bool)> = cfg
             .points
             .iter()
-            .zip(trials.iter().filter(|t| t.len == len))
+            .zip(trials.done.iter().filter(|t| t.len == len))
             .map(|(&rate, t)| (rate, passes(t, cfg.max_loss_percent)))
             .collect();
-        if cfg.find_zero_loss {
-            let lo = cfg.points.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = cfg.points.iter().copied().fold(0.0, f64::max);
-            let mut search = ZeroLossSearch::new(lo, hi);
-            for &(rate, ok) in &verdicts {
-                search.seed(rate, ok);
-            }
-            let mut best: Option<SweepTrial> = None;
-            while let Some(rate) = search.next() {
-                let t = trial(cfg, len, rate, true)?;
-                sink.trial(&t).context("writing output")?;
-                let ok = passes(&t, cfg.max_loss_percent);
-                search.record(rate, ok);
-                verdicts.push((rate, ok));
-                if ok && search.best() == Some(rate) {
-                    best = Some(t.clone());
-                }
-                trials.push(t);
-            }
-            if best.is_none() {
-                // The best pass came from the grid and needed no new trial.
-                best = search.best().and_then(|b| {
-                    let (pps, _) = requested(cfg, len, b);
-                    trials
-                        .iter()
-                        .rev()
-                        .find(|t| {
-                            t.len == len
-                                && t.requested_pps == pps
-                                && passes(t, cfg.max_loss_percent)
-                        })
-                        .cloned()
-                });
-            }
-            zero_loss.push(ZeroLoss {
-                len,
-                max_loss_percent: cfg.max_loss_percent,
-                pps: best.as_ref().map(|b| b.requested_pps),
-                bits_per_second: best.as_ref().map(|b| b.requested_bits_per_second),
-                received_pps: best.as_ref().map(|b| b.received_pps),
-                trials: search.trials(),
-                note: search.note(&unit),
-            });
+        if cfg.find_zero_loss && !trials.interrupted {
+            zero_loss.push(search_size(&mut trials, len, &mut verdicts, &unit)?);
         }
         if let Some(n) = non_monotonic(&verdicts, &unit) {
             notes.push(format!("{len} B: {n}"));
         }
     }
-    if trials.iter().any(|t| !t.kept_up && t.error.is_none()) {
+    if trials.done.iter().any(|t| !t.kept_up && t.error.is_none()) {
         notes.push(
             "where the sender could not keep up, the sent figures are what it achieved, not what was asked"
                 .into(),
         );
     }
+    if trials.interrupted {
+        notes.push(format!(
+            "interrupted by the user after {} trial(s): the trial in progress was dropped{}",
+            trials.done.len(),
+            if cfg.find_zero_loss {
+                " and the zero-loss search did not finish"
+            } else {
+                ""
+            }
+        ));
+    }
+    let Trials {
+        mut sink,
+        done,
+        interrupted,
+        ..
+    } = trials;
     let report = SweepReport {
         schema: SCHEMA_VERSION,
         test: info,
-        trials,
+        trials: done,
         zero_loss,
         notes,
     };
     if let Some(path) = &cfg.plot {
-        let svg = plot::sweep_svg(&report)?;
+        let svg = plot::sweep_svg(&report).map_err(anyhow::Error::from)?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
     sink.finish(&report).context("writing output")?;
+    if interrupted {
+        return Err(ClientError::Interrupted { reported: true });
+    }
     Ok(report)
+}
+
+/// The zero-loss search at one size, starting from the grid's `verdicts`
+/// (extended with the search's own).
+fn search_size(
+    trials: &mut Trials<'_>,
+    len: u32,
+    verdicts: &mut Vec<(f64, bool)>,
+    unit: &dyn Fn(f64) -> String,
+) -> Result<ZeroLoss> {
+    let cfg = trials.cfg;
+    let lo = cfg.points.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = cfg.points.iter().copied().fold(0.0, f64::max);
+    let mut search = ZeroLossSearch::new(lo, hi);
+    for &(rate, ok) in verdicts.iter() {
+        search.seed(rate, ok);
+    }
+    while let Some(rate) = search.next() {
+        let Some(t) = trials.run(len, rate, true)? else {
+            break;
+        };
+        let ok = passes(t, cfg.max_loss_percent);
+        search.record(rate, ok);
+        verdicts.push((rate, ok));
+    }
+    // The best passing trial at the answer (from the grid or the search).
+    let best = search.best().and_then(|b| {
+        let (pps, _) = requested(cfg, len, b);
+        trials
+            .done
+            .iter()
+            .rev()
+            .find(|t| t.len == len && t.requested_pps == pps && passes(t, cfg.max_loss_percent))
+    });
+    Ok(ZeroLoss {
+        len,
+        max_loss_percent: cfg.max_loss_percent,
+        pps: best.map(|b| b.requested_pps),
+        bits_per_second: best.map(|b| b.requested_bits_per_second),
+        received_pps: best.map(|b| b.received_pps),
+        trials: search.trials(),
+        note: search.note(unit),
+    })
 }
 
 #[cfg(test)]

@@ -321,7 +321,8 @@ fn rr_params(
     scope: CpuScope,
     clock: Option<ClockOffset>,
 ) -> Result<RrParams> {
-    RrParams::from_spec(spec, cpus, scope, clock)
+    spec.rr_plan()
+        .map(|plan| RrParams::new(plan, cpus, scope, clock))
         .ok_or_else(|| anyhow!("request/response test without its parameters"))
 }
 
@@ -332,7 +333,7 @@ fn start_rr_client(
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
     let params = rr_params(spec, c.cpus, c.cpu_scope, c.clock)?;
-    let conns = RrConns::sort(spec, streams)?;
+    let conns = RrConns::sort(&params.plan, streams)?;
     Ok(rr::start_client(c.engine, conns, None, params))
 }
 
@@ -342,7 +343,7 @@ fn start_rr_server(
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
     let params = rr_params(spec, s.cpus, s.cpu_scope, None)?;
-    let conns = RrConns::sort(spec, streams)?;
+    let conns = RrConns::sort(&params.plan, streams)?;
     Ok(rr::start_server(s.engine, conns, params))
 }
 
@@ -353,7 +354,6 @@ fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) ->
         addr: c.peer,
         tcp: spec.tcp.clone(),
         token: c.token,
-        spec: spec.clone(),
     };
     Ok(rr::start_client(
         c.engine,

@@ -48,7 +48,8 @@ netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST
 
 Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
 command line, 3 server refused the test (busy, invalid parameters, version),
-130 interrupted (Ctrl-C; the server is told and nothing is reported).";
+130 interrupted (Ctrl-C; the server is told; tcp/udp tests and sweeps still report
+what was measured until then, marked as interrupted).";
 
 #[derive(Debug, Parser)]
 #[command(

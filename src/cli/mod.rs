@@ -685,6 +685,27 @@ mod tests {
     }
 
     #[test]
+    fn issue_7_engine_is_resolved_once_into_a_typed_choice() {
+        assert_eq!(tcp("tcp").engine, EngineKind::Syscall);
+        assert_eq!(tcp("tcp --engine syscall").engine, EngineKind::Syscall);
+        for args in [
+            "tcp --engine warp",
+            "udp --engine warp",
+            "server --engine warp",
+        ] {
+            let e = parse(args).expect_err("unknown engine").to_string();
+            assert!(
+                e.contains("unknown engine \"warp\"; this build has: syscall"),
+                "{args}: {e}"
+            );
+        }
+        match parse("server --engine syscall").expect("parses") {
+            Command::Server(s) => assert_eq!(s.engine, EngineKind::Syscall),
+            other => panic!("not a server: {other:?}"),
+        }
+    }
+
+    #[test]
     fn tcp_flags() {
         let c = tcp("tcp 198.18.0.1 -p 6000 -t 3s -l 64K -P 4 -R -w 4M --omit 1 -i 500ms -C cubic -N -M 1400 --json");
         assert_eq!(

@@ -249,6 +249,49 @@ fn issue_4_batch_busy_poll_and_under_load_say_what_they_did() {
 }
 
 #[test]
+fn issue_8_busy_poll_says_how_each_side_spun_and_when_flows_slept() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let r = json_client(&rr_args(
+        &port,
+        &["--sizes", "1,64", "-n", "300", "-P", "2", "--busy-poll"],
+    ));
+    assert_phases_agree(&r);
+    for side in ["spin_client", "spin_server"] {
+        let how = r["rr"][side].as_str().unwrap_or("");
+        assert!(how == "dedicated" || how == "shared", "{side}: {how:?}");
+    }
+    for p in phases(&r) {
+        for side in ["client_poll_sleeps", "server_poll_sleeps"] {
+            let per_flow = p[side].as_array().expect("poll sleeps per flow");
+            assert_eq!(per_flow.len(), 2, "{side}: {p}");
+            assert!(per_flow.iter().all(Value::is_u64), "{side}: {p}");
+        }
+    }
+    // Blocking sockets count nothing: the fields are absent.
+    let r = json_client(&rr_args(&port, &["--sizes", "64", "-n", "100"]));
+    assert!(r["rr"].get("spin_client").is_none());
+    assert!(phases(&r)[0].get("client_poll_sleeps").is_none());
+
+    let args = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-s",
+        "64",
+        "-n",
+        "200",
+        "--busy-poll",
+    ];
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("spinning: client "), "{text}");
+    assert!(text.contains("poll(2) sleeps"), "{text}");
+}
+
+#[test]
 fn issue_4_histogram_and_plot_files_and_other_formats() {
     let dir = std::env::temp_dir().join(format!("linerate-rr-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");

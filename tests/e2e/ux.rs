@@ -130,3 +130,71 @@ fn issue_13_a_refused_test_does_not_consume_once() {
         "server --once still running after its test"
     );
 }
+
+/// Sends SIGINT to `child` after `after`, then collects its output.
+fn interrupt(mut child: std::process::Child, after: Duration) -> std::process::Output {
+    std::thread::sleep(after);
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let done = eventually(Duration::from_secs(20), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !done {
+        let _ = child.kill();
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn issue_13_ctrl_c_keeps_what_was_measured() {
+    let server = Server::start(&[]);
+    let p = server.port_str();
+    for mode in [
+        &["tcp"][..],
+        &["tcp", "-R"],
+        &["udp", "-b", "50M"],
+        &["udp", "-R", "-b", "50M"],
+    ] {
+        let mut args = mode.to_vec();
+        args.extend(["127.0.0.1", "--port", &p, "-t", "8", "--json"]);
+        let child = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let out = interrupt(child, Duration::from_millis(2500));
+        assert_eq!(out.status.code(), Some(130), "{args:?}: {}", stderr(&out));
+        let r: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: one JSON report: {e}"));
+        assert_eq!(r["interrupted"], true, "{args:?}");
+        assert!(
+            r["notes"].as_array().is_some_and(|n| n
+                .iter()
+                .any(|n| n.as_str().is_some_and(|n| n.contains("interrupted")))),
+            "{args:?}: {}",
+            r["notes"]
+        );
+        // What was measured is complete and consistent: both ends agree
+        // (TCP bytes exactly; UDP loss exactly, from the sequence numbers).
+        if args[0] == "tcp" {
+            assert_streams_balanced(&r);
+        }
+        for sum in r["sums"].as_array().expect("sums") {
+            if let Some(u_) = sum.get("udp") {
+                assert!(u(&u_["issued"]) > 0, "{args:?}");
+                assert_eq!(
+                    u(&u_["issued"]),
+                    u(&u_["received"]) + u(&u_["lost"]),
+                    "{args:?}"
+                );
+            }
+        }
+        for s in r["streams"].as_array().expect("streams") {
+            let secs = f(&s["receiver"]["seconds"]);
+            assert!(secs > 0.5 && secs < 7.0, "{args:?}: {secs} s");
+        }
+        assert!(stderr(&out).contains("interrupted by the user"));
+    }
+}

@@ -296,7 +296,7 @@ mod tests {
         /// first and hold exactly the omitted bytes, the senders are told to
         /// stop once, and nothing is cut past the planned end except the tail.
         #[test]
-        fn intervals_tile_the_test_and_add_up(
+        fn issue_7_intervals_tile_the_test_and_add_up(
             omit_ms in prop_oneof![Just(0u64), 1u64..3000],
             interval_ms in 100u64..1500,
             time_ms in proptest::option::of(1u64..5000),

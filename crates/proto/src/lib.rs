@@ -12,6 +12,8 @@
 //! - [`measure`]: what each side measured, exchanged at the end of a test.
 //! - [`session`]: client and server control state machines.
 //! - [`rr`]: the header inside request/response messages.
+//! - [`rr_core`]: request/response bookkeeping (plan, batch timing, tally,
+//!   one-way arithmetic, busy-poll spin budget), with `now` as an argument.
 //! - [`clock`]: the offset between the two ends' clocks, for one-way latency.
 //! - [`datagram`]: the UDP test datagram header, payload pattern and the
 //!   test-only fault schedule.
@@ -38,6 +40,7 @@ pub mod iperf3;
 pub mod measure;
 pub mod pacing;
 pub mod rr;
+pub mod rr_core;
 pub mod seq;
 pub mod session;
 pub mod side;

@@ -358,6 +358,10 @@ pub struct RrFlowMeasurement {
     pub client_to_server: Option<OneWayMeasurement>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_to_client: Option<OneWayMeasurement>,
+    /// Busy poll only: waits on this flow's socket that spun their whole
+    /// budget and then slept in `poll(2)` (each costs a wake-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_sleeps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -376,6 +380,10 @@ pub struct RrMeasurement {
     /// With busy polling: what the kernel said to `SO_BUSY_POLL`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_poll: Option<String>,
+    /// With busy polling: whether this side's flows spun without
+    /// yielding (a CPU each) or yielded to a peer that may share theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spin: Option<crate::rr_core::SpinMode>,
     /// Client: the clock offset to the server its one-way figures used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<crate::clock::ClockOffset>,

@@ -410,25 +410,12 @@ impl TestSpec {
     /// The stream id (from 1) of flow `flow` in phase `phase`; the same
     /// numbering names a crr transaction's connection.
     pub fn rr_conn_id(&self, phase: u32, flow: u32) -> u32 {
-        phase * u32::from(self.streams.max(1)) + flow + 1
+        crate::rr_core::conn_id(u32::from(self.streams.max(1)), phase, flow)
     }
 
     /// What connection `id` carries in a request/response test, if it is one.
     pub fn rr_conn(&self, id: u32) -> Option<RrConn> {
-        let rr = self.rr.as_ref()?;
-        let flows = u32::from(self.streams.max(1));
-        let phases = rr.phases().len() as u32;
-        let flow_conns = phases.checked_mul(flows)?;
-        let i = id.checked_sub(1)?;
-        if i < flow_conns {
-            return Some(RrConn::Flow {
-                phase: i / flows,
-                flow: i % flows,
-            });
-        }
-        let load = i - flow_conns;
-        (self.kind == TestKind::Rr && load < u32::from(rr.under_load))
-            .then_some(RrConn::Load { index: load })
+        self.rr_plan()?.conn(id)
     }
 }
 

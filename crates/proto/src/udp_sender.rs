@@ -443,7 +443,7 @@ mod tests {
         /// which ones leave or in what order — whatever part of each batch
         /// the kernel takes.
         #[test]
-        fn batches_carry_the_same_datagrams_as_single_sends(
+        fn issue_7_batches_carry_the_same_datagrams_as_single_sends(
             faults in any_faults(),
             limit in 0u64..80,
             max_batch in 1usize..9,

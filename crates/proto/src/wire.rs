@@ -41,7 +41,8 @@ pub const MAX_PAYLOAD: usize = 64 * 1024;
 pub const MAX_RESULTS_PAYLOAD: usize = 16 * 1024 * 1024;
 /// Length of the per-test token that identifies data connections.
 pub const TOKEN_LEN: usize = 16;
-const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
+/// Payload bytes of a `DataHello` frame.
+pub const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
 
 /// Errors while decoding a frame. Each means the peer is not speaking this
 /// protocol correctly; the connection should be answered (if possible) and closed.
@@ -129,6 +130,7 @@ mod kind {
     pub const SEND_DONE: u8 = 8;
     pub const CLOCK_PROBE: u8 = 9;
     pub const CLOCK_REPLY: u8 = 10;
+    pub const STOP: u8 = 11;
 }
 
 /// Client's first control frame: who it is and what test it proposes.
@@ -194,6 +196,14 @@ pub struct DataHello {
     pub sender: Side,
 }
 
+impl DataHello {
+    /// Appends this greeting's frame to `out` (a crr transaction writes it
+    /// and its request in one call).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        encode(&Message::DataHello(*self), out);
+    }
+}
+
 /// A sending stream's final sequence count, so the receiver knows exactly
 /// which numbers to expect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,6 +259,11 @@ pub enum Message {
     ClockProbe(ClockProbe),
     ClockReply(ClockReply),
     SendDone(SendDone),
+    /// Client → server while running: finish now, as if the test's limit
+    /// were reached (senders stop and shut down, receivers drain, results
+    /// are exchanged as usual). Sent when the user interrupts a test, so
+    /// what was measured is still reported.
+    Stop,
 }
 
 impl Message {
@@ -264,6 +279,7 @@ impl Message {
             Message::ClockProbe(_) => "ClockProbe",
             Message::ClockReply(_) => "ClockReply",
             Message::SendDone(_) => "SendDone",
+            Message::Stop => "Stop",
         }
     }
 }
@@ -284,6 +300,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::ClockProbe(_) => kind::CLOCK_PROBE,
         Message::ClockReply(_) => kind::CLOCK_REPLY,
         Message::SendDone(_) => kind::SEND_DONE,
+        Message::Stop => kind::STOP,
     };
     out.push(k);
     out.extend_from_slice(&[0; 4]);
@@ -297,7 +314,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::ClockProbe(m) => write_json(out, m),
         Message::ClockReply(m) => write_json(out, m),
         Message::SendDone(m) => write_json(out, m),
-        Message::Start => {}
+        Message::Start | Message::Stop => {}
         Message::DataHello(d) => {
             out.extend_from_slice(&d.token.0);
             out.extend_from_slice(&d.stream.to_be_bytes());
@@ -367,14 +384,19 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind::CLOCK_PROBE => Message::ClockProbe(json("ClockProbe", payload)?),
         kind::CLOCK_REPLY => Message::ClockReply(json("ClockReply", payload)?),
         kind::SEND_DONE => Message::SendDone(json("SendDone", payload)?),
-        kind::START => {
+        kind::START | kind::STOP => {
+            let (name, msg) = if k == kind::START {
+                ("Start", Message::Start)
+            } else {
+                ("Stop", Message::Stop)
+            };
             if !payload.is_empty() {
                 return Err(WireError::Malformed {
-                    kind: "Start",
+                    kind: name,
                     reason: format!("expected no payload, got {} bytes", payload.len()),
                 });
             }
-            Message::Start
+            msg
         }
         kind::DATA_HELLO => {
             let malformed = |reason: String| WireError::Malformed {
@@ -418,6 +440,33 @@ pub enum Greeting {
     Unknown,
 }
 
+/// What the first bytes of a connection say about a data greeting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataGreeting {
+    /// Not enough bytes to tell yet.
+    NeedMore,
+    /// Anything but a `DataHello` frame (a control greeting, garbage).
+    Other,
+    /// A `DataHello` frame of `usize` bytes; what follows is the stream's.
+    Hello(DataHello, usize),
+}
+
+/// Looks for a `DataHello` frame at the start of `buf` (bytes peeked, not
+/// consumed, so a connection that turns out to be something else can be
+/// handled from its first byte).
+pub fn data_greeting(buf: &[u8]) -> DataGreeting {
+    let prefix = [MAGIC[0], MAGIC[1], FRAME_VERSION, kind::DATA_HELLO];
+    let n = buf.len().min(prefix.len());
+    if buf[..n] != prefix[..n] {
+        return DataGreeting::Other;
+    }
+    match decode(buf) {
+        Ok(Some((Message::DataHello(h), used))) => DataGreeting::Hello(h, used),
+        Ok(None) => DataGreeting::NeedMore,
+        _ => DataGreeting::Other,
+    }
+}
+
 /// Classifies a new connection from its first byte(s).
 pub fn classify_greeting(first: &[u8]) -> Greeting {
     match first.first() {
@@ -433,6 +482,31 @@ mod tests {
     use super::*;
     use crate::spec::TestSpec;
     use proptest::prelude::*;
+
+    #[test]
+    fn data_greeting_is_found_from_its_first_bytes() {
+        let h = DataHello {
+            token: Token([7; TOKEN_LEN]),
+            stream: 3,
+            sender: Side::Client,
+        };
+        let mut frame = Vec::new();
+        h.encode(&mut frame);
+        let n = frame.len();
+        frame.extend_from_slice(b"request");
+        for cut in 0..n {
+            assert_eq!(
+                data_greeting(&frame[..cut]),
+                DataGreeting::NeedMore,
+                "{cut}"
+            );
+        }
+        assert_eq!(data_greeting(&frame), DataGreeting::Hello(h, n));
+        assert_eq!(n, HEADER_LEN + DATA_HELLO_LEN);
+        let hello = to_bytes(&Message::Start);
+        assert_eq!(data_greeting(&hello[..4]), DataGreeting::Other);
+        assert_eq!(data_greeting(b"x"), DataGreeting::Other);
+    }
 
     fn sample_messages() -> Vec<Message> {
         vec![
@@ -458,6 +532,7 @@ mod tests {
                 sender: Side::Server,
             }),
             Message::Start,
+            Message::Stop,
             Message::Results(Box::default()),
             Message::Abort(Abort {
                 reason: "interrupted".into(),

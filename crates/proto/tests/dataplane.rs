@@ -218,7 +218,7 @@ proptest! {
     /// lost, whatever the batch sizes on either side; the intervals add up
     /// to the same counts.
     #[test]
-    fn every_fault_and_drop_is_counted_exactly(
+    fn issue_7_every_fault_and_drop_is_counted_exactly_with_any_batch_sizes(
         faults in any_faults(),
         max_batch in 1usize..9,
         accept in proptest::collection::vec(1usize..9, 1..5),
@@ -266,7 +266,7 @@ proptest! {
 }
 
 #[test]
-fn datagrams_arriving_after_the_drain_deadline_are_late_not_lost() {
+fn issue_7_datagrams_arriving_after_the_drain_deadline_are_late_not_lost() {
     let mut sim = Sim::new(Vec::new(), 50, 4, Vec::new());
     // Send everything before reading anything, then read with a deadline
     // the last ten arrivals miss.

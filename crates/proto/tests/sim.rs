@@ -1248,6 +1248,38 @@ fn server_abort_and_stream_failure_reach_the_client() {
 }
 
 #[test]
+fn issue_13_stop_early_finishes_both_sides_with_results() {
+    let (mut p, started) = pair_at(Stage::Running, spec(Direction::Bidir, 2));
+    let (_, spec) = started.expect("running");
+    p.advance(Duration::from_secs(2));
+    assert!(p.client.stop_early(), "a running test can stop early");
+    assert!(!p.client.stop_early(), "once");
+    p.shuttle();
+    assert!(p.server.stopped_early());
+    assert_eq!(
+        count(&p.server_actions, &ServerAction::StopStreams),
+        1,
+        "{:?}",
+        p.server_actions
+    );
+    // Both sides finish as at the limit: results cross, nothing aborted.
+    let (cr, sr) = p.finish(&spec, true);
+    assert_completed(&p, &spec, &cr, &sr);
+    assert!(p.client.stopped_early());
+    assert_eq!(p.client_aborts(), 0);
+    assert_eq!(p.server_aborts(), 0);
+}
+
+#[test]
+fn issue_13_stop_early_is_refused_before_the_test_runs() {
+    for stage in [Stage::Fresh, Stage::Accepted, Stage::Opened] {
+        let (mut p, _) = pair_at(stage, spec(Direction::Forward, 1));
+        assert!(!p.client.stop_early(), "{stage:?}: not running yet");
+        assert!(!p.client.stopped_early());
+    }
+}
+
+#[test]
 fn abort_before_accept_reaches_the_server() {
     let mut p = Pair::new(TestSpec::default());
     p.client.abort("changed my mind");

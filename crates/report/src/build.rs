@@ -508,6 +508,7 @@ pub fn build(
         notes,
         rr: None,
         iface: None,
+        interrupted: false,
     }
 }
 
@@ -535,6 +536,7 @@ fn build_rr(
         notes,
         rr: crate::rr::build(spec, client, server),
         iface: None,
+        interrupted: false,
     }
 }
 

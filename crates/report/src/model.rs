@@ -7,6 +7,7 @@
 use linerate_host::counters::Traffic;
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::{EngineUse, KernelUdp, TcpInfo, UdpInterval};
+use linerate_proto::rr_core::SpinMode;
 use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, TestSpec, UdpSpec};
 use linerate_proto::wire::Side;
 use linerate_stats::histogram::Summary;
@@ -441,6 +442,12 @@ pub struct RrPhaseReport {
     /// The round-trip histogram, merged over flows: sparse
     /// `[value_ns, count]` buckets (HdrHistogram, 3 significant digits).
     pub histogram: Vec<(u64, u64)>,
+    /// With busy polling, per flow (in flow order): waits that outlasted
+    /// the spin budget and slept in `poll(2)`, on each side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_poll_sleeps: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_poll_sleeps: Option<Vec<u64>>,
     /// Errors of any flow in this phase, either side.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
@@ -472,6 +479,13 @@ pub struct RrReport {
     pub busy_poll_client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub busy_poll_server: Option<String>,
+    /// With busy polling: how each side's flows spun (`dedicated`: without
+    /// yielding, a CPU per spinning flow; `shared`: yielding, adaptive
+    /// budget).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub spin_client: Option<SpinMode>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub spin_server: Option<SpinMode>,
     /// The clock offset used for one-way delays (rr).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub clock: Option<ClockOffset>,
@@ -512,6 +526,10 @@ pub struct Report {
     /// with the payload the test moved.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub iface: Option<IfaceReport>,
+    /// The user stopped the test before its limit (Ctrl-C): the figures
+    /// cover the time until then (absent when the test ran to its limit).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub interrupted: bool,
 }
 
 /// An interface's counters over a whole test beside the test's payload.

@@ -144,8 +144,21 @@ fn phase_report(
         client_to_server: one_way(&cref, |f| f.client_to_server.as_ref(), why.clone(), clock),
         server_to_client: one_way(&cref, |f| f.server_to_client.as_ref(), why, clock),
         histogram: rtt.to_buckets(),
+        client_poll_sleeps: poll_sleeps(&cf),
+        server_poll_sleeps: poll_sleeps(&sf),
         errors,
     }
+}
+
+/// Per flow, in flow order, the poll sleeps a busy-polling side counted
+/// (`None` when it counted none: it did not busy-poll).
+fn poll_sleeps(flows: &[RrFlowMeasurement]) -> Option<Vec<u64>> {
+    let mut v: Vec<(u32, u64)> = flows
+        .iter()
+        .filter_map(|f| Some((f.flow, f.poll_sleeps?)))
+        .collect();
+    v.sort_unstable();
+    (!v.is_empty()).then(|| v.into_iter().map(|(_, n)| n).collect())
 }
 
 /// The rr section, for rr and crr specs.
@@ -194,6 +207,8 @@ pub(crate) fn build(
         busy_poll: rr.busy_poll,
         busy_poll_client: c.busy_poll.clone(),
         busy_poll_server: s.busy_poll.clone(),
+        spin_client: c.spin,
+        spin_server: s.spin,
         clock: c.clock,
         phases,
         load,

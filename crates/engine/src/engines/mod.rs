@@ -34,6 +34,10 @@ use linerate_proto::measure::{EngineUse, ZeroCopyUse};
 
 use crate::EngineError;
 
+/// Bytes per receive slot: the largest datagram a receiver takes without
+/// truncation (a UDP payload cannot be larger).
+pub const RECV_BUF: usize = 65536;
+
 /// The engine a side runs: parsed from `--engine` once, carried as a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum EngineKind {
@@ -178,7 +182,9 @@ pub fn take_use() -> Option<EngineUse> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
     /// Block until the socket is ready or its timeout (`SO_RCVTIMEO` /
-    /// `SO_SNDTIMEO`, set by the loop) passes, then report `WouldBlock`.
+    /// `SO_SNDTIMEO`, set when the socket was prepared: [`crate::stream::POLL`]
+    /// for TCP streams, [`crate::udp::RECV_POLL`] for UDP receivers) passes,
+    /// then report `WouldBlock`.
     Block,
     /// Return at once (`MSG_DONTWAIT`): busy polling, or draining what is
     /// already queued.

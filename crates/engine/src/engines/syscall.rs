@@ -7,7 +7,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 
-use super::{Engine, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
+use super::{Engine, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait, RECV_BUF};
 use crate::cmsg::{self, ControlBuf};
 use crate::EngineError;
 
@@ -30,7 +30,7 @@ impl Engine for Syscall {
     }
     fn udp_rx(self, _sock: &UdpSocket, len: usize) -> Result<SyscallUdpRx, EngineError> {
         Ok(SyscallUdpRx {
-            slot: crate::udp::RECV_BUF.max(len + 1),
+            slot: RECV_BUF.max(len + 1),
             control: [0; 8],
         })
     }

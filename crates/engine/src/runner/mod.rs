@@ -219,9 +219,16 @@ pub(crate) struct Channels {
 }
 
 impl SideRun {
-    /// Stops every stream at once (the test failed or was interrupted).
+    /// Stops every stream at once (the test failed).
     pub fn abort(&self) {
         self.signals.abort();
+    }
+
+    /// Finishes now as if the test's limit were reached: senders stop and
+    /// shut down cleanly, receivers drain, results follow (the user
+    /// interrupted a stream test and still wants what was measured).
+    pub fn stop(&self) {
+        self.signals.stop();
     }
 
     /// UDP: every sending stream of this side has finished, with the

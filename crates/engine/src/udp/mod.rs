@@ -38,8 +38,6 @@ pub const GREET_TRIES: u32 = 50;
 /// Receive timeout of UDP receivers: how often an idle receiver checks its
 /// drain deadline and the abort flag.
 pub const RECV_POLL: Duration = Duration::from_millis(10);
-/// Largest datagram a receiver accepts without truncation.
-pub const RECV_BUF: usize = 65536;
 
 // SO_MEMINFO's array (include/uapi/linux/sock_diag.h).
 const SK_MEMINFO_VARS: usize = 9;

@@ -108,6 +108,8 @@ pub struct ClientSession {
     /// Arrival time (monotonic ns) of the bytes being received.
     rx_ns: Option<u64>,
     clock: Option<ClockOffset>,
+    /// The user stopped the test before its limit ([`Self::stop_early`]).
+    stopped_early: bool,
 }
 
 impl ClientSession {
@@ -129,6 +131,7 @@ impl ClientSession {
             boot_id: None,
             rx_ns: None,
             clock: None,
+            stopped_early: false,
         }
     }
 
@@ -366,6 +369,29 @@ impl ClientSession {
                 self.deadline = None;
             }
         }
+    }
+
+    /// The user interrupted a running test: ask the server to finish now as
+    /// if the test's limit were reached, so both sides still exchange what
+    /// they measured. The caller stops this side's senders. Returns false
+    /// (and does nothing) when the test is not running or this side has
+    /// already finished: then [`Self::abort`] is the way out.
+    pub fn stop_early(&mut self) -> bool {
+        match &self.state {
+            State::Running { exchange, .. }
+                if exchange.streams_running() && !self.stopped_early =>
+            {
+                self.outbox.push(&Message::Stop);
+                self.stopped_early = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True once [`Self::stop_early`] asked the server to finish.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
     }
 
     /// The user interrupted the test: tell the server and stop.

@@ -63,6 +63,10 @@ pub enum ServerAction {
     StartStreams,
     /// Stop and close the data streams; the test has failed.
     AbortStreams,
+    /// The client asked to finish now (its user interrupted the test):
+    /// stop the senders as if the test's limit were reached; the test ends
+    /// and results are exchanged as usual.
+    StopStreams,
 }
 
 #[derive(Debug)]
@@ -128,6 +132,8 @@ pub struct ServerSession {
     boot_id: Option<String>,
     /// Arrival time (monotonic ns) of the bytes being received.
     rx_ns: Option<u64>,
+    /// The client stopped the test before its limit.
+    stopped_early: bool,
 }
 
 impl ServerSession {
@@ -154,7 +160,14 @@ impl ServerSession {
             deadline: Some(now + HANDSHAKE_TIMEOUT),
             boot_id: None,
             rx_ns: None,
+            stopped_early: false,
         }
+    }
+
+    /// True when the client stopped the test before its limit (its user
+    /// interrupted it); the results cover the time until then.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
     }
 
     /// Sets this host's boot id, sent with clock replies.
@@ -335,6 +348,12 @@ impl ServerSession {
             (State::Running(x), Message::Results(r)) if !x.has_remote() => {
                 x.remote_arrived(*r);
                 self.try_complete();
+            }
+            (State::Running(x), Message::Stop) => {
+                if x.streams_running() && !self.stopped_early {
+                    self.stopped_early = true;
+                    self.actions.push_back(ServerAction::StopStreams);
+                }
             }
             (State::Running(_), Message::SendDone(d))
                 if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>

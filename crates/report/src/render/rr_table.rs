@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 
 use linerate_proto::clock::ClockMethod;
+use linerate_proto::rr_core::SpinMode;
 use linerate_proto::spec::{RrLimit, TestKind};
 use linerate_stats::histogram::Summary;
 use linerate_stats::units::format_rate;
@@ -20,6 +21,63 @@ fn load_word(loaded: bool) -> &'static str {
         "loaded"
     } else {
         "-"
+    }
+}
+
+/// Busy polling: how each side spun, and which flows slept in `poll(2)`.
+fn spin(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
+    let counted = rr
+        .phases
+        .iter()
+        .any(|p| p.client_poll_sleeps.is_some() || p.server_poll_sleeps.is_some());
+    if !counted && rr.spin_client.is_none() && rr.spin_server.is_none() {
+        // A report from peers that did not say (older versions).
+        return Ok(());
+    }
+    let how = |m: Option<SpinMode>| match m {
+        Some(SpinMode::Dedicated) => "without yielding (a CPU per spinning flow)",
+        Some(SpinMode::Shared) => "yielding, adaptive budget (CPUs may be shared)",
+        None => "not reported",
+    };
+    writeln!(
+        out,
+        "spinning: client {}; server {}",
+        how(rr.spin_client),
+        how(rr.spin_server)
+    )?;
+    let list = |v: &Option<Vec<u64>>| {
+        v.as_ref().map_or("-".to_string(), |v| {
+            v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+        })
+    };
+    let any = |v: &Option<Vec<u64>>| v.iter().flatten().any(|&n| n > 0);
+    let slept: Vec<String> = rr
+        .phases
+        .iter()
+        .filter(|p| any(&p.client_poll_sleeps) || any(&p.server_poll_sleeps))
+        .map(|p| {
+            format!(
+                "{} B{}: client {}, server {}",
+                p.request_size,
+                if p.loaded { " loaded" } else { "" },
+                list(&p.client_poll_sleeps),
+                list(&p.server_poll_sleeps)
+            )
+        })
+        .collect();
+    if !counted {
+        writeln!(out, "poll(2) sleeps: not reported")
+    } else if slept.is_empty() {
+        writeln!(
+            out,
+            "poll(2) sleeps: none (every wait ended while spinning)"
+        )
+    } else {
+        writeln!(
+            out,
+            "poll(2) sleeps per flow (waits that outlasted the spin budget): {}",
+            slept.join("; ")
+        )
     }
 }
 
@@ -47,6 +105,7 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
             rr.busy_poll_client.as_deref().unwrap_or("not reported"),
             rr.busy_poll_server.as_deref().unwrap_or("not reported")
         )?;
+        spin(out, rr)?;
     }
     if let Some(c) = &rr.clock {
         match c.method {

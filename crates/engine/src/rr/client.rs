@@ -1,0 +1,270 @@
+//! The client side: one phase loop for every transport (an [`Exchange`]
+//! is TCP, UDP or crr), the flow threads that run it phase by phase, and
+//! the coordinator that moves the flows through the phases together and
+//! starts the load.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use linerate_proto::measure::{RrMeasurement, SideResults};
+use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, RESPONSE_HEADER_LEN};
+use linerate_proto::rr_core::{PhaseClock, ServerTimes, Tally};
+
+use crate::clock::mono_ns;
+use crate::cpu;
+use crate::engines::{with_engine, Engine, EngineKind};
+use crate::runner::{spawn_side, SideRun};
+use crate::stream::Signals;
+use crate::EngineError;
+
+use super::conns::{Conn, RrConns};
+use super::crr::{self, CrrTarget};
+use super::gate::Gate;
+use super::load::client_load;
+use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams};
+use super::side::{run_threads, CpuStart, FlowEnd};
+use super::watch::{Watch, Watchdog};
+use super::{tcp, udp, LOAD_WARMUP, WAKE};
+
+/// How one transaction ended.
+pub(super) enum Reply {
+    /// The response came, with the server's times when it carried them.
+    Answered(Option<ServerTimes>),
+    /// No response within the timeout (UDP).
+    Lost,
+}
+
+/// How a client flow runs transactions on one transport during a phase.
+pub(super) trait Exchange {
+    /// One transaction: a request with `header` out, its response in.
+    fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError>;
+    /// The phase's last transaction is done: end the phase with the peer,
+    /// so both ends have counted the same transactions.
+    fn end_phase(&mut self) -> Result<(), EngineError>;
+}
+
+/// The server's times from a response, after checking it answers `header`
+/// (`None` when the response is too short to carry a header).
+pub(super) fn server_times(
+    header: &RequestRepr,
+    resp: &[u8],
+) -> Result<Option<ServerTimes>, EngineError> {
+    if resp.len() < RESPONSE_HEADER_LEN {
+        return Ok(None);
+    }
+    let r = ResponseRepr::parse(&RrHeader::new_checked(resp)?)?;
+    msg::expect(header.flow, header.sequence, r.flow, r.sequence)?;
+    Ok(r.server_ns.map(|(rx, tx)| ServerTimes { rx, tx }))
+}
+
+/// The one client phase loop: batches from the phase's clock, a
+/// transaction per sequence number, the tally, then the end of the phase.
+pub(super) fn run_phase(
+    x: &mut impl Exchange,
+    cx: &PhaseCtx<'_>,
+    tally: &mut Tally,
+) -> Result<(), EngineError> {
+    let plan = &cx.p.plan;
+    let per_message = plan.per_message();
+    let mut clock = PhaseClock::new(plan.limit, plan.batch, mono_ns());
+    loop {
+        if cx.signals.aborted() {
+            return Err(EngineError::Aborted);
+        }
+        let Some(batch) = clock.next(mono_ns()) else {
+            break;
+        };
+        tally.start(batch);
+        for sequence in batch.sequences() {
+            let header = RequestRepr {
+                flow: cx.flow,
+                sequence,
+                sent_ns: per_message.then_some(batch.t0),
+            };
+            match x.transact(&header)? {
+                Reply::Answered(server) => tally.answered(server),
+                Reply::Lost => tally.lost(),
+            }
+        }
+        if tally.finish(mono_ns()) {
+            cx.watch.tick(cx.flow);
+        }
+    }
+    x.end_phase()
+}
+
+/// Where a client flow's transactions go.
+enum Source<'a> {
+    /// rr: a connection per phase, in phase order.
+    Conns(std::vec::IntoIter<Conn>),
+    /// crr: a new connection per transaction.
+    Crr(&'a CrrTarget),
+}
+
+struct Shared<'a> {
+    p: &'a RrParams,
+    signals: &'a Signals,
+    gate: &'a Gate,
+    watch: &'a Watch,
+}
+
+fn client_flow<E: Engine>(engine: E, flow: u32, mut source: Source<'_>, s: &Shared<'_>) -> FlowEnd {
+    let cpu0 = cpu::thread();
+    let p = s.p;
+    let mut out = FlowEnd::default();
+    let pin_error = p.pin(flow);
+    let mut bufs = Buffers::new(p);
+    for phase in &p.plan.phases {
+        if !s.gate.wait(s.signals, |g| g.open > phase.index) {
+            break;
+        }
+        let offset = p
+            .clock
+            .filter(|_| p.plan.per_message() && phase.response as usize >= RESPONSE_HEADER_LEN);
+        let mut tally = Tally::new(offset);
+        let cx = PhaseCtx {
+            phase,
+            flow,
+            p,
+            signals: s.signals,
+            watch: s.watch,
+            spin: p.spin(),
+        };
+        let o = match &mut source {
+            Source::Conns(conns) => match conns.next() {
+                Some(Conn::Tcp(sock)) => {
+                    tcp::client_phase(engine, &sock, &cx, &mut bufs, &mut tally)
+                }
+                Some(Conn::Udp(sock)) => {
+                    udp::client_phase(engine, &sock, &cx, &mut bufs, &mut tally)
+                }
+                None => PhaseOut::failed(EngineError::Protocol(format!(
+                    "no connection for phase {}",
+                    phase.index
+                ))),
+            },
+            Source::Crr(target) => crr::client_phase(engine, target, &cx, &mut bufs, &mut tally),
+        };
+        out.busy_poll = out.busy_poll.take().or(o.busy_poll);
+        let result = with_pin(o.result, &pin_error).map_err(|e| s.watch.explain(e));
+        let failed = result.is_err();
+        let mut m = tally.into_measurement(phase, flow, result.err().map(|e| e.to_string()));
+        m.poll_sleeps = o.poll_sleeps;
+        out.measurements.push(m);
+        if failed {
+            s.signals.abort();
+            break;
+        }
+        s.gate.update(|g| g.done += 1);
+    }
+    out.cpu = cpu::thread().saturating_sub(cpu0);
+    out
+}
+
+/// Starts the client side of an rr test (`conns`) or a crr test (`crr`).
+pub fn start_client(
+    engine: EngineKind,
+    conns: RrConns,
+    crr: Option<CrrTarget>,
+    params: RrParams,
+) -> SideRun {
+    spawn_side(engine.name(), move |signals| {
+        run_client(engine, conns, crr, &params, signals)
+    })
+}
+
+fn run_client(
+    engine: EngineKind,
+    conns: RrConns,
+    crr: Option<CrrTarget>,
+    p: &RrParams,
+    signals: &Arc<Signals>,
+) -> SideResults {
+    let start = CpuStart::now();
+    let gate = Gate::default();
+    let watch = Watch::new(p.plan.flows as usize);
+    let load_signals = Signals::default();
+    let mut load_elapsed = Duration::ZERO;
+    let RrConns { flows, load } = conns;
+    let shared = Shared {
+        p,
+        signals,
+        gate: &gate,
+        watch: &watch,
+    };
+    let mut flows = flows.into_iter();
+    let flow_runs: Vec<_> = (0..p.plan.flows)
+        .map(|f| {
+            let source = match &crr {
+                Some(target) => Source::Crr(target),
+                None => Source::Conns(flows.next().unwrap_or_default().into_iter()),
+            };
+            let shared = &shared;
+            move || with_engine!(engine, e => client_flow(e, f, source, shared))
+        })
+        .collect();
+    let load_runs: Vec<_> = load
+        .into_iter()
+        .map(|(id, sock)| {
+            let (gate, load_signals) = (&gate, &load_signals);
+            let run = move || client_load(id, sock, engine, p, signals, load_signals, gate);
+            (id, run)
+        })
+        .collect();
+    let g = run_threads(signals, &watch, flow_runs, load_runs, |dog| {
+        let started = coordinate(p, signals, &gate, &watch, dog);
+        load_elapsed = started.map_or(Duration::ZERO, |t| t.elapsed());
+        load_signals.stop();
+        if signals.aborted() {
+            load_signals.abort();
+        }
+        gate.update(|s| s.closed = true);
+    });
+    start.results(
+        engine.name(),
+        p.cpu_scope,
+        g.threads_cpu,
+        RrMeasurement {
+            flows: g.flows,
+            load: g.load,
+            load_elapsed_ns: load_elapsed.as_nanos() as u64,
+            busy_poll: g.busy_poll,
+            spin: p.spin(),
+            clock: p.clock,
+        },
+    )
+}
+
+/// Opens the phases one after the other, each when every flow finished
+/// the one before; starts the load [`LOAD_WARMUP`] before the first loaded
+/// phase. Returns when the load started, if it did.
+fn coordinate(
+    p: &RrParams,
+    signals: &Signals,
+    gate: &Gate,
+    watch: &Watch,
+    dog: &mut Watchdog,
+) -> Option<Instant> {
+    let mut load_started: Option<Instant> = None;
+    for phase in &p.plan.phases {
+        if phase.loaded && load_started.is_none() {
+            load_started = Some(Instant::now());
+            gate.update(|s| s.load = true);
+            // Sleep through the warm-up, waking for an abort.
+            let until = Instant::now() + LOAD_WARMUP;
+            while !signals.aborted() {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(WAKE.min(left));
+            }
+        }
+        gate.update(|s| s.open = phase.index + 1);
+        let target = p.plan.flows * (phase.index + 1);
+        if !gate.wait_ticking(signals, |s| s.done >= target, || dog.check(watch, signals)) {
+            break;
+        }
+    }
+    load_started
+}

@@ -1,0 +1,321 @@
+//! crr (connect/request/response): every transaction is a new connection,
+//! greeted with the test's token and the (phase, flow) stream id, then one
+//! request, one response, and the server's close (the server closes first,
+//! so the client keeps no TIME_WAIT and cannot run out of ephemeral ports).
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement};
+use linerate_proto::rr::RequestRepr;
+use linerate_proto::rr_core::{RrPlan, Tally};
+use linerate_proto::spec::{RrConn, RrPhase, TcpOptions};
+use linerate_proto::wire::{DataHello, Side, Token};
+
+use crate::clock::mono_ns;
+use crate::cpu::CpuTime;
+use crate::engines::{Engine, Syscall};
+use crate::runner::{spawn_side, CpuScope, SideRun};
+use crate::stream::{Signals, POLL};
+use crate::{socket, EngineError};
+
+use super::client::{run_phase, server_times, Exchange, Reply};
+use super::params::{Buffers, PhaseCtx, PhaseOut};
+use super::server::answer;
+use super::side::CpuStart;
+use super::stream_io::StreamIo;
+use super::wait::{Wait, Waiter};
+use super::WAKE;
+
+/// How long a crr transaction's connect may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a crr client connects, and how it greets the server.
+#[derive(Debug, Clone)]
+pub struct CrrTarget {
+    pub addr: SocketAddr,
+    pub tcp: TcpOptions,
+    pub token: Token,
+}
+
+/// A client flow's transactions, a connection each.
+struct CrrExchange<'a, E: Engine> {
+    engine: E,
+    target: &'a CrrTarget,
+    /// The DataHello frame then the request, written in one call.
+    greeting: Vec<u8>,
+    hello_len: usize,
+    resp: &'a mut [u8],
+    signals: &'a Signals,
+}
+
+impl<E: Engine> Exchange for CrrExchange<'_, E> {
+    fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
+        header.emit(&mut self.greeting[self.hello_len..]);
+        let sock = socket::connect(self.target.addr, &self.target.tcp, CONNECT_TIMEOUT)?;
+        socket::set_io_timeout(&sock, POLL)?;
+        let waiter = Waiter::new(Wait::Block, self.signals, true);
+        let mut io = StreamIo::new(self.engine, &sock, waiter)?;
+        io.write_all(&self.greeting)?;
+        if !io.read_exact(self.resp)? {
+            return Err(EngineError::PeerReset(
+                "server closed the connection before responding".into(),
+            ));
+        }
+        // The server closes first.
+        io.expect_close()?;
+        Ok(Reply::Answered(server_times(header, self.resp)?))
+    }
+
+    fn end_phase(&mut self) -> Result<(), EngineError> {
+        Ok(())
+    }
+}
+
+/// Runs one phase of a crr client flow.
+pub(super) fn client_phase<E: Engine>(
+    engine: E,
+    target: &CrrTarget,
+    cx: &PhaseCtx<'_>,
+    bufs: &mut Buffers,
+    tally: &mut Tally,
+) -> PhaseOut {
+    let mut greeting = Vec::new();
+    DataHello {
+        token: target.token,
+        stream: cx.p.plan.conn_id(cx.phase.index, cx.flow),
+        sender: Side::Client,
+    }
+    .encode(&mut greeting);
+    let hello_len = greeting.len();
+    greeting.resize(hello_len + cx.phase.request as usize, 0);
+    let mut x = CrrExchange {
+        engine,
+        target,
+        greeting,
+        hello_len,
+        resp: &mut bufs.resp[..cx.phase.response as usize],
+        signals: cx.signals,
+    };
+    PhaseOut {
+        result: run_phase(&mut x, cx, tally),
+        busy_poll: None,
+        poll_sleeps: None,
+    }
+}
+
+#[derive(Debug, Default)]
+struct CrrCounter {
+    transactions: AtomicU64,
+    first_ns: AtomicU64,
+    last_ns: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+/// The server side of a crr test: counts the transactions that the
+/// server's [`super::CrrPool`] (or [`CrrServer::serve`]) answers.
+#[derive(Debug)]
+pub struct CrrServer {
+    plan: RrPlan,
+    counters: Vec<CrrCounter>,
+    /// Transactions being served right now.
+    active: AtomicUsize,
+    client_done: AtomicBool,
+    signals: Signals,
+}
+
+/// One transaction being served: counted as active until dropped, and
+/// counted in its (phase, flow) once finished.
+#[derive(Debug)]
+pub(super) struct Ticket {
+    server: Arc<CrrServer>,
+    /// Index of the (phase, flow) counter.
+    index: usize,
+    flow: u32,
+    finished: bool,
+}
+
+impl Ticket {
+    /// Answers the request `req` into `resp` (the response's size).
+    pub(super) fn answer(&self, req: &[u8], resp: &mut [u8]) -> Result<(), EngineError> {
+        answer(self.flow, 0, None, req, resp).map(|_| ())
+    }
+
+    /// Counts the transaction (once): completed, or failed with `e`.
+    pub(super) fn finish(&mut self, result: Result<(), &EngineError>) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        let Some(counter) = self.server.counters.get(self.index) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                let now = mono_ns();
+                if counter.transactions.fetch_add(1, Ordering::AcqRel) == 0 {
+                    counter.first_ns.store(now, Ordering::Release);
+                }
+                counter.last_ns.fetch_max(now, Ordering::AcqRel);
+            }
+            Err(e) => {
+                if let Ok(mut slot) = counter.error.lock() {
+                    slot.get_or_insert_with(|| e.to_string());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.server.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl CrrServer {
+    pub fn new(plan: RrPlan) -> Arc<CrrServer> {
+        let n = plan.phases.len() * plan.flows as usize;
+        Arc::new(CrrServer {
+            plan,
+            counters: (0..n).map(|_| CrrCounter::default()).collect(),
+            active: AtomicUsize::new(0),
+            client_done: AtomicBool::new(false),
+            signals: Signals::default(),
+        })
+    }
+
+    /// The (phase, flow) a greeting names, with the index of its counter.
+    fn locate(&self, hello: &DataHello) -> Result<(usize, &RrPhase, u32), EngineError> {
+        let not_in_test = || {
+            EngineError::Protocol(format!(
+                "crr connection for stream {}, which is not in the test",
+                hello.stream
+            ))
+        };
+        let Some(RrConn::Flow { phase, flow }) = self.plan.conn(hello.stream) else {
+            return Err(not_in_test());
+        };
+        let ph = self
+            .plan
+            .phases
+            .get(phase as usize)
+            .ok_or_else(not_in_test)?;
+        Ok((hello.stream as usize - 1, ph, flow))
+    }
+
+    /// Request and response sizes of the transaction `hello` greets.
+    pub(super) fn sizes(&self, hello: &DataHello) -> Result<(usize, usize), EngineError> {
+        let (_, ph, _) = self.locate(hello)?;
+        Ok((ph.request as usize, ph.response as usize))
+    }
+
+    /// Starts serving the transaction `hello` greets.
+    pub(super) fn begin(self: &Arc<Self>, hello: &DataHello) -> Result<Ticket, EngineError> {
+        let (index, _, flow) = self.locate(hello)?;
+        if self.client_done.load(Ordering::Acquire) || self.signals.aborted() {
+            return Err(EngineError::Protocol(
+                "crr connection after the test ended".into(),
+            ));
+        }
+        self.active.fetch_add(1, Ordering::AcqRel);
+        Ok(Ticket {
+            server: Arc::clone(self),
+            index,
+            flow,
+            finished: false,
+        })
+    }
+
+    /// Serves one transaction on a connection greeted with `hello`, on
+    /// the calling thread (blocking): reads the request, writes the
+    /// response, closes. The server's accept loop normally hands crr
+    /// connections to a [`super::CrrPool`] instead.
+    pub fn serve(self: &Arc<Self>, hello: &DataHello, sock: TcpStream) -> Result<(), EngineError> {
+        let (req_len, resp_len) = self.sizes(hello)?;
+        let mut ticket = self.begin(hello)?;
+        let result = (|| {
+            socket::set_io_timeout(&sock, POLL)?;
+            let mut req = vec![0u8; req_len];
+            let mut resp = vec![0u8; resp_len];
+            // The server side of crr runs the syscall engine (it is served
+            // on the server's connection threads, which have no engine).
+            let waiter = Waiter::new(Wait::Block, &self.signals, true);
+            let mut io = StreamIo::new(Syscall, &sock, waiter)?;
+            if !io.read_exact(&mut req)? {
+                return Err(EngineError::PeerReset(
+                    "client closed before its request".into(),
+                ));
+            }
+            ticket.answer(&req, &mut resp)?;
+            io.write_all(&resp)
+        })();
+        ticket.finish(result.as_ref().map(|_| ()));
+        // Dropping `sock` closes: the server closes first.
+        result
+    }
+
+    /// The client has finished (its results arrived): no more transactions.
+    pub fn client_finished(&self) {
+        self.client_done.store(true, Ordering::Release);
+    }
+
+    /// The side's run: ends when the client has finished (or on abort),
+    /// once the transactions in progress are done.
+    pub fn start(self: &Arc<Self>) -> SideRun {
+        let me = Arc::clone(self);
+        spawn_side("syscall", move |signals| {
+            let start = CpuStart::now();
+            while !me.client_done.load(Ordering::Acquire) {
+                if signals.aborted() {
+                    me.signals.abort();
+                    break;
+                }
+                std::thread::sleep(WAKE);
+            }
+            // The client read every response before finishing, so the
+            // threads answering them are closing; give them a moment.
+            let until = Instant::now() + Duration::from_secs(5);
+            while me.active.load(Ordering::Acquire) > 0 && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Transactions run on the server's connection threads, which
+            // belong to no test: only the process's CPU time covers them.
+            start.results(
+                "syscall",
+                CpuScope::Process,
+                CpuTime::default(),
+                RrMeasurement {
+                    flows: me.measurements(),
+                    ..RrMeasurement::default()
+                },
+            )
+        })
+    }
+
+    pub(super) fn measurements(&self) -> Vec<RrFlowMeasurement> {
+        let flows = self.plan.flows;
+        self.counters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let phase = &self.plan.phases[i / flows as usize];
+                let n = c.transactions.load(Ordering::Acquire);
+                RrFlowMeasurement {
+                    phase: phase.index,
+                    flow: i as u32 % flows,
+                    transactions: n,
+                    bytes_sent: n * u64::from(phase.response),
+                    bytes_received: n * u64::from(phase.request),
+                    elapsed_ns: c
+                        .last_ns
+                        .load(Ordering::Acquire)
+                        .saturating_sub(c.first_ns.load(Ordering::Acquire)),
+                    error: c.error.lock().ok().and_then(|e| e.clone()),
+                    ..RrFlowMeasurement::default()
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,583 @@
+//! Serving crr transactions without a thread per connection.
+//!
+//! A crr client opens a connection per transaction and writes its greeting
+//! and request in one call, so by the time the server has accepted the
+//! connection they are usually queued. The accepting thread looks at them
+//! with `MSG_PEEK` (nothing is consumed, so a connection that is not a crr
+//! transaction goes on to the server's usual handling untouched) and, when
+//! the whole request is there, reads it, answers and closes: accept, peek,
+//! read, send, close. A connection whose bytes are not all there yet (or
+//! whose response does not fit the socket buffer) goes to the pool's one
+//! worker thread, which waits for all of its connections in one `poll(2)`
+//! and finishes them the same way. No thread is started per connection,
+//! and no socket option is set.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use linerate_proto::wire::{self, DataGreeting, Token};
+
+use crate::EngineError;
+
+use super::crr::{CrrServer, Ticket};
+
+/// How long a connection may take to send its greeting and request, or to
+/// read its response, before the pool drops it.
+const PENDING_LIMIT: Duration = Duration::from_secs(10);
+/// Request bytes the first peek makes room for (crr's default size is 1).
+const FIRST_PEEK_REQUEST: usize = 64;
+/// How often the worker wakes without events, to expire connections and
+/// notice that the pool is gone.
+const WORKER_TICK: Duration = Duration::from_millis(100);
+
+/// What the pool needs from the server that owns it.
+pub trait CrrHost: Send + Sync + 'static {
+    /// The crr test that `token` names, if one is running.
+    fn crr(&self, token: &Token) -> Option<Arc<CrrServer>>;
+    /// A connection that is not a crr transaction, its bytes unread: the
+    /// server's usual handling takes it.
+    fn not_crr(&self, sock: TcpStream, peer: SocketAddr);
+    /// A crr transaction failed (for the server's log).
+    fn failed(&self, peer: SocketAddr, e: &EngineError);
+}
+
+/// What became of an offered connection.
+#[derive(Debug)]
+pub enum Offer {
+    /// A crr transaction: answered, or handed to the pool's worker.
+    Taken,
+    /// Not a crr transaction (its bytes unread): handle it as usual.
+    NotCrr(TcpStream),
+}
+
+/// One connection the pool is looking after.
+struct Conn {
+    sock: TcpStream,
+    peer: SocketAddr,
+    since: Instant,
+    state: State,
+}
+
+enum State {
+    /// Waiting for the whole greeting and request.
+    Greeting,
+    /// The response, partly sent.
+    Responding {
+        ticket: Ticket,
+        resp: Vec<u8>,
+        sent: usize,
+    },
+}
+
+/// What a step on a connection left to do.
+enum Step {
+    /// Finished (answered, failed or closed by the peer): drop it.
+    Done,
+    /// Waiting for these `poll(2)` events.
+    Wait(libc::c_short),
+    /// Not a crr transaction.
+    Other,
+}
+
+/// Buffers reused across connections.
+#[derive(Default)]
+struct Scratch {
+    peek: Vec<u8>,
+    resp: Vec<u8>,
+}
+
+fn would_block(e: &std::io::Error) -> bool {
+    e.kind() == ErrorKind::WouldBlock
+}
+
+/// `recv(2)` without waiting; with `peek` the bytes stay queued.
+fn recv_now(sock: &TcpStream, buf: &mut [u8], peek: bool) -> std::io::Result<usize> {
+    let flags = libc::MSG_DONTWAIT | if peek { libc::MSG_PEEK } else { 0 };
+    // SAFETY: the pointer and length describe `buf`, which outlives the call.
+    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `send(2)` without waiting (and without `SIGPIPE`).
+fn send_now(sock: &TcpStream, buf: &[u8]) -> std::io::Result<usize> {
+    let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    // SAFETY: the pointer and length describe `buf`, which outlives the call.
+    let n = unsafe { libc::send(sock.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Sends what is left of a response; `Ok(true)` once all of it is out.
+fn send_rest(sock: &TcpStream, resp: &[u8], sent: &mut usize) -> Result<bool, EngineError> {
+    while *sent < resp.len() {
+        match send_now(sock, &resp[*sent..]) {
+            Ok(n) => *sent += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if would_block(&e) => return Ok(false),
+            Err(e) => return Err(crate::stream::map_err("send", e)),
+        }
+    }
+    Ok(true)
+}
+
+/// Moves `conn` on as far as it can go without waiting.
+fn step(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Step {
+    let r = match &mut conn.state {
+        State::Greeting => greet(conn, host, scratch),
+        State::Responding { ticket, resp, sent } => match send_rest(&conn.sock, resp, sent) {
+            Ok(true) => {
+                ticket.finish(Ok(()));
+                Ok(Step::Done)
+            }
+            Ok(false) => Ok(Step::Wait(libc::POLLOUT)),
+            Err(e) => {
+                ticket.finish(Err(&e));
+                Err(e)
+            }
+        },
+    };
+    r.unwrap_or_else(|e| {
+        host.failed(conn.peer, &e);
+        Step::Done
+    })
+}
+
+/// The greeting state: peek; when the greeting and request are all there,
+/// read them, answer and send.
+fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<Step, EngineError> {
+    // One peek usually sees greeting and request: the buffer keeps the
+    // size of the largest seen so far.
+    let hello_len = wire::HEADER_LEN + wire::DATA_HELLO_LEN;
+    if scratch.peek.len() < hello_len + FIRST_PEEK_REQUEST {
+        scratch.peek.resize(hello_len + FIRST_PEEK_REQUEST, 0);
+    }
+    let mut want = scratch.peek.len();
+    loop {
+        let n = match recv_now(&conn.sock, &mut scratch.peek[..want], true) {
+            Ok(0) => return Ok(Step::Done), // closed before its greeting
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if would_block(&e) => return Ok(Step::Wait(libc::POLLIN)),
+            Err(e) => return Err(crate::stream::map_err("recv", e)),
+        };
+        let (hello, used) = match wire::data_greeting(&scratch.peek[..n]) {
+            DataGreeting::NeedMore => return Ok(Step::Wait(libc::POLLIN)),
+            DataGreeting::Other => return Ok(Step::Other),
+            DataGreeting::Hello(h, used) => (h, used),
+        };
+        let Some(crr) = host.crr(&hello.token) else {
+            return Ok(Step::Other);
+        };
+        let (req_len, resp_len) = crr.sizes(&hello)?;
+        let total = used + req_len;
+        if n < total {
+            if want < total {
+                // Look again with room for the request.
+                if scratch.peek.len() < total {
+                    scratch.peek.resize(total, 0);
+                }
+                want = total;
+                continue;
+            }
+            return Ok(Step::Wait(libc::POLLIN));
+        }
+        let mut ticket = crr.begin(&hello)?;
+        // The bytes are queued (just seen): this read takes them all.
+        let got = (&conn.sock)
+            .read(&mut scratch.peek[..total])
+            .map_err(|e| crate::stream::map_err("read", e))?;
+        if got != total {
+            let e = EngineError::PeerReset(format!("{got} of {total} queued bytes read"));
+            ticket.finish(Err(&e));
+            return Err(e);
+        }
+        scratch.resp.resize(resp_len, 0);
+        if let Err(e) = ticket.answer(&scratch.peek[used..total], &mut scratch.resp) {
+            ticket.finish(Err(&e));
+            return Err(e);
+        }
+        let mut sent = 0;
+        return match send_rest(&conn.sock, &scratch.resp, &mut sent) {
+            Ok(true) => {
+                ticket.finish(Ok(()));
+                Ok(Step::Done)
+            }
+            Ok(false) => {
+                conn.state = State::Responding {
+                    ticket,
+                    resp: scratch.resp.clone(),
+                    sent,
+                };
+                Ok(Step::Wait(libc::POLLOUT))
+            }
+            Err(e) => {
+                ticket.finish(Err(&e));
+                Err(e)
+            }
+        };
+    }
+}
+
+/// The pool's worker thread, started on first use.
+struct Worker {
+    tx: Sender<Conn>,
+    /// Written to wake the worker when a connection is handed over.
+    wake: UnixStream,
+    handle: JoinHandle<()>,
+}
+
+/// Serves crr transactions on the accepting thread and one worker thread.
+pub struct CrrPool {
+    host: Arc<dyn CrrHost>,
+    stop: Arc<AtomicBool>,
+    worker: Mutex<Option<Worker>>,
+    /// The accepting thread's buffers.
+    scratch: Mutex<Scratch>,
+}
+
+impl std::fmt::Debug for CrrPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrrPool").finish_non_exhaustive()
+    }
+}
+
+impl CrrPool {
+    pub fn new(host: Arc<dyn CrrHost>) -> CrrPool {
+        CrrPool {
+            host,
+            stop: Arc::new(AtomicBool::new(false)),
+            worker: Mutex::new(None),
+            scratch: Mutex::new(Scratch::default()),
+        }
+    }
+
+    /// Offers a connection just accepted while a crr test runs. Runs on
+    /// the accepting thread: it never waits.
+    pub fn offer(&self, sock: TcpStream, peer: SocketAddr) -> Offer {
+        let mut conn = Conn {
+            sock,
+            peer,
+            since: Instant::now(),
+            state: State::Greeting,
+        };
+        let step = match self.scratch.lock() {
+            Ok(mut s) => step(&mut conn, self.host.as_ref(), &mut s),
+            Err(_) => Step::Other,
+        };
+        match step {
+            Step::Done => Offer::Taken,
+            Step::Other => Offer::NotCrr(conn.sock),
+            Step::Wait(_) => match self.hand_over(conn) {
+                Ok(()) => Offer::Taken,
+                Err(conn) => Offer::NotCrr(conn.sock),
+            },
+        }
+    }
+
+    /// Gives a waiting connection to the worker (starting it if need be);
+    /// back if there is no worker.
+    fn hand_over(&self, conn: Conn) -> Result<(), Conn> {
+        let Ok(mut w) = self.worker.lock() else {
+            return Err(conn);
+        };
+        if w.is_none() {
+            *w = self.start_worker();
+        }
+        let Some(worker) = w.as_ref() else {
+            return Err(conn);
+        };
+        worker.tx.send(conn).map_err(|e| e.0)?;
+        // A full wake-up socket already has a wake-up queued.
+        let _ = (&worker.wake).write(&[1]);
+        Ok(())
+    }
+
+    fn start_worker(&self) -> Option<Worker> {
+        let (wake, wake_rx) = UnixStream::pair().ok()?;
+        wake.set_nonblocking(true).ok()?;
+        wake_rx.set_nonblocking(true).ok()?;
+        let (tx, rx) = mpsc::channel();
+        let host = Arc::clone(&self.host);
+        let stop = Arc::clone(&self.stop);
+        let handle = std::thread::Builder::new()
+            .name("linerate-crr".into())
+            .spawn(move || work(host.as_ref(), &rx, &wake_rx, &stop))
+            .ok()?;
+        Some(Worker { tx, wake, handle })
+    }
+}
+
+impl Drop for CrrPool {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(w) = self.worker.lock().ok().and_then(|mut w| w.take()) {
+            let _ = (&w.wake).write(&[1]);
+            let _ = w.handle.join();
+        }
+    }
+}
+
+/// The worker: one `poll(2)` over the wake-up socket and every waiting
+/// connection, each moved on when it is ready; dropped after
+/// [`PENDING_LIMIT`].
+fn work(host: &dyn CrrHost, rx: &Receiver<Conn>, wake: &UnixStream, stop: &AtomicBool) {
+    let mut conns: Vec<(Conn, libc::c_short)> = Vec::new();
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    let mut scratch = Scratch::default();
+    let mut drain = [0u8; 64];
+    while !stop.load(Ordering::Acquire) {
+        while let Ok(c) = rx.try_recv() {
+            conns.push((c, libc::POLLIN));
+        }
+        fds.clear();
+        fds.push(libc::pollfd {
+            fd: wake.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        fds.extend(conns.iter().map(|(c, events)| libc::pollfd {
+            fd: c.sock.as_raw_fd(),
+            events: *events,
+            revents: 0,
+        }));
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
+        let rc = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                WORKER_TICK.as_millis() as libc::c_int,
+            )
+        };
+        if rc < 0 {
+            // EINTR; anything else would repeat, so back off a tick.
+            if std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
+                std::thread::sleep(WORKER_TICK);
+            }
+            continue;
+        }
+        if fds[0].revents != 0 {
+            while matches!((&*wake).read(&mut drain), Ok(n) if n > 0) {}
+        }
+        // Back to front, so removing one leaves the others' indices.
+        for i in (0..conns.len()).rev() {
+            let ready = fds[i + 1].revents != 0;
+            let expired = conns[i].0.since.elapsed() >= PENDING_LIMIT;
+            if !ready && !expired {
+                continue;
+            }
+            let s = if ready {
+                step(&mut conns[i].0, host, &mut scratch)
+            } else {
+                Step::Wait(0)
+            };
+            match s {
+                Step::Wait(events) if !expired => conns[i].1 = events,
+                Step::Wait(_) => {
+                    let (c, _) = conns.swap_remove(i);
+                    expire(c, host);
+                }
+                Step::Done => {
+                    conns.swap_remove(i);
+                }
+                Step::Other => {
+                    let (c, _) = conns.swap_remove(i);
+                    host.not_crr(c.sock, c.peer);
+                }
+            }
+        }
+    }
+}
+
+/// Drops a connection that took too long, failing its transaction if it
+/// had one.
+fn expire(c: Conn, host: &dyn CrrHost) {
+    let e = EngineError::Stalled(PENDING_LIMIT.as_secs());
+    if let State::Responding { mut ticket, .. } = c.state {
+        ticket.finish(Err(&e));
+    }
+    host.failed(c.peer, &e);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicUsize;
+
+    use linerate_proto::rr::{RequestRepr, ResponseRepr, RrHeader};
+    use linerate_proto::rr_core::RrPlan;
+    use linerate_proto::spec::{RrLimit, RrPhase};
+    use linerate_proto::wire::{DataHello, Message, Side, TOKEN_LEN};
+
+    const REQ: u32 = 100;
+    const RESP: u32 = 200;
+
+    struct Host {
+        crr: Arc<CrrServer>,
+        token: Token,
+        others: Mutex<Vec<TcpStream>>,
+        failures: AtomicUsize,
+    }
+
+    impl CrrHost for Host {
+        fn crr(&self, token: &Token) -> Option<Arc<CrrServer>> {
+            (*token == self.token).then(|| Arc::clone(&self.crr))
+        }
+        fn not_crr(&self, sock: TcpStream, _: SocketAddr) {
+            self.others.lock().expect("lock").push(sock);
+        }
+        fn failed(&self, _: SocketAddr, _: &EngineError) {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn plan() -> RrPlan {
+        RrPlan {
+            phases: vec![RrPhase {
+                index: 0,
+                request: REQ,
+                response: RESP,
+                loaded: false,
+            }],
+            flows: 2,
+            limit: RrLimit::Count(1),
+            batch: 1,
+            busy_poll: false,
+            load_streams: 0,
+            load_len: 0,
+        }
+    }
+
+    /// One crr transaction from the client's end; `split` sends the
+    /// request after a pause, so the pool's worker must finish it.
+    fn transaction(addr: SocketAddr, token: Token, flow: u32, seq: u64, split: bool) {
+        let mut greeting = Vec::new();
+        DataHello {
+            token,
+            stream: plan().conn_id(0, flow),
+            sender: Side::Client,
+        }
+        .encode(&mut greeting);
+        let mut req = vec![0u8; REQ as usize];
+        RequestRepr {
+            flow,
+            sequence: seq,
+            sent_ns: None,
+        }
+        .emit(&mut req);
+        let mut sock = TcpStream::connect(addr).expect("connect");
+        sock.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        if split {
+            sock.write_all(&greeting).expect("greeting");
+            std::thread::sleep(Duration::from_millis(30));
+            sock.write_all(&req).expect("request");
+        } else {
+            greeting.extend_from_slice(&req);
+            sock.write_all(&greeting).expect("greeting and request");
+        }
+        let mut resp = vec![0u8; RESP as usize];
+        sock.read_exact(&mut resp).expect("response");
+        let r = ResponseRepr::parse(&RrHeader::new_checked(&resp[..]).expect("header"))
+            .expect("response header");
+        assert_eq!((r.flow, r.sequence), (flow, seq));
+        let mut rest = Vec::new();
+        sock.read_to_end(&mut rest).expect("the server closes");
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn issue_8_crr_pool_answers_on_the_accepting_thread_and_one_worker() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let token = Token([9; TOKEN_LEN]);
+        let host = Arc::new(Host {
+            crr: CrrServer::new(plan()),
+            token,
+            others: Mutex::new(Vec::new()),
+            failures: AtomicUsize::new(0),
+        });
+        let pool = CrrPool::new(Arc::clone(&host) as Arc<dyn CrrHost>);
+        const N: u64 = 30;
+        let client = std::thread::spawn(move || {
+            for i in 0..N {
+                transaction(addr, token, (i % 2) as u32, i, i % 5 == 0);
+            }
+            // Not a crr transaction: handed on with its bytes unread.
+            let mut other = TcpStream::connect(addr).expect("connect");
+            other
+                .write_all(&wire::to_bytes(&Message::Start))
+                .expect("write");
+            other
+        });
+        let mut taken = 0;
+        for _ in 0..=N {
+            let (sock, peer) = listener.accept().expect("accept");
+            // Give the foreign connection's bytes time to arrive, so it is
+            // judged here rather than by the worker.
+            if taken == N {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            match pool.offer(sock, peer) {
+                Offer::Taken => taken += 1,
+                Offer::NotCrr(s) => host.not_crr(s, peer),
+            }
+        }
+        let _other = client.join().expect("client");
+        assert_eq!(taken, N);
+        // The split transactions went through the worker.
+        assert!(pool.worker.lock().expect("lock").is_some());
+        let counted: u64 = host.crr.measurements().iter().map(|m| m.transactions).sum();
+        assert_eq!(counted, N);
+        assert_eq!(host.failures.load(Ordering::Relaxed), 0);
+        let mut others = host.others.lock().expect("lock");
+        assert_eq!(others.len(), 1);
+        let mut first = [0u8; wire::HEADER_LEN];
+        others[0].read_exact(&mut first).expect("bytes unread");
+        assert_eq!(first.to_vec(), wire::to_bytes(&Message::Start));
+    }
+
+    #[test]
+    fn issue_8_crr_pool_hands_back_connections_of_other_tests() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let host = Arc::new(Host {
+            crr: CrrServer::new(plan()),
+            token: Token([1; TOKEN_LEN]),
+            others: Mutex::new(Vec::new()),
+            failures: AtomicUsize::new(0),
+        });
+        let pool = CrrPool::new(Arc::clone(&host) as Arc<dyn CrrHost>);
+        let mut c = TcpStream::connect(addr).expect("connect");
+        let mut hello = Vec::new();
+        DataHello {
+            token: Token([2; TOKEN_LEN]),
+            stream: 1,
+            sender: Side::Client,
+        }
+        .encode(&mut hello);
+        c.write_all(&hello).expect("write");
+        let (sock, peer) = listener.accept().expect("accept");
+        std::thread::sleep(Duration::from_millis(50));
+        match pool.offer(sock, peer) {
+            Offer::NotCrr(mut s) => {
+                let mut got = vec![0u8; hello.len()];
+                s.read_exact(&mut got).expect("unread");
+                assert_eq!(got, hello);
+            }
+            Offer::Taken => panic!("a stream test's data connection was taken as crr"),
+        }
+    }
+}

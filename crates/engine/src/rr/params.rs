@@ -1,0 +1,121 @@
+//! How one side runs a request/response test, and a flow's buffers.
+
+use linerate_proto::clock::ClockOffset;
+use linerate_proto::rr_core::{spin_mode, RrPlan, SpinMode};
+use linerate_proto::spec::RrPhase;
+
+use crate::cpu;
+use crate::runner::CpuScope;
+use crate::stream::Signals;
+use crate::EngineError;
+
+use super::watch::Watch;
+
+/// How one side runs a request/response test.
+#[derive(Debug, Clone)]
+pub struct RrParams {
+    /// What both sides agreed on (phases, flows, limits, numbering).
+    pub plan: RrPlan,
+    /// Pin flow `i` to `cpus[i % cpus.len()]` when not empty.
+    pub cpus: Vec<usize>,
+    pub cpu_scope: CpuScope,
+    /// Client: the clock offset to the server, for one-way delays.
+    pub clock: Option<ClockOffset>,
+    /// Busy poll: how the flows spin, decided from the CPUs this process
+    /// may run on (see [`spin_mode`]).
+    pub spin_mode: SpinMode,
+}
+
+impl RrParams {
+    pub fn new(
+        plan: RrPlan,
+        cpus: &[usize],
+        cpu_scope: CpuScope,
+        clock: Option<ClockOffset>,
+    ) -> RrParams {
+        let pinned = (!cpus.is_empty()).then(|| {
+            let mut distinct = cpus.to_vec();
+            distinct.sort_unstable();
+            distinct.dedup();
+            distinct.len() as u32
+        });
+        RrParams {
+            spin_mode: spin_mode(cpu::online_cpus(), plan.flows, pinned),
+            plan,
+            cpus: cpus.to_vec(),
+            cpu_scope,
+            clock,
+        }
+    }
+
+    /// Busy poll: how flows spin; `None`: blocking sockets.
+    pub(super) fn spin(&self) -> Option<SpinMode> {
+        self.plan.busy_poll.then_some(self.spin_mode)
+    }
+
+    /// Pins the calling flow thread as asked; the error, if pinning failed.
+    pub(super) fn pin(&self, flow: u32) -> Option<std::io::Error> {
+        if self.cpus.is_empty() {
+            return None;
+        }
+        cpu::pin_current_thread(self.cpus[flow as usize % self.cpus.len()]).err()
+    }
+}
+
+/// A phase's result, failed if the flow could not be pinned (a pinned test
+/// must not report figures from an unpinned run).
+pub(super) fn with_pin(
+    result: Result<(), EngineError>,
+    pin_error: &Option<std::io::Error>,
+) -> Result<(), EngineError> {
+    match (result, pin_error) {
+        (Ok(()), Some(e)) => Err(EngineError::Pin(e.to_string())),
+        (r, _) => r,
+    }
+}
+
+/// A flow's buffers, allocated once per flow.
+pub(super) struct Buffers {
+    pub(super) req: Vec<u8>,
+    pub(super) resp: Vec<u8>,
+}
+
+impl Buffers {
+    pub(super) fn new(p: &RrParams) -> Self {
+        let (req, resp) = p.plan.max_sizes();
+        Buffers {
+            req: vec![0; req],
+            resp: vec![0; resp],
+        }
+    }
+}
+
+/// What a flow's phase runs with.
+pub(super) struct PhaseCtx<'a> {
+    pub(super) phase: &'a RrPhase,
+    pub(super) flow: u32,
+    pub(super) p: &'a RrParams,
+    pub(super) signals: &'a Signals,
+    pub(super) watch: &'a Watch,
+    /// Busy poll: how to spin; `None`: blocking.
+    pub(super) spin: Option<SpinMode>,
+}
+
+/// How a phase ended on one flow.
+pub(super) struct PhaseOut {
+    pub(super) result: Result<(), EngineError>,
+    /// Busy poll: what the kernel said to `SO_BUSY_POLL`.
+    pub(super) busy_poll: Option<String>,
+    /// Busy poll: waits that slept in `poll(2)`.
+    pub(super) poll_sleeps: Option<u64>,
+}
+
+impl PhaseOut {
+    pub(super) fn failed(e: EngineError) -> Self {
+        PhaseOut {
+            result: Err(e),
+            busy_poll: None,
+            poll_sleeps: None,
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Whole messages on a TCP connection: writes and exact-size reads through
+//! the engine's TCP I/O, waiting by the connection's discipline and
+//! honouring the stop flags.
+
+use std::io::ErrorKind;
+use std::net::TcpStream;
+
+use crate::engines::{Engine, TcpRx, TcpTx};
+use crate::stream::{is_timeout, map_err, POLL};
+use crate::EngineError;
+
+use super::wait::Waiter;
+
+/// Whole-message reads and writes on one connection.
+pub(super) struct StreamIo<'a, E: Engine> {
+    pub(super) sock: &'a TcpStream,
+    tx: E::TcpTx,
+    rx: E::TcpRx,
+    pub(super) waiter: Waiter<'a>,
+}
+
+impl<'a, E: Engine> StreamIo<'a, E> {
+    pub(super) fn new(
+        engine: E,
+        sock: &'a TcpStream,
+        waiter: Waiter<'a>,
+    ) -> Result<Self, EngineError> {
+        Ok(StreamIo {
+            sock,
+            tx: engine.tcp_tx(sock)?,
+            rx: engine.tcp_rx(sock)?,
+            waiter,
+        })
+    }
+
+    pub(super) fn write_all(&mut self, mut buf: &[u8]) -> Result<(), EngineError> {
+        while !buf.is_empty() {
+            match self.tx.write(self.sock, buf, self.waiter.call()) {
+                Ok(0) => return Err(EngineError::PeerReset("write returned 0".into())),
+                Ok(n) => {
+                    buf = &buf[n..];
+                    self.waiter.progressed();
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => {
+                    self.waiter
+                        .would_block(self.sock, libc::POLLOUT, POLL, None)?;
+                }
+                Err(e) => return Err(map_err("write", e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills `buf`. `Ok(false)`: the peer closed before its first byte (a
+    /// clean end between messages); a close inside a message is an error.
+    pub(super) fn read_exact(&mut self, buf: &mut [u8]) -> Result<bool, EngineError> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.rx.read(self.sock, &mut buf[got..], self.waiter.call()) {
+                Ok(0) if got == 0 => return Ok(false),
+                Ok(0) => {
+                    return Err(EngineError::PeerReset(format!(
+                        "connection closed {got} bytes into a {}-byte message",
+                        buf.len()
+                    )))
+                }
+                Ok(n) => {
+                    got += n;
+                    self.waiter.progressed();
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => {
+                    self.waiter
+                        .would_block(self.sock, libc::POLLIN, POLL, None)?;
+                }
+                Err(e) => return Err(map_err("read", e)),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Reads to end of stream, which must come without further bytes.
+    pub(super) fn expect_close(&mut self) -> Result<(), EngineError> {
+        let mut b = [0u8; 1];
+        if self.read_exact(&mut b)? {
+            return Err(EngineError::Protocol(
+                "peer sent bytes after the last message of the phase".into(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,186 @@
+//! The two ways an rr socket waits: blocking calls, or busy polling
+//! (non-blocking calls spinning on `EAGAIN` within a [`SpinBudget`], then a
+//! `poll(2)` sleep), shared by the TCP and UDP paths of both sides.
+
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use linerate_proto::rr_core::{SpinBudget, SpinMode};
+
+use crate::clock::mono_ns;
+use crate::engines;
+use crate::stream::{map_err, Idle, Signals};
+use crate::{socket, EngineError};
+
+/// Spins between check points in busy-poll mode (a power of two: the check
+/// is a mask). Each spin is a non-blocking `read`/`recv` (hundreds of ns),
+/// so a check point (a clock read, tens of ns, and a yield) every few spins
+/// costs little, and a peer sharing the CPU waits microseconds, not tens.
+pub const SPIN_CHECK: u32 = 4;
+/// How long a busy-polling wait spins before it blocks in `poll(2)` until
+/// the socket is ready: the same budget as the kernel's `SO_BUSY_POLL`, so a
+/// peer that is slow (or descheduled on a crowded host) costs a sleep, not a
+/// CPU taken from it.
+pub const SPIN_BUDGET: Duration = Duration::from_micros(socket::BUSY_POLL_US as u64);
+
+/// A socket's waiting discipline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wait {
+    /// Blocking calls (with or without a socket timeout).
+    Block,
+    /// Non-blocking calls, spinning on `EAGAIN`.
+    Spin(SpinMode),
+}
+
+/// What one socket's would-block calls do, and what they cost.
+pub(super) struct Waiter<'a> {
+    wait: Wait,
+    signals: &'a Signals,
+    idle: Idle,
+    /// Whether waiting longer than the idle limit is an error here.
+    stall: bool,
+    spins: u32,
+    spin: SpinBudget,
+}
+
+impl<'a> Waiter<'a> {
+    pub(super) fn new(wait: Wait, signals: &'a Signals, stall: bool) -> Self {
+        let mode = match wait {
+            Wait::Spin(m) => m,
+            Wait::Block => SpinMode::Shared,
+        };
+        Waiter {
+            wait,
+            signals,
+            idle: Idle(None),
+            stall,
+            spins: 0,
+            spin: SpinBudget::new(mode, SPIN_BUDGET),
+        }
+    }
+
+    pub(super) fn aborted(&self) -> Result<(), EngineError> {
+        if self.signals.aborted() {
+            return Err(EngineError::Aborted);
+        }
+        Ok(())
+    }
+
+    /// A call moved data.
+    #[inline]
+    pub(super) fn progressed(&mut self) {
+        self.idle.progressed();
+        self.spin.done();
+    }
+
+    /// How each I/O call waits: blocking (bounded by the socket's timeout,
+    /// if any), or not at all when busy polling.
+    #[inline]
+    pub(super) fn call(&self) -> engines::Wait {
+        match self.wait {
+            Wait::Block => engines::Wait::Block,
+            Wait::Spin(_) => engines::Wait::DontWait,
+        }
+    }
+
+    /// Busy poll only: how many waits slept in `poll(2)`.
+    pub(super) fn sleeps(&self) -> Option<u64> {
+        matches!(self.wait, Wait::Spin(_)).then(|| self.spin.sleeps())
+    }
+
+    /// A call on `sock` would block (or its socket timeout expired): spin,
+    /// sleep until `events` (at most `poll`), or fail (abort, stall).
+    /// Returns true when `deadline_ns` (monotonic) has passed; the clock is
+    /// read only at check points, and only when there is a deadline or a
+    /// spin budget to look at.
+    pub(super) fn would_block(
+        &mut self,
+        sock: &impl AsRawFd,
+        events: libc::c_short,
+        poll: Duration,
+        deadline_ns: Option<u64>,
+    ) -> Result<bool, EngineError> {
+        if let Wait::Spin(_) = self.wait {
+            self.spins = self.spins.wrapping_add(1);
+            if self.spins & (SPIN_CHECK - 1) != 0 {
+                std::hint::spin_loop();
+                return Ok(false);
+            }
+        }
+        self.aborted()?;
+        let now = match (self.wait, deadline_ns) {
+            (Wait::Block, None) => 0,
+            _ => mono_ns(),
+        };
+        if deadline_ns.is_some_and(|d| now >= d) {
+            return Ok(true);
+        }
+        if let Wait::Spin(mode) = self.wait {
+            if self.spin.keep_spinning(now) {
+                if mode == SpinMode::Shared {
+                    // A peer queued on this CPU runs at once.
+                    std::thread::yield_now();
+                }
+                return Ok(false);
+            }
+            // The budget is spent: sleep until the socket is ready.
+            socket::wait_ready(sock, events, poll).map_err(|e| map_err("poll", e))?;
+            self.aborted()?;
+        }
+        if self.stall {
+            self.idle.timed_out()?;
+        }
+        Ok(false)
+    }
+}
+
+/// What the kernel said to `SO_BUSY_POLL` on `sock`.
+fn busy_poll_note(sock: &impl AsRawFd) -> String {
+    match socket::set_busy_poll(sock, socket::BUSY_POLL_US) {
+        Ok(()) => format!(
+            "SO_BUSY_POLL {} µs accepted by the kernel",
+            socket::BUSY_POLL_US
+        ),
+        Err(e) => format!(
+            "SO_BUSY_POLL refused by the kernel ({e}); spinning on non-blocking sockets only"
+        ),
+    }
+}
+
+/// Prepares a TCP connection for a phase. Blocking mode: no socket
+/// timeouts (each blocking read with `SO_RCVTIMEO` arms a kernel timer; the
+/// side's watcher unblocks a stuck flow instead). Busy-poll mode:
+/// non-blocking, plus `SO_BUSY_POLL`. Returns the discipline and, in
+/// busy-poll mode, what the kernel said.
+pub(super) fn prepare_tcp(
+    sock: &TcpStream,
+    spin: Option<SpinMode>,
+) -> Result<(Wait, Option<String>), EngineError> {
+    let Some(mode) = spin else {
+        sock.set_read_timeout(None)
+            .and_then(|()| sock.set_write_timeout(None))
+            .map_err(|e| EngineError::io("clearing socket timeouts", e))?;
+        return Ok((Wait::Block, None));
+    };
+    sock.set_nonblocking(true)
+        .map_err(|e| EngineError::io("O_NONBLOCK", e))?;
+    Ok((Wait::Spin(mode), Some(busy_poll_note(sock))))
+}
+
+/// Prepares a UDP socket for a phase: a receive timeout of `poll`
+/// (blocking) or non-blocking with `SO_BUSY_POLL` (busy poll).
+pub(super) fn prepare_udp(
+    sock: &UdpSocket,
+    spin: Option<SpinMode>,
+    poll: Duration,
+) -> Result<(Wait, Option<String>), EngineError> {
+    let Some(mode) = spin else {
+        sock.set_read_timeout(Some(poll))
+            .map_err(|e| EngineError::io("UDP receive timeout", e))?;
+        return Ok((Wait::Block, None));
+    };
+    sock.set_nonblocking(true)
+        .map_err(|e| EngineError::io("O_NONBLOCK", e))?;
+    Ok((Wait::Spin(mode), Some(busy_poll_note(sock))))
+}
