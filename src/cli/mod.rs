@@ -3,6 +3,7 @@
 //! config types. Clap types never leave this module.
 
 mod args;
+mod compare;
 mod host;
 mod netperf;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use linerate_engine::engines::auto::{self, Workload};
 use linerate_engine::engines::EngineKind;
 use linerate_proto::spec::{
     Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
@@ -36,6 +38,8 @@ pub struct ClientConfig {
     pub target: Target,
     pub spec: TestSpec,
     pub engine: EngineKind,
+    /// With `--engine auto`: which engine it chose and what it skipped.
+    pub engine_note: Option<String>,
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
@@ -73,12 +77,34 @@ pub enum Command {
     Rr(RrConfig),
     Udp(ClientConfig),
     Sweep(SweepConfig),
+    Compare(CompareConfig),
     Iface(IfaceConfig),
     Doctor(DoctorConfig),
     Ping(PingConfig),
 }
 
 pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
+
+/// `linerate compare`: one test, run once per variant.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// `tcp`, `udp` or `rr`.
+    pub test: String,
+    /// The test's flags as given.
+    pub args: Vec<String>,
+    pub variants: Vec<CompareVariantConfig>,
+    pub format: Format,
+}
+
+/// One variant: its test config, or why it cannot run here (an engine
+/// this kernel refuses), which the table shows instead of its figures.
+#[derive(Debug, Clone)]
+pub struct CompareVariantConfig {
+    pub name: String,
+    pub engine: String,
+    pub busy_poll: bool,
+    pub config: Result<ClientConfig, String>,
+}
 
 /// A sweep: one UDP test per size × rate point.
 #[derive(Debug, Clone)]
@@ -177,13 +203,15 @@ fn client_config(
         };
         bail!("--{flag}: {}", e.reason);
     }
+    let (engine, engine_note) = client_engine(&engine, &spec)?;
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
             None => Target::Embedded,
         },
         spec,
-        engine: engine_kind(&engine)?,
+        engine,
+        engine_note,
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
@@ -193,7 +221,33 @@ fn client_config(
 
 /// `--engine`: the name resolved once, and checked against this kernel.
 fn engine_kind(name: &str) -> Result<EngineKind> {
+    if name == AUTO {
+        bail!(
+            "--engine auto picks an engine per test, which only a client knows; \
+             give the server one of: {}",
+            EngineKind::names()
+        );
+    }
     Ok(name.parse::<EngineKind>()?.check()?)
+}
+
+/// `--engine auto`'s name (not an engine: a rule that picks one).
+pub const AUTO: &str = "auto";
+
+/// A client's `--engine`: `auto` is resolved here, once, for this test by
+/// the rule in `engines::auto`, and the note naming the choice and what
+/// was skipped goes into the report.
+fn client_engine(name: &str, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
+    if name != AUTO {
+        return Ok((engine_kind(name)?, None));
+    }
+    let w = match (spec.kind, spec.protocol) {
+        (TestKind::Stream, Protocol::Tcp) => Workload::TcpStream,
+        (TestKind::Stream, Protocol::Udp) => Workload::UdpStream,
+        _ => Workload::RequestResponse,
+    };
+    let c = auto::choose(w);
+    Ok((c.kind, Some(c.note(w))))
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
@@ -557,6 +611,7 @@ fn validate(mut cli: args::Cli) -> Result<Command> {
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
         args::Cmd::Sweep(args::SweepCmd::Udp(a)) => validate_sweep(a),
+        args::Cmd::Compare(a) => compare::validate_compare(a),
         args::Cmd::Server(s) => {
             if s.max_concurrent == 0 {
                 bail!("--max-concurrent must be at least 1");

@@ -179,3 +179,151 @@ fn issue_8_zero_copy_under_load_corrupts_nothing() {
         }
     }
 }
+
+/// Runs the binary with io_uring denied to it by a seccomp filter (the
+/// test hook; the host's `kernel.io_uring_disabled` is left alone, since
+/// other tests on the host may be using io_uring at the same time).
+fn without_io_uring(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin())
+        .env("LINERATE_TEST_DENY_IO_URING", "1")
+        .args(args)
+        .output()
+        .expect("run linerate")
+}
+
+#[test]
+fn issue_8_denied_io_uring_is_refused_with_the_reason_and_auto_falls_back() {
+    for args in [
+        &["udp", "-t", "1", "--engine", "uring"][..],
+        &["tcp", "-t", "1", "--engine", "uring:sqpoll"][..],
+        &["server", "--engine", "uring"][..],
+    ] {
+        let out = without_io_uring(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = stderr(&out);
+        assert!(err.contains("cannot run here"), "{args:?}: {err}");
+        assert!(err.contains("seccomp"), "{args:?}: {err}");
+    }
+    let out = without_io_uring(&["udp", "-t", "1", "--engine", "auto", "--json"]);
+    assert_ok(&out, &["udp --engine auto (io_uring denied)"]);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(r["test"]["client_engine"], "syscall", "{}", r["test"]);
+    let notes: Vec<&str> = r["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("engine auto chose syscall") && n.contains("skipped uring:")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn issue_8_auto_names_its_choice_in_the_report() {
+    let r = json_client(&["udp", "-t", "1", "--engine", "auto", "--json"]);
+    let engine = r["test"]["client_engine"]
+        .as_str()
+        .expect("engine")
+        .to_string();
+    assert_ne!(engine, "auto");
+    assert_eq!(r["test"]["server_engine"], engine.as_str());
+    let chose = format!("engine auto chose {engine}");
+    assert!(
+        r["notes"]
+            .as_array()
+            .expect("notes")
+            .iter()
+            .any(|n| n.as_str().is_some_and(|n| n.contains(&chose))),
+        "{}",
+        r["notes"]
+    );
+    let out = run_client(&["server", "--engine", "auto"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("only a client knows"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `compare` runs the test once per engine against the embedded server and
+/// reports each figure with its ratio to the first variant; an engine that
+/// cannot run is a row saying why, not a failed comparison.
+#[test]
+fn issue_8_compare_runs_each_engine_and_gives_ratios_to_the_first() {
+    let out = run_client(
+        &[
+            "compare",
+            "udp",
+            "-t",
+            "1",
+            "-b",
+            "20M",
+            "--engines",
+            "syscall,uring,warp",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["compare udp"]);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(r["test"], "udp");
+    let vs = r["variants"].as_array().expect("variants");
+    assert_eq!(vs.len(), 3);
+    assert_eq!(vs[0]["name"], "syscall");
+    let metric = |v: &Value, name: &str| {
+        v["metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .find(|m| m["name"] == name)
+            .cloned()
+    };
+    let base = metric(&vs[0], "receiver_bits_per_second").expect("throughput");
+    assert!(f(&base["value"]) > 0.0, "{base}");
+    assert_eq!(f(&base["ratio"]), 1.0);
+    assert!(metric(&vs[0], "received_datagrams_per_second").is_some());
+    assert!(metric(&vs[0], "loss_percent").is_some());
+    if vs[1].get("error").is_none() {
+        assert_eq!(vs[1]["client_engine"], "uring");
+        assert_eq!(vs[1]["server_engine"], "uring");
+        let m = metric(&vs[1], "receiver_bits_per_second").expect("throughput");
+        let want = f(&m["value"]) / f(&base["value"]);
+        assert!((f(&m["ratio"]) - want).abs() < 1e-9, "{m}");
+    } else {
+        eprintln!("skipped engine uring: {}", vs[1]["error"]);
+    }
+    assert!(
+        vs[2]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown engine")),
+        "{}",
+        vs[2]
+    );
+    // The human table names every variant.
+    let out = run_client(
+        &[
+            "compare",
+            "tcp",
+            "-n",
+            "8M",
+            "--engines",
+            "syscall,zerocopy",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["compare tcp"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("syscall") && table.contains("zerocopy"),
+        "{table}"
+    );
+    assert!(table.contains("receiver_bits_per_second"), "{table}");
+    // Its own mistakes are usage errors.
+    let out = run_client(&["compare", "ping"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}

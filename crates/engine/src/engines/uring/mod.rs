@@ -201,6 +201,25 @@ impl Ring {
         }
     }
 
+    /// Queues `entries` at once: the kernel (an SQPOLL thread included)
+    /// sees them together, so a linked chain is never cut at a submission
+    /// boundary (the kernel would end the chain there and run the rest
+    /// beside it, out of order). Submits what is queued first if the
+    /// queue has no room for all of them.
+    fn push_all(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
+        loop {
+            // SAFETY: as in `push`: what the entries point to outlives the
+            // requests.
+            if unsafe { self.ring.submission().push_multiple(entries) }.is_ok() {
+                return Ok(());
+            }
+            if self.ring.submission().is_empty() {
+                return Err(io::Error::other("a batch longer than the submission queue"));
+            }
+            self.ring.submit()?;
+        }
+    }
+
     /// Submits what is queued and waits up to `timeout` for `want`
     /// completions (`None`: do not wait). Timing out is not an error: the
     /// caller looks at what completed.

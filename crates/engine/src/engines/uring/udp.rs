@@ -54,6 +54,8 @@ pub struct UringUdpTx {
     /// Results of the current batch: `Some(res)` once its CQE arrived.
     results: Vec<Option<i32>>,
     batch_slots: Vec<usize>,
+    /// The batch's requests, queued together (allocated once).
+    entries: Vec<squeue::Entry>,
     zc: Option<ZcCount>,
     registered: bool,
     notes: Vec<String>,
@@ -99,6 +101,7 @@ impl UringUdpTx {
             next: 0,
             results: Vec::with_capacity(UDP_TX_BATCH),
             batch_slots: Vec::with_capacity(UDP_TX_BATCH),
+            entries: Vec::with_capacity(UDP_TX_BATCH),
             zc,
             registered,
             notes,
@@ -166,6 +169,7 @@ impl UdpTx for UringUdpTx {
     ) -> io::Result<usize> {
         self.results.clear();
         self.batch_slots.clear();
+        self.entries.clear();
         let flags = match wait {
             Wait::Block => 0,
             Wait::DontWait => libc::MSG_DONTWAIT,
@@ -200,8 +204,11 @@ impl UdpTx for UringUdpTx {
             self.busy[i] = true;
             self.batch_slots.push(i);
             self.results.push(None);
-            self.ring.push(&e.user_data(TAG_SEND | i as u64))?;
+            self.entries.push(e.user_data(TAG_SEND | i as u64));
         }
+        let pushed = self.ring.push_all(&self.entries);
+        self.entries.clear();
+        pushed?;
         let mut cancel = CancelAfter::default();
         while !self.batch_done() {
             self.ring.submit_wait(1, Some(WAIT))?;
