@@ -15,6 +15,7 @@ use anyhow::{anyhow, Context, Result};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{clock, socket};
+use linerate_proto::auth::{ClientAuth, NONCE_LEN};
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
@@ -70,7 +71,8 @@ pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
         clock::boot_id()
     };
     let stdout = std::io::stdout();
-    let mut sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
+    let sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
+    let mut sink = crate::progress::rr_sink(sink, &cfg.client.spec, cfg.client.format);
     let report = run_with(&cfg.client, boot_id, sink.as_mut())?;
     export(cfg, &report)?;
     Ok(report)
@@ -85,8 +87,8 @@ fn run_with(
     let (host, port) = match &cfg.target {
         Target::Remote { host, port } => (host.clone(), *port),
         Target::Embedded => {
-            embedded =
-                server::spawn_embedded(cfg.engine).context("starting the embedded server")?;
+            embedded = server::spawn_embedded(cfg.engine, cfg.auth_key.clone())
+                .context("starting the embedded server")?;
             ("127.0.0.1".to_string(), embedded.port())
         }
     };
@@ -95,13 +97,17 @@ fn run_with(
         .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
     let mut ctrl = ControlConn::new(ctrl_sock)?;
+    let mut session =
+        ClientSession::new(cfg.spec.clone(), &software(), Instant::now()).with_boot_id(boot_id);
+    if let Some(key) = &cfg.auth_key {
+        session = session.with_auth(ClientAuth::new(key.clone(), nonce()?));
+    }
     let mut test = ClientTest {
         cfg,
         engine: cfg.engine,
         peer,
         embedded: matches!(cfg.target, Target::Embedded),
-        session: ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
-            .with_boot_id(boot_id),
+        session,
         sink,
         run: None,
         pending: Vec::new(),
@@ -109,14 +115,28 @@ fn run_with(
         notes: cfg.engine_note.iter().cloned().collect(),
         start_unix_ms: 0,
         token: None,
+        last_interval: None,
     };
-    let result = control::drive(&mut test, &mut ctrl)
+    let driven = control::drive(&mut test, &mut ctrl);
+    if driven.is_ok() && matches!(test.session.outcome(), Some(Ok(_))) {
+        // The server closes after it released the test's slot: a next
+        // test started at once is then never told "busy".
+        ctrl.wait_closed(Duration::from_secs(1));
+    }
+    let result = driven
         .map_err(ClientError::from)
         .and_then(|()| test.finish());
     if let Some(run) = &test.run {
         run.abort();
     }
     result
+}
+
+/// Fresh random bytes for an authentication nonce.
+pub fn nonce() -> Result<[u8; NONCE_LEN]> {
+    let mut n = [0u8; NONCE_LEN];
+    getrandom::fill(&mut n).map_err(|e| anyhow!("no randomness for the auth nonce: {e}"))?;
+    Ok(n)
 }
 
 struct ClientTest<'a, 's> {
@@ -134,6 +154,8 @@ struct ClientTest<'a, 's> {
     start_unix_ms: u64,
     /// The test's token (crr greets every transaction's connection with it).
     token: Option<Token>,
+    /// The interval before the one being relayed (its TCP_INFO totals).
+    last_interval: Option<IntervalMeasurement>,
 }
 
 impl ControlSide for ClientTest<'_, '_> {
@@ -180,9 +202,9 @@ impl ControlSide for ClientTest<'_, '_> {
 
     fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
         let flows = build::flows(self.session.spec().unwrap_or(&TestSpec::default()));
-        self.sink
-            .interval(&build::interval_record(Side::Client, &m, &flows))
-            .context("writing output")
+        let record = build::interval_record(Side::Client, &m, self.last_interval.as_ref(), &flows);
+        self.last_interval = Some(m);
+        self.sink.interval(&record).context("writing output")
     }
 
     fn idle_wait(&self) -> Duration {
@@ -290,7 +312,7 @@ impl<'a> ClientTest<'a, '_> {
             embedded_server: self.embedded,
             client_software: software(),
             server_software,
-            client_engine: self.engine.name().into(),
+            client_engine: self.engine.to_string(),
             ..TestInfo::from_spec(spec, Side::Client)
         }
     }
@@ -312,9 +334,10 @@ impl<'a> ClientTest<'a, '_> {
                             .into(),
                     );
                 }
+                let entry = test_type::of(&spec);
                 let report = Report {
                     interrupted,
-                    ..build::build(info, &spec, local, remote, notes)
+                    ..(entry.build)(info, &spec, local, remote, notes)
                 };
                 self.sink.finish(&report).context("writing output")?;
                 if let Some(e) = report
@@ -325,7 +348,7 @@ impl<'a> ClientTest<'a, '_> {
                 {
                     return Err(anyhow!("a data stream failed: {e}").into());
                 }
-                (test_type::of(&spec).check)(&spec, &report)?;
+                (entry.check)(&spec, &report)?;
                 if interrupted {
                     return Err(ClientError::Interrupted { reported: true });
                 }
@@ -337,6 +360,7 @@ impl<'a> ClientTest<'a, '_> {
                     RefuseCode::Invalid => "server refused the parameters",
                     RefuseCode::Version => "protocol version mismatch",
                     RefuseCode::Internal => "server error",
+                    RefuseCode::Auth => "authentication failed",
                 };
                 Err(ClientError::Refused(format!("{what}: {message}")))
             }

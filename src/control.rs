@@ -94,6 +94,22 @@ impl ControlConn {
     }
 }
 
+impl ControlConn {
+    /// Waits up to `limit` for the peer to close (reading and dropping
+    /// anything else). A client that has its results waits for the
+    /// server's close, which comes after the server released the test's
+    /// slot: a next test started at once is then never told "busy".
+    pub fn wait_closed(&mut self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.recv(left.max(Duration::from_millis(1))) {
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+}
+
 /// Reads exactly one native frame from a new connection, within `limit`.
 /// Returns the decoded message and its raw bytes; reads nothing past it.
 pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, Vec<u8>)> {
@@ -103,8 +119,20 @@ pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, V
     let header = FrameHeader::new_checked(&raw[..]).context("short header")?;
     header.validate()?;
     let len = header.payload_len() as usize;
-    raw.resize(HEADER_LEN + len, 0);
-    read_exact_by(sock, &mut raw[HEADER_LEN..], deadline)?;
+    // Before any handshake a frame is small (a Hello or a greeting), and
+    // memory follows the bytes that arrive, not the length declared.
+    if len > wire::MAX_PAYLOAD {
+        bail!(
+            "first frame declares {len} bytes, more than the {} a handshake frame may have",
+            wire::MAX_PAYLOAD
+        );
+    }
+    let mut chunk = [0u8; 4096];
+    while raw.len() < HEADER_LEN + len {
+        let want = (HEADER_LEN + len - raw.len()).min(chunk.len());
+        read_exact_by(sock, &mut chunk[..want], deadline)?;
+        raw.extend_from_slice(&chunk[..want]);
+    }
     match wire::decode(&raw)? {
         Some((msg, _)) => Ok((msg, raw)),
         None => bail!("incomplete frame"),

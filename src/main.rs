@@ -6,7 +6,11 @@ mod client;
 mod compare;
 mod control;
 mod host;
+mod html;
 mod log;
+mod metrics;
+mod progress;
+mod repeat;
 mod server;
 mod sweep;
 mod test_type;
@@ -35,8 +39,19 @@ fn main() -> ExitCode {
     // Commands with their own exit status and Ctrl-C handling.
     match &command {
         cli::Command::Ping(cfg) => return host::ping::run(cfg),
-        cli::Command::Iface(cfg) => return exit(host::iface::run(cfg)),
-        cli::Command::Doctor(cfg) => return exit(host::doctor::run(cfg)),
+        cli::Command::Iface(cfg) => return exit(host::iface::run(cfg), host::format(cfg.format)),
+        cli::Command::Doctor(cfg) => {
+            let format = host::format(if cfg.json {
+                cli::HostFormat::Json
+            } else {
+                cli::HostFormat::Human
+            });
+            return exit(host::doctor::run(cfg), format);
+        }
+        cli::Command::Print(text) => {
+            let written = std::io::stdout().lock().write_all(text);
+            return exit(written.map_err(anyhow::Error::from), Format::Human);
+        }
         cli::Command::Server(_) => {}
         // First Ctrl-C: abort the test cleanly (tell the server, report
         // nothing false); a second one: the default, immediate exit.
@@ -52,11 +67,15 @@ fn main() -> ExitCode {
         cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
         cli::Command::Rr(cfg) => (
             cfg.client.format,
-            client::run_rr(cfg).map(drop).map_err(Failure::from),
+            client::run_rr(cfg)
+                .and_then(|r| html::test(&cfg.client, &r).map_err(client::ClientError::from))
+                .map_err(Failure::from),
         ),
         cli::Command::Sweep(cfg) => (
             cfg.base.format,
-            sweep::run(cfg).map(drop).map_err(Failure::from),
+            sweep::run(cfg)
+                .and_then(|r| html::sweep(&cfg.base, &r).map_err(client::ClientError::from))
+                .map_err(Failure::from),
         ),
         cli::Command::Compare(cfg) => (
             cfg.format,
@@ -64,9 +83,18 @@ fn main() -> ExitCode {
         ),
         cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (
             cfg.format,
-            client::run(cfg).map(drop).map_err(Failure::from),
+            client::run(cfg)
+                .and_then(|r| html::test(cfg, &r).map_err(client::ClientError::from))
+                .map_err(Failure::from),
         ),
-        cli::Command::Ping(_) | cli::Command::Iface(_) | cli::Command::Doctor(_) => {
+        cli::Command::Repeat(cfg) => (
+            repeat_format(cfg),
+            repeat::run(cfg).map(drop).map_err(Failure::from),
+        ),
+        cli::Command::Ping(_)
+        | cli::Command::Iface(_)
+        | cli::Command::Doctor(_)
+        | cli::Command::Print(_) => {
             unreachable!("handled above")
         }
     };
@@ -77,10 +105,19 @@ fn main() -> ExitCode {
 }
 
 /// Exit status of a command that fails only on I/O or bad state: 0 or 1.
-fn exit(r: anyhow::Result<()>) -> ExitCode {
+fn exit(r: anyhow::Result<()>, format: Format) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => Failure::from(e).exit(Format::Human),
+        Err(e) => Failure::from(e).exit(format),
+    }
+}
+
+/// The output format of a repeated test.
+fn repeat_format(cfg: &cli::RepeatConfig) -> Format {
+    match &*cfg.test {
+        cli::Command::Tcp(c) | cli::Command::Udp(c) => c.format,
+        cli::Command::Rr(r) => r.client.format,
+        _ => Format::Human,
     }
 }
 

@@ -8,7 +8,7 @@
 //! session's deadlines and can never stop the server from serving others.
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -21,23 +21,27 @@ use linerate_engine::rr::{CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::runner::{SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
 use linerate_engine::{clock, socket, udp};
+use linerate_proto::auth::{AuthKey, ServerAuth};
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::spec::{ServerLimits, StreamPlan, TestSpec};
 use linerate_proto::wire::{
     self, classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
-use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::cli::ServerConfig;
 use crate::control::{self, read_first_frame, ControlConn, ControlSide};
 use crate::log::log;
+use crate::metrics::{JsonLines, Metrics};
 use crate::test_type::{self, software, ServerSide};
 
-/// How long a new connection may take to say who it is.
-const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
+pub mod guard;
+mod watch;
+
+use guard::{Guard, GuardConfig};
+use watch::IdleWatch;
 
 type DataRoute = Sender<(DataHello, TcpStream)>;
 
@@ -62,15 +66,29 @@ struct Shared {
     /// Client and server share the process: account CPU per thread.
     per_thread_cpu: bool,
     active: Mutex<usize>,
-    routes: Mutex<HashMap<Token, Route>>,
+    /// Each running test's data route, with the address of its control
+    /// connection's peer: data connections from elsewhere are refused.
+    routes: Mutex<HashMap<Token, (IpAddr, Route)>>,
     /// Set when an admitted test has ended (for --once).
     test_ended: AtomicBool,
+    /// Connection-level limits and the throttled log.
+    guard: Guard,
+    /// `--auth-key`: clients must prove they hold it.
+    auth_key: Option<AuthKey>,
+    metrics: Arc<Metrics>,
+    /// `--json-lines-file FILE`: a record per completed test.
+    json_lines: Option<JsonLines>,
 }
 
 /// Runs a server until interrupted (or after one test with --once).
 pub fn run(cfg: &ServerConfig) -> Result<()> {
     let listener = socket::listen(cfg.bind, cfg.port)?;
     let addr = listener.local_addr()?;
+    if cfg.auth_key.is_none() && !addr.ip().is_loopback() {
+        log!(
+            "linerate server: warning: listening on {addr} without --auth-key: anyone who can reach this port can make this host send traffic"
+        );
+    }
     if cfg.format == Format::Human {
         println!(
             "linerate server listening on {addr} (engine {})",
@@ -90,7 +108,15 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         active: Mutex::new(0),
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
+        guard: Guard::new(cfg.guard.clone()),
+        auth_key: cfg.auth_key.clone(),
+        metrics: Arc::new(Metrics::default()),
+        json_lines: cfg.json_lines.as_deref().map(JsonLines::open).transpose()?,
     });
+    if let Some(addr) = cfg.metrics {
+        let bound = shared.metrics.serve(addr)?;
+        log!("linerate server: metrics on http://{bound}/metrics");
+    }
     serve(&listener, &shared, cfg.once)
 }
 
@@ -128,7 +154,7 @@ impl Drop for Embedded {
 }
 
 /// Starts a one-test server on 127.0.0.1 with an ephemeral port.
-pub fn spawn_embedded(engine: EngineKind) -> Result<Embedded> {
+pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<Embedded> {
     let listener = socket::listen(Some([127, 0, 0, 1].into()), 0)?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
@@ -142,6 +168,10 @@ pub fn spawn_embedded(engine: EngineKind) -> Result<Embedded> {
         active: Mutex::new(0),
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
+        guard: Guard::new(GuardConfig::default()),
+        auth_key,
+        metrics: Arc::new(Metrics::default()),
+        json_lines: None,
     });
     let server = Arc::clone(&shared);
     let handle = std::thread::Builder::new()
@@ -177,25 +207,48 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
             Err(e) => {
                 // Per-connection failures (e.g. ECONNABORTED, EMFILE) must
                 // not take the server down; back off briefly.
-                log!("linerate server: accept: {e}");
+                shared.guard.log.log(format_args!("accept: {e}"));
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
         };
+        let peer = socket::canonical(peer);
+        let guard = &shared.guard;
+        if !guard.cfg.filter.permits(peer.ip()) {
+            shared.metrics.rejected("address");
+            guard.log.log(format_args!(
+                "{peer}: address not allowed (--allow/--deny), closing"
+            ));
+            continue;
+        }
         let sock = match crr_running(shared) {
-            true => match crr.offer(sock, socket::canonical(peer)) {
+            true => match crr.offer(sock, peer) {
                 Offer::Taken => continue,
                 Offer::NotCrr(sock) => sock,
             },
             false => sock,
         };
-        let shared = Arc::clone(shared);
+        let Some(slot) = guard.slots.try_take() else {
+            shared.metrics.rejected("max_connections");
+            shared.metrics.limit_hit("max_connections");
+            guard.log.log(format_args!(
+                "{peer}: {} connections already open (--max-connections), closing",
+                guard.cfg.max_connections
+            ));
+            continue;
+        };
+        let conn_shared = Arc::clone(shared);
         match std::thread::Builder::new()
             .name("linerate-conn".into())
-            .spawn(move || handle_connection(sock, socket::canonical(peer), &shared))
-        {
+            .spawn(move || {
+                let _slot = slot;
+                handle_connection(sock, peer, &conn_shared)
+            }) {
             Ok(h) => sessions.push(h),
-            Err(e) => log!("linerate server: cannot start a thread for {peer}: {e}"),
+            Err(e) => shared
+                .guard
+                .log
+                .log(format_args!("cannot start a thread for {peer}: {e}")),
         }
     }
     for h in sessions {
@@ -209,7 +262,7 @@ fn crr_running(shared: &Shared) -> bool {
     shared
         .routes
         .lock()
-        .is_ok_and(|r| r.values().any(|r| matches!(r, Route::Crr(_))))
+        .is_ok_and(|r| r.values().any(|(_, r)| matches!(r, Route::Crr(_))))
 }
 
 /// The server's side of the crr pool: its routes, its usual connection
@@ -219,29 +272,41 @@ struct CrrRoutes(Arc<Shared>);
 impl CrrHost for CrrRoutes {
     fn crr(&self, token: &Token) -> Option<Arc<CrrServer>> {
         match self.0.routes.lock().ok()?.get(token) {
-            Some(Route::Crr(c)) => Some(Arc::clone(c)),
+            Some((_, Route::Crr(c))) => Some(Arc::clone(c)),
             _ => None,
         }
     }
 
     fn not_crr(&self, sock: TcpStream, peer: SocketAddr) {
         let shared = Arc::clone(&self.0);
+        let Some(slot) = shared.guard.slots.try_take() else {
+            shared.metrics.rejected("max_connections");
+            return;
+        };
         if let Err(e) = std::thread::Builder::new()
             .name("linerate-conn".into())
-            .spawn(move || handle_connection(sock, peer, &shared))
+            .spawn(move || {
+                let _slot = slot;
+                handle_connection(sock, peer, &shared)
+            })
         {
             log!("linerate server: cannot start a thread for {peer}: {e}");
         }
     }
 
     fn failed(&self, peer: SocketAddr, e: &linerate_engine::EngineError) {
-        log!("linerate server: {peer}: crr transaction: {e}");
+        self.0
+            .guard
+            .log
+            .log(format_args!("{peer}: crr transaction: {e}"));
     }
 }
 
 fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
-    if let Err(e) = sock.set_read_timeout(Some(GREETING_TIMEOUT)) {
-        log!("linerate server: {peer}: {e}");
+    let log = &shared.guard.log;
+    let greeting_timeout = shared.guard.cfg.handshake;
+    if let Err(e) = sock.set_read_timeout(Some(greeting_timeout)) {
+        log.log(format_args!("{peer}: {e}"));
         return;
     }
     let mut first = [0u8; 1];
@@ -249,34 +314,37 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
         Ok(0) => return,
         Ok(_) => classify_greeting(&first),
         Err(e) => {
-            log!("linerate server: {peer}: no greeting: {e}");
+            log.log(format_args!("{peer}: no greeting: {e}"));
             return;
         }
     };
     match greeting {
         Greeting::Native => {}
         Greeting::Iperf3 => {
-            log!(
-                "linerate server: {peer}: this is an iperf3 client; this server does not speak the iperf3 protocol yet, closing"
-            );
+            log.log(format_args!(
+                "{peer}: this is an iperf3 client; this server does not speak the iperf3 protocol yet, closing"
+            ));
             return;
         }
         Greeting::Unknown | Greeting::NeedMore => {
-            log!("linerate server: {peer}: not a linerate or iperf3 peer (first byte {:#04x}), closing", first[0]);
+            log.log(format_args!(
+                "{peer}: not a linerate or iperf3 peer (first byte {:#04x}), closing",
+                first[0]
+            ));
             return;
         }
     }
-    let (msg, raw) = match read_first_frame(&sock, GREETING_TIMEOUT) {
+    let (msg, raw) = match read_first_frame(&sock, greeting_timeout) {
         Ok(x) => x,
         Err(e) => {
-            log!("linerate server: {peer}: bad first frame: {e:#}");
+            log.log(format_args!("{peer}: bad first frame: {e:#}"));
             // Answer a Hello-shaped mistake in words the client can print.
             let _ = reply_refusal(&sock, &e.to_string());
             return;
         }
     };
     match msg {
-        Message::Hello(_) => run_control(sock, peer, &raw, shared),
+        Message::Hello(_) | Message::AuthInit(_) => run_control(sock, peer, &raw, shared),
         Message::DataHello(h) => {
             let route = shared
                 .routes
@@ -284,23 +352,28 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
                 .ok()
                 .and_then(|r| r.get(&h.token).cloned());
             match route {
-                Some(Route::Streams(tx)) => {
+                // No reflection: a test's data connections come from the
+                // address that opened its control connection, or not at all.
+                Some((owner, _)) if owner != peer.ip() => log.log(format_args!(
+                    "{peer}: data connection for a test of {owner}, closing"
+                )),
+                Some((_, Route::Streams(tx))) => {
                     let _ = tx.send((h, sock));
                 }
-                Some(Route::Crr(crr)) => {
+                Some((_, Route::Crr(crr))) => {
                     if let Err(e) = crr.serve(&h, sock) {
-                        log!("linerate server: {peer}: crr transaction: {e}");
+                        log.log(format_args!("{peer}: crr transaction: {e}"));
                     }
                 }
-                None => {
-                    log!("linerate server: {peer}: data connection for no running test, closing")
-                }
+                None => log.log(format_args!(
+                    "{peer}: data connection for no running test, closing"
+                )),
             }
         }
-        other => log!(
-            "linerate server: {peer}: unexpected first frame {}, closing",
+        other => log.log(format_args!(
+            "{peer}: unexpected first frame {}, closing",
             other.name()
-        ),
+        )),
     }
 }
 
@@ -335,6 +408,7 @@ impl Drop for Admitted<'_> {
         if self.admitted {
             if let Ok(mut a) = self.shared.active.lock() {
                 *a -= 1;
+                self.shared.metrics.active(*a);
             }
         }
     }
@@ -348,9 +422,21 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
             return;
         }
     };
+    let rate = shared.guard.rate.admit(peer.ip(), Instant::now());
+    if rate.is_err() {
+        shared.metrics.limit_hit("max_tests_per_minute");
+    }
     let admission = match shared.active.lock() {
+        Ok(_) if rate.is_err() => Admission::Limited(format!(
+            "{} tests from {} in the last minute, this server allows {} (--max-tests-per-minute); try again in {} s",
+            shared.guard.rate.per_minute(),
+            peer.ip(),
+            shared.guard.rate.per_minute(),
+            rate.err().unwrap_or_default().as_secs() + 1
+        )),
         Ok(mut a) if *a < shared.max_concurrent => {
             *a += 1;
+            shared.metrics.active(*a);
             Admission::Admit
         }
         Ok(a) => Admission::Busy {
@@ -359,21 +445,34 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         },
         Err(_) => return,
     };
+    let admitted = admission == Admission::Admit;
     let slot = Admitted {
         shared,
-        admitted: admission == Admission::Admit,
+        admitted,
         token,
     };
     let local_addr = sock
         .local_addr()
         .map(|a| socket::canonical(a).to_string())
         .unwrap_or_default();
+    guard::keep_alive(&sock);
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
         Err(e) => {
             log!("linerate server: {peer}: {e:#}");
             return;
         }
+    };
+    // With a key, no nonce means no test (never a test without the key).
+    let auth = match &shared.auth_key {
+        None => None,
+        Some(k) => match crate::client::nonce() {
+            Ok(n) => Some(ServerAuth::new(k.clone(), n)),
+            Err(e) => {
+                log!("linerate server: {e:#}");
+                return;
+            }
+        },
     };
     let mut session = ServerSession::new(
         shared.limits.clone(),
@@ -382,7 +481,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         &software(),
         Instant::now(),
     )
-    .with_boot_id(clock::boot_id());
+    .with_boot_id(clock::boot_id())
+    .with_auth(auth);
     session.receive_at(first, Instant::now(), clock::mono_ns());
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = ServerTest {
@@ -398,6 +498,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         crr: None,
         slot: Some(slot),
         local_addr,
+        peer_ip: peer.ip(),
+        idle: None,
     };
     // The server's side never fails the loop: errors end the session.
     let _ = control::drive(&mut test, &mut ctrl);
@@ -408,7 +510,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     // `--once` serves one test: a refused one (busy, parameters out of the
     // limits, version) does not count (issue 13).
     let refused = matches!(test.session.outcome(), Some(ServerOutcome::Refused(_)));
-    if admission == Admission::Admit && !refused {
+    if admitted && !refused {
         shared.test_ended.store(true, Ordering::Release);
     }
 }
@@ -433,6 +535,10 @@ struct ServerTest<'a> {
     /// session ends (before its last frame goes out, so a client that
     /// starts its next test at once is not told the server is busy).
     slot: Option<Admitted<'a>>,
+    /// The control connection's peer: the only address test traffic goes to.
+    peer_ip: IpAddr,
+    /// Running stream tests: ends a test on which nothing moves.
+    idle: Option<IdleWatch>,
 }
 
 /// A UDP data socket waiting for its client's greeting.
@@ -480,6 +586,12 @@ impl ControlSide for ServerTest<'_> {
         if self.run.is_none() && !self.udp_pending.is_empty() {
             self.poll_greetings();
         }
+        if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(Instant::now())) {
+            self.idle = None;
+            self.shared.metrics.limit_hit("idle_timeout");
+            self.session.stream_failed(why);
+            return true;
+        }
         false
     }
 
@@ -487,8 +599,12 @@ impl ControlSide for ServerTest<'_> {
         self.run.as_mut()
     }
 
-    fn interval(&mut self, _: IntervalMeasurement) -> Result<()> {
-        // Interval records travel in the side's results; drop the live copies.
+    fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
+        // Interval records travel in the side's results; the live copies
+        // only feed the idle watch.
+        if let Some(idle) = &mut self.idle {
+            idle.observe(&m, Instant::now());
+        }
         Ok(())
     }
 
@@ -511,7 +627,7 @@ impl ServerTest<'_> {
                     _ => Route::Streams(self.route_tx.clone()),
                 };
                 if let Ok(mut r) = self.shared.routes.lock() {
-                    r.insert(token, route);
+                    r.insert(token, (self.peer_ip, route));
                 }
             }
             ServerAction::StartStreams => {
@@ -536,6 +652,7 @@ impl ServerTest<'_> {
                     crr: self.crr.as_ref(),
                 };
                 let entry = test_type::of(&spec);
+                self.idle = IdleWatch::new(&spec, self.shared.guard.cfg.idle, Instant::now());
                 match (entry.start_server)(&side, &spec, attached) {
                     Ok(run) => self.run = Some(run),
                     Err(e) => self.session.stream_failed(format!(
@@ -588,7 +705,11 @@ impl ServerTest<'_> {
                 self.attached
                     .push(test_type::server_tcp_stream(&plan, sock));
             }
-            Err(why) => log!("linerate server: rejected a data connection: {why}"),
+            Err(why) => self
+                .shared
+                .guard
+                .log
+                .log(format_args!("rejected a data connection: {why}")),
         }
     }
 }
@@ -632,6 +753,15 @@ impl ServerTest<'_> {
                 else {
                     break;
                 };
+                if from.ip() != self.peer_ip {
+                    // No reflection: only the control connection's peer may
+                    // attach a stream (and so receive what it sends).
+                    self.shared.guard.log.log(format_args!(
+                        "UDP greeting from {from}, not from the test's client {}, ignored",
+                        self.peer_ip
+                    ));
+                    continue;
+                }
                 let bytes = &buf[..n];
                 let p = &mut self.udp_pending[i];
                 if let Some(g) = &p.greeting {
@@ -646,10 +776,10 @@ impl ServerTest<'_> {
                     _ => continue,
                 };
                 if hello.stream != p.plan.id {
-                    log!(
-                        "linerate server: greeting for stream {} on stream {}'s port from {from}, ignored",
+                    self.shared.guard.log.log(format_args!(
+                        "greeting for stream {} on stream {}'s port from {from}, ignored",
                         hello.stream, p.plan.id
-                    );
+                    ));
                     continue;
                 }
                 match self.session.stream_attached(&hello, Instant::now()) {
@@ -670,9 +800,11 @@ impl ServerTest<'_> {
                             }
                         }
                     }
-                    Err(why) => {
-                        log!("linerate server: rejected a UDP greeting from {from}: {why}")
-                    }
+                    Err(why) => self
+                        .shared
+                        .guard
+                        .log
+                        .log(format_args!("rejected a UDP greeting from {from}: {why}")),
                 }
             }
         }
@@ -700,25 +832,47 @@ fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 start_unix_ms: test.start_unix_ms,
                 ..TestInfo::from_spec(spec, Side::Server)
             };
-            let report = build::build(info.clone(), spec, remote, local, test.notes.clone());
+            let build = test_type::of(spec).build;
+            let report = build(info.clone(), spec, remote, local, test.notes.clone());
+            shared
+                .metrics
+                .completed(spec, local, &report, &peer.ip().to_string());
+            if let Some(j) = &shared.json_lines {
+                j.append(&report);
+            }
             let stdout = std::io::stdout();
             let mut sink = render::sink(shared.format, Box::new(stdout.lock()));
             let _ = sink.start(&info).and_then(|()| sink.finish(&report));
         }
         Some(ServerOutcome::Refused(r)) => {
+            let code = serde_json::to_value(r.code)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            shared.metrics.refused(&code);
             if !shared.quiet {
-                log!(
-                    "linerate server: refused {peer} ({:?}): {}",
-                    r.code,
-                    r.message
-                );
+                shared
+                    .guard
+                    .log
+                    .log(format_args!("refused {peer} ({:?}): {}", r.code, r.message));
             }
         }
         // An embedded server's client reports the failure itself.
         Some(ServerOutcome::Failed(e)) if !shared.quiet => {
-            log!("linerate server: test from {peer} failed: {e}")
+            shared.metrics.failed(test.session.spec());
+            // The session words the --max-time cut (proto's server session).
+            if e.to_string().contains("(--max-time)") {
+                shared.metrics.limit_hit("max_time");
+            }
+            shared
+                .guard
+                .log
+                .log(format_args!("test from {peer} failed: {e}"))
         }
         Some(ServerOutcome::Failed(_)) => {}
-        None => log!("linerate server: test from {peer} ended unexpectedly"),
+        None => shared
+            .guard
+            .log
+            .log(format_args!("test from {peer} ended unexpectedly")),
     }
 }

@@ -275,6 +275,9 @@ struct Trials<'a> {
     done: Vec<SweepTrial>,
     /// The user pressed Ctrl-C: no further trial runs.
     interrupted: bool,
+    /// On a terminal only (human output): grid trials, plus one per search
+    /// trial.
+    bar: Option<indicatif::ProgressBar>,
 }
 
 impl Trials<'_> {
@@ -283,11 +286,15 @@ impl Trials<'_> {
         if self.interrupted {
             return Ok(None);
         }
+        if let (true, Some(b)) = (search, &self.bar) {
+            b.inc_length(1);
+        }
         let Some(t) = trial(self.cfg, len, rate, search)? else {
             self.interrupted = true;
             return Ok(None);
         };
-        self.sink.trial(&t).context("writing output")?;
+        let sink = &mut self.sink;
+        crate::progress::suspend(&self.bar, || sink.trial(&t)).context("writing output")?;
         self.done.push(t);
         Ok(self.done.last())
     }
@@ -320,11 +327,13 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
     };
+    let grid = (cfg.sizes.len() * cfg.points.len()) as u64;
     let mut trials = Trials {
         cfg,
         sink,
         done: Vec::new(),
         interrupted: false,
+        bar: crate::progress::progress(grid, cfg.base.format, "sweep"),
     };
     trials.sink.start(&info).context("writing output")?;
     for &len in &cfg.sizes {
@@ -359,6 +368,9 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
         if let Some(n) = non_monotonic(&verdicts, &unit) {
             notes.push(format!("{len} B: {n}"));
         }
+    }
+    if let Some(b) = &trials.bar {
+        b.finish_and_clear();
     }
     if trials.done.iter().any(|t| !t.kept_up && t.error.is_none()) {
         notes.push(

@@ -1,8 +1,8 @@
 //! One entry per type of test — tcp stream, udp stream, rr over tcp, rr over
 //! udp, crr — holding everything the control loops do differently for it:
 //! how the client attaches its data connections, how each side starts its
-//! data phase, how often the control loop wakes while it runs, and what
-//! the client checks the two sides agree on. A new type of test (`msg`, an
+//! data phase, how often the control loop wakes while it runs, how the
+//! report is built, and what the client checks the two sides agree on. A new type of test (`msg`, an
 //! iperf3 wire mode) is a new entry here, not a branch in every file.
 //!
 //! Also what both sides share: the software string and a side's runner
@@ -21,8 +21,11 @@ use linerate_engine::stream::POLL;
 use linerate_engine::{socket, udp};
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::Role;
+use linerate_proto::measure::SideResults;
 use linerate_proto::spec::{Limit, Protocol, TestKind, TestSpec};
 use linerate_proto::wire::{self, DataHello, Message, Side, Token};
+use linerate_report::build;
+use linerate_report::model::TestInfo;
 use linerate_report::Report;
 
 /// What the client knows when it attaches and starts its side.
@@ -63,6 +66,9 @@ type ClientStartFn = fn(&ClientSide<'_>, &TestSpec, Vec<StreamSetup>) -> Result<
 type ServerStartFn = fn(&ServerSide<'_>, &TestSpec, Vec<StreamSetup>) -> Result<SideRun>;
 /// Client: a completed test's two sides agree (else the figures are wrong).
 type CheckFn = fn(&TestSpec, &Report) -> Result<()>;
+/// The report from the descriptive fields, the agreed spec, the client's
+/// and the server's results, and notes.
+type BuildFn = fn(TestInfo, &TestSpec, &SideResults, &SideResults, Vec<String>) -> Report;
 
 /// One type of test.
 #[derive(Debug)]
@@ -75,6 +81,7 @@ pub struct TestType {
     /// runs: short when interval records are relayed as they happen, long
     /// when there are none (less disturbance to the flows).
     pub wake: Duration,
+    pub build: BuildFn,
     pub check: CheckFn,
     /// Server: each data connection is one transaction, served where it
     /// is accepted, rather than attached before Start.
@@ -87,6 +94,7 @@ const TCP_STREAM: TestType = TestType {
     start_client: start_stream_client,
     start_server: start_stream_server,
     wake: Duration::from_millis(20),
+    build: build::build_stream,
     check: check_tcp_totals,
     connection_per_transaction: false,
 };
@@ -97,6 +105,7 @@ const UDP_STREAM: TestType = TestType {
     start_client: start_stream_client,
     start_server: start_stream_server,
     wake: Duration::from_millis(20),
+    build: build::build_stream,
     // Loss is measured, not an error; the report says what arrived.
     check: |_, _| Ok(()),
     connection_per_transaction: false,
@@ -108,6 +117,7 @@ const RR_TCP: TestType = TestType {
     start_client: start_rr_client,
     start_server: start_rr_server,
     wake: Duration::from_millis(100),
+    build: build::build_rr,
     check: |_, r| check_rr(r, false),
     connection_per_transaction: false,
 };
@@ -126,6 +136,7 @@ const CRR: TestType = TestType {
     start_client: start_crr_client,
     start_server: start_crr_server,
     wake: Duration::from_millis(100),
+    build: build::build_rr,
     check: |_, r| check_rr(r, false),
     connection_per_transaction: true,
 };

@@ -41,6 +41,36 @@ impl clap::builder::TypedValueParser for EngineNames {
     }
 }
 
+/// The data-path engine of this side and its options.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Data-path engine for this side: `syscall` (one call per buffer or
+    /// datagram; works under LD_PRELOAD kernel-bypass libraries) or `batch`
+    /// (sendmmsg/recvmmsg with UDP GSO/GRO, large TCP writes).
+    #[arg(long, default_value = "syscall", value_parser = EngineNames)]
+    pub engine: String,
+    /// batch: UDP senders let the kernel segment runs of datagrams
+    /// (UDP_SEGMENT); refused where the kernel or path cannot. Default: on
+    /// where possible (the report says why it is off).
+    #[arg(long, overrides_with = "no_gso")]
+    pub gso: bool,
+    /// batch: one datagram per sendmmsg message.
+    #[arg(long, overrides_with = "gso")]
+    pub no_gso: bool,
+    /// batch: UDP receivers take runs of datagrams in one buffer (UDP_GRO),
+    /// split and checked one by one; refused where the kernel cannot.
+    /// Default: on where possible.
+    #[arg(long, overrides_with = "no_gro")]
+    pub gro: bool,
+    /// batch: one datagram per recvmmsg message.
+    #[arg(long, overrides_with = "gro")]
+    pub no_gro: bool,
+    /// batch: TCP receivers discard data with MSG_TRUNC instead of copying
+    /// it (for receivers that need not look at the bytes).
+    #[arg(long)]
+    pub skip_rx_copy: bool,
+}
+
 const AFTER_HELP: &str = "\
 Units: sizes take K/M/G (1024-based, as iperf3: -l 128K = 131072 bytes); rates
 and printed figures are SI (1 Gbit/s = 10^9 bit/s, 1 GB = 10^9 bytes);
@@ -66,6 +96,16 @@ what was measured until then, marked as interrupted).";
 pub struct Cli {
     #[command(subcommand)]
     pub command: Cmd,
+    /// Pre-shared key file: client and server prove they hold it (HMAC-SHA256
+    /// challenge-response; the key never crosses the wire). Both sides must
+    /// use the same key, or neither.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "LINERATE_AUTH_KEY_FILE"
+    )]
+    pub auth_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -117,6 +157,12 @@ pub enum Cmd {
     /// ICMP echo: round-trip distribution (HDR histogram), TTL, loss and
     /// duplicates; exit status 1 when nothing answers.
     Ping(super::host::PingArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell), e.g.
+    /// `linerate completions bash > /etc/bash_completion.d/linerate`.
+    Completions(super::generate::CompletionsArgs),
+    /// Print the man page (roff), e.g.
+    /// `linerate man > /usr/local/share/man/man1/linerate.1`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -166,12 +212,13 @@ pub struct SweepUdpArgs {
     /// Write an SVG plot of received vs sent data and packet rates here.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
-    /// Data-path engine for this side.
-    #[arg(long, default_value = "syscall", value_parser = EngineNames)]
-    pub engine: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
+    #[command(flatten)]
+    pub run: super::repeat::RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -230,14 +277,17 @@ pub struct ServerArgs {
     /// Refuse tests longer than this (default 24h).
     #[arg(long, value_name = "DURATION")]
     pub max_time: Option<String>,
-    /// Data-path engine for this side.
-    #[arg(long, default_value = "syscall", value_parser = EngineNames)]
-    pub engine: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Pin stream threads to these CPUs, round robin (e.g. 0-3,6).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub guard: super::server::GuardArgs,
+    #[command(flatten)]
+    pub fleet: super::server::FleetArgs,
 }
 
 #[derive(Debug, Args)]
@@ -286,14 +336,15 @@ pub struct TcpArgs {
     /// TCP maximum segment size (TCP_MAXSEG).
     #[arg(short = 'M', long, value_name = "BYTES")]
     pub mss: Option<u32>,
-    /// Data-path engine for this side.
-    #[arg(long, default_value = "syscall", value_parser = EngineNames)]
-    pub engine: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
     #[command(flatten)]
     pub host_flags: super::host::TestHostArgs,
+    #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -353,9 +404,8 @@ pub struct UdpArgs {
     /// Interval between interval lines.
     #[arg(short, long, value_name = "DURATION", default_value = "1s")]
     pub interval: String,
-    /// Data-path engine for this side.
-    #[arg(long, default_value = "syscall", value_parser = EngineNames)]
-    pub engine: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
@@ -364,6 +414,8 @@ pub struct UdpArgs {
     pub inject_faults: Option<String>,
     #[command(flatten)]
     pub host_flags: super::host::TestHostArgs,
+    #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -424,12 +476,13 @@ pub struct RrArgs {
     /// be 0): shows how well the estimator does on this path.
     #[arg(long)]
     pub probe_clock: bool,
-    /// Data-path engine for this side (used by the load streams).
-    #[arg(long, default_value = "syscall", value_parser = EngineNames)]
-    pub engine: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
+    #[command(flatten)]
+    pub repeat: super::repeat::RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -4,8 +4,11 @@
 
 mod args;
 mod compare;
+mod generate;
 mod host;
 mod netperf;
+mod repeat;
+mod server;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -14,7 +17,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use linerate_engine::engines::auto::{self, Workload};
-use linerate_engine::engines::EngineKind;
+use linerate_engine::engines::batch::Toggle;
+use linerate_engine::engines::{Batch, EngineKind};
 use linerate_proto::spec::{
     Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
     TestSpec, UdpSpec, DEFAULT_RR_SIZES,
@@ -43,12 +47,24 @@ pub struct ClientConfig {
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
+    /// `--auth-key`: authenticate to the server with this key.
+    pub auth_key: Option<linerate_proto::auth::AuthKey>,
     /// `--iface DEV`: the interface whose counters the report adds.
     pub iface: Option<String>,
+    /// `--report FILE.html`: also write the HTML page.
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// Connection-level limits: address filters, connection cap, rates.
+    pub guard: crate::server::guard::GuardConfig,
+    /// `--auth-key`: clients must prove they hold this key.
+    pub auth_key: Option<linerate_proto::auth::AuthKey>,
+    /// `--metrics ADDR:PORT`: serve Prometheus text there.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// `--json-lines FILE`: a record per completed test.
+    pub json_lines: Option<PathBuf>,
     pub bind: Option<IpAddr>,
     pub port: u16,
     pub once: bool,
@@ -81,7 +97,12 @@ pub enum Command {
     Iface(IfaceConfig),
     Doctor(DoctorConfig),
     Ping(PingConfig),
+    Repeat(RepeatConfig),
+    /// Text generated from the CLI definitions (completions, man page).
+    Print(Vec<u8>),
 }
+
+pub use repeat::RepeatConfig;
 
 pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
 
@@ -189,7 +210,7 @@ fn client_config(
     host: Option<String>,
     port: u16,
     spec: TestSpec,
-    engine: String,
+    engine: &args::EngineArgs,
     cpus: Option<&str>,
     output: &args::OutputArgs,
     connect_timeout: &str,
@@ -203,7 +224,7 @@ fn client_config(
         };
         bail!("--{flag}: {}", e.reason);
     }
-    let (engine, engine_note) = client_engine(&engine, &spec)?;
+    let (engine, engine_note) = client_engine(engine, &spec)?;
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
@@ -215,20 +236,54 @@ fn client_config(
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
+        auth_key: None,
         iface: None,
+        report: None,
     })
 }
 
-/// `--engine`: the name resolved once, and checked against this kernel.
-fn engine_kind(name: &str) -> Result<EngineKind> {
-    if name == AUTO {
+/// `--engine` and its options: resolved once, and checked against this
+/// kernel (an option the kernel lacks is refused with the reason).
+fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
+    if a.engine == AUTO {
         bail!(
             "--engine auto picks an engine per test, which only a client knows; \
              give the server one of: {}",
             EngineKind::names()
         );
     }
-    Ok(name.parse::<EngineKind>()?.check()?)
+    let toggle = |on: bool, off: bool| match (on, off) {
+        (true, _) => Toggle::On,
+        (_, true) => Toggle::Off,
+        _ => Toggle::Auto,
+    };
+    let kind = match a.engine.parse::<EngineKind>()? {
+        EngineKind::Batch(_) => EngineKind::Batch(Batch {
+            gso: toggle(a.gso, a.no_gso),
+            gro: toggle(a.gro, a.no_gro),
+            skip_rx_copy: a.skip_rx_copy,
+        }),
+        other => {
+            if let Some(flag) = batch_only_flag(a) {
+                bail!("{flag} needs --engine batch (the {other} engine has no such option)");
+            }
+            other
+        }
+    };
+    Ok(kind.check()?)
+}
+
+/// The first `batch`-only option given, if any.
+fn batch_only_flag(a: &args::EngineArgs) -> Option<&'static str> {
+    [
+        (a.gso, "--gso"),
+        (a.no_gso, "--no-gso"),
+        (a.gro, "--gro"),
+        (a.no_gro, "--no-gro"),
+        (a.skip_rx_copy, "--skip-rx-copy"),
+    ]
+    .into_iter()
+    .find_map(|(set, flag)| set.then_some(flag))
 }
 
 /// `--engine auto`'s name (not an engine: a rule that picks one).
@@ -237,9 +292,12 @@ pub const AUTO: &str = "auto";
 /// A client's `--engine`: `auto` is resolved here, once, for this test by
 /// the rule in `engines::auto`, and the note naming the choice and what
 /// was skipped goes into the report.
-fn client_engine(name: &str, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
-    if name != AUTO {
-        return Ok((engine_kind(name)?, None));
+fn client_engine(a: &args::EngineArgs, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
+    if a.engine != AUTO {
+        return Ok((engine_kind(a)?, None));
+    }
+    if let Some(flag) = batch_only_flag(a) {
+        bail!("{flag} needs --engine batch (auto picks an engine, and its options, per test)");
     }
     let w = match (spec.kind, spec.protocol) {
         (TestKind::Stream, Protocol::Tcp) => Workload::TcpStream,
@@ -361,7 +419,7 @@ fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
         "--burst".into(),
         a.burst.to_string(),
         "--engine".into(),
-        a.engine.clone(),
+        a.engine.engine.clone(),
         "--connect-timeout".into(),
         a.connect_timeout.clone(),
     ]);
@@ -370,6 +428,18 @@ fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
     }
     if let Some(w) = &a.window {
         argv.extend(["-w".into(), w.clone()]);
+    }
+    let e = &a.engine;
+    for (set, flag) in [
+        (e.gso, "--gso"),
+        (e.no_gso, "--no-gso"),
+        (e.gro, "--gro"),
+        (e.no_gro, "--no-gro"),
+        (e.skip_rx_copy, "--skip-rx-copy"),
+    ] {
+        if set {
+            argv.push(flag.into());
+        }
     }
     // The trial template goes through the same validation as `linerate udp`.
     let Command::Udp(mut base) = validate(args::Cli::try_parse_from(argv)?)? else {
@@ -477,7 +547,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
         u.host,
         u.port,
         spec,
-        u.engine,
+        &u.engine,
         u.cpus.as_deref(),
         &u.output,
         &u.connect_timeout,
@@ -590,7 +660,7 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
             r.host,
             r.port,
             spec,
-            r.engine,
+            &r.engine,
             r.cpus.as_deref(),
             &r.output,
             &r.connect_timeout,
@@ -601,12 +671,28 @@ fn validate_rr(r: args::RrArgs, kind: TestKind) -> Result<RrConfig> {
     })
 }
 
-fn validate(mut cli: args::Cli) -> Result<Command> {
+fn validate(cli: args::Cli) -> Result<Command> {
+    let key = server::load_key(cli.auth_key.as_deref())?;
+    let mut cmd = validate_command(cli)?;
+    match &mut cmd {
+        Command::Server(s) => s.auth_key = key,
+        Command::Tcp(c) | Command::Udp(c) => c.auth_key = key,
+        Command::Rr(r) => r.client.auth_key = key,
+        Command::Sweep(s) => s.base.auth_key = key,
+        _ => {}
+    }
+    Ok(cmd)
+}
+
+fn validate_command(mut cli: args::Cli) -> Result<Command> {
     let host_flags = host::take_test_flags(&mut cli.command);
+    let repeat_flags = repeat::take(&mut cli.command);
     let cmd = match cli.command {
         args::Cmd::Iface(a) => host::validate_iface(a),
         args::Cmd::Doctor(a) => host::validate_doctor(a),
         args::Cmd::Ping(a) => host::validate_ping(a),
+        args::Cmd::Completions(a) => generate::completions(&a),
+        args::Cmd::Man => generate::man(),
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
@@ -623,7 +709,12 @@ fn validate(mut cli: args::Cli) -> Result<Command> {
             if let Some(t) = &s.max_time {
                 limits.max_time_ms = duration_ms("--max-time", t)?;
             }
+            let guard = server::validate(&s.guard, &mut limits)?;
             Ok(Command::Server(ServerConfig {
+                guard,
+                auth_key: None,
+                metrics: s.fleet.metrics,
+                json_lines: s.fleet.json_lines_file,
                 bind: s.bind,
                 port: s.port,
                 once: s.once,
@@ -700,14 +791,14 @@ fn validate(mut cli: args::Cli) -> Result<Command> {
                 t.host,
                 t.port,
                 spec,
-                t.engine,
+                &t.engine,
                 t.cpus.as_deref(),
                 &t.output,
                 &t.connect_timeout,
             )?))
         }
     };
-    host::attach(cmd?, host_flags)
+    repeat::attach(host::attach(cmd?, host_flags)?, repeat_flags)
 }
 
 #[cfg(test)]
@@ -796,12 +887,41 @@ mod tests {
             ("tcp --json --csv", "--csv"),
             ("tcp --cpus 9999", "--cpus"),
             ("tcp --engine warp", "engine"),
+            ("tcp --skip-rx-copy", "--skip-rx-copy needs --engine batch"),
+            ("udp 198.18.0.1 --no-gso", "--no-gso needs --engine batch"),
             ("tcp -l 12Q", "--len"),
             ("server --max-concurrent 0", "--max-concurrent"),
         ] {
             let e = parse(args).expect_err(args).to_string();
             assert!(e.contains(needle), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn issue_8_batch_engine_options_resolve_once() {
+        let c = udp("udp 198.18.0.1 --engine batch");
+        assert_eq!(c.engine, EngineKind::Batch(Batch::AUTO));
+        let c = udp("udp 198.18.0.1 --engine batch --no-gso --no-gro");
+        assert_eq!(
+            c.engine,
+            EngineKind::Batch(Batch {
+                gso: Toggle::Off,
+                gro: Toggle::Off,
+                skip_rx_copy: false
+            })
+        );
+        // The last of a pair wins; a kernel without UDP_SEGMENT refuses it.
+        let r = parse("udp 198.18.0.1 --engine batch --no-gso --gso");
+        match &linerate_engine::caps::caps().udp_segment {
+            Ok(()) => assert!(matches!(
+                r.expect("gso on"),
+                Command::Udp(c) if matches!(c.engine, EngineKind::Batch(b) if b.gso == Toggle::On)
+            )),
+            Err(_) => assert!(r.expect_err("refused").to_string().contains("--gso")),
+        }
+        let c = tcp("tcp --engine batch --skip-rx-copy");
+        assert!(matches!(c.engine, EngineKind::Batch(b) if b.skip_rx_copy));
+        assert_eq!(tcp("tcp").engine, EngineKind::Syscall);
     }
 
     #[test]

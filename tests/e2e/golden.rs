@@ -212,7 +212,7 @@ fn golden_json_reports_match_docs_json_md() {
     let schema = schema("report");
     let server = Server::start(&[]);
     let port = server.port_str();
-    let runs: [(&str, &[&str]); 10] = [
+    let runs: [(&str, &[&str]); 12] = [
         ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "--iface", "lo"]),
         ("tcp", &["tcp", "-n", "20M", "-i", "0.2"]),
         ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "-R"]),
@@ -226,6 +226,17 @@ fn golden_json_reports_match_docs_json_md() {
             &[
                 "udp", "-R", "-k", "400", "--pps", "2000", "-i", "0.1", "--verify",
             ],
+        ),
+        // The batch engine on the client's side: sending, then receiving.
+        (
+            "udp",
+            &[
+                "udp", "-t", "0.3", "-b", "0", "-l", "1472", "--engine", "batch",
+            ],
+        ),
+        (
+            "udp",
+            &["udp", "-t", "0.3", "-R", "-l", "1472", "--engine", "batch"],
         ),
         ("rr", &["rr", "-n", "200", "--sizes", "1,64"]),
         (

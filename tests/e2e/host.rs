@@ -38,6 +38,11 @@ fn sysctl_in(ns: &str, name: &str) -> String {
 }
 
 /// Switches GRO and TSO off on `dev` in `ns`, or says why not.
+/// Whether `name` may be written in `ns`.
+fn sysctl_writable_in(ns: &str, name: &str) -> bool {
+    sh_in(ns, &format!("test -w /proc/sys/{}", name.replace('.', "/"))).is_ok()
+}
+
 fn offloads_off(ns: &str, dev: &str) -> Result<(), String> {
     if Command::new("ethtool")
         .arg("--version")
@@ -156,6 +161,18 @@ fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
         assert_eq!(gro["fix"], "ethtool -K va gro on");
     } else {
         eprintln!("offload part skipped: {ethtool:?}");
+    }
+    // A sysctl that is visible here but read-only (rmem_max in a child
+    // namespace on recent kernels) is never offered to --apply.
+    let rmem_max = check(&r, "net.core.rmem_max");
+    if rmem_max["status"] == "warn" && !sysctl_writable_in(ns, "net.core.rmem_max") {
+        assert!(rmem_max.get("apply").is_none(), "{rmem_max}");
+        assert!(
+            rmem_max["why"]
+                .as_str()
+                .is_some_and(|w| w.contains("read-only")),
+            "{rmem_max}"
+        );
     }
     let lat = json_in(ns, &["doctor", "--for", "latency", "--json"]);
     let somax = check(&lat, "net.core.somaxconn");
@@ -443,5 +460,29 @@ fn issue_11_ping_an_address_nobody_owns_is_100_percent_loss() {
     assert!(
         transmitted >= 3,
         "the requests left the namespace ({transmitted} packets)"
+    );
+}
+
+#[test]
+fn issue_11_iface_watch_redraws_in_place_on_a_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    // Redrawn in place: the title line names the interval number, and the
+    // screen holds one header, not one per interval.
+    let screen = crate::repeat::on_terminal(
+        &format!("{} iface lo --watch 100ms --count 100", bin()),
+        &[
+            "linerate iface --watch: every 100ms, interval 1",
+            "of 100 (Ctrl-C to stop)",
+            "rx bit/s",
+            "lo ",
+        ],
+    );
+    assert_eq!(screen.matches("rx bit/s").count(), 1, "{screen}");
+    assert!(
+        !screen.contains('\x1b'),
+        "escape codes are interpreted, not shown"
     );
 }

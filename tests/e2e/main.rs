@@ -4,10 +4,14 @@
 
 mod engines;
 mod golden;
+mod harden;
 mod helpers;
 mod host;
 mod netns;
+mod repeat;
+mod report;
 mod rr;
 mod tcp;
 mod udp;
+mod uring_engines;
 mod ux;

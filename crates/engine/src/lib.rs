@@ -19,11 +19,13 @@
 //!   send/receive loops, generic over the engine.
 //! - [`test_hooks`]: what end-to-end tests may switch on through the
 //!   environment (a seccomp filter that denies io_uring).
+//! - [`caps`]: what the kernel lets accelerated engines use, probed once.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
 
+pub mod caps;
 pub mod clock;
 mod cmsg;
 pub mod cpu;

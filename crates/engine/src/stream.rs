@@ -71,10 +71,6 @@ impl Signals {
     pub fn drain_deadline(&self) -> u64 {
         self.drain_at_ns.load(Ordering::Relaxed)
     }
-    #[inline]
-    pub fn drain_passed(&self, now_ns: u64) -> bool {
-        now_ns >= self.drain_deadline()
-    }
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }

@@ -14,37 +14,15 @@
 //! stream's cumulative counters at that moment ([`Sample`]).
 
 use crate::measure::{IntervalMeasurement, IntervalStream, Role, TcpInfo, UdpInterval};
-
-/// A UDP stream's cumulative counters (see [`crate::udp_receiver::LiveCounts`]).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct UdpTotals {
-    /// Datagrams sent (sender) or valid datagrams read (receiver).
-    pub datagrams: u64,
-    pub received: u64,
-    pub next_expected: u64,
-    pub reordered: u64,
-    pub duplicates: u64,
-    pub late: u64,
-    pub corrupt: u64,
-    pub socket_drops: u64,
-    /// The current jitter (not cumulative), ns.
-    pub jitter_ns: f64,
-}
-
-impl UdpTotals {
-    /// Numbers missing below the highest seen.
-    fn missing(&self) -> u64 {
-        self.next_expected.saturating_sub(self.received)
-    }
-}
+use crate::udp_receiver::LiveCounts;
 
 /// One stream's counters at a cut.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Sample {
     /// Bytes moved so far.
     pub bytes: u64,
-    /// UDP streams: their counters.
-    pub udp: Option<UdpTotals>,
+    /// UDP streams: their live counters (a sender's only count datagrams).
+    pub udp: Option<LiveCounts>,
     /// TCP senders: `TCP_INFO` now.
     pub tcp: Option<TcpInfo>,
 }
@@ -203,9 +181,14 @@ impl IntervalCutter {
     }
 }
 
+/// Numbers missing below the highest seen.
+fn missing(c: &LiveCounts) -> u64 {
+    c.next_expected.saturating_sub(c.received)
+}
+
 /// A UDP stream's share of one interval.
-fn udp_interval(role: Role, before: &UdpTotals, now: &UdpTotals) -> UdpInterval {
-    let d = |f: fn(&UdpTotals) -> u64| Some(f(now).saturating_sub(f(before)));
+fn udp_interval(role: Role, before: &LiveCounts, now: &LiveCounts) -> UdpInterval {
+    let d = |f: fn(&LiveCounts) -> u64| Some(f(now).saturating_sub(f(before)));
     let datagrams = now.datagrams.saturating_sub(before.datagrams);
     match role {
         Role::Sender => UdpInterval {
@@ -215,13 +198,13 @@ fn udp_interval(role: Role, before: &UdpTotals, now: &UdpTotals) -> UdpInterval 
         Role::Receiver => UdpInterval {
             datagrams,
             received: d(|s| s.received),
-            lost: Some(now.missing() as i64 - before.missing() as i64),
+            lost: Some(missing(now) as i64 - missing(before) as i64),
             reordered: d(|s| s.reordered),
             duplicates: d(|s| s.duplicates),
             late: d(|s| s.late),
             corrupt: d(|s| s.corrupt),
             jitter_ns: Some(now.jitter_ns),
-            socket_drops: d(|s| s.socket_drops),
+            socket_drops: d(|s| s.socket_drops.unwrap_or(0)),
         },
     }
 }
@@ -266,12 +249,12 @@ mod tests {
         );
         let at = |received, next_expected, jitter_ns| Sample {
             bytes: received * 100,
-            udp: Some(UdpTotals {
+            udp: Some(LiveCounts {
                 datagrams: received,
                 received,
                 next_expected,
                 jitter_ns,
-                ..UdpTotals::default()
+                ..LiveCounts::default()
             }),
             tcp: None,
         };
@@ -315,7 +298,8 @@ mod tests {
             let end = stop_at.unwrap_or(4 * S) + tail_ms * MS;
             let (mut now, mut records, mut stops, mut i) = (0u64, Vec::new(), 0, 0);
             while now < end {
-                now = c.wake_at(now).saturating_add(oversleep[i % oversleep.len()]).min(end);
+                // The clock never goes back, even when a wake time has passed.
+                now = c.wake_at(now).max(now).saturating_add(oversleep[i % oversleep.len()]).min(end);
                 i += 1;
                 if c.take_stop(now) {
                     stops += 1;

@@ -9,7 +9,10 @@
 //! - [`wire`]: frame codec (checked header view + validated messages), and the
 //!   first-bytes classifier that lets one port serve linerate and iperf3 peers.
 //! - [`spec`]: the test both sides agree on, and the server's negotiation.
+//! - [`limits`]: the server's limits on a whole test (memory, rate, duration).
 //! - [`measure`]: what each side measured, exchanged at the end of a test.
+//! - [`auth`]: pre-shared-key challenge–response (`--auth-key`).
+//! - [`check`]: what a side checks in its peer's Accept and Results.
 //! - [`session`]: client and server control state machines.
 //! - [`rr`]: the header inside request/response messages.
 //! - [`rr_core`]: request/response bookkeeping (plan, batch timing, tally,
@@ -20,6 +23,7 @@
 //! - [`seq`]: the receiver's sequence tracker (loss, reordering,
 //!   duplicates, late arrivals) and RFC 3550 jitter.
 //! - [`pacing`]: the sender's absolute schedule.
+//! - [`sanitize`]: escaping peer-supplied text before it is printed.
 //! - [`udp_sender`]: the UDP sender's core — pacing, sequence numbers,
 //!   header stamping, faults — handing out batches of datagrams.
 //! - [`udp_receiver`]: the UDP receiver's core — one datagram and its
@@ -33,14 +37,18 @@
 
 pub use side::Side;
 
+pub mod auth;
+pub mod check;
 pub mod clock;
 pub mod datagram;
 pub mod interval;
 pub mod iperf3;
+pub mod limits;
 pub mod measure;
 pub mod pacing;
 pub mod rr;
 pub mod rr_core;
+pub mod sanitize;
 pub mod seq;
 pub mod session;
 pub mod side;

@@ -142,6 +142,29 @@ pub struct UdpSend {
     /// From Start to the first and to the last send, ns.
     pub first_send_ns: u64,
     pub last_send_ns: u64,
+    /// What a batching engine did (absent: one datagram per call).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub batching: Option<Batching>,
+}
+
+/// What a batching engine (`sendmmsg`/`recvmmsg`, GSO, GRO) actually did on
+/// one UDP stream.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Batching {
+    /// Most messages one `sendmmsg`/`recvmmsg` call carries.
+    pub messages_per_call: u32,
+    /// Sender: datagrams per GSO message (`UDP_SEGMENT`); absent: GSO off.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gso_segments: Option<u32>,
+    /// Receiver: `UDP_GRO` was on.
+    #[serde(default)]
+    pub gro: bool,
+    /// Receiver: messages that held more than one datagram (GRO super-buffers).
+    #[serde(default)]
+    pub gro_super_buffers: u64,
+    /// Why GSO or GRO is off where the engine could have used it.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<String>,
 }
 
 /// What a UDP receiver measured on one stream (see `linerate_proto::seq`
@@ -187,6 +210,9 @@ pub struct UdpRecv {
     /// From Start to the first and the last valid datagram, ns.
     pub first_recv_ns: u64,
     pub last_recv_ns: u64,
+    /// What a batching engine did (absent: one datagram per call).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub batching: Option<Batching>,
 }
 
 /// One UDP stream's share of one interval.

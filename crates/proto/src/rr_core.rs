@@ -410,8 +410,11 @@ pub fn spin_mode(cpus: u32, flows: u32, pinned: Option<u32>) -> SpinMode {
 /// budget halves the budget (down to [`SPIN_MIN`]) and a wait that ends
 /// while spinning restores it in full; every [`SPIN_PROBE_EVERY`]th wait
 /// spins the full budget. In [`SpinMode::Dedicated`] the budget stays
-/// full. A wait that outlasts its budget sleeps (counted in
-/// [`SpinBudget::sleeps`]).
+/// full, unless the CPU turns out to be shared after all (another process
+/// runs there): a window of [`SPIN_PROBE_EVERY`] waits with
+/// [`SPIN_DEMOTE_SLEEPS`] or more sleeps switches the connection to
+/// [`SpinMode::Shared`] for good. A wait that outlasts its budget sleeps
+/// (counted in [`SpinBudget::sleeps`]).
 #[derive(Debug, Clone)]
 pub struct SpinBudget {
     mode: SpinMode,
@@ -421,7 +424,15 @@ pub struct SpinBudget {
     current: Option<(u64, u64)>,
     waits: u32,
     sleeps: u64,
+    /// Sleeps in the current window of [`SPIN_PROBE_EVERY`] waits.
+    window_sleeps: u32,
+    demoted: bool,
 }
+
+/// Sleeps in one window of [`SPIN_PROBE_EVERY`] waits that show a
+/// dedicated CPU is not (one in 16: spinning the whole budget then costs
+/// more than it saves).
+pub const SPIN_DEMOTE_SLEEPS: u32 = SPIN_PROBE_EVERY / 16;
 
 impl SpinBudget {
     pub fn new(mode: SpinMode, full: Duration) -> Self {
@@ -433,7 +444,15 @@ impl SpinBudget {
             current: None,
             waits: 0,
             sleeps: 0,
+            window_sleeps: 0,
+            demoted: false,
         }
+    }
+
+    /// True when a [`SpinMode::Dedicated`] budget found its CPU shared and
+    /// switched to [`SpinMode::Shared`].
+    pub fn demoted(&self) -> bool {
+        self.demoted
     }
 
     pub fn mode(&self) -> SpinMode {
@@ -460,6 +479,12 @@ impl SpinBudget {
                 self.waits = self.waits.wrapping_add(1);
                 // SPIN_PROBE_EVERY is a power of two: a mask picks every Nth.
                 let b = if self.waits & (SPIN_PROBE_EVERY - 1) == 0 {
+                    if self.mode == SpinMode::Dedicated && self.window_sleeps >= SPIN_DEMOTE_SLEEPS
+                    {
+                        self.mode = SpinMode::Shared;
+                        self.demoted = true;
+                    }
+                    self.window_sleeps = 0;
                     self.full_ns
                 } else {
                     self.budget_ns
@@ -477,6 +502,7 @@ impl SpinBudget {
         }
         self.current = None;
         self.sleeps += 1;
+        self.window_sleeps = self.window_sleeps.saturating_add(1);
         false
     }
 
@@ -698,6 +724,40 @@ mod tests {
         assert_eq!(spin_mode(16, 2, Some(2)), SpinMode::Dedicated);
     }
 
+    #[test]
+    fn a_dedicated_budget_that_keeps_sleeping_turns_shared() {
+        let mut s = SpinBudget::new(SpinMode::Dedicated, FULL);
+        let mut now = 0;
+        // Every wait outlasts the budget: the CPU is not ours.
+        for _ in 0..SPIN_PROBE_EVERY {
+            while s.keep_spinning(now) {
+                now += 1_000;
+            }
+        }
+        assert_eq!((s.mode(), s.demoted()), (SpinMode::Shared, true));
+        // From the demoting wait on, the budget adapts.
+        assert_eq!(s.budget_ns(), 25_000);
+    }
+
+    #[test]
+    fn a_dedicated_budget_with_rare_sleeps_stays_dedicated() {
+        let mut s = SpinBudget::new(SpinMode::Dedicated, FULL);
+        let mut now = 0;
+        for w in 0..10 * SPIN_PROBE_EVERY {
+            if w % 32 == 0 {
+                while s.keep_spinning(now) {
+                    now += 1_000;
+                }
+            } else {
+                assert!(s.keep_spinning(now));
+                s.done();
+            }
+            now += 1_000;
+        }
+        assert_eq!((s.mode(), s.demoted()), (SpinMode::Dedicated, false));
+        assert_eq!(s.budget_ns(), 50_000);
+    }
+
     proptest! {
         #[test]
         fn count_limit_sequences_are_contiguous_and_complete(
@@ -796,7 +856,8 @@ mod tests {
                 }
                 prop_assert!(s.budget_ns() >= SPIN_MIN.as_nanos() as u64);
                 prop_assert!(s.budget_ns() <= 50_000);
-                if dedicated { prop_assert_eq!(s.budget_ns(), 50_000); }
+                if s.mode() == SpinMode::Dedicated { prop_assert_eq!(s.budget_ns(), 50_000); }
+                prop_assert_eq!(s.demoted(), dedicated && s.mode() == SpinMode::Shared);
             }
             prop_assert_eq!(s.sleeps(), falses);
         }

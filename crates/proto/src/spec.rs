@@ -430,6 +430,14 @@ pub struct ServerLimits {
     pub max_omit_ms: u64,
     pub max_window: u32,
     pub min_interval_ms: u64,
+    /// Longest interval between records (the idle watch reads them).
+    pub max_interval_ms: u64,
+    /// Buffers one test may cost ([`crate::limits::test_memory`]).
+    pub max_test_memory: u64,
+    /// UDP: most bit/s per test, all streams together; `None`: no limit.
+    pub max_rate_bps: Option<u64>,
+    /// Each handshake step's time limit on the server.
+    pub handshake_timeout_ms: u64,
 }
 
 impl Default for ServerLimits {
@@ -441,6 +449,10 @@ impl Default for ServerLimits {
             max_omit_ms: 600 * 1000,
             max_window: 1 << 30,
             min_interval_ms: 10,
+            max_interval_ms: crate::limits::DEFAULT_MAX_INTERVAL_MS,
+            max_test_memory: crate::limits::DEFAULT_MAX_TEST_MEMORY,
+            max_rate_bps: None,
+            handshake_timeout_ms: crate::session::HANDSHAKE_TIMEOUT.as_millis() as u64,
         }
     }
 }
@@ -458,6 +470,10 @@ impl ServerLimits {
             max_omit_ms: u64::MAX,
             max_window: u32::MAX,
             min_interval_ms: 0,
+            max_interval_ms: u64::MAX,
+            max_test_memory: u64::MAX,
+            max_rate_bps: None,
+            ..ServerLimits::default()
         }
     }
 }
@@ -598,6 +614,7 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
     if spec.kind != TestKind::Stream {
         negotiate_rr(&spec, limits)?;
     }
+    crate::limits::check(&mut spec, limits, &mut notes)?;
     Ok(Negotiated { spec, notes })
 }
 

@@ -75,10 +75,11 @@ impl fmt::Display for Corrupt {
     }
 }
 
-/// The stream's counters at a moment, for the sampler's interval records.
+/// A UDP stream's cumulative counters at a moment, for the sampler's
+/// interval records (a sender's only count `datagrams`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LiveCounts {
-    /// Valid datagrams read.
+    /// Valid datagrams read (receiver) or sent (sender).
     pub datagrams: u64,
     pub received: u64,
     pub next_expected: u64,
@@ -86,6 +87,7 @@ pub struct LiveCounts {
     pub reordered: u64,
     pub late: u64,
     pub corrupt: u64,
+    /// The current jitter (not cumulative), ns.
     pub jitter_ns: f64,
     /// The socket's drop counter as last reported (SO_RXQ_OVFL).
     pub socket_drops: Option<u64>,

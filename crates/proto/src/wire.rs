@@ -23,6 +23,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::{AuthChallenge, AuthInit, AuthProof};
 use crate::measure::SideResults;
 use crate::spec::TestSpec;
 
@@ -131,6 +132,9 @@ mod kind {
     pub const CLOCK_PROBE: u8 = 9;
     pub const CLOCK_REPLY: u8 = 10;
     pub const STOP: u8 = 11;
+    pub const AUTH_INIT: u8 = 12;
+    pub const AUTH_CHALLENGE: u8 = 13;
+    pub const AUTH_PROOF: u8 = 14;
 }
 
 /// Client's first control frame: who it is and what test it proposes.
@@ -172,6 +176,8 @@ pub enum RefuseCode {
     Version,
     /// Anything else (a server-side failure).
     Internal,
+    /// Pre-shared-key authentication failed or was missing on one side.
+    Auth,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,6 +270,10 @@ pub enum Message {
     /// are exchanged as usual). Sent when the user interrupts a test, so
     /// what was measured is still reported.
     Stop,
+    /// `--auth-key` handshake ([`crate::auth`]), before the Hello.
+    AuthInit(AuthInit),
+    AuthChallenge(AuthChallenge),
+    AuthProof(AuthProof),
 }
 
 impl Message {
@@ -280,6 +290,9 @@ impl Message {
             Message::ClockReply(_) => "ClockReply",
             Message::SendDone(_) => "SendDone",
             Message::Stop => "Stop",
+            Message::AuthInit(_) => "AuthInit",
+            Message::AuthChallenge(_) => "AuthChallenge",
+            Message::AuthProof(_) => "AuthProof",
         }
     }
 }
@@ -301,6 +314,9 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::ClockReply(_) => kind::CLOCK_REPLY,
         Message::SendDone(_) => kind::SEND_DONE,
         Message::Stop => kind::STOP,
+        Message::AuthInit(_) => kind::AUTH_INIT,
+        Message::AuthChallenge(_) => kind::AUTH_CHALLENGE,
+        Message::AuthProof(_) => kind::AUTH_PROOF,
     };
     out.push(k);
     out.extend_from_slice(&[0; 4]);
@@ -314,6 +330,9 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::ClockProbe(m) => write_json(out, m),
         Message::ClockReply(m) => write_json(out, m),
         Message::SendDone(m) => write_json(out, m),
+        Message::AuthInit(m) => write_json(out, m),
+        Message::AuthChallenge(m) => write_json(out, m),
+        Message::AuthProof(m) => write_json(out, m),
         Message::Start | Message::Stop => {}
         Message::DataHello(d) => {
             out.extend_from_slice(&d.token.0);
@@ -370,10 +389,19 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind: &'static str,
         payload: &[u8],
     ) -> Result<T, WireError> {
-        serde_json::from_slice(payload).map_err(|e| WireError::Malformed {
+        let malformed = |e: serde_json::Error| WireError::Malformed {
             kind,
             reason: e.to_string(),
-        })
+        };
+        // Peer strings reach terminals and logs: escape control characters
+        // here, once (crate::sanitize). Large Results skip the walk unless
+        // their text could hold such a character.
+        if kind == "Results" && !crate::sanitize::json_may_need(payload) {
+            return serde_json::from_slice(payload).map_err(malformed);
+        }
+        let mut v: serde_json::Value = serde_json::from_slice(payload).map_err(malformed)?;
+        crate::sanitize::sanitize_json(&mut v);
+        serde_json::from_value(v).map_err(malformed)
     }
     Ok(match k {
         kind::HELLO => Message::Hello(json("Hello", payload)?),
@@ -384,6 +412,9 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind::CLOCK_PROBE => Message::ClockProbe(json("ClockProbe", payload)?),
         kind::CLOCK_REPLY => Message::ClockReply(json("ClockReply", payload)?),
         kind::SEND_DONE => Message::SendDone(json("SendDone", payload)?),
+        kind::AUTH_INIT => Message::AuthInit(json("AuthInit", payload)?),
+        kind::AUTH_CHALLENGE => Message::AuthChallenge(json("AuthChallenge", payload)?),
+        kind::AUTH_PROOF => Message::AuthProof(json("AuthProof", payload)?),
         kind::START | kind::STOP => {
             let (name, msg) = if k == kind::START {
                 ("Start", Message::Start)
@@ -550,6 +581,12 @@ mod tests {
                     issued: 1 << 40,
                 }],
             }),
+            Message::AuthInit(AuthInit { nonce: [3; 32] }),
+            Message::AuthChallenge(AuthChallenge {
+                nonce: [4; 32],
+                proof: [5; 32],
+            }),
+            Message::AuthProof(AuthProof { proof: [6; 32] }),
         ]
     }
 
@@ -607,6 +644,32 @@ mod tests {
     }
 
     #[test]
+    fn issue_10_peer_strings_are_sanitized_on_decode() {
+        let evil = "\x1b[2J\x1b[Hbusy\nlinerate server: forged";
+        let bytes = to_bytes(&Message::Refuse(Refuse {
+            code: RefuseCode::Busy,
+            message: evil.into(),
+        }));
+        let Some((Message::Refuse(r), _)) = decode(&bytes).expect("valid") else {
+            panic!("not a Refuse");
+        };
+        assert!(!r.message.chars().any(char::is_control), "{:?}", r.message);
+        assert!(r.message.contains("\\u{1b}[2J"));
+        let mut results = SideResults {
+            engine: "sys\u{7}call".into(),
+            ..SideResults::default()
+        };
+        results.streams.push(Default::default());
+        results.streams[0].error = Some("x\ny".into());
+        let bytes = to_bytes(&Message::Results(Box::new(results)));
+        let Some((Message::Results(r), _)) = decode(&bytes).expect("valid") else {
+            panic!("not Results");
+        };
+        assert_eq!(r.engine, "sys\\u{7}call");
+        assert_eq!(r.streams[0].error.as_deref(), Some("x\\u{a}y"));
+    }
+
+    #[test]
     fn greeting_tells_native_from_iperf3() {
         assert_eq!(classify_greeting(b""), Greeting::NeedMore);
         assert_eq!(
@@ -634,7 +697,7 @@ mod tests {
         }
 
         #[test]
-        fn decode_with_valid_header_never_panics(k in 0u8..13, body in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn decode_with_valid_header_never_panics(k in 0u8..16, body in proptest::collection::vec(any::<u8>(), 0..64)) {
             let mut f = Vec::from(MAGIC);
             f.push(FRAME_VERSION);
             f.push(k);

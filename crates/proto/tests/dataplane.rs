@@ -12,9 +12,9 @@
 //! intervals that add up to the final counts.
 
 use linerate_proto::datagram::{Fault, FaultKind};
-use linerate_proto::interval::{CutStream, IntervalCutter, Sample, UdpTotals};
+use linerate_proto::interval::{CutStream, IntervalCutter, Sample};
 use linerate_proto::measure::{Role, UdpRecv, UdpSend};
-use linerate_proto::udp_receiver::{LiveCounts, ReceiverConfig, UdpReceiver, Verdict};
+use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
 use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender};
 use proptest::prelude::*;
 
@@ -37,20 +37,6 @@ struct Sim {
     link: std::collections::VecDeque<InFlight>,
     now: u64,
     records: Vec<linerate_proto::measure::IntervalMeasurement>,
-}
-
-fn totals(l: &LiveCounts) -> UdpTotals {
-    UdpTotals {
-        datagrams: l.datagrams,
-        received: l.received,
-        next_expected: l.next_expected,
-        reordered: l.reordered,
-        duplicates: l.duplicates,
-        late: l.late,
-        corrupt: l.corrupt,
-        socket_drops: l.socket_drops.unwrap_or(0),
-        jitter_ns: l.jitter_ns,
-    }
 }
 
 impl Sim {
@@ -92,7 +78,7 @@ impl Sim {
         let l = self.rx.live();
         [Sample {
             bytes: l.datagrams * LEN as u64,
-            udp: Some(totals(&l)),
+            udp: Some(l),
             tcp: None,
         }]
     }

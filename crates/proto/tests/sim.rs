@@ -466,7 +466,7 @@ fn happy_path_survives_one_byte_reads() {
 }
 
 #[test]
-fn happy_path_byte_limited_has_no_data_deadline() {
+fn happy_path_byte_limited_has_no_client_deadline_and_the_servers_max_time() {
     let s = TestSpec {
         direction: Direction::Bidir,
         streams: 3,
@@ -476,7 +476,8 @@ fn happy_path_byte_limited_has_no_data_deadline() {
     let mut p = Pair::new(s.clone()).one_byte_reads();
     let spec = p.start();
     assert_eq!(p.client.poll_timeout(), None);
-    assert_eq!(p.server.poll_timeout(), None);
+    // issue 10: the server bounds every test by --max-time (24 h default).
+    assert!(p.server.poll_timeout().is_some());
     p.advance(Duration::from_secs(3600));
     let (cr, sr) = p.finish(&spec, false);
     assert_completed(&p, &spec, &cr, &sr);

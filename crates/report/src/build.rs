@@ -5,15 +5,16 @@
 use std::collections::HashMap;
 
 use linerate_proto::measure::{
-    CpuMeasurement, IntervalMeasurement, KernelUdp, SideResults, StreamMeasurement, UdpInterval,
+    Batching, CpuMeasurement, IntervalMeasurement, KernelUdp, SideResults, StreamMeasurement,
+    UdpInterval,
 };
-use linerate_proto::spec::{TestKind, TestSpec};
+use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 
 use crate::model::{
-    CpuSummary, Endpoint, Flow, FlowSum, GapSummary, IntervalRecord, IntervalStreamRecord,
-    IntervalSum, KernelSides, KernelView, Report, SideCpu, StreamSummary, TestInfo,
-    UdpIntervalRecord, UdpSummary, SCHEMA_VERSION,
+    BatchingSummary, CpuSummary, Endpoint, Flow, FlowSum, GapSummary, IntervalRecord,
+    IntervalStreamRecord, IntervalSum, KernelSides, KernelView, Report, SideCpu, StreamSummary,
+    TestInfo, UdpIntervalRecord, UdpSummary, SCHEMA_VERSION,
 };
 
 fn rate(bytes: u64, seconds: f64) -> f64 {
@@ -122,13 +123,21 @@ fn sum_udp_intervals<'a>(it: impl Iterator<Item = &'a UdpInterval>) -> Option<Ud
     acc
 }
 
-/// Turns one side's interval measurement into a record.
+/// Turns one side's interval measurement into a record; `prev` is the
+/// side's previous interval (none for the first), from which this
+/// interval's retransmits are counted (TCP_INFO's are totals).
 pub fn interval_record(
     side: Side,
     m: &IntervalMeasurement,
+    prev: Option<&IntervalMeasurement>,
     flows: &HashMap<u32, Flow>,
 ) -> IntervalRecord {
     let seconds = ns_to_s(m.end_ns.saturating_sub(m.start_ns));
+    let total_before = |id: u32| {
+        prev.and_then(|p| p.streams.iter().find(|s| s.id == id))
+            .and_then(|s| s.tcp)
+            .map_or(0, |t| t.retransmits)
+    };
     let streams: Vec<IntervalStreamRecord> = m
         .streams
         .iter()
@@ -137,6 +146,9 @@ pub fn interval_record(
             flow: flows.get(&s.id).copied().unwrap_or(Flow::ClientToServer),
             bytes: s.bytes,
             bits_per_second: rate(s.bytes, seconds),
+            retransmits: s
+                .tcp
+                .map(|t| t.retransmits.saturating_sub(total_before(s.id))),
             tcp: s.tcp,
             udp: s.udp.as_ref().map(|u| udp_interval(u, seconds)),
         })
@@ -148,10 +160,7 @@ pub fn interval_record(
             continue;
         }
         let bytes = of.iter().map(|s| s.bytes).sum();
-        let retr: Option<u64> = of
-            .iter()
-            .map(|s| s.tcp.map(|t| t.retransmits))
-            .sum::<Option<u64>>();
+        let retr: Option<u64> = of.iter().map(|s| s.retransmits).sum::<Option<u64>>();
         let udp = sum_udp_intervals(m.streams.iter().filter_map(|s| {
             let f = flows.get(&s.id).copied().unwrap_or(Flow::ClientToServer);
             (f == flow).then_some(s.udp.as_ref()).flatten()
@@ -229,7 +238,26 @@ fn udp_stream(
         socket_drops: r.socket_drops,
         rcvbuf: r.rcvbuf,
         receiver_had_final_count: r.issued == Some(s.issued),
+        sender_batching: s
+            .batching
+            .as_ref()
+            .map(|b| batching(b, s.datagrams, snd.map_or(0, |m| m.calls))),
+        receiver_batching: r
+            .batching
+            .as_ref()
+            .map(|b| batching(b, r.datagrams, rcv.map_or(0, |m| m.calls))),
     })
+}
+
+fn batching(b: &Batching, datagrams: u64, calls: u64) -> BatchingSummary {
+    BatchingSummary {
+        messages_per_call: b.messages_per_call,
+        datagrams_per_call: ratio(datagrams, calls),
+        gso_segments: b.gso_segments,
+        gro: b.gro,
+        gro_super_buffers: b.gro_super_buffers,
+        notes: b.notes.clone(),
+    }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -283,6 +311,8 @@ fn udp_flow(
         socket_drops: us.iter().map(|u| u.socket_drops).sum(),
         rcvbuf: first.rcvbuf,
         receiver_had_final_count: us.iter().all(|u| u.receiver_had_final_count),
+        sender_batching: None,
+        receiver_batching: None,
     })
 }
 
@@ -292,6 +322,7 @@ fn kernel_view(
     sender: Option<&KernelUdp>,
     receiver: Option<&KernelUdp>,
     bidir: bool,
+    gro: bool,
 ) -> KernelView {
     let snd_snmp = sender.and_then(|k| k.snmp);
     let rcv_snmp = receiver.and_then(|k| k.snmp);
@@ -340,6 +371,12 @@ fn kernel_view(
         (l, 0) => format!(
             "{l} datagrams lost and the kernel counted no drops on either host: they were lost on the path (a switch, a NIC, the far interface) or where these counters cannot see"
         ),
+        // A dropped GRO super-buffer is one drop however many datagrams it
+        // held, so the counters cannot add up to the loss.
+        (l, x) if l > x && gro && x > 0 => format!(
+            "{l} datagrams lost; the kernel counted {x} drops ({}), but the receiver used GRO and the kernel counts a dropped GRO super-buffer (up to 64 datagrams) as one drop, so its counters fall short of the loss",
+            listed.join(", ")
+        ),
         (l, x) if l > x => format!(
             "{l} datagrams lost; the kernel accounts for {x} ({}); the other {} were lost on the path or where these counters cannot see",
             listed.join(", "),
@@ -362,18 +399,16 @@ fn kernel_view(
     }
 }
 
-/// Builds the report. `info` carries the descriptive fields; the rest is
-/// computed from `spec` and the two sides' results.
-pub fn build(
+/// Builds the report of a stream test (tcp or udp). `info` carries the
+/// descriptive fields; the rest is computed from `spec` and the two sides'
+/// results.
+pub fn build_stream(
     info: TestInfo,
     spec: &TestSpec,
     client: &SideResults,
     server: &SideResults,
     notes: Vec<String>,
 ) -> Report {
-    if spec.kind != TestKind::Stream {
-        return build_rr(info, spec, client, server, notes);
-    }
     let omit_s = spec.omit_ms as f64 / 1e3;
     let flows = flows(spec);
     let find = |r: &SideResults, id: u32| r.streams.iter().find(|s| s.id == id).cloned();
@@ -439,12 +474,19 @@ pub fn build(
                 Side::Client => client.kernel_udp.as_ref(),
                 Side::Server => server.kernel_udp.as_ref(),
             };
+            let gro = of.iter().any(|s| {
+                s.udp
+                    .as_ref()
+                    .and_then(|u| u.receiver_batching.as_ref())
+                    .is_some_and(|b| b.gro)
+            });
             last.kernel = last.udp.as_ref().map(|u| {
                 kernel_view(
                     u,
                     side_of(flow.sender()),
                     side_of(flow.sender().other()),
                     spec.direction == linerate_proto::spec::Direction::Bidir,
+                    gro,
                 )
             });
         }
@@ -456,7 +498,10 @@ pub fn build(
     let records = |side: Side, r: &SideResults| {
         r.intervals
             .iter()
-            .map(|m| interval_record(side, m, &flows))
+            .enumerate()
+            .map(|(i, m)| {
+                interval_record(side, m, i.checked_sub(1).map(|j| &r.intervals[j]), &flows)
+            })
             .collect()
     };
     let mut notes = notes;
@@ -514,7 +559,7 @@ pub fn build(
 
 /// The report of a request/response (rr or crr) test: no streams or
 /// intervals, an rr section instead.
-fn build_rr(
+pub fn build_rr(
     info: TestInfo,
     spec: &TestSpec,
     client: &SideResults,
@@ -526,9 +571,11 @@ fn build_rr(
         test: info,
         streams: Vec::new(),
         sums: Vec::new(),
+        // CPU per KiB of small messages says nothing (issue 13): the
+        // figure for these tests is CPU per transaction, in `rr`.
         cpu: CpuSummary {
-            client: side_cpu(&client.cpu, crate::rr::bytes_moved(client)),
-            server: side_cpu(&server.cpu, crate::rr::bytes_moved(server)),
+            client: side_cpu(&client.cpu, 0),
+            server: side_cpu(&server.cpu, 0),
         },
         intervals: Vec::new(),
         server_intervals: Vec::new(),
@@ -580,5 +627,87 @@ pub fn sweep_trial(len: u32, search: bool, r: &Report) -> crate::model::SweepTri
             .iter()
             .flat_map(|s| [&s.sender.error, &s.receiver.error])
             .find_map(|e| e.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::measure::{IntervalStream, TcpInfo};
+
+    fn interval(start_ns: u64, retransmits: [u64; 2]) -> IntervalMeasurement {
+        IntervalMeasurement {
+            start_ns,
+            end_ns: start_ns + 1_000_000_000,
+            omitted: false,
+            streams: (1..=2)
+                .map(|id| IntervalStream {
+                    id,
+                    bytes: 1000,
+                    tcp: Some(TcpInfo {
+                        retransmits: retransmits[id as usize - 1],
+                        ..TcpInfo::default()
+                    }),
+                    udp: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// TCP_INFO counts retransmits since the connection began; an interval
+    /// row shows that interval's (iperf3's "Retr"), per stream and summed.
+    #[test]
+    fn issue_13_interval_retransmits_are_per_interval_not_cumulative() {
+        let flows = HashMap::from([(1, Flow::ClientToServer), (2, Flow::ClientToServer)]);
+        let first = interval(0, [14, 3]);
+        let second = interval(1_000_000_000, [20, 3]);
+        let a = interval_record(Side::Client, &first, None, &flows);
+        let b = interval_record(Side::Client, &second, Some(&first), &flows);
+        let retr = |r: &IntervalRecord| -> Vec<Option<u64>> {
+            r.streams.iter().map(|s| s.retransmits).collect()
+        };
+        assert_eq!(retr(&a), [Some(14), Some(3)]);
+        assert_eq!(retr(&b), [Some(6), Some(0)]);
+        assert_eq!(b.sums[0].retransmits, Some(6));
+        // The TCP_INFO snapshot itself still holds the connection's total.
+        assert_eq!(b.streams[0].tcp.map(|t| t.retransmits), Some(20));
+    }
+
+    /// Request/response reports carry no stream-only fields, no empty
+    /// server engine (the start record), and no CPU per KiB of messages.
+    #[test]
+    fn issue_13_rr_reports_have_no_stream_fields_or_cpu_per_kib() {
+        use linerate_proto::spec::{RrSpec, TestKind};
+        let spec = TestSpec {
+            kind: TestKind::Rr,
+            rr: Some(RrSpec::default()),
+            ..TestSpec::default()
+        };
+        let info = TestInfo::from_spec(&spec, Side::Client);
+        let json = serde_json::to_value(&info).expect("json");
+        for field in [
+            "direction",
+            "limit",
+            "len",
+            "omit_s",
+            "interval_s",
+            "server_engine",
+        ] {
+            assert!(
+                json.get(field).is_none(),
+                "rr test info has {field}: {json}"
+            );
+        }
+        let stream = TestInfo::from_spec(&TestSpec::default(), Side::Client);
+        let json = serde_json::to_value(&stream).expect("json");
+        for field in ["direction", "limit", "len", "omit_s", "interval_s"] {
+            assert!(json.get(field).is_some(), "stream test info lacks {field}");
+        }
+        let mut side = SideResults::default();
+        side.cpu.user_ns = 1_000_000;
+        side.cpu.wall_ns = 1_000_000_000;
+        let report = build_rr(info, &spec, &side, &side, Vec::new());
+        assert_eq!(report.cpu.client.service_demand_us_per_kib, None);
+        assert_eq!(report.cpu.server.service_demand_us_per_kib, None);
     }
 }

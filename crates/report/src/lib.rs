@@ -10,10 +10,13 @@
 
 pub mod build;
 pub mod compare;
+pub mod html;
 pub mod model;
 pub mod plot;
+pub mod plot_extra;
 pub mod plot_rr;
 pub mod render;
+pub mod repeat;
 mod rr;
 
 pub use model::Report;

@@ -59,17 +59,24 @@ pub struct TestInfo {
     pub reported_by: Side,
     /// `tcp` or `udp`.
     pub protocol: String,
-    pub direction: Direction,
-    /// Streams per sending direction.
+    /// Which way the streams send (stream tests only: request/response
+    /// tests say what they ran in `rr`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub direction: Option<Direction>,
+    /// Streams per sending direction (request/response: flows).
     pub streams: u16,
-    /// Time (ms) or byte limit.
-    pub limit: Limit,
-    /// Bytes per read/write call.
-    pub len: u32,
-    /// Omitted warm-up, seconds.
-    pub omit_s: f64,
-    /// Interval length, seconds.
-    pub interval_s: f64,
+    /// Time (ms), byte or datagram limit (stream tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub limit: Option<Limit>,
+    /// Bytes per read/write call; UDP: the datagram size (stream tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub len: Option<u32>,
+    /// Omitted warm-up, seconds (stream tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub omit_s: Option<f64>,
+    /// Interval length, seconds (stream tests only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interval_s: Option<f64>,
     /// Requested TCP options as agreed with the server.
     pub tcp: TcpOptions,
     /// UDP parameters as agreed with the server (UDP tests only).
@@ -88,6 +95,9 @@ pub struct TestInfo {
     pub client_software: String,
     pub server_software: String,
     pub client_engine: String,
+    /// Absent until the server's results say it (the `--json-lines` start
+    /// record).
+    #[serde(skip_serializing_if = "String::is_empty", default)]
     pub server_engine: String,
     /// Unix time the test started, milliseconds.
     pub start_unix_ms: u64,
@@ -101,16 +111,19 @@ impl TestInfo {
     /// The fields that follow from the agreed spec; who ran it, where and
     /// with what are left empty for the caller to fill in.
     pub fn from_spec(spec: &TestSpec, reported_by: Side) -> TestInfo {
+        // A request/response test has no direction, write size, limit,
+        // warm-up or intervals of its own (issue 13): `rr` has its figures.
+        let stream = (spec.kind == TestKind::Stream).then_some(spec);
         TestInfo {
             kind: spec.kind,
             reported_by,
             protocol: spec.protocol.name().into(),
-            direction: spec.direction,
+            direction: stream.map(|s| s.direction),
             streams: spec.streams,
-            limit: spec.limit,
-            len: spec.len,
-            omit_s: spec.omit_ms as f64 / 1e3,
-            interval_s: spec.interval_ms as f64 / 1e3,
+            limit: stream.map(|s| s.limit),
+            len: stream.map(|s| s.len),
+            omit_s: stream.map(|s| s.omit_ms as f64 / 1e3),
+            interval_s: stream.map(|s| s.interval_ms as f64 / 1e3),
             tcp: spec.tcp.clone(),
             udp: spec.udp.clone(),
             congestion_used: None,
@@ -236,6 +249,34 @@ pub struct UdpSummary {
     /// False when the receiver never learnt the sender's final count (its
     /// own loss figure was then not final; `lost` here is from the sender's).
     pub receiver_had_final_count: bool,
+    /// What the sender's batching engine did (per stream; absent: one
+    /// datagram per call).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sender_batching: Option<BatchingSummary>,
+    /// What the receiver's batching engine did (per stream).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub receiver_batching: Option<BatchingSummary>,
+}
+
+/// What a batching engine (`sendmmsg`/`recvmmsg`, GSO, GRO) did on one
+/// side of a UDP stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchingSummary {
+    /// Most messages one `sendmmsg`/`recvmmsg` call carried.
+    pub messages_per_call: u32,
+    /// Datagrams per system call, as measured (datagrams ÷ calls; receive
+    /// calls that timed out count).
+    pub datagrams_per_call: f64,
+    /// Sender: datagrams per GSO message; absent: GSO off.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gso_segments: Option<u32>,
+    /// Receiver: `UDP_GRO` was on.
+    pub gro: bool,
+    /// Receiver: messages that held more than one datagram.
+    pub gro_super_buffers: u64,
+    /// Why GSO or GRO was off where the engine could have used it.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<String>,
 }
 
 /// The kernel's drop counters beside the counted loss, for one flow.
@@ -321,7 +362,13 @@ pub struct IntervalStreamRecord {
     pub flow: Flow,
     pub bytes: u64,
     pub bits_per_second: f64,
-    /// TCP_INFO at the end of the interval (sender only).
+    /// Segments the sender retransmitted in this interval: TCP_INFO's
+    /// total at its end minus the total at the previous interval's end
+    /// (sender only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub retransmits: Option<u64>,
+    /// TCP_INFO at the end of the interval (sender only; its
+    /// `retransmits` is the connection's total so far).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tcp: Option<TcpInfo>,
     /// UDP figures of the interval on this side.
@@ -345,6 +392,7 @@ pub struct IntervalSum {
     pub flow: Flow,
     pub bytes: u64,
     pub bits_per_second: f64,
+    /// Segments the flow's senders retransmitted in this interval.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub retransmits: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]

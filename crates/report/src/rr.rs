@@ -217,17 +217,6 @@ pub(crate) fn build(
     })
 }
 
-/// Payload bytes a side moved in an rr/crr test (for its CPU figures).
-pub(crate) fn bytes_moved(side: &SideResults) -> u64 {
-    side.rr.as_ref().map_or(0, |m| {
-        m.flows
-            .iter()
-            .map(|f| f.bytes_sent + f.bytes_received)
-            .sum::<u64>()
-            + m.load.iter().map(|l| l.bytes).sum::<u64>()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

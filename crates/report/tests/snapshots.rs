@@ -82,6 +82,12 @@ fn all_formats(name: &str) {
     assert_snapshot(&format!("{name}.human.txt"), &render(Format::Human, &r));
     assert_snapshot(&format!("{name}.csv"), &render(Format::Csv, &r));
     assert_snapshot(&format!("{name}.jsonl"), &render(Format::JsonLines, &r));
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        // A fixture edited by hand (or by a script) for a deliberate model
+        // change is written back in the model's own form.
+        let path = dir("fixtures").join(format!("{name}.json"));
+        std::fs::write(path, render(Format::Json, &r)).expect("write fixture");
+    }
     assert_eq!(
         render(Format::Json, &r),
         fixture_text(name),
@@ -183,4 +189,88 @@ fn snapshot_sweep() {
     assert_snapshot("sweep.csv", &render_sweep(Format::Csv, &r));
     assert_snapshot("sweep.jsonl", &render_sweep(Format::JsonLines, &r));
     assert_eq!(render_sweep(Format::Json, &r), text, "sweep --json");
+}
+
+/// crr times connect to close: its header says so (not "before the
+/// request, after the response").
+#[test]
+fn issue_13_crr_header_names_connect_and_close() {
+    let text = render(Format::Human, &fixture("crr"));
+    assert!(
+        text.contains("clock read before the connect, after the close"),
+        "{text}"
+    );
+    assert!(!text.contains("before the request"), "{text}");
+}
+
+/// Everything the human format prints, for every kind of test, on either
+/// side, and for sweeps.
+fn all_human_outputs() -> Vec<(String, String)> {
+    let mut outs = Vec::new();
+    for name in [
+        "tcp",
+        "tcp_reverse",
+        "tcp_bidir",
+        "udp",
+        "udp_reverse",
+        "rr",
+        "rr_loaded",
+        "rr_udp",
+        "crr",
+    ] {
+        let mut r = fixture(name);
+        outs.push((name.to_string(), render(Format::Human, &r)));
+        r.test.reported_by = Side::Server;
+        r.test.client = Some("127.0.0.1:40000".into());
+        outs.push((format!("{name} (server)"), render(Format::Human, &r)));
+    }
+    let sweep: SweepReport = serde_json::from_str(&fixture_text("sweep")).expect("sweep");
+    outs.push(("sweep".into(), render_sweep(Format::Human, &sweep)));
+    outs
+}
+
+/// Human output stays within 100 columns (UDP summaries reached 180, the
+/// rr table 127), with no trailing blanks.
+#[test]
+fn issue_13_human_output_fits_100_columns() {
+    for (name, text) in all_human_outputs() {
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{name}: {} columns: {line:?}",
+                line.chars().count()
+            );
+            assert_eq!(line, line.trim_end(), "{name}: trailing blanks");
+        }
+    }
+}
+
+/// The interval table shows the columns that carry figures for this side:
+/// TCP_INFO columns where it sends, UDP loss columns where it receives.
+#[test]
+fn issue_13_interval_columns_only_where_they_carry_figures() {
+    let header = |name: &str| {
+        let text = render(Format::Human, &fixture(name));
+        text.lines()
+            .find(|l| l.starts_with("[  ID] Interval"))
+            .unwrap_or_else(|| panic!("{name}: no interval header in\n{text}"))
+            .to_string()
+    };
+    let tcp = header("tcp");
+    assert!(tcp.contains("Retr") && tcp.contains("RTT"), "{tcp}");
+    let reverse = header("tcp_reverse");
+    assert!(
+        !reverse.contains("Retr") && !reverse.contains("Cwnd"),
+        "{reverse}"
+    );
+    assert!(header("tcp_bidir").contains("Retr"));
+    let udp = header("udp");
+    assert!(udp.contains("Datagrams"), "{udp}");
+    for col in ["Lost", "Recv", "Reord", "Dup", "Corr", "Jitter"] {
+        assert!(!udp.contains(col), "forward UDP client shows {col}: {udp}");
+    }
+    let udp_reverse = header("udp_reverse");
+    for col in ["Lost", "Recv", "Jitter"] {
+        assert!(udp_reverse.contains(col), "{udp_reverse}");
+    }
 }

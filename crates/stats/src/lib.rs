@@ -10,4 +10,5 @@
 //! summarises them as percentiles.
 
 pub mod histogram;
+pub mod trials;
 pub mod units;

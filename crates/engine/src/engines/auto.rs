@@ -11,12 +11,16 @@
 //!   copied anyway and `SEND_ZC`/`MSG_ZEROCOPY` add a completion per
 //!   write, so neither `uring` nor `zerocopy` beat plain writes there; on a
 //!   NIC path with scatter-gather they may, and the bench decides.
-//! - UDP stream: `uring` (a multishot receive moves many datagrams per
-//!   system call on the receiving side), then `syscall`.
+//! - UDP stream: `batch` (`sendmmsg` with UDP GSO, `recvmmsg` with UDP
+//!   GRO: many datagrams per system call on both sides), then `uring` (a
+//!   multishot receive moves many datagrams per system call on the
+//!   receiving side), then `syscall`. Batch's place ahead of uring is
+//!   provisional: it awaits bench results comparing the two on a quiet
+//!   machine.
 //! - Request/response: `syscall` — one call per message is already the
 //!   least work for one outstanding message.
 
-use super::EngineKind;
+use super::{Batch, EngineKind};
 
 /// What a test moves, as far as `auto`'s rule cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +34,12 @@ pub enum Workload {
 pub fn preference(w: Workload) -> &'static [EngineKind] {
     match w {
         Workload::TcpStream => &[EngineKind::Syscall],
-        Workload::UdpStream => &[EngineKind::Uring { sqpoll: false }, EngineKind::Syscall],
+        // batch before uring awaits bench results (see the module docs).
+        Workload::UdpStream => &[
+            EngineKind::Batch(Batch::AUTO),
+            EngineKind::Uring { sqpoll: false },
+            EngineKind::Syscall,
+        ],
         Workload::RequestResponse => &[EngineKind::Syscall],
     }
 }
@@ -101,14 +110,29 @@ mod tests {
     }
 
     #[test]
+    fn udp_prefers_batch_then_uring_then_syscall() {
+        assert_eq!(
+            preference(Workload::UdpStream),
+            &[
+                EngineKind::Batch(Batch::AUTO),
+                EngineKind::Uring { sqpoll: false },
+                EngineKind::Syscall,
+            ]
+        );
+    }
+
+    #[test]
     fn a_refused_engine_is_skipped_with_its_reason() {
         let c = choose_with(Workload::UdpStream, |k| match k {
+            EngineKind::Batch(_) => Err("no UDP GSO".into()),
             EngineKind::Uring { .. } => Err("io_uring is disabled".into()),
             _ => Ok(()),
         });
         assert_eq!(c.kind, EngineKind::Syscall);
         let note = c.note(Workload::UdpStream);
         assert!(note.contains("chose syscall"), "{note}");
+        assert!(note.contains("batch > uring > syscall"), "{note}");
+        assert!(note.contains("skipped batch: no UDP GSO"), "{note}");
         assert!(
             note.contains("skipped uring: io_uring is disabled"),
             "{note}"

@@ -17,6 +17,7 @@
 //! no indirect call per buffer or datagram.
 
 pub mod auto;
+pub mod batch;
 pub mod syscall;
 pub mod uring;
 pub mod zerocopy;
@@ -26,11 +27,12 @@ use std::io;
 use std::net::{TcpStream, UdpSocket};
 use std::str::FromStr;
 
+pub use batch::Batch;
 pub use syscall::Syscall;
 pub use uring::Uring;
 pub use zerocopy::ZeroCopy;
 
-use linerate_proto::measure::{EngineUse, ZeroCopyUse};
+use linerate_proto::measure::{Batching, EngineUse, ZeroCopyUse};
 
 use crate::EngineError;
 
@@ -52,12 +54,16 @@ pub enum EngineKind {
     /// `MSG_ZEROCOPY` sends with completions read from the error queue;
     /// receives as `syscall`.
     ZeroCopy,
+    /// `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `writev` of large TCP
+    /// writes, optionally `MSG_TRUNC` TCP receives; with its options.
+    Batch(Batch),
 }
 
 impl EngineKind {
     /// Every engine this build has, in the order `--engine` lists them.
     pub const ALL: &'static [EngineKind] = &[
         EngineKind::Syscall,
+        EngineKind::Batch(Batch::AUTO),
         EngineKind::Uring { sqpoll: false },
         EngineKind::Uring { sqpoll: true },
         EngineKind::ZeroCopy,
@@ -70,6 +76,7 @@ impl EngineKind {
             EngineKind::Uring { sqpoll: false } => "uring",
             EngineKind::Uring { sqpoll: true } => "uring:sqpoll",
             EngineKind::ZeroCopy => "zerocopy",
+            EngineKind::Batch(_) => "batch",
         }
     }
 
@@ -89,13 +96,28 @@ impl EngineKind {
             EngineKind::Syscall => Ok(self),
             EngineKind::Uring { .. } => uring::caps().map(|_| self),
             EngineKind::ZeroCopy => zerocopy::check().map(|()| self),
+            EngineKind::Batch(b) => match b.unavailable() {
+                None => Ok(self),
+                Some(reason) => Err(EngineError::EngineUnavailable {
+                    engine: self,
+                    reason,
+                }),
+            },
         }
     }
 }
 
+/// The name and the options that differ from the engine's defaults, as
+/// flags (`batch --no-gso`): what reports name as a side's engine.
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.name())?;
+        if let EngineKind::Batch(b) = self {
+            for flag in b.flags() {
+                write!(f, " {flag}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -130,6 +152,10 @@ macro_rules! with_engine {
             }
             $crate::engines::EngineKind::ZeroCopy => {
                 let $e = $crate::engines::ZeroCopy;
+                $body
+            }
+            $crate::engines::EngineKind::Batch(options) => {
+                let $e = options;
                 $body
             }
         }
@@ -246,6 +272,11 @@ pub trait UdpTx: Send {
     /// not even the first was accepted (the rest is offered again).
     fn send_batch(&mut self, sock: &UdpSocket, batch: TxBatch<'_>, wait: Wait)
         -> io::Result<usize>;
+    /// What a batching engine did, for the stream's report (`None`: one
+    /// datagram per call).
+    fn batching(&self) -> Option<Batching> {
+        None
+    }
 }
 
 /// Receiving datagrams on one connected UDP socket.
@@ -261,6 +292,11 @@ pub trait UdpRx: Send {
         slots: &mut RecvSlots,
         wait: Wait,
     ) -> io::Result<usize>;
+    /// What a batching engine did, for the stream's report (`None`: one
+    /// datagram per call).
+    fn batching(&self) -> Option<Batching> {
+        None
+    }
 }
 
 /// Writing a TCP byte stream.
@@ -268,6 +304,19 @@ pub trait TcpTx: Send {
     /// Writes from `buf`; returns the bytes the kernel took (0: the
     /// connection can take no more).
     fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize>;
+    /// Writes `buf` up to `times` times over in one call where the engine
+    /// batches writes (the stream's bytes are the buffer repeated, so this
+    /// is the same stream with fewer calls); returns the bytes taken. The
+    /// default writes it once.
+    fn write_repeated(
+        &mut self,
+        sock: &TcpStream,
+        buf: &[u8],
+        _times: usize,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        self.write(sock, buf, wait)
+    }
     /// Before the write side is shut down: completes what is outstanding
     /// (zero-copy completions). Plain writes have nothing to complete.
     fn finish(&mut self, _sock: &TcpStream) -> io::Result<()> {
@@ -427,7 +476,7 @@ mod tests {
         let e = "warp".parse::<EngineKind>().expect_err("unknown");
         assert_eq!(
             e.to_string(),
-            "unknown engine \"warp\"; this build has: syscall, uring, uring:sqpoll, zerocopy"
+            "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy"
         );
     }
 

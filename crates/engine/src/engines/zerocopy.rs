@@ -49,16 +49,16 @@ const WAIT: Duration = crate::stream::POLL;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ZeroCopy;
 
-/// Whether `MSG_ZEROCOPY` works here, probed once per process on TCP and
-/// UDP sockets.
+/// Whether `MSG_ZEROCOPY` works here, probed once per process: on UDP by
+/// the shared capability probe ([`crate::caps`]), on TCP here.
 pub fn check() -> Result<(), EngineError> {
     static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
     PROBE
         .get_or_init(|| {
-            let udp = UdpSocket::bind("127.0.0.1:0").map_err(|e| format!("no UDP socket: {e}"))?;
-            enable(&udp).map_err(|e| {
-                format!("the kernel refused SO_ZEROCOPY on a UDP socket ({e}; Linux 5.0+)")
-            })?;
+            crate::caps::caps()
+                .msg_zerocopy
+                .clone()
+                .map_err(|m| m.to_string())?;
             let tcp = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
                 .map_err(|e| format!("no TCP socket: {e}"))?;
             enable(&tcp).map_err(|e| {

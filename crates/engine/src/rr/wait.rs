@@ -116,9 +116,11 @@ impl<'a> Waiter<'a> {
         if deadline_ns.is_some_and(|d| now >= d) {
             return Ok(true);
         }
-        if let Wait::Spin(mode) = self.wait {
+        if let Wait::Spin(_) = self.wait {
             if self.spin.keep_spinning(now) {
-                if mode == SpinMode::Shared {
+                // The budget's mode, not the one asked for: a dedicated
+                // budget turns shared when its CPU proves shared.
+                if self.spin.mode() == SpinMode::Shared {
                     // A peer queued on this CPU runs at once.
                     std::thread::yield_now();
                 }

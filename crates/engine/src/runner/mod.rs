@@ -140,7 +140,7 @@ pub fn start(
             // Without threads no test can run; report an empty, failed side.
             let (dtx, d) = mpsc::channel();
             let _ = dtx.send(SideResults {
-                engine: engine.name().into(),
+                engine: engine.to_string(),
                 ..SideResults::default()
             });
             return SideRun {

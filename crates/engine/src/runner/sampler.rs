@@ -286,7 +286,7 @@ pub(super) fn sample(
         })
         .collect();
     SideResults {
-        engine: engine.name().into(),
+        engine: engine.to_string(),
         streams,
         intervals: recorded,
         intervals_dropped: false,

@@ -3,7 +3,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use linerate_proto::interval::UdpTotals;
 use linerate_proto::udp_receiver::LiveCounts;
 
 /// Live counters of one UDP stream, for the sampler's interval records.
@@ -77,8 +76,8 @@ impl UdpCounters {
     }
 
     /// The counters now, for the interval cutter.
-    pub fn totals(&self) -> UdpTotals {
-        UdpTotals {
+    pub fn totals(&self) -> LiveCounts {
+        LiveCounts {
             datagrams: load(&self.datagrams),
             received: load(&self.received),
             next_expected: load(&self.next_expected),
@@ -86,7 +85,7 @@ impl UdpCounters {
             duplicates: load(&self.duplicates),
             late: load(&self.late),
             corrupt: load(&self.corrupt),
-            socket_drops: load(&self.socket_drops),
+            socket_drops: Some(load(&self.socket_drops)),
             jitter_ns: self.jitter_ns(),
         }
     }

@@ -162,6 +162,7 @@ pub(super) fn recv_loop<E: Engine>(
             Err(e) => break Err(EngineError::io("UDP receive", e)),
         }
     };
-    let out = core.finish(live.issued(), socket_drops(sock), rcvbuf);
+    let mut out = core.finish(live.issued(), socket_drops(sock), rcvbuf);
+    out.batching = io.batching();
     (out, StreamEnd { calls, result })
 }

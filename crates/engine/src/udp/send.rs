@@ -160,5 +160,7 @@ pub(super) fn send_loop<E: Engine>(
         }
     };
     let end = ns_since(job.start);
-    (core.finish(end), StreamEnd { calls, result })
+    let mut out = core.finish(end);
+    out.batching = io.batching();
+    (out, StreamEnd { calls, result })
 }

@@ -22,6 +22,7 @@ use std::time::Instant;
 
 use super::exchange::Exchange;
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
+use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
 use crate::measure::SideResults;
 use crate::spec::{Protocol, TestKind, TestSpec};
@@ -98,6 +99,11 @@ impl State {
 #[derive(Debug)]
 pub struct ClientSession {
     state: State,
+    /// The spec proposed; the Accept must match it ([`crate::check`]).
+    asked: TestSpec,
+    /// `--auth-key`: our half of the exchange, and the Hello held back
+    /// until the server has proved the key.
+    auth: Option<(ClientAuth, Outbox)>,
     spec: Option<TestSpec>,
     inbox: Inbox,
     outbox: Outbox,
@@ -119,9 +125,11 @@ impl ClientSession {
         outbox.push(&Message::Hello(Hello {
             protocol: PROTOCOL_VERSION,
             software: software.to_owned(),
-            spec,
+            spec: spec.clone(),
         }));
         ClientSession {
+            asked: spec,
+            auth: None,
             state: State::AwaitAccept,
             spec: None,
             inbox: Inbox::default(),
@@ -133,6 +141,15 @@ impl ClientSession {
             clock: None,
             stopped_early: false,
         }
+    }
+
+    /// Authenticates with a pre-shared key before the Hello
+    /// ([`crate::auth`]).
+    pub fn with_auth(mut self, auth: ClientAuth) -> Self {
+        let hello = std::mem::take(&mut self.outbox);
+        self.outbox.push(&Message::AuthInit(auth.init()));
+        self.auth = Some((auth, hello));
+        self
     }
 
     /// Sets this host's boot id: a server with the same one shares the
@@ -221,7 +238,34 @@ impl ClientSession {
 
     fn handle(&mut self, msg: Message, now: Instant) {
         match (&mut self.state, msg) {
+            (State::AwaitAccept, Message::AuthChallenge(c)) => {
+                let Some((auth, hello)) = self.auth.take() else {
+                    return self.fail(SessionError::Unexpected {
+                        message: "AuthChallenge (this client has no key)",
+                        state: "waiting for the server to accept",
+                    });
+                };
+                match auth.on_challenge(&c) {
+                    Ok(proof) => {
+                        self.outbox.push(&Message::AuthProof(proof));
+                        self.outbox.append(hello);
+                    }
+                    Err(e) => {
+                        // Tell the server why we hang up, for its log.
+                        self.outbox.push(&Message::Abort(Abort {
+                            reason: format!("the client refuses the server: {e}"),
+                        }));
+                        self.fail(SessionError::Refused {
+                            code: crate::wire::RefuseCode::Auth,
+                            message: e.to_string(),
+                        })
+                    }
+                }
+            }
             (State::AwaitAccept, Message::Accept(a)) => {
+                if let Err(why) = crate::check::check_accept(&self.asked, &a.spec) {
+                    return self.refuse_peer("Accept", why);
+                }
                 self.spec = Some(a.spec.clone());
 
                 self.deadline = Some(now + HANDSHAKE_TIMEOUT);
@@ -286,6 +330,13 @@ impl ClientSession {
                 self.actions.push_back(ClientAction::StartStreams);
             }
             (State::Running { exchange, .. }, Message::Results(r)) if !exchange.has_remote() => {
+                let spec = self.spec.as_ref().unwrap_or(&self.asked);
+                if let Err(why) = crate::check::check_results(spec, &r) {
+                    return self.refuse_peer("Results", why);
+                }
+                let State::Running { exchange, .. } = &mut self.state else {
+                    return;
+                };
                 exchange.remote_arrived(*r);
                 self.try_complete();
             }
@@ -427,6 +478,15 @@ impl ClientSession {
     }
 
     /// Ends the session; streams that may exist are told to stop.
+    /// The peer sent something impossible or not agreed: tell it why
+    /// (it may log it) and stop.
+    fn refuse_peer(&mut self, what: &'static str, why: String) {
+        self.outbox.push(&Message::Abort(Abort {
+            reason: format!("the client refuses the peer's {what}: {why}"),
+        }));
+        self.fail(SessionError::Implausible { what, why });
+    }
+
     fn fail(&mut self, err: SessionError) {
         let streams_may_run = match &self.state {
             State::Connecting | State::AwaitStart => true,

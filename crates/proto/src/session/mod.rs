@@ -47,6 +47,10 @@ pub enum SessionError {
     Aborted(String),
     #[error("data stream failed: {0}")]
     Stream(String),
+    /// The peer sent something impossible or other than agreed
+    /// ([`crate::check`]); it is not obeyed or reported.
+    #[error("refusing the peer's {what}: {why}")]
+    Implausible { what: &'static str, why: String },
 }
 
 /// What both sessions offer the I/O layer's control loop, so client and
@@ -127,6 +131,11 @@ pub struct Outbox {
 impl Outbox {
     pub(crate) fn push(&mut self, msg: &Message) {
         wire::encode(msg, &mut self.buf);
+    }
+
+    /// Queues everything `other` holds after what is queued here.
+    pub(crate) fn append(&mut self, mut other: Outbox) {
+        self.buf.append(&mut other.buf);
     }
 
     /// Takes everything queued so far (empty when nothing is pending).

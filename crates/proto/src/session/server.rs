@@ -25,7 +25,8 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::Instant;
 
 use super::exchange::Exchange;
-use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
+use super::{data_deadline, Inbox, Outbox, SessionError, RESULTS_TIMEOUT};
+use crate::auth::ServerAuth;
 use crate::measure::SideResults;
 use crate::spec::Protocol;
 use crate::spec::{negotiate, ServerLimits, StreamPlan, TestSpec};
@@ -36,7 +37,7 @@ use crate::wire::{
 use crate::PROTOCOL_VERSION;
 
 /// Whether the server has room for this test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
     Admit,
     /// `running` tests are in progress and the server allows `max`.
@@ -44,6 +45,8 @@ pub enum Admission {
         running: usize,
         max: usize,
     },
+    /// A server limit on this client (e.g. tests per minute), in words.
+    Limited(String),
 }
 
 /// What the server's I/O layer must do next.
@@ -132,6 +135,10 @@ pub struct ServerSession {
     boot_id: Option<String>,
     /// Arrival time (monotonic ns) of the bytes being received.
     rx_ns: Option<u64>,
+    /// The running test's deadline is `--max-time`'s, not its own plan's.
+    at_max_time: bool,
+    /// `--auth-key`: the Hello is refused until the client proved the key.
+    auth: Option<ServerAuth>,
     /// The client stopped the test before its limit.
     stopped_early: bool,
 }
@@ -146,6 +153,7 @@ impl ServerSession {
         software: &str,
         now: Instant,
     ) -> Self {
+        let first_deadline = now + handshake(&limits);
         ServerSession {
             state: State::AwaitHello,
             limits,
@@ -157,11 +165,20 @@ impl ServerSession {
             inbox: Inbox::default(),
             outbox: Outbox::default(),
             actions: VecDeque::new(),
-            deadline: Some(now + HANDSHAKE_TIMEOUT),
+            deadline: Some(first_deadline),
             boot_id: None,
             rx_ns: None,
+            at_max_time: false,
+            auth: None,
             stopped_early: false,
         }
+    }
+
+    /// Requires pre-shared-key authentication before the Hello
+    /// ([`crate::auth`]); `None`: this server has no key.
+    pub fn with_auth(mut self, auth: Option<ServerAuth>) -> Self {
+        self.auth = auth;
+        self
     }
 
     /// True when the client stopped the test before its limit (its user
@@ -274,6 +291,18 @@ impl ServerSession {
 
     fn handle(&mut self, msg: Message, now: Instant) {
         match (&mut self.state, msg) {
+            (State::AwaitHello, m @ (Message::AuthInit(_) | Message::AuthProof(_))) => {
+                self.authenticate(m)
+            }
+            (State::AwaitHello, Message::Hello(_))
+                if self.auth.as_ref().is_some_and(|a| !a.verified()) =>
+            {
+                self.refuse(
+                    RefuseCode::Auth,
+                    "this server requires a pre-shared key: run the client with --auth-key FILE"
+                        .into(),
+                )
+            }
             (State::AwaitHello, Message::Hello(h)) => {
                 self.client_software = Some(h.software.clone());
                 if h.protocol != PROTOCOL_VERSION {
@@ -291,6 +320,9 @@ impl ServerSession {
                         format!("{running} test(s) running, it allows {max} at a time"),
                     );
                 }
+                if let Admission::Limited(why) = &self.admission {
+                    return self.refuse(RefuseCode::Busy, why.clone());
+                }
                 match negotiate(&h.spec, &self.limits) {
                     Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
                     Ok(n) if n.spec.protocol == Protocol::Udp => {
@@ -300,7 +332,7 @@ impl ServerSession {
                         });
                         self.state = State::AwaitPorts { notes: n.notes };
                         self.spec = Some(n.spec);
-                        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+                        self.deadline = Some(now + handshake(&self.limits));
                     }
                     Ok(n) => {
                         self.outbox.push(&Message::Accept(Accept {
@@ -323,7 +355,7 @@ impl ServerSession {
                                 plan,
                                 attached: BTreeSet::new(),
                             };
-                            self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+                            self.deadline = Some(now + handshake(&self.limits));
                         }
                     }
                 }
@@ -346,6 +378,16 @@ impl ServerSession {
                 }));
             }
             (State::Running(x), Message::Results(r)) if !x.has_remote() => {
+                if let Some(Err(why)) = self
+                    .spec
+                    .as_ref()
+                    .map(|s| crate::check::check_results(s, &r))
+                {
+                    return self.refuse_peer("Results", why);
+                }
+                let State::Running(x) = &mut self.state else {
+                    return;
+                };
                 x.remote_arrived(*r);
                 self.try_complete();
             }
@@ -368,6 +410,31 @@ impl ServerSession {
                     state,
                 })
             }
+        }
+    }
+
+    /// The `--auth-key` exchange before the Hello.
+    fn authenticate(&mut self, m: Message) {
+        let Some(auth) = &mut self.auth else {
+            return self.refuse(
+                RefuseCode::Auth,
+                "this server has no pre-shared key: run the client without --auth-key".into(),
+            );
+        };
+        match m {
+            Message::AuthInit(i) if !auth.challenged() => {
+                let c = auth.on_init(&i);
+                self.outbox.push(&Message::AuthChallenge(c));
+            }
+            Message::AuthProof(p) if auth.challenged() && !auth.verified() => {
+                if let Err(e) = auth.on_proof(&p) {
+                    self.refuse(RefuseCode::Auth, e.to_string());
+                }
+            }
+            other => self.refuse(
+                RefuseCode::Auth,
+                format!("unexpected {} in the authentication exchange", other.name()),
+            ),
         }
     }
 
@@ -404,7 +471,7 @@ impl ServerSession {
             plan,
             attached: BTreeSet::new(),
         };
-        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+        self.deadline = Some(now + handshake(&self.limits));
     }
 
     /// UDP: the data sockets could not be bound; refuse the test.
@@ -459,7 +526,13 @@ impl ServerSession {
     fn start(&mut self, now: Instant) {
         self.outbox.push(&Message::Start);
         self.actions.push_back(ServerAction::StartStreams);
-        self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
+        // Byte- and count-limited tests have no planned end: --max-time
+        // bounds them too, whatever the client does. (Timed tests were
+        // checked against it in negotiation.)
+        let cap = now + max_time_allowance(self.spec.as_ref(), &self.limits);
+        let planned = self.spec.as_ref().and_then(|s| data_deadline(s, now));
+        self.at_max_time = planned.is_none();
+        self.deadline = Some(planned.unwrap_or(cap));
         self.state = State::Running(Exchange::default());
     }
 
@@ -510,6 +583,17 @@ impl ServerSession {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| now >= d)
+            && self.at_max_time
+            && matches!(&self.state, State::Running(x) if x.streams_running())
+        {
+            // Tell the client why its test ends, in the server's terms.
+            let why = format!(
+                "the test ran past this server's limit of {} s (--max-time)",
+                self.limits.max_time_ms / 1000
+            );
+            return self.stream_failed(why);
+        }
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
             let what = match &self.state {
                 State::Running(x) if x.streams_running() => {
@@ -520,6 +604,15 @@ impl ServerSession {
             };
             self.fail(SessionError::Timeout(what));
         }
+    }
+
+    /// The peer sent something impossible or not agreed: tell it why
+    /// (it may log it) and stop.
+    fn refuse_peer(&mut self, what: &'static str, why: String) {
+        self.outbox.push(&Message::Abort(Abort {
+            reason: format!("the server refuses the peer's {what}: {why}"),
+        }));
+        self.fail(SessionError::Implausible { what, why });
     }
 
     fn fail(&mut self, err: SessionError) {
@@ -534,4 +627,24 @@ impl ServerSession {
         self.state = State::Failed(err);
         self.deadline = None;
     }
+}
+
+/// How long a running test may last on this server, whatever its limit:
+/// `--max-time`, plus its own warm-up and drain, plus a second.
+fn max_time_allowance(spec: Option<&TestSpec>, limits: &ServerLimits) -> std::time::Duration {
+    let extra = spec.map_or(0, |s| {
+        s.omit_ms
+            .saturating_add(s.udp.as_ref().map_or(0, |u| u.drain_ms))
+    });
+    std::time::Duration::from_millis(
+        limits
+            .max_time_ms
+            .saturating_add(extra)
+            .saturating_add(1000),
+    )
+}
+
+/// The server's time limit for each handshake step (`--handshake-timeout`).
+fn handshake(limits: &ServerLimits) -> std::time::Duration {
+    std::time::Duration::from_millis(limits.handshake_timeout_ms)
 }

@@ -4,45 +4,25 @@
 
 use std::io::{self, Write};
 
-use linerate_proto::measure::EngineUse;
+use linerate_proto::measure::{EngineUse, TcpInfo};
 use linerate_proto::spec::{Direction, Limit, TestKind};
 use linerate_proto::wire::Side;
 use linerate_stats::units::{
     format_bytes, format_count_rate, format_micros, format_nanos, format_rate, format_size,
 };
 
-use super::{rr_table, side_name, Sink, SweepSink};
+use super::columns::Columns;
+use super::{rr_table, side_name, wrap, Sink, SweepSink, WIDTH};
 use crate::model::{
-    Endpoint, IntervalRecord, KernelView, Report, SideCpu, SweepInfo, SweepReport, SweepTrial,
-    TestInfo, UdpIntervalRecord, UdpSummary,
+    BatchingSummary, Endpoint, IntervalRecord, KernelView, Report, SideCpu, SweepInfo, SweepReport,
+    SweepTrial, TestInfo, UdpSummary,
 };
 
 pub(super) struct Human<'a> {
     out: Box<dyn Write + 'a>,
+    /// The interval table's columns, once known (from the start).
+    cols: Option<Columns>,
     printed_header: bool,
-}
-
-/// Interval columns of a UDP stream: datagrams and rate, and for a
-/// receiver its loss figures.
-fn udp_interval_cols(u: &UdpIntervalRecord) -> String {
-    let c = &u.counts;
-    let mut s = format!(
-        "{:>9}  {:>9}",
-        c.datagrams,
-        format_count_rate(u.packets_per_second)
-    );
-    if let Some(received) = c.received {
-        s.push_str(&format!(
-            "  {:>6}  {:>6}  {:>5}  {:>4}  {:>7}  {:>9}",
-            c.lost.unwrap_or(0),
-            received,
-            c.reordered.unwrap_or(0),
-            c.duplicates.unwrap_or(0),
-            c.corrupt.unwrap_or(0),
-            format_nanos(c.jitter_ns.unwrap_or(0.0))
-        ));
-    }
-    s
 }
 
 /// What an accelerated engine used on one end, from its own counts.
@@ -108,6 +88,33 @@ fn udp_sender_words(u: &UdpSummary) -> String {
     if u.send_errors > 0 {
         s.push_str(&format!("; {} send errors", u.send_errors));
     }
+    if let Some(b) = &u.sender_batching {
+        s.push_str(&batching_words(b, true));
+    }
+    s
+}
+
+/// What a batching engine did, e.g. "; batch: GSO 44 datagrams/message,
+/// ≤ 4 messages/call, 176.0 datagrams/call".
+fn batching_words(b: &BatchingSummary, sender: bool) -> String {
+    let mut s = String::from("; batch: ");
+    if sender {
+        match b.gso_segments {
+            Some(n) => s.push_str(&format!("GSO {n} datagrams/message, ")),
+            None => s.push_str("no GSO, "),
+        }
+    } else if b.gro {
+        s.push_str(&format!("GRO on ({} super-buffers), ", b.gro_super_buffers));
+    } else {
+        s.push_str("no GRO, ");
+    }
+    s.push_str(&format!(
+        "≤ {} messages/call, {:.1} datagrams/call",
+        b.messages_per_call, b.datagrams_per_call
+    ));
+    for n in &b.notes {
+        s.push_str(&format!(" ({n})"));
+    }
     s
 }
 
@@ -132,6 +139,9 @@ fn udp_receiver_words(u: &UdpSummary) -> String {
     }
     if let Some(c) = &u.first_corrupt {
         s.push_str(&format!(" (first corrupt: {c})"));
+    }
+    if let Some(b) = &u.receiver_batching {
+        s.push_str(&batching_words(b, false));
     }
     s
 }
@@ -168,7 +178,7 @@ fn limit_words(l: Limit) -> String {
     }
 }
 
-fn tcp_cols(t: Option<&linerate_proto::measure::TcpInfo>) -> String {
+fn tcp_cols(t: Option<&TcpInfo>) -> String {
     match t {
         Some(t) => format!(
             "{:>6}  {:>10}  {:>9}",
@@ -184,43 +194,47 @@ impl<'a> Human<'a> {
     pub(super) fn new(out: Box<dyn Write + 'a>) -> Self {
         Human {
             out,
+            cols: None,
             printed_header: false,
         }
     }
 
     fn cpu_line(&mut self, name: &str, c: &SideCpu) -> io::Result<()> {
-        write!(
-            self.out,
+        let mut line = format!(
             "  {name:<7} {:>6.1}% of a CPU (user {:.2} s, sys {:.2} s, {})",
             c.percent_of_cpu, c.user_s, c.system_s, c.scope
-        )?;
+        );
         if let Some(h) = c.host_percent {
-            write!(
-                self.out,
+            line.push_str(&format!(
                 "; host {h:.1}% of {} CPUs",
                 c.host_cpus.unwrap_or(0)
-            )?;
+            ));
         }
         if let Some(d) = c.service_demand_us_per_kib {
-            write!(self.out, "; {d:.3} µs/KiB")?;
+            line.push_str(&format!("; {d:.3} µs/KiB"));
         }
-        writeln!(self.out)
+        writeln!(self.out, "{}", wrap(&line, "; ", 10))
     }
 
     fn endpoint_line(&mut self, id: &str, role: &str, e: &Endpoint) -> io::Result<()> {
-        writeln!(
-            self.out,
-            "[{id:>4}] {role:<9} {:<7} {:>11}  {:>8.2} s  {:>15}  {}{}",
+        let line = format!(
+            "[{id:>4}] {role:<9} {:<7} {:>11}  {:>8.2} s  {:>15}  {}",
             side_name(e.side),
             format_bytes(e.bytes),
             e.seconds,
             format_rate(e.bits_per_second),
             tcp_cols(e.tcp.as_ref()),
-            e.error
-                .as_deref()
-                .map(|x| format!("  ERROR: {x}"))
-                .unwrap_or_default()
-        )
+        );
+        writeln!(self.out, "{}", line.trim_end())?;
+        if let Some(x) = &e.error {
+            writeln!(self.out, "{}", wrap(&format!("       ERROR: {x}"), "; ", 9))?;
+        }
+        Ok(())
+    }
+
+    /// Prose lines (notes, the kernel's view, summaries in words), wrapped.
+    fn words(&mut self, text: &str, indent: usize) -> io::Result<()> {
+        writeln!(self.out, "{}", wrap(text, "; ", indent))
     }
 }
 
@@ -248,8 +262,7 @@ impl Sink for Human<'_> {
             ),
         };
         if i.kind != TestKind::Stream {
-            return writeln!(
-                self.out,
+            let line = format!(
                 "{who}: {} {} {route} · {} flow{} · engine {}",
                 i.protocol,
                 match i.kind {
@@ -260,11 +273,14 @@ impl Sink for Human<'_> {
                 if i.streams == 1 { "" } else { "s" },
                 engine,
             );
+            return writeln!(self.out, "{}", wrap(&line, " · ", 2));
         }
+        self.cols = Some(Columns::for_test(i));
+        let len = i.len.unwrap_or(0);
         let unit = match &i.udp {
             Some(u) => format!(
                 "{} B datagrams at {}{}{}",
-                i.len,
+                len,
                 pace_words(u.pace),
                 if u.burst > 1 {
                     format!(" in bursts of {}", u.burst)
@@ -273,73 +289,38 @@ impl Sink for Human<'_> {
                 },
                 if u.verify { ", payloads verified" } else { "" }
             ),
-            None => format!("{} writes", format_size(u64::from(i.len))),
+            None => format!("{} writes", format_size(u64::from(len))),
         };
-        writeln!(
-            self.out,
+        let line = format!(
             "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
             i.protocol,
-            direction_words(i.direction),
+            i.direction.map_or("", direction_words),
             i.streams,
             if i.streams == 1 { "" } else { "s" },
-            limit_words(i.limit),
+            i.limit.map(limit_words).unwrap_or_default(),
             engine,
-        )?;
-        if i.omit_s > 0.0 {
-            writeln!(self.out, "omitting the first {} s (warm-up)", i.omit_s)?;
+        );
+        writeln!(self.out, "{}", wrap(&line, " · ", 2))?;
+        if let Some(omit) = i.omit_s.filter(|&o| o > 0.0) {
+            writeln!(self.out, "omitting the first {omit} s (warm-up)")?;
         }
         Ok(())
     }
 
     fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
-        let udp = r.streams.iter().any(|s| s.udp.is_some());
+        let cols = *self.cols.get_or_insert_with(|| Columns::for_record(r));
         if !self.printed_header {
-            if udp {
-                writeln!(
-                    self.out,
-                    "[  ID] Interval            Transfer         Bitrate  Datagrams        pps    Lost    Recv  Reord   Dup  Corrupt     Jitter"
-                )?;
-            } else {
-                writeln!(
-                    self.out,
-                    "[  ID] Interval            Transfer         Bitrate     Retr        Cwnd        RTT"
-                )?;
-            }
+            writeln!(self.out, "{}", cols.header())?;
             self.printed_header = true;
         }
         let span = format!("{:6.2}-{:<6.2} s", r.start_s, r.end_s);
         let tag = if r.omitted { "  (omitted)" } else { "" };
         for s in &r.streams {
-            let extra = match &s.udp {
-                Some(u) => udp_interval_cols(u),
-                None => tcp_cols(s.tcp.as_ref()),
-            };
-            writeln!(
-                self.out,
-                "[{:>4}] {span} {:>11}  {:>15}  {extra}{tag}",
-                s.id,
-                format_bytes(s.bytes),
-                format_rate(s.bits_per_second),
-            )?;
+            writeln!(self.out, "{}{tag}", cols.stream_row(&span, s))?;
         }
         if r.streams.len() > 1 || r.sums.len() > 1 {
             for s in &r.sums {
-                let extra = match &s.udp {
-                    Some(u) => udp_interval_cols(u),
-                    None => s.retransmits.map(|r| format!("{r:>6}")).unwrap_or_default(),
-                };
-                writeln!(
-                    self.out,
-                    "[ SUM] {span} {:>11}  {:>15}  {}{}{tag}",
-                    format_bytes(s.bytes),
-                    format_rate(s.bits_per_second),
-                    extra,
-                    if r.sums.len() > 1 {
-                        format!("  {}", s.flow.arrow())
-                    } else {
-                        String::new()
-                    }
-                )?;
+                writeln!(self.out, "{}{tag}", cols.sum_row(&span, s, r.sums.len()))?;
             }
         }
         self.out.flush()
@@ -360,7 +341,7 @@ impl Sink for Human<'_> {
                 }
             }
             for n in &r.notes {
-                writeln!(self.out, "note: {n}")?;
+                self.words(&format!("note: {n}"), 6)?;
             }
             return self.out.flush();
         }
@@ -393,21 +374,20 @@ impl Sink for Human<'_> {
                 let id = s.id.to_string();
                 self.endpoint_line(&id, "sender", &s.sender)?;
                 if let Some(u) = &s.udp {
-                    writeln!(self.out, "         {}", udp_sender_words(u))?;
+                    self.words(&format!("         {}", udp_sender_words(u)), 9)?;
                 }
                 if let Some(e) = &s.sender.engine_use {
-                    writeln!(self.out, "         {}", engine_use_words(e))?;
+                    self.words(&format!("         {}", engine_use_words(e)), 9)?;
                 }
                 self.endpoint_line(&id, "receiver", &s.receiver)?;
                 if let Some(u) = &s.udp {
-                    writeln!(self.out, "         {}", udp_receiver_words(u))?;
+                    self.words(&format!("         {}", udp_receiver_words(u)), 9)?;
                 }
                 if let Some(e) = &s.receiver.engine_use {
-                    writeln!(self.out, "         {}", engine_use_words(e))?;
+                    self.words(&format!("         {}", engine_use_words(e)), 9)?;
                 }
             }
-            writeln!(
-                self.out,
+            let line = format!(
                 "[ SUM] sender    {:>19}  {:>8.2} s  {:>15}  {}",
                 format_bytes(flow_sum.sender_bytes),
                 flow_sum.sender_seconds,
@@ -416,7 +396,8 @@ impl Sink for Human<'_> {
                     .retransmits
                     .map(|x| format!("{x:>6}"))
                     .unwrap_or_default()
-            )?;
+            );
+            writeln!(self.out, "{}", line.trim_end())?;
             writeln!(
                 self.out,
                 "[ SUM] receiver  {:>19}  {:>8.2} s  {:>15}",
@@ -426,12 +407,12 @@ impl Sink for Human<'_> {
             )?;
             if let Some(u) = &flow_sum.udp {
                 if r.streams.iter().filter(|s| s.flow == flow_sum.flow).count() > 1 {
-                    writeln!(self.out, "         {}", udp_sender_words(u))?;
-                    writeln!(self.out, "         {}", udp_receiver_words(u))?;
+                    self.words(&format!("         {}", udp_sender_words(u)), 9)?;
+                    self.words(&format!("         {}", udp_receiver_words(u)), 9)?;
                 }
             }
             if let Some(k) = &flow_sum.kernel {
-                writeln!(self.out, "{}", kernel_words(k))?;
+                self.words(&kernel_words(k), 8)?;
             }
         }
         writeln!(self.out, "CPU:")?;
@@ -441,7 +422,7 @@ impl Sink for Human<'_> {
             writeln!(self.out, "TCP congestion control: {cc}")?;
         }
         for n in &r.notes {
-            writeln!(self.out, "note: {n}")?;
+            self.words(&format!("note: {n}"), 6)?;
         }
         self.out.flush()
     }
@@ -461,8 +442,7 @@ impl<'a> HumanSweep<'a> {
 
 impl SweepSink for HumanSweep<'_> {
     fn start(&mut self, i: &SweepInfo) -> io::Result<()> {
-        writeln!(
-            self.out,
+        let line = format!(
             "linerate sweep: udp {} to {} · {} stream{} · sizes {} · {} s per trial",
             direction_words(i.direction),
             i.server,
@@ -474,10 +454,11 @@ impl SweepSink for HumanSweep<'_> {
                 .collect::<Vec<_>>()
                 .join(", "),
             i.trial_s
-        )?;
+        );
+        writeln!(self.out, "{}", wrap(&line, " · ", 2))?;
         writeln!(
             self.out,
-            "{:>6} {:>12} {:>12} {:>12} {:>15} {:>15} {:>15} {:>10} {:>10}  note",
+            "{:>6} {:>8} {:>8} {:>8} {:>13} {:>13} {:>13} {:>7} {:>7}  note",
             "size",
             "req pps",
             "sent pps",
@@ -501,9 +482,8 @@ impl SweepSink for HumanSweep<'_> {
             (None, true, true) => "search".into(),
             (None, true, false) => String::new(),
         };
-        writeln!(
-            self.out,
-            "{:>6} {:>12} {:>12} {:>12} {:>15} {:>15} {:>15} {:>10} {:>10.4}  {note}",
+        let row = format!(
+            "{:>6} {:>8} {:>8} {:>8} {:>13} {:>13} {:>13} {:>7} {:>7.4}",
             t.len,
             format_count_rate(t.requested_pps),
             format_count_rate(t.sent_pps),
@@ -513,15 +493,23 @@ impl SweepSink for HumanSweep<'_> {
             format_rate(t.received_bits_per_second),
             t.lost,
             t.loss_percent
-        )?;
+        );
+        // A note that does not fit beside the row goes under it.
+        if note.is_empty() {
+            writeln!(self.out, "{row}")?;
+        } else if row.chars().count() + 2 + note.chars().count() <= WIDTH {
+            writeln!(self.out, "{row}  {note}")?;
+        } else {
+            writeln!(self.out, "{row}")?;
+            writeln!(self.out, "{}", wrap(&format!("        {note}"), "; ", 8))?;
+        }
         self.out.flush()
     }
 
     fn finish(&mut self, r: &SweepReport) -> io::Result<()> {
         for z in &r.zero_loss {
-            match (z.pps, z.bits_per_second) {
-                (Some(p), Some(b)) => writeln!(
-                    self.out,
+            let line = match (z.pps, z.bits_per_second) {
+                (Some(p), Some(b)) => format!(
                     "highest rate with loss ≤ {}% at {} B: {}/s requested ({}), {}/s received; {} trials ({})",
                     z.max_loss_percent,
                     z.len,
@@ -530,16 +518,16 @@ impl SweepSink for HumanSweep<'_> {
                     format_count_rate(z.received_pps.unwrap_or(0.0)),
                     z.trials,
                     z.note
-                )?,
-                _ => writeln!(
-                    self.out,
+                ),
+                _ => format!(
                     "highest rate with loss ≤ {}% at {} B: none ({}; {} trials)",
                     z.max_loss_percent, z.len, z.note, z.trials
-                )?,
-            }
+                ),
+            };
+            writeln!(self.out, "{}", wrap(&line, "; ", 2))?;
         }
         for n in &r.notes {
-            writeln!(self.out, "note: {n}")?;
+            writeln!(self.out, "{}", wrap(&format!("note: {n}"), "; ", 6))?;
         }
         self.out.flush()
     }

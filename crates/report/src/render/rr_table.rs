@@ -9,19 +9,67 @@ use linerate_proto::spec::{RrLimit, TestKind};
 use linerate_stats::histogram::Summary;
 use linerate_stats::units::format_rate;
 
-use crate::model::{OneWay, Report, RrReport, RrTiming};
+use super::wrap;
+use crate::model::{OneWay, Report, RrPhaseReport, RrReport, RrTiming};
 
-/// Microseconds with two decimals, for latency tables.
+/// Microseconds for latency tables: two decimals below 1 ms, fewer above,
+/// so a figure below 10 s fits a 7-column cell.
 fn us(ns: impl Into<f64>) -> String {
-    format!("{:.2}", ns.into() / 1e3)
+    let v = ns.into() / 1e3;
+    match v.abs() {
+        a if a < 1e3 => format!("{v:.2}"),
+        a if a < 1e4 => format!("{v:.1}"),
+        _ => format!("{v:.0}"),
+    }
 }
 
-fn load_word(loaded: bool) -> &'static str {
-    if loaded {
-        "loaded"
-    } else {
-        "-"
+/// The message size columns: one `Size` when every response is as large
+/// as its request, else `Request` and `Response`.
+struct SizeCols {
+    symmetric: bool,
+}
+
+impl SizeCols {
+    fn of(rr: &RrReport) -> SizeCols {
+        SizeCols {
+            symmetric: rr.phases.iter().all(|p| p.request_size == p.response_size),
+        }
     }
+
+    fn header(&self) -> String {
+        if self.symmetric {
+            format!("{:>7}", "Size")
+        } else {
+            format!("{:>7} {:>8}", "Request", "Response")
+        }
+    }
+
+    fn row(&self, p: &RrPhaseReport) -> String {
+        if self.symmetric {
+            format!("{:>7}", p.request_size)
+        } else {
+            format!("{:>7} {:>8}", p.request_size, p.response_size)
+        }
+    }
+}
+
+/// Writes `row` for the unloaded phases, then under a heading the loaded
+/// ones (the same sizes again with the bulk load running).
+fn by_load(
+    out: &mut dyn Write,
+    rr: &RrReport,
+    mut row: impl FnMut(&mut dyn Write, &RrPhaseReport) -> io::Result<()>,
+) -> io::Result<()> {
+    for p in rr.phases.iter().filter(|p| !p.loaded) {
+        row(out, p)?;
+    }
+    if rr.phases.iter().any(|p| p.loaded) {
+        writeln!(out, "under load:")?;
+        for p in rr.phases.iter().filter(|p| p.loaded) {
+            row(out, p)?;
+        }
+    }
+    Ok(())
 }
 
 /// Busy polling: how each side spun, and which flows slept in `poll(2)`.
@@ -89,6 +137,10 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         RrLimit::Count(n) => format!("{n} transactions per flow per size"),
     };
     let timing = match rr.timing {
+        // crr times the whole exchange, connection set-up and close included.
+        RrTiming::PerMessage if crr => {
+            "each transaction timed (clock read before the connect, after the close)".to_string()
+        }
         RrTiming::PerMessage => {
             "each transaction timed (clock read before the request, after the response)"
                 .to_string()
@@ -97,31 +149,31 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
             "timed in batches of {batch} back-to-back transactions (figures are batch means per transaction)"
         ),
     };
-    writeln!(out, "{per}; {timing}")?;
+    writeln!(out, "{}", wrap(&format!("{per}; {timing}"), "; ", 2))?;
     if rr.busy_poll {
-        writeln!(
-            out,
+        let line = format!(
             "busy polling: client: {}; server: {}",
             rr.busy_poll_client.as_deref().unwrap_or("not reported"),
             rr.busy_poll_server.as_deref().unwrap_or("not reported")
-        )?;
+        );
+        writeln!(out, "{}", wrap(&line, "; ", 2))?;
         spin(out, rr)?;
     }
     if let Some(c) = &rr.clock {
-        match c.method {
-                ClockMethod::SameHost => writeln!(
-                    out,
-                    "clock: client and server share one kernel's monotonic clock: offset 0 ns exactly"
-                )?,
-                ClockMethod::Probes => writeln!(
-                    out,
-                    "clock: server − client offset {} µs ± {} µs ({} probes over the control connection; best round trip {} µs)",
-                    us(c.offset_ns as f64),
-                    us(c.uncertainty_ns as f64),
-                    c.probes,
-                    us(c.delay_ns as f64)
-                )?,
+        let line = match c.method {
+            ClockMethod::SameHost => {
+                "clock: client and server share one kernel's monotonic clock: offset 0 ns exactly"
+                    .to_string()
             }
+            ClockMethod::Probes => format!(
+                "clock: server − client offset {} µs ± {} µs ({} probes over the control connection; best round trip {} µs)",
+                us(c.offset_ns as f64),
+                us(c.uncertainty_ns as f64),
+                c.probes,
+                us(c.delay_ns as f64)
+            ),
+        };
+        writeln!(out, "{}", wrap(&line, "; ", 2))?;
     }
     writeln!(
         out,
@@ -132,12 +184,11 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
             "Round trip"
         }
     )?;
+    let size = SizeCols::of(rr);
     writeln!(
         out,
-        "{:>8} {:>8} {:>6} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "Request",
-        "Response",
-        "Load",
+        "{} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        size.header(),
         if crr { "Conn/s" } else { "Trans/s" },
         "min",
         "mean",
@@ -149,14 +200,12 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         "p99.99",
         "max"
     )?;
-    for p in &rr.phases {
+    by_load(out, rr, |out, p| {
         let l: &Summary = &p.latency;
         writeln!(
             out,
-            "{:>8} {:>8} {:>6} {:>12.0} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            p.request_size,
-            p.response_size,
-            load_word(p.loaded),
+            "{} {:>9.0} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            size.row(p),
             p.transactions_per_second,
             us(l.min_ns as f64),
             us(l.mean_ns),
@@ -167,8 +216,8 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
             us(l.p99_9_ns as f64),
             us(l.p99_99_ns as f64),
             us(l.max_ns as f64),
-        )?;
-    }
+        )
+    })?;
     if !crr {
         one_way_table(out, rr)?;
     }
@@ -176,8 +225,7 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         load_table(out, rr)?;
     }
     let lost: u64 = rr.phases.iter().map(|p| p.lost).sum();
-    writeln!(
-        out,
+    let line = format!(
         "transactions: client {} · server {}{}",
         rr.phases.iter().map(|p| p.transactions).sum::<u64>(),
         rr.phases.iter().map(|p| p.server_transactions).sum::<u64>(),
@@ -186,10 +234,12 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         } else {
             String::new()
         }
-    )?;
+    );
+    writeln!(out, "{}", wrap(&line, " · ", 2))?;
     for p in &rr.phases {
         for e in &p.errors {
-            writeln!(out, "ERROR ({} bytes): {e}", p.request_size)?;
+            let line = format!("ERROR ({} bytes): {e}", p.request_size);
+            writeln!(out, "{}", wrap(&line, "; ", 2))?;
         }
     }
     Ok(())
@@ -197,12 +247,11 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
 
 fn one_way_table(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
     writeln!(out, "One way (µs):")?;
+    let size = SizeCols::of(rr);
     writeln!(
         out,
-        "{:>8} {:>8} {:>6}   {:>9} {:>9} {:>9}   {:>9} {:>9} {:>9}   {:>9}",
-        "Request",
-        "Response",
-        "Load",
+        "{}   {:>7} {:>7} {:>7}   {:>7} {:>7} {:>7}   {:>7}",
+        size.header(),
         "c→s min",
         "c→s p50",
         "c→s p99",
@@ -213,15 +262,15 @@ fn one_way_table(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
     )?;
     let cols = |o: &OneWay| match &o.latency {
         Some(l) => format!(
-            "{:>9} {:>9} {:>9}",
+            "{:>7} {:>7} {:>7}",
             us(l.min_ns as f64),
             us(l.p50_ns as f64),
             us(l.p99_ns as f64)
         ),
-        None => format!("{:>29}", "-"),
+        None => format!("{:>23}", "-"),
     };
     let mut reasons: Vec<String> = Vec::new();
-    for p in &rr.phases {
+    by_load(out, rr, |out, p| {
         let (a, b) = (&p.client_to_server, &p.server_to_client);
         let why = a.unavailable.as_ref().or(b.unavailable.as_ref());
         let tail = match (why, a.uncertainty_ns.or(b.uncertainty_ns)) {
@@ -230,20 +279,13 @@ fn one_way_table(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
                     reasons.push(w.clone());
                     reasons.len() - 1
                 });
-                format!("{:>9}", format!("[{}]", i + 1))
+                format!("{:>7}", format!("[{}]", i + 1))
             }
-            (None, Some(u)) => format!("{:>9}", us(u as f64)),
+            (None, Some(u)) => format!("{:>7}", us(u as f64)),
             (None, None) => String::new(),
         };
-        writeln!(
-            out,
-            "{:>8} {:>8} {:>6}   {}   {}   {tail}",
-            p.request_size,
-            p.response_size,
-            load_word(p.loaded),
-            cols(a),
-            cols(b)
-        )?;
+        let row = format!("{}   {}   {}   {tail}", size.row(p), cols(a), cols(b));
+        writeln!(out, "{}", row.trim_end())?;
         for (dir, o) in [("client→server", a), ("server→client", b)] {
             if o.negative > 0 {
                 writeln!(
@@ -253,9 +295,11 @@ fn one_way_table(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
                 )?;
             }
         }
-    }
+        Ok(())
+    })?;
     for (i, r) in reasons.iter().enumerate() {
-        writeln!(out, "  [{}] no one-way figures: {r}", i + 1)?;
+        let line = format!("  [{}] no one-way figures: {r}", i + 1);
+        writeln!(out, "{}", wrap(&line, "; ", 6))?;
     }
     Ok(())
 }
@@ -271,11 +315,11 @@ fn load_table(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
         )?,
         None => writeln!(out, "Without and with load:")?,
     }
+    let size = SizeCols::of(rr);
     writeln!(
         out,
-        "{:>8} {:>8}   {:>9} {:>9}   {:>9} {:>9}   {:>9} {:>9}   {:>12} {:>12}",
-        "Request",
-        "Response",
+        "{}  {:>7} {:>7}  {:>7} {:>7}  {:>7} {:>7}  {:>9} {:>9}",
+        size.header(),
         "p50",
         "loaded",
         "p99",
@@ -294,9 +338,8 @@ fn load_table(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
         let (a, b) = (&idle.latency, &busy.latency);
         writeln!(
             out,
-            "{:>8} {:>8}   {:>9} {:>9}   {:>9} {:>9}   {:>9} {:>9}   {:>12.0} {:>12.0}",
-            idle.request_size,
-            idle.response_size,
+            "{}  {:>7} {:>7}  {:>7} {:>7}  {:>7} {:>7}  {:>9.0} {:>9.0}",
+            size.row(idle),
             us(a.p50_ns as f64),
             us(b.p50_ns as f64),
             us(a.p99_ns as f64),

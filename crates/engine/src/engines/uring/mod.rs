@@ -126,9 +126,13 @@ fn probe() -> Result<UringCaps, String> {
 
 /// Why `io_uring_setup` failed, in words a user can act on.
 fn refusal(e: &io::Error) -> String {
-    let sysctl = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok());
+    // The sysctl as the shared capability probe read it (1 is no refusal
+    // there for a member of kernel.io_uring_group, so it only explains one).
+    let sysctl = match &crate::caps::caps().io_uring {
+        Ok(v) => *v,
+        Err(crate::caps::Missing::IoUringDisabled { value }) => Some(*value),
+        Err(_) => None,
+    };
     match (e.raw_os_error(), sysctl) {
         (Some(libc::EPERM), Some(2)) => {
             "io_uring is disabled by sysctl kernel.io_uring_disabled = 2".into()

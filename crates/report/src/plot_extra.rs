@@ -1,0 +1,182 @@
+//! SVG figures for the HTML report and `--repeat --plot`: a stream test's
+//! throughput per interval, and a repeated test's figures as mean ± 1
+//! standard deviation.
+
+use plotters::prelude::*;
+
+use crate::model::Report;
+use crate::plot::PlotError;
+use crate::repeat::RepeatReport;
+
+fn err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError(e.to_string())
+}
+
+/// Received bit/s of every flow per client interval, against time.
+pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
+    // (flow label, points (end of interval s, Gbit/s))
+    let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for rec in &r.intervals {
+        for s in &rec.sums {
+            let label = s.flow.arrow().to_owned();
+            // A step per interval: the rate holds from its start to its end.
+            let y = s.bits_per_second / 1e9;
+            let pts = [(rec.start_s, y), (rec.end_s, y)];
+            match lines.iter_mut().find(|l| l.0 == label) {
+                Some(l) => l.1.extend(pts),
+                None => lines.push((label, pts.to_vec())),
+            }
+        }
+    }
+    if lines.is_empty() {
+        return Err(PlotError("nothing to plot: no interval records".into()));
+    }
+    let xmax = lines
+        .iter()
+        .flat_map(|l| &l.1)
+        .map(|p| p.0)
+        .fold(0.0, f64::max)
+        .max(0.1);
+    let ymax = lines
+        .iter()
+        .flat_map(|l| &l.1)
+        .map(|p| p.1)
+        .fold(0.0, f64::max)
+        .max(1e-6)
+        * 1.1;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1000, 450)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "throughput per interval (client's intervals)",
+                ("sans-serif", 20),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("Gbit/s")
+            .draw()
+            .map_err(err)?;
+        for (i, (label, pts)) in lines.into_iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))
+                .map_err(err)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 20, y)], color.stroke_width(3))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// The repeated test's headline figure per group (receiver bit/s per flow,
+/// or transactions/s per message size) as mean with a ±1 sd bar, and its
+/// min and max as small marks.
+pub fn repeat_svg(r: &RepeatReport) -> Result<String, PlotError> {
+    let name = if r.figures.iter().any(|f| f.name == "transactions/s") {
+        "transactions/s"
+    } else {
+        "receiver bit/s"
+    };
+    let figs: Vec<_> = r.figures.iter().filter(|f| f.name == name).collect();
+    if figs.is_empty() {
+        return Err(PlotError(format!("nothing to plot: no {name} figure")));
+    }
+    let (scale, unit) = if name == "receiver bit/s" {
+        (1e9, "Gbit/s")
+    } else {
+        (1e3, "k transactions/s")
+    };
+    let top = figs
+        .iter()
+        .map(|f| f.stats.max.max(f.stats.mean + f.stats.sd))
+        .fold(0.0, f64::max)
+        / scale
+        * 1.15;
+    let top = if top > 0.0 { top } else { 1.0 };
+    let n = figs.len();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1000, 450)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "{name}: mean ± 1 sd over {} trials (min, max marked)",
+                    r.completed
+                ),
+                ("sans-serif", 20),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..top)
+            .map_err(err)?;
+        let labels: Vec<String> = figs.iter().map(|f| f.group.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    labels.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(unit)
+            .draw()
+            .map_err(err)?;
+        let color = Palette99::pick(0).to_rgba();
+        for (i, f) in figs.iter().enumerate() {
+            let x = i as f64;
+            let s = &f.stats;
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x - 0.3, 0.0), (x + 0.3, s.mean / scale)],
+                    color.mix(0.6).filled(),
+                )))
+                .map_err(err)?;
+            let (lo, hi) = ((s.mean - s.sd).max(0.0) / scale, (s.mean + s.sd) / scale);
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    [(x, lo), (x, hi)],
+                    BLACK.stroke_width(2),
+                )))
+                .map_err(err)?;
+            for y in [lo, hi] {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        [(x - 0.1, y), (x + 0.1, y)],
+                        BLACK.stroke_width(2),
+                    )))
+                    .map_err(err)?;
+            }
+            for y in [s.min / scale, s.max / scale] {
+                chart
+                    .draw_series(std::iter::once(Cross::new((x, y), 5, RED.stroke_width(2))))
+                    .map_err(err)?;
+            }
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,235 @@
+//! `--repeat N`: the figures of N runs of one test, each summarised as
+//! mean, standard deviation, min, max and 95% confidence interval
+//! (`linerate_stats::trials`), per flow and per message size. The model
+//! and its renderers (human table, JSON, JSON Lines, CSV) live here.
+
+use std::io::{self, Write};
+
+use linerate_stats::trials::TrialStats;
+use linerate_stats::units::{format_count_rate, format_nanos, format_rate};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{TestInfo, SCHEMA_VERSION};
+use crate::render::Format;
+use crate::Report;
+
+/// One figure over the trials.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    /// What the figure belongs to: a flow (`client→server`), a message size
+    /// (`64 B`, `64 B under load`) or `cpu`.
+    pub group: String,
+    pub name: String,
+    /// `bit/s`, `1/s`, `ns`, `%` or `count`.
+    pub unit: String,
+    /// One value per successful trial, in trial order.
+    pub values: Vec<f64>,
+    pub stats: TrialStats,
+}
+
+/// The result of `--repeat N`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatReport {
+    pub schema: u32,
+    /// The test as the first successful trial ran it.
+    pub test: TestInfo,
+    /// Trials asked for.
+    pub repeat: u32,
+    /// Trials that completed (their figures are summarised).
+    pub completed: u32,
+    /// `trial K: error` for each trial that failed.
+    pub failed: Vec<String>,
+    pub figures: Vec<Figure>,
+}
+
+/// One line of `--json-lines` output of a repeated test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RepeatRecord {
+    /// A trial's full report as it finishes (`index` from 1).
+    Trial {
+        index: u32,
+        report: Box<Report>,
+    },
+    /// A trial that failed.
+    TrialFailed {
+        index: u32,
+        error: String,
+    },
+    Summary(Box<RepeatReport>),
+}
+
+/// The figures of one trial: (group, name, unit, value).
+pub fn trial_figures(r: &Report) -> Vec<(String, &'static str, &'static str, f64)> {
+    let mut out = Vec::new();
+    for s in &r.sums {
+        let g = s.flow.arrow().to_owned();
+        out.push((
+            g.clone(),
+            "receiver bit/s",
+            "bit/s",
+            s.receiver_bits_per_second,
+        ));
+        out.push((g.clone(), "sender bit/s", "bit/s", s.sender_bits_per_second));
+        if let Some(retr) = s.retransmits {
+            out.push((g.clone(), "retransmits", "count", retr as f64));
+        }
+        if let Some(u) = &s.udp {
+            out.push((g.clone(), "received datagrams/s", "1/s", u.received_pps));
+            out.push((g.clone(), "loss", "%", u.loss_percent));
+            out.push((g, "jitter", "ns", u.jitter_ns));
+        }
+    }
+    if let Some(rr) = &r.rr {
+        for p in &rr.phases {
+            let mut g = if p.request_size == p.response_size {
+                format!("{} B", p.request_size)
+            } else {
+                format!("{}/{} B", p.request_size, p.response_size)
+            };
+            if p.loaded {
+                g.push_str(" under load");
+            }
+            out.push((
+                g.clone(),
+                "transactions/s",
+                "1/s",
+                p.transactions_per_second,
+            ));
+            out.push((g.clone(), "rtt mean", "ns", p.latency.mean_ns));
+            out.push((g.clone(), "rtt p50", "ns", p.latency.p50_ns as f64));
+            out.push((g, "rtt p99", "ns", p.latency.p99_ns as f64));
+        }
+    }
+    out.push((
+        "cpu".into(),
+        "client % of a CPU",
+        "%",
+        r.cpu.client.percent_of_cpu,
+    ));
+    out.push((
+        "cpu".into(),
+        "server % of a CPU",
+        "%",
+        r.cpu.server.percent_of_cpu,
+    ));
+    out
+}
+
+/// Summarises the completed trials' reports.
+pub fn build(repeat: u32, trials: &[Report], failed: Vec<String>) -> Option<RepeatReport> {
+    let first = trials.first()?;
+    let mut figures: Vec<(String, String, String, Vec<f64>)> = Vec::new();
+    for t in trials {
+        for (g, name, unit, v) in trial_figures(t) {
+            match figures.iter_mut().find(|f| f.0 == g && f.1 == name) {
+                Some(f) => f.3.push(v),
+                None => figures.push((g, name.into(), unit.into(), vec![v])),
+            }
+        }
+    }
+    Some(RepeatReport {
+        schema: SCHEMA_VERSION,
+        test: first.test.clone(),
+        repeat,
+        completed: trials.len() as u32,
+        failed,
+        figures: figures
+            .into_iter()
+            .filter_map(|(group, name, unit, values)| {
+                Some(Figure {
+                    stats: TrialStats::of(&values)?,
+                    group,
+                    name,
+                    unit,
+                    values,
+                })
+            })
+            .collect(),
+    })
+}
+
+fn show(unit: &str, v: f64) -> String {
+    match unit {
+        "bit/s" => format_rate(v),
+        "1/s" => format!("{}/s", format_count_rate(v)),
+        "ns" => format_nanos(v),
+        "%" => format!("{v:.3}%"),
+        _ => format!("{v:.1}"),
+    }
+}
+
+/// Writes the summary in `format` (JSON Lines: the summary record; the
+/// trial records are written as the trials finish).
+pub fn render(out: &mut dyn Write, format: Format, r: &RepeatReport) -> io::Result<()> {
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, r)?;
+            writeln!(out)
+        }
+        Format::JsonLines => {
+            serde_json::to_writer(&mut *out, &RepeatRecord::Summary(Box::new(r.clone())))?;
+            writeln!(out)
+        }
+        Format::Csv => {
+            writeln!(
+                out,
+                "group,figure,unit,n,mean,sd,min,max,ci95_low,ci95_high"
+            )?;
+            for f in &r.figures {
+                let s = &f.stats;
+                let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{},{}",
+                    f.group,
+                    f.name,
+                    f.unit,
+                    s.n,
+                    s.mean,
+                    s.sd,
+                    s.min,
+                    s.max,
+                    opt(s.ci95_low),
+                    opt(s.ci95_high)
+                )?;
+            }
+            Ok(())
+        }
+        Format::Human => human(out, r),
+    }
+}
+
+fn human(out: &mut dyn Write, r: &RepeatReport) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} of {} trials completed; mean ± sd, min … max, 95% confidence interval of the mean (Student t):",
+        r.completed, r.repeat
+    )?;
+    writeln!(
+        out,
+        "{:<20} {:<22} {:>14} {:>14} {:>14} {:>14}  95% CI",
+        "", "figure", "mean", "sd", "min", "max"
+    )?;
+    for f in &r.figures {
+        let s = &f.stats;
+        let ci = match (s.ci95_low, s.ci95_high) {
+            (Some(l), Some(h)) => format!("[{} … {}]", show(&f.unit, l), show(&f.unit, h)),
+            _ => "(one trial: none)".into(),
+        };
+        writeln!(
+            out,
+            "{:<20} {:<22} {:>14} {:>14} {:>14} {:>14}  {ci}",
+            f.group,
+            f.name,
+            show(&f.unit, s.mean),
+            show(&f.unit, s.sd),
+            show(&f.unit, s.min),
+            show(&f.unit, s.max),
+        )?;
+    }
+    for e in &r.failed {
+        writeln!(out, "failed: {e}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! `linerate completions SHELL` and `linerate man`: shell completions and a
+//! roff man page generated from the clap definitions, so they cannot drift
+//! from the flags.
+
+use anyhow::{Context, Result};
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use super::{args::Cli, Command};
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    pub shell: Shell,
+}
+
+/// Completions for `shell`, as text to print.
+pub fn completions(a: &CompletionsArgs) -> Result<Command> {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "linerate", &mut out);
+    Ok(Command::Print(out))
+}
+
+/// The man page (roff): linerate(1) with every subcommand's flags.
+pub fn man() -> Result<Command> {
+    let cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut out)
+        .context("rendering the man page")?;
+    // One page: the top level, then each subcommand's options as sections.
+    for sub in cmd.get_subcommands() {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(sub.clone())
+            .render(&mut page)
+            .context("rendering the man page")?;
+        // Drop the subpage's own .TH header line; keep its sections.
+        let text = String::from_utf8_lossy(&page);
+        let body: String = text
+            .lines()
+            .filter(|l| !l.starts_with(".TH") && !l.starts_with(".ie") && !l.starts_with(".el"))
+            .map(|l| {
+                // Section headings become subsections under one heading.
+                match l.strip_prefix(".SH ") {
+                    Some(h) => format!(
+                        ".SS \"linerate {} — {}\"\n",
+                        sub.get_name(),
+                        h.trim_matches('"')
+                    ),
+                    None => format!("{l}\n"),
+                }
+            })
+            .collect();
+        out.extend_from_slice(
+            format!(".SH \"LINERATE {}\"\n", sub.get_name().to_uppercase()).as_bytes(),
+        );
+        out.extend_from_slice(body.as_bytes());
+    }
+    Ok(Command::Print(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::parse_from;
+
+    fn print(args: &[&str]) -> String {
+        let argv = std::iter::once("linerate")
+            .chain(args.iter().copied())
+            .map(str::to_owned);
+        match parse_from(argv) {
+            Ok(Command::Print(b)) => String::from_utf8(b).expect("utf-8"),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn completions_name_every_subcommand() {
+        let bash = print(&["completions", "bash"]);
+        for sub in [
+            "tcp", "udp", "rr", "crr", "sweep", "iface", "doctor", "ping", "server",
+        ] {
+            assert!(bash.contains(sub), "bash completions lack {sub}");
+        }
+        assert!(bash.contains("--repeat") && bash.contains("--iface"));
+        assert!(print(&["completions", "zsh"]).contains("#compdef linerate"));
+        assert!(print(&["completions", "fish"]).contains("complete -c linerate"));
+        assert!(parse_from(["linerate", "completions", "tcsh"].map(str::to_owned)).is_err());
+    }
+
+    #[test]
+    fn man_page_has_every_subcommand() {
+        let man = print(&["man"]);
+        assert!(
+            man.starts_with(".ie") || man.contains(".TH linerate"),
+            "{}",
+            &man[..200]
+        );
+        for sub in ["TCP", "UDP", "RR", "IFACE", "DOCTOR", "PING"] {
+            assert!(
+                man.contains(&format!(".SH \"LINERATE {sub}\"")),
+                "man lacks {sub}"
+            );
+        }
+        assert!(man.contains("repeat"));
+    }
+}

@@ -1,0 +1,367 @@
+//! `linerate server --metrics ADDR:PORT`: the server's counters in the
+//! OpenMetrics text format (prometheus-client), served by a tiny HTTP
+//! responder on one thread, and `--json-lines FILE`, one JSON record per
+//! finished test, for log shippers.
+//!
+//! The responder is deliberately small and bounded: one connection at a
+//! time, a 2 s limit to read a request of at most 8 KiB, `GET /metrics`
+//! only. It shares nothing with the test port, so a scrape never competes
+//! with a test for a connection slot.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use linerate_proto::measure::SideResults;
+use linerate_proto::spec::TestSpec;
+use linerate_proto::wire::Side;
+use linerate_report::Report;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::log::log;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Most distinct clients with a "last result" series: the label set a
+/// scrape returns stays bounded however many addresses test.
+const MAX_LAST_RESULT_CLIENTS: usize = 256;
+
+/// The server's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    tests: Family<Labels, Counter>,
+    refused: Family<Labels, Counter>,
+    rejected: Family<Labels, Counter>,
+    limits_hit: Family<Labels, Counter>,
+    bytes: Family<Labels, Counter>,
+    datagrams: Family<Labels, Counter>,
+    lost: Counter,
+    active: Gauge,
+    last_bps: Family<Labels, Gauge<f64, AtomicU64>>,
+    last_clients: Mutex<HashSet<String>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut m = Metrics {
+            registry: Registry::with_prefix("linerate"),
+            tests: Family::default(),
+            refused: Family::default(),
+            rejected: Family::default(),
+            limits_hit: Family::default(),
+            bytes: Family::default(),
+            datagrams: Family::default(),
+            lost: Counter::default(),
+            active: Gauge::default(),
+            last_bps: Family::default(),
+            last_clients: Mutex::new(HashSet::new()),
+        };
+        let r = &mut m.registry;
+        r.register(
+            "tests",
+            "Tests served, by kind, protocol and outcome (completed or failed)",
+            m.tests.clone(),
+        );
+        r.register(
+            "tests_refused",
+            "Tests refused, by reason (busy, invalid, version, auth, internal)",
+            m.refused.clone(),
+        );
+        r.register(
+            "connections_rejected",
+            "Connections closed before their first frame was read, by reason",
+            m.rejected.clone(),
+        );
+        r.register(
+            "limits_hit",
+            "Server limits that ended or refused something, by limit",
+            m.limits_hit.clone(),
+        );
+        r.register(
+            "payload_bytes",
+            "Payload bytes this server moved in completed tests, by direction",
+            m.bytes.clone(),
+        );
+        r.register(
+            "datagrams",
+            "UDP datagrams this server sent or received in completed tests",
+            m.datagrams.clone(),
+        );
+        r.register(
+            "udp_lost_datagrams",
+            "Datagrams counted lost on the way to this server in completed tests",
+            m.lost.clone(),
+        );
+        r.register("active_tests", "Tests running now", m.active.clone());
+        r.register(
+            "last_result_bytes_per_second",
+            "Receiver-side payload rate of the last completed stream test, per client and kind (bytes/s: Prometheus' base unit)",
+            m.last_bps.clone(),
+        );
+        m
+    }
+}
+
+impl Metrics {
+    pub fn active(&self, n: usize) {
+        self.active.set(n as i64);
+    }
+
+    pub fn refused(&self, code: &str) {
+        self.refused
+            .get_or_create(&vec![("reason", code.to_owned())])
+            .inc();
+    }
+
+    pub fn rejected(&self, reason: &'static str) {
+        self.rejected
+            .get_or_create(&vec![("reason", reason.to_owned())])
+            .inc();
+    }
+
+    pub fn limit_hit(&self, limit: &'static str) {
+        self.limits_hit
+            .get_or_create(&vec![("limit", limit.to_owned())])
+            .inc();
+    }
+
+    pub fn failed(&self, spec: Option<&TestSpec>) {
+        self.tests.get_or_create(&test_labels(spec, "failed")).inc();
+    }
+
+    /// A completed test: its counts, from this server's own results.
+    pub fn completed(&self, spec: &TestSpec, local: &SideResults, report: &Report, client: &str) {
+        self.tests
+            .get_or_create(&test_labels(Some(spec), "completed"))
+            .inc();
+        for s in &local.streams {
+            let dir = if s.sender == Some(Side::Server) {
+                "sent"
+            } else {
+                "received"
+            };
+            self.bytes
+                .get_or_create(&vec![("direction", dir.to_owned())])
+                .inc_by(s.bytes);
+            if let Some(u) = &s.udp_send {
+                self.datagrams
+                    .get_or_create(&vec![("direction", "sent".to_owned())])
+                    .inc_by(u.datagrams);
+            }
+            if let Some(u) = &s.udp_recv {
+                self.datagrams
+                    .get_or_create(&vec![("direction", "received".to_owned())])
+                    .inc_by(u.received);
+                self.lost.inc_by(u.lost.unwrap_or(0));
+            }
+        }
+        if report.sums.is_empty() {
+            return;
+        }
+        let known = self.last_clients.lock().is_ok_and(|mut c| {
+            c.contains(client) || (c.len() < MAX_LAST_RESULT_CLIENTS && c.insert(client.to_owned()))
+        });
+        if known {
+            let bps: f64 = report.sums.iter().map(|s| s.receiver_bits_per_second).sum();
+            let labels = vec![("client", client.to_owned()), ("kind", kind_name(spec))];
+            self.last_bps.get_or_create(&labels).set(bps / 8.0);
+        }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    /// The same in the classic Prometheus text format (0.0.4), for scrapers
+    /// and tools (promtool) that do not ask for OpenMetrics: a counter's
+    /// HELP and TYPE name its `_total` series, and there is no `# EOF`.
+    pub fn classic_text(&self) -> String {
+        let om = self.text();
+        let counters: HashSet<&str> = om
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.strip_suffix(" counter"))
+            .collect();
+        let mut out = String::with_capacity(om.len());
+        for line in om.lines() {
+            if line == "# EOF" || line.starts_with("# UNIT ") {
+                continue;
+            }
+            let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+                let rest = line.strip_prefix(p)?;
+                let (name, tail) = rest.split_once(' ')?;
+                counters
+                    .contains(name)
+                    .then(|| format!("{p}{name}_total {tail}"))
+            });
+            out.push_str(renamed.as_deref().unwrap_or(line));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Serves `GET /metrics` on `addr` from a thread until the process ends.
+    pub fn serve(self: &Arc<Self>, addr: SocketAddr) -> Result<SocketAddr> {
+        let listener = TcpListener::bind(addr)
+            .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
+        let bound = listener.local_addr()?;
+        let me = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("linerate-metrics".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    match conn {
+                        Ok(c) => me.answer(c),
+                        Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                    }
+                }
+            })
+            .context("starting the metrics thread")?;
+        Ok(bound)
+    }
+
+    fn answer(&self, mut c: TcpStream) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut req = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            if c.set_read_timeout(Some(left)).is_err() {
+                return;
+            }
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => req.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = c.set_write_timeout(Some(Duration::from_secs(2)));
+        let first = req.split(|&b| b == b'\n').next().unwrap_or_default();
+        // Prometheus asks for OpenMetrics; anything else gets the classic format.
+        let wants_om = String::from_utf8_lossy(&req)
+            .to_ascii_lowercase()
+            .contains("application/openmetrics-text");
+        let (status, ctype, body) = if !first.starts_with(b"GET /metrics ") {
+            (
+                "404 Not Found",
+                "text/plain",
+                "only GET /metrics here\n".into(),
+            )
+        } else if wants_om {
+            (
+                "200 OK",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                self.text(),
+            )
+        } else {
+            (
+                "200 OK",
+                "text/plain; version=0.0.4; charset=utf-8",
+                self.classic_text(),
+            )
+        };
+        let head = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = c
+            .write_all(head.as_bytes())
+            .and_then(|()| c.write_all(body.as_bytes()));
+    }
+}
+
+fn kind_name(spec: &TestSpec) -> String {
+    let kind = serde_json::to_value(spec.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    format!("{kind}_{}", spec.protocol.name())
+}
+
+fn test_labels(spec: Option<&TestSpec>, outcome: &str) -> Labels {
+    vec![
+        ("kind", spec.map_or("unknown".into(), kind_name)),
+        ("outcome", outcome.to_owned()),
+    ]
+}
+
+/// `--json-lines FILE`: appends one line per finished test.
+#[derive(Debug)]
+pub struct JsonLines {
+    file: Mutex<std::fs::File>,
+}
+
+impl JsonLines {
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("--json-lines: cannot open {}", path.display()))?;
+        Ok(JsonLines {
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends `record` as one line (written with one call, so lines from
+    /// concurrent tests never interleave).
+    pub fn append(&self, record: &impl serde::Serialize) {
+        let Ok(mut line) = serde_json::to_vec(record) else {
+            return;
+        };
+        line.push(b'\n');
+        if let Ok(mut f) = self.file.lock() {
+            if let Err(e) = f.write_all(&line) {
+                log!("linerate server: --json-lines: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_has_every_family_and_ends_with_eof() {
+        let m = Metrics::default();
+        m.refused("busy");
+        m.rejected("max_connections");
+        m.limit_hit("max_time");
+        m.failed(None);
+        m.active(2);
+        let t = m.text();
+        for needle in [
+            "linerate_tests_refused_total{reason=\"busy\"} 1",
+            "linerate_connections_rejected_total{reason=\"max_connections\"} 1",
+            "linerate_limits_hit_total{limit=\"max_time\"} 1",
+            "linerate_tests_total{kind=\"unknown\",outcome=\"failed\"} 1",
+            "linerate_active_tests 2",
+        ] {
+            assert!(t.contains(needle), "{needle} not in:\n{t}");
+        }
+        assert!(t.ends_with("# EOF\n"), "{t}");
+        let c = m.classic_text();
+        assert!(
+            c.contains("# TYPE linerate_tests_refused_total counter"),
+            "{c}"
+        );
+        assert!(c.contains("# TYPE linerate_active_tests gauge"), "{c}");
+        assert!(!c.contains("# EOF"), "{c}");
+    }
+}

@@ -1,0 +1,157 @@
+//! `--repeat N`: runs one test N times (silently, as a sweep runs its
+//! trials), then prints every figure's mean, standard deviation, min, max
+//! and 95% confidence interval. A progress bar with ETA shows on a terminal
+//! in human output ([`crate::progress`]); machine formats and pipes get none.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use linerate_report::model::{IntervalRecord, TestInfo};
+use linerate_report::render::{Format, Sink};
+use linerate_report::repeat::{self, RepeatRecord, RepeatReport};
+use linerate_report::Report;
+
+use crate::cli::{ClientConfig, Command, RepeatConfig};
+use crate::client::{self, ClientError};
+use crate::progress::progress;
+
+/// A busy server (the previous trial still closing) is asked again.
+const BUSY_RETRY: Duration = Duration::from_millis(200);
+const BUSY_TRIES: u32 = 25;
+
+/// Trials print nothing themselves.
+struct Quiet;
+
+impl Sink for Quiet {
+    fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn interval(&mut self, _: &IntervalRecord) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Report) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn client_of(cmd: &Command) -> Option<&ClientConfig> {
+    match cmd {
+        Command::Tcp(c) | Command::Udp(c) => Some(c),
+        Command::Rr(r) => Some(&r.client),
+        _ => None,
+    }
+}
+
+/// Runs one trial, retrying while the server is still busy with the last.
+fn trial(cfg: &ClientConfig) -> Result<Report, ClientError> {
+    let mut tries = 0;
+    loop {
+        match client::run_to(cfg, &mut Quiet) {
+            Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
+                tries += 1;
+                std::thread::sleep(BUSY_RETRY);
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Runs the repeated test and renders the summary to stdout.
+pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
+    let Some(test) = client_of(&cfg.test) else {
+        return Err(anyhow!("--repeat applies to tcp, udp, rr and crr").into());
+    };
+    let stdout = std::io::stdout();
+    let bar = progress(u64::from(cfg.n), test.format, "trials");
+    let mut reports = Vec::new();
+    let mut failed = Vec::new();
+    for i in 1..=cfg.n {
+        let result = trial(test);
+        let line = match &result {
+            Ok(r) => {
+                let main = repeat::trial_figures(r)
+                    .into_iter()
+                    .next()
+                    .map_or(String::new(), |(g, n, u, v)| {
+                        format!(": {g} {n} {}", show_one(u, v))
+                    });
+                format!("trial {i}/{} done{main}", cfg.n)
+            }
+            Err(e) => format!("trial {i}/{} failed: {e:#}", cfg.n),
+        };
+        match test.format {
+            Format::Human => match &bar {
+                Some(b) => b.println(line),
+                None => {
+                    let mut out = stdout.lock();
+                    writeln!(out, "{line}").context("writing output")?;
+                }
+            },
+            Format::JsonLines => {
+                let rec = match &result {
+                    Ok(r) => RepeatRecord::Trial {
+                        index: i,
+                        report: Box::new(r.clone()),
+                    },
+                    Err(e) => RepeatRecord::TrialFailed {
+                        index: i,
+                        error: format!("{e:#}"),
+                    },
+                };
+                let mut out = stdout.lock();
+                serde_json::to_writer(&mut out, &rec).context("writing output")?;
+                writeln!(out)
+                    .and_then(|()| out.flush())
+                    .context("writing output")?;
+            }
+            _ => {}
+        }
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        match result {
+            Ok(r) => reports.push(r),
+            // Refusals and Ctrl-C end the run: every trial would be refused
+            // alike, and the user asked to stop.
+            Err(e @ (ClientError::Refused(_) | ClientError::Interrupted { .. })) => {
+                if let Some(b) = &bar {
+                    b.finish_and_clear();
+                }
+                // A trial's own report is not printed here: nothing of the
+                // repeat run is on stdout yet.
+                return Err(match e {
+                    ClientError::Interrupted { .. } => ClientError::Interrupted { reported: false },
+                    e => e,
+                });
+            }
+            Err(e) => failed.push(format!("trial {i}: {e:#}")),
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let Some(report) = repeat::build(cfg.n, &reports, failed) else {
+        return Err(anyhow!("all {} trials failed", cfg.n).into());
+    };
+    {
+        let mut out = stdout.lock();
+        repeat::render(&mut out, test.format, &report)
+            .and_then(|()| out.flush())
+            .context("writing output")?;
+    }
+    if let Some(path) = &cfg.plot {
+        let svg = linerate_report::plot_extra::repeat_svg(&report)
+            .with_context(|| format!("plotting {}", path.display()))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    crate::html::repeated(test, &report, reports.last())?;
+    Ok(report)
+}
+
+fn show_one(unit: &str, v: f64) -> String {
+    match unit {
+        "bit/s" => linerate_stats::units::format_rate(v),
+        _ => format!("{v:.1} {unit}"),
+    }
+}

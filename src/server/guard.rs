@@ -1,0 +1,320 @@
+//! What the server checks about a connection before it spends anything on
+//! it: whether its address may connect at all (`--allow`/`--deny`), whether
+//! there is room for one more connection thread (`--max-connections`), and
+//! whether its address has started too many tests lately
+//! (`--max-tests-per-minute`). Also the log throttle, so a flood of bad
+//! connections costs a bounded number of log lines.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+
+use crate::log::log;
+
+/// Default `--max-connections`: connections waiting to say who they are
+/// (each holds a thread until it does, or its handshake time is up).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default `--handshake-timeout`: for a connection's first frame and for
+/// each handshake step of a test.
+pub const DEFAULT_HANDSHAKE: Duration = Duration::from_secs(10);
+/// Default `--idle-timeout`: a running stream test on which nothing moves
+/// for this long is ended.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
+
+/// The validated connection-level settings of a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardConfig {
+    pub filter: AddressFilter,
+    pub max_connections: usize,
+    pub max_tests_per_minute: u32,
+    pub handshake: Duration,
+    pub idle: Duration,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            filter: AddressFilter::default(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_tests_per_minute: 0,
+            handshake: DEFAULT_HANDSHAKE,
+            idle: DEFAULT_IDLE,
+        }
+    }
+}
+
+/// The server's live connection-level state.
+#[derive(Debug)]
+pub struct Guard {
+    pub cfg: GuardConfig,
+    pub slots: ConnSlots,
+    pub rate: TestRate,
+    pub log: LogThrottle,
+}
+
+impl Guard {
+    pub fn new(cfg: GuardConfig) -> Self {
+        Guard {
+            slots: ConnSlots::new(cfg.max_connections),
+            rate: TestRate::new(cfg.max_tests_per_minute),
+            log: LogThrottle::default(),
+            cfg,
+        }
+    }
+}
+
+/// TCP keepalive on a control connection: a client whose host vanished
+/// (no FIN, no RST) is noticed within about 4 s, and its test aborted,
+/// instead of at the test's planned end. Best effort: a failure only
+/// leaves the kernel's defaults.
+pub fn keep_alive(sock: &std::net::TcpStream) {
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(1))
+        .with_interval(Duration::from_secs(1))
+        .with_retries(3);
+    let s = socket2::SockRef::from(sock);
+    let _ = s.set_tcp_keepalive(&ka);
+}
+
+/// `--allow` / `--deny`: which client addresses may connect. An address
+/// matching a deny entry is refused; with any allow entries, an address
+/// must match one of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddressFilter {
+    pub allow: Vec<IpNet>,
+    pub deny: Vec<IpNet>,
+}
+
+impl AddressFilter {
+    /// Parses a comma-separated list of CIDR blocks or bare addresses.
+    pub fn parse_list(flag: &str, list: &str) -> anyhow::Result<Vec<IpNet>> {
+        list.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<IpNet>()
+                    .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|_| anyhow::anyhow!("{flag}: {s:?} is not an address or CIDR block"))
+            })
+            .collect()
+    }
+
+    pub fn permits(&self, ip: IpAddr) -> bool {
+        let ip = canonical_ip(ip);
+        if self.deny.iter().any(|n| n.contains(&ip)) {
+            return false;
+        }
+        self.allow.is_empty() || self.allow.iter().any(|n| n.contains(&ip))
+    }
+}
+
+/// IPv4-mapped IPv6 addresses (from a dual-stack listener) as IPv4, so
+/// `--allow 10.0.0.0/8` matches them.
+pub fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Counts connection threads; a [`ConnSlot`] is one of them.
+#[derive(Debug)]
+pub struct ConnSlots {
+    live: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One connection thread's place; released when dropped.
+#[derive(Debug)]
+pub struct ConnSlot(Arc<AtomicUsize>);
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ConnSlots {
+    pub fn new(max: usize) -> Self {
+        ConnSlots {
+            live: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    /// A slot, or `None` when `max` connections are being served.
+    pub fn try_take(&self) -> Option<ConnSlot> {
+        self.live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ConnSlot(Arc::clone(&self.live)))
+    }
+}
+
+/// Most client addresses remembered by [`TestRate`]; beyond this the
+/// oldest records are forgotten first, so the table's memory is bounded.
+const MAX_TRACKED: usize = 16_384;
+
+/// `--max-tests-per-minute`: tests started per client address over the
+/// last 60 s.
+#[derive(Debug)]
+pub struct TestRate {
+    per_minute: u32,
+    seen: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+}
+
+impl TestRate {
+    /// `per_minute` 0: no limit.
+    pub fn new(per_minute: u32) -> Self {
+        TestRate {
+            per_minute,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Records a test from `ip` at `now`; `Err(wait)` if `ip` already
+    /// started `per_minute` tests in the last minute (`wait`: until the
+    /// oldest of them is a minute old).
+    pub fn admit(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
+        if self.per_minute == 0 {
+            return Ok(());
+        }
+        let minute = Duration::from_secs(60);
+        let Ok(mut seen) = self.seen.lock() else {
+            return Ok(());
+        };
+        if seen.len() >= MAX_TRACKED && !seen.contains_key(&ip) {
+            seen.retain(|_, q| q.back().is_some_and(|t| now.duration_since(*t) < minute));
+            if seen.len() >= MAX_TRACKED {
+                // Every slot is recent: forget an arbitrary address rather
+                // than grow (a spread-out flood is what --allow is for).
+                if let Some(k) = seen.keys().next().copied() {
+                    seen.remove(&k);
+                }
+            }
+        }
+        let q = seen.entry(canonical_ip(ip)).or_default();
+        while q.front().is_some_and(|t| now.duration_since(*t) >= minute) {
+            q.pop_front();
+        }
+        if q.len() >= self.per_minute as usize {
+            let oldest = q.front().copied().unwrap_or(now);
+            return Err(minute.saturating_sub(now.duration_since(oldest)));
+        }
+        q.push_back(now);
+        Ok(())
+    }
+
+    pub fn per_minute(&self) -> u32 {
+        self.per_minute
+    }
+}
+
+/// Lines per second the server logs about bad connections; more in the
+/// same second are counted and summarised in the next line that is logged.
+const LOG_LINES_PER_SECOND: u32 = 10;
+
+/// Rate-limited log of per-connection problems (stderr).
+#[derive(Debug)]
+pub struct LogThrottle {
+    state: Mutex<ThrottleState>,
+}
+
+#[derive(Debug)]
+struct ThrottleState {
+    second: Instant,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl Default for LogThrottle {
+    fn default() -> Self {
+        LogThrottle {
+            state: Mutex::new(ThrottleState {
+                second: Instant::now(),
+                lines: 0,
+                suppressed: 0,
+            }),
+        }
+    }
+}
+
+impl LogThrottle {
+    /// Logs `line` unless this second's allowance is spent.
+    pub fn log(&self, line: fmt::Arguments<'_>) {
+        let Ok(mut s) = self.state.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        if now.duration_since(s.second) >= Duration::from_secs(1) {
+            s.second = now;
+            s.lines = 0;
+        }
+        if s.lines >= LOG_LINES_PER_SECOND {
+            s.suppressed += 1;
+            return;
+        }
+        s.lines += 1;
+        if s.suppressed > 0 {
+            log!(
+                "linerate server: ({} similar lines suppressed)",
+                std::mem::take(&mut s.suppressed)
+            );
+        }
+        log!("linerate server: {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_allows_and_denies_by_cidr() {
+        let f = AddressFilter {
+            allow: AddressFilter::parse_list("--allow", "10.0.0.0/8, 127.0.0.1").expect("parses"),
+            deny: AddressFilter::parse_list("--deny", "10.9.0.0/16").expect("parses"),
+        };
+        assert!(f.permits("10.1.2.3".parse().expect("ip")));
+        assert!(!f.permits("10.9.2.3".parse().expect("ip")));
+        assert!(f.permits("127.0.0.1".parse().expect("ip")));
+        assert!(!f.permits("127.0.0.2".parse().expect("ip")));
+        assert!(
+            f.permits("::ffff:10.1.2.3".parse().expect("ip")),
+            "mapped v4"
+        );
+        assert!(AddressFilter::default().permits("::1".parse().expect("ip")));
+        assert!(AddressFilter::parse_list("--allow", "10.0.0.0/33").is_err());
+    }
+
+    #[test]
+    fn slots_are_bounded_and_released() {
+        let s = ConnSlots::new(2);
+        let a = s.try_take().expect("first");
+        let _b = s.try_take().expect("second");
+        assert!(s.try_take().is_none());
+        drop(a);
+        assert!(s.try_take().is_some());
+    }
+
+    #[test]
+    fn test_rate_is_per_address_per_minute() {
+        let r = TestRate::new(2);
+        let t = Instant::now();
+        let a: IpAddr = "192.0.2.1".parse().expect("ip");
+        let b: IpAddr = "192.0.2.2".parse().expect("ip");
+        assert!(r.admit(a, t).is_ok());
+        assert!(r.admit(a, t + Duration::from_secs(1)).is_ok());
+        let wait = r.admit(a, t + Duration::from_secs(2)).expect_err("third");
+        assert_eq!(wait, Duration::from_secs(58));
+        assert!(r.admit(b, t + Duration::from_secs(2)).is_ok());
+        assert!(r.admit(a, t + Duration::from_secs(61)).is_ok());
+    }
+}

@@ -1,0 +1,185 @@
+//! `--repeat N` (issue 11): the summary's statistics are those of the
+//! trials' own figures, recomputed here; progress bars only on a terminal.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::helpers::*;
+
+/// Mean, sample standard deviation and the 95% half-width with the
+/// Student t quantiles for 2 and 3 degrees of freedom (NIST table).
+fn reference(values: &[f64]) -> (f64, f64, f64) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let t = match values.len() {
+        3 => 4.303,
+        4 => 3.182,
+        n => panic!("no reference quantile for {n} trials"),
+    };
+    (mean, sd, t * sd / n.sqrt())
+}
+
+fn figure<'a>(r: &'a Value, group: &str, name: &str) -> &'a Value {
+    r["figures"]
+        .as_array()
+        .expect("figures")
+        .iter()
+        .find(|f| f["group"] == group && f["name"] == name)
+        .unwrap_or_else(|| panic!("no figure {group} {name} in {r}"))
+}
+
+fn check_stats(fig: &Value, values: &[f64]) {
+    let (mean, sd, half) = reference(values);
+    let s = &fig["stats"];
+    let near = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    assert!(near(f(&s["mean"]), mean), "{fig}");
+    assert!(near(f(&s["sd"]), sd), "{fig}");
+    assert!(near(f(&s["ci95_low"]), mean - half), "{fig}");
+    assert!(near(f(&s["ci95_high"]), mean + half), "{fig}");
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!((f(&s["min"]), f(&s["max"])), (min, max));
+}
+
+#[test]
+fn issue_11_repeat_tcp_statistics_match_the_trials() {
+    let out = run_client(
+        &["tcp", "-t", "0.3", "--repeat", "3", "--json-lines"],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["tcp --repeat 3"]);
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), 4, "three trials and a summary");
+    let trials: Vec<f64> = lines[..3]
+        .iter()
+        .map(|l| {
+            assert_eq!(l["type"], "trial");
+            f(&l["report"]["sums"][0]["receiver_bits_per_second"])
+        })
+        .collect();
+    let summary = &lines[3];
+    assert_eq!(summary["type"], "summary");
+    assert_eq!((u(&summary["repeat"]), u(&summary["completed"])), (3, 3));
+    let fig = figure(summary, "client→server", "receiver bit/s");
+    let values: Vec<f64> = fig["values"]
+        .as_array()
+        .expect("values")
+        .iter()
+        .map(f)
+        .collect();
+    assert_eq!(values, trials, "the summary holds each trial's own figure");
+    check_stats(fig, &values);
+}
+
+#[test]
+fn issue_11_repeat_rr_per_size() {
+    let r = json_client(&[
+        "rr", "--sizes", "1,100", "-t", "0.2", "--repeat", "3", "--json",
+    ]);
+    assert_eq!(u(&r["completed"]), 3);
+    for size in ["1 B", "100 B"] {
+        let fig = figure(&r, size, "transactions/s");
+        let values: Vec<f64> = fig["values"]
+            .as_array()
+            .expect("values")
+            .iter()
+            .map(f)
+            .collect();
+        assert_eq!(values.len(), 3);
+        assert!(values.iter().all(|v| *v > 0.0));
+        check_stats(fig, &values);
+        figure(&r, size, "rtt p99");
+    }
+}
+
+#[test]
+fn issue_11_repeat_progress_bar_only_on_a_terminal() {
+    // Off a terminal (this pipe): trial lines, no bar.
+    let out = run_client(
+        &["udp", "-t", "0.2", "--repeat", "2"],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["udp --repeat 2"]);
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(
+        all.contains("trial 2/2 done") && !all.contains("ETA"),
+        "{all}"
+    );
+    // On a terminal (tmux): the bar with its ETA.
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("terminal part skipped: tmux is not installed");
+        return;
+    }
+    bar_on_terminal(&format!("{} tcp -t 0.3 --repeat 20", bin()), "trials [");
+    bar_on_terminal(
+        &format!("{} rr --sizes 1,2,3,4,5,6 -t 0.5", bin()),
+        "sizes [",
+    );
+    bar_on_terminal(
+        &format!("{} sweep udp --sizes 1000 --pps 1k:10k:1k -t 0.3", bin()),
+        "sweep [",
+    );
+}
+
+/// Runs `cmd` in a detached tmux terminal and waits for a bar `needle` with an ETA.
+fn bar_on_terminal(cmd: &str, needle: &str) {
+    let _ = on_terminal(cmd, &[needle, "ETA"]);
+}
+
+/// Runs `cmd` in a detached tmux terminal until its screen shows every needle.
+pub fn on_terminal(cmd: &str, needles: &[&str]) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let session = format!(
+        "lr-progress-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let cmd = format!("{cmd}; sleep 30");
+    // A tmux server of this session's own (-L): other tmux users on the
+    // machine, or a concurrent test run, cannot interfere.
+    let started = Command::new("tmux")
+        .args([
+            "-L",
+            &session,
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "160",
+            "-y",
+            "20",
+            &cmd,
+        ])
+        .status()
+        .expect("tmux");
+    assert!(started.success(), "tmux new-session failed");
+    // Generous for a loaded machine: the bar shows for several seconds.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = String::new();
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        let cap = Command::new("tmux")
+            .args(["-L", &session, "capture-pane", "-p", "-t", &session])
+            .output()
+            .expect("capture");
+        seen = String::from_utf8_lossy(&cap.stdout).into_owned();
+        if needles.iter().all(|n| seen.contains(n)) {
+            break;
+        }
+    }
+    let _ = Command::new("tmux")
+        .args(["-L", &session, "kill-server"])
+        .status();
+    assert!(
+        needles.iter().all(|n| seen.contains(n)),
+        "{needles:?} not on the terminal for {cmd}:\n{seen}"
+    );
+    seen
+}
