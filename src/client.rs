@@ -150,7 +150,7 @@ fn run_with(
         run: None,
         pending: Vec::new(),
         info: None,
-        notes: Vec::new(),
+        notes: cfg.engine_note.iter().cloned().collect(),
         start_unix_ms: 0,
         token: None,
         last_interval: None,

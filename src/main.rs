@@ -3,6 +3,7 @@
 
 mod cli;
 mod client;
+mod compare;
 mod control;
 mod host;
 mod html;
@@ -21,6 +22,12 @@ use std::sync::atomic::Ordering;
 use linerate_report::render::Format;
 
 fn main() -> ExitCode {
+    // Before anything else (and before any thread): what a test asked for
+    // through the environment, e.g. io_uring denied by a seccomp filter.
+    if let Err(e) = linerate_engine::test_hooks::install() {
+        eprintln!("linerate: test hook: {e}");
+        return ExitCode::from(1);
+    }
     let command = match cli::parse() {
         Ok(c) => c,
         Err(e) => {
@@ -69,6 +76,10 @@ fn main() -> ExitCode {
             sweep::run(cfg)
                 .and_then(|r| html::sweep(&cfg.base, &r).map_err(client::ClientError::from))
                 .map_err(Failure::from),
+        ),
+        cli::Command::Compare(cfg) => (
+            cfg.format,
+            compare::run(cfg).map(drop).map_err(Failure::from),
         ),
         cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (
             cfg.format,

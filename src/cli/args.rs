@@ -32,7 +32,11 @@ impl clap::builder::TypedValueParser for EngineNames {
         Some(Box::new(
             linerate_engine::engines::EngineKind::ALL
                 .iter()
-                .map(|k| clap::builder::PossibleValue::new(k.name())),
+                .map(|k| clap::builder::PossibleValue::new(k.name()))
+                .chain(std::iter::once(
+                    clap::builder::PossibleValue::new(super::AUTO)
+                        .help("client only: the fastest engine this kernel runs for the test"),
+                )),
         ))
     }
 }
@@ -131,6 +135,14 @@ pub enum Cmd {
     /// possible (netperf TCP_CRR); connections/s and the latency of the
     /// whole exchange.
     Crr(RrArgs),
+    /// Run one test once per engine (and with and without busy polling)
+    /// and print one table: each figure with its ratio to the first variant.
+    ///
+    /// `linerate compare [HOST] tcp|udp|rr [test flags] --engines
+    /// syscall,uring,zerocopy [--busy-poll both]`. Without HOST, each
+    /// variant runs against an embedded loopback server using the same
+    /// engine; with HOST, the server's own engine serves every variant.
+    Compare(CompareArgs),
     /// Run a test over a grid of sizes × rates: a table, an SVG plot of
     /// received vs sent, and optionally the highest zero-loss rate per size.
     #[command(subcommand)]
@@ -223,6 +235,26 @@ pub struct OutputArgs {
     /// CSV: interval rows as they happen, then per-stream and sum rows.
     #[arg(long)]
     pub csv: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Engines to run, comma-separated; ratios are to the first.
+    #[arg(long, default_value = "syscall,uring,zerocopy")]
+    pub engines: String,
+    /// rr only: `both` runs every engine without and with --busy-poll.
+    #[arg(long, value_name = "both|on|off")]
+    pub busy_poll: Option<String>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// [HOST] tcp|udp|rr, then the test's flags (e.g. `udp -b 0 -l 1472 -t 2`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "TEST",
+        required = true
+    )]
+    pub test: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 //! config types. Clap types never leave this module.
 
 mod args;
+mod compare;
 mod generate;
 mod host;
 mod netperf;
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use linerate_engine::engines::auto::{self, Workload};
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind};
 use linerate_proto::spec::{
@@ -40,6 +42,8 @@ pub struct ClientConfig {
     pub target: Target,
     pub spec: TestSpec,
     pub engine: EngineKind,
+    /// With `--engine auto`: which engine it chose and what it skipped.
+    pub engine_note: Option<String>,
     pub cpus: Vec<usize>,
     pub format: Format,
     pub connect_timeout: Duration,
@@ -89,6 +93,7 @@ pub enum Command {
     Rr(RrConfig),
     Udp(ClientConfig),
     Sweep(SweepConfig),
+    Compare(CompareConfig),
     Iface(IfaceConfig),
     Doctor(DoctorConfig),
     Ping(PingConfig),
@@ -100,6 +105,27 @@ pub enum Command {
 pub use repeat::RepeatConfig;
 
 pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
+
+/// `linerate compare`: one test, run once per variant.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// `tcp`, `udp` or `rr`.
+    pub test: String,
+    /// The test's flags as given.
+    pub args: Vec<String>,
+    pub variants: Vec<CompareVariantConfig>,
+    pub format: Format,
+}
+
+/// One variant: its test config, or why it cannot run here (an engine
+/// this kernel refuses), which the table shows instead of its figures.
+#[derive(Debug, Clone)]
+pub struct CompareVariantConfig {
+    pub name: String,
+    pub engine: String,
+    pub busy_poll: bool,
+    pub config: Result<ClientConfig, String>,
+}
 
 /// A sweep: one UDP test per size × rate point.
 #[derive(Debug, Clone)]
@@ -198,13 +224,15 @@ fn client_config(
         };
         bail!("--{flag}: {}", e.reason);
     }
+    let (engine, engine_note) = client_engine(engine, &spec)?;
     Ok(ClientConfig {
         target: match host {
             Some(host) => Target::Remote { host, port },
             None => Target::Embedded,
         },
         spec,
-        engine: engine_kind(engine)?,
+        engine,
+        engine_note,
         cpus: parse_cpus(cpus)?,
         format: format_of(output),
         connect_timeout: parse_duration(connect_timeout).context("--connect-timeout")?,
@@ -217,6 +245,13 @@ fn client_config(
 /// `--engine` and its options: resolved once, and checked against this
 /// kernel (an option the kernel lacks is refused with the reason).
 fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
+    if a.engine == AUTO {
+        bail!(
+            "--engine auto picks an engine per test, which only a client knows; \
+             give the server one of: {}",
+            EngineKind::names()
+        );
+    }
     let toggle = |on: bool, off: bool| match (on, off) {
         (true, _) => Toggle::On,
         (_, true) => Toggle::Off,
@@ -229,20 +264,48 @@ fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
             skip_rx_copy: a.skip_rx_copy,
         }),
         other => {
-            let batch_only = [
-                (a.gso, "--gso"),
-                (a.no_gso, "--no-gso"),
-                (a.gro, "--gro"),
-                (a.no_gro, "--no-gro"),
-                (a.skip_rx_copy, "--skip-rx-copy"),
-            ];
-            if let Some((_, flag)) = batch_only.iter().find(|(set, _)| *set) {
+            if let Some(flag) = batch_only_flag(a) {
                 bail!("{flag} needs --engine batch (the {other} engine has no such option)");
             }
             other
         }
     };
     Ok(kind.check()?)
+}
+
+/// The first `batch`-only option given, if any.
+fn batch_only_flag(a: &args::EngineArgs) -> Option<&'static str> {
+    [
+        (a.gso, "--gso"),
+        (a.no_gso, "--no-gso"),
+        (a.gro, "--gro"),
+        (a.no_gro, "--no-gro"),
+        (a.skip_rx_copy, "--skip-rx-copy"),
+    ]
+    .into_iter()
+    .find_map(|(set, flag)| set.then_some(flag))
+}
+
+/// `--engine auto`'s name (not an engine: a rule that picks one).
+pub const AUTO: &str = "auto";
+
+/// A client's `--engine`: `auto` is resolved here, once, for this test by
+/// the rule in `engines::auto`, and the note naming the choice and what
+/// was skipped goes into the report.
+fn client_engine(a: &args::EngineArgs, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
+    if a.engine != AUTO {
+        return Ok((engine_kind(a)?, None));
+    }
+    if let Some(flag) = batch_only_flag(a) {
+        bail!("{flag} needs --engine batch (auto picks an engine, and its options, per test)");
+    }
+    let w = match (spec.kind, spec.protocol) {
+        (TestKind::Stream, Protocol::Tcp) => Workload::TcpStream,
+        (TestKind::Stream, Protocol::Udp) => Workload::UdpStream,
+        _ => Workload::RequestResponse,
+    };
+    let c = auto::choose(w);
+    Ok((c.kind, Some(c.note(w))))
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
@@ -634,6 +697,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
         args::Cmd::Sweep(args::SweepCmd::Udp(a)) => validate_sweep(a),
+        args::Cmd::Compare(a) => compare::validate_compare(a),
         args::Cmd::Server(s) => {
             if s.max_concurrent == 0 {
                 bail!("--max-concurrent must be at least 1");

@@ -13,4 +13,5 @@ mod report;
 mod rr;
 mod tcp;
 mod udp;
+mod uring_engines;
 mod ux;

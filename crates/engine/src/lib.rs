@@ -7,8 +7,8 @@
 //! - [`cpu`]: process, thread and host CPU accounting.
 //! - [`engines`]: the batch-shaped [`engines::Engine`] trait (the I/O
 //!   primitives per transport), the typed [`engines::EngineKind`] choice,
-//!   and one file per engine (today the plain [`engines::syscall`] engine;
-//!   batching, io_uring and zero copy plug in behind the same trait).
+//!   and one file per engine ([`engines::syscall`], [`engines::uring`],
+//!   [`engines::zerocopy`]; [`engines::auto`] is the rule that picks one).
 //! - [`stream`]: what a stream's thread shares with its side: progress
 //!   counter, stop/abort/drain signals, how a loop ended.
 //! - [`tcp`]: the TCP stream loops (send to a limit or stop, read to end),
@@ -17,6 +17,8 @@
 //!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
 //!   send/receive loops, generic over the engine.
+//! - [`test_hooks`]: what end-to-end tests may switch on through the
+//!   environment (a seccomp filter that denies io_uring).
 //! - [`caps`]: what the kernel lets accelerated engines use, probed once.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
@@ -35,6 +37,7 @@ pub mod socket;
 pub mod stream;
 pub mod tcp;
 pub mod tcp_info;
+pub mod test_hooks;
 pub mod udp;
 
 /// Errors of the data path.

@@ -68,6 +68,50 @@ pub struct StreamMeasurement {
     /// UDP receiver's figures (UDP receiving streams only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp_recv: Option<UdpRecv>,
+    /// What an accelerated engine used on this stream (absent: the plain
+    /// syscall engine, which uses nothing beyond one call per buffer).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub engine_use: Option<EngineUse>,
+}
+
+/// What an accelerated engine (`uring`, `zerocopy`) actually used on one
+/// stream, as counted while it ran: a feature it asked for but the kernel
+/// did not give shows as off, with the reason in `notes`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EngineUse {
+    /// The engine's name (`uring`, `zerocopy`).
+    pub engine: String,
+    /// I/O went through buffers registered with the kernel once
+    /// (io_uring fixed buffers), not pinned per call.
+    #[serde(default)]
+    pub registered_buffers: bool,
+    /// A kernel thread polled the submission queue (`IORING_SETUP_SQPOLL`).
+    #[serde(default)]
+    pub sqpoll: bool,
+    /// Receives came from one multishot request into a provided buffer
+    /// ring (`IORING_RECV_MULTISHOT`, `IORING_REGISTER_PBUF_RING`).
+    #[serde(default)]
+    pub multishot_recv: bool,
+    /// Zero-copy sends (`IORING_OP_SEND_ZC` or `MSG_ZEROCOPY`), when used.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub zerocopy: Option<ZeroCopyUse>,
+    /// Why a feature is off where the engine could have used it.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<String>,
+}
+
+/// Zero-copy send completions on one stream: no send buffer was reused
+/// before the kernel's completion for it arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ZeroCopyUse {
+    /// Sends made with zero copy requested.
+    pub sends: u64,
+    /// Of those, sends whose completion notification arrived.
+    pub completed: u64,
+    /// Of the completed, those the kernel reported it copied anyway
+    /// (`IORING_NOTIF_USAGE_ZC_COPIED`, `SO_EE_CODE_ZEROCOPY_COPIED`):
+    /// loopback and devices without scatter-gather always copy.
+    pub copied: u64,
 }
 
 /// What a UDP sender measured on one stream.

@@ -318,6 +318,7 @@ fn results(side: Side, spec: &TestSpec) -> SideResults {
                 error: None,
                 udp_send: None,
                 udp_recv: None,
+                engine_use: None,
             })
             .collect(),
         intervals: vec![IntervalMeasurement {

@@ -42,6 +42,7 @@ fn endpoint(side: Side, m: Option<&StreamMeasurement>, omit_s: f64) -> Endpoint 
         calls: m.calls,
         tcp: m.tcp,
         error: m.error,
+        engine_use: m.engine_use,
     }
 }
 

@@ -4,10 +4,12 @@
 //! only code that computes results from the two sides' measurements;
 //! [`render`] turns the model into a human table, JSON, JSON Lines or CSV
 //! (and a request/response test's histograms into CSV); [`plot`] and
-//! [`plot_rr`] draw SVG figures from it. Nothing prints a number that is not
+//! [`plot_rr`] draw SVG figures from it; [`compare`] is `linerate compare`'s
+//! model (one test per variant, ratios to the first) and renderers. Nothing prints a number that is not
 //! in the model.
 
 pub mod build;
+pub mod compare;
 pub mod html;
 pub mod model;
 pub mod plot;

@@ -6,7 +6,7 @@
 
 use linerate_host::counters::Traffic;
 use linerate_proto::clock::ClockOffset;
-use linerate_proto::measure::{KernelUdp, TcpInfo, UdpInterval};
+use linerate_proto::measure::{EngineUse, KernelUdp, TcpInfo, UdpInterval};
 use linerate_proto::rr_core::SpinMode;
 use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, TestSpec, UdpSpec};
 use linerate_proto::wire::Side;
@@ -158,6 +158,9 @@ pub struct Endpoint {
     pub tcp: Option<TcpInfo>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// What this end's accelerated engine used (absent: syscall engine).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub engine_use: Option<EngineUse>,
 }
 
 /// Both ends of one stream.

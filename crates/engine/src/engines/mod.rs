@@ -16,8 +16,11 @@
 //! dispatched statically (`with_engine!`) at the top of a stream's thread:
 //! no indirect call per buffer or datagram.
 
+pub mod auto;
 pub mod batch;
 pub mod syscall;
+pub mod uring;
+pub mod zerocopy;
 
 use std::fmt;
 use std::io;
@@ -26,8 +29,10 @@ use std::str::FromStr;
 
 pub use batch::Batch;
 pub use syscall::Syscall;
+pub use uring::Uring;
+pub use zerocopy::ZeroCopy;
 
-use linerate_proto::measure::Batching;
+use linerate_proto::measure::{Batching, EngineUse, ZeroCopyUse};
 
 use crate::EngineError;
 
@@ -42,6 +47,13 @@ pub enum EngineKind {
     /// that works everywhere, under LD_PRELOAD kernel-bypass libraries too.
     #[default]
     Syscall,
+    /// io_uring: registered buffers, multishot receive into a provided
+    /// buffer ring, zero-copy sends (`SEND_ZC`); `uring:sqpoll` adds a
+    /// kernel submission-polling thread.
+    Uring { sqpoll: bool },
+    /// `MSG_ZEROCOPY` sends with completions read from the error queue;
+    /// receives as `syscall`.
+    ZeroCopy,
     /// `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `writev` of large TCP
     /// writes, optionally `MSG_TRUNC` TCP receives; with its options.
     Batch(Batch),
@@ -49,12 +61,21 @@ pub enum EngineKind {
 
 impl EngineKind {
     /// Every engine this build has, in the order `--engine` lists them.
-    pub const ALL: &'static [EngineKind] = &[EngineKind::Syscall, EngineKind::Batch(Batch::AUTO)];
+    pub const ALL: &'static [EngineKind] = &[
+        EngineKind::Syscall,
+        EngineKind::Batch(Batch::AUTO),
+        EngineKind::Uring { sqpoll: false },
+        EngineKind::Uring { sqpoll: true },
+        EngineKind::ZeroCopy,
+    ];
 
     /// The name in `--engine` and in reports.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Syscall => "syscall",
+            EngineKind::Uring { sqpoll: false } => "uring",
+            EngineKind::Uring { sqpoll: true } => "uring:sqpoll",
+            EngineKind::ZeroCopy => "zerocopy",
             EngineKind::Batch(_) => "batch",
         }
     }
@@ -73,6 +94,8 @@ impl EngineKind {
     pub fn check(self) -> Result<EngineKind, EngineError> {
         match self {
             EngineKind::Syscall => Ok(self),
+            EngineKind::Uring { .. } => uring::caps().map(|_| self),
+            EngineKind::ZeroCopy => zerocopy::check().map(|()| self),
             EngineKind::Batch(b) => match b.unavailable() {
                 None => Ok(self),
                 Some(reason) => Err(EngineError::EngineUnavailable {
@@ -123,6 +146,14 @@ macro_rules! with_engine {
                 let $e = $crate::engines::Syscall;
                 $body
             }
+            $crate::engines::EngineKind::Uring { sqpoll } => {
+                let $e = $crate::engines::Uring { sqpoll };
+                $body
+            }
+            $crate::engines::EngineKind::ZeroCopy => {
+                let $e = $crate::engines::ZeroCopy;
+                $body
+            }
             $crate::engines::EngineKind::Batch(options) => {
                 let $e = options;
                 $body
@@ -131,6 +162,47 @@ macro_rules! with_engine {
     };
 }
 pub(crate) use with_engine;
+
+thread_local! {
+    /// What the engine's I/O objects on this thread used, merged: each
+    /// stream (and rr flow) runs on its own thread, so the runner collects
+    /// it after the loop returns without every loop passing it back.
+    static USED: std::cell::RefCell<Option<EngineUse>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Records what an engine's I/O object used (called as it is dropped).
+pub(crate) fn record_use(u: EngineUse) {
+    USED.with(|cell| {
+        let mut cur = cell.borrow_mut();
+        *cur = Some(match cur.take() {
+            None => u,
+            Some(mut a) => {
+                a.registered_buffers |= u.registered_buffers;
+                a.sqpoll |= u.sqpoll;
+                a.multishot_recv |= u.multishot_recv;
+                a.zerocopy = match (a.zerocopy, u.zerocopy) {
+                    (Some(x), Some(y)) => Some(ZeroCopyUse {
+                        sends: x.sends + y.sends,
+                        completed: x.completed + y.completed,
+                        copied: x.copied + y.copied,
+                    }),
+                    (x, y) => x.or(y),
+                };
+                for n in u.notes {
+                    if !a.notes.contains(&n) {
+                        a.notes.push(n);
+                    }
+                }
+                a
+            }
+        });
+    });
+}
+
+/// Takes what the engines on this thread recorded since the last take.
+pub fn take_use() -> Option<EngineUse> {
+    USED.with(|cell| cell.borrow_mut().take())
+}
 
 /// How one I/O call waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,7 +476,7 @@ mod tests {
         let e = "warp".parse::<EngineKind>().expect_err("unknown");
         assert_eq!(
             e.to_string(),
-            "unknown engine \"warp\"; this build has: syscall, batch"
+            "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy"
         );
     }
 

@@ -68,6 +68,7 @@ pub(super) fn spawn_stream(
                 (Ok(()), None) => None,
             };
             let measurement = StreamMeasurement {
+                engine_use: crate::engines::take_use(),
                 bytes: counter.get(),
                 omitted_bytes: 0,
                 elapsed_ns: elapsed,

@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use linerate_proto::measure::TcpInfo;
+use linerate_proto::measure::{EngineUse, TcpInfo};
 use linerate_proto::spec::{Direction, Limit, TestKind};
 use linerate_proto::wire::Side;
 use linerate_stats::units::{
@@ -23,6 +23,46 @@ pub(super) struct Human<'a> {
     /// The interval table's columns, once known (from the start).
     cols: Option<Columns>,
     printed_header: bool,
+}
+
+/// What an accelerated engine used on one end, from its own counts.
+pub(crate) fn engine_use_words(u: &EngineUse) -> String {
+    let mut used = Vec::new();
+    if u.registered_buffers {
+        used.push("registered buffers".to_string());
+    }
+    if u.multishot_recv {
+        used.push("multishot receive into a provided buffer ring".into());
+    }
+    if u.sqpoll {
+        used.push("SQPOLL".into());
+    }
+    if let Some(z) = &u.zerocopy {
+        used.push(format!(
+            "zero-copy sends: {} sent, {} completed, {} of them copied by the kernel{}",
+            z.sends,
+            z.completed,
+            z.copied,
+            if z.completed > 0 && z.copied == z.completed {
+                " (every one: loopback or a device without scatter-gather copies)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let mut s = format!(
+        "engine {}: {}",
+        u.engine,
+        if used.is_empty() {
+            "plain requests".to_string()
+        } else {
+            used.join("; ")
+        }
+    );
+    for n in &u.notes {
+        s.push_str(&format!("; {n}"));
+    }
+    s
 }
 
 fn udp_sender_words(u: &UdpSummary) -> String {
@@ -336,9 +376,15 @@ impl Sink for Human<'_> {
                 if let Some(u) = &s.udp {
                     self.words(&format!("         {}", udp_sender_words(u)), 9)?;
                 }
+                if let Some(e) = &s.sender.engine_use {
+                    self.words(&format!("         {}", engine_use_words(e)), 9)?;
+                }
                 self.endpoint_line(&id, "receiver", &s.receiver)?;
                 if let Some(u) = &s.udp {
                     self.words(&format!("         {}", udp_receiver_words(u)), 9)?;
+                }
+                if let Some(e) = &s.receiver.engine_use {
+                    self.words(&format!("         {}", engine_use_words(e)), 9)?;
                 }
             }
             let line = format!(

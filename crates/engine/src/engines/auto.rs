@@ -1,0 +1,141 @@
+//! `--engine auto`: the fastest engine this kernel runs for a test, by a
+//! fixed, documented rule, with what it skipped and why.
+//!
+//! The rule is an order of preference per kind of test; `auto` takes the
+//! first engine in it that passes its capability check. The order must be
+//! backed by bench results (`bench/run`, issue 8): it is a claim about
+//! speed, so change it only with figures. Today's order comes from short
+//! loopback A/B runs (syscall vs uring vs zerocopy, noted in the issue) on
+//! a shared 2-CPU machine, and is to be confirmed on a quiet one:
+//! - TCP stream: `syscall` first. On loopback every zero-copy send is
+//!   copied anyway and `SEND_ZC`/`MSG_ZEROCOPY` add a completion per
+//!   write, so neither `uring` nor `zerocopy` beat plain writes there; on a
+//!   NIC path with scatter-gather they may, and the bench decides.
+//! - UDP stream: `batch` (`sendmmsg` with UDP GSO, `recvmmsg` with UDP
+//!   GRO: many datagrams per system call on both sides), then `uring` (a
+//!   multishot receive moves many datagrams per system call on the
+//!   receiving side), then `syscall`. Batch's place ahead of uring is
+//!   provisional: it awaits bench results comparing the two on a quiet
+//!   machine.
+//! - Request/response: `syscall` — one call per message is already the
+//!   least work for one outstanding message.
+
+use super::{Batch, EngineKind};
+
+/// What a test moves, as far as `auto`'s rule cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    TcpStream,
+    UdpStream,
+    RequestResponse,
+}
+
+/// The preference order per workload (see the module docs).
+pub fn preference(w: Workload) -> &'static [EngineKind] {
+    match w {
+        Workload::TcpStream => &[EngineKind::Syscall],
+        // batch before uring awaits bench results (see the module docs).
+        Workload::UdpStream => &[
+            EngineKind::Batch(Batch::AUTO),
+            EngineKind::Uring { sqpoll: false },
+            EngineKind::Syscall,
+        ],
+        Workload::RequestResponse => &[EngineKind::Syscall],
+    }
+}
+
+/// What `auto` chose, and each engine it passed over with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoChoice {
+    pub kind: EngineKind,
+    pub skipped: Vec<(EngineKind, String)>,
+}
+
+impl AutoChoice {
+    /// One line for the report: the choice, the rule, what was skipped.
+    pub fn note(&self, w: Workload) -> String {
+        let order: Vec<&str> = preference(w).iter().map(|k| k.name()).collect();
+        let mut s = format!(
+            "engine auto chose {} (preference for this test: {})",
+            self.kind,
+            order.join(" > ")
+        );
+        for (k, why) in &self.skipped {
+            s.push_str(&format!("; skipped {k}: {why}"));
+        }
+        s
+    }
+}
+
+/// Applies the rule with `check` as the capability test (the real one is
+/// [`EngineKind::check`]; tests pass their own).
+pub fn choose_with(w: Workload, check: impl Fn(EngineKind) -> Result<(), String>) -> AutoChoice {
+    let mut skipped = Vec::new();
+    for &k in preference(w) {
+        match check(k) {
+            Ok(()) => return AutoChoice { kind: k, skipped },
+            Err(why) => skipped.push((k, why)),
+        }
+    }
+    // The syscall engine ends every order and runs everywhere.
+    AutoChoice {
+        kind: EngineKind::Syscall,
+        skipped,
+    }
+}
+
+/// `auto` for workload `w` on this kernel.
+pub fn choose(w: Workload) -> AutoChoice {
+    choose_with(w, |k| {
+        k.check().map(drop).map_err(|e| match e {
+            crate::EngineError::EngineUnavailable { reason, .. } => reason,
+            e => e.to_string(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_order_ends_with_the_engine_that_runs_everywhere() {
+        for w in [
+            Workload::TcpStream,
+            Workload::UdpStream,
+            Workload::RequestResponse,
+        ] {
+            assert_eq!(preference(w).last(), Some(&EngineKind::Syscall));
+        }
+    }
+
+    #[test]
+    fn udp_prefers_batch_then_uring_then_syscall() {
+        assert_eq!(
+            preference(Workload::UdpStream),
+            &[
+                EngineKind::Batch(Batch::AUTO),
+                EngineKind::Uring { sqpoll: false },
+                EngineKind::Syscall,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refused_engine_is_skipped_with_its_reason() {
+        let c = choose_with(Workload::UdpStream, |k| match k {
+            EngineKind::Batch(_) => Err("no UDP GSO".into()),
+            EngineKind::Uring { .. } => Err("io_uring is disabled".into()),
+            _ => Ok(()),
+        });
+        assert_eq!(c.kind, EngineKind::Syscall);
+        let note = c.note(Workload::UdpStream);
+        assert!(note.contains("chose syscall"), "{note}");
+        assert!(note.contains("batch > uring > syscall"), "{note}");
+        assert!(note.contains("skipped batch: no UDP GSO"), "{note}");
+        assert!(
+            note.contains("skipped uring: io_uring is disabled"),
+            "{note}"
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! The io_uring engine: every data-path send and receive is a request on a
+//! per-socket ring (through the `io-uring` crate's bindings; no hand-written
+//! ring code).
+//!
+//! What it uses, where the kernel has it (each probed once per process; a
+//! feature the kernel lacks is reported as off with the reason, and io_uring
+//! itself missing refuses the engine):
+//! - registered buffers (`IORING_REGISTER_BUFFERS`): the TCP stream buffer
+//!   and the UDP send staging slots are pinned once, not per call;
+//! - zero-copy sends (`IORING_OP_SEND_ZC`), with completion tracking: a
+//!   buffer is reused only after its notification CQE, and the notifications
+//!   say whether the kernel copied anyway (loopback always does);
+//! - UDP receive through one multishot `RECVMSG` into a provided buffer ring
+//!   (`IORING_REGISTER_PBUF_RING`), with the kernel's timestamp and drop
+//!   counter in each buffer's control data;
+//! - optionally a kernel submission-polling thread (`uring:sqpoll`).
+//!
+//! A blocking wait is bounded by [`WAIT`] like the syscall engine's socket
+//! timeouts (io_uring ignores `SO_RCVTIMEO`): a request still pending then
+//! is cancelled and its final completion awaited, so a datagram or a byte is
+//! never both reported unsent and sent.
+
+mod tcp;
+mod udp;
+
+use std::io;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
+use linerate_proto::measure::{EngineUse, ZeroCopyUse};
+
+use super::{Engine, EngineKind};
+use crate::EngineError;
+
+pub use tcp::{UringTcpRx, UringTcpTx};
+pub use udp::{UringUdpRx, UringUdpTx};
+
+/// Longest blocking wait for a completion: the period at which the loops
+/// look at their stop and abort flags (the syscall engine's socket timeout).
+const WAIT: Duration = crate::stream::POLL;
+
+/// Submission queue entries per ring: one UDP send batch (linked) plus the
+/// multishot receive and cancellations fit with room to spare.
+const RING_ENTRIES: u32 = 128;
+
+/// Completion queue entries: a zero-copy send posts two CQEs, and a
+/// multishot receive one per datagram; 8× the submission queue keeps a
+/// full buffer ring's worth of completions without overflowing (an
+/// overflow is not lost, `IORING_FEAT_NODROP`, but costs a syscall).
+const CQ_ENTRIES: u32 = 1024;
+
+/// `IORING_SEND_ZC_REPORT_USAGE` (include/uapi/linux/io_uring.h): the
+/// notification CQE says whether the kernel copied the data.
+const ZC_REPORT_USAGE: u16 = 8;
+/// `IORING_NOTIF_USAGE_ZC_COPIED`: set in a notification's result when the
+/// kernel had to copy.
+const ZC_COPIED: u32 = 1 << 31;
+
+/// Kernel thread idle time before it sleeps, for `uring:sqpoll`: long
+/// enough to span the gaps of a paced sender, short enough that an idle
+/// ring does not keep a CPU spinning (on small hosts the thread competes
+/// with the test's own threads).
+const SQPOLL_IDLE_MS: u32 = 10;
+
+/// The io_uring engine and its one option.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Uring {
+    /// Let a kernel thread poll the submission queue (`IORING_SETUP_SQPOLL`).
+    pub sqpoll: bool,
+}
+
+impl Engine for Uring {
+    type UdpTx = UringUdpTx;
+    type UdpRx = UringUdpRx;
+    type TcpTx = UringTcpTx;
+    type TcpRx = UringTcpRx;
+
+    fn udp_tx(self, sock: &std::net::UdpSocket, len: usize) -> Result<UringUdpTx, EngineError> {
+        UringUdpTx::new(self, sock, len)
+    }
+    fn udp_rx(self, sock: &std::net::UdpSocket, len: usize) -> Result<UringUdpRx, EngineError> {
+        UringUdpRx::new(self, sock, len)
+    }
+    fn tcp_tx(self, _sock: &std::net::TcpStream) -> Result<UringTcpTx, EngineError> {
+        UringTcpTx::new(self)
+    }
+    fn tcp_rx(self, _sock: &std::net::TcpStream) -> Result<UringTcpRx, EngineError> {
+        UringTcpRx::new(self)
+    }
+}
+
+/// What this kernel's io_uring offers, probed once per process.
+#[derive(Debug, Clone)]
+pub struct UringCaps {
+    /// `IORING_OP_SEND_ZC` (Linux 6.0).
+    pub send_zc: bool,
+    /// Multishot `RECVMSG` into a provided buffer ring (Linux 6.0); probed
+    /// by registering a ring, since the opcode probe cannot tell.
+    pub multishot: Result<(), String>,
+}
+
+/// Whether io_uring can run here, and what it offers: the reason when it
+/// cannot (sysctl `kernel.io_uring_disabled`, a seccomp filter, no kernel
+/// support), probed once per process.
+pub fn caps() -> Result<&'static UringCaps, EngineError> {
+    static CAPS: OnceLock<Result<UringCaps, String>> = OnceLock::new();
+    CAPS.get_or_init(probe)
+        .as_ref()
+        .map_err(|reason| EngineError::EngineUnavailable {
+            engine: EngineKind::Uring { sqpoll: false },
+            reason: reason.clone(),
+        })
+}
+
+fn probe() -> Result<UringCaps, String> {
+    let ring: IoUring = IoUring::new(4).map_err(|e| refusal(&e))?;
+    let mut p = Probe::new();
+    let send_zc =
+        ring.submitter().register_probe(&mut p).is_ok() && p.is_supported(opcode::SendZc::CODE);
+    let multishot = udp::BufRing::new(&ring, 2, 64, 0)
+        .map(|r| r.unregister(&ring))
+        .map_err(|e| format!("no provided buffer rings ({e}; Linux 5.19+)"));
+    Ok(UringCaps { send_zc, multishot })
+}
+
+/// Why `io_uring_setup` failed, in words a user can act on.
+fn refusal(e: &io::Error) -> String {
+    // The sysctl as the shared capability probe read it (1 is no refusal
+    // there for a member of kernel.io_uring_group, so it only explains one).
+    let sysctl = match &crate::caps::caps().io_uring {
+        Ok(v) => *v,
+        Err(crate::caps::Missing::IoUringDisabled { value }) => Some(*value),
+        Err(_) => None,
+    };
+    match (e.raw_os_error(), sysctl) {
+        (Some(libc::EPERM), Some(2)) => {
+            "io_uring is disabled by sysctl kernel.io_uring_disabled = 2".into()
+        }
+        (Some(libc::EPERM), Some(1)) => "io_uring is limited by sysctl \
+             kernel.io_uring_disabled = 1 to members of kernel.io_uring_group, \
+             and this process is not one"
+            .into(),
+        (Some(libc::EPERM), _) => {
+            format!("io_uring_setup was refused ({e}): a seccomp filter or security policy forbids it")
+        }
+        (Some(libc::ENOSYS), _) => format!(
+            "io_uring_setup is not available ({e}): the kernel lacks io_uring or a seccomp filter blocks it"
+        ),
+        _ => format!("io_uring_setup failed: {e}"),
+    }
+}
+
+/// One ring and the calls the engine's I/O objects make on it.
+struct Ring {
+    ring: IoUring,
+    sqpoll: bool,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("sqpoll", &self.sqpoll)
+            .finish()
+    }
+}
+
+impl Ring {
+    fn new(engine: Uring) -> Result<Ring, EngineError> {
+        caps()?;
+        let mut b = IoUring::builder();
+        b.setup_cqsize(CQ_ENTRIES);
+        if engine.sqpoll {
+            b.setup_sqpoll(SQPOLL_IDLE_MS);
+        }
+        let ring = b
+            .build(RING_ENTRIES)
+            .map_err(|e| EngineError::EngineUnavailable {
+                engine: EngineKind::Uring {
+                    sqpoll: engine.sqpoll,
+                },
+                reason: if engine.sqpoll {
+                    format!("a ring with SQPOLL could not be set up: {e}")
+                } else {
+                    refusal(&e)
+                },
+            })?;
+        Ok(Ring {
+            ring,
+            sqpoll: engine.sqpoll,
+        })
+    }
+
+    /// Queues `e`, submitting what is queued first when the queue is full.
+    fn push(&mut self, e: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: every buffer and msghdr an entry points to is owned by
+            // the I/O object that pushes it and outlives the request: the
+            // objects wait for (or cancel and then wait for) every request
+            // before they release or reuse what it points to.
+            if unsafe { self.ring.submission().push(e) }.is_ok() {
+                return Ok(());
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    /// Queues `entries` at once: the kernel (an SQPOLL thread included)
+    /// sees them together, so a linked chain is never cut at a submission
+    /// boundary (the kernel would end the chain there and run the rest
+    /// beside it, out of order). Submits what is queued first if the
+    /// queue has no room for all of them.
+    fn push_all(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
+        loop {
+            // SAFETY: as in `push`: what the entries point to outlives the
+            // requests.
+            if unsafe { self.ring.submission().push_multiple(entries) }.is_ok() {
+                return Ok(());
+            }
+            if self.ring.submission().is_empty() {
+                return Err(io::Error::other("a batch longer than the submission queue"));
+            }
+            self.ring.submit()?;
+        }
+    }
+
+    /// Submits what is queued and waits up to `timeout` for `want`
+    /// completions (`None`: do not wait). Timing out is not an error: the
+    /// caller looks at what completed.
+    fn submit_wait(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
+        let r = match timeout {
+            None => self.ring.submit(),
+            Some(t) => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The next completion, if one is there.
+    fn next(&mut self) -> Option<cqueue::Entry> {
+        self.ring.completion().next()
+    }
+
+    /// Asks the kernel to cancel the request tagged `user_data`; its final
+    /// completion (done or `-ECANCELED`) still comes through [`Self::next`].
+    fn cancel(&mut self, user_data: u64) -> io::Result<()> {
+        let e = opcode::AsyncCancel::new(user_data)
+            .build()
+            .user_data(TAG_CANCEL);
+        self.push(&e)?;
+        self.submit_wait(0, None)
+    }
+}
+
+/// When a request still pending should be cancelled: [`WAIT`] after the
+/// first wait that ended without its completion (a wait also ends on any
+/// other completion, e.g. an earlier send's notification). The clock is read
+/// only on this slow path.
+#[derive(Debug, Default)]
+struct CancelAfter {
+    deadline: Option<std::time::Instant>,
+    cancelled: bool,
+}
+
+impl CancelAfter {
+    /// True once, when the request has waited [`WAIT`] in all.
+    fn due(&mut self) -> bool {
+        if self.cancelled {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        let d = *self.deadline.get_or_insert(now + WAIT);
+        if now >= d {
+            self.cancelled = true;
+        }
+        self.cancelled
+    }
+}
+
+/// Completions of cancel requests carry this tag and are ignored.
+const TAG_CANCEL: u64 = u64::MAX;
+
+/// Zero-copy send bookkeeping shared by the TCP and UDP senders.
+#[derive(Debug, Default, Clone, Copy)]
+struct ZcCount {
+    sends: u64,
+    completed: u64,
+    copied: u64,
+}
+
+impl ZcCount {
+    /// Counts one notification CQE (`IORING_CQE_F_NOTIF`).
+    fn notified(&mut self, res: i32) {
+        self.completed += 1;
+        if (res as u32) & ZC_COPIED != 0 {
+            self.copied += 1;
+        }
+    }
+    fn as_use(self) -> ZeroCopyUse {
+        ZeroCopyUse {
+            sends: self.sends,
+            completed: self.completed,
+            copied: self.copied,
+        }
+    }
+}
+
+/// The report record every uring I/O object leaves when it is dropped.
+fn engine_use(
+    sqpoll: bool,
+    registered: bool,
+    multishot: bool,
+    zc: Option<ZcCount>,
+    notes: Vec<String>,
+) -> EngineUse {
+    EngineUse {
+        engine: "uring".into(),
+        registered_buffers: registered,
+        sqpoll,
+        multishot_recv: multishot,
+        zerocopy: zc.map(ZcCount::as_use),
+        notes,
+    }
+}
+
+/// An io error from a negative CQE result.
+fn cqe_err(res: i32) -> io::Error {
+    io::Error::from_raw_os_error(-res)
+}
+
+/// Registers one buffer (fixed buffer index 0) with `ring`.
+fn register(ring: &IoUring, buf: &[u8]) -> io::Result<()> {
+    let iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the buffer stays allocated and in place while registered: its
+    // owner unregisters it (or drops the ring) before freeing or moving it.
+    unsafe { ring.submitter().register_buffers(&[iov]) }
+}
+
+#[cfg(test)]
+mod tests;

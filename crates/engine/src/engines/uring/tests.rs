@@ -1,0 +1,150 @@
+//! The uring engine against real loopback sockets: skipped, with the
+//! reason printed, where io_uring cannot run.
+
+use std::net::{TcpListener, TcpStream, UdpSocket};
+
+use super::{caps, Uring};
+use crate::engines::{take_use, Engine, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
+
+fn available() -> bool {
+    match caps() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn udp_batches_arrive_in_order_with_their_metadata() {
+    if !available() {
+        return;
+    }
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    tx.connect(rx.local_addr().expect("addr")).expect("connect");
+    rx.connect(tx.local_addr().expect("addr")).expect("connect");
+    crate::udp::setsockopt_int(&rx, crate::cmsg::SO_TIMESTAMPNS, 1).expect("timestamps");
+    // With SQPOLL the kernel thread takes requests as they are queued: a
+    // batch must still go out in order (its chain queued at once).
+    for e in [Uring::default(), Uring { sqpoll: true }] {
+        batch_in_order(e, &tx, &rx);
+    }
+}
+
+fn batch_in_order(e: Uring, tx: &UdpSocket, rx: &UdpSocket) {
+    const N: usize = 100;
+    let mut t = e.udp_tx(tx, 100).expect("tx");
+    let mut r = e.udp_rx(rx, 100).expect("rx");
+    let mut slots = r.slots();
+    let mut buf = vec![0u8; 100 * N];
+    for (i, d) in buf.chunks_mut(100).enumerate() {
+        d.fill(i as u8);
+    }
+    let mut sent = 0;
+    while sent < N {
+        sent += t
+            .send_batch(tx, TxBatch::new(&buf[sent * 100..], 100), Wait::Block)
+            .expect("sent");
+    }
+    let mut got = Vec::new();
+    while got.len() < N {
+        let n = r.recv_batch(rx, &mut slots, Wait::Block).expect("received");
+        for i in 0..n {
+            let (d, m) = slots.get(i);
+            assert_eq!(d.len(), 100);
+            assert!(!m.truncated);
+            assert!(m.stamp_ns.is_some(), "kernel timestamp in the control data");
+            got.push(d[0]);
+        }
+    }
+    assert_eq!(got, (0..N as u8).collect::<Vec<u8>>(), "{e:?}");
+    // Nothing more queued: a non-blocking call says so.
+    let e = r
+        .recv_batch(rx, &mut slots, Wait::DontWait)
+        .expect_err("empty");
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    drop((t, r));
+    let used = take_use().expect("recorded");
+    assert_eq!(used.engine, "uring");
+    assert!(used.multishot_recv, "{used:?}");
+    if let Some(z) = used.zerocopy {
+        assert_eq!(z.sends, N as u64);
+        assert_eq!(
+            z.completed, N as u64,
+            "every notification arrived before drop"
+        );
+        assert!(z.copied <= z.completed);
+    }
+}
+
+#[test]
+fn a_longer_datagram_shows_as_truncated() {
+    if !available() {
+        return;
+    }
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    tx.connect(rx.local_addr().expect("addr")).expect("connect");
+    rx.connect(tx.local_addr().expect("addr")).expect("connect");
+    let mut r = Uring::default().udp_rx(&rx, 100).expect("rx");
+    let mut slots = r.slots();
+    tx.send(&[1u8; 500]).expect("send");
+    let n = r
+        .recv_batch(&rx, &mut slots, Wait::Block)
+        .expect("received");
+    assert_eq!(n, 1);
+    assert!(slots.get(0).1.truncated);
+    let _ = take_use();
+}
+
+#[test]
+fn a_tcp_stream_moves_every_byte_and_all_notifications_arrive() {
+    if !available() {
+        return;
+    }
+    let l = TcpListener::bind("127.0.0.1:0").expect("listen");
+    let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+    let (b, _) = l.accept().expect("accept");
+    let reader = std::thread::spawn(move || {
+        let mut r = Uring::default().tcp_rx(&b).expect("rx");
+        let mut buf = vec![0u8; 65536];
+        let mut total = 0usize;
+        loop {
+            match r.read(&b, &mut buf, Wait::Block) {
+                Ok(0) => break,
+                Ok(n) => total += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        drop(r);
+        (total, take_use().expect("rx use"))
+    });
+    let mut w = Uring::default().tcp_tx(&a).expect("tx");
+    let buf = vec![3u8; 256 * 1024];
+    let mut left = 8 << 20;
+    let t0 = std::time::Instant::now();
+    let mut blocked = 0;
+    while left > 0 {
+        match w.write(&a, &buf[..buf.len().min(left)], Wait::Block) {
+            Ok(n) => left -= n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => blocked += 1,
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    eprintln!("8 MiB in {:?}, {blocked} waits timed out", t0.elapsed());
+    w.finish(&a).expect("notifications");
+    a.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    drop(w);
+    let used = take_use().expect("tx use");
+    let (total, rx_use) = reader.join().expect("reader");
+    assert_eq!(total, 8 << 20);
+    assert!(rx_use.registered_buffers);
+    assert!(used.registered_buffers);
+    if let Some(z) = used.zerocopy {
+        assert!(z.sends > 0);
+        assert_eq!(z.completed, z.sends);
+    }
+}

@@ -1,0 +1,688 @@
+//! UDP through io_uring: linked zero-copy sends from registered staging
+//! slots, and one multishot `RECVMSG` into a provided buffer ring.
+
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use super::{
+    caps, cqe_err, engine_use, register, CancelAfter, Ring, Uring, ZcCount, TAG_CANCEL, WAIT,
+    ZC_REPORT_USAGE,
+};
+use crate::cmsg::{self, ControlBuf};
+use crate::engines::{RecvMeta, RecvSlots, TxBatch, UdpRx, UdpTx, Wait};
+use crate::EngineError;
+
+/// Most datagrams one send batch takes: as many as `sendmmsg` batches in
+/// the batch engine, linked so they leave in order.
+const UDP_TX_BATCH: usize = 32;
+
+/// Staging slots for sends: a zero-copy send's slot stays busy until its
+/// notification, so the sender can run this far ahead of them (4 batches).
+const TX_SLOTS: usize = 4 * UDP_TX_BATCH;
+
+/// Datagrams handed to the loop per receive call (the CQEs reaped at once).
+const RX_SLOTS: usize = 32;
+
+/// Provided buffers: enough for a burst the receiver did not keep up with
+/// (a full ring ends the multishot request until buffers come back), sized
+/// down for big datagrams so the ring stays near [`RX_RING_BYTES`].
+const RX_RING_MAX: usize = 256;
+const RX_RING_MIN: usize = 16;
+const RX_RING_BYTES: usize = 4 << 20;
+
+/// The buffer group id of the receive ring (one ring per socket).
+const BGID: u16 = 0;
+
+/// Room in each provided buffer before the payload: the kernel's
+/// `io_uring_recvmsg_out` header, then the control messages.
+const RECVMSG_OUT: usize = 16;
+
+/// A UDP socket's sending ring.
+pub struct UringUdpTx {
+    ring: Ring,
+    fd: types::Fd,
+    /// `TX_SLOTS` slots of `slot` bytes, registered as fixed buffer 0.
+    staging: Vec<u8>,
+    slot: usize,
+    /// Slot i is in flight (awaiting its result or its notification).
+    busy: Vec<bool>,
+    next: usize,
+    /// Results of the current batch: `Some(res)` once its CQE arrived.
+    results: Vec<Option<i32>>,
+    batch_slots: Vec<usize>,
+    /// The batch's requests, queued together (allocated once).
+    entries: Vec<squeue::Entry>,
+    zc: Option<ZcCount>,
+    registered: bool,
+    notes: Vec<String>,
+}
+
+impl std::fmt::Debug for UringUdpTx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringUdpTx")
+            .field("ring", &self.ring)
+            .finish()
+    }
+}
+
+/// Tags: the low bits carry the slot, this bit marks a send.
+const TAG_SEND: u64 = 1 << 32;
+
+impl UringUdpTx {
+    pub(super) fn new(engine: Uring, sock: &UdpSocket, len: usize) -> Result<Self, EngineError> {
+        let caps = caps()?;
+        let ring = Ring::new(engine)?;
+        let slot = len.max(1);
+        let staging = vec![0u8; slot * TX_SLOTS];
+        let mut notes = Vec::new();
+        let registered = match register(&ring.ring, &staging) {
+            Ok(()) => true,
+            Err(e) => {
+                notes.push(format!("buffers not registered: {e}"));
+                false
+            }
+        };
+        let zc = if caps.send_zc {
+            Some(ZcCount::default())
+        } else {
+            notes.push("this kernel has no IORING_OP_SEND_ZC (Linux 6.0): sends copy".into());
+            None
+        };
+        Ok(UringUdpTx {
+            ring,
+            fd: types::Fd(sock.as_raw_fd()),
+            staging,
+            slot,
+            busy: vec![false; TX_SLOTS],
+            next: 0,
+            results: Vec::with_capacity(UDP_TX_BATCH),
+            batch_slots: Vec::with_capacity(UDP_TX_BATCH),
+            entries: Vec::with_capacity(UDP_TX_BATCH),
+            zc,
+            registered,
+            notes,
+        })
+    }
+
+    /// Handles one completion: a send's result or a notification that
+    /// frees its slot.
+    fn complete(&mut self, c: &cqueue::Entry) {
+        let ud = c.user_data();
+        if ud == TAG_CANCEL || ud & TAG_SEND == 0 {
+            return;
+        }
+        let slot = (ud & 0xffff_ffff) as usize;
+        if cqueue::notif(c.flags()) {
+            if let Some(z) = &mut self.zc {
+                z.notified(c.result());
+            }
+            self.busy[slot] = false;
+            return;
+        }
+        if let Some(i) = self.batch_slots.iter().position(|&s| s == slot) {
+            self.results[i] = Some(c.result());
+        }
+        if c.result() >= 0 && self.zc.is_some() && cqueue::more(c.flags()) {
+            if let Some(z) = &mut self.zc {
+                z.sends += 1;
+            }
+        } else {
+            // No notification follows: the slot is free now.
+            self.busy[slot] = false;
+        }
+    }
+
+    fn reap(&mut self) {
+        while let Some(c) = self.ring.next() {
+            self.complete(&c);
+        }
+    }
+
+    /// Waits until slot `i` is free (its notification arrived).
+    fn wait_free(&mut self, i: usize) -> io::Result<()> {
+        while self.busy[i] {
+            self.ring.submit_wait(1, Some(WAIT))?;
+            self.reap();
+        }
+        Ok(())
+    }
+
+    fn batch_done(&self) -> bool {
+        self.results.iter().all(Option::is_some)
+    }
+}
+
+impl UdpTx for UringUdpTx {
+    fn max_batch(&self) -> usize {
+        UDP_TX_BATCH
+    }
+
+    fn send_batch(
+        &mut self,
+        _sock: &UdpSocket,
+        batch: TxBatch<'_>,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        self.results.clear();
+        self.batch_slots.clear();
+        self.entries.clear();
+        let flags = match wait {
+            Wait::Block => 0,
+            Wait::DontWait => libc::MSG_DONTWAIT,
+        };
+        let count = batch.count().min(UDP_TX_BATCH);
+        for (k, d) in batch.datagrams().take(count).enumerate() {
+            let i = self.next;
+            self.wait_free(i)?;
+            self.next = (i + 1) % TX_SLOTS;
+            let at = i * self.slot;
+            let n = d.len().min(self.slot);
+            self.staging[at..at + n].copy_from_slice(&d[..n]);
+            let ptr = self.staging[at..].as_ptr();
+            let e = if self.zc.is_some() {
+                opcode::SendZc::new(self.fd, ptr, n as u32)
+                    .buf_index(self.registered.then_some(0))
+                    .flags(flags | libc::MSG_NOSIGNAL)
+                    .zc_flags(ZC_REPORT_USAGE)
+                    .build()
+            } else {
+                opcode::Send::new(self.fd, ptr, n as u32)
+                    .flags(flags | libc::MSG_NOSIGNAL)
+                    .build()
+            };
+            // Linked: the datagrams leave in order, and a failure cancels
+            // the rest of the batch (which the loop offers again).
+            let e = if k + 1 < count {
+                e.flags(squeue::Flags::IO_LINK)
+            } else {
+                e
+            };
+            self.busy[i] = true;
+            self.batch_slots.push(i);
+            self.results.push(None);
+            self.entries.push(e.user_data(TAG_SEND | i as u64));
+        }
+        let pushed = self.ring.push_all(&self.entries);
+        self.entries.clear();
+        pushed?;
+        let mut cancel = CancelAfter::default();
+        while !self.batch_done() {
+            self.ring.submit_wait(1, Some(WAIT))?;
+            self.reap();
+            if !self.batch_done() && cancel.due() {
+                // Still pending after a full wait: cancel what is left and
+                // take its final answer, so nothing counts twice.
+                for k in 0..self.results.len() {
+                    if self.results[k].is_none() {
+                        self.ring.cancel(TAG_SEND | self.batch_slots[k] as u64)?;
+                    }
+                }
+            }
+        }
+        let sent = self
+            .results
+            .iter()
+            .take_while(|r| r.is_some_and(|r| r >= 0))
+            .count();
+        if sent > 0 {
+            return Ok(sent);
+        }
+        match self.results.first().copied().flatten() {
+            Some(r) if r == -libc::ECANCELED => Err(io::ErrorKind::WouldBlock.into()),
+            Some(r) if r == -libc::EAGAIN => Err(io::ErrorKind::WouldBlock.into()),
+            Some(r) => Err(cqe_err(r)),
+            None => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+impl Drop for UringUdpTx {
+    fn drop(&mut self) {
+        // Every slot's notification must arrive before the staging buffer
+        // goes: bounded, so a vanished peer cannot hold the thread.
+        let deadline = std::time::Instant::now() + 10 * WAIT;
+        while self.busy.iter().any(|&b| b) && std::time::Instant::now() < deadline {
+            if self.ring.submit_wait(1, Some(WAIT)).is_err() {
+                break;
+            }
+            self.reap();
+        }
+        if let Some(z) = &self.zc {
+            if z.completed < z.sends {
+                self.notes.push(format!(
+                    "{} zero-copy notifications had not arrived when the stream ended",
+                    z.sends - z.completed
+                ));
+            }
+        }
+        crate::engines::record_use(engine_use(
+            self.ring.sqpoll,
+            self.registered && self.zc.is_some(),
+            false,
+            self.zc,
+            std::mem::take(&mut self.notes),
+        ));
+    }
+}
+
+/// A provided buffer ring: `entries` buffers of `size` bytes that the
+/// kernel picks from for each received datagram.
+pub(super) struct BufRing {
+    /// The ring of `io_uring_buf` entries, page-aligned as the kernel needs.
+    entries: *mut types::BufRingEntry,
+    layout: std::alloc::Layout,
+    data: Vec<u8>,
+    size: usize,
+    mask: u16,
+    tail: u16,
+    bgid: u16,
+}
+
+// SAFETY: the raw pointer is this value's own allocation, used only by the
+// thread that owns the value (the kernel reads it through the ring).
+unsafe impl Send for BufRing {}
+
+impl BufRing {
+    /// Allocates `entries` (a power of two) buffers of `size` bytes,
+    /// registers them with `ring` as group `bgid` and provides them all.
+    pub(super) fn new(ring: &IoUring, entries: u16, size: usize, bgid: u16) -> io::Result<Self> {
+        let layout = std::alloc::Layout::from_size_align(
+            usize::from(entries) * std::mem::size_of::<types::BufRingEntry>(),
+            4096,
+        )
+        .map_err(io::Error::other)?;
+        // SAFETY: a non-zero size, page alignment; freed in Drop with the
+        // same layout.
+        let mem = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<types::BufRingEntry>();
+        if mem.is_null() {
+            return Err(io::ErrorKind::OutOfMemory.into());
+        }
+        let mut r = BufRing {
+            entries: mem,
+            layout,
+            data: vec![0u8; usize::from(entries) * size],
+            size,
+            mask: entries - 1,
+            tail: 0,
+            bgid,
+        };
+        // SAFETY: the ring memory lives until Drop, which the owner runs
+        // only after unregistering it or dropping the io_uring.
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(mem as u64, entries, bgid, 0)
+        }?;
+        for bid in 0..entries {
+            r.provide(bid);
+        }
+        Ok(r)
+    }
+
+    /// Gives buffer `bid` (back) to the kernel.
+    pub(super) fn provide(&mut self, bid: u16) {
+        let at = usize::from(bid) * self.size;
+        // SAFETY: the index is masked into the ring; the entry is ours to
+        // write until the tail below publishes it.
+        let e = unsafe { &mut *self.entries.add(usize::from(self.tail & self.mask)) };
+        e.set_addr(self.data[at..].as_ptr() as u64);
+        e.set_len(self.size as u32);
+        e.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+        // SAFETY: the tail field overlays entry 0's reserved field (the
+        // kernel ABI); the release store publishes the entry written above.
+        unsafe {
+            let tail = types::BufRingEntry::tail(self.entries).cast::<AtomicU16>();
+            (*tail).store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// Buffer `bid`'s first `len` bytes.
+    fn get(&self, bid: u16, len: usize) -> &[u8] {
+        let at = usize::from(bid) * self.size;
+        &self.data[at..at + len.min(self.size)]
+    }
+
+    pub(super) fn unregister(self, ring: &IoUring) {
+        let _ = ring.submitter().unregister_buf_ring(self.bgid);
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in new() with this layout.
+        unsafe { std::alloc::dealloc(self.entries.cast(), self.layout) };
+    }
+}
+
+/// The template `msghdr` of a multishot `RECVMSG`: only its name and
+/// control lengths matter (connected sockets need no name).
+struct MsgTemplate(Box<libc::msghdr>);
+
+// SAFETY: plain data with null pointers; the kernel reads it on the
+// owning thread's submissions only.
+unsafe impl Send for MsgTemplate {}
+
+/// A UDP socket's receiving ring.
+pub struct UringUdpRx {
+    // Field order matters: the ring (and its registration) goes before the
+    // buffer memory it points to.
+    ring: Ring,
+    fd: types::Fd,
+    bufs: Option<BufRing>,
+    msg: MsgTemplate,
+    /// Fallback without buffer rings: one `RECVMSG` into slot 0.
+    control: Box<ControlBuf>,
+    armed: bool,
+    slot: usize,
+    notes: Vec<String>,
+}
+
+impl std::fmt::Debug for UringUdpRx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringUdpRx")
+            .field("ring", &self.ring)
+            .finish()
+    }
+}
+
+const TAG_RECV: u64 = 1;
+
+impl UringUdpRx {
+    pub(super) fn new(engine: Uring, sock: &UdpSocket, len: usize) -> Result<Self, EngineError> {
+        let caps = caps()?;
+        let ring = Ring::new(engine)?;
+        // One more byte than the test's datagrams, so a longer one shows as
+        // truncated; at least a greeting's worth.
+        let slot = (len + 1).max(64);
+        let control = std::mem::size_of::<ControlBuf>();
+        let size = RECVMSG_OUT + control + slot;
+        let entries = (RX_RING_BYTES / size).clamp(RX_RING_MIN, RX_RING_MAX);
+        let entries = 1u16 << (usize::BITS - 1 - entries.leading_zeros());
+        let mut notes = Vec::new();
+        let bufs = match &caps.multishot {
+            Ok(()) => match BufRing::new(&ring.ring, entries, size, BGID) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    notes.push(format!(
+                        "no provided buffer ring ({e}): one receive per call"
+                    ));
+                    None
+                }
+            },
+            Err(why) => {
+                notes.push(format!("{why}: one receive per call"));
+                None
+            }
+        };
+        // SAFETY: msghdr is plain data; all-zero is a valid empty one.
+        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msg.msg_controllen = control as _;
+        Ok(UringUdpRx {
+            ring,
+            fd: types::Fd(sock.as_raw_fd()),
+            bufs,
+            msg: MsgTemplate(msg),
+            control: Box::new([0; 8]),
+            armed: false,
+            slot,
+            notes,
+        })
+    }
+
+    /// (Re)arms the multishot receive when the kernel ended it.
+    fn arm(&mut self) -> io::Result<()> {
+        if self.armed {
+            return Ok(());
+        }
+        let e = opcode::RecvMsgMulti::new(self.fd, &*self.msg.0, BGID)
+            .build()
+            .user_data(TAG_RECV);
+        self.ring.push(&e)?;
+        self.armed = true;
+        Ok(())
+    }
+
+    /// Moves completed receives into `slots`; returns how many were
+    /// filled, or the first error when none was.
+    fn reap(&mut self, slots: &mut RecvSlots) -> io::Result<usize> {
+        let mut filled = 0;
+        let mut err = None;
+        while filled < slots.count() {
+            let Some(c) = self.ring.next() else { break };
+            if c.user_data() != TAG_RECV {
+                continue;
+            }
+            if !cqueue::more(c.flags()) {
+                self.armed = false;
+            }
+            let res = c.result();
+            if res < 0 {
+                // -ENOBUFS: the buffer ring ran dry; the datagrams wait in
+                // the socket until it is re-armed. Other errors (an ICMP
+                // error on the connected socket) go to the loop.
+                if res != -libc::ENOBUFS && err.is_none() {
+                    err = Some(cqe_err(res));
+                }
+                continue;
+            }
+            let (Some(bufs), Some(bid)) = (self.bufs.as_mut(), cqueue::buffer_select(c.flags()))
+            else {
+                continue;
+            };
+            let meta = fill(bufs.get(bid, res as usize), &self.msg.0, slots, filled);
+            bufs.provide(bid);
+            if let Some(m) = meta {
+                *slots.slot_mut(filled).1 = m;
+                filled += 1;
+            }
+        }
+        match (filled, err) {
+            (0, Some(e)) => Err(e),
+            _ => Ok(filled),
+        }
+    }
+
+    /// Without a buffer ring: one `RECVMSG` into slot 0, waited for.
+    fn recv_one(&mut self, slots: &mut RecvSlots, wait: Wait) -> io::Result<usize> {
+        let (buf, meta) = slots.slot_mut(0);
+        // The kernel copies the msghdr and iovec when it takes the request
+        // (submission), so they may live on this stack.
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain data; it points at live buffers.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = self.control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of::<ControlBuf>() as _;
+        let flags = match wait {
+            Wait::Block => 0,
+            Wait::DontWait => libc::MSG_DONTWAIT as u32,
+        };
+        let e = opcode::RecvMsg::new(self.fd, &mut msg)
+            .flags(flags)
+            .build()
+            .user_data(TAG_RECV);
+        self.ring.push(&e)?;
+        let res = wait_one(&mut self.ring, TAG_RECV)?;
+        if res < 0 {
+            return Err(cqe_err(res));
+        }
+        // SAFETY: the kernel filled msg (and its control buffer, alive).
+        let c = unsafe { cmsg::parse(&msg) };
+        *meta = RecvMeta {
+            len: res as usize,
+            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+            stamp_ns: c.stamp_ns,
+            drops: c.drops,
+            segment: None,
+        };
+        Ok(1)
+    }
+}
+
+/// Copies one provided buffer's datagram into slot `i`; returns its
+/// metadata (`None`: a malformed buffer, which the kernel never writes).
+fn fill(buf: &[u8], tmpl: &libc::msghdr, slots: &mut RecvSlots, i: usize) -> Option<RecvMeta> {
+    let out = types::RecvMsgOut::parse(buf, tmpl).ok()?;
+    let payload = out.payload_data();
+    let (dst, _) = slots.slot_mut(i);
+    let n = payload.len().min(dst.len());
+    dst[..n].copy_from_slice(&payload[..n]);
+    // Copied out to an aligned buffer: the CMSG macros read headers in
+    // place, and a provided buffer's control area need not be aligned.
+    let src = out.control_data();
+    let mut control: ControlBuf = [0; 8];
+    let clen = src.len().min(std::mem::size_of::<ControlBuf>());
+    // SAFETY: clen fits both buffers; u64s may hold any bytes.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), control.as_mut_ptr().cast::<u8>(), clen) };
+    // SAFETY: msghdr is plain data; it only points at `control`, which the
+    // parser below reads within msg_controllen.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = clen as _;
+    // SAFETY: control holds the control messages the kernel wrote for this
+    // datagram, and msg_controllen bounds them.
+    let c = unsafe { cmsg::parse(&msg) };
+    Some(RecvMeta {
+        len: n,
+        truncated: out.is_payload_truncated() || n < payload.len(),
+        stamp_ns: c.stamp_ns,
+        drops: c.drops,
+        segment: None,
+    })
+}
+
+/// Waits for the request tagged `tag` to complete: up to [`WAIT`], then
+/// cancels it and waits for its final result (`-ECANCELED` reads as
+/// `WouldBlock`). Other completions are dropped (the callers have none).
+fn wait_one(ring: &mut Ring, tag: u64) -> io::Result<i32> {
+    let mut cancel = CancelAfter::default();
+    loop {
+        ring.submit_wait(1, Some(WAIT))?;
+        while let Some(c) = ring.next() {
+            if c.user_data() == tag {
+                let r = c.result();
+                if r == -libc::ECANCELED || r == -libc::EAGAIN {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                return Ok(r);
+            }
+        }
+        if cancel.due() {
+            ring.cancel(tag)?;
+        }
+    }
+}
+
+/// Whether a datagram waits in `sock`'s receive queue (`SIOCINQ`: the
+/// next datagram's size; an empty datagram reads as none, which only
+/// shortens a drain by a datagram linerate never sends as data).
+fn queued(sock: &UdpSocket) -> bool {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::FIONREAD, &mut n) };
+    rc == 0 && n > 0
+}
+
+impl UdpRx for UringUdpRx {
+    fn slots(&self) -> RecvSlots {
+        RecvSlots::new(RX_SLOTS, self.slot)
+    }
+
+    fn recv_batch(
+        &mut self,
+        sock: &UdpSocket,
+        slots: &mut RecvSlots,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        if self.bufs.is_none() {
+            return self.recv_one(slots, wait);
+        }
+        let n = self.reap(slots)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        self.arm()?;
+        // Entering the kernel runs the pending receive work, so a
+        // non-blocking call still sees what is queued in the socket.
+        let timeout = match wait {
+            Wait::Block => Some(WAIT),
+            Wait::DontWait => None,
+        };
+        self.ring.submit_wait(1, timeout)?;
+        let n = self.reap(slots)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        if !self.armed || (wait == Wait::DontWait && queued(sock)) {
+            // The request ended while we waited (buffers ran dry), or the
+            // socket still holds datagrams the kernel has not moved to the
+            // ring yet (with SQPOLL its thread does that, when it runs):
+            // a drain must not stop before they are read. Re-arm and wait.
+            self.arm()?;
+            self.ring.submit_wait(1, Some(WAIT))?;
+            let n = self.reap(slots)?;
+            if n > 0 {
+                return Ok(n);
+            }
+        }
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+}
+
+impl UringUdpRx {
+    /// Cancels the multishot receive and waits (bounded) for its last
+    /// completion, so the kernel writes no buffer after this returns.
+    fn disarm(&mut self) {
+        if !self.armed || self.ring.cancel(TAG_RECV).is_err() {
+            return;
+        }
+        for _ in 0..10 {
+            if self.ring.submit_wait(1, Some(WAIT)).is_err() {
+                return;
+            }
+            while let Some(c) = self.ring.next() {
+                if c.user_data() == TAG_RECV && !cqueue::more(c.flags()) {
+                    self.armed = false;
+                }
+                if let (Some(b), Some(bid)) = (self.bufs.as_mut(), cqueue::buffer_select(c.flags()))
+                {
+                    b.provide(bid);
+                }
+            }
+            if !self.armed {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for UringUdpRx {
+    fn drop(&mut self) {
+        self.disarm();
+        let multishot = self.bufs.is_some();
+        if let Some(b) = self.bufs.take() {
+            if self.armed {
+                // The kernel may still own buffers: leave the memory to the
+                // process rather than free what it could write.
+                std::mem::forget(b);
+            } else {
+                b.unregister(&self.ring.ring);
+            }
+        }
+        crate::engines::record_use(engine_use(
+            self.ring.sqpoll,
+            false,
+            multishot,
+            None,
+            std::mem::take(&mut self.notes),
+        ));
+    }
+}

@@ -1,0 +1,306 @@
+//! `linerate compare`: the same test once per variant (engine, busy
+//! polling), reduced to the figures a user compares, each with its ratio to
+//! the first variant; and its renderers (a table, JSON, CSV).
+//!
+//! Every figure is taken from that variant's own [`Report`]; a figure the
+//! test kind does not have (datagrams/s of a TCP test) is absent, never
+//! zero, and so is its ratio.
+
+use std::io::{self, Write};
+
+use linerate_stats::units::{format_count_rate, format_nanos, format_rate};
+use serde::{Deserialize, Serialize};
+
+use crate::model::Report;
+use crate::render::Format;
+
+/// Bumped on incompatible changes to [`CompareReport`].
+pub const COMPARE_SCHEMA: u32 = 1;
+
+/// The result of `linerate compare`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    pub schema: u32,
+    /// The test run for every variant: `tcp`, `udp` or `rr`.
+    pub test: String,
+    /// The test's flags, as given (the same for every variant).
+    pub args: Vec<String>,
+    /// In the order asked for; ratios are to the first.
+    pub variants: Vec<CompareVariant>,
+}
+
+/// One variant's run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareVariant {
+    /// `ENGINE` or `ENGINE+busy-poll`.
+    pub name: String,
+    /// The engine asked for (`auto` included).
+    pub engine: String,
+    /// The engines that ran, from the report (`auto` resolved).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_engine: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_engine: Option<String>,
+    pub busy_poll: bool,
+    /// Why the variant did not run or failed (then `metrics` is empty).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+    /// The figures, in [`METRICS`] order, those the test has.
+    pub metrics: Vec<Metric>,
+}
+
+/// One figure of one variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    /// A name from [`METRICS`].
+    pub name: String,
+    pub value: f64,
+    /// `value` ÷ the first variant's value of the same figure (absent when
+    /// the first variant has none, or it is zero).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ratio: Option<f64>,
+}
+
+/// Every figure `compare` reports, with its unit, in table order.
+pub const METRICS: &[(&str, &str)] = &[
+    ("receiver_bits_per_second", "bit/s"),
+    ("received_datagrams_per_second", "datagrams/s"),
+    ("loss_percent", "%"),
+    ("transactions_per_second", "1/s"),
+    ("latency_p50_ns", "ns"),
+    ("latency_p99_ns", "ns"),
+    ("latency_p99_9_ns", "ns"),
+    ("client_cpu_percent", "% of a CPU"),
+    ("server_cpu_percent", "% of a CPU"),
+    ("client_service_demand_us_per_kib", "µs/KiB"),
+    ("server_service_demand_us_per_kib", "µs/KiB"),
+];
+
+/// The figures of one report (see [`METRICS`]). Request/response tests
+/// contribute their first phase (the first size, unloaded).
+pub fn metrics_of(r: &Report) -> Vec<Metric> {
+    let mut v: Vec<(&str, f64)> = Vec::new();
+    if r.rr.is_none() {
+        v.push((
+            "receiver_bits_per_second",
+            r.sums.iter().map(|s| s.receiver_bits_per_second).sum(),
+        ));
+        let udp: Vec<_> = r.sums.iter().filter_map(|s| s.udp.as_ref()).collect();
+        if !udp.is_empty() {
+            v.push((
+                "received_datagrams_per_second",
+                udp.iter().map(|u| u.received_pps).sum(),
+            ));
+            let issued: u64 = udp.iter().map(|u| u.issued).sum();
+            let lost: u64 = udp.iter().map(|u| u.lost).sum();
+            if issued > 0 {
+                v.push(("loss_percent", lost as f64 * 100.0 / issued as f64));
+            }
+        }
+    }
+    if let Some(p) = r.rr.as_ref().and_then(|rr| rr.phases.first()) {
+        v.push(("transactions_per_second", p.transactions_per_second));
+        v.push(("latency_p50_ns", p.latency.p50_ns as f64));
+        v.push(("latency_p99_ns", p.latency.p99_ns as f64));
+        v.push(("latency_p99_9_ns", p.latency.p99_9_ns as f64));
+    }
+    v.push(("client_cpu_percent", r.cpu.client.percent_of_cpu));
+    v.push(("server_cpu_percent", r.cpu.server.percent_of_cpu));
+    if let Some(d) = r.cpu.client.service_demand_us_per_kib {
+        v.push(("client_service_demand_us_per_kib", d));
+    }
+    if let Some(d) = r.cpu.server.service_demand_us_per_kib {
+        v.push(("server_service_demand_us_per_kib", d));
+    }
+    v.into_iter()
+        .map(|(name, value)| Metric {
+            name: name.into(),
+            value,
+            ratio: None,
+        })
+        .collect()
+}
+
+/// Fills every metric's ratio to the first variant's.
+pub fn set_ratios(variants: &mut [CompareVariant]) {
+    let Some(first) = variants.first().map(|v| v.metrics.clone()) else {
+        return;
+    };
+    for v in variants.iter_mut() {
+        for m in &mut v.metrics {
+            m.ratio = first
+                .iter()
+                .find(|b| b.name == m.name)
+                .filter(|b| b.value != 0.0)
+                .map(|b| m.value / b.value);
+        }
+    }
+}
+
+fn format_value(name: &str, v: f64) -> String {
+    match name {
+        "receiver_bits_per_second" => format_rate(v),
+        "received_datagrams_per_second" | "transactions_per_second" => {
+            format!("{}/s", format_count_rate(v))
+        }
+        n if n.ends_with("_ns") => format_nanos(v),
+        n if n.ends_with("_percent") => format!("{v:.2}%"),
+        _ => format!("{v:.3}"),
+    }
+}
+
+/// Writes `r` in `format` (`JsonLines` writes one JSON line).
+pub fn render(r: &CompareReport, format: Format, out: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, r)?;
+            writeln!(out)
+        }
+        Format::JsonLines => {
+            serde_json::to_writer(&mut *out, r)?;
+            writeln!(out)
+        }
+        Format::Csv => csv(r, out),
+        Format::Human => table(r, out),
+    }
+}
+
+fn csv(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "variant,engine,busy_poll,metric,unit,value,ratio,error"
+    )?;
+    for v in &r.variants {
+        if let Some(e) = &v.error {
+            let e = e.replace('"', "'");
+            writeln!(out, "{},{},{},,,,,\"{e}\"", v.name, v.engine, v.busy_poll)?;
+            continue;
+        }
+        for m in &v.metrics {
+            let unit = METRICS
+                .iter()
+                .find(|(n, _)| *n == m.name)
+                .map_or("", |(_, u)| u);
+            writeln!(
+                out,
+                "{},{},{},{},{},{},{},",
+                v.name,
+                v.engine,
+                v.busy_poll,
+                m.name,
+                unit,
+                m.value,
+                m.ratio.map(|x| x.to_string()).unwrap_or_default()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A table: one row per figure, one column per variant, each cell the
+/// value and its ratio to the first variant.
+fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "linerate compare: {} {} · {} variant{}",
+        r.test,
+        r.args.join(" "),
+        r.variants.len(),
+        if r.variants.len() == 1 { "" } else { "s" }
+    )?;
+    const W: usize = 24;
+    write!(out, "{:<44}", "")?;
+    for v in &r.variants {
+        write!(out, "{:>W$}", v.name)?;
+    }
+    writeln!(out)?;
+    for (name, unit) in METRICS {
+        if !r
+            .variants
+            .iter()
+            .any(|v| v.metrics.iter().any(|m| m.name == *name))
+        {
+            continue;
+        }
+        write!(out, "{:<44}", format!("{name} ({unit})"))?;
+        for v in &r.variants {
+            let cell = match v.metrics.iter().find(|m| m.name == *name) {
+                Some(m) => match m.ratio {
+                    Some(x) => format!("{} ×{x:.2}", format_value(name, m.value)),
+                    None => format_value(name, m.value),
+                },
+                None => "-".into(),
+            };
+            write!(out, "{cell:>W$}")?;
+        }
+        writeln!(out)?;
+    }
+    for v in &r.variants {
+        match (&v.error, &v.client_engine, &v.server_engine) {
+            (Some(e), _, _) => writeln!(out, "{}: did not run: {e}", v.name)?,
+            (None, Some(c), Some(s)) if c != &v.engine || s != &v.engine => {
+                writeln!(out, "{}: client engine {c}, server engine {s}", v.name)?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant(name: &str, bps: f64) -> CompareVariant {
+        CompareVariant {
+            name: name.into(),
+            engine: name.into(),
+            client_engine: Some(name.into()),
+            server_engine: Some(name.into()),
+            busy_poll: false,
+            error: None,
+            metrics: vec![Metric {
+                name: "receiver_bits_per_second".into(),
+                value: bps,
+                ratio: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn ratios_are_to_the_first_variant_and_absent_without_a_base() {
+        let mut vs = vec![variant("a", 2e9), variant("b", 3e9), variant("c", 1e9)];
+        vs[2].metrics.push(Metric {
+            name: "loss_percent".into(),
+            value: 1.0,
+            ratio: None,
+        });
+        set_ratios(&mut vs);
+        assert_eq!(vs[0].metrics[0].ratio, Some(1.0));
+        assert_eq!(vs[1].metrics[0].ratio, Some(1.5));
+        assert_eq!(vs[2].metrics[0].ratio, Some(0.5));
+        assert_eq!(vs[2].metrics[1].ratio, None);
+    }
+
+    #[test]
+    fn the_table_and_csv_carry_every_variant() {
+        let mut vs = vec![variant("syscall", 2e9), variant("uring", 3e9)];
+        set_ratios(&mut vs);
+        let r = CompareReport {
+            schema: COMPARE_SCHEMA,
+            test: "tcp".into(),
+            args: vec!["-t".into(), "2".into()],
+            variants: vs,
+        };
+        let mut t = Vec::new();
+        render(&r, Format::Human, &mut t).expect("table");
+        let t = String::from_utf8(t).expect("utf8");
+        assert!(t.contains("syscall") && t.contains("uring"), "{t}");
+        assert!(t.contains("×1.50"), "{t}");
+        let mut c = Vec::new();
+        render(&r, Format::Csv, &mut c).expect("csv");
+        let c = String::from_utf8(c).expect("utf8");
+        assert_eq!(c.lines().count(), 3, "{c}");
+        assert!(c.contains("uring,uring,false,receiver_bits_per_second,bit/s,3000000000,1.5,"));
+    }
+}
