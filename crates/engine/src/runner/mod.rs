@@ -134,25 +134,9 @@ pub fn start(
             let results = sample(engine, streams, &params, start, &sig, &live, &ch);
             let _ = dtx.send(results);
         });
-    let sampler = match sampler {
-        Ok(h) => Some(h),
-        Err(_) => {
-            // Without threads no test can run; report an empty, failed side.
-            let (dtx, d) = mpsc::channel();
-            let _ = dtx.send(SideResults {
-                engine: engine.to_string(),
-                ..SideResults::default()
-            });
-            return SideRun {
-                signals,
-                intervals,
-                done: d,
-                senders_done,
-                udp_live,
-                start,
-                sampler: None,
-            };
-        }
+    let (sampler, done) = match sampler {
+        Ok(h) => (Some(h), done),
+        Err(_) => (None, empty_results(engine.to_string())),
     };
     SideRun {
         signals,
@@ -163,6 +147,16 @@ pub fn start(
         start,
         sampler,
     }
+}
+
+/// Without a thread no test can run: the results of an empty, failed side.
+fn empty_results(engine: String) -> Receiver<SideResults> {
+    let (tx, rx) = mpsc::channel();
+    let _ = tx.send(SideResults {
+        engine,
+        ..SideResults::default()
+    });
+    rx
 }
 
 /// Runs `side` on its own thread as a [`SideRun`]: `side` gets the side's
@@ -182,24 +176,9 @@ pub(crate) fn spawn_side(
         .spawn(move || {
             let _ = dtx.send(side(&sig));
         });
-    let sampler = match sampler {
-        Ok(h) => Some(h),
-        Err(_) => {
-            let (dtx, d) = mpsc::channel();
-            let _ = dtx.send(SideResults {
-                engine: engine_name.into(),
-                ..SideResults::default()
-            });
-            return SideRun {
-                signals,
-                intervals,
-                done: d,
-                senders_done,
-                udp_live: Vec::new(),
-                start: Instant::now(),
-                sampler: None,
-            };
-        }
+    let (sampler, done) = match sampler {
+        Ok(h) => (Some(h), done),
+        Err(_) => (None, empty_results(engine_name.into())),
     };
     SideRun {
         signals,
