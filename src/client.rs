@@ -16,10 +16,10 @@ use linerate_engine::engines::EngineKind;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{clock, socket};
 use linerate_proto::auth::{ClientAuth, NONCE_LEN};
-use linerate_proto::measure::IntervalMeasurement;
+use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement};
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
-use linerate_proto::spec::{TestKind, TestSpec};
+use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{RefuseCode, Side, Token};
 use linerate_report::build;
 use linerate_report::model::TestInfo;
@@ -40,8 +40,8 @@ pub enum ClientError {
     #[error("{0}")]
     Refused(String),
     /// The user pressed Ctrl-C; the server was told. `reported`: the test
-    /// stopped early and what was measured until then was reported (stream
-    /// tests); otherwise nothing was.
+    /// stopped early and what was measured until then was reported;
+    /// otherwise (it was not running yet) nothing was.
     #[error("{}", if *reported { "interrupted by the user: the figures above cover the test until then" } else { "test aborted: interrupted by the user" })]
     Interrupted { reported: bool },
     #[error(transparent)]
@@ -52,12 +52,31 @@ pub enum ClientError {
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
     let stdout = std::io::stdout();
     let sink = render::sink(cfg.format, Box::new(stdout.lock()));
-    let mut sink = crate::host::iface_sink::wrap(sink, cfg.iface.as_deref(), cfg.format);
-    run_to(cfg, sink.as_mut())
+    let sink = crate::host::iface_sink::wrap(sink, cfg.iface.as_deref(), cfg.format);
+    let mut sink = Kept {
+        inner: sink,
+        report: None,
+    };
+    let result = run_to(cfg, &mut sink);
+    // `--plot`: of the test, or of what an interrupted one measured.
+    if let (Some(path), Some(report)) = (&cfg.plot, &sink.report) {
+        if matches!(
+            &result,
+            Ok(_) | Err(ClientError::Interrupted { reported: true })
+        ) {
+            let svg = linerate_report::plot_extra::intervals_svg(report)
+                .with_context(|| format!("plotting {}", path.display()))?;
+            std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    result
 }
 
 /// Runs one test, rendering to `sink`. Returns the report.
 pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+    if cfg.iperf3 {
+        return crate::iperf3::client::run_to(cfg, sink);
+    }
     run_with(cfg, clock::boot_id(), sink)
 }
 
@@ -110,10 +129,52 @@ pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
     };
     let stdout = std::io::stdout();
     let sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
-    let mut sink = crate::progress::rr_sink(sink, &cfg.client.spec, cfg.client.format);
-    let report = run_with(&cfg.client, boot_id, sink.as_mut())?;
-    export(cfg, &report)?;
-    Ok(report)
+    let sink = crate::progress::rr_sink(sink, &cfg.client.spec, cfg.client.format);
+    let mut sink = Kept {
+        inner: sink,
+        report: None,
+    };
+    let run = match cfg.local {
+        Some(t) => crate::rr_local::run(cfg, t, &mut sink),
+        None => run_with(&cfg.client, boot_id, &mut sink),
+    };
+    match run {
+        Ok(report) => {
+            export(cfg, &report)?;
+            Ok(report)
+        }
+        // Interrupted with a report of what was measured: the files asked
+        // for hold that too (issue 13).
+        Err(e @ ClientError::Interrupted { reported: true }) => {
+            if let Some(report) = &sink.report {
+                export(cfg, report)?;
+            }
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Passes everything on to `inner` and keeps the report it was given.
+struct Kept<'a> {
+    inner: Box<dyn Sink + 'a>,
+    report: Option<Report>,
+}
+
+impl Sink for Kept<'_> {
+    fn start(&mut self, info: &TestInfo) -> std::io::Result<()> {
+        self.inner.start(info)
+    }
+    fn interval(&mut self, rec: &linerate_report::model::IntervalRecord) -> std::io::Result<()> {
+        self.inner.interval(rec)
+    }
+    fn rr_phase(&mut self, rec: &linerate_report::model::RrPhaseRecord) -> std::io::Result<()> {
+        self.inner.rr_phase(rec)
+    }
+    fn finish(&mut self, report: &Report) -> std::io::Result<()> {
+        self.report = Some(report.clone());
+        self.inner.finish(report)
+    }
 }
 
 fn run_with(
@@ -135,8 +196,9 @@ fn run_with(
         .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
     let mut ctrl = ControlConn::new(ctrl_sock)?;
-    let mut session =
-        ClientSession::new(cfg.spec.clone(), &software(), Instant::now()).with_boot_id(boot_id);
+    let mut session = ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
+        .with_boot_id(boot_id)
+        .with_server_engine(cfg.server_engine.clone());
     if let Some(key) = &cfg.auth_key {
         session = session.with_auth(ClientAuth::new(key.clone(), nonce()?));
     }
@@ -218,13 +280,11 @@ impl ControlSide for ClientTest<'_, '_> {
         {
             return false;
         }
-        // A stream test stops early and still reports what it measured
-        // (issue 13); other tests, or one not yet running, are aborted.
-        let stops = self
-            .session
-            .spec()
-            .is_some_and(|s| s.kind == TestKind::Stream);
-        if stops && self.session.stop_early() {
+        // A running test stops early and still reports what it measured
+        // (issue 13): stream tests stop their senders, request/response
+        // tests end the phase in progress and skip the rest. A test not yet
+        // running is aborted.
+        if self.run.is_some() && self.session.stop_early() {
             if let Some(run) = &self.run {
                 run.stop();
             }
@@ -243,6 +303,22 @@ impl ControlSide for ClientTest<'_, '_> {
         let record = build::interval_record(Side::Client, &m, self.last_interval.as_ref(), &flows);
         self.last_interval = Some(m);
         self.sink.interval(&record).context("writing output")
+    }
+
+    fn rr_phase(&mut self, flows: Vec<RrFlowMeasurement>) -> Result<()> {
+        let (Some(spec), Some(index)) = (self.session.spec(), flows.first().map(|f| f.phase))
+        else {
+            return Ok(());
+        };
+        let clock = self.session.clock().copied();
+        let Some(rec) = build::phase_record(spec, index, flows, clock) else {
+            return Ok(());
+        };
+        // After a Ctrl-C the remaining phases end at once, with nothing.
+        if self.session.stopped_early() && rec.transactions == 0 && rec.lost == 0 {
+            return Ok(());
+        }
+        self.sink.rr_phase(&rec).context("writing output")
     }
 
     fn idle_wait(&self) -> Duration {
@@ -351,6 +427,7 @@ impl<'a> ClientTest<'a, '_> {
             client_software: software(),
             server_software,
             client_engine: self.engine.to_string(),
+            server_engine_requested: self.cfg.server_engine.clone(),
             ..TestInfo::from_spec(spec, Side::Client)
         }
     }
@@ -373,10 +450,15 @@ impl<'a> ClientTest<'a, '_> {
                     );
                 }
                 let entry = test_type::of(&spec);
-                let report = Report {
+                let mut report = Report {
                     interrupted,
                     ..(entry.build)(info, &spec, local, remote, notes)
                 };
+                if interrupted {
+                    if let Some(rr) = &mut report.rr {
+                        report.notes.push(build::keep_phases_run(rr));
+                    }
+                }
                 self.sink.finish(&report).context("writing output")?;
                 if let Some(e) = report
                     .streams

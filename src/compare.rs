@@ -67,8 +67,8 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport> {
         args: cfg.args.clone(),
         variants,
     };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // One write for the whole table or document, not one per line.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     render(&report, cfg.format, &mut out)?;
     out.flush()?;
     Ok(report)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use linerate_engine::runner::SideRun;
 use linerate_engine::{clock, socket};
-use linerate_proto::measure::IntervalMeasurement;
+use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement};
 use linerate_proto::session::Session;
 use linerate_proto::wire::{self, FrameHeader, Message, HEADER_LEN};
 
@@ -185,6 +185,10 @@ pub trait ControlSide {
     fn run(&mut self) -> Option<&mut SideRun>;
     /// An interval record of this side, as it happens.
     fn interval(&mut self, m: IntervalMeasurement) -> Result<()>;
+    /// rr/crr: this side's flows' measurements of a phase that ended.
+    fn rr_phase(&mut self, _flows: Vec<RrFlowMeasurement>) -> Result<()> {
+        Ok(())
+    }
     /// How long to wait for the peer before the data phase.
     fn idle_wait(&self) -> Duration;
 }
@@ -212,6 +216,9 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
         }
         while let Some(m) = side.run().and_then(|r| r.next_interval()) {
             side.interval(m)?;
+        }
+        while let Some(p) = side.run().and_then(|r| r.next_phase()) {
+            side.rr_phase(p)?;
         }
         if let Some(results) = side.run().and_then(|r| r.try_finish()) {
             side.session().local_finished(results, Instant::now());

@@ -7,10 +7,13 @@ mod compare;
 mod control;
 mod host;
 mod html;
+mod iperf3;
 mod log;
 mod metrics;
+mod msg;
 mod progress;
 mod repeat;
+mod rr_local;
 mod server;
 mod sweep;
 mod test_type;
@@ -53,6 +56,12 @@ fn main() -> ExitCode {
             return exit(written.map_err(anyhow::Error::from), Format::Human);
         }
         cli::Command::Server(_) => {}
+        cli::Command::MsgPeer(cfg) => {
+            // Ctrl-C in the terminal reaches this process too: the client
+            // ends the run and this process with it.
+            let _ = ctrlc::set_handler(|| {});
+            return exit(msg::peer(cfg), Format::Human);
+        }
         // First Ctrl-C: abort the test cleanly (tell the server, report
         // nothing false); a second one: the default, immediate exit.
         _ => {
@@ -87,6 +96,11 @@ fn main() -> ExitCode {
                 .and_then(|r| html::test(cfg, &r).map_err(client::ClientError::from))
                 .map_err(Failure::from),
         ),
+        cli::Command::Msg(cfg) => (cfg.format, msg::run(cfg).map_err(Failure::from)),
+        cli::Command::Iperf3(cfg) => (
+            Format::Human,
+            iperf3::dropin::run(cfg).map_err(Failure::from),
+        ),
         cli::Command::Repeat(cfg) => (
             repeat_format(cfg),
             repeat::run(cfg).map(drop).map_err(Failure::from),
@@ -94,6 +108,7 @@ fn main() -> ExitCode {
         cli::Command::Ping(_)
         | cli::Command::Iface(_)
         | cli::Command::Doctor(_)
+        | cli::Command::MsgPeer(_)
         | cli::Command::Print(_) => {
             unreachable!("handled above")
         }

@@ -118,21 +118,15 @@ impl Metrics {
     }
 
     pub fn refused(&self, code: &str) {
-        self.refused
-            .get_or_create(&vec![("reason", code.to_owned())])
-            .inc();
+        inc(&self.refused, "reason", code, 1);
     }
 
     pub fn rejected(&self, reason: &'static str) {
-        self.rejected
-            .get_or_create(&vec![("reason", reason.to_owned())])
-            .inc();
+        inc(&self.rejected, "reason", reason, 1);
     }
 
     pub fn limit_hit(&self, limit: &'static str) {
-        self.limits_hit
-            .get_or_create(&vec![("limit", limit.to_owned())])
-            .inc();
+        inc(&self.limits_hit, "limit", limit, 1);
     }
 
     pub fn failed(&self, spec: Option<&TestSpec>) {
@@ -150,18 +144,12 @@ impl Metrics {
             } else {
                 "received"
             };
-            self.bytes
-                .get_or_create(&vec![("direction", dir.to_owned())])
-                .inc_by(s.bytes);
+            inc(&self.bytes, "direction", dir, s.bytes);
             if let Some(u) = &s.udp_send {
-                self.datagrams
-                    .get_or_create(&vec![("direction", "sent".to_owned())])
-                    .inc_by(u.datagrams);
+                inc(&self.datagrams, "direction", "sent", u.datagrams);
             }
             if let Some(u) = &s.udp_recv {
-                self.datagrams
-                    .get_or_create(&vec![("direction", "received".to_owned())])
-                    .inc_by(u.received);
+                inc(&self.datagrams, "direction", "received", u.received);
                 self.lost.inc_by(u.lost.unwrap_or(0));
             }
         }
@@ -285,12 +273,24 @@ impl Metrics {
     }
 }
 
-fn kind_name(spec: &TestSpec) -> String {
-    let kind = serde_json::to_value(spec.kind)
+/// Adds `by` to the series of `family` whose one label `name` is `value`.
+fn inc(family: &Family<Labels, Counter>, name: &'static str, value: &str, by: u64) {
+    family
+        .get_or_create(&vec![(name, value.to_owned())])
+        .inc_by(by);
+}
+
+/// The name a unit enum has on the wire (its serde name), for labels and
+/// log lines: `RefuseCode::Busy` is `busy`, `TestKind::Rr` is `rr`.
+pub fn wire_name(v: &impl serde::Serialize) -> String {
+    serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    format!("{kind}_{}", spec.protocol.name())
+        .unwrap_or_default()
+}
+
+fn kind_name(spec: &TestSpec) -> String {
+    format!("{}_{}", wire_name(&spec.kind), spec.protocol.name())
 }
 
 fn test_labels(spec: Option<&TestSpec>, outcome: &str) -> Labels {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use linerate_proto::spec::{RrLimit, TestSpec};
-use linerate_report::model::{IntervalRecord, TestInfo};
+use linerate_report::model::{IntervalRecord, RrPhaseRecord, TestInfo};
 use linerate_report::render::{Format, Sink};
 use linerate_report::Report;
 
@@ -126,6 +126,10 @@ impl Sink for RrProgress<'_> {
             Some(b) => b.suspend(|| self.inner.interval(rec)),
             None => self.inner.interval(rec),
         }
+    }
+
+    fn rr_phase(&mut self, rec: &RrPhaseRecord) -> std::io::Result<()> {
+        self.inner.rr_phase(rec)
     }
 
     fn finish(&mut self, report: &Report) -> std::io::Result<()> {

@@ -1,6 +1,8 @@
 //! The server: accepts connections on one port, tells control connections
 //! from data connections (and linerate peers from iperf3 ones) by their first
-//! bytes, and runs one control session per test on its own thread.
+//! bytes, and runs one control session per test on its own thread (iperf3
+//! clients are served by [`crate::iperf3::server`]). What a test leaves
+//! behind when it ends is [`report`]; UDP stream attach is [`udp_attach`].
 //!
 //! Every connection gets a thread with bounded waits, and every test's
 //! streams are owned by a [`SideRun`] that is aborted and joined when the
@@ -9,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -20,28 +22,32 @@ use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::runner::{SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
-use linerate_engine::{clock, socket, udp};
+use linerate_engine::{clock, socket};
 use linerate_proto::auth::{AuthKey, ServerAuth};
+use linerate_proto::limits::RateBudget;
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
-use linerate_proto::spec::{ServerLimits, StreamPlan, TestSpec};
+use linerate_proto::spec::{ServerLimits, TestSpec};
 use linerate_proto::wire::{
-    self, classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
+    classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
-use linerate_report::model::TestInfo;
-use linerate_report::render::{self, Format};
+use linerate_report::render::Format;
 
 use crate::cli::ServerConfig;
 use crate::control::{self, read_first_frame, ControlConn, ControlSide};
+use crate::iperf3::server::{self as iperf3_server, Iperf3Hub};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
 use crate::test_type::{self, software, ServerSide};
 
 pub mod guard;
+mod report;
+mod udp_attach;
 mod watch;
 
 use guard::{Guard, GuardConfig};
-use watch::IdleWatch;
+use udp_attach::PendingDatagram;
+use watch::{IdleWatch, RateWatch};
 
 type DataRoute = Sender<(DataHello, TcpStream)>;
 
@@ -71,6 +77,12 @@ struct Shared {
     routes: Mutex<HashMap<Token, (IpAddr, Route)>>,
     /// Set when an admitted test has ended (for --once).
     test_ended: AtomicBool,
+    /// Connections accepted so far: each connection's number is its place
+    /// in the accept queue, which is the order an iperf3 client opened its
+    /// streams in (their handling threads may run in any order).
+    accepted: AtomicU64,
+    /// iperf3 tests' cookie routes and UDP port.
+    iperf3: Iperf3Hub,
     /// Connection-level limits and the throttled log.
     guard: Guard,
     /// `--auth-key`: clients must prove they hold it.
@@ -78,6 +90,8 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// `--json-lines-file FILE`: a record per completed test.
     json_lines: Option<JsonLines>,
+    /// `--max-total-rate`: the bit rate running tests share.
+    rate_budget: Option<Arc<RateBudget>>,
 }
 
 /// Runs a server until interrupted (or after one test with --once).
@@ -108,10 +122,13 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         active: Mutex::new(0),
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
+        accepted: AtomicU64::new(0),
+        iperf3: Iperf3Hub::default(),
         guard: Guard::new(cfg.guard.clone()),
         auth_key: cfg.auth_key.clone(),
         metrics: Arc::new(Metrics::default()),
         json_lines: cfg.json_lines.as_deref().map(JsonLines::open).transpose()?,
+        rate_budget: cfg.limits.max_total_rate_bps.map(RateBudget::new),
     });
     if let Some(addr) = cfg.metrics {
         let bound = shared.metrics.serve(addr)?;
@@ -158,7 +175,10 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
     let listener = socket::listen(Some([127, 0, 0, 1].into()), 0)?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
-        limits: ServerLimits::default(),
+        limits: ServerLimits {
+            server_engines: crate::cli::engine_offers(None)?,
+            ..ServerLimits::default()
+        },
         max_concurrent: 1,
         engine,
         cpus: Vec::new(),
@@ -168,10 +188,13 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
         active: Mutex::new(0),
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
+        accepted: AtomicU64::new(0),
+        iperf3: Iperf3Hub::default(),
         guard: Guard::new(GuardConfig::default()),
         auth_key,
         metrics: Arc::new(Metrics::default()),
         json_lines: None,
+        rate_budget: None,
     });
     let server = Arc::clone(&shared);
     let handle = std::thread::Builder::new()
@@ -213,6 +236,7 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
             }
         };
         let peer = socket::canonical(peer);
+        let seq = shared.accepted.fetch_add(1, Ordering::Relaxed);
         let guard = &shared.guard;
         if !guard.cfg.filter.permits(peer.ip()) {
             shared.metrics.rejected("address");
@@ -242,7 +266,7 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
             .name("linerate-conn".into())
             .spawn(move || {
                 let _slot = slot;
-                handle_connection(sock, peer, &conn_shared)
+                handle_connection(sock, peer, seq, &conn_shared)
             }) {
             Ok(h) => sessions.push(h),
             Err(e) => shared
@@ -279,6 +303,7 @@ impl CrrHost for CrrRoutes {
 
     fn not_crr(&self, sock: TcpStream, peer: SocketAddr) {
         let shared = Arc::clone(&self.0);
+        let seq = shared.accepted.fetch_add(1, Ordering::Relaxed);
         let Some(slot) = shared.guard.slots.try_take() else {
             shared.metrics.rejected("max_connections");
             return;
@@ -287,7 +312,7 @@ impl CrrHost for CrrRoutes {
             .name("linerate-conn".into())
             .spawn(move || {
                 let _slot = slot;
-                handle_connection(sock, peer, &shared)
+                handle_connection(sock, peer, seq, &shared)
             })
         {
             log!("linerate server: cannot start a thread for {peer}: {e}");
@@ -302,7 +327,8 @@ impl CrrHost for CrrRoutes {
     }
 }
 
-fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
+/// `seq`: the connection's place in the accept order.
+fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Shared) {
     let log = &shared.guard.log;
     let greeting_timeout = shared.guard.cfg.handshake;
     if let Err(e) = sock.set_read_timeout(Some(greeting_timeout)) {
@@ -321,10 +347,23 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, shared: &Shared) {
     match greeting {
         Greeting::Native => {}
         Greeting::Iperf3 => {
-            log.log(format_args!(
-                "{peer}: this is an iperf3 client; this server does not speak the iperf3 protocol yet, closing"
-            ));
-            return;
+            let host = iperf3_server::Host {
+                limits: &shared.limits,
+                engine: shared.engine,
+                format: shared.format,
+                quiet: shared.quiet,
+                cpus: &shared.cpus,
+                per_thread_cpu: shared.per_thread_cpu,
+                active: &shared.active,
+                max_concurrent: shared.max_concurrent,
+                test_ended: &shared.test_ended,
+                hub: &shared.iperf3,
+                guard: &shared.guard,
+                metrics: &shared.metrics,
+                json_lines: shared.json_lines.as_ref(),
+                auth_required: shared.auth_key.is_some(),
+            };
+            return iperf3_server::handle(sock, peer, seq, &host);
         }
         Greeting::Unknown | Greeting::NeedMore => {
             log.log(format_args!(
@@ -482,7 +521,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         Instant::now(),
     )
     .with_boot_id(clock::boot_id())
-    .with_auth(auth);
+    .with_auth(auth)
+    .with_rate_budget(shared.rate_budget.clone());
     session.receive_at(first, Instant::now(), clock::mono_ns());
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = ServerTest {
@@ -500,13 +540,14 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         local_addr,
         peer_ip: peer.ip(),
         idle: None,
+        rate_watch: None,
     };
     // The server's side never fails the loop: errors end the session.
     let _ = control::drive(&mut test, &mut ctrl);
     if let Some(run) = &test.run {
         run.abort();
     }
-    report(&test, peer);
+    report::report(&test, peer);
     // `--once` serves one test: a refused one (busy, parameters out of the
     // limits, version) does not count (issue 13).
     let refused = matches!(test.session.outcome(), Some(ServerOutcome::Refused(_)));
@@ -539,14 +580,8 @@ struct ServerTest<'a> {
     peer_ip: IpAddr,
     /// Running stream tests: ends a test on which nothing moves.
     idle: Option<IdleWatch>,
-}
-
-/// A UDP data socket waiting for its client's greeting.
-struct PendingDatagram {
-    plan: StreamPlan,
-    sock: std::net::UdpSocket,
-    /// The greeting accepted (re-echoed if the client repeats it).
-    greeting: Option<Vec<u8>>,
+    /// Holds a client to the rate it agreed to under a server rate limit.
+    rate_watch: Option<RateWatch>,
 }
 
 impl ControlSide for ServerTest<'_> {
@@ -601,9 +636,14 @@ impl ControlSide for ServerTest<'_> {
 
     fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
         // Interval records travel in the side's results; the live copies
-        // only feed the idle watch.
+        // only feed the idle and rate watches.
         if let Some(idle) = &mut self.idle {
             idle.observe(&m, Instant::now());
+        }
+        if let Some(why) = self.rate_watch.as_mut().and_then(|w| w.observe(&m)) {
+            self.rate_watch = None;
+            self.shared.metrics.limit_hit("max_rate");
+            self.session.stream_failed(why);
         }
         Ok(())
     }
@@ -614,6 +654,18 @@ impl ControlSide for ServerTest<'_> {
 }
 
 impl ServerTest<'_> {
+    /// This test's engine: the one the client asked for with
+    /// `--server-engine` (checked when its Hello was negotiated), else the
+    /// server's own; asked for by name, an engine runs with its defaults.
+    fn engine(&self) -> EngineKind {
+        match self.session.server_engine() {
+            Some(name) if name != self.shared.engine.name() => {
+                name.parse().unwrap_or(self.shared.engine)
+            }
+            _ => self.shared.engine,
+        }
+    }
+
     /// What the server does for each of its session's actions.
     fn carry_out(&mut self, action: ServerAction, ctrl: &ControlConn) {
         match action {
@@ -646,13 +698,16 @@ impl ServerTest<'_> {
                     .map_or(0, |d| d.as_millis() as u64);
                 let attached = std::mem::take(&mut self.attached);
                 let side = ServerSide {
-                    engine: self.shared.engine,
+                    engine: self.engine(),
                     cpus: &self.shared.cpus,
                     cpu_scope: test_type::cpu_scope(self.shared.per_thread_cpu),
                     crr: self.crr.as_ref(),
                 };
                 let entry = test_type::of(&spec);
                 self.idle = IdleWatch::new(&spec, self.shared.guard.cfg.idle, Instant::now());
+                let capped =
+                    self.shared.limits.max_rate_bps.is_some() || self.shared.rate_budget.is_some();
+                self.rate_watch = RateWatch::new(&spec, capped);
                 match (entry.start_server)(&side, &spec, attached) {
                     Ok(run) => self.run = Some(run),
                     Err(e) => self.session.stream_failed(format!(
@@ -696,7 +751,9 @@ impl ServerTest<'_> {
         match self.session.stream_attached(&hello, Instant::now()) {
             Ok(plan) => {
                 let setup = socket::apply_accepted(&sock, &spec.tcp)
-                    .and_then(|()| socket::set_io_timeout(&sock, POLL));
+                    .and_then(|()| socket::set_io_timeout(&sock, POLL))
+                    .map_err(anyhow::Error::from)
+                    .and_then(|()| test_type::pace_sender(&sock, &spec, plan.sender, Side::Server));
                 if let Err(e) = setup {
                     self.session
                         .stream_failed(format!("stream {}: {e}", plan.id));
@@ -711,168 +768,5 @@ impl ServerTest<'_> {
                 .log
                 .log(format_args!("rejected a data connection: {why}")),
         }
-    }
-}
-
-impl ServerTest<'_> {
-    /// UDP: one socket per planned stream on the control connection's local
-    /// address; returns their ports in plan order.
-    fn bind_datagrams(&mut self, spec: &TestSpec, ctrl: &ControlConn) -> Result<Vec<u16>> {
-        let local = ctrl
-            .local_addr()
-            .context("control connection address")?
-            .ip();
-        let window = spec.udp.as_ref().and_then(|u| u.window);
-        let mut ports = Vec::new();
-        for plan in spec.stream_plan() {
-            let sock = udp::bind(local)?;
-            if let Some(w) = window {
-                let note = udp::set_buffers(&sock, w)?;
-                if plan.id == 1 {
-                    self.notes.push(format!("server: {note}"));
-                }
-            }
-            ports.push(sock.local_addr()?.port());
-            self.udp_pending.push(PendingDatagram {
-                plan,
-                sock,
-                greeting: None,
-            });
-        }
-        Ok(ports)
-    }
-
-    /// UDP: reads pending greetings; attaches the streams they name. Any
-    /// other datagram on a data port before Start is ignored.
-    fn poll_greetings(&mut self) {
-        let mut buf = [0u8; 128];
-        for i in 0..self.udp_pending.len() {
-            // Bounded per call so a flood cannot hold the control loop.
-            for _ in 0..64 {
-                let Some((n, from)) = udp::poll_greeting(&self.udp_pending[i].sock, &mut buf)
-                else {
-                    break;
-                };
-                if from.ip() != self.peer_ip {
-                    // No reflection: only the control connection's peer may
-                    // attach a stream (and so receive what it sends).
-                    self.shared.guard.log.log(format_args!(
-                        "UDP greeting from {from}, not from the test's client {}, ignored",
-                        self.peer_ip
-                    ));
-                    continue;
-                }
-                let bytes = &buf[..n];
-                let p = &mut self.udp_pending[i];
-                if let Some(g) = &p.greeting {
-                    // The client did not get our echo: repeat it.
-                    if g.as_slice() == bytes {
-                        let _ = p.sock.send(bytes);
-                    }
-                    continue;
-                }
-                let hello = match wire::decode(bytes) {
-                    Ok(Some((Message::DataHello(h), used))) if used == n => h,
-                    _ => continue,
-                };
-                if hello.stream != p.plan.id {
-                    self.shared.guard.log.log(format_args!(
-                        "greeting for stream {} on stream {}'s port from {from}, ignored",
-                        hello.stream, p.plan.id
-                    ));
-                    continue;
-                }
-                match self.session.stream_attached(&hello, Instant::now()) {
-                    Ok(_) => {
-                        let p = &mut self.udp_pending[i];
-                        if let Err(e) = udp::accept_greeting(&p.sock, from, bytes) {
-                            self.session
-                                .stream_failed(format!("stream {}: {e}", p.plan.id));
-                            return;
-                        }
-                        p.greeting = Some(bytes.to_vec());
-                        // Datagrams queued before connect() came from
-                        // anyone; the peer sends data only after Start.
-                        let mut scratch = [0u8; 64];
-                        for _ in 0..4096 {
-                            if udp::poll_greeting(&p.sock, &mut scratch).is_none() {
-                                break;
-                            }
-                        }
-                    }
-                    Err(why) => self
-                        .shared
-                        .guard
-                        .log
-                        .log(format_args!("rejected a UDP greeting from {from}: {why}")),
-                }
-            }
-        }
-    }
-}
-
-fn report(test: &ServerTest<'_>, peer: SocketAddr) {
-    let shared = test.shared;
-    match test.session.outcome() {
-        Some(ServerOutcome::Completed {
-            spec,
-            local,
-            remote,
-        }) => {
-            if shared.quiet {
-                return;
-            }
-            let info = TestInfo {
-                server: test.local_addr.clone(),
-                client: Some(peer.to_string()),
-                client_software: test.session.client_software().unwrap_or("").to_owned(),
-                server_software: software(),
-                client_engine: remote.engine.clone(),
-                server_engine: local.engine.clone(),
-                start_unix_ms: test.start_unix_ms,
-                ..TestInfo::from_spec(spec, Side::Server)
-            };
-            let build = test_type::of(spec).build;
-            let report = build(info.clone(), spec, remote, local, test.notes.clone());
-            shared
-                .metrics
-                .completed(spec, local, &report, &peer.ip().to_string());
-            if let Some(j) = &shared.json_lines {
-                j.append(&report);
-            }
-            let stdout = std::io::stdout();
-            let mut sink = render::sink(shared.format, Box::new(stdout.lock()));
-            let _ = sink.start(&info).and_then(|()| sink.finish(&report));
-        }
-        Some(ServerOutcome::Refused(r)) => {
-            let code = serde_json::to_value(r.code)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            shared.metrics.refused(&code);
-            if !shared.quiet {
-                shared
-                    .guard
-                    .log
-                    .log(format_args!("refused {peer} ({:?}): {}", r.code, r.message));
-            }
-        }
-        // An embedded server's client reports the failure itself.
-        Some(ServerOutcome::Failed(e)) if !shared.quiet => {
-            shared.metrics.failed(test.session.spec());
-            // The session words the --max-time cut (proto's server session).
-            if e.to_string().contains("(--max-time)") {
-                shared.metrics.limit_hit("max_time");
-            }
-            shared
-                .guard
-                .log
-                .log(format_args!("test from {peer} failed: {e}"))
-        }
-        Some(ServerOutcome::Failed(_)) => {}
-        None => shared
-            .guard
-            .log
-            .log(format_args!("test from {peer} ended unexpectedly")),
     }
 }

@@ -23,7 +23,7 @@ use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::Role;
 use linerate_proto::measure::SideResults;
 use linerate_proto::spec::{Limit, Protocol, TestKind, TestSpec};
-use linerate_proto::wire::{self, DataHello, Message, Side, Token};
+use linerate_proto::wire::{DataHello, Side, Token};
 use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::Report;
@@ -176,6 +176,20 @@ fn role(sender: Side, side: Side) -> Role {
     }
 }
 
+/// `tcp --rate` (or the server's `--max-rate` clamp): the kernel paces a
+/// stream that `side` sends on `sock`; a receiving socket is left alone.
+pub fn pace_sender(
+    sock: &std::net::TcpStream,
+    spec: &TestSpec,
+    sender: Side,
+    side: Side,
+) -> Result<()> {
+    match spec.tcp.rate {
+        Some(bps) if sender == side => Ok(linerate_engine::tcp_pace::set(sock, bps)?),
+        _ => Ok(()),
+    }
+}
+
 /// TCP: one connection per planned stream, greeted with its `DataHello`.
 fn attach_tcp(
     c: &ClientSide<'_>,
@@ -187,11 +201,14 @@ fn attach_tcp(
     for p in spec.stream_plan() {
         let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
             .with_context(|| format!("opening data connection {}", p.id))?;
-        let hello = wire::to_bytes(&Message::DataHello(DataHello {
+        pace_sender(&sock, spec, p.sender, Side::Client)?;
+        let mut hello = Vec::new();
+        DataHello {
             token: c.token,
             stream: p.id,
             sender: p.sender,
-        }));
+        }
+        .encode(&mut hello);
         (&sock)
             .write_all(&hello)
             .with_context(|| format!("greeting data connection {}", p.id))?;
@@ -235,11 +252,17 @@ fn attach_udp(
                 notes.push(format!("client: {note}"));
             }
         }
-        let hello = wire::to_bytes(&Message::DataHello(DataHello {
+        if role(p.sender, Side::Client) == Role::Receiver {
+            // Before the greeting, so the server's first datagrams find GRO on.
+            udp::prepare_recv(c.engine, &sock);
+        }
+        let mut hello = Vec::new();
+        DataHello {
             token: c.token,
             stream: p.id,
             sender: p.sender,
-        }));
+        }
+        .encode(&mut hello);
         udp::greet(&sock, &hello)
             .with_context(|| format!("attaching UDP stream {} to {to}", p.id))?;
         sock.set_write_timeout(Some(POLL))
@@ -254,6 +277,18 @@ fn attach_udp(
         });
     }
     Ok(streams)
+}
+
+/// Server: prepares a freshly bound UDP socket for its stream (before the
+/// client can greet it, so before the test can start).
+pub fn server_udp_socket(
+    engine: EngineKind,
+    plan: &linerate_proto::spec::StreamPlan,
+    sock: &std::net::UdpSocket,
+) {
+    if role(plan.sender, Side::Server) == Role::Receiver {
+        udp::prepare_recv(engine, sock);
+    }
 }
 
 /// Server: the setup of a UDP stream whose client greeted its socket.
@@ -295,6 +330,7 @@ pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope) -> RunPa
             verify: u.verify,
             faults: u.faults.clone(),
             priority: u.priority,
+            iperf3: None,
         }),
         len: spec.len as usize,
         time: match spec.limit {

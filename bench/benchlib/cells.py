@@ -164,6 +164,7 @@ def all_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
     cells = (cells_stream.tcp_cells(lr, tools) + cells_stream.udp_cells(lr, tools)
              + cells_rr.rr_cells(lr, tools) + cells_rr.crr_cells(lr, tools)
              + cells_host.rss_cells(lr, tools) + cells_stream.iperf3_server_cells(lr, tools)
+             + cells_stream.iperf3_dropin_cells(lr, tools)
              + cells_host.local_cells(lr, tools))
     return [c.finish() for c in cells]
 

@@ -6,8 +6,7 @@ then four. Per stream = (RSS with 4 streams − idle) / 4.
 
 Local transports (issue 12): `linerate rr --transport unix|shm` and
 `linerate msg --transport tcp|unix|shm`, written from the issue's command
-lines. They skip, saying so, until this build has them; when they land,
-check the parsers against docs/json.md.
+lines; the parsers follow docs/json.md (rr: the rr report; msg: cells[]).
 """
 
 from __future__ import annotations
@@ -96,36 +95,23 @@ def _lr_local_rr(transport: str, size: int):
     return run
 
 
-def _find_number(doc, keys: tuple[str, ...]) -> float | None:
-    """The first number under a key named in `keys`, depth first (the msg schema is not fixed yet)."""
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            if k in keys and isinstance(v, (int, float)):
-                return float(v)
-        for v in doc.values():
-            found = _find_number(v, keys)
-            if found is not None:
-                return found
-    elif isinstance(doc, list):
-        for v in doc:
-            found = _find_number(v, keys)
-            if found is not None:
-                return found
-    return None
-
-
 def _lr_msg(transport: str, size: str, conc: int):
+    """Throughput (mean across trials) of the one cell `linerate msg --json` ran (docs/json.md:
+    cells[].throughput_bps.mean); for `shm`, the bulk mode's cell (direct carries ≤ 56 B)."""
+    want = "shm-bulk" if transport == "shm" else transport
+
     def run(ctx: Ctx, base: str) -> dict:
         text = ctx.client([ctx.lr.path, "msg", "--transport", transport, "--sizes", size,
                            "--concurrency", str(conc), "--trials", "5", "--json"], base,
                           limit=ctx.time * 10 + 60)
         try:
-            bps = _find_number(json.loads(text), ("bits_per_second", "throughput_bits_per_second",
-                                                  "mean_bits_per_second"))
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise RunFailed(f"unreadable JSON ({exc.msg})") from None
+        cells = [c for c in doc.get("cells", []) if c.get("transport") == want and not c.get("skipped")]
+        bps = (cells[0].get("throughput_bps") or {}).get("mean") if cells else None
         if bps is None:
-            raise RunFailed("no bits_per_second in `linerate msg --json`: update cells_host.py to its schema")
+            raise RunFailed(f"no {want} cell with throughput_bps in `linerate msg --json`")
         return {"msg_gbps": bps / 1e9}
     return run
 

@@ -228,3 +228,34 @@ def iperf3_server_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
                           goal="≥ 1.0× (the server is never the bottleneck)", pin="split" if udp else "none",
                           probe=_probe_iperf3_served))
     return cells
+
+
+# ---- `linerate iperf3 -c` (the drop-in) against a real iperf3 server (issue 9) -------------
+
+
+def _dropin_client(extra: list[str], udp: bool):
+    # Its -J is iperf3's schema: the iperf3 parser reads it unchanged.
+    def run(ctx: Ctx, base: str) -> dict:
+        srv = _iperf3_server(ctx)
+        out = ctx.client([ctx.lr.path, "iperf3", "-c", ctx.addr(), "-p", str(srv.port), "-t", str(ctx.time),
+                          "-J", *extra], base)
+        return parse.iperf3_udp(out) if udp else parse.iperf3_tcp(out)
+    return run
+
+
+def iperf3_dropin_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
+    cells = []
+    for name, title, extra, udp in (
+            ("iperf3cli-tcp1", "TCP, one stream", [], False),
+            ("iperf3cli-udp", "UDP -b 0 -l 1448", ["-u", "-b", "0", "-l", "1448"], True)):
+        why = need(tools, "iperf3")
+        ver = tools["iperf3"].version
+        flags = " ".join(extra)
+        vs = [Variant(f"linerate iperf3 -c {flags} → iperf3 server".replace("  ", " "), False,
+                      None if why else _dropin_client(extra, udp), why, ("iperf3",)),
+              Variant(f"iperf3 {ver} -c {flags} → iperf3 server".replace("  ", " "), True,
+                      None if why else _i3_client(False, extra, udp), why, ("iperf3",))]
+        cells.append(Cell(name, f"`linerate iperf3 -c` vs iperf3's own client, {title}, both against iperf3 -s",
+                          "iperf3", ["rx_mpps", "loss_pct", "tx_mpps"] if udp else ["gbps"], vs,
+                          goal="≥ 1.0× (the drop-in is no slower than iperf3)", pin="split" if udp else "none"))
+    return cells

@@ -49,6 +49,11 @@ pub struct EngineArgs {
     /// (sendmmsg/recvmmsg with UDP GSO/GRO, large TCP writes).
     #[arg(long, default_value = "syscall", value_parser = EngineNames)]
     pub engine: String,
+    /// Client: ask the server to run its side with this engine (it may
+    /// refuse: not allowed by its --allow-engines, or not supported by its
+    /// kernel); the report names each side's engine.
+    #[arg(long, value_name = "ENGINE")]
+    pub server_engine: Option<String>,
     /// batch: UDP senders let the kernel segment runs of datagrams
     /// (UDP_SEGMENT); refused where the kernel or path cannot. Default: on
     /// where possible (the report says why it is off).
@@ -80,6 +85,11 @@ netperf names work too: `linerate TCP_STREAM HOST`, `linerate TCP_MAERTS -H HOST
 `linerate UDP_STREAM HOST`, `linerate TCP_RR HOST -- -r 64,64`, `linerate TCP_CRR HOST`
 (one size, default 1 byte, as netperf; `linerate rr` runs eight sizes by default).
 
+iperf3's command line works too: `linerate iperf3 -c HOST [iperf3 flags]` runs the test
+over iperf3's protocol and prints it as iperf3 does (-J: iperf3's JSON schema);
+`linerate iperf3 -s` is `linerate server` (see `linerate iperf3 --help`). The binary
+installed or linked as `iperf3` behaves as `linerate iperf3`.
+
 Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
 command line, 3 server refused the test (busy, invalid parameters, version),
 130 interrupted (Ctrl-C; the server is told; tcp/udp tests and sweeps still report
@@ -110,7 +120,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
-    /// Serve tests to linerate clients (one at a time unless --max-concurrent).
+    /// Serve tests to linerate clients and to real iperf3 3.x clients, on one
+    /// port (one test at a time unless --max-concurrent).
     Server(ServerArgs),
     /// TCP throughput: stream (client sends), --reverse (server sends), --bidir.
     ///
@@ -135,6 +146,18 @@ pub enum Cmd {
     /// possible (netperf TCP_CRR); connections/s and the latency of the
     /// whole exchange.
     Crr(RrArgs),
+    /// Whole messages, each acknowledged by the receiver, between two
+    /// processes on this host: per size and concurrency, messages/s,
+    /// throughput and per-message time over repeated trials.
+    ///
+    /// `linerate msg --sizes 56,4K,64K,1M --concurrency 1,8 --trials 20
+    /// --verify --transport unix,shm`. Both ends run here: msg starts the
+    /// receiving process itself (no server). Transports: tcp (loopback),
+    /// unix, unix-dgram, shm (shm-direct and shm-bulk).
+    Msg(super::msg::MsgArgs),
+    /// The receiving process of `linerate msg` (started by it).
+    #[command(name = "__msg-peer", hide = true)]
+    MsgPeer(super::msg::MsgPeerArgs),
     /// Run one test once per engine (and with and without busy polling)
     /// and print one table: each figure with its ratio to the first variant.
     ///
@@ -294,6 +317,10 @@ pub struct ServerArgs {
 pub struct TcpArgs {
     /// Server to test against; omit to use an embedded loopback server.
     pub host: Option<String>,
+    /// HOST runs a real iperf3 server: speak iperf3's protocol (time or
+    /// --bytes tests; whole seconds; see README "iperf3 compatibility").
+    #[arg(long)]
+    pub iperf3: bool,
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
@@ -315,6 +342,10 @@ pub struct TcpArgs {
     /// Both send at once (P streams each way).
     #[arg(long, conflicts_with = "reverse")]
     pub bidir: bool,
+    /// Pace each sending stream to this payload bit rate (SI: 100M, 9.5G),
+    /// by the kernel (SO_MAX_PACING_RATE); default: as fast as possible.
+    #[arg(short = 'b', long, value_name = "RATE")]
+    pub rate: Option<String>,
     /// Socket send/receive buffer (SO_SNDBUF/SO_RCVBUF) on both ends.
     #[arg(short, long, value_name = "SIZE")]
     pub window: Option<String>,
@@ -341,6 +372,10 @@ pub struct TcpArgs {
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
+    /// Write an SVG plot here: throughput per interval (with --repeat:
+    /// each flow's mean ± 1 sd over the trials).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub host_flags: super::host::TestHostArgs,
     #[command(flatten)]
@@ -353,6 +388,10 @@ pub struct TcpArgs {
 pub struct UdpArgs {
     /// Server to test against; omit to use an embedded loopback server.
     pub host: Option<String>,
+    /// HOST runs a real iperf3 server: speak iperf3's protocol (time or
+    /// --bytes tests; whole seconds; see README "iperf3 compatibility").
+    #[arg(long)]
+    pub iperf3: bool,
     /// Server port (control connection; data ports are negotiated).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
@@ -385,7 +424,10 @@ pub struct UdpArgs {
     #[arg(long, conflicts_with = "reverse")]
     pub bidir: bool,
     /// Socket send/receive buffer (SO_SNDBUF/SO_RCVBUF) on both ends; forced
-    /// past rmem_max/wmem_max when running as root.
+    /// past rmem_max/wmem_max when running as root. Default: the kernel's,
+    /// except with `-b 0`: 32M per socket (less with many streams, to fit a
+    /// server's default --max-test-memory), so the receiver's queue absorbs
+    /// an unpaced sender's bursts.
     #[arg(short, long, value_name = "SIZE")]
     pub window: Option<String>,
     /// Pin stream threads to these CPUs, round robin (e.g. 0-3,6).
@@ -412,6 +454,10 @@ pub struct UdpArgs {
     /// Test-only: faults the senders inject, e.g. skip:100,dup:200,swap:300.
     #[arg(long, hide = true, value_name = "SCHEDULE")]
     pub inject_faults: Option<String>,
+    /// Write an SVG plot here: throughput per interval (with --repeat:
+    /// each flow's mean ± 1 sd over the trials).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub host_flags: super::host::TestHostArgs,
     #[command(flatten)]
@@ -431,6 +477,12 @@ pub struct RrArgs {
     /// a response missing after 1 s counts as lost).
     #[arg(long, value_name = "tcp|udp", default_value = "tcp")]
     pub proto: String,
+    /// tcp or udp (as --proto), or a path between two processes on this
+    /// host that rr starts itself (no HOST, no server): unix (stream
+    /// socket pair), unix-dgram, shm (shared-memory ring slots with an
+    /// eventfd doorbell; --busy-poll spins up to 50 µs first).
+    #[arg(long, value_name = "tcp|udp|unix|unix-dgram|shm")]
+    pub transport: Option<String>,
     /// One request size in bytes.
     #[arg(short = 's', long, value_name = "SIZE", conflicts_with = "sizes")]
     pub size: Option<String>,

@@ -22,7 +22,8 @@ pub fn completions(a: &CompletionsArgs) -> Result<Command> {
     Ok(Command::Print(out))
 }
 
-/// The man page (roff): linerate(1) with every subcommand's flags.
+/// The man page (roff): linerate(1) with every subcommand's flags, nested
+/// ones (`sweep udp`) included.
 pub fn man() -> Result<Command> {
     let cmd = Cli::command();
     let mut out = Vec::new();
@@ -31,33 +32,38 @@ pub fn man() -> Result<Command> {
         .context("rendering the man page")?;
     // One page: the top level, then each subcommand's options as sections.
     for sub in cmd.get_subcommands() {
-        let mut page = Vec::new();
-        clap_mangen::Man::new(sub.clone())
-            .render(&mut page)
-            .context("rendering the man page")?;
-        // Drop the subpage's own .TH header line; keep its sections.
-        let text = String::from_utf8_lossy(&page);
-        let body: String = text
-            .lines()
-            .filter(|l| !l.starts_with(".TH") && !l.starts_with(".ie") && !l.starts_with(".el"))
-            .map(|l| {
-                // Section headings become subsections under one heading.
-                match l.strip_prefix(".SH ") {
-                    Some(h) => format!(
-                        ".SS \"linerate {} — {}\"\n",
-                        sub.get_name(),
-                        h.trim_matches('"')
-                    ),
-                    None => format!("{l}\n"),
-                }
-            })
-            .collect();
-        out.extend_from_slice(
-            format!(".SH \"LINERATE {}\"\n", sub.get_name().to_uppercase()).as_bytes(),
-        );
-        out.extend_from_slice(body.as_bytes());
+        section(&mut out, "linerate", sub)?;
     }
     Ok(Command::Print(out))
+}
+
+/// Appends `sub`'s section (named by its path, e.g. "linerate sweep"),
+/// then its own subcommands' sections.
+fn section(out: &mut Vec<u8>, parent: &str, sub: &clap::Command) -> Result<()> {
+    let path = format!("{parent} {}", sub.get_name());
+    let mut page = Vec::new();
+    clap_mangen::Man::new(sub.clone())
+        .render(&mut page)
+        .context("rendering the man page")?;
+    // Drop the subpage's own .TH header line; keep its sections.
+    let text = String::from_utf8_lossy(&page);
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with(".TH") && !l.starts_with(".ie") && !l.starts_with(".el"))
+        .map(|l| {
+            // Section headings become subsections under one heading.
+            match l.strip_prefix(".SH ") {
+                Some(h) => format!(".SS \"{path} — {}\"\n", h.trim_matches('"')),
+                None => format!("{l}\n"),
+            }
+        })
+        .collect();
+    out.extend_from_slice(format!(".SH \"{}\"\n", path.to_uppercase()).as_bytes());
+    out.extend_from_slice(body.as_bytes());
+    for nested in sub.get_subcommands().filter(|c| c.get_name() != "help") {
+        section(out, &path, nested)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -104,5 +110,18 @@ mod tests {
             );
         }
         assert!(man.contains("repeat"));
+        // Nested subcommands have their own section with their flags
+        // (issue 11): `sweep udp` is where --sizes and --rates live.
+        let at = man
+            .find(".SH \"LINERATE SWEEP UDP\"")
+            .expect("man lacks sweep udp");
+        let sweep_udp = &man[at..];
+        let end = sweep_udp[4..]
+            .find(".SH ")
+            .map_or(sweep_udp.len(), |e| e + 4);
+        let sweep_udp = &sweep_udp[..end];
+        for flag in ["sizes", "rates", "find\\-zero\\-loss"] {
+            assert!(sweep_udp.contains(flag), "sweep udp section lacks {flag}");
+        }
     }
 }

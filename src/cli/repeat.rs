@@ -29,7 +29,8 @@ pub struct RepeatConfig {
     pub n: u32,
     /// The validated test (Tcp, Udp or Rr).
     pub test: Box<Command>,
-    /// `--plot FILE` (rr, crr): mean ± 1 sd of the headline figure.
+    /// `--plot FILE`: mean ± 1 sd of the headline figure (transactions/s
+    /// per size, receiver bit/s per flow).
     pub plot: Option<std::path::PathBuf>,
 }
 
@@ -60,19 +61,19 @@ pub fn attach(mut cmd: Command, flags: RepeatArgs) -> Result<Command> {
     if n == 0 {
         bail!("--repeat must be at least 1");
     }
-    let mut plot = None;
-    match &mut cmd {
+    let plot = match &mut cmd {
         Command::Tcp(c) | Command::Udp(c) if c.iface.is_some() => {
             bail!("--iface and --repeat together are not supported: run `linerate iface DEV --watch` beside the repeated test")
         }
         Command::Rr(r) if r.histogram.is_some() => {
             bail!("--histogram describes one run: leave it out with --repeat")
         }
-        // With --repeat, --plot draws each size's mean ± 1 sd.
-        Command::Rr(r) => plot = r.plot.take(),
-        Command::Tcp(_) | Command::Udp(_) => {}
+        // With --repeat, --plot draws each size's (rr) or flow's (tcp,
+        // udp) mean ± 1 sd.
+        Command::Rr(r) => r.plot.take(),
+        Command::Tcp(c) | Command::Udp(c) => c.plot.take(),
         _ => bail!("--repeat applies to tcp, udp, rr and crr"),
-    }
+    };
     Ok(Command::Repeat(RepeatConfig {
         n,
         test: Box::new(cmd),
@@ -123,6 +124,15 @@ mod tests {
             panic!("sweep --report parses")
         };
         assert!(s.base.report.is_some());
+        // tcp/udp --plot: per interval alone, mean ± 1 sd with --repeat.
+        let Ok(Command::Repeat(r)) = parse("udp --repeat 2 --plot u.svg") else {
+            panic!("udp --repeat --plot parses")
+        };
+        assert_eq!(r.plot.as_deref(), Some(std::path::Path::new("u.svg")));
+        let Ok(Command::Tcp(t)) = parse("tcp --plot t.svg") else {
+            panic!("tcp --plot parses")
+        };
+        assert_eq!(t.plot.as_deref(), Some(std::path::Path::new("t.svg")));
         for bad in [
             "tcp --repeat 0",
             "tcp --repeat 2 --iface lo",

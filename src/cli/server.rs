@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use linerate_engine::engines::EngineKind;
 use linerate_proto::auth::AuthKey;
+use linerate_proto::limits::EngineOffer;
 use linerate_proto::spec::ServerLimits;
 use linerate_stats::units::{parse_duration, parse_rate, parse_size};
 
@@ -15,11 +17,18 @@ use crate::server::guard::{AddressFilter, GuardConfig, DEFAULT_MAX_CONNECTIONS};
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Server limits")]
 pub struct GuardArgs {
-    /// Most bit/s one UDP test may ask for, all streams together: clients
-    /// asking to send more are refused, the server's own senders are paced
-    /// down to it (e.g. 1G).
+    /// Most bit/s one TCP or UDP stream test may use, all its streams of
+    /// both directions together (e.g. 1G): clients asking to send more, or
+    /// unpaced, are refused (they pace with --rate); the server's own
+    /// senders are paced down to it.
     #[arg(long, value_name = "RATE")]
     pub max_rate: Option<String>,
+    /// Most bit/s all running tests may use together (with
+    /// --max-concurrent): each test reserves its rate while it runs; one
+    /// that does not fit what is left is refused as busy, or clamped when
+    /// only the server sends.
+    #[arg(long, value_name = "RATE")]
+    pub max_total_rate: Option<String>,
     /// Most buffer memory one test may cost (connections × (len + 4 ×
     /// window)); larger tests are refused (default 1G).
     #[arg(long, value_name = "SIZE")]
@@ -35,6 +44,11 @@ pub struct GuardArgs {
     /// blocks or addresses, e.g. 10.0.0.0/8,2001:db8::/32).
     #[arg(long, value_name = "CIDR,…")]
     pub allow: Option<String>,
+    /// Engines a client may ask this server to use for its side with
+    /// `--server-engine` (comma-separated; `none`: no requests; default:
+    /// every engine this kernel supports).
+    #[arg(long, value_name = "LIST")]
+    pub allow_engines: Option<String>,
     /// Refuse connections from these addresses (checked before --allow).
     #[arg(long, value_name = "CIDR,…")]
     pub deny: Option<String>,
@@ -65,13 +79,8 @@ pub struct FleetArgs {
 
 /// Applies the flags to `limits` and returns the connection-level config.
 pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig> {
-    if let Some(r) = &a.max_rate {
-        let bps = parse_rate(r).context("--max-rate")?;
-        if bps.is_nan() || bps < 1.0 {
-            bail!("--max-rate must be at least 1 bit/s");
-        }
-        limits.max_rate_bps = Some(bps as u64);
-    }
+    limits.max_rate_bps = rate_flag("--max-rate", a.max_rate.as_deref())?;
+    limits.max_total_rate_bps = rate_flag("--max-total-rate", a.max_total_rate.as_deref())?;
     if let Some(m) = &a.max_test_memory {
         limits.max_test_memory = parse_size(m).context("--max-test-memory")?;
     }
@@ -97,6 +106,7 @@ pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig>
         defaults.handshake,
     )?;
     limits.handshake_timeout_ms = handshake.as_millis() as u64;
+    limits.server_engines = engine_offers(a.allow_engines.as_deref())?;
     Ok(GuardConfig {
         filter: AddressFilter {
             allow: match &a.allow {
@@ -113,6 +123,51 @@ pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig>
         handshake,
         idle: timeout("--idle-timeout", &a.idle_timeout, defaults.idle)?,
     })
+}
+
+/// What the server answers to `--server-engine`: every engine of this
+/// build, refused when `--allow-engines` leaves it out or this kernel
+/// cannot run it (probed once, here).
+pub fn engine_offers(allow: Option<&str>) -> Result<Vec<EngineOffer>> {
+    let allowed: Option<Vec<EngineKind>> = match allow.map(str::trim) {
+        None => None,
+        Some("none") => Some(Vec::new()),
+        Some(list) => Some(
+            list.split(',')
+                .map(|e| e.trim().parse::<EngineKind>())
+                .collect::<Result<_, _>>()
+                .context("--allow-engines")?,
+        ),
+    };
+    Ok(EngineKind::ALL
+        .iter()
+        .map(|k| EngineOffer {
+            name: k.name().into(),
+            refused: match &allowed {
+                Some(a) if !a.iter().any(|x| x.name() == k.name()) => Some(format!(
+                    "not allowed on this server (its --allow-engines is {})",
+                    allow.unwrap_or_default()
+                )),
+                _ => k
+                    .check()
+                    .err()
+                    .map(|e| format!("not supported by the server's kernel: {e}")),
+            },
+        })
+        .collect())
+}
+
+/// A server rate limit: at least 8 bit/s (TCP senders are paced in whole
+/// bytes per second).
+fn rate_flag(flag: &str, v: Option<&str>) -> Result<Option<u64>> {
+    let Some(r) = v else {
+        return Ok(None);
+    };
+    let bps = parse_rate(r).with_context(|| flag.to_owned())?;
+    if bps.is_nan() || bps < 8.0 {
+        bail!("{flag} must be at least 8 bit/s");
+    }
+    Ok(Some(bps as u64))
 }
 
 /// Reads the `--auth-key` file.

@@ -1,15 +1,20 @@
-//! The server's idle watch over a running stream test: a client that goes
-//! silent (a UDP sender that stops without saying so, a TCP peer that
-//! stops reading) must not hold the server's test slot until `--max-time`.
+//! The server's watches over a running stream test, both reading the
+//! interval records the side's sampler cuts anyway (no extra work on the
+//! data path):
 //!
-//! It reads the interval records the side's sampler cuts anyway (no extra
-//! work on the data path): a test during which no stream of this side moves
-//! a byte for the idle limit is ended.
+//! - idle: a client that goes silent (a UDP sender that stops without
+//!   saying so, a TCP peer that stops reading) must not hold the server's
+//!   test slot until `--max-time`; a test during which no stream of this
+//!   side moves a byte for the idle limit is ended.
+//! - rate: under `--max-rate`/`--max-total-rate` a client agreed to pace
+//!   its senders; one that sends faster anyway (a modified client) is
+//!   ended, so the limit does not rest on the client's word.
 
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::spec::{TestKind, TestSpec};
+use linerate_proto::wire::Side;
 
 /// Progress of one running stream test.
 #[derive(Debug)]
@@ -62,6 +67,71 @@ impl IdleWatch {
     }
 }
 
+/// Slack per client stream on top of the agreed rate, bytes: a TCP
+/// connection's first 10 segments leave unpaced (64 KiB each on
+/// loopback), a UDP burst leaves at once, and interval ends jitter.
+const RATE_SLACK_PER_STREAM: u64 = 2 << 20;
+
+/// What the client's streams delivered against the rate it agreed to.
+#[derive(Debug)]
+pub struct RateWatch {
+    /// Agreed bit/s of all client-sending streams together.
+    bps: u64,
+    /// Ids of the streams the client sends.
+    client_streams: Vec<u32>,
+    received: u64,
+}
+
+impl RateWatch {
+    /// A watch for `spec` when the server caps rates (`capped`) and the
+    /// client sends at an agreed pace; `None` otherwise.
+    pub fn new(spec: &TestSpec, capped: bool) -> Option<Self> {
+        if !capped || spec.kind != TestKind::Stream {
+            return None;
+        }
+        let client_streams: Vec<u32> = spec
+            .stream_plan()
+            .iter()
+            .filter(|p| p.sender == Side::Client)
+            .map(|p| p.id)
+            .collect();
+        let n = client_streams.len() as u64;
+        let per = match (&spec.udp, spec.tcp.rate) {
+            (Some(u), _) => u.millipps(spec.len).map(|m| {
+                u64::try_from(u128::from(m) * u128::from(spec.len) * 8 / 1000).unwrap_or(u64::MAX)
+            }),
+            (None, rate) => rate,
+        }?;
+        (n > 0).then(|| RateWatch {
+            bps: per.saturating_mul(n),
+            client_streams,
+            received: 0,
+        })
+    }
+
+    /// Notes an interval record; the reason to end the test, in words,
+    /// when the client's streams delivered more than the agreed rate
+    /// allows since Start (10% and the slack above it).
+    pub fn observe(&mut self, m: &IntervalMeasurement) -> Option<String> {
+        self.received += m
+            .streams
+            .iter()
+            .filter(|s| self.client_streams.contains(&s.id))
+            .map(|s| s.bytes)
+            .sum::<u64>();
+        let secs = m.end_ns as f64 / 1e9;
+        let allowed = self.bps as f64 / 8.0 * secs * 1.1
+            + (RATE_SLACK_PER_STREAM * self.client_streams.len() as u64) as f64;
+        (self.received as f64 > allowed).then(|| {
+            format!(
+                "the client sent {} in {secs:.1} s, above the {} it agreed to (--max-rate)",
+                linerate_stats::units::format_rate(self.received as f64 * 8.0 / secs),
+                linerate_stats::units::format_rate(self.bps as f64)
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +162,35 @@ mod tests {
             ..TestSpec::default()
         };
         assert!(IdleWatch::new(&rr, Duration::from_secs(2), t).is_none());
+    }
+
+    #[test]
+    fn issue_10_a_client_sending_above_its_agreed_rate_is_caught() {
+        let spec = TestSpec {
+            direction: linerate_proto::spec::Direction::Bidir,
+            tcp: linerate_proto::spec::TcpOptions {
+                rate: Some(8_000_000), // 1 MB/s per stream
+                ..Default::default()
+            },
+            ..TestSpec::default()
+        };
+        assert!(RateWatch::new(&spec, false).is_none(), "no server limit");
+        let mut w = RateWatch::new(&spec, true).expect("client sends");
+        let at = |end_s: u64, id: u32, bytes: u64| IntervalMeasurement {
+            end_ns: end_s * 1_000_000_000,
+            streams: vec![IntervalStream {
+                id,
+                bytes,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        // On pace, plus the slack, for 3 s; the server's own stream (2)
+        // is not the client's.
+        assert!(w.observe(&at(1, 1, 3_000_000)).is_none());
+        assert!(w.observe(&at(2, 2, 50_000_000)).is_none());
+        assert!(w.observe(&at(3, 1, 1_000_000)).is_none());
+        let why = w.observe(&at(4, 1, 5_000_000)).expect("9 MB in 4 s");
+        assert!(why.contains("--max-rate"), "{why}");
     }
 }

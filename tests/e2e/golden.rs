@@ -286,6 +286,7 @@ fn golden_json_reports_match_docs_json_md() {
             let root = match ty.as_str() {
                 "start" => "test",
                 "interval" => "intervals[]",
+                "rr_phase" => "rr_phase",
                 "summary" => "",
                 other => panic!("{args:?}: unknown record type {other}"),
             };
@@ -374,7 +375,8 @@ fn golden_checker_reports_drift() {
     let schema = schema("report");
     let cpu = serde_json::json!({
         "scope": "process", "user_s": "0.1", "system_s": 0.2, "wall_s": 1,
-        "percent_of_cpu": 30.0, "bogus": 1
+        "percent_of_cpu": 30.0, "bogus": 1,
+        "busiest_thread": "stream 1 sender", "busiest_thread_percent": 25.0
     });
     let mut problems = Vec::new();
     check(

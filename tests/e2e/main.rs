@@ -2,12 +2,18 @@
 //! (as in ripgrep) with shared helpers; modules by feature. Regression tests
 //! are named after their issue (`issue_N_…`).
 
+mod compare;
 mod engines;
 mod golden;
 mod harden;
 mod helpers;
 mod host;
+mod iperf3;
+mod iperf3_dropin;
+mod msg;
 mod netns;
+mod plots;
+mod readme;
 mod repeat;
 mod report;
 mod rr;

@@ -198,3 +198,110 @@ fn issue_13_ctrl_c_keeps_what_was_measured() {
         assert!(stderr(&out).contains("interrupted by the user"));
     }
 }
+
+/// Ctrl-C during rr, UDP rr and crr over several sizes: the report of the
+/// sizes measured until then (the last one cut short), marked interrupted,
+/// with both ends' counts agreeing, exit 130; the files asked for are
+/// written from it.
+#[test]
+fn issue_13_ctrl_c_during_rr_keeps_the_sizes_measured() {
+    let server = Server::start(&[]);
+    let p = server.port_str();
+    let dir = std::env::temp_dir().join(format!("linerate-rr-int-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let plot = dir.join("rr.svg");
+    let plot_s = plot.to_string_lossy().to_string();
+    for mode in [&["rr"][..], &["rr", "--proto", "udp"], &["crr"]] {
+        let _ = std::fs::remove_file(&plot);
+        let mut args = mode.to_vec();
+        args.extend(["127.0.0.1", "--port", &p, "--sizes", "1,64,1K,4K"]);
+        args.extend(["-t", "1", "--json", "--plot", &plot_s]);
+        // The report (histograms included) outgrows a pipe's buffer: to a
+        // file, so the client never waits for a reader.
+        let json = dir.join("rr.json");
+        let child = Command::new(bin())
+            .args(&args)
+            .stdout(std::fs::File::create(&json).expect("create"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // Into the second size (the clock probe and set-up come first).
+        let out = interrupt(child, Duration::from_millis(1600));
+        assert_eq!(out.status.code(), Some(130), "{args:?}: {}", stderr(&out));
+        let r: Value = serde_json::from_slice(&std::fs::read(&json).expect("read"))
+            .unwrap_or_else(|e| panic!("{args:?}: one JSON report: {e}"));
+        assert_eq!(r["interrupted"], true, "{args:?}");
+        let phases = r["rr"]["phases"].as_array().expect("phases");
+        assert!(
+            !phases.is_empty() && phases.len() < 4,
+            "{args:?}: {} phases",
+            phases.len()
+        );
+        assert_eq!(u(&phases[0]["request_size"]), 1, "{args:?}");
+        for ph in phases {
+            assert!(u(&ph["transactions"]) > 0, "{args:?}: {ph}");
+            if mode.len() == 1 {
+                assert_eq!(ph["transactions"], ph["server_transactions"], "{args:?}");
+            }
+        }
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("not measured"), "{args:?}: {notes}");
+        assert!(stderr(&out).contains("interrupted by the user"));
+        let svg = std::fs::read_to_string(&plot).unwrap_or_default();
+        assert!(svg.contains("<svg"), "{args:?}: no plot written");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rr --json-lines` prints a record per size as that size ends, with the
+/// client's figures the summary then carries too.
+#[test]
+fn issue_13_rr_json_lines_has_a_record_per_size_as_it_ends() {
+    use std::io::BufRead;
+    for kind in ["rr", "crr"] {
+        let args = [kind, "--sizes", "1,64,1K", "-t", "1", "--json-lines"];
+        let mut child = Command::new(bin())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let lines = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut seen: Vec<(std::time::Instant, Value)> = Vec::new();
+        for l in lines.lines() {
+            let l = l.expect("line");
+            seen.push((
+                std::time::Instant::now(),
+                serde_json::from_str(&l).expect("JSON"),
+            ));
+        }
+        let out = child.wait_with_output().expect("wait");
+        assert_ok(&out, &args);
+        let types: Vec<&str> = seen
+            .iter()
+            .filter_map(|(_, v)| v["type"].as_str())
+            .collect();
+        assert_eq!(
+            types,
+            ["start", "rr_phase", "rr_phase", "rr_phase", "summary"],
+            "{kind}"
+        );
+        // The first size's record came while the other two ran (1 s each).
+        let first = seen[1].0;
+        let last = seen[4].0;
+        assert!(
+            last.duration_since(first) > Duration::from_millis(1500),
+            "{kind}: the first size's record came {:?} before the summary",
+            last.duration_since(first)
+        );
+        let summary = &seen[4].1["rr"]["phases"];
+        for (i, (_, rec)) in seen[1..4].iter().enumerate() {
+            assert_eq!(u(&rec["phase"]), i as u64, "{kind}");
+            assert!(u(&rec["transactions"]) > 0, "{kind}: {rec}");
+            assert_eq!(rec["transactions"], summary[i]["transactions"], "{kind}");
+            assert_eq!(rec["request_size"], summary[i]["request_size"], "{kind}");
+            assert_eq!(rec["latency"], summary[i]["latency"], "{kind}");
+            assert!(rec.get("server_transactions").is_none(), "{kind}: {rec}");
+        }
+    }
+}

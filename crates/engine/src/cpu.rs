@@ -90,7 +90,8 @@ pub fn host() -> Option<HostSnapshot> {
     parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
-fn ticks_to_ns(ticks: u64) -> u64 {
+/// Clock ticks (USER_HZ) as nanoseconds.
+pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let hz = if hz > 0 { hz as u64 } else { 100 };

@@ -3,6 +3,7 @@
 //! - [`clock`]: the monotonic clock every latency timestamp uses, boot id.
 //! - [`socket`]: connecting, listening and socket options for data and
 //!   control connections.
+//! - [`tcp_pace`]: pacing a TCP sender to a bit rate (`SO_MAX_PACING_RATE`).
 //! - [`tcp_info`]: `TCP_INFO` read into the protocol's [`linerate_proto::measure::TcpInfo`].
 //! - [`cpu`]: process, thread and host CPU accounting.
 //! - [`engines`]: the batch-shaped [`engines::Engine`] trait (the I/O
@@ -17,6 +18,9 @@
 //!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
 //!   send/receive loops, generic over the engine.
+//! - [`iperf3`]: iperf3's UDP stream handshake and an engine adapter whose
+//!   UDP loops speak iperf3's datagram format (and count by iperf3's rules
+//!   beside linerate's).
 //! - [`test_hooks`]: what end-to-end tests may switch on through the
 //!   environment (a seccomp filter that denies io_uring).
 //! - [`caps`]: what the kernel lets accelerated engines use, probed once.
@@ -30,6 +34,7 @@ pub mod clock;
 mod cmsg;
 pub mod cpu;
 pub mod engines;
+pub mod iperf3;
 pub mod netstat;
 pub mod rr;
 pub mod runner;
@@ -37,6 +42,7 @@ pub mod socket;
 pub mod stream;
 pub mod tcp;
 pub mod tcp_info;
+pub mod tcp_pace;
 pub mod test_hooks;
 pub mod udp;
 

@@ -20,6 +20,8 @@ mod off {
     pub const TOTAL_RETRANS: usize = 100;
     pub const PACING_RATE: usize = 104;
     pub const DELIVERY_RATE: usize = 160;
+    pub const REORD_SEEN: usize = 220;
+    pub const SND_WND: usize = 228;
 }
 
 /// The bytes the kernel returned.
@@ -51,6 +53,8 @@ pub fn parse(raw: &[u8]) -> Option<TcpInfo> {
         // ~0 means "no pacing limit" (no fq qdisc, no BBR).
         pacing_rate: v.u64(off::PACING_RATE).filter(|&r| r != u64::MAX && r != 0),
         delivery_rate: v.u64(off::DELIVERY_RATE).filter(|&r| r != 0),
+        reord_seen: v.u32(off::REORD_SEEN),
+        snd_wnd: v.u32(off::SND_WND),
     })
 }
 
@@ -84,6 +88,7 @@ mod tests {
         let info = parse(&[0u8; 104]).expect("pre-4.2 layout has the basics");
         assert_eq!(info.pacing_rate, None);
         assert_eq!(info.delivery_rate, None);
+        assert_eq!((info.snd_wnd, info.reord_seen), (None, None));
     }
 
     #[test]
@@ -92,5 +97,7 @@ mod tests {
         let c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
         let info = read(&c).expect("TCP_INFO on a connected socket");
         assert!(info.snd_mss > 0);
+        // Every kernel linerate supports (≥5.4) reports the peer's window.
+        assert!(info.snd_wnd.is_some_and(|w| w > 0), "{info:?}");
     }
 }

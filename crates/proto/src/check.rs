@@ -17,15 +17,21 @@ pub const MAX_PLAUSIBLE_CPUS: u64 = 65_536;
 pub fn check_accept(asked: &TestSpec, got: &TestSpec) -> Result<(), String> {
     let mut expected = asked.clone();
     // Negotiation may clamp the window (never raise it) and, with
-    // --max-rate, the pace of the server's own UDP senders.
+    // --max-rate / --max-total-rate, the pace of the server's own senders.
     match (asked.tcp.window, got.tcp.window) {
         (Some(a), Some(g)) if g <= a => expected.tcp.window = Some(g),
         _ => {}
     }
+    let reverse = asked.direction == crate::spec::Direction::Reverse;
     if let (Some(e), Some(g)) = (expected.udp.as_mut(), got.udp.as_ref()) {
-        let reverse = asked.direction == crate::spec::Direction::Reverse;
         if reverse && rate_not_above(got, asked) {
             e.pace = g.pace;
+        }
+    }
+    // The same for the kernel pacing rate of the server's TCP senders.
+    if let (true, Some(g)) = (reverse, got.tcp.rate) {
+        if asked.tcp.rate.is_none_or(|a| g <= a) {
+            expected.tcp.rate = Some(g);
         }
     }
     if &expected == got {
@@ -126,6 +132,9 @@ pub fn check_results(spec: &TestSpec, r: &SideResults) -> Result<(), String> {
     check_cpu(r)
 }
 
+/// Slack for CPU accounting granularity (clock ticks), ns.
+const SLACK: u128 = 100_000_000;
+
 fn check_cpu(r: &SideResults) -> Result<(), String> {
     let cpu = &r.cpu;
     let cpus = cpu
@@ -136,14 +145,32 @@ fn check_cpu(r: &SideResults) -> Result<(), String> {
         return Err(format!("{cpus} CPUs is not a possible host"));
     }
     let used = u128::from(cpu.user_ns) + u128::from(cpu.system_ns);
-    // A little slack for accounting granularity (clock ticks).
-    let allowed = u128::from(cpu.wall_ns) * u128::from(cpus) + 100_000_000;
+    let allowed = u128::from(cpu.wall_ns) * u128::from(cpus) + SLACK;
     if used > allowed {
         return Err(format!(
             "{:.3} s of CPU time in {:.3} s on {cpus} CPUs is not possible",
             used as f64 / 1e9,
             cpu.wall_ns as f64 / 1e9
         ));
+    }
+    // The busiest thread is one thread: at most one core over the wall time.
+    if cpu
+        .busiest_thread_ns
+        .is_some_and(|b| u128::from(b) > u128::from(cpu.wall_ns) + SLACK)
+    {
+        return Err("the busiest thread used more than one core".into());
+    }
+    for i in &r.intervals {
+        let Some(c) = &i.cpu else { continue };
+        let used = u128::from(c.user_ns) + u128::from(c.system_ns);
+        if used > u128::from(c.wall_ns) * u128::from(cpus) + SLACK
+            || u128::from(c.busiest_thread_ns) > u128::from(c.wall_ns) + SLACK
+        {
+            return Err(format!(
+                "interval at {:.3} s: CPU time beyond what {cpus} CPUs have",
+                i.start_ns as f64 / 1e9
+            ));
+        }
     }
     if let Some(h) = &cpu.host {
         if h.busy_ns > h.total_ns {
@@ -257,5 +284,33 @@ mod tests {
         ids.streams[0].id = 4000;
         assert!(check_results(&spec, &ids).is_err());
         assert!(check_results(&spec, &results(1000, 0)).is_err());
+    }
+    #[test]
+    fn issue_10_accept_may_only_slow_the_servers_own_tcp_senders() {
+        let asked = |direction, rate| TestSpec {
+            direction,
+            tcp: crate::spec::TcpOptions {
+                rate,
+                ..Default::default()
+            },
+            ..TestSpec::default()
+        };
+        use crate::spec::Direction::{Forward, Reverse};
+        let ok = [
+            (asked(Reverse, None), asked(Reverse, Some(10_000_000))),
+            (asked(Reverse, Some(50)), asked(Reverse, Some(40))),
+        ];
+        for (a, g) in ok {
+            assert!(check_accept(&a, &g).is_ok(), "{g:?}");
+        }
+        let bad = [
+            (asked(Reverse, Some(40)), asked(Reverse, Some(50))),
+            (asked(Reverse, Some(40)), asked(Reverse, None)),
+            (asked(Forward, None), asked(Forward, Some(10))),
+        ];
+        for (a, g) in bad {
+            let e = check_accept(&a, &g).expect_err("refused");
+            assert!(e.contains("tcp options"), "{e}");
+        }
     }
 }

@@ -175,6 +175,7 @@ impl IntervalCutter {
             end_ns: end,
             omitted: planned <= self.omit_ns && self.omit_ns > 0,
             streams,
+            cpu: None,
         };
         self.prev_end = end;
         rec

@@ -34,6 +34,8 @@
 //!   parameters and results, UDP header and receiver rules) and its client
 //!   and server sessions, so linerate interoperates with real iperf3 peers.
 //! - [`side`]: client or server, the word all of the above share.
+//! - `fuzz` (hidden): the fuzzing entry points `cargo fuzz` and the
+//!   property tests share.
 
 pub use side::Side;
 
@@ -41,6 +43,8 @@ pub mod auth;
 pub mod check;
 pub mod clock;
 pub mod datagram;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod interval;
 pub mod iperf3;
 pub mod limits;

@@ -1,12 +1,55 @@
 //! The server's resource limits on one test, beyond the per-field checks of
 //! [`crate::spec::negotiate`]: the memory a test's buffers cost, how long a
 //! count-limited test can take at its pace, the interval between records
-//! (the server's idle watch needs them), and the bit rate of UDP tests.
+//! (the server's idle watch needs them), the bit rate of a test (`--max-rate`)
+//! and of all running tests together (`--max-total-rate`, [`RateBudget`]).
 //!
 //! Each refusal names the limit and the server flag that sets it; each
 //! clamp adds a note the client prints.
 
-use crate::spec::{Direction, Limit, Pace, Protocol, ServerLimits, SpecError, TestKind, TestSpec};
+use std::sync::{Arc, Mutex};
+
+use crate::spec::{
+    negotiate, Direction, Limit, Negotiated, Pace, Protocol, ServerLimits, SpecError, TestKind,
+    TestSpec,
+};
+
+/// An engine a client may ask the server to use (`--server-engine`), and
+/// why the server refuses it, if it does (not allowed by its
+/// `--allow-engines`, or not supported by its kernel).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EngineOffer {
+    pub name: String,
+    pub refused: Option<String>,
+}
+
+/// Checks a client's `--server-engine` request against the server's
+/// offers; the error is the refusal message the client prints.
+pub fn check_server_engine(asked: &str, offers: &[EngineOffer]) -> Result<(), SpecError> {
+    let err = |reason: String| {
+        Err(SpecError {
+            field: "server_engine",
+            reason,
+        })
+    };
+    if offers.is_empty() {
+        return err("this server takes no --server-engine requests".into());
+    }
+    match offers.iter().find(|o| o.name == asked) {
+        None => err(format!(
+            "{asked:?} is not an engine this server knows (it knows {})",
+            offers
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Some(EngineOffer {
+            refused: Some(why), ..
+        }) => err(format!("{asked}: {why}")),
+        Some(_) => Ok(()),
+    }
+}
 
 /// Default `--max-test-memory`: buffers of one test (1 GiB).
 pub const DEFAULT_MAX_TEST_MEMORY: u64 = 1 << 30;
@@ -90,52 +133,218 @@ pub fn check(
             }
         }
     }
-    if let Some(max) = limits.max_rate_bps {
-        check_rate(spec, max, notes)?;
-    }
-    Ok(())
+    check_rate(spec, limits, notes)
 }
 
-/// `--max-rate` on UDP stream tests: the client's senders must not ask for
-/// more (refused), the server's own are paced to it (clamped, noted).
-fn check_rate(spec: &mut TestSpec, max: u64, notes: &mut Vec<String>) -> Result<(), SpecError> {
-    if spec.protocol != Protocol::Udp || spec.kind != TestKind::Stream {
-        return Ok(());
-    }
-    let streams = u64::from(spec.streams.max(1));
-    let len = spec.len;
-    let Some(udp) = spec.udp.as_mut() else {
-        return Ok(());
-    };
-    let per_stream_bps = match udp.pace {
-        Pace::Unlimited => None,
-        Pace::Rate(bps) => Some(bps),
-        Pace::MilliPps(m) => {
-            Some(u64::try_from(u128::from(m) * u128::from(len) * 8 / 1000).unwrap_or(u64::MAX))
+/// The payload bit rate one sending stream of a stream test asks for:
+/// `Some(None)` unpaced, `None` for request/response tests (not bulk:
+/// one message per flow in flight), whose load streams count as unpaced.
+fn stream_rate(spec: &TestSpec) -> Option<Option<u64>> {
+    match (spec.kind, spec.protocol) {
+        (TestKind::Rr | TestKind::Crr, _) => {
+            let load = spec.rr.as_ref().is_some_and(|r| r.under_load > 0);
+            load.then_some(None)
         }
+        (TestKind::Stream, Protocol::Tcp) => Some(spec.tcp.rate),
+        (TestKind::Stream, Protocol::Udp) => {
+            let pace = spec.udp.as_ref().map_or(Pace::Unlimited, |u| u.pace);
+            Some(match pace {
+                Pace::Unlimited => None,
+                Pace::Rate(bps) => Some(bps),
+                Pace::MilliPps(m) => Some(
+                    u64::try_from(u128::from(m) * u128::from(spec.len) * 8 / 1000)
+                        .unwrap_or(u64::MAX),
+                ),
+            })
+        }
+    }
+}
+
+/// Sending streams of a stream test, both directions together.
+fn sending_streams(spec: &TestSpec) -> u64 {
+    let per = u64::from(spec.streams.max(1));
+    match spec.direction {
+        Direction::Bidir => 2 * per,
+        _ => per,
+    }
+}
+
+/// The bit rate `spec` may use, all its sending streams together: what a
+/// server reserves of its `--max-total-rate` for it. `None`: unpaced bulk
+/// (unbounded); request/response tests without load count as 0.
+pub fn test_rate(spec: &TestSpec) -> Option<u64> {
+    match stream_rate(spec) {
+        None => Some(0),
+        Some(per) => per.map(|b| b.saturating_mul(sending_streams(spec))),
+    }
+}
+
+/// `--max-rate` (per test) and what is left of `--max-total-rate` (all
+/// running tests): a test whose client sends must not ask for more
+/// (refused, naming the limit); one where only the server sends is paced
+/// down to it (clamped, noted). The clamp sets the kernel pacing rate of
+/// the server's TCP senders or the pace of its UDP senders.
+fn check_rate(
+    spec: &mut TestSpec,
+    limits: &ServerLimits,
+    notes: &mut Vec<String>,
+) -> Result<(), SpecError> {
+    let left = limits
+        .max_total_rate_bps
+        .map(|t| t.saturating_sub(limits.total_rate_in_use_bps));
+    let (max, total_binds) = match (limits.max_rate_bps, left) {
+        (None, None) => return Ok(()),
+        (Some(m), Some(l)) if l < m => (l, true),
+        (Some(m), _) => (m, false),
+        (None, Some(l)) => (l, true),
     };
-    let total = per_stream_bps.map(|b| b.saturating_mul(streams));
+    let Some(per_stream) = stream_rate(spec) else {
+        return Ok(());
+    };
+    let streams = sending_streams(spec);
+    let total = per_stream.map(|b| b.saturating_mul(streams));
     if total.is_some_and(|t| t <= max) {
         return Ok(());
     }
+    let flag = if total_binds {
+        "--max-total-rate"
+    } else {
+        "--max-rate"
+    };
+    let cap = if total_binds {
+        format!(
+            "{} of this server's {} are free ({} in use by running tests; {flag})",
+            rate(max),
+            rate(limits.max_total_rate_bps.unwrap_or(0)),
+            rate(limits.total_rate_in_use_bps),
+        )
+    } else {
+        format!(
+            "this server accepts at most {} per test ({flag})",
+            rate(max)
+        )
+    };
+    // A refusal the budget causes is a busy server, not a bad request.
+    let field = if total_binds { "total_rate" } else { "rate" };
     let asked = total.map_or("unpaced (as fast as possible)".to_owned(), |t| {
-        format!("{} bit/s in all", t)
+        format!("{} in all ({streams} streams)", rate(t))
     });
-    if spec.direction != Direction::Reverse {
+    let per = max / streams;
+    let min = match spec.protocol {
+        // The kernel paces whole bytes per second.
+        Protocol::Tcp => 8,
+        Protocol::Udp => 1,
+    };
+    if spec.kind != TestKind::Stream {
         return Err(SpecError {
-            field: "rate",
-            reason: format!(
-                "{asked} requested, this server accepts at most {max} bit/s per test (--max-rate)"
-            ),
+            field,
+            reason: format!("load streams are unpaced bulk TCP; {cap}"),
+        });
+    }
+    if spec.direction != Direction::Reverse || per < min {
+        let hint = if per < min {
+            String::new()
+        } else {
+            format!(": ask for at most {per} bit/s per stream with --rate")
+        };
+        return Err(SpecError {
+            field,
+            reason: format!("{asked} requested, {cap}{hint}"),
         });
     }
     // Only the server sends: pace it within the limit.
-    let per = (max / streams).max(1);
-    udp.pace = Pace::Rate(per);
+    match (spec.protocol, spec.udp.as_mut()) {
+        (Protocol::Udp, Some(udp)) => udp.pace = Pace::Rate(per),
+        _ => spec.tcp.rate = Some(per),
+    }
     notes.push(format!(
-        "rate clamped from {asked} to {per} bit/s per stream by the server (--max-rate {max})"
+        "rate clamped from {asked} to {} per stream by the server ({flag} {})",
+        rate(per),
+        rate(max)
     ));
     Ok(())
+}
+
+/// `--max-total-rate`: the bit rate a server's running tests may use
+/// together. Each test reserves its agreed rate ([`test_rate`]) when it is
+/// negotiated and gives it back when its session ends; a test that does
+/// not fit what is left is refused as busy, or clamped if only the server
+/// sends. Negotiation and reservation happen under one lock, so two tests
+/// negotiated at once cannot both take the same bits. (A lock is no I/O:
+/// this stays sans-IO.)
+#[derive(Debug)]
+pub struct RateBudget {
+    total: u64,
+    in_use: Mutex<u64>,
+}
+
+/// One test's share of a [`RateBudget`]; released when dropped.
+#[derive(Debug)]
+pub struct RateReservation {
+    budget: Arc<RateBudget>,
+    bps: u64,
+}
+
+impl Drop for RateReservation {
+    fn drop(&mut self) {
+        if let Ok(mut u) = self.budget.in_use.lock() {
+            *u = u.saturating_sub(self.bps);
+        }
+    }
+}
+
+impl RateReservation {
+    /// The bit rate this test holds.
+    pub fn bps(&self) -> u64 {
+        self.bps
+    }
+}
+
+impl RateBudget {
+    pub fn new(total_bps: u64) -> Arc<Self> {
+        Arc::new(RateBudget {
+            total: total_bps,
+            in_use: Mutex::new(0),
+        })
+    }
+
+    /// Bit/s running tests hold now.
+    pub fn in_use(&self) -> u64 {
+        self.in_use.lock().map_or(self.total, |u| *u)
+    }
+
+    /// Negotiates `proposed` against `limits` and what is left of the
+    /// budget, and reserves the agreed test's rate.
+    pub fn negotiate(
+        self: &Arc<Self>,
+        proposed: &TestSpec,
+        limits: &ServerLimits,
+    ) -> Result<(Negotiated, RateReservation), SpecError> {
+        let mut in_use = self.in_use.lock().map_err(|_| SpecError {
+            field: "total_rate",
+            reason: "the server's rate budget is unavailable".into(),
+        })?;
+        let limits = ServerLimits {
+            max_total_rate_bps: Some(self.total),
+            total_rate_in_use_bps: *in_use,
+            ..limits.clone()
+        };
+        let n = negotiate(proposed, &limits)?;
+        // check_rate held the test within what is left: never unbounded.
+        let bps = test_rate(&n.spec).unwrap_or(u64::MAX);
+        *in_use = in_use.saturating_add(bps);
+        Ok((
+            n,
+            RateReservation {
+                budget: Arc::clone(self),
+                bps,
+            },
+        ))
+    }
+}
+
+fn rate(bps: u64) -> String {
+    linerate_stats::units::format_rate(bps as f64)
 }
 
 fn mib(bytes: u64) -> String {
@@ -228,5 +437,122 @@ mod tests {
         );
         let slow = udp(Direction::Forward, Pace::MilliPps(1_000_000), 1); // 8 Mbit/s
         assert!(negotiate(&slow, &limits).is_ok());
+    }
+    fn tcp(direction: Direction, rate: Option<u64>, streams: u16) -> TestSpec {
+        TestSpec {
+            direction,
+            streams,
+            tcp: crate::spec::TcpOptions {
+                rate,
+                ..Default::default()
+            },
+            ..TestSpec::default()
+        }
+    }
+
+    #[test]
+    fn issue_10_max_rate_paces_tcp_servers_and_refuses_faster_clients() {
+        let limits = ServerLimits {
+            max_rate_bps: Some(100_000_000),
+            ..ServerLimits::default()
+        };
+        let e = negotiate(&tcp(Direction::Forward, None, 1), &limits).expect_err("unpaced");
+        assert_eq!(e.field, "rate");
+        assert!(e.reason.contains("--max-rate"), "{e}");
+        assert!(
+            e.reason.contains("100000000 bit/s per stream with --rate"),
+            "{e}"
+        );
+        let ok = tcp(Direction::Forward, Some(40_000_000), 2);
+        assert_eq!(negotiate(&ok, &limits).expect("80 Mbit/s").spec, ok);
+        // Bidir counts both directions: 2 × 2 × 40 Mbit/s.
+        let e = negotiate(&tcp(Direction::Bidir, Some(40_000_000), 2), &limits)
+            .expect_err("160 Mbit/s");
+        assert!(e.reason.contains("25000000 bit/s per stream"), "{e}");
+        let n = negotiate(&tcp(Direction::Reverse, None, 4), &limits).expect("clamped");
+        assert_eq!(n.spec.tcp.rate, Some(25_000_000));
+        assert!(
+            n.notes.iter().any(|x| x.contains("--max-rate")),
+            "{:?}",
+            n.notes
+        );
+        let slow = tcp(Direction::Reverse, Some(1_000_000), 4);
+        assert_eq!(negotiate(&slow, &limits).expect("within").spec, slow);
+        // Request/response runs one message per flow at a time; its load
+        // streams are unpaced bulk.
+        let mut rr = TestSpec {
+            kind: TestKind::Rr,
+            rr: Some(crate::spec::RrSpec::default()),
+            ..TestSpec::default()
+        };
+        assert!(negotiate(&rr, &limits).is_ok());
+        if let Some(r) = rr.rr.as_mut() {
+            r.under_load = 1;
+        }
+        let e = negotiate(&rr, &limits).expect_err("load");
+        assert!(e.reason.contains("load streams"), "{e}");
+    }
+
+    #[test]
+    fn issue_10_total_rate_is_shared_by_running_tests() {
+        let budget = RateBudget::new(100_000_000);
+        let limits = ServerLimits::default();
+        let (first, held) = budget
+            .negotiate(&tcp(Direction::Reverse, None, 2), &limits)
+            .expect("clamped to the whole budget");
+        assert_eq!(first.spec.tcp.rate, Some(50_000_000));
+        assert!(first.notes.iter().any(|x| x.contains("--max-total-rate")));
+        assert_eq!(budget.in_use(), 100_000_000);
+        let fwd = tcp(Direction::Forward, Some(10_000_000), 1);
+        let e = budget.negotiate(&fwd, &limits).expect_err("nothing left");
+        assert_eq!(e.field, "total_rate");
+        assert!(e.reason.contains("in use by running tests"), "{e}");
+        let e = budget
+            .negotiate(&tcp(Direction::Reverse, None, 1), &limits)
+            .expect_err("nothing left to clamp to");
+        assert_eq!(e.field, "total_rate");
+        drop(held);
+        assert_eq!(budget.in_use(), 0);
+        let (_, a) = budget.negotiate(&fwd, &limits).expect("fits now");
+        let (_, b) = budget.negotiate(&fwd, &limits).expect("fits too");
+        assert_eq!(
+            (a.bps(), b.bps(), budget.in_use()),
+            (10_000_000, 10_000_000, 20_000_000)
+        );
+        // The per-test limit still applies below what is left.
+        let tight = ServerLimits {
+            max_rate_bps: Some(5_000_000),
+            ..ServerLimits::default()
+        };
+        let e = budget.negotiate(&fwd, &tight).expect_err("over --max-rate");
+        assert_eq!(e.field, "rate");
+        // Request/response tests without load hold nothing.
+        let rr = TestSpec {
+            kind: TestKind::Rr,
+            rr: Some(crate::spec::RrSpec::default()),
+            ..TestSpec::default()
+        };
+        let (_, c) = budget.negotiate(&rr, &limits).expect("rr");
+        assert_eq!(c.bps(), 0);
+    }
+
+    #[test]
+    fn issue_8_server_engine_requests_are_checked_against_the_offers() {
+        let offers = [
+            EngineOffer {
+                name: "syscall".into(),
+                refused: None,
+            },
+            EngineOffer {
+                name: "uring".into(),
+                refused: Some("not supported by the server's kernel: io_uring disabled".into()),
+            },
+        ];
+        assert!(check_server_engine("syscall", &offers).is_ok());
+        let e = check_server_engine("uring", &offers).expect_err("refused");
+        assert!(e.to_string().contains("io_uring disabled"), "{e}");
+        let e = check_server_engine("warp", &offers).expect_err("unknown");
+        assert!(e.to_string().contains("knows syscall, uring"), "{e}");
+        assert!(check_server_engine("syscall", &[]).is_err());
     }
 }

@@ -39,6 +39,14 @@ pub struct TcpInfo {
     /// Most recent delivery rate estimate in bytes/s (absent when unknown).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub delivery_rate: Option<u64>,
+    /// The peer's advertised receive window, bytes (`tcpi_snd_wnd`, Linux
+    /// ≥5.4; absent on older kernels). iperf3's `snd_wnd`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub snd_wnd: Option<u32>,
+    /// Reordering events the sender saw (`tcpi_reord_seen`, Linux ≥4.19;
+    /// absent on older kernels). iperf3's `reorder`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reord_seen: Option<u32>,
 }
 
 /// Totals of one data stream on one side.
@@ -210,6 +218,10 @@ pub struct UdpRecv {
     /// From Start to the first and the last valid datagram, ns.
     pub first_recv_ns: u64,
     pub last_recv_ns: u64,
+    /// iperf3 tests: the same stream counted by iperf3's rules (what an
+    /// iperf3 peer is told).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub iperf3: Option<crate::iperf3::udp::Iperf3Counts>,
     /// What a batching engine did (absent: one datagram per call).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub batching: Option<Batching>,
@@ -308,6 +320,29 @@ pub struct IntervalMeasurement {
     /// True when the interval lies in the omitted warm-up.
     pub omitted: bool,
     pub streams: Vec<IntervalStream>,
+    /// This side's CPU during the interval (absent from peers that do not
+    /// measure it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu: Option<IntervalCpu>,
+}
+
+/// One side's CPU over one interval, from the process's own `/proc`
+/// counters (`/proc/self/stat`, `/proc/self/task/*/stat`: clock ticks,
+/// usually 10 ms, so a 1 s interval is good to about 1% of a core).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IntervalCpu {
+    /// Wall time between the two readings, ns.
+    pub wall_ns: u64,
+    /// User and kernel CPU time of the side in that time (the scope of the
+    /// side's [`CpuMeasurement`]), ns.
+    pub user_ns: u64,
+    pub system_ns: u64,
+    /// The thread that used the most CPU in the interval (`stream 1
+    /// sender`, `sampler`, or the thread's name), and its user + kernel
+    /// time, ns: near `wall_ns` means that thread had a core to itself
+    /// and was the limit.
+    pub busiest_thread: String,
+    pub busiest_thread_ns: u64,
 }
 
 /// CPU time a side spent during the test, and the host's.
@@ -326,6 +361,12 @@ pub struct CpuMeasurement {
     /// Whole-host CPU over the same wall time, from /proc/stat.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub host: Option<HostCpu>,
+    /// The side's thread that used the most CPU over the test, and its user
+    /// + kernel time, ns (absent where not measured).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busiest_thread: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busiest_thread_ns: Option<u64>,
 }
 
 /// Whole-host CPU accounting (all processes), from /proc/stat deltas.

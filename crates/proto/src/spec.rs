@@ -70,6 +70,11 @@ pub struct TcpOptions {
     pub no_delay: bool,
     /// TCP_MAXSEG.
     pub mss: Option<u32>,
+    /// Bits per second of payload each sending stream is paced to by the
+    /// kernel (`SO_MAX_PACING_RATE`); `None`: as fast as it can. Absent from
+    /// older peers' specs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<u64>,
 }
 
 /// What a test measures.
@@ -434,10 +439,18 @@ pub struct ServerLimits {
     pub max_interval_ms: u64,
     /// Buffers one test may cost ([`crate::limits::test_memory`]).
     pub max_test_memory: u64,
-    /// UDP: most bit/s per test, all streams together; `None`: no limit.
+    /// Most bit/s per stream test (TCP or UDP), all streams of both
+    /// directions together; `None`: no limit.
     pub max_rate_bps: Option<u64>,
+    /// Most bit/s of all running tests together; `None`: no limit.
+    pub max_total_rate_bps: Option<u64>,
+    /// What running tests hold of `max_total_rate_bps` when this one is
+    /// negotiated (set by [`crate::limits::RateBudget`]).
+    pub total_rate_in_use_bps: u64,
     /// Each handshake step's time limit on the server.
     pub handshake_timeout_ms: u64,
+    /// Engines a client may ask for with `--server-engine` (empty: none).
+    pub server_engines: Vec<crate::limits::EngineOffer>,
 }
 
 impl Default for ServerLimits {
@@ -452,7 +465,10 @@ impl Default for ServerLimits {
             max_interval_ms: crate::limits::DEFAULT_MAX_INTERVAL_MS,
             max_test_memory: crate::limits::DEFAULT_MAX_TEST_MEMORY,
             max_rate_bps: None,
+            max_total_rate_bps: None,
+            total_rate_in_use_bps: 0,
             handshake_timeout_ms: crate::session::HANDSHAKE_TIMEOUT.as_millis() as u64,
+            server_engines: Vec::new(),
         }
     }
 }
@@ -473,6 +489,7 @@ impl ServerLimits {
             max_interval_ms: u64::MAX,
             max_test_memory: u64::MAX,
             max_rate_bps: None,
+            max_total_rate_bps: None,
             ..ServerLimits::default()
         }
     }

@@ -49,8 +49,11 @@ pub const DATA_HELLO_LEN: usize = TOKEN_LEN + 4 + 1;
 /// protocol correctly; the connection should be answered (if possible) and closed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
-    #[error("bad frame magic {0:02x?} (not a linerate peer)")]
+    #[error("{}", bad_magic(.0))]
     BadMagic([u8; 2]),
+    /// The peer answered with an iperf3 server's first byte.
+    #[error("the peer is an iperf3 server, not a linerate server (it answered with iperf3's {0} byte): run `linerate server` on that host instead (it serves linerate and iperf3 clients on one port), or add `--iperf3` to test that iperf3 server")]
+    Iperf3Server(&'static str),
     #[error("unsupported frame version {0} (this build speaks {FRAME_VERSION})")]
     UnsupportedVersion(u8),
     #[error("unknown frame kind {0}")]
@@ -145,6 +148,12 @@ pub struct Hello {
     /// Free text, e.g. `linerate 0.1.0`, for logs.
     pub software: String,
     pub spec: TestSpec,
+    /// `--server-engine`: the engine the client asks the server to use for
+    /// its side (absent: the server's own `--engine`). A server that
+    /// refuses it refuses the test with the reason; an older server
+    /// ignores the field, and its Accept then lacks `server_engine`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_engine: Option<String>,
 }
 
 /// Server's answer to an acceptable `Hello`.
@@ -162,6 +171,10 @@ pub struct Accept {
     /// client greets each with a `DataHello` datagram until it is echoed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub udp_ports: Vec<u16>,
+    /// The engine the server will use, echoed when the client asked for
+    /// one with `server_engine` (and only then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_engine: Option<String>,
 }
 
 /// Why a server refused a test.
@@ -362,6 +375,17 @@ fn write_json<T: Serialize>(out: &mut Vec<u8>, v: &T) {
     }
 }
 
+fn bad_magic(m: &[u8; 2]) -> String {
+    format!("bad frame magic {m:02x?} (not a linerate peer)")
+}
+
+/// An iperf3 server's first byte to a client that sent it anything of 37
+/// bytes or more: PARAM_EXCHANGE (never a linerate frame's first byte, and
+/// an iperf3 server may send it alone and wait).
+fn iperf3_server_byte(b: u8) -> Option<&'static str> {
+    (b == 0x09).then_some("PARAM_EXCHANGE (0x09)")
+}
+
 /// Decodes one frame from the front of `buf`.
 ///
 /// Returns `Ok(None)` when more bytes are needed, `Ok(Some((msg, used)))` for
@@ -369,6 +393,10 @@ fn write_json<T: Serialize>(out: &mut Vec<u8>, v: &T) {
 /// (checked as early as the header allows, so an oversized length is refused
 /// before its payload arrives).
 pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
+    // An iperf3 server may send one byte and wait: tell it from that byte.
+    if let Some(name) = buf.first().copied().and_then(iperf3_server_byte) {
+        return Err(WireError::Iperf3Server(name));
+    }
     if buf.len() >= 2 && buf[..2] != MAGIC {
         return Err(WireError::BadMagic([buf[0], buf[1]]));
     }
@@ -545,6 +573,7 @@ mod tests {
                 protocol: 1,
                 software: "linerate test".into(),
                 spec: TestSpec::default(),
+                server_engine: Some("uring".into()),
             }),
             Message::Accept(Accept {
                 spec: TestSpec::default(),
@@ -552,6 +581,7 @@ mod tests {
                 notes: vec!["window clamped".into()],
                 software: "s".into(),
                 udp_ports: vec![40000, 40001],
+                server_engine: Some("uring".into()),
             }),
             Message::Refuse(Refuse {
                 code: RefuseCode::Busy,
@@ -625,6 +655,11 @@ mod tests {
     #[test]
     fn bad_magic_version_kind_are_errors() {
         assert!(matches!(decode(b"XX"), Err(WireError::BadMagic(_))));
+        // issue 13: an iperf3 server's answer is named, from its first byte.
+        for first in [&[0x09u8][..], &[0x09, 0xFE]] {
+            let e = decode(first).expect_err("iperf3 server");
+            assert!(e.to_string().contains("iperf3 server"), "{e}");
+        }
         assert_eq!(
             decode(&[b'L', b'R', 9, 1, 0, 0, 0, 0]),
             Err(WireError::UnsupportedVersion(9))

@@ -1,42 +1,99 @@
-//! Never-panic properties over every decoder a peer can reach and over the
-//! session state machines (issue 10): the stable-toolchain stand-in for
-//! `cargo fuzz`, about 10⁶ cases in all, each target bounded in cases (and
-//! so in time: well under a minute in a debug build).
+//! Never-panic properties over every decoder a peer can reach, the
+//! session state machines and the data plane's sans-IO cores (issue 10):
+//! the stable-toolchain stand-in for `cargo fuzz`. Both drive the same
+//! entry points (`linerate_proto::fuzz`, one per target); here proptest
+//! feeds them about 10⁶ inputs in all, each target bounded in cases (and
+//! so in time: a few seconds in all, the crate being built optimised).
 //!
-//! Inputs mix raw random bytes with valid frames cut, spliced and
-//! corrupted, so the properties reach past the first length check. Besides
-//! "no panic", each asserts what a user relies on: a decoder never claims
-//! more bytes than it was given, and a session fed garbage ends (refused or
-//! failed) instead of running on.
+//! Inputs are random bytes, or a seed of the committed corpus
+//! (`fuzz/corpus/TARGET/`, also `cargo fuzz`'s starting corpus) flipped,
+//! cut and spliced, so the properties reach past the first length check.
+//! Every seed also runs as it is. A counting allocator checks that a
+//! control frame's declared length costs no memory before its bytes
+//! arrive. `LINERATE_WRITE_FUZZ_CORPUS=1 cargo test -p linerate-proto
+//! --test fuzz` rewrites the seed corpus.
 
-use std::time::{Duration, Instant};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::PathBuf;
 
 use linerate_proto::auth::{AuthChallenge, AuthInit, AuthProof};
-use linerate_proto::datagram::DatagramHeader;
-use linerate_proto::iperf3::{self, json, server::Iperf3Limits};
-use linerate_proto::measure::SideResults;
-use linerate_proto::rr::{RequestRepr, ResponseRepr, RrHeader};
-use linerate_proto::session::client::ClientSession;
-use linerate_proto::session::server::{Admission, ServerSession};
-use linerate_proto::spec::{Direction, Limit, Protocol, ServerLimits, TestSpec, UdpSpec};
+use linerate_proto::datagram::Header;
+use linerate_proto::fuzz::{self, TARGETS};
+use linerate_proto::spec::{Direction, Limit, Protocol, TestSpec, UdpSpec};
 use linerate_proto::wire::{
-    self, Abort, ClockProbe, DataHello, Hello, Message, SendDone, Side, Token,
+    self, Abort, Accept, ClockProbe, DataHello, Hello, Message, SendDone, Side, Token,
 };
 use linerate_proto::PROTOCOL_VERSION;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
-fn cfg(cases: u32) -> Config {
-    Config {
-        cases,
-        // Shrinking only runs on failure; keep it bounded then too.
-        max_shrink_iters: 2000,
-        failure_persistence: None,
-        ..Config::default()
+// ---------------------------------------------------------------------------
+// Allocation accounting (this thread's live bytes and their peak)
+// ---------------------------------------------------------------------------
+
+struct Counting;
+
+thread_local! {
+    static LIVE: Cell<usize> = const { Cell::new(0) };
+    static PEAK: Cell<usize> = const { Cell::new(0) };
+}
+
+fn grew(n: usize) {
+    let _ = LIVE.try_with(|l| {
+        let v = l.get().saturating_add(n);
+        l.set(v);
+        let _ = PEAK.try_with(|p| p.set(p.get().max(v)));
+    });
+}
+
+fn shrank(n: usize) {
+    let _ = LIVE.try_with(|l| l.set(l.get().saturating_sub(n)));
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the
+// counters are const-initialised thread locals (no allocation, no drop).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grew(layout.size());
+        // SAFETY: the caller's layout, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        shrank(layout.size());
+        // SAFETY: `ptr` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        grew(new_size);
+        shrank(layout.size());
+        // SAFETY: as for `dealloc`, and `new_size` is the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
 
-/// Encoded frames a peer could send, to splice into random input.
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Most bytes `f` had allocated at once beyond what was live before it.
+fn peak_allocation(f: impl FnOnce()) -> usize {
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(base));
+    f();
+    PEAK.with(Cell::get).saturating_sub(base)
+}
+
+// ---------------------------------------------------------------------------
+// Seed corpus
+// ---------------------------------------------------------------------------
+
+fn corpus_dir(target: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target)
+}
+
+/// Encoded frames a peer could send.
 fn frames() -> Vec<Vec<u8>> {
     let udp = TestSpec {
         protocol: Protocol::Udp,
@@ -52,11 +109,13 @@ fn frames() -> Vec<Vec<u8>> {
             protocol: PROTOCOL_VERSION,
             software: "f".into(),
             spec: TestSpec::default(),
+            server_engine: None,
         }),
         Message::Hello(Hello {
             protocol: PROTOCOL_VERSION,
             software: "f".into(),
             spec: udp,
+            server_engine: None,
         }),
         Message::DataHello(DataHello {
             token,
@@ -76,181 +135,336 @@ fn frames() -> Vec<Vec<u8>> {
             proof: [3; 32],
         }),
         Message::AuthProof(AuthProof { proof: [4; 32] }),
+        Message::Accept(Accept {
+            spec: TestSpec::default(),
+            token,
+            notes: vec!["n".into()],
+            software: "f".into(),
+            udp_ports: vec![],
+            server_engine: None,
+        }),
     ]
     .iter()
     .map(wire::to_bytes)
     .collect()
 }
 
-/// Random bytes, or a valid frame corrupted at a random place and cut.
-fn peer_bytes() -> impl Strategy<Value = Vec<u8>> {
-    let frames = frames();
-    let whole = frames.clone();
-    let n = frames.len();
+/// A session target's event holding `bytes` from the peer (see
+/// `fuzz::server_session`: tag 0, a u16 length, the bytes).
+fn peer(bytes: &[u8]) -> Vec<u8> {
+    let n = bytes.len().min(512) as u16;
+    let mut e = vec![0];
+    e.extend_from_slice(&n.to_le_bytes());
+    e.extend_from_slice(&bytes[..usize::from(n)]);
+    e
+}
+
+/// Deterministic bytes (xorshift).
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The seeds each target starts from.
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let f = frames();
+    let frame = |m: &Message| wire::to_bytes(m);
+    let (attach, finished, advance, closed) = (vec![9, 0, 1], vec![8], vec![6, 255, 255], vec![7]);
+    match target {
+        "control_frames" => f,
+        "data_headers" => {
+            let mut d = vec![0u8; 64];
+            Header {
+                flags: 0,
+                stream: 1,
+                seq: 7,
+                send_ns: 9,
+                len: 64,
+            }
+            .emit(&mut d);
+            let mut rr = vec![0u8; 32];
+            linerate_proto::rr::RequestRepr {
+                flow: 1,
+                sequence: 2,
+                sent_ns: Some(3),
+            }
+            .emit(&mut rr);
+            let mut resp = vec![0u8; 32];
+            linerate_proto::rr::ResponseRepr {
+                flow: 1,
+                sequence: 2,
+                server_ns: Some((3, 4)),
+            }
+            .emit(&mut resp);
+            vec![d, rr, resp, noise(1, 16)]
+        }
+        "iperf3_json" => {
+            let json = br#"{"tcp":true,"omit":0,"time":10,"parallel":1,"len":131072,"client_version":"3.12"}"#;
+            let results = br#"{"cpu_util_total":1.0,"cpu_util_user":0.5,"cpu_util_system":0.5,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":1000,"retransmits":0,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":1}]}"#;
+            let framed = |j: &[u8]| {
+                let mut v = (j.len() as u32).to_be_bytes().to_vec();
+                v.extend_from_slice(j);
+                v
+            };
+            vec![framed(json), framed(results), json.to_vec()]
+        }
+        "auth" => vec![noise(2, 97), vec![0; 97]],
+        "server_session" => {
+            let hello = frame(&Message::Hello(Hello {
+                protocol: PROTOCOL_VERSION,
+                software: "f".into(),
+                spec: TestSpec::default(),
+                server_engine: None,
+            }));
+            let results = f[4].clone();
+            vec![
+                [
+                    vec![0],
+                    peer(&hello),
+                    attach.clone(),
+                    finished.clone(),
+                    peer(&results),
+                ]
+                .concat(),
+                [vec![1], peer(&f[8]), peer(&f[10]), peer(&hello)].concat(),
+                [
+                    vec![0],
+                    peer(&hello),
+                    advance.clone(),
+                    advance.clone(),
+                    closed.clone(),
+                ]
+                .concat(),
+            ]
+        }
+        "client_session" => {
+            let accept = f[11].clone();
+            let results = f[4].clone();
+            vec![
+                [
+                    peer(&accept),
+                    attach.clone(),
+                    peer(&f[3]),
+                    finished,
+                    peer(&results),
+                ]
+                .concat(),
+                [peer(&accept), advance, closed].concat(),
+                [peer(&f[5])].concat(),
+            ]
+        }
+        "iperf3_sessions" => {
+            let cookie = b"abcdefghijklmnopqrstuvwxyz2345672345\0";
+            let chunk = |to_server: bool, b: &[u8]| {
+                let mut v = vec![u8::from(!to_server)];
+                v.extend_from_slice(&(b.len() as u16).to_le_bytes());
+                v.extend_from_slice(b);
+                v
+            };
+            vec![
+                [chunk(true, cookie), chunk(true, &seeds("iperf3_json")[0])].concat(),
+                [chunk(false, &[9]), chunk(false, &[10]), chunk(false, &[1])].concat(),
+            ]
+        }
+        _ => (0..4).map(|k| noise(k + 3, 64 << k)).collect(),
+    }
+}
+
+fn corpus(target: &str) -> Vec<Vec<u8>> {
+    let dir = corpus_dir(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .collect()
+}
+
+#[test]
+fn issue_10_fuzz_seed_corpus_runs_clean() {
+    for &(name, target) in TARGETS {
+        if std::env::var_os("LINERATE_WRITE_FUZZ_CORPUS").is_some() {
+            let dir = corpus_dir(name);
+            std::fs::create_dir_all(&dir).expect("corpus dir");
+            for (k, s) in seeds(name).iter().enumerate() {
+                std::fs::write(dir.join(format!("seed-{k:02}")), s).expect("seed");
+            }
+        }
+        let c = corpus(name);
+        assert!(!c.is_empty(), "no seeds for {name}");
+        for s in &c {
+            target(s);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Properties
+// ---------------------------------------------------------------------------
+
+fn cfg(cases: u32) -> Config {
+    Config {
+        cases,
+        // Shrinking only runs on failure; keep it bounded then too.
+        max_shrink_iters: 2000,
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+/// Random bytes, or a corpus seed flipped at a few places, cut, and
+/// spliced with another seed.
+fn input(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
+    let seeds = corpus(target);
+    let n = seeds.len();
     prop_oneof![
-        proptest::collection::vec(any::<u8>(), 0..96),
-        (0..n, any::<usize>(), any::<u8>(), any::<usize>()).prop_map(move |(i, at, b, cut)| {
-            let mut f = frames[i].clone();
-            let at = at % f.len();
-            f[at] ^= b;
-            f.truncate(cut % (f.len() + 1));
-            f
-        }),
-        (0..n).prop_map(move |i| whole[i].clone()),
+        proptest::collection::vec(any::<u8>(), 0..256),
+        (
+            0..n,
+            0..n,
+            proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+            any::<usize>(),
+            any::<bool>()
+        )
+            .prop_map(move |(a, b, flips, cut, splice)| {
+                let mut s = seeds[a].clone();
+                if splice {
+                    s.extend_from_slice(&seeds[b]);
+                }
+                for (at, x) in flips {
+                    if !s.is_empty() {
+                        let i = at % s.len();
+                        s[i] ^= x;
+                    }
+                }
+                if cut % 4 == 0 {
+                    s.truncate(cut % (s.len() + 1));
+                }
+                s
+            }),
     ]
 }
 
+/// Memory a decoder may take for `len` input bytes: proportional to what
+/// arrived (JSON trees cost a multiple of their text), never to what a
+/// header declares.
+fn allowance(len: usize) -> usize {
+    64 * len + (256 << 10)
+}
+
 proptest! {
-    #![proptest_config(cfg(300_000))]
+    #![proptest_config(cfg(350_000))]
     #[test]
-    fn issue_10_fuzz_control_frame_decoder(bytes in peer_bytes()) {
-        if let Ok(Some((_, used))) = wire::decode(&bytes) {
-            prop_assert!(used <= bytes.len());
-        }
+    fn issue_10_fuzz_control_frames(bytes in input("control_frames")) {
+        let peak = peak_allocation(|| fuzz::control_frames(&bytes));
+        prop_assert!(peak <= allowance(bytes.len()), "{peak} bytes for {}", bytes.len());
+    }
+}
+
+#[test]
+fn issue_10_declared_lengths_cost_no_memory_before_the_bytes() {
+    // Headers declaring 64 KiB (the control limit) and 16 MiB (Results),
+    // with a few bytes of payload: memory follows the bytes.
+    for (kind, len) in [(1u8, 65_535u32), (6, 16 << 20), (6, u32::MAX)] {
+        let mut f = vec![b'L', b'R', 1, kind];
+        f.extend_from_slice(&len.to_be_bytes());
+        f.extend_from_slice(b"{\"x\":");
+        let peak = peak_allocation(|| fuzz::control_frames(&f));
+        assert!(peak < 4096, "kind {kind} declaring {len}: {peak} bytes");
+        let mut events = vec![0u8];
+        events.extend_from_slice(&peer(&f));
+        let peak = peak_allocation(|| fuzz::server_session(&events));
+        assert!(peak < allowance(f.len()), "session: {peak} bytes");
     }
 }
 
 proptest! {
-    #![proptest_config(cfg(200_000))]
+    #![proptest_config(cfg(250_000))]
     #[test]
-    fn issue_10_fuzz_datagram_and_rr_headers(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-        if let Ok(h) = DatagramHeader::new_checked(&bytes[..]) {
-            let _ = h.parse();
-        }
-        if let Ok(h) = RrHeader::new_checked(&bytes[..]) {
-            let _ = RequestRepr::parse(&h);
-            let _ = ResponseRepr::parse(&h);
-        }
-        let _ = iperf3::udp::read_header(&bytes, false);
-        let _ = iperf3::udp::read_header(&bytes, true);
+    fn issue_10_fuzz_data_headers(bytes in input("data_headers")) {
+        fuzz::data_headers(&bytes);
     }
 }
 
 proptest! {
-    #![proptest_config(cfg(150_000))]
+    #![proptest_config(cfg(100_000))]
     #[test]
-    fn issue_10_fuzz_iperf3_codecs(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
-        let mut buf = bytes.clone();
-        if let Ok(Some(m)) = json::take_message(&mut buf, json::MAX_PARAMS) {
-            prop_assert!(m.len() <= json::MAX_PARAMS);
-        }
-        let _ = json::parse_params(&bytes);
-        let _ = json::parse_results(&bytes);
+    fn issue_10_fuzz_iperf3_json(bytes in input("iperf3_json")) {
+        fuzz::iperf3_json(&bytes);
     }
 }
 
-/// One thing that can happen to a session.
-#[derive(Debug, Clone)]
-enum Event {
-    Bytes(Vec<u8>),
-    Advance(u16),
-    PeerClosed,
-    LocalFinished,
-    Attach(u32, bool),
-}
-
-fn events() -> impl Strategy<Value = Vec<Event>> {
-    proptest::collection::vec(
-        prop_oneof![
-            6 => peer_bytes().prop_map(Event::Bytes),
-            1 => any::<u16>().prop_map(Event::Advance),
-            1 => Just(Event::PeerClosed),
-            1 => Just(Event::LocalFinished),
-            1 => (0u32..4, any::<bool>()).prop_map(|(s, c)| Event::Attach(s, c)),
-        ],
-        0..12,
-    )
-}
-
-/// Time moves on until every deadline has passed.
-const FOREVER: Duration = Duration::from_secs(100 * 86_400);
-
 proptest! {
-    #![proptest_config(cfg(60_000))]
+    #![proptest_config(cfg(20_000))]
     #[test]
-    fn issue_10_fuzz_server_session(evs in events(), key in any::<bool>()) {
-        let t0 = Instant::now();
-        let mut now = t0;
-        let limits = ServerLimits {
-            max_time_ms: 60_000,
-            ..ServerLimits::default()
-        };
-        let token = Token([0; wire::TOKEN_LEN]);
-        let auth = key.then(|| {
-            let k = linerate_proto::auth::AuthKey::from_file_contents(b"0123456789abcdef")
-                .expect("key");
-            linerate_proto::auth::ServerAuth::new(k, [9; 32])
-        });
-        let mut s = ServerSession::new(limits, Admission::Admit, token, "fuzz", now).with_auth(auth);
-        for e in evs {
-            match e {
-                Event::Bytes(b) => s.receive_at(&b, now, 5),
-                Event::Advance(ms) => now += Duration::from_millis(u64::from(ms)),
-                Event::PeerClosed => s.peer_closed(),
-                Event::LocalFinished => s.local_finished(SideResults::default(), now),
-                Event::Attach(stream, client) => {
-                    let side = if client { Side::Client } else { Side::Server };
-                    let _ = s.stream_attached(&DataHello { token, stream, sender: side }, now);
-                }
-            }
-            s.handle_timeout(now);
-            while s.poll_action().is_some() {}
-            let _ = s.outbox().take();
-        }
-        // Whatever happened, the session ends by its deadlines.
-        s.handle_timeout(t0 + FOREVER);
-        if !s.is_finished() {
-            s.peer_closed();
-        }
-        prop_assert!(s.is_finished());
-        prop_assert!(s.outcome().is_some());
+    fn issue_10_fuzz_auth(bytes in input("auth")) {
+        fuzz::auth(&bytes);
     }
 }
 
 proptest! {
     #![proptest_config(cfg(60_000))]
     #[test]
-    fn issue_10_fuzz_client_session(evs in events()) {
-        let t0 = Instant::now();
-        let mut now = t0;
-        let mut c = ClientSession::new(TestSpec::default(), "fuzz", now);
-        for e in evs {
-            match e {
-                Event::Bytes(b) => c.receive_at(&b, now, 5),
-                Event::Advance(ms) => now += Duration::from_millis(u64::from(ms)),
-                Event::PeerClosed => c.peer_closed(),
-                Event::LocalFinished => c.local_finished(SideResults::default(), now),
-                Event::Attach(..) => c.streams_opened(now),
-            }
-            c.handle_timeout(now);
-            while c.poll_action().is_some() {}
-            let _ = c.outbox().take();
-        }
-        c.handle_timeout(t0 + FOREVER);
-        if !c.is_finished() {
-            c.peer_closed();
-        }
-        prop_assert!(c.is_finished());
+    fn issue_10_fuzz_server_session(bytes in input("server_session")) {
+        let peak = peak_allocation(|| fuzz::server_session(&bytes));
+        prop_assert!(peak <= allowance(bytes.len()), "{peak} bytes for {}", bytes.len());
     }
 }
 
 proptest! {
     #![proptest_config(cfg(60_000))]
     #[test]
-    fn issue_10_fuzz_iperf3_server_session(
-        chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..8),
-    ) {
-        let t0 = Instant::now();
-        let mut s = iperf3::server::Iperf3ServerSession::new(Iperf3Limits::default(), Admission::Admit, t0);
-        for c in &chunks {
-            s.receive(c, t0);
-            while s.poll_action().is_some() {}
-            let _ = s.take_outbox();
-        }
-        s.handle_timeout(t0 + FOREVER);
-        if !s.is_finished() {
-            s.peer_closed();
-        }
-        prop_assert!(s.is_finished());
+    fn issue_10_fuzz_client_session(bytes in input("client_session")) {
+        fuzz::client_session(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(60_000))]
+    #[test]
+    fn issue_10_fuzz_iperf3_sessions(bytes in input("iperf3_sessions")) {
+        fuzz::iperf3_sessions(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(40_000))]
+    #[test]
+    fn issue_10_fuzz_udp_receiver(bytes in input("udp_receiver")) {
+        fuzz::udp_receiver(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(10_000))]
+    #[test]
+    fn issue_10_fuzz_udp_sender(bytes in input("udp_sender")) {
+        fuzz::udp_sender(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(60_000))]
+    #[test]
+    fn issue_10_fuzz_interval_cutter(bytes in input("interval")) {
+        fuzz::interval(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(4_000))]
+    #[test]
+    fn issue_10_fuzz_rr_core(bytes in input("rr_core")) {
+        fuzz::rr_core(&bytes);
     }
 }

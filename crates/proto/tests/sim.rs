@@ -314,6 +314,8 @@ fn results(side: Side, spec: &TestSpec) -> SideResults {
                     pmtu: 1500,
                     pacing_rate: Some(1 << 30),
                     delivery_rate: None,
+                    snd_wnd: None,
+                    reord_seen: None,
                 }),
                 error: None,
                 udp_send: None,
@@ -334,6 +336,13 @@ fn results(side: Side, spec: &TestSpec) -> SideResults {
                     udp: None,
                 })
                 .collect(),
+            cpu: Some(linerate_proto::measure::IntervalCpu {
+                wall_ns: 1_000_000_000,
+                user_ns: 10_000_000 * salt,
+                system_ns: 20_000_000,
+                busiest_thread: "stream 1 sender".into(),
+                busiest_thread_ns: 25_000_000,
+            }),
         }],
         cpu: CpuMeasurement {
             scope: "process".into(),
@@ -345,6 +354,7 @@ fn results(side: Side, spec: &TestSpec) -> SideResults {
                 busy_ns: 10,
                 total_ns: 40,
             }),
+            ..Default::default()
         },
         intervals_dropped: false,
         rr: None,
@@ -571,6 +581,7 @@ fn protocol_version_mismatch_is_refused_with_version() {
         protocol: 99,
         software: "linerate 99".into(),
         spec: TestSpec::default(),
+        server_engine: None,
     }));
     p.deliver_to_server(&hello);
     let r = server_refusal(&p.server);
@@ -1050,6 +1061,7 @@ fn unexpected_frames_end_the_session() {
         notes: vec![],
         software: "again".into(),
         udp_ports: vec![],
+        server_engine: None,
     })));
     assert!(matches!(
         client_error(&p.client),
@@ -1065,6 +1077,7 @@ fn unexpected_frames_end_the_session() {
         protocol: PROTOCOL_VERSION,
         software: "again".into(),
         spec: TestSpec::default(),
+        server_engine: None,
     })));
     assert_eq!(
         *server_error(&p.server),

@@ -5,16 +5,18 @@
 use std::collections::HashMap;
 
 use linerate_proto::measure::{
-    Batching, CpuMeasurement, IntervalMeasurement, KernelUdp, SideResults, StreamMeasurement,
-    UdpInterval,
+    Batching, CpuMeasurement, IntervalCpu, IntervalMeasurement, KernelUdp, SideResults,
+    StreamMeasurement, UdpInterval,
 };
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 
+pub use crate::rr::{keep_phases_run, phase_record};
+
 use crate::model::{
-    BatchingSummary, CpuSummary, Endpoint, Flow, FlowSum, GapSummary, IntervalRecord,
-    IntervalStreamRecord, IntervalSum, KernelSides, KernelView, Report, SideCpu, StreamSummary,
-    TestInfo, UdpIntervalRecord, UdpSummary, SCHEMA_VERSION,
+    BatchingSummary, CpuSummary, Endpoint, Flow, FlowSum, GapSummary, IntervalCpuRecord,
+    IntervalRecord, IntervalStreamRecord, IntervalSum, KernelSides, KernelView, Report, SideCpu,
+    StreamSummary, TestInfo, UdpIntervalRecord, UdpSummary, SCHEMA_VERSION,
 };
 
 fn rate(bytes: u64, seconds: f64) -> f64 {
@@ -69,6 +71,30 @@ fn side_cpu(c: &CpuMeasurement, bytes_moved: u64) -> SideCpu {
         host_cpus: c.host.as_ref().map(|h| h.cpus),
         service_demand_us_per_kib: (bytes_moved > 0)
             .then(|| used_us / (bytes_moved as f64 / 1024.0)),
+        busiest_thread: c.busiest_thread.clone(),
+        busiest_thread_percent: c
+            .busiest_thread_ns
+            .filter(|_| c.wall_ns > 0)
+            .map(|b| percent(b, c.wall_ns)),
+    }
+}
+
+/// `part` ÷ `whole` × 100 (0 for no time).
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64 * 100.0
+    }
+}
+
+fn interval_cpu(c: &IntervalCpu) -> IntervalCpuRecord {
+    IntervalCpuRecord {
+        percent_of_cpu: percent(c.user_ns + c.system_ns, c.wall_ns),
+        user_percent: percent(c.user_ns, c.wall_ns),
+        system_percent: percent(c.system_ns, c.wall_ns),
+        busiest_thread: c.busiest_thread.clone(),
+        busiest_thread_percent: percent(c.busiest_thread_ns, c.wall_ns),
     }
 }
 
@@ -181,6 +207,7 @@ pub fn interval_record(
         streams,
         sums,
         iface: None,
+        cpu: m.cpu.as_ref().map(|c| Box::new(interval_cpu(c))),
     }
 }
 
@@ -651,6 +678,7 @@ mod tests {
                     udp: None,
                 })
                 .collect(),
+            cpu: None,
         }
     }
 

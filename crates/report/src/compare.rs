@@ -72,6 +72,8 @@ pub const METRICS: &[(&str, &str)] = &[
     ("latency_p99_9_ns", "ns"),
     ("client_cpu_percent", "% of a CPU"),
     ("server_cpu_percent", "% of a CPU"),
+    ("client_busiest_thread_percent", "% of a core"),
+    ("server_busiest_thread_percent", "% of a core"),
     ("client_service_demand_us_per_kib", "µs/KiB"),
     ("server_service_demand_us_per_kib", "µs/KiB"),
 ];
@@ -106,6 +108,12 @@ pub fn metrics_of(r: &Report) -> Vec<Metric> {
     }
     v.push(("client_cpu_percent", r.cpu.client.percent_of_cpu));
     v.push(("server_cpu_percent", r.cpu.server.percent_of_cpu));
+    if let Some(b) = r.cpu.client.busiest_thread_percent {
+        v.push(("client_busiest_thread_percent", b));
+    }
+    if let Some(b) = r.cpu.server.busiest_thread_percent {
+        v.push(("server_busiest_thread_percent", b));
+    }
     if let Some(d) = r.cpu.client.service_demand_us_per_kib {
         v.push(("client_service_demand_us_per_kib", d));
     }

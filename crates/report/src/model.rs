@@ -14,7 +14,7 @@ use linerate_stats::histogram::Summary;
 use serde::{Deserialize, Serialize};
 
 /// Version of this schema; bumped on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Which way bytes flow on a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +99,11 @@ pub struct TestInfo {
     /// record).
     #[serde(skip_serializing_if = "String::is_empty", default)]
     pub server_engine: String,
+    /// `--server-engine`: the engine the client asked the server to use
+    /// (the server agreed, or the test would not have run; absent: the
+    /// server ran its own `--engine`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_engine_requested: Option<String>,
     /// Unix time the test started, milliseconds.
     pub start_unix_ms: u64,
 }
@@ -134,6 +139,7 @@ impl TestInfo {
             server_software: String::new(),
             client_engine: String::new(),
             server_engine: String::new(),
+            server_engine_requested: None,
             start_unix_ms: 0,
         }
     }
@@ -347,6 +353,14 @@ pub struct SideCpu {
     /// CPU microseconds per KiB this side sent or received.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub service_demand_us_per_kib: Option<f64>,
+    /// The side's thread that used the most CPU over the test (`stream N
+    /// sender|receiver`, `sampler`, or the thread's name) and its user +
+    /// system time ÷ wall × 100: percent of one core. Near 100, that
+    /// thread had a core to itself and was the limit.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busiest_thread: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busiest_thread_percent: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -414,6 +428,25 @@ pub struct IntervalRecord {
     /// (or the start) until this record was relayed (client only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub iface: Option<Traffic>,
+    /// The side's CPU during the interval (absent from a peer that does
+    /// not measure it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu: Option<Box<IntervalCpuRecord>>,
+}
+
+/// One side's CPU over one interval, from its process's `/proc` counters
+/// (clock ticks: about 1% of a core over 1 s).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalCpuRecord {
+    /// (user + system) ÷ wall × 100: percent of one core (the side's
+    /// `cpu.*.scope`; above 100 with more than one busy thread).
+    pub percent_of_cpu: f64,
+    pub user_percent: f64,
+    pub system_percent: f64,
+    /// The thread that used the most CPU in the interval and its percent
+    /// of one core: near 100, one core is the limit.
+    pub busiest_thread: String,
+    pub busiest_thread_percent: f64,
 }
 
 /// How transactions were timed.
@@ -615,7 +648,34 @@ pub struct KernelSides {
 pub enum Record {
     Start(Box<TestInfo>),
     Interval(IntervalRecord),
+    /// rr/crr: one phase (message size) as it ended.
+    RrPhase(Box<RrPhaseRecord>),
     Summary(Box<Report>),
+}
+
+/// rr/crr `--json-lines`: one phase's figures as the client measured them,
+/// written as soon as the phase ended. The server's counts, and the
+/// histograms, come in the summary's [`RrPhaseReport`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrPhaseRecord {
+    /// The phase's index: every size in order, then (under load) again.
+    pub phase: u32,
+    pub request_size: u32,
+    pub response_size: u32,
+    pub loaded: bool,
+    /// Transactions the client completed (all flows).
+    pub transactions: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+    pub seconds: f64,
+    pub transactions_per_second: f64,
+    /// Round-trip time, ns.
+    pub latency: Summary,
+    pub client_to_server: OneWay,
+    pub server_to_client: OneWay,
+    /// Errors of any of the client's flows in this phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }
 
 /// What a sweep ran: the same UDP test at every size × rate point.

@@ -3,16 +3,23 @@
 //! estimate, so no font or image library is needed on the host.
 //!
 //! [`crate::plot_rr::svg`] draws a request/response test (latency against
-//! size, and the CDFs).
+//! size, and the tail of the round trips).
 //!
 //! [`sweep_svg`] draws what a UDP sweep found: received against sent data
 //! rate, and received against sent packet rate, one line per datagram size,
-//! beside the `received = sent` diagonal. Where a line leaves the diagonal,
-//! the path (or the receiving host) starts dropping.
+//! beside the `received = sent` diagonal (where a line leaves it, the path
+//! or the receiving host starts dropping), and the loss against the sent
+//! rate on a log axis (zero loss on its own "0" line). Trials whose sender
+//! could not keep up are marked: their rate was not offered. A caption line
+//! says what was measured (issue 13).
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use linerate_proto::spec::Direction;
+
 use crate::model::{SweepReport, SweepTrial};
+use crate::plot_text::{caption, decade, si, tick, utc, CAPTION_H};
 
 /// A figure that could not be drawn.
 #[derive(Debug, thiserror::Error)]
@@ -23,12 +30,51 @@ fn err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError(e.to_string())
 }
 
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// The mark of a trial whose sender could not keep up with its rate.
+const NOT_KEPT_UP: RGBColor = RGBColor(200, 0, 0);
+
+/// One size's grid trials, sorted by sent rate.
+fn of_size<'t>(trials: &[&'t SweepTrial], len: u32) -> Vec<&'t SweepTrial> {
+    let mut v: Vec<&SweepTrial> = trials
+        .iter()
+        .copied()
+        .filter(|t| t.len == len && t.error.is_none())
+        .collect();
+    v.sort_by(|a, b| a.sent_bits_per_second.total_cmp(&b.sent_bits_per_second));
+    v
+}
+
+/// Draws the "sender did not keep up" crosses for `pts` and, once, their
+/// legend entry.
+fn mark_not_kept_up<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pts: Vec<(f64, f64)>,
+    with_label: bool,
+) -> Result<(), PlotError>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let anno = chart
+        .draw_series(
+            pts.into_iter()
+                .map(|p| Cross::new(p, 7, NOT_KEPT_UP.stroke_width(2))),
+        )
+        .map_err(err)?;
+    if with_label {
+        anno.label("sender did not keep up (rate not offered)")
+            .legend(|(x, y)| Cross::new((x + 10, y), 6, NOT_KEPT_UP.stroke_width(2)));
+    }
+    Ok(())
+}
+
 /// One panel: x = sent, y = received, per size.
 fn panel(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    area: &Area<'_>,
     title: &str,
-    unit: &str,
-    scale: f64,
+    base: &str,
     sizes: &[u32],
     trials: &[&SweepTrial],
     value: fn(&SweepTrial) -> (f64, f64),
@@ -39,11 +85,12 @@ fn panel(
             let (s, r) = value(t);
             s.max(r)
         })
-        .fold(0.0, f64::max)
-        / scale;
+        .fold(0.0, f64::max);
+    let (scale, unit) = si(max, base);
+    let max = max / scale;
     let top = if max > 0.0 { max * 1.05 } else { 1.0 };
     let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 20))
+        .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
@@ -53,6 +100,8 @@ fn panel(
         .configure_mesh()
         .x_desc(format!("sent ({unit})"))
         .y_desc(format!("received ({unit})"))
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
         .draw()
         .map_err(err)?;
     chart
@@ -63,17 +112,23 @@ fn panel(
         .map_err(err)?
         .label("received = sent")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.3)));
+    let mut missed = Vec::new();
     for (i, &len) in sizes.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let mut pts: Vec<(f64, f64)> = trials
+        let of = of_size(trials, len);
+        let pts: Vec<(f64, f64)> = of
             .iter()
-            .filter(|t| t.len == len && t.error.is_none())
             .map(|t| {
                 let (s, r) = value(t);
                 (s / scale, r / scale)
             })
             .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        missed.extend(
+            pts.iter()
+                .zip(&of)
+                .filter(|(_, t)| !t.kept_up)
+                .map(|(p, _)| *p),
+        );
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
             .map_err(err)?
@@ -83,6 +138,8 @@ fn panel(
             .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;
     }
+    let any = !missed.is_empty();
+    mark_not_kept_up(&mut chart, missed, any)?;
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -93,20 +150,157 @@ fn panel(
     Ok(())
 }
 
+/// Loss (percent, log axis) against the sent data rate, per size. A log
+/// axis cannot show zero: trials without loss sit on the bottom line,
+/// labelled "0", a decade below the smallest loss measured.
+fn loss_panel(area: &Area<'_>, sizes: &[u32], trials: &[&SweepTrial]) -> Result<(), PlotError> {
+    let max_x = trials
+        .iter()
+        .map(|t| t.sent_bits_per_second)
+        .fold(0.0, f64::max);
+    let (scale, unit) = si(max_x, "bit/s");
+    let right = if max_x > 0.0 {
+        max_x / scale * 1.05
+    } else {
+        1.0
+    };
+    let smallest = trials
+        .iter()
+        .map(|t| t.loss_percent)
+        .filter(|&l| l > 0.0)
+        .fold(f64::MAX, f64::min);
+    // One lost datagram in a million is 1e-4 %: the floor never sits above
+    // what a trial could measure.
+    let zero = if smallest < f64::MAX {
+        10f64.powf(smallest.log10().floor() - 1.0)
+    } else {
+        1e-4
+    };
+    let top = trials
+        .iter()
+        .map(|t| t.loss_percent)
+        .fold(zero * 10.0, f64::max)
+        .min(100.0)
+        * 2.0;
+    let mut chart = ChartBuilder::on(area)
+        .caption("UDP loss vs sent rate (log)", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..right, (zero * 0.7..top).log_scale())
+        .map_err(err)?;
+    let floor = zero;
+    chart
+        .configure_mesh()
+        .x_desc(format!("sent ({unit})"))
+        .y_desc("loss (%)")
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| {
+            if (v / floor - 1.0).abs() < 1e-6 {
+                "0".into()
+            } else {
+                decade(*v)
+            }
+        })
+        .draw()
+        .map_err(err)?;
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, zero), (right, zero)],
+            BLACK.mix(0.3).stroke_width(1),
+        ))
+        .map_err(err)?
+        .label("0 (no loss)")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.3)));
+    let mut missed = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let of = of_size(trials, len);
+        let pts: Vec<(f64, f64)> = of
+            .iter()
+            .map(|t| (t.sent_bits_per_second / scale, t.loss_percent.max(zero)))
+            .collect();
+        missed.extend(
+            pts.iter()
+                .zip(&of)
+                .filter(|(_, t)| !t.kept_up)
+                .map(|(p, _)| *p),
+        );
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(format!("{len} B"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?;
+    }
+    let any = !missed.is_empty();
+    mark_not_kept_up(&mut chart, missed, any)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+/// What the sweep measured, in two lines.
+fn sweep_caption(r: &SweepReport) -> Vec<String> {
+    let t = &r.test;
+    let sizes: Vec<String> = t.sizes.iter().map(u32::to_string).collect();
+    let grid = r.trials.iter().filter(|x| !x.search).count();
+    let missed = r
+        .trials
+        .iter()
+        .filter(|x| !x.search && !x.kept_up && x.error.is_none())
+        .count();
+    vec![
+        format!(
+            "{} · {} sweep to {} ({}) · {}",
+            t.client_software,
+            t.protocol,
+            t.server,
+            match t.direction {
+                Direction::Forward => "client → server",
+                Direction::Reverse => "server → client",
+                Direction::Bidir => "both ways",
+            },
+            utc(t.start_unix_ms)
+        ),
+        format!(
+            "{} grid trials of {} s, {} stream{} each · datagram sizes {} B{}",
+            grid,
+            tick(t.trial_s),
+            t.streams,
+            if t.streams == 1 { "" } else { "s" },
+            sizes.join(", "),
+            if missed > 0 {
+                format!(" · {missed} trial(s) where the sender did not keep up (red ×)")
+            } else {
+                String::new()
+            }
+        ),
+    ]
+}
+
 /// The sweep figure as an SVG document (grid trials only; the zero-loss
 /// search's trials are in the table and JSON).
 pub fn sweep_svg(r: &SweepReport) -> Result<String, PlotError> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1280, 560)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (1500, 520 + CAPTION_H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
+        let (band, body) = root.split_vertically(CAPTION_H);
+        caption(&band, &sweep_caption(r))?;
         let trials: Vec<&SweepTrial> = r.trials.iter().filter(|t| !t.search).collect();
-        let panels = root.split_evenly((1, 2));
+        let panels = body.split_evenly((1, 3));
         panel(
             &panels[0],
             "UDP data rate: received vs sent",
-            "Mbit/s",
-            1e6,
+            "bit/s",
             &r.test.sizes,
             &trials,
             |t| (t.sent_bits_per_second, t.received_bits_per_second),
@@ -114,12 +308,12 @@ pub fn sweep_svg(r: &SweepReport) -> Result<String, PlotError> {
         panel(
             &panels[1],
             "UDP packet rate: received vs sent",
-            "kpps",
-            1e3,
+            "pps",
             &r.test.sizes,
             &trials,
             |t| (t.sent_pps, t.received_pps),
         )?;
+        loss_panel(&panels[2], &r.test.sizes, &trials)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -153,7 +347,7 @@ mod tests {
     }
 
     #[test]
-    fn sweep_figure_has_both_panels_and_a_line_per_size() {
+    fn sweep_figure_has_its_panels_and_a_line_per_size() {
         let r = SweepReport {
             schema: SCHEMA_VERSION,
             test: SweepInfo {
@@ -184,8 +378,10 @@ mod tests {
             "received vs sent",
             "1472 B",
             "8972 B",
-            "Mbit/s",
+            // 2e4 pps of 8972 B is 1.4 Gbit/s: the unit follows the data.
+            "Gbit/s",
             "kpps",
+            "loss (%)",
             "polyline",
         ] {
             assert!(svg.contains(needle), "no {needle:?} in the SVG");

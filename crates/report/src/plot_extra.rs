@@ -6,6 +6,7 @@ use plotters::prelude::*;
 
 use crate::model::Report;
 use crate::plot::PlotError;
+use crate::plot_text::{caption, si, tick, utc, CAPTION_H};
 use crate::repeat::RepeatReport;
 
 fn err<E: std::fmt::Display>(e: E) -> PlotError {
@@ -20,7 +21,7 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
         for s in &rec.sums {
             let label = s.flow.arrow().to_owned();
             // A step per interval: the rate holds from its start to its end.
-            let y = s.bits_per_second / 1e9;
+            let y = s.bits_per_second;
             let pts = [(rec.start_s, y), (rec.end_s, y)];
             match lines.iter_mut().find(|l| l.0 == label) {
                 Some(l) => l.1.extend(pts),
@@ -37,18 +38,25 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
         .map(|p| p.0)
         .fold(0.0, f64::max)
         .max(0.1);
-    let ymax = lines
+    let peak = lines
         .iter()
         .flat_map(|l| &l.1)
         .map(|p| p.1)
-        .fold(0.0, f64::max)
-        .max(1e-6)
-        * 1.1;
+        .fold(0.0, f64::max);
+    let (scale, unit) = si(peak, "bit/s");
+    for l in &mut lines {
+        for p in &mut l.1 {
+            p.1 /= scale;
+        }
+    }
+    let ymax = (peak / scale).max(1e-6) * 1.1;
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (1000, 450)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, (1000, 450 + CAPTION_H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (band, body) = root.split_vertically(CAPTION_H);
+        caption(&band, &stream_caption(r))?;
+        let mut chart = ChartBuilder::on(&body)
             .caption(
                 "throughput per interval (client's intervals)",
                 ("sans-serif", 20),
@@ -61,7 +69,9 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
         chart
             .configure_mesh()
             .x_desc("time (s)")
-            .y_desc("Gbit/s")
+            .y_desc(format!("received ({unit})"))
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
             .draw()
             .map_err(err)?;
         for (i, (label, pts)) in lines.into_iter().enumerate() {
@@ -84,6 +94,74 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
         root.present().map_err(err)?;
     }
     Ok(out)
+}
+
+/// What a stream test measured: tool, test, host, date; its parameters.
+fn stream_caption(r: &Report) -> Vec<String> {
+    let t = &r.test;
+    let direction = match t.direction {
+        Some(linerate_proto::spec::Direction::Reverse) => "server → client",
+        Some(linerate_proto::spec::Direction::Bidir) => "both ways",
+        _ => "client → server",
+    };
+    let mut params = vec![format!(
+        "{} stream{} per direction",
+        t.streams,
+        if t.streams == 1 { "" } else { "s" }
+    )];
+    match t.limit {
+        Some(linerate_proto::spec::Limit::TimeMs(ms)) => {
+            params.push(format!("{} s", tick(ms as f64 / 1e3)))
+        }
+        Some(linerate_proto::spec::Limit::Bytes(b)) => params.push(format!("{b} bytes")),
+        Some(linerate_proto::spec::Limit::Datagrams(n)) => {
+            params.push(format!("{n} datagrams per stream"))
+        }
+        None => {}
+    }
+    if let Some(len) = t.len {
+        params.push(format!("--len {len}"));
+    }
+    params.push(format!("engine {}", t.client_engine));
+    if r.interrupted {
+        params.push("interrupted (Ctrl-C)".into());
+    }
+    vec![
+        format!(
+            "{} · {} {direction} to {} · {}",
+            t.client_software,
+            t.protocol,
+            t.server,
+            utc(t.start_unix_ms)
+        ),
+        params.join(" · "),
+    ]
+}
+
+/// What the repeated test was: tool, test, server, date; trials.
+fn repeat_caption(r: &RepeatReport) -> Vec<String> {
+    let t = &r.test;
+    let kind = serde_json::to_value(t.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    vec![
+        format!(
+            "{} · {} {kind} to {} · {}",
+            t.client_software,
+            t.protocol,
+            t.server,
+            utc(t.start_unix_ms)
+        ),
+        format!(
+            "{} of {} trials completed · {} stream{} · engine {}",
+            r.completed,
+            r.repeat,
+            t.streams,
+            if t.streams == 1 { "" } else { "s" },
+            t.client_engine
+        ),
+    ]
 }
 
 /// The repeated test's headline figure per group (receiver bit/s per flow,
@@ -114,9 +192,11 @@ pub fn repeat_svg(r: &RepeatReport) -> Result<String, PlotError> {
     let n = figs.len();
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (1000, 450)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, (1000, 450 + CAPTION_H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (band, body) = root.split_vertically(CAPTION_H);
+        caption(&band, &repeat_caption(r))?;
+        let mut chart = ChartBuilder::on(&body)
             .caption(
                 format!(
                     "{name}: mean ± 1 sd over {} trials (min, max marked)",
@@ -143,6 +223,7 @@ pub fn repeat_svg(r: &RepeatReport) -> Result<String, PlotError> {
                 }
             })
             .y_desc(unit)
+            .y_label_formatter(&|v| tick(*v))
             .draw()
             .map_err(err)?;
         let color = Palette99::pick(0).to_rgba();

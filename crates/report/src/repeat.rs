@@ -200,33 +200,56 @@ pub fn render(out: &mut dyn Write, format: Format, r: &RepeatReport) -> io::Resu
     }
 }
 
+/// The widest line of the human table (issue 13: within 100 columns).
+const HUMAN_WIDTH: usize = 100;
+
+/// `[low … high unit]`: the unit once when both ends carry the same one.
+fn interval(unit: &str, l: f64, h: f64) -> String {
+    let (lo, hi) = (show(unit, l), show(unit, h));
+    match (lo.rsplit_once(' '), hi.rsplit_once(' ')) {
+        (Some((lv, lu)), Some((_, hu))) if lu == hu => format!("[{lv} … {hi}]"),
+        _ => format!("[{lo} … {hi}]"),
+    }
+}
+
 fn human(out: &mut dyn Write, r: &RepeatReport) -> io::Result<()> {
     writeln!(
         out,
-        "{} of {} trials completed; mean ± sd, min … max, 95% confidence interval of the mean (Student t):",
+        "{} of {} trials completed; mean ± sd, min … max,",
         r.completed, r.repeat
     )?;
+    writeln!(out, "95% confidence interval of the mean (Student t):")?;
     writeln!(
         out,
-        "{:<20} {:<22} {:>14} {:>14} {:>14} {:>14}  95% CI",
-        "", "figure", "mean", "sd", "min", "max"
+        "  {:<22} {:>13} {:>13} {:>13} {:>13}  95% CI",
+        "figure", "mean", "sd", "min", "max"
     )?;
+    let mut group = None;
     for f in &r.figures {
+        // A heading per flow or size, the figures under it.
+        if group != Some(&f.group) {
+            writeln!(out, "{}", f.group)?;
+            group = Some(&f.group);
+        }
         let s = &f.stats;
         let ci = match (s.ci95_low, s.ci95_high) {
-            (Some(l), Some(h)) => format!("[{} … {}]", show(&f.unit, l), show(&f.unit, h)),
+            (Some(l), Some(h)) => interval(&f.unit, l, h),
             _ => "(one trial: none)".into(),
         };
-        writeln!(
-            out,
-            "{:<20} {:<22} {:>14} {:>14} {:>14} {:>14}  {ci}",
-            f.group,
+        let row = format!(
+            "  {:<22} {:>13} {:>13} {:>13} {:>13}",
             f.name,
             show(&f.unit, s.mean),
             show(&f.unit, s.sd),
             show(&f.unit, s.min),
             show(&f.unit, s.max),
-        )?;
+        );
+        if row.chars().count() + 2 + ci.chars().count() <= HUMAN_WIDTH {
+            writeln!(out, "{row}  {ci}")?;
+        } else {
+            // Too wide beside the row: under it, where the figures start.
+            writeln!(out, "{row}\n{:>25}95% CI {ci}", "")?;
+        }
     }
     for e in &r.failed {
         writeln!(out, "failed: {e}")?;

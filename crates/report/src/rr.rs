@@ -9,7 +9,7 @@ use linerate_proto::rr::RESPONSE_HEADER_LEN;
 use linerate_proto::spec::{RrPhase, RrSpec, TestKind, TestSpec};
 use linerate_stats::histogram::Histogram;
 
-use crate::model::{LoadReport, OneWay, RrPhaseReport, RrReport, RrTiming};
+use crate::model::{LoadReport, OneWay, RrPhaseRecord, RrPhaseReport, RrReport, RrTiming};
 
 /// Why a phase has no one-way figures, if it has none.
 fn one_way_unavailable(
@@ -215,6 +215,74 @@ pub(crate) fn build(
         client_cpu_us_per_transaction: per_tx(client, total),
         server_cpu_us_per_transaction: per_tx(server, server_total),
     })
+}
+
+/// The client's figures of phase `index` from its flows' measurements of
+/// it, as the phase ended (`--json-lines`); `None` for a phase not in the
+/// spec.
+pub fn phase_record(
+    spec: &TestSpec,
+    index: u32,
+    flows: Vec<RrFlowMeasurement>,
+    clock: Option<ClockOffset>,
+) -> Option<RrPhaseRecord> {
+    let rr = spec.rr.as_ref()?;
+    let phase = rr.phases().into_iter().find(|p| p.index == index)?;
+    let client = RrMeasurement {
+        flows,
+        clock,
+        ..RrMeasurement::default()
+    };
+    let p = phase_report(spec.kind, rr, &phase, &client, &RrMeasurement::default());
+    // The distributions' buckets stay in the summary: a line per phase.
+    let bare = |mut w: OneWay| {
+        w.histogram.clear();
+        w
+    };
+    Some(RrPhaseRecord {
+        phase: index,
+        request_size: p.request_size,
+        response_size: p.response_size,
+        loaded: p.loaded,
+        transactions: p.transactions,
+        lost: p.lost,
+        seconds: p.seconds,
+        transactions_per_second: p.transactions_per_second,
+        latency: p.latency,
+        client_to_server: bare(p.client_to_server),
+        server_to_client: bare(p.server_to_client),
+        errors: p.errors,
+    })
+}
+
+/// A test the user stopped early (Ctrl-C): keeps the phases that ran
+/// (the last of them cut short) and drops those that ended at once, with
+/// no transaction on either side. Returns the note that says so.
+pub fn keep_phases_run(rr: &mut RrReport) -> String {
+    let ran = |p: &RrPhaseReport| {
+        p.transactions > 0 || p.server_transactions > 0 || p.lost > 0 || !p.errors.is_empty()
+    };
+    let name = |p: &RrPhaseReport| {
+        format!(
+            "{}{}",
+            p.request_size,
+            if p.loaded { " under load" } else { "" }
+        )
+    };
+    let skipped: Vec<String> = rr.phases.iter().filter(|p| !ran(p)).map(name).collect();
+    rr.phases.retain(ran);
+    let last = rr.phases.last().map(name);
+    let mut note = match last {
+        Some(l) => format!("the {l}-byte phase, the last to run, ran shorter than asked"),
+        None => "no transaction completed before the interruption".to_string(),
+    };
+    if !skipped.is_empty() {
+        note.push_str(&format!(
+            "; not measured: {} (request bytes)",
+            skipped.join(", ")
+        ));
+    }
+    note
 }
 
 #[cfg(test)]

@@ -274,3 +274,93 @@ fn issue_13_interval_columns_only_where_they_carry_figures() {
         assert!(udp_reverse.contains(col), "{udp_reverse}");
     }
 }
+
+/// The CSV column named `col` in every row whose `record` is `record`.
+fn csv_column(text: &str, record: &str, col: &str) -> Vec<String> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let i = header
+        .iter()
+        .position(|h| *h == col)
+        .unwrap_or_else(|| panic!("no column {col} in {header:?}"));
+    lines
+        .map(|l| l.split(',').map(str::to_owned).collect::<Vec<_>>())
+        .filter(|f| f[0] == record)
+        .map(|f| {
+            assert_eq!(f.len(), header.len(), "{f:?}");
+            f[i].clone()
+        })
+        .collect()
+}
+
+/// CSV rows carry the test's parameters, each side's CPU on the rows that
+/// cover the whole test, and (sweeps) whether the sender kept up.
+#[test]
+fn issue_13_csv_rows_carry_parameters_cpu_and_kept_up() {
+    let udp = fixture("udp");
+    let text = render(Format::Csv, &udp);
+    for (col, want) in [
+        ("test", "stream"),
+        ("protocol", "udp"),
+        ("direction", "forward"),
+        ("len", "1472"),
+        ("client_engine", udp.test.client_engine.as_str()),
+    ] {
+        for record in ["interval", "stream", "sum"] {
+            let got = csv_column(&text, record, col);
+            assert!(
+                !got.is_empty() && got.iter().all(|v| v == want),
+                "{record} {col}: {got:?}"
+            );
+        }
+    }
+    let streams = udp.test.streams.to_string();
+    assert!(csv_column(&text, "sum", "streams")
+        .iter()
+        .all(|v| *v == streams));
+    let cpu = csv_column(&text, "sum", "client_cpu_percent");
+    assert_eq!(cpu[0], format!("{:.1}", udp.cpu.client.percent_of_cpu));
+    assert!(csv_column(&text, "interval", "client_cpu_percent")
+        .iter()
+        .all(String::is_empty));
+    assert!(!csv_column(&text, "sum", "rate_bits_per_second")[0].is_empty());
+
+    let rr = render(Format::Csv, &fixture("rr"));
+    assert!(csv_column(&rr, "phase", "test").iter().all(|v| v == "rr"));
+    assert!(csv_column(&rr, "phase", "client_cpu_us_per_transaction")
+        .iter()
+        .all(|v| v.parse::<f64>().is_ok()));
+
+    let sweep: SweepReport = serde_json::from_str(&fixture_text("sweep")).expect("sweep");
+    let text = render_sweep(Format::Csv, &sweep);
+    assert!(csv_column(&text, "trial", "kept_up")
+        .iter()
+        .all(|v| v == "true"));
+    assert!(csv_column(&text, "trial", "direction")
+        .iter()
+        .all(|v| v == "forward"));
+}
+
+/// `--repeat`'s human table keeps within 100 columns (issue 13), wide
+/// confidence intervals going under their row.
+#[test]
+fn issue_13_repeat_table_keeps_within_100_columns() {
+    for name in ["tcp_bidir", "udp", "rr"] {
+        let a = fixture(name);
+        let mut b = a.clone();
+        // A second trial that differs, so every figure has an interval.
+        for s in &mut b.sums {
+            s.receiver_bits_per_second *= 0.5;
+            s.sender_bits_per_second *= 0.5;
+        }
+        b.cpu.client.percent_of_cpu *= 3.0;
+        let r = linerate_report::repeat::build(2, &[a, b], vec![]).expect("a repeat report");
+        let mut out = Vec::new();
+        linerate_report::repeat::render(&mut out, Format::Human, &r).expect("render");
+        let text = String::from_utf8(out).expect("utf-8");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 100, "{name}: {line:?}");
+        }
+        assert!(text.contains("95% CI"), "{name}");
+    }
+}

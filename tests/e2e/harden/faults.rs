@@ -332,6 +332,7 @@ fn hostile_accept(edit: fn(&mut TestSpec)) -> std::process::Output {
             notes: vec![],
             software: "fake".into(),
             udp_ports: vec![],
+            server_engine: None,
         })]
     });
     run_client(

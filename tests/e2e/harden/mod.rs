@@ -7,6 +7,7 @@ mod auth;
 mod faults;
 mod fleet;
 mod malformed;
+mod rate;
 mod soak;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -46,6 +47,7 @@ impl Raw {
             protocol: PROTOCOL_VERSION,
             software: "raw test peer".into(),
             spec,
+            server_engine: None,
         }));
     }
 

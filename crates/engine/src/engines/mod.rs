@@ -256,6 +256,12 @@ pub trait Engine: Copy + Send + Sync + 'static {
     fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<Self::UdpTx, EngineError>;
     /// Prepares `sock` for receiving datagrams of up to `len` bytes.
     fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<Self::UdpRx, EngineError>;
+    /// Sets the receive options that must be on before the first datagram
+    /// arrives (`UDP_GRO`: datagrams queued before it are delivered one by
+    /// one): called when the socket is attached, before the test starts.
+    /// Best effort and idempotent: [`Self::udp_rx`] sets them again and
+    /// reports or refuses what failed. Default: nothing to set.
+    fn udp_rx_attach(self, _sock: &UdpSocket) {}
     /// Prepares a TCP stream for writing.
     fn tcp_tx(self, sock: &TcpStream) -> Result<Self::TcpTx, EngineError>;
     /// Prepares a TCP stream for reading.

@@ -3,10 +3,11 @@
 //! the coordinator that moves the flows through the phases together and
 //! starts the load.
 
-use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use linerate_proto::measure::{RrMeasurement, SideResults};
+use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
 use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, RESPONSE_HEADER_LEN};
 use linerate_proto::rr_core::{PhaseClock, ServerTimes, Tally};
 
@@ -71,6 +72,12 @@ pub(super) fn run_phase(
         if cx.signals.aborted() {
             return Err(EngineError::Aborted);
         }
+        // Stopped early (the user's Ctrl-C): end the phase with the peer as
+        // if its limit were reached, so both ends count the same
+        // transactions; the phases after it end at once, with none.
+        if cx.signals.stopping() {
+            break;
+        }
         let Some(batch) = clock.next(mono_ns()) else {
             break;
         };
@@ -106,6 +113,9 @@ struct Shared<'a> {
     signals: &'a Signals,
     gate: &'a Gate,
     watch: &'a Watch,
+    /// Each flow's measurement of a phase, until the coordinator passes
+    /// the phase on (`--json-lines` prints a record per size as it ends).
+    ended: &'a Mutex<Vec<RrFlowMeasurement>>,
 }
 
 fn client_flow<E: Engine>(engine: E, flow: u32, mut source: Source<'_>, s: &Shared<'_>) -> FlowEnd {
@@ -150,11 +160,15 @@ fn client_flow<E: Engine>(engine: E, flow: u32, mut source: Source<'_>, s: &Shar
         let failed = result.is_err();
         let mut m = tally.into_measurement(phase, flow, result.err().map(|e| e.to_string()));
         m.poll_sleeps = o.poll_sleeps;
-        out.measurements.push(m);
         if failed {
+            out.measurements.push(m);
             s.signals.abort();
             break;
         }
+        if let Ok(mut v) = s.ended.lock() {
+            v.push(m.clone());
+        }
+        out.measurements.push(m);
         s.gate.update(|g| g.done += 1);
     }
     out.cpu = cpu::thread().saturating_sub(cpu0);
@@ -168,9 +182,11 @@ pub fn start_client(
     crr: Option<CrrTarget>,
     params: RrParams,
 ) -> SideRun {
+    let (tx, rx) = mpsc::channel();
     spawn_side(engine.name(), move |signals| {
-        run_client(engine, conns, crr, &params, signals)
+        run_client(engine, conns, crr, &params, signals, &tx)
     })
+    .with_phases(rx)
 }
 
 fn run_client(
@@ -179,9 +195,11 @@ fn run_client(
     crr: Option<CrrTarget>,
     p: &RrParams,
     signals: &Arc<Signals>,
+    phases: &Sender<Vec<RrFlowMeasurement>>,
 ) -> SideResults {
     let start = CpuStart::now();
     let gate = Gate::default();
+    let ended = Mutex::new(Vec::new());
     let watch = Watch::new(p.plan.flows as usize);
     let load_signals = Signals::default();
     let mut load_elapsed = Duration::ZERO;
@@ -191,6 +209,7 @@ fn run_client(
         signals,
         gate: &gate,
         watch: &watch,
+        ended: &ended,
     };
     let mut flows = flows.into_iter();
     let flow_runs: Vec<_> = (0..p.plan.flows)
@@ -212,7 +231,12 @@ fn run_client(
         })
         .collect();
     let g = run_threads(signals, &watch, flow_runs, load_runs, |dog| {
-        let started = coordinate(p, signals, &gate, &watch, dog);
+        let started = coordinate(p, signals, &gate, &watch, dog, || {
+            // Every flow has pushed its measurement of the phase that ended.
+            if let Ok(mut v) = ended.lock() {
+                let _ = phases.send(std::mem::take(&mut *v));
+            }
+        });
         load_elapsed = started.map_or(Duration::ZERO, |t| t.elapsed());
         load_signals.stop();
         if signals.aborted() {
@@ -237,17 +261,20 @@ fn run_client(
 
 /// Opens the phases one after the other, each when every flow finished
 /// the one before; starts the load [`LOAD_WARMUP`] before the first loaded
-/// phase. Returns when the load started, if it did.
+/// phase; calls `phase_ended` as each phase ends on every flow. Returns
+/// when the load started, if it did.
 fn coordinate(
     p: &RrParams,
     signals: &Signals,
     gate: &Gate,
     watch: &Watch,
     dog: &mut Watchdog,
+    mut phase_ended: impl FnMut(),
 ) -> Option<Instant> {
     let mut load_started: Option<Instant> = None;
     for phase in &p.plan.phases {
-        if phase.loaded && load_started.is_none() {
+        // A test stopped early runs no load: its loaded phases end at once.
+        if phase.loaded && load_started.is_none() && !signals.stopping() {
             load_started = Some(Instant::now());
             gate.update(|s| s.load = true);
             // Sleep through the warm-up, waking for an abort.
@@ -265,6 +292,7 @@ fn coordinate(
         if !gate.wait_ticking(signals, |s| s.done >= target, || dog.check(watch, signals)) {
             break;
         }
+        phase_ended();
     }
     load_started
 }

@@ -54,8 +54,12 @@ struct CrrExchange<'a, E: Engine> {
 impl<E: Engine> Exchange for CrrExchange<'_, E> {
     fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
         header.emit(&mut self.greeting[self.hello_len..]);
-        let sock = socket::connect(self.target.addr, &self.target.tcp, CONNECT_TIMEOUT)?;
-        socket::set_io_timeout(&sock, POLL)?;
+        let sock = socket::connect_with_timeouts(
+            self.target.addr,
+            &self.target.tcp,
+            POLL,
+            CONNECT_TIMEOUT,
+        )?;
         let waiter = Waiter::new(Wait::Block, self.signals, true);
         let mut io = StreamIo::new(self.engine, &sock, waiter)?;
         io.write_all(&self.greeting)?;

@@ -72,6 +72,7 @@ impl CpuStart {
                     .host
                     .zip(cpu::host())
                     .map(|(a, b)| cpu::host_delta(a, b)),
+                ..CpuMeasurement::default()
             },
             rr: Some(rr),
             ..SideResults::default()

@@ -11,11 +11,13 @@
 //! at a drain deadline set when the peer's senders finished
 //! ([`SideRun::peer_send_done`]).
 //!
-//! `stream`: one stream's thread (pinning, the engine loop of its transport
+//! `cpu_watch`: the side's CPU and busiest thread per interval, from
+//! `/proc`; `stream`: one stream's thread (pinning, the engine loop of its transport
 //! and role, its measurement); `sampler`: the sampler thread (driving the
 //! sans-IO interval cutter, collecting the streams' ends, CPU and kernel
 //! deltas).
 
+mod cpu_watch;
 mod sampler;
 mod stream;
 
@@ -26,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use linerate_proto::datagram::Fault;
-use linerate_proto::measure::{IntervalMeasurement, Role, SideResults};
+use linerate_proto::measure::{IntervalMeasurement, Role, RrFlowMeasurement, SideResults};
 use linerate_proto::wire::{SentCount, Side};
 
 use crate::engines::EngineKind;
@@ -66,6 +68,8 @@ pub struct UdpParams {
     pub faults: Vec<Fault>,
     /// Nice value for receiving threads.
     pub priority: Option<i32>,
+    /// iperf3 tests: datagrams in iperf3's format ([`crate::iperf3`]).
+    pub iperf3: Option<crate::iperf3::Iperf3Format>,
 }
 
 /// Whose CPU time a side reports.
@@ -102,6 +106,9 @@ pub struct SideRun {
     senders_done: Receiver<Vec<SentCount>>,
     /// Live UDP counters by stream id (empty for TCP).
     udp_live: Vec<(u32, Arc<UdpCounters>)>,
+    /// rr/crr client: every flow's measurement of each phase, as the
+    /// phase ends (none for other sides).
+    phases: Option<Receiver<Vec<RrFlowMeasurement>>>,
     start: Instant,
     sampler: Option<JoinHandle<()>>,
 }
@@ -144,6 +151,7 @@ pub fn start(
         done,
         senders_done,
         udp_live,
+        phases: None,
         start,
         sampler,
     }
@@ -186,6 +194,7 @@ pub(crate) fn spawn_side(
         done,
         senders_done,
         udp_live: Vec::new(),
+        phases: None,
         start: Instant::now(),
         sampler,
     }
@@ -210,6 +219,12 @@ impl SideRun {
         self.signals.stop();
     }
 
+    /// Tells the senders to finish now (a peer that decides the end, as an
+    /// iperf3 client does, instead of this side's time limit).
+    pub fn stop_senders(&self) {
+        self.stop();
+    }
+
     /// UDP: every sending stream of this side has finished, with the
     /// sequence numbers each issued (once; never for a side with no senders).
     pub fn senders_done(&self) -> Option<Vec<SentCount>> {
@@ -231,6 +246,18 @@ impl SideRun {
     /// Next interval record, if one is ready.
     pub fn next_interval(&self) -> Option<IntervalMeasurement> {
         self.intervals.try_recv().ok()
+    }
+
+    /// rr/crr client: the flows' measurements of the next phase that
+    /// ended, if one did.
+    pub fn next_phase(&self) -> Option<Vec<RrFlowMeasurement>> {
+        self.phases.as_ref()?.try_recv().ok()
+    }
+
+    /// Where [`Self::next_phase`] reads from.
+    pub(crate) fn with_phases(mut self, rx: Receiver<Vec<RrFlowMeasurement>>) -> Self {
+        self.phases = Some(rx);
+        self
     }
 
     /// The side's results once every stream has ended.

@@ -15,6 +15,7 @@ use linerate_proto::measure::{
 };
 use linerate_proto::wire::SentCount;
 
+use super::cpu_watch::{CpuWatch, Watched};
 use super::stream::{spawn_stream, Finished, StreamCtx};
 use super::{Channels, CpuScope, DataSocket, RunParams, StreamSetup};
 use crate::cpu::{self, CpuTime};
@@ -32,6 +33,9 @@ struct Running {
     handles: Vec<JoinHandle<()>>,
     results: Vec<Option<StreamMeasurement>>,
     finished: usize,
+    /// The stream threads, for the side's CPU per interval.
+    threads: Vec<Watched>,
+    cpu: CpuWatch,
 }
 
 impl Running {
@@ -69,6 +73,8 @@ fn spawn_all(
         handles: Vec::with_capacity(n),
         results: vec![None; n],
         finished: 0,
+        threads: Vec::with_capacity(n),
+        cpu: CpuWatch::new(params.cpu_scope),
     };
     let mut cut = Vec::with_capacity(n);
     for (i, s) in streams.into_iter().enumerate() {
@@ -86,13 +92,25 @@ fn spawn_all(
             role: s.role,
         });
         let id = s.id;
+        let tid = Arc::default();
+        run.threads.push(Watched {
+            tid: Arc::clone(&tid),
+            label: format!(
+                "stream {id} {}",
+                match s.role {
+                    Role::Sender => "sender",
+                    Role::Receiver => "receiver",
+                }
+            ),
+            last: None,
+        });
         let ctx = StreamCtx {
             engine,
             start,
             signals: Arc::clone(signals),
             done: done.clone(),
         };
-        match spawn_stream(ctx, i, s, params, Arc::clone(&run.counters[i]), live) {
+        match spawn_stream(ctx, i, s, params, Arc::clone(&run.counters[i]), live, tid) {
             Ok(h) => run.handles.push(h),
             Err(e) => {
                 run.results[i] = Some(StreamMeasurement {
@@ -133,6 +151,9 @@ impl Ends<'_> {
                     .send(std::mem::take(&mut self.senders_finished));
             }
         }
+        if let Some(w) = run.threads.get_mut(f.index) {
+            w.last = f.ticks;
+        }
         run.results[f.index] = Some(f.measurement);
         run.finished += 1;
     }
@@ -166,14 +187,16 @@ fn watch(
             signals.stop();
         }
         if cutter.cut_due(now) {
-            let rec = cutter.cut(now, &run.samples());
+            let mut rec = cutter.cut(now, &run.samples());
+            rec.cpu = Some(run.cpu.interval(&run.threads));
             let _ = intervals.send(rec.clone());
             recorded.push(rec);
         }
     }
     // The tail since the last cut (what the senders wrote before stopping,
     // what the receivers drained after).
-    if let Some(rec) = cutter.finish(ends.last_end, &run.samples()) {
+    if let Some(mut rec) = cutter.finish(ends.last_end, &run.samples()) {
+        rec.cpu = Some(run.cpu.interval(&run.threads));
         let _ = intervals.send(rec.clone());
         recorded.push(rec);
     }
@@ -224,6 +247,8 @@ impl Baseline {
                 .host
                 .zip(cpu::host())
                 .map(|(a, b)| cpu::host_delta(a, b)),
+            busiest_thread: None,
+            busiest_thread_ns: None,
         }
     }
 }
@@ -275,6 +300,7 @@ pub(super) fn sample(
         let _ = h.join();
     }
     let wall = start.elapsed();
+    let busiest = run.cpu.busiest_overall(&run.threads);
     let streams = run
         .results
         .into_iter()
@@ -290,7 +316,11 @@ pub(super) fn sample(
         streams,
         intervals: recorded,
         intervals_dropped: false,
-        cpu: baseline.cpu(params.cpu_scope, ends.threads_cpu, wall),
+        cpu: CpuMeasurement {
+            busiest_thread_ns: busiest.as_ref().map(|b| b.1),
+            busiest_thread: busiest.map(|b| b.0),
+            ..baseline.cpu(params.cpu_scope, ends.threads_cpu, wall)
+        },
         rr: None,
         kernel_udp: baseline.kernel.as_ref().map(netstat::delta),
     }

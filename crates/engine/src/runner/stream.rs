@@ -1,6 +1,7 @@
 //! One stream's thread: pins and prioritises itself, runs the engine's loop
 //! for its transport and role, and reports how the stream ended.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -8,6 +9,7 @@ use std::time::Instant;
 
 use linerate_proto::measure::{Role, StreamMeasurement};
 
+use super::cpu_watch::{self, Ticks};
 use super::{DataSocket, RunParams, StreamSetup, UdpParams};
 use crate::cpu::{self, CpuTime};
 use crate::engines::EngineKind;
@@ -20,6 +22,8 @@ pub(super) struct Finished {
     pub(super) index: usize,
     pub(super) measurement: StreamMeasurement,
     pub(super) cpu: CpuTime,
+    /// The thread's `/proc` counters as it ended.
+    pub(super) ticks: Option<Ticks>,
 }
 
 /// What every stream thread of a side shares with the sampler.
@@ -37,6 +41,7 @@ pub(super) fn spawn_stream(
     params: &RunParams,
     counter: Arc<StreamCounter>,
     live: Option<Arc<UdpCounters>>,
+    tid: Arc<AtomicI32>,
 ) -> std::io::Result<JoinHandle<()>> {
     let len = params.len;
     let pin = (!params.cpus.is_empty()).then(|| params.cpus[index % params.cpus.len()]);
@@ -44,6 +49,7 @@ pub(super) fn spawn_stream(
     std::thread::Builder::new()
         .name(format!("linerate-stream-{}", setup.id))
         .spawn(move || {
+            tid.store(cpu_watch::gettid(), Ordering::Relaxed);
             let setup_error = prepare_thread(pin, setup.role, udp.priority);
             let cpu0 = cpu::thread();
             let live = live.unwrap_or_default();
@@ -81,6 +87,7 @@ pub(super) fn spawn_stream(
                 index,
                 measurement,
                 cpu,
+                ticks: cpu_watch::own_thread_ticks(),
             });
         })
 }
@@ -151,7 +158,10 @@ impl StreamIo<'_> {
                     limit: setup.datagrams,
                     start: *start,
                 };
-                let (sent, end) = udp::send(*engine, sock, &job, self.counter, self.live, signals);
+                let (sent, end) = match self.udp.iperf3 {
+                    Some(f) => crate::iperf3::send(sock, &job, f, self.counter, self.live, signals),
+                    None => udp::send(*engine, sock, &job, self.counter, self.live, signals),
+                };
                 m.udp_send = Some(sent);
                 end
             }
@@ -162,7 +172,10 @@ impl StreamIo<'_> {
                     verify: self.udp.verify,
                     start: *start,
                 };
-                let (got, end) = udp::recv(*engine, sock, &job, self.counter, self.live, signals);
+                let (got, end) = match self.udp.iperf3 {
+                    Some(f) => crate::iperf3::recv(sock, &job, f, self.counter, self.live, signals),
+                    None => udp::recv(*engine, sock, &job, self.counter, self.live, signals),
+                };
                 m.udp_recv = Some(got);
                 end
             }

@@ -28,7 +28,7 @@ use crate::cmsg::{SO_MEMINFO, SO_RCVBUFFORCE, SO_SNDBUFFORCE};
 use crate::EngineError;
 
 pub use live::UdpCounters;
-pub use recv::{recv, RecvJob};
+pub use recv::{prepare as prepare_recv, recv, RecvJob};
 pub use send::{send, SendJob};
 
 /// How often the client repeats an unanswered greeting.

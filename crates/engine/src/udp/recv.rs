@@ -84,6 +84,23 @@ impl Sink<'_> {
     }
 }
 
+/// Prepares a receiving socket when it is attached, before the test starts:
+/// the kernel's drop counter and arrival timestamps, and what engine `kind`
+/// needs on before the first datagram (`UDP_GRO`). Set later, on the
+/// receiving thread, the first datagrams of an unpaced burst would already
+/// be queued without them. Idempotent (the receive loop repeats it for
+/// sockets nobody prepared).
+pub fn prepare(kind: EngineKind, sock: &UdpSocket) {
+    with_engine!(kind, e => prepare_with(e, sock))
+}
+
+fn prepare_with<E: Engine>(engine: E, sock: &UdpSocket) {
+    // Without SO_RXQ_OVFL the drop count still comes from SO_MEMINFO at the end.
+    let _ = setsockopt_int(sock, SO_RXQ_OVFL, 1);
+    let _ = setsockopt_int(sock, SO_TIMESTAMPNS, 1);
+    engine.udp_rx_attach(sock);
+}
+
 pub(super) fn recv_loop<E: Engine>(
     engine: E,
     sock: &UdpSocket,
@@ -93,9 +110,7 @@ pub(super) fn recv_loop<E: Engine>(
     signals: &Signals,
     policy: WaitPolicy,
 ) -> (UdpRecv, StreamEnd) {
-    // Without SO_RXQ_OVFL the drop count still comes from SO_MEMINFO at the end.
-    let _ = setsockopt_int(sock, SO_RXQ_OVFL, 1);
-    let _ = setsockopt_int(sock, SO_TIMESTAMPNS, 1);
+    prepare_with(engine, sock);
     let realtime_at_start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

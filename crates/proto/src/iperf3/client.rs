@@ -5,6 +5,8 @@
 //!  (sends cookie) AwaitParamExchange -09-> (sends params) AwaitCreateStreams
 //!  -0A-> CreateStreams action; streams_created() -> AwaitTestStart -01-> -02-> Running
 //!  end_test(results) (sends 04) -> AwaitExchange -0D-> (sends results) AwaitServerResults
+//!  or stop() (sends 04) -> AwaitExchange -0D-> SendResults action -> AwaitLocalResults
+//!     results(local) (sends them) -> AwaitServerResults
 //!  -server JSON-> AwaitDisplay -0E-> (sends 10) Done
 //! ```
 //!
@@ -29,6 +31,10 @@ pub enum ClientAction {
     TestStart,
     /// TEST_RUNNING: start sending and counting.
     TestRunning,
+    /// EXCHANGE_RESULTS after [`Iperf3ClientSession::stop`]: the server has
+    /// stopped its senders; end the receivers, collect this side's results
+    /// and pass them to [`Iperf3ClientSession::results`].
+    SendResults,
 }
 
 #[derive(Debug)]
@@ -40,6 +46,8 @@ enum Phase {
     AwaitRunning,
     Running,
     AwaitExchange,
+    /// EXCHANGE_RESULTS arrived; the I/O layer is collecting our results.
+    AwaitLocalResults,
     AwaitServerResults,
     AwaitDisplay,
     /// Read FE; the code and errno follow.
@@ -58,6 +66,7 @@ impl Phase {
             Phase::AwaitRunning => "waiting for TEST_RUNNING",
             Phase::Running => "running the test",
             Phase::AwaitExchange => "waiting for EXCHANGE_RESULTS",
+            Phase::AwaitLocalResults => "collecting this side's results",
             Phase::AwaitServerResults => "waiting for the server's results",
             Phase::AwaitDisplay => "waiting for DISPLAY_RESULTS",
             Phase::ServerError => "reading a server error",
@@ -184,8 +193,11 @@ impl Iperf3ClientSession {
                 true
             }
             // TEST_START may arrive before the streams are all open; it
-            // waits until they are.
-            Phase::CreatingStreams | Phase::Done | Phase::Failed(_) => false,
+            // waits until they are. Whatever follows EXCHANGE_RESULTS waits
+            // for our results.
+            Phase::CreatingStreams | Phase::AwaitLocalResults | Phase::Done | Phase::Failed(_) => {
+                false
+            }
             _ => {
                 if self.inbox.is_empty() {
                     return false;
@@ -225,10 +237,16 @@ impl Iperf3ClientSession {
                 self.deadline = None;
             }
             (Phase::AwaitExchange, State::ExchangeResults) => {
-                if let Some(r) = &self.local {
-                    json::put_message(&json::results_json(r), &mut self.outbox);
+                match &self.local {
+                    Some(r) => {
+                        json::put_message(&json::results_json(r), &mut self.outbox);
+                        self.phase = Phase::AwaitServerResults;
+                    }
+                    None => {
+                        self.actions.push_back(ClientAction::SendResults);
+                        self.phase = Phase::AwaitLocalResults;
+                    }
                 }
-                self.phase = Phase::AwaitServerResults;
                 self.deadline = Some(now + STEP_TIMEOUT);
             }
             (Phase::AwaitDisplay, State::DisplayResults) => {
@@ -276,6 +294,31 @@ impl Iperf3ClientSession {
             self.outbox.push(State::TestEnd.byte());
             self.local = Some(local);
             self.phase = Phase::AwaitExchange;
+            self.deadline = Some(now + STEP_TIMEOUT);
+            while !self.is_finished() && self.step(now) {}
+        }
+    }
+
+    /// The client decided the test is over: sends TEST_END now, and asks
+    /// for this side's results ([`ClientAction::SendResults`]) only once
+    /// the server has stopped its own senders (EXCHANGE_RESULTS), so this
+    /// side's receivers can count everything the server sent.
+    pub fn stop(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Running | Phase::AwaitRunning) {
+            self.outbox.push(State::TestEnd.byte());
+            self.local = None;
+            self.phase = Phase::AwaitExchange;
+            self.deadline = Some(now + STEP_TIMEOUT);
+            while !self.is_finished() && self.step(now) {}
+        }
+    }
+
+    /// This side's results, asked for by [`ClientAction::SendResults`].
+    pub fn results(&mut self, local: Results, now: Instant) {
+        if matches!(self.phase, Phase::AwaitLocalResults) {
+            json::put_message(&json::results_json(&local), &mut self.outbox);
+            self.local = Some(local);
+            self.phase = Phase::AwaitServerResults;
             self.deadline = Some(now + STEP_TIMEOUT);
             while !self.is_finished() && self.step(now) {}
         }

@@ -122,6 +122,8 @@ pub mod code {
     pub const BURST: i32 = 15;
     pub const UDP_BLOCK_SIZE: i32 = 20;
     pub const BAD_TOS: i32 = 21;
+    /// "total required bandwidth is larger than the server limit".
+    pub const TOTAL_RATE: i32 = 27;
     pub const REVERSE_BIDIR: i32 = 25;
     pub const MAX_SERVER_DURATION: i32 = 37;
     pub const MESSAGE: i32 = 110;

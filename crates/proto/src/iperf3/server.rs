@@ -30,18 +30,24 @@ use crate::session::server::Admission;
 /// The server's limits as they apply to iperf3 tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Iperf3Limits {
-    /// Longest `time + omit` accepted, and the safety limit of tests that
-    /// end by byte or block count.
+    /// Longest `time` accepted, and the safety limit of tests that end by
+    /// byte or block count.
     pub max_time: Duration,
-    /// Most data streams (both directions together).
+    /// Longest omit period accepted.
+    pub max_omit: Duration,
+    /// Most streams per direction (`-P`).
     pub max_streams: u32,
+    /// `--max-rate`: most bit/s of all streams together; `None`: no limit.
+    pub max_rate_bps: Option<u64>,
 }
 
 impl Default for Iperf3Limits {
     fn default() -> Self {
         Iperf3Limits {
             max_time: Duration::from_secs(86_400),
-            max_streams: 256,
+            max_omit: Duration::from_secs(600),
+            max_streams: super::MAX_STREAMS,
+            max_rate_bps: None,
         }
     }
 }
@@ -163,11 +169,16 @@ impl Iperf3ServerSession {
             notes: Vec::new(),
             client_results: None,
         };
-        if let Admission::Busy { running, max } = admission {
-            s.outbox.push(State::AccessDenied.byte());
-            s.phase = Phase::Refused(format!(
+        let refusal = match admission {
+            Admission::Admit => None,
+            Admission::Busy { running, max } => Some(format!(
                 "busy: {running} test(s) running, the server allows {max} at a time"
-            ));
+            )),
+            Admission::Limited(why) => Some(why),
+        };
+        if let Some(why) = refusal {
+            s.outbox.push(State::AccessDenied.byte());
+            s.phase = Phase::Refused(why);
             s.deadline = None;
         }
         s
@@ -338,24 +349,50 @@ impl Iperf3ServerSession {
                 ),
             );
         }
-        let streams = p.direction.stream_count(p.parallel);
-        if streams > self.limits.max_streams {
+        if p.parallel > self.limits.max_streams {
             return self.refuse(
                 code::NUM_STREAMS,
                 format!(
-                    "{streams} streams asked, the server allows {}",
-                    self.limits.max_streams
+                    "{} streams per direction asked, the server allows {}",
+                    p.parallel, self.limits.max_streams
                 ),
             );
         }
-        let planned = Duration::from_secs(u64::from(p.time) + u64::from(p.omit));
-        if planned > self.limits.max_time {
+        if let Some(max) = self.limits.max_rate_bps {
+            // An iperf3 client takes no clamp: a test past the limit, or
+            // unpaced (-b 0, TCP's default), is refused; it can ask for -b.
+            let n = u64::from(p.direction.stream_count(p.parallel));
+            let total = p.bandwidth.saturating_mul(n);
+            if p.bandwidth == 0 || total > max {
+                return self.refuse(
+                    code::TOTAL_RATE,
+                    format!(
+                        "{} bit/s in all asked ({n} streams at -b {}), the server allows at most {max} (--max-rate): pass -b {} or less",
+                        if p.bandwidth == 0 { "unpaced".to_owned() } else { total.to_string() },
+                        p.bandwidth,
+                        max / n.max(1)
+                    ),
+                );
+            }
+        }
+        let secs = |d: Duration| d.as_secs_f64();
+        if Duration::from_secs(p.time.into()) > self.limits.max_time {
             return self.refuse(
                 code::MAX_SERVER_DURATION,
                 format!(
-                    "{} s asked (time + omit), the server allows {} s",
-                    planned.as_secs(),
-                    self.limits.max_time.as_secs()
+                    "-t {} asked, the server allows at most {} s",
+                    p.time,
+                    secs(self.limits.max_time)
+                ),
+            );
+        }
+        if Duration::from_secs(p.omit.into()) > self.limits.max_omit {
+            return self.refuse(
+                code::OMIT,
+                format!(
+                    "-O {} asked, the server allows at most {} s",
+                    p.omit,
+                    secs(self.limits.max_omit)
                 ),
             );
         }

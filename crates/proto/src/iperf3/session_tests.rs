@@ -189,13 +189,13 @@ fn server_limits_apply_to_iperf3_clients() {
     let t0 = Instant::now();
     let limits = Iperf3Limits {
         max_time: Duration::from_secs(5),
-        max_streams: 4,
+        max_omit: Duration::from_secs(1),
+        max_streams: 2,
+        max_rate_bps: None,
     };
     for (params, want) in [
-        (
-            r#"{"tcp":true,"time":5,"omit":1}"#,
-            code::MAX_SERVER_DURATION,
-        ),
+        (r#"{"tcp":true,"time":6}"#, code::MAX_SERVER_DURATION),
+        (r#"{"tcp":true,"time":5,"omit":2}"#, code::OMIT),
         (
             r#"{"tcp":true,"time":1,"parallel":3,"bidirectional":true}"#,
             code::NUM_STREAMS,
@@ -218,6 +218,36 @@ fn server_limits_apply_to_iperf3_clients() {
         s.poll_timeout(),
         Some(t0 + Duration::from_secs(5) + super::SAFETY_SLACK)
     );
+}
+
+#[test]
+fn issue_10_max_rate_refuses_iperf3_clients_asking_for_more() {
+    let t0 = Instant::now();
+    let limits = Iperf3Limits {
+        max_rate_bps: Some(100_000_000),
+        ..Iperf3Limits::default()
+    };
+    let run = |params: &str| {
+        let mut s = Iperf3ServerSession::new(limits, Admission::Admit, t0);
+        s.receive(COOKIE, t0);
+        s.take_outbox();
+        s.receive(&framed(params), t0);
+        s.take_outbox()
+    };
+    for params in [
+        r#"{"tcp":true,"time":1}"#,
+        r#"{"tcp":true,"time":1,"reverse":true,"parallel":2,"bandwidth":60000000}"#,
+        r#"{"udp":true,"time":1,"len":1400,"bidirectional":true,"bandwidth":60000000}"#,
+    ] {
+        let out = run(params);
+        assert_eq!(
+            out[..5],
+            [0xFE, 0, 0, 0, code::TOTAL_RATE as u8],
+            "{params}"
+        );
+    }
+    let out = run(r#"{"tcp":true,"time":1,"parallel":2,"bandwidth":50000000}"#);
+    assert_ne!(out.first(), Some(&0xFE), "within the limit: {out:?}");
 }
 
 #[test]
@@ -508,7 +538,9 @@ fn client_and_server_sessions_complete_a_udp_bidir_test() {
                     }
                     c.streams_created(t0);
                 }
-                ClientAction::TestRunning => c.end_test(results(&[1, 3, 4, 5]), t0),
+                // TEST_END first, results when asked (what the I/O layer does).
+                ClientAction::TestRunning => c.stop(t0),
+                ClientAction::SendResults => c.results(results(&[1, 3, 4, 5]), t0),
                 ClientAction::TestStart => {}
             }
         }
@@ -580,4 +612,41 @@ proptest! {
         c.peer_closed();
         prop_assert!(c.is_finished());
     }
+}
+
+/// `stop()`: TEST_END goes out at once, this side's results only when the
+/// server asks for them (its senders stopped), so receivers count all it
+/// sent (issue 9: no false loss at the tail of a reverse UDP test).
+#[test]
+fn issue_9_client_stop_sends_test_end_then_results_when_asked() {
+    let t0 = Instant::now();
+    let mut c = client(
+        Params {
+            parallel: 1,
+            time: 1,
+            ..Params::default()
+        },
+        t0,
+    );
+    let _ = c.take_outbox();
+    c.receive(&[0x09, 0x0A], t0);
+    let _ = c.take_outbox();
+    assert_eq!(c.poll_action(), Some(ClientAction::CreateStreams));
+    c.streams_created(t0);
+    c.receive(&[0x01, 0x02], t0);
+    assert_eq!(c.poll_action(), Some(ClientAction::TestStart));
+    assert_eq!(c.poll_action(), Some(ClientAction::TestRunning));
+    c.stop(t0);
+    assert_eq!(c.take_outbox(), vec![0x04]);
+    assert_eq!(c.poll_action(), None);
+    c.receive(&[0x0D], t0);
+    assert_eq!(c.poll_action(), Some(ClientAction::SendResults));
+    assert!(c.take_outbox().is_empty(), "results before they were given");
+    c.results(results(&[1]), t0);
+    let mut out = c.take_outbox();
+    let body = json::take_message(&mut out, json::MAX_RESULTS)
+        .expect("framed")
+        .expect("whole");
+    assert_eq!(json::parse_results(&body).expect("valid").streams.len(), 1);
+    assert!(!c.is_finished());
 }

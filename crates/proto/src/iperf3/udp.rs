@@ -100,7 +100,7 @@ pub fn read_header(d: &[u8], counters_64bit: bool) -> Option<Header> {
 }
 
 /// iperf3's counters of one receiving stream.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Iperf3Counts {
     /// Highest sequence number seen (what iperf3 reports as `packets`).
     pub max_seq: u64,

@@ -101,6 +101,11 @@ pub struct ClientSession {
     state: State,
     /// The spec proposed; the Accept must match it ([`crate::check`]).
     asked: TestSpec,
+    /// `--server-engine`: the engine asked of the server; its Accept must
+    /// echo it.
+    asked_engine: Option<String>,
+    /// Our software string, for a rewritten Hello.
+    software: String,
     /// `--auth-key`: our half of the exchange, and the Hello held back
     /// until the server has proved the key.
     auth: Option<(ClientAuth, Outbox)>,
@@ -126,9 +131,12 @@ impl ClientSession {
             protocol: PROTOCOL_VERSION,
             software: software.to_owned(),
             spec: spec.clone(),
+            server_engine: None,
         }));
         ClientSession {
+            software: software.to_owned(),
             asked: spec,
+            asked_engine: None,
             auth: None,
             state: State::AwaitAccept,
             spec: None,
@@ -141,6 +149,22 @@ impl ClientSession {
             clock: None,
             stopped_early: false,
         }
+    }
+
+    /// Asks the server to run its side with `engine` (`--server-engine`).
+    /// Call before [`Self::with_auth`]: it rewrites the queued Hello.
+    pub fn with_server_engine(mut self, engine: Option<String>) -> Self {
+        if engine.is_some() {
+            self.outbox = Outbox::default();
+            self.outbox.push(&Message::Hello(Hello {
+                protocol: PROTOCOL_VERSION,
+                software: self.software.clone(),
+                spec: self.asked.clone(),
+                server_engine: engine.clone(),
+            }));
+            self.asked_engine = engine;
+        }
+        self
     }
 
     /// Authenticates with a pre-shared key before the Hello
@@ -264,6 +288,17 @@ impl ClientSession {
             }
             (State::AwaitAccept, Message::Accept(a)) => {
                 if let Err(why) = crate::check::check_accept(&self.asked, &a.spec) {
+                    return self.refuse_peer("Accept", why);
+                }
+                if let Some(e) = self
+                    .asked_engine
+                    .as_ref()
+                    .filter(|e| a.server_engine.as_ref() != Some(*e))
+                {
+                    let why = format!(
+                        "the server did not take --server-engine {e} (it answered {}; a server without --server-engine support ignores it)",
+                        a.server_engine.as_deref().unwrap_or("nothing")
+                    );
                     return self.refuse_peer("Accept", why);
                 }
                 self.spec = Some(a.spec.clone());

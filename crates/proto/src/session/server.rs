@@ -22,14 +22,16 @@
 //! bytes, given with [`ServerSession::receive_at`].
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::exchange::Exchange;
 use super::{data_deadline, Inbox, Outbox, SessionError, RESULTS_TIMEOUT};
 use crate::auth::ServerAuth;
+use crate::limits::{check_server_engine, RateBudget, RateReservation};
 use crate::measure::SideResults;
 use crate::spec::Protocol;
-use crate::spec::{negotiate, ServerLimits, StreamPlan, TestSpec};
+use crate::spec::{negotiate, Negotiated, ServerLimits, SpecError, StreamPlan, TestSpec};
 use crate::wire::{
     Abort, Accept, ClockReply, DataHello, Message, Refuse, RefuseCode, SendDone, SentCount, Token,
     WireError,
@@ -128,6 +130,9 @@ pub struct ServerSession {
     software: String,
     spec: Option<TestSpec>,
     client_software: Option<String>,
+    /// The engine the client asked this side to use (`--server-engine`),
+    /// once checked against `limits.server_engines`.
+    server_engine: Option<String>,
     inbox: Inbox,
     outbox: Outbox,
     actions: VecDeque<ServerAction>,
@@ -141,6 +146,10 @@ pub struct ServerSession {
     auth: Option<ServerAuth>,
     /// The client stopped the test before its limit.
     stopped_early: bool,
+    /// `--max-total-rate`: the budget this test reserves its rate from,
+    /// and its reservation (given back when the session is dropped).
+    rate_budget: Option<Arc<RateBudget>>,
+    rate_held: Option<RateReservation>,
 }
 
 impl ServerSession {
@@ -162,6 +171,7 @@ impl ServerSession {
             software: software.to_owned(),
             spec: None,
             client_software: None,
+            server_engine: None,
             inbox: Inbox::default(),
             outbox: Outbox::default(),
             actions: VecDeque::new(),
@@ -171,6 +181,27 @@ impl ServerSession {
             at_max_time: false,
             auth: None,
             stopped_early: false,
+            rate_budget: None,
+            rate_held: None,
+        }
+    }
+
+    /// Shares `--max-total-rate` with the server's other tests: the test's
+    /// agreed rate is reserved from `budget` while this session lives.
+    pub fn with_rate_budget(mut self, budget: Option<Arc<RateBudget>>) -> Self {
+        self.rate_budget = budget;
+        self
+    }
+
+    /// Negotiates the client's proposal, reserving its rate from the
+    /// server's budget when there is one.
+    fn negotiate(&mut self, proposed: &TestSpec) -> Result<Negotiated, SpecError> {
+        match &self.rate_budget {
+            None => negotiate(proposed, &self.limits),
+            Some(b) => b.negotiate(proposed, &self.limits).map(|(n, held)| {
+                self.rate_held = Some(held);
+                n
+            }),
         }
     }
 
@@ -220,6 +251,12 @@ impl ServerSession {
 
     pub fn spec(&self) -> Option<&TestSpec> {
         self.spec.as_ref()
+    }
+
+    /// The engine the client asked this side to use, when it asked and
+    /// this server agreed (see [`crate::limits::check_server_engine`]).
+    pub fn server_engine(&self) -> Option<&str> {
+        self.server_engine.as_deref()
     }
 
     /// The peer's software string from its Hello.
@@ -323,7 +360,17 @@ impl ServerSession {
                 if let Admission::Limited(why) = &self.admission {
                     return self.refuse(RefuseCode::Busy, why.clone());
                 }
-                match negotiate(&h.spec, &self.limits) {
+                if let Some(e) = &h.server_engine {
+                    if let Err(why) = check_server_engine(e, &self.limits.server_engines) {
+                        return self.refuse(RefuseCode::Invalid, why.to_string());
+                    }
+                    self.server_engine = Some(e.clone());
+                }
+                match self.negotiate(&h.spec) {
+                    // The server's rate budget is taken by running tests.
+                    Err(e) if e.field == "total_rate" => {
+                        self.refuse(RefuseCode::Busy, e.to_string())
+                    }
                     Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
                     Ok(n) if n.spec.protocol == Protocol::Udp => {
                         self.actions.push_back(ServerAction::BindDatagramSockets {
@@ -341,6 +388,7 @@ impl ServerSession {
                             notes: n.notes,
                             software: self.software.clone(),
                             udp_ports: Vec::new(),
+                            server_engine: self.server_engine.clone(),
                         }));
                         self.actions.push_back(ServerAction::ExpectStreams {
                             token: self.token,
@@ -466,6 +514,7 @@ impl ServerSession {
             notes: std::mem::take(notes),
             software: self.software.clone(),
             udp_ports: ports,
+            server_engine: self.server_engine.clone(),
         }));
         self.state = State::AwaitStreams {
             plan,

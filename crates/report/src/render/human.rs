@@ -25,6 +25,10 @@ pub(super) struct Human<'a> {
     printed_header: bool,
 }
 
+/// A busiest thread at or above this share of a core over the test had a
+/// core to itself: the report says one core is the limit.
+pub(crate) const CORE_LIMIT_PERCENT: f64 = 90.0;
+
 /// What an accelerated engine used on one end, from its own counts.
 pub(crate) fn engine_use_words(u: &EngineUse) -> String {
     let mut used = Vec::new();
@@ -199,7 +203,14 @@ impl<'a> Human<'a> {
         }
     }
 
-    fn cpu_line(&mut self, name: &str, c: &SideCpu) -> io::Result<()> {
+    /// A side's CPU line; `intervals` are its interval records (for the
+    /// highest interval share of its busiest thread).
+    fn cpu_line(
+        &mut self,
+        name: &str,
+        c: &SideCpu,
+        intervals: &[IntervalRecord],
+    ) -> io::Result<()> {
         let mut line = format!(
             "  {name:<7} {:>6.1}% of a CPU (user {:.2} s, sys {:.2} s, {})",
             c.percent_of_cpu, c.user_s, c.system_s, c.scope
@@ -212,6 +223,28 @@ impl<'a> Human<'a> {
         }
         if let Some(d) = c.service_demand_us_per_kib {
             line.push_str(&format!("; {d:.3} µs/KiB"));
+        }
+        if let (Some(t), Some(p)) = (&c.busiest_thread, c.busiest_thread_percent) {
+            line.push_str(&format!("; busiest thread {t} {p:.1}% of a core"));
+        }
+        let peak = intervals
+            .iter()
+            .filter(|r| !r.omitted)
+            .filter_map(|r| r.cpu.as_ref())
+            .max_by(|a, b| {
+                a.busiest_thread_percent
+                    .total_cmp(&b.busiest_thread_percent)
+            });
+        if let Some(p) = peak {
+            line.push_str(&format!(
+                "; busiest interval: {} {:.1}%",
+                p.busiest_thread, p.busiest_thread_percent
+            ));
+        }
+        if c.busiest_thread_percent
+            .is_some_and(|p| p >= CORE_LIMIT_PERCENT)
+        {
+            line.push_str("; one core is the limit");
         }
         writeln!(self.out, "{}", wrap(&line, "; ", 10))
     }
@@ -323,6 +356,18 @@ impl Sink for Human<'_> {
                 writeln!(self.out, "{}{tag}", cols.sum_row(&span, s, r.sums.len()))?;
             }
         }
+        if let Some(c) = &r.cpu {
+            let line = format!(
+                "[ CPU] {span} {} {:.1}% (usr {:.1}, sys {:.1}) · busiest thread {:.1}% {}",
+                side_name(r.side),
+                c.percent_of_cpu,
+                c.user_percent,
+                c.system_percent,
+                c.busiest_thread_percent,
+                c.busiest_thread
+            );
+            writeln!(self.out, "{}", wrap(&line, " · ", 7))?;
+        }
         self.out.flush()
     }
 
@@ -330,8 +375,8 @@ impl Sink for Human<'_> {
         if let Some(rr) = &r.rr {
             rr_table::tables(&mut self.out, r, rr)?;
             writeln!(self.out, "CPU:")?;
-            self.cpu_line("client", &r.cpu.client)?;
-            self.cpu_line("server", &r.cpu.server)?;
+            self.cpu_line("client", &r.cpu.client, &[])?;
+            self.cpu_line("server", &r.cpu.server, &[])?;
             for (side, v) in [
                 ("client", rr.client_cpu_us_per_transaction),
                 ("server", rr.server_cpu_us_per_transaction),
@@ -416,8 +461,8 @@ impl Sink for Human<'_> {
             }
         }
         writeln!(self.out, "CPU:")?;
-        self.cpu_line("client", &r.cpu.client)?;
-        self.cpu_line("server", &r.cpu.server)?;
+        self.cpu_line("client", &r.cpu.client, &r.intervals)?;
+        self.cpu_line("server", &r.cpu.server, &r.server_intervals)?;
         if let Some(cc) = &r.test.congestion_used {
             writeln!(self.out, "TCP congestion control: {cc}")?;
         }

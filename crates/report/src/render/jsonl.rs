@@ -1,10 +1,13 @@
 //! `--json-lines`: a `start` record, one record per interval (sweeps: per
-//! trial) as it happens, then a `summary` holding the whole report.
+//! trial; rr/crr: per phase) as it happens, then a `summary` holding the
+//! whole report.
 
 use std::io::{self, Write};
 
 use super::{Sink, SweepSink};
-use crate::model::{IntervalRecord, Record, Report, SweepInfo, SweepReport, SweepTrial, TestInfo};
+use crate::model::{
+    IntervalRecord, Record, Report, RrPhaseRecord, SweepInfo, SweepReport, SweepTrial, TestInfo,
+};
 
 /// One compact JSON document and a newline, flushed at once (a reader
 /// follows the test live).
@@ -30,6 +33,9 @@ impl Sink for JsonLines<'_> {
     }
     fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
         line(&mut self.out, &Record::Interval(r.clone()))
+    }
+    fn rr_phase(&mut self, r: &RrPhaseRecord) -> io::Result<()> {
+        line(&mut self.out, &Record::RrPhase(Box::new(r.clone())))
     }
     fn finish(&mut self, r: &Report) -> io::Result<()> {
         line(&mut self.out, &Record::Summary(Box::new(r.clone())))

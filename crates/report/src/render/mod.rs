@@ -6,7 +6,9 @@
 
 use std::io::{self, Write};
 
-use crate::model::{IntervalRecord, Report, SweepInfo, SweepReport, SweepTrial, TestInfo};
+use crate::model::{
+    IntervalRecord, Report, RrPhaseRecord, SweepInfo, SweepReport, SweepTrial, TestInfo,
+};
 
 mod columns;
 mod csv;
@@ -30,16 +32,27 @@ pub enum Format {
 pub trait Sink {
     fn start(&mut self, info: &TestInfo) -> io::Result<()>;
     fn interval(&mut self, rec: &IntervalRecord) -> io::Result<()>;
+    /// rr/crr: a phase (message size) ended; only `--json-lines` prints
+    /// it (the others print every size in the final report). A sink that
+    /// wraps another passes it on.
+    fn rr_phase(&mut self, _rec: &RrPhaseRecord) -> io::Result<()> {
+        Ok(())
+    }
     fn finish(&mut self, report: &Report) -> io::Result<()>;
 }
 
-/// A sink writing `format` to `out`.
+/// A sink writing `format` to `out`. Machine formats are buffered and
+/// flushed once per record (issue 8: a report went out one line per
+/// `write(2)` through line-buffered stdout).
 pub fn sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> {
+    if format == Format::Human {
+        return Box::new(human::Human::new(out));
+    }
+    let out: Box<dyn Write + 'a> = Box::new(io::BufWriter::new(out));
     match format {
-        Format::Human => Box::new(human::Human::new(out)),
         Format::Json => Box::new(json::Json::new(out)),
         Format::JsonLines => Box::new(jsonl::JsonLines::new(out)),
-        Format::Csv => Box::new(csv::Csv::new(out)),
+        _ => Box::new(csv::Csv::new(out)),
     }
 }
 
@@ -135,5 +148,42 @@ mod tests {
             text
         );
         assert_eq!(wrap("short", "; ", 4), "short");
+    }
+
+    /// Counts the writes that reach the output (each one a `write(2)` on
+    /// stdout).
+    struct Counting<'a>(&'a std::cell::Cell<usize>);
+
+    impl Write for Counting<'_> {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.set(self.0.get() + 1);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn issue_8_machine_formats_write_once_per_record() {
+        let text = include_str!("../../tests/fixtures/tcp.json");
+        let report: Report = serde_json::from_str(text).expect("fixture");
+        for format in [Format::Json, Format::JsonLines, Format::Csv] {
+            let writes = std::cell::Cell::new(0);
+            {
+                let mut s = sink(format, Box::new(Counting(&writes)));
+                s.start(&report.test).expect("start");
+                for i in &report.intervals {
+                    s.interval(i).expect("interval");
+                }
+                s.finish(&report).expect("finish");
+            }
+            // start (json-lines), every interval, the summary.
+            assert!(
+                writes.get() <= report.intervals.len() + 2,
+                "{format:?}: {} writes",
+                writes.get()
+            );
+        }
     }
 }

@@ -217,6 +217,13 @@ impl Engine for Batch {
         })
     }
 
+    fn udp_rx_attach(self, sock: &UdpSocket) {
+        if self.gro != Toggle::Off && caps().udp_gro.is_ok() {
+            // A failure is reported (or refused) by `udp_rx`, which tries again.
+            let _ = enable_gro(sock);
+        }
+    }
+
     fn tcp_tx(self, _sock: &TcpStream) -> Result<BatchTcpTx, EngineError> {
         Ok(BatchTcpTx)
     }

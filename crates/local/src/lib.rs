@@ -1,0 +1,67 @@
+//! Host-local transports and the message test that runs over them.
+//!
+//! A transport here is a sibling of the network engines: one small trait
+//! ([`channel::Channel`]: send a whole message, receive one, send and
+//! receive the 8-byte words that acknowledge it) with one implementation
+//! per path between two processes on this host — TCP over loopback, Unix
+//! domain stream and datagram sockets ([`sock`]), and shared memory
+//! ([`shm`]: `direct` messages in ring slots, `bulk` payloads in a shared
+//! region with a descriptor through the ring, over the SPSC [`ring`]).
+//!
+//! [`link`] creates both ends of every channel in one process and hands the
+//! far ends to a child process (inherited descriptors: socket pairs, a
+//! memfd, eventfds — nothing with a name, so nothing stays behind when
+//! either process dies). [`msg`] runs the message test's two sides over
+//! them: the sender times each message until its acknowledgement, the
+//! receiver checks the `--verify` [`pattern`] after acknowledging.
+
+pub mod channel;
+pub mod link;
+pub mod msg;
+pub mod pattern;
+pub mod ring;
+pub mod rr;
+pub mod shm;
+pub mod sock;
+
+pub use channel::{Channel, Transport};
+
+use std::io;
+
+/// What can go wrong on a local transport.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// The other process closed its end or exited.
+    #[error("the peer process is gone ({0})")]
+    PeerGone(&'static str),
+    /// A message the transport cannot carry whole.
+    #[error("{transport}: a {len}-byte message exceeds the {limit}-byte limit ({why})")]
+    TooLong {
+        transport: Transport,
+        len: usize,
+        limit: usize,
+        why: &'static str,
+    },
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The user interrupted the run.
+    #[error("interrupted")]
+    Aborted,
+}
+
+impl LocalError {
+    pub(crate) fn io(what: &'static str) -> impl FnOnce(io::Error) -> LocalError {
+        move |source| match source.kind() {
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset => LocalError::PeerGone(what),
+            _ => LocalError::Io { what, source },
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! A single-producer/single-consumer ring of fixed-size slots in memory
+//! shared by two processes: the queue under both shared-memory modes
+//! (`direct` puts the message in a slot, `bulk` a descriptor of where the
+//! message lies in the shared region).
+//!
+//! The arithmetic is a sans-IO core ([`Indices`]: free space, slot of an
+//! index; tested on plain integers); [`Producer`] and [`Consumer`] apply it
+//! to a region of memory whose layout is:
+//!
+//! ```text
+//! offset   0  head     u64  next index the producer writes   (producer stores)
+//! offset  64  tail     u64  next index the consumer reads    (consumer stores)
+//! offset 128  asleep   u32  1 while the consumer sleeps on its doorbell
+//! offset 192  slots × slot_size bytes; a slot: u32 length, 4 spare, payload
+//! ```
+//!
+//! head and tail are on their own cache lines (no false sharing) and count
+//! up forever (u64: no wrap in practice); the slot of index i is i mod
+//! slots.
+//!
+//! Memory ordering (why no read is torn):
+//! - The producer writes a slot's bytes with plain stores, then publishes
+//!   it with `head.store(Release)`; the consumer reads `head` with
+//!   `Acquire`, so every byte of a slot below head is visible to it before
+//!   it reads the slot.
+//! - The consumer reads the slot's bytes, then frees it with
+//!   `tail.store(Release)`; the producer reads `tail` with `Acquire` before
+//!   reusing a slot, so the consumer's reads happen before the producer's
+//!   next writes to it (no torn read of a slot being overwritten).
+//! - Sleeping (a lost wake-up is the hazard): the consumer stores
+//!   `asleep = 1`, a `SeqCst` fence, then re-reads head; the producer
+//!   stores head, a `SeqCst` fence, then reads `asleep`. With both fences,
+//!   at least one of them sees the other's store (the store-buffer litmus
+//!   test under SC fences): either the consumer sees the new entry and does
+//!   not sleep, or the producer sees `asleep` and rings the doorbell.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+/// Bytes before the first slot.
+pub const HEADER: usize = 192;
+/// Bytes of a slot's own header (the length and 4 spare bytes).
+pub const SLOT_HEADER: usize = 8;
+
+const HEAD: usize = 0;
+const TAIL: usize = 64;
+const ASLEEP: usize = 128;
+
+/// The ring's index arithmetic, free of memory: what both ends compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Indices {
+    pub slots: u32,
+}
+
+impl Indices {
+    /// Entries queued between `tail` and `head`.
+    pub fn len(self, head: u64, tail: u64) -> u64 {
+        head.wrapping_sub(tail)
+    }
+
+    /// Whether the producer may write index `head`.
+    pub fn has_room(self, head: u64, tail: u64) -> bool {
+        self.len(head, tail) < u64::from(self.slots)
+    }
+
+    /// The slot that index `i` lives in.
+    pub fn slot(self, i: u64) -> usize {
+        (i % u64::from(self.slots)) as usize
+    }
+}
+
+/// The shape of one ring: how many slots of how many bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub slots: u32,
+    /// Bytes per slot, its 8-byte header included (a multiple of 8).
+    pub slot_size: u32,
+}
+
+impl Shape {
+    /// Bytes of shared memory the ring needs.
+    pub fn bytes(self) -> usize {
+        HEADER + self.slots as usize * self.slot_size as usize
+    }
+
+    /// The largest payload a slot carries.
+    pub fn payload(self) -> usize {
+        self.slot_size as usize - SLOT_HEADER
+    }
+}
+
+/// One ring in a region: the base pointer and its shape.
+#[derive(Debug, Clone, Copy)]
+struct View {
+    base: *mut u8,
+    shape: Shape,
+}
+
+// SAFETY: a View is a pointer into a shared mapping that outlives it (the
+// owner keeps the mapping alive); each side touches only what the protocol
+// above gives it, through atomics or slots it owns at the time, so moving
+// the view to another thread is sound.
+unsafe impl Send for View {}
+
+impl View {
+    fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `off` is 0 or 64, inside the header the creator
+        // reserved; the base is 64-byte aligned (page-aligned mapping or
+        // an aligned test buffer), so the u64 is aligned; AtomicU64 has the
+        // layout of u64 and the memory lives as long as the view.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+    }
+
+    fn asleep(&self) -> &AtomicU32 {
+        // SAFETY: as atomic_u64: offset 128 is inside the header, aligned.
+        unsafe { &*(self.base.add(ASLEEP) as *const AtomicU32) }
+    }
+
+    fn slot_ptr(&self, i: u64) -> *mut u8 {
+        let slot = Indices {
+            slots: self.shape.slots,
+        }
+        .slot(i);
+        // SAFETY: slot < slots, so the offset lies within the region of
+        // `shape.bytes()` bytes the creator reserved.
+        unsafe { self.base.add(HEADER + slot * self.shape.slot_size as usize) }
+    }
+}
+
+/// The writing end of a ring.
+#[derive(Debug)]
+pub struct Producer {
+    v: View,
+    /// The next index to write (the producer's own copy of head).
+    head: u64,
+}
+
+/// The reading end of a ring.
+#[derive(Debug)]
+pub struct Consumer {
+    v: View,
+    /// The next index to read (the consumer's own copy of tail).
+    tail: u64,
+}
+
+/// A message longer than a slot's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong {
+    pub len: usize,
+    pub limit: usize,
+}
+
+/// Zeroes the ring's header (a fresh ring: empty, consumer awake).
+///
+/// # Safety
+/// `base` must point to at least `shape.bytes()` writable bytes, 64-byte
+/// aligned, that no one else uses yet.
+pub unsafe fn init(base: *mut u8, shape: Shape) {
+    debug_assert!(shape.slot_size as usize >= SLOT_HEADER && shape.slot_size.is_multiple_of(8));
+    debug_assert!((base as usize).is_multiple_of(64));
+    // SAFETY: the caller guarantees HEADER writable bytes at base.
+    unsafe { std::ptr::write_bytes(base, 0, HEADER) };
+}
+
+/// The two ends of the ring at `base`.
+///
+/// # Safety
+/// `base` must point to a ring set up by [`init`] with this `shape`, that
+/// stays mapped while the ends live; at most one producer and one consumer
+/// may exist for it at a time (across processes).
+pub unsafe fn ends(base: *mut u8, shape: Shape) -> (Producer, Consumer) {
+    let v = View { base, shape };
+    let head = v.atomic_u64(HEAD).load(Ordering::Acquire);
+    let tail = v.atomic_u64(TAIL).load(Ordering::Acquire);
+    (Producer { v, head }, Consumer { v, tail })
+}
+
+impl Producer {
+    /// The largest payload a slot carries.
+    pub fn payload_limit(&self) -> usize {
+        self.v.shape.payload()
+    }
+
+    /// Queues `msg` if there is room: `Ok(false)` when the ring is full
+    /// (the caller waits and retries), an error when `msg` cannot fit a
+    /// slot at all.
+    pub fn try_push(&mut self, msg: &[u8]) -> Result<bool, TooLong> {
+        let limit = self.payload_limit();
+        if msg.len() > limit {
+            return Err(TooLong {
+                len: msg.len(),
+                limit,
+            });
+        }
+        let tail = self.v.atomic_u64(TAIL).load(Ordering::Acquire);
+        let ix = Indices {
+            slots: self.v.shape.slots,
+        };
+        if !ix.has_room(self.head, tail) {
+            return Ok(false);
+        }
+        let p = self.v.slot_ptr(self.head);
+        // SAFETY: the slot at head is free (has_room after acquiring tail:
+        // the consumer is done with it) and the consumer does not read it
+        // until the Release store of head below; msg.len() ≤ payload, so
+        // header and payload fit the slot; msg is private memory, so the
+        // ranges do not overlap.
+        unsafe {
+            (p as *mut u32).write_unaligned(msg.len() as u32);
+            std::ptr::copy_nonoverlapping(msg.as_ptr(), p.add(SLOT_HEADER), msg.len());
+        }
+        self.head += 1;
+        self.v.atomic_u64(HEAD).store(self.head, Ordering::Release);
+        Ok(true)
+    }
+
+    /// After a push: whether the consumer sleeps and needs its doorbell
+    /// rung (see the module's ordering notes).
+    pub fn consumer_asleep(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.v.asleep().load(Ordering::Relaxed) == 1
+    }
+}
+
+impl Consumer {
+    /// Copies the oldest entry into `out` and frees its slot; its length,
+    /// or `None` when the ring is empty. An entry longer than `out` is
+    /// truncated to `out`'s length (callers size `out` to the payload).
+    pub fn try_pop(&mut self, out: &mut [u8]) -> Option<usize> {
+        let head = self.v.atomic_u64(HEAD).load(Ordering::Acquire);
+        if head == self.tail {
+            return None;
+        }
+        let p = self.v.slot_ptr(self.tail);
+        // SAFETY: the slot below head was published by the producer's
+        // Release store, acquired above; it stays untouched by the producer
+        // until our Release store of tail below. The stored length is
+        // clamped to the slot's payload, so the read stays in the slot.
+        let n = unsafe {
+            let len = (p as *const u32).read_unaligned() as usize;
+            let n = len.min(self.v.shape.payload()).min(out.len());
+            std::ptr::copy_nonoverlapping(p.add(SLOT_HEADER), out.as_mut_ptr(), n);
+            n
+        };
+        self.tail += 1;
+        self.v.atomic_u64(TAIL).store(self.tail, Ordering::Release);
+        Some(n)
+    }
+
+    /// Whether an entry is queued.
+    pub fn ready(&self) -> bool {
+        self.v.atomic_u64(HEAD).load(Ordering::Acquire) != self.tail
+    }
+
+    /// About to sleep on the doorbell: marks the consumer asleep and says
+    /// whether it may (nothing arrived meanwhile). On `false` it is awake
+    /// again and should read the ring.
+    pub fn prepare_sleep(&self) -> bool {
+        self.v.asleep().store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if self.ready() {
+            self.v.asleep().store(0, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Woken (or giving up on sleeping): clears the mark.
+    pub fn awake(&self) {
+        self.v.asleep().store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    /// A 64-byte aligned heap buffer standing in for the shared mapping.
+    #[repr(C, align(64))]
+    struct Line([u8; 64]);
+
+    fn region(shape: Shape) -> Vec<Line> {
+        (0..shape.bytes().div_ceil(64))
+            .map(|_| Line([0; 64]))
+            .collect()
+    }
+
+    fn ring(buf: &mut [Line], shape: Shape) -> (Producer, Consumer) {
+        let base = buf.as_mut_ptr() as *mut u8;
+        // SAFETY: buf holds shape.bytes() bytes, 64-byte aligned, owned
+        // by the test and alive for the ring's use.
+        unsafe {
+            init(base, shape);
+            ends(base, shape)
+        }
+    }
+
+    #[test]
+    fn indices_wrap_and_fill() {
+        let ix = Indices { slots: 4 };
+        assert!(ix.has_room(3, 0));
+        assert!(!ix.has_room(4, 0));
+        assert_eq!(ix.slot(5), 1);
+        assert_eq!(ix.len(u64::MAX, u64::MAX - 2), 2);
+    }
+
+    #[test]
+    fn a_message_longer_than_a_slot_is_refused_naming_the_limit() {
+        let shape = Shape {
+            slots: 4,
+            slot_size: 64,
+        };
+        let mut buf = region(shape);
+        let (mut p, _c) = ring(&mut buf, shape);
+        assert_eq!(p.try_push(&[0; 57]), Err(TooLong { len: 57, limit: 56 }));
+        assert_eq!(p.try_push(&[0; 56]), Ok(true));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Push(Vec<u8>),
+        Pop,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..=24).prop_map(Op::Push),
+            Just(Op::Pop),
+        ]
+    }
+
+    proptest! {
+        /// Model-based: the ring behaves as a bounded VecDeque of messages.
+        #[test]
+        fn ring_matches_a_bounded_queue(slots in 1u32..6, ops in proptest::collection::vec(op(), 0..200)) {
+            let shape = Shape { slots, slot_size: 32 };
+            let mut buf = region(shape);
+            let (mut p, mut c) = ring(&mut buf, shape);
+            let mut model: VecDeque<Vec<u8>> = VecDeque::new();
+            let mut out = [0u8; 24];
+            for o in ops {
+                match o {
+                    Op::Push(m) => {
+                        let pushed = p.try_push(&m).expect("fits a slot");
+                        prop_assert_eq!(pushed, model.len() < slots as usize);
+                        if pushed { model.push_back(m); }
+                    }
+                    Op::Pop => {
+                        let got = c.try_pop(&mut out).map(|n| out[..n].to_vec());
+                        prop_assert_eq!(got, model.pop_front());
+                    }
+                }
+                prop_assert_eq!(c.ready(), !model.is_empty());
+            }
+        }
+    }
+
+    /// Two threads, many messages whose every byte derives from their
+    /// number: any torn or reordered read shows as a mismatch.
+    #[test]
+    fn no_torn_reads_across_threads() {
+        let shape = Shape {
+            slots: 8,
+            slot_size: 72,
+        };
+        let mut buf = region(shape);
+        let (mut p, mut c) = ring(&mut buf, shape);
+        const N: u64 = 200_000;
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                for i in 0..N {
+                    let len = (i % 65) as usize;
+                    let m: Vec<u8> = (0..len).map(|k| (i as u8).wrapping_add(k as u8)).collect();
+                    while !p.try_push(&m).expect("fits") {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            let mut out = [0u8; 64];
+            for i in 0..N {
+                let n = loop {
+                    if let Some(n) = c.try_pop(&mut out) {
+                        break n;
+                    }
+                    std::hint::spin_loop();
+                };
+                assert_eq!(n, (i % 65) as usize, "message {i}");
+                for (k, b) in out[..n].iter().enumerate() {
+                    assert_eq!(*b, (i as u8).wrapping_add(k as u8), "message {i} byte {k}");
+                }
+            }
+        });
+    }
+}

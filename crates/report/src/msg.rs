@@ -1,0 +1,525 @@
+//! The message test's result model (`linerate msg`, its JSON schema) and
+//! its builder and renderers: human tables, JSON, CSV.
+//!
+//! One [`MsgCell`] per transport × concurrency × message size: messages/s
+//! and throughput per trial summarised across trials (mean, sd, 95% CI),
+//! the per-message time distribution over every timed message, and the
+//! counts each end saw. Every figure is a measurement of the run; a cell
+//! that cannot run on this host says why instead (`skipped`).
+
+use std::io::{self, Write};
+
+use linerate_stats::histogram::{Histogram, Summary};
+use linerate_stats::trials::TrialStats;
+use linerate_stats::units::{format_count_rate, format_nanos, format_rate, format_size};
+use serde::{Deserialize, Serialize};
+
+use crate::render::Format;
+
+/// A whole `linerate msg` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MsgReport {
+    /// Always `"msg"`.
+    pub test: String,
+    pub software: String,
+    /// Where the two ends ran and how they were started.
+    pub ends: String,
+    pub timer: MsgTimer,
+    pub verify: MsgVerify,
+    pub cells: Vec<MsgCell>,
+}
+
+/// The clock behind every time in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MsgTimer {
+    /// Smallest non-zero step between two consecutive clock readings,
+    /// measured at the start of the run.
+    pub granularity_ns: u64,
+    /// A timed span must be at least this many granularities; messages
+    /// shorter than that are timed in batches.
+    pub batch_factor: u64,
+}
+
+/// The integrity check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MsgVerify {
+    pub enabled: bool,
+    /// The receiver checks each message after acknowledging it and the
+    /// sender reads the verdict after its clock stopped (always true).
+    pub outside_timing: bool,
+}
+
+/// Messages and bytes one end counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MsgCounts {
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+/// One transport × concurrency × size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MsgCell {
+    pub transport: String,
+    /// Concurrent transfers (channels, one sending thread each).
+    pub concurrency: u32,
+    /// Bytes per message.
+    pub size: u64,
+    /// Why this cell did not run (then no figures follow).
+    pub skipped: Option<String>,
+    pub trials: u32,
+    /// Timed messages per trial, all channels together.
+    pub messages_per_trial: u64,
+    /// Messages per clock pair (1: each message timed by itself).
+    pub batch: u64,
+    /// Median time of the calibration messages that chose the batch (ns).
+    pub calibration_ns: u64,
+    /// Across trials: messages per second, all channels together.
+    pub messages_per_sec: Option<TrialStats>,
+    /// Across trials: payload bits per second, all channels together.
+    pub throughput_bps: Option<TrialStats>,
+    /// Across trials: each trial's mean per-message time (ns).
+    pub message_time_ns: Option<TrialStats>,
+    /// Every timed message of every trial: time from the first byte sent
+    /// to the acknowledgement (batch means where `batch` > 1).
+    pub latency: Option<Summary>,
+    /// Messages the receiver found corrupt, of every message it received
+    /// (`None` without --verify).
+    pub corrupt: Option<u64>,
+    /// Everything the sender sent (calibration and warm-up included).
+    pub sent: MsgCounts,
+    /// Everything the receiver received whole.
+    pub received: MsgCounts,
+    /// CPU cost (absent for a skipped cell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<MsgCpu>,
+}
+
+/// One trial of a cell, all channels together.
+#[derive(Debug, Clone)]
+pub struct TrialInput {
+    pub wall_ns: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub hist: Histogram,
+    /// CPU time of the sending threads during the trial, ns.
+    pub sender_cpu_ns: u64,
+}
+
+/// What a cell is built from.
+#[derive(Debug, Clone)]
+pub struct CellInput {
+    pub transport: String,
+    pub concurrency: u32,
+    pub size: u64,
+    pub batch: u64,
+    pub calibration_ns: u64,
+    /// Corrupt messages the receiver counted (`None` without --verify).
+    pub corrupt: Option<u64>,
+    pub trials: Vec<TrialInput>,
+    pub sent: MsgCounts,
+    pub received: MsgCounts,
+    /// CPU time of the receiving threads for every message of the cell, ns.
+    pub receiver_cpu_ns: u64,
+}
+
+/// CPU cost of a cell, from each thread's own CPU clock.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MsgCpu {
+    /// Sending threads' CPU time ÷ the trials' wall time, summed over
+    /// trials (100 = one CPU busy).
+    pub sender_percent: f64,
+    /// Sending threads' CPU time per timed message, ns.
+    pub sender_ns_per_message: f64,
+    /// Receiving threads' CPU time per message received (calibration and
+    /// warm-up included), ns.
+    pub receiver_ns_per_message: f64,
+}
+
+/// A cell that did not run, and why.
+pub fn skipped_cell(transport: &str, concurrency: u32, size: u64, why: String) -> MsgCell {
+    MsgCell {
+        transport: transport.to_owned(),
+        concurrency,
+        size,
+        skipped: Some(why),
+        trials: 0,
+        messages_per_trial: 0,
+        batch: 0,
+        calibration_ns: 0,
+        messages_per_sec: None,
+        throughput_bps: None,
+        message_time_ns: None,
+        latency: None,
+        corrupt: None,
+        sent: MsgCounts::default(),
+        received: MsgCounts::default(),
+        cpu: None,
+    }
+}
+
+/// The one place a cell's figures are computed.
+pub fn build_cell(c: &CellInput) -> MsgCell {
+    let secs = |t: &TrialInput| t.wall_ns.max(1) as f64 / 1e9;
+    let rate: Vec<f64> = c
+        .trials
+        .iter()
+        .map(|t| t.messages as f64 / secs(t))
+        .collect();
+    let bps: Vec<f64> = c
+        .trials
+        .iter()
+        .map(|t| t.bytes as f64 * 8.0 / secs(t))
+        .collect();
+    let means: Vec<f64> = c.trials.iter().map(|t| t.hist.summary().mean_ns).collect();
+    let mut all = Histogram::new();
+    for t in &c.trials {
+        all.merge(&t.hist);
+    }
+    MsgCell {
+        transport: c.transport.clone(),
+        concurrency: c.concurrency,
+        size: c.size,
+        skipped: None,
+        trials: c.trials.len() as u32,
+        messages_per_trial: c.trials.first().map_or(0, |t| t.messages),
+        batch: c.batch,
+        calibration_ns: c.calibration_ns,
+        messages_per_sec: TrialStats::of(&rate),
+        throughput_bps: TrialStats::of(&bps),
+        message_time_ns: TrialStats::of(&means),
+        latency: (!all.is_empty()).then(|| all.summary()),
+        corrupt: c.corrupt,
+        sent: c.sent,
+        received: c.received,
+        cpu: cpu(c),
+    }
+}
+
+fn cpu(c: &CellInput) -> Option<MsgCpu> {
+    let wall: u64 = c.trials.iter().map(|t| t.wall_ns).sum();
+    let sent: u64 = c.trials.iter().map(|t| t.sender_cpu_ns).sum();
+    let timed: u64 = c.trials.iter().map(|t| t.messages).sum();
+    if wall == 0 || timed == 0 || c.received.messages == 0 {
+        return None;
+    }
+    Some(MsgCpu {
+        sender_percent: sent as f64 * 100.0 / wall as f64,
+        sender_ns_per_message: sent as f64 / timed as f64,
+        receiver_ns_per_message: c.receiver_cpu_ns as f64 / c.received.messages as f64,
+    })
+}
+
+/// Writes the report in `format` (JSON Lines writes the JSON document).
+pub fn render(r: &MsgReport, format: Format, out: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Human => human(r, out),
+        Format::Json | Format::JsonLines => {
+            serde_json::to_writer_pretty(&mut *out, r).map_err(io::Error::other)?;
+            writeln!(out)
+        }
+        Format::Csv => csv(r, out),
+    }
+}
+
+fn pm(s: &Option<TrialStats>, f: fn(f64) -> String) -> String {
+    match s {
+        Some(s) if s.n > 1 => format!("{} ± {}", f(s.mean), f(s.sd)),
+        Some(s) => f(s.mean),
+        None => "-".into(),
+    }
+}
+
+fn ci(s: &Option<TrialStats>, f: fn(f64) -> String) -> String {
+    match s.and_then(|s| Some((s.ci95_low?, s.ci95_high?))) {
+        Some((lo, hi)) => format!("{} … {}", f(lo), f(hi)),
+        None => "- (1 trial)".into(),
+    }
+}
+
+fn ns(v: u64) -> String {
+    format_nanos(v as f64)
+}
+
+fn human(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "msg: {}", r.ends)?;
+    writeln!(
+        out,
+        "timer: clock granularity {} ns; a message shorter than {} granularities is timed in batches",
+        r.timer.granularity_ns, r.timer.batch_factor
+    )?;
+    if r.verify.enabled {
+        writeln!(
+            out,
+            "verify: every byte checked by the receiver after its acknowledgement, outside the timed section"
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<11} {:>4} {:>8} {:>6}  {:>22}  {:>30}",
+        "transport", "conc", "size", "trials", "messages/s (mean ± sd)", "throughput (mean ± sd)"
+    )?;
+    let rate = |v: f64| format_count_rate(v);
+    let bps = |v: f64| format_rate(v);
+    for c in &r.cells {
+        let head = format!(
+            "{:<11} {:>4} {:>8}",
+            c.transport,
+            c.concurrency,
+            format_size(c.size).replace(' ', "")
+        );
+        if let Some(why) = &c.skipped {
+            writeln!(out, "{head} skipped: {why}")?;
+            continue;
+        }
+        writeln!(
+            out,
+            "{head} {:>6}  {:>22}  {:>30}",
+            c.trials,
+            pm(&c.messages_per_sec, rate),
+            pm(&c.throughput_bps, bps),
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<11} {:>4} {:>8} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "per message", "conc", "size", "batch", "min", "mean", "sd", "p50", "p99", "max", "corrupt"
+    )?;
+    for c in r.cells.iter().filter(|c| c.skipped.is_none()) {
+        let Some(l) = &c.latency else { continue };
+        writeln!(
+            out,
+            "{:<11} {:>4} {:>8} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            c.transport,
+            c.concurrency,
+            format_size(c.size).replace(' ', ""),
+            c.batch,
+            ns(l.min_ns),
+            format_nanos(l.mean_ns),
+            format_nanos(l.stddev_ns),
+            ns(l.p50_ns),
+            ns(l.p99_ns),
+            ns(l.max_ns),
+            c.corrupt.map_or("-".into(), |n| n.to_string()),
+        )?;
+    }
+    cpu_table(r, out)?;
+    notes(r, out)
+}
+
+fn cpu_table(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<11} {:>4} {:>8}  {:>14}  {:>16}  {:>18}",
+        "CPU", "conc", "size", "sender % of CPU", "sender per msg", "receiver per msg"
+    )?;
+    for c in r.cells.iter().filter(|c| c.skipped.is_none()) {
+        let Some(u) = &c.cpu else { continue };
+        writeln!(
+            out,
+            "{:<11} {:>4} {:>8}  {:>14.1}  {:>16}  {:>18}",
+            c.transport,
+            c.concurrency,
+            format_size(c.size).replace(' ', ""),
+            u.sender_percent,
+            format_nanos(u.sender_ns_per_message),
+            format_nanos(u.receiver_ns_per_message),
+        )?;
+    }
+    Ok(())
+}
+
+fn notes(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
+    let mut first = true;
+    for c in r.cells.iter().filter(|c| c.skipped.is_none()) {
+        let mut lines = Vec::new();
+        if c.trials > 1 {
+            lines.push(format!(
+                "throughput 95% CI {}",
+                ci(&c.throughput_bps, format_rate)
+            ));
+        }
+        if c.batch > 1 {
+            lines.push(format!(
+                "timed in batches of {} (one message ≈ {} is below {}× the clock granularity); \
+                 per-message times are batch means",
+                c.batch,
+                ns(c.calibration_ns),
+                r.timer.batch_factor
+            ));
+        }
+        if c.sent != c.received {
+            lines.push(format!(
+                "ends disagree: sent {} messages / {} B, received {} / {} B",
+                c.sent.messages, c.sent.bytes, c.received.messages, c.received.bytes
+            ));
+        }
+        if lines.is_empty() {
+            continue;
+        }
+        if first {
+            writeln!(out)?;
+            first = false;
+        }
+        writeln!(
+            out,
+            "{} ×{} {}: {}",
+            c.transport,
+            c.concurrency,
+            format_size(c.size),
+            lines.join("; ")
+        )?;
+    }
+    Ok(())
+}
+
+fn csv(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "transport,concurrency,size,skipped,trials,messages_per_trial,batch,\
+         messages_per_sec_mean,messages_per_sec_sd,throughput_bps_mean,throughput_bps_sd,\
+         throughput_bps_ci95_low,throughput_bps_ci95_high,latency_min_ns,latency_mean_ns,\
+         latency_sd_ns,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p99_9_ns,latency_max_ns,\
+         corrupt,sent_messages,sent_bytes,received_messages,received_bytes,\
+         cpu_sender_percent,cpu_sender_ns_per_message,cpu_receiver_ns_per_message"
+    )?;
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
+    for c in &r.cells {
+        let l = c.latency;
+        let m = c.messages_per_sec;
+        let t = c.throughput_bps;
+        let skipped = c.skipped.as_deref().unwrap_or("").replace(['"', ','], ";");
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            c.transport,
+            c.concurrency,
+            c.size,
+            skipped,
+            c.trials,
+            c.messages_per_trial,
+            c.batch,
+            opt(m.map(|s| s.mean)),
+            opt(m.map(|s| s.sd)),
+            opt(t.map(|s| s.mean)),
+            opt(t.map(|s| s.sd)),
+            opt(t.and_then(|s| s.ci95_low)),
+            opt(t.and_then(|s| s.ci95_high)),
+            opt(l.map(|l| l.min_ns as f64)),
+            opt(l.map(|l| l.mean_ns)),
+            opt(l.map(|l| l.stddev_ns)),
+            opt(l.map(|l| l.p50_ns as f64)),
+            opt(l.map(|l| l.p90_ns as f64)),
+            opt(l.map(|l| l.p99_ns as f64)),
+            opt(l.map(|l| l.p99_9_ns as f64)),
+            opt(l.map(|l| l.max_ns as f64)),
+            c.corrupt.map_or(String::new(), |n| n.to_string()),
+            c.sent.messages,
+            c.sent.bytes,
+            c.received.messages,
+            c.received.bytes,
+            opt(c.cpu.map(|u| u.sender_percent)),
+            opt(c.cpu.map(|u| u.sender_ns_per_message)),
+            opt(c.cpu.map(|u| u.receiver_ns_per_message)),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(verify: bool) -> CellInput {
+        let trial = |wall_ns| {
+            let mut hist = Histogram::new();
+            hist.record_n(1000, 100);
+            TrialInput {
+                wall_ns,
+                messages: 100,
+                bytes: 100 * 4096,
+                hist,
+                sender_cpu_ns: 50_000,
+            }
+        };
+        CellInput {
+            transport: "unix".into(),
+            concurrency: 1,
+            size: 4096,
+            batch: 1,
+            calibration_ns: 1000,
+            corrupt: verify.then_some(1),
+            trials: vec![trial(100_000), trial(200_000)],
+            sent: MsgCounts {
+                messages: 211,
+                bytes: 211 * 4096,
+            },
+            received: MsgCounts {
+                messages: 211,
+                bytes: 211 * 4096,
+            },
+            receiver_cpu_ns: 211_000,
+        }
+    }
+
+    #[test]
+    fn a_cell_summarises_its_trials() {
+        let c = build_cell(&input(true));
+        let m = c.messages_per_sec.expect("rate");
+        // 100 messages in 100 µs and in 200 µs: 1 M/s and 0.5 M/s.
+        assert!((m.mean - 750_000.0).abs() < 1e-6, "{m:?}");
+        assert!(m.ci95_low.is_some());
+        let t = c.throughput_bps.expect("bps");
+        assert!((t.mean - 750_000.0 * 4096.0 * 8.0).abs() < 1e-3);
+        assert_eq!(c.corrupt, Some(1));
+        assert_eq!(build_cell(&input(false)).corrupt, None);
+        assert_eq!(c.latency.expect("latency").count, 200);
+        let cpu = c.cpu.expect("cpu");
+        // 100 µs of CPU over 300 µs of trials; 500 ns per timed message;
+        // 1 µs per received message.
+        assert!((cpu.sender_percent - 100.0 / 3.0).abs() < 1e-9, "{cpu:?}");
+        assert!((cpu.sender_ns_per_message - 500.0).abs() < 1e-9);
+        assert!((cpu.receiver_ns_per_message - 1000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn human_and_csv_name_every_cell() {
+        let r = MsgReport {
+            test: "msg".into(),
+            software: "linerate test".into(),
+            ends: "both ends on this host".into(),
+            timer: MsgTimer {
+                granularity_ns: 20,
+                batch_factor: 50,
+            },
+            verify: MsgVerify {
+                enabled: true,
+                outside_timing: true,
+            },
+            cells: vec![
+                build_cell(&input(true)),
+                skipped_cell("shm-direct", 1, 4096, "exceeds the slot".into()),
+            ],
+        };
+        let mut h = Vec::new();
+        render(&r, Format::Human, &mut h).expect("human");
+        let h = String::from_utf8(h).expect("utf8");
+        assert!(h.contains("outside the timed section"), "{h}");
+        assert!(
+            h.contains("shm-direct     1     4KiB skipped: exceeds the slot"),
+            "{h}"
+        );
+        assert!(h.lines().all(|l| l.chars().count() <= 100), "{h}");
+        let mut c = Vec::new();
+        render(&r, Format::Csv, &mut c).expect("csv");
+        let c = String::from_utf8(c).expect("utf8");
+        let cols = c.lines().next().map(|l| l.split(',').count());
+        assert!(c.lines().all(|l| Some(l.split(',').count()) == cols), "{c}");
+        let mut j = Vec::new();
+        render(&r, Format::Json, &mut j).expect("json");
+        let back: MsgReport = serde_json::from_slice(&j).expect("parse");
+        assert_eq!(back.cells.len(), 2);
+    }
+}

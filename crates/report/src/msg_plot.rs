@@ -1,0 +1,254 @@
+//! `linerate msg --plot`: throughput against message size with a ± 1 sd
+//! band across trials (the reference study's figure), and the mean
+//! per-message time against size with its ± 1 sd band; one line per
+//! transport and concurrency (concurrency > 1 dashed). Log-log axes.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::msg::{MsgCell, MsgReport};
+use crate::plot::PlotError;
+use linerate_stats::trials::TrialStats;
+
+const WIDTH: u32 = 1000;
+const HEIGHT: u32 = 1100;
+
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+fn draw<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> PlotError {
+    PlotError(e.to_string())
+}
+
+/// One line: its label, dashed or not, colour, and (size, mean, sd) points.
+struct Line {
+    label: String,
+    dashed: bool,
+    colour: RGBColor,
+    points: Vec<(f64, f64, f64)>,
+}
+
+fn lines(r: &MsgReport, pick: fn(&MsgCell) -> Option<TrialStats>, scale: f64) -> Vec<Line> {
+    let mut out: Vec<Line> = Vec::new();
+    let mut transports: Vec<&str> = Vec::new();
+    for c in r.cells.iter().filter(|c| c.skipped.is_none()) {
+        let Some(s) = pick(c) else { continue };
+        if !transports.contains(&c.transport.as_str()) {
+            transports.push(&c.transport);
+        }
+        let label = format!("{} ×{}", c.transport, c.concurrency);
+        let colour_ix = transports
+            .iter()
+            .position(|t| *t == c.transport)
+            .unwrap_or(0);
+        let i = match out.iter().position(|l| l.label == label) {
+            Some(i) => i,
+            None => {
+                out.push(Line {
+                    label,
+                    dashed: c.concurrency > 1,
+                    colour: COLOURS[colour_ix % COLOURS.len()],
+                    points: Vec::new(),
+                });
+                out.len() - 1
+            }
+        };
+        out[i]
+            .points
+            .push((c.size as f64, s.mean / scale, s.sd / scale));
+    }
+    for l in &mut out {
+        l.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out
+}
+
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    y_desc: &str,
+    ls: &[Line],
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let xs = ls.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let x0 = xs.clone().fold(f64::MAX, f64::min).max(1.0);
+    let x1 = xs.fold(0.0, f64::max).max(x0);
+    let ys = ls.iter().flat_map(|l| l.points.iter());
+    let y0 = ys
+        .clone()
+        .map(|p| (p.1 - p.2).max(p.1 / 10.0))
+        .fold(f64::MAX, f64::min)
+        .max(1e-6);
+    let y1 = ys.map(|p| p.1 + p.2).fold(0.0, f64::max).max(y0);
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (x0 / 1.5..x1 * 1.5).log_scale(),
+            (y0 / 1.5..y1 * 1.5).log_scale(),
+        )
+        .map_err(draw)?;
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes)")
+        .y_desc(y_desc)
+        .draw()
+        .map_err(draw)?;
+    for l in ls {
+        // The ± 1 sd band: upper edge forwards, lower edge back.
+        if l.points.len() > 1 && l.points.iter().any(|p| p.2 > 0.0) {
+            let mut poly: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, p.1 + p.2)).collect();
+            poly.extend(
+                l.points
+                    .iter()
+                    .rev()
+                    .map(|p| (p.0, (p.1 - p.2).max(y0 / 1.5))),
+            );
+            chart
+                .draw_series(std::iter::once(Polygon::new(poly, l.colour.mix(0.15))))
+                .map_err(draw)?;
+        }
+        let pts: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, p.1)).collect();
+        let style = l.colour.stroke_width(2);
+        let s = if l.dashed {
+            chart.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))
+        } else {
+            chart.draw_series(LineSeries::new(pts.clone(), style))
+        };
+        s.map_err(draw)?
+            .label(l.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, l.colour.filled())))
+            .map_err(draw)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw)?;
+    Ok(())
+}
+
+/// The SVG document for `r`.
+pub fn svg_string(r: &MsgReport) -> Result<String, PlotError> {
+    let thr = lines(r, |c| c.throughput_bps, 1e9);
+    let lat = lines(r, |c| c.message_time_ns, 1e3);
+    if thr.is_empty() {
+        return Err(PlotError("nothing to plot: no cell ran".into()));
+    }
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw)?;
+        let (top, bottom) = root.split_vertically(HEIGHT / 2);
+        panel(
+            &top,
+            "Throughput vs message size (mean ± 1 sd across trials)",
+            "throughput (Gbit/s)",
+            &thr,
+        )?;
+        panel(
+            &bottom,
+            "Per-message time vs message size (mean ± 1 sd across trials)",
+            "time per message (µs)",
+            &lat,
+        )?;
+        root.present().map_err(draw)?;
+    }
+    Ok(out)
+}
+
+/// Writes the SVG for `r` to `path`.
+pub fn svg(r: &MsgReport, path: &Path) -> Result<(), PlotError> {
+    let s = svg_string(r)?;
+    std::fs::write(path, s).map_err(|e| PlotError(format!("writing {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::{build_cell, CellInput, MsgCounts, MsgTimer, MsgVerify, TrialInput};
+    use linerate_stats::histogram::Histogram;
+
+    fn cell(transport: &str, concurrency: u32, size: u64) -> MsgCell {
+        let trial = |wall_ns| {
+            let mut hist = Histogram::new();
+            hist.record_n(wall_ns / 10, 10);
+            TrialInput {
+                wall_ns,
+                messages: 10,
+                bytes: 10 * size,
+                hist,
+                sender_cpu_ns: 1,
+            }
+        };
+        build_cell(&CellInput {
+            transport: transport.into(),
+            concurrency,
+            size,
+            batch: 1,
+            calibration_ns: 1,
+            corrupt: None,
+            trials: vec![trial(100_000), trial(150_000)],
+            sent: MsgCounts::default(),
+            received: MsgCounts::default(),
+            receiver_cpu_ns: 0,
+        })
+    }
+
+    #[test]
+    fn one_line_per_transport_and_concurrency_with_bands() {
+        let r = MsgReport {
+            test: "msg".into(),
+            software: "t".into(),
+            ends: "here".into(),
+            timer: MsgTimer {
+                granularity_ns: 20,
+                batch_factor: 50,
+            },
+            verify: MsgVerify {
+                enabled: false,
+                outside_timing: true,
+            },
+            cells: vec![
+                cell("unix", 1, 56),
+                cell("unix", 1, 4096),
+                cell("unix", 8, 56),
+                cell("unix", 8, 4096),
+                cell("shm-bulk", 1, 56),
+                cell("shm-bulk", 1, 4096),
+            ],
+        };
+        let svg = svg_string(&r).expect("svg");
+        for label in [
+            "unix ×1",
+            "unix ×8",
+            "shm-bulk ×1",
+            "Throughput vs message size",
+        ] {
+            // Each line's label appears in both panels' legends.
+            assert!(svg.contains(label), "{label}");
+        }
+        // One ± 1 sd band per line per panel.
+        assert_eq!(svg.matches("<polygon").count(), 6, "{svg}");
+        let empty = MsgReport {
+            cells: Vec::new(),
+            ..r
+        };
+        assert!(svg_string(&empty).is_err());
+    }
+}

@@ -1,0 +1,4 @@
+//! `cargo fuzz run iperf3_json`: see `linerate_proto::fuzz::iperf3_json`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| linerate_proto::fuzz::iperf3_json(data));

@@ -1,0 +1,415 @@
+//! Tests of the two-stage CLI: flags as typed → validated config.
+
+use super::args::DEFAULT_PORT;
+use super::*;
+
+fn parse(args: &str) -> Result<Command, clap::Error> {
+    parse_from(
+        std::iter::once("linerate".to_string()).chain(args.split_whitespace().map(String::from)),
+    )
+}
+
+fn tcp(args: &str) -> ClientConfig {
+    match parse(args).expect("parses") {
+        Command::Tcp(c) => c,
+        other => panic!("not tcp: {other:?}"),
+    }
+}
+
+#[test]
+fn tcp_defaults() {
+    let c = tcp("tcp");
+    assert_eq!(c.target, Target::Embedded);
+    assert_eq!(c.spec.limit, Limit::TimeMs(10_000));
+    assert_eq!(c.spec.direction, Direction::Forward);
+    assert_eq!(c.spec.streams, 1);
+    assert_eq!(c.format, Format::Human);
+}
+
+#[test]
+fn issue_7_engine_is_resolved_once_into_a_typed_choice() {
+    assert_eq!(tcp("tcp").engine, EngineKind::Syscall);
+    assert_eq!(tcp("tcp --engine syscall").engine, EngineKind::Syscall);
+    for args in [
+        "tcp --engine warp",
+        "udp --engine warp",
+        "server --engine warp",
+    ] {
+        let e = parse(args).expect_err("unknown engine").to_string();
+        assert!(
+            e.contains("unknown engine \"warp\"; this build has: syscall"),
+            "{args}: {e}"
+        );
+    }
+    match parse("server --engine syscall").expect("parses") {
+        Command::Server(s) => assert_eq!(s.engine, EngineKind::Syscall),
+        other => panic!("not a server: {other:?}"),
+    }
+}
+
+#[test]
+fn tcp_flags() {
+    let c = tcp("tcp 198.18.0.1 -p 6000 -t 3s -l 64K -P 4 -R -w 4M --omit 1 -i 500ms -C cubic -N -M 1400 --json");
+    assert_eq!(
+        c.target,
+        Target::Remote {
+            host: "198.18.0.1".into(),
+            port: 6000
+        }
+    );
+    assert_eq!(c.spec.limit, Limit::TimeMs(3000));
+    assert_eq!(c.spec.len, 65536);
+    assert_eq!(c.spec.streams, 4);
+    assert_eq!(c.spec.direction, Direction::Reverse);
+    assert_eq!(c.spec.tcp.window, Some(4 << 20));
+    assert_eq!(c.spec.omit_ms, 1000);
+    assert_eq!(c.spec.interval_ms, 500);
+    assert_eq!(c.spec.tcp.congestion.as_deref(), Some("cubic"));
+    assert!(c.spec.tcp.no_delay);
+    assert_eq!(c.spec.tcp.mss, Some(1400));
+    assert_eq!(c.format, Format::Json);
+    assert_eq!(tcp("tcp -n 10M").spec.limit, Limit::Bytes(10 << 20));
+}
+
+#[test]
+fn invalid_combinations_name_the_flag() {
+    for (args, needle) in [
+        ("tcp --reverse --bidir", "--bidir"),
+        ("tcp -t 5 -n 1M", "--bytes"),
+        ("tcp -P 0", "--parallel"),
+        ("tcp -l 0", "--len"),
+        ("tcp -t 0", "--time"),
+        ("tcp -i 1ms", "--interval"),
+        ("tcp --json --csv", "--csv"),
+        ("tcp --cpus 9999", "--cpus"),
+        ("tcp --engine warp", "engine"),
+        ("tcp --skip-rx-copy", "--skip-rx-copy needs --engine batch"),
+        ("udp 198.18.0.1 --no-gso", "--no-gso needs --engine batch"),
+        ("tcp -l 12Q", "--len"),
+        ("server --max-concurrent 0", "--max-concurrent"),
+    ] {
+        let e = parse(args).expect_err(args).to_string();
+        assert!(e.contains(needle), "{args}: {e}");
+    }
+}
+
+#[test]
+fn issue_8_batch_engine_options_resolve_once() {
+    let c = udp("udp 198.18.0.1 --engine batch");
+    assert_eq!(c.engine, EngineKind::Batch(Batch::AUTO));
+    let c = udp("udp 198.18.0.1 --engine batch --no-gso --no-gro");
+    assert_eq!(
+        c.engine,
+        EngineKind::Batch(Batch {
+            gso: Toggle::Off,
+            gro: Toggle::Off,
+            skip_rx_copy: false
+        })
+    );
+    // The last of a pair wins; a kernel without UDP_SEGMENT refuses it.
+    let r = parse("udp 198.18.0.1 --engine batch --no-gso --gso");
+    match &linerate_engine::caps::caps().udp_segment {
+        Ok(()) => assert!(matches!(
+            r.expect("gso on"),
+            Command::Udp(c) if matches!(c.engine, EngineKind::Batch(b) if b.gso == Toggle::On)
+        )),
+        Err(_) => assert!(r.expect_err("refused").to_string().contains("--gso")),
+    }
+    let c = tcp("tcp --engine batch --skip-rx-copy");
+    assert!(matches!(c.engine, EngineKind::Batch(b) if b.skip_rx_copy));
+    assert_eq!(tcp("tcp").engine, EngineKind::Syscall);
+}
+
+#[test]
+fn netperf_names_map_to_tests() {
+    let s = tcp("TCP_STREAM -H 198.18.0.2 -l 5");
+    assert_eq!(s.spec.direction, Direction::Forward);
+    assert_eq!(s.spec.limit, Limit::TimeMs(5000));
+    assert_eq!(
+        s.target,
+        Target::Remote {
+            host: "198.18.0.2".into(),
+            port: DEFAULT_PORT
+        }
+    );
+    let m = tcp("TCP_MAERTS 198.18.0.2");
+    assert_eq!(m.spec.direction, Direction::Reverse);
+    let t = tcp("-t TCP_MAERTS -H 198.18.0.2 -l -1000000");
+    assert_eq!(t.spec.direction, Direction::Reverse);
+    assert_eq!(t.spec.limit, Limit::Bytes(1_000_000));
+}
+
+#[test]
+fn issue_13_netperf_habits_work() {
+    // Test-specific -m/-s/-S/-D after `--`, netperf's own `-H h -t T` order,
+    // lower-case names.
+    let s = tcp("-H 198.18.0.2 -t tcp_stream -l 3 -- -m 64K -s 1M -S 1M -D");
+    assert_eq!(s.spec.len, 64 << 10);
+    assert_eq!(s.spec.tcp.window, Some(1 << 20));
+    assert!(s.spec.tcp.no_delay);
+    assert_eq!(s.spec.limit, Limit::TimeMs(3000));
+    // Global -p, -c/-C (always measured) and -D (interim results).
+    let s = tcp("TCP_STREAM -H 198.18.0.2 -p 6000 -c -C -D 2");
+    assert_eq!(s.spec.interval_ms, 2000);
+    assert_eq!(
+        s.target,
+        Target::Remote {
+            host: "198.18.0.2".into(),
+            port: 6000
+        }
+    );
+    // netperf's UDP_STREAM is unpaced unless a rate is asked for.
+    let u = udp("UDP_STREAM -H 198.18.0.2 -- -m 1472");
+    let spec = u.spec.udp.expect("udp");
+    assert_eq!(spec.pace, linerate_proto::spec::Pace::Unlimited);
+    assert_eq!(u.spec.len, 1472);
+    let u = udp("UDP_STREAM -H 198.18.0.2 -b 10M");
+    assert_ne!(
+        u.spec.udp.expect("udp").pace,
+        linerate_proto::spec::Pace::Unlimited
+    );
+    // -m is the request size of the request/response tests.
+    let r = rr("-H 198.18.0.2 -t TCP_RR -- -m 64")
+        .client
+        .spec
+        .rr
+        .expect("rr");
+    assert_eq!(r.sizes, vec![64]);
+}
+
+#[test]
+fn issue_13_netperf_options_linerate_cannot_honour_are_named() {
+    for (args, named) in [
+        ("TCP_STREAM -H h -- -M 64K", "-M"),
+        ("TCP_STREAM -H h -I 99,5", "-I"),
+        ("TCP_STREAM -H h -- -s 1M -S 2M", "-s/-S"),
+        ("TCP_STREAM -H h -- -Q 1", "-Q"),
+    ] {
+        let e = parse(args).expect_err(args).to_string();
+        assert!(e.contains(named), "{args}: {e}");
+    }
+}
+
+#[test]
+fn issue_13_what_no_server_could_run_is_refused_locally() {
+    let e = parse("rr --proto udp -s 70000")
+        .expect_err("too large")
+        .to_string();
+    assert!(e.contains("--sizes") && e.contains("65507"), "{e}");
+    let e = parse("rr --proto udp -s 64 -r 70000")
+        .expect_err("too large")
+        .to_string();
+    assert!(e.contains("--response-size"), "{e}");
+    // A server's own limits (raised with server flags) are its to apply.
+    assert!(parse("tcp -t 100000 -P 1000").is_ok());
+}
+
+#[test]
+fn issue_13_len_too_large_names_the_maximum() {
+    let e = parse("tcp --len 10G").expect_err("too large").to_string();
+    assert!(e.contains("at most 4294967295 bytes"), "{e}");
+    assert!(!e.contains("integral type"), "{e}");
+}
+
+fn udp(args: &str) -> ClientConfig {
+    match parse(args).expect("parses") {
+        Command::Udp(c) => c,
+        other => panic!("not udp: {other:?}"),
+    }
+}
+
+#[test]
+fn udp_flags() {
+    let c = udp("udp 198.18.0.2 --len 8972 --rate 9.5G --burst 8 -P 2 --bidir -w 8M --priority -20 --verify -k 1000");
+    let u = c.spec.udp.as_ref().expect("udp spec");
+    assert_eq!(c.spec.protocol, Protocol::Udp);
+    assert_eq!(c.spec.len, 8972);
+    assert_eq!(u.pace, Pace::Rate(9_500_000_000));
+    assert_eq!(u.burst, 8);
+    assert_eq!(u.window, Some(8 << 20));
+    assert_eq!(u.priority, Some(-20));
+    assert!(u.verify);
+    assert_eq!(c.spec.limit, Limit::Datagrams(1000));
+    assert_eq!(c.spec.direction, Direction::Bidir);
+    let pace = |a: &str| udp(a).spec.udp.expect("udp").pace;
+    assert_eq!(pace("udp --pps 0.05"), Pace::MilliPps(50));
+    assert_eq!(pace("udp --pps 2M"), Pace::MilliPps(2_000_000_000));
+    assert_eq!(pace("udp -b 0"), Pace::Unlimited);
+    assert_eq!(pace("udp"), Pace::Rate(1_000_000));
+    assert_eq!(udp("udp -l 12K").spec.len, 12288);
+    let n = udp("UDP_STREAM -H 198.18.0.2 -l 5 --pps 1k");
+    assert_eq!(n.spec.protocol, Protocol::Udp);
+    assert_eq!(n.spec.limit, Limit::TimeMs(5000));
+    assert_eq!(
+        udp("udp --inject-faults skip:3,dup:5")
+            .spec
+            .udp
+            .expect("udp")
+            .faults
+            .len(),
+        2
+    );
+    for (args, needle) in [
+        ("udp -l 27", "--len"),
+        ("udp -l 65508", "--len"),
+        ("udp --pps 0", "--pps"),
+        ("udp --pps 1 --rate 1M", "--pps"),
+        ("udp --burst 0", "--burst"),
+        ("udp -k 0", "--count"),
+        ("udp --priority -21", "--priority"),
+        ("udp --inject-faults swap:1,skip:2", "--inject-faults"),
+    ] {
+        let e = parse(args).expect_err(args).to_string();
+        assert!(e.contains(needle), "{args}: {e}");
+    }
+}
+
+#[test]
+fn sweep_flags() {
+    let Command::Sweep(s) = parse(
+        "sweep udp 198.18.0.2 --sizes 1472,4000,8972 --pps 50k:1M:50k --find-zero-loss --plot /tmp/x.svg --json",
+    )
+    .expect("parses") else {
+        panic!("not a sweep")
+    };
+    assert_eq!(s.sizes, vec![1472, 4000, 8972]);
+    assert_eq!(s.points.len(), 20);
+    assert_eq!(s.points[0], 50_000.0);
+    assert_eq!(s.points[19], 1_000_000.0);
+    assert!(!s.rates_are_bits && s.find_zero_loss);
+    assert_eq!(s.base.format, Format::Json);
+    let Command::Sweep(s) = parse("sweep udp --rates 100M,1G -t 1").expect("parses") else {
+        panic!("not a sweep")
+    };
+    assert_eq!(s.points, vec![1e8, 1e9]);
+    assert!(s.rates_are_bits);
+    assert_eq!(s.base.target, Target::Embedded);
+    for (args, needle) in [
+        ("sweep udp", "--pps"),
+        ("sweep udp --pps 10:1:1", "--pps"),
+        ("sweep udp --pps 1k --sizes 10", "--sizes"),
+        ("sweep udp --pps 1:100000:1", "--pps"),
+    ] {
+        let e = parse(args).expect_err(args).to_string();
+        assert!(e.contains(needle), "{args}: {e}");
+    }
+}
+
+fn rr(args: &str) -> RrConfig {
+    match parse(args).expect("parses") {
+        Command::Rr(c) => c,
+        other => panic!("not rr: {other:?}"),
+    }
+}
+
+#[test]
+fn rr_defaults_and_flags() {
+    let c = rr("rr");
+    assert_eq!(c.client.target, Target::Embedded);
+    assert_eq!(c.client.spec.kind, TestKind::Rr);
+    assert!(c.client.spec.tcp.no_delay);
+    let r = c.client.spec.rr.expect("rr spec");
+    assert_eq!(r.sizes, DEFAULT_RR_SIZES.to_vec());
+    assert_eq!(r.limit, RrLimit::TimeMs(1000));
+    assert_eq!((r.batch, r.busy_poll, r.under_load), (1, false, 0));
+
+    let c = rr("rr 198.18.0.2 --sizes 1,64,1K -r 8 -n 500 -P 2 --batch 10 --busy-poll --under-load 2 --histogram h.csv --plot p.svg --json");
+    let r = c.client.spec.rr.clone().expect("rr spec");
+    assert_eq!(r.sizes, vec![1, 64, 1024]);
+    assert_eq!(r.response_size, Some(8));
+    assert_eq!(r.limit, RrLimit::Count(500));
+    assert_eq!((r.batch, r.busy_poll, r.under_load), (10, true, 2));
+    assert_eq!(c.client.spec.streams, 2);
+    assert_eq!(c.histogram, Some(PathBuf::from("h.csv")));
+    assert_eq!(c.plot, Some(PathBuf::from("p.svg")));
+    assert_eq!(
+        rr("rr -s 100 -t 250ms").client.spec.rr.expect("rr").limit,
+        RrLimit::TimeMs(250)
+    );
+
+    let c = rr("crr");
+    assert_eq!(c.client.spec.kind, TestKind::Crr);
+    assert_eq!(c.client.spec.rr.expect("rr").sizes, vec![1]);
+}
+
+#[test]
+fn rr_refusals_name_the_flag() {
+    for (args, needle) in [
+        ("crr --proto udp", "no UDP form"),
+        ("rr --proto udp --under-load 1", "--under-load"),
+        ("rr --proto sctp", "--proto"),
+        ("rr --sizes 1,0", "--sizes"),
+        ("rr --sizes ,", "--sizes"),
+        ("rr -s 1 --sizes 2", "--sizes"),
+        ("rr -n 0", "--count"),
+        ("rr -t 0", "--time"),
+        ("rr -t 1 -n 5", "--count"),
+        ("rr -P 0", "--parallel"),
+        ("rr --batch 0", "--batch"),
+        ("rr --under-load 0", "--under-load"),
+        ("crr --under-load 1", "--under-load"),
+        ("crr --busy-poll", "--busy-poll"),
+    ] {
+        let e = parse(args).expect_err(args).to_string();
+        assert!(e.contains(needle), "{args}: {e}");
+    }
+}
+
+#[test]
+fn netperf_rr_names() {
+    let c = rr("TCP_RR -H 198.18.0.2");
+    assert_eq!(c.client.spec.kind, TestKind::Rr);
+    // netperf's default: one 1-byte size.
+    assert_eq!(c.client.spec.rr.clone().expect("rr").sizes, vec![1]);
+    let r = rr("TCP_RR -H 198.18.0.2 -l 5 -- -r 64,1024")
+        .client
+        .spec
+        .rr
+        .expect("rr");
+    assert_eq!((r.sizes, r.response_size), (vec![64], Some(1024)));
+    assert_eq!(r.limit, RrLimit::TimeMs(5000));
+    let r = rr("TCP_RR 198.18.0.2 --sizes 8,16")
+        .client
+        .spec
+        .rr
+        .expect("rr");
+    assert_eq!(r.sizes, vec![8, 16]);
+    assert_eq!(rr("TCP_CRR 198.18.0.2").client.spec.kind, TestKind::Crr);
+    assert_eq!(
+        rr("-t TCP_RR -H 198.18.0.2 -l -1000")
+            .client
+            .spec
+            .rr
+            .expect("rr")
+            .limit,
+        RrLimit::Count(1000)
+    );
+    let u = rr("UDP_RR -H 198.18.0.2").client.spec;
+    assert_eq!((u.kind, u.protocol), (TestKind::Rr, Protocol::Udp));
+}
+
+#[test]
+fn server_flags() {
+    match parse("server --port 6001 --once --max-concurrent 3 --bind 127.0.0.1").expect("parses") {
+        Command::Server(s) => {
+            assert_eq!(s.port, 6001);
+            assert!(s.once);
+            assert_eq!(s.max_concurrent, 3);
+            assert_eq!(s.bind, Some("127.0.0.1".parse().expect("ip")));
+        }
+        other => panic!("not server: {other:?}"),
+    }
+}
+
+#[test]
+fn issue_8_unpaced_udp_gets_deep_socket_buffers_within_the_memory_limit() {
+    let window = |args: &str| udp(args).spec.udp.expect("udp").window;
+    assert_eq!(window("udp h -b 0"), Some(32 << 20));
+    // 16 connections: 1 GiB / 2 / (4 × 16).
+    assert_eq!(window("udp h -b 0 -P 8 --bidir"), Some(8 << 20));
+    // Too many sockets for 1 MiB each: the kernel's default.
+    assert_eq!(window("udp h -b 0 -P 200"), None);
+    // A paced test, or one with -w, is left as asked.
+    assert_eq!(window("udp h -b 1G"), None);
+    assert_eq!(window("udp h -b 0 -w 1M"), Some(1 << 20));
+}

@@ -1,0 +1,616 @@
+//! `linerate tcp|udp HOST --iperf3`: linerate's own tests against a real
+//! iperf3 server, speaking iperf3's protocol ([`Iperf3ClientSession`]) and
+//! reported in linerate's model and formats.
+//!
+//! The streams run on the ordinary runner (TCP with the chosen engine, UDP
+//! in iperf3's datagram format with 64-bit counters). As in iperf3, the
+//! client decides the end: at `omit + time` (or once its senders have sent
+//! `--bytes`) it stops its senders and sends TEST_END; when the server asks
+//! for the results (its senders stopped) it ends its receivers, which so
+//! count everything the server sent, collects its side's results and sends
+//! them; the server's results come back in iperf3's terms and become the
+//! server side of the report. `linerate iperf3 -c` runs here too
+//! ([`run`] with an [`Output`] that also gets the [`Connection`]).
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use linerate_engine::iperf3::{end_tcp_receiver, Iperf3Format};
+use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
+use linerate_engine::{socket, udp};
+use linerate_proto::iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
+use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
+use linerate_proto::iperf3::udp as iudp;
+use linerate_proto::iperf3::{client_role, Cookie, Direction as IDirection, Role, COOKIE_LEN};
+use linerate_proto::measure::{self, SideResults};
+use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TestSpec};
+use linerate_proto::wire::Side;
+use linerate_report::build;
+use linerate_report::model::{IntervalRecord, TestInfo};
+use linerate_report::render::Sink;
+use linerate_report::Report;
+
+use crate::cli::{ClientConfig, Target};
+use crate::client::{ClientError, INTERRUPTED};
+use crate::control::ControlConn;
+use crate::iperf3::convert::{self as conv, linerate_id, StreamInfo};
+use crate::test_type::software;
+
+/// How long a UDP stream waits for the server's connect reply (iperf3: 30 s).
+const UDP_REPLY_WAIT: Duration = Duration::from_secs(30);
+
+/// The iperf3 parameters of a linerate test, or why iperf3 cannot run it.
+fn params_of(spec: &TestSpec) -> Result<Params> {
+    let whole = |ms: u64, flag: &str| -> Result<u32> {
+        if ms % 1000 != 0 {
+            bail!("{flag}: an iperf3 server takes whole seconds ({ms} ms asked)");
+        }
+        Ok((ms / 1000) as u32)
+    };
+    let (time, num) = match spec.limit {
+        Limit::TimeMs(ms) => (whole(ms, "--time")?, 0),
+        Limit::Bytes(b) if spec.direction == Direction::Forward => (0, b),
+        Limit::Bytes(_) => {
+            bail!("--bytes with --reverse or --bidir is not supported with --iperf3 yet")
+        }
+        Limit::Datagrams(_) if spec.direction != Direction::Forward => {
+            bail!("--count with --reverse or --bidir is not supported with --iperf3 yet")
+        }
+        // iperf3's -k: blocks, which are datagrams in a UDP test.
+        Limit::Datagrams(_) => (0, 0),
+    };
+    let mut p = Params {
+        protocol: match spec.protocol {
+            Protocol::Tcp => IProtocol::Tcp,
+            Protocol::Udp => IProtocol::Udp,
+        },
+        omit: whole(spec.omit_ms, "--omit")?,
+        time,
+        num,
+        parallel: u32::from(spec.streams),
+        direction: match spec.direction {
+            Direction::Forward => IDirection::Normal,
+            Direction::Reverse => IDirection::Reverse,
+            Direction::Bidir => IDirection::Bidir,
+        },
+        len: spec.len,
+        mss: spec.tcp.mss,
+        nodelay: spec.tcp.no_delay,
+        window: spec.tcp.window,
+        congestion: spec.tcp.congestion.clone(),
+        bandwidth: spec.tcp.rate.unwrap_or(0),
+        client_version: Some(format!("linerate {}", env!("CARGO_PKG_VERSION"))),
+        ..Params::default()
+    };
+    if let Limit::Datagrams(n) = spec.limit {
+        p.blockcount = n;
+    }
+    if let Some(u) = &spec.udp {
+        if u.verify || !u.faults.is_empty() {
+            bail!("--verify and --inject-faults need linerate's own datagrams: not with --iperf3");
+        }
+        p.bandwidth = match u.pace {
+            Pace::Unlimited => 0,
+            Pace::Rate(b) => b,
+            Pace::MilliPps(m) => m.saturating_mul(u64::from(spec.len) * 8) / 1000,
+        };
+        p.burst = (u.burst > 1).then_some(u.burst);
+        p.window = u.window.or(p.window);
+        // 64-bit sequence numbers: no wrap, understood by every iperf3 ≥3.1.
+        p.udp_counters_64bit = true;
+    }
+    Ok(p)
+}
+
+/// What the drop-in command line (`linerate iperf3 -c`) asks beyond a
+/// linerate test.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// `--get-server-output`: ask the server for its report.
+    pub get_server_output: bool,
+    /// `-4` / `-6`: connect over this address family only.
+    pub family: Option<Family>,
+}
+
+/// An address family (`-4`, `-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+/// One data connection as connected.
+#[derive(Debug, Clone)]
+pub struct StreamAddrs {
+    /// linerate's stream id (iperf3's `socket` in its output).
+    pub id: u32,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+}
+
+/// What iperf3's output says about the test beyond linerate's report,
+/// each measured on this run's sockets.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// The server as given on the command line, and its port.
+    pub host: String,
+    pub port: u16,
+    pub cookie: String,
+    /// The parameters sent to the server.
+    pub params: Params,
+    pub streams: Vec<StreamAddrs>,
+    /// The first data socket's MSS (TCP_INFO), send and receive buffers.
+    pub mss: Option<u32>,
+    pub sndbuf: Option<usize>,
+    pub rcvbuf: Option<usize>,
+    /// Congestion control of the first TCP data socket.
+    pub congestion: Option<String>,
+    /// When the control connection was made, Unix milliseconds.
+    pub connected_unix_ms: u64,
+}
+
+/// Where an iperf3 test's output goes: a linerate sink, or iperf3's own
+/// formats (which also need the connection ([`Connection`]) and the server's
+/// results as sent).
+pub trait Output {
+    fn start(&mut self, info: &TestInfo, ctx: &Connection) -> std::io::Result<()>;
+    fn interval(&mut self, rec: &IntervalRecord) -> std::io::Result<()>;
+    fn finish(&mut self, report: &Report, server: &Results) -> std::io::Result<()>;
+}
+
+/// A linerate sink as an [`Output`].
+struct Plain<'s>(&'s mut dyn Sink);
+
+impl Output for Plain<'_> {
+    fn start(&mut self, info: &TestInfo, _: &Connection) -> std::io::Result<()> {
+        self.0.start(info)
+    }
+    fn interval(&mut self, rec: &IntervalRecord) -> std::io::Result<()> {
+        self.0.interval(rec)
+    }
+    fn finish(&mut self, report: &Report, _: &Results) -> std::io::Result<()> {
+        self.0.finish(report)
+    }
+}
+
+/// Runs one test against an iperf3 server, rendering to `sink`.
+pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+    run(cfg, &Extras::default(), &mut Plain(sink))
+}
+
+/// Runs one test against an iperf3 server (or a linerate server, which
+/// speaks iperf3's protocol too), rendering to `out`.
+pub fn run(
+    cfg: &ClientConfig,
+    extras: &Extras,
+    out: &mut dyn Output,
+) -> Result<Report, ClientError> {
+    let Target::Remote { host, port } = &cfg.target else {
+        return Err(anyhow!("--iperf3 needs HOST: the iperf3 server to test against").into());
+    };
+    let mut params = params_of(&cfg.spec).map_err(ClientError::from)?;
+    params.get_server_output = extras.get_server_output;
+    let mut addrs = socket::resolve(host, *port).map_err(anyhow::Error::from)?;
+    if let Some(f) = extras.family {
+        addrs.retain(|a| a.is_ipv4() == (f == Family::V4));
+        if addrs.is_empty() {
+            let v = if f == Family::V4 { "IPv4" } else { "IPv6" };
+            return Err(anyhow!("{host} has no {v} address").into());
+        }
+    }
+    let sock = socket::connect_any(&addrs, &Default::default(), cfg.connect_timeout)
+        .with_context(|| format!("cannot reach an iperf3 server at {host} port {port}"))?;
+    let peer = socket::canonical(sock.peer_addr().context("peer address")?);
+    let mut random = [0u8; COOKIE_LEN];
+    getrandom::fill(&mut random).map_err(|e| anyhow!("no randomness for the cookie: {e}"))?;
+    let cookie = Cookie::from_random(random);
+    let ctx = Connection {
+        host: host.clone(),
+        port: *port,
+        cookie: String::from_utf8_lossy(&cookie.0[..COOKIE_LEN - 1]).into_owned(),
+        params: params.clone(),
+        streams: Vec::new(),
+        mss: None,
+        sndbuf: None,
+        rcvbuf: None,
+        congestion: None,
+        connected_unix_ms: unix_ms(),
+    };
+    let session = Iperf3ClientSession::new(params, cookie, Instant::now());
+    let mut ctrl = ControlConn::new(sock)?;
+    let mut test = Test {
+        cfg,
+        peer,
+        session,
+        out,
+        ctx,
+        setups: Vec::new(),
+        streams: Vec::new(),
+        tcp_receivers: Vec::new(),
+        keep: Vec::new(),
+        run: None,
+        last_interval: None,
+        started: None,
+        ran: None,
+        local: None,
+        info: None,
+    };
+    let result = test.drive(&mut ctrl).and_then(|()| test.finish());
+    if let Some(run) = &test.run {
+        run.abort();
+    }
+    result
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+struct Test<'a, 's> {
+    cfg: &'a ClientConfig,
+    peer: SocketAddr,
+    session: Iperf3ClientSession,
+    out: &'s mut dyn Output,
+    ctx: Connection,
+    setups: Vec<StreamSetup>,
+    streams: Vec<StreamInfo>,
+    tcp_receivers: Vec<TcpStream>,
+    /// Duplicates of every data socket, held until the test is over: an
+    /// iperf3 server treats a data connection closed before it has read
+    /// TEST_END (a reset, a port unreachable) as a failed test.
+    keep: Vec<DataSocket>,
+    run: Option<SideRun>,
+    /// The interval before the next one (for per-interval deltas).
+    last_interval: Option<measure::IntervalMeasurement>,
+    started: Option<Instant>,
+    /// From the start to TEST_END.
+    ran: Option<Duration>,
+    local: Option<SideResults>,
+    info: Option<TestInfo>,
+}
+
+impl Test<'_, '_> {
+    fn drive(&mut self, ctrl: &mut ControlConn) -> Result<(), ClientError> {
+        loop {
+            while let Some(a) = self.session.poll_action() {
+                self.act(a)?;
+            }
+            if ctrl.send(&self.session.take_outbox()).is_err() {
+                self.session.peer_closed();
+            }
+            if self.session.is_finished() {
+                return Ok(());
+            }
+            if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+                self.session.abort("interrupted");
+                let _ = ctrl.send(&self.session.take_outbox());
+                return Err(ClientError::Interrupted { reported: false });
+            }
+            self.relay_intervals();
+            if self.session.is_running() && self.time_is_up() {
+                self.end_test()?;
+                continue;
+            }
+            let wait = if self.run.is_some() { 20 } else { 5 };
+            match ctrl.recv(Duration::from_millis(wait)) {
+                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
+                Ok(None) => {}
+                Err(_) => self.session.peer_closed(),
+            }
+            self.session.handle_timeout(Instant::now());
+        }
+    }
+
+    fn relay_intervals(&mut self) {
+        if let Some(run) = &self.run {
+            let flows = build::flows(&self.cfg.spec);
+            while let Some(m) = run.next_interval() {
+                let record =
+                    build::interval_record(Side::Client, &m, self.last_interval.as_ref(), &flows);
+                let _ = self.out.interval(&record);
+                self.last_interval = Some(m);
+            }
+        }
+    }
+
+    /// The client's end condition: `omit + time`, or (byte-limited) every
+    /// sender done.
+    fn time_is_up(&mut self) -> bool {
+        let p = self.session.params();
+        match (self.started, p.time) {
+            (Some(t0), t) if t > 0 => {
+                t0.elapsed() >= Duration::from_secs(u64::from(t) + u64::from(p.omit))
+            }
+            _ => {
+                if let (Some(run), None) = (&mut self.run, &self.local) {
+                    self.local = run.try_finish();
+                }
+                self.local.is_some()
+            }
+        }
+    }
+
+    fn act(&mut self, a: ClientAction) -> Result<(), ClientError> {
+        match a {
+            ClientAction::CreateStreams => {
+                self.create_streams()?;
+                self.session.streams_created(Instant::now());
+            }
+            ClientAction::TestStart => self.start()?,
+            ClientAction::TestRunning => {}
+            ClientAction::SendResults => self.send_results()?,
+        }
+        Ok(())
+    }
+
+    fn create_streams(&mut self) -> Result<()> {
+        let p = self.session.params().clone();
+        let cookie = *self.session.cookie();
+        let plan = self.cfg.spec.stream_plan();
+        for index in 0..p.direction.stream_count(p.parallel) {
+            let role = client_role(p.direction, p.parallel, index);
+            let id = linerate_id(index);
+            let sock = match p.protocol {
+                IProtocol::Tcp => {
+                    let mut s = socket::connect_any(
+                        &[self.peer],
+                        &self.cfg.spec.tcp,
+                        self.cfg.connect_timeout,
+                    )
+                    .with_context(|| format!("stream {id}: connecting to {}", self.peer))?;
+                    s.write_all(&cookie.0).context("sending the cookie")?;
+                    if let (Role::Sender, Some(bps)) = (role, self.cfg.spec.tcp.rate) {
+                        linerate_engine::tcp_pace::set(&s, bps)?;
+                    }
+                    socket::set_io_timeout(&s, linerate_engine::stream::POLL)?;
+                    if role == Role::Receiver {
+                        self.tcp_receivers
+                            .push(s.try_clone().context("stream socket")?);
+                    }
+                    DataSocket::Tcp(s)
+                }
+                IProtocol::Udp => DataSocket::Udp(self.udp_stream(id, p.window)?),
+            };
+            self.note_stream(id, &sock);
+            self.keep.push(match &sock {
+                DataSocket::Tcp(t) => DataSocket::Tcp(t.try_clone().context("stream socket")?),
+                DataSocket::Udp(u) => DataSocket::Udp(u.try_clone().context("stream socket")?),
+            });
+            let slot = linerate_proto::iperf3::server::StreamSlot {
+                index,
+                id: linerate_proto::iperf3::stream_id(index),
+                role,
+            };
+            self.streams.push(StreamInfo { slot });
+            self.setups.push(StreamSetup {
+                id,
+                sender: match role {
+                    Role::Sender => Side::Client,
+                    Role::Receiver => Side::Server,
+                },
+                role: match role {
+                    Role::Sender => measure::Role::Sender,
+                    Role::Receiver => measure::Role::Receiver,
+                },
+                bytes: plan.get(index as usize).and_then(|s| s.bytes),
+                datagrams: plan.get(index as usize).and_then(|s| s.datagrams),
+                sock,
+            });
+        }
+        Ok(())
+    }
+
+    /// Keeps a data socket's addresses, and the first one's MSS, buffers
+    /// and congestion control, for iperf3's output.
+    fn note_stream(&mut self, id: u32, sock: &DataSocket) {
+        let (local, remote) = match sock {
+            DataSocket::Tcp(t) => (t.local_addr(), t.peer_addr()),
+            DataSocket::Udp(u) => (u.local_addr(), u.peer_addr()),
+        };
+        if let (Ok(local), Ok(remote)) = (local, remote) {
+            self.ctx.streams.push(StreamAddrs {
+                id,
+                local: socket::canonical(local),
+                remote: socket::canonical(remote),
+            });
+        }
+        if self.ctx.streams.len() != 1 {
+            return;
+        }
+        match sock {
+            DataSocket::Tcp(t) => {
+                self.ctx.mss = linerate_engine::tcp_info::read(t).map(|i| i.snd_mss);
+                (self.ctx.sndbuf, self.ctx.rcvbuf) = socket::buffer_sizes(t);
+                self.ctx.congestion = socket::congestion(t);
+            }
+            DataSocket::Udp(u) => {
+                let r = socket2::SockRef::from(u);
+                self.ctx.sndbuf = r.send_buffer_size().ok();
+                self.ctx.rcvbuf = r.recv_buffer_size().ok();
+            }
+        }
+    }
+
+    /// iperf3's UDP stream handshake: "9876", then the server's reply.
+    fn udp_stream(&self, id: u32, window: Option<u32>) -> Result<UdpSocket> {
+        let s = udp::connect(self.peer)?;
+        if let Some(w) = window {
+            udp::set_buffers(&s, w)?;
+        }
+        s.send(&iudp::CONNECT).context("UDP connect datagram")?;
+        s.set_read_timeout(Some(UDP_REPLY_WAIT))?;
+        let mut b = [0u8; 64];
+        let n = s
+            .recv(&mut b)
+            .with_context(|| format!("stream {id}: no reply to the UDP connect datagram"))?;
+        if !iudp::is_reply(&b[..n]) {
+            bail!(
+                "stream {id}: unexpected UDP connect reply {:02x?}",
+                &b[..n.min(8)]
+            );
+        }
+        s.set_write_timeout(Some(linerate_engine::stream::POLL))?;
+        Ok(s)
+    }
+
+    fn start(&mut self) -> Result<()> {
+        let spec = &self.cfg.spec;
+        let p = self.session.params().clone();
+        let mut info = TestInfo {
+            server: self.peer.to_string(),
+            client_software: software(),
+            server_software: "iperf3".into(),
+            client_engine: self.cfg.engine.name().into(),
+            server_engine: "iperf3".into(),
+            start_unix_ms: unix_ms(),
+            ..TestInfo::from_spec(spec, Side::Client)
+        };
+        info.congestion_used = self
+            .ctx
+            .congestion
+            .clone()
+            .or_else(|| spec.tcp.congestion.clone());
+        self.out.start(&info, &self.ctx).context("writing output")?;
+        self.info = Some(info);
+        let params = RunParams {
+            len: spec.len as usize,
+            time: (p.time > 0).then(|| Duration::from_secs(p.time.into())),
+            omit: Duration::from_millis(spec.omit_ms),
+            interval: Duration::from_millis(spec.interval_ms),
+            cpus: self.cfg.cpus.clone(),
+            cpu_scope: CpuScope::Process,
+            udp: spec.udp.as_ref().map(|u| runner::UdpParams {
+                millipps: u.millipps(spec.len),
+                burst: u.burst,
+                verify: false,
+                faults: Vec::new(),
+                priority: u.priority,
+                iperf3: Some(Iperf3Format {
+                    counters_64bit: true,
+                    omit: Duration::from_millis(spec.omit_ms),
+                }),
+            }),
+        };
+        let now = Instant::now();
+        self.started = Some(now);
+        let setups = std::mem::take(&mut self.setups);
+        self.run = Some(runner::start(self.cfg.engine, setups, params, now));
+        Ok(())
+    }
+
+    /// The end of the test: stops the senders and sends TEST_END; the
+    /// receivers go on until the server has stopped its senders
+    /// ([`Self::send_results`]).
+    fn end_test(&mut self) -> Result<(), ClientError> {
+        self.ran = self.started.map(|t| t.elapsed());
+        if let Some(run) = &self.run {
+            run.stop_senders();
+        }
+        self.session.stop(Instant::now());
+        Ok(())
+    }
+
+    /// EXCHANGE_RESULTS: the server's senders have stopped; end the
+    /// receivers (reading what is queued), collect this side's results and
+    /// send them.
+    fn send_results(&mut self) -> Result<(), ClientError> {
+        if let Some(run) = &self.run {
+            for s in &self.tcp_receivers {
+                end_tcp_receiver(s);
+            }
+            run.peer_send_done(&[], Duration::ZERO);
+        }
+        let until = Instant::now() + conv::STOP_WAIT;
+        while self.local.is_none() && Instant::now() < until {
+            match &mut self.run {
+                Some(run) => self.local = run.try_finish(),
+                None => break,
+            }
+            if self.local.is_none() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        self.relay_intervals();
+        self.run = None;
+        self.tcp_receivers.clear();
+        let local = self
+            .local
+            .as_ref()
+            .ok_or_else(|| anyhow!("the data streams did not stop within 10 s"))?;
+        let p = self.session.params().clone();
+        let ours = conv::local_results(
+            &p,
+            local,
+            &self.streams,
+            self.cfg.spec.tcp.congestion.clone(),
+            self.ran.unwrap_or_default(),
+        );
+        self.session.results(ours, Instant::now());
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<Report, ClientError> {
+        let server: Results = match self.session.outcome() {
+            Some(ClientOutcome::Completed { server }) => server.clone(),
+            Some(ClientOutcome::Failed(e)) => {
+                return Err(match e {
+                    linerate_proto::iperf3::Iperf3Error::AccessDenied => {
+                        ClientError::Refused(e.to_string())
+                    }
+                    _ => anyhow!("iperf3 server at {}: {e}", self.peer).into(),
+                })
+            }
+            None => return Err(anyhow!("iperf3 test ended unexpectedly").into()),
+        };
+        let p = self.session.params().clone();
+        let mut local = self.local.clone().unwrap_or_default();
+        let mut remote = conv::peer_side(&p, &server, Side::Server);
+        conv::apply_sender_counts(&mut local, &remote);
+        conv::apply_sender_counts(&mut remote, &local);
+        let notes = vec![
+            "server: its figures came over iperf3's protocol (bytes after the omit period, CPU from its percentages, UDP loss and jitter by iperf3's rules)".to_string(),
+        ];
+        let info = self
+            .info
+            .clone()
+            .unwrap_or_else(|| TestInfo::from_spec(&self.cfg.spec, Side::Client));
+        let report = build::build_stream(info, &self.cfg.spec, &local, &remote, notes);
+        self.out
+            .finish(&report, &server)
+            .context("writing output")?;
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linerate_specs_map_to_iperf3_parameters() {
+        let spec = TestSpec {
+            limit: Limit::TimeMs(3000),
+            streams: 2,
+            direction: Direction::Bidir,
+            ..TestSpec::default()
+        };
+        let p = params_of(&spec).expect("maps");
+        assert_eq!((p.time, p.parallel, p.direction), (3, 2, IDirection::Bidir));
+        let half = TestSpec {
+            limit: Limit::TimeMs(1500),
+            ..TestSpec::default()
+        };
+        let e = params_of(&half).expect_err("whole seconds").to_string();
+        assert!(e.contains("--time"), "{e}");
+        let rev_bytes = TestSpec {
+            limit: Limit::Bytes(1000),
+            direction: Direction::Reverse,
+            ..TestSpec::default()
+        };
+        assert!(params_of(&rev_bytes).is_err());
+    }
+}

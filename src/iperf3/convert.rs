@@ -1,0 +1,345 @@
+//! Translations between an iperf3 test and linerate's model: the test spec
+//! an iperf3 client's parameters amount to, the results message a linerate
+//! server sends back (iperf3's keys, ids and UDP rules), and the client's
+//! results as the remote side of linerate's report.
+
+use std::time::Duration;
+
+use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results, StreamResults};
+use linerate_proto::iperf3::udp::Iperf3Counts;
+use linerate_proto::iperf3::{
+    self, client_role, server_role, stream_id, Direction as IDirection, Role,
+};
+use linerate_proto::measure::{CpuMeasurement, SideResults, StreamMeasurement, UdpRecv, UdpSend};
+use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
+use linerate_proto::wire::Side;
+
+/// One data stream of an iperf3 test on the server.
+#[derive(Debug, Clone)]
+pub struct StreamInfo {
+    pub slot: iperf3::server::StreamSlot,
+}
+
+/// linerate's id for the `index`-th stream: linerate numbers its plan 1, 2,
+/// 3, … in the order iperf3 creates streams (client senders first).
+pub fn linerate_id(index: u32) -> u32 {
+    index + 1
+}
+
+/// The test an iperf3 client's parameters describe, in linerate's terms.
+pub fn spec_from(p: &Params) -> TestSpec {
+    let protocol = match p.protocol {
+        IProtocol::Tcp => Protocol::Tcp,
+        IProtocol::Udp => Protocol::Udp,
+    };
+    let limit = if p.num > 0 {
+        Limit::Bytes(p.num)
+    } else if p.blockcount > 0 && protocol == Protocol::Udp {
+        Limit::Datagrams(p.blockcount)
+    } else if p.blockcount > 0 {
+        Limit::Bytes(p.blockcount.saturating_mul(u64::from(p.len)))
+    } else {
+        Limit::TimeMs(u64::from(p.time) * 1000)
+    };
+    TestSpec {
+        protocol,
+        direction: match p.direction {
+            IDirection::Normal => Direction::Forward,
+            IDirection::Reverse => Direction::Reverse,
+            IDirection::Bidir => Direction::Bidir,
+        },
+        streams: p.parallel as u16,
+        limit,
+        len: p.len,
+        omit_ms: u64::from(p.omit) * 1000,
+        interval_ms: 1000,
+        tcp: TcpOptions {
+            window: p.window,
+            congestion: p.congestion.clone(),
+            no_delay: p.nodelay,
+            mss: p.mss,
+            // iperf3's -b on TCP: each sending stream paced by the kernel
+            // (at least 8 bit/s: it paces whole bytes per second).
+            rate: (protocol == Protocol::Tcp && p.bandwidth >= 8).then_some(p.bandwidth),
+        },
+        udp: (protocol == Protocol::Udp).then(|| UdpSpec {
+            pace: match p.bandwidth {
+                0 => Pace::Unlimited,
+                b => Pace::Rate(b),
+            },
+            burst: p.burst.unwrap_or(1),
+            window: p.window,
+            ..UdpSpec::default()
+        }),
+        ..TestSpec::default()
+    }
+}
+
+fn percent(ns: u64, wall_ns: u64) -> f64 {
+    if wall_ns == 0 {
+        0.0
+    } else {
+        ns as f64 / wall_ns as f64 * 100.0
+    }
+}
+
+/// Datagrams a sending stream sent during the omit period (from the
+/// omitted interval records).
+fn omitted_datagrams(local: &SideResults, id: u32) -> u64 {
+    local
+        .intervals
+        .iter()
+        .filter(|r| r.omitted)
+        .flat_map(|r| r.streams.iter().filter(|s| s.id == id))
+        .filter_map(|s| s.udp.as_ref().map(|u| u.datagrams))
+        .sum()
+}
+
+/// The results message this side sends its iperf3 peer (server or client).
+pub fn local_results(
+    p: &Params,
+    local: &SideResults,
+    streams: &[StreamInfo],
+    congestion: Option<String>,
+    ran: Duration,
+) -> Results {
+    // Every stream's time ends at TEST_END, as iperf3's do.
+    let end_time = (ran.as_secs_f64() - f64::from(p.omit)).max(0.0);
+    let udp = p.protocol == IProtocol::Udp;
+    let sends = streams.iter().any(|s| s.slot.role == Role::Sender);
+    let out = streams
+        .iter()
+        .map(|s| {
+            let id = linerate_id(s.slot.index);
+            let m = local
+                .streams
+                .iter()
+                .find(|m| m.id == id)
+                .cloned()
+                .unwrap_or_default();
+            let mut r = StreamResults {
+                id: s.slot.id,
+                bytes: m.bytes.saturating_sub(m.omitted_bytes),
+                retransmits: -1,
+                omitted_errors: Some(0),
+                omitted_packets: Some(0),
+                end_time,
+                ..StreamResults::default()
+            };
+            match s.slot.role {
+                Role::Sender if udp => {
+                    let sent = m.udp_send.as_ref().map_or(0, |u| u.issued);
+                    r.packets = sent as i64;
+                    r.omitted_packets = Some(omitted_datagrams(local, id) as i64);
+                }
+                Role::Sender => {
+                    r.retransmits = m.tcp.as_ref().map_or(-1, |t| t.retransmits as i64);
+                }
+                Role::Receiver if udp => {
+                    let c: Iperf3Counts = m
+                        .udp_recv
+                        .as_ref()
+                        .and_then(|u| u.iperf3)
+                        .unwrap_or_default();
+                    r.packets = c.max_seq as i64;
+                    r.errors = c.lost;
+                    r.jitter = c.jitter;
+                    r.omitted_packets = Some(c.omitted_packets as i64);
+                    r.omitted_errors = Some(c.omitted_errors);
+                }
+                Role::Receiver => {}
+            }
+            r
+        })
+        .collect();
+    let cpu = &local.cpu;
+    Results {
+        cpu_util_total: percent(cpu.user_ns + cpu.system_ns, cpu.wall_ns),
+        cpu_util_user: percent(cpu.user_ns, cpu.wall_ns),
+        cpu_util_system: percent(cpu.system_ns, cpu.wall_ns),
+        sender_has_retransmits: match (sends, udp) {
+            (false, _) => -1,
+            (true, true) => 0,
+            (true, false) => 1,
+        },
+        congestion_used: if udp { None } else { congestion },
+        streams: out,
+        server_output_text: None,
+        server_output_json: None,
+    }
+}
+
+/// An iperf3 peer's results as its side (`peer`) of linerate's report.
+/// Its figures are iperf3's: bytes after the omit period, CPU as
+/// percentages, and for a receiving peer iperf3's UDP loss estimate.
+pub fn peer_side(p: &Params, client: &Results, peer: Side) -> SideResults {
+    let udp = p.protocol == IProtocol::Udp;
+    let total = p.direction.stream_count(p.parallel);
+    let omit_ns = u64::from(p.omit) * 1_000_000_000;
+    let mut wall_ns = 0u64;
+    let streams = (0..total)
+        .filter_map(|index| {
+            let r = client.streams.iter().find(|s| s.id == stream_id(index))?;
+            let role = match peer {
+                Side::Client => client_role(p.direction, p.parallel, index),
+                Side::Server => server_role(p.direction, p.parallel, index),
+            };
+            let secs = (r.end_time - r.start_time).max(0.0);
+            let elapsed_ns = (secs * 1e9) as u64 + omit_ns;
+            wall_ns = wall_ns.max(elapsed_ns);
+            let mut m = StreamMeasurement {
+                id: linerate_id(index),
+                sender: Some(match role {
+                    Role::Sender => peer,
+                    Role::Receiver => peer.other(),
+                }),
+                bytes: r.bytes,
+                elapsed_ns,
+                ..StreamMeasurement::default()
+            };
+            match role {
+                Role::Sender if udp => {
+                    let sent = r.packets.max(0) as u64;
+                    m.udp_send = Some(UdpSend {
+                        datagrams: sent,
+                        issued: sent,
+                        burst: p.burst.unwrap_or(1),
+                        kept_up: true,
+                        ..UdpSend::default()
+                    });
+                }
+                Role::Receiver if udp => {
+                    let max = r.packets.max(0) as u64;
+                    let lost = r.errors.max(0) as u64;
+                    m.udp_recv = Some(UdpRecv {
+                        datagrams: max.saturating_sub(lost),
+                        received: max.saturating_sub(lost),
+                        next_expected: max,
+                        jitter_ns: r.jitter * 1e9,
+                        ..UdpRecv::default()
+                    });
+                }
+                _ => {}
+            }
+            Some(m)
+        })
+        .collect();
+    let of = |pct: f64| (pct.max(0.0) / 100.0 * wall_ns as f64) as u64;
+    SideResults {
+        engine: "iperf3".into(),
+        streams,
+        cpu: CpuMeasurement {
+            scope: "process".into(),
+            user_ns: of(client.cpu_util_user),
+            system_ns: of(client.cpu_util_system),
+            wall_ns,
+            host: None,
+            ..CpuMeasurement::default()
+        },
+        ..SideResults::default()
+    }
+}
+
+/// Gives this side's UDP receivers the peer's count of datagrams sent (an
+/// iperf3 peer reports it only in its results), so linerate's exact loss =
+/// sent − distinct received.
+pub fn apply_sender_counts(local: &mut SideResults, remote: &SideResults) {
+    for m in &mut local.streams {
+        let sent = remote
+            .streams
+            .iter()
+            .find(|r| r.id == m.id)
+            .and_then(|r| r.udp_send.as_ref())
+            .map(|u| u.issued);
+        if let (Some(r), Some(sent)) = (m.udp_recv.as_mut(), sent) {
+            r.issued = Some(sent);
+            r.lost = Some(sent.saturating_sub(r.received));
+        }
+    }
+}
+
+/// Lines for the server's report: what the iperf3 client was told for its
+/// UDP streams (iperf3's rules), beside linerate's exact counts.
+pub fn sent_to_client_notes(p: &Params, sent: &Results, streams: &[StreamInfo]) -> Vec<String> {
+    if p.protocol != IProtocol::Udp {
+        return Vec::new();
+    }
+    streams
+        .iter()
+        .filter(|s| s.slot.role == Role::Receiver)
+        .filter_map(|s| {
+            let r = sent.streams.iter().find(|r| r.id == s.slot.id)?;
+            Some(format!(
+                "stream {} (iperf3 id {}): the iperf3 client was told packets {}, lost {}, jitter {:.3} ms (iperf3's rules: packets = highest sequence number, a late or duplicate datagram cancels a loss)",
+                linerate_id(s.slot.index),
+                s.slot.id,
+                r.packets,
+                r.errors,
+                r.jitter * 1e3
+            ))
+        })
+        .collect()
+}
+
+/// How long the server waits for its streams to end after TEST_END.
+pub const STOP_WAIT: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::iperf3::json::parse_params;
+
+    #[test]
+    fn iperf3_parameters_become_a_linerate_spec() {
+        let p = parse_params(br#"{"udp":true,"omit":1,"time":3,"num":0,"blockcount":0,"parallel":2,"bidirectional":true,"len":1400,"bandwidth":10000000,"window":1048576}"#)
+            .expect("valid")
+            .params;
+        let s = spec_from(&p);
+        assert_eq!(s.protocol, Protocol::Udp);
+        assert_eq!(s.direction, Direction::Bidir);
+        assert_eq!((s.streams, s.len, s.omit_ms), (2, 1400, 1000));
+        assert_eq!(s.limit, Limit::TimeMs(3000));
+        assert_eq!(s.udp.as_ref().map(|u| u.pace), Some(Pace::Rate(10_000_000)));
+        // linerate's plan order is iperf3's creation order.
+        let plan = s.stream_plan();
+        assert_eq!(plan.len(), 4);
+        assert_eq!(plan[0].sender, Side::Client);
+        assert_eq!(plan[3].sender, Side::Server);
+        let p = parse_params(br#"{"tcp":true,"time":0,"num":10485760}"#)
+            .expect("valid")
+            .params;
+        assert_eq!(spec_from(&p).limit, Limit::Bytes(10_485_760));
+    }
+
+    #[test]
+    fn client_results_become_the_client_side() {
+        let p = parse_params(br#"{"udp":true,"time":2,"parallel":1,"reverse":true,"len":1000}"#)
+            .expect("valid")
+            .params;
+        let r = Results {
+            cpu_util_total: 10.0,
+            cpu_util_user: 4.0,
+            cpu_util_system: 6.0,
+            sender_has_retransmits: -1,
+            streams: vec![StreamResults {
+                id: 1,
+                bytes: 500_000,
+                retransmits: -1,
+                jitter: 0.001,
+                errors: 3,
+                packets: 503,
+                end_time: 2.0,
+                ..StreamResults::default()
+            }],
+            ..Results::default()
+        };
+        let side = peer_side(&p, &r, Side::Client);
+        let m = &side.streams[0];
+        assert_eq!((m.id, m.sender, m.bytes), (1, Some(Side::Server), 500_000));
+        let u = m.udp_recv.as_ref().expect("receiver");
+        assert_eq!((u.received, u.next_expected), (500, 503));
+        assert!((u.jitter_ns - 1e6).abs() < 1.0);
+        assert_eq!(side.cpu.wall_ns, 2_000_000_000);
+        assert_eq!(side.cpu.user_ns, 80_000_000);
+    }
+}

@@ -1,0 +1,131 @@
+//! Runs `linerate iperf3 -c HOST …`: one test over iperf3's protocol
+//! ([`super::client`]), printed as iperf3 prints it — its human layout
+//! ([`super::text_out`]), its `-J` document or its `--json-stream` events
+//! ([`super::json_out`]) — to stdout or the `--logfile`.
+
+use std::io::Write;
+
+use linerate_proto::iperf3::json::Results;
+use linerate_report::model::{IntervalRecord, Report, TestInfo};
+use serde_json::{json, Value};
+
+use super::client::{self, Connection, Output};
+use super::{json_out, text_out};
+use crate::cli::{Iperf3Config, Iperf3Style as Style};
+use crate::client::ClientError;
+
+/// The drop-in's [`Output`].
+struct DropIn<'w> {
+    style: Style,
+    out: Box<dyn Write + 'w>,
+    intervals: bool,
+    ctx: Option<Connection>,
+}
+
+impl DropIn<'_> {
+    fn line(&mut self, v: &Value) -> std::io::Result<()> {
+        writeln!(self.out, "{v}")?;
+        self.out.flush()
+    }
+
+    fn event(&mut self, event: &str, data: Value) -> std::io::Result<()> {
+        self.line(&json!({ "event": event, "data": data }))
+    }
+}
+
+impl Output for DropIn<'_> {
+    fn start(&mut self, info: &TestInfo, ctx: &Connection) -> std::io::Result<()> {
+        self.ctx = Some(ctx.clone());
+        match self.style {
+            Style::Text => {
+                let s = text_out::start(ctx, self.intervals);
+                self.out.write_all(s.as_bytes())?;
+                self.out.flush()
+            }
+            Style::JsonStream => self.event("start", json_out::start(info, ctx)),
+            Style::Json => Ok(()),
+        }
+    }
+
+    fn interval(&mut self, rec: &IntervalRecord) -> std::io::Result<()> {
+        let Some(p) = self.ctx.as_ref().map(|c| c.params.clone()) else {
+            return Ok(());
+        };
+        if !self.intervals {
+            return Ok(());
+        }
+        match self.style {
+            Style::Text => {
+                let s = text_out::interval(rec, &p);
+                self.out.write_all(s.as_bytes())?;
+                self.out.flush()
+            }
+            Style::JsonStream => self.event("interval", json_out::interval(rec, &p)),
+            Style::Json => Ok(()),
+        }
+    }
+
+    fn finish(&mut self, report: &Report, server: &Results) -> std::io::Result<()> {
+        let Some(ctx) = self.ctx.clone() else {
+            return Ok(());
+        };
+        match self.style {
+            Style::Text => {
+                let s = text_out::finish(report, &ctx.params, server);
+                self.out.write_all(s.as_bytes())?;
+                self.out.flush()
+            }
+            Style::Json => {
+                let mut doc = json_out::document(report, &ctx, server);
+                if !self.intervals {
+                    doc["intervals"] = json!([]);
+                }
+                let text = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
+                writeln!(self.out, "{text}")?;
+                self.out.flush()
+            }
+            Style::JsonStream => {
+                let (end, _) = json_out::end(report, &ctx.params, server);
+                self.event("end", end)?;
+                if let Some(t) = &server.server_output_text {
+                    self.event("server_output_text", t.clone().into())?;
+                }
+                if let Some(j) = &server.server_output_json {
+                    self.event("server_output_json", j.clone())?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Runs the test; a failure is also written in the chosen JSON style
+/// (iperf3's `error` document or event) before it is returned.
+pub fn run(cfg: &Iperf3Config) -> Result<(), ClientError> {
+    let out: Box<dyn Write> = match &cfg.logfile {
+        Some(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| anyhow::anyhow!("--logfile {}: {e}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdout()),
+    };
+    let mut o = DropIn {
+        style: cfg.style,
+        out,
+        intervals: cfg.intervals,
+        ctx: None,
+    };
+    let result = client::run(&cfg.client, &cfg.extras, &mut o);
+    if let Err(e) = &result {
+        let message = format!("{e:#}");
+        let _ = match cfg.style {
+            Style::Json => o.line(&json_out::error_document(&message)),
+            Style::JsonStream => o.event("error", message.into()),
+            Style::Text => Ok(()),
+        };
+    }
+    result.map(drop)
+}

@@ -1,0 +1,643 @@
+//! Serving real iperf3 clients on linerate's port.
+//!
+//! A connection whose first byte is in iperf3's cookie alphabet comes here
+//! ([`handle`]). Its 37-byte cookie says what it is: the data connection of
+//! an iperf3 test waiting for its streams (routed to that test's thread), or
+//! the control connection of a new test, driven by
+//! [`Iperf3ServerSession`] on this thread. The streams run on the ordinary
+//! runner (TCP with the server's engine, UDP in iperf3's datagram format,
+//! [`linerate_engine::iperf3`]); the end of the test is the client's (TEST_END), so senders are
+//! stopped, TCP receivers see their read side shut down and UDP receivers
+//! read what is queued. Each test is recorded in linerate's report model
+//! and printed like a native one, with what was sent to the client beside
+//! linerate's exact accounting.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use linerate_engine::engines::EngineKind;
+use linerate_engine::iperf3::{end_tcp_receiver, udp_accept, udp_listener, Iperf3Format};
+use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
+use linerate_engine::{socket, udp};
+use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
+use linerate_proto::iperf3::server::{
+    Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot,
+};
+use linerate_proto::iperf3::{code, Cookie, Role, COOKIE_LEN};
+use linerate_proto::measure::{self, SideResults};
+use linerate_proto::session::server::Admission;
+use linerate_proto::spec::{ServerLimits, TestSpec};
+use linerate_proto::wire::Side;
+use linerate_report::build;
+use linerate_report::model::TestInfo;
+use linerate_report::render::{self, Format};
+
+use crate::control::ControlConn;
+use crate::iperf3::convert::{self as conv, StreamInfo};
+use crate::log::log;
+use crate::metrics::{JsonLines, Metrics};
+use crate::server::guard::Guard;
+use crate::test_type::software;
+
+/// A data connection and its place in the server's accept order.
+type DataConn = (u64, TcpStream);
+
+/// A test's control peer and where its data connections go.
+type DataRoute = (IpAddr, Sender<DataConn>);
+
+/// Routes from cookies to the tests waiting for their data connections,
+/// and the one UDP port iperf3 streams connect to.
+#[derive(Debug, Default)]
+pub struct Iperf3Hub {
+    /// Each with the address of its control connection's peer: data
+    /// connections from elsewhere are refused.
+    routes: Mutex<HashMap<[u8; COOKIE_LEN], DataRoute>>,
+    /// Set while a test accepts UDP streams on the server's port (two
+    /// tests cannot share the unconnected socket).
+    udp_busy: AtomicBool,
+}
+
+/// What an iperf3 test needs from the server.
+#[derive(Debug)]
+pub struct Host<'a> {
+    pub limits: &'a ServerLimits,
+    /// Moves TCP streams' bytes (UDP streams use iperf3's own loops).
+    pub engine: EngineKind,
+    pub format: Format,
+    pub quiet: bool,
+    pub cpus: &'a [usize],
+    pub per_thread_cpu: bool,
+    pub active: &'a Mutex<usize>,
+    pub max_concurrent: usize,
+    pub test_ended: &'a AtomicBool,
+    pub hub: &'a Iperf3Hub,
+    /// Connection limits, the tests-per-minute limit and the throttled log.
+    pub guard: &'a Guard,
+    pub metrics: &'a Metrics,
+    /// `--json-lines FILE`: a record per completed test.
+    pub json_lines: Option<&'a JsonLines>,
+    /// The server requires `--auth-key`, which iperf3 clients cannot
+    /// prove: their tests are refused.
+    pub auth_required: bool,
+}
+
+fn read_cookie(mut sock: &TcpStream, timeout: Duration) -> std::io::Result<Cookie> {
+    let mut buf = [0u8; COOKIE_LEN];
+    sock.set_read_timeout(Some(timeout))?;
+    sock.read_exact(&mut buf)?;
+    Ok(Cookie(buf))
+}
+
+/// Serves a connection that opened with an iperf3 cookie character;
+/// `seq` is its place in the server's accept order.
+pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, host: &Host<'_>) {
+    let cookie = match read_cookie(&sock, host.guard.cfg.handshake) {
+        Ok(c) => c,
+        Err(e) => {
+            log!("linerate server: {peer}: iperf3 client sent no cookie: {e}");
+            return;
+        }
+    };
+    let route = host
+        .hub
+        .routes
+        .lock()
+        .ok()
+        .and_then(|r| r.get(&cookie.0).cloned());
+    if let Some((owner, _)) = route.as_ref().filter(|(owner, _)| *owner != peer.ip()) {
+        // No reflection: a test's data connections come from the address
+        // that opened its control connection, or not at all.
+        host.guard.log.log(format_args!(
+            "{peer}: iperf3 data connection for a test of {owner}, closing"
+        ));
+        return;
+    }
+    if let Some((_, tx)) = route {
+        // A data connection of a test setting up; if that test has just
+        // gone, dropping the connection closes it.
+        let _ = tx.send((seq, sock));
+        return;
+    }
+    run_control(sock, peer, cookie, host);
+}
+
+/// Releases the admission slot, the cookie route and the UDP port.
+struct Admitted<'a> {
+    host: &'a Host<'a>,
+    admitted: bool,
+    cookie: [u8; COOKIE_LEN],
+    udp: bool,
+}
+
+impl Admitted<'_> {
+    fn release_setup(&mut self) {
+        if let Ok(mut r) = self.host.hub.routes.lock() {
+            r.remove(&self.cookie);
+        }
+        if std::mem::take(&mut self.udp) {
+            self.host.hub.udp_busy.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.release_setup();
+        if self.admitted {
+            if let Ok(mut a) = self.host.active.lock() {
+                *a -= 1;
+                self.host.metrics.active(*a);
+            }
+        }
+    }
+}
+
+fn limits(l: &ServerLimits) -> Iperf3Limits {
+    Iperf3Limits {
+        max_time: Duration::from_millis(l.max_time_ms),
+        max_omit: Duration::from_millis(l.max_omit_ms),
+        max_streams: u32::from(l.max_streams),
+        max_rate_bps: l.max_rate_bps,
+    }
+}
+
+fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_>) {
+    let rate = host.guard.rate.admit(peer.ip(), Instant::now());
+    if rate.is_err() {
+        host.metrics.limit_hit("max_tests_per_minute");
+    }
+    let admission = match host.active.lock() {
+        Ok(_) if host.auth_required => {
+            host.metrics.rejected("auth");
+            Admission::Limited(
+                "this server requires --auth-key, which iperf3 clients cannot present".into(),
+            )
+        }
+        Ok(_) if rate.is_err() => Admission::Limited(format!(
+            "{} tests from {} in the last minute, this server allows {} (--max-tests-per-minute)",
+            host.guard.rate.per_minute(),
+            peer.ip(),
+            host.guard.rate.per_minute(),
+        )),
+        Ok(mut a) if *a < host.max_concurrent => {
+            *a += 1;
+            host.metrics.active(*a);
+            Admission::Admit
+        }
+        Ok(a) => Admission::Busy {
+            running: *a,
+            max: host.max_concurrent,
+        },
+        Err(_) => return,
+    };
+    let slot = Admitted {
+        host,
+        admitted: admission == Admission::Admit,
+        cookie: cookie.0,
+        udp: false,
+    };
+    let local_addr = sock.local_addr().map(socket::canonical);
+    let mut ctrl = match ControlConn::new(sock) {
+        Ok(c) => c,
+        Err(e) => {
+            log!("linerate server: {peer}: {e:#}");
+            return;
+        }
+    };
+    let now = Instant::now();
+    let mut session = Iperf3ServerSession::new(limits(host.limits), admission, now);
+    session.receive(&cookie.0, now);
+    let (route_tx, route_rx) = mpsc::channel();
+    let mut test = Test {
+        host,
+        peer,
+        session,
+        slot,
+        route_tx,
+        route_rx,
+        arrived: Vec::new(),
+        local_addr: local_addr.ok(),
+        udp_listener: None,
+        setups: Vec::new(),
+        streams: Vec::new(),
+        tcp_receivers: Vec::new(),
+        congestion: None,
+        run: None,
+        local: None,
+        start_unix_ms: 0,
+        started: None,
+        stopped: None,
+        report: None,
+        recorded: None,
+    };
+    test.drive(&mut ctrl);
+    if let Some(run) = &test.run {
+        run.abort();
+    }
+    test.finish();
+}
+
+struct Test<'a> {
+    host: &'a Host<'a>,
+    peer: SocketAddr,
+    session: Iperf3ServerSession,
+    slot: Admitted<'a>,
+    route_tx: Sender<DataConn>,
+    route_rx: Receiver<DataConn>,
+    /// TCP data connections arrived, until all have: iperf3 gives streams
+    /// their roles in the order the client opened them, which is the
+    /// accept order, not the order their threads routed them here.
+    arrived: Vec<DataConn>,
+    local_addr: Option<SocketAddr>,
+    /// UDP: the socket the next stream's connect datagram arrives on.
+    udp_listener: Option<UdpSocket>,
+    setups: Vec<StreamSetup>,
+    streams: Vec<StreamInfo>,
+    /// Duplicates of receiving TCP sockets, to end them at TEST_END.
+    tcp_receivers: Vec<TcpStream>,
+    congestion: Option<String>,
+    run: Option<SideRun>,
+    local: Option<SideResults>,
+    start_unix_ms: u64,
+    /// When the streams started and when TEST_END stopped them.
+    started: Option<Instant>,
+    stopped: Option<Instant>,
+    report: Option<linerate_report::model::Report>,
+    /// The test as linerate's spec and this side's results, for
+    /// `--metrics` once the test completes.
+    recorded: Option<(TestSpec, SideResults)>,
+}
+
+impl Test<'_> {
+    fn drive(&mut self, ctrl: &mut ControlConn) {
+        loop {
+            while let Some(a) = self.session.poll_action() {
+                self.act(a);
+            }
+            if ctrl.send(&self.session.take_outbox()).is_err() {
+                self.session.peer_closed();
+            }
+            if self.session.is_finished() {
+                break;
+            }
+            self.poll_streams();
+            if let (Some(run), None) = (&mut self.run, &self.local) {
+                // Streams may end before TEST_END (a client that closes
+                // them early); keep what they measured.
+                self.local = run.try_finish();
+            }
+            let wait = if self.session.is_running() { 20 } else { 2 };
+            match ctrl.recv(Duration::from_millis(wait)) {
+                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
+                Ok(None) => {}
+                Err(_) => self.session.peer_closed(),
+            }
+            self.session.handle_timeout(Instant::now());
+        }
+    }
+
+    fn act(&mut self, action: ServerAction) {
+        match action {
+            ServerAction::PrepareStreams => self.prepare(),
+            ServerAction::StartStreams => self.start(),
+            ServerAction::StopStreams => self.stop(),
+            ServerAction::ClientResults(client) => self.respond(&client),
+            ServerAction::AbortStreams => {
+                self.setups.clear();
+                if let Some(run) = &self.run {
+                    run.abort();
+                }
+            }
+        }
+    }
+
+    fn params(&self) -> Params {
+        self.session.params().cloned().unwrap_or_default()
+    }
+
+    fn prepare(&mut self) {
+        let p = self.params();
+        let now = Instant::now();
+        if p.protocol == IProtocol::Tcp {
+            if let Ok(mut r) = self.host.hub.routes.lock() {
+                r.insert(self.slot.cookie, (self.peer.ip(), self.route_tx.clone()));
+            }
+            return self.session.streams_prepared(now);
+        }
+        if self.host.hub.udp_busy.swap(true, Ordering::AcqRel) {
+            return self.session.prepare_failed(
+                code::STREAM_ACCEPT,
+                0,
+                "another iperf3 UDP test is opening its streams".into(),
+            );
+        }
+        self.slot.udp = true;
+        match self.local_addr.map(udp_listener) {
+            Some(Ok(l)) => {
+                self.udp_listener = Some(l);
+                self.session.streams_prepared(now);
+            }
+            Some(Err(e)) => {
+                self.session
+                    .prepare_failed(code::STREAM_ACCEPT, 0, format!("UDP listener: {e}"))
+            }
+            None => self.session.prepare_failed(
+                code::STREAM_ACCEPT,
+                0,
+                "no local address for the UDP listener".into(),
+            ),
+        }
+    }
+
+    /// Accepts data streams while the session waits for them.
+    fn poll_streams(&mut self) {
+        while let Ok(conn) = self.route_rx.try_recv() {
+            self.arrived.push(conn);
+        }
+        let p = self.params();
+        let all = p.direction.stream_count(p.parallel) as usize;
+        if !self.arrived.is_empty() && self.arrived.len() >= all {
+            let mut arrived = std::mem::take(&mut self.arrived);
+            arrived.sort_by_key(|(seq, _)| *seq);
+            for (_, sock) in arrived {
+                self.attach_tcp(sock);
+            }
+        }
+        let Some(listener) = self.udp_listener.take() else {
+            return;
+        };
+        match udp_accept(listener, Duration::from_millis(2)) {
+            Ok(Err(l)) => self.udp_listener = Some(l),
+            Ok(Ok((sock, next))) => {
+                self.udp_listener = Some(next);
+                self.attach_udp(sock);
+            }
+            Err(e) => self
+                .session
+                .stream_failed(code::STREAM_ACCEPT, format!("UDP stream: {e}")),
+        }
+    }
+
+    fn attach_tcp(&mut self, mut sock: TcpStream) {
+        let Some(cookie) = self.session.cookie().copied() else {
+            return;
+        };
+        let slot = match self.session.tcp_stream(&cookie, Instant::now()) {
+            Ok(s) => s,
+            Err(why) => {
+                log!("linerate server: iperf3 data connection refused: {why}");
+                let _ = sock.write_all(&[linerate_proto::iperf3::State::AccessDenied.byte()]);
+                return;
+            }
+        };
+        let p = self.params();
+        let spec = conv::spec_from(&p);
+        let setup = socket::apply_accepted(&sock, &spec.tcp)
+            .and_then(|()| socket::set_io_timeout(&sock, linerate_engine::stream::POLL));
+        if let Err(e) = setup {
+            return self
+                .session
+                .stream_failed(code::STREAM_ACCEPT, format!("stream {}: {e}", slot.id));
+        }
+        if let (Role::Sender, Some(bps)) = (slot.role, spec.tcp.rate) {
+            if let Err(e) = linerate_engine::tcp_pace::set(&sock, bps) {
+                return self
+                    .session
+                    .stream_failed(code::STREAM_ACCEPT, format!("stream {}: {e}", slot.id));
+            }
+        }
+        if self.congestion.is_none() {
+            self.congestion = socket::congestion(&sock);
+        }
+        if slot.role == Role::Receiver {
+            match sock.try_clone() {
+                Ok(d) => self.tcp_receivers.push(d),
+                Err(e) => {
+                    return self
+                        .session
+                        .stream_failed(code::STREAM_ACCEPT, format!("stream {}: {e}", slot.id))
+                }
+            }
+        }
+        self.add(slot, DataSocket::Tcp(sock));
+    }
+
+    fn attach_udp(&mut self, sock: UdpSocket) {
+        let slot = match self.session.udp_stream(Instant::now()) {
+            Ok(s) => s,
+            Err(why) => return log!("linerate server: iperf3 UDP stream refused: {why}"),
+        };
+        let p = self.params();
+        if let Some(w) = p.window {
+            if let Err(e) = udp::set_buffers(&sock, w) {
+                return self
+                    .session
+                    .stream_failed(code::SET_BUF2, format!("stream {}: {e}", slot.id));
+            }
+        }
+        if let Err(e) = sock.set_write_timeout(Some(linerate_engine::stream::POLL)) {
+            return self
+                .session
+                .stream_failed(code::STREAM_ACCEPT, format!("stream {}: {e}", slot.id));
+        }
+        self.add(slot, DataSocket::Udp(sock));
+    }
+
+    fn add(&mut self, slot: StreamSlot, sock: DataSocket) {
+        let (sender, role) = match slot.role {
+            Role::Sender => (Side::Server, measure::Role::Sender),
+            Role::Receiver => (Side::Client, measure::Role::Receiver),
+        };
+        self.setups.push(StreamSetup {
+            id: conv::linerate_id(slot.index),
+            sender,
+            role,
+            bytes: None,
+            datagrams: None,
+            sock,
+        });
+        self.streams.push(StreamInfo { slot });
+    }
+
+    fn start(&mut self) {
+        // Every stream is in: later connections with this cookie are new
+        // control connections (told busy), as with iperf3.
+        self.slot.release_setup();
+        self.udp_listener = None;
+        let p = self.params();
+        let spec = conv::spec_from(&p);
+        let params = RunParams {
+            len: p.len as usize,
+            // The client decides the end (TEST_END); UDP senders also stop
+            // at the planned end on this side's clock, which started first
+            // (TEST_RUNNING leaves before the client starts), so nothing is
+            // sent after the client stopped counting. TCP senders wait for
+            // TEST_END: an iperf3 client must not see its streams end first.
+            time: (p.protocol == IProtocol::Udp && p.time > 0)
+                .then(|| Duration::from_secs(p.time.into())),
+            omit: Duration::from_secs(p.omit.into()),
+            interval: Duration::from_secs(1),
+            cpus: self.host.cpus.to_vec(),
+            cpu_scope: if self.host.per_thread_cpu {
+                CpuScope::Threads
+            } else {
+                CpuScope::Process
+            },
+            udp: spec.udp.as_ref().map(|u| runner::UdpParams {
+                millipps: u.millipps(spec.len),
+                burst: u.burst,
+                verify: false,
+                faults: Vec::new(),
+                priority: None,
+                iperf3: Some(Iperf3Format {
+                    counters_64bit: p.udp_counters_64bit,
+                    omit: Duration::from_secs(p.omit.into()),
+                }),
+            }),
+        };
+        self.start_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let setups = std::mem::take(&mut self.setups);
+        let now = Instant::now();
+        self.started = Some(now);
+        self.run = Some(runner::start(self.host.engine, setups, params, now));
+    }
+
+    /// TEST_END: stop every stream now and collect what they measured.
+    fn stop(&mut self) {
+        self.stopped = Some(Instant::now());
+        if let Some(run) = &self.run {
+            run.stop_senders();
+            for s in &self.tcp_receivers {
+                end_tcp_receiver(s);
+            }
+            run.peer_send_done(&[], Duration::ZERO);
+        }
+        let until = Instant::now() + conv::STOP_WAIT;
+        while self.local.is_none() && Instant::now() < until {
+            match &mut self.run {
+                Some(run) => self.local = run.try_finish(),
+                None => break,
+            }
+            if self.local.is_none() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        // The data sockets close with their threads; the duplicates too.
+        self.run = None;
+        self.tcp_receivers.clear();
+        if self.local.is_none() {
+            return self
+                .session
+                .stream_failed(code::STREAM_READ, "streams did not stop within 10 s".into());
+        }
+        self.session.streams_stopped(Instant::now());
+    }
+
+    /// The client's results arrived: build ours and the report, answer.
+    fn respond(&mut self, client: &Results) {
+        let p = self.params();
+        let mut local = self.local.clone().unwrap_or_default();
+        // iperf3 samples every stream when TEST_END arrives.
+        let ran = match (self.started, self.stopped) {
+            (Some(a), Some(b)) => b.saturating_duration_since(a),
+            _ => Duration::ZERO,
+        };
+        let mut ours = conv::local_results(&p, &local, &self.streams, self.congestion.clone(), ran);
+        let spec = conv::spec_from(&p);
+        let mut remote = conv::peer_side(&p, client, Side::Client);
+        // The client's count of datagrams sent is the sender's final count
+        // that linerate's exact loss is counted against.
+        conv::apply_sender_counts(&mut local, &remote);
+        conv::apply_sender_counts(&mut remote, &local);
+        let mut notes = vec![format!(
+            "iperf3 client{}: its figures are iperf3's own (bytes after the omit period, CPU from its percentages{})",
+            p.client_version
+                .as_ref()
+                .map_or_else(String::new, |v| format!(" {v}")),
+            if p.protocol == IProtocol::Udp {
+                ", UDP loss and jitter by iperf3's rules"
+            } else {
+                ""
+            }
+        )];
+        notes.extend(self.session.notes().iter().cloned());
+        notes.extend(conv::sent_to_client_notes(&p, &ours, &self.streams));
+        let info = TestInfo {
+            server: self.local_addr.map(|a| a.to_string()).unwrap_or_default(),
+            client: Some(self.peer.to_string()),
+            client_software: format!(
+                "iperf3 {}",
+                p.client_version.as_deref().unwrap_or("(version not sent)")
+            ),
+            server_software: software(),
+            client_engine: remote.engine.clone(),
+            server_engine: local.engine.clone(),
+            start_unix_ms: self.start_unix_ms,
+            congestion_used: self.congestion.clone(),
+            ..TestInfo::from_spec(&spec, Side::Server)
+        };
+        let report = build::build_stream(info, &spec, &remote, &local, notes);
+        if p.get_server_output {
+            if self.host.format == Format::Json {
+                ours.server_output_json = serde_json::to_value(&report).ok();
+            } else {
+                let mut text = Vec::new();
+                let mut sink = render::sink(Format::Human, Box::new(&mut text));
+                let _ = sink.start(&report.test).and_then(|()| sink.finish(&report));
+                drop(sink);
+                ours.server_output_text = Some(String::from_utf8_lossy(&text).into_owned());
+            }
+        }
+        self.report = Some(report);
+        self.recorded = Some((spec, local));
+        self.session.send_results(&ours, Instant::now());
+    }
+
+    fn finish(&mut self) {
+        let (host, peer) = (self.host, self.peer);
+        let admitted = self.slot.admitted;
+        match self.session.outcome() {
+            Some(ServerOutcome::Completed { .. }) => {
+                // As for a linerate client: the metrics, the --json-lines
+                // record and the report in the server's format.
+                if let (Some(report), Some((spec, local))) = (&self.report, &self.recorded) {
+                    let ip = peer.ip().to_string();
+                    host.metrics.completed(spec, local, report, &ip);
+                    if let Some(j) = host.json_lines {
+                        j.append(report);
+                    }
+                }
+                if let (Some(report), false) = (&self.report, host.quiet) {
+                    let stdout = std::io::stdout();
+                    let mut sink = render::sink(host.format, Box::new(stdout.lock()));
+                    let _ = sink.start(&report.test).and_then(|()| sink.finish(report));
+                }
+            }
+            Some(ServerOutcome::Refused(why)) => {
+                host.metrics
+                    .refused(if admitted { "invalid" } else { "busy" });
+                log!("linerate server: refused iperf3 client {peer}: {why}")
+            }
+            Some(ServerOutcome::Failed(e)) => {
+                let spec = self.session.params().map(conv::spec_from);
+                host.metrics.failed(spec.as_ref());
+                log!("linerate server: iperf3 test from {peer} ended: {e}")
+            }
+            None => log!("linerate server: iperf3 test from {peer} ended unexpectedly"),
+        }
+        let ran = !matches!(
+            self.session.outcome(),
+            Some(ServerOutcome::Refused(_)) | None
+        );
+        if admitted && ran {
+            host.test_ended.store(true, Ordering::Release);
+        }
+    }
+}

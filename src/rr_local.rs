@@ -1,0 +1,233 @@
+//! `linerate rr --transport unix|unix-dgram|shm`: request/response between
+//! two processes on this host over a local transport. The client starts
+//! the serving process itself (no server, no control protocol), runs the
+//! flows, and builds the same request/response report as every rr test
+//! from both processes' measurements.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context};
+use linerate_engine::cpu;
+use linerate_local::link::Options;
+use linerate_local::rr::{self as lrr, FlowOut, Limit};
+use linerate_local::{sock, Channel, Transport};
+use linerate_proto::measure::{CpuMeasurement, RrFlowMeasurement, RrMeasurement, SideResults};
+use linerate_proto::spec::RrLimit;
+use linerate_proto::wire::Side;
+use linerate_report::build;
+use linerate_report::model::{Report, TestInfo};
+use linerate_report::render::Sink;
+
+use crate::cli::RrConfig;
+use crate::client::ClientError;
+use crate::msg::{parse_records, Peer, PeerMode};
+use crate::test_type::software;
+
+/// Spin budget of `--busy-poll` on shared memory (as rr's socket spinning).
+const BUSY_SPIN: Duration = Duration::from_micros(50);
+
+/// Runs the test and hands its report to `sink`.
+pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+    let spec = &cfg.client.spec;
+    let rr = spec.rr.as_ref().ok_or_else(|| anyhow!("not an rr test"))?;
+    let phases: Vec<(usize, usize)> = rr
+        .phases()
+        .iter()
+        .map(|p| (p.request as usize, p.response as usize))
+        .collect();
+    let largest = phases.iter().map(|p| p.0.max(p.1)).max().unwrap_or(1);
+    if t == Transport::UnixDgram {
+        let limit = sock::dgram_limit(&[largest]).map_err(anyhow::Error::from)?;
+        if limit < largest {
+            return Err(anyhow!(
+                "--transport unix-dgram: a {largest}-byte message is longer than the largest \
+                 Unix datagram this kernel took (EMSGSIZE)"
+            )
+            .into());
+        }
+    }
+    // Direct slots fit the largest message both ways.
+    let slot = (largest + 8).next_multiple_of(8).max(64) as u32;
+    let opts = Options {
+        slot_size: slot,
+        ack_slot: slot,
+        region: 0,
+        spin: if rr.busy_poll {
+            BUSY_SPIN
+        } else {
+            Duration::ZERO
+        },
+    };
+    let plan = lrr::Plan {
+        phases,
+        limit: match rr.limit {
+            RrLimit::TimeMs(ms) => Limit::Time(Duration::from_millis(ms)),
+            RrLimit::Count(n) => Limit::Count(n),
+        },
+        batch: rr.batch,
+    };
+    let start_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let (near, peer) = Peer::start(t, usize::from(spec.streams), &opts, PeerMode::Rr(&plan))
+        .with_context(|| format!("--transport {t}"))?;
+    let cpu0 = cpu::process();
+    let host0 = cpu::host();
+    let wall0 = Instant::now();
+    let flows = lrr::run_client(near, &plan, &|| peer.kill(), &crate::client::INTERRUPTED);
+    let wall_ns = wall0.elapsed().as_nanos() as u64;
+    let used = cpu::process().saturating_sub(cpu0);
+    let host = match (host0, cpu::host()) {
+        (Some(a), Some(b)) => Some(cpu::host_delta(a, b)),
+        _ => None,
+    };
+    let (flows, line) = peer
+        .finish(flows)
+        .with_context(|| format!("--transport {t}"))?;
+    let client = SideResults {
+        engine: t.name().into(),
+        cpu: CpuMeasurement {
+            scope: "process".into(),
+            user_ns: used.user.as_nanos() as u64,
+            system_ns: used.system.as_nanos() as u64,
+            wall_ns,
+            host: host.clone(),
+            ..CpuMeasurement::default()
+        },
+        rr: Some(measurement(&flows)),
+        ..SideResults::default()
+    };
+    let server = server_results(t, &line, host)?;
+    let info = TestInfo {
+        server: format!("local {t} (a child process)"),
+        embedded_server: false,
+        client_software: software(),
+        server_software: software(),
+        client_engine: t.name().into(),
+        server_engine: t.name().into(),
+        start_unix_ms,
+        protocol: t.name().into(),
+        ..TestInfo::from_spec(spec, Side::Client)
+    };
+    let mut notes = vec![format!(
+        "transport {t}: both ends on this host; linerate started the serving process itself \
+         (a child process; no server)"
+    )];
+    if matches!(t, Transport::ShmDirect) {
+        notes.push(format!(
+            "shared memory: one ring slot of {slot} bytes per message each way; waiting ends {}",
+            if rr.busy_poll {
+                "spin up to 50 µs on the ring, then sleep on an eventfd doorbell"
+            } else {
+                "sleep on an eventfd doorbell"
+            }
+        ));
+    }
+    notes.push(
+        "no one-way delays: the local transports carry no timestamps (both ends share the \
+         clock; the round trip is measured)"
+            .into(),
+    );
+    let report = build::build_rr(info, spec, &client, &server, notes);
+    sink.start(&report.test).map_err(anyhow::Error::from)?;
+    sink.finish(&report).map_err(anyhow::Error::from)?;
+    Ok(report)
+}
+
+fn measurement(flows: &[Vec<FlowOut>]) -> RrMeasurement {
+    let mut out = Vec::new();
+    let phases = flows.first().map_or(0, Vec::len);
+    for p in 0..phases {
+        for (f, flow) in flows.iter().enumerate() {
+            let o = &flow[p];
+            out.push(RrFlowMeasurement {
+                phase: p as u32,
+                flow: f as u32,
+                transactions: o.transactions,
+                bytes_sent: o.bytes_sent,
+                bytes_received: o.bytes_received,
+                elapsed_ns: o.elapsed_ns,
+                rtt: o.rtt.to_buckets(),
+                ..RrFlowMeasurement::default()
+            });
+        }
+    }
+    RrMeasurement {
+        flows: out,
+        ..RrMeasurement::default()
+    }
+}
+
+/// The serving process's line: `user_ns:system_ns:wall_ns`, then a
+/// `phase:flow:transactions:sent:received:elapsed_ns` record per flow.
+fn server_results(
+    t: Transport,
+    line: &str,
+    host: Option<linerate_proto::measure::HostCpu>,
+) -> anyhow::Result<SideResults> {
+    let (cpu_rec, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let c = parse_records(cpu_rec, 3)?;
+    let Some(&[user_ns, system_ns, wall_ns]) = c.first().map(Vec::as_slice) else {
+        bail!("peer process: bad CPU record {cpu_rec:?}");
+    };
+    let flows = parse_records(rest, 6)?
+        .into_iter()
+        .map(|v| RrFlowMeasurement {
+            phase: v[0] as u32,
+            flow: v[1] as u32,
+            transactions: v[2],
+            bytes_sent: v[3],
+            bytes_received: v[4],
+            elapsed_ns: v[5],
+            ..RrFlowMeasurement::default()
+        })
+        .collect();
+    Ok(SideResults {
+        engine: t.name().into(),
+        cpu: CpuMeasurement {
+            scope: "process".into(),
+            user_ns,
+            system_ns,
+            wall_ns,
+            host,
+            ..CpuMeasurement::default()
+        },
+        rr: Some(RrMeasurement {
+            flows,
+            ..RrMeasurement::default()
+        }),
+        ..SideResults::default()
+    })
+}
+
+/// The serving process: every flow on its own thread; its totals line.
+pub fn serve(chans: Vec<Box<dyn Channel>>, phases: &[(usize, usize)]) -> anyhow::Result<String> {
+    let cpu0 = cpu::process();
+    let wall0 = Instant::now();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = chans
+            .into_iter()
+            .map(|mut ch| s.spawn(move || lrr::serve(&mut *ch, phases)))
+            .collect();
+        hs.into_iter().map(|h| h.join()).collect()
+    });
+    let used = cpu::process().saturating_sub(cpu0);
+    let mut recs = vec![format!(
+        "{}:{}:{}",
+        used.user.as_nanos(),
+        used.system.as_nanos(),
+        wall0.elapsed().as_nanos()
+    )];
+    for (f, r) in results.into_iter().enumerate() {
+        let per = r
+            .map_err(|_| anyhow!("a serving thread panicked"))?
+            .context("serving")?;
+        for (p, o) in per.iter().enumerate() {
+            recs.push(format!(
+                "{p}:{f}:{}:{}:{}:{}",
+                o.transactions, o.bytes_sent, o.bytes_received, o.elapsed_ns
+            ));
+        }
+    }
+    Ok(recs.join(" "))
+}

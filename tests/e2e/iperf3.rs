@@ -1,0 +1,491 @@
+//! Interop with the real iperf3 (Debian's 3.12 in CI, installed by
+//! `.ci/run`): a real iperf3 client against `linerate server`, asserting on
+//! iperf3's own `-J` output. Skipped, with the reason printed, where iperf3
+//! is not installed.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::helpers::{f, u, Server};
+
+/// The iperf3 binary, or `None` (with the reason printed) to skip.
+pub(crate) fn iperf3() -> Option<&'static str> {
+    let ok = Command::new("iperf3")
+        .arg("-v")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIP: iperf3 is not installed (apt-get install iperf3; .ci/run does)");
+        return None;
+    }
+    Some("iperf3")
+}
+
+/// Runs the real iperf3 client against `port`, bounded in time.
+fn iperf3_client(port: u16, args: &[&str]) -> Output {
+    let port = port.to_string();
+    let mut child = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iperf3");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "iperf3 {args:?} ran past 30 s\nstdout: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs iperf3 with `-J` and returns its parsed document (which must carry
+/// no error).
+pub(crate) fn iperf3_json(port: u16, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("-J");
+    let out = iperf3_client(port, &a);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 {args:?}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(
+        out.status.success() && doc.get("error").is_none(),
+        "iperf3 {args:?} failed: {}",
+        doc["error"]
+    );
+    doc
+}
+
+/// Bytes the receiver reported are at most what was sent and close to it
+/// (what was in flight at TEST_END is not counted, as with iperf3's own
+/// server), and not zero.
+fn assert_bytes_agree(sent: &Value, received: &Value, what: &str) {
+    let (s, r) = (u(&sent["bytes"]), u(&received["bytes"]));
+    assert!(r > 0, "{what}: nothing received");
+    assert!(r <= s, "{what}: received {r} > sent {s}");
+    assert!(
+        r as f64 >= s as f64 * 0.5,
+        "{what}: received {r} far below sent {s}"
+    );
+}
+
+fn assert_remote_cpu(doc: &Value) {
+    let cpu = &doc["end"]["cpu_utilization_percent"];
+    let remote = f(&cpu["remote_total"]);
+    assert!(
+        remote > 0.0 && remote < 1000.0,
+        "remote CPU {remote} in {cpu}"
+    );
+}
+
+#[test]
+fn issue_9_iperf3_tcp_client_normal_reverse_parallel_bidir() {
+    let Some(_) = iperf3() else { return };
+    let server = Server::start(&[]);
+    let doc = iperf3_json(server.port, &["-t", "1"]);
+    let end = &doc["end"];
+    assert_bytes_agree(&end["sum_sent"], &end["sum_received"], "normal");
+    assert_remote_cpu(&doc);
+    let secs = f(&end["sum_received"]["seconds"]);
+    assert!((0.8..3.0).contains(&secs), "receiver seconds {secs}");
+
+    let doc = iperf3_json(server.port, &["-t", "1", "-R", "-P", "2"]);
+    let end = &doc["end"];
+    assert_eq!(end["streams"].as_array().map(Vec::len), Some(2));
+    assert_bytes_agree(&end["sum_sent"], &end["sum_received"], "-R -P 2");
+    assert_remote_cpu(&doc);
+
+    let doc = iperf3_json(server.port, &["-t", "1", "--bidir"]);
+    let end = &doc["end"];
+    assert_bytes_agree(&end["sum_sent"], &end["sum_received"], "bidir forward");
+    assert_bytes_agree(
+        &end["sum_sent_bidir_reverse"],
+        &end["sum_received_bidir_reverse"],
+        "bidir reverse",
+    );
+}
+
+#[test]
+fn issue_9_iperf3_byte_and_block_limits_and_options() {
+    let Some(_) = iperf3() else { return };
+    let server = Server::start(&[]);
+    let doc = iperf3_json(server.port, &["-n", "20M"]);
+    assert_eq!(u(&doc["end"]["sum_sent"]["bytes"]), 20 << 20);
+    assert_bytes_agree(&doc["end"]["sum_sent"], &doc["end"]["sum_received"], "-n");
+    let doc = iperf3_json(server.port, &["-k", "100", "-l", "64K"]);
+    assert_eq!(u(&doc["end"]["sum_sent"]["bytes"]), 100 << 16);
+    let doc = iperf3_json(
+        server.port,
+        &["-t", "1", "-w", "1M", "-N", "-C", "cubic", "-l", "1K"],
+    );
+    assert_bytes_agree(&doc["end"]["sum_sent"], &doc["end"]["sum_received"], "opts");
+    // -b on TCP: the server's sending stream is paced by the kernel.
+    let doc = iperf3_json(server.port, &["-t", "1", "-b", "40M", "-R"]);
+    let bps = f(&doc["end"]["sum_received"]["bits_per_second"]);
+    assert!((20e6..60e6).contains(&bps), "-b 40M -R: {bps} bit/s");
+    // With -O each side ends its omit period on its own timer (as between
+    // two iperf3s), so the totals agree only roughly.
+    let doc = iperf3_json(server.port, &["-t", "1", "-O", "1"]);
+    let (s, r) = (
+        u(&doc["end"]["sum_sent"]["bytes"]) as f64,
+        u(&doc["end"]["sum_received"]["bytes"]) as f64,
+    );
+    assert!((r - s).abs() <= s * 0.1, "-O 1: sent {s}, received {r}");
+    let secs = f(&doc["end"]["sum_received"]["seconds"]);
+    assert!((0.8..2.0).contains(&secs), "-O 1: receiver seconds {secs}");
+}
+
+#[test]
+fn issue_9_iperf3_udp_client_no_loss_at_a_low_rate() {
+    let Some(_) = iperf3() else { return };
+    let server = Server::start(&[]);
+    for args in [
+        &["-u", "-t", "1", "-b", "5M", "-l", "1400"][..],
+        &[
+            "-u",
+            "-t",
+            "1",
+            "-b",
+            "5M",
+            "-R",
+            "-P",
+            "2",
+            "--udp-counters-64bit",
+        ],
+        &["-u", "-t", "1", "-b", "2M", "--bidir"],
+        &["-u", "-t", "1", "-b", "1M", "-l", "16"],
+    ] {
+        let doc = iperf3_json(server.port, args);
+        let end = &doc["end"];
+        let sum = &end["sum"];
+        assert_eq!(u(&sum["lost_packets"]), 0, "{args:?}: {sum}");
+        assert!(u(&sum["packets"]) > 0, "{args:?}: {sum}");
+        assert!(f(&sum["jitter_ms"]) < 50.0, "{args:?}: {sum}");
+        // No loss: the receiver counted every byte the sender sent.
+        assert_eq!(
+            u(&end["sum_sent"]["bytes"]),
+            u(&end["sum_received"]["bytes"]),
+            "{args:?}"
+        );
+        assert_remote_cpu(&doc);
+    }
+}
+
+#[test]
+fn issue_9_iperf3_get_server_output_returns_linerate_report() {
+    let Some(_) = iperf3() else { return };
+    let server = Server::start(&[]);
+    let doc = iperf3_json(server.port, &["-t", "1", "--get-server-output"]);
+    let text = doc["server_output_text"].as_str().unwrap_or_default();
+    assert!(text.contains("linerate server"), "{text}");
+    assert!(text.contains("receiver"), "{text}");
+    // The text form, as a user without -J sees it.
+    let out = iperf3_client(
+        server.port,
+        &["-u", "-t", "1", "-b", "1M", "--get-server-output"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("Server output:"), "{stdout}");
+    assert!(
+        stdout.contains("the iperf3 client was told packets"),
+        "{stdout}"
+    );
+
+    // A server printing JSON returns its JSON report.
+    let (mut json_server, port) = json_server();
+    let doc = iperf3_json(port, &["-t", "1", "--get-server-output"]);
+    let streams = &doc["server_output_json"]["streams"];
+    assert_eq!(streams.as_array().map(Vec::len), Some(1), "{doc}");
+    let _ = json_server.kill();
+    let _ = json_server.wait();
+}
+
+/// A `linerate server --json` on a free port (it announces itself on
+/// stderr, so the port is chosen here), once it accepts connections.
+fn json_server() -> (std::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let child = Command::new(crate::helpers::bin())
+        .args([
+            "server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn server");
+    let up = crate::helpers::eventually(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "server on port {port} did not start");
+    (child, port)
+}
+
+#[test]
+fn issue_9_iperf3_busy_and_interrupted_clients_leave_the_server_serving() {
+    let Some(_) = iperf3() else { return };
+    let mut server = Server::start(&[]);
+    let port = server.port.to_string();
+    let mut long = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port, "-t", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn iperf3");
+    std::thread::sleep(Duration::from_millis(700));
+    let busy = iperf3_client(server.port, &["-t", "1"]);
+    let text =
+        String::from_utf8_lossy(&busy.stderr).into_owned() + &String::from_utf8_lossy(&busy.stdout);
+    assert!(!busy.status.success(), "second client was admitted: {text}");
+    assert!(text.contains("busy"), "{text}");
+    // Interrupt the running client (SIGINT: it sends CLIENT_TERMINATE).
+    let pid = long.id().to_string();
+    let _ = Command::new("kill").args(["-INT", &pid]).status();
+    let _ = long.wait();
+    // The server takes the next test within a second.
+    let start = Instant::now();
+    let doc = loop {
+        let out = iperf3_client(server.port, &["-t", "1", "-J"]);
+        if out.status.success() {
+            break serde_json::from_slice::<Value>(&out.stdout).expect("json");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "server still busy"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(u(&doc["end"]["sum_received"]["bytes"]) > 0);
+    assert!(server.alive());
+}
+
+#[test]
+fn issue_13_linerate_client_against_an_iperf3_server_names_it() {
+    let Some(_) = iperf3() else { return };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+        .to_string();
+    let mut server = Command::new("iperf3")
+        .args(["-s", "-B", "127.0.0.1", "-p", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn iperf3 -s");
+    let mut said = String::new();
+    let named = crate::helpers::eventually(Duration::from_secs(10), || {
+        let out = crate::helpers::run_client(
+            &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+            Duration::from_secs(20),
+        );
+        said = crate::helpers::stderr(&out);
+        !out.status.success() && said.contains("iperf3 server")
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(named, "{said}");
+    assert!(said.contains("linerate server"), "{said}");
+}
+
+#[test]
+fn issue_13_iperf3_flags_get_a_hint() {
+    let out = crate::helpers::run_client(&["-c", "192.0.2.1", "-t", "3"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    let err = crate::helpers::stderr(&out);
+    assert!(err.contains("linerate tcp 192.0.2.1"), "{err}");
+    let out = crate::helpers::run_client(&["-s"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(crate::helpers::stderr(&out).contains("linerate server"));
+}
+
+/// A real `iperf3 -s` on a free loopback port; killed on drop.
+pub(crate) struct RealServer {
+    child: std::process::Child,
+    pub(crate) port: String,
+}
+
+impl RealServer {
+    pub(crate) fn start() -> RealServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port()
+            .to_string();
+        let child = Command::new("iperf3")
+            .args(["-s", "-B", "127.0.0.1", "-p", &port])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn iperf3 -s");
+        RealServer { child, port }
+    }
+
+    /// Runs `linerate PROTO 127.0.0.1 -p PORT --iperf3 --json ARGS`,
+    /// retrying while the server is not listening yet.
+    fn linerate_json(&self, proto: &str, args: &[&str]) -> Value {
+        let mut all = vec![proto, "127.0.0.1", "-p", &self.port, "--iperf3", "--json"];
+        all.extend_from_slice(args);
+        let mut last = String::new();
+        for _ in 0..50 {
+            let out = crate::helpers::run_client(&all, Duration::from_secs(30));
+            if out.status.success() {
+                return serde_json::from_slice(&out.stdout).expect("JSON report");
+            }
+            last = crate::helpers::stderr(&out);
+            if !last.contains("refused") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("linerate {all:?} against iperf3 failed: {last}");
+    }
+}
+
+impl Drop for RealServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn issue_9_linerate_client_against_a_real_iperf3_server() {
+    let Some(_) = iperf3() else { return };
+    let server = RealServer::start();
+    for (proto, args) in [
+        ("tcp", &["-t", "1"][..]),
+        ("tcp", &["-t", "1", "-R", "-P", "2"]),
+        ("tcp", &["-t", "1", "--bidir"]),
+        ("tcp", &["--bytes", "20M"]),
+        ("udp", &["-t", "1", "-b", "5M", "-l", "1400"]),
+        ("udp", &["-t", "1", "-b", "5M", "-R"]),
+    ] {
+        let report = server.linerate_json(proto, args);
+        for sum in report["sums"].as_array().expect("sums") {
+            let (s, r) = (u(&sum["sender_bytes"]), u(&sum["receiver_bytes"]));
+            assert!(r > 0 && r <= s, "{proto} {args:?}: sent {s}, received {r}");
+        }
+        let streams = report["streams"].as_array().expect("streams");
+        assert!(!streams.is_empty(), "{proto} {args:?}");
+        if proto == "udp" {
+            for st in streams {
+                let lost = u(&st["udp"]["lost"]);
+                let sent = u(&st["udp"]["issued"]);
+                // On loopback at 5 Mbit/s: at most what was in flight at
+                // TEST_END (sent by the server, not counted by the client).
+                assert!(
+                    lost * 50 <= sent.max(1),
+                    "{proto} {args:?}: lost {lost} of {sent}"
+                );
+            }
+        }
+    }
+}
+
+/// `--auth-key`: an iperf3 client cannot present the key, so its test is
+/// refused (never run without the key) and the server keeps serving.
+#[test]
+fn iperf3_client_is_refused_by_a_server_that_requires_a_key() {
+    let Some(_) = iperf3() else { return };
+    let key = std::env::temp_dir().join(format!("linerate-{}-iperf3.key", std::process::id()));
+    std::fs::write(&key, "a fleet-wide secret, 32 bytes ok\n").expect("write key");
+    let mut server = Server::start(&["--auth-key", key.to_str().expect("utf-8 path")]);
+    let out = iperf3_client(server.port, &["-t", "1"]);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "iperf3 ran without the key: {text}");
+    assert!(server.alive());
+    let _ = std::fs::remove_file(&key);
+}
+
+/// A real iperf3 client's tests are recorded like a linerate client's:
+/// a `--json-lines-file` record each (with linerate's exact UDP counts
+/// beside what the client was told) and the `--metrics` counters.
+#[test]
+fn issue_9_iperf3_tests_are_recorded_in_json_lines_and_metrics() {
+    let Some(_) = iperf3() else { return };
+    let dir = std::env::temp_dir().join(format!("linerate-iperf3-jl-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let jl = dir.join("results.jsonl");
+    let _ = std::fs::remove_file(&jl);
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .to_string();
+    let server = Server::start(&[
+        "--json-lines-file",
+        jl.to_str().expect("utf-8 path"),
+        "--metrics",
+        &metrics,
+    ]);
+    iperf3_json(server.port, &["-u", "-t", "1", "-b", "1M", "-l", "1200"]);
+    iperf3_json(server.port, &["-t", "1"]);
+    let mut records: Vec<Value> = Vec::new();
+    let two = crate::helpers::eventually(Duration::from_secs(5), || {
+        let text = std::fs::read_to_string(&jl).unwrap_or_default();
+        records = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        records.len() == 2
+    });
+    assert!(two, "{records:?}");
+    for r in &records {
+        let sw = r["test"]["client_software"].as_str().unwrap_or_default();
+        assert!(sw.starts_with("iperf3"), "{sw}");
+    }
+    let udp = &records[0];
+    assert_eq!(udp["test"]["protocol"], "udp");
+    let s = &udp["streams"][0]["udp"];
+    assert!(u(&s["issued"]) > 0, "{s}");
+    assert_eq!(u(&s["lost"]), 0, "{s}");
+    let notes = udp["notes"].to_string();
+    assert!(
+        notes.contains("the iperf3 client was told packets"),
+        "{notes}"
+    );
+    let text = http_get(&metrics, "/metrics").expect("scrape");
+    for needle in [
+        "linerate_tests_total{kind=\"stream_udp\",outcome=\"completed\"} 1",
+        "linerate_tests_total{kind=\"stream_tcp\",outcome=\"completed\"} 1",
+        "linerate_payload_bytes_total{direction=\"received\"}",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `GET path` over HTTP/1.0: the body.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())
+}

@@ -1,0 +1,424 @@
+//! `linerate msg` (issue 12): whole acknowledged messages between two local
+//! processes over every host-local transport; integrity checks; what a
+//! killed process on either side leaves behind.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::helpers::{assert_ok, bin, eventually, json_client, run_client, stderr, u};
+
+fn cells(r: &Value) -> &Vec<Value> {
+    r["cells"].as_array().expect("cells")
+}
+
+fn ran(r: &Value) -> Vec<&Value> {
+    cells(r).iter().filter(|c| c["skipped"].is_null()).collect()
+}
+
+/// Every transport carries every message whole: both ends count the same
+/// messages and bytes, no byte is corrupt, every figure is there.
+#[test]
+fn issue_12_msg_every_transport_both_ends_agree() {
+    let r = json_client(&[
+        "msg",
+        "--transport",
+        "tcp,unix,unix-dgram,shm",
+        "--sizes",
+        "56,4K",
+        "--concurrency",
+        "1,2",
+        "--trials",
+        "2",
+        "--messages",
+        "20",
+        "--verify",
+        "--json",
+    ]);
+    assert_eq!(r["test"], "msg");
+    assert!(
+        r["ends"].as_str().expect("ends").contains("no server"),
+        "{r}"
+    );
+    assert_eq!(r["verify"]["outside_timing"], true);
+    let ran = ran(&r);
+    let names: Vec<&str> = ran
+        .iter()
+        .map(|c| c["transport"].as_str().expect("name"))
+        .collect();
+    for t in ["tcp", "unix", "unix-dgram", "shm-direct", "shm-bulk"] {
+        assert!(names.contains(&t), "{t} did not run: {r}");
+    }
+    // 5 transports × 2 sizes × 2 concurrencies, less shm-direct's 4 KiB.
+    assert_eq!(ran.len(), 18, "{r}");
+    for c in ran {
+        let conc = u(&c["concurrency"]);
+        assert_eq!(c["sent"], c["received"], "{c}");
+        assert_eq!(u(&c["corrupt"]), 0, "{c}");
+        assert_eq!(u(&c["trials"]), 2);
+        assert_eq!(u(&c["messages_per_trial"]), 20 * conc, "{c}");
+        assert_eq!(u(&c["latency"]["count"]), 2 * 20 * conc, "{c}");
+        assert!(c["throughput_bps"]["mean"].as_f64().expect("bps") > 0.0);
+        assert!(c["throughput_bps"]["ci95_low"].is_number(), "{c}");
+        // calibration 8 + per trial 1 warm-up + 20, per channel.
+        assert_eq!(u(&c["sent"]["messages"]), (8 + 2 * 21) * conc, "{c}");
+    }
+    let skipped: Vec<&Value> = cells(&r)
+        .iter()
+        .filter(|c| !c["skipped"].is_null())
+        .collect();
+    assert_eq!(skipped.len(), 2, "{r}");
+    assert!(skipped[0]["skipped"]
+        .as_str()
+        .expect("why")
+        .contains("56 B"));
+}
+
+/// A corrupt byte (flipped by the test-only hook in every 5th message) is
+/// caught and counted on every transport; the report says the check ran
+/// outside the timed section.
+#[test]
+fn issue_12_verify_counts_injected_corruption_per_transport() {
+    for (t, json) in [
+        ("tcp", true),
+        ("unix", true),
+        ("unix-dgram", true),
+        ("shm-direct", true),
+        ("shm-bulk", true),
+        ("unix", false),
+    ] {
+        let mut args = vec![
+            "msg",
+            "--transport",
+            t,
+            "--sizes",
+            "48",
+            "--trials",
+            "2",
+            "--messages",
+            "20",
+            "--verify",
+        ];
+        if json {
+            args.push("--json");
+        }
+        let out = Command::new(bin())
+            .args(&args)
+            .env("LINERATE_TEST_CORRUPT_EVERY", "5")
+            .output()
+            .expect("run");
+        assert_ok(&out, &args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !json {
+            assert!(text.contains("outside the timed section"), "{text}");
+            continue;
+        }
+        let r: Value = serde_json::from_str(&text).expect("json");
+        // Messages 0..50 (8 calibration, 2 × (1 + 20)): 10 multiples of 5.
+        assert_eq!(u(&ran(&r)[0]["corrupt"]), 10, "{t}: {r}");
+    }
+}
+
+/// Without the hook, the same run finds nothing corrupt (the check is not
+/// merely counting every message).
+#[test]
+fn issue_12_verify_finds_clean_messages_clean() {
+    let r = json_client(&[
+        "msg",
+        "--transport",
+        "shm-bulk",
+        "--sizes",
+        "1M",
+        "--trials",
+        "1",
+        "--messages",
+        "4",
+        "--verify",
+        "--json",
+    ]);
+    assert_eq!(u(&ran(&r)[0]["corrupt"]), 0, "{r}");
+}
+
+/// Direct mode refuses a message larger than its slot, naming the limit.
+#[test]
+fn issue_12_direct_refuses_messages_larger_than_its_slot() {
+    let args = ["msg", "--transport", "shm-direct", "--sizes", "4K"];
+    let out = run_client(&args, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("56 B") && e.contains("--shm-slot"), "{e}");
+    // A larger slot carries it.
+    let r = json_client(&[
+        "msg",
+        "--transport",
+        "shm-direct",
+        "--shm-slot",
+        "8K",
+        "--sizes",
+        "4K",
+        "--trials",
+        "1",
+        "--messages",
+        "5",
+        "--json",
+    ]);
+    assert_eq!(ran(&r).len(), 1, "{r}");
+}
+
+/// Bulk mode carries 20 MB messages with 8 concurrent transfers; both ends
+/// agree on counts and bytes.
+#[test]
+fn issue_12_bulk_carries_20mb_messages_eight_at_a_time() {
+    let r = json_client(&[
+        "msg",
+        "--transport",
+        "shm-bulk",
+        "--sizes",
+        "20M",
+        "--concurrency",
+        "8",
+        "--trials",
+        "1",
+        "--messages",
+        "1",
+        "--json",
+    ]);
+    let c = ran(&r)[0];
+    assert_eq!(c["sent"], c["received"], "{c}");
+    // 8 channels × (8 calibration + 1 warm-up + 1) messages of 20 MiB.
+    assert_eq!(u(&c["received"]["bytes"]), 8 * 10 * 20 * 1024 * 1024, "{c}");
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Gone, or a zombie waiting for a reaper: not running any more.
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+fn long_run(transport: &str) -> std::process::Child {
+    Command::new(bin())
+        .args([
+            "msg",
+            "--transport",
+            transport,
+            "--sizes",
+            "56",
+            "--trials",
+            "1000",
+            "--messages",
+            "1000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn msg")
+}
+
+fn peer_of(parent: &mut std::process::Child) -> u32 {
+    let pid = parent.id();
+    let mut peer = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            peer = children(pid).first().copied();
+            peer.is_some()
+        }),
+        "no receiving process appeared"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    peer.expect("peer")
+}
+
+/// Killing the receiving process ends the client with a clear error; the
+/// segment has no name, so nothing remains in /dev/shm.
+#[test]
+fn issue_12_killed_receiver_ends_the_client_with_a_clear_error() {
+    for t in ["shm-direct", "unix"] {
+        let mut parent = long_run(t);
+        let peer = peer_of(&mut parent);
+        let _ = Command::new("kill")
+            .args(["-9", &peer.to_string()])
+            .status();
+        let start = Instant::now();
+        let out = loop {
+            if let Some(_s) = parent.try_wait().expect("wait") {
+                break parent.wait_with_output().expect("output");
+            }
+            if start.elapsed() > Duration::from_secs(15) {
+                let _ = parent.kill();
+                panic!("{t}: the client outlived its receiver by 15 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(out.status.code(), Some(1), "{t}");
+        let e = stderr(&out);
+        assert!(
+            e.contains("peer process is gone") || e.contains("receiving process"),
+            "{t}: {e}"
+        );
+        let left: Vec<_> = std::fs::read_dir("/dev/shm")
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(
+            !left
+                .iter()
+                .any(|n| n.to_string_lossy().contains("linerate")),
+            "{left:?}"
+        );
+    }
+}
+
+/// Killing the client ends the receiving process within seconds (it sees
+/// the control socket hang up).
+#[test]
+fn issue_12_killed_client_ends_the_receiver() {
+    for t in ["shm-bulk", "tcp"] {
+        let mut parent = long_run(t);
+        let peer = peer_of(&mut parent);
+        let _ = parent.kill();
+        let _ = parent.wait();
+        assert!(
+            eventually(Duration::from_secs(10), || exited(peer)),
+            "{t}: receiving process {peer} still running 10 s after its client died"
+        );
+    }
+}
+
+/// `rr --transport unix|unix-dgram|shm`: the same request/response report
+/// as every rr test, both processes counting the same transactions, with
+/// no server.
+#[test]
+fn issue_12_rr_over_local_transports() {
+    for (t, engine) in [
+        ("unix", "unix"),
+        ("unix-dgram", "unix-dgram"),
+        ("shm", "shm-direct"),
+    ] {
+        let r = json_client(&[
+            "rr",
+            "--transport",
+            t,
+            "--sizes",
+            "56,1K",
+            "-n",
+            "200",
+            "-P",
+            "2",
+            "--json",
+        ]);
+        assert_eq!(r["test"]["client_engine"], engine, "{r}");
+        assert_eq!(r["test"]["protocol"], engine, "{r}");
+        let phases = r["rr"]["phases"].as_array().expect("phases");
+        assert_eq!(phases.len(), 2, "{t}: {r}");
+        for p in phases {
+            assert_eq!(u(&p["transactions"]), 400, "{t}: {p}");
+            assert_eq!(p["transactions"], p["server_transactions"], "{t}: {p}");
+            assert_eq!(u(&p["latency"]["count"]), 400, "{t}: {p}");
+            assert_eq!(
+                p["client_sent_bytes"], p["server_received_bytes"],
+                "{t}: {p}"
+            );
+        }
+        assert!(r["cpu"]["server"]["percent_of_cpu"].is_number(), "{r}");
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("no server"), "{t}: {notes}");
+    }
+}
+
+/// A local transport with a HOST, crr, or shm-bulk is refused up front.
+#[test]
+fn issue_12_rr_local_transport_refusals() {
+    for (args, want) in [
+        (&["rr", "127.0.0.1", "--transport", "unix"][..], "drop HOST"),
+        (&["crr", "--transport", "unix"][..], "no local form"),
+        (&["rr", "--transport", "shm-bulk"][..], "one way"),
+        (&["rr", "--transport", "pigeon"][..], "unknown transport"),
+    ] {
+        let out = run_client(args, Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// `--plot` writes the throughput and latency figure; `--csv` has a row
+/// per cell; `--spin` (shared memory spinning before it sleeps) runs.
+#[test]
+fn issue_12_msg_plot_csv_and_spin() {
+    let dir = std::env::temp_dir().join(format!("linerate-msg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let svg = dir.join("msg.svg");
+    let svg_s = svg.to_string_lossy().into_owned();
+    let args = [
+        "msg",
+        "--transport",
+        "unix,shm-bulk",
+        "--sizes",
+        "56,4K",
+        "--concurrency",
+        "1,2",
+        "--trials",
+        "2",
+        "--messages",
+        "10",
+        "--spin",
+        "5us",
+        "--csv",
+        "--plot",
+        &svg_s,
+    ];
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 1 + 8, "{csv}");
+    assert!(rows[0].starts_with("transport,concurrency,size,"), "{csv}");
+    let plot = std::fs::read_to_string(&svg).expect("plot written");
+    assert!(plot.contains("<svg") && plot.contains("Throughput vs message size"));
+    assert!(
+        plot.contains("shm-bulk ×2"),
+        "one line per transport and concurrency"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-C (SIGINT to the client) ends a msg run as interrupted (exit 130)
+/// within seconds, and its receiving process with it.
+#[test]
+fn issue_12_msg_interrupted_exits_130_and_ends_the_receiver() {
+    for t in ["shm-direct", "unix"] {
+        let mut parent = long_run(t);
+        let peer = peer_of(&mut parent);
+        let _ = Command::new("kill")
+            .args(["-INT", &parent.id().to_string()])
+            .status();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = parent.try_wait().expect("wait") {
+                break s;
+            }
+            if start.elapsed() > Duration::from_secs(15) {
+                let _ = parent.kill();
+                panic!("{t}: still running 15 s after Ctrl-C");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(130), "{t}");
+        assert!(
+            eventually(Duration::from_secs(10), || exited(peer)),
+            "{t}: receiving process {peer} outlived the interrupted client"
+        );
+    }
+}
