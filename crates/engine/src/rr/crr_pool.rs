@@ -10,7 +10,8 @@
 //! whose response does not fit the socket buffer) goes to the pool's one
 //! worker thread, which waits for all of its connections in one `poll(2)`
 //! and finishes them the same way. No thread is started per connection,
-//! and no socket option is set.
+//! and no socket option is set. The worker ends after [`WORKER_IDLE`]
+//! without connections, so a server at rest holds no thread for crr.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -36,6 +37,9 @@ const FIRST_PEEK_REQUEST: usize = 64;
 /// How often the worker wakes without events, to expire connections and
 /// notice that the pool is gone.
 const WORKER_TICK: Duration = Duration::from_millis(100);
+/// How long the worker waits without connections before it ends (the
+/// next connection that must wait starts it again).
+const WORKER_IDLE: Duration = Duration::from_secs(1);
 
 /// What the pool needs from the server that owns it.
 pub trait CrrHost: Send + Sync + 'static {
@@ -242,7 +246,12 @@ struct Worker {
 pub struct CrrPool {
     host: Arc<dyn CrrHost>,
     stop: Arc<AtomicBool>,
-    worker: Mutex<Option<Worker>>,
+    /// Shared with the worker, which clears it when it ends idle: a
+    /// connection is handed over and the worker decides to end under this
+    /// lock, so none is handed to a worker that is ending.
+    worker: Arc<Mutex<Option<Worker>>>,
+    /// Workers started so far (for tests).
+    starts: std::sync::atomic::AtomicUsize,
     /// The accepting thread's buffers.
     scratch: Mutex<Scratch>,
 }
@@ -258,7 +267,8 @@ impl CrrPool {
         CrrPool {
             host,
             stop: Arc::new(AtomicBool::new(false)),
-            worker: Mutex::new(None),
+            worker: Arc::new(Mutex::new(None)),
+            starts: std::sync::atomic::AtomicUsize::new(0),
             scratch: Mutex::new(Scratch::default()),
         }
     }
@@ -311,10 +321,12 @@ impl CrrPool {
         let (tx, rx) = mpsc::channel();
         let host = Arc::clone(&self.host);
         let stop = Arc::clone(&self.stop);
+        let slot = Arc::clone(&self.worker);
         let handle = std::thread::Builder::new()
             .name("linerate-crr".into())
-            .spawn(move || work(host.as_ref(), &rx, &wake_rx, &stop))
+            .spawn(move || work(host.as_ref(), &rx, &wake_rx, &stop, &slot))
             .ok()?;
+        self.starts.fetch_add(1, Ordering::Relaxed);
         Some(Worker { tx, wake, handle })
     }
 }
@@ -331,15 +343,28 @@ impl Drop for CrrPool {
 
 /// The worker: one `poll(2)` over the wake-up socket and every waiting
 /// connection, each moved on when it is ready; dropped after
-/// [`PENDING_LIMIT`].
-fn work(host: &dyn CrrHost, rx: &Receiver<Conn>, wake: &UnixStream, stop: &AtomicBool) {
+/// [`PENDING_LIMIT`]. Ends when the pool is dropped, or after
+/// [`WORKER_IDLE`] without connections.
+fn work(
+    host: &dyn CrrHost,
+    rx: &Receiver<Conn>,
+    wake: &UnixStream,
+    stop: &AtomicBool,
+    slot: &Mutex<Option<Worker>>,
+) {
     let mut conns: Vec<(Conn, libc::c_short)> = Vec::new();
     let mut fds: Vec<libc::pollfd> = Vec::new();
     let mut scratch = Scratch::default();
     let mut drain = [0u8; 64];
+    let mut idle_since = Instant::now();
     while !stop.load(Ordering::Acquire) {
         while let Ok(c) = rx.try_recv() {
             conns.push((c, libc::POLLIN));
+        }
+        if !conns.is_empty() {
+            idle_since = Instant::now();
+        } else if idle_since.elapsed() >= WORKER_IDLE && retire(rx, slot, &mut conns) {
+            return;
         }
         fds.clear();
         fds.push(libc::pollfd {
@@ -398,6 +423,26 @@ fn work(host: &dyn CrrHost, rx: &Receiver<Conn>, wake: &UnixStream, stop: &Atomi
             }
         }
     }
+}
+
+/// Ends an idle worker: under the pool's lock, so that nothing is handed
+/// over meanwhile, takes what is still queued (and goes on if there was
+/// any) or clears the pool's worker (the next wait starts a new one).
+fn retire(
+    rx: &Receiver<Conn>,
+    slot: &Mutex<Option<Worker>>,
+    conns: &mut Vec<(Conn, libc::c_short)>,
+) -> bool {
+    let Ok(mut w) = slot.lock() else {
+        return false;
+    };
+    conns.extend(rx.try_iter().map(|c| (c, libc::POLLIN)));
+    if !conns.is_empty() {
+        return false;
+    }
+    // Dropping our own handle detaches this thread, which returns next.
+    *w = None;
+    true
 }
 
 /// Drops a connection that took too long, failing its transaction if it
@@ -538,9 +583,25 @@ mod tests {
         let _other = client.join().expect("client");
         assert_eq!(taken, N);
         // The split transactions went through the worker.
-        assert!(pool.worker.lock().expect("lock").is_some());
+        assert!(pool.starts.load(Ordering::Relaxed) >= 1);
         let counted: u64 = host.crr.measurements().iter().map(|m| m.transactions).sum();
         assert_eq!(counted, N);
+        // Idle, the worker ends (a server at rest holds no crr thread),
+        // and the next connection that must wait starts another.
+        let t = Instant::now();
+        while pool.worker.lock().expect("lock").is_some() {
+            assert!(
+                t.elapsed() < WORKER_IDLE * 10,
+                "the idle worker did not end"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let starts = pool.starts.load(Ordering::Relaxed);
+        let again = std::thread::spawn(move || transaction(addr, token, 0, N, true));
+        let (sock, peer) = listener.accept().expect("accept");
+        assert!(matches!(pool.offer(sock, peer), Offer::Taken));
+        again.join().expect("a transaction after the worker ended");
+        assert_eq!(pool.starts.load(Ordering::Relaxed), starts + 1);
         assert_eq!(host.failures.load(Ordering::Relaxed), 0);
         let mut others = host.others.lock().expect("lock");
         assert_eq!(others.len(), 1);
