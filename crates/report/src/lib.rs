@@ -9,6 +9,7 @@
 //! in the model.
 
 pub mod build;
+pub mod civil;
 pub mod compare;
 pub mod html;
 pub mod model;
