@@ -21,10 +21,7 @@ use linerate_proto::spec::Direction;
 use crate::model::{SweepReport, SweepTrial};
 use crate::plot_text::{caption, decade, si, tick, utc, CAPTION_H};
 
-/// A figure that could not be drawn.
-#[derive(Debug, thiserror::Error)]
-#[error("drawing the plot: {0}")]
-pub struct PlotError(pub(crate) String);
+pub use crate::plot_text::PlotError;
 
 fn err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError(e.to_string())

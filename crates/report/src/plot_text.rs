@@ -6,7 +6,10 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::plot::PlotError;
+/// A figure that could not be drawn.
+#[derive(Debug, thiserror::Error)]
+#[error("drawing the plot: {0}")]
+pub struct PlotError(pub(crate) String);
 
 /// A tick label: at most three significant digits after the point, no
 /// trailing zeros, no exponent for the ranges figures take.
