@@ -127,7 +127,7 @@ def find_anchor(name: str) -> Tool:
     return t
 
 
-KNOWN_ENGINES = ("syscall", "batch", "uring", "zerocopy", "auto")
+KNOWN_ENGINES = ("syscall", "batch", "uring", "uring:sqpoll", "zerocopy", "auto")
 
 
 # ---- linerate -------------------------------------------------------------------
@@ -183,7 +183,7 @@ class Linerate:
                       text, re.I)
         found = []
         if m:
-            words = re.findall(r"[a-z][a-z0-9_-]*", m.group(1))
+            words = re.findall(r"[a-z][a-z0-9_:-]*", m.group(1))
             # Engine names the issue defines; other words (descriptions) only
             # when none of those is there.
             found = [w for w in words if w in KNOWN_ENGINES] or [

@@ -32,7 +32,7 @@ impl clap::builder::TypedValueParser for EngineNames {
         Some(Box::new(
             linerate_engine::engines::EngineKind::ALL
                 .iter()
-                .map(|k| clap::builder::PossibleValue::new(k.name()))
+                .map(|k| clap::builder::PossibleValue::new(k.name()).help(k.summary()))
                 .chain(std::iter::once(
                     clap::builder::PossibleValue::new(super::AUTO)
                         .help("client only: the fastest engine this kernel runs for the test"),
@@ -44,9 +44,8 @@ impl clap::builder::TypedValueParser for EngineNames {
 /// The data-path engine of this side and its options.
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
-    /// Data-path engine for this side: `syscall` (one call per buffer or
-    /// datagram; works under LD_PRELOAD kernel-bypass libraries) or `batch`
-    /// (sendmmsg/recvmmsg with UDP GSO/GRO, large TCP writes).
+    /// Data-path engine for this side (an engine this kernel lacks is
+    /// refused with the reason).
     #[arg(long, default_value = "syscall", value_parser = EngineNames)]
     pub engine: String,
     /// Client: ask the server to run its side with this engine (it may

@@ -80,6 +80,27 @@ impl EngineKind {
         }
     }
 
+    /// What the engine does, in one line (for `--help`).
+    pub fn summary(self) -> &'static str {
+        match self {
+            EngineKind::Syscall => {
+                "one call per buffer or datagram; works under LD_PRELOAD kernel-bypass libraries"
+            }
+            EngineKind::Batch(_) => {
+                "sendmmsg/recvmmsg with UDP GSO/GRO; large TCP writes, optional MSG_TRUNC receive"
+            }
+            EngineKind::Uring { sqpoll: false } => {
+                "io_uring: registered buffers, multishot receive into a provided-buffer ring"
+            }
+            EngineKind::Uring { sqpoll: true } => {
+                "io_uring with a kernel submission-polling thread (SQPOLL)"
+            }
+            EngineKind::ZeroCopy => {
+                "MSG_ZEROCOPY sends, completions tracked on the error queue (loopback copies anyway)"
+            }
+        }
+    }
+
     /// The names of [`Self::ALL`], comma-separated (for help and errors).
     pub fn names() -> String {
         Self::ALL
