@@ -341,6 +341,11 @@ pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope) -> RunPa
         interval: Duration::from_millis(spec.interval_ms),
         cpus: cpus.to_vec(),
         cpu_scope,
+        skip_rx_copy: spec.tcp.skip_rx_copy,
+        busy_poll: spec.busy_poll.then(|| {
+            // Every stream of this side spins on its own thread.
+            linerate_engine::wait::side_spin_mode(spec.connection_count() as u32, cpus)
+        }),
     }
 }
 

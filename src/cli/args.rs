@@ -69,11 +69,14 @@ pub struct EngineArgs {
     /// batch: one datagram per recvmmsg message.
     #[arg(long, overrides_with = "gro")]
     pub no_gro: bool,
-    /// batch: TCP receivers discard data with MSG_TRUNC instead of copying
-    /// it (for receivers that need not look at the bytes).
-    #[arg(long)]
-    pub skip_rx_copy: bool,
 }
+
+/// Busy polling on a throughput test's data sockets.
+pub const BUSY_POLL_HELP: &str = "\
+Busy polling on both sides: non-blocking data sockets that spin on EAGAIN (up
+to 50 µs per wait, then a poll(2) sleep; yielding when the CPU is shared), plus
+SO_BUSY_POLL and SO_PREFER_BUSY_POLL where the kernel allows; the report says
+what the kernel accepted and how many waits slept. Costs a CPU per stream";
 
 const AFTER_HELP: &str = "\
 Units: sizes take K/M/G (1024-based, as iperf3: -l 128K = 131072 bytes); rates
@@ -264,7 +267,7 @@ pub struct CompareArgs {
     /// Engines to run, comma-separated; ratios are to the first.
     #[arg(long, default_value = "syscall,uring,zerocopy")]
     pub engines: String,
-    /// rr only: `both` runs every engine without and with --busy-poll.
+    /// `both` runs every engine without and with --busy-poll (tcp, udp, rr).
     #[arg(long, value_name = "both|on|off")]
     pub busy_poll: Option<String>,
     #[command(flatten)]
@@ -366,6 +369,13 @@ pub struct TcpArgs {
     /// TCP maximum segment size (TCP_MAXSEG).
     #[arg(short = 'M', long, value_name = "BYTES")]
     pub mss: Option<u32>,
+    /// Receivers (the server; with -R the client; with --bidir both) consume
+    /// data with MSG_TRUNC instead of copying it: for when the bytes need
+    /// not be looked at. The report says so.
+    #[arg(long)]
+    pub skip_rx_copy: bool,
+    #[arg(long, long_help = BUSY_POLL_HELP, help = "Busy polling on both sides' data sockets")]
+    pub busy_poll: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Give up connecting after this long.
@@ -438,6 +448,8 @@ pub struct UdpArgs {
     /// Fill payloads with a pattern of the sequence number and check every byte.
     #[arg(long)]
     pub verify: bool,
+    #[arg(long, long_help = BUSY_POLL_HELP, help = "Busy polling on both sides' data sockets")]
+    pub busy_poll: bool,
     /// Receivers keep reading this long after the senders finish (at least;
     /// stretched to two round trips of the path).
     #[arg(long, value_name = "DURATION", default_value = "250ms")]

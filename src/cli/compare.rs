@@ -81,9 +81,6 @@ pub(super) fn validate_compare(mut a: args::CompareArgs) -> Result<Command> {
         Some("both") => vec![false, true],
         Some(v) => bail!("--busy-poll: {v:?}; compare takes both, on or off"),
     };
-    if busy.contains(&true) && kind != "rr" {
-        bail!("--busy-poll: only rr tests busy-poll");
-    }
     let engines: Vec<String> = a
         .engines
         .split(',')

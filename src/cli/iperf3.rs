@@ -462,6 +462,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
             no_delay: a.no_delay,
             mss: a.mss,
             rate: (protocol == Protocol::Tcp && rate != 0).then_some(rate),
+            skip_rx_copy: false,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match rate {
@@ -532,7 +533,6 @@ fn engine(a: &Args, protocol: Protocol) -> Result<(EngineKind, Option<String>)> 
         EngineKind::Batch(Batch {
             gso: Toggle::On,
             gro: Toggle::On,
-            skip_rx_copy: false,
         })
     } else {
         let w = match protocol {

@@ -320,7 +320,6 @@ fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
         EngineKind::Batch(_) => EngineKind::Batch(Batch {
             gso: toggle(a.gso, a.no_gso),
             gro: toggle(a.gro, a.no_gro),
-            skip_rx_copy: a.skip_rx_copy,
         }),
         other => {
             if let Some(flag) = batch_only_flag(a) {
@@ -339,7 +338,6 @@ fn batch_only_flag(a: &args::EngineArgs) -> Option<&'static str> {
         (a.no_gso, "--no-gso"),
         (a.gro, "--gro"),
         (a.no_gro, "--no-gro"),
-        (a.skip_rx_copy, "--skip-rx-copy"),
     ]
     .into_iter()
     .find_map(|(set, flag)| set.then_some(flag))
@@ -518,8 +516,12 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
             drain_ms: duration_ms("--drain", &u.drain)?,
             faults,
         }),
+        busy_poll: u.busy_poll,
         ..TestSpec::default()
     };
+    if u.iperf3 {
+        iperf3_refuses(false, u.busy_poll)?;
+    }
     let conns = spec.connection_count();
     if let Some(udp) = spec.udp.as_mut() {
         if udp.pace == Pace::Unlimited && udp.window.is_none() {
@@ -674,9 +676,14 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                     no_delay: t.no_delay,
                     mss: t.mss,
                     rate: tcp_rate(t.rate.as_deref())?,
+                    skip_rx_copy: t.skip_rx_copy,
                 },
+                busy_poll: t.busy_poll,
                 ..TestSpec::default()
             };
+            if t.iperf3 {
+                iperf3_refuses(t.skip_rx_copy, t.busy_poll)?;
+            }
             let mut cfg = client_config(
                 t.host,
                 t.port,
@@ -692,6 +699,19 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
         }
     };
     repeat::attach(host::attach(cmd?, host_flags)?, repeat_flags)
+}
+
+/// Options an iperf3 server cannot be asked for (its protocol has no
+/// busy polling, and linerate does not send iperf3's skip_rx_copy): refused
+/// rather than applied to one side only.
+fn iperf3_refuses(skip_rx_copy: bool, busy_poll: bool) -> Result<()> {
+    if skip_rx_copy {
+        bail!("--skip-rx-copy is not available with --iperf3 (use iperf3's own --skip-rx-copy on its server)");
+    }
+    if busy_poll {
+        bail!("--busy-poll is not available with --iperf3 (an iperf3 server cannot be asked to busy-poll)");
+    }
+    Ok(())
 }
 
 /// `tcp --rate`: bit/s per sending stream; `0` or absent: unpaced. The

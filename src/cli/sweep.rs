@@ -62,7 +62,6 @@ pub(super) fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
         (e.no_gso, "--no-gso"),
         (e.gro, "--gro"),
         (e.no_gro, "--no-gro"),
-        (e.skip_rx_copy, "--skip-rx-copy"),
     ] {
         if set {
             argv.push(flag.into());

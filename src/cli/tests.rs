@@ -83,7 +83,14 @@ fn invalid_combinations_name_the_flag() {
         ("tcp --json --csv", "--csv"),
         ("tcp --cpus 9999", "--cpus"),
         ("tcp --engine warp", "engine"),
-        ("tcp --skip-rx-copy", "--skip-rx-copy needs --engine batch"),
+        (
+            "tcp 198.18.0.1 --iperf3 --skip-rx-copy",
+            "--skip-rx-copy is not available with --iperf3",
+        ),
+        (
+            "udp 198.18.0.1 --iperf3 --busy-poll",
+            "--busy-poll is not available with --iperf3",
+        ),
         ("udp 198.18.0.1 --no-gso", "--no-gso needs --engine batch"),
         ("tcp -l 12Q", "--len"),
         ("server --max-concurrent 0", "--max-concurrent"),
@@ -103,7 +110,6 @@ fn issue_8_batch_engine_options_resolve_once() {
         EngineKind::Batch(Batch {
             gso: Toggle::Off,
             gro: Toggle::Off,
-            skip_rx_copy: false
         })
     );
     // The last of a pair wins; a kernel without UDP_SEGMENT refuses it.
@@ -115,9 +121,18 @@ fn issue_8_batch_engine_options_resolve_once() {
         )),
         Err(_) => assert!(r.expect_err("refused").to_string().contains("--gso")),
     }
-    let c = tcp("tcp --engine batch --skip-rx-copy");
-    assert!(matches!(c.engine, EngineKind::Batch(b) if b.skip_rx_copy));
     assert_eq!(tcp("tcp").engine, EngineKind::Syscall);
+}
+
+#[test]
+fn issue_8_skip_rx_copy_and_busy_poll_are_test_options_for_every_engine() {
+    for engine in ["syscall", "batch", "zerocopy"] {
+        let c = tcp(&format!("tcp --engine {engine} --skip-rx-copy --busy-poll"));
+        assert!(c.spec.tcp.skip_rx_copy && c.spec.busy_poll, "{engine}");
+    }
+    let c = tcp("tcp -R");
+    assert!(!c.spec.tcp.skip_rx_copy && !c.spec.busy_poll);
+    assert!(udp("udp 198.18.0.1 -b 0 --busy-poll").spec.busy_poll);
 }
 
 #[test]

@@ -477,6 +477,8 @@ impl Test<'_, '_> {
                     omit: Duration::from_millis(spec.omit_ms),
                 }),
             }),
+            skip_rx_copy: spec.tcp.skip_rx_copy,
+            busy_poll: None,
         };
         let now = Instant::now();
         self.started = Some(now);

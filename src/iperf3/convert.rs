@@ -61,6 +61,8 @@ pub fn spec_from(p: &Params) -> TestSpec {
             // iperf3's -b on TCP: each sending stream paced by the kernel
             // (at least 8 bit/s: it paces whole bytes per second).
             rate: (protocol == Protocol::Tcp && p.bandwidth >= 8).then_some(p.bandwidth),
+            // iperf3 3.21's --skip-rx-copy: its receivers use MSG_TRUNC, so ours do.
+            skip_rx_copy: protocol == Protocol::Tcp && p.skip_rx_copy,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match p.bandwidth {

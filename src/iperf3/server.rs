@@ -500,6 +500,8 @@ impl Test<'_> {
                     omit: Duration::from_secs(p.omit.into()),
                 }),
             }),
+            skip_rx_copy: spec.tcp.skip_rx_copy,
+            busy_poll: None,
         };
         self.start_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -17,6 +17,7 @@ mod readme;
 mod repeat;
 mod report;
 mod rr;
+mod speed;
 mod tcp;
 mod udp;
 mod uring_engines;

@@ -13,7 +13,7 @@ use crate::helpers::*;
 const ENGINES: &[&str] = &["syscall", "uring", "uring:sqpoll", "zerocopy"];
 
 /// Whether `engine` runs here; prints why not.
-fn runs_here(engine: &str) -> bool {
+pub(crate) fn runs_here(engine: &str) -> bool {
     let out = run_client(
         &["tcp", "-n", "64K", "--engine", engine, "--json"],
         Duration::from_secs(30),

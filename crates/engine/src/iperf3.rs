@@ -211,7 +211,14 @@ pub fn send(
     out.behind = pacer.behind(end);
     out.kept_up = pacer.within_tolerance(out.behind);
     out.last_send_ns = last_send.unwrap_or(0);
-    (out, StreamEnd { calls, result })
+    (
+        out,
+        StreamEnd {
+            calls,
+            poll_sleeps: None,
+            result,
+        },
+    )
 }
 
 /// Receives iperf3 datagrams until the drain deadline (then reads what is
@@ -320,7 +327,14 @@ pub fn recv(
     out.lost = out.issued.map(|i| c.lost(i));
     out.socket_drops = udp::socket_drops(sock);
     out.iperf3 = Some(iperf.counts());
-    (out, StreamEnd { calls, result })
+    (
+        out,
+        StreamEnd {
+            calls,
+            poll_sleeps: None,
+            result,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ pub mod tcp_info;
 pub mod tcp_pace;
 pub mod test_hooks;
 pub mod udp;
+pub mod wait;
 
 /// Errors of the data path.
 ///

@@ -293,6 +293,31 @@ pub fn wait_ready(
 /// (`SO_BUSY_POLL`), in µs, when a test asks for busy polling.
 pub const BUSY_POLL_US: u32 = 50;
 
+/// `SO_PREFER_BUSY_POLL` (Linux 5.11; the asm-generic value, as the other
+/// option numbers this crate defines): the kernel's interrupt deferral
+/// leaves the device queue to busy-polling sockets.
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+
+/// Sets `SO_PREFER_BUSY_POLL`. Needs `CAP_NET_ADMIN`; a kernel before 5.11
+/// refuses it as an unknown option.
+pub fn set_prefer_busy_poll(sock: &impl AsRawFd) -> std::io::Result<()> {
+    let v: libc::c_int = 1;
+    // SAFETY: the pointer and length describe `v`.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PREFER_BUSY_POLL,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sets `SO_BUSY_POLL` to `usec`. Raising it above the system default
 /// (`net.core.busy_read`) needs `CAP_NET_ADMIN`; the error says so.
 pub fn set_busy_poll(sock: &impl AsRawFd, usec: u32) -> std::io::Result<()> {

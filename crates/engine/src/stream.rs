@@ -90,7 +90,21 @@ impl Signals {
 pub struct StreamEnd {
     /// Read, write, send or receive calls made.
     pub calls: u64,
+    /// Busy polling only: waits that spun their whole budget and then
+    /// slept in `poll(2)`.
+    pub poll_sleeps: Option<u64>,
     pub result: Result<(), EngineError>,
+}
+
+impl StreamEnd {
+    /// A loop that could not start: no calls made.
+    pub fn failed(e: EngineError) -> StreamEnd {
+        StreamEnd {
+            calls: 0,
+            poll_sleeps: None,
+            result: Err(e),
+        }
+    }
 }
 
 /// Tracks how long a loop has gone without progress; reads the clock only

@@ -5,18 +5,21 @@
 //! call; the engine only moves the bytes.
 
 use std::net::{Shutdown, TcpStream};
+use std::time::Duration;
 
-use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx, WaitPolicy};
-use crate::stream::{is_timeout, map_err, Idle, Signals, StreamCounter, StreamEnd};
-use crate::EngineError;
+use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx};
+use crate::stream::{is_timeout, map_err, Signals, StreamCounter, StreamEnd, POLL};
+use crate::wait::{stream_end, Wait, Waiter};
 
-/// Spinning loops check the idle limit once per this many empty calls
-/// (a clock read each time would dominate a spin). A power of two.
-const SPIN_IDLE_CHECK: u32 = 1024;
+/// Longest `poll(2)` sleep of a busy-polling stream once its spin budget is
+/// spent: the loops look at their flags at least this often.
+const SPIN_SLEEP: Duration = POLL;
 
 /// Writes `buf` repeatedly on `sock` with engine `kind` until stopped or
 /// `limit` bytes are written, then shuts down the write side so the
-/// receiver sees end of stream.
+/// receiver sees end of stream. `wait`: blocking calls bounded by the
+/// socket's timeout, or busy polling (a socket made non-blocking by
+/// [`crate::wait::prepare_stream`]).
 pub fn send(
     kind: EngineKind,
     sock: &TcpStream,
@@ -24,51 +27,23 @@ pub fn send(
     limit: Option<u64>,
     counter: &StreamCounter,
     signals: &Signals,
+    wait: Wait,
 ) -> StreamEnd {
-    with_engine!(kind, e => send_with(e, sock, buf, limit, counter, signals, WaitPolicy::Block))
+    with_engine!(kind, e => send_with(e, sock, buf, limit, counter, signals, wait))
 }
 
-/// Reads `sock` with engine `kind` until end of stream or abort.
+/// Reads `sock` with engine `kind` until end of stream or abort;
+/// `skip_copy`: consume the bytes without copying them (`MSG_TRUNC`).
 pub fn recv(
     kind: EngineKind,
     sock: &TcpStream,
     buf: &mut [u8],
     counter: &StreamCounter,
     signals: &Signals,
+    wait: Wait,
+    skip_copy: bool,
 ) -> StreamEnd {
-    with_engine!(kind, e => recv_with(e, sock, buf, counter, signals, WaitPolicy::Block))
-}
-
-/// What a loop does when a call timed out or would block: fails after the
-/// idle limit; when spinning, looks at the clock only now and then.
-struct Stall {
-    idle: Idle,
-    policy: WaitPolicy,
-    misses: u32,
-}
-
-impl Stall {
-    fn new(policy: WaitPolicy) -> Self {
-        Stall {
-            idle: Idle(None),
-            policy,
-            misses: 0,
-        }
-    }
-    #[inline]
-    fn progressed(&mut self) {
-        self.idle.progressed();
-    }
-    fn missed(&mut self) -> Result<(), EngineError> {
-        if self.policy == WaitPolicy::Spin {
-            self.misses = self.misses.wrapping_add(1);
-            if self.misses & (SPIN_IDLE_CHECK - 1) != 0 {
-                std::hint::spin_loop();
-                return Ok(());
-            }
-        }
-        self.idle.timed_out()
-    }
+    with_engine!(kind, e => recv_with(e, sock, buf, counter, signals, wait, skip_copy))
 }
 
 fn send_with<E: Engine>(
@@ -78,21 +53,16 @@ fn send_with<E: Engine>(
     limit: Option<u64>,
     counter: &StreamCounter,
     signals: &Signals,
-    policy: WaitPolicy,
+    wait: Wait,
 ) -> StreamEnd {
     let mut io = match engine.tcp_tx(sock) {
         Ok(io) => io,
-        Err(e) => {
-            return StreamEnd {
-                calls: 0,
-                result: Err(e),
-            }
-        }
+        Err(e) => return StreamEnd::failed(e),
     };
-    let wait = policy.call();
+    let mut waiter = Waiter::new(wait, signals, true);
+    let call = waiter.call();
     let mut calls = 0u64;
     let mut remaining = limit.unwrap_or(u64::MAX);
-    let mut stall = Stall::new(policy);
     let result = loop {
         if remaining == 0 || signals.stopping() {
             break io
@@ -112,23 +82,27 @@ fn send_with<E: Engine>(
         let times = usize::try_from(remaining / buf.len().max(1) as u64)
             .unwrap_or(usize::MAX)
             .max(1);
-        match io.write_repeated(sock, &buf[..n], times, wait) {
-            Ok(0) => break Err(EngineError::PeerReset("write returned 0".into())),
+        match io.write_repeated(sock, &buf[..n], times, call) {
+            Ok(0) => break Err(crate::EngineError::PeerReset("write returned 0".into())),
             Ok(k) => {
                 counter.add(k as u64);
                 remaining -= k as u64;
-                stall.progressed();
+                waiter.progressed();
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if is_timeout(&e) => {
-                if let Err(e) = stall.missed() {
-                    break Err(e);
+                if let Err(e) = waiter.would_block(sock, libc::POLLOUT, SPIN_SLEEP, None) {
+                    break stream_end(e);
                 }
             }
             Err(e) => break Err(map_err("write", e)),
         }
     };
-    StreamEnd { calls, result }
+    StreamEnd {
+        calls,
+        poll_sleeps: waiter.sleeps(),
+        result,
+    }
 }
 
 fn recv_with<E: Engine>(
@@ -137,46 +111,47 @@ fn recv_with<E: Engine>(
     buf: &mut [u8],
     counter: &StreamCounter,
     signals: &Signals,
-    policy: WaitPolicy,
+    wait: Wait,
+    skip_copy: bool,
 ) -> StreamEnd {
-    let mut io = match engine.tcp_rx(sock) {
+    let mut io = match engine.tcp_rx(sock, skip_copy) {
         Ok(io) => io,
-        Err(e) => {
-            return StreamEnd {
-                calls: 0,
-                result: Err(e),
-            }
-        }
+        Err(e) => return StreamEnd::failed(e),
     };
-    let wait = policy.call();
+    let mut waiter = Waiter::new(wait, signals, true);
+    let call = waiter.call();
     let mut calls = 0u64;
-    let mut stall = Stall::new(policy);
     let result = loop {
         if signals.aborted() {
             break Ok(());
         }
         calls += 1;
-        match io.read(sock, buf, wait) {
+        match io.read(sock, buf, call) {
             Ok(0) => break Ok(()),
             Ok(k) => {
                 counter.add(k as u64);
-                stall.progressed();
+                waiter.progressed();
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if is_timeout(&e) => {
-                if let Err(e) = stall.missed() {
-                    break Err(e);
+                if let Err(e) = waiter.would_block(sock, libc::POLLIN, SPIN_SLEEP, None) {
+                    break stream_end(e);
                 }
             }
             Err(e) => break Err(map_err("read", e)),
         }
     };
-    StreamEnd { calls, result }
+    StreamEnd {
+        calls,
+        poll_sleeps: waiter.sleeps(),
+        result,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_proto::rr_core::SpinMode;
     use std::net::TcpListener;
 
     fn pair() -> (TcpStream, TcpStream) {
@@ -188,18 +163,18 @@ mod tests {
 
     #[test]
     fn a_byte_limited_stream_arrives_whole_with_either_wait_policy() {
-        for policy in [WaitPolicy::Block, WaitPolicy::Spin] {
+        for wait in [Wait::Block, Wait::Spin(SpinMode::Shared)] {
             let (tx, rx) = pair();
-            if policy == WaitPolicy::Spin {
-                tx.set_nonblocking(true).expect("nonblocking");
-                rx.set_nonblocking(true).expect("nonblocking");
+            if wait != Wait::Block {
+                crate::wait::prepare_stream(&tx).expect("busy poll");
+                crate::wait::prepare_stream(&rx).expect("busy poll");
             }
             let signals = std::sync::Arc::new(Signals::default());
             let s2 = std::sync::Arc::clone(&signals);
             let reader = std::thread::spawn(move || {
                 let c = StreamCounter::default();
                 let mut buf = vec![0u8; 1000];
-                let end = recv_with(crate::engines::Syscall, &rx, &mut buf, &c, &s2, policy);
+                let end = recv_with(crate::engines::Syscall, &rx, &mut buf, &c, &s2, wait, false);
                 end.result.expect("read to end");
                 c.get()
             });
@@ -212,11 +187,11 @@ mod tests {
                 Some(100_000),
                 &c,
                 &signals,
-                policy,
+                wait,
             );
             end.result.expect("sent");
             assert_eq!(c.get(), 100_000);
-            assert_eq!(reader.join().expect("reader"), 100_000, "{policy:?}");
+            assert_eq!(reader.join().expect("reader"), 100_000, "{wait:?}");
         }
     }
 }

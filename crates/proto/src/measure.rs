@@ -80,6 +80,14 @@ pub struct StreamMeasurement {
     /// syscall engine, which uses nothing beyond one call per buffer).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub engine_use: Option<EngineUse>,
+    /// `--busy-poll`: what the kernel said to `SO_BUSY_POLL` and
+    /// `SO_PREFER_BUSY_POLL` on this stream's socket.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busy_poll: Option<String>,
+    /// `--busy-poll`: waits that spun their whole budget and then slept in
+    /// `poll(2)` (each costs a wake-up).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub poll_sleeps: Option<u64>,
 }
 
 /// What an accelerated engine (`uring`, `zerocopy`) actually used on one

@@ -71,6 +71,11 @@ pub struct TcpOptions {
     /// older peers' specs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<u64>,
+    /// Receivers on both sides consume stream data with `MSG_TRUNC`
+    /// instead of copying it to user space (`--skip-rx-copy`: for receivers
+    /// that need not look at the bytes). Absent from older peers' specs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_rx_copy: bool,
 }
 
 /// What a test measures.
@@ -269,6 +274,12 @@ pub struct TestSpec {
     /// UDP parameters; present exactly when `protocol` is `udp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpSpec>,
+    /// Stream tests: both sides' data sockets are non-blocking and spin on
+    /// `EAGAIN` within a budget, plus `SO_BUSY_POLL` (request/response
+    /// tests carry theirs in [`RrSpec::busy_poll`]). Absent from older
+    /// peers' specs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy_poll: bool,
 }
 
 impl Default for TestSpec {
@@ -285,6 +296,7 @@ impl Default for TestSpec {
             kind: TestKind::Stream,
             rr: None,
             udp: None,
+            busy_poll: false,
         }
     }
 }

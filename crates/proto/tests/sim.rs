@@ -322,6 +322,8 @@ fn results(side: Side, spec: &TestSpec) -> SideResults {
                 udp_send: None,
                 udp_recv: None,
                 engine_use: None,
+                busy_poll: None,
+                poll_sleeps: None,
             })
             .collect(),
         intervals: vec![IntervalMeasurement {

@@ -45,6 +45,8 @@ fn endpoint(side: Side, m: Option<&StreamMeasurement>, omit_s: f64) -> Endpoint 
         tcp: m.tcp,
         error: m.error,
         engine_use: m.engine_use,
+        busy_poll: m.busy_poll,
+        poll_sleeps: m.poll_sleeps,
     }
 }
 

@@ -82,6 +82,10 @@ pub struct TestInfo {
     /// UDP parameters as agreed with the server (UDP tests only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub udp: Option<UdpSpec>,
+    /// Stream tests with `--busy-poll`: both sides' data sockets spun
+    /// (request/response tests say it in `rr.busy_poll`).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub busy_poll: bool,
     /// Congestion control the client's first data socket ended up using.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub congestion_used: Option<String>,
@@ -131,6 +135,7 @@ impl TestInfo {
             interval_s: stream.map(|s| s.interval_ms as f64 / 1e3),
             tcp: spec.tcp.clone(),
             udp: spec.udp.clone(),
+            busy_poll: spec.busy_poll,
             congestion_used: None,
             server: String::new(),
             client: None,
@@ -167,6 +172,14 @@ pub struct Endpoint {
     /// What this end's accelerated engine used (absent: syscall engine).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub engine_use: Option<EngineUse>,
+    /// `--busy-poll`: what the kernel said to `SO_BUSY_POLL` and
+    /// `SO_PREFER_BUSY_POLL` on this end's socket.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub busy_poll: Option<String>,
+    /// `--busy-poll`: waits that spun their whole budget and then slept in
+    /// `poll(2)`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub poll_sleeps: Option<u64>,
 }
 
 /// Both ends of one stream.

@@ -238,29 +238,6 @@ pub enum Wait {
     DontWait,
 }
 
-/// How a loop waits when its socket has nothing for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WaitPolicy {
-    /// Blocking calls bounded by the socket's timeout, so the loop checks
-    /// its flags at that period and sleeps otherwise.
-    #[default]
-    Block,
-    /// Non-blocking calls; the loop spins on `WouldBlock` (busy polling:
-    /// lowest latency, one CPU kept busy).
-    Spin,
-}
-
-impl WaitPolicy {
-    /// The per-call [`Wait`] of this policy.
-    #[inline]
-    pub fn call(self) -> Wait {
-        match self {
-            WaitPolicy::Block => Wait::Block,
-            WaitPolicy::Spin => Wait::DontWait,
-        }
-    }
-}
-
 /// A way of moving data: per transport, an I/O object made once per socket
 /// (where the engine keeps its per-socket state: message headers, rings,
 /// completion tracking) whose methods each do one batch of I/O.
@@ -285,8 +262,9 @@ pub trait Engine: Copy + Send + Sync + 'static {
     fn udp_rx_attach(self, _sock: &UdpSocket) {}
     /// Prepares a TCP stream for writing.
     fn tcp_tx(self, sock: &TcpStream) -> Result<Self::TcpTx, EngineError>;
-    /// Prepares a TCP stream for reading.
-    fn tcp_rx(self, sock: &TcpStream) -> Result<Self::TcpRx, EngineError>;
+    /// Prepares a TCP stream for reading; `skip_copy`: consume the bytes
+    /// without copying them (`MSG_TRUNC`, `--skip-rx-copy`).
+    fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<Self::TcpRx, EngineError>;
 }
 
 /// Sending datagrams on one connected UDP socket.

@@ -23,7 +23,7 @@ impl Engine for Syscall {
     type UdpTx = SyscallUdpTx;
     type UdpRx = SyscallUdpRx;
     type TcpTx = SyscallTcp;
-    type TcpRx = SyscallTcp;
+    type TcpRx = SyscallTcpRx;
 
     fn udp_tx(self, _sock: &UdpSocket, _len: usize) -> Result<SyscallUdpTx, EngineError> {
         Ok(SyscallUdpTx)
@@ -37,8 +37,8 @@ impl Engine for Syscall {
     fn tcp_tx(self, _sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
         Ok(SyscallTcp)
     }
-    fn tcp_rx(self, _sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
-        Ok(SyscallTcp)
+    fn tcp_rx(self, _sock: &TcpStream, skip_copy: bool) -> Result<SyscallTcpRx, EngineError> {
+        Ok(SyscallTcpRx { skip_copy })
     }
 }
 
@@ -168,8 +168,18 @@ impl TcpTx for SyscallTcp {
     }
 }
 
-impl TcpRx for SyscallTcp {
+/// Reading a TCP stream: `read`, or `recv(MSG_TRUNC)` when the receiver
+/// skips the copy.
+#[derive(Debug)]
+pub struct SyscallTcpRx {
+    pub(crate) skip_copy: bool,
+}
+
+impl TcpRx for SyscallTcpRx {
     fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
+        if self.skip_copy {
+            return recv_discard(sock, buf, wait == Wait::DontWait);
+        }
         match wait {
             Wait::Block => (&mut &*sock).read(buf),
             Wait::DontWait => {
@@ -189,5 +199,46 @@ impl TcpRx for SyscallTcp {
                 }
             }
         }
+    }
+}
+
+/// Receives up to `buf.len()` bytes of a TCP stream with `MSG_TRUNC`: the
+/// kernel consumes them without copying (`buf` is left as it was). Returns
+/// the bytes consumed; 0 at end of stream.
+pub fn recv_discard(sock: &TcpStream, buf: &mut [u8], dontwait: bool) -> io::Result<usize> {
+    let flags = libc::MSG_TRUNC | if dontwait { libc::MSG_DONTWAIT } else { 0 };
+    // SAFETY: buf is live and writable for its length for the call (the
+    // kernel does not write to it with MSG_TRUNC on TCP, but may as well).
+    let rc = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn issue_8_msg_trunc_consumes_tcp_data_without_copying() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("listen");
+        let mut tx = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (rx, _) = l.accept().expect("accept");
+        let t = std::thread::spawn(move || {
+            tx.write_all(&[0x55; 100_000]).expect("write");
+        });
+        let mut buf = vec![0xAA; 16384];
+        let mut total = 0;
+        while total < 100_000 {
+            let n = recv_discard(&rx, &mut buf, false).expect("recv");
+            assert!(n > 0, "stream ended early at {total}");
+            total += n;
+        }
+        t.join().expect("writer");
+        assert_eq!(total, 100_000);
+        assert!(buf.iter().all(|&b| b == 0xAA), "nothing was copied");
+        assert_eq!(recv_discard(&rx, &mut buf, false).expect("eof"), 0);
     }
 }

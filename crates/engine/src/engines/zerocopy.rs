@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use linerate_proto::measure::{EngineUse, ZeroCopyUse};
 
-use super::syscall::{SyscallTcp, SyscallUdpRx};
+use super::syscall::{SyscallTcpRx, SyscallUdpRx};
 use super::{Engine, EngineKind, Syscall, TcpTx, TxBatch, UdpTx, Wait};
 use crate::EngineError;
 
@@ -108,7 +108,7 @@ impl Engine for ZeroCopy {
     type UdpTx = ZcUdpTx;
     type UdpRx = SyscallUdpRx;
     type TcpTx = ZcTcpTx;
-    type TcpRx = SyscallTcp;
+    type TcpRx = SyscallTcpRx;
 
     fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<ZcUdpTx, EngineError> {
         check()?;
@@ -134,8 +134,8 @@ impl Engine for ZeroCopy {
             zc: Completions::default(),
         })
     }
-    fn tcp_rx(self, sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
-        Syscall.tcp_rx(sock)
+    fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<SyscallTcpRx, EngineError> {
+        Syscall.tcp_rx(sock, skip_copy)
     }
 }
 
@@ -475,7 +475,7 @@ mod tests {
         let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
         let (b, _) = l.accept().expect("accept");
         let reader = std::thread::spawn(move || {
-            let mut r = ZeroCopy.tcp_rx(&b).expect("rx");
+            let mut r = ZeroCopy.tcp_rx(&b, false).expect("rx");
             let mut buf = vec![0u8; 65536];
             let mut total = 0;
             while let Ok(n @ 1..) = r.read(&b, &mut buf, Wait::Block) {

@@ -26,8 +26,8 @@ use super::params::{Buffers, PhaseCtx, PhaseOut};
 use super::server::answer;
 use super::side::CpuStart;
 use super::stream_io::StreamIo;
-use super::wait::{Wait, Waiter};
 use super::WAKE;
+use crate::wait::{Wait, Waiter};
 
 /// How long a crr transaction's connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -10,7 +10,7 @@ use crate::engines::{self, Engine, RecvSlots, TxBatch, UdpRx, UdpTx};
 use crate::stream::{is_timeout, map_err};
 use crate::EngineError;
 
-use super::wait::Waiter;
+use crate::wait::Waiter;
 
 /// Datagram send and receive on one socket.
 pub(super) struct DatagramIo<'a, E: Engine> {

@@ -11,6 +11,7 @@ use linerate_proto::wire::Side;
 use crate::cpu;
 use crate::engines::EngineKind;
 use crate::stream::{Signals, StreamCounter, POLL};
+use crate::wait::Wait;
 use crate::{socket, tcp, tcp_info};
 
 use super::gate::Gate;
@@ -38,7 +39,15 @@ pub(super) fn client_load(
     if gate.wait(signals, |s| s.load) {
         let buf = vec![0u8; (p.plan.load_len as usize).max(1)];
         let t0 = Instant::now();
-        let end = tcp::send(engine, &sock, &buf, None, &counter, load_signals);
+        let end = tcp::send(
+            engine,
+            &sock,
+            &buf,
+            None,
+            &counter,
+            load_signals,
+            Wait::Block,
+        );
         m.elapsed_ns = t0.elapsed().as_nanos() as u64;
         m.calls = end.calls;
         m.error = end.result.err().map(|e| e.to_string());
@@ -84,7 +93,15 @@ pub(super) fn server_load(
     }
     let mut buf = vec![0u8; (p.plan.load_len as usize).max(1)];
     let t0 = Instant::now();
-    let end = tcp::recv(engine, &sock, &mut buf, &counter, signals);
+    let end = tcp::recv(
+        engine,
+        &sock,
+        &mut buf,
+        &counter,
+        signals,
+        Wait::Block,
+        false,
+    );
     m.elapsed_ns = t0.elapsed().as_nanos() as u64;
     m.calls = end.calls;
     m.bytes = counter.get();

@@ -39,7 +39,8 @@
 //! Files, one concept each:
 //! - `params`: how one side runs (the plan, CPUs, clock offset), buffers.
 //! - `conns`: sorting the attached connections into flows × phases + load.
-//! - `wait`: the two waiting disciplines (blocking, busy polling).
+//! - `crate::wait`: the two waiting disciplines (blocking, busy polling),
+//!   shared with the stream loops.
 //! - `stream_io` / `datagram_io`: whole messages on TCP, datagrams on UDP,
 //!   through the engine trait (`crate::engines`); flows are generic over
 //!   the engine.
@@ -65,18 +66,17 @@ mod side;
 mod stream_io;
 mod tcp;
 mod udp;
-mod wait;
 mod watch;
 
 use std::time::Duration;
 
+pub use crate::wait::{SPIN_BUDGET, SPIN_CHECK};
 pub use client::start_client;
 pub use conns::RrConns;
 pub use crr::{CrrServer, CrrTarget};
 pub use crr_pool::{CrrHost, CrrPool, Offer};
 pub use params::RrParams;
 pub use server::start_server;
-pub use wait::{SPIN_BUDGET, SPIN_CHECK};
 
 /// How long the load runs before the first loaded phase starts, so the
 /// loaded figures see a load in its steady state rather than its ramp.

@@ -1,7 +1,7 @@
 //! How one side runs a request/response test, and a flow's buffers.
 
 use linerate_proto::clock::ClockOffset;
-use linerate_proto::rr_core::{spin_mode, RrPlan, SpinMode};
+use linerate_proto::rr_core::{RrPlan, SpinMode};
 use linerate_proto::spec::RrPhase;
 
 use crate::cpu;
@@ -22,7 +22,7 @@ pub struct RrParams {
     /// Client: the clock offset to the server, for one-way delays.
     pub clock: Option<ClockOffset>,
     /// Busy poll: how the flows spin, decided from the CPUs this process
-    /// may run on (see [`spin_mode`]).
+    /// may run on (see [`crate::wait::side_spin_mode`]).
     pub spin_mode: SpinMode,
 }
 
@@ -33,14 +33,8 @@ impl RrParams {
         cpu_scope: CpuScope,
         clock: Option<ClockOffset>,
     ) -> RrParams {
-        let pinned = (!cpus.is_empty()).then(|| {
-            let mut distinct = cpus.to_vec();
-            distinct.sort_unstable();
-            distinct.dedup();
-            distinct.len() as u32
-        });
         RrParams {
-            spin_mode: spin_mode(cpu::online_cpus(), plan.flows, pinned),
+            spin_mode: crate::wait::side_spin_mode(plan.flows, cpus),
             plan,
             cpus: cpus.to_vec(),
             cpu_scope,

@@ -9,7 +9,7 @@ use crate::engines::{Engine, TcpRx, TcpTx};
 use crate::stream::{is_timeout, map_err, POLL};
 use crate::EngineError;
 
-use super::wait::Waiter;
+use crate::wait::Waiter;
 
 /// Whole-message reads and writes on one connection.
 pub(super) struct StreamIo<'a, E: Engine> {
@@ -28,7 +28,7 @@ impl<'a, E: Engine> StreamIo<'a, E> {
         Ok(StreamIo {
             sock,
             tx: engine.tcp_tx(sock)?,
-            rx: engine.tcp_rx(sock)?,
+            rx: engine.tcp_rx(sock, false)?,
             waiter,
         })
     }

@@ -14,7 +14,7 @@ use super::client::{run_phase, server_times, Exchange, Reply};
 use super::params::{Buffers, PhaseCtx, PhaseOut};
 use super::server::{serve_phase, Serve, Served};
 use super::stream_io::StreamIo;
-use super::wait::{prepare_tcp, Waiter};
+use crate::wait::{prepare_tcp, Waiter};
 
 /// A client flow's transactions on its phase connection.
 struct TcpExchange<'a, E: Engine> {

@@ -18,8 +18,8 @@ use super::client::{run_phase, Exchange, Reply};
 use super::datagram_io::DatagramIo;
 use super::params::{Buffers, PhaseCtx, PhaseOut};
 use super::server::{serve_phase, Serve, Served};
-use super::wait::{prepare_udp, Waiter};
 use super::UDP_RESPONSE_TIMEOUT;
+use crate::wait::{prepare_udp, Waiter};
 
 /// Receive timeout of a blocking UDP client: how often a waiting flow looks
 /// at its deadline and the stop flags.

@@ -95,6 +95,10 @@ pub struct RunParams {
     pub cpu_scope: CpuScope,
     /// UDP tests: pacing and checks.
     pub udp: Option<UdpParams>,
+    /// TCP receivers consume data with `MSG_TRUNC` (`--skip-rx-copy`).
+    pub skip_rx_copy: bool,
+    /// `--busy-poll`: how the stream loops spin; `None`: blocking sockets.
+    pub busy_poll: Option<linerate_proto::rr_core::SpinMode>,
 }
 
 /// A side's test in progress.

@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use linerate_proto::measure::{Role, StreamMeasurement};
+use linerate_proto::rr_core::SpinMode;
 
 use super::cpu_watch::{self, Ticks};
 use super::{DataSocket, RunParams, StreamSetup, UdpParams};
@@ -15,7 +16,8 @@ use crate::cpu::{self, CpuTime};
 use crate::engines::EngineKind;
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::udp::{self, RecvJob, SendJob, UdpCounters};
-use crate::{tcp, tcp_info};
+use crate::wait::{self, Wait};
+use crate::{tcp, tcp_info, EngineError};
 
 /// A stream's end, as its thread reports it to the sampler.
 pub(super) struct Finished {
@@ -44,6 +46,7 @@ pub(super) fn spawn_stream(
     tid: Arc<AtomicI32>,
 ) -> std::io::Result<JoinHandle<()>> {
     let len = params.len;
+    let (skip_rx_copy, busy_poll) = (params.skip_rx_copy, params.busy_poll);
     let pin = (!params.cpus.is_empty()).then(|| params.cpus[index % params.cpus.len()]);
     let udp = params.udp.clone().unwrap_or_default();
     std::thread::Builder::new()
@@ -57,10 +60,19 @@ pub(super) fn spawn_stream(
                 ctx: &ctx,
                 len,
                 udp: &udp,
+                skip_rx_copy,
+                busy_poll,
                 counter: &counter,
                 live: &live,
             };
-            let (m, StreamEnd { calls, result }) = io.run(&setup);
+            let (
+                m,
+                StreamEnd {
+                    calls,
+                    poll_sleeps,
+                    result,
+                },
+            ) = io.run(&setup);
             // A UDP receiver's time ends at its last datagram before the
             // drain deadline, not at the deadline.
             let elapsed = match &m.udp_recv {
@@ -80,6 +92,7 @@ pub(super) fn spawn_stream(
                 elapsed_ns: elapsed,
                 calls,
                 error,
+                poll_sleeps,
                 ..m
             };
             let cpu = cpu::thread().saturating_sub(cpu0);
@@ -113,6 +126,8 @@ struct StreamIo<'a> {
     /// Bytes per buffer or datagram.
     len: usize,
     udp: &'a UdpParams,
+    skip_rx_copy: bool,
+    busy_poll: Option<SpinMode>,
     counter: &'a StreamCounter,
     live: &'a UdpCounters,
 }
@@ -132,15 +147,24 @@ impl StreamIo<'_> {
             sender: Some(setup.sender),
             ..StreamMeasurement::default()
         };
+        let wait = match self.spin(&setup.sock) {
+            Ok(Some((mode, said))) => {
+                m.busy_poll = Some(said);
+                Wait::Spin(mode)
+            }
+            Ok(None) => Wait::Block,
+            Err(e) => return (m, StreamEnd::failed(e)),
+        };
         let end = match (&setup.sock, setup.role) {
             (DataSocket::Tcp(sock), role) => {
                 // One buffer per stream, allocated once.
                 let mut buf = vec![0u8; self.len];
+                let (c, sig) = (self.counter, signals);
                 let end = match role {
-                    Role::Sender => {
-                        tcp::send(*engine, sock, &buf, setup.bytes, self.counter, signals)
+                    Role::Sender => tcp::send(*engine, sock, &buf, setup.bytes, c, sig, wait),
+                    Role::Receiver => {
+                        tcp::recv(*engine, sock, &mut buf, c, sig, wait, self.skip_rx_copy)
                     }
-                    Role::Receiver => tcp::recv(*engine, sock, &mut buf, self.counter, signals),
                 };
                 if role == Role::Sender {
                     m.tcp = tcp_info::read(sock);
@@ -160,7 +184,7 @@ impl StreamIo<'_> {
                 };
                 let (sent, end) = match self.udp.iperf3 {
                     Some(f) => crate::iperf3::send(sock, &job, f, self.counter, self.live, signals),
-                    None => udp::send(*engine, sock, &job, self.counter, self.live, signals),
+                    None => udp::send(*engine, sock, &job, self.counter, self.live, signals, wait),
                 };
                 m.udp_send = Some(sent);
                 end
@@ -174,12 +198,25 @@ impl StreamIo<'_> {
                 };
                 let (got, end) = match self.udp.iperf3 {
                     Some(f) => crate::iperf3::recv(sock, &job, f, self.counter, self.live, signals),
-                    None => udp::recv(*engine, sock, &job, self.counter, self.live, signals),
+                    None => udp::recv(*engine, sock, &job, self.counter, self.live, signals, wait),
                 };
                 m.udp_recv = Some(got);
                 end
             }
         };
         (m, end)
+    }
+
+    /// `--busy-poll`: makes the stream's socket non-blocking with
+    /// `SO_BUSY_POLL`; returns the spin mode and what the kernel said.
+    fn spin(&self, sock: &DataSocket) -> Result<Option<(SpinMode, String)>, EngineError> {
+        let Some(mode) = self.busy_poll else {
+            return Ok(None);
+        };
+        let said = match sock {
+            DataSocket::Tcp(s) => wait::prepare_stream(s)?,
+            DataSocket::Udp(s) => wait::prepare_stream(s)?,
+        };
+        Ok(Some((mode, said)))
     }
 }

@@ -231,9 +231,11 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::engines::{Syscall, WaitPolicy};
+    use crate::engines::Syscall;
     use crate::stream::{Signals, StreamCounter};
+    use crate::wait::Wait;
     use linerate_proto::datagram;
+    use linerate_proto::rr_core::SpinMode;
 
     #[test]
     fn greeting_is_echoed_and_connects_the_server_socket() {
@@ -272,17 +274,21 @@ mod tests {
 
     #[test]
     fn loops_count_faults_exactly_on_loopback() {
-        for policy in [WaitPolicy::Block, WaitPolicy::Spin] {
-            count_faults_on_loopback(policy);
+        for wait in [Wait::Block, Wait::Spin(SpinMode::Shared)] {
+            count_faults_on_loopback(wait);
         }
     }
 
-    fn count_faults_on_loopback(policy: WaitPolicy) {
+    fn count_faults_on_loopback(wait: Wait) {
         let rx = bind("127.0.0.1".parse().expect("ip")).expect("bind");
         let tx = connect(rx.local_addr().expect("addr")).expect("connect");
         rx.connect(tx.local_addr().expect("addr"))
             .expect("connect back");
         set_buffers(&rx, 4 << 20).expect("buffers");
+        if wait != Wait::Block {
+            crate::wait::prepare_stream(&rx).expect("busy poll");
+            crate::wait::prepare_stream(&tx).expect("busy poll");
+        }
         let start = Instant::now();
         let signals = Arc::new(Signals::default());
         let live_rx = Arc::new(UdpCounters::default());
@@ -301,7 +307,7 @@ mod tests {
                 &StreamCounter::default(),
                 &l2,
                 &s2,
-                policy,
+                wait,
             )
         });
         let send = SendJob {
@@ -322,6 +328,7 @@ mod tests {
             &StreamCounter::default(),
             &UdpCounters::default(),
             &signals,
+            wait,
         );
         end.result.expect("sent");
         assert_eq!(sent.issued, 100);
@@ -335,7 +342,7 @@ mod tests {
         assert_eq!(got.reordered, 1);
         assert_eq!(got.max_reorder_distance, 1);
         assert_eq!(got.corrupt, 3);
-        assert_eq!(got.received, 99, "{policy:?}");
+        assert_eq!(got.received, 99, "{wait:?}");
         assert_eq!(got.socket_drops, Some(0));
         // Every valid datagram's bytes, and the counters the sampler reads.
         let live = live_rx.totals();

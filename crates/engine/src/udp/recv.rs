@@ -19,8 +19,9 @@ use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
 
 use super::{ns_since, recv_buffer, setsockopt_int, socket_drops, UdpCounters, RECV_POLL};
 use crate::cmsg::{SO_RXQ_OVFL, SO_TIMESTAMPNS};
-use crate::engines::{with_engine, Engine, EngineKind, RecvSlots, UdpRx, Wait, WaitPolicy};
+use crate::engines::{self, with_engine, Engine, EngineKind, RecvSlots, UdpRx};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
+use crate::wait::{stream_end, Wait, Waiter};
 use crate::EngineError;
 
 /// A receiving UDP stream's parameters.
@@ -34,7 +35,9 @@ pub struct RecvJob {
 
 /// Receives and checks datagrams on `sock` with engine `kind` until the
 /// drain deadline in `signals` passes, then reads what is already queued,
-/// and stops; or until the test is aborted.
+/// and stops; or until the test is aborted. `wait`: blocking calls bounded
+/// by [`RECV_POLL`], or busy polling (a socket made non-blocking by
+/// [`crate::wait::prepare_stream`]).
 pub fn recv(
     kind: EngineKind,
     sock: &UdpSocket,
@@ -42,8 +45,9 @@ pub fn recv(
     bytes: &StreamCounter,
     live: &UdpCounters,
     signals: &Signals,
+    wait: Wait,
 ) -> (UdpRecv, StreamEnd) {
-    with_engine!(kind, e => recv_loop(e, sock, job, bytes, live, signals, WaitPolicy::Block))
+    with_engine!(kind, e => recv_loop(e, sock, job, bytes, live, signals, wait))
 }
 
 /// Where one batch's datagrams go.
@@ -108,7 +112,7 @@ pub(super) fn recv_loop<E: Engine>(
     bytes: &StreamCounter,
     live: &UdpCounters,
     signals: &Signals,
-    policy: WaitPolicy,
+    wait: Wait,
 ) -> (UdpRecv, StreamEnd) {
     prepare_with(engine, sock);
     let realtime_at_start = SystemTime::now()
@@ -119,15 +123,7 @@ pub(super) fn recv_loop<E: Engine>(
     let rcvbuf = recv_buffer(sock);
     let mut io = match engine.udp_rx(sock, job.len) {
         Ok(io) => io,
-        Err(e) => {
-            return (
-                UdpRecv::default(),
-                StreamEnd {
-                    calls: 0,
-                    result: Err(e),
-                },
-            )
-        }
+        Err(e) => return (UdpRecv::default(), StreamEnd::failed(e)),
     };
     let mut slots = io.slots();
     let mut core = UdpReceiver::new(ReceiverConfig {
@@ -141,6 +137,9 @@ pub(super) fn recv_loop<E: Engine>(
         bytes,
         realtime_at_start,
     };
+    // Spinning is bounded by the drain deadline's granularity: a sleep
+    // when the budget is spent lasts at most RECV_POLL.
+    let mut waiter = Waiter::new(wait, signals, false);
     let mut calls = 0u64;
     // Past the deadline by the clock: read what is queued, then stop.
     let mut draining = false;
@@ -148,13 +147,13 @@ pub(super) fn recv_loop<E: Engine>(
         if signals.aborted() {
             break Ok(());
         }
-        let wait = if draining {
-            Wait::DontWait
+        let call = if draining {
+            engines::Wait::DontWait
         } else {
-            policy.call()
+            waiter.call()
         };
         calls += 1;
-        let r = io.recv_batch(sock, &mut slots, wait);
+        let r = io.recv_batch(sock, &mut slots, call);
         let now = ns_since(job.start);
         let drain_at = signals.drain_deadline();
         draining |= now >= drain_at;
@@ -162,14 +161,15 @@ pub(super) fn recv_loop<E: Engine>(
             Ok(filled) => {
                 sink.deliver(&slots, filled, now, drain_at);
                 live.publish(&sink.core.live());
+                waiter.progressed();
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if draining {
                     break Ok(());
                 }
-                if policy == WaitPolicy::Spin {
-                    std::hint::spin_loop();
+                if let Err(e) = waiter.would_block(sock, libc::POLLIN, RECV_POLL, None) {
+                    break stream_end(e);
                 }
             }
             // An ICMP error queued on the connected socket: not data.
@@ -179,5 +179,12 @@ pub(super) fn recv_loop<E: Engine>(
     };
     let mut out = core.finish(live.issued(), socket_drops(sock), rcvbuf);
     out.batching = io.batching();
-    (out, StreamEnd { calls, result })
+    (
+        out,
+        StreamEnd {
+            calls,
+            poll_sleeps: waiter.sleeps(),
+            result,
+        },
+    )
 }

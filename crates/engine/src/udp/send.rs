@@ -15,8 +15,9 @@ use linerate_proto::measure::UdpSend;
 use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender};
 
 use super::{ns_since, UdpCounters};
-use crate::engines::{with_engine, Engine, EngineKind, TxBatch, UdpTx, Wait};
+use crate::engines::{self, with_engine, Engine, EngineKind, TxBatch, UdpTx};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
+use crate::wait::{stream_end, Wait, Waiter};
 use crate::EngineError;
 
 /// A sending UDP stream's parameters.
@@ -37,7 +38,9 @@ pub struct SendJob {
 }
 
 /// Sends paced, numbered datagrams on `sock` with engine `kind` until
-/// stopped or the count is issued.
+/// stopped or the count is issued. `wait`: blocking sends, or busy polling
+/// on a full socket buffer (a socket made non-blocking by
+/// [`crate::wait::prepare_stream`]).
 pub fn send(
     kind: EngineKind,
     sock: &UdpSocket,
@@ -45,8 +48,9 @@ pub fn send(
     bytes: &StreamCounter,
     live: &UdpCounters,
     signals: &Signals,
+    wait: Wait,
 ) -> (UdpSend, StreamEnd) {
-    with_engine!(kind, e => send_loop(e, sock, job, bytes, live, signals))
+    with_engine!(kind, e => send_loop(e, sock, job, bytes, live, signals, wait))
 }
 
 /// Sleeps (then spins the last stretch) until `due_ns` after `start`.
@@ -91,18 +95,11 @@ pub(super) fn send_loop<E: Engine>(
     bytes: &StreamCounter,
     live: &UdpCounters,
     signals: &Signals,
+    wait: Wait,
 ) -> (UdpSend, StreamEnd) {
     let mut io = match engine.udp_tx(sock, job.len) {
         Ok(io) => io,
-        Err(e) => {
-            return (
-                UdpSend::default(),
-                StreamEnd {
-                    calls: 0,
-                    result: Err(e),
-                },
-            )
-        }
+        Err(e) => return (UdpSend::default(), StreamEnd::failed(e)),
     };
     tighten_timer_slack();
     let mut core = UdpSender::new(SenderConfig {
@@ -115,6 +112,8 @@ pub(super) fn send_loop<E: Engine>(
         limit: job.limit,
         max_batch: io.max_batch(),
     });
+    let mut waiter = Waiter::new(wait, signals, false);
+    let call = waiter.call();
     let mut calls = 0u64;
     let mut now = ns_since(job.start);
     let result = loop {
@@ -129,21 +128,27 @@ pub(super) fn send_loop<E: Engine>(
             },
             Transmit::Junk(d) => {
                 // Test faults: whatever becomes of it, it was sent.
-                let _ = io.send_batch(sock, TxBatch::new(d, d.len()), Wait::Block);
+                let _ = io.send_batch(sock, TxBatch::new(d, d.len()), engines::Wait::Block);
                 core.on_junk_sent();
             }
             Transmit::Send { bytes: b, segment } => {
                 calls += 1;
-                match io.send_batch(sock, TxBatch::new(b, segment), Wait::Block) {
+                match io.send_batch(sock, TxBatch::new(b, segment), call) {
                     Ok(n) => {
                         bytes.add(core.on_sent(n));
                         live.datagrams.store(core.datagrams(), Ordering::Relaxed);
+                        waiter.progressed();
                     }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut
-                        ) => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                        // The socket buffer is full: spin (busy polling) or
+                        // go round again (a blocking send timed out).
+                        if let Err(e) =
+                            waiter.would_block(sock, libc::POLLOUT, super::RECV_POLL, None)
+                        {
+                            break stream_end(e);
+                        }
+                    }
                     Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                         core.on_no_buffers();
                         std::thread::yield_now();
@@ -162,5 +167,12 @@ pub(super) fn send_loop<E: Engine>(
     let end = ns_since(job.start);
     let mut out = core.finish(end);
     out.batching = io.batching();
-    (out, StreamEnd { calls, result })
+    (
+        out,
+        StreamEnd {
+            calls,
+            poll_sleeps: waiter.sleeps(),
+            result,
+        },
+    )
 }

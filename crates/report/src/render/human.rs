@@ -266,6 +266,22 @@ impl<'a> Human<'a> {
     }
 
     /// Prose lines (notes, the kernel's view, summaries in words), wrapped.
+    /// `--busy-poll`: what the kernel said on this end's socket, and how
+    /// many waits slept.
+    fn busy_poll_line(&mut self, e: &Endpoint) -> io::Result<()> {
+        let Some(said) = &e.busy_poll else {
+            return Ok(());
+        };
+        let sleeps = e.poll_sleeps.unwrap_or(0);
+        self.words(
+            &format!(
+                "         busy poll: {said}; {sleeps} wait{} slept in poll(2)",
+                if sleeps == 1 { "" } else { "s" }
+            ),
+            9,
+        )
+    }
+
     fn words(&mut self, text: &str, indent: usize) -> io::Result<()> {
         writeln!(self.out, "{}", wrap(text, "; ", indent))
     }
@@ -322,7 +338,15 @@ impl Sink for Human<'_> {
                 },
                 if u.verify { ", payloads verified" } else { "" }
             ),
-            None => format!("{} writes", format_size(u64::from(len))),
+            None => format!(
+                "{} writes{}",
+                format_size(u64::from(len)),
+                if i.tcp.skip_rx_copy {
+                    ", receivers skip the copy (MSG_TRUNC)"
+                } else {
+                    ""
+                }
+            ),
         };
         let line = format!(
             "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
@@ -333,6 +357,11 @@ impl Sink for Human<'_> {
             i.limit.map(limit_words).unwrap_or_default(),
             engine,
         );
+        let line = if i.busy_poll {
+            format!("{line} · busy polling")
+        } else {
+            line
+        };
         writeln!(self.out, "{}", wrap(&line, " · ", 2))?;
         if let Some(omit) = i.omit_s.filter(|&o| o > 0.0) {
             writeln!(self.out, "omitting the first {omit} s (warm-up)")?;
@@ -424,6 +453,7 @@ impl Sink for Human<'_> {
                 if let Some(e) = &s.sender.engine_use {
                     self.words(&format!("         {}", engine_use_words(e)), 9)?;
                 }
+                self.busy_poll_line(&s.sender)?;
                 self.endpoint_line(&id, "receiver", &s.receiver)?;
                 if let Some(u) = &s.udp {
                     self.words(&format!("         {}", udp_receiver_words(u)), 9)?;
@@ -431,6 +461,7 @@ impl Sink for Human<'_> {
                 if let Some(e) = &s.receiver.engine_use {
                     self.words(&format!("         {}", engine_use_words(e)), 9)?;
                 }
+                self.busy_poll_line(&s.receiver)?;
             }
             let line = format!(
                 "[ SUM] sender    {:>19}  {:>8.2} s  {:>15}  {}",
@@ -465,6 +496,13 @@ impl Sink for Human<'_> {
         self.cpu_line("server", &r.cpu.server, &r.server_intervals)?;
         if let Some(cc) = &r.test.congestion_used {
             writeln!(self.out, "TCP congestion control: {cc}")?;
+        }
+        if r.test.tcp.skip_rx_copy {
+            self.words(
+                "--skip-rx-copy: the receivers consumed the data with MSG_TRUNC, never \
+                 copying it to user space (bytes counted, not read)",
+                2,
+            )?;
         }
         for n in &r.notes {
             self.words(&format!("note: {n}"), 6)?;

@@ -10,15 +10,12 @@
 //!   [`RecvSlots::datagrams`](crate::engines::RecvSlots::datagrams) splits
 //!   it). Each message also carries its kernel receive timestamp
 //!   (`SO_TIMESTAMPNS`) and the socket's drop counter (`SO_RXQ_OVFL`).
-//! - [`recv_discard`]: a TCP receive with `MSG_TRUNC`, which consumes data
-//!   without copying it (for receivers that need not look at it).
 //!
 //! Nothing here allocates after construction. The header arrays are
 //! rebuilt from live borrows right before each call, so no raw pointer
 //! outlives the borrow it came from.
 
 use std::io;
-use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 
 use crate::caps::set_int;
@@ -379,20 +376,6 @@ pub fn path_mtu(sock: &impl AsRawFd, ipv6: bool) -> io::Result<usize> {
     Ok(usize::try_from(v).unwrap_or(0))
 }
 
-/// Receives up to `buf.len()` bytes of a TCP stream with `MSG_TRUNC`: the
-/// kernel consumes them without copying (`buf` is left as it was). Returns
-/// the bytes consumed; 0 at end of stream.
-pub fn recv_discard(sock: &TcpStream, buf: &mut [u8], dontwait: bool) -> io::Result<usize> {
-    let flags = libc::MSG_TRUNC | if dontwait { libc::MSG_DONTWAIT } else { 0 };
-    // SAFETY: buf is live and writable for its length for the call (the
-    // kernel does not write to it with MSG_TRUNC on TCP, but may as well).
-    let rc = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc as usize)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,8 +384,7 @@ mod tests {
     use linerate_proto::datagram::{
         check_pattern, fill_pattern, DatagramHeader, Header, FLAG_PATTERN, HEADER_LEN,
     };
-    use std::io::Write;
-    use std::net::{TcpListener, UdpSocket};
+    use std::net::UdpSocket;
     use std::time::Duration;
 
     fn pair() -> (UdpSocket, UdpSocket) {
@@ -630,26 +612,5 @@ mod tests {
         assert_eq!(parse_cmsgs(&ctrl), RecvMeta::default());
         // A zero length must not loop forever.
         assert_eq!(parse_cmsgs(&[0u8; 64]), RecvMeta::default());
-    }
-
-    #[test]
-    fn msg_trunc_consumes_tcp_data_without_copying() {
-        let l = TcpListener::bind("127.0.0.1:0").expect("listen");
-        let mut tx = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
-        let (rx, _) = l.accept().expect("accept");
-        let t = std::thread::spawn(move || {
-            tx.write_all(&[0x55; 100_000]).expect("write");
-        });
-        let mut buf = vec![0xAA; 16384];
-        let mut total = 0;
-        while total < 100_000 {
-            let n = recv_discard(&rx, &mut buf, false).expect("recv");
-            assert!(n > 0, "stream ended early at {total}");
-            total += n;
-        }
-        t.join().expect("writer");
-        assert_eq!(total, 100_000);
-        assert!(buf.iter().all(|&b| b == 0xAA), "nothing was copied");
-        assert_eq!(recv_discard(&rx, &mut buf, false).expect("eof"), 0);
     }
 }

@@ -9,9 +9,9 @@
 //!   datagram's header, sequence number and (with `--verify`) payload is
 //!   checked exactly as with the syscall engine.
 //! - TCP send: `write`, and one `writev` of the stream's buffer repeated up
-//!   to [`TCP_WRITE_BYTES`] where the loop allows it. TCP receive: `read`,
-//!   or with `--skip-rx-copy` `recv(MSG_TRUNC)`, which consumes data
-//!   without copying it.
+//!   to [`TCP_WRITE_BYTES`] where the loop allows it. TCP receive: the
+//!   syscall engine's (`read`, or `recv(MSG_TRUNC)` with `--skip-rx-copy`,
+//!   which every engine offers).
 //!
 //! GSO and GRO are each on, off, or `auto` (on where the kernel and the
 //! path allow it; the stream's report says why one is off). An option asked
@@ -20,16 +20,16 @@
 
 pub mod mmsg;
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Write};
 use std::net::{TcpStream, UdpSocket};
 
 use linerate_proto::measure::Batching;
 
 use self::mmsg::{
-    enable_gro, path_mtu, recv_discard, segments_per_send, MmsgRx, MmsgTx, GRO_SLOT,
-    GSO_MSGS_PER_CALL, PLAIN_MSGS_PER_CALL, RECV_MSGS_PER_CALL,
+    enable_gro, path_mtu, segments_per_send, MmsgRx, MmsgTx, GRO_SLOT, GSO_MSGS_PER_CALL,
+    PLAIN_MSGS_PER_CALL, RECV_MSGS_PER_CALL,
 };
-use super::{Engine, EngineKind, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
+use super::{Engine, EngineKind, RecvSlots, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
 use crate::caps::caps;
 use crate::EngineError;
 
@@ -62,16 +62,13 @@ pub struct Batch {
     pub gso: Toggle,
     /// UDP receivers: `UDP_GRO`.
     pub gro: Toggle,
-    /// TCP receivers consume data with `MSG_TRUNC` instead of reading it.
-    pub skip_rx_copy: bool,
 }
 
 impl Batch {
-    /// Everything on where possible, nothing skipped.
+    /// Everything on where possible.
     pub const AUTO: Batch = Batch {
         gso: Toggle::Auto,
         gro: Toggle::Auto,
-        skip_rx_copy: false,
     };
 
     /// The options that differ from [`Self::AUTO`], as flags.
@@ -84,7 +81,6 @@ impl Batch {
         [
             toggle(self.gso, "--gso", "--no-gso"),
             toggle(self.gro, "--gro", "--no-gro"),
-            self.skip_rx_copy.then_some("--skip-rx-copy"),
         ]
         .into_iter()
         .flatten()
@@ -175,7 +171,7 @@ impl Engine for Batch {
     type UdpTx = BatchUdpTx;
     type UdpRx = BatchUdpRx;
     type TcpTx = BatchTcpTx;
-    type TcpRx = BatchTcpRx;
+    type TcpRx = super::syscall::SyscallTcpRx;
 
     fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<BatchUdpTx, EngineError> {
         let mut notes = Vec::new();
@@ -228,10 +224,12 @@ impl Engine for Batch {
         Ok(BatchTcpTx)
     }
 
-    fn tcp_rx(self, _sock: &TcpStream) -> Result<BatchTcpRx, EngineError> {
-        Ok(BatchTcpRx {
-            skip_copy: self.skip_rx_copy,
-        })
+    fn tcp_rx(
+        self,
+        sock: &TcpStream,
+        skip_copy: bool,
+    ) -> Result<super::syscall::SyscallTcpRx, EngineError> {
+        super::Syscall.tcp_rx(sock, skip_copy)
     }
 }
 
@@ -359,22 +357,6 @@ impl TcpTx for BatchTcpTx {
     }
 }
 
-/// TCP receiving state: whether to skip the copy.
-#[derive(Debug)]
-pub struct BatchTcpRx {
-    skip_copy: bool,
-}
-
-impl TcpRx for BatchTcpRx {
-    fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
-        match (self.skip_copy, wait) {
-            (true, _) => recv_discard(sock, buf, wait == Wait::DontWait),
-            (false, Wait::Block) => (&mut &*sock).read(buf),
-            (false, Wait::DontWait) => super::syscall::SyscallTcp.read(sock, buf, wait),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,7 +437,15 @@ mod tests {
         });
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live));
         let receiver = std::thread::spawn(move || {
-            udp::recv(kind, &rx, &job, &StreamCounter::default(), &l2, &s2)
+            udp::recv(
+                kind,
+                &rx,
+                &job,
+                &StreamCounter::default(),
+                &l2,
+                &s2,
+                crate::wait::Wait::Block,
+            )
         });
         let mut gso = MmsgTx::new(1);
         for s in &sends {

@@ -85,8 +85,12 @@ impl Engine for Uring {
     fn tcp_tx(self, _sock: &std::net::TcpStream) -> Result<UringTcpTx, EngineError> {
         UringTcpTx::new(self)
     }
-    fn tcp_rx(self, _sock: &std::net::TcpStream) -> Result<UringTcpRx, EngineError> {
-        UringTcpRx::new(self)
+    fn tcp_rx(
+        self,
+        _sock: &std::net::TcpStream,
+        skip_copy: bool,
+    ) -> Result<UringTcpRx, EngineError> {
+        UringTcpRx::new(self, skip_copy)
     }
 }
 

@@ -240,12 +240,16 @@ impl Drop for UringTcpTx {
 #[derive(Debug)]
 pub struct UringTcpRx {
     fixed: Fixed,
+    /// `--skip-rx-copy`: `RECV` with `MSG_TRUNC`, which consumes the bytes
+    /// without copying them (no fixed buffer is read into).
+    skip_copy: bool,
 }
 
 impl UringTcpRx {
-    pub(super) fn new(engine: Uring) -> Result<Self, EngineError> {
+    pub(super) fn new(engine: Uring, skip_copy: bool) -> Result<Self, EngineError> {
         Ok(UringTcpRx {
             fixed: Fixed::new(engine)?,
+            skip_copy,
         })
     }
 }
@@ -254,14 +258,23 @@ impl TcpRx for UringTcpRx {
     fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
         let fd = types::Fd(sock.as_raw_fd());
         let len = buf.len().min(u32::MAX as usize) as u32;
-        let e = match (wait, self.fixed.index_for(buf)) {
-            // A fixed-buffer read; offset -1: a socket has no file position.
-            (Wait::Block, Some(index)) => opcode::ReadFixed::new(fd, buf.as_mut_ptr(), len, index)
-                .offset(u64::MAX)
+        let dontwait = match wait {
+            Wait::Block => 0,
+            Wait::DontWait => libc::MSG_DONTWAIT,
+        };
+        let e = match (wait, self.skip_copy) {
+            (_, true) => opcode::Recv::new(fd, buf.as_mut_ptr(), len)
+                .flags(libc::MSG_TRUNC | dontwait)
                 .build(),
-            (Wait::Block, None) => opcode::Recv::new(fd, buf.as_mut_ptr(), len).build(),
-            (Wait::DontWait, _) => opcode::Recv::new(fd, buf.as_mut_ptr(), len)
-                .flags(libc::MSG_DONTWAIT)
+            (Wait::Block, false) => match self.fixed.index_for(buf) {
+                // A fixed-buffer read; offset -1: a socket has no file position.
+                Some(index) => opcode::ReadFixed::new(fd, buf.as_mut_ptr(), len, index)
+                    .offset(u64::MAX)
+                    .build(),
+                None => opcode::Recv::new(fd, buf.as_mut_ptr(), len).build(),
+            },
+            (Wait::DontWait, false) => opcode::Recv::new(fd, buf.as_mut_ptr(), len)
+                .flags(dontwait)
                 .build(),
         };
         self.fixed.ring.push(&e.user_data(TAG_IO))?;

@@ -108,7 +108,7 @@ fn a_tcp_stream_moves_every_byte_and_all_notifications_arrive() {
     let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
     let (b, _) = l.accept().expect("accept");
     let reader = std::thread::spawn(move || {
-        let mut r = Uring::default().tcp_rx(&b).expect("rx");
+        let mut r = Uring::default().tcp_rx(&b, false).expect("rx");
         let mut buf = vec![0u8; 65536];
         let mut total = 0usize;
         loop {

@@ -1,9 +1,10 @@
-//! The two ways an rr socket waits: blocking calls, or busy polling
+//! The two ways a data socket waits: blocking calls, or busy polling
 //! (non-blocking calls spinning on `EAGAIN` within a [`SpinBudget`], then a
-//! `poll(2)` sleep), shared by the TCP and UDP paths of both sides.
+//! `poll(2)` sleep), shared by the rr flows (TCP and UDP, both sides) and
+//! the TCP and UDP stream loops (`--busy-poll` on throughput tests).
 
 use std::net::{TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use linerate_proto::rr_core::{SpinBudget, SpinMode};
@@ -24,9 +25,22 @@ pub const SPIN_CHECK: u32 = 4;
 /// CPU taken from it.
 pub const SPIN_BUDGET: Duration = Duration::from_micros(socket::BUSY_POLL_US as u64);
 
+/// How `spinners` busy-polling threads of a side spin, from the CPUs this
+/// process may run on and `cpus`, the CPUs they are pinned to round robin
+/// (empty: not pinned); see [`linerate_proto::rr_core::spin_mode`].
+pub fn side_spin_mode(spinners: u32, cpus: &[usize]) -> SpinMode {
+    let pinned = (!cpus.is_empty()).then(|| {
+        let mut distinct = cpus.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        distinct.len() as u32
+    });
+    linerate_proto::rr_core::spin_mode(crate::cpu::online_cpus(), spinners, pinned)
+}
+
 /// A socket's waiting discipline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Wait {
+pub enum Wait {
     /// Blocking calls (with or without a socket timeout).
     Block,
     /// Non-blocking calls, spinning on `EAGAIN`.
@@ -34,7 +48,7 @@ pub(super) enum Wait {
 }
 
 /// What one socket's would-block calls do, and what they cost.
-pub(super) struct Waiter<'a> {
+pub(crate) struct Waiter<'a> {
     wait: Wait,
     signals: &'a Signals,
     idle: Idle,
@@ -45,7 +59,7 @@ pub(super) struct Waiter<'a> {
 }
 
 impl<'a> Waiter<'a> {
-    pub(super) fn new(wait: Wait, signals: &'a Signals, stall: bool) -> Self {
+    pub(crate) fn new(wait: Wait, signals: &'a Signals, stall: bool) -> Self {
         let mode = match wait {
             Wait::Spin(m) => m,
             Wait::Block => SpinMode::Shared,
@@ -60,7 +74,7 @@ impl<'a> Waiter<'a> {
         }
     }
 
-    pub(super) fn aborted(&self) -> Result<(), EngineError> {
+    pub(crate) fn aborted(&self) -> Result<(), EngineError> {
         if self.signals.aborted() {
             return Err(EngineError::Aborted);
         }
@@ -69,7 +83,7 @@ impl<'a> Waiter<'a> {
 
     /// A call moved data.
     #[inline]
-    pub(super) fn progressed(&mut self) {
+    pub(crate) fn progressed(&mut self) {
         self.idle.progressed();
         self.spin.done();
     }
@@ -77,7 +91,7 @@ impl<'a> Waiter<'a> {
     /// How each I/O call waits: blocking (bounded by the socket's timeout,
     /// if any), or not at all when busy polling.
     #[inline]
-    pub(super) fn call(&self) -> engines::Wait {
+    pub(crate) fn call(&self) -> engines::Wait {
         match self.wait {
             Wait::Block => engines::Wait::Block,
             Wait::Spin(_) => engines::Wait::DontWait,
@@ -85,7 +99,7 @@ impl<'a> Waiter<'a> {
     }
 
     /// Busy poll only: how many waits slept in `poll(2)`.
-    pub(super) fn sleeps(&self) -> Option<u64> {
+    pub(crate) fn sleeps(&self) -> Option<u64> {
         matches!(self.wait, Wait::Spin(_)).then(|| self.spin.sleeps())
     }
 
@@ -94,7 +108,7 @@ impl<'a> Waiter<'a> {
     /// Returns true when `deadline_ns` (monotonic) has passed; the clock is
     /// read only at check points, and only when there is a deadline or a
     /// spin budget to look at.
-    pub(super) fn would_block(
+    pub(crate) fn would_block(
         &mut self,
         sock: &impl AsRawFd,
         events: libc::c_short,
@@ -137,9 +151,10 @@ impl<'a> Waiter<'a> {
     }
 }
 
-/// What the kernel said to `SO_BUSY_POLL` on `sock`.
+/// What the kernel said to `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL` on
+/// `sock` (both asked for; either may be refused without privilege).
 fn busy_poll_note(sock: &impl AsRawFd) -> String {
-    match socket::set_busy_poll(sock, socket::BUSY_POLL_US) {
+    let busy = match socket::set_busy_poll(sock, socket::BUSY_POLL_US) {
         Ok(()) => format!(
             "SO_BUSY_POLL {} µs accepted by the kernel",
             socket::BUSY_POLL_US
@@ -147,6 +162,31 @@ fn busy_poll_note(sock: &impl AsRawFd) -> String {
         Err(e) => format!(
             "SO_BUSY_POLL refused by the kernel ({e}); spinning on non-blocking sockets only"
         ),
+    };
+    match socket::set_prefer_busy_poll(sock) {
+        Ok(()) => format!("{busy}; SO_PREFER_BUSY_POLL on"),
+        Err(e) => format!("{busy}; SO_PREFER_BUSY_POLL refused ({e})"),
+    }
+}
+
+/// Prepares a stream test's socket for busy polling: non-blocking, plus
+/// `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL`. The socket keeps its I/O
+/// timeout, which a blocking `poll(2)` sleep does not use. Returns what the
+/// kernel said.
+pub(crate) fn prepare_stream(sock: &(impl AsFd + AsRawFd)) -> Result<String, EngineError> {
+    socket2::SockRef::from(sock)
+        .set_nonblocking(true)
+        .map_err(|e| EngineError::io("O_NONBLOCK", e))?;
+    Ok(busy_poll_note(sock))
+}
+
+/// Ends a stream loop on a failed wait: an abort is the side's doing and
+/// ends the loop cleanly (the runner says the stream was aborted), as the
+/// loops' own abort checks do.
+pub(crate) fn stream_end(e: EngineError) -> Result<(), EngineError> {
+    match e {
+        EngineError::Aborted => Ok(()),
+        e => Err(e),
     }
 }
 
@@ -155,7 +195,7 @@ fn busy_poll_note(sock: &impl AsRawFd) -> String {
 /// side's watcher unblocks a stuck flow instead). Busy-poll mode:
 /// non-blocking, plus `SO_BUSY_POLL`. Returns the discipline and, in
 /// busy-poll mode, what the kernel said.
-pub(super) fn prepare_tcp(
+pub(crate) fn prepare_tcp(
     sock: &TcpStream,
     spin: Option<SpinMode>,
 ) -> Result<(Wait, Option<String>), EngineError> {
@@ -172,7 +212,7 @@ pub(super) fn prepare_tcp(
 
 /// Prepares a UDP socket for a phase: a receive timeout of `poll`
 /// (blocking) or non-blocking with `SO_BUSY_POLL` (busy poll).
-pub(super) fn prepare_udp(
+pub(crate) fn prepare_udp(
     sock: &UdpSocket,
     spin: Option<SpinMode>,
     poll: Duration,
