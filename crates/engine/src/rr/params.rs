@@ -1,6 +1,7 @@
 //! How one side runs a request/response test, and a flow's buffers.
 
 use linerate_proto::clock::ClockOffset;
+use linerate_proto::measure::RrFlowMeasurement;
 use linerate_proto::rr_core::{spin_mode, RrPlan, SpinMode};
 use linerate_proto::spec::RrPhase;
 
@@ -106,8 +107,25 @@ pub(super) struct PhaseOut {
     pub(super) result: Result<(), EngineError>,
     /// Busy poll: what the kernel said to `SO_BUSY_POLL`.
     pub(super) busy_poll: Option<String>,
-    /// Busy poll: waits that slept in `poll(2)`.
-    pub(super) poll_sleeps: Option<u64>,
+    /// Busy poll: what the connection's spinning came to.
+    pub(super) spin: Option<SpinStats>,
+}
+
+/// Busy poll: what one connection's spinning came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SpinStats {
+    /// Waits that slept in `poll(2)`.
+    pub(super) sleeps: u64,
+    /// A dedicated-CPU budget found its CPU shared and yielded from then on.
+    pub(super) demoted: bool,
+}
+
+impl SpinStats {
+    /// Writes these into a flow's measurement.
+    pub(super) fn record(spin: Option<SpinStats>, m: &mut RrFlowMeasurement) {
+        m.poll_sleeps = spin.map(|s| s.sleeps);
+        m.spin_yielded = spin.and_then(|s| s.demoted.then_some(true));
+    }
 }
 
 impl PhaseOut {
@@ -115,7 +133,7 @@ impl PhaseOut {
         PhaseOut {
             result: Err(e),
             busy_poll: None,
-            poll_sleeps: None,
+            spin: None,
         }
     }
 }

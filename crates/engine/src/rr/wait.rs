@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use linerate_proto::rr_core::{SpinBudget, SpinMode};
 
+use super::params::SpinStats;
 use crate::clock::mono_ns;
 use crate::engines;
 use crate::stream::{map_err, Idle, Signals};
@@ -84,9 +85,13 @@ impl<'a> Waiter<'a> {
         }
     }
 
-    /// Busy poll only: how many waits slept in `poll(2)`.
-    pub(super) fn sleeps(&self) -> Option<u64> {
-        matches!(self.wait, Wait::Spin(_)).then(|| self.spin.sleeps())
+    /// Busy poll only: how many waits slept in `poll(2)`, and whether a
+    /// dedicated budget turned shared (yielding).
+    pub(super) fn stats(&self) -> Option<SpinStats> {
+        matches!(self.wait, Wait::Spin(_)).then(|| SpinStats {
+            sleeps: self.spin.sleeps(),
+            demoted: self.spin.demoted(),
+        })
     }
 
     /// A call on `sock` would block (or its socket timeout expired): spin,
