@@ -1,10 +1,14 @@
 //! Progress bars (indicatif) for long runs — repeated trials, sweeps and
 //! request/response tests over several sizes — drawn on stderr only for
 //! human output on a terminal: machine formats and pipes never get one.
+//! Each shows the time left: indicatif's estimate from the steps so far for
+//! trials and sweeps; for rr/crr sizes, [`time_left`] by the clock (a
+//! time-limited run's total is known; a count-limited one goes by the rate
+//! of the sizes finished so far).
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_proto::spec::{RrLimit, TestSpec};
@@ -41,17 +45,74 @@ pub fn suspend<R>(bar: &Option<indicatif::ProgressBar>, f: impl FnOnce() -> R) -
 
 const TEMPLATE: &str = "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} elapsed, ETA {eta}";
 
-/// A request/response test over several sizes (time-limited): a bar over
-/// its planned duration, advanced by the clock from the start record until
-/// the report arrives. Other tests get `inner` back unchanged.
+/// How the time left of a request/response test over several sizes is
+/// estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// Time-limited (`-t`): every size runs this long, so the total is
+    /// known and the time left follows the clock.
+    Timed(Duration),
+    /// Count-limited (`-n`): a size's duration is unknown until one ends;
+    /// the time left is the rate so far (sizes per second) over the rest.
+    Counted,
+}
+
+/// The time left, given `done` of `phases` sizes finished, `elapsed` since
+/// the start and `since_end` since the last size ended (or the start).
+/// `None` while a count-limited run has finished no size yet (no rate).
+fn time_left(
+    plan: Plan,
+    phases: u64,
+    done: u64,
+    elapsed: Duration,
+    since_end: Duration,
+) -> Option<Duration> {
+    let left = u32::try_from(phases.saturating_sub(done)).unwrap_or(u32::MAX);
+    if left == 0 {
+        return Some(Duration::ZERO);
+    }
+    let per_phase = match plan {
+        Plan::Timed(d) => d,
+        Plan::Counted if done == 0 => return None,
+        // The sizes finished took this long each, on average.
+        Plan::Counted => {
+            elapsed.saturating_sub(since_end) / u32::try_from(done).unwrap_or(u32::MAX)
+        }
+    };
+    // The size in progress has run `since_end` of its share already (but
+    // a slow one does not make the rest look shorter than they are).
+    Some((per_phase * left).saturating_sub(since_end.min(per_phase)))
+}
+
+/// "ETA 1m 05s", or what stands in for it.
+fn eta_text(left: Option<Duration>) -> String {
+    let Some(d) = left else {
+        return "ETA after the first size".into();
+    };
+    // Whole seconds, rounded up: "0s" only once nothing is left.
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    match s {
+        0..60 => format!("ETA {s}s"),
+        60..3600 => format!("ETA {}m {:02}s", s / 60, s % 60),
+        _ => format!("ETA {}h {:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+const RR_TEMPLATE: &str = "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} elapsed, {msg}";
+
+/// A request/response test over several sizes (or with `--under-load`): a
+/// bar over its sizes, advanced as each one ends, with the time left by
+/// the clock ([`time_left`]). Other tests, machine formats and
+/// non-terminals get `inner` back unchanged.
 pub fn rr_sink<'a>(
     inner: Box<dyn Sink + 'a>,
     spec: &TestSpec,
     format: Format,
 ) -> Box<dyn Sink + 'a> {
     let Some(rr) = &spec.rr else { return inner };
-    let RrLimit::TimeMs(ms) = rr.limit else {
-        return inner;
+    let plan = match rr.limit {
+        RrLimit::TimeMs(ms) => Plan::Timed(Duration::from_millis(ms)),
+        RrLimit::Count(_) => Plan::Counted,
     };
     let phases = rr.sizes.len() as u64 * if rr.under_load > 0 { 2 } else { 1 };
     if phases < 2 {
@@ -64,11 +125,19 @@ pub fn rr_sink<'a>(
         inner,
         bar: None,
         format,
-        phase: Duration::from_millis(ms),
+        plan,
         phases,
+        ends: Arc::new(Mutex::new(Ends::default())),
         stop: Arc::new(AtomicBool::new(false)),
         ticker: None,
     })
+}
+
+/// Sizes finished so far, and when the last one ended.
+#[derive(Debug, Default)]
+struct Ends {
+    done: u64,
+    last: Option<Instant>,
 }
 
 struct RrProgress<'a> {
@@ -76,8 +145,9 @@ struct RrProgress<'a> {
     /// Made once the start record is out, so the bar draws below it.
     bar: Option<indicatif::ProgressBar>,
     format: Format,
-    phase: Duration,
+    plan: Plan,
     phases: u64,
+    ends: Arc<Mutex<Ends>>,
     stop: Arc<AtomicBool>,
     ticker: Option<std::thread::JoinHandle<()>>,
 }
@@ -106,15 +176,28 @@ impl Sink for RrProgress<'_> {
         let Some(bar) = progress(self.phases, self.format, "sizes") else {
             return r;
         };
+        if let Ok(style) = indicatif::ProgressStyle::with_template(RR_TEMPLATE) {
+            bar.set_style(style.progress_chars("=> "));
+        }
         self.bar = Some(bar.clone());
-        let (stop, phase, phases) = (self.stop.clone(), self.phase, self.phases);
+        let (stop, ends, plan, phases) =
+            (self.stop.clone(), self.ends.clone(), self.plan, self.phases);
         let t0 = Instant::now();
-        // The phases follow each other at the planned pace; the bar says
-        // which one runs by the clock (an estimate, shown only as progress).
+        // The sizes' ends move the bar; the clock moves the time left.
         self.ticker = Some(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                let done = (t0.elapsed().as_nanos() / phase.as_nanos().max(1)) as u64;
-                bar.set_position(done.min(phases.saturating_sub(1)));
+                let (done, last) = ends.lock().map_or((0, None), |e| (e.done, e.last));
+                let left = time_left(
+                    plan,
+                    phases,
+                    done,
+                    t0.elapsed(),
+                    last.unwrap_or(t0).elapsed(),
+                );
+                // The message first: a bar showing a size done never
+                // shows the estimate from before it ended.
+                bar.set_message(eta_text(left));
+                bar.set_position(done.min(phases));
                 std::thread::sleep(Duration::from_millis(100));
             }
         }));
@@ -129,11 +212,56 @@ impl Sink for RrProgress<'_> {
     }
 
     fn rr_phase(&mut self, rec: &RrPhaseRecord) -> std::io::Result<()> {
+        if let Ok(mut e) = self.ends.lock() {
+            e.done += 1;
+            e.last = Some(Instant::now());
+        }
         self.inner.rr_phase(rec)
     }
 
     fn finish(&mut self, report: &Report) -> std::io::Result<()> {
         self.end();
         self.inner.finish(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn issue_13_timed_runs_count_down_by_the_clock() {
+        let t = Plan::Timed(2 * S);
+        // 4 sizes of 2 s: 8 s at the start, 7 s one second in.
+        assert_eq!(
+            time_left(t, 4, 0, Duration::ZERO, Duration::ZERO),
+            Some(8 * S)
+        );
+        assert_eq!(time_left(t, 4, 0, S, S), Some(7 * S));
+        // Two sizes done (slower than planned): the rest is still 2 × 2 s,
+        // less what the current size has run.
+        assert_eq!(time_left(t, 4, 2, 6 * S, S / 2), Some(4 * S - S / 2));
+        // A size running late does not make the rest look shorter.
+        assert_eq!(time_left(t, 4, 3, 9 * S, 5 * S), Some(Duration::ZERO));
+        assert_eq!(time_left(t, 4, 4, 9 * S, 5 * S), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn issue_13_counted_runs_estimate_from_the_rate_so_far() {
+        let c = Plan::Counted;
+        assert_eq!(time_left(c, 4, 0, 3 * S, 3 * S), None);
+        assert_eq!(eta_text(None), "ETA after the first size");
+        assert_eq!(eta_text(Some(S / 2)), "ETA 1s");
+        assert_eq!(eta_text(Some(65 * S)), "ETA 1m 05s");
+        assert_eq!(eta_text(Some(3725 * S)), "ETA 1h 02m");
+        // One size took 3 s: three more, less the second's first second.
+        assert_eq!(time_left(c, 4, 1, 4 * S, S), Some(8 * S));
+        assert_eq!(time_left(c, 4, 3, 6 * S, Duration::ZERO), Some(2 * S));
+        assert_eq!(
+            time_left(c, 4, 4, 6 * S, Duration::ZERO),
+            Some(Duration::ZERO)
+        );
     }
 }

@@ -217,16 +217,27 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
     // crr transactions are answered here or on the pool's one worker, not
     // on a thread of their own (issue 8).
     let crr = CrrPool::new(Arc::new(CrrRoutes(Arc::clone(shared))));
+    // Accept blocks for at most this long, so the loop notices the end of
+    // a --once test; no poll(2) before each accept (crr accepts one
+    // connection per transaction).
+    socket::set_accept_timeout(listener, Duration::from_millis(100))?;
     loop {
         if once && shared.test_ended.load(Ordering::Acquire) {
             break;
         }
         sessions.retain(|h| !h.is_finished());
-        if !socket::wait_readable(listener, Duration::from_millis(100))? {
-            continue;
-        }
         let (sock, peer) = match listener.accept() {
             Ok(x) => x,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(e) => {
                 // Per-connection failures (e.g. ECONNABORTED, EMFILE) must
                 // not take the server down; back off briefly.

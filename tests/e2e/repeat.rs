@@ -127,6 +127,46 @@ fn issue_11_repeat_progress_bar_only_on_a_terminal() {
     );
 }
 
+#[test]
+fn issue_13_rr_progress_time_left_by_the_clock_and_quiet_otherwise() {
+    // Off a terminal: no bar, time- or count-limited.
+    let args = ["rr", "--sizes", "1,2", "-n", "200"];
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(!all.contains("ETA") && !all.contains("sizes ["), "{all}");
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("terminal part skipped: tmux is not installed");
+        return;
+    }
+    // Time-limited: the total is known from the start, so the time left
+    // shows in seconds before any size has ended.
+    let seen = on_terminal(
+        &format!("{} rr --sizes 1,2,3,4,5,6 -t 2", bin()),
+        &["sizes [", "0/6", "elapsed, ETA 1"],
+    );
+    assert!(!seen.contains("after the first size"), "{seen}");
+    // Count-limited: no estimate until a size has ended, then one from the
+    // rate so far (the message is set before the position moves). Each
+    // size lasts about a second or more, so the capture sees "1/3".
+    let seen = on_terminal(
+        &format!("{} rr --sizes 1,2,3 -n 20000", bin()),
+        &["sizes [", "1/3"],
+    );
+    let line = seen.lines().find(|l| l.contains("1/3")).unwrap_or("");
+    let eta = line.split("ETA ").nth(1).unwrap_or("");
+    assert!(eta.starts_with(|c: char| c.is_ascii_digit()), "{seen}");
+    // A machine format on a terminal: stderr is a terminal, still no bar.
+    let seen = on_terminal(
+        &format!(
+            "{} rr --sizes 1,2,3 -t 0.5 --json > /dev/null; echo lr-done-$((6 * 7))",
+            bin()
+        ),
+        &["lr-done-42"],
+    );
+    assert!(!seen.contains("sizes [") && !seen.contains("ETA"), "{seen}");
+}
+
 /// Runs `cmd` in a detached tmux terminal and waits for a bar `needle` with an ETA.
 fn bar_on_terminal(cmd: &str, needle: &str) {
     let _ = on_terminal(cmd, &[needle, "ETA"]);

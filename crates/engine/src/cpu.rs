@@ -107,7 +107,9 @@ pub fn host_delta(start: HostSnapshot, end: HostSnapshot) -> HostCpu {
     }
 }
 
-/// CPUs online now.
+/// CPUs this process may run on now: the online CPUs in its affinity mask
+/// (`sched_getaffinity`), fewer under a cgroup CPU quota (std's
+/// `available_parallelism` reads both).
 pub fn online_cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }

@@ -47,6 +47,15 @@ pub enum Wait {
     Spin(SpinMode),
 }
 
+/// Busy poll: what one connection's spinning came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SpinStats {
+    /// Waits that slept in `poll(2)`.
+    pub(crate) sleeps: u64,
+    /// A dedicated-CPU budget found its CPU shared and yielded from then on.
+    pub(crate) demoted: bool,
+}
+
 /// What one socket's would-block calls do, and what they cost.
 pub(crate) struct Waiter<'a> {
     wait: Wait,
@@ -101,6 +110,15 @@ impl<'a> Waiter<'a> {
     /// Busy poll only: how many waits slept in `poll(2)`.
     pub(crate) fn sleeps(&self) -> Option<u64> {
         matches!(self.wait, Wait::Spin(_)).then(|| self.spin.sleeps())
+    }
+
+    /// Busy poll only: how many waits slept in `poll(2)`, and whether a
+    /// dedicated budget turned shared (yielding).
+    pub(crate) fn stats(&self) -> Option<SpinStats> {
+        matches!(self.wait, Wait::Spin(_)).then(|| SpinStats {
+            sleeps: self.spin.sleeps(),
+            demoted: self.spin.demoted(),
+        })
     }
 
     /// A call on `sock` would block (or its socket timeout expired): spin,

@@ -437,6 +437,11 @@ pub struct RrFlowMeasurement {
     /// budget and then slept in `poll(2)` (each costs a wake-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_sleeps: Option<u64>,
+    /// Busy poll only: `true` when this flow set out to spin without
+    /// yielding (a CPU of its own) and its sleeps showed the CPU shared, so
+    /// it yielded from then on; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spin_yielded: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -413,11 +413,15 @@ pub fn spin_mode(cpus: u32, flows: u32, pinned: Option<u32>) -> SpinMode {
 /// full, unless the CPU turns out to be shared after all (another process
 /// runs there): a window of [`SPIN_PROBE_EVERY`] waits with
 /// [`SPIN_DEMOTE_SLEEPS`] or more sleeps switches the connection to
-/// [`SpinMode::Shared`] for good. A wait that outlasts its budget sleeps
-/// (counted in [`SpinBudget::sleeps`]).
+/// [`SpinMode::Shared`], and a later window without a sleep switches it
+/// back (a burst of load, or the slow first waits of a phase, must not
+/// make it yield for the rest of the phase). A wait that outlasts its
+/// budget sleeps (counted in [`SpinBudget::sleeps`]).
 #[derive(Debug, Clone)]
 pub struct SpinBudget {
     mode: SpinMode,
+    /// The mode it was given: only a dedicated budget changes mode.
+    given: SpinMode,
     full_ns: u64,
     budget_ns: u64,
     /// This wait's budget and start, ns, while waiting.
@@ -439,6 +443,7 @@ impl SpinBudget {
         let full_ns = u64::try_from(full.as_nanos()).unwrap_or(u64::MAX);
         SpinBudget {
             mode,
+            given: mode,
             full_ns,
             budget_ns: full_ns,
             current: None,
@@ -450,7 +455,7 @@ impl SpinBudget {
     }
 
     /// True when a [`SpinMode::Dedicated`] budget found its CPU shared and
-    /// switched to [`SpinMode::Shared`].
+    /// switched to [`SpinMode::Shared`] (for a while, at least).
     pub fn demoted(&self) -> bool {
         self.demoted
     }
@@ -479,10 +484,17 @@ impl SpinBudget {
                 self.waits = self.waits.wrapping_add(1);
                 // SPIN_PROBE_EVERY is a power of two: a mask picks every Nth.
                 let b = if self.waits & (SPIN_PROBE_EVERY - 1) == 0 {
-                    if self.mode == SpinMode::Dedicated && self.window_sleeps >= SPIN_DEMOTE_SLEEPS
-                    {
-                        self.mode = SpinMode::Shared;
-                        self.demoted = true;
+                    if self.given == SpinMode::Dedicated {
+                        if self.mode == SpinMode::Dedicated
+                            && self.window_sleeps >= SPIN_DEMOTE_SLEEPS
+                        {
+                            self.mode = SpinMode::Shared;
+                            self.demoted = true;
+                        } else if self.mode == SpinMode::Shared && self.window_sleeps == 0 {
+                            // The CPU is ours again.
+                            self.mode = SpinMode::Dedicated;
+                            self.budget_ns = self.full_ns;
+                        }
                     }
                     self.window_sleeps = 0;
                     self.full_ns
@@ -740,6 +752,38 @@ mod tests {
     }
 
     #[test]
+    fn issue_8_a_demoted_budget_turns_dedicated_again_after_a_window_without_sleeps() {
+        let mut s = SpinBudget::new(SpinMode::Dedicated, FULL);
+        let mut now = 0;
+        // A burst: the first window's waits all sleep (as a phase's first
+        // waits may, under load).
+        for _ in 0..SPIN_PROBE_EVERY {
+            while s.keep_spinning(now) {
+                now += 1_000;
+            }
+        }
+        assert_eq!(s.mode(), SpinMode::Shared);
+        // Then every wait ends while spinning: one clean window, and the
+        // connection spins without yielding again, its budget full.
+        for _ in 0..2 * SPIN_PROBE_EVERY {
+            assert!(s.keep_spinning(now));
+            s.done();
+            now += 1_000;
+        }
+        assert_eq!((s.mode(), s.budget_ns()), (SpinMode::Dedicated, 50_000));
+        // It did yield for a while: the report says so.
+        assert!(s.demoted());
+        // A budget given shared stays shared.
+        let mut s = SpinBudget::new(SpinMode::Shared, FULL);
+        for _ in 0..3 * SPIN_PROBE_EVERY {
+            assert!(s.keep_spinning(now));
+            s.done();
+            now += 1_000;
+        }
+        assert_eq!((s.mode(), s.demoted()), (SpinMode::Shared, false));
+    }
+
+    #[test]
     fn a_dedicated_budget_with_rare_sleeps_stays_dedicated() {
         let mut s = SpinBudget::new(SpinMode::Dedicated, FULL);
         let mut now = 0;
@@ -857,7 +901,10 @@ mod tests {
                 prop_assert!(s.budget_ns() >= SPIN_MIN.as_nanos() as u64);
                 prop_assert!(s.budget_ns() <= 50_000);
                 if s.mode() == SpinMode::Dedicated { prop_assert_eq!(s.budget_ns(), 50_000); }
-                prop_assert_eq!(s.demoted(), dedicated && s.mode() == SpinMode::Shared);
+                // Only a dedicated budget changes mode; shared now means it
+                // was demoted.
+                if s.mode() == SpinMode::Shared && dedicated { prop_assert!(s.demoted()); }
+                if !dedicated { prop_assert!(!s.demoted() && s.mode() == SpinMode::Shared); }
             }
             prop_assert_eq!(s.sleeps(), falses);
         }

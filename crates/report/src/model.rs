@@ -542,6 +542,13 @@ pub struct RrPhaseReport {
     pub client_poll_sleeps: Option<Vec<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_poll_sleeps: Option<Vec<u64>>,
+    /// With busy polling: flows that set out to spin without yielding (a
+    /// CPU each) and turned to yielding when their sleeps showed the CPU
+    /// shared, on each side; absent when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_spin_yielded: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_spin_yielded: Option<u32>,
     /// Errors of any flow in this phase, either side.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,

@@ -146,6 +146,8 @@ fn phase_report(
         histogram: rtt.to_buckets(),
         client_poll_sleeps: poll_sleeps(&cf),
         server_poll_sleeps: poll_sleeps(&sf),
+        client_spin_yielded: spin_yielded(&cf),
+        server_spin_yielded: spin_yielded(&sf),
         errors,
     }
 }
@@ -159,6 +161,16 @@ fn poll_sleeps(flows: &[RrFlowMeasurement]) -> Option<Vec<u64>> {
         .collect();
     v.sort_unstable();
     (!v.is_empty()).then(|| v.into_iter().map(|(_, n)| n).collect())
+}
+
+/// Flows that turned from spinning without yielding to yielding (`None`
+/// when none did).
+fn spin_yielded(flows: &[RrFlowMeasurement]) -> Option<u32> {
+    let n = flows
+        .iter()
+        .filter(|f| f.spin_yielded == Some(true))
+        .count() as u32;
+    (n > 0).then_some(n)
 }
 
 /// The rr section, for rr and crr specs.

@@ -22,7 +22,7 @@ use super::conns::{Conn, RrConns};
 use super::crr::{self, CrrTarget};
 use super::gate::Gate;
 use super::load::client_load;
-use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams};
+use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams, SpinStats};
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::watch::{Watch, Watchdog};
 use super::{tcp, udp, LOAD_WARMUP, WAKE};
@@ -159,7 +159,7 @@ fn client_flow<E: Engine>(engine: E, flow: u32, mut source: Source<'_>, s: &Shar
         let result = with_pin(o.result, &pin_error).map_err(|e| s.watch.explain(e));
         let failed = result.is_err();
         let mut m = tally.into_measurement(phase, flow, result.err().map(|e| e.to_string()));
-        m.poll_sleeps = o.poll_sleeps;
+        SpinStats::record(o.spin, &mut m);
         if failed {
             out.measurements.push(m);
             s.signals.abort();
@@ -248,6 +248,7 @@ fn run_client(
         engine.name(),
         p.cpu_scope,
         g.threads_cpu,
+        g.busiest,
         RrMeasurement {
             flows: g.flows,
             load: g.load,

@@ -17,7 +17,7 @@ use linerate_proto::wire::{DataHello, Side, Token};
 use crate::clock::mono_ns;
 use crate::cpu::CpuTime;
 use crate::engines::{Engine, Syscall};
-use crate::runner::{spawn_side, CpuScope, SideRun};
+use crate::runner::{spawn_side, CpuScope, ProcessThreads, SideRun};
 use crate::stream::{Signals, POLL};
 use crate::{socket, EngineError};
 
@@ -106,7 +106,7 @@ pub(super) fn client_phase<E: Engine>(
     PhaseOut {
         result: run_phase(&mut x, cx, tally),
         busy_poll: None,
-        poll_sleeps: None,
+        spin: None,
     }
 }
 
@@ -271,6 +271,7 @@ impl CrrServer {
         let me = Arc::clone(self);
         spawn_side("syscall", move |signals| {
             let start = CpuStart::now();
+            let threads = ProcessThreads::now();
             while !me.client_done.load(Ordering::Acquire) {
                 if signals.aborted() {
                     me.signals.abort();
@@ -284,12 +285,14 @@ impl CrrServer {
             while me.active.load(Ordering::Acquire) > 0 && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            // Transactions run on the server's connection threads, which
-            // belong to no test: only the process's CPU time covers them.
+            // Transactions run on the server's accepting thread and the
+            // crr pool's worker, which belong to no test: only the
+            // process's CPU time covers them, and its busiest thread.
             start.results(
                 "syscall",
                 CpuScope::Process,
                 CpuTime::default(),
+                ProcessThreads::now().busiest_since(&threads),
                 RrMeasurement {
                     flows: me.measurements(),
                     ..RrMeasurement::default()

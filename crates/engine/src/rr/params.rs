@@ -1,12 +1,14 @@
 //! How one side runs a request/response test, and a flow's buffers.
 
 use linerate_proto::clock::ClockOffset;
+use linerate_proto::measure::RrFlowMeasurement;
 use linerate_proto::rr_core::{RrPlan, SpinMode};
 use linerate_proto::spec::RrPhase;
 
 use crate::cpu;
 use crate::runner::CpuScope;
 use crate::stream::Signals;
+pub(super) use crate::wait::SpinStats;
 use crate::EngineError;
 
 use super::watch::Watch;
@@ -100,8 +102,16 @@ pub(super) struct PhaseOut {
     pub(super) result: Result<(), EngineError>,
     /// Busy poll: what the kernel said to `SO_BUSY_POLL`.
     pub(super) busy_poll: Option<String>,
-    /// Busy poll: waits that slept in `poll(2)`.
-    pub(super) poll_sleeps: Option<u64>,
+    /// Busy poll: what the connection's spinning came to.
+    pub(super) spin: Option<SpinStats>,
+}
+
+impl SpinStats {
+    /// Writes these into a flow's measurement.
+    pub(super) fn record(spin: Option<SpinStats>, m: &mut RrFlowMeasurement) {
+        m.poll_sleeps = spin.map(|s| s.sleeps);
+        m.spin_yielded = spin.and_then(|s| s.demoted.then_some(true));
+    }
 }
 
 impl PhaseOut {
@@ -109,7 +119,7 @@ impl PhaseOut {
         PhaseOut {
             result: Err(e),
             busy_poll: None,
-            poll_sleeps: None,
+            spin: None,
         }
     }
 }

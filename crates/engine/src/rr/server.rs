@@ -16,7 +16,7 @@ use crate::EngineError;
 
 use super::conns::{Conn, RrConns};
 use super::load::server_load;
-use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams};
+use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams, SpinStats};
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::watch::Watch;
 use super::{tcp, udp};
@@ -36,8 +36,8 @@ pub(super) trait Serve {
     /// True when requests cannot be lost on the way (TCP): their sequence
     /// numbers must then count up from 0. Otherwise they are echoed.
     fn reliable(&self) -> bool;
-    /// Busy poll: waits that slept in `poll(2)`.
-    fn poll_sleeps(&self) -> Option<u64>;
+    /// Busy poll: what the connection's spinning came to.
+    fn spin(&self) -> Option<SpinStats>;
 }
 
 /// Answers one request: checks its header, stamps and writes the response
@@ -109,7 +109,7 @@ pub(super) fn serve_phase<S: Serve>(
             }
             Ok(())
         })();
-        out.poll_sleeps = s.poll_sleeps();
+        out.spin = s.spin();
         r
     })();
     Served {
@@ -152,17 +152,18 @@ fn server_flow<E: Engine>(
         watch.release(flow);
         drop(conn);
         let failed = result.is_err();
-        end.measurements.push(RrFlowMeasurement {
+        let mut m = RrFlowMeasurement {
             phase: phase.index,
             flow,
             transactions: n,
             bytes_sent: n * u64::from(phase.response),
             bytes_received: n * u64::from(phase.request),
             elapsed_ns: served.elapsed_ns,
-            poll_sleeps: served.out.poll_sleeps,
             error: result.err().map(|e| e.to_string()),
             ..RrFlowMeasurement::default()
-        });
+        };
+        SpinStats::record(served.out.spin, &mut m);
+        end.measurements.push(m);
         if failed {
             signals.abort();
             break;
@@ -197,6 +198,7 @@ pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> Sid
             engine.name(),
             p.cpu_scope,
             g.threads_cpu,
+            g.busiest,
             RrMeasurement {
                 flows: g.flows,
                 load: g.load,

@@ -46,12 +46,14 @@ impl CpuStart {
     }
 
     /// The side's results: `rr` with the CPU this side used (the process,
-    /// or this thread plus `threads_cpu`, by `scope`).
+    /// or this thread plus `threads_cpu`, by `scope`) and its busiest
+    /// thread (name, CPU time in ns) over the side's wall time.
     pub(super) fn results(
         self,
         engine: &str,
         scope: CpuScope,
         threads_cpu: CpuTime,
+        busiest: Option<(String, u64)>,
         rr: RrMeasurement,
     ) -> SideResults {
         let (scope, used) = match scope {
@@ -72,7 +74,8 @@ impl CpuStart {
                     .host
                     .zip(cpu::host())
                     .map(|(a, b)| cpu::host_delta(a, b)),
-                ..CpuMeasurement::default()
+                busiest_thread_ns: busiest.as_ref().map(|b| b.1),
+                busiest_thread: busiest.map(|b| b.0),
             },
             rr: Some(rr),
             ..SideResults::default()
@@ -88,6 +91,9 @@ pub(super) struct Gathered {
     pub(super) load: Vec<StreamMeasurement>,
     pub(super) threads_cpu: CpuTime,
     pub(super) busy_poll: Option<String>,
+    /// The flow or load thread that used the most CPU (its own clock:
+    /// `getrusage(RUSAGE_THREAD)`), and its time, ns.
+    pub(super) busiest: Option<(String, u64)>,
 }
 
 /// Runs `flows` and `loads` on threads of their own, then `coordinate` on
@@ -105,6 +111,7 @@ where
     F: FnOnce() -> FlowEnd + Send,
     L: FnOnce() -> LoadEnd + Send,
 {
+    let load_ids: Vec<u32> = loads.iter().map(|(id, _)| *id).collect();
     let (ends, load_ends) = std::thread::scope(|scope| {
         let flow_handles: Vec<_> = flows
             .into_iter()
@@ -135,23 +142,37 @@ where
             std::thread::sleep(WAKE);
             dog.check(watch, signals);
         }
-        let ends: Vec<FlowEnd> = flow_handles
+        let ends: Vec<(usize, FlowEnd)> = flow_handles
             .into_iter()
-            .filter_map(|h| h.ok().and_then(|h| h.join().ok()))
+            .enumerate()
+            .filter_map(|(f, h)| Some((f, h.ok()?.join().ok()?)))
             .collect();
-        let loads: Vec<LoadEnd> = load_handles
+        let loads: Vec<(u32, LoadEnd)> = load_ids
             .into_iter()
-            .filter_map(|h| h.ok().and_then(|h| h.join().ok()))
+            .zip(load_handles)
+            .filter_map(|(id, h)| Some((id, h.ok()?.join().ok()?)))
             .collect();
         (ends, loads)
     });
     let mut out = Gathered::default();
-    for e in ends {
+    let mut busiest = |name: &dyn Fn() -> String, c: CpuTime| {
+        let ns = (c.user + c.system).as_nanos() as u64;
+        if out.busiest.as_ref().is_none_or(|b| ns > b.1) {
+            out.busiest = Some((name(), ns));
+        }
+    };
+    for (f, e) in &ends {
+        busiest(&|| format!("flow {f}"), e.cpu);
+    }
+    for (id, (_, c)) in &load_ends {
+        busiest(&|| format!("load stream {id}"), *c);
+    }
+    for (_, e) in ends {
         out.threads_cpu = out.threads_cpu + e.cpu;
         out.busy_poll = out.busy_poll.or(e.busy_poll);
         out.flows.extend(e.measurements);
     }
-    for (m, c) in load_ends {
+    for (_, (m, c)) in load_ends {
         out.threads_cpu = out.threads_cpu + c;
         out.load.push(m);
     }

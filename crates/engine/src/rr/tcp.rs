@@ -11,7 +11,7 @@ use crate::stream::map_err;
 use crate::EngineError;
 
 use super::client::{run_phase, server_times, Exchange, Reply};
-use super::params::{Buffers, PhaseCtx, PhaseOut};
+use super::params::{Buffers, PhaseCtx, PhaseOut, SpinStats};
 use super::server::{serve_phase, Serve, Served};
 use super::stream_io::StreamIo;
 use crate::wait::{prepare_tcp, Waiter};
@@ -74,7 +74,7 @@ pub(super) fn client_phase<E: Engine>(
     PhaseOut {
         result,
         busy_poll: said,
-        poll_sleeps: x.io.waiter.sleeps(),
+        spin: x.io.waiter.stats(),
     }
 }
 
@@ -96,8 +96,8 @@ impl<E: Engine> Serve for StreamIo<'_, E> {
         true
     }
 
-    fn poll_sleeps(&self) -> Option<u64> {
-        self.waiter.sleeps()
+    fn spin(&self) -> Option<SpinStats> {
+        self.waiter.stats()
     }
 }
 

@@ -16,7 +16,7 @@ use crate::EngineError;
 
 use super::client::{run_phase, Exchange, Reply};
 use super::datagram_io::DatagramIo;
-use super::params::{Buffers, PhaseCtx, PhaseOut};
+use super::params::{Buffers, PhaseCtx, PhaseOut, SpinStats};
 use super::server::{serve_phase, Serve, Served};
 use super::UDP_RESPONSE_TIMEOUT;
 use crate::wait::{prepare_udp, Waiter};
@@ -132,7 +132,7 @@ pub(super) fn client_phase<E: Engine>(
     PhaseOut {
         result,
         busy_poll: said,
-        poll_sleeps: x.io.waiter.sleeps(),
+        spin: x.io.waiter.stats(),
     }
 }
 
@@ -175,8 +175,8 @@ impl<E: Engine> Serve for DatagramIo<'_, E> {
         false
     }
 
-    fn poll_sleeps(&self) -> Option<u64> {
-        self.waiter.sleeps()
+    fn spin(&self) -> Option<SpinStats> {
+        self.waiter.stats()
     }
 }
 

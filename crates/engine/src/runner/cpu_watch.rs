@@ -204,6 +204,32 @@ impl CpuWatch {
     }
 }
 
+/// Every thread of the process at one moment, for a side whose work runs
+/// on threads that belong to no test (the crr server's transactions run on
+/// the accepting thread and the crr pool's worker): its busiest thread is
+/// the process's thread that grew most between two snapshots.
+#[derive(Debug, Default)]
+pub(crate) struct ProcessThreads(Reading);
+
+impl ProcessThreads {
+    pub(crate) fn now() -> ProcessThreads {
+        let mut r = Reading::new();
+        for tid in task_ids() {
+            if let Some(v) = read_stat(&format!("/proc/self/task/{tid}/stat")) {
+                r.insert(tid, v);
+            }
+        }
+        ProcessThreads(r)
+    }
+
+    /// The thread (its name) that used the most CPU since `earlier`, and
+    /// its time, ns; `None` when no thread could be read.
+    pub(crate) fn busiest_since(&self, earlier: &ProcessThreads) -> Option<(String, u64)> {
+        let (name, ticks) = busiest(&self.0, &earlier.0);
+        (!name.is_empty()).then(|| (name, ticks_to_ns(ticks)))
+    }
+}
+
 /// The thread of `now` whose ticks grew most since `before` (a thread not
 /// in `before` counts from zero); ties go to the lowest thread id.
 fn busiest(now: &Reading, before: &Reading) -> (String, u64) {

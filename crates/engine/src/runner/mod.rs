@@ -34,6 +34,7 @@ use linerate_proto::wire::{SentCount, Side};
 use crate::engines::EngineKind;
 use crate::stream::Signals;
 use crate::udp::UdpCounters;
+pub(crate) use cpu_watch::ProcessThreads;
 use sampler::sample;
 
 /// A stream's socket.

@@ -93,9 +93,14 @@ fn spin(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
         how(rr.spin_client),
         how(rr.spin_server)
     )?;
-    let list = |v: &Option<Vec<u64>>| {
+    // Per flow, and what share of the phase's transactions slept on that
+    // side (a transaction waits once per side when its message arrives
+    // whole, so a sleep is a transaction that paid a wake-up).
+    let list = |v: &Option<Vec<u64>>, transactions: u64| {
         v.as_ref().map_or("-".to_string(), |v| {
-            v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+            let flows = v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+            let share = v.iter().sum::<u64>() as f64 / transactions.max(1) as f64 * 100.0;
+            format!("{flows} ({share:.2}%)")
         })
     };
     let any = |v: &Option<Vec<u64>>| v.iter().flatten().any(|&n| n > 0);
@@ -108,11 +113,33 @@ fn spin(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
                 "{} B{}: client {}, server {}",
                 p.request_size,
                 if p.loaded { " loaded" } else { "" },
-                list(&p.client_poll_sleeps),
-                list(&p.server_poll_sleeps)
+                list(&p.client_poll_sleeps, p.transactions),
+                list(&p.server_poll_sleeps, p.transactions)
             )
         })
         .collect();
+    let yielded: Vec<String> = rr
+        .phases
+        .iter()
+        .filter(|p| p.client_spin_yielded.is_some() || p.server_spin_yielded.is_some())
+        .map(|p| {
+            let n = |v: Option<u32>| v.unwrap_or(0);
+            format!(
+                "{} B{}: client {}, server {}",
+                p.request_size,
+                if p.loaded { " loaded" } else { "" },
+                n(p.client_spin_yielded),
+                n(p.server_spin_yielded)
+            )
+        })
+        .collect();
+    if !yielded.is_empty() {
+        writeln!(
+            out,
+            "flows that yielded for a while (their sleeps showed the CPU shared): {}",
+            yielded.join("; ")
+        )?;
+    }
     if !counted {
         writeln!(out, "poll(2) sleeps: not reported")
     } else if slept.is_empty() {
@@ -123,9 +150,9 @@ fn spin(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
     } else {
         writeln!(
             out,
-            "poll(2) sleeps per flow (waits that outlasted the spin budget): {}",
-            slept.join("; ")
-        )
+            "poll(2) sleeps per flow (waits that outlasted the spin budget; share of transactions):"
+        )?;
+        slept.iter().try_for_each(|s| writeln!(out, "  {s}"))
     }
 }
 
