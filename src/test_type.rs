@@ -157,6 +157,15 @@ pub fn software() -> String {
     format!("linerate {}", env!("CARGO_PKG_VERSION"))
 }
 
+/// This process's `LD_PRELOAD`, when set and not empty: every report
+/// records it on both sides (issue 8), since a preloaded kernel-bypass
+/// library changes what the figures measure.
+pub fn ld_preload() -> Option<String> {
+    std::env::var_os("LD_PRELOAD")
+        .map(|v| v.to_string_lossy().into_owned())
+        .filter(|v| !v.trim().is_empty())
+}
+
 /// Whose CPU a side accounts: the process, or only its own threads when
 /// it shares the process (an embedded server, or concurrent tests).
 pub fn cpu_scope(shares_process: bool) -> CpuScope {

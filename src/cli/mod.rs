@@ -139,6 +139,12 @@ pub struct CompareConfig {
     pub args: Vec<String>,
     pub variants: Vec<CompareVariantConfig>,
     pub format: Format,
+    /// `--repeat N`: runs per variant (1 without it).
+    pub repeat: u32,
+    /// `--plot FILE.svg`: bars of the headline figure per variant.
+    pub plot: Option<PathBuf>,
+    /// `--report FILE.html`: the table and the plot in one page.
+    pub report: Option<PathBuf>,
 }
 
 /// One variant: its test config, or why it cannot run here (an engine
@@ -149,6 +155,22 @@ pub struct CompareVariantConfig {
     pub engine: String,
     pub busy_poll: bool,
     pub config: Result<ClientConfig, String>,
+    /// `--preload LIB`: this variant's client runs in a child process with
+    /// `LD_PRELOAD=LIB` (a library is only loaded when a process starts).
+    pub preload: Option<PreloadRun>,
+}
+
+/// How the `--preload` variant's child process is started.
+#[derive(Debug, Clone)]
+pub struct PreloadRun {
+    /// The library, as an absolute path (the dynamic loader needs a path
+    /// with a slash to load a file outside its search path).
+    pub lib: PathBuf,
+    /// The test kind, then its host unless the server is embedded.
+    pub head: Vec<String>,
+    /// The test's flags after the host and port: the user's, then
+    /// `--engine syscall`, `--busy-poll` if asked, `--json`.
+    pub tail: Vec<String>,
 }
 
 /// A sweep: one UDP test per size × rate point.
