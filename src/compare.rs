@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 
 use anyhow::{anyhow, Context, Result};
-use linerate_engine::engines::EngineKind;
+use linerate_engine::engines::{auto, EngineKind};
 use linerate_report::compare::{
     render, set_ratios, summarise, CompareReport, CompareVariant, COMPARE_SCHEMA,
 };
@@ -116,6 +116,12 @@ fn variant(
         engine: v.engine.clone(),
         client_engine: last.map(|r| r.test.client_engine.clone()),
         server_engine: last.map(|r| r.test.server_engine.clone()),
+        engine_note: last.and_then(|r| {
+            r.notes
+                .iter()
+                .find(|n| n.starts_with(auto::NOTE_PREFIX))
+                .cloned()
+        }),
         busy_poll: v.busy_poll,
         preload: v.preload.as_ref().map(|p| p.lib.display().to_string()),
         client_ld_preload: last.and_then(|r| r.test.client_ld_preload.clone()),

@@ -443,7 +443,7 @@ fn issue_11_compare_repeats_each_variant_and_writes_plot_and_page() {
             "-b",
             "10M",
             "--engines",
-            "syscall",
+            "syscall,auto",
             "--repeat",
             "2",
         ],
@@ -453,5 +453,47 @@ fn issue_11_compare_repeats_each_variant_and_writes_plot_and_page() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("2 runs each, interleaved"), "{table}");
     assert!(table.contains(" ± "), "{table}");
+    // auto says what it chose and what it skipped, per variant.
+    assert!(
+        table.contains("auto: engine auto chose") && table.contains("preference for this test"),
+        "{table}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// compare's progress bar: on a terminal only, never in machine output.
+#[test]
+fn issue_11_compare_progress_bar_only_on_a_terminal() {
+    let out = run_client(
+        &[
+            "compare",
+            "tcp",
+            "-t",
+            "0.2",
+            "--engines",
+            "syscall",
+            "--repeat",
+            "2",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["compare --repeat 2"]);
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(
+        !all.contains("ETA") && !all.contains("compare runs"),
+        "{all}"
+    );
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("terminal part skipped: tmux is not installed");
+        return;
+    }
+    let cmd = format!(
+        "{} compare tcp -t 0.3 --engines syscall,batch --repeat 10",
+        bin()
+    );
+    let _ = crate::repeat::on_terminal(&cmd, &["compare runs [", "ETA"]);
 }

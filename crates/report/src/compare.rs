@@ -55,6 +55,10 @@ pub struct CompareVariant {
     pub client_engine: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_engine: Option<String>,
+    /// `auto`: what it chose, its order, and every engine it skipped with
+    /// the reason (the note of the variant's report).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub engine_note: Option<String>,
     pub busy_poll: bool,
     /// `--preload LIB`: the library this variant's client ran under
     /// (`LD_PRELOAD`, in a process of its own).
@@ -359,6 +363,9 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
             }
             _ => {}
         }
+        if let Some(n) = &v.engine_note {
+            writeln!(out, "{}: {n}", v.name)?;
+        }
         for (side, lib) in [
             ("client", &v.client_ld_preload),
             ("server", &v.server_ld_preload),
@@ -384,6 +391,7 @@ mod tests {
             engine: name.into(),
             client_engine: Some(name.into()),
             server_engine: Some(name.into()),
+            engine_note: None,
             busy_poll: false,
             preload: None,
             client_ld_preload: None,

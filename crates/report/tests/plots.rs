@@ -316,6 +316,7 @@ fn comparison(test: &str, fixture_name: &str) -> linerate_report::compare::Compa
         engine: name.into(),
         client_engine: None,
         server_engine: None,
+        engine_note: None,
         busy_poll: false,
         preload: None,
         client_ld_preload: None,
