@@ -267,7 +267,8 @@ pub struct CompareArgs {
     /// Engines to run, comma-separated; ratios are to the first.
     #[arg(long, default_value = "syscall,uring,zerocopy")]
     pub engines: String,
-    /// rr only: `both` runs every engine without and with --busy-poll.
+    /// `both` runs every engine without and with --busy-poll (`on`: with
+    /// it only), for a test that takes --busy-poll (rr).
     #[arg(long, value_name = "both|on|off")]
     pub busy_poll: Option<String>,
     /// Add a run of the syscall engine with LD_PRELOAD=LIB on the client
