@@ -575,13 +575,27 @@ fn unpaced_window(connections: usize) -> Option<u32> {
 }
 
 fn validate(cli: args::Cli) -> Result<Command> {
-    let key = server::load_key(cli.auth_key.as_deref())?;
+    let key_file = cli.auth_key.clone();
+    let key = server::load_key(key_file.as_deref())?;
     let mut cmd = validate_command(cli)?;
     match &mut cmd {
         Command::Server(s) => s.auth_key = key,
         Command::Tcp(c) | Command::Udp(c) => c.auth_key = key,
         Command::Rr(r) => r.client.auth_key = key,
         Command::Sweep(s) => s.base.auth_key = key,
+        // compare's key (given before the test kind) reaches every
+        // variant, and the preloaded child by its file.
+        Command::Compare(c) if key.is_some() => {
+            for v in &mut c.variants {
+                if let Ok(t) = &mut v.config {
+                    t.auth_key.clone_from(&key);
+                }
+                if let (Some(p), Some(f)) = (&mut v.preload, &key_file) {
+                    p.tail
+                        .extend(["--auth-key".into(), f.display().to_string()]);
+                }
+            }
+        }
         _ => {}
     }
     Ok(cmd)

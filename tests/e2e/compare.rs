@@ -357,6 +357,35 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     assert!(f(&m["value"]) > 0.0 && m["ratio"].is_number(), "{m}");
     let c = preload_counts(&counts);
     assert!(c["send"] + c["sendto"] > 100, "{c:?}");
+    // A server that requires a key: compare's key (given before the test)
+    // reaches every variant, the preloaded child included.
+    let key = dir.join("auth.key");
+    std::fs::write(&key, "a fleet-wide secret, 32 bytes ok\n").expect("write key");
+    let key_s = key.to_str().expect("path").to_owned();
+    let mut server = Server::start(&["--auth-key", &key_s]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "compare",
+        "--auth-key",
+        &key_s,
+        "127.0.0.1",
+        "tcp",
+        "-p",
+        &port,
+        "-t",
+        "0.3",
+        "--engines",
+        "syscall",
+        "--preload",
+        &lib_s,
+        "--json",
+    ]);
+    for v in r["variants"].as_array().expect("variants") {
+        assert!(v.get("error").is_none(), "{v}");
+    }
+    assert_eq!(r["variants"][1]["client_ld_preload"], lib_s.as_str(), "{r}");
+    assert!(server.alive());
+    drop(server);
     // A library that is not there is refused before anything runs.
     let out = run_client(
         &[
