@@ -30,8 +30,9 @@ use crate::progress::progress;
 
 /// Runs every variant (`repeat` times each) and prints the comparison. A
 /// variant that cannot run or fails is a row saying why; the others still
-/// run.
-pub fn run(cfg: &CompareConfig) -> Result<CompareReport> {
+/// run. Ctrl-C ends it: what ran is printed, marked, and the exit status
+/// is 130 as for any interrupted test.
+pub fn run(cfg: &CompareConfig) -> Result<CompareReport, ClientError> {
     let start_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -75,8 +76,10 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport> {
         .map(|(v, (reports, failed))| variant(v, &reports, failed))
         .collect();
     set_ratios(&mut variants);
+    let interrupted = client::INTERRUPTED.load(Ordering::Relaxed);
     let report = CompareReport {
         schema: COMPARE_SCHEMA,
+        interrupted,
         test: cfg.test.clone(),
         server,
         start_unix_ms,
@@ -86,8 +89,9 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport> {
     };
     // One write for the whole table or document, not one per line.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    render(&report, cfg.format, &mut out)?;
-    out.flush()?;
+    render(&report, cfg.format, &mut out)
+        .and_then(|()| out.flush())
+        .context("writing output")?;
     drop(out);
     if let Some(path) = &cfg.plot {
         let svg = linerate_report::compare_plot::svg(&report)
@@ -95,6 +99,9 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport> {
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
     crate::html::compare(cfg, &report)?;
+    if interrupted {
+        return Err(ClientError::Interrupted { reported: true });
+    }
     Ok(report)
 }
 

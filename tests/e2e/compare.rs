@@ -526,3 +526,53 @@ fn issue_11_compare_progress_bar_only_on_a_terminal() {
     );
     let _ = crate::repeat::on_terminal(&cmd, &["compare runs [", "ETA"]);
 }
+
+/// Ctrl-C ends a comparison: what ran is printed (one JSON document,
+/// marked interrupted), what did not is a row saying so, exit status 130.
+#[test]
+fn issue_8_compare_interrupted_prints_what_ran_and_exits_130() {
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "compare",
+            "tcp",
+            "-t",
+            "1",
+            "--engines",
+            "syscall,batch,syscall,batch,syscall,batch",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(2500));
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let done = eventually(Duration::from_secs(20), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !done {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("output");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let r: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(r["interrupted"], true, "{r}");
+    let vs = r["variants"].as_array().expect("variants");
+    assert_eq!(vs.len(), 6);
+    // The last run cannot have started 2.5 s into six 1 s runs.
+    assert!(
+        vs[5]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("interrupted")),
+        "{}",
+        vs[5]
+    );
+    for v in vs {
+        assert!(
+            v.get("error").is_some() || !v["metrics"].as_array().expect("metrics").is_empty(),
+            "{v}"
+        );
+    }
+}

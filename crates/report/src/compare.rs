@@ -39,6 +39,10 @@ pub struct CompareReport {
     /// every variant's first run, then every variant's second, …
     #[serde(default = "one")]
     pub repeat: u32,
+    /// The user stopped the comparison (Ctrl-C): the variants and runs
+    /// after that point did not run.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub interrupted: bool,
     /// In the order asked for; ratios are to the first.
     pub variants: Vec<CompareVariant>,
 }
@@ -378,6 +382,12 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "{}: {f}", v.name)?;
         }
     }
+    if r.interrupted {
+        writeln!(
+            out,
+            "interrupted by the user: the runs after that point did not run"
+        )?;
+    }
     Ok(())
 }
 
@@ -433,6 +443,7 @@ mod tests {
             test: "tcp".into(),
             server: None,
             start_unix_ms: 0,
+            interrupted: false,
             args: vec!["-t".into(), "2".into()],
             repeat: 1,
             variants: vs,

@@ -336,6 +336,7 @@ fn comparison(test: &str, fixture_name: &str) -> linerate_report::compare::Compa
         schema: linerate_report::compare::COMPARE_SCHEMA,
         test: test.into(),
         server: Some("127.0.0.1:5201".into()),
+        interrupted: false,
         start_unix_ms: base.test.start_unix_ms,
         args: vec!["-t".into(), "2".into()],
         repeat: 2,
