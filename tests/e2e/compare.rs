@@ -292,9 +292,10 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     let sends = c["send"] + c["sendto"] + c["sendmsg"];
     let all = sends + c["write"] + c["writev"];
     // One call per datagram, plus the control connection's frames and the
-    // stream's greetings.
+    // stream's greetings (3 more in all, measured on loopback; 50 allows
+    // greetings repeated on a loaded host).
     assert!(sends >= sent, "{c:?} vs {sent} datagram sends");
-    assert!(all <= sent + 200, "{c:?} vs {sent} datagram sends");
+    assert!(all <= sent + 50, "{c:?} vs {sent} datagram sends");
     // A preloaded server says so in the results it sends back.
     let server = Server::start_env(&[("LD_PRELOAD", lib_s.as_str())], &[]);
     let port = server.port_str();
