@@ -577,3 +577,56 @@ fn issue_8_compare_interrupted_prints_what_ran_and_exits_130() {
         );
     }
 }
+
+/// `--busy-poll both` on rr: every engine without and with busy polling,
+/// each figure with its ratio to the first variant (CSV here).
+#[test]
+fn issue_8_compare_rr_busy_poll_both_is_a_variant_axis() {
+    let out = run_client(
+        &[
+            "compare",
+            "rr",
+            "--sizes",
+            "64",
+            "-t",
+            "0.3",
+            "--engines",
+            "syscall",
+            "--busy-poll",
+            "both",
+            "--csv",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["compare rr --busy-poll both"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = text.lines().next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (variant, busy, metric, value, ratio) = (
+        col("variant"),
+        col("busy_poll"),
+        col("metric"),
+        col("value"),
+        col("ratio"),
+    );
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    for (name, polls) in [("syscall", "false"), ("syscall+busy-poll", "true")] {
+        let tps = rows
+            .iter()
+            .find(|r| r[variant] == name && r[metric] == "transactions_per_second")
+            .unwrap_or_else(|| panic!("no {name} transactions/s in {text}"));
+        assert_eq!(tps[busy], polls, "{tps:?}");
+        let v: f64 = tps[value].parse().expect("a number");
+        let x: f64 = tps[ratio].parse().expect("a ratio");
+        assert!(v > 0.0 && x > 0.0, "{tps:?}");
+        assert!(
+            rows.iter()
+                .any(|r| r[variant] == name && r[metric] == "latency_p99_ns"),
+            "{text}"
+        );
+    }
+}
