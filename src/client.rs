@@ -8,14 +8,14 @@
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{clock, socket};
-use linerate_proto::auth::{ClientAuth, NONCE_LEN};
+use linerate_proto::auth::ClientAuth;
 use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement};
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::SessionError;
@@ -31,22 +31,7 @@ use crate::control::{self, ControlConn, ControlSide};
 use crate::server;
 use crate::test_type::{self, software, ClientSide};
 
-/// Set by the SIGINT handler; the control loop turns it into an Abort.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// A failed test, with the exit status it maps to.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("{0}")]
-    Refused(String),
-    /// The user pressed Ctrl-C; the server was told. `reported`: the test
-    /// stopped early and what was measured until then was reported;
-    /// otherwise (it was not running yet) nothing was.
-    #[error("{}", if *reported { "interrupted by the user: the figures above cover the test until then" } else { "test aborted: interrupted by the user" })]
-    Interrupted { reported: bool },
-    #[error(transparent)]
-    Failed(#[from] anyhow::Error),
-}
+pub use crate::outcome::{ClientError, INTERRUPTED};
 
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
@@ -200,7 +185,7 @@ fn run_with(
         .with_boot_id(boot_id)
         .with_server_engine(cfg.server_engine.clone());
     if let Some(key) = &cfg.auth_key {
-        session = session.with_auth(ClientAuth::new(key.clone(), nonce()?));
+        session = session.with_auth(ClientAuth::new(key.clone(), crate::control::nonce()?));
     }
     let mut test = ClientTest {
         cfg,
@@ -230,13 +215,6 @@ fn run_with(
         run.abort();
     }
     result
-}
-
-/// Fresh random bytes for an authentication nonce.
-pub fn nonce() -> Result<[u8; NONCE_LEN]> {
-    let mut n = [0u8; NONCE_LEN];
-    getrandom::fill(&mut n).map_err(|e| anyhow!("no randomness for the auth nonce: {e}"))?;
-    Ok(n)
 }
 
 struct ClientTest<'a, 's> {

@@ -249,3 +249,11 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
     let _ = ctrl.send(&bytes);
     Ok(())
 }
+
+/// Fresh random bytes for an authentication nonce.
+pub fn nonce() -> Result<[u8; linerate_proto::auth::NONCE_LEN]> {
+    let mut n = [0u8; linerate_proto::auth::NONCE_LEN];
+    getrandom::fill(&mut n)
+        .map_err(|e| anyhow::anyhow!("no randomness for the auth nonce: {e}"))?;
+    Ok(n)
+}

@@ -22,7 +22,7 @@ use linerate_report::msg::{
 use linerate_stats::histogram::Histogram;
 
 use crate::cli::{MsgConfig, MsgPeerConfig, PeerRun};
-use crate::client::ClientError;
+use crate::outcome::ClientError;
 
 /// How long the client waits for the receiving process's totals after the
 /// last message was acknowledged.
@@ -41,7 +41,7 @@ pub fn run(cfg: &MsgConfig) -> Result<(), ClientError> {
 /// The error of a local run: interrupted when the user pressed Ctrl-C
 /// (whatever the channels then saw), else a failure.
 pub fn interrupted_or(e: anyhow::Error) -> ClientError {
-    if crate::client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+    if crate::outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
         ClientError::Interrupted { reported: false }
     } else {
         ClientError::Failed(e)
@@ -71,7 +71,7 @@ fn measure(cfg: &MsgConfig) -> Result<MsgReport> {
                 .map(|(size, why)| skipped_cell(t.name(), conc, *size as u64, why.clone()))
                 .collect();
             if !sizes.is_empty() {
-                if crate::client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+                if crate::outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
                     bail!("interrupted");
                 }
                 let plan = Plan {
@@ -230,7 +230,7 @@ fn run_cell(
     opts: &Options,
 ) -> Result<(SendRun, Vec<RxTotals>)> {
     let (near, peer) = Peer::start(t, conns, opts, PeerMode::Msg(plan))?;
-    let sent = core::run_sender(near, plan, &|| peer.kill(), &crate::client::INTERRUPTED);
+    let sent = core::run_sender(near, plan, &|| peer.kill(), &crate::outcome::INTERRUPTED);
     let (run, line) = peer.finish(sent)?;
     Ok((run, parse_totals(&line)?))
 }

@@ -19,8 +19,8 @@ use linerate_report::model::{Report, TestInfo};
 use linerate_report::render::Sink;
 
 use crate::cli::RrConfig;
-use crate::client::ClientError;
 use crate::msg::{parse_records, Peer, PeerMode};
+use crate::outcome::ClientError;
 use crate::test_type::software;
 
 /// Spin budget of `--busy-poll` on shared memory (as rr's socket spinning).
@@ -74,7 +74,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     let cpu0 = cpu::process();
     let host0 = cpu::host();
     let wall0 = Instant::now();
-    let flows = lrr::run_client(near, &plan, &|| peer.kill(), &crate::client::INTERRUPTED);
+    let flows = lrr::run_client(near, &plan, &|| peer.kill(), &crate::outcome::INTERRUPTED);
     let wall_ns = wall0.elapsed().as_nanos() as u64;
     let used = cpu::process().saturating_sub(cpu0);
     let host = match (host0, cpu::host()) {

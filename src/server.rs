@@ -25,9 +25,10 @@ use linerate_engine::stream::POLL;
 use linerate_engine::{clock, socket};
 use linerate_proto::auth::{AuthKey, ServerAuth};
 use linerate_proto::limits::RateBudget;
+use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
-use linerate_proto::spec::{ServerLimits, TestSpec};
+use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{
     classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
 };
@@ -40,12 +41,11 @@ use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
 use crate::test_type::{self, software, ServerSide};
 
-pub mod guard;
 mod report;
 mod udp_attach;
 mod watch;
 
-use guard::{Guard, GuardConfig};
+use crate::guard::{self, Guard, GuardConfig};
 use udp_attach::PendingDatagram;
 use watch::{IdleWatch, RateWatch};
 
@@ -505,7 +505,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     // With a key, no nonce means no test (never a test without the key).
     let auth = match &shared.auth_key {
         None => None,
-        Some(k) => match crate::client::nonce() {
+        Some(k) => match crate::control::nonce() {
             Ok(n) => Some(ServerAuth::new(k.clone(), n)),
             Err(e) => {
                 log!("linerate server: {e:#}");

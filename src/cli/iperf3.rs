@@ -15,14 +15,29 @@ use clap::Parser;
 use linerate_engine::engines::auto::{self, Workload};
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind};
-use linerate_proto::spec::{
-    Direction, Limit, Pace, Protocol, ServerLimits, TcpOptions, TestSpec, UdpSpec,
-};
+use linerate_proto::limits::ServerLimits;
+use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_rate, parse_size};
 
 use super::{ClientConfig, Command, Target};
-use crate::iperf3::client::{Extras, Family};
+
+/// What the drop-in command line (`linerate iperf3 -c`) asks beyond a
+/// linerate test.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// `--get-server-output`: ask the server for its report.
+    pub get_server_output: bool,
+    /// `-4` / `-6`: connect over this address family only.
+    pub family: Option<Family>,
+}
+
+/// An address family (`-4`, `-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
 
 /// How the drop-in prints a client test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -459,7 +474,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
         }),
         ..TestSpec::default()
     };
-    if let Err(e) = linerate_proto::spec::negotiate(&spec, &ServerLimits::unlimited()) {
+    if let Err(e) = linerate_proto::negotiate::negotiate(&spec, &ServerLimits::unlimited()) {
         bail!("{}: {}", e.field, e.reason);
     }
     let (engine, engine_note) = engine(&a, protocol)?;

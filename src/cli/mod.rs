@@ -9,7 +9,9 @@ mod habits;
 mod host;
 mod iperf3;
 mod msg;
-pub use iperf3::{Iperf3Config, Style as Iperf3Style};
+pub use iperf3::{
+    Extras as Iperf3Extras, Family as Iperf3Family, Iperf3Config, Style as Iperf3Style,
+};
 mod netperf;
 mod repeat;
 mod rr;
@@ -27,9 +29,10 @@ use clap::Parser;
 use linerate_engine::engines::auto::{self, Workload};
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind};
+use linerate_proto::limits::ServerLimits;
 use linerate_proto::spec::{
-    Direction, Limit, Pace, Protocol, RrLimit, RrSpec, ServerLimits, TcpOptions, TestKind,
-    TestSpec, UdpSpec, DEFAULT_RR_SIZES,
+    Direction, Limit, Pace, Protocol, RrLimit, RrSpec, TcpOptions, TestKind, TestSpec, UdpSpec,
+    DEFAULT_RR_SIZES,
 };
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_duration, parse_rate, parse_size};
@@ -72,7 +75,7 @@ pub struct ClientConfig {
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Connection-level limits: address filters, connection cap, rates.
-    pub guard: crate::server::guard::GuardConfig,
+    pub guard: crate::guard::GuardConfig,
     /// `--auth-key`: clients must prove they hold this key.
     pub auth_key: Option<linerate_proto::auth::AuthKey>,
     /// `--metrics ADDR:PORT`: serve Prometheus text there.
@@ -281,7 +284,7 @@ fn client_config(
 ) -> Result<ClientConfig> {
     // What no server could run is a usage error here, not a refusal from
     // the server after a connection (issue 13).
-    if let Err(e) = linerate_proto::spec::negotiate(&spec, &ServerLimits::unlimited()) {
+    if let Err(e) = linerate_proto::negotiate::negotiate(&spec, &ServerLimits::unlimited()) {
         let flag = match e.field {
             "streams" => "parallel".to_owned(),
             f => f.replace('_', "-"),

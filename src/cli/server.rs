@@ -8,10 +8,10 @@ use clap::Args;
 use linerate_engine::engines::EngineKind;
 use linerate_proto::auth::AuthKey;
 use linerate_proto::limits::EngineOffer;
-use linerate_proto::spec::ServerLimits;
+use linerate_proto::limits::ServerLimits;
 use linerate_stats::units::{parse_duration, parse_rate, parse_size};
 
-use crate::server::guard::{AddressFilter, GuardConfig, DEFAULT_MAX_CONNECTIONS};
+use crate::guard::{AddressFilter, GuardConfig, DEFAULT_MAX_CONNECTIONS};
 
 /// Limits a server enforces, named in every refusal or clamp they cause.
 #[derive(Debug, Args)]

@@ -32,10 +32,10 @@ use linerate_report::model::{IntervalRecord, TestInfo};
 use linerate_report::render::Sink;
 use linerate_report::Report;
 
-use crate::cli::{ClientConfig, Target};
-use crate::client::{ClientError, INTERRUPTED};
+use crate::cli::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 use crate::control::ControlConn;
 use crate::iperf3::convert::{self as conv, linerate_id, StreamInfo};
+use crate::outcome::{ClientError, INTERRUPTED};
 use crate::test_type::software;
 
 /// How long a UDP stream waits for the server's connect reply (iperf3: 30 s).
@@ -102,23 +102,6 @@ fn params_of(spec: &TestSpec) -> Result<Params> {
         p.udp_counters_64bit = true;
     }
     Ok(p)
-}
-
-/// What the drop-in command line (`linerate iperf3 -c`) asks beyond a
-/// linerate test.
-#[derive(Debug, Clone, Default)]
-pub struct Extras {
-    /// `--get-server-output`: ask the server for its report.
-    pub get_server_output: bool,
-    /// `-4` / `-6`: connect over this address family only.
-    pub family: Option<Family>,
-}
-
-/// An address family (`-4`, `-6`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    V4,
-    V6,
 }
 
 /// One data connection as connected.

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::client::{self, Connection, Output};
 use super::{json_out, text_out};
 use crate::cli::{Iperf3Config, Iperf3Style as Style};
-use crate::client::ClientError;
+use crate::outcome::ClientError;
 
 /// The drop-in's [`Output`].
 struct DropIn<'w> {

@@ -29,19 +29,20 @@ use linerate_proto::iperf3::server::{
     Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot,
 };
 use linerate_proto::iperf3::{code, Cookie, Role, COOKIE_LEN};
+use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::{self, SideResults};
 use linerate_proto::session::server::Admission;
-use linerate_proto::spec::{ServerLimits, TestSpec};
+use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::control::ControlConn;
+use crate::guard::Guard;
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
-use crate::server::guard::Guard;
 use crate::test_type::software;
 
 /// A data connection and its place in the server's accept order.

@@ -49,6 +49,7 @@ pub mod interval;
 pub mod iperf3;
 pub mod limits;
 pub mod measure;
+pub mod negotiate;
 pub mod pacing;
 pub mod rr;
 pub mod rr_core;

@@ -1,5 +1,5 @@
 //! The server's resource limits on one test, beyond the per-field checks of
-//! [`crate::spec::negotiate`]: the memory a test's buffers cost, how long a
+//! [`crate::negotiate::negotiate`]: the memory a test's buffers cost, how long a
 //! count-limited test can take at its pace, the interval between records
 //! (the server's idle watch needs them), the bit rate of a test (`--max-rate`)
 //! and of all running tests together (`--max-total-rate`, [`RateBudget`]).
@@ -9,10 +9,92 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::spec::{
-    negotiate, Direction, Limit, Negotiated, Pace, Protocol, ServerLimits, SpecError, TestKind,
-    TestSpec,
-};
+use std::time::Duration;
+
+use crate::spec::{Direction, Limit, Pace, Protocol, TestKind, TestSpec};
+
+/// How long each handshake step may take (the server's default for
+/// `--handshake-timeout`; the client's own limit on each step).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a server accepts. Values above a limit are refused, except the
+/// socket window, which is clamped (a smaller window still gives a valid,
+/// if slower, test, and the note says so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerLimits {
+    pub max_streams: u16,
+    pub max_len: u32,
+    pub max_time_ms: u64,
+    pub max_omit_ms: u64,
+    pub max_window: u32,
+    pub min_interval_ms: u64,
+    /// Longest interval between records (the idle watch reads them).
+    pub max_interval_ms: u64,
+    /// Buffers one test may cost ([`test_memory`]).
+    pub max_test_memory: u64,
+    /// Most bit/s per stream test (TCP or UDP), all streams of both
+    /// directions together; `None`: no limit.
+    pub max_rate_bps: Option<u64>,
+    /// Most bit/s of all running tests together; `None`: no limit.
+    pub max_total_rate_bps: Option<u64>,
+    /// What running tests hold of `max_total_rate_bps` when this one is
+    /// negotiated (set by [`RateBudget`]).
+    pub total_rate_in_use_bps: u64,
+    /// Each handshake step's time limit on the server.
+    pub handshake_timeout_ms: u64,
+    /// Engines a client may ask for with `--server-engine` (empty: none).
+    pub server_engines: Vec<EngineOffer>,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_streams: 128,
+            max_len: 16 * 1024 * 1024,
+            max_time_ms: 24 * 3600 * 1000,
+            max_omit_ms: 600 * 1000,
+            max_window: 1 << 30,
+            min_interval_ms: 10,
+            max_interval_ms: DEFAULT_MAX_INTERVAL_MS,
+            max_test_memory: DEFAULT_MAX_TEST_MEMORY,
+            max_rate_bps: None,
+            max_total_rate_bps: None,
+            total_rate_in_use_bps: 0,
+            handshake_timeout_ms: HANDSHAKE_TIMEOUT.as_millis() as u64,
+            server_engines: Vec::new(),
+        }
+    }
+}
+
+impl ServerLimits {
+    /// No server-chosen limit at all: what [`crate::negotiate::negotiate`] still refuses
+    /// against these is what no server could run (a UDP message over one
+    /// datagram, zero streams, …), so a client checks its own spec against
+    /// them before sending it and says so as a usage error.
+    pub fn unlimited() -> Self {
+        ServerLimits {
+            max_streams: u16::MAX,
+            max_len: u32::MAX,
+            max_time_ms: u64::MAX,
+            max_omit_ms: u64::MAX,
+            max_window: u32::MAX,
+            min_interval_ms: 0,
+            max_interval_ms: u64::MAX,
+            max_test_memory: u64::MAX,
+            max_rate_bps: None,
+            max_total_rate_bps: None,
+            ..ServerLimits::default()
+        }
+    }
+}
+
+/// A spec the server refuses: which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct SpecError {
+    pub field: &'static str,
+    pub reason: String,
+}
 
 /// An engine a client may ask the server to use (`--server-engine`), and
 /// why the server refuses it, if it does (not allowed by its
@@ -274,15 +356,15 @@ fn check_rate(
 /// this stays sans-IO.)
 #[derive(Debug)]
 pub struct RateBudget {
-    total: u64,
-    in_use: Mutex<u64>,
+    pub(crate) total: u64,
+    pub(crate) in_use: Mutex<u64>,
 }
 
 /// One test's share of a [`RateBudget`]; released when dropped.
 #[derive(Debug)]
 pub struct RateReservation {
-    budget: Arc<RateBudget>,
-    bps: u64,
+    pub(crate) budget: Arc<RateBudget>,
+    pub(crate) bps: u64,
 }
 
 impl Drop for RateReservation {
@@ -312,35 +394,6 @@ impl RateBudget {
     pub fn in_use(&self) -> u64 {
         self.in_use.lock().map_or(self.total, |u| *u)
     }
-
-    /// Negotiates `proposed` against `limits` and what is left of the
-    /// budget, and reserves the agreed test's rate.
-    pub fn negotiate(
-        self: &Arc<Self>,
-        proposed: &TestSpec,
-        limits: &ServerLimits,
-    ) -> Result<(Negotiated, RateReservation), SpecError> {
-        let mut in_use = self.in_use.lock().map_err(|_| SpecError {
-            field: "total_rate",
-            reason: "the server's rate budget is unavailable".into(),
-        })?;
-        let limits = ServerLimits {
-            max_total_rate_bps: Some(self.total),
-            total_rate_in_use_bps: *in_use,
-            ..limits.clone()
-        };
-        let n = negotiate(proposed, &limits)?;
-        // check_rate held the test within what is left: never unbounded.
-        let bps = test_rate(&n.spec).unwrap_or(u64::MAX);
-        *in_use = in_use.saturating_add(bps);
-        Ok((
-            n,
-            RateReservation {
-                budget: Arc::clone(self),
-                bps,
-            },
-        ))
-    }
 }
 
 fn rate(bps: u64) -> String {
@@ -354,7 +407,8 @@ fn mib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{negotiate, UdpSpec};
+    use crate::negotiate::negotiate;
+    use crate::spec::UdpSpec;
 
     fn udp(direction: Direction, pace: Pace, streams: u16) -> TestSpec {
         TestSpec {

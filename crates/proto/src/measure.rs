@@ -450,7 +450,7 @@ pub struct RrMeasurement {
     /// With busy polling: whether this side's flows spun without
     /// yielding (a CPU each) or yielded to a peer that may share theirs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spin: Option<crate::rr_core::SpinMode>,
+    pub spin: Option<SpinMode>,
     /// Client: the clock offset to the server its one-way figures used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<crate::clock::ClockOffset>,
@@ -479,4 +479,17 @@ pub struct SideResults {
     /// peers, which never said).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ld_preload: Option<String>,
+}
+
+/// Whether a spinning flow has a CPU of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpinMode {
+    /// The flow may share its CPU with its peer (or another spinner):
+    /// spinning keeps the peer from answering, so the budget adapts and the
+    /// spinner yields at each check point.
+    Shared,
+    /// Every spinning flow of both sides can have its own CPU: spin the
+    /// whole budget every time, without yielding.
+    Dedicated,
 }

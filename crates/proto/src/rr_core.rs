@@ -42,6 +42,17 @@ pub struct RrPlan {
 }
 
 impl TestSpec {
+    /// The stream id (from 1) of flow `flow` in phase `phase`; the same
+    /// numbering names a crr transaction's connection.
+    pub fn rr_conn_id(&self, phase: u32, flow: u32) -> u32 {
+        conn_id(u32::from(self.streams.max(1)), phase, flow)
+    }
+
+    /// What connection `id` carries in a request/response test, if it is one.
+    pub fn rr_conn(&self, id: u32) -> Option<RrConn> {
+        self.rr_plan()?.conn(id)
+    }
+
     /// The request/response plan, when this is an rr or crr spec.
     pub fn rr_plan(&self) -> Option<RrPlan> {
         let rr = self.rr.as_ref()?;
@@ -375,18 +386,7 @@ pub const SPIN_MIN: Duration = Duration::from_micros(1);
 /// to another CPU).
 pub const SPIN_PROBE_EVERY: u32 = 64;
 
-/// Whether a spinning flow has a CPU of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SpinMode {
-    /// The flow may share its CPU with its peer (or another spinner):
-    /// spinning keeps the peer from answering, so the budget adapts and the
-    /// spinner yields at each check point.
-    Shared,
-    /// Every spinning flow of both sides can have its own CPU: spin the
-    /// whole budget every time, without yielding.
-    Dedicated,
-}
+pub use crate::measure::SpinMode;
 
 /// How a side's flows spin: [`SpinMode::Dedicated`] when the `cpus` this
 /// side may run on leave one for every spinning flow of both sides (`2 ×

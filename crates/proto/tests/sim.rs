@@ -18,6 +18,7 @@
 use std::time::{Duration, Instant};
 
 use linerate_proto::clock::ClockMethod;
+use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::{
     CpuMeasurement, HostCpu, IntervalMeasurement, IntervalStream, SideResults, StreamMeasurement,
     TcpInfo,
@@ -25,7 +26,7 @@ use linerate_proto::measure::{
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::session::{SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE};
-use linerate_proto::spec::{Direction, Limit, RrSpec, ServerLimits, TestKind, TestSpec};
+use linerate_proto::spec::{Direction, Limit, RrSpec, TestKind, TestSpec};
 use linerate_proto::wire::{
     self, ClockReply, DataHello, Hello, Message, Refuse, RefuseCode, Side, Token, WireError,
     FRAME_VERSION, MAX_PAYLOAD, TOKEN_LEN,

@@ -10,6 +10,7 @@
 //! the model.
 
 pub mod build;
+pub mod civil;
 pub mod compare;
 pub mod compare_plot;
 pub mod html;

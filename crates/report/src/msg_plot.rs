@@ -8,7 +8,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::msg::{MsgCell, MsgReport};
-use crate::plot::PlotError;
+use crate::plot_text::PlotError;
 use linerate_stats::trials::TrialStats;
 
 const WIDTH: u32 = 1000;

@@ -21,10 +21,7 @@ use linerate_proto::spec::Direction;
 use crate::model::{SweepReport, SweepTrial};
 use crate::plot_text::{caption, decade, si, tick, utc, CAPTION_H};
 
-/// A figure that could not be drawn.
-#[derive(Debug, thiserror::Error)]
-#[error("drawing the plot: {0}")]
-pub struct PlotError(pub(crate) String);
+pub use crate::plot_text::PlotError;
 
 fn err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError(e.to_string())
@@ -70,6 +67,50 @@ where
     Ok(())
 }
 
+/// One line with points per size, crosses on the trials whose sender did
+/// not keep up, and the legend: what the sweep panels share.
+fn per_size<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    sizes: &[u32],
+    trials: &[&SweepTrial],
+    point: impl Fn(&SweepTrial) -> (f64, f64),
+) -> Result<(), PlotError>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let mut missed = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let of = of_size(trials, len);
+        let pts: Vec<(f64, f64)> = of.iter().map(|t| point(t)).collect();
+        missed.extend(
+            pts.iter()
+                .zip(&of)
+                .filter(|(_, t)| !t.kept_up)
+                .map(|(p, _)| *p),
+        );
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(format!("{len} B"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?;
+    }
+    let any = !missed.is_empty();
+    mark_not_kept_up(chart, missed, any)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
 /// One panel: x = sent, y = received, per size.
 fn panel(
     area: &Area<'_>,
@@ -112,42 +153,10 @@ fn panel(
         .map_err(err)?
         .label("received = sent")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.3)));
-    let mut missed = Vec::new();
-    for (i, &len) in sizes.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let of = of_size(trials, len);
-        let pts: Vec<(f64, f64)> = of
-            .iter()
-            .map(|t| {
-                let (s, r) = value(t);
-                (s / scale, r / scale)
-            })
-            .collect();
-        missed.extend(
-            pts.iter()
-                .zip(&of)
-                .filter(|(_, t)| !t.kept_up)
-                .map(|(p, _)| *p),
-        );
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-            .map_err(err)?
-            .label(format!("{len} B"))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-            .map_err(err)?;
-    }
-    let any = !missed.is_empty();
-    mark_not_kept_up(&mut chart, missed, any)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK.mix(0.3))
-        .draw()
-        .map_err(err)?;
-    Ok(())
+    per_size(&mut chart, sizes, trials, |t| {
+        let (s, r) = value(t);
+        (s / scale, r / scale)
+    })
 }
 
 /// Loss (percent, log axis) against the sent data rate, per size. A log
@@ -212,39 +221,9 @@ fn loss_panel(area: &Area<'_>, sizes: &[u32], trials: &[&SweepTrial]) -> Result<
         .map_err(err)?
         .label("0 (no loss)")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.3)));
-    let mut missed = Vec::new();
-    for (i, &len) in sizes.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let of = of_size(trials, len);
-        let pts: Vec<(f64, f64)> = of
-            .iter()
-            .map(|t| (t.sent_bits_per_second / scale, t.loss_percent.max(zero)))
-            .collect();
-        missed.extend(
-            pts.iter()
-                .zip(&of)
-                .filter(|(_, t)| !t.kept_up)
-                .map(|(p, _)| *p),
-        );
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-            .map_err(err)?
-            .label(format!("{len} B"))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-            .map_err(err)?;
-    }
-    let any = !missed.is_empty();
-    mark_not_kept_up(&mut chart, missed, any)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK.mix(0.3))
-        .draw()
-        .map_err(err)?;
-    Ok(())
+    per_size(&mut chart, sizes, trials, |t| {
+        (t.sent_bits_per_second / scale, t.loss_percent.max(zero))
+    })
 }
 
 /// What the sweep measured, in two lines.

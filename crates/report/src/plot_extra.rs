@@ -5,7 +5,7 @@
 use plotters::prelude::*;
 
 use crate::model::Report;
-use crate::plot::PlotError;
+use crate::plot_text::PlotError;
 use crate::plot_text::{caption, si, tick, utc, CAPTION_H};
 use crate::repeat::RepeatReport;
 

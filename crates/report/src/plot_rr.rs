@@ -11,7 +11,7 @@
 use plotters::prelude::*;
 
 use crate::model::{Report, RrPhaseReport, RrReport, RrTiming};
-use crate::plot::PlotError;
+use crate::plot_text::PlotError;
 use crate::plot_text::{caption, decade, tick, utc, CAPTION_H};
 
 fn draw<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> PlotError {

@@ -6,7 +6,10 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::plot::PlotError;
+/// A figure that could not be drawn.
+#[derive(Debug, thiserror::Error)]
+#[error("drawing the plot: {0}")]
+pub struct PlotError(pub(crate) String);
 
 /// A tick label: at most three significant digits after the point, no
 /// trailing zeros, no exponent for the ranges figures take.
@@ -65,20 +68,9 @@ pub(crate) fn si(max: f64, base: &str) -> (f64, String) {
     (scale, format!("{prefix}{base}"))
 }
 
-/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM UTC` (civil-from-days,
-/// proleptic Gregorian: H. Hinnant's algorithm).
+/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM UTC`.
 pub(crate) fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let ((y, m, d), rem) = crate::civil::split_secs((ms / 1000) as i64);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
         rem / 3600,

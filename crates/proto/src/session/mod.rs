@@ -18,7 +18,7 @@ mod exchange;
 pub mod server;
 
 /// How long each handshake step may take (Hello→Accept, Accept→Start).
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::limits::HANDSHAKE_TIMEOUT;
 /// Slack after the planned end of a time-limited data phase before a side
 /// whose streams have not finished declares the test stalled.
 pub const STALL_GRACE: Duration = Duration::from_secs(10);

@@ -29,9 +29,11 @@ use super::exchange::Exchange;
 use super::{data_deadline, Inbox, Outbox, SessionError, RESULTS_TIMEOUT};
 use crate::auth::ServerAuth;
 use crate::limits::{check_server_engine, RateBudget, RateReservation};
+use crate::limits::{ServerLimits, SpecError};
 use crate::measure::SideResults;
+use crate::negotiate::{negotiate, Negotiated};
 use crate::spec::Protocol;
-use crate::spec::{negotiate, Negotiated, ServerLimits, SpecError, StreamPlan, TestSpec};
+use crate::spec::{StreamPlan, TestSpec};
 use crate::wire::{
     Abort, Accept, ClockReply, DataHello, Message, Refuse, RefuseCode, SendDone, SentCount, Token,
     WireError,

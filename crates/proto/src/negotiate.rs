@@ -1,0 +1,350 @@
+//! The server's negotiation of a proposed [`TestSpec`]: it checks the
+//! proposal against its [`ServerLimits`] and either refuses (with the field
+//! and the limit in the message) or returns the spec it will run, clamped
+//! where clamping keeps the test meaningful, with a note for each change.
+
+use std::sync::Arc;
+
+use crate::limits::{test_rate, RateBudget, RateReservation, ServerLimits, SpecError};
+use crate::spec::*;
+
+/// The spec the server will run and what it changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Negotiated {
+    pub spec: TestSpec,
+    pub notes: Vec<String>,
+}
+
+/// Checks a proposal against the server's limits.
+pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiated, SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    let mut spec = proposed.clone();
+    let mut notes = Vec::new();
+    if spec.streams == 0 {
+        return err("streams", "must be at least 1".into());
+    }
+    if spec.streams > limits.max_streams {
+        return err(
+            "streams",
+            format!(
+                "{} requested, this server allows at most {}",
+                spec.streams, limits.max_streams
+            ),
+        );
+    }
+    if spec.len == 0 || spec.len > limits.max_len {
+        return err(
+            "len",
+            format!(
+                "{} bytes requested, must be 1..={}",
+                spec.len, limits.max_len
+            ),
+        );
+    }
+    // Request/response tests carry their own limit (checked in negotiate_rr).
+    let limit = match spec.kind {
+        TestKind::Stream => Some(spec.limit),
+        TestKind::Rr | TestKind::Crr => None,
+    };
+    match limit {
+        None => {}
+        Some(Limit::TimeMs(0)) => return err("time", "must be greater than zero".into()),
+        Some(Limit::TimeMs(t)) if t > limits.max_time_ms => {
+            return err(
+                "time",
+                format!(
+                    "{} s requested, this server allows at most {} s",
+                    t / 1000,
+                    limits.max_time_ms / 1000
+                ),
+            )
+        }
+        Some(Limit::Bytes(0)) => return err("bytes", "must be greater than zero".into()),
+        Some(Limit::Datagrams(0)) => return err("count", "must be greater than zero".into()),
+        Some(_) => {}
+    }
+    match (spec.kind, spec.protocol, &mut spec.udp) {
+        (_, Protocol::Tcp, None) => {
+            if matches!(spec.limit, Limit::Datagrams(_)) {
+                return err("count", "a datagram count applies to UDP tests only".into());
+            }
+        }
+        (_, Protocol::Tcp, Some(_)) => {
+            return err("udp", "UDP parameters in a TCP test".into());
+        }
+        (TestKind::Crr, Protocol::Udp, _) => {
+            return err(
+                "protocol",
+                "crr opens TCP connections; it has no UDP form".into(),
+            );
+        }
+        (TestKind::Rr, Protocol::Udp, Some(_)) => {
+            return err(
+                "udp",
+                "UDP stream parameters in a request/response test".into(),
+            );
+        }
+        (TestKind::Rr, Protocol::Udp, None) => {}
+        (TestKind::Stream, Protocol::Udp, None) => {
+            return err("udp", "missing UDP parameters".into())
+        }
+        (TestKind::Stream, Protocol::Udp, Some(udp)) => {
+            negotiate_udp(spec.len, &spec.limit, udp, limits, &mut notes)?;
+        }
+    }
+    if spec.omit_ms > limits.max_omit_ms {
+        return err(
+            "omit",
+            format!(
+                "{} s requested, this server allows at most {} s",
+                spec.omit_ms / 1000,
+                limits.max_omit_ms / 1000
+            ),
+        );
+    }
+    if spec.interval_ms < limits.min_interval_ms {
+        return err(
+            "interval",
+            format!(
+                "{} ms requested, must be at least {} ms",
+                spec.interval_ms, limits.min_interval_ms
+            ),
+        );
+    }
+    if let Some(w) = spec.tcp.window {
+        if w > limits.max_window {
+            notes.push(format!(
+                "window clamped from {w} to {} bytes by the server",
+                limits.max_window
+            ));
+            spec.tcp.window = Some(limits.max_window);
+        }
+    }
+    if let Some(mss) = spec.tcp.mss {
+        if !(88..=65535).contains(&mss) {
+            return err("mss", format!("{mss} is outside 88..=65535"));
+        }
+    }
+    if let Some(cc) = &spec.tcp.congestion {
+        let valid = !cc.is_empty()
+            && cc.len() < 16
+            && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return err("congestion", format!("{cc:?} is not an algorithm name"));
+        }
+    }
+    if spec.kind != TestKind::Stream {
+        negotiate_rr(&spec, limits)?;
+    }
+    crate::limits::check(&mut spec, limits, &mut notes)?;
+    Ok(Negotiated { spec, notes })
+}
+
+/// Checks the request/response part of a spec.
+fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    let Some(rr) = &spec.rr else {
+        return err("rr", "a request/response test needs its parameters".into());
+    };
+    if rr.sizes.is_empty() || rr.sizes.len() > MAX_RR_SIZES {
+        return err(
+            "sizes",
+            format!("{} sizes given, must be 1..={MAX_RR_SIZES}", rr.sizes.len()),
+        );
+    }
+    for (field, size) in rr
+        .sizes
+        .iter()
+        .map(|&s| ("sizes", s))
+        .chain(rr.response_size.map(|s| ("response_size", s)))
+    {
+        if size == 0 || size > limits.max_len {
+            return err(
+                field,
+                format!("{size} bytes requested, must be 1..={}", limits.max_len),
+            );
+        }
+    }
+    match rr.limit {
+        RrLimit::TimeMs(0) => return err("time", "must be greater than zero".into()),
+        RrLimit::TimeMs(t) => {
+            let total = t.saturating_mul(rr.phases().len() as u64);
+            if total > limits.max_time_ms {
+                return err(
+                    "time",
+                    format!(
+                        "{} s in all ({} per size × {} phases), this server allows at most {} s",
+                        total / 1000,
+                        t as f64 / 1000.0,
+                        rr.phases().len(),
+                        limits.max_time_ms / 1000
+                    ),
+                );
+            }
+        }
+        RrLimit::Count(0) => return err("count", "must be greater than zero".into()),
+        RrLimit::Count(_) => {}
+    }
+    if rr.batch == 0 || rr.batch > MAX_RR_BATCH {
+        return err(
+            "batch",
+            format!("{} requested, must be 1..={MAX_RR_BATCH}", rr.batch),
+        );
+    }
+    if spec.protocol == Protocol::Udp {
+        let max = crate::datagram::MAX_LEN as u32;
+        for (field, size) in rr
+            .sizes
+            .iter()
+            .map(|&s| ("sizes", s))
+            .chain(rr.response_size.map(|s| ("response_size", s)))
+        {
+            if size > max {
+                return err(
+                    field,
+                    format!("{size} bytes requested; a UDP message is one datagram of at most {max} bytes"),
+                );
+            }
+        }
+        if rr.under_load > 0 {
+            return err(
+                "under_load",
+                "load streams are TCP; they are not available with UDP request/response yet".into(),
+            );
+        }
+    }
+    if rr.under_load > 0 && spec.kind == TestKind::Crr {
+        return err(
+            "under_load",
+            "load streams are available with request/response (rr) tests only".into(),
+        );
+    }
+    if rr.under_load > limits.max_streams {
+        return err(
+            "under_load",
+            format!(
+                "{} load streams requested, this server allows at most {}",
+                rr.under_load, limits.max_streams
+            ),
+        );
+    }
+    let conns = rr.phases().len() * usize::from(spec.streams.max(1)) + usize::from(rr.under_load);
+    if conns > MAX_RR_CONNECTIONS {
+        return err(
+            "streams",
+            format!(
+                "{conns} data connections (sizes × load passes × flows + load streams), at most {MAX_RR_CONNECTIONS}"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Most faults a test may schedule (a test-only feature; bounded so a spec
+/// stays small).
+pub const MAX_FAULTS: usize = 10_000;
+/// Longest drain period a server accepts.
+pub const MAX_DRAIN_MS: u64 = 60_000;
+/// Most datagrams per pacing tick.
+pub const MAX_BURST: u32 = 65_536;
+
+fn negotiate_udp(
+    len: u32,
+    limit: &Limit,
+    udp: &mut UdpSpec,
+    limits: &ServerLimits,
+    notes: &mut Vec<String>,
+) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    let (min, max) = (
+        crate::datagram::HEADER_LEN as u32,
+        crate::datagram::MAX_LEN as u32,
+    );
+    if !(min..=max).contains(&len) {
+        return err(
+            "len",
+            format!("{len} bytes requested; a UDP datagram must be {min}..={max} bytes"),
+        );
+    }
+    if matches!(limit, Limit::Bytes(_)) {
+        return err(
+            "bytes",
+            "UDP tests are limited by time or datagram count".into(),
+        );
+    }
+    match udp.pace {
+        Pace::Rate(0) => return err("rate", "must be greater than zero".into()),
+        Pace::MilliPps(0) => return err("pps", "must be greater than zero".into()),
+        Pace::MilliPps(m) if m > 1_000_000_000_000 => {
+            return err("pps", format!("{} requested, at most 10^9", m / 1000))
+        }
+        _ => {}
+    }
+    if udp.burst == 0 || udp.burst > MAX_BURST {
+        return err(
+            "burst",
+            format!("{} requested, must be 1..={MAX_BURST}", udp.burst),
+        );
+    }
+    if udp.drain_ms > MAX_DRAIN_MS {
+        return err(
+            "drain",
+            format!("{} ms requested, at most {MAX_DRAIN_MS} ms", udp.drain_ms),
+        );
+    }
+    if let Some(p) = udp.priority {
+        if !(-20..=19).contains(&p) {
+            return err("priority", format!("nice value {p} is outside -20..=19"));
+        }
+    }
+    if udp.faults.len() > MAX_FAULTS {
+        return err(
+            "faults",
+            format!("{} scheduled, at most {MAX_FAULTS}", udp.faults.len()),
+        );
+    }
+    if let Err(e) = crate::datagram::check_faults(&udp.faults) {
+        return err("faults", e);
+    }
+    if let Some(w) = udp.window {
+        if w > limits.max_window {
+            notes.push(format!(
+                "window clamped from {w} to {} bytes by the server",
+                limits.max_window
+            ));
+            udp.window = Some(limits.max_window);
+        }
+    }
+    Ok(())
+}
+
+impl RateBudget {
+    /// Negotiates `proposed` against `limits` and what is left of the
+    /// budget, and reserves the agreed test's rate.
+    pub fn negotiate(
+        self: &Arc<Self>,
+        proposed: &TestSpec,
+        limits: &ServerLimits,
+    ) -> Result<(Negotiated, RateReservation), SpecError> {
+        let mut in_use = self.in_use.lock().map_err(|_| SpecError {
+            field: "total_rate",
+            reason: "the server's rate budget is unavailable".into(),
+        })?;
+        let limits = ServerLimits {
+            max_total_rate_bps: Some(self.total),
+            total_rate_in_use_bps: *in_use,
+            ..limits.clone()
+        };
+        let n = negotiate(proposed, &limits)?;
+        // check_rate held the test within what is left: never unbounded.
+        let bps = test_rate(&n.spec).unwrap_or(u64::MAX);
+        *in_use = in_use.saturating_add(bps);
+        Ok((
+            n,
+            RateReservation {
+                budget: Arc::clone(self),
+                bps,
+            },
+        ))
+    }
+}

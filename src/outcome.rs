@@ -1,0 +1,22 @@
+//! How a client run ends: the error that maps to its exit status, and the
+//! flag the SIGINT handler sets. Every kind of client (native, iperf3,
+//! local transports, sweeps) shares them.
+
+use std::sync::atomic::AtomicBool;
+
+/// Set by the SIGINT handler; the control loop turns it into an Abort.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// A failed test, with the exit status it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Refused(String),
+    /// The user pressed Ctrl-C; the server was told. `reported`: the test
+    /// stopped early and what was measured until then was reported;
+    /// otherwise (it was not running yet) nothing was.
+    #[error("{}", if *reported { "interrupted by the user: the figures above cover the test until then" } else { "test aborted: interrupted by the user" })]
+    Interrupted { reported: bool },
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
