@@ -7,8 +7,7 @@
 use plotters::prelude::*;
 
 use crate::compare::{self, CompareReport};
-use crate::plot::PlotError;
-use crate::plot_text::{caption, si, tick, utc, CAPTION_H};
+use crate::plot_text::{caption, si, tick, utc, PlotError, CAPTION_H};
 
 fn err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError(e.to_string())
