@@ -180,6 +180,12 @@ fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, ClientErro
     if out.status.code() == Some(130) {
         return Err(ClientError::Interrupted { reported: false });
     }
+    // The dynamic loader skips a library it cannot load and runs the
+    // program anyway: that run would be the plain one, mislabelled.
+    let err = String::from_utf8_lossy(&out.stderr);
+    if let Some(line) = err.lines().find(|l| l.contains("cannot be preloaded")) {
+        return Err(anyhow!("LD_PRELOAD={} was not loaded: {line}", p.lib.display()).into());
+    }
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let why = err

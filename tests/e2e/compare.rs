@@ -387,6 +387,39 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     assert_eq!(r["variants"][1]["client_ld_preload"], lib_s.as_str(), "{r}");
     assert!(server.alive());
     drop(server);
+    // A file the loader cannot load: the variant says so (the loader
+    // would run the plain program), and a plain test records it as not
+    // loaded.
+    let junk = dir.join("junk.so");
+    std::fs::write(&junk, "not a library").expect("write");
+    let junk_s = junk.to_str().expect("path").to_owned();
+    let r = json_client(&[
+        "compare",
+        "tcp",
+        "-t",
+        "0.2",
+        "--engines",
+        "syscall",
+        "--preload",
+        &junk_s,
+        "--json",
+    ]);
+    let e = r["variants"][1]["error"].as_str().unwrap_or_default();
+    assert!(e.contains("was not loaded"), "{r}");
+    let out = run_client_env(
+        None,
+        &[("LD_PRELOAD", junk_s.as_str())],
+        &["tcp", "-t", "0.2", "--json"],
+        Duration::from_secs(30),
+    );
+    assert_ok(&out, &["tcp under a junk LD_PRELOAD"]);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    assert_eq!(
+        r["test"]["client_ld_preload"],
+        format!("{junk_s} (not loaded: {junk_s})").as_str(),
+        "{}",
+        r["test"]
+    );
     // A library that is not there is refused before anything runs.
     let out = run_client(
         &[
