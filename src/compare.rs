@@ -55,7 +55,8 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, ClientError> {
             match run_variant(v) {
                 Ok(r) => reports.push(r),
                 Err(ClientError::Interrupted { .. }) => break 'runs,
-                Err(e) => failed.push(format!("run {k}: {e:#}")),
+                Err(e) if cfg.repeat > 1 => failed.push(format!("run {k}: {e:#}")),
+                Err(e) => failed.push(format!("{e:#}")),
             }
             if let Some(b) = &bar {
                 b.inc(1);
@@ -134,7 +135,9 @@ fn variant(
         client_ld_preload: last.and_then(|r| r.test.client_ld_preload.clone()),
         server_ld_preload: last.and_then(|r| r.test.server_ld_preload.clone()),
         runs: reports.len() as u32,
-        failed: if error.is_some() { Vec::new() } else { failed },
+        // With every run failed, the first is the error and the others
+        // stay listed.
+        failed,
         error,
         metrics: summarise(reports),
     }
