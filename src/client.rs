@@ -406,6 +406,7 @@ impl<'a> ClientTest<'a, '_> {
             server_software,
             client_engine: self.engine.to_string(),
             server_engine_requested: self.cfg.server_engine.clone(),
+            client_ld_preload: test_type::ld_preload(),
             ..TestInfo::from_spec(spec, Side::Client)
         }
     }
@@ -419,6 +420,7 @@ impl<'a> ClientTest<'a, '_> {
                     .clone()
                     .ok_or_else(|| anyhow!("test finished without starting"))?;
                 info.server_engine = remote.engine.clone();
+                info.server_ld_preload = remote.ld_preload.clone();
                 let mut notes = self.notes.clone();
                 let interrupted = self.session.stopped_early();
                 if interrupted {

@@ -220,7 +220,8 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
         while let Some(p) = side.run().and_then(|r| r.next_phase()) {
             side.rr_phase(p)?;
         }
-        if let Some(results) = side.run().and_then(|r| r.try_finish()) {
+        if let Some(mut results) = side.run().and_then(|r| r.try_finish()) {
+            results.ld_preload = test_type::ld_preload();
             side.session().local_finished(results, Instant::now());
             continue;
         }

@@ -7,13 +7,14 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use linerate_host::doctor::{self, Kind, Status};
 use linerate_host::iface;
+use linerate_report::compare::CompareReport;
 use linerate_report::html::{Page, Section};
 use linerate_report::model::SweepReport;
 use linerate_report::render::{self, Format};
 use linerate_report::repeat::{self, RepeatReport};
 use linerate_report::{plot, plot_extra, plot_rr, Report};
 
-use crate::cli::{ClientConfig, Target};
+use crate::cli::{ClientConfig, CompareConfig, Target};
 
 /// The command line, quoted for a POSIX shell where needed.
 fn command_line() -> String {
@@ -280,5 +281,45 @@ pub fn repeated(cfg: &ClientConfig, r: &RepeatReport, last: Option<&Report>) -> 
             svg: None,
         });
     }
+    write(path, &p)
+}
+
+/// `--report` of `linerate compare`, if asked for: the table and the bar
+/// chart, and every variant's engines.
+pub fn compare(cfg: &CompareConfig, r: &CompareReport) -> Result<()> {
+    let Some(path) = &cfg.report else {
+        return Ok(());
+    };
+    // The host facts need one test's target: every variant has the same.
+    let Some(test) = cfg.variants.iter().find_map(|v| v.config.as_ref().ok()) else {
+        anyhow::bail!("--report: no variant could run, so there is nothing to report");
+    };
+    let kind = match r.test.as_str() {
+        "rr" => Kind::Latency,
+        "udp" => Kind::Udp,
+        _ => Kind::Tcp,
+    };
+    let engines = r
+        .variants
+        .iter()
+        .map(|v| match (&v.client_engine, &v.server_engine) {
+            (Some(c), Some(s)) => format!("{}: client {c}, server {s}", v.name),
+            _ => format!("{}: did not run", v.name),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut p = page(
+        format!("linerate compare {} {}", r.test, r.args.join(" ")),
+        engines,
+        test,
+        kind,
+    );
+    let mut buf = Vec::new();
+    linerate_report::compare::render(r, Format::Human, &mut buf)?;
+    p.sections.push(Section {
+        heading: "Comparison".into(),
+        text: Some(String::from_utf8_lossy(&buf).into_owned()),
+        svg: linerate_report::compare_plot::svg(r).ok(),
+    });
     write(path, &p)
 }

@@ -105,6 +105,9 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         server_software: software(),
         client_engine: t.name().into(),
         server_engine: t.name().into(),
+        // The serving process inherits this one's environment.
+        client_ld_preload: crate::test_type::ld_preload(),
+        server_ld_preload: crate::test_type::ld_preload(),
         start_unix_ms,
         protocol: t.name().into(),
         ..TestInfo::from_spec(spec, Side::Client)

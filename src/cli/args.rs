@@ -164,9 +164,11 @@ pub enum Cmd {
     /// and print one table: each figure with its ratio to the first variant.
     ///
     /// `linerate compare [HOST] tcp|udp|rr [test flags] --engines
-    /// syscall,uring,zerocopy [--busy-poll both]`. Without HOST, each
+    /// syscall,uring,zerocopy [--busy-poll both] [--preload LIB] [--repeat
+    /// N] [--plot FILE.svg] [--report FILE.html]`. Without HOST, each
     /// variant runs against an embedded loopback server using the same
     /// engine; with HOST, the server's own engine serves every variant.
+    /// --json and --csv carry every figure with its ratio to the first.
     Compare(CompareArgs),
     /// Run a test over a grid of sizes × rates: a table, an SVG plot of
     /// received vs sent, and optionally the highest zero-loss rate per size.
@@ -267,9 +269,29 @@ pub struct CompareArgs {
     /// Engines to run, comma-separated; ratios are to the first.
     #[arg(long, default_value = "syscall,uring,zerocopy")]
     pub engines: String,
-    /// `both` runs every engine without and with --busy-poll (tcp, udp, rr).
+    /// `both` runs every engine without and with --busy-poll (`on`: with
+    /// it only), for a test that takes --busy-poll (tcp, udp, rr).
     #[arg(long, value_name = "both|on|off")]
     pub busy_poll: Option<String>,
+    /// Add a run of the syscall engine with LD_PRELOAD=LIB on the client
+    /// (a kernel-bypass library such as onload or VMA: with and without
+    /// it). That client runs as a child process; without HOST it tests
+    /// against an embedded server in this process, which is not preloaded.
+    #[arg(long, value_name = "LIB")]
+    pub preload: Option<std::path::PathBuf>,
+    /// Run each variant N times, interleaved (every variant's first run,
+    /// then every variant's second …): each figure's mean ± sd and 95%
+    /// confidence interval per variant; ratios are of means.
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<u32>,
+    /// Write an SVG bar chart of the headline figure per variant (tcp
+    /// bit/s, udp received datagrams/s, rr transactions/s), ratios labelled.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
+    /// Also write one self-contained HTML page: the table, the plot, the
+    /// host and kernel, the command line and version.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
     /// [HOST] tcp|udp|rr, then the test's flags (e.g. `udp -b 0 -l 1472 -t 2`).

@@ -142,6 +142,12 @@ pub struct CompareConfig {
     pub args: Vec<String>,
     pub variants: Vec<CompareVariantConfig>,
     pub format: Format,
+    /// `--repeat N`: runs per variant (1 without it).
+    pub repeat: u32,
+    /// `--plot FILE.svg`: bars of the headline figure per variant.
+    pub plot: Option<PathBuf>,
+    /// `--report FILE.html`: the table and the plot in one page.
+    pub report: Option<PathBuf>,
 }
 
 /// One variant: its test config, or why it cannot run here (an engine
@@ -152,6 +158,22 @@ pub struct CompareVariantConfig {
     pub engine: String,
     pub busy_poll: bool,
     pub config: Result<ClientConfig, String>,
+    /// `--preload LIB`: this variant's client runs in a child process with
+    /// `LD_PRELOAD=LIB` (a library is only loaded when a process starts).
+    pub preload: Option<PreloadRun>,
+}
+
+/// How the `--preload` variant's child process is started.
+#[derive(Debug, Clone)]
+pub struct PreloadRun {
+    /// The library, as an absolute path (the dynamic loader needs a path
+    /// with a slash to load a file outside its search path).
+    pub lib: PathBuf,
+    /// The test kind, then its host unless the server is embedded.
+    pub head: Vec<String>,
+    /// The test's flags after the host and port: the user's, then
+    /// `--engine syscall`, `--busy-poll` if asked, `--json`.
+    pub tail: Vec<String>,
 }
 
 /// A sweep: one UDP test per size × rate point.
@@ -558,13 +580,27 @@ fn unpaced_window(connections: usize) -> Option<u32> {
 }
 
 fn validate(cli: args::Cli) -> Result<Command> {
-    let key = server::load_key(cli.auth_key.as_deref())?;
+    let key_file = cli.auth_key.clone();
+    let key = server::load_key(key_file.as_deref())?;
     let mut cmd = validate_command(cli)?;
     match &mut cmd {
         Command::Server(s) => s.auth_key = key,
         Command::Tcp(c) | Command::Udp(c) => c.auth_key = key,
         Command::Rr(r) => r.client.auth_key = key,
         Command::Sweep(s) => s.base.auth_key = key,
+        // compare's key (given before the test kind) reaches every
+        // variant, and the preloaded child by its file.
+        Command::Compare(c) if key.is_some() => {
+            for v in &mut c.variants {
+                if let Ok(t) = &mut v.config {
+                    t.auth_key.clone_from(&key);
+                }
+                if let (Some(p), Some(f)) = (&mut v.preload, &key_file) {
+                    p.tail
+                        .extend(["--auth-key".into(), f.display().to_string()]);
+                }
+            }
+        }
         _ => {}
     }
     Ok(cmd)

@@ -449,6 +449,7 @@ impl Test<'_, '_> {
             server_software: "iperf3".into(),
             client_engine: self.cfg.engine.name().into(),
             server_engine: "iperf3".into(),
+            client_ld_preload: crate::test_type::ld_preload(),
             start_unix_ms: unix_ms(),
             ..TestInfo::from_spec(spec, Side::Client)
         };

@@ -582,6 +582,7 @@ impl Test<'_> {
             server_software: software(),
             client_engine: remote.engine.clone(),
             server_engine: local.engine.clone(),
+            server_ld_preload: crate::test_type::ld_preload(),
             start_unix_ms: self.start_unix_ms,
             congestion_used: self.congestion.clone(),
             ..TestInfo::from_spec(&spec, Side::Server)

@@ -31,6 +31,8 @@ pub(super) fn report(test: &ServerTest<'_>, peer: SocketAddr) {
                 server_software: software(),
                 client_engine: remote.engine.clone(),
                 server_engine: local.engine.clone(),
+                client_ld_preload: remote.ld_preload.clone(),
+                server_ld_preload: local.ld_preload.clone(),
                 start_unix_ms: test.start_unix_ms,
                 ..TestInfo::from_spec(spec, Side::Server)
             };

@@ -22,8 +22,17 @@ impl Server {
         Self::start_in(None, "127.0.0.1", extra)
     }
 
+    /// Starts a server with `env` added to its environment.
+    pub fn start_env(env: &[(&str, &str)], extra: &[&str]) -> Server {
+        Self::start_with(None, "127.0.0.1", env, extra)
+    }
+
     /// Starts a server, optionally inside network namespace `netns`.
     pub fn start_in(netns: Option<&str>, bind: &str, extra: &[&str]) -> Server {
+        Self::start_with(netns, bind, &[], extra)
+    }
+
+    fn start_with(netns: Option<&str>, bind: &str, env: &[(&str, &str)], extra: &[&str]) -> Server {
         let mut cmd = match netns {
             Some(ns) => {
                 let mut c = Command::new("ip");
@@ -34,6 +43,7 @@ impl Server {
         };
         cmd.args(["server", "--port", "0", "--bind", bind])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn server");
@@ -80,6 +90,16 @@ pub fn run_client(args: &[&str], limit: Duration) -> Output {
 }
 
 pub fn run_client_in(netns: Option<&str>, args: &[&str], limit: Duration) -> Output {
+    run_client_env(netns, &[], args, limit)
+}
+
+/// Runs the client with `env` added to its environment.
+pub fn run_client_env(
+    netns: Option<&str>,
+    env: &[(&str, &str)],
+    args: &[&str],
+    limit: Duration,
+) -> Output {
     let mut cmd = match netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -90,6 +110,7 @@ pub fn run_client_in(netns: Option<&str>, args: &[&str], limit: Duration) -> Out
     };
     let mut child = cmd
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

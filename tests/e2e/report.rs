@@ -117,8 +117,12 @@ fn issue_11_html_report_renders_in_chromium_with_visible_plots() {
         eprintln!("skipped: Chromium is not installed (.ci/run installs Debian's chromium)");
         return;
     };
-    let cases: [(&str, &[&str]); 4] = [
+    let cases: [(&str, &[&str]); 5] = [
         ("tcp", &["tcp", "-t", "1"]),
+        (
+            "compare",
+            &["compare", "tcp", "-t", "0.3", "--engines", "syscall,batch"],
+        ),
         ("rr", &["rr", "--sizes", "1,64", "-t", "0.2"]),
         ("repeat", &["udp", "-t", "0.2", "--repeat", "2"]),
         (

@@ -487,6 +487,11 @@ pub struct SideResults {
     /// UDP tests: the kernel's drop counters on this side.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kernel_udp: Option<KernelUdp>,
+    /// `LD_PRELOAD` of this side's process, when set: a kernel-bypass
+    /// library there changes what the figures measure (absent from older
+    /// peers, which never said).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ld_preload: Option<String>,
 }
 
 /// Whether a spinning flow has a CPU of its own.

@@ -362,6 +362,8 @@ fn results(side: Side, spec: &TestSpec) -> SideResults {
         intervals_dropped: false,
         rr: None,
         kernel_udp: None,
+        // Carried through the exchange like every other field.
+        ld_preload: (side == Side::Server).then(|| "/opt/sim/libbypass.so".into()),
     }
 }
 

@@ -2,12 +2,15 @@
 //! polling), reduced to the figures a user compares, each with its ratio to
 //! the first variant; and its renderers (a table, JSON, CSV).
 //!
-//! Every figure is taken from that variant's own [`Report`]; a figure the
+//! Every figure is taken from that variant's own [`Report`]s; a figure the
 //! test kind does not have (datagrams/s of a TCP test) is absent, never
-//! zero, and so is its ratio.
+//! zero, and so is its ratio. With `--repeat N` each figure is the mean of
+//! the variant's runs, with its spread ([`TrialStats`], as `--repeat`
+//! reports elsewhere), and ratios are of means.
 
 use std::io::{self, Write};
 
+use linerate_stats::trials::TrialStats;
 use linerate_stats::units::{format_count_rate, format_nanos, format_rate};
 use serde::{Deserialize, Serialize};
 
@@ -23,8 +26,23 @@ pub struct CompareReport {
     pub schema: u32,
     /// The test run for every variant: `tcp`, `udp` or `rr`.
     pub test: String,
+    /// The server as the first completed run connected to it (`host:port`;
+    /// absent when nothing ran).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server: Option<String>,
+    /// Unix time the comparison started, milliseconds.
+    #[serde(default)]
+    pub start_unix_ms: u64,
     /// The test's flags, as given (the same for every variant).
     pub args: Vec<String>,
+    /// Runs per variant (`--repeat N`; 1 without it). Runs are interleaved:
+    /// every variant's first run, then every variant's second, …
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// The user stopped the comparison (Ctrl-C): the variants and runs
+    /// after that point did not run.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub interrupted: bool,
     /// In the order asked for; ratios are to the first.
     pub variants: Vec<CompareVariant>,
 }
@@ -41,8 +59,28 @@ pub struct CompareVariant {
     pub client_engine: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_engine: Option<String>,
+    /// `auto`: what it chose, its order, and every engine it skipped with
+    /// the reason (the note of the variant's report).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub engine_note: Option<String>,
     pub busy_poll: bool,
-    /// Why the variant did not run or failed (then `metrics` is empty).
+    /// `--preload LIB`: the library this variant's client ran under
+    /// (`LD_PRELOAD`, in a process of its own).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub preload: Option<String>,
+    /// Each side's `LD_PRELOAD` as its report recorded it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_ld_preload: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_ld_preload: Option<String>,
+    /// Runs that completed (their figures are summarised).
+    #[serde(default)]
+    pub runs: u32,
+    /// `run K: error` for each run that failed while others completed.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub failed: Vec<String>,
+    /// Why the variant did not run or every run failed (then `metrics` is
+    /// empty).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
     /// The figures, in [`METRICS`] order, those the test has.
@@ -59,6 +97,56 @@ pub struct Metric {
     /// the first variant has none, or it is zero).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ratio: Option<f64>,
+    /// With `--repeat N` (N > 1): the figure over the runs (`value` is its
+    /// mean): sd, min, max, 95% confidence interval of the mean.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stats: Option<TrialStats>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The figure `--plot` draws for a test kind: what a user of that test
+/// compares first.
+pub fn headline(test: &str) -> &'static str {
+    match test {
+        "rr" => "transactions_per_second",
+        "udp" => "received_datagrams_per_second",
+        _ => "receiver_bits_per_second",
+    }
+}
+
+/// The unit of a metric from [`METRICS`].
+pub fn unit_of(name: &str) -> &'static str {
+    METRICS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, u)| u)
+}
+
+/// The figures of one variant over its completed runs: each the mean of
+/// the runs that have it, with [`TrialStats`] when there was more than one
+/// run.
+pub fn summarise(runs: &[Report]) -> Vec<Metric> {
+    let per_run: Vec<Vec<Metric>> = runs.iter().map(metrics_of).collect();
+    let mut out = Vec::new();
+    for (name, _) in METRICS {
+        let values: Vec<f64> = per_run
+            .iter()
+            .filter_map(|ms| ms.iter().find(|m| m.name == *name).map(|m| m.value))
+            .collect();
+        let Some(stats) = TrialStats::of(&values) else {
+            continue;
+        };
+        out.push(Metric {
+            name: (*name).into(),
+            value: stats.mean,
+            ratio: None,
+            stats: (runs.len() > 1).then_some(stats),
+        });
+    }
+    out
 }
 
 /// Every figure `compare` reports, with its unit, in table order.
@@ -125,6 +213,7 @@ pub fn metrics_of(r: &Report) -> Vec<Metric> {
             name: name.into(),
             value,
             ratio: None,
+            stats: None,
         })
         .collect()
 }
@@ -145,7 +234,8 @@ pub fn set_ratios(variants: &mut [CompareVariant]) {
     }
 }
 
-fn format_value(name: &str, v: f64) -> String {
+/// A figure's value in its unit, for people.
+pub fn format_value(name: &str, v: f64) -> String {
     match name {
         "receiver_bits_per_second" => format_rate(v),
         "received_datagrams_per_second" | "transactions_per_second" => {
@@ -176,29 +266,35 @@ pub fn render(r: &CompareReport, format: Format, out: &mut dyn Write) -> io::Res
 fn csv(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "variant,engine,busy_poll,metric,unit,value,ratio,error"
+        "variant,engine,busy_poll,metric,unit,value,ratio,error,n,sd,ci95_low,ci95_high"
     )?;
+    let opt = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
     for v in &r.variants {
         if let Some(e) = &v.error {
             let e = e.replace('"', "'");
-            writeln!(out, "{},{},{},,,,,\"{e}\"", v.name, v.engine, v.busy_poll)?;
+            writeln!(
+                out,
+                "{},{},{},,,,,\"{e}\",,,,",
+                v.name, v.engine, v.busy_poll
+            )?;
             continue;
         }
         for m in &v.metrics {
-            let unit = METRICS
-                .iter()
-                .find(|(n, _)| *n == m.name)
-                .map_or("", |(_, u)| u);
+            let s = m.stats.as_ref();
             writeln!(
                 out,
-                "{},{},{},{},{},{},{},",
+                "{},{},{},{},{},{},{},,{},{},{},{}",
                 v.name,
                 v.engine,
                 v.busy_poll,
                 m.name,
-                unit,
+                unit_of(&m.name),
                 m.value,
-                m.ratio.map(|x| x.to_string()).unwrap_or_default()
+                opt(m.ratio),
+                s.map_or(String::new(), |s| s.n.to_string()),
+                opt(s.map(|s| s.sd)),
+                opt(s.and_then(|s| s.ci95_low)),
+                opt(s.and_then(|s| s.ci95_high)),
             )?;
         }
     }
@@ -210,16 +306,30 @@ fn csv(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
 fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "linerate compare: {} {} · {} variant{}",
+        "linerate compare: {} {} · {} variant{}{}",
         r.test,
         r.args.join(" "),
         r.variants.len(),
-        if r.variants.len() == 1 { "" } else { "s" }
+        if r.variants.len() == 1 { "" } else { "s" },
+        if r.repeat > 1 {
+            format!(
+                " · {} runs each, interleaved: mean ± sd (95% intervals in --json/--csv)",
+                r.repeat
+            )
+        } else {
+            String::new()
+        }
     )?;
-    const W: usize = 24;
+    // Wide enough for the longest cell: `mean ± sd ×ratio` with --repeat.
+    let w = if r.repeat > 1 { 37 } else { 24 };
+    let w = r
+        .variants
+        .iter()
+        .map(|v| v.name.chars().count() + 2)
+        .fold(w, usize::max);
     write!(out, "{:<44}", "")?;
     for v in &r.variants {
-        write!(out, "{:>W$}", v.name)?;
+        write!(out, "{:>w$}", v.name)?;
     }
     writeln!(out)?;
     for (name, unit) in METRICS {
@@ -233,13 +343,19 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
         write!(out, "{:<44}", format!("{name} ({unit})"))?;
         for v in &r.variants {
             let cell = match v.metrics.iter().find(|m| m.name == *name) {
-                Some(m) => match m.ratio {
-                    Some(x) => format!("{} ×{x:.2}", format_value(name, m.value)),
-                    None => format_value(name, m.value),
-                },
+                Some(m) => {
+                    let mut c = format_value(name, m.value);
+                    if let Some(s) = &m.stats {
+                        c.push_str(&format!(" ± {}", format_value(name, s.sd)));
+                    }
+                    if let Some(x) = m.ratio {
+                        c.push_str(&format!(" ×{x:.2}"));
+                    }
+                    c
+                }
                 None => "-".into(),
             };
-            write!(out, "{cell:>W$}")?;
+            write!(out, "{cell:>w$}")?;
         }
         writeln!(out)?;
     }
@@ -251,6 +367,26 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
             }
             _ => {}
         }
+        if let Some(n) = &v.engine_note {
+            writeln!(out, "{}: {n}", v.name)?;
+        }
+        for (side, lib) in [
+            ("client", &v.client_ld_preload),
+            ("server", &v.server_ld_preload),
+        ] {
+            if let Some(lib) = lib {
+                writeln!(out, "{}: {side} ran with LD_PRELOAD={lib}", v.name)?;
+            }
+        }
+        for f in &v.failed {
+            writeln!(out, "{}: {f}", v.name)?;
+        }
+    }
+    if r.interrupted {
+        writeln!(
+            out,
+            "interrupted by the user: the runs after that point did not run"
+        )?;
     }
     Ok(())
 }
@@ -265,12 +401,19 @@ mod tests {
             engine: name.into(),
             client_engine: Some(name.into()),
             server_engine: Some(name.into()),
+            engine_note: None,
             busy_poll: false,
+            preload: None,
+            client_ld_preload: None,
+            server_ld_preload: None,
+            runs: 1,
+            failed: Vec::new(),
             error: None,
             metrics: vec![Metric {
                 name: "receiver_bits_per_second".into(),
                 value: bps,
                 ratio: None,
+                stats: None,
             }],
         }
     }
@@ -282,6 +425,7 @@ mod tests {
             name: "loss_percent".into(),
             value: 1.0,
             ratio: None,
+            stats: None,
         });
         set_ratios(&mut vs);
         assert_eq!(vs[0].metrics[0].ratio, Some(1.0));
@@ -297,7 +441,11 @@ mod tests {
         let r = CompareReport {
             schema: COMPARE_SCHEMA,
             test: "tcp".into(),
+            server: None,
+            start_unix_ms: 0,
+            interrupted: false,
             args: vec!["-t".into(), "2".into()],
+            repeat: 1,
             variants: vs,
         };
         let mut t = Vec::new();

@@ -5,12 +5,14 @@
 //! [`render`] turns the model into a human table, JSON, JSON Lines or CSV
 //! (and a request/response test's histograms into CSV); [`plot`] and
 //! [`plot_rr`] draw SVG figures from it; [`compare`] is `linerate compare`'s
-//! model (one test per variant, ratios to the first) and renderers. Nothing prints a number that is not
-//! in the model.
+//! model (one test per variant, ratios to the first) and renderers,
+//! [`compare_plot`] its bar chart. Nothing prints a number that is not in
+//! the model.
 
 pub mod build;
 pub mod civil;
 pub mod compare;
+pub mod compare_plot;
 pub mod html;
 pub mod model;
 pub mod msg;

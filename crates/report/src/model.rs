@@ -108,6 +108,14 @@ pub struct TestInfo {
     /// server ran its own `--engine`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_engine_requested: Option<String>,
+    /// `LD_PRELOAD` of the client's process, when set (a kernel-bypass
+    /// library there changes what is measured; `compare --preload`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_ld_preload: Option<String>,
+    /// `LD_PRELOAD` of the server's process, when set, as its results said
+    /// (absent until they arrive, and from servers that never say).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_ld_preload: Option<String>,
     /// Unix time the test started, milliseconds.
     pub start_unix_ms: u64,
 }
@@ -145,6 +153,8 @@ impl TestInfo {
             client_engine: String::new(),
             server_engine: String::new(),
             server_engine_requested: None,
+            client_ld_preload: None,
+            server_ld_preload: None,
             start_unix_ms: 0,
         }
     }

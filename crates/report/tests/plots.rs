@@ -289,3 +289,97 @@ fn issue_13_repeat_plot_renders_mean_and_sd_per_group() {
         assert_readable_ticks(&t, name);
     }
 }
+
+/// A comparison of `test` from fixture reports: a base variant, one at
+/// 1.5× its headline figure over two runs (1.4× and 1.6×), and one that
+/// did not run.
+fn comparison(test: &str, fixture_name: &str) -> linerate_report::compare::CompareReport {
+    use linerate_report::compare::{set_ratios, summarise, CompareReport, CompareVariant};
+    let base: Report = fixture(fixture_name);
+    let scaled = |k: f64| {
+        let mut r = base.clone();
+        for s in &mut r.sums {
+            s.receiver_bits_per_second *= k;
+            if let Some(u) = &mut s.udp {
+                u.received_pps *= k;
+            }
+        }
+        if let Some(rr) = &mut r.rr {
+            for p in &mut rr.phases {
+                p.transactions_per_second *= k;
+            }
+        }
+        r
+    };
+    let variant = |name: &str, runs: &[Report], error: Option<&str>| CompareVariant {
+        name: name.into(),
+        engine: name.into(),
+        client_engine: None,
+        server_engine: None,
+        engine_note: None,
+        busy_poll: false,
+        preload: None,
+        client_ld_preload: None,
+        server_ld_preload: None,
+        runs: runs.len() as u32,
+        failed: Vec::new(),
+        error: error.map(str::to_owned),
+        metrics: summarise(runs),
+    };
+    let mut variants = vec![
+        variant("syscall", std::slice::from_ref(&base), None),
+        variant("batch", &[scaled(1.4), scaled(1.6)], None),
+        variant("uring", &[], Some("io_uring is disabled")),
+    ];
+    set_ratios(&mut variants);
+    CompareReport {
+        schema: linerate_report::compare::COMPARE_SCHEMA,
+        test: test.into(),
+        server: Some("127.0.0.1:5201".into()),
+        interrupted: false,
+        start_unix_ms: base.test.start_unix_ms,
+        args: vec!["-t".into(), "2".into()],
+        repeat: 2,
+        variants,
+    }
+}
+
+#[test]
+fn issue_8_compare_plot_has_a_labelled_bar_per_variant() {
+    for (test, name, want) in [
+        ("tcp", "tcp", "receiver_bits_per_second per variant"),
+        ("udp", "udp", "received_datagrams_per_second per variant"),
+        ("rr", "rr", "transactions_per_second per variant"),
+    ] {
+        let r = comparison(test, name);
+        let svg = linerate_report::compare_plot::svg(&r).expect("draws");
+        let p = pixels(&svg);
+        // The two bars that ran have ink (left and middle thirds of the
+        // plot area); the third is a note, not a bar.
+        assert_panels_inked(&p, 2, 0.3, 0.85, test);
+        let t = texts(&svg);
+        for needle in [
+            want,
+            "syscall",
+            "batch",
+            "uring",
+            "×1.00",
+            "×1.50",
+            "did not run",
+            "linerate compare: tcp -t 2",
+            "UTC",
+            "2 runs per variant",
+            "ratios to the first variant (syscall)",
+        ] {
+            let needle = needle.replace("tcp -t 2", &format!("{test} -t 2"));
+            assert!(has(&t, &needle), "{test}: no {needle:?} in {t:?}");
+        }
+        assert_readable_ticks(&t, test);
+    }
+    // Nothing to draw is an error, not an empty figure.
+    let mut r = comparison("tcp", "tcp");
+    for v in &mut r.variants {
+        v.metrics.clear();
+    }
+    assert!(linerate_report::compare_plot::svg(&r).is_err());
+}

@@ -44,6 +44,9 @@ pub fn preference(w: Workload) -> &'static [EngineKind] {
     }
 }
 
+/// How the report's note about `auto` begins (`compare` finds it by this).
+pub const NOTE_PREFIX: &str = "engine auto chose";
+
 /// What `auto` chose, and each engine it passed over with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AutoChoice {
@@ -56,7 +59,7 @@ impl AutoChoice {
     pub fn note(&self, w: Workload) -> String {
         let order: Vec<&str> = preference(w).iter().map(|k| k.name()).collect();
         let mut s = format!(
-            "engine auto chose {} (preference for this test: {})",
+            "{NOTE_PREFIX} {} (preference for this test: {})",
             self.kind,
             order.join(" > ")
         );

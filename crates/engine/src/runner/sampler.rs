@@ -323,5 +323,8 @@ pub(super) fn sample(
         },
         rr: None,
         kernel_udp: baseline.kernel.as_ref().map(netstat::delta),
+        // The control loop fills it (the runner does not read the
+        // environment).
+        ld_preload: None,
     }
 }

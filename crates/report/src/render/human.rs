@@ -265,6 +265,20 @@ impl<'a> Human<'a> {
         Ok(())
     }
 
+    /// Each side's `LD_PRELOAD`, where set: a preloaded library changes
+    /// what was measured.
+    fn preload(&mut self, t: &TestInfo) -> io::Result<()> {
+        for (side, lib) in [
+            ("client", &t.client_ld_preload),
+            ("server", &t.server_ld_preload),
+        ] {
+            if let Some(lib) = lib {
+                self.words(&format!("LD_PRELOAD ({side}): {lib}"), 6)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Prose lines (notes, the kernel's view, summaries in words), wrapped.
     /// `--busy-poll`: what the kernel said on this end's socket, and how
     /// many waits slept.
@@ -414,6 +428,7 @@ impl Sink for Human<'_> {
                     writeln!(self.out, "  {side:<7} {v:.2} CPU µs per transaction")?;
                 }
             }
+            self.preload(&r.test)?;
             for n in &r.notes {
                 self.words(&format!("note: {n}"), 6)?;
             }
@@ -504,6 +519,7 @@ impl Sink for Human<'_> {
                 2,
             )?;
         }
+        self.preload(&r.test)?;
         for n in &r.notes {
             self.words(&format!("note: {n}"), 6)?;
         }
