@@ -1109,9 +1109,14 @@ mod tests {
         let old: TestSpec = serde_json::from_value(v).expect("parses");
         assert!(!old.busy_poll && !old.tcp.skip_rx_copy);
         // On: both round-trip.
-        let mut s = TestSpec::default();
-        s.busy_poll = true;
-        s.tcp.skip_rx_copy = true;
+        let s = TestSpec {
+            busy_poll: true,
+            tcp: TcpOptions {
+                skip_rx_copy: true,
+                ..TcpOptions::default()
+            },
+            ..TestSpec::default()
+        };
         let back: TestSpec =
             serde_json::from_value(serde_json::to_value(&s).expect("json")).expect("parses");
         assert!(back.busy_poll && back.tcp.skip_rx_copy);
