@@ -137,7 +137,7 @@ fn issue_8_skip_rx_copy_and_busy_poll_are_test_options_for_every_engine() {
 
 #[test]
 fn issue_8_tcp_defaults_are_128k_writes_and_receivers_that_copy() {
-    // Chosen by busier-side CPU per GiB (docs/architecture.md, "Defaults
+    // Chosen by CPU per GiB of both sides (docs/architecture.md, "Defaults
     // and why"): a change of default needs new evidence there.
     let c = tcp("tcp");
     assert_eq!(c.spec.len, 128 * 1024);
