@@ -69,7 +69,11 @@ fn assert_busy_polled(r: &Value) {
 
 #[test]
 fn issue_8_busy_poll_keeps_tcp_bytes_exact_both_ways() {
-    for engine in ["syscall", "batch"] {
+    // Every engine spins (each passes MSG_DONTWAIT per call).
+    for engine in ["syscall", "batch", "uring", "uring:sqpoll", "zerocopy"] {
+        if engine.starts_with("uring") && !runs_here(engine) {
+            continue;
+        }
         let server = Server::start(&["--engine", engine]);
         let port = server.port_str();
         for dir in [&[][..], &["-R"][..]] {
@@ -82,7 +86,16 @@ fn issue_8_busy_poll_keeps_tcp_bytes_exact_both_ways() {
 
 #[test]
 fn issue_8_busy_poll_keeps_udp_loss_exact() {
-    let server = Server::start(&[]);
+    for engine in ["syscall", "batch", "uring"] {
+        if engine == "uring" && !runs_here(engine) {
+            continue;
+        }
+        udp_busy_poll(engine);
+    }
+}
+
+fn udp_busy_poll(engine: &str) {
+    let server = Server::start(&["--engine", engine]);
     let port = server.port_str();
     // One skipped number (a loss) and one duplicate, injected: counted exactly.
     for dir in [&[][..], &["-R"][..]] {
@@ -101,6 +114,8 @@ fn issue_8_busy_poll_keeps_udp_loss_exact() {
                 "8M",
                 "--verify",
                 "--busy-poll",
+                "--engine",
+                engine,
                 "--inject-faults",
                 "skip:10,dup:20",
             ];

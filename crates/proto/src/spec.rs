@@ -699,6 +699,27 @@ mod tests {
         assert_eq!(s.rr, None);
     }
 
+    #[test]
+    fn issue_8_skip_rx_copy_and_busy_poll_travel_in_the_spec_and_old_specs_lack_them() {
+        // Off: absent from the JSON, so an older peer sees the spec it knows.
+        let v = serde_json::to_value(TestSpec::default()).expect("json");
+        assert!(v.get("busy_poll").is_none() && v["tcp"].get("skip_rx_copy").is_none());
+        let old: TestSpec = serde_json::from_value(v).expect("parses");
+        assert!(!old.busy_poll && !old.tcp.skip_rx_copy);
+        // On: both round-trip.
+        let s = TestSpec {
+            busy_poll: true,
+            tcp: TcpOptions {
+                skip_rx_copy: true,
+                ..TcpOptions::default()
+            },
+            ..TestSpec::default()
+        };
+        let back: TestSpec =
+            serde_json::from_value(serde_json::to_value(&s).expect("json")).expect("parses");
+        assert!(back.busy_poll && back.tcp.skip_rx_copy);
+    }
+
     proptest! {
         /// Every request/response connection id maps back to one place.
         #[test]

@@ -217,6 +217,10 @@ impl StreamIo<'_> {
             DataSocket::Tcp(s) => wait::prepare_stream(s)?,
             DataSocket::Udp(s) => wait::prepare_stream(s)?,
         };
-        Ok(Some((mode, said)))
+        let how = match mode {
+            SpinMode::Dedicated => "spinning without yielding (a CPU for every spinning thread)",
+            SpinMode::Shared => "yielding while spinning (the CPUs are shared)",
+        };
+        Ok(Some((mode, format!("{said}; {how}"))))
     }
 }
