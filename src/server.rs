@@ -43,7 +43,7 @@ use crate::test_type::{self, software, ServerSide};
 pub mod guard;
 mod report;
 mod udp_attach;
-mod watch;
+pub(crate) mod watch;
 
 use guard::{Guard, GuardConfig};
 use udp_attach::PendingDatagram;
@@ -362,6 +362,7 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
                 metrics: &shared.metrics,
                 json_lines: shared.json_lines.as_ref(),
                 auth_required: shared.auth_key.is_some(),
+                rate_budget: shared.rate_budget.as_ref(),
             };
             return iperf3_server::handle(sock, peer, seq, &host);
         }
@@ -522,7 +523,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     )
     .with_boot_id(clock::boot_id())
     .with_auth(auth)
-    .with_rate_budget(shared.rate_budget.clone());
+    .with_rate_budget(shared.rate_budget.clone())
+    .with_heartbeat(linerate_proto::session::heartbeat::HEARTBEAT_INTERVAL);
     session.receive_at(first, Instant::now(), clock::mono_ns());
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = ServerTest {
