@@ -96,6 +96,15 @@ struct Shared {
 
 /// Runs a server until interrupted (or after one test with --once).
 pub fn run(cfg: &ServerConfig) -> Result<()> {
+    if let Some(path) = &cfg.logfile {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("--logfile {}", path.display()))?;
+        linerate_engine::stdio::redirect_to(&file)
+            .with_context(|| format!("--logfile {}", path.display()))?;
+    }
     let listener = socket::listen(cfg.bind, cfg.port)?;
     let addr = listener.local_addr()?;
     if cfg.auth_key.is_none() && !addr.ip().is_loopback() {

@@ -348,6 +348,18 @@ impl Test<'_> {
     fn prepare(&mut self) {
         let p = self.params();
         let now = Instant::now();
+        if let Some(m) = p.server_affinity {
+            // `-A N,M`: iperf3 pins its server to CPU M for the test; this
+            // test's threads are pinned there instead of to --cpus.
+            let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if m as usize >= online {
+                return self.session.prepare_failed(
+                    code::AFFINITY,
+                    22, // EINVAL, what iperf3's sched_setaffinity would fail with
+                    format!("-A …,{m}: this host has CPUs 0-{}", online - 1),
+                );
+            }
+        }
         if p.protocol == IProtocol::Tcp {
             if let Ok(mut r) = self.host.hub.routes.lock() {
                 r.insert(self.slot.cookie, (self.peer.ip(), self.route_tx.clone()));
@@ -507,7 +519,9 @@ impl Test<'_> {
                 .then(|| Duration::from_secs(p.time.into())),
             omit: Duration::from_secs(p.omit.into()),
             interval: Duration::from_secs(1),
-            cpus: self.host.cpus.to_vec(),
+            cpus: p
+                .server_affinity
+                .map_or_else(|| self.host.cpus.to_vec(), |m| vec![m as usize]),
             cpu_scope: if self.host.per_thread_cpu {
                 CpuScope::Threads
             } else {

@@ -259,7 +259,11 @@ fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
     std::thread::sleep(Duration::from_millis(1000));
     // …so neither another iperf3 client nor a linerate one gets 60 more,
     // and an unpaced iperf3 test (TCP's default) is refused too.
-    for extra in [&["-u", "-b", "60M"][..], &["-R", "-b", "30M", "-P", "2"], &[]] {
+    for extra in [
+        &["-u", "-b", "60M"][..],
+        &["-R", "-b", "30M", "-P", "2"],
+        &[],
+    ] {
         let out = iperf("1", extra).output().expect("iperf3");
         let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
         assert!(!out.status.success(), "{extra:?} ran: {said}");
