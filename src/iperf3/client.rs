@@ -635,7 +635,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn linerate_specs_map_to_iperf3_parameters() {
+    fn issue_9_linerate_specs_map_to_iperf3_parameters() {
         let spec = TestSpec {
             limit: Limit::TimeMs(3000),
             streams: 2,
@@ -655,6 +655,8 @@ mod tests {
             direction: Direction::Reverse,
             ..TestSpec::default()
         };
-        assert!(params_of(&rev_bytes).is_err());
+        // issue 9: -n with -R is iperf3's whole-test byte count.
+        let p = params_of(&rev_bytes).expect("maps");
+        assert_eq!((p.time, p.num, p.direction), (0, 1000, IDirection::Reverse));
     }
 }
