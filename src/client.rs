@@ -18,6 +18,7 @@ use linerate_engine::{clock, socket};
 use linerate_proto::auth::ClientAuth;
 use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement};
 use linerate_proto::session::client::{ClientAction, ClientSession};
+use linerate_proto::session::heartbeat::HEARTBEAT_INTERVAL;
 use linerate_proto::session::SessionError;
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{RefuseCode, Side, Token};
@@ -183,7 +184,8 @@ fn run_with(
     let mut ctrl = ControlConn::new(ctrl_sock)?;
     let mut session = ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
         .with_boot_id(boot_id)
-        .with_server_engine(cfg.server_engine.clone());
+        .with_server_engine(cfg.server_engine.clone())
+        .with_heartbeat(HEARTBEAT_INTERVAL);
     if let Some(key) = &cfg.auth_key {
         session = session.with_auth(ClientAuth::new(key.clone(), crate::control::nonce()?));
     }

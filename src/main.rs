@@ -19,6 +19,7 @@ mod rr_local;
 mod server;
 mod sweep;
 mod test_type;
+mod watch;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -43,11 +43,10 @@ use crate::test_type::{self, software, ServerSide};
 
 mod report;
 mod udp_attach;
-mod watch;
 
 use crate::guard::{self, Guard, GuardConfig};
+use crate::watch::{IdleWatch, RateWatch};
 use udp_attach::PendingDatagram;
-use watch::{IdleWatch, RateWatch};
 
 type DataRoute = Sender<(DataHello, TcpStream)>;
 
@@ -96,6 +95,15 @@ struct Shared {
 
 /// Runs a server until interrupted (or after one test with --once).
 pub fn run(cfg: &ServerConfig) -> Result<()> {
+    if let Some(path) = &cfg.logfile {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("--logfile {}", path.display()))?;
+        linerate_engine::stdio::redirect_to(&file)
+            .with_context(|| format!("--logfile {}", path.display()))?;
+    }
     let listener = socket::listen(cfg.bind, cfg.port)?;
     let addr = listener.local_addr()?;
     if cfg.auth_key.is_none() && !addr.ip().is_loopback() {
@@ -373,6 +381,7 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
                 metrics: &shared.metrics,
                 json_lines: shared.json_lines.as_ref(),
                 auth_required: shared.auth_key.is_some(),
+                rate_budget: shared.rate_budget.as_ref(),
             };
             return iperf3_server::handle(sock, peer, seq, &host);
         }
@@ -533,7 +542,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     )
     .with_boot_id(clock::boot_id())
     .with_auth(auth)
-    .with_rate_budget(shared.rate_budget.clone());
+    .with_rate_budget(shared.rate_budget.clone())
+    .with_heartbeat(linerate_proto::session::heartbeat::HEARTBEAT_INTERVAL);
     session.receive_at(first, Instant::now(), clock::mono_ns());
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = ServerTest {

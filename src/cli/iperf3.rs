@@ -30,6 +30,11 @@ pub struct Extras {
     pub get_server_output: bool,
     /// `-4` / `-6`: connect over this address family only.
     pub family: Option<Family>,
+    /// `-B ADDR`: connect from this local address (control and data).
+    pub bind: Option<std::net::IpAddr>,
+    /// `-A N,M`: the CPU the server is asked to pin itself to (sent as
+    /// `server_affinity`, as iperf3 does).
+    pub server_affinity: Option<u32>,
 }
 
 /// An address family (`-4`, `-6`).
@@ -139,7 +144,7 @@ struct Args {
     /// Server: serve one test, then exit.
     #[arg(short = '1', long = "one-off")]
     one_off: bool,
-    /// Server: listen on this address.
+    /// Server: listen on this address; client: connect from it.
     #[arg(short = 'B', long = "bind", value_name = "ADDR")]
     bind: Option<IpAddr>,
     /// IPv4 only.
@@ -157,9 +162,9 @@ struct Args {
     /// TCP maximum segment size.
     #[arg(short = 'M', long = "set-mss", value_name = "BYTES")]
     mss: Option<u32>,
-    /// CPU affinity of this side: `N` (`N,M` would also pin the server:
-    /// not supported).
-    #[arg(short = 'A', long = "affinity", value_name = "N")]
+    /// CPU affinity: `N` pins this side's streams to CPU N; `N,M` also asks
+    /// the server to pin itself to CPU M (client only, as in iperf3).
+    #[arg(short = 'A', long = "affinity", value_name = "N[,M]")]
     affinity: Option<String>,
     /// Zero-copy sends (linerate's zerocopy engine).
     #[arg(short = 'Z', long = "zerocopy")]
@@ -173,7 +178,8 @@ struct Args {
     /// Print the server's report of the test too.
     #[arg(long = "get-server-output")]
     get_server_output: bool,
-    /// Append the output to FILE instead of printing it (client).
+    /// Append the output (and, with -s, the server's log) to FILE instead
+    /// of printing it.
     #[arg(long = "logfile", value_name = "FILE")]
     logfile: Option<PathBuf>,
     /// Print linerate's version.
@@ -301,19 +307,11 @@ fn refuse_misplaced(a: &Args) -> Result<()> {
         if let Some((_, f)) = client_only.iter().find(|(set, _)| *set) {
             bail!("{f} is a client option (the client decides the test)");
         }
-        if a.logfile.is_some() {
-            bail!("--logfile with -s is not supported: redirect the server's output instead (> FILE 2>&1)");
+        if a.affinity.as_deref().is_some_and(|v| v.contains(',')) {
+            bail!("-A N,M is a client option (M pins the server); a server takes -A N");
         }
-        if a.affinity.is_some() {
-            bail!("-A with -s: use `linerate server --cpus`");
-        }
-    } else {
-        if a.one_off {
-            bail!("-1 is a server option");
-        }
-        if a.bind.is_some() {
-            bail!("-B on the client (binding the local address) is not supported");
-        }
+    } else if a.one_off {
+        bail!("-1 is a server option");
     }
     Ok(())
 }
@@ -343,7 +341,16 @@ fn server(a: Args) -> Result<Command> {
     } else if a.json_stream {
         argv.push("--json-lines".into());
     }
-    super::parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))
+    if let Some(n) = &a.affinity {
+        // iperf3's server -A N pins the server: linerate's --cpus N.
+        argv.extend(["--cpus".to_owned(), n.clone()]);
+    }
+    let mut command =
+        super::parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+    if let Command::Server(s) = &mut command {
+        s.logfile = a.logfile;
+    }
+    Ok(command)
 }
 
 /// `-b RATE[/BURST]`: bits/s (1000-based, as iperf3) and the burst.
@@ -479,13 +486,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
         bail!("{}: {}", e.field, e.reason);
     }
     let (engine, engine_note) = engine(&a, protocol)?;
-    let cpus = match a.affinity.as_deref() {
-        None => Vec::new(),
-        Some(v) if v.contains(',') => {
-            bail!("-A {v}: pinning the server's CPU is not supported; give only this side's CPU (pin a linerate server with --cpus)")
-        }
-        Some(v) => super::parse_cpus(Some(v)).context("-A")?,
-    };
+    let (cpus, server_affinity) = affinity(a.affinity.as_deref())?;
     Ok(Iperf3Config {
         client: ClientConfig {
             target: Target::Remote {
@@ -512,6 +513,8 @@ fn client(a: Args) -> Result<Iperf3Config> {
                 (_, true) => Some(Family::V6),
                 _ => None,
             },
+            bind: a.bind,
+            server_affinity,
         },
         style: if a.json {
             Style::Json
@@ -523,6 +526,35 @@ fn client(a: Args) -> Result<Iperf3Config> {
         intervals,
         logfile: a.logfile,
     })
+}
+
+/// `-A N[,M]`: this side's CPU, and the server's as iperf3 sends it
+/// (`server_affinity`, 0–1024 as iperf3 checks it).
+fn affinity(v: Option<&str>) -> Result<(Vec<usize>, Option<u32>)> {
+    let Some(v) = v else {
+        return Ok((Vec::new(), None));
+    };
+    let (mine, server) = match v.split_once(',') {
+        Some((n, m)) => (n, Some(m)),
+        None => (v, None),
+    };
+    let mine = if mine.contains('-') {
+        bail!("-A {v}: one CPU number, as iperf3 takes")
+    } else {
+        super::parse_cpus(Some(mine)).context("-A")?
+    };
+    let server = server
+        .map(|m| {
+            m.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|m| *m <= 1024)
+                .with_context(|| {
+                    format!("-A {v}: the server's CPU must be a number from 0 to 1024")
+                })
+        })
+        .transpose()?;
+    Ok((mine, server))
 }
 
 /// `-Z` and `--gsro` name linerate engines; otherwise `auto` picks one.
@@ -605,15 +637,37 @@ mod tests {
     }
 
     #[test]
+    fn issue_9_bind_affinity_and_server_logfile_are_taken() {
+        let c = client_of(&["-c", "h", "-B", "127.0.0.9", "-A", "0,1"]);
+        assert_eq!(c.extras.bind, Some("127.0.0.9".parse().expect("ip")));
+        assert_eq!(c.extras.server_affinity, Some(1));
+        assert_eq!(c.client.cpus, vec![0]);
+        let c = client_of(&["-c", "h", "-A", "0"]);
+        assert_eq!((c.client.cpus, c.extras.server_affinity), (vec![0], None));
+        match parse_args(&["-s", "--logfile", "/tmp/x.log", "-A", "0"]) {
+            Ok(Command::Server(s)) => {
+                assert_eq!(s.logfile, Some(PathBuf::from("/tmp/x.log")));
+                assert_eq!(s.cpus, vec![0]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // -n and -k with -R and --bidir, as iperf3 takes them.
+        let c = client_of(&["-c", "h", "-R", "-n", "1M"]);
+        assert_eq!(c.client.spec.limit, Limit::Bytes(1 << 20));
+        let c = client_of(&["-c", "h", "--bidir", "-u", "-k", "100"]);
+        assert_eq!(c.client.spec.limit, Limit::Datagrams(100));
+    }
+
+    #[test]
     fn issue_9_unsupported_iperf3_options_are_refused_by_name() {
         for (args, name) in [
             (&["-c", "h", "--dscp", "10"][..], "--dscp"),
             (&["-c", "h", "-f", "m"], "-f"),
             (&["-c", "h", "--title=x"], "--title"),
             (&["-c", "h", "-b", "1M/4"], "-b"),
-            (&["-c", "h", "-A", "0,1"], "-A"),
+            (&["-c", "h", "-A", "0,2000"], "-A"),
+            (&["-s", "-A", "0,1"], "-A"),
             (&["-s", "-t", "3"], "-t"),
-            (&["-c", "h", "-B", "127.0.0.1"], "-B"),
             (&["-c", "h", "--gsro"], "--gsro"),
         ] {
             let e = parse_args(args).expect_err("refused").to_string();

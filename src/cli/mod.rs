@@ -90,6 +90,9 @@ pub struct ServerConfig {
     pub engine: EngineKind,
     pub cpus: Vec<usize>,
     pub format: Format,
+    /// `linerate iperf3 -s --logfile FILE`: standard output and error
+    /// appended to FILE, as iperf3 does.
+    pub logfile: Option<PathBuf>,
 }
 
 /// A request/response test (rr or crr): the client config plus the files
@@ -650,6 +653,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 engine: engine_kind(&s.engine)?,
                 cpus: parse_cpus(s.cpus.as_deref())?,
                 format: format_of(&s.output),
+                logfile: None,
             }))
         }
         args::Cmd::Tcp(t) => {

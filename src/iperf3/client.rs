@@ -49,15 +49,12 @@ fn params_of(spec: &TestSpec) -> Result<Params> {
         }
         Ok((ms / 1000) as u32)
     };
+    // -n/-k are the whole test's, as in iperf3: with -R or --bidir the
+    // client ends it once that much was sent or received in all
+    // (`Test::time_is_up`).
     let (time, num) = match spec.limit {
         Limit::TimeMs(ms) => (whole(ms, "--time")?, 0),
-        Limit::Bytes(b) if spec.direction == Direction::Forward => (0, b),
-        Limit::Bytes(_) => {
-            bail!("--bytes with --reverse or --bidir is not supported with --iperf3 yet")
-        }
-        Limit::Datagrams(_) if spec.direction != Direction::Forward => {
-            bail!("--count with --reverse or --bidir is not supported with --iperf3 yet")
-        }
+        Limit::Bytes(b) => (0, b),
         // iperf3's -k: blocks, which are datagrams in a UDP test.
         Limit::Datagrams(_) => (0, 0),
     };
@@ -175,6 +172,7 @@ pub fn run(
     };
     let mut params = params_of(&cfg.spec).map_err(ClientError::from)?;
     params.get_server_output = extras.get_server_output;
+    params.server_affinity = extras.server_affinity;
     let mut addrs = socket::resolve(host, *port).map_err(anyhow::Error::from)?;
     if let Some(f) = extras.family {
         addrs.retain(|a| a.is_ipv4() == (f == Family::V4));
@@ -183,8 +181,18 @@ pub fn run(
             return Err(anyhow!("{host} has no {v} address").into());
         }
     }
-    let sock = socket::connect_any(&addrs, &Default::default(), cfg.connect_timeout)
-        .with_context(|| format!("cannot reach an iperf3 server at {host} port {port}"))?;
+    let sock = socket::connect_any_from(
+        &addrs,
+        extras.bind,
+        &Default::default(),
+        cfg.connect_timeout,
+    )
+    .with_context(|| {
+        let from = extras
+            .bind
+            .map_or(String::new(), |b| format!(" from {b} (-B)"));
+        format!("cannot reach an iperf3 server at {host} port {port}{from}")
+    })?;
     let peer = socket::canonical(sock.peer_addr().context("peer address")?);
     let mut random = [0u8; COOKIE_LEN];
     getrandom::fill(&mut random).map_err(|e| anyhow!("no randomness for the cookie: {e}"))?;
@@ -206,6 +214,7 @@ pub fn run(
     let mut test = Test {
         cfg,
         peer,
+        bind: extras.bind,
         session,
         out,
         ctx,
@@ -216,6 +225,7 @@ pub fn run(
         run: None,
         last_interval: None,
         started: None,
+        omit_base: None,
         ran: None,
         local: None,
         info: None,
@@ -236,6 +246,8 @@ fn unix_ms() -> u64 {
 struct Test<'a, 's> {
     cfg: &'a ClientConfig,
     peer: SocketAddr,
+    /// `-B`: the local address every connection is made from.
+    bind: Option<std::net::IpAddr>,
     session: Iperf3ClientSession,
     out: &'s mut dyn Output,
     ctx: Connection,
@@ -250,6 +262,9 @@ struct Test<'a, 's> {
     /// The interval before the next one (for per-interval deltas).
     last_interval: Option<measure::IntervalMeasurement>,
     started: Option<Instant>,
+    /// What the streams had moved when the omit period ended (-n/-k with
+    /// -R or --bidir count from there).
+    omit_base: Option<linerate_engine::runner::Progress>,
     /// From the start to TEST_END.
     ran: Option<Duration>,
     local: Option<SideResults>,
@@ -300,13 +315,36 @@ impl Test<'_, '_> {
         }
     }
 
-    /// The client's end condition: `omit + time`, or (byte-limited) every
-    /// sender done.
+    /// The client's end condition: `omit + time`; byte- or block-limited,
+    /// every sender done, or (with -R or --bidir, as iperf3 ends them)
+    /// that many bytes or blocks sent or received in all since the omit
+    /// period.
     fn time_is_up(&mut self) -> bool {
         let p = self.session.params();
+        let omit = Duration::from_secs(u64::from(p.omit));
         match (self.started, p.time) {
-            (Some(t0), t) if t > 0 => {
-                t0.elapsed() >= Duration::from_secs(u64::from(t) + u64::from(p.omit))
+            (Some(t0), t) if t > 0 => t0.elapsed() >= Duration::from_secs(u64::from(t)) + omit,
+            (Some(t0), _) if p.direction != IDirection::Normal => {
+                let (Some(run), true) = (&self.run, t0.elapsed() >= omit) else {
+                    return false;
+                };
+                // iperf3 counts from the end of the omit period (the
+                // counters' zero without one).
+                let now = run.progress();
+                let base = *self.omit_base.get_or_insert(if omit.is_zero() {
+                    linerate_engine::runner::Progress::default()
+                } else {
+                    now
+                });
+                let (num, blocks) = (p.num, p.blockcount);
+                let udp = p.protocol == IProtocol::Udp;
+                (num > 0
+                    && (now.sent_bytes - base.sent_bytes >= num
+                        || now.received_bytes - base.received_bytes >= num))
+                    || (blocks > 0
+                        && udp
+                        && (now.sent_datagrams - base.sent_datagrams >= blocks
+                            || now.received_datagrams - base.received_datagrams >= blocks))
             }
             _ => {
                 if let (Some(run), None) = (&mut self.run, &self.local) {
@@ -339,8 +377,9 @@ impl Test<'_, '_> {
             let id = linerate_id(index);
             let sock = match p.protocol {
                 IProtocol::Tcp => {
-                    let mut s = socket::connect_any(
+                    let mut s = socket::connect_any_from(
                         &[self.peer],
+                        self.bind,
                         &self.cfg.spec.tcp,
                         self.cfg.connect_timeout,
                     )
@@ -420,7 +459,7 @@ impl Test<'_, '_> {
 
     /// iperf3's UDP stream handshake: "9876", then the server's reply.
     fn udp_stream(&self, id: u32, window: Option<u32>) -> Result<UdpSocket> {
-        let s = udp::connect(self.peer)?;
+        let s = udp::connect_from(self.peer, self.bind)?;
         if let Some(w) = window {
             udp::set_buffers(&s, w)?;
         }
@@ -577,7 +616,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn linerate_specs_map_to_iperf3_parameters() {
+    fn issue_9_linerate_specs_map_to_iperf3_parameters() {
         let spec = TestSpec {
             limit: Limit::TimeMs(3000),
             streams: 2,
@@ -597,6 +636,8 @@ mod tests {
             direction: Direction::Reverse,
             ..TestSpec::default()
         };
-        assert!(params_of(&rev_bytes).is_err());
+        // issue 9: -n with -R is iperf3's whole-test byte count.
+        let p = params_of(&rev_bytes).expect("maps");
+        assert_eq!((p.time, p.num, p.direction), (0, 1000, IDirection::Reverse));
     }
 }

@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_engine::engines::EngineKind;
@@ -29,7 +29,7 @@ use linerate_proto::iperf3::server::{
     Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot,
 };
 use linerate_proto::iperf3::{code, Cookie, Role, COOKIE_LEN};
-use linerate_proto::limits::ServerLimits;
+use linerate_proto::limits::{RateBudget, ServerLimits};
 use linerate_proto::measure::{self, SideResults};
 use linerate_proto::session::server::Admission;
 use linerate_proto::spec::TestSpec;
@@ -44,6 +44,7 @@ use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
 use crate::test_type::software;
+use crate::watch::RateWatch;
 
 /// A data connection and its place in the server's accept order.
 type DataConn = (u64, TcpStream);
@@ -85,6 +86,8 @@ pub struct Host<'a> {
     /// The server requires `--auth-key`, which iperf3 clients cannot
     /// prove: their tests are refused.
     pub auth_required: bool,
+    /// `--max-total-rate`, shared with native tests.
+    pub rate_budget: Option<&'a Arc<RateBudget>>,
 }
 
 fn read_cookie(mut sock: &TcpStream, timeout: Duration) -> std::io::Result<Cookie> {
@@ -211,7 +214,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         }
     };
     let now = Instant::now();
-    let mut session = Iperf3ServerSession::new(limits(host.limits), admission, now);
+    let mut session = Iperf3ServerSession::new(limits(host.limits), admission, now)
+        .with_rate_budget(host.rate_budget.cloned());
     session.receive(&cookie.0, now);
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = Test {
@@ -235,6 +239,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         stopped: None,
         report: None,
         recorded: None,
+        rate_watch: None,
     };
     test.drive(&mut ctrl);
     if let Some(run) = &test.run {
@@ -272,6 +277,9 @@ struct Test<'a> {
     /// The test as linerate's spec and this side's results, for
     /// `--metrics` once the test completes.
     recorded: Option<(TestSpec, SideResults)>,
+    /// `--max-rate`/`--max-total-rate`: the client's streams against the
+    /// `-b` it asked for, as for a linerate client.
+    rate_watch: Option<RateWatch>,
 }
 
 impl Test<'_> {
@@ -287,6 +295,7 @@ impl Test<'_> {
                 break;
             }
             self.poll_streams();
+            self.watch_rate();
             if let (Some(run), None) = (&mut self.run, &self.local) {
                 // Streams may end before TEST_END (a client that closes
                 // them early); keep what they measured.
@@ -299,6 +308,21 @@ impl Test<'_> {
                 Err(_) => self.session.peer_closed(),
             }
             self.session.handle_timeout(Instant::now());
+        }
+    }
+
+    /// Ends the test when the client's streams deliver more than the rate
+    /// it asked for (interval records, as for a linerate client).
+    fn watch_rate(&mut self) {
+        let Some(run) = &mut self.run else {
+            return;
+        };
+        while let Some(m) = run.next_interval() {
+            if let Some(why) = self.rate_watch.as_mut().and_then(|w| w.observe(&m)) {
+                self.rate_watch = None;
+                self.host.metrics.limit_hit("max_rate");
+                return self.session.stream_failed(code::TOTAL_RATE, why);
+            }
         }
     }
 
@@ -324,6 +348,18 @@ impl Test<'_> {
     fn prepare(&mut self) {
         let p = self.params();
         let now = Instant::now();
+        if let Some(m) = p.server_affinity {
+            // `-A N,M`: iperf3 pins its server to CPU M for the test; this
+            // test's threads are pinned there instead of to --cpus.
+            let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if m as usize >= online {
+                return self.session.prepare_failed(
+                    code::AFFINITY,
+                    22, // EINVAL, what iperf3's sched_setaffinity would fail with
+                    format!("-A …,{m}: this host has CPUs 0-{}", online - 1),
+                );
+            }
+        }
         if p.protocol == IProtocol::Tcp {
             if let Ok(mut r) = self.host.hub.routes.lock() {
                 r.insert(self.slot.cookie, (self.peer.ip(), self.route_tx.clone()));
@@ -483,7 +519,9 @@ impl Test<'_> {
                 .then(|| Duration::from_secs(p.time.into())),
             omit: Duration::from_secs(p.omit.into()),
             interval: Duration::from_secs(1),
-            cpus: self.host.cpus.to_vec(),
+            cpus: p
+                .server_affinity
+                .map_or_else(|| self.host.cpus.to_vec(), |m| vec![m as usize]),
             cpu_scope: if self.host.per_thread_cpu {
                 CpuScope::Threads
             } else {
@@ -506,6 +544,8 @@ impl Test<'_> {
         self.start_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        let capped = self.host.limits.max_rate_bps.is_some() || self.host.rate_budget.is_some();
+        self.rate_watch = RateWatch::new(&spec, capped);
         let setups = std::mem::take(&mut self.setups);
         let now = Instant::now();
         self.started = Some(now);
@@ -627,6 +667,14 @@ impl Test<'_> {
             Some(ServerOutcome::Refused(why)) => {
                 host.metrics
                     .refused(if admitted { "invalid" } else { "busy" });
+                for (flag, limit) in [
+                    ("(--max-rate)", "max_rate"),
+                    ("--max-total-rate", "max_total_rate"),
+                ] {
+                    if why.contains(flag) {
+                        host.metrics.limit_hit(limit);
+                    }
+                }
                 log!("linerate server: refused iperf3 client {peer}: {why}")
             }
             Some(ServerOutcome::Failed(e)) => {

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 
 use linerate_proto::session::server::ServerOutcome;
+use linerate_proto::session::SessionError;
 use linerate_proto::wire::Side;
 use linerate_report::model::TestInfo;
 use linerate_report::render;
@@ -81,6 +82,9 @@ pub(super) fn report(test: &ServerTest<'_>, peer: SocketAddr) {
             // The session words the --max-time cut (proto's server session).
             if e.to_string().contains("(--max-time)") {
                 shared.metrics.limit_hit("max_time");
+            }
+            if matches!(e, SessionError::PeerSilent(_)) {
+                shared.metrics.limit_hit("heartbeat");
             }
             shared
                 .guard

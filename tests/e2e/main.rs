@@ -10,6 +10,7 @@ mod helpers;
 mod host;
 mod iperf3;
 mod iperf3_dropin;
+mod iperf3_flags;
 mod msg;
 mod netns;
 mod plots;

@@ -25,6 +25,7 @@
 //!   environment (a seccomp filter that denies io_uring).
 //! - [`caps`]: what the kernel lets accelerated engines use, probed once.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
+//! - [`stdio`]: standard output and error sent to a file (`--logfile`).
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
 //!   [`linerate_proto::measure::SideResults`].
@@ -39,6 +40,7 @@ pub mod netstat;
 pub mod rr;
 pub mod runner;
 pub mod socket;
+pub mod stdio;
 pub mod stream;
 pub mod tcp;
 pub mod tcp_info;

@@ -34,8 +34,24 @@ pub fn connect(
     opts: &TcpOptions,
     timeout: Duration,
 ) -> Result<TcpStream, EngineError> {
+    connect_from(addr, None, opts, timeout)
+}
+
+/// Connects like [`connect`], from `local` (an ephemeral port on it) when
+/// given: iperf3's `-B` on a client.
+pub fn connect_from(
+    addr: SocketAddr,
+    local: Option<std::net::IpAddr>,
+    opts: &TcpOptions,
+    timeout: Duration,
+) -> Result<TcpStream, EngineError> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| EngineError::io("socket", e))?;
+    if let Some(ip) = local {
+        let from = SocketAddr::new(ip, 0);
+        sock.bind(&SockAddr::from(from))
+            .map_err(|e| EngineError::io(format!("bind to {ip}"), e))?;
+    }
     apply_pre_connect(&sock, opts)?;
     sock.connect_timeout(&SockAddr::from(addr), timeout)
         .map_err(|e| EngineError::io(format!("connect to {addr}"), e))?;
@@ -97,9 +113,21 @@ pub fn connect_any(
     opts: &TcpOptions,
     timeout: Duration,
 ) -> Result<TcpStream, EngineError> {
+    connect_any_from(addrs, None, opts, timeout)
+}
+
+/// [`connect_any`] from `local` when given (only addresses of its family
+/// are tried then).
+pub fn connect_any_from(
+    addrs: &[SocketAddr],
+    local: Option<std::net::IpAddr>,
+    opts: &TcpOptions,
+    timeout: Duration,
+) -> Result<TcpStream, EngineError> {
     let mut last = None;
-    for &a in addrs {
-        match connect(a, opts, timeout) {
+    let family = |a: &SocketAddr| local.is_none_or(|l| l.is_ipv4() == a.is_ipv4());
+    for &a in addrs.iter().filter(|a| family(a)) {
+        match connect_from(a, local, opts, timeout) {
             Ok(s) => return Ok(s),
             Err(e) => last = Some(e),
         }

@@ -390,9 +390,37 @@ impl RateBudget {
         })
     }
 
+    /// The budget: `--max-total-rate`'s bit/s.
+    pub fn total_bps(&self) -> u64 {
+        self.total
+    }
+
     /// Bit/s running tests hold now.
     pub fn in_use(&self) -> u64 {
         self.in_use.lock().map_or(self.total, |u| *u)
+    }
+
+    /// Reserves `bps` (a test that takes no clamp: an iperf3 client's),
+    /// or says in words why it does not fit what running tests left.
+    pub fn reserve(self: &Arc<Self>, bps: u64) -> Result<RateReservation, String> {
+        let mut in_use = self
+            .in_use
+            .lock()
+            .map_err(|_| "the server's rate budget is unavailable".to_owned())?;
+        let free = self.total.saturating_sub(*in_use);
+        if bps > free {
+            return Err(format!(
+                "{} of this server's {} are free ({} in use by running tests; --max-total-rate)",
+                rate(free),
+                rate(self.total),
+                rate(*in_use)
+            ));
+        }
+        *in_use = in_use.saturating_add(bps);
+        Ok(RateReservation {
+            budget: Arc::clone(self),
+            bps,
+        })
     }
 }
 

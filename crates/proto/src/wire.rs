@@ -138,6 +138,7 @@ mod kind {
     pub const AUTH_INIT: u8 = 12;
     pub const AUTH_CHALLENGE: u8 = 13;
     pub const AUTH_PROOF: u8 = 14;
+    pub const HEARTBEAT: u8 = 15;
 }
 
 /// Client's first control frame: who it is and what test it proposes.
@@ -154,6 +155,12 @@ pub struct Hello {
     /// ignores the field, and its Accept then lacks `server_engine`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_engine: Option<String>,
+    /// The client can send and check `Heartbeat` frames while a test runs,
+    /// every this many ms ([`crate::session::heartbeat`]). Absent (an older
+    /// client): no heartbeats either way; an older server ignores it and
+    /// its Accept lacks `heartbeat_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_ms: Option<u32>,
 }
 
 /// Server's answer to an acceptable `Hello`.
@@ -175,6 +182,11 @@ pub struct Accept {
     /// one with `server_engine` (and only then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_engine: Option<String>,
+    /// The heartbeat interval both sides use while the test runs, when the
+    /// client offered heartbeats and this server takes them (and only
+    /// then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_ms: Option<u32>,
 }
 
 /// Why a server refused a test.
@@ -287,6 +299,9 @@ pub enum Message {
     AuthInit(AuthInit),
     AuthChallenge(AuthChallenge),
     AuthProof(AuthProof),
+    /// Either side, every agreed interval while a test runs, when both
+    /// offered heartbeats: proof the peer and the path are still there.
+    Heartbeat,
 }
 
 impl Message {
@@ -306,6 +321,7 @@ impl Message {
             Message::AuthInit(_) => "AuthInit",
             Message::AuthChallenge(_) => "AuthChallenge",
             Message::AuthProof(_) => "AuthProof",
+            Message::Heartbeat => "Heartbeat",
         }
     }
 }
@@ -330,6 +346,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::AuthInit(_) => kind::AUTH_INIT,
         Message::AuthChallenge(_) => kind::AUTH_CHALLENGE,
         Message::AuthProof(_) => kind::AUTH_PROOF,
+        Message::Heartbeat => kind::HEARTBEAT,
     };
     out.push(k);
     out.extend_from_slice(&[0; 4]);
@@ -346,7 +363,7 @@ pub fn encode(msg: &Message, out: &mut Vec<u8>) {
         Message::AuthInit(m) => write_json(out, m),
         Message::AuthChallenge(m) => write_json(out, m),
         Message::AuthProof(m) => write_json(out, m),
-        Message::Start | Message::Stop => {}
+        Message::Start | Message::Stop | Message::Heartbeat => {}
         Message::DataHello(d) => {
             out.extend_from_slice(&d.token.0);
             out.extend_from_slice(&d.stream.to_be_bytes());
@@ -443,11 +460,11 @@ fn parse_payload(k: u8, payload: &[u8]) -> Result<Message, WireError> {
         kind::AUTH_INIT => Message::AuthInit(json("AuthInit", payload)?),
         kind::AUTH_CHALLENGE => Message::AuthChallenge(json("AuthChallenge", payload)?),
         kind::AUTH_PROOF => Message::AuthProof(json("AuthProof", payload)?),
-        kind::START | kind::STOP => {
-            let (name, msg) = if k == kind::START {
-                ("Start", Message::Start)
-            } else {
-                ("Stop", Message::Stop)
+        kind::START | kind::STOP | kind::HEARTBEAT => {
+            let (name, msg) = match k {
+                kind::START => ("Start", Message::Start),
+                kind::STOP => ("Stop", Message::Stop),
+                _ => ("Heartbeat", Message::Heartbeat),
             };
             if !payload.is_empty() {
                 return Err(WireError::Malformed {
@@ -574,6 +591,7 @@ mod tests {
                 software: "linerate test".into(),
                 spec: TestSpec::default(),
                 server_engine: Some("uring".into()),
+                heartbeat_ms: Some(250),
             }),
             Message::Accept(Accept {
                 spec: TestSpec::default(),
@@ -582,6 +600,7 @@ mod tests {
                 software: "s".into(),
                 udp_ports: vec![40000, 40001],
                 server_engine: Some("uring".into()),
+                heartbeat_ms: Some(250),
             }),
             Message::Refuse(Refuse {
                 code: RefuseCode::Busy,
@@ -594,6 +613,7 @@ mod tests {
             }),
             Message::Start,
             Message::Stop,
+            Message::Heartbeat,
             Message::Results(Box::default()),
             Message::Abort(Abort {
                 reason: "interrupted".into(),

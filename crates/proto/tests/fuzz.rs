@@ -110,12 +110,14 @@ fn frames() -> Vec<Vec<u8>> {
             software: "f".into(),
             spec: TestSpec::default(),
             server_engine: None,
+            heartbeat_ms: None,
         }),
         Message::Hello(Hello {
             protocol: PROTOCOL_VERSION,
             software: "f".into(),
             spec: udp,
             server_engine: None,
+            heartbeat_ms: None,
         }),
         Message::DataHello(DataHello {
             token,
@@ -142,6 +144,7 @@ fn frames() -> Vec<Vec<u8>> {
             software: "f".into(),
             udp_ports: vec![],
             server_engine: None,
+            heartbeat_ms: None,
         }),
     ]
     .iter()
@@ -222,6 +225,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 software: "f".into(),
                 spec: TestSpec::default(),
                 server_engine: None,
+                heartbeat_ms: None,
             }));
             let results = f[4].clone();
             vec![

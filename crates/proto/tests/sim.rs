@@ -587,6 +587,7 @@ fn protocol_version_mismatch_is_refused_with_version() {
         software: "linerate 99".into(),
         spec: TestSpec::default(),
         server_engine: None,
+        heartbeat_ms: None,
     }));
     p.deliver_to_server(&hello);
     let r = server_refusal(&p.server);
@@ -1067,6 +1068,7 @@ fn unexpected_frames_end_the_session() {
         software: "again".into(),
         udp_ports: vec![],
         server_engine: None,
+        heartbeat_ms: None,
     })));
     assert!(matches!(
         client_error(&p.client),
@@ -1083,6 +1085,7 @@ fn unexpected_frames_end_the_session() {
         software: "again".into(),
         spec: TestSpec::default(),
         server_engine: None,
+        heartbeat_ms: None,
     })));
     assert_eq!(
         *server_error(&p.server),
@@ -1670,5 +1673,198 @@ fn clock_probe_before_hello_ends_the_session() {
     assert!(matches!(
         p.server.outcome(),
         Some(ServerOutcome::Failed(SessionError::Unexpected { .. }))
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// Heartbeats (issue 10: a side gives up within a second of its peer's
+// control connection or path going away)
+// ---------------------------------------------------------------------------
+
+const BEAT: Duration = Duration::from_millis(250);
+
+/// A pair whose sides offer heartbeats as the binary's do (`client`,
+/// `server`: which of them offers; an older peer offers nothing).
+fn heartbeat_pair(spec: TestSpec, client: bool, server: bool) -> Pair {
+    let mut p = Pair::new(spec.clone());
+    if client {
+        p.client = ClientSession::new(spec, CLIENT_SW, p.base).with_heartbeat(BEAT);
+    }
+    if server {
+        p.server = ServerSession::new(
+            ServerLimits::default(),
+            Admission::Admit,
+            TOKEN,
+            SERVER_SW,
+            p.base,
+        )
+        .with_heartbeat(BEAT);
+    }
+    p
+}
+
+/// Moves virtual time on in `step`s for `total`, calling both sides back
+/// and carrying their bytes across when `deliver`.
+fn tick(p: &mut Pair, total: Duration, step: Duration, deliver: (bool, bool)) {
+    let end = p.now + total;
+    while p.now < end {
+        p.advance(step);
+        p.client.handle_timeout(p.now);
+        p.server.handle_timeout(p.now);
+        p.drain_actions();
+        let c = p.client.outbox().take();
+        let s = p.server.outbox().take();
+        p.client_sent.extend_from_slice(&c);
+        p.server_sent.extend_from_slice(&s);
+        if deliver.0 {
+            p.deliver_to_server(&c);
+        }
+        if deliver.1 {
+            p.deliver_to_client(&s);
+        }
+    }
+}
+
+fn beats(bytes: &[u8]) -> usize {
+    frames(bytes)
+        .iter()
+        .filter(|m| **m == Message::Heartbeat)
+        .count()
+}
+
+#[test]
+fn issue_10_heartbeats_are_agreed_and_flow_both_ways_while_a_test_runs() {
+    let mut p = heartbeat_pair(timed_spec(), true, true);
+    let spec = p.start();
+    let hello = frames(&p.client_sent);
+    assert!(matches!(&hello[0], Message::Hello(h) if h.heartbeat_ms == Some(250)));
+    let accept = frames(&p.server_sent);
+    assert!(matches!(&accept[0], Message::Accept(a) if a.heartbeat_ms == Some(250)));
+    assert_eq!(beats(&p.client_sent) + beats(&p.server_sent), 0);
+    // 5 s of a running test called back every 10 ms: a beat at the first
+    // call after Start, then every 250 ms (10, 260, …, 4760 ms: 20 each
+    // way), and nobody gives up.
+    tick(
+        &mut p,
+        Duration::from_secs(5),
+        Duration::from_millis(10),
+        (true, true),
+    );
+    assert!(!p.client.is_finished() && !p.server.is_finished());
+    assert_eq!(beats(&p.client_sent), 20);
+    assert_eq!(beats(&p.server_sent), 20);
+    let (cr, sr) = p.finish(&spec, true);
+    assert_completed(&p, &spec, &cr, &sr);
+    // Done: no more beats.
+    let before = (beats(&p.client_sent), beats(&p.server_sent));
+    tick(
+        &mut p,
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+        (true, true),
+    );
+    assert_eq!(before, (beats(&p.client_sent), beats(&p.server_sent)));
+}
+
+#[test]
+fn issue_10_a_server_gives_up_on_a_silent_client_after_one_second() {
+    for spec in [timed_spec(), spec(Direction::Reverse, 1)] {
+        let mut p = heartbeat_pair(spec, true, true);
+        p.start();
+        // Called back every 250 ms, the client's last beat leaves at 1 s.
+        tick(&mut p, Duration::from_secs(1), BEAT, (true, true));
+        let heard = p.now;
+        // The client's host vanishes: nothing more reaches the server.
+        tick(
+            &mut p,
+            Duration::from_millis(990),
+            Duration::from_millis(10),
+            (false, true),
+        );
+        assert!(!p.server.is_finished(), "still within the second");
+        assert!(p
+            .server
+            .poll_timeout()
+            .is_some_and(|t| t <= heard + Duration::from_secs(1)));
+        tick(
+            &mut p,
+            Duration::from_millis(10),
+            Duration::from_millis(10),
+            (false, true),
+        );
+        let SessionError::PeerSilent(why) = server_error(&p.server).clone() else {
+            panic!("{:?}", p.server.outcome());
+        };
+        assert!(
+            why.contains("no control bytes from the client for 1000 ms"),
+            "{why}"
+        );
+        assert_eq!(p.server_aborts(), 1, "its senders are stopped");
+        assert!(
+            matches!(frames(&p.server_sent).last(), Some(Message::Abort(a)) if a.reason.contains("gives up")),
+            "the server says why, in case the path comes back"
+        );
+    }
+}
+
+#[test]
+fn issue_10_a_client_gives_up_on_a_silent_server_after_one_second() {
+    let mut p = heartbeat_pair(timed_spec(), true, true);
+    p.start();
+    tick(
+        &mut p,
+        Duration::from_millis(1000),
+        Duration::from_millis(10),
+        (true, false),
+    );
+    assert!(matches!(client_error(&p.client), SessionError::PeerSilent(w) if w.contains("server")));
+    assert_eq!(p.client_aborts(), 1);
+}
+
+#[test]
+fn issue_10_older_peers_get_no_heartbeats_and_are_not_timed_out_by_them() {
+    for (client, server) in [(true, false), (false, true), (false, false)] {
+        let mut p = heartbeat_pair(timed_spec(), client, server);
+        p.start();
+        let accept = frames(&p.server_sent);
+        assert!(matches!(&accept[0], Message::Accept(a) if a.heartbeat_ms.is_none()));
+        tick(
+            &mut p,
+            Duration::from_secs(5),
+            Duration::from_millis(50),
+            (false, false),
+        );
+        assert!(!p.client.is_finished() && !p.server.is_finished());
+        assert_eq!(beats(&p.client_sent) + beats(&p.server_sent), 0);
+        // An older peer never expects the frame: it is refused as before.
+        p.deliver_to_server(&wire::to_bytes(&Message::Heartbeat));
+        assert!(matches!(
+            server_error(&p.server),
+            SessionError::Unexpected {
+                message: "Heartbeat",
+                ..
+            }
+        ));
+    }
+}
+
+#[test]
+fn issue_10_a_client_refuses_an_absurd_heartbeat_interval() {
+    let mut p = heartbeat_pair(timed_spec(), true, false);
+    p.shuttle();
+    let mut accept = None;
+    for m in frames(&p.server_sent) {
+        if let Message::Accept(a) = m {
+            accept = Some(a);
+        }
+    }
+    let mut a = accept.expect("accepted");
+    a.heartbeat_ms = Some(1);
+    let mut q = heartbeat_pair(timed_spec(), true, false);
+    q.client.outbox().take();
+    q.deliver_to_client(&wire::to_bytes(&Message::Accept(a)));
+    assert!(matches!(
+        client_error(&q.client),
+        SessionError::Implausible { what: "Accept", why } if why.contains("heartbeat")
     ));
 }

@@ -333,6 +333,7 @@ fn hostile_accept(edit: fn(&mut TestSpec)) -> std::process::Output {
             software: "fake".into(),
             udp_ports: vec![],
             server_engine: None,
+            heartbeat_ms: None,
         })]
     });
     run_client(

@@ -48,6 +48,7 @@ fn hello(spec: TestSpec) -> Vec<u8> {
         software: "malformed".into(),
         spec,
         server_engine: None,
+        heartbeat_ms: None,
     }))
 }
 

@@ -6,6 +6,7 @@
 mod auth;
 mod faults;
 mod fleet;
+mod heartbeat;
 mod malformed;
 mod rate;
 mod soak;
@@ -48,6 +49,7 @@ impl Raw {
             software: "raw test peer".into(),
             spec,
             server_engine: None,
+            heartbeat_ms: None,
         }));
     }
 

@@ -238,3 +238,60 @@ fn issue_10_max_rate_applies_to_iperf3_clients() {
     let log = log.lock().map(|l| l.clone()).unwrap_or_default();
     assert!(log.contains("--max-rate"), "{log}");
 }
+
+#[test]
+fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
+    let Some(iperf3) = crate::iperf3::iperf3() else {
+        return;
+    };
+    let server = Server::start(&["--max-concurrent", "3", "--max-total-rate", "100M"]);
+    let port = server.port_str();
+    let iperf = |secs: &str, extra: &[&str]| {
+        let mut c = Command::new("timeout");
+        c.args(["30", iperf3, "-c", "127.0.0.1", "-p", &port, "-t", secs])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    // An iperf3 client holds 60 of the 100 Mbit/s for 3 s…
+    let first = iperf("3", &["-u", "-b", "60M"]).spawn().expect("iperf3");
+    std::thread::sleep(Duration::from_millis(1000));
+    // …so neither another iperf3 client nor a linerate one gets 60 more,
+    // and an unpaced iperf3 test (TCP's default) is refused too.
+    for extra in [
+        &["-u", "-b", "60M"][..],
+        &["-R", "-b", "30M", "-P", "2"],
+        &[],
+    ] {
+        let out = iperf("1", extra).output().expect("iperf3");
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert!(!out.status.success(), "{extra:?} ran: {said}");
+        assert!(said.contains("bandwidth"), "{extra:?}: {said}");
+    }
+    let out = run_client(
+        &["udp", "127.0.0.1", "-p", &port, "-b", "60M", "-t", "1"],
+        Duration::from_secs(20),
+    );
+    let err = stderr(&out);
+    assert!(!out.status.success(), "a linerate test ran beside it");
+    assert!(
+        err.contains("--max-total-rate") && err.contains("in use by running tests"),
+        "{err}"
+    );
+    let first = first.wait_with_output().expect("first");
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stdout)
+    );
+    // Its share is back once it ended: the same test runs now.
+    let out = iperf("1", &["-R", "-b", "30M", "-P", "2"])
+        .output()
+        .expect("iperf3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

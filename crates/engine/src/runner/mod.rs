@@ -32,7 +32,7 @@ use linerate_proto::measure::{IntervalMeasurement, Role, RrFlowMeasurement, Side
 use linerate_proto::wire::{SentCount, Side};
 
 use crate::engines::EngineKind;
-use crate::stream::Signals;
+use crate::stream::{Signals, StreamCounter};
 use crate::udp::UdpCounters;
 pub(crate) use cpu_watch::ProcessThreads;
 use sampler::sample;
@@ -111,6 +111,8 @@ pub struct SideRun {
     senders_done: Receiver<Vec<SentCount>>,
     /// Live UDP counters by stream id (empty for TCP).
     udp_live: Vec<(u32, Arc<UdpCounters>)>,
+    /// Every stream's live byte counter with its role, for [`Progress`].
+    live: Vec<(Role, Arc<StreamCounter>, Option<Arc<UdpCounters>>)>,
     /// rr/crr client: every flow's measurement of each phase, as the
     /// phase ends (none for other sides).
     phases: Option<Receiver<Vec<RrFlowMeasurement>>>,
@@ -134,6 +136,18 @@ pub fn start(
         .filter(|s| matches!(s.sock, DataSocket::Udp(_)))
         .map(|s| (s.id, Arc::default()))
         .collect();
+    let counters: Vec<Arc<StreamCounter>> = streams.iter().map(|_| Arc::default()).collect();
+    let progress = streams
+        .iter()
+        .zip(&counters)
+        .map(|(s, c)| {
+            let udp = udp_live
+                .iter()
+                .find(|(id, _)| *id == s.id)
+                .map(|(_, l)| Arc::clone(l));
+            (s.role, Arc::clone(c), udp)
+        })
+        .collect();
     let sig = Arc::clone(&signals);
     let live = udp_live.clone();
     let sampler = std::thread::Builder::new()
@@ -143,7 +157,7 @@ pub fn start(
                 intervals: itx,
                 senders_done: stx,
             };
-            let results = sample(engine, streams, &params, start, &sig, &live, &ch);
+            let results = sample(engine, streams, counters, &params, start, &sig, &live, &ch);
             let _ = dtx.send(results);
         });
     let (sampler, done) = match sampler {
@@ -156,6 +170,7 @@ pub fn start(
         done,
         senders_done,
         udp_live,
+        live: progress,
         phases: None,
         start,
         sampler,
@@ -199,10 +214,23 @@ pub(crate) fn spawn_side(
         done,
         senders_done,
         udp_live: Vec::new(),
+        live: Vec::new(),
         phases: None,
         start: Instant::now(),
         sampler,
     }
+}
+
+/// What a side's streams have moved so far, all streams of a role
+/// together (an iperf3 client's `-n`/`-k` end: bytes or blocks sent or
+/// received in all).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub sent_bytes: u64,
+    pub received_bytes: u64,
+    /// UDP: datagrams sent, and valid datagrams read.
+    pub sent_datagrams: u64,
+    pub received_datagrams: u64,
 }
 
 /// Where the sampler reports while a side runs.
@@ -246,6 +274,25 @@ impl SideRun {
         }
         let at = self.start.elapsed() + drain;
         self.signals.drain_at(at.as_nanos() as u64);
+    }
+
+    /// What the streams have moved so far.
+    pub fn progress(&self) -> Progress {
+        let mut p = Progress::default();
+        for (role, bytes, udp) in &self.live {
+            let datagrams = udp.as_ref().map_or(0, |u| u.totals().datagrams);
+            match role {
+                Role::Sender => {
+                    p.sent_bytes += bytes.get();
+                    p.sent_datagrams += datagrams;
+                }
+                Role::Receiver => {
+                    p.received_bytes += bytes.get();
+                    p.received_datagrams += datagrams;
+                }
+            }
+        }
+        p
     }
 
     /// Next interval record, if one is ready.

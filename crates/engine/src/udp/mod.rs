@@ -64,13 +64,20 @@ pub fn bind(local: IpAddr) -> Result<UdpSocket, EngineError> {
 
 /// A socket connected to `peer` (from an ephemeral local port).
 pub fn connect(peer: SocketAddr) -> Result<UdpSocket, EngineError> {
+    connect_from(peer, None)
+}
+
+/// [`connect`] from `local` (an ephemeral port on it) when given:
+/// iperf3's `-B` on a client.
+pub fn connect_from(peer: SocketAddr, local: Option<IpAddr>) -> Result<UdpSocket, EngineError> {
     let peer = SocketAddr::new(canonical_ip(peer.ip()), peer.port());
     let any: IpAddr = match peer {
         SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
         SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
     };
-    let sock = UdpSocket::bind(SocketAddr::new(any, 0))
-        .map_err(|e| EngineError::io("bind UDP socket", e))?;
+    let from = SocketAddr::new(local.unwrap_or(any), 0);
+    let sock = UdpSocket::bind(from)
+        .map_err(|e| EngineError::io(format!("bind UDP socket to {from}"), e))?;
     sock.connect(peer)
         .map_err(|e| EngineError::io(format!("connect UDP to {peer}"), e))?;
     Ok(sock)

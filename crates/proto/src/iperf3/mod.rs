@@ -126,6 +126,8 @@ pub mod code {
     pub const TOTAL_RATE: i32 = 27;
     pub const REVERSE_BIDIR: i32 = 25;
     pub const MAX_SERVER_DURATION: i32 = 37;
+    /// IEAFFINITY: the server could not pin itself to `server_affinity`.
+    pub const AFFINITY: i32 = 132;
     pub const MESSAGE: i32 = 110;
     pub const RECV_PARAMS: i32 = 114;
     pub const RECV_RESULTS: i32 = 117;

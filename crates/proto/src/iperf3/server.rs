@@ -18,6 +18,7 @@
 //! server's `max_time` for byte- and block-limited tests).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::json::{self, Params, Results, MAX_PARAMS, MAX_RESULTS};
@@ -25,6 +26,7 @@ use super::{
     code, server_error_bytes, server_role, stream_id, Cookie, Iperf3Error, Role, State, COOKIE_LEN,
     SAFETY_SLACK, STEP_TIMEOUT,
 };
+use crate::limits::{RateBudget, RateReservation};
 use crate::session::server::Admission;
 
 /// The server's limits as they apply to iperf3 tests.
@@ -150,6 +152,11 @@ pub struct Iperf3ServerSession {
     params: Option<Params>,
     notes: Vec<String>,
     client_results: Option<Results>,
+    /// `--max-total-rate`: the budget shared with the server's other tests
+    /// (native and iperf3), and this test's share, given back when the
+    /// session is dropped.
+    rate_budget: Option<Arc<RateBudget>>,
+    rate_held: Option<RateReservation>,
 }
 
 impl Iperf3ServerSession {
@@ -168,6 +175,8 @@ impl Iperf3ServerSession {
             params: None,
             notes: Vec::new(),
             client_results: None,
+            rate_budget: None,
+            rate_held: None,
         };
         let refusal = match admission {
             Admission::Admit => None,
@@ -182,6 +191,13 @@ impl Iperf3ServerSession {
             s.deadline = None;
         }
         s
+    }
+
+    /// Shares `--max-total-rate` with the server's other tests: the test's
+    /// rate is reserved from `budget` while this session lives.
+    pub fn with_rate_budget(mut self, budget: Option<Arc<RateBudget>>) -> Self {
+        self.rate_budget = budget;
+        self
     }
 
     /// Takes the bytes to write to the control connection.
@@ -395,6 +411,29 @@ impl Iperf3ServerSession {
                     secs(self.limits.max_omit)
                 ),
             );
+        }
+        if let Some(budget) = &self.rate_budget {
+            // As with --max-rate: no clamp an iperf3 client would know of,
+            // so a test that does not fit what is left is refused.
+            let n = u64::from(p.direction.stream_count(p.parallel));
+            let total = p.bandwidth.saturating_mul(n);
+            let held = if p.bandwidth == 0 {
+                Err(format!(
+                    "unpaced (-b 0, TCP's default) asked, this server shares its rate among its tests (--max-total-rate): pass -b {} or less",
+                    budget.total_bps() / n.max(1)
+                ))
+            } else {
+                budget.reserve(total).map_err(|free| {
+                    format!(
+                        "{total} bit/s in all asked ({n} streams at -b {}), {free}",
+                        p.bandwidth
+                    )
+                })
+            };
+            match held {
+                Ok(r) => self.rate_held = Some(r),
+                Err(why) => return self.refuse(code::TOTAL_RATE, why),
+            }
         }
         self.params = Some(p);
         self.actions.push_back(ServerAction::PrepareStreams);

@@ -251,6 +251,50 @@ fn issue_10_max_rate_refuses_iperf3_clients_asking_for_more() {
 }
 
 #[test]
+fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
+    let t0 = Instant::now();
+    let budget = crate::limits::RateBudget::new(100_000_000);
+    let start = |params: &str| {
+        let mut s = Iperf3ServerSession::new(Iperf3Limits::default(), Admission::Admit, t0)
+            .with_rate_budget(Some(budget.clone()));
+        s.receive(COOKIE, t0);
+        s.take_outbox();
+        s.receive(&framed(params), t0);
+        let out = s.take_outbox();
+        (s, out)
+    };
+    let refused = |out: &[u8]| out.starts_with(&[0xFE, 0, 0, 0, code::TOTAL_RATE as u8]);
+    // Unpaced (TCP's default) cannot be reserved.
+    let (_, out) = start(r#"{"tcp":true,"time":1}"#);
+    assert!(refused(&out), "{out:?}");
+    assert_eq!(budget.in_use(), 0);
+    // 60 of 100 Mbit/s held while the first test lives…
+    let (first, out) = start(r#"{"udp":true,"time":1,"len":1400,"bandwidth":60000000}"#);
+    assert!(!refused(&out));
+    assert_eq!(budget.in_use(), 60_000_000);
+    // …so a second asking for 2 × 30 does not fit, and is refused in
+    // words naming the limit…
+    let (second, out) =
+        start(r#"{"tcp":true,"time":1,"reverse":true,"parallel":2,"bandwidth":30000000}"#);
+    assert!(refused(&out));
+    let Some(ServerOutcome::Refused(why)) = second.outcome() else {
+        panic!("{:?}", second.outcome());
+    };
+    assert!(
+        why.contains("--max-total-rate") && why.contains("40"),
+        "{why}"
+    );
+    assert_eq!(budget.in_use(), 60_000_000);
+    // …and fits once the first test has gone.
+    drop(first);
+    assert_eq!(budget.in_use(), 0);
+    let (_third, out) =
+        start(r#"{"tcp":true,"time":1,"reverse":true,"parallel":2,"bandwidth":30000000}"#);
+    assert!(!refused(&out));
+    assert_eq!(budget.in_use(), 60_000_000);
+}
+
+#[test]
 fn data_connection_with_another_cookie_is_refused_and_the_test_goes_on() {
     let t0 = Instant::now();
     let mut s = to_streams(r#"{"tcp":true,"parallel":1}"#, t0);

@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::exchange::Exchange;
+use super::heartbeat::{self, Heartbeat, HEARTBEAT_MS_RANGE};
 use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
@@ -121,19 +122,17 @@ pub struct ClientSession {
     clock: Option<ClockOffset>,
     /// The user stopped the test before its limit ([`Self::stop_early`]).
     stopped_early: bool,
+    /// Heartbeats: the interval offered in the Hello (ms), the one the
+    /// server's Accept agreed to, and their state while the test runs.
+    heartbeat_offer: Option<u32>,
+    heartbeat_agreed: Option<u32>,
+    heartbeat: Option<Heartbeat>,
 }
 
 impl ClientSession {
     /// Starts a session proposing `spec`; the Hello is queued at once.
     pub fn new(spec: TestSpec, software: &str, now: Instant) -> Self {
-        let mut outbox = Outbox::default();
-        outbox.push(&Message::Hello(Hello {
-            protocol: PROTOCOL_VERSION,
-            software: software.to_owned(),
-            spec: spec.clone(),
-            server_engine: None,
-        }));
-        ClientSession {
+        let mut session = ClientSession {
             software: software.to_owned(),
             asked: spec,
             asked_engine: None,
@@ -141,29 +140,50 @@ impl ClientSession {
             state: State::AwaitAccept,
             spec: None,
             inbox: Inbox::default(),
-            outbox,
+            outbox: Outbox::default(),
             actions: VecDeque::new(),
             deadline: Some(now + HANDSHAKE_TIMEOUT),
             boot_id: None,
             rx_ns: None,
             clock: None,
             stopped_early: false,
-        }
+            heartbeat_offer: None,
+            heartbeat_agreed: None,
+            heartbeat: None,
+        };
+        session.queue_hello();
+        session
+    }
+
+    /// Queues the Hello (again, replacing what was queued) from what this
+    /// session offers.
+    fn queue_hello(&mut self) {
+        self.outbox = Outbox::default();
+        self.outbox.push(&Message::Hello(Hello {
+            protocol: PROTOCOL_VERSION,
+            software: self.software.clone(),
+            spec: self.asked.clone(),
+            server_engine: self.asked_engine.clone(),
+            heartbeat_ms: self.heartbeat_offer,
+        }));
     }
 
     /// Asks the server to run its side with `engine` (`--server-engine`).
     /// Call before [`Self::with_auth`]: it rewrites the queued Hello.
     pub fn with_server_engine(mut self, engine: Option<String>) -> Self {
         if engine.is_some() {
-            self.outbox = Outbox::default();
-            self.outbox.push(&Message::Hello(Hello {
-                protocol: PROTOCOL_VERSION,
-                software: self.software.clone(),
-                spec: self.asked.clone(),
-                server_engine: engine.clone(),
-            }));
             self.asked_engine = engine;
+            self.queue_hello();
         }
+        self
+    }
+
+    /// Offers heartbeats every `interval` while the test runs
+    /// ([`heartbeat`]); used when the server's Accept agrees. Call before
+    /// [`Self::with_auth`]: it rewrites the queued Hello.
+    pub fn with_heartbeat(mut self, interval: std::time::Duration) -> Self {
+        self.heartbeat_offer = Some(u32::try_from(interval.as_millis()).unwrap_or(u32::MAX));
+        self.queue_hello();
         self
     }
 
@@ -199,7 +219,10 @@ impl ClientSession {
 
     /// The next instant at which [`Self::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
+        match (self.deadline, self.heartbeat.as_ref().map(Heartbeat::next)) {
+            (Some(d), Some(h)) => Some(d.min(h)),
+            (d, h) => d.or(h),
+        }
     }
 
     /// The agreed spec, once the server accepted.
@@ -243,6 +266,9 @@ impl ClientSession {
     pub fn receive(&mut self, bytes: &[u8], now: Instant) {
         if self.is_finished() {
             return;
+        }
+        if let (Some(hb), false) = (&mut self.heartbeat, bytes.is_empty()) {
+            hb.heard(now);
         }
         self.inbox.extend(bytes);
         loop {
@@ -300,6 +326,17 @@ impl ClientSession {
                         a.server_engine.as_deref().unwrap_or("nothing")
                     );
                     return self.refuse_peer("Accept", why);
+                }
+                if let (Some(_), Some(ms)) = (self.heartbeat_offer, a.heartbeat_ms) {
+                    if !HEARTBEAT_MS_RANGE.contains(&ms) {
+                        let why = format!(
+                            "heartbeat interval {ms} ms is outside {}..={} ms",
+                            HEARTBEAT_MS_RANGE.start(),
+                            HEARTBEAT_MS_RANGE.end()
+                        );
+                        return self.refuse_peer("Accept", why);
+                    }
+                    self.heartbeat_agreed = Some(ms);
                 }
                 self.spec = Some(a.spec.clone());
 
@@ -362,8 +399,11 @@ impl ClientSession {
                     started: now,
                     exchange: Exchange::default(),
                 };
+                self.heartbeat = self.heartbeat_agreed.map(|ms| Heartbeat::new(ms, now));
                 self.actions.push_back(ClientAction::StartStreams);
             }
+            // Its arrival already counted (receive); nothing else to do.
+            (State::Running { .. }, Message::Heartbeat) if self.heartbeat.is_some() => {}
             (State::Running { exchange, .. }, Message::Results(r)) if !exchange.has_remote() => {
                 let spec = self.spec.as_ref().unwrap_or(&self.asked);
                 if let Err(why) = crate::check::check_results(spec, &r) {
@@ -453,6 +493,7 @@ impl ClientSession {
             if let Some((local, remote)) = exchange.take_both() {
                 self.state = State::Done { local, remote };
                 self.deadline = None;
+                self.heartbeat = None;
             }
         }
     }
@@ -500,6 +541,20 @@ impl ClientSession {
 
     /// Call when `now` has reached [`Self::poll_timeout`].
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(hb) = &mut self.heartbeat {
+            if hb.peer_silent(now) {
+                let why = heartbeat::silence_reason(hb, "server");
+                // Written in case the path comes back; the server then
+                // logs why its client left.
+                self.outbox.push(&Message::Abort(Abort {
+                    reason: format!("the client gives up: {why}"),
+                }));
+                return self.fail(SessionError::PeerSilent(why));
+            }
+            if hb.beat_due(now) {
+                self.outbox.push(&Message::Heartbeat);
+            }
+        }
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
             let what = match &self.state {
                 State::Running { exchange, .. } if exchange.streams_running() => {
@@ -533,6 +588,7 @@ impl ClientSession {
         }
         self.state = State::Failed(err);
         self.deadline = None;
+        self.heartbeat = None;
     }
 
     /// Start instant of the data phase, once running.

@@ -15,6 +15,7 @@ use crate::wire::{self, Message, RefuseCode, SentCount, WireError};
 
 pub mod client;
 mod exchange;
+pub mod heartbeat;
 pub mod server;
 
 /// How long each handshake step may take (Hello→Accept, Accept→Start).
@@ -43,6 +44,10 @@ pub enum SessionError {
     PeerClosed(&'static str),
     #[error("peer aborted the test: {0}")]
     PeerAborted(String),
+    /// The peer sent no control bytes for the heartbeat's silence limit
+    /// while the test ran ([`heartbeat`]); the reason is in words.
+    #[error("{0}")]
+    PeerSilent(String),
     #[error("test aborted: {0}")]
     Aborted(String),
     #[error("data stream failed: {0}")]

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::exchange::Exchange;
+use super::heartbeat::{self, Heartbeat};
 use super::{data_deadline, Inbox, Outbox, SessionError, RESULTS_TIMEOUT};
 use crate::auth::ServerAuth;
 use crate::limits::{check_server_engine, RateBudget, RateReservation};
@@ -152,6 +153,12 @@ pub struct ServerSession {
     /// and its reservation (given back when the session is dropped).
     rate_budget: Option<Arc<RateBudget>>,
     rate_held: Option<RateReservation>,
+    /// Heartbeats: the interval this server offers, the one agreed with
+    /// the client's Hello (sent in the Accept), and their state while the
+    /// test runs.
+    heartbeat_offer: Option<std::time::Duration>,
+    heartbeat_agreed: Option<u32>,
+    heartbeat: Option<Heartbeat>,
 }
 
 impl ServerSession {
@@ -185,7 +192,17 @@ impl ServerSession {
             stopped_early: false,
             rate_budget: None,
             rate_held: None,
+            heartbeat_offer: None,
+            heartbeat_agreed: None,
+            heartbeat: None,
         }
+    }
+
+    /// Takes heartbeats every `interval` (or the client's longer one)
+    /// from clients that offer them ([`heartbeat`]).
+    pub fn with_heartbeat(mut self, interval: std::time::Duration) -> Self {
+        self.heartbeat_offer = Some(interval);
+        self
     }
 
     /// Shares `--max-total-rate` with the server's other tests: the test's
@@ -248,7 +265,10 @@ impl ServerSession {
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadline
+        match (self.deadline, self.heartbeat.as_ref().map(Heartbeat::next)) {
+            (Some(d), Some(h)) => Some(d.min(h)),
+            (d, h) => d.or(h),
+        }
     }
 
     pub fn spec(&self) -> Option<&TestSpec> {
@@ -290,6 +310,9 @@ impl ServerSession {
     pub fn receive(&mut self, bytes: &[u8], now: Instant) {
         if self.is_finished() {
             return;
+        }
+        if let (Some(hb), false) = (&mut self.heartbeat, bytes.is_empty()) {
+            hb.heard(now);
         }
         self.inbox.extend(bytes);
         loop {
@@ -368,6 +391,10 @@ impl ServerSession {
                     }
                     self.server_engine = Some(e.clone());
                 }
+                self.heartbeat_agreed = h
+                    .heartbeat_ms
+                    .zip(self.heartbeat_offer)
+                    .map(|(c, s)| heartbeat::agree(c, s));
                 match self.negotiate(&h.spec) {
                     // The server's rate budget is taken by running tests.
                     Err(e) if e.field == "total_rate" => {
@@ -391,6 +418,7 @@ impl ServerSession {
                             software: self.software.clone(),
                             udp_ports: Vec::new(),
                             server_engine: self.server_engine.clone(),
+                            heartbeat_ms: self.heartbeat_agreed,
                         }));
                         self.actions.push_back(ServerAction::ExpectStreams {
                             token: self.token,
@@ -441,6 +469,8 @@ impl ServerSession {
                 x.remote_arrived(*r);
                 self.try_complete();
             }
+            // Its arrival already counted (receive); nothing else to do.
+            (State::Running(_), Message::Heartbeat) if self.heartbeat.is_some() => {}
             (State::Running(x), Message::Stop) => {
                 if x.streams_running() && !self.stopped_early {
                     self.stopped_early = true;
@@ -517,6 +547,7 @@ impl ServerSession {
             software: self.software.clone(),
             udp_ports: ports,
             server_engine: self.server_engine.clone(),
+            heartbeat_ms: self.heartbeat_agreed,
         }));
         self.state = State::AwaitStreams {
             plan,
@@ -585,6 +616,7 @@ impl ServerSession {
         self.at_max_time = planned.is_none();
         self.deadline = Some(planned.unwrap_or(cap));
         self.state = State::Running(Exchange::default());
+        self.heartbeat = self.heartbeat_agreed.map(|ms| Heartbeat::new(ms, now));
     }
 
     /// This side's streams have all ended.
@@ -602,6 +634,7 @@ impl ServerSession {
             if let Some((local, remote)) = x.take_both() {
                 self.state = State::Done { local, remote };
                 self.deadline = None;
+                self.heartbeat = None;
             }
         }
     }
@@ -634,6 +667,20 @@ impl ServerSession {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(hb) = &mut self.heartbeat {
+            if hb.peer_silent(now) {
+                let why = heartbeat::silence_reason(hb, "client");
+                // Written in case the path comes back; the client then
+                // prints why its server left.
+                self.outbox.push(&Message::Abort(Abort {
+                    reason: format!("the server gives up: {why}"),
+                }));
+                return self.fail(SessionError::PeerSilent(why));
+            }
+            if hb.beat_due(now) {
+                self.outbox.push(&Message::Heartbeat);
+            }
+        }
         if self.deadline.is_some_and(|d| now >= d)
             && self.at_max_time
             && matches!(&self.state, State::Running(x) if x.streams_running())
@@ -677,6 +724,7 @@ impl ServerSession {
         }
         self.state = State::Failed(err);
         self.deadline = None;
+        self.heartbeat = None;
     }
 }
 
