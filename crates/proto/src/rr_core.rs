@@ -413,15 +413,22 @@ pub fn spin_mode(cpus: u32, flows: u32, pinned: Option<u32>) -> SpinMode {
 /// full, unless the CPU turns out to be shared after all (another process
 /// runs there): a window of [`SPIN_PROBE_EVERY`] waits with
 /// [`SPIN_DEMOTE_SLEEPS`] or more sleeps switches the connection to
-/// [`SpinMode::Shared`], and a later window without a sleep switches it
-/// back (a burst of load, or the slow first waits of a phase, must not
-/// make it yield for the rest of the phase). A wait that outlasts its
-/// budget sleeps (counted in [`SpinBudget::sleeps`]).
+/// [`SpinMode::Shared`], and later windows without a sleep switch it back
+/// (a burst of load, or the slow first waits of a phase, must not make it
+/// yield for the rest of the phase): one clean window the first time,
+/// twice as many after each demotion (up to [`SPIN_PROMOTE_MAX`]), so a
+/// CPU that stays shared costs a few sleeps per doubling, not per window.
+/// A wait that outlasts its budget sleeps (counted in
+/// [`SpinBudget::sleeps`]).
 #[derive(Debug, Clone)]
 pub struct SpinBudget {
     mode: SpinMode,
     /// The mode it was given: only a dedicated budget changes mode.
     given: SpinMode,
+    /// Demoted: consecutive windows without a sleep so far, and how many
+    /// turn it dedicated again.
+    clean_windows: u32,
+    promote_after: u32,
     full_ns: u64,
     budget_ns: u64,
     /// This wait's budget and start, ns, while waiting.
@@ -437,6 +444,9 @@ pub struct SpinBudget {
 /// dedicated CPU is not (one in 16: spinning the whole budget then costs
 /// more than it saves).
 pub const SPIN_DEMOTE_SLEEPS: u32 = SPIN_PROBE_EVERY / 16;
+/// The most clean windows a demoted budget waits for before it spins
+/// without yielding again (1024 × 64 waits: seconds at loopback rates).
+pub const SPIN_PROMOTE_MAX: u32 = 1024;
 
 impl SpinBudget {
     pub fn new(mode: SpinMode, full: Duration) -> Self {
@@ -444,6 +454,8 @@ impl SpinBudget {
         SpinBudget {
             mode,
             given: mode,
+            clean_windows: 0,
+            promote_after: 1,
             full_ns,
             budget_ns: full_ns,
             current: None,
@@ -474,6 +486,29 @@ impl SpinBudget {
         self.sleeps
     }
 
+    /// A dedicated budget at the end of a window: demoted when the window
+    /// slept too often, promoted back after enough clean windows.
+    fn window_ended(&mut self) {
+        match self.mode {
+            SpinMode::Dedicated if self.window_sleeps >= SPIN_DEMOTE_SLEEPS => {
+                self.mode = SpinMode::Shared;
+                self.clean_windows = 0;
+                self.demoted = true;
+            }
+            SpinMode::Dedicated => {}
+            SpinMode::Shared if self.window_sleeps > 0 => self.clean_windows = 0,
+            SpinMode::Shared => {
+                self.clean_windows += 1;
+                if self.clean_windows >= self.promote_after {
+                    // The CPU is ours again (the next demotion waits longer).
+                    self.mode = SpinMode::Dedicated;
+                    self.budget_ns = self.full_ns;
+                    self.promote_after = (self.promote_after * 2).min(SPIN_PROMOTE_MAX);
+                }
+            }
+        }
+    }
+
     /// At a check point of a wait at `now`: true to keep spinning, false to
     /// sleep until the socket is ready (the wait then ends; the next check
     /// point starts a new one).
@@ -485,16 +520,7 @@ impl SpinBudget {
                 // SPIN_PROBE_EVERY is a power of two: a mask picks every Nth.
                 let b = if self.waits & (SPIN_PROBE_EVERY - 1) == 0 {
                     if self.given == SpinMode::Dedicated {
-                        if self.mode == SpinMode::Dedicated
-                            && self.window_sleeps >= SPIN_DEMOTE_SLEEPS
-                        {
-                            self.mode = SpinMode::Shared;
-                            self.demoted = true;
-                        } else if self.mode == SpinMode::Shared && self.window_sleeps == 0 {
-                            // The CPU is ours again.
-                            self.mode = SpinMode::Dedicated;
-                            self.budget_ns = self.full_ns;
-                        }
+                        self.window_ended();
                     }
                     self.window_sleeps = 0;
                     self.full_ns
@@ -773,6 +799,28 @@ mod tests {
         assert_eq!((s.mode(), s.budget_ns()), (SpinMode::Dedicated, 50_000));
         // It did yield for a while: the report says so.
         assert!(s.demoted());
+        // Demoted again, it waits for two clean windows this time.
+        let sleep_window = |s: &mut SpinBudget, now: &mut u64| {
+            for _ in 0..SPIN_PROBE_EVERY {
+                while s.keep_spinning(*now) {
+                    *now += 1_000;
+                }
+            }
+        };
+        sleep_window(&mut s, &mut now);
+        sleep_window(&mut s, &mut now);
+        assert_eq!(s.mode(), SpinMode::Shared);
+        let mut clean = |s: &mut SpinBudget, waits: u32| {
+            for _ in 0..waits {
+                assert!(s.keep_spinning(now));
+                s.done();
+                now += 1_000;
+            }
+        };
+        clean(&mut s, 2 * SPIN_PROBE_EVERY);
+        assert_eq!(s.mode(), SpinMode::Shared);
+        clean(&mut s, SPIN_PROBE_EVERY);
+        assert_eq!(s.mode(), SpinMode::Dedicated);
         // A budget given shared stays shared.
         let mut s = SpinBudget::new(SpinMode::Shared, FULL);
         for _ in 0..3 * SPIN_PROBE_EVERY {
