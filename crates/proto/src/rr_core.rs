@@ -411,9 +411,9 @@ pub fn spin_mode(cpus: u32, flows: u32, pinned: Option<u32>) -> SpinMode {
 /// while spinning restores it in full; every [`SPIN_PROBE_EVERY`]th wait
 /// spins the full budget. In [`SpinMode::Dedicated`] the budget stays
 /// full, unless the CPU turns out to be shared after all (another process
-/// runs there): a window of [`SPIN_PROBE_EVERY`] waits with
-/// [`SPIN_DEMOTE_SLEEPS`] or more sleeps switches the connection to
-/// [`SpinMode::Shared`], and later windows without a sleep switch it back
+/// runs there): [`SPIN_DEMOTE_SLEEPS`] sleeps within a window of
+/// [`SPIN_PROBE_EVERY`] waits switch the connection to
+/// [`SpinMode::Shared`] at once, and later windows without a sleep switch it back
 /// (a burst of load, or the slow first waits of a phase, must not make it
 /// yield for the rest of the phase): one clean window the first time,
 /// twice as many after each demotion (up to [`SPIN_PROMOTE_MAX`]), so a
@@ -486,15 +486,11 @@ impl SpinBudget {
         self.sleeps
     }
 
-    /// A dedicated budget at the end of a window: demoted when the window
-    /// slept too often, promoted back after enough clean windows.
+    /// A dedicated budget at the end of a window: when demoted (see
+    /// [`SpinBudget::keep_spinning`]), promoted back after enough clean
+    /// windows.
     fn window_ended(&mut self) {
         match self.mode {
-            SpinMode::Dedicated if self.window_sleeps >= SPIN_DEMOTE_SLEEPS => {
-                self.mode = SpinMode::Shared;
-                self.clean_windows = 0;
-                self.demoted = true;
-            }
             SpinMode::Dedicated => {}
             SpinMode::Shared if self.window_sleeps > 0 => self.clean_windows = 0,
             SpinMode::Shared => {
@@ -541,6 +537,15 @@ impl SpinBudget {
         self.current = None;
         self.sleeps += 1;
         self.window_sleeps = self.window_sleeps.saturating_add(1);
+        // A dedicated budget stops at the window's SPIN_DEMOTE_SLEEPS-th
+        // sleep, not at the window's end: on a CPU that stays shared every
+        // wait may sleep, and a try at spinning without yielding then
+        // costs a few sleeps, not a window of them.
+        if self.mode == SpinMode::Dedicated && self.window_sleeps >= SPIN_DEMOTE_SLEEPS {
+            self.mode = SpinMode::Shared;
+            self.clean_windows = 0;
+            self.demoted = true;
+        }
         false
     }
 
@@ -743,12 +748,16 @@ mod tests {
     #[test]
     fn dedicated_budget_never_shrinks() {
         let mut s = SpinBudget::new(SpinMode::Dedicated, FULL);
-        for w in 0..10u64 {
+        // Short of demotion (the window's 4th sleep), every wait spins the
+        // whole budget.
+        let n = u64::from(SPIN_DEMOTE_SLEEPS - 1);
+        for w in 0..n {
             let t = w * 1_000_000;
             assert!(s.keep_spinning(t));
             assert!(!s.keep_spinning(t + 50_000));
         }
-        assert_eq!((s.budget_ns(), s.sleeps()), (50_000, 10));
+        assert_eq!((s.budget_ns(), s.sleeps()), (50_000, n));
+        assert_eq!(s.mode(), SpinMode::Dedicated);
     }
 
     #[test]
@@ -766,14 +775,20 @@ mod tests {
     fn a_dedicated_budget_that_keeps_sleeping_turns_shared() {
         let mut s = SpinBudget::new(SpinMode::Dedicated, FULL);
         let mut now = 0;
-        // Every wait outlasts the budget: the CPU is not ours.
-        for _ in 0..SPIN_PROBE_EVERY {
+        // Every wait outlasts the budget: the CPU is not ours. The
+        // window's 4th sleep demotes it, without waiting for the window.
+        for w in 1..=SPIN_DEMOTE_SLEEPS {
+            assert_eq!(s.mode(), SpinMode::Dedicated);
             while s.keep_spinning(now) {
                 now += 1_000;
             }
+            assert_eq!(s.demoted(), w == SPIN_DEMOTE_SLEEPS);
         }
-        assert_eq!((s.mode(), s.demoted()), (SpinMode::Shared, true));
-        // From the demoting wait on, the budget adapts.
+        assert_eq!((s.mode(), s.budget_ns()), (SpinMode::Shared, 50_000));
+        // From then on, the budget adapts.
+        while s.keep_spinning(now) {
+            now += 1_000;
+        }
         assert_eq!(s.budget_ns(), 25_000);
     }
 
