@@ -267,6 +267,21 @@ fn issue_8_busy_poll_says_how_each_side_spun_and_when_flows_slept() {
             assert_eq!(per_flow.len(), 2, "{side}: {p}");
             assert!(per_flow.iter().all(Value::is_u64), "{side}: {p}");
         }
+        // Flows that yielded for a while: absent, or some of the 2.
+        for side in ["client_spin_yielded", "server_spin_yielded"] {
+            if let Some(n) = p.get(side) {
+                assert!((1..=2).contains(&u(n)), "{side}: {p}");
+            }
+        }
+    }
+    // The busiest thread, as stream tests show it: a flow's thread here,
+    // at most one core.
+    for side in ["client", "server"] {
+        let c = &r["cpu"][side];
+        let name = c["busiest_thread"].as_str().unwrap_or("");
+        assert!(name.starts_with("flow "), "{side}: {c}");
+        let share = f(&c["busiest_thread_percent"]);
+        assert!(share > 0.0 && share <= 101.0, "{side}: {c}");
     }
     // Blocking sockets count nothing: the fields are absent.
     let r = json_client(&rr_args(&port, &["--sizes", "64", "-n", "100"]));
@@ -289,6 +304,7 @@ fn issue_8_busy_poll_says_how_each_side_spun_and_when_flows_slept() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("spinning: client "), "{text}");
     assert!(text.contains("poll(2) sleeps"), "{text}");
+    assert!(text.contains("busiest thread flow 0"), "{text}");
 }
 
 #[test]

@@ -376,3 +376,38 @@ pub fn set_busy_poll(sock: &impl AsRawFd, usec: u32) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::ErrorKind;
+    use std::time::Instant;
+
+    /// The server's accept loop blocks in `accept` itself (no `poll(2)`
+    /// before it): a connection is accepted at once, and with none the
+    /// call gives up after the timeout, so the loop can look up.
+    #[test]
+    fn issue_8_accept_is_bounded_by_the_listener_timeout() {
+        let l = listen(Some([127, 0, 0, 1].into()), 0).expect("listen");
+        set_accept_timeout(&l, Duration::from_millis(100)).expect("timeout");
+        let t = Instant::now();
+        let e = l.accept().expect_err("no connection yet");
+        assert!(
+            matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{e}"
+        );
+        assert!(
+            t.elapsed() >= Duration::from_millis(90),
+            "{:?}",
+            t.elapsed()
+        );
+        let _c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (s, _) = l.accept().expect("accepted");
+        // Accepted sockets inherit the timeout: every server path sets its
+        // own before it reads (this pins that the inheritance is real).
+        assert_eq!(
+            s.read_timeout().expect("read timeout"),
+            Some(Duration::from_millis(100))
+        );
+    }
+}

@@ -411,17 +411,24 @@ pub fn spin_mode(cpus: u32, flows: u32, pinned: Option<u32>) -> SpinMode {
 /// while spinning restores it in full; every [`SPIN_PROBE_EVERY`]th wait
 /// spins the full budget. In [`SpinMode::Dedicated`] the budget stays
 /// full, unless the CPU turns out to be shared after all (another process
-/// runs there): a window of [`SPIN_PROBE_EVERY`] waits with
-/// [`SPIN_DEMOTE_SLEEPS`] or more sleeps switches the connection to
-/// [`SpinMode::Shared`], and a later window without a sleep switches it
-/// back (a burst of load, or the slow first waits of a phase, must not
-/// make it yield for the rest of the phase). A wait that outlasts its
-/// budget sleeps (counted in [`SpinBudget::sleeps`]).
+/// runs there): [`SPIN_DEMOTE_SLEEPS`] sleeps within a window of
+/// [`SPIN_PROBE_EVERY`] waits switch the connection to
+/// [`SpinMode::Shared`] at once, and later windows without a sleep switch it back
+/// (a burst of load, or the slow first waits of a phase, must not make it
+/// yield for the rest of the phase): one clean window the first time,
+/// twice as many after each demotion (up to [`SPIN_PROMOTE_MAX`]), so a
+/// CPU that stays shared costs a few sleeps per doubling, not per window.
+/// A wait that outlasts its budget sleeps (counted in
+/// [`SpinBudget::sleeps`]).
 #[derive(Debug, Clone)]
 pub struct SpinBudget {
     mode: SpinMode,
     /// The mode it was given: only a dedicated budget changes mode.
     given: SpinMode,
+    /// Demoted: consecutive windows without a sleep so far, and how many
+    /// turn it dedicated again.
+    clean_windows: u32,
+    promote_after: u32,
     full_ns: u64,
     budget_ns: u64,
     /// This wait's budget and start, ns, while waiting.
@@ -437,6 +444,9 @@ pub struct SpinBudget {
 /// dedicated CPU is not (one in 16: spinning the whole budget then costs
 /// more than it saves).
 pub const SPIN_DEMOTE_SLEEPS: u32 = SPIN_PROBE_EVERY / 16;
+/// The most clean windows a demoted budget waits for before it spins
+/// without yielding again (1024 × 64 waits: seconds at loopback rates).
+pub const SPIN_PROMOTE_MAX: u32 = 1024;
 
 impl SpinBudget {
     pub fn new(mode: SpinMode, full: Duration) -> Self {
@@ -444,6 +454,8 @@ impl SpinBudget {
         SpinBudget {
             mode,
             given: mode,
+            clean_windows: 0,
+            promote_after: 1,
             full_ns,
             budget_ns: full_ns,
             current: None,
@@ -474,6 +486,25 @@ impl SpinBudget {
         self.sleeps
     }
 
+    /// A dedicated budget at the end of a window: when demoted (see
+    /// [`SpinBudget::keep_spinning`]), promoted back after enough clean
+    /// windows.
+    fn window_ended(&mut self) {
+        match self.mode {
+            SpinMode::Dedicated => {}
+            SpinMode::Shared if self.window_sleeps > 0 => self.clean_windows = 0,
+            SpinMode::Shared => {
+                self.clean_windows += 1;
+                if self.clean_windows >= self.promote_after {
+                    // The CPU is ours again (the next demotion waits longer).
+                    self.mode = SpinMode::Dedicated;
+                    self.budget_ns = self.full_ns;
+                    self.promote_after = (self.promote_after * 2).min(SPIN_PROMOTE_MAX);
+                }
+            }
+        }
+    }
+
     /// At a check point of a wait at `now`: true to keep spinning, false to
     /// sleep until the socket is ready (the wait then ends; the next check
     /// point starts a new one).
@@ -485,16 +516,7 @@ impl SpinBudget {
                 // SPIN_PROBE_EVERY is a power of two: a mask picks every Nth.
                 let b = if self.waits & (SPIN_PROBE_EVERY - 1) == 0 {
                     if self.given == SpinMode::Dedicated {
-                        if self.mode == SpinMode::Dedicated
-                            && self.window_sleeps >= SPIN_DEMOTE_SLEEPS
-                        {
-                            self.mode = SpinMode::Shared;
-                            self.demoted = true;
-                        } else if self.mode == SpinMode::Shared && self.window_sleeps == 0 {
-                            // The CPU is ours again.
-                            self.mode = SpinMode::Dedicated;
-                            self.budget_ns = self.full_ns;
-                        }
+                        self.window_ended();
                     }
                     self.window_sleeps = 0;
                     self.full_ns
@@ -515,6 +537,15 @@ impl SpinBudget {
         self.current = None;
         self.sleeps += 1;
         self.window_sleeps = self.window_sleeps.saturating_add(1);
+        // A dedicated budget stops at the window's SPIN_DEMOTE_SLEEPS-th
+        // sleep, not at the window's end: on a CPU that stays shared every
+        // wait may sleep, and a try at spinning without yielding then
+        // costs a few sleeps, not a window of them.
+        if self.mode == SpinMode::Dedicated && self.window_sleeps >= SPIN_DEMOTE_SLEEPS {
+            self.mode = SpinMode::Shared;
+            self.clean_windows = 0;
+            self.demoted = true;
+        }
         false
     }
 
@@ -717,12 +748,16 @@ mod tests {
     #[test]
     fn dedicated_budget_never_shrinks() {
         let mut s = SpinBudget::new(SpinMode::Dedicated, FULL);
-        for w in 0..10u64 {
+        // Short of demotion (the window's 4th sleep), every wait spins the
+        // whole budget.
+        let n = u64::from(SPIN_DEMOTE_SLEEPS - 1);
+        for w in 0..n {
             let t = w * 1_000_000;
             assert!(s.keep_spinning(t));
             assert!(!s.keep_spinning(t + 50_000));
         }
-        assert_eq!((s.budget_ns(), s.sleeps()), (50_000, 10));
+        assert_eq!((s.budget_ns(), s.sleeps()), (50_000, n));
+        assert_eq!(s.mode(), SpinMode::Dedicated);
     }
 
     #[test]
@@ -740,14 +775,20 @@ mod tests {
     fn a_dedicated_budget_that_keeps_sleeping_turns_shared() {
         let mut s = SpinBudget::new(SpinMode::Dedicated, FULL);
         let mut now = 0;
-        // Every wait outlasts the budget: the CPU is not ours.
-        for _ in 0..SPIN_PROBE_EVERY {
+        // Every wait outlasts the budget: the CPU is not ours. The
+        // window's 4th sleep demotes it, without waiting for the window.
+        for w in 1..=SPIN_DEMOTE_SLEEPS {
+            assert_eq!(s.mode(), SpinMode::Dedicated);
             while s.keep_spinning(now) {
                 now += 1_000;
             }
+            assert_eq!(s.demoted(), w == SPIN_DEMOTE_SLEEPS);
         }
-        assert_eq!((s.mode(), s.demoted()), (SpinMode::Shared, true));
-        // From the demoting wait on, the budget adapts.
+        assert_eq!((s.mode(), s.budget_ns()), (SpinMode::Shared, 50_000));
+        // From then on, the budget adapts.
+        while s.keep_spinning(now) {
+            now += 1_000;
+        }
         assert_eq!(s.budget_ns(), 25_000);
     }
 
@@ -773,6 +814,28 @@ mod tests {
         assert_eq!((s.mode(), s.budget_ns()), (SpinMode::Dedicated, 50_000));
         // It did yield for a while: the report says so.
         assert!(s.demoted());
+        // Demoted again, it waits for two clean windows this time.
+        let sleep_window = |s: &mut SpinBudget, now: &mut u64| {
+            for _ in 0..SPIN_PROBE_EVERY {
+                while s.keep_spinning(*now) {
+                    *now += 1_000;
+                }
+            }
+        };
+        sleep_window(&mut s, &mut now);
+        sleep_window(&mut s, &mut now);
+        assert_eq!(s.mode(), SpinMode::Shared);
+        let mut clean = |s: &mut SpinBudget, waits: u32| {
+            for _ in 0..waits {
+                assert!(s.keep_spinning(now));
+                s.done();
+                now += 1_000;
+            }
+        };
+        clean(&mut s, 2 * SPIN_PROBE_EVERY);
+        assert_eq!(s.mode(), SpinMode::Shared);
+        clean(&mut s, SPIN_PROBE_EVERY);
+        assert_eq!(s.mode(), SpinMode::Dedicated);
         // A budget given shared stays shared.
         let mut s = SpinBudget::new(SpinMode::Shared, FULL);
         for _ in 0..3 * SPIN_PROBE_EVERY {
