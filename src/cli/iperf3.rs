@@ -169,6 +169,10 @@ struct Args {
     /// Zero-copy sends (linerate's zerocopy engine).
     #[arg(short = 'Z', long = "zerocopy")]
     zerocopy: bool,
+    /// TCP receivers discard the data with MSG_TRUNC instead of copying it
+    /// (iperf3 3.21's option; sent to the server in the parameters).
+    #[arg(long = "skip-rx-copy")]
+    skip_rx_copy: bool,
     /// UDP GSO and GRO (linerate's batch engine with both on).
     #[arg(long = "gsro")]
     gsro: bool,
@@ -224,7 +228,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("", "--time-skew-threshold"),
     ("", "--use-pkcs1-padding"),
     ("", "--repeating-payload"),
-    ("", "--skip-rx-copy"),
 ];
 
 /// The first unsupported iperf3 option in `args`, by the name it was given.
@@ -298,6 +301,7 @@ fn refuse_misplaced(a: &Args) -> Result<()> {
         (a.no_delay, "-N"),
         (a.mss.is_some(), "-M"),
         (a.zerocopy, "-Z"),
+        (a.skip_rx_copy, "--skip-rx-copy"),
         (a.gsro, "--gsro"),
         (a.get_server_output, "--get-server-output"),
         (a.udp_counters_64bit, "--udp-counters-64bit"),
@@ -450,6 +454,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
             (a.no_delay, "-N"),
             (a.mss.is_some(), "-M"),
             (a.zerocopy, "-Z"),
+            (a.skip_rx_copy, "--skip-rx-copy"),
         ];
         if let Some((_, f)) = tcp_only.iter().find(|(set, _)| *set) {
             bail!("{f} applies to TCP tests (without -u)");
@@ -469,7 +474,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
             no_delay: a.no_delay,
             mss: a.mss,
             rate: (protocol == Protocol::Tcp && rate != 0).then_some(rate),
-            skip_rx_copy: false,
+            skip_rx_copy: a.skip_rx_copy,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match rate {

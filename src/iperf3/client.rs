@@ -78,6 +78,7 @@ fn params_of(spec: &TestSpec) -> Result<Params> {
         window: spec.tcp.window,
         congestion: spec.tcp.congestion.clone(),
         bandwidth: spec.tcp.rate.unwrap_or(0),
+        skip_rx_copy: spec.tcp.skip_rx_copy,
         client_version: Some(format!("linerate {}", env!("CARGO_PKG_VERSION"))),
         ..Params::default()
     };

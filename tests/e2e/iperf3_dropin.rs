@@ -270,3 +270,41 @@ fn issue_9_binary_named_iperf3_is_the_dropin_and_json_stream_works() {
     let end = &events[events.len() - 1]["data"];
     assert!(u(&end["sum_received"]["bytes"]) > 0, "{end}");
 }
+
+/// iperf3 3.21's `--skip-rx-copy` is taken, not refused: the receiving
+/// server consumes the data with MSG_TRUNC, and its record says so.
+#[test]
+fn issue_9_dropin_skip_rx_copy_reaches_the_receiving_server() {
+    let dir = std::env::temp_dir().join(format!("linerate-dropin-src-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let jl = dir.join("results.jsonl");
+    let _ = std::fs::remove_file(&jl);
+    let server = Server::start(&["--json-lines-file", jl.to_str().expect("utf-8 path")]);
+    let doc = dropin_json(&server.port_str(), &["-t", "1", "--skip-rx-copy"]);
+    assert_script_fields(&doc, false, "--skip-rx-copy");
+    let mut record = Value::Null;
+    let one = crate::helpers::eventually(Duration::from_secs(5), || {
+        let text = std::fs::read_to_string(&jl).unwrap_or_default();
+        match text
+            .lines()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            Some(r) => {
+                record = r;
+                true
+            }
+            None => false,
+        }
+    });
+    assert!(one, "no record in {}", jl.display());
+    assert_eq!(record["test"]["tcp"]["skip_rx_copy"], true, "{record}");
+    assert!(f(&doc["end"]["sum_received"]["bytes"]) > 0.0, "{doc}");
+    // UDP has no such receive: refused locally, by name.
+    let out = run_client(
+        &["iperf3", "-c", "127.0.0.1", "-u", "--skip-rx-copy"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--skip-rx-copy"), "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -451,6 +451,7 @@ pub fn params_json(p: &Params) -> Value {
         ("repeating_payload", p.repeating_payload),
         ("zerocopy", p.zerocopy),
         ("dont_fragment", p.dont_fragment),
+        ("skip_rx_copy", p.skip_rx_copy),
     ] {
         if on {
             put(k, 1.into());
