@@ -71,10 +71,46 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         .map_or(0, |d| d.as_millis() as u64);
     let (near, peer) = Peer::start(t, usize::from(spec.streams), &opts, PeerMode::Rr(&plan))
         .with_context(|| format!("--transport {t}"))?;
+    let info = TestInfo {
+        server: format!("local {t} (a child process)"),
+        embedded_server: false,
+        client_software: software(),
+        server_software: software(),
+        client_engine: t.name().into(),
+        server_engine: t.name().into(),
+        start_unix_ms,
+        protocol: t.name().into(),
+        ..TestInfo::from_spec(spec, Side::Client)
+    };
+    sink.start(&info).map_err(anyhow::Error::from)?;
+    // Each phase's record as its last flow ends it, as network rr does;
+    // a failed write ends nothing here but fails the test afterwards.
+    let mut written = Ok(());
+    let mut on_phase = |p: usize, outs: Vec<FlowOut>| {
+        let flows = measurement(&outs.into_iter().map(|o| vec![o]).collect::<Vec<_>>()).flows;
+        let flows = flows
+            .into_iter()
+            .map(|f| RrFlowMeasurement {
+                phase: p as u32,
+                ..f
+            })
+            .collect();
+        if let Some(rec) = build::phase_record(spec, p as u32, flows, None) {
+            if written.is_ok() {
+                written = sink.rr_phase(&rec);
+            }
+        }
+    };
     let cpu0 = cpu::process();
     let host0 = cpu::host();
     let wall0 = Instant::now();
-    let flows = lrr::run_client(near, &plan, &|| peer.kill(), &crate::client::INTERRUPTED);
+    let flows = lrr::run_client(
+        near,
+        &plan,
+        &|| peer.kill(),
+        &crate::client::INTERRUPTED,
+        &mut on_phase,
+    );
     let wall_ns = wall0.elapsed().as_nanos() as u64;
     let used = cpu::process().saturating_sub(cpu0);
     let host = match (host0, cpu::host()) {
@@ -84,6 +120,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     let (flows, line) = peer
         .finish(flows)
         .with_context(|| format!("--transport {t}"))?;
+    written.context("writing output")?;
     let client = SideResults {
         engine: t.name().into(),
         cpu: CpuMeasurement {
@@ -98,17 +135,6 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         ..SideResults::default()
     };
     let server = server_results(t, &line, host)?;
-    let info = TestInfo {
-        server: format!("local {t} (a child process)"),
-        embedded_server: false,
-        client_software: software(),
-        server_software: software(),
-        client_engine: t.name().into(),
-        server_engine: t.name().into(),
-        start_unix_ms,
-        protocol: t.name().into(),
-        ..TestInfo::from_spec(spec, Side::Client)
-    };
     let mut notes = vec![format!(
         "transport {t}: both ends on this host; linerate started the serving process itself \
          (a child process; no server)"
@@ -129,7 +155,6 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
             .into(),
     );
     let report = build::build_rr(info, spec, &client, &server, notes);
-    sink.start(&report.test).map_err(anyhow::Error::from)?;
     sink.finish(&report).map_err(anyhow::Error::from)?;
     Ok(report)
 }

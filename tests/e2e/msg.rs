@@ -338,6 +338,51 @@ fn issue_12_rr_over_local_transports() {
     }
 }
 
+/// `rr --transport unix --json-lines`: a start record, an `rr_phase`
+/// record per phase as it ends (in order, counting both flows) and the
+/// summary, as network rr prints them.
+#[test]
+fn issue_12_local_rr_json_lines_has_a_record_per_phase() {
+    for t in ["unix", "shm"] {
+        let args = [
+            "rr",
+            "--transport",
+            t,
+            "--sizes",
+            "56,1K,4K",
+            "-n",
+            "100",
+            "-P",
+            "2",
+            "--json-lines",
+        ];
+        let out = run_client(&args, Duration::from_secs(30));
+        assert_ok(&out, &args);
+        let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+            .collect();
+        let types: Vec<&str> = recs
+            .iter()
+            .map(|r| r["type"].as_str().expect("type"))
+            .collect();
+        assert_eq!(
+            types,
+            ["start", "rr_phase", "rr_phase", "rr_phase", "summary"],
+            "{t}"
+        );
+        for (i, (r, size)) in recs[1..4].iter().zip([56, 1024, 4096]).enumerate() {
+            assert_eq!(u(&r["phase"]), i as u64, "{t}: {r}");
+            assert_eq!(u(&r["request_size"]), size, "{t}: {r}");
+            assert_eq!(u(&r["transactions"]), 200, "{t}: {r}");
+            assert_eq!(u(&r["latency"]["count"]), 200, "{t}: {r}");
+            let summary = &recs[4]["rr"]["phases"][i];
+            assert_eq!(r["transactions"], summary["transactions"], "{t}");
+            assert_eq!(r["latency"]["p50_ns"], summary["latency"]["p50_ns"], "{t}");
+        }
+    }
+}
+
 /// A local transport with a HOST, crr, or shm-bulk is refused up front.
 #[test]
 fn issue_12_rr_local_transport_refusals() {
