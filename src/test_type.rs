@@ -190,18 +190,31 @@ pub fn pace_sender(
     }
 }
 
-/// TCP: one connection per planned stream, greeted with its `DataHello`.
+/// TCP: one connection per planned stream, greeted with its `DataHello`
+/// (`--transport unix`: a Unix stream socket to the test's abstract name).
 fn attach_tcp(
     c: &ClientSide<'_>,
     spec: &TestSpec,
     _: &[u16],
-    _: &mut Vec<String>,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<StreamSetup>> {
     let mut streams = Vec::new();
+    if spec.tcp.unix {
+        notes.push(
+            "transport unix: the data connections are Unix stream sockets (the server's \
+             abstract address for this test; the control connection is TCP)"
+                .into(),
+        );
+    }
     for p in spec.stream_plan() {
-        let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
-            .with_context(|| format!("opening data connection {}", p.id))?;
-        pace_sender(&sock, spec, p.sender, Side::Client)?;
+        let sock = if spec.tcp.unix {
+            connect_unix(c, p.id)?
+        } else {
+            let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
+                .with_context(|| format!("opening data connection {}", p.id))?;
+            pace_sender(&sock, spec, p.sender, Side::Client)?;
+            sock
+        };
         let mut hello = Vec::new();
         DataHello {
             token: c.token,
@@ -223,6 +236,21 @@ fn attach_tcp(
         });
     }
     Ok(streams)
+}
+
+/// `--transport unix`: data connection `id` to the server's abstract
+/// address for this test (which exists only on the server's host, in its
+/// network namespace).
+fn connect_unix(c: &ClientSide<'_>, id: u32) -> Result<std::net::TcpStream> {
+    let name = linerate_proto::spec::unix_data_name(&c.token);
+    let addr = socket::unix_abstract(&name)?;
+    let sock = std::os::unix::net::UnixStream::connect_addr(&addr).with_context(|| {
+        format!(
+            "opening data connection {id} over a Unix socket (--transport unix needs the \
+             server on this host, in this network namespace)"
+        )
+    })?;
+    Ok(socket::unix_as_stream(sock))
 }
 
 /// UDP: a socket connected to each of the server's data ports, each

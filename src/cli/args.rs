@@ -367,6 +367,11 @@ pub struct TcpArgs {
     /// TCP maximum segment size (TCP_MAXSEG).
     #[arg(short = 'M', long, value_name = "BYTES")]
     pub mss: Option<u32>,
+    /// tcp, or unix: the data connections are Unix stream sockets to the
+    /// server (the embedded one, or a `linerate server` on this host and
+    /// network namespace); the control connection stays TCP.
+    #[arg(long, value_name = "tcp|unix", default_value = "tcp")]
+    pub transport: String,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Give up connecting after this long.

@@ -447,6 +447,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
             no_delay: a.no_delay,
             mss: a.mss,
             rate: (protocol == Protocol::Tcp && rate != 0).then_some(rate),
+            unix: false,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match rate {

@@ -61,6 +61,7 @@ pub fn spec_from(p: &Params) -> TestSpec {
             // iperf3's -b on TCP: each sending stream paced by the kernel
             // (at least 8 bit/s: it paces whole bytes per second).
             rate: (protocol == Protocol::Tcp && p.bandwidth >= 8).then_some(p.bandwidth),
+            unix: false,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match p.bandwidth {

@@ -75,6 +75,23 @@ pub struct TcpOptions {
     /// older peers' specs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<u64>,
+    /// `--transport unix`: the data connections are Unix stream sockets to
+    /// the server's abstract address for the test ([`unix_data_name`]), so
+    /// client and server must share a host and network namespace. Stream
+    /// tests only; none of the TCP options apply. Absent from older peers'
+    /// specs (a server that ignores it answers an Accept without it, which
+    /// the client refuses as a changed spec).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unix: bool,
+}
+
+/// The abstract Unix socket name (no file: it lives in the network
+/// namespace and goes when the server closes it) on which the server
+/// takes a `--transport unix` test's data connections: derived from the
+/// test's token, so the Accept needs no new field.
+pub fn unix_data_name(token: &crate::wire::Token) -> String {
+    let hex: String = token.0.iter().map(|b| format!("{b:02x}")).collect();
+    format!("linerate-data-{hex}")
 }
 
 /// What a test measures.
@@ -631,8 +648,29 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
     if spec.kind != TestKind::Stream {
         negotiate_rr(&spec, limits)?;
     }
+    if spec.tcp.unix {
+        negotiate_unix(&spec)?;
+    }
     crate::limits::check(&mut spec, limits, &mut notes)?;
     Ok(Negotiated { spec, notes })
+}
+
+/// `--transport unix`: a TCP stream test with no TCP socket option.
+fn negotiate_unix(spec: &TestSpec) -> Result<(), SpecError> {
+    let err = |reason: &str| {
+        Err(SpecError {
+            field: "transport",
+            reason: format!("unix: {reason}"),
+        })
+    };
+    if spec.kind != TestKind::Stream || spec.protocol != Protocol::Tcp {
+        return err("Unix stream sockets carry tcp stream tests only");
+    }
+    let t = &spec.tcp;
+    if t.window.is_some() || t.congestion.is_some() || t.mss.is_some() || t.rate.is_some() {
+        return err("window, congestion, mss and rate are TCP options; a Unix socket has none");
+    }
+    Ok(())
 }
 
 /// Checks the request/response part of a spec.
@@ -858,6 +896,35 @@ mod tests {
             bad(|s| s.tcp.congestion = Some("../etc".into())),
             "congestion"
         );
+    }
+
+    /// `--transport unix`: tcp stream tests without TCP options only; the
+    /// flag survives negotiation and is named in the spec's JSON only when set.
+    #[test]
+    fn issue_12_unix_transport_negotiation() {
+        let l = ServerLimits::default();
+        let unix = |f: fn(&mut TestSpec)| {
+            let mut s = TestSpec::default();
+            s.tcp.unix = true;
+            f(&mut s);
+            negotiate(&s, &l)
+        };
+        assert!(unix(|_| {}).expect("plain unix stream").spec.tcp.unix);
+        for f in [
+            (|s: &mut TestSpec| s.tcp.window = Some(1 << 20)) as fn(&mut TestSpec),
+            |s| s.tcp.rate = Some(1_000_000),
+            |s| s.tcp.mss = Some(1000),
+        ] {
+            let e = unix(f).expect_err("refused");
+            assert_eq!(e.field, "transport", "{e:?}");
+        }
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            ..TestSpec::default()
+        };
+        assert!(negotiate_unix(&udp).is_err());
+        let plain = serde_json::to_string(&TestSpec::default()).expect("json");
+        assert!(!plain.contains("unix"), "{plain}");
     }
 
     #[test]
