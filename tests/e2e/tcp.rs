@@ -510,3 +510,44 @@ fn issue_12_tcp_transport_unix_refusals() {
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// A server that limits rates (TCP pacing) refuses `--transport unix`
+/// with the reason, either direction, and keeps serving.
+#[test]
+fn issue_12_tcp_transport_unix_refused_by_a_rate_limited_server() {
+    let mut server = Server::start(&["--max-rate", "1G"]);
+    let port = server.port_str();
+    for extra in [&[][..], &["-R"][..]] {
+        let mut args = vec![
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--transport",
+            "unix",
+            "-t",
+            "0.3",
+        ];
+        args.extend_from_slice(extra);
+        let out = run_client(&args, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("a Unix socket cannot"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    let r = json_client(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "0.3",
+        "-b",
+        "100M",
+        "--json",
+    ]);
+    assert_streams_balanced(&r);
+    assert!(server.alive());
+}

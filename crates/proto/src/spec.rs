@@ -649,14 +649,14 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
         negotiate_rr(&spec, limits)?;
     }
     if spec.tcp.unix {
-        negotiate_unix(&spec)?;
+        negotiate_unix(&spec, limits)?;
     }
     crate::limits::check(&mut spec, limits, &mut notes)?;
     Ok(Negotiated { spec, notes })
 }
 
 /// `--transport unix`: a TCP stream test with no TCP socket option.
-fn negotiate_unix(spec: &TestSpec) -> Result<(), SpecError> {
+fn negotiate_unix(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
     let err = |reason: &str| {
         Err(SpecError {
             field: "transport",
@@ -669,6 +669,14 @@ fn negotiate_unix(spec: &TestSpec) -> Result<(), SpecError> {
     let t = &spec.tcp;
     if t.window.is_some() || t.congestion.is_some() || t.mss.is_some() || t.rate.is_some() {
         return err("window, congestion, mss and rate are TCP options; a Unix socket has none");
+    }
+    // The server's rate limits hold TCP senders to a kernel pacing rate,
+    // which a Unix socket cannot take.
+    if limits.max_rate_bps.is_some() || limits.max_total_rate_bps.is_some() {
+        return err(
+            "this server limits test rates (--max-rate/--max-total-rate) by TCP pacing, which \
+             a Unix socket cannot do",
+        );
     }
     Ok(())
 }
@@ -922,7 +930,20 @@ mod tests {
             protocol: Protocol::Udp,
             ..TestSpec::default()
         };
-        assert!(negotiate_unix(&udp).is_err());
+        assert!(negotiate_unix(&udp, &l).is_err());
+        let capped = ServerLimits {
+            max_rate_bps: Some(1_000_000_000),
+            ..ServerLimits::default()
+        };
+        let s = TestSpec {
+            tcp: TcpOptions {
+                unix: true,
+                ..TcpOptions::default()
+            },
+            ..TestSpec::default()
+        };
+        let e = negotiate(&s, &capped).expect_err("no pacing on a Unix socket");
+        assert!(e.reason.contains("--max-rate"), "{e:?}");
         let plain = serde_json::to_string(&TestSpec::default()).expect("json");
         assert!(!plain.contains("unix"), "{plain}");
     }
