@@ -15,7 +15,7 @@ use linerate_proto::measure::{CpuMeasurement, RrFlowMeasurement, RrMeasurement, 
 use linerate_proto::spec::RrLimit;
 use linerate_proto::wire::Side;
 use linerate_report::build;
-use linerate_report::model::{Report, TestInfo};
+use linerate_report::model::{OneWay, Report, TestInfo};
 use linerate_report::render::Sink;
 
 use crate::cli::RrConfig;
@@ -95,7 +95,9 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
                 ..f
             })
             .collect();
-        if let Some(rec) = build::phase_record(spec, p as u32, flows, None) {
+        if let Some(mut rec) = build::phase_record(spec, p as u32, flows, None) {
+            no_one_way(&mut rec.client_to_server);
+            no_one_way(&mut rec.server_to_client);
             if written.is_ok() {
                 written = sink.rr_phase(&rec);
             }
@@ -154,9 +156,24 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
          clock; the round trip is measured)"
             .into(),
     );
-    let report = build::build_rr(info, spec, &client, &server, notes);
+    let mut report = build::build_rr(info, spec, &client, &server, notes);
+    for p in report.rr.iter_mut().flat_map(|r| r.phases.iter_mut()) {
+        no_one_way(&mut p.client_to_server);
+        no_one_way(&mut p.server_to_client);
+    }
     sink.finish(&report).map_err(anyhow::Error::from)?;
     Ok(report)
+}
+
+/// The one-way figures' reason, true of every local phase whatever its
+/// sizes (the network rr's reasons speak of timestamp headers and clock
+/// offsets, which a local transport has none of).
+fn no_one_way(w: &mut OneWay) {
+    w.unavailable = Some(
+        "the local transports carry no timestamps (both ends share the clock; the round trip \
+         is measured)"
+            .into(),
+    );
 }
 
 fn measurement(flows: &[Vec<FlowOut>]) -> RrMeasurement {

@@ -377,6 +377,11 @@ fn issue_12_local_rr_json_lines_has_a_record_per_phase() {
             assert_eq!(u(&r["transactions"]), 200, "{t}: {r}");
             assert_eq!(u(&r["latency"]["count"]), 200, "{t}: {r}");
             let summary = &recs[4]["rr"]["phases"][i];
+            // Every size gives the same reason: no timestamps locally.
+            for w in [&r["client_to_server"], &summary["server_to_client"]] {
+                let why = w["unavailable"].as_str().expect("a reason");
+                assert!(why.contains("local transports"), "{t}: {why}");
+            }
             assert_eq!(r["transactions"], summary["transactions"], "{t}");
             assert_eq!(r["latency"]["p50_ns"], summary["latency"]["p50_ns"], "{t}");
         }
