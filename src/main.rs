@@ -11,6 +11,7 @@ mod iperf3;
 mod log;
 mod metrics;
 mod msg;
+mod msg_net;
 mod progress;
 mod repeat;
 mod rr_local;

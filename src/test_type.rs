@@ -141,6 +141,18 @@ const CRR: TestType = TestType {
     connection_per_transaction: true,
 };
 
+const MSG: TestType = TestType {
+    name: "msg",
+    attach: attach_tcp,
+    start_client: |_, spec, streams| crate::msg_net::start_client(spec, streams),
+    start_server: |_, spec, streams| crate::msg_net::start_server(spec, streams),
+    // No interval records: the control loops wait long.
+    wake: Duration::from_millis(100),
+    build: linerate_report::msg_net::build_msg,
+    check: check_msg,
+    connection_per_transaction: false,
+};
+
 /// The entry for an agreed spec.
 pub fn of(spec: &TestSpec) -> &'static TestType {
     match (spec.kind, spec.protocol) {
@@ -149,6 +161,7 @@ pub fn of(spec: &TestSpec) -> &'static TestType {
         (TestKind::Rr, Protocol::Tcp) => &RR_TCP,
         (TestKind::Rr, Protocol::Udp) => &RR_UDP,
         (TestKind::Crr, _) => &CRR,
+        (TestKind::Msg, _) => &MSG,
     }
 }
 
@@ -446,6 +459,34 @@ fn start_crr_server(s: &ServerSide<'_>, _: &TestSpec, _: Vec<StreamSetup>) -> Re
 
 /// A completed TCP test must have moved every byte it wrote: anything else
 /// is a bug or a broken path, and the numbers would be wrong.
+/// msg: both sides ran the whole plan and the receiver got every message
+/// the sender sent, whole (`--verify`'s corrupt ones are counted, not an
+/// error).
+fn check_msg(spec: &TestSpec, report: &Report) -> Result<()> {
+    let cells = report.msg.as_deref().unwrap_or_default();
+    let sizes = spec.msg.as_ref().map_or(0, |m| m.sizes.len());
+    if cells.len() != sizes {
+        anyhow::bail!(
+            "the message test did not complete ({} of {sizes} sizes)",
+            cells.len()
+        );
+    }
+    for c in cells {
+        if c.sent != c.received {
+            anyhow::bail!(
+                "{}-byte messages: the sender sent {} ({} bytes), the receiver received {} ({} \
+                 bytes)",
+                c.size,
+                c.sent.messages,
+                c.sent.bytes,
+                c.received.messages,
+                c.received.bytes
+            );
+        }
+    }
+    Ok(())
+}
+
 fn check_tcp_totals(spec: &TestSpec, report: &Report) -> Result<()> {
     for s in &report.streams {
         if s.sender.bytes != s.receiver.bytes {

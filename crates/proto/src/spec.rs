@@ -106,7 +106,31 @@ pub enum TestKind {
     /// A new connection per transaction: connect, request, response,
     /// close (TCP_CRR).
     Crr,
+    /// Whole messages, each acknowledged by the receiver (`linerate msg
+    /// HOST`): parameters in [`TestSpec::msg`], one data connection per
+    /// concurrent transfer, the client sends.
+    Msg,
 }
+
+/// The message test's plan (kind `msg`): both ends walk it in step, so the
+/// data connections need no framing (see `linerate_local::msg`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MsgSpec {
+    /// Message sizes in bytes, in the order they run.
+    pub sizes: Vec<u32>,
+    /// Timed messages per trial and connection, per size.
+    pub messages: Vec<u64>,
+    pub trials: u32,
+    /// The receiver checks every byte (after acknowledging).
+    pub verify: bool,
+}
+
+/// The largest message a server takes (a receive buffer this size per
+/// connection; `--max-test-memory` bounds them together).
+pub const MAX_MSG_SIZE: u32 = 64 << 20;
+/// Trials and timed messages per trial a server takes.
+pub const MAX_MSG_TRIALS: u32 = 1000;
+pub const MAX_MSG_MESSAGES: u64 = 1_000_000;
 
 /// The message sizes of the reference tables (a TCP offload core's
 /// door-to-door latency per payload size), used when no size is given.
@@ -290,6 +314,9 @@ pub struct TestSpec {
     /// UDP parameters; present exactly when `protocol` is `udp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpSpec>,
+    /// Message test parameters (kind `msg` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<MsgSpec>,
 }
 
 impl Default for TestSpec {
@@ -306,6 +333,7 @@ impl Default for TestSpec {
             kind: TestKind::Stream,
             rr: None,
             udp: None,
+            msg: None,
         }
     }
 }
@@ -326,7 +354,7 @@ impl TestSpec {
     /// The data connections of this test, in the order the client opens them:
     /// client-sending streams first, then server-sending ones.
     pub fn stream_plan(&self) -> Vec<StreamPlan> {
-        if self.kind != TestKind::Stream {
+        if matches!(self.kind, TestKind::Rr | TestKind::Crr) {
             // Request/response connections: the client opens them all and
             // writes first; see `rr_conn` for what each one carries.
             return (1..=self.rr_connection_count() as u32)
@@ -380,6 +408,10 @@ impl TestSpec {
     /// Upper bound on how long the data phase can legitimately last, if the
     /// test is time-limited (used for the peers' safety deadlines).
     pub fn data_phase_ms(&self) -> Option<u64> {
+        if self.kind == TestKind::Msg {
+            // Messages until the plan is done: no end known in advance.
+            return None;
+        }
         if let (TestKind::Rr | TestKind::Crr, Some(rr)) = (self.kind, &self.rr) {
             return match rr.limit {
                 // Each phase may also take a moment to start and drain.
@@ -556,7 +588,7 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
     // Request/response tests carry their own limit (checked in negotiate_rr).
     let limit = match spec.kind {
         TestKind::Stream => Some(spec.limit),
-        TestKind::Rr | TestKind::Crr => None,
+        TestKind::Rr | TestKind::Crr | TestKind::Msg => None,
     };
     match limit {
         None => {}
@@ -597,6 +629,9 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             );
         }
         (TestKind::Rr, Protocol::Udp, None) => {}
+        (TestKind::Msg, Protocol::Udp, _) => {
+            return err("protocol", "messages go over TCP".into());
+        }
         (TestKind::Stream, Protocol::Udp, None) => {
             return err("udp", "missing UDP parameters".into())
         }
@@ -645,14 +680,63 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             return err("congestion", format!("{cc:?} is not an algorithm name"));
         }
     }
-    if spec.kind != TestKind::Stream {
-        negotiate_rr(&spec, limits)?;
+    match spec.kind {
+        TestKind::Stream => {}
+        TestKind::Msg => negotiate_msg(&spec, limits)?,
+        TestKind::Rr | TestKind::Crr => negotiate_rr(&spec, limits)?,
     }
     if spec.tcp.unix {
         negotiate_unix(&spec, limits)?;
     }
     crate::limits::check(&mut spec, limits, &mut notes)?;
     Ok(Negotiated { spec, notes })
+}
+
+/// Kind `msg`: the plan within the server's limits; messages go client to
+/// server on TCP, one connection per concurrent transfer.
+fn negotiate_msg(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |reason: String| {
+        Err(SpecError {
+            field: "msg",
+            reason,
+        })
+    };
+    let Some(m) = &spec.msg else {
+        return err("a msg test without its parameters".into());
+    };
+    if spec.protocol != Protocol::Tcp || spec.direction != Direction::Forward {
+        return err("messages go from client to server over TCP".into());
+    }
+    if m.sizes.is_empty() || m.sizes.len() != m.messages.len() || m.sizes.len() > 64 {
+        return err("1 to 64 sizes, each with its message count".into());
+    }
+    if let Some(s) = m.sizes.iter().find(|&&s| s == 0 || s > MAX_MSG_SIZE) {
+        return err(format!(
+            "a {s}-byte message: sizes must be 1 to {MAX_MSG_SIZE} bytes"
+        ));
+    }
+    if m.trials == 0 || m.trials > MAX_MSG_TRIALS {
+        return err(format!(
+            "{} trials: 1 to {MAX_MSG_TRIALS} allowed",
+            m.trials
+        ));
+    }
+    if let Some(n) = m.messages.iter().find(|&&n| n == 0 || n > MAX_MSG_MESSAGES) {
+        return err(format!(
+            "{n} messages per trial: 1 to {MAX_MSG_MESSAGES} allowed"
+        ));
+    }
+    // Each receiving connection holds one message.
+    let largest = u64::from(m.sizes.iter().copied().max().unwrap_or(0));
+    let memory = largest * u64::from(spec.streams.max(1));
+    if memory > limits.max_test_memory {
+        return err(format!(
+            "{} connections × {largest}-byte messages need {memory} bytes of receive buffers; \
+             this server allows {} per test (--max-test-memory)",
+            spec.streams, limits.max_test_memory
+        ));
+    }
+    Ok(())
 }
 
 /// `--transport unix`: a TCP stream test with no TCP socket option.
@@ -904,6 +988,83 @@ mod tests {
             bad(|s| s.tcp.congestion = Some("../etc".into())),
             "congestion"
         );
+    }
+
+    /// Kind `msg`: the plan within the server's limits, each refusal
+    /// naming what to change; no planned end (the server's --max-time
+    /// bounds it).
+    #[test]
+    fn issue_12_msg_negotiation() {
+        let l = ServerLimits::default();
+        let msg = |f: fn(&mut TestSpec)| {
+            let mut s = TestSpec {
+                kind: TestKind::Msg,
+                streams: 2,
+                msg: Some(MsgSpec {
+                    sizes: vec![56, 65536],
+                    messages: vec![100, 10],
+                    trials: 3,
+                    verify: true,
+                }),
+                ..TestSpec::default()
+            };
+            f(&mut s);
+            negotiate(&s, &l)
+        };
+        let ok = msg(|_| {}).expect("a plain msg test");
+        assert_eq!(ok.spec.data_phase_ms(), None);
+        assert_eq!(ok.spec.stream_plan().len(), 2);
+        assert!(ok
+            .spec
+            .stream_plan()
+            .iter()
+            .all(|p| p.sender == Side::Client));
+        for (f, want) in [
+            (
+                (|s: &mut TestSpec| s.msg = None) as fn(&mut TestSpec),
+                "without its parameters",
+            ),
+            (
+                |s| s.direction = Direction::Reverse,
+                "from client to server",
+            ),
+            (
+                |s| s.msg.as_mut().expect("msg").sizes[0] = 0,
+                "sizes must be",
+            ),
+            (
+                |s| s.msg.as_mut().expect("msg").sizes[1] = MAX_MSG_SIZE + 1,
+                "sizes must be",
+            ),
+            (
+                |s| {
+                    s.msg
+                        .as_mut()
+                        .expect("msg")
+                        .messages
+                        .pop()
+                        .map(drop)
+                        .unwrap_or(())
+                },
+                "each with",
+            ),
+            (|s| s.msg.as_mut().expect("msg").trials = 0, "trials"),
+            (
+                |s| s.msg.as_mut().expect("msg").messages[0] = 0,
+                "messages per trial",
+            ),
+            (
+                |s| {
+                    s.streams = 32;
+                    s.msg.as_mut().expect("msg").sizes[1] = MAX_MSG_SIZE;
+                },
+                "--max-test-memory",
+            ),
+        ] {
+            let e = msg(f).expect_err(want);
+            assert_eq!(e.field, "msg", "{e:?}");
+            assert!(e.reason.contains(want), "{want}: {e:?}");
+        }
     }
 
     /// `--transport unix`: tcp stream tests without TCP options only; the

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod html;
 pub mod model;
 pub mod msg;
+pub mod msg_net;
 pub mod msg_plot;
 pub mod plot;
 pub mod plot_extra;

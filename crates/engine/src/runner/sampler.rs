@@ -323,5 +323,6 @@ pub(super) fn sample(
         },
         rr: None,
         kernel_udp: baseline.kernel.as_ref().map(netstat::delta),
+        msg: None,
     }
 }
