@@ -1,8 +1,8 @@
 //! One entry per type of test — tcp stream, udp stream, rr over tcp, rr over
-//! udp, crr — holding everything the control loops do differently for it:
+//! udp, crr, msg — holding everything the control loops do differently for it:
 //! how the client attaches its data connections, how each side starts its
 //! data phase, how often the control loop wakes while it runs, how the
-//! report is built, and what the client checks the two sides agree on. A new type of test (`msg`, an
+//! report is built, and what the client checks the two sides agree on. A new type of test (an
 //! iperf3 wire mode) is a new entry here, not a branch in every file.
 //!
 //! Also what both sides share: the software string and a side's runner

@@ -147,13 +147,15 @@ pub enum Cmd {
     /// whole exchange.
     Crr(RrArgs),
     /// Whole messages, each acknowledged by the receiver, between two
-    /// processes on this host: per size and concurrency, messages/s,
-    /// throughput and per-message time over repeated trials.
+    /// processes on this host or to a linerate server: per size and
+    /// concurrency, messages/s, throughput and per-message time over
+    /// repeated trials.
     ///
     /// `linerate msg --sizes 56,4K,64K,1M --concurrency 1,8 --trials 20
-    /// --verify --transport unix,shm`. Both ends run here: msg starts the
-    /// receiving process itself (no server). Transports: tcp (loopback),
-    /// unix, unix-dgram, shm (shm-direct and shm-bulk).
+    /// --verify --transport unix,shm`: both ends run here (msg starts the
+    /// receiving process itself, no server); transports: tcp (loopback),
+    /// unix, unix-dgram, shm (shm-direct and shm-bulk). `linerate msg HOST
+    /// …`: the server at HOST receives and acknowledges, over TCP.
     Msg(super::msg::MsgArgs),
     /// The receiving process of `linerate msg` (started by it).
     #[command(name = "__msg-peer", hide = true)]
