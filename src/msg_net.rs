@@ -257,7 +257,16 @@ pub fn measure(
             trials: cfg.trials,
             verify: cfg.verify,
         });
-        let report = crate::client::run_trial(&c)?;
+        // Ctrl-C: the trials are not complete, nothing is reported (as
+        // the local test).
+        let interrupted = crate::client::ClientError::Interrupted { reported: false };
+        let report = match crate::client::run_trial(&c) {
+            Err(crate::client::ClientError::Interrupted { .. }) => return Err(interrupted),
+            r => r?,
+        };
+        if report.interrupted {
+            return Err(interrupted);
+        }
         cells.extend(report.msg.unwrap_or_default());
     }
     let server = match &remote.target {

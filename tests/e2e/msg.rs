@@ -605,3 +605,62 @@ fn issue_12_msg_to_a_server_refusals() {
     assert_eq!(ran(&r).len(), 1, "{r}");
     assert!(server.alive());
 }
+
+/// `msg HOST` interrupted (Ctrl-C) mid-run: exit 130, nothing reported, and
+/// the server serves the next test.
+#[test]
+fn issue_12_msg_to_a_server_interrupted() {
+    let mut server = crate::helpers::Server::start(&[]);
+    let port = server.port_str();
+    let mut client = Command::new(bin())
+        .args([
+            "msg",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--sizes",
+            "4M",
+            "--concurrency",
+            "2",
+            "--trials",
+            "1000",
+            "--messages",
+            "1000",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = Command::new("kill")
+        .args(["-INT", &client.id().to_string()])
+        .status();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = client.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            let _ = client.kill();
+            panic!("still running 15 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let r = json_client(&[
+        "msg",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--sizes",
+        "4K",
+        "--trials",
+        "1",
+        "--messages",
+        "10",
+        "--json",
+    ]);
+    assert_eq!(ran(&r).len(), 1, "{r}");
+    assert!(server.alive());
+}

@@ -296,14 +296,20 @@ impl Sink for Human<'_> {
         };
         if i.kind != TestKind::Stream {
             let line = format!(
-                "{who}: {} {} {route} · {} flow{} · engine {}",
+                "{who}: {} {} {route} · {}{} · engine {}",
                 i.protocol,
                 match i.kind {
                     TestKind::Crr => "connect/request/response (crr)",
+                    TestKind::Msg => "acknowledged messages (msg)",
                     _ => "request/response (rr)",
                 },
                 i.streams,
-                if i.streams == 1 { "" } else { "s" },
+                match (i.kind, i.streams) {
+                    (TestKind::Msg, 1) => " transfer",
+                    (TestKind::Msg, _) => " concurrent transfers",
+                    (_, 1) => " flow",
+                    _ => " flows",
+                },
                 engine,
             );
             return writeln!(self.out, "{}", wrap(&line, " · ", 2));
