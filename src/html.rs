@@ -160,6 +160,7 @@ fn kind_name(k: linerate_proto::spec::TestKind) -> &'static str {
         linerate_proto::spec::TestKind::Stream => "stream",
         linerate_proto::spec::TestKind::Rr => "rr",
         linerate_proto::spec::TestKind::Crr => "crr",
+        linerate_proto::spec::TestKind::Msg => "msg",
     }
 }
 

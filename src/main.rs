@@ -12,6 +12,7 @@ mod iperf3;
 mod log;
 mod metrics;
 mod msg;
+mod msg_net;
 mod outcome;
 mod progress;
 mod repeat;

@@ -35,6 +35,10 @@ const ENDS: &str = "both ends on this host: linerate started the receiving proce
 /// Runs `msg` and prints its report; a Ctrl-C ends it as interrupted
 /// (nothing reported: the trials are not complete).
 pub fn run(cfg: &MsgConfig) -> Result<(), ClientError> {
+    if let Some(remote) = &cfg.remote {
+        let report = crate::msg_net::measure(cfg, remote)?;
+        return output(cfg, &report).map_err(ClientError::Failed);
+    }
     run_inner(cfg).map_err(interrupted_or)
 }
 
@@ -49,12 +53,16 @@ pub fn interrupted_or(e: anyhow::Error) -> ClientError {
 }
 
 fn run_inner(cfg: &MsgConfig) -> Result<()> {
-    let report = measure(cfg)?;
+    output(cfg, &measure(cfg)?)
+}
+
+/// Prints the report and writes the plot asked for.
+fn output(cfg: &MsgConfig, report: &MsgReport) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    render(&report, cfg.format, &mut out)?;
+    render(report, cfg.format, &mut out)?;
     out.flush()?;
     if let Some(path) = &cfg.plot {
-        linerate_report::msg_plot::svg(&report, path)
+        linerate_report::msg_plot::svg(report, path)
             .with_context(|| format!("--plot {}", path.display()))?;
     }
     Ok(())

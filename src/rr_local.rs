@@ -15,7 +15,7 @@ use linerate_proto::measure::{CpuMeasurement, RrFlowMeasurement, RrMeasurement, 
 use linerate_proto::spec::RrLimit;
 use linerate_proto::wire::Side;
 use linerate_report::build;
-use linerate_report::model::{Report, TestInfo};
+use linerate_report::model::{OneWay, Report, TestInfo};
 use linerate_report::render::Sink;
 
 use crate::cli::RrConfig;
@@ -71,33 +71,6 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         .map_or(0, |d| d.as_millis() as u64);
     let (near, peer) = Peer::start(t, usize::from(spec.streams), &opts, PeerMode::Rr(&plan))
         .with_context(|| format!("--transport {t}"))?;
-    let cpu0 = cpu::process();
-    let host0 = cpu::host();
-    let wall0 = Instant::now();
-    let flows = lrr::run_client(near, &plan, &|| peer.kill(), &crate::outcome::INTERRUPTED);
-    let wall_ns = wall0.elapsed().as_nanos() as u64;
-    let used = cpu::process().saturating_sub(cpu0);
-    let host = match (host0, cpu::host()) {
-        (Some(a), Some(b)) => Some(cpu::host_delta(a, b)),
-        _ => None,
-    };
-    let (flows, line) = peer
-        .finish(flows)
-        .with_context(|| format!("--transport {t}"))?;
-    let client = SideResults {
-        engine: t.name().into(),
-        cpu: CpuMeasurement {
-            scope: "process".into(),
-            user_ns: used.user.as_nanos() as u64,
-            system_ns: used.system.as_nanos() as u64,
-            wall_ns,
-            host: host.clone(),
-            ..CpuMeasurement::default()
-        },
-        rr: Some(measurement(&flows)),
-        ..SideResults::default()
-    };
-    let server = server_results(t, &line, host)?;
     let info = TestInfo {
         server: format!("local {t} (a child process)"),
         embedded_server: false,
@@ -112,6 +85,61 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         protocol: t.name().into(),
         ..TestInfo::from_spec(spec, Side::Client)
     };
+    sink.start(&info).map_err(anyhow::Error::from)?;
+    // Each phase's record as its last flow ends it, as network rr does;
+    // a failed write ends nothing here but fails the test afterwards.
+    let mut written = Ok(());
+    let mut on_phase = |p: usize, outs: Vec<FlowOut>| {
+        let flows = measurement(&outs.into_iter().map(|o| vec![o]).collect::<Vec<_>>()).flows;
+        let flows = flows
+            .into_iter()
+            .map(|f| RrFlowMeasurement {
+                phase: p as u32,
+                ..f
+            })
+            .collect();
+        if let Some(mut rec) = build::phase_record(spec, p as u32, flows, None) {
+            no_one_way(&mut rec.client_to_server);
+            no_one_way(&mut rec.server_to_client);
+            if written.is_ok() {
+                written = sink.rr_phase(&rec);
+            }
+        }
+    };
+    let cpu0 = cpu::process();
+    let host0 = cpu::host();
+    let wall0 = Instant::now();
+    let flows = lrr::run_client(
+        near,
+        &plan,
+        &|| peer.kill(),
+        &crate::outcome::INTERRUPTED,
+        &mut on_phase,
+    );
+    let wall_ns = wall0.elapsed().as_nanos() as u64;
+    let used = cpu::process().saturating_sub(cpu0);
+    let host = match (host0, cpu::host()) {
+        (Some(a), Some(b)) => Some(cpu::host_delta(a, b)),
+        _ => None,
+    };
+    let (flows, line) = peer
+        .finish(flows)
+        .with_context(|| format!("--transport {t}"))?;
+    written.context("writing output")?;
+    let client = SideResults {
+        engine: t.name().into(),
+        cpu: CpuMeasurement {
+            scope: "process".into(),
+            user_ns: used.user.as_nanos() as u64,
+            system_ns: used.system.as_nanos() as u64,
+            wall_ns,
+            host: host.clone(),
+            ..CpuMeasurement::default()
+        },
+        rr: Some(measurement(&flows)),
+        ..SideResults::default()
+    };
+    let server = server_results(t, &line, host)?;
     let mut notes = vec![format!(
         "transport {t}: both ends on this host; linerate started the serving process itself \
          (a child process; no server)"
@@ -131,10 +159,24 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
          clock; the round trip is measured)"
             .into(),
     );
-    let report = build::build_rr(info, spec, &client, &server, notes);
-    sink.start(&report.test).map_err(anyhow::Error::from)?;
+    let mut report = build::build_rr(info, spec, &client, &server, notes);
+    for p in report.rr.iter_mut().flat_map(|r| r.phases.iter_mut()) {
+        no_one_way(&mut p.client_to_server);
+        no_one_way(&mut p.server_to_client);
+    }
     sink.finish(&report).map_err(anyhow::Error::from)?;
     Ok(report)
+}
+
+/// The one-way figures' reason, true of every local phase whatever its
+/// sizes (the network rr's reasons speak of timestamp headers and clock
+/// offsets, which a local transport has none of).
+fn no_one_way(w: &mut OneWay) {
+    w.unavailable = Some(
+        "the local transports carry no timestamps (both ends share the clock; the round trip \
+         is measured)"
+            .into(),
+    );
 }
 
 fn measurement(flows: &[Vec<FlowOut>]) -> RrMeasurement {

@@ -43,6 +43,7 @@ use crate::test_type::{self, software, ServerSide};
 
 mod report;
 mod udp_attach;
+mod unix_attach;
 
 use crate::guard::{self, Guard, GuardConfig};
 use crate::watch::{IdleWatch, RateWatch};
@@ -562,6 +563,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         peer_ip: peer.ip(),
         idle: None,
         rate_watch: None,
+        unix: None,
     };
     // The server's side never fails the loop: errors end the session.
     let _ = control::drive(&mut test, &mut ctrl);
@@ -603,6 +605,8 @@ struct ServerTest<'a> {
     idle: Option<IdleWatch>,
     /// Holds a client to the rate it agreed to under a server rate limit.
     rate_watch: Option<RateWatch>,
+    /// `--transport unix`: the test's Unix data listener until Start.
+    unix: Option<unix_attach::UnixData>,
 }
 
 impl ControlSide for ServerTest<'_> {
@@ -631,6 +635,15 @@ impl ControlSide for ServerTest<'_> {
     fn turn(&mut self, _: &ControlConn) -> bool {
         while let Ok((hello, sock)) = self.route_rx.try_recv() {
             self.attach(hello, sock);
+        }
+        if let Some(u) = &mut self.unix {
+            let (greeted, problems) = u.poll(Instant::now());
+            for p in problems {
+                self.shared.guard.log.log(format_args!("{p}"));
+            }
+            for (hello, sock) in greeted {
+                self.attach(hello, socket::unix_as_stream(sock));
+            }
         }
         if let Some(crr) = &self.crr {
             // A crr side ends when the client has finished its
@@ -679,6 +692,11 @@ impl ServerTest<'_> {
     /// `--server-engine` (checked when its Hello was negotiated), else the
     /// server's own; asked for by name, an engine runs with its defaults.
     fn engine(&self) -> EngineKind {
+        // Unix stream sockets: read/write only (the client refuses the
+        // other engines for itself; the server's own may be any).
+        if self.session.spec().is_some_and(|s| s.tcp.unix) {
+            return EngineKind::Syscall;
+        }
         match self.session.server_engine() {
             Some(name) if name != self.shared.engine.name() => {
                 name.parse().unwrap_or(self.shared.engine)
@@ -702,8 +720,16 @@ impl ServerTest<'_> {
                 if let Ok(mut r) = self.shared.routes.lock() {
                     r.insert(token, (self.peer_ip, route));
                 }
+                if spec.tcp.unix {
+                    match unix_attach::UnixData::bind(&token) {
+                        Ok(u) => self.unix = Some(u),
+                        Err(e) => self.session.stream_failed(format!("{e:#}")),
+                    }
+                }
             }
             ServerAction::StartStreams => {
+                // Every stream attached: the name goes now.
+                self.unix = None;
                 let spec = self.session.spec().cloned().unwrap_or_default();
                 for p in std::mem::take(&mut self.udp_pending) {
                     if let Err(e) = p.sock.set_write_timeout(Some(POLL)) {
@@ -771,10 +797,16 @@ impl ServerTest<'_> {
         let spec: TestSpec = self.session.spec().cloned().unwrap_or_default();
         match self.session.stream_attached(&hello, Instant::now()) {
             Ok(plan) => {
-                let setup = socket::apply_accepted(&sock, &spec.tcp)
-                    .and_then(|()| socket::set_io_timeout(&sock, POLL))
-                    .map_err(anyhow::Error::from)
-                    .and_then(|()| test_type::pace_sender(&sock, &spec, plan.sender, Side::Server));
+                // A Unix socket has none of the TCP options (negotiation
+                // refused them), only the timeouts.
+                let setup = if spec.tcp.unix {
+                    Ok(())
+                } else {
+                    socket::apply_accepted(&sock, &spec.tcp)
+                }
+                .and_then(|()| socket::set_io_timeout(&sock, POLL))
+                .map_err(anyhow::Error::from)
+                .and_then(|()| test_type::pace_sender(&sock, &spec, plan.sender, Side::Server));
                 if let Err(e) = setup {
                     self.session
                         .stream_failed(format!("stream {}: {e}", plan.id));

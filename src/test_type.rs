@@ -1,8 +1,8 @@
 //! One entry per type of test — tcp stream, udp stream, rr over tcp, rr over
-//! udp, crr — holding everything the control loops do differently for it:
+//! udp, crr, msg — holding everything the control loops do differently for it:
 //! how the client attaches its data connections, how each side starts its
 //! data phase, how often the control loop wakes while it runs, how the
-//! report is built, and what the client checks the two sides agree on. A new type of test (`msg`, an
+//! report is built, and what the client checks the two sides agree on. A new type of test (an
 //! iperf3 wire mode) is a new entry here, not a branch in every file.
 //!
 //! Also what both sides share: the software string and a side's runner
@@ -141,6 +141,18 @@ const CRR: TestType = TestType {
     connection_per_transaction: true,
 };
 
+const MSG: TestType = TestType {
+    name: "msg",
+    attach: attach_tcp,
+    start_client: |_, spec, streams| crate::msg_net::start_client(spec, streams),
+    start_server: |_, spec, streams| crate::msg_net::start_server(spec, streams),
+    // No interval records: the control loops wait long.
+    wake: Duration::from_millis(100),
+    build: linerate_report::msg_net::build_msg,
+    check: check_msg,
+    connection_per_transaction: false,
+};
+
 /// The entry for an agreed spec.
 pub fn of(spec: &TestSpec) -> &'static TestType {
     match (spec.kind, spec.protocol) {
@@ -149,6 +161,7 @@ pub fn of(spec: &TestSpec) -> &'static TestType {
         (TestKind::Rr, Protocol::Tcp) => &RR_TCP,
         (TestKind::Rr, Protocol::Udp) => &RR_UDP,
         (TestKind::Crr, _) => &CRR,
+        (TestKind::Msg, _) => &MSG,
     }
 }
 
@@ -220,18 +233,31 @@ pub fn pace_sender(
     }
 }
 
-/// TCP: one connection per planned stream, greeted with its `DataHello`.
+/// TCP: one connection per planned stream, greeted with its `DataHello`
+/// (`--transport unix`: a Unix stream socket to the test's abstract name).
 fn attach_tcp(
     c: &ClientSide<'_>,
     spec: &TestSpec,
     _: &[u16],
-    _: &mut Vec<String>,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<StreamSetup>> {
     let mut streams = Vec::new();
+    if spec.tcp.unix {
+        notes.push(
+            "transport unix: the data connections are Unix stream sockets (the server's \
+             abstract address for this test; the control connection is TCP)"
+                .into(),
+        );
+    }
     for p in spec.stream_plan() {
-        let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
-            .with_context(|| format!("opening data connection {}", p.id))?;
-        pace_sender(&sock, spec, p.sender, Side::Client)?;
+        let sock = if spec.tcp.unix {
+            connect_unix(c, p.id)?
+        } else {
+            let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
+                .with_context(|| format!("opening data connection {}", p.id))?;
+            pace_sender(&sock, spec, p.sender, Side::Client)?;
+            sock
+        };
         let mut hello = Vec::new();
         DataHello {
             token: c.token,
@@ -253,6 +279,21 @@ fn attach_tcp(
         });
     }
     Ok(streams)
+}
+
+/// `--transport unix`: data connection `id` to the server's abstract
+/// address for this test (which exists only on the server's host, in its
+/// network namespace).
+fn connect_unix(c: &ClientSide<'_>, id: u32) -> Result<std::net::TcpStream> {
+    let name = linerate_proto::spec::unix_data_name(&c.token);
+    let addr = socket::unix_abstract(&name)?;
+    let sock = std::os::unix::net::UnixStream::connect_addr(&addr).with_context(|| {
+        format!(
+            "opening data connection {id} over a Unix socket (--transport unix needs the \
+             server on this host, in this network namespace)"
+        )
+    })?;
+    Ok(socket::unix_as_stream(sock))
 }
 
 /// UDP: a socket connected to each of the server's data ports, each
@@ -453,6 +494,38 @@ fn start_crr_server(s: &ServerSide<'_>, _: &TestSpec, _: Vec<StreamSetup>) -> Re
 
 /// A completed TCP test must have moved every byte it wrote: anything else
 /// is a bug or a broken path, and the numbers would be wrong.
+/// msg: both sides ran the whole plan and the receiver got every message
+/// the sender sent, whole (`--verify`'s corrupt ones are counted, not an
+/// error).
+fn check_msg(spec: &TestSpec, report: &Report) -> Result<()> {
+    if report.interrupted {
+        // Stopped by its user: incomplete by design (the caller says so).
+        return Ok(());
+    }
+    let cells = report.msg.as_deref().unwrap_or_default();
+    let sizes = spec.msg.as_ref().map_or(0, |m| m.sizes.len());
+    if cells.len() != sizes {
+        anyhow::bail!(
+            "the message test did not complete ({} of {sizes} sizes)",
+            cells.len()
+        );
+    }
+    for c in cells {
+        if c.sent != c.received {
+            anyhow::bail!(
+                "{}-byte messages: the sender sent {} ({} bytes), the receiver received {} ({} \
+                 bytes)",
+                c.size,
+                c.sent.messages,
+                c.sent.bytes,
+                c.received.messages,
+                c.received.bytes
+            );
+        }
+    }
+    Ok(())
+}
+
 fn check_tcp_totals(spec: &TestSpec, report: &Report) -> Result<()> {
     for s in &report.streams {
         if s.sender.bytes != s.receiver.bytes {

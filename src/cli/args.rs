@@ -149,13 +149,15 @@ pub enum Cmd {
     /// whole exchange.
     Crr(RrArgs),
     /// Whole messages, each acknowledged by the receiver, between two
-    /// processes on this host: per size and concurrency, messages/s,
-    /// throughput and per-message time over repeated trials.
+    /// processes on this host or to a linerate server: per size and
+    /// concurrency, messages/s, throughput and per-message time over
+    /// repeated trials.
     ///
     /// `linerate msg --sizes 56,4K,64K,1M --concurrency 1,8 --trials 20
-    /// --verify --transport unix,shm`. Both ends run here: msg starts the
-    /// receiving process itself (no server). Transports: tcp (loopback),
-    /// unix, unix-dgram, shm (shm-direct and shm-bulk).
+    /// --verify --transport unix,shm`: both ends run here (msg starts the
+    /// receiving process itself, no server); transports: tcp (loopback),
+    /// unix, unix-dgram, shm (shm-direct and shm-bulk). `linerate msg HOST
+    /// …`: the server at HOST receives and acknowledges, over TCP.
     Msg(super::msg::MsgArgs),
     /// The receiving process of `linerate msg` (started by it).
     #[command(name = "__msg-peer", hide = true)]
@@ -398,6 +400,11 @@ pub struct TcpArgs {
     pub skip_rx_copy: bool,
     #[arg(long, long_help = BUSY_POLL_HELP, help = "Busy polling on both sides' data sockets")]
     pub busy_poll: bool,
+    /// tcp, or unix: the data connections are Unix stream sockets to the
+    /// server (the embedded one, or a `linerate server` on this host and
+    /// network namespace); the control connection stays TCP.
+    #[arg(long, value_name = "tcp|unix", default_value = "tcp")]
+    pub transport: String,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Give up connecting after this long.

@@ -475,6 +475,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
             mss: a.mss,
             rate: (protocol == Protocol::Tcp && rate != 0).then_some(rate),
             skip_rx_copy: a.skip_rx_copy,
+            unix: false,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match rate {

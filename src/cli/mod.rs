@@ -711,6 +711,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                     .unwrap_or(0),
                 interval_ms,
                 tcp: TcpOptions {
+                    unix: tcp_transport(&t)?,
                     window,
                     congestion: t.congestion,
                     no_delay: t.no_delay,
@@ -767,6 +768,39 @@ fn tcp_rate(rate: Option<&str>) -> Result<Option<u64>> {
             Ok(Some(bps.round() as u64))
         }
     }
+}
+
+/// `tcp --transport`: whether the data connections are Unix stream
+/// sockets; the TCP-only flags are refused with it, by name.
+fn tcp_transport(t: &args::TcpArgs) -> Result<bool> {
+    match t.transport.as_str() {
+        "tcp" => return Ok(false),
+        "unix" => {}
+        other => bail!("--transport: {other:?} is not tcp or unix"),
+    }
+    let tcp_only = [
+        ("--window", t.window.is_some()),
+        ("--congestion", t.congestion.is_some()),
+        ("--no-delay", t.no_delay),
+        ("--mss", t.mss.is_some()),
+        ("--rate", t.rate.is_some()),
+        ("--iperf3", t.iperf3),
+        ("--skip-rx-copy", t.skip_rx_copy),
+        ("--busy-poll", t.busy_poll),
+    ];
+    if let Some((flag, _)) = tcp_only.iter().find(|(_, set)| *set) {
+        bail!("{flag} is a TCP option; --transport unix data connections are Unix stream sockets");
+    }
+    // The other engines' zero-copy sends and registered buffers are TCP's.
+    for (flag, e) in [
+        ("--engine", Some(t.engine.engine.as_str())),
+        ("--server-engine", t.engine.server_engine.as_deref()),
+    ] {
+        if let Some(e) = e.filter(|e| !matches!(*e, "syscall" | "auto")) {
+            bail!("{flag} {e}: --transport unix runs the syscall engine (read/write) only");
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

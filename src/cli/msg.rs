@@ -17,8 +17,13 @@ use super::{args, format_of, Command};
 
 #[derive(Debug, Args)]
 pub struct MsgArgs {
-    /// Not supported yet: msg runs both ends on this host (no server).
+    /// A `linerate server` to send the messages to over TCP (a connection
+    /// per concurrent transfer; the server receives and acknowledges);
+    /// omit to run both ends on this host over --transport.
     pub host: Option<String>,
+    /// Server port (with HOST).
+    #[arg(short, long, default_value_t = args::DEFAULT_PORT)]
+    pub port: u16,
     /// Message sizes, comma-separated (K/M/G are 1024-based).
     #[arg(long, default_value = "56,4K,64K,1M")]
     pub sizes: String,
@@ -37,8 +42,9 @@ pub struct MsgArgs {
     /// pair), unix-dgram (datagram socket pair), shm (both of
     /// shm-direct: the message in ring slots, and shm-bulk: the message in
     /// a shared region, a descriptor in the ring).
-    #[arg(long, default_value = "unix")]
-    pub transport: String,
+    /// [default: unix; with HOST: tcp, the only one]
+    #[arg(long)]
+    pub transport: Option<String>,
     /// Check every byte of every message (a pattern from its number and
     /// offset), outside the timed section; counts corrupt messages.
     #[arg(long)]
@@ -99,6 +105,8 @@ pub struct MsgConfig {
     pub opts: Options,
     pub plot: Option<PathBuf>,
     pub format: Format,
+    /// `msg HOST`: the server, its port and how long to wait connecting.
+    pub remote: Option<super::ClientConfig>,
 }
 
 impl MsgConfig {
@@ -131,12 +139,14 @@ pub struct MsgPeerConfig {
 const MAX_SIZE: u64 = 1 << 30;
 
 pub fn validate_msg(a: MsgArgs) -> Result<Command> {
-    if let Some(h) = a.host {
-        bail!(
-            "msg {h}: messages to a remote server are not supported yet; without HOST, \
-             msg runs both ends on this host (use `linerate rr {h}` for TCP request/response)"
-        );
-    }
+    let transport = match (&a.host, a.transport.as_deref()) {
+        (None, t) => t.unwrap_or("unix").to_owned(),
+        (Some(_), None | Some("tcp")) => "tcp".to_owned(),
+        (Some(h), Some(t)) => bail!(
+            "--transport {t}: with HOST ({h}) the messages go over TCP to its server; the \
+             local transports run without HOST"
+        ),
+    };
     let mut sizes = Vec::new();
     for s in a.sizes.split(',').filter(|s| !s.trim().is_empty()) {
         let n = parse_size(s.trim()).context("--sizes")?;
@@ -180,7 +190,7 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
         }
     };
     let transports =
-        Transport::parse_list(&a.transport).map_err(|e| anyhow::anyhow!("--transport: {e}"))?;
+        Transport::parse_list(&transport).map_err(|e| anyhow::anyhow!("--transport: {e}"))?;
     let slot = parse_size(&a.shm_slot).context("--shm-slot")?;
     if !(16..=1 << 20).contains(&slot) || slot % 8 != 0 {
         bail!("--shm-slot: {slot} bytes; a slot is 16 B to 1 MiB, a multiple of 8");
@@ -189,7 +199,34 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
     if spin > Duration::from_secs(1) {
         bail!("--spin: at most 1s");
     }
+    let format = format_of(&a.output);
+    let remote = a.host.map(|host| super::ClientConfig {
+        target: super::Target::Remote { host, port: a.port },
+        // Per concurrency, the client fills in streams and the plan.
+        spec: linerate_proto::spec::TestSpec {
+            kind: linerate_proto::spec::TestKind::Msg,
+            // Nagle would hold each acknowledgement (and a small message)
+            // for the ACK of the one before.
+            tcp: linerate_proto::spec::TcpOptions {
+                no_delay: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        engine: linerate_engine::engines::EngineKind::Syscall,
+        engine_note: None,
+        cpus: Vec::new(),
+        format,
+        connect_timeout: Duration::from_secs(10),
+        iperf3: false,
+        server_engine: None,
+        auth_key: None,
+        iface: None,
+        report: None,
+        plot: None,
+    });
     Ok(Command::Msg(MsgConfig {
+        remote,
         transports,
         opts: Options {
             slot_size: slot as u32,
@@ -209,7 +246,7 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
         messages,
         verify: a.verify,
         plot: a.plot,
-        format: format_of(&a.output),
+        format,
     }))
 }
 

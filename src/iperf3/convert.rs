@@ -63,6 +63,7 @@ pub fn spec_from(p: &Params) -> TestSpec {
             rate: (protocol == Protocol::Tcp && p.bandwidth >= 8).then_some(p.bandwidth),
             // iperf3 3.21's --skip-rx-copy: its receivers use MSG_TRUNC, so ours do.
             skip_rx_copy: protocol == Protocol::Tcp && p.skip_rx_copy,
+            unix: false,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match p.bandwidth {

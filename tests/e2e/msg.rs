@@ -338,6 +338,56 @@ fn issue_12_rr_over_local_transports() {
     }
 }
 
+/// `rr --transport unix --json-lines`: a start record, an `rr_phase`
+/// record per phase as it ends (in order, counting both flows) and the
+/// summary, as network rr prints them.
+#[test]
+fn issue_12_local_rr_json_lines_has_a_record_per_phase() {
+    for t in ["unix", "shm"] {
+        let args = [
+            "rr",
+            "--transport",
+            t,
+            "--sizes",
+            "56,1K,4K",
+            "-n",
+            "100",
+            "-P",
+            "2",
+            "--json-lines",
+        ];
+        let out = run_client(&args, Duration::from_secs(30));
+        assert_ok(&out, &args);
+        let recs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+            .collect();
+        let types: Vec<&str> = recs
+            .iter()
+            .map(|r| r["type"].as_str().expect("type"))
+            .collect();
+        assert_eq!(
+            types,
+            ["start", "rr_phase", "rr_phase", "rr_phase", "summary"],
+            "{t}"
+        );
+        for (i, (r, size)) in recs[1..4].iter().zip([56, 1024, 4096]).enumerate() {
+            assert_eq!(u(&r["phase"]), i as u64, "{t}: {r}");
+            assert_eq!(u(&r["request_size"]), size, "{t}: {r}");
+            assert_eq!(u(&r["transactions"]), 200, "{t}: {r}");
+            assert_eq!(u(&r["latency"]["count"]), 200, "{t}: {r}");
+            let summary = &recs[4]["rr"]["phases"][i];
+            // Every size gives the same reason: no timestamps locally.
+            for w in [&r["client_to_server"], &summary["server_to_client"]] {
+                let why = w["unavailable"].as_str().expect("a reason");
+                assert!(why.contains("local transports"), "{t}: {why}");
+            }
+            assert_eq!(r["transactions"], summary["transactions"], "{t}");
+            assert_eq!(r["latency"]["p50_ns"], summary["latency"]["p50_ns"], "{t}");
+        }
+    }
+}
+
 /// A local transport with a HOST, crr, or shm-bulk is refused up front.
 #[test]
 fn issue_12_rr_local_transport_refusals() {
@@ -421,4 +471,196 @@ fn issue_12_msg_interrupted_exits_130_and_ends_the_receiver() {
             "{t}: receiving process {peer} outlived the interrupted client"
         );
     }
+}
+
+/// `msg HOST`: the message test through a running `linerate server` (kind
+/// `msg` of the control protocol): every size and concurrency, every
+/// message whole, sender and receiver agreeing on counts and bytes, the
+/// receiver's --verify clean.
+#[test]
+fn issue_12_msg_to_a_server() {
+    let server = crate::helpers::Server::start(&[]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "msg",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--sizes",
+        "56,64K",
+        "--concurrency",
+        "1,2",
+        "--trials",
+        "3",
+        "--messages",
+        "50",
+        "--verify",
+        "--json",
+    ]);
+    assert!(
+        r["ends"]
+            .as_str()
+            .expect("ends")
+            .contains("linerate server"),
+        "{r}"
+    );
+    let cells = ran(&r);
+    assert_eq!(cells.len(), 4, "{r}");
+    for c in cells {
+        assert_eq!(c["transport"], "tcp", "{c}");
+        assert_eq!(u(&c["trials"]), 3, "{c}");
+        assert_eq!(
+            u(&c["messages_per_trial"]),
+            50 * u(&c["concurrency"]),
+            "{c}"
+        );
+        assert_eq!(c["sent"], c["received"], "{c}");
+        // 8 calibration messages, then per trial a warm-up and 50 timed.
+        let per_conn = 8 + 3 * (1 + 50);
+        assert_eq!(
+            u(&c["received"]["messages"]),
+            per_conn * u(&c["concurrency"]),
+            "{c}"
+        );
+        assert_eq!(u(&c["corrupt"]), 0, "{c}");
+        assert!(
+            c["cpu"]["receiver_ns_per_message"].as_f64().expect("cpu") > 0.0,
+            "{c}"
+        );
+    }
+}
+
+/// `msg HOST --verify`: corruption injected by the sender (test-only hook)
+/// is caught and counted by the server's receiver.
+#[test]
+fn issue_12_msg_to_a_server_counts_injected_corruption() {
+    let server = crate::helpers::Server::start(&[]);
+    let port = server.port_str();
+    let out = Command::new(bin())
+        .args([
+            "msg",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--sizes",
+            "1K",
+            "--trials",
+            "2",
+            "--messages",
+            "40",
+            "--verify",
+            "--json",
+        ])
+        .env("LINERATE_TEST_CORRUPT_EVERY", "10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let c = ran(&r)[0];
+    // Messages 0, 10, 20, … of 8 + 2 × 41 = 90.
+    assert_eq!(u(&c["corrupt"]), 9, "{c}");
+    assert_eq!(c["sent"], c["received"], "{c}");
+}
+
+/// Parameters a server cannot take are refused with the reason (exit 3),
+/// a local transport with HOST is a usage error, and the server keeps
+/// serving.
+#[test]
+fn issue_12_msg_to_a_server_refusals() {
+    let mut server = crate::helpers::Server::start(&["--max-test-memory", "64M"]);
+    let port = server.port_str();
+    for (extra, code, want) in [
+        (
+            &["--sizes", "20M", "--concurrency", "8"][..],
+            3,
+            "--max-test-memory",
+        ),
+        (&["--sizes", "100M"][..], 3, "sizes must be 1 to"),
+        (
+            &["--transport", "shm"][..],
+            2,
+            "the local transports run without HOST",
+        ),
+    ] {
+        let mut args = vec!["msg", "127.0.0.1", "-p", &port, "--trials", "1"];
+        args.extend_from_slice(extra);
+        let out = run_client(&args, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    let r = json_client(&[
+        "msg",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--sizes",
+        "4K",
+        "--trials",
+        "1",
+        "--messages",
+        "10",
+        "--json",
+    ]);
+    assert_eq!(ran(&r).len(), 1, "{r}");
+    assert!(server.alive());
+}
+
+/// `msg HOST` interrupted (Ctrl-C) mid-run: exit 130, nothing reported, and
+/// the server serves the next test.
+#[test]
+fn issue_12_msg_to_a_server_interrupted() {
+    let mut server = crate::helpers::Server::start(&[]);
+    let port = server.port_str();
+    let mut client = Command::new(bin())
+        .args([
+            "msg",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--sizes",
+            "4M",
+            "--concurrency",
+            "2",
+            "--trials",
+            "1000",
+            "--messages",
+            "1000",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = Command::new("kill")
+        .args(["-INT", &client.id().to_string()])
+        .status();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = client.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            let _ = client.kill();
+            panic!("still running 15 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let r = json_client(&[
+        "msg",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--sizes",
+        "4K",
+        "--trials",
+        "1",
+        "--messages",
+        "10",
+        "--json",
+    ]);
+    assert_eq!(ran(&r).len(), 1, "{r}");
+    assert!(server.alive());
 }

@@ -396,3 +396,158 @@ fn issue_2_back_to_back_tests_always_attach_their_streams() {
         assert_ok(&out, &["back-to-back", &i.to_string()]);
     }
 }
+
+/// The test's abstract Unix names still bound on this host.
+fn unix_data_names() -> Vec<String> {
+    std::fs::read_to_string("/proc/net/unix")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .filter(|p| p.starts_with("@linerate-data-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `tcp --transport unix`: the data connections are Unix stream sockets;
+/// every mode moves its bytes exactly (sender = receiver per stream), with
+/// the embedded server and with a running `linerate server`, and the
+/// test's abstract name is gone when the test is.
+#[test]
+fn issue_12_tcp_transport_unix_bytes_balance() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let runs: [&[&str]; 4] = [
+        &[
+            "tcp",
+            "--transport",
+            "unix",
+            "-n",
+            "64M",
+            "-P",
+            "2",
+            "--json",
+        ],
+        &[
+            "tcp",
+            "--transport",
+            "unix",
+            "-t",
+            "0.5",
+            "--bidir",
+            "--json",
+        ],
+        &[
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--transport",
+            "unix",
+            "-n",
+            "32M",
+            "-R",
+            "--json",
+        ],
+        &[
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--transport",
+            "unix",
+            "-t",
+            "0.5",
+            "-P",
+            "2",
+            "--json",
+        ],
+    ];
+    for args in runs {
+        let r = json_client(args);
+        assert_eq!(r["test"]["tcp"]["unix"], true, "{args:?}: {}", r["test"]);
+        assert_streams_balanced(&r);
+        if args.contains(&"-n") {
+            // --bytes is per direction, split over the streams.
+            let want = 32u64 << 20 << u64::from(args.contains(&"64M"));
+            let streams = r["streams"].as_array().expect("streams");
+            let got: u64 = streams.iter().map(|s| u(&s["receiver"]["bytes"])).sum();
+            assert_eq!(got, want, "{args:?}");
+        }
+        assert!(
+            r["notes"].to_string().contains("Unix stream sockets"),
+            "{args:?}: {}",
+            r["notes"]
+        );
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || unix_data_names().is_empty()),
+        "abstract names left: {:?}",
+        unix_data_names()
+    );
+}
+
+/// TCP options and engines a Unix socket does not have are refused by
+/// name; an unknown transport too.
+#[test]
+fn issue_12_tcp_transport_unix_refusals() {
+    for (args, want) in [
+        (
+            &["tcp", "--transport", "unix", "-w", "1M"][..],
+            "--window is a TCP option",
+        ),
+        (
+            &["tcp", "--transport", "unix", "-b", "1G"][..],
+            "--rate is a TCP option",
+        ),
+        (
+            &["tcp", "--transport", "unix", "--engine", "batch"][..],
+            "syscall engine",
+        ),
+        (&["tcp", "--transport", "pigeon"][..], "not tcp or unix"),
+    ] {
+        let out = run_client(args, Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// A server that limits rates (TCP pacing) refuses `--transport unix`
+/// with the reason, either direction, and keeps serving.
+#[test]
+fn issue_12_tcp_transport_unix_refused_by_a_rate_limited_server() {
+    let mut server = Server::start(&["--max-rate", "1G"]);
+    let port = server.port_str();
+    for extra in [&[][..], &["-R"][..]] {
+        let mut args = vec![
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--transport",
+            "unix",
+            "-t",
+            "0.3",
+        ];
+        args.extend_from_slice(extra);
+        let out = run_client(&args, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("a Unix socket cannot"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    let r = json_client(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "0.3",
+        "-b",
+        "100M",
+        "--json",
+    ]);
+    assert_streams_balanced(&r);
+    assert!(server.alive());
+}

@@ -255,6 +255,25 @@ pub fn listen(bind: Option<IpAddr>, port: u16) -> Result<TcpListener, EngineErro
     }
 }
 
+/// `--transport unix`: the abstract-namespace address `name` (no file;
+/// it lives in the network namespace and goes when its listener closes).
+pub fn unix_abstract(name: &str) -> Result<std::os::unix::net::SocketAddr, EngineError> {
+    use std::os::linux::net::SocketAddrExt;
+    std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+        .map_err(|e| EngineError::io("Unix socket name", e))
+}
+
+/// A connected Unix stream socket as the stream loops' socket type.
+/// `TcpStream` is only an owned descriptor with `read`/`write`/`shutdown`
+/// and the `SO_RCVTIMEO`/`SO_SNDTIMEO` timeouts, all of which a Unix
+/// stream socket has: the loops and the syscall engine run on it
+/// unchanged. What is TCP's alone is not asked of it (`TCP_INFO` reads
+/// fail and are reported as absent; `--transport unix` refuses the TCP
+/// options and every engine but syscall).
+pub fn unix_as_stream(sock: std::os::unix::net::UnixStream) -> TcpStream {
+    TcpStream::from(std::os::fd::OwnedFd::from(sock))
+}
+
 /// Read and write timeouts, so blocked loops can notice stop requests.
 pub fn set_io_timeout(stream: &TcpStream, t: Duration) -> Result<(), EngineError> {
     stream

@@ -15,20 +15,34 @@
 //! them: the sender times each message until its acknowledgement, the
 //! receiver checks the `--verify` [`pattern`] after acknowledging.
 
+//!
+//! Under `--cfg loom` (the ring's model check, see [`ring`]) the crate is
+//! the ring alone: everything else needs real memory and processes.
+
+#[cfg(not(loom))]
 pub mod channel;
+#[cfg(not(loom))]
 pub mod link;
+#[cfg(not(loom))]
 pub mod msg;
+#[cfg(not(loom))]
 pub mod pattern;
 pub mod ring;
+#[cfg(not(loom))]
 pub mod rr;
+#[cfg(not(loom))]
 pub mod shm;
+#[cfg(not(loom))]
 pub mod sock;
 
+#[cfg(not(loom))]
 pub use channel::{Channel, Transport};
 
+#[cfg(not(loom))]
 use std::io;
 
 /// What can go wrong on a local transport.
+#[cfg(not(loom))]
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
     #[error("{what}: {source}")]
@@ -55,6 +69,7 @@ pub enum LocalError {
     Aborted,
 }
 
+#[cfg(not(loom))]
 impl LocalError {
     pub(crate) fn io(what: &'static str) -> impl FnOnce(io::Error) -> LocalError {
         move |source| match source.kind() {

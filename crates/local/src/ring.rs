@@ -33,7 +33,23 @@
 //!   at least one of them sees the other's store (the store-buffer litmus
 //!   test under SC fences): either the consumer sees the new entry and does
 //!   not sleep, or the producer sees `asleep` and rings the doorbell.
+//!
+//! The orderings are model-checked with loom (`loom_model`, built only
+//! under `--cfg loom`: `RUSTFLAGS="--cfg loom"
+//! CARGO_TARGET_DIR=target/loom cargo test -p linerate-local --release
+//! --lib ring::loom_model`). Under that cfg the crate is
+//! this module alone and a `View` holds loom's tracked atomics and cells
+//! instead of a pointer into a mapping (loom cannot follow memory it did
+//! not allocate, nor two processes): [`Producer`] and [`Consumer`] run the
+//! same code, and loom reports any slot read that is not ordered after its
+//! write (and the write after the previous read), and any interleaving in
+//! which the consumer sleeps while the producer saw it awake. Weakening
+//! either Release store to Relaxed, or dropping the consumer's fence,
+//! fails a model.
 
+#[cfg(loom)]
+use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// Bytes before the first slot.
@@ -43,6 +59,7 @@ pub const SLOT_HEADER: usize = 8;
 
 const HEAD: usize = 0;
 const TAIL: usize = 64;
+#[cfg_attr(loom, allow(dead_code))]
 const ASLEEP: usize = 128;
 
 /// The ring's index arithmetic, free of memory: what both ends compute.
@@ -89,6 +106,7 @@ impl Shape {
 }
 
 /// One ring in a region: the base pointer and its shape.
+#[cfg(not(loom))]
 #[derive(Debug, Clone, Copy)]
 struct View {
     base: *mut u8,
@@ -99,8 +117,10 @@ struct View {
 // owner keeps the mapping alive); each side touches only what the protocol
 // above gives it, through atomics or slots it owns at the time, so moving
 // the view to another thread is sound.
+#[cfg(not(loom))]
 unsafe impl Send for View {}
 
+#[cfg(not(loom))]
 impl View {
     fn atomic_u64(&self, off: usize) -> &AtomicU64 {
         // SAFETY: `off` is 0 or 64, inside the header the creator
@@ -124,6 +144,125 @@ impl View {
         // `shape.bytes()` bytes the creator reserved.
         unsafe { self.base.add(HEADER + slot * self.shape.slot_size as usize) }
     }
+
+    /// Writes `msg` (at most a slot's payload) into the slot of index `i`.
+    ///
+    /// # Safety
+    /// The slot must be the producer's: free (acquired from `tail`) and not
+    /// yet published.
+    unsafe fn write_slot(&self, i: u64, msg: &[u8]) {
+        let p = self.slot_ptr(i);
+        // SAFETY: the caller owns the slot; msg.len() ≤ payload (checked
+        // by the caller), so header and payload fit the slot; msg is
+        // private memory, so the ranges do not overlap.
+        unsafe {
+            (p as *mut u32).write_unaligned(msg.len() as u32);
+            std::ptr::copy_nonoverlapping(msg.as_ptr(), p.add(SLOT_HEADER), msg.len());
+        }
+    }
+
+    /// Copies the slot of index `i` into `out`; its length (clamped to the
+    /// payload and to `out`).
+    ///
+    /// # Safety
+    /// The slot must be the consumer's: published (acquired from `head`)
+    /// and not yet freed.
+    unsafe fn read_slot(&self, i: u64, out: &mut [u8]) -> usize {
+        let p = self.slot_ptr(i);
+        // SAFETY: the caller owns the slot; the stored length is clamped
+        // to the slot's payload, so the read stays in the slot.
+        unsafe {
+            let len = (p as *const u32).read_unaligned() as usize;
+            let n = len.min(self.shape.payload()).min(out.len());
+            std::ptr::copy_nonoverlapping(p.add(SLOT_HEADER), out.as_mut_ptr(), n);
+            n
+        }
+    }
+}
+
+/// Under loom: the ring's memory as loom-tracked atomics and cells.
+#[cfg(loom)]
+#[derive(Debug)]
+struct Region {
+    head: AtomicU64,
+    tail: AtomicU64,
+    asleep: AtomicU32,
+    /// Per slot: its length and payload bytes.
+    slots: Vec<loom::cell::UnsafeCell<(usize, Vec<u8>)>>,
+}
+
+#[cfg(loom)]
+#[derive(Debug, Clone)]
+struct View {
+    r: loom::sync::Arc<Region>,
+    shape: Shape,
+}
+
+#[cfg(loom)]
+impl View {
+    fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+        if off == HEAD {
+            &self.r.head
+        } else {
+            &self.r.tail
+        }
+    }
+
+    fn asleep(&self) -> &AtomicU32 {
+        &self.r.asleep
+    }
+
+    fn cell(&self, i: u64) -> &loom::cell::UnsafeCell<(usize, Vec<u8>)> {
+        &self.r.slots[Indices {
+            slots: self.shape.slots,
+        }
+        .slot(i)]
+    }
+
+    /// As the mapped ring's; loom checks the access is not concurrent
+    /// with the consumer's read of the same slot.
+    unsafe fn write_slot(&self, i: u64, msg: &[u8]) {
+        self.cell(i).with_mut(|p| {
+            // SAFETY: loom's cell hands out this pointer only for the
+            // closure and panics on an access that races with another.
+            let (len, bytes) = unsafe { &mut *p };
+            *len = msg.len();
+            bytes[..msg.len()].copy_from_slice(msg);
+        })
+    }
+
+    unsafe fn read_slot(&self, i: u64, out: &mut [u8]) -> usize {
+        self.cell(i).with(|p| {
+            // SAFETY: as in write_slot.
+            let (len, bytes) = unsafe { &*p };
+            let n = (*len).min(out.len());
+            out[..n].copy_from_slice(&bytes[..n]);
+            n
+        })
+    }
+}
+
+/// Under loom: a fresh ring of `shape` in loom-tracked memory.
+#[cfg(loom)]
+pub fn model(shape: Shape) -> (Producer, Consumer) {
+    let v = View {
+        r: loom::sync::Arc::new(Region {
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+            asleep: AtomicU32::new(0),
+            slots: (0..shape.slots)
+                .map(|_| loom::cell::UnsafeCell::new((0, vec![0; shape.payload()])))
+                .collect(),
+        }),
+        shape,
+    };
+    (
+        Producer {
+            v: v.clone(),
+            head: 0,
+        },
+        Consumer { v, tail: 0 },
+    )
 }
 
 /// The writing end of a ring.
@@ -154,6 +293,7 @@ pub struct TooLong {
 /// # Safety
 /// `base` must point to at least `shape.bytes()` writable bytes, 64-byte
 /// aligned, that no one else uses yet.
+#[cfg(not(loom))]
 pub unsafe fn init(base: *mut u8, shape: Shape) {
     debug_assert!(shape.slot_size as usize >= SLOT_HEADER && shape.slot_size.is_multiple_of(8));
     debug_assert!((base as usize).is_multiple_of(64));
@@ -167,6 +307,7 @@ pub unsafe fn init(base: *mut u8, shape: Shape) {
 /// `base` must point to a ring set up by [`init`] with this `shape`, that
 /// stays mapped while the ends live; at most one producer and one consumer
 /// may exist for it at a time (across processes).
+#[cfg(not(loom))]
 pub unsafe fn ends(base: *mut u8, shape: Shape) -> (Producer, Consumer) {
     let v = View { base, shape };
     let head = v.atomic_u64(HEAD).load(Ordering::Acquire);
@@ -198,16 +339,10 @@ impl Producer {
         if !ix.has_room(self.head, tail) {
             return Ok(false);
         }
-        let p = self.v.slot_ptr(self.head);
         // SAFETY: the slot at head is free (has_room after acquiring tail:
         // the consumer is done with it) and the consumer does not read it
-        // until the Release store of head below; msg.len() ≤ payload, so
-        // header and payload fit the slot; msg is private memory, so the
-        // ranges do not overlap.
-        unsafe {
-            (p as *mut u32).write_unaligned(msg.len() as u32);
-            std::ptr::copy_nonoverlapping(msg.as_ptr(), p.add(SLOT_HEADER), msg.len());
-        }
+        // until the Release store of head below; msg fits (checked above).
+        unsafe { self.v.write_slot(self.head, msg) };
         self.head += 1;
         self.v.atomic_u64(HEAD).store(self.head, Ordering::Release);
         Ok(true)
@@ -230,17 +365,10 @@ impl Consumer {
         if head == self.tail {
             return None;
         }
-        let p = self.v.slot_ptr(self.tail);
         // SAFETY: the slot below head was published by the producer's
         // Release store, acquired above; it stays untouched by the producer
-        // until our Release store of tail below. The stored length is
-        // clamped to the slot's payload, so the read stays in the slot.
-        let n = unsafe {
-            let len = (p as *const u32).read_unaligned() as usize;
-            let n = len.min(self.v.shape.payload()).min(out.len());
-            std::ptr::copy_nonoverlapping(p.add(SLOT_HEADER), out.as_mut_ptr(), n);
-            n
-        };
+        // until our Release store of tail below.
+        let n = unsafe { self.v.read_slot(self.tail, out) };
         self.tail += 1;
         self.v.atomic_u64(TAIL).store(self.tail, Ordering::Release);
         Some(n)
@@ -270,7 +398,7 @@ impl Consumer {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -390,6 +518,80 @@ mod tests {
                     assert_eq!(*b, (i as u8).wrapping_add(k as u8), "message {i} byte {k}");
                 }
             }
+        });
+    }
+}
+
+/// The ring's orderings under loom's model checker: every interleaving and
+/// every value a load may see under the C11 model, within loom's bounds.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use loom::thread;
+
+    /// Message `i` of length 1 + i % 3, every byte derived from i.
+    fn message(i: u8) -> Vec<u8> {
+        (0..1 + i % 3)
+            .map(|k| i.wrapping_mul(7).wrapping_add(k))
+            .collect()
+    }
+
+    /// Slots are reused (3 messages through 2 slots): loom fails the test
+    /// if a slot is read before its write is visible, or written again
+    /// while the consumer may still read it (its cells check every
+    /// access against the happens-before the atomics establish).
+    #[test]
+    fn slots_are_published_and_freed_in_order() {
+        loom::model(|| {
+            let shape = Shape {
+                slots: 2,
+                slot_size: 16,
+            };
+            let (mut p, mut c) = model(shape);
+            let t = thread::spawn(move || {
+                for i in 0..3u8 {
+                    while !p.try_push(&message(i)).expect("fits") {
+                        thread::yield_now();
+                    }
+                }
+            });
+            let mut out = [0u8; 8];
+            for i in 0..3u8 {
+                let n = loop {
+                    if let Some(n) = c.try_pop(&mut out) {
+                        break n;
+                    }
+                    thread::yield_now();
+                };
+                assert_eq!(&out[..n], &message(i)[..], "message {i}");
+            }
+            t.join().expect("producer");
+        });
+    }
+
+    /// No lost wake-up: a consumer that finds the ring empty and decides
+    /// to sleep must be seen asleep by a producer that pushes meanwhile,
+    /// or see the push itself (the store-buffer litmus with SeqCst
+    /// fences).
+    #[test]
+    fn a_sleeping_consumer_is_always_woken() {
+        loom::model(|| {
+            let shape = Shape {
+                slots: 2,
+                slot_size: 16,
+            };
+            let (mut p, mut c) = model(shape);
+            let t = thread::spawn(move || {
+                assert!(p.try_push(&[1]).expect("fits"));
+                p.consumer_asleep()
+            });
+            let mut out = [0u8; 8];
+            let sleeps = c.try_pop(&mut out).is_none() && c.prepare_sleep();
+            let rang = t.join().expect("producer");
+            assert!(
+                !sleeps || rang,
+                "the consumer sleeps on a queued message and no doorbell rings"
+            );
         });
     }
 }

@@ -11,6 +11,7 @@
 //! each phase, so phases do not overlap.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use linerate_stats::histogram::Histogram;
@@ -118,8 +119,9 @@ pub fn client(
     plan: &Plan,
     gate: &Gate,
     abort: &AtomicBool,
+    ended: &dyn Fn(usize, &FlowOut),
 ) -> Result<Vec<FlowOut>, LocalError> {
-    let r = client_inner(ch, plan, gate, abort);
+    let r = client_inner(ch, plan, gate, abort, ended);
     if r.is_err() {
         gate.break_all();
     }
@@ -131,6 +133,7 @@ fn client_inner(
     plan: &Plan,
     gate: &Gate,
     abort: &AtomicBool,
+    ended: &dyn Fn(usize, &FlowOut),
 ) -> Result<Vec<FlowOut>, LocalError> {
     let max = plan.phases.iter().map(|p| p.0).max().unwrap_or(0);
     let req = vec![0u8; max];
@@ -175,33 +178,48 @@ fn client_inner(
             let per = (t_chunk.elapsed().as_nanos() as u64 / n).max(1);
             chunk = (CHUNK.as_nanos() as u64 / per).clamp(1, MAX_CHUNK);
         }
-        out.push(FlowOut {
+        let o = FlowOut {
             transactions: done,
             bytes_sent: done * q as u64,
             bytes_received: done * r as u64,
             elapsed_ns: start.elapsed().as_nanos() as u64,
             rtt,
-        });
+        };
+        ended(out.len(), &o);
+        out.push(o);
     }
     Ok(out)
 }
 
 /// Runs every flow's client, one thread each; `on_fail` ends the serving
-/// process when one fails, so the others return. Per flow, per phase.
+/// process when one fails, so the others return. `on_phase` is called on
+/// this thread with a phase's number and every flow's figures of it (in
+/// flow order) as soon as the last flow ended it (`--json-lines` prints
+/// them as they come). Per flow, per phase.
 pub fn run_client(
     channels: Vec<Box<dyn Channel>>,
     plan: &Plan,
     on_fail: &(dyn Fn() + Sync),
     abort: &AtomicBool,
+    on_phase: &mut dyn FnMut(usize, Vec<FlowOut>),
 ) -> Result<Vec<Vec<FlowOut>>, LocalError> {
-    let gate = Gate::new(channels.len());
+    let flows = channels.len();
+    let gate = Gate::new(flows);
+    let (tx, rx) = mpsc::channel::<(usize, usize, FlowOut)>();
     std::thread::scope(|s| {
         let hs: Vec<_> = channels
             .into_iter()
-            .map(|mut ch| {
+            .enumerate()
+            .map(|(f, mut ch)| {
                 let gate = &gate;
+                let tx = tx.clone();
                 s.spawn(move || {
-                    let r = client(&mut *ch, plan, gate, abort);
+                    // A send fails only once the receiving loop below has
+                    // ended, which it does not before every flow returned.
+                    let ended = |p: usize, o: &FlowOut| {
+                        let _ = tx.send((p, f, o.clone()));
+                    };
+                    let r = client(&mut *ch, plan, gate, abort, &ended);
                     if r.is_err() {
                         on_fail();
                     }
@@ -209,6 +227,18 @@ pub fn run_client(
                 })
             })
             .collect();
+        // Ends when every flow thread has returned (dropping its sender).
+        drop(tx);
+        let mut pending: Vec<Vec<Option<FlowOut>>> = Vec::new();
+        for (p, f, o) in rx {
+            if pending.len() <= p {
+                pending.resize_with(p + 1, || vec![None; flows]);
+            }
+            pending[p][f] = Some(o);
+            if pending[p].iter().all(Option::is_some) {
+                on_phase(p, pending[p].iter_mut().filter_map(Option::take).collect());
+            }
+        }
         let mut outs = Vec::new();
         let mut first = None;
         for h in hs {

@@ -228,6 +228,8 @@ fn stream_rate(spec: &TestSpec) -> Option<Option<u64>> {
             load.then_some(None)
         }
         (TestKind::Stream, Protocol::Tcp) => Some(spec.tcp.rate),
+        // Messages go as fast as they are acknowledged: unpaced.
+        (TestKind::Msg, _) => Some(None),
         (TestKind::Stream, Protocol::Udp) => {
             let pace = spec.udp.as_ref().map_or(Pace::Unlimited, |u| u.pace);
             Some(match pace {

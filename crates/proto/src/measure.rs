@@ -492,6 +492,54 @@ pub struct SideResults {
     /// peers, which never said).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ld_preload: Option<String>,
+    /// Message tests (kind `msg`): this side's view of the messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<MsgMeasurement>,
+}
+
+/// A message test's measurements of one side: the sender's timing (client)
+/// or the receiver's totals (server), per size in plan order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MsgMeasurement {
+    /// Why this side's messages stopped before the plan's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sent: Vec<MsgSizeSent>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub received: Vec<MsgSizeReceived>,
+}
+
+/// The sender's figures for one size.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MsgSizeSent {
+    /// Everything sent, calibration and warm-up included.
+    pub messages: u64,
+    pub bytes: u64,
+    /// Messages per clock pair, and the calibration's median time (ns).
+    pub batch: u64,
+    pub calibration_ns: u64,
+    pub trials: Vec<MsgTrial>,
+}
+
+/// One trial, all connections together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MsgTrial {
+    pub wall_ns: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub sender_cpu_ns: u64,
+    /// Per-message times, ns: sparse HDR buckets (value, count).
+    pub histogram: Vec<(u64, u64)>,
+}
+
+/// The receiver's totals for one size, all connections together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MsgSizeReceived {
+    pub messages: u64,
+    pub bytes: u64,
+    pub corrupt: u64,
+    pub cpu_ns: u64,
 }
 
 /// Whether a spinning flow has a CPU of its own.

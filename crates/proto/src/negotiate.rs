@@ -44,7 +44,7 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
     // Request/response tests carry their own limit (checked in negotiate_rr).
     let limit = match spec.kind {
         TestKind::Stream => Some(spec.limit),
-        TestKind::Rr | TestKind::Crr => None,
+        TestKind::Rr | TestKind::Crr | TestKind::Msg => None,
     };
     match limit {
         None => {}
@@ -85,6 +85,9 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             );
         }
         (TestKind::Rr, Protocol::Udp, None) => {}
+        (TestKind::Msg, Protocol::Udp, _) => {
+            return err("protocol", "messages go over TCP".into());
+        }
         (TestKind::Stream, Protocol::Udp, None) => {
             return err("udp", "missing UDP parameters".into())
         }
@@ -133,11 +136,92 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             return err("congestion", format!("{cc:?} is not an algorithm name"));
         }
     }
-    if spec.kind != TestKind::Stream {
-        negotiate_rr(&spec, limits)?;
+    match spec.kind {
+        TestKind::Stream => {}
+        TestKind::Msg => negotiate_msg(&spec, limits)?,
+        TestKind::Rr | TestKind::Crr => negotiate_rr(&spec, limits)?,
+    }
+    if spec.tcp.unix {
+        negotiate_unix(&spec, limits)?;
     }
     crate::limits::check(&mut spec, limits, &mut notes)?;
     Ok(Negotiated { spec, notes })
+}
+
+/// Kind `msg`: the plan within the server's limits; messages go client to
+/// server on TCP, one connection per concurrent transfer.
+fn negotiate_msg(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |reason: String| {
+        Err(SpecError {
+            field: "msg",
+            reason,
+        })
+    };
+    let Some(m) = &spec.msg else {
+        return err("a msg test without its parameters".into());
+    };
+    if spec.protocol != Protocol::Tcp || spec.direction != Direction::Forward {
+        return err("messages go from client to server over TCP".into());
+    }
+    if m.sizes.is_empty() || m.sizes.len() != m.messages.len() || m.sizes.len() > 64 {
+        return err("1 to 64 sizes, each with its message count".into());
+    }
+    if let Some(s) = m.sizes.iter().find(|&&s| s == 0 || s > MAX_MSG_SIZE) {
+        return err(format!(
+            "a {s}-byte message: sizes must be 1 to {MAX_MSG_SIZE} bytes"
+        ));
+    }
+    if m.trials == 0 || m.trials > MAX_MSG_TRIALS {
+        return err(format!(
+            "{} trials: 1 to {MAX_MSG_TRIALS} allowed",
+            m.trials
+        ));
+    }
+    if let Some(n) = m.messages.iter().find(|&&n| n == 0 || n > MAX_MSG_MESSAGES) {
+        return err(format!(
+            "{n} messages per trial: 1 to {MAX_MSG_MESSAGES} allowed"
+        ));
+    }
+    // Each receiving connection holds one message.
+    let largest = u64::from(m.sizes.iter().copied().max().unwrap_or(0));
+    let memory = largest * u64::from(spec.streams.max(1));
+    if memory > limits.max_test_memory {
+        return err(format!(
+            "{} connections × {largest}-byte messages need {memory} bytes of receive buffers; \
+             this server allows {} per test (--max-test-memory)",
+            spec.streams, limits.max_test_memory
+        ));
+    }
+    Ok(())
+}
+
+/// `--transport unix`: a TCP stream test with no TCP socket option.
+fn negotiate_unix(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |reason: &str| {
+        Err(SpecError {
+            field: "transport",
+            reason: format!("unix: {reason}"),
+        })
+    };
+    if spec.kind != TestKind::Stream || spec.protocol != Protocol::Tcp {
+        return err("Unix stream sockets carry tcp stream tests only");
+    }
+    let t = &spec.tcp;
+    if t.window.is_some() || t.congestion.is_some() || t.mss.is_some() || t.rate.is_some() {
+        return err("window, congestion, mss and rate are TCP options; a Unix socket has none");
+    }
+    if t.skip_rx_copy || spec.busy_poll {
+        return err("--skip-rx-copy and --busy-poll work on TCP and UDP sockets only");
+    }
+    // The server's rate limits hold TCP senders to a kernel pacing rate,
+    // which a Unix socket cannot take.
+    if limits.max_rate_bps.is_some() || limits.max_total_rate_bps.is_some() {
+        return err(
+            "this server limits test rates (--max-rate/--max-total-rate) by TCP pacing, which \
+             a Unix socket cannot do",
+        );
+    }
+    Ok(())
 }
 
 /// Checks the request/response part of a spec.
@@ -346,5 +430,130 @@ impl RateBudget {
                 bps,
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::side::Side;
+
+    /// Kind `msg`: the plan within the server's limits, each refusal
+    /// naming what to change; no planned end (the server's --max-time
+    /// bounds it).
+    #[test]
+    fn issue_12_msg_negotiation() {
+        let l = ServerLimits::default();
+        let msg = |f: fn(&mut TestSpec)| {
+            let mut s = TestSpec {
+                kind: TestKind::Msg,
+                streams: 2,
+                msg: Some(MsgSpec {
+                    sizes: vec![56, 65536],
+                    messages: vec![100, 10],
+                    trials: 3,
+                    verify: true,
+                }),
+                ..TestSpec::default()
+            };
+            f(&mut s);
+            negotiate(&s, &l)
+        };
+        let ok = msg(|_| {}).expect("a plain msg test");
+        assert_eq!(ok.spec.data_phase_ms(), None);
+        assert_eq!(ok.spec.stream_plan().len(), 2);
+        assert!(ok
+            .spec
+            .stream_plan()
+            .iter()
+            .all(|p| p.sender == Side::Client));
+        for (f, want) in [
+            (
+                (|s: &mut TestSpec| s.msg = None) as fn(&mut TestSpec),
+                "without its parameters",
+            ),
+            (
+                |s| s.direction = Direction::Reverse,
+                "from client to server",
+            ),
+            (
+                |s| s.msg.as_mut().expect("msg").sizes[0] = 0,
+                "sizes must be",
+            ),
+            (
+                |s| s.msg.as_mut().expect("msg").sizes[1] = MAX_MSG_SIZE + 1,
+                "sizes must be",
+            ),
+            (
+                |s| {
+                    s.msg
+                        .as_mut()
+                        .expect("msg")
+                        .messages
+                        .pop()
+                        .map(drop)
+                        .unwrap_or(())
+                },
+                "each with",
+            ),
+            (|s| s.msg.as_mut().expect("msg").trials = 0, "trials"),
+            (
+                |s| s.msg.as_mut().expect("msg").messages[0] = 0,
+                "messages per trial",
+            ),
+            (
+                |s| {
+                    s.streams = 32;
+                    s.msg.as_mut().expect("msg").sizes[1] = MAX_MSG_SIZE;
+                },
+                "--max-test-memory",
+            ),
+        ] {
+            let e = msg(f).expect_err(want);
+            assert_eq!(e.field, "msg", "{e:?}");
+            assert!(e.reason.contains(want), "{want}: {e:?}");
+        }
+    }
+
+    /// `--transport unix`: tcp stream tests without TCP options only; the
+    /// flag survives negotiation and is named in the spec's JSON only when set.
+    #[test]
+    fn issue_12_unix_transport_negotiation() {
+        let l = ServerLimits::default();
+        let unix = |f: fn(&mut TestSpec)| {
+            let mut s = TestSpec::default();
+            s.tcp.unix = true;
+            f(&mut s);
+            negotiate(&s, &l)
+        };
+        assert!(unix(|_| {}).expect("plain unix stream").spec.tcp.unix);
+        for f in [
+            (|s: &mut TestSpec| s.tcp.window = Some(1 << 20)) as fn(&mut TestSpec),
+            |s| s.tcp.rate = Some(1_000_000),
+            |s| s.tcp.mss = Some(1000),
+        ] {
+            let e = unix(f).expect_err("refused");
+            assert_eq!(e.field, "transport", "{e:?}");
+        }
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            ..TestSpec::default()
+        };
+        assert!(negotiate_unix(&udp, &l).is_err());
+        let capped = ServerLimits {
+            max_rate_bps: Some(1_000_000_000),
+            ..ServerLimits::default()
+        };
+        let s = TestSpec {
+            tcp: TcpOptions {
+                unix: true,
+                ..TcpOptions::default()
+            },
+            ..TestSpec::default()
+        };
+        let e = negotiate(&s, &capped).expect_err("no pacing on a Unix socket");
+        assert!(e.reason.contains("--max-rate"), "{e:?}");
+        let plain = serde_json::to_string(&TestSpec::default()).expect("json");
+        assert!(!plain.contains("unix"), "{plain}");
     }
 }

@@ -76,6 +76,23 @@ pub struct TcpOptions {
     /// that need not look at the bytes). Absent from older peers' specs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_rx_copy: bool,
+    /// `--transport unix`: the data connections are Unix stream sockets to
+    /// the server's abstract address for the test ([`unix_data_name`]), so
+    /// client and server must share a host and network namespace. Stream
+    /// tests only; none of the TCP options apply. Absent from older peers'
+    /// specs (a server that ignores it answers an Accept without it, which
+    /// the client refuses as a changed spec).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unix: bool,
+}
+
+/// The abstract Unix socket name (no file: it lives in the network
+/// namespace and goes when the server closes it) on which the server
+/// takes a `--transport unix` test's data connections: derived from the
+/// test's token, so the Accept needs no new field.
+pub fn unix_data_name(token: &crate::wire::Token) -> String {
+    let hex: String = token.0.iter().map(|b| format!("{b:02x}")).collect();
+    format!("linerate-data-{hex}")
 }
 
 /// What a test measures.
@@ -90,7 +107,31 @@ pub enum TestKind {
     /// A new connection per transaction: connect, request, response,
     /// close (TCP_CRR).
     Crr,
+    /// Whole messages, each acknowledged by the receiver (`linerate msg
+    /// HOST`): parameters in [`TestSpec::msg`], one data connection per
+    /// concurrent transfer, the client sends.
+    Msg,
 }
+
+/// The message test's plan (kind `msg`): both ends walk it in step, so the
+/// data connections need no framing (see `linerate_local::msg`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MsgSpec {
+    /// Message sizes in bytes, in the order they run.
+    pub sizes: Vec<u32>,
+    /// Timed messages per trial and connection, per size.
+    pub messages: Vec<u64>,
+    pub trials: u32,
+    /// The receiver checks every byte (after acknowledging).
+    pub verify: bool,
+}
+
+/// The largest message a server takes (a receive buffer this size per
+/// connection; `--max-test-memory` bounds them together).
+pub const MAX_MSG_SIZE: u32 = 64 << 20;
+/// Trials and timed messages per trial a server takes.
+pub const MAX_MSG_TRIALS: u32 = 1000;
+pub const MAX_MSG_MESSAGES: u64 = 1_000_000;
 
 /// The message sizes of the reference tables (a TCP offload core's
 /// door-to-door latency per payload size), used when no size is given.
@@ -280,6 +321,9 @@ pub struct TestSpec {
     /// peers' specs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub busy_poll: bool,
+    /// Message test parameters (kind `msg` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<MsgSpec>,
 }
 
 impl Default for TestSpec {
@@ -297,6 +341,7 @@ impl Default for TestSpec {
             rr: None,
             udp: None,
             busy_poll: false,
+            msg: None,
         }
     }
 }
@@ -317,7 +362,7 @@ impl TestSpec {
     /// The data connections of this test, in the order the client opens them:
     /// client-sending streams first, then server-sending ones.
     pub fn stream_plan(&self) -> Vec<StreamPlan> {
-        if self.kind != TestKind::Stream {
+        if matches!(self.kind, TestKind::Rr | TestKind::Crr) {
             // Request/response connections: the client opens them all and
             // writes first; see `rr_conn` for what each one carries.
             return (1..=self.rr_connection_count() as u32)
@@ -371,6 +416,10 @@ impl TestSpec {
     /// Upper bound on how long the data phase can legitimately last, if the
     /// test is time-limited (used for the peers' safety deadlines).
     pub fn data_phase_ms(&self) -> Option<u64> {
+        if self.kind == TestKind::Msg {
+            // Messages until the plan is done: no end known in advance.
+            return None;
+        }
         if let (TestKind::Rr | TestKind::Crr, Some(rr)) = (self.kind, &self.rr) {
             return match rr.limit {
                 // Each phase may also take a moment to start and drain.

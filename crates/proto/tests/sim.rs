@@ -364,6 +364,29 @@ fn results(side: Side, spec: &TestSpec) -> SideResults {
         kernel_udp: None,
         // Carried through the exchange like every other field.
         ld_preload: (side == Side::Server).then(|| "/opt/sim/libbypass.so".into()),
+        // Kind msg: the sender's timing and the receiver's totals.
+        msg: Some(linerate_proto::measure::MsgMeasurement {
+            error: None,
+            sent: vec![linerate_proto::measure::MsgSizeSent {
+                messages: 10 + salt,
+                bytes: 640 + salt,
+                batch: 1,
+                calibration_ns: 5_000 + salt,
+                trials: vec![linerate_proto::measure::MsgTrial {
+                    wall_ns: 1_000_000 + salt,
+                    messages: 2,
+                    bytes: 128,
+                    sender_cpu_ns: 900,
+                    histogram: vec![(1_000, 2)],
+                }],
+            }],
+            received: vec![linerate_proto::measure::MsgSizeReceived {
+                messages: 10 + salt,
+                bytes: 640,
+                corrupt: salt,
+                cpu_ns: 700,
+            }],
+        }),
     }
 }
 

@@ -50,7 +50,7 @@ fn endpoint(side: Side, m: Option<&StreamMeasurement>, omit_s: f64) -> Endpoint 
     }
 }
 
-fn side_cpu(c: &CpuMeasurement, bytes_moved: u64) -> SideCpu {
+pub(crate) fn side_cpu(c: &CpuMeasurement, bytes_moved: u64) -> SideCpu {
     let user_s = ns_to_s(c.user_ns);
     let system_s = ns_to_s(c.system_ns);
     let wall_s = ns_to_s(c.wall_ns);
@@ -583,6 +583,7 @@ pub fn build_stream(
         rr: None,
         iface: None,
         interrupted: false,
+        msg: None,
     }
 }
 
@@ -613,6 +614,7 @@ pub fn build_rr(
         rr: crate::rr::build(spec, client, server),
         iface: None,
         interrupted: false,
+        msg: None,
     }
 }
 

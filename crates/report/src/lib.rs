@@ -16,6 +16,7 @@ pub mod compare_plot;
 pub mod html;
 pub mod model;
 pub mod msg;
+pub mod msg_net;
 pub mod msg_plot;
 pub mod plot;
 pub mod plot_extra;

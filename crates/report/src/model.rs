@@ -641,6 +641,10 @@ pub struct Report {
     /// cover the time until then (absent when the test ran to its limit).
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub interrupted: bool,
+    /// Message tests (kind `msg`, `linerate msg HOST`): one cell per
+    /// message size, as `linerate msg` reports them.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub msg: Option<Vec<crate::msg::MsgCell>>,
 }
 
 /// An interface's counters over a whole test beside the test's payload.

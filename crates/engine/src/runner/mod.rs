@@ -190,7 +190,7 @@ fn empty_results(engine: String) -> Receiver<SideResults> {
 /// Runs `side` on its own thread as a [`SideRun`]: `side` gets the side's
 /// signals and returns its results (used by the request/response runner,
 /// which has no interval records).
-pub(crate) fn spawn_side(
+pub fn spawn_side(
     engine_name: &'static str,
     side: impl FnOnce(&Arc<Signals>) -> SideResults + Send + 'static,
 ) -> SideRun {

@@ -333,5 +333,6 @@ pub(super) fn sample(
         // The control loop fills it (the runner does not read the
         // environment).
         ld_preload: None,
+        msg: None,
     }
 }

@@ -326,14 +326,20 @@ impl Sink for Human<'_> {
         };
         if i.kind != TestKind::Stream {
             let line = format!(
-                "{who}: {} {} {route} · {} flow{} · engine {}",
+                "{who}: {} {} {route} · {}{} · engine {}",
                 i.protocol,
                 match i.kind {
                     TestKind::Crr => "connect/request/response (crr)",
+                    TestKind::Msg => "acknowledged messages (msg)",
                     _ => "request/response (rr)",
                 },
                 i.streams,
-                if i.streams == 1 { "" } else { "s" },
+                match (i.kind, i.streams) {
+                    (TestKind::Msg, 1) => " transfer",
+                    (TestKind::Msg, _) => " concurrent transfers",
+                    (_, 1) => " flow",
+                    _ => " flows",
+                },
                 engine,
             );
             return writeln!(self.out, "{}", wrap(&line, " · ", 2));
@@ -415,6 +421,40 @@ impl Sink for Human<'_> {
     }
 
     fn finish(&mut self, r: &Report) -> io::Result<()> {
+        if let Some(cells) = &r.msg {
+            // `linerate msg HOST` prints its own tables (report::msg); this
+            // is the one-line-per-size form, for the server's log.
+            for c in cells {
+                let rate = |s: &Option<linerate_stats::trials::TrialStats>,
+                            f: fn(f64) -> String| {
+                    s.as_ref().map_or("-".into(), |s| f(s.mean))
+                };
+                writeln!(
+                    self.out,
+                    "msg ×{} {:>9}: {} messages/s, {} (mean of {} trials); received {} of {} \
+                     messages{}",
+                    c.concurrency,
+                    format_size(c.size),
+                    rate(
+                        &c.messages_per_sec,
+                        linerate_stats::units::format_count_rate
+                    ),
+                    rate(&c.throughput_bps, linerate_stats::units::format_rate),
+                    c.trials,
+                    c.received.messages,
+                    c.sent.messages,
+                    c.corrupt
+                        .map_or(String::new(), |n| format!(", {n} corrupt")),
+                )?;
+            }
+            writeln!(self.out, "CPU:")?;
+            self.cpu_line("client", &r.cpu.client, &[])?;
+            self.cpu_line("server", &r.cpu.server, &[])?;
+            for n in &r.notes {
+                self.words(&format!("note: {n}"), 6)?;
+            }
+            return self.out.flush();
+        }
         if let Some(rr) = &r.rr {
             rr_table::tables(&mut self.out, r, rr)?;
             writeln!(self.out, "CPU:")?;
