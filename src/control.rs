@@ -233,16 +233,26 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
             Some(spec) if running => test_type::of(spec).wake,
             _ => side.idle_wait(),
         };
-        match ctrl.recv(wait) {
+        let before = Instant::now();
+        let checked = match ctrl.recv(wait) {
             Ok(Some(bytes)) => {
                 // Clock probes need the arrival time; read it first.
                 let t = clock::mono_ns();
-                side.session().receive_at(bytes, Instant::now(), t);
+                let now = Instant::now();
+                side.session().receive_at(bytes, now, t);
+                now
             }
-            Ok(None) => {}
-            Err(_) => side.session().peer_closed(),
-        }
-        side.session().handle_timeout(Instant::now());
+            // Nothing arrived before the wait ran out: the peer's silence
+            // is known up to then, not up to whenever a loaded host runs
+            // this thread again (bytes may be queued by then), which the
+            // heartbeat's silence limit must not count.
+            Ok(None) => Instant::now().min(before + wait),
+            Err(_) => {
+                side.session().peer_closed();
+                Instant::now()
+            }
+        };
+        side.session().handle_timeout(checked);
     }
     // Flush a final Abort, if any; the peer may already be gone.
     let bytes = side.session().outbox().take();

@@ -208,7 +208,11 @@ pub fn server_session(data: &[u8]) {
         let k = AuthKey::from_file_contents(b"0123456789abcdef").expect("key");
         ServerAuth::new(k, [9; 32])
     });
-    let mut s = ServerSession::new(limits, Admission::Admit, token, "fuzz", now).with_auth(auth);
+    // Heartbeats as the binary takes them: a Hello that offers them turns
+    // them on, one that does not leaves them off.
+    let mut s = ServerSession::new(limits, Admission::Admit, token, "fuzz", now)
+        .with_auth(auth)
+        .with_heartbeat(crate::session::heartbeat::HEARTBEAT_INTERVAL);
     for _ in 0..MAX_EVENTS {
         if i.is_empty() {
             break;
@@ -245,7 +249,8 @@ pub fn client_session(data: &[u8]) {
     let mut i = Input::new(data);
     let t0 = Instant::now();
     let mut now = t0;
-    let mut c = ClientSession::new(TestSpec::default(), "fuzz", now);
+    let mut c = ClientSession::new(TestSpec::default(), "fuzz", now)
+        .with_heartbeat(crate::session::heartbeat::HEARTBEAT_INTERVAL);
     for _ in 0..MAX_EVENTS {
         if i.is_empty() {
             break;
