@@ -27,10 +27,11 @@ use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Sink};
 use linerate_report::Report;
 
+use crate::about::software;
 use crate::cli::{ClientConfig, RrConfig, Target};
 use crate::control::{self, ControlConn, ControlSide};
 use crate::server;
-use crate::test_type::{self, software, ClientSide};
+use crate::test_type::{self, ClientSide};
 
 pub use crate::outcome::{ClientError, INTERRUPTED};
 
@@ -408,7 +409,7 @@ impl<'a> ClientTest<'a, '_> {
             server_software,
             client_engine: self.engine.to_string(),
             server_engine_requested: self.cfg.server_engine.clone(),
-            client_ld_preload: test_type::ld_preload(),
+            client_ld_preload: crate::about::ld_preload(),
             ..TestInfo::from_spec(spec, Side::Client)
         }
     }

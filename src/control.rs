@@ -221,7 +221,7 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
             side.rr_phase(p)?;
         }
         if let Some(mut results) = side.run().and_then(|r| r.try_finish()) {
-            results.ld_preload = test_type::ld_preload();
+            results.ld_preload = crate::about::ld_preload();
             side.session().local_finished(results, Instant::now());
             continue;
         }

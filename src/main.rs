@@ -1,6 +1,7 @@
 //! linerate's entry point: parse the command line, run the command, map
 //! failures to exit codes and print them. Nothing else lives here.
 
+mod about;
 mod cli;
 mod client;
 mod compare;
@@ -9,6 +10,7 @@ mod guard;
 mod host;
 mod html;
 mod iperf3;
+mod local_peer;
 mod log;
 mod metrics;
 mod msg;
@@ -64,7 +66,7 @@ fn main() -> ExitCode {
             // Ctrl-C in the terminal reaches this process too: the client
             // ends the run and this process with it.
             let _ = ctrlc::set_handler(|| {});
-            return exit(msg::peer(cfg), Format::Human);
+            return exit(local_peer::peer(cfg), Format::Human);
         }
         // First Ctrl-C: abort the test cleanly (tell the server, report
         // nothing false); a second one: the default, immediate exit.

@@ -21,7 +21,7 @@ use linerate_report::msg::{
 };
 use linerate_stats::histogram::Histogram;
 
-use crate::cli::{MsgConfig, MsgPeerConfig, PeerRun};
+use crate::cli::MsgConfig;
 use crate::outcome::ClientError;
 
 /// How long the client waits for the receiving process's totals after the
@@ -115,7 +115,7 @@ fn measure(cfg: &MsgConfig) -> Result<MsgReport> {
     }
     Ok(MsgReport {
         test: "msg".into(),
-        software: crate::test_type::software(),
+        software: crate::about::software(),
         ends: ENDS.into(),
         timer: MsgTimer {
             granularity_ns,
@@ -367,31 +367,10 @@ fn cells_of(t: Transport, conc: u32, plan: &Plan, run: &SendRun, rx: &[RxTotals]
     cells
 }
 
-/// `__msg-peer`: the receiving process of `msg` (or serving process of a
-/// local `rr`). Exit status 0 with its totals on the control socket, or 1
-/// with `error …` there and on stderr.
-pub fn peer(cfg: &MsgPeerConfig) -> Result<()> {
-    let fds = link::adopt(&cfg.fds)?;
-    let ctl = link::adopt(&[cfg.ctl])?
-        .pop()
-        .ok_or_else(|| anyhow!("no control socket"))?;
-    let mut ctl_stream = UnixStream::from(ctl.try_clone()?);
-    let r = link::open(cfg.transport, fds, &cfg.opts, &ctl)
-        .map_err(anyhow::Error::from)
-        .and_then(|chans| match &cfg.mode {
-            PeerRun::Msg(plan) => peer_msg(chans, plan),
-            PeerRun::Rr(phases) => crate::rr_local::serve(chans, phases),
-        });
-    let line = match &r {
-        Ok(totals) => format!("ok {totals}\n"),
-        Err(e) => format!("error {}\n", format!("{e:#}").replace('\n', " ")),
-    };
-    // The client may be gone already (that is often why we failed).
-    let _ = ctl_stream.write_all(line.as_bytes());
-    r.map(drop)
-}
-
-fn peer_msg(chans: Vec<Box<dyn linerate_local::Channel>>, plan: &Plan) -> Result<String> {
+pub(crate) fn peer_msg(
+    chans: Vec<Box<dyn linerate_local::Channel>>,
+    plan: &Plan,
+) -> Result<String> {
     let results: Vec<_> = std::thread::scope(|s| {
         let hs: Vec<_> = chans
             .into_iter()

@@ -275,7 +275,7 @@ pub fn measure(
     };
     Ok(MsgReport {
         test: "msg".into(),
-        software: crate::test_type::software(),
+        software: crate::about::software(),
         ends: format!(
             "sender here, receiver the linerate server at {server} (TCP, a connection per \
              concurrent transfer)"

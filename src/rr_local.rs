@@ -18,10 +18,10 @@ use linerate_report::build;
 use linerate_report::model::{OneWay, Report, TestInfo};
 use linerate_report::render::Sink;
 
+use crate::about::software;
 use crate::cli::RrConfig;
 use crate::msg::{parse_records, Peer, PeerMode};
 use crate::outcome::ClientError;
-use crate::test_type::software;
 
 /// Spin budget of `--busy-poll` on shared memory (as rr's socket spinning).
 const BUSY_SPIN: Duration = Duration::from_micros(50);
@@ -79,8 +79,8 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         client_engine: t.name().into(),
         server_engine: t.name().into(),
         // The serving process inherits this one's environment.
-        client_ld_preload: crate::test_type::ld_preload(),
-        server_ld_preload: crate::test_type::ld_preload(),
+        client_ld_preload: crate::about::ld_preload(),
+        server_ld_preload: crate::about::ld_preload(),
         start_unix_ms,
         protocol: t.name().into(),
         ..TestInfo::from_spec(spec, Side::Client)

@@ -34,12 +34,13 @@ use linerate_proto::wire::{
 };
 use linerate_report::render::Format;
 
+use crate::about::software;
 use crate::cli::ServerConfig;
 use crate::control::{self, read_first_frame, ControlConn, ControlSide};
 use crate::iperf3::server::{self as iperf3_server, Iperf3Hub};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
-use crate::test_type::{self, software, ServerSide};
+use crate::test_type::{self, ServerSide};
 
 mod report;
 mod udp_attach;

@@ -293,7 +293,7 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
         points: cfg.points.clone(),
         rates_are_bits: cfg.rates_are_bits,
         max_loss_percent: cfg.max_loss_percent,
-        client_software: crate::test_type::software(),
+        client_software: crate::about::software(),
         start_unix_ms: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),

@@ -165,41 +165,6 @@ pub fn of(spec: &TestSpec) -> &'static TestType {
     }
 }
 
-/// What each side says it is running.
-pub fn software() -> String {
-    format!("linerate {}", env!("CARGO_PKG_VERSION"))
-}
-
-/// This process's `LD_PRELOAD`, when set and not empty: every report
-/// records it on both sides (issue 8), since a preloaded kernel-bypass
-/// library changes what the figures measure. The dynamic loader ignores a
-/// library it cannot load (with a line on stderr and nothing else), so
-/// each one missing from this process's mappings is named as not loaded.
-pub fn ld_preload() -> Option<String> {
-    let v = std::env::var_os("LD_PRELOAD")?
-        .to_string_lossy()
-        .into_owned();
-    if v.trim().is_empty() {
-        return None;
-    }
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    let missing: Vec<&str> = v
-        .split([' ', ':'])
-        .filter(|lib| !lib.is_empty())
-        .filter(|lib| {
-            // A bare name is found on the library path: match the file name.
-            let name = lib.rsplit('/').next().unwrap_or(lib);
-            !maps
-                .lines()
-                .any(|l| l.ends_with(&format!("/{name}")) || l.ends_with(lib))
-        })
-        .collect();
-    if missing.is_empty() || maps.is_empty() {
-        return Some(v);
-    }
-    Some(format!("{v} (not loaded: {})", missing.join(", ")))
-}
-
 /// Whose CPU a side accounts: the process, or only its own threads when
 /// it shares the process (an embedded server, or concurrent tests).
 pub fn cpu_scope(shares_process: bool) -> CpuScope {
@@ -285,7 +250,7 @@ fn attach_tcp(
 /// address for this test (which exists only on the server's host, in its
 /// network namespace).
 fn connect_unix(c: &ClientSide<'_>, id: u32) -> Result<std::net::TcpStream> {
-    let name = linerate_proto::spec::unix_data_name(&c.token);
+    let name = linerate_proto::wire::unix_data_name(&c.token);
     let addr = socket::unix_abstract(&name)?;
     let sock = std::os::unix::net::UnixStream::connect_addr(&addr).with_context(|| {
         format!(

@@ -32,11 +32,11 @@ use linerate_report::model::{IntervalRecord, TestInfo};
 use linerate_report::render::Sink;
 use linerate_report::Report;
 
+use crate::about::software;
 use crate::cli::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 use crate::control::ControlConn;
 use crate::iperf3::convert::{self as conv, linerate_id, StreamInfo};
 use crate::outcome::{ClientError, INTERRUPTED};
-use crate::test_type::software;
 
 /// How long a UDP stream waits for the server's connect reply (iperf3: 30 s).
 const UDP_REPLY_WAIT: Duration = Duration::from_secs(30);
@@ -489,7 +489,7 @@ impl Test<'_, '_> {
             server_software: "iperf3".into(),
             client_engine: self.cfg.engine.name().into(),
             server_engine: "iperf3".into(),
-            client_ld_preload: crate::test_type::ld_preload(),
+            client_ld_preload: crate::about::ld_preload(),
             start_unix_ms: unix_ms(),
             ..TestInfo::from_spec(spec, Side::Client)
         };

@@ -38,12 +38,12 @@ use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
+use crate::about::software;
 use crate::control::ControlConn;
 use crate::guard::Guard;
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
-use crate::test_type::software;
 use crate::watch::RateWatch;
 
 /// A data connection and its place in the server's accept order.
@@ -622,7 +622,7 @@ impl Test<'_> {
             server_software: software(),
             client_engine: remote.engine.clone(),
             server_engine: local.engine.clone(),
-            server_ld_preload: crate::test_type::ld_preload(),
+            server_ld_preload: crate::about::ld_preload(),
             start_unix_ms: self.start_unix_ms,
             congestion_used: self.congestion.clone(),
             ..TestInfo::from_spec(&spec, Side::Server)

@@ -12,7 +12,8 @@ use linerate_report::model::TestInfo;
 use linerate_report::render;
 
 use super::ServerTest;
-use crate::test_type::{self, software};
+use crate::about::software;
+use crate::test_type;
 
 pub(super) fn report(test: &ServerTest<'_>, peer: SocketAddr) {
     let shared = test.shared;

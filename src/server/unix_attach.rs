@@ -1,6 +1,6 @@
 //! `--transport unix` on the server: a test's data connections arrive on a
 //! Unix stream listener at the abstract name derived from its token
-//! (`spec::unix_data_name`; no file, gone when the listener closes, which
+//! (`wire::unix_data_name`; no file, gone when the listener closes, which
 //! it does with the test). Accepting and reading the greetings never
 //! blocks the control loop: a connection waits in a list until its 21-byte
 //! `DataHello` is in, for at most [`HELLO_WAIT`].
@@ -31,7 +31,7 @@ pub(super) struct UnixData {
 impl UnixData {
     /// Listens at the test's abstract name.
     pub(super) fn bind(token: &Token) -> Result<UnixData> {
-        let name = linerate_proto::spec::unix_data_name(token);
+        let name = linerate_proto::wire::unix_data_name(token);
         let listener = UnixListener::bind_addr(&socket::unix_abstract(&name)?)
             .with_context(|| format!("binding the Unix data socket @{name}"))?;
         listener

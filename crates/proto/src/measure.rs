@@ -229,7 +229,7 @@ pub struct UdpRecv {
     /// iperf3 tests: the same stream counted by iperf3's rules (what an
     /// iperf3 peer is told).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub iperf3: Option<crate::iperf3::udp::Iperf3Counts>,
+    pub iperf3: Option<Iperf3Counts>,
     /// What a batching engine did (absent: one datagram per call).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub batching: Option<Batching>,
@@ -553,4 +553,24 @@ pub enum SpinMode {
     /// Every spinning flow of both sides can have its own CPU: spin the
     /// whole budget every time, without yielding.
     Dedicated,
+}
+
+/// iperf3's counters of one receiving stream.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Iperf3Counts {
+    /// Highest sequence number seen (what iperf3 reports as `packets`).
+    pub max_seq: u64,
+    /// iperf3's loss estimate (`errors`).
+    pub lost: i64,
+    pub out_of_order: u64,
+    /// Seconds.
+    pub jitter: f64,
+    /// Bytes counted since the start (or the omit period's end).
+    pub bytes: u64,
+    /// Datagrams counted since the start (or the omit period's end).
+    pub datagrams: u64,
+    /// At the omit period's end: highest number, loss, out-of-order.
+    pub omitted_packets: u64,
+    pub omitted_errors: i64,
+    pub omitted_out_of_order: u64,
 }

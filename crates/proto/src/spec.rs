@@ -77,22 +77,13 @@ pub struct TcpOptions {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_rx_copy: bool,
     /// `--transport unix`: the data connections are Unix stream sockets to
-    /// the server's abstract address for the test ([`unix_data_name`]), so
+    /// the server's abstract address for the test ([`crate::wire::unix_data_name`]), so
     /// client and server must share a host and network namespace. Stream
     /// tests only; none of the TCP options apply. Absent from older peers'
     /// specs (a server that ignores it answers an Accept without it, which
     /// the client refuses as a changed spec).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unix: bool,
-}
-
-/// The abstract Unix socket name (no file: it lives in the network
-/// namespace and goes when the server closes it) on which the server
-/// takes a `--transport unix` test's data connections: derived from the
-/// test's token, so the Accept needs no new field.
-pub fn unix_data_name(token: &crate::wire::Token) -> String {
-    let hex: String = token.0.iter().map(|b| format!("{b:02x}")).collect();
-    format!("linerate-data-{hex}")
 }
 
 /// What a test measures.

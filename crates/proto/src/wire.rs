@@ -553,6 +553,15 @@ pub fn classify_greeting(first: &[u8]) -> Greeting {
     }
 }
 
+/// The abstract Unix socket name (no file: it lives in the network
+/// namespace and goes when the server closes it) on which the server
+/// takes a `--transport unix` test's data connections: derived from the
+/// test's token, so the Accept needs no new field.
+pub fn unix_data_name(token: &Token) -> String {
+    let hex: String = token.0.iter().map(|b| format!("{b:02x}")).collect();
+    format!("linerate-data-{hex}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,25 +99,7 @@ pub fn read_header(d: &[u8], counters_64bit: bool) -> Option<Header> {
     })
 }
 
-/// iperf3's counters of one receiving stream.
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct Iperf3Counts {
-    /// Highest sequence number seen (what iperf3 reports as `packets`).
-    pub max_seq: u64,
-    /// iperf3's loss estimate (`errors`).
-    pub lost: i64,
-    pub out_of_order: u64,
-    /// Seconds.
-    pub jitter: f64,
-    /// Bytes counted since the start (or the omit period's end).
-    pub bytes: u64,
-    /// Datagrams counted since the start (or the omit period's end).
-    pub datagrams: u64,
-    /// At the omit period's end: highest number, loss, out-of-order.
-    pub omitted_packets: u64,
-    pub omitted_errors: i64,
-    pub omitted_out_of_order: u64,
-}
+pub use crate::measure::Iperf3Counts;
 
 /// One UDP receiving stream, accounted as iperf3 does.
 #[derive(Debug, Clone, Default)]
