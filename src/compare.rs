@@ -1,5 +1,5 @@
 //! `linerate compare`: each variant is a complete test run as a repeated
-//! test's trials are ([`client::run_trial`]: silently, a server that is
+//! test's trials are ([`crate::run::run_trial`]: silently, a server that is
 //! still closing the previous test asked again), reduced to the figures of
 //! `report::compare`, with ratios to the first variant. With `--repeat N`
 //! the runs are interleaved (every variant's first run, then every
@@ -25,7 +25,7 @@ use linerate_report::compare::{
 use linerate_report::Report;
 
 use crate::cli::{CompareConfig, CompareVariantConfig, PreloadRun, Target};
-use crate::client::{self, ClientError};
+use crate::outcome::{self, ClientError};
 use crate::progress::progress;
 
 /// Runs every variant (`repeat` times each) and prints the comparison. A
@@ -46,7 +46,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, ClientError> {
     let mut done: Vec<(Vec<Report>, Vec<String>)> = vec![Default::default(); cfg.variants.len()];
     'runs: for k in 1..=cfg.repeat {
         for (v, (reports, failed)) in cfg.variants.iter().zip(done.iter_mut()) {
-            if client::INTERRUPTED.load(Ordering::Relaxed) {
+            if outcome::INTERRUPTED.load(Ordering::Relaxed) {
                 break 'runs;
             }
             if v.config.is_err() {
@@ -77,7 +77,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, ClientError> {
         .map(|(v, (reports, failed))| variant(v, &reports, failed))
         .collect();
     set_ratios(&mut variants);
-    let interrupted = client::INTERRUPTED.load(Ordering::Relaxed);
+    let interrupted = outcome::INTERRUPTED.load(Ordering::Relaxed);
     let report = CompareReport {
         schema: COMPARE_SCHEMA,
         interrupted,
@@ -149,7 +149,7 @@ fn run_variant(v: &CompareVariantConfig) -> Result<Report, ClientError> {
         .as_ref()
         .map_err(|e| ClientError::from(anyhow!("{e}")))?;
     match &v.preload {
-        None => client::run_trial(c),
+        None => crate::run::run_trial(c),
         Some(p) => {
             // The embedded server runs here, unpreloaded, with the same
             // engine as the client (as every variant's embedded server).

@@ -1,36 +1,151 @@
-//! `__msg-peer`: the far process of a local `msg` or `rr` (this binary,
-//! started by the client with the channels' far ends as inherited
-//! descriptors). It serves the test the client names and reports its
-//! totals on the control socket.
+//! Starting the far process of a local `msg` or `rr` test (this binary's
+//! hidden `__msg-peer`, see [`crate::peer_main`]) with the channels' far
+//! ends, and reading its totals back.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::process::{Child, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use anyhow::{anyhow, Result};
-use linerate_local::link;
+use anyhow::{anyhow, bail, Context, Result};
+use linerate_local::link::{self, Options};
+use linerate_local::msg::Plan;
+use linerate_local::Transport;
 
-use crate::cli::{MsgPeerConfig, PeerRun};
+/// How long the client waits for the receiving process's totals after the
+/// last message was acknowledged.
+const RESULT_WAIT: Duration = Duration::from_secs(30);
 
-/// `__msg-peer`: the receiving process of `msg` (or serving process of a
-/// local `rr`). Exit status 0 with its totals on the control socket, or 1
-/// with `error …` there and on stderr.
-pub fn peer(cfg: &MsgPeerConfig) -> Result<()> {
-    let fds = link::adopt(&cfg.fds)?;
-    let ctl = link::adopt(&[cfg.ctl])?
-        .pop()
-        .ok_or_else(|| anyhow!("no control socket"))?;
-    let mut ctl_stream = UnixStream::from(ctl.try_clone()?);
-    let r = link::open(cfg.transport, fds, &cfg.opts, &ctl)
-        .map_err(anyhow::Error::from)
-        .and_then(|chans| match &cfg.mode {
-            PeerRun::Msg(plan) => crate::msg::peer_msg(chans, plan),
-            PeerRun::Rr(phases) => crate::rr_local::serve(chans, phases),
-        });
-    let line = match &r {
-        Ok(totals) => format!("ok {totals}\n"),
-        Err(e) => format!("error {}\n", format!("{e:#}").replace('\n', " ")),
+/// The receiving (serving) process and its control socket.
+pub struct Peer {
+    child: Mutex<Child>,
+    ctl: UnixStream,
+}
+
+/// What the peer process runs: `msg`'s receiver, or `rr`'s server.
+pub enum PeerMode<'a> {
+    Msg(&'a Plan),
+    Rr(&'a linerate_local::rr::Plan),
+}
+
+impl Peer {
+    /// Makes both ends of `conns` channels of `t` and starts the peer
+    /// process with the far ends; this process's ends come back.
+    pub fn start(
+        t: Transport,
+        conns: usize,
+        opts: &Options,
+        mode: PeerMode<'_>,
+    ) -> Result<(Vec<Box<dyn linerate_local::Channel>>, Peer)> {
+        let (ctl, ctl_far) = UnixStream::pair().context("control socket pair")?;
+        let ctl_fd: OwnedFd = ctl.try_clone().context("control socket")?.into();
+        let (near, far) = link::create(t, conns, opts, &ctl_fd)?;
+        let ctl_far: OwnedFd = ctl_far.into();
+        let child = spawn_peer(t, mode, opts, &far, &ctl_far)?;
+        // Our copies of the far ends close here: the child holds them now,
+        // so its exit shows as a hang-up on every channel.
+        drop(far);
+        drop(ctl_far);
+        Ok((
+            near,
+            Peer {
+                child: Mutex::new(child),
+                ctl,
+            },
+        ))
+    }
+
+    /// Ends the peer process (a channel failed; others may wait on it).
+    pub fn kill(&self) {
+        if let Ok(mut c) = self.child.lock() {
+            let _ = c.kill();
+        }
+    }
+
+    /// The peer's totals line (after `ok`), once it exited cleanly. When
+    /// this side failed (`local`), the peer's own words win over a
+    /// hang-up seen here.
+    pub fn finish<T>(&self, local: Result<T, linerate_local::LocalError>) -> Result<(T, String)> {
+        let line = peer_line(&self.ctl);
+        let status = self.child.lock().map_err(|_| anyhow!("child lock"))?.wait();
+        match (local, line) {
+            (Ok(v), Ok(line)) => {
+                let status = status.context("waiting for the peer process")?;
+                if !status.success() {
+                    bail!("the peer process exited with {status}");
+                }
+                Ok((v, line))
+            }
+            (Err(_), Err(e)) if !e.to_string().contains("closed") => Err(e),
+            (Err(e), _) => Err(anyhow!(e)),
+            (Ok(_), Err(e)) => Err(e),
+        }
+    }
+}
+
+fn spawn_peer(
+    t: Transport,
+    mode: PeerMode<'_>,
+    opts: &Options,
+    far: &[OwnedFd],
+    ctl: &OwnedFd,
+) -> Result<Child> {
+    for fd in far.iter().chain([ctl]) {
+        link::inheritable(fd)?;
+    }
+    let fds: Vec<String> = far.iter().map(|f| f.as_raw_fd().to_string()).collect();
+    let exe = std::env::current_exe().context("finding this program to start the peer")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("__msg-peer")
+        .args(["--transport", t.name()])
+        .args(["--fds", &fds.join(",")])
+        .args(["--ctl", &ctl.as_raw_fd().to_string()])
+        .args(["--slot", &opts.slot_size.to_string()])
+        .args(["--ack-slot", &opts.ack_slot.to_string()])
+        .args(["--region", &opts.region.to_string()])
+        .args(["--spin-ns", &opts.spin.as_nanos().to_string()]);
+    match mode {
+        PeerMode::Msg(plan) => cmd.args(["--plan", &plan.to_arg()]),
+        PeerMode::Rr(plan) => cmd.args(["--rr-phases", &plan.phases_arg()]),
     };
-    // The client may be gone already (that is often why we failed).
-    let _ = ctl_stream.write_all(line.as_bytes());
-    r.map(drop)
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting the peer process")
+}
+
+/// The peer's line: `ok …`, or `error …`; what follows `ok`.
+fn peer_line(ctl: &UnixStream) -> Result<String> {
+    ctl.set_read_timeout(Some(RESULT_WAIT))?;
+    let mut line = String::new();
+    BufReader::new(ctl)
+        .read_line(&mut line)
+        .context("reading the peer process's totals")?;
+    let line = line.trim();
+    if line.is_empty() {
+        bail!("the peer process closed its control socket without totals");
+    }
+    if let Some(e) = line.strip_prefix("error ") {
+        bail!("peer process: {e}");
+    }
+    match line.strip_prefix("ok") {
+        Some(rest) => Ok(rest.trim().to_owned()),
+        None => bail!("peer process: unexpected {line:?}"),
+    }
+}
+
+/// Whitespace-separated `a:b:c…` records of unsigned numbers.
+pub fn parse_records(line: &str, fields: usize) -> Result<Vec<Vec<u64>>> {
+    line.split_whitespace()
+        .map(|t| {
+            let v: Vec<u64> = t.split(':').filter_map(|x| x.parse().ok()).collect();
+            if v.len() == fields {
+                Ok(v)
+            } else {
+                Err(anyhow!("peer process: bad totals {t:?}"))
+            }
+        })
+        .collect()
 }

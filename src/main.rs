@@ -16,9 +16,11 @@ mod metrics;
 mod msg;
 mod msg_net;
 mod outcome;
+mod peer_main;
 mod progress;
 mod repeat;
 mod rr_local;
+mod run;
 mod server;
 mod sweep;
 mod test_type;
@@ -66,13 +68,13 @@ fn main() -> ExitCode {
             // Ctrl-C in the terminal reaches this process too: the client
             // ends the run and this process with it.
             let _ = ctrlc::set_handler(|| {});
-            return exit(local_peer::peer(cfg), Format::Human);
+            return exit(peer_main::peer(cfg), Format::Human);
         }
         // First Ctrl-C: abort the test cleanly (tell the server, report
         // nothing false); a second one: the default, immediate exit.
         _ => {
             let _ = ctrlc::set_handler(|| {
-                if client::INTERRUPTED.swap(true, Ordering::Relaxed) {
+                if outcome::INTERRUPTED.swap(true, Ordering::Relaxed) {
                     std::process::exit(130);
                 }
             });
@@ -82,14 +84,14 @@ fn main() -> ExitCode {
         cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
         cli::Command::Rr(cfg) => (
             cfg.client.format,
-            client::run_rr(cfg)
-                .and_then(|r| html::test(&cfg.client, &r).map_err(client::ClientError::from))
+            run::run_rr(cfg)
+                .and_then(|r| html::test(&cfg.client, &r).map_err(outcome::ClientError::from))
                 .map_err(Failure::from),
         ),
         cli::Command::Sweep(cfg) => (
             cfg.base.format,
             sweep::run(cfg)
-                .and_then(|r| html::sweep(&cfg.base, &r).map_err(client::ClientError::from))
+                .and_then(|r| html::sweep(&cfg.base, &r).map_err(outcome::ClientError::from))
                 .map_err(Failure::from),
         ),
         cli::Command::Compare(cfg) => (
@@ -98,8 +100,8 @@ fn main() -> ExitCode {
         ),
         cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (
             cfg.format,
-            client::run(cfg)
-                .and_then(|r| html::test(cfg, &r).map_err(client::ClientError::from))
+            run::run(cfg)
+                .and_then(|r| html::test(cfg, &r).map_err(outcome::ClientError::from))
                 .map_err(Failure::from),
         ),
         cli::Command::Msg(cfg) => (cfg.format, msg::run(cfg).map_err(Failure::from)),
@@ -178,15 +180,15 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-impl From<client::ClientError> for Failure {
-    fn from(e: client::ClientError) -> Self {
+impl From<outcome::ClientError> for Failure {
+    fn from(e: outcome::ClientError) -> Self {
         let code = e.exit_code() as u8;
         let closed_stdout = match &e {
-            client::ClientError::Failed(inner) => chain_has_broken_pipe(inner.as_ref()),
+            outcome::ClientError::Failed(inner) => chain_has_broken_pipe(inner.as_ref()),
             _ => false,
         };
         Failure {
-            reported: matches!(e, client::ClientError::Interrupted { reported: true }),
+            reported: matches!(e, outcome::ClientError::Interrupted { reported: true }),
             message: format!("{e:#}"),
             code,
             closed_stdout,

@@ -4,29 +4,22 @@
 //! descriptors, runs the sending side here, and builds the report from
 //! both ends' counts. No server takes part.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::net::UnixStream;
-use std::process::{Child, Stdio};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::io::Write;
 
 use anyhow::{anyhow, bail, Context, Result};
-use linerate_local::link::{self, Options};
+use linerate_local::link::Options;
 use linerate_local::msg::{self as core, Plan, RxTotals, SendRun, BATCH_FACTOR};
 use linerate_local::{sock, Transport};
 use linerate_report::msg::{
-    build_cell, render, skipped_cell, CellInput, MsgCell, MsgCounts, MsgReport, MsgTimer,
-    MsgVerify, TrialInput,
+    build_cell, skipped_cell, CellInput, MsgCell, MsgCounts, MsgReport, MsgTimer, MsgVerify,
+    TrialInput,
 };
+use linerate_report::render::msg::render;
 use linerate_stats::histogram::Histogram;
 
 use crate::cli::MsgConfig;
+use crate::local_peer::{parse_records, Peer, PeerMode};
 use crate::outcome::ClientError;
-
-/// How long the client waits for the receiving process's totals after the
-/// last message was acknowledged.
-const RESULT_WAIT: Duration = Duration::from_secs(30);
 
 /// What the report says about the two ends.
 const ENDS: &str = "both ends on this host: linerate started the receiving process itself \
@@ -36,7 +29,7 @@ const ENDS: &str = "both ends on this host: linerate started the receiving proce
 /// (nothing reported: the trials are not complete).
 pub fn run(cfg: &MsgConfig) -> Result<(), ClientError> {
     if let Some(remote) = &cfg.remote {
-        let report = crate::msg_net::measure(cfg, remote)?;
+        let report = measure_net(cfg, remote)?;
         return output(cfg, &report).map_err(ClientError::Failed);
     }
     run_inner(cfg).map_err(interrupted_or)
@@ -163,73 +156,6 @@ fn carried(t: Transport, cfg: &MsgConfig) -> Result<(Vec<usize>, Vec<(usize, Str
     Ok((ok, skipped))
 }
 
-/// The receiving (serving) process and its control socket.
-pub struct Peer {
-    child: Mutex<Child>,
-    ctl: UnixStream,
-}
-
-/// What the peer process runs: `msg`'s receiver, or `rr`'s server.
-pub enum PeerMode<'a> {
-    Msg(&'a Plan),
-    Rr(&'a linerate_local::rr::Plan),
-}
-
-impl Peer {
-    /// Makes both ends of `conns` channels of `t` and starts the peer
-    /// process with the far ends; this process's ends come back.
-    pub fn start(
-        t: Transport,
-        conns: usize,
-        opts: &Options,
-        mode: PeerMode<'_>,
-    ) -> Result<(Vec<Box<dyn linerate_local::Channel>>, Peer)> {
-        let (ctl, ctl_far) = UnixStream::pair().context("control socket pair")?;
-        let ctl_fd: OwnedFd = ctl.try_clone().context("control socket")?.into();
-        let (near, far) = link::create(t, conns, opts, &ctl_fd)?;
-        let ctl_far: OwnedFd = ctl_far.into();
-        let child = spawn_peer(t, mode, opts, &far, &ctl_far)?;
-        // Our copies of the far ends close here: the child holds them now,
-        // so its exit shows as a hang-up on every channel.
-        drop(far);
-        drop(ctl_far);
-        Ok((
-            near,
-            Peer {
-                child: Mutex::new(child),
-                ctl,
-            },
-        ))
-    }
-
-    /// Ends the peer process (a channel failed; others may wait on it).
-    pub fn kill(&self) {
-        if let Ok(mut c) = self.child.lock() {
-            let _ = c.kill();
-        }
-    }
-
-    /// The peer's totals line (after `ok`), once it exited cleanly. When
-    /// this side failed (`local`), the peer's own words win over a
-    /// hang-up seen here.
-    pub fn finish<T>(&self, local: Result<T, linerate_local::LocalError>) -> Result<(T, String)> {
-        let line = peer_line(&self.ctl);
-        let status = self.child.lock().map_err(|_| anyhow!("child lock"))?.wait();
-        match (local, line) {
-            (Ok(v), Ok(line)) => {
-                let status = status.context("waiting for the peer process")?;
-                if !status.success() {
-                    bail!("the peer process exited with {status}");
-                }
-                Ok((v, line))
-            }
-            (Err(_), Err(e)) if !e.to_string().contains("closed") => Err(e),
-            (Err(e), _) => Err(anyhow!(e)),
-            (Ok(_), Err(e)) => Err(e),
-        }
-    }
-}
-
 /// One transport × concurrency: both processes, every size and trial.
 fn run_cell(
     t: Transport,
@@ -241,71 +167,6 @@ fn run_cell(
     let sent = core::run_sender(near, plan, &|| peer.kill(), &crate::outcome::INTERRUPTED);
     let (run, line) = peer.finish(sent)?;
     Ok((run, parse_totals(&line)?))
-}
-
-fn spawn_peer(
-    t: Transport,
-    mode: PeerMode<'_>,
-    opts: &Options,
-    far: &[OwnedFd],
-    ctl: &OwnedFd,
-) -> Result<Child> {
-    for fd in far.iter().chain([ctl]) {
-        link::inheritable(fd)?;
-    }
-    let fds: Vec<String> = far.iter().map(|f| f.as_raw_fd().to_string()).collect();
-    let exe = std::env::current_exe().context("finding this program to start the peer")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("__msg-peer")
-        .args(["--transport", t.name()])
-        .args(["--fds", &fds.join(",")])
-        .args(["--ctl", &ctl.as_raw_fd().to_string()])
-        .args(["--slot", &opts.slot_size.to_string()])
-        .args(["--ack-slot", &opts.ack_slot.to_string()])
-        .args(["--region", &opts.region.to_string()])
-        .args(["--spin-ns", &opts.spin.as_nanos().to_string()]);
-    match mode {
-        PeerMode::Msg(plan) => cmd.args(["--plan", &plan.to_arg()]),
-        PeerMode::Rr(plan) => cmd.args(["--rr-phases", &plan.phases_arg()]),
-    };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .context("starting the peer process")
-}
-
-/// The peer's line: `ok …`, or `error …`; what follows `ok`.
-fn peer_line(ctl: &UnixStream) -> Result<String> {
-    ctl.set_read_timeout(Some(RESULT_WAIT))?;
-    let mut line = String::new();
-    BufReader::new(ctl)
-        .read_line(&mut line)
-        .context("reading the peer process's totals")?;
-    let line = line.trim();
-    if line.is_empty() {
-        bail!("the peer process closed its control socket without totals");
-    }
-    if let Some(e) = line.strip_prefix("error ") {
-        bail!("peer process: {e}");
-    }
-    match line.strip_prefix("ok") {
-        Some(rest) => Ok(rest.trim().to_owned()),
-        None => bail!("peer process: unexpected {line:?}"),
-    }
-}
-
-/// Whitespace-separated `a:b:c…` records of unsigned numbers.
-pub fn parse_records(line: &str, fields: usize) -> Result<Vec<Vec<u64>>> {
-    line.split_whitespace()
-        .map(|t| {
-            let v: Vec<u64> = t.split(':').filter_map(|x| x.parse().ok()).collect();
-            if v.len() == fields {
-                Ok(v)
-            } else {
-                Err(anyhow!("peer process: bad totals {t:?}"))
-            }
-        })
-        .collect()
 }
 
 fn parse_totals(line: &str) -> Result<Vec<RxTotals>> {
@@ -395,4 +256,58 @@ pub(crate) fn peer_msg(
         .map(|t| format!("{}:{}:{}:{}", t.messages, t.bytes, t.corrupt, t.cpu_ns))
         .collect();
     Ok(t.join(" "))
+}
+
+/// `linerate msg HOST`: a protocol test per concurrency, its cells
+/// gathered into the msg report (the same tables, plot and JSON as the
+/// local test).
+pub(crate) fn measure_net(
+    cfg: &crate::cli::MsgConfig,
+    remote: &crate::cli::ClientConfig,
+) -> Result<linerate_report::msg::MsgReport, crate::outcome::ClientError> {
+    use linerate_proto::spec::MsgSpec;
+    use linerate_report::msg::{MsgReport, MsgTimer, MsgVerify};
+    let mut cells = Vec::new();
+    for &conc in &cfg.concurrency {
+        let mut c = remote.clone();
+        c.spec.streams = u16::try_from(conc).unwrap_or(u16::MAX);
+        c.spec.msg = Some(MsgSpec {
+            sizes: cfg.sizes.iter().map(|&s| s as u32).collect(),
+            messages: cfg.sizes.iter().map(|&s| cfg.messages_for(s)).collect(),
+            trials: cfg.trials,
+            verify: cfg.verify,
+        });
+        // Ctrl-C: the trials are not complete, nothing is reported (as
+        // the local test).
+        let interrupted = crate::outcome::ClientError::Interrupted { reported: false };
+        let report = match crate::run::run_trial(&c) {
+            Err(crate::outcome::ClientError::Interrupted { .. }) => return Err(interrupted),
+            r => r?,
+        };
+        if report.interrupted {
+            return Err(interrupted);
+        }
+        cells.extend(report.msg.unwrap_or_default());
+    }
+    let server = match &remote.target {
+        crate::cli::Target::Remote { host, port } => format!("{host}:{port}"),
+        crate::cli::Target::Embedded => "an embedded server".into(),
+    };
+    Ok(MsgReport {
+        test: "msg".into(),
+        software: crate::about::software(),
+        ends: format!(
+            "sender here, receiver the linerate server at {server} (TCP, a connection per \
+             concurrent transfer)"
+        ),
+        timer: MsgTimer {
+            granularity_ns: linerate_local::msg::clock_granularity_ns(),
+            batch_factor: linerate_local::msg::BATCH_FACTOR,
+        },
+        verify: MsgVerify {
+            enabled: cfg.verify,
+            outside_timing: true,
+        },
+        cells,
+    })
 }

@@ -20,3 +20,14 @@ pub enum ClientError {
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
 }
+
+impl ClientError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::Refused(_) => 3,
+            // 128 + SIGINT, as shells report a process ended by Ctrl-C.
+            ClientError::Interrupted { .. } => 130,
+            ClientError::Failed(_) => 1,
+        }
+    }
+}

@@ -11,7 +11,7 @@ use linerate_report::render::Format;
 use linerate_report::repeat::{self, RepeatRecord, RepeatReport};
 
 use crate::cli::{ClientConfig, Command, RepeatConfig};
-use crate::client::{self, ClientError};
+use crate::outcome::ClientError;
 use crate::progress::progress;
 
 fn client_of(cmd: &Command) -> Option<&ClientConfig> {
@@ -32,7 +32,7 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
     let mut reports = Vec::new();
     let mut failed = Vec::new();
     for i in 1..=cfg.n {
-        let result = client::run_trial(test);
+        let result = crate::run::run_trial(test);
         let line = match &result {
             Ok(r) => {
                 let main = repeat::trial_figures(r)

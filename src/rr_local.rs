@@ -20,7 +20,7 @@ use linerate_report::render::Sink;
 
 use crate::about::software;
 use crate::cli::RrConfig;
-use crate::msg::{parse_records, Peer, PeerMode};
+use crate::local_peer::{parse_records, Peer, PeerMode};
 use crate::outcome::ClientError;
 
 /// Spin budget of `--busy-poll` on shared memory (as rr's socket spinning).

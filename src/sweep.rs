@@ -2,7 +2,7 @@
 //! grid, then (with `--find-zero-loss`) an RFC 2544-style binary search per
 //! size for the highest rate whose loss stays within a threshold.
 //!
-//! Each trial is a complete test through [`client::run_to`] (its own
+//! Each trial is a complete test through [`crate::run::run_to`] (its own
 //! control connection and data sockets), summarised into the sweep model by
 //! `report::build::sweep_trial`; the table, JSON and the SVG plot come from
 //! that model only.
@@ -18,7 +18,7 @@ use linerate_report::render;
 use linerate_stats::units::{format_count_rate, format_rate};
 
 use crate::cli::{SweepConfig, Target};
-use crate::client::{self, ClientError};
+use crate::outcome::{self, ClientError};
 
 /// Trials a zero-loss search runs at most per size.
 const MAX_SEARCH_TRIALS: u32 = 16;
@@ -192,7 +192,7 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
             Pace::MilliPps((rate * 1000.0).round().max(1.0) as u64)
         };
     }
-    match client::run_trial(&c) {
+    match crate::run::run_trial(&c) {
         Ok(report) => {
             let (pps, bits) = requested(cfg, len, rate);
             Ok(Some(SweepTrial {
@@ -206,7 +206,7 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
         Err(e @ ClientError::Refused(_)) => Err(e.into()),
         Err(ClientError::Interrupted { .. }) => Ok(None),
         Err(ClientError::Failed(_))
-            if client::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) =>
+            if outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) =>
         {
             Ok(None)
         }

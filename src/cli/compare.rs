@@ -293,9 +293,11 @@ mod tests {
             assert_eq!(c.variants.len(), 2, "{args}");
         }
         assert!(parse("compare tcp --repeat 0").is_err());
-        // Only where the test itself takes --busy-poll (rr today).
-        assert!(parse("compare rr --busy-poll both --engines syscall").is_ok());
-        assert!(parse("compare tcp --busy-poll both --engines syscall").is_err());
+        // Every kind compare runs takes --busy-poll (tcp, udp, rr).
+        for kind in ["tcp", "udp", "rr"] {
+            let args = format!("compare {kind} --busy-poll both --engines syscall");
+            assert!(parse(&args).is_ok(), "{args}");
+        }
         assert!(parse("compare tcp --repeat x").is_err());
     }
 

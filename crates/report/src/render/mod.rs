@@ -15,6 +15,7 @@ mod csv;
 mod human;
 mod json;
 mod jsonl;
+pub mod msg;
 mod rr_table;
 
 pub use csv::histogram_csv;
