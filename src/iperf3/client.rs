@@ -17,7 +17,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
-use linerate_engine::iperf3::{end_tcp_receiver, Iperf3Format};
+use linerate_engine::iperf3::Iperf3Format;
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_proto::iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
@@ -544,22 +544,7 @@ impl Test<'_, '_> {
     /// receivers (reading what is queued), collect this side's results and
     /// send them.
     fn send_results(&mut self) -> Result<(), ClientError> {
-        if let Some(run) = &self.run {
-            for s in &self.tcp_receivers {
-                end_tcp_receiver(s);
-            }
-            run.peer_send_done(&[], Duration::ZERO);
-        }
-        let until = Instant::now() + conv::STOP_WAIT;
-        while self.local.is_none() && Instant::now() < until {
-            match &mut self.run {
-                Some(run) => self.local = run.try_finish(),
-                None => break,
-            }
-            if self.local.is_none() {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
+        super::end_data_phase(&mut self.run, &self.tcp_receivers, &mut self.local);
         self.relay_intervals();
         self.run = None;
         self.tcp_receivers.clear();

@@ -12,3 +12,34 @@ pub mod dropin;
 pub mod json_out;
 pub mod server;
 pub mod text_out;
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use linerate_engine::iperf3::end_tcp_receiver;
+use linerate_engine::runner::SideRun;
+use linerate_proto::measure::SideResults;
+
+/// Ends this side's data phase as iperf3 does, on its client and its
+/// server alike: the TCP receivers read what is queued and end, the
+/// runner learns that the peer's senders are done, and (unless `local`
+/// already holds them) this side's results are awaited for up to
+/// `convert::STOP_WAIT`.
+fn end_data_phase(
+    run: &mut Option<SideRun>,
+    tcp_receivers: &[TcpStream],
+    local: &mut Option<SideResults>,
+) {
+    let Some(run) = run else { return };
+    for s in tcp_receivers {
+        end_tcp_receiver(s);
+    }
+    run.peer_send_done(&[], Duration::ZERO);
+    let until = Instant::now() + convert::STOP_WAIT;
+    while local.is_none() && Instant::now() < until {
+        *local = run.try_finish();
+        if local.is_none() {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}

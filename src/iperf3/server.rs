@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_engine::engines::EngineKind;
-use linerate_engine::iperf3::{end_tcp_receiver, udp_accept, udp_listener, Iperf3Format};
+use linerate_engine::iperf3::{udp_accept, udp_listener, Iperf3Format};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
@@ -557,21 +557,8 @@ impl Test<'_> {
         self.stopped = Some(Instant::now());
         if let Some(run) = &self.run {
             run.stop_senders();
-            for s in &self.tcp_receivers {
-                end_tcp_receiver(s);
-            }
-            run.peer_send_done(&[], Duration::ZERO);
         }
-        let until = Instant::now() + conv::STOP_WAIT;
-        while self.local.is_none() && Instant::now() < until {
-            match &mut self.run {
-                Some(run) => self.local = run.try_finish(),
-                None => break,
-            }
-            if self.local.is_none() {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
+        super::end_data_phase(&mut self.run, &self.tcp_receivers, &mut self.local);
         // The data sockets close with their threads; the duplicates too.
         self.run = None;
         self.tcp_receivers.clear();
