@@ -587,6 +587,35 @@ pub fn build_stream(
     }
 }
 
+/// A report with no streams or intervals, for tests measured per message
+/// (rr, crr, msg): CPU per KiB of small messages says nothing (issue 13),
+/// so the CPU figures carry none; the test's own section says per message.
+pub(crate) fn per_message_report(
+    info: TestInfo,
+    client: &SideResults,
+    server: &SideResults,
+    notes: Vec<String>,
+) -> Report {
+    Report {
+        schema: SCHEMA_VERSION,
+        test: info,
+        streams: Vec::new(),
+        sums: Vec::new(),
+        cpu: CpuSummary {
+            client: side_cpu(&client.cpu, 0),
+            server: side_cpu(&server.cpu, 0),
+        },
+        intervals: Vec::new(),
+        server_intervals: Vec::new(),
+        kernel_udp: None,
+        notes,
+        rr: None,
+        iface: None,
+        interrupted: false,
+        msg: None,
+    }
+}
+
 /// The report of a request/response (rr or crr) test: no streams or
 /// intervals, an rr section instead.
 pub fn build_rr(
@@ -597,24 +626,8 @@ pub fn build_rr(
     notes: Vec<String>,
 ) -> Report {
     Report {
-        schema: SCHEMA_VERSION,
-        test: info,
-        streams: Vec::new(),
-        sums: Vec::new(),
-        // CPU per KiB of small messages says nothing (issue 13): the
-        // figure for these tests is CPU per transaction, in `rr`.
-        cpu: CpuSummary {
-            client: side_cpu(&client.cpu, 0),
-            server: side_cpu(&server.cpu, 0),
-        },
-        intervals: Vec::new(),
-        server_intervals: Vec::new(),
-        kernel_udp: None,
-        notes,
         rr: crate::rr::build(spec, client, server),
-        iface: None,
-        interrupted: false,
-        msg: None,
+        ..per_message_report(info, client, server, notes)
     }
 }
 

@@ -7,8 +7,7 @@ use linerate_proto::measure::SideResults;
 use linerate_proto::spec::TestSpec;
 use linerate_stats::histogram::Histogram;
 
-use crate::build::side_cpu;
-use crate::model::{CpuSummary, Report, TestInfo, SCHEMA_VERSION};
+use crate::model::{Report, TestInfo};
 use crate::msg::{build_cell, CellInput, MsgCell, MsgCounts, TrialInput};
 
 /// What the cells name as their transport.
@@ -23,23 +22,8 @@ pub fn build_msg(
     notes: Vec<String>,
 ) -> Report {
     Report {
-        schema: SCHEMA_VERSION,
-        test: info,
-        streams: Vec::new(),
-        sums: Vec::new(),
-        // Per message, in the cells: CPU per KiB says little here.
-        cpu: CpuSummary {
-            client: side_cpu(&client.cpu, 0),
-            server: side_cpu(&server.cpu, 0),
-        },
-        intervals: Vec::new(),
-        server_intervals: Vec::new(),
-        kernel_udp: None,
-        notes,
-        rr: None,
-        iface: None,
-        interrupted: false,
         msg: Some(cells(spec, client, server)),
+        ..crate::build::per_message_report(info, client, server, notes)
     }
 }
 
