@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use linerate_engine::engines::auto::Configured;
 use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::runner::{SideRun, StreamSetup};
@@ -65,7 +66,7 @@ enum Route {
 struct Shared {
     limits: ServerLimits,
     max_concurrent: usize,
-    engine: EngineKind,
+    engine: Configured,
     cpus: Vec<usize>,
     format: Format,
     /// Quiet: the embedded server prints nothing (its client reports).
@@ -190,7 +191,7 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
             ..ServerLimits::default()
         },
         max_concurrent: 1,
-        engine,
+        engine: Configured::Fixed(engine),
         cpus: Vec::new(),
         format: Format::Human,
         quiet: true,
@@ -691,18 +692,21 @@ impl ControlSide for ServerTest<'_> {
 impl ServerTest<'_> {
     /// This test's engine: the one the client asked for with
     /// `--server-engine` (checked when its Hello was negotiated), else the
-    /// server's own; asked for by name, an engine runs with its defaults.
+    /// server's own (`auto`: its rule for this test); asked for by name,
+    /// an engine runs with its defaults.
     fn engine(&self) -> EngineKind {
+        let Some(spec) = self.session.spec() else {
+            return EngineKind::Syscall;
+        };
         // Unix stream sockets: read/write only (the client refuses the
         // other engines for itself; the server's own may be any).
-        if self.session.spec().is_some_and(|s| s.tcp.unix) {
+        if spec.tcp.unix {
             return EngineKind::Syscall;
         }
+        let own = self.shared.engine.for_test(spec);
         match self.session.server_engine() {
-            Some(name) if name != self.shared.engine.name() => {
-                name.parse().unwrap_or(self.shared.engine)
-            }
-            _ => self.shared.engine,
+            Some(name) if name != own.name() => name.parse().unwrap_or(own),
+            _ => own,
         }
     }
 

@@ -35,7 +35,7 @@ impl clap::builder::TypedValueParser for EngineNames {
                 .map(|k| clap::builder::PossibleValue::new(k.name()).help(k.summary()))
                 .chain(std::iter::once(
                     clap::builder::PossibleValue::new(super::AUTO)
-                        .help("client only: the fastest engine this kernel runs for the test"),
+                        .help("the fastest engine this kernel runs for each test (the server applies it per test)"),
                 )),
         ))
     }
@@ -45,8 +45,10 @@ impl clap::builder::TypedValueParser for EngineNames {
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
     /// Data-path engine for this side (an engine this kernel lacks is
-    /// refused with the reason).
-    #[arg(long, default_value = "syscall", value_parser = EngineNames)]
+    /// refused with the reason). Default `auto`: per test, the fastest
+    /// engine this kernel runs for it (UDP streams: batch; TCP streams and
+    /// request/response: syscall), named in the report.
+    #[arg(long, default_value = "auto", value_parser = EngineNames)]
     pub engine: String,
     /// Client: ask the server to run its side with this engine (it may
     /// refuse: not allowed by its --allow-engines, or not supported by its

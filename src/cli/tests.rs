@@ -42,9 +42,46 @@ fn issue_7_engine_is_resolved_once_into_a_typed_choice() {
         );
     }
     match parse("server --engine syscall").expect("parses") {
-        Command::Server(s) => assert_eq!(s.engine, EngineKind::Syscall),
+        Command::Server(s) => assert_eq!(s.engine, auto::Configured::Fixed(EngineKind::Syscall)),
         other => panic!("not a server: {other:?}"),
     }
+}
+
+#[test]
+fn issue_8_auto_is_every_sides_default() {
+    match parse("server").expect("parses") {
+        Command::Server(s) => assert_eq!(s.engine, auto::Configured::Auto),
+        other => panic!("not a server: {other:?}"),
+    }
+    let c = tcp("tcp");
+    assert!(
+        c.engine_note
+            .as_deref()
+            .is_some_and(|n| n.starts_with(auto::NOTE_PREFIX)),
+        "{:?}",
+        c.engine_note
+    );
+    let e = parse("server --gso")
+        .expect_err("batch option with auto")
+        .to_string();
+    assert!(e.contains("--gso needs --engine batch"), "{e}");
+}
+
+#[test]
+fn issue_8_sqpoll_on_a_small_host_says_why_its_figures_are_low() {
+    let spec = tcp("tcp -P 2").spec;
+    let sq = EngineKind::Uring { sqpoll: true };
+    // 2 streams × (thread + kernel poller) × both sides on loopback = 8.
+    let note = sqpoll_note(sq, &spec, None, 2).expect("a note on 2 CPUs");
+    assert!(
+        note.contains("8 threads want a CPU") && note.contains("may use 2"),
+        "{note}"
+    );
+    assert!(sqpoll_note(sq, &spec, Some("127.0.0.1"), 8).is_none());
+    // A remote server: only this side's 4.
+    assert!(sqpoll_note(sq, &spec, Some("198.18.0.2"), 4).is_none());
+    assert!(sqpoll_note(sq, &spec, Some("198.18.0.2"), 3).is_some());
+    assert!(sqpoll_note(EngineKind::Uring { sqpoll: false }, &spec, None, 1).is_none());
 }
 
 #[test]

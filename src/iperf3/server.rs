@@ -20,7 +20,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use linerate_engine::engines::EngineKind;
+use linerate_engine::engines::auto::Configured;
 use linerate_engine::iperf3::{udp_accept, udp_listener, Iperf3Format};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
@@ -68,8 +68,8 @@ pub struct Iperf3Hub {
 #[derive(Debug)]
 pub struct Host<'a> {
     pub limits: &'a ServerLimits,
-    /// Moves TCP streams' bytes (UDP streams use iperf3's own loops).
-    pub engine: EngineKind,
+    /// The server's `--engine` (`auto`: its rule for each test).
+    pub engine: Configured,
     pub format: Format,
     pub quiet: bool,
     pub cpus: &'a [usize],
@@ -549,7 +549,12 @@ impl Test<'_> {
         let setups = std::mem::take(&mut self.setups);
         let now = Instant::now();
         self.started = Some(now);
-        self.run = Some(runner::start(self.host.engine, setups, params, now));
+        self.run = Some(runner::start(
+            self.host.engine.for_test(&spec),
+            setups,
+            params,
+            now,
+        ));
     }
 
     /// TEST_END: stop every stream now and collect what they measured.

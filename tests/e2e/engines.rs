@@ -277,3 +277,44 @@ fn issue_8_engine_options_are_refused_with_the_reason() {
         }
     }
 }
+
+/// What most users run — `linerate udp -b 0` against `linerate server`,
+/// both with their defaults — batches on both sides where the kernel can
+/// (the server applies `auto` per test), and the report says so.
+#[test]
+fn issue_8_default_udp_batches_on_both_sides() {
+    if let Some(why) = caps_line("gso").or_else(|| caps_line("gro")) {
+        eprintln!("skipped: the batch engine cannot segment or coalesce here: {why}");
+        return;
+    }
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "-b",
+        "0",
+        "-l",
+        "64",
+        "-k",
+        "20000",
+        "-w",
+        "8M",
+    ]);
+    assert_eq!(r["test"]["client_engine"], "batch", "{}", r["test"]);
+    assert_eq!(r["test"]["server_engine"], "batch", "{}", r["test"]);
+    let s = &r["streams"][0];
+    assert!(
+        u(&s["udp"]["sent"]) == 20000 && u(&s["udp"]["received"]) + u(&s["udp"]["lost"]) == 20000,
+        "{s}"
+    );
+    // Many datagrams per call on the sending side: the whole point.
+    assert!(
+        u(&s["udp"]["sent"]) > 4 * u(&s["sender"]["calls"]),
+        "sender calls: {}",
+        s["sender"]
+    );
+}

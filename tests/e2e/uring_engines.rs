@@ -248,13 +248,25 @@ fn issue_8_auto_names_its_choice_in_the_report() {
         "{}",
         r["notes"]
     );
-    let out = run_client(&["server", "--engine", "auto"], Duration::from_secs(10));
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("only a client knows"),
-        "{}",
-        stderr(&out)
-    );
+    // A server's `auto` applies the rule to each test it serves: a UDP
+    // test gets what the client's `auto` chose for it, a TCP one syscall.
+    let server = Server::start(&["--engine", "auto"]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "--engine",
+        "syscall",
+        "--json",
+    ]);
+    assert_eq!(r["test"]["client_engine"], "syscall");
+    assert_eq!(r["test"]["server_engine"], engine.as_str());
+    let r = json_client(&["tcp", "127.0.0.1", "-p", &port, "-t", "1", "--json"]);
+    assert_eq!(r["test"]["server_engine"], "syscall");
 }
 
 /// `compare` runs the test once per engine against the embedded server and

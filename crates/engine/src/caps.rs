@@ -50,7 +50,7 @@ pub enum Missing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caps {
     /// UDP generic segmentation offload: one send of up to 64 equal
-    /// datagrams (`UDP_SEGMENT`, Linux 4.18).
+    /// datagrams, 128 on recent kernels (`UDP_SEGMENT`, Linux 4.18).
     pub udp_segment: Result<(), Missing>,
     /// UDP generic receive offload: one receive of a run of equal datagrams
     /// with their segment size in a control message (`UDP_GRO`, Linux 5.0).

@@ -1,24 +1,27 @@
-//! `--engine auto`: the fastest engine this kernel runs for a test, by a
-//! fixed, documented rule, with what it skipped and why.
+//! `--engine auto`, every side's default: the fastest engine this kernel
+//! runs for a test, by a fixed, documented rule, with what it skipped and
+//! why. A client applies it once; a server ([`Configured::Auto`]) to each
+//! test it serves.
 //!
 //! The rule is an order of preference per kind of test; `auto` takes the
-//! first engine in it that passes its capability check. The order must be
-//! backed by bench results (`bench/run`, issue 8): it is a claim about
-//! speed, so change it only with figures. Today's order comes from short
-//! loopback A/B runs (syscall vs uring vs zerocopy, noted in the issue) on
-//! a shared 2-CPU machine, and is to be confirmed on a quiet one:
+//! first engine in it that passes its capability check. The order is a
+//! claim about speed, backed by the quiet-machine bench of 2026-11-23
+//! (`bench/results/summary.md`; figures in docs/architecture.md): change
+//! it only with figures.
 //! - TCP stream: `syscall` first. On loopback every zero-copy send is
 //!   copied anyway and `SEND_ZC`/`MSG_ZEROCOPY` add a completion per
 //!   write, so neither `uring` nor `zerocopy` beat plain writes there; on a
-//!   NIC path with scatter-gather they may, and the bench decides.
+//!   NIC path with scatter-gather they may, and a bench there decides.
 //! - UDP stream: `batch` (`sendmmsg` with UDP GSO, `recvmmsg` with UDP
-//!   GRO: many datagrams per system call on both sides), then `uring` (a
-//!   multishot receive moves many datagrams per system call on the
-//!   receiving side), then `syscall`. Batch's place ahead of uring is
-//!   provisional: it awaits bench results comparing the two on a quiet
-//!   machine.
+//!   GRO: many datagrams per system call on both sides; 50× `uring` at
+//!   64 B), then `uring` (a multishot receive moves many datagrams per
+//!   system call on the receiving side), then `syscall`.
 //! - Request/response: `syscall` — one call per message is already the
-//!   least work for one outstanding message.
+//!   least work for one outstanding message (`batch` is within the spread).
+
+use std::fmt;
+
+use linerate_proto::spec::{Protocol, TestKind, TestSpec};
 
 use super::{Batch, EngineKind};
 
@@ -30,11 +33,54 @@ pub enum Workload {
     RequestResponse,
 }
 
+impl Workload {
+    /// The workload of a test, as far as the rule cares.
+    pub fn of(spec: &TestSpec) -> Workload {
+        match (spec.kind, spec.protocol) {
+            (TestKind::Stream, Protocol::Tcp) => Workload::TcpStream,
+            (TestKind::Stream, Protocol::Udp) => Workload::UdpStream,
+            _ => Workload::RequestResponse,
+        }
+    }
+}
+
+/// A side's `--engine` as configured: one engine for every test, or
+/// `auto`'s rule applied to each test when its spec is known (a server
+/// learns the test only from the client's Hello).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Configured {
+    Fixed(EngineKind),
+    Auto,
+}
+
+impl Configured {
+    /// The engine for a test of workload `w`.
+    pub fn for_workload(self, w: Workload) -> EngineKind {
+        match self {
+            Configured::Fixed(k) => k,
+            Configured::Auto => choose(w).kind,
+        }
+    }
+
+    /// The engine for `spec`'s test.
+    pub fn for_test(self, spec: &TestSpec) -> EngineKind {
+        self.for_workload(Workload::of(spec))
+    }
+}
+
+impl fmt::Display for Configured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Configured::Fixed(k) => k.fmt(f),
+            Configured::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// The preference order per workload (see the module docs).
 pub fn preference(w: Workload) -> &'static [EngineKind] {
     match w {
         Workload::TcpStream => &[EngineKind::Syscall],
-        // batch before uring awaits bench results (see the module docs).
         Workload::UdpStream => &[
             EngineKind::Batch(Batch::AUTO),
             EngineKind::Uring { sqpoll: false },

@@ -1,8 +1,8 @@
 //! The `batch` engine: many datagrams or buffers per system call.
 //!
 //! - UDP send: `sendmmsg` of GSO messages (`UDP_SEGMENT`: one contiguous
-//!   run of up to 64 equal datagrams per message, cut by the kernel), or of
-//!   one datagram per message without GSO.
+//!   run of up to 128 equal datagrams per message, 64 on older kernels, cut
+//!   by the kernel), or of one datagram per message without GSO.
 //! - UDP receive: `recvmmsg` into a ring of slots; with `UDP_GRO` the kernel
 //!   hands over runs of datagrams as one super-buffer with the segment size
 //!   in its [`RecvMeta`], which the generic receive loop splits, so every
@@ -26,8 +26,8 @@ use std::net::{TcpStream, UdpSocket};
 use linerate_proto::measure::Batching;
 
 use self::mmsg::{
-    enable_gro, path_mtu, segments_per_send, MmsgRx, MmsgTx, GRO_SLOT, GSO_MSGS_PER_CALL,
-    PLAIN_MSGS_PER_CALL, RECV_MSGS_PER_CALL,
+    enable_gro, path_mtu, segments_per_send, MmsgRx, MmsgTx, GRO_SLOT, GSO_MAX_SEGMENTS,
+    GSO_MSGS_PER_CALL, GSO_PORTABLE_SEGMENTS, PLAIN_MSGS_PER_CALL, RECV_MSGS_PER_CALL,
 };
 use super::{Engine, EngineKind, RecvSlots, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
 use crate::caps::caps;
@@ -133,7 +133,7 @@ impl Batch {
                  the kernel segments only datagrams that need no IP fragmentation"
             ));
         }
-        let segs = segments_per_send(len);
+        let segs = segments_per_send(len, GSO_MAX_SEGMENTS);
         if segs < 2 {
             return refuse(format!(
                 "{len}-byte datagrams leave no room for two in one send"
@@ -188,6 +188,7 @@ impl Engine for Batch {
             tx: MmsgTx::new(msgs),
             segs,
             first: true,
+            big_ok: false,
             used: Batching {
                 messages_per_call: msgs as u32,
                 gso_segments: (segs > 1).then_some(segs as u32),
@@ -244,6 +245,8 @@ pub struct BatchUdpTx {
     segs: usize,
     /// No send has succeeded yet (a GSO refusal then means the path).
     first: bool,
+    /// A message of more than [`GSO_PORTABLE_SEGMENTS`] segments went out.
+    big_ok: bool,
     used: Batching,
 }
 
@@ -258,16 +261,40 @@ impl UdpTx for BatchUdpTx {
         batch: TxBatch<'_>,
         wait: Wait,
     ) -> io::Result<usize> {
-        let r = self.tx.send(
+        let mut r = self.tx.send(
             sock,
             batch.bytes(),
             batch.segment(),
             self.segs,
             wait == Wait::DontWait,
         );
+        // An older kernel takes at most 64 segments per send and
+        // refuses more with EINVAL, sending nothing: drop to 64 once, before
+        // any send of more has succeeded, and say so.
+        let big = batch.bytes().len() > GSO_PORTABLE_SEGMENTS * batch.segment();
+        if big
+            && !self.big_ok
+            && self.segs > GSO_PORTABLE_SEGMENTS
+            && r.as_ref().err().and_then(io::Error::raw_os_error) == Some(libc::EINVAL)
+        {
+            self.segs = GSO_PORTABLE_SEGMENTS;
+            self.used.gso_segments = Some(self.segs as u32);
+            self.used.notes.push(format!(
+                "GSO: the kernel refused {GSO_MAX_SEGMENTS} segments per send \
+                 (its UDP_MAX_SEGMENTS is 64); {GSO_PORTABLE_SEGMENTS} used"
+            ));
+            r = self.tx.send(
+                sock,
+                batch.bytes(),
+                batch.segment(),
+                self.segs,
+                wait == Wait::DontWait,
+            );
+        }
         match r {
             Ok(n) => {
                 self.first = false;
+                self.big_ok |= big;
                 Ok(n)
             }
             // The kernel checks GSO against the route only when sending: a
