@@ -66,6 +66,8 @@ struct Shared {
     limits: ServerLimits,
     max_concurrent: usize,
     engine: EngineKind,
+    /// `--engine` was given (else iperf3 clients' tests run `auto`'s choice).
+    engine_given: bool,
     cpus: Vec<usize>,
     format: Format,
     /// Quiet: the embedded server prints nothing (its client reports).
@@ -114,8 +116,14 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         );
     }
     if cfg.format == Format::Human {
+        // Without --engine, iperf3 clients' tests run auto's choice.
+        let iperf3 = if cfg.engine_given {
+            ""
+        } else {
+            ", auto for iperf3 clients"
+        };
         println!(
-            "linerate server listening on {addr} (engine {})",
+            "linerate server listening on {addr} (engine {}{iperf3})",
             cfg.engine
         );
     } else {
@@ -125,6 +133,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         limits: cfg.limits.clone(),
         max_concurrent: cfg.max_concurrent,
         engine: cfg.engine,
+        engine_given: cfg.engine_given,
         cpus: cfg.cpus.clone(),
         format: cfg.format,
         quiet: false,
@@ -191,6 +200,7 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
         },
         max_concurrent: 1,
         engine,
+        engine_given: true,
         cpus: Vec::new(),
         format: Format::Human,
         quiet: true,
@@ -371,6 +381,7 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
             let host = iperf3_server::Host {
                 limits: &shared.limits,
                 engine: shared.engine,
+                engine_given: shared.engine_given,
                 format: shared.format,
                 quiet: shared.quiet,
                 cpus: &shared.cpus,

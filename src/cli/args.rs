@@ -45,9 +45,11 @@ impl clap::builder::TypedValueParser for EngineNames {
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
     /// Data-path engine for this side (an engine this kernel lacks is
-    /// refused with the reason).
-    #[arg(long, default_value = "syscall", value_parser = EngineNames)]
-    pub engine: String,
+    /// refused with the reason) [default: syscall; a server given none runs
+    /// real iperf3 clients' tests with auto's choice for the test, which
+    /// its report names].
+    #[arg(long, value_parser = EngineNames)]
+    pub engine: Option<String>,
     /// Client: ask the server to run its side with this engine (it may
     /// refuse: not allowed by its --allow-engines, or not supported by its
     /// kernel); the report names each side's engine.
@@ -69,6 +71,13 @@ pub struct EngineArgs {
     /// batch: one datagram per recvmmsg message.
     #[arg(long, overrides_with = "gro")]
     pub no_gro: bool,
+}
+
+impl EngineArgs {
+    /// `--engine`, or the default (`syscall`).
+    pub fn name(&self) -> &str {
+        self.engine.as_deref().unwrap_or("syscall")
+    }
 }
 
 /// Busy polling on a throughput test's data sockets.

@@ -88,6 +88,10 @@ pub struct ServerConfig {
     pub max_concurrent: usize,
     pub limits: ServerLimits,
     pub engine: EngineKind,
+    /// `--engine` was given: real iperf3 clients' tests run it too;
+    /// otherwise they run `auto`'s choice for the test (an iperf3 client
+    /// cannot ask for an engine), which their report names.
+    pub engine_given: bool,
     pub cpus: Vec<usize>,
     pub format: Format,
     /// `linerate iperf3 -s --logfile FILE`: standard output and error
@@ -329,7 +333,7 @@ fn server_engine(a: &args::EngineArgs) -> Result<Option<String>> {
 /// `--engine` and its options: resolved once, and checked against this
 /// kernel (an option the kernel lacks is refused with the reason).
 fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
-    if a.engine == AUTO {
+    if a.name() == AUTO {
         bail!(
             "--engine auto picks an engine per test, which only a client knows; \
              give the server one of: {}",
@@ -341,7 +345,7 @@ fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
         (_, true) => Toggle::Off,
         _ => Toggle::Auto,
     };
-    let kind = match a.engine.parse::<EngineKind>()? {
+    let kind = match a.name().parse::<EngineKind>()? {
         EngineKind::Batch(_) => EngineKind::Batch(Batch {
             gso: toggle(a.gso, a.no_gso),
             gro: toggle(a.gro, a.no_gro),
@@ -375,7 +379,7 @@ pub const AUTO: &str = "auto";
 /// the rule in `engines::auto`, and the note naming the choice and what
 /// was skipped goes into the report.
 fn client_engine(a: &args::EngineArgs, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
-    if a.engine != AUTO {
+    if a.name() != AUTO {
         return Ok((engine_kind(a)?, None));
     }
     if let Some(flag) = batch_only_flag(a) {
@@ -549,8 +553,16 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     }
     let conns = spec.connection_count();
     if let Some(udp) = spec.udp.as_mut() {
-        if udp.pace == Pace::Unlimited && udp.window.is_none() {
-            udp.window = unpaced_window(conns);
+        // Not with --iperf3: the window travels as iperf3's -w, which a
+        // real iperf3 server sets without force and fails the test when
+        // rmem_max is lower (a linerate server deepens its own receive
+        // buffers for unpaced iperf3 clients).
+        if udp.pace == Pace::Unlimited && udp.window.is_none() && !u.iperf3 {
+            // A client does not know the server's --max-test-memory.
+            udp.window = linerate_proto::limits::unpaced_udp_window(
+                conns,
+                linerate_proto::limits::DEFAULT_MAX_TEST_MEMORY,
+            );
         }
     }
     let mut cfg = client_config(
@@ -565,21 +577,6 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     cfg.iperf3 = u.iperf3;
     cfg.plot = u.plot;
     Ok(Command::Udp(cfg))
-}
-
-/// Socket buffers for an unpaced (`-b 0`) UDP test given no `-w`: an
-/// unpaced sender outruns the receiver in bursts, and the kernel's default
-/// receive buffer (rmem_default, 208 KiB) overflowed — 70–74% of 64-byte
-/// datagrams lost on loopback with the batch engine, 0% with 32 MiB (two
-/// runs each, issue 8's measurements). Lowered with many sockets so the test
-/// needs at most half a default server's `--max-test-memory` (which counts
-/// 4 × window per connection); `None` (the kernel's default) below 1 MiB.
-fn unpaced_window(connections: usize) -> Option<u32> {
-    const DEEP: u64 = 32 << 20;
-    let budget = linerate_proto::limits::DEFAULT_MAX_TEST_MEMORY / 2;
-    let per = budget / (4 * connections.max(1) as u64);
-    let w = DEEP.min(per);
-    (w >= 1 << 20).then_some(w as u32)
 }
 
 fn validate(cli: args::Cli) -> Result<Command> {
@@ -651,6 +648,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 max_concurrent: s.max_concurrent,
                 limits,
                 engine: engine_kind(&s.engine)?,
+                engine_given: s.engine.engine.is_some(),
                 cpus: parse_cpus(s.cpus.as_deref())?,
                 format: format_of(&s.output),
                 logfile: None,
@@ -793,7 +791,7 @@ fn tcp_transport(t: &args::TcpArgs) -> Result<bool> {
     }
     // The other engines' zero-copy sends and registered buffers are TCP's.
     for (flag, e) in [
-        ("--engine", Some(t.engine.engine.as_str())),
+        ("--engine", Some(t.engine.name())),
         ("--server-engine", t.engine.server_engine.as_deref()),
     ] {
         if let Some(e) = e.filter(|e| !matches!(*e, "syscall" | "auto")) {

@@ -46,7 +46,7 @@ pub(super) fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
         "--burst".into(),
         a.burst.to_string(),
         "--engine".into(),
-        a.engine.engine.clone(),
+        a.engine.name().to_owned(),
         "--connect-timeout".into(),
         a.connect_timeout.clone(),
     ]);
