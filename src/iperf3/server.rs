@@ -5,8 +5,9 @@
 //! an iperf3 test waiting for its streams (routed to that test's thread), or
 //! the control connection of a new test, driven by
 //! [`Iperf3ServerSession`] on this thread. The streams run on the ordinary
-//! runner (TCP with the server's engine, UDP in iperf3's datagram format,
-//! [`linerate_engine::iperf3`]); the end of the test is the client's (TEST_END), so senders are
+//! runner on the test's engine (the server's `--engine`, else `auto`'s
+//! choice for the test, noted in the report; UDP in iperf3's datagram
+//! format, [`linerate_engine::iperf3`]); the end of the test is the client's (TEST_END), so senders are
 //! stopped, TCP receivers see their read side shut down and UDP receivers
 //! read what is queued. Each test is recorded in linerate's report model
 //! and printed like a native one, with what was sent to the client beside
