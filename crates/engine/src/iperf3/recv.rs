@@ -57,7 +57,29 @@ struct Accounts<'a> {
     mono_at_start: u64,
 }
 
-impl Accounts<'_> {
+impl<'a> Accounts<'a> {
+    /// Empty accounts for a stream whose test started when the realtime
+    /// and monotonic clocks read these.
+    fn new(
+        job: &'a RecvJob,
+        cfg: Iperf3Format,
+        realtime_at_start: u64,
+        mono_at_start: u64,
+    ) -> Self {
+        Accounts {
+            job,
+            cfg,
+            iperf: Iperf3Receiver::new(cfg.counters_64bit),
+            tracker: SeqTracker::default(),
+            jitter: Jitter::default(),
+            out: UdpRecv::default(),
+            omit_ns: cfg.omit.as_nanos() as u64,
+            omitting: !cfg.omit.is_zero(),
+            realtime_at_start,
+            mono_at_start,
+        }
+    }
+
     /// Accounts the first `filled` slots; `now` (ns since start) stands in
     /// for a missing kernel timestamp.
     fn deliver(&mut self, slots: &RecvSlots, filled: usize, now: u64, bytes: &StreamCounter) {
@@ -142,21 +164,13 @@ pub(super) fn recv_loop<E: Engine>(
         Err(e) => return (UdpRecv::default(), StreamEnd::failed(e)),
     };
     let mut slots = io.slots();
-    let mut acc = Accounts {
+    let mut acc = Accounts::new(
         job,
         cfg,
-        iperf: Iperf3Receiver::new(cfg.counters_64bit),
-        tracker: SeqTracker::default(),
-        jitter: Jitter::default(),
-        out: UdpRecv {
-            rcvbuf: udp::recv_buffer(sock),
-            ..UdpRecv::default()
-        },
-        omit_ns: cfg.omit.as_nanos() as u64,
-        omitting: !cfg.omit.is_zero(),
-        realtime_at_start: udp::realtime_at(job.start),
-        mono_at_start: clock::mono_ns().saturating_sub(ns_since(job.start)),
-    };
+        udp::realtime_at(job.start),
+        clock::mono_ns().saturating_sub(ns_since(job.start)),
+    );
+    acc.out.rcvbuf = udp::recv_buffer(sock);
     let mut waiter = Waiter::new(wait, signals, false);
     let mut calls = 0u64;
     // Past the deadline by the clock: read what is queued, then stop.
@@ -217,4 +231,49 @@ pub(super) fn recv_loop<E: Engine>(
             result,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+    use wire::Header;
+
+    /// The omit period ends by each datagram's arrival time (the kernel's
+    /// stamp), not by when its batch was read: a batch read after the
+    /// boundary that holds datagrams from before it splits there.
+    #[test]
+    fn the_omit_period_ends_at_each_datagrams_arrival() {
+        let job = RecvJob {
+            stream: 1,
+            len: 100,
+            verify: false,
+            start: Instant::now(),
+        };
+        let cfg = Iperf3Format {
+            counters_64bit: false,
+            omit: Duration::from_millis(100),
+        };
+        let mut acc = Accounts::new(&job, cfg, 0, 5_000_000_000);
+        let mut d = vec![0u8; 100];
+        let ms = 1_000_000;
+        for (seq, at) in [(1, 10 * ms), (2, 99 * ms), (3, 100 * ms), (5, 150 * ms)] {
+            wire::write_header(&mut d, &Header::at_ns(5_000_000_000 + at, seq), false);
+            acc.datagram(&d, false, at);
+        }
+        // A short datagram is corrupt for linerate; iperf3's rules count
+        // it by its header.
+        wire::write_header(&mut d, &Header::at_ns(5_160_000_000, 6), false);
+        acc.datagram(&d[..50], false, 160 * ms);
+        let c = acc.iperf.counts();
+        assert_eq!((c.omitted_packets, c.omitted_errors), (2, 0));
+        assert_eq!((c.max_seq, c.lost, c.bytes), (6, 1, 250));
+        let t = acc.tracker.counts();
+        assert_eq!((t.received, t.next_expected), (4, 5));
+        assert_eq!((acc.out.datagrams, acc.out.corrupt), (4, 1));
+        assert_eq!(
+            (acc.out.first_recv_ns, acc.out.last_recv_ns),
+            (10 * ms, 150 * ms)
+        );
+    }
 }
