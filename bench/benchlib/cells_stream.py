@@ -216,11 +216,16 @@ def _i3_client(linerate_serves: bool, extra: list[str], udp: bool):
 
 def iperf3_server_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
     cells = []
-    for name, title, extra, udp in (
-            ("iperf3srv-tcp1", "TCP, one stream", [], False),
-            ("iperf3srv-tcp2", "TCP, -P 2", ["-P", "2"], False),
-            ("iperf3srv-udp", "UDP -b 0 -l 1448", ["-u", "-b", "0", "-l", "1448"], True)):
-        why = need(tools, "iperf3")
+    for name, title, extra, udp, feature in (
+            ("iperf3srv-tcp1", "TCP, one stream", [], False, None),
+            ("iperf3srv-tcp2", "TCP, -P 2", ["-P", "2"], False, None),
+            ("iperf3srv-udp", "UDP -b 0 -l 1448", ["-u", "-b", "0", "-l", "1448"], True, None),
+            # The client sends with GSO (3.21+): linerate's server takes the
+            # runs as GRO super-buffers, iperf3's server with its own --gsro
+            # off (a server cannot be told).
+            ("iperf3srv-udp-gsro", "UDP -b 0 -l 1448 --gsro", ["-u", "-b", "0", "-l", "1448", "--gsro"], True,
+             "gsro")):
+        why = need(tools, "iperf3", feature)
         ver = tools["iperf3"].version
         flags = " ".join(extra)
         vs = [Variant(f"iperf3 {ver} {flags} → linerate server".replace("  ", " "), False,

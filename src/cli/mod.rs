@@ -589,8 +589,16 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     }
     let conns = spec.connection_count();
     if let Some(udp) = spec.udp.as_mut() {
-        if udp.pace == Pace::Unlimited && udp.window.is_none() {
-            udp.window = unpaced_window(conns);
+        // Not with --iperf3: the window travels as iperf3's -w, which a
+        // real iperf3 server sets without force and fails the test when
+        // rmem_max is lower (a linerate server deepens its own receive
+        // buffers for unpaced iperf3 clients).
+        if udp.pace == Pace::Unlimited && udp.window.is_none() && !u.iperf3 {
+            // A client does not know the server's --max-test-memory.
+            udp.window = linerate_proto::limits::unpaced_udp_window(
+                conns,
+                linerate_proto::limits::DEFAULT_MAX_TEST_MEMORY,
+            );
         }
     }
     let mut cfg = client_config(
@@ -605,21 +613,6 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     cfg.iperf3 = u.iperf3;
     cfg.plot = u.plot;
     Ok(Command::Udp(cfg))
-}
-
-/// Socket buffers for an unpaced (`-b 0`) UDP test given no `-w`: an
-/// unpaced sender outruns the receiver in bursts, and the kernel's default
-/// receive buffer (rmem_default, 208 KiB) overflowed — 70–74% of 64-byte
-/// datagrams lost on loopback with the batch engine, 0% with 32 MiB (two
-/// runs each, issue 8's measurements). Lowered with many sockets so the test
-/// needs at most half a default server's `--max-test-memory` (which counts
-/// 4 × window per connection); `None` (the kernel's default) below 1 MiB.
-fn unpaced_window(connections: usize) -> Option<u32> {
-    const DEEP: u64 = 32 << 20;
-    let budget = linerate_proto::limits::DEFAULT_MAX_TEST_MEMORY / 2;
-    let per = budget / (4 * connections.max(1) as u64);
-    let w = DEEP.min(per);
-    (w >= 1 << 20).then_some(w as u32)
 }
 
 fn validate(cli: args::Cli) -> Result<Command> {

@@ -396,7 +396,14 @@ impl Test<'_, '_> {
                     }
                     DataSocket::Tcp(s)
                 }
-                IProtocol::Udp => DataSocket::Udp(self.udp_stream(id, p.window)?),
+                IProtocol::Udp => {
+                    let s = self.udp_stream(id, p.window)?;
+                    if role == Role::Receiver {
+                        // GRO and timestamps on before the server's first datagram.
+                        udp::prepare_recv(self.cfg.engine, &s);
+                    }
+                    DataSocket::Udp(s)
+                }
             };
             self.note_stream(id, &sock);
             self.keep.push(match &sock {

@@ -5,8 +5,9 @@
 //! an iperf3 test waiting for its streams (routed to that test's thread), or
 //! the control connection of a new test, driven by
 //! [`Iperf3ServerSession`] on this thread. The streams run on the ordinary
-//! runner (TCP with the server's engine, UDP in iperf3's datagram format,
-//! [`linerate_engine::iperf3`]); the end of the test is the client's (TEST_END), so senders are
+//! runner on the test's engine (the server's `--engine`, else `auto`'s
+//! choice for the test, noted in the report; UDP in iperf3's datagram
+//! format, [`linerate_engine::iperf3`]); the end of the test is the client's (TEST_END), so senders are
 //! stopped, TCP receivers see their read side shut down and UDP receivers
 //! read what is queued. Each test is recorded in linerate's report model
 //! and printed like a native one, with what was sent to the client beside
@@ -20,7 +21,8 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use linerate_engine::engines::auto::Configured;
+use linerate_engine::engines::auto::{self, Configured, Workload};
+use linerate_engine::engines::EngineKind;
 use linerate_engine::iperf3::{udp_accept, udp_listener, Iperf3Format};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
@@ -68,7 +70,9 @@ pub struct Iperf3Hub {
 #[derive(Debug)]
 pub struct Host<'a> {
     pub limits: &'a ServerLimits,
-    /// The server's `--engine` (`auto`: its rule for each test).
+    /// The server's `--engine`: one engine for every test, or `auto`'s
+    /// choice for each test's workload (an iperf3 client cannot ask for an
+    /// engine), noted in the report.
     pub engine: Configured,
     pub format: Format,
     pub quiet: bool,
@@ -240,6 +244,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         report: None,
         recorded: None,
         rate_watch: None,
+        engine: None,
+        notes: Vec::new(),
     };
     test.drive(&mut ctrl);
     if let Some(run) = &test.run {
@@ -280,9 +286,39 @@ struct Test<'a> {
     /// `--max-rate`/`--max-total-rate`: the client's streams against the
     /// `-b` it asked for, as for a linerate client.
     rate_watch: Option<RateWatch>,
+    /// The engine this test runs (chosen once, see [`Self::engine`]).
+    engine: Option<EngineKind>,
+    /// What this server chose for the client (engine, buffers), for the
+    /// report.
+    notes: Vec<String>,
 }
 
 impl Test<'_> {
+    /// The engine of this test's streams (chosen once, when the
+    /// parameters are known): the server's `--engine` if given, else
+    /// `auto`'s choice for the test's workload (batch for UDP where the
+    /// kernel has it), named in the report.
+    fn engine(&mut self) -> EngineKind {
+        if let Some(kind) = self.engine {
+            return kind;
+        }
+        let kind = match self.host.engine {
+            Configured::Fixed(kind) => kind,
+            Configured::Auto => {
+                let w = match self.params().protocol {
+                    IProtocol::Tcp => Workload::TcpStream,
+                    IProtocol::Udp => Workload::UdpStream,
+                };
+                let c = auto::choose(w);
+                self.notes
+                    .push(format!("{} for this iperf3 client", c.note(w)));
+                c.kind
+            }
+        };
+        self.engine = Some(kind);
+        kind
+    }
+
     fn drive(&mut self, ctrl: &mut ControlConn) {
         loop {
             while let Some(a) = self.session.poll_action() {
@@ -470,17 +506,41 @@ impl Test<'_> {
             Err(why) => return log!("linerate server: iperf3 UDP stream refused: {why}"),
         };
         let p = self.params();
-        if let Some(w) = p.window {
-            if let Err(e) = udp::set_buffers(&sock, w) {
-                return self
-                    .session
-                    .stream_failed(code::SET_BUF2, format!("stream {}: {e}", slot.id));
+        // An unpaced client given no -w outruns the receiver in bursts:
+        // deep receive buffers, by linerate's own rule for unpaced tests.
+        let deep = (p.window.is_none() && p.bandwidth == 0 && slot.role == Role::Receiver)
+            .then(|| {
+                let streams = p.direction.stream_count(p.parallel) as usize;
+                linerate_proto::limits::unpaced_udp_window(
+                    streams,
+                    self.host.limits.max_test_memory,
+                )
+            })
+            .flatten();
+        if let Some(w) = p.window.or(deep) {
+            match udp::set_buffers(&sock, w) {
+                Ok(note) if deep.is_some() && !self.notes.iter().any(|n| n.contains("-b 0")) => {
+                    self.notes.push(format!(
+                        "{note}: the iperf3 client sends unpaced (-b 0) without -w, so this \
+                         server's receiving sockets get deep buffers, as linerate's own unpaced tests do"
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return self
+                        .session
+                        .stream_failed(code::SET_BUF2, format!("stream {}: {e}", slot.id))
+                }
             }
         }
         if let Err(e) = sock.set_write_timeout(Some(linerate_engine::stream::POLL)) {
             return self
                 .session
                 .stream_failed(code::STREAM_ACCEPT, format!("stream {}: {e}", slot.id));
+        }
+        if slot.role == Role::Receiver {
+            // GRO and timestamps on before the client's first datagram.
+            udp::prepare_recv(self.engine(), &sock);
         }
         self.add(slot, DataSocket::Udp(sock));
     }
@@ -549,12 +609,8 @@ impl Test<'_> {
         let setups = std::mem::take(&mut self.setups);
         let now = Instant::now();
         self.started = Some(now);
-        self.run = Some(runner::start(
-            self.host.engine.for_test(&spec),
-            setups,
-            params,
-            now,
-        ));
+        let engine = self.engine();
+        self.run = Some(runner::start(engine, setups, params, now));
     }
 
     /// TEST_END: stop every stream now and collect what they measured.
@@ -602,6 +658,7 @@ impl Test<'_> {
                 ""
             }
         )];
+        notes.extend(self.notes.iter().cloned());
         notes.extend(self.session.notes().iter().cloned());
         notes.extend(conv::sent_to_client_notes(&p, &ours, &self.streams));
         let info = TestInfo {

@@ -27,8 +27,13 @@ pub(crate) fn iperf3() -> Option<&'static str> {
 
 /// Runs the real iperf3 client against `port`, bounded in time.
 fn iperf3_client(port: u16, args: &[&str]) -> Output {
+    iperf3_client_of("iperf3", port, args)
+}
+
+/// [`iperf3_client`] with the iperf3 binary `bin`.
+fn iperf3_client_of(bin: &str, port: u16, args: &[&str]) -> Output {
     let port = port.to_string();
-    let mut child = Command::new("iperf3")
+    let mut child = Command::new(bin)
         .args(["-c", "127.0.0.1", "-p", &port])
         .args(args)
         .stdout(Stdio::piped())
@@ -55,9 +60,14 @@ fn iperf3_client(port: u16, args: &[&str]) -> Output {
 /// Runs iperf3 with `-J` and returns its parsed document (which must carry
 /// no error).
 pub(crate) fn iperf3_json(port: u16, args: &[&str]) -> Value {
+    iperf3_json_of("iperf3", port, args)
+}
+
+/// [`iperf3_json`] with the iperf3 binary `bin`.
+pub(crate) fn iperf3_json_of(bin: &str, port: u16, args: &[&str]) -> Value {
     let mut a = args.to_vec();
     a.push("-J");
-    let out = iperf3_client(port, &a);
+    let out = iperf3_client_of(bin, port, &a);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "iperf3 {args:?}: not JSON ({e}): {}",
@@ -220,6 +230,11 @@ fn issue_9_iperf3_get_server_output_returns_linerate_report() {
 /// A `linerate server --json` on a free port (it announces itself on
 /// stderr, so the port is chosen here), once it accepts connections.
 fn json_server() -> (std::process::Child, u16) {
+    json_server_with(&[])
+}
+
+/// [`json_server`] with more server flags.
+pub(crate) fn json_server_with(extra: &[&str]) -> (std::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")
@@ -233,6 +248,7 @@ fn json_server() -> (std::process::Child, u16) {
             &port.to_string(),
             "--json",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -346,7 +362,7 @@ impl RealServer {
 
     /// Runs `linerate PROTO 127.0.0.1 -p PORT --iperf3 --json ARGS`,
     /// retrying while the server is not listening yet.
-    fn linerate_json(&self, proto: &str, args: &[&str]) -> Value {
+    pub(crate) fn linerate_json(&self, proto: &str, args: &[&str]) -> Value {
         let mut all = vec![proto, "127.0.0.1", "-p", &self.port, "--iperf3", "--json"];
         all.extend_from_slice(args);
         let mut last = String::new();

@@ -9,6 +9,7 @@ mod harden;
 mod helpers;
 mod host;
 mod iperf3;
+mod iperf3_batch;
 mod iperf3_dropin;
 mod iperf3_flags;
 mod msg;

@@ -18,9 +18,9 @@
 //!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
 //!   send/receive loops, generic over the engine.
-//! - [`iperf3`]: iperf3's UDP stream handshake and an engine adapter whose
-//!   UDP loops speak iperf3's datagram format (and count by iperf3's rules
-//!   beside linerate's).
+//! - [`iperf3`]: iperf3's UDP stream handshake and UDP loops, generic over
+//!   the engine, that speak iperf3's datagram format (and count by iperf3's
+//!   rules beside linerate's).
 //! - [`test_hooks`]: what end-to-end tests may switch on through the
 //!   environment (a seccomp filter that denies io_uring).
 //! - [`caps`]: what the kernel lets accelerated engines use, probed once.

@@ -183,7 +183,10 @@ impl StreamIo<'_> {
                     start: *start,
                 };
                 let (sent, end) = match self.udp.iperf3 {
-                    Some(f) => crate::iperf3::send(sock, &job, f, self.counter, self.live, signals),
+                    Some(f) => {
+                        let counters = (self.counter, self.live);
+                        crate::iperf3::send(*engine, sock, &job, f, counters, signals, wait)
+                    }
                     None => udp::send(*engine, sock, &job, self.counter, self.live, signals, wait),
                 };
                 m.udp_send = Some(sent);
@@ -197,7 +200,10 @@ impl StreamIo<'_> {
                     start: *start,
                 };
                 let (got, end) = match self.udp.iperf3 {
-                    Some(f) => crate::iperf3::recv(sock, &job, f, self.counter, self.live, signals),
+                    Some(f) => {
+                        let counters = (self.counter, self.live);
+                        crate::iperf3::recv(*engine, sock, &job, f, counters, signals, wait)
+                    }
                     None => udp::recv(*engine, sock, &job, self.counter, self.live, signals, wait),
                 };
                 m.udp_recv = Some(got);

@@ -29,7 +29,9 @@ use crate::EngineError;
 
 pub use live::UdpCounters;
 pub use recv::{prepare as prepare_recv, recv, RecvJob};
+pub(crate) use recv::{prepare_with as prepare_recv_with, realtime_at};
 pub use send::{send, SendJob};
+pub(crate) use send::{tighten_timer_slack, wait_until};
 
 /// How often the client repeats an unanswered greeting.
 pub const GREET_EVERY: Duration = Duration::from_millis(100);
@@ -51,7 +53,7 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 }
 
 /// Nanoseconds since the test's time zero.
-fn ns_since(start: Instant) -> u64 {
+pub(crate) fn ns_since(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
 }
 

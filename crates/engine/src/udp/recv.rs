@@ -98,11 +98,20 @@ pub fn prepare(kind: EngineKind, sock: &UdpSocket) {
     with_engine!(kind, e => prepare_with(e, sock))
 }
 
-fn prepare_with<E: Engine>(engine: E, sock: &UdpSocket) {
+pub(crate) fn prepare_with<E: Engine>(engine: E, sock: &UdpSocket) {
     // Without SO_RXQ_OVFL the drop count still comes from SO_MEMINFO at the end.
     let _ = setsockopt_int(sock, SO_RXQ_OVFL, 1);
     let _ = setsockopt_int(sock, SO_TIMESTAMPNS, 1);
     engine.udp_rx_attach(sock);
+}
+
+/// CLOCK_REALTIME ns at `start`: converts the kernel's receive timestamps
+/// (`SO_TIMESTAMPNS`) to ns since `start`.
+pub(crate) fn realtime_at(start: Instant) -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        .saturating_sub(ns_since(start))
 }
 
 pub(super) fn recv_loop<E: Engine>(
@@ -115,10 +124,7 @@ pub(super) fn recv_loop<E: Engine>(
     wait: Wait,
 ) -> (UdpRecv, StreamEnd) {
     prepare_with(engine, sock);
-    let realtime_at_start = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        .saturating_sub(ns_since(job.start));
+    let realtime_at_start = realtime_at(job.start);
     let _ = sock.set_read_timeout(Some(RECV_POLL));
     let rcvbuf = recv_buffer(sock);
     let mut io = match engine.udp_rx(sock, job.len) {

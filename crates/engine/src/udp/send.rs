@@ -56,7 +56,7 @@ pub fn send(
 /// Sleeps (then spins the last stretch) until `due_ns` after `start`.
 /// Returns the time it saw at or past `due_ns`, or `None` when a stop or
 /// abort arrived meanwhile.
-fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
+pub(crate) fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
     // Sleep until this close, then spin: nanosleep with 1 ns timer slack
     // overshoots by a few µs on an idle host; spinning longer would burn a
     // CPU the receiver may need (loopback tests share the host).
@@ -81,7 +81,7 @@ fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
 
 /// Lets this thread's sleeps end within about a microsecond of their due
 /// time instead of the default 50 µs timer slack.
-fn tighten_timer_slack() {
+pub(crate) fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an unsigned long; no pointers.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);

@@ -1,0 +1,102 @@
+//! The syscalls of iperf3 interoperability: the UDP stream handshake on
+//! iperf3's port, and the UDP loops of streams that speak iperf3's datagram
+//! format, run by the ordinary runner when its [`crate::runner::UdpParams`]
+//! carry an [`Iperf3Format`] (threads, interval records, CPU accounting,
+//! stop and drain signals are the runner's as for any test).
+//!
+//! The datagrams carry iperf3's header (send time, sequence number from 1,
+//! 32 or 64 bits). The receiver keeps two accounts of every stream side by
+//! side: linerate's exact one ([`linerate_proto::seq`]: distinct received,
+//! duplicates, reordered) and iperf3's own rules
+//! ([`linerate_proto::iperf3::udp::Iperf3Receiver`]), which is what an
+//! iperf3 peer must be sent; the latter travels in [`UdpRecv::iperf3`].
+//!
+//! The loops ([`send`](send()), [`recv`](recv())) are generic over the
+//! engine, as the native UDP loops are: with the `batch` engine many
+//! datagrams per `sendmmsg`/`recvmmsg`, with UDP GSO/GRO where it has them
+//! on (a GRO super-buffer is cut at the kernel's segment size and every
+//! datagram still goes through both accounts one by one); with `syscall`
+//! one call per datagram. The stream's report says what the engine did
+//! (its batching summary: messages and datagrams per call, GSO, GRO).
+
+mod recv;
+mod send;
+#[cfg(test)]
+mod tests;
+
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::time::Duration;
+
+use linerate_proto::iperf3::udp as wire;
+
+use crate::EngineError;
+
+pub use recv::recv;
+pub use send::send;
+
+/// How a side's iperf3 UDP streams run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Iperf3Format {
+    /// `udp_counters_64bit`: 64-bit sequence numbers in the header.
+    pub counters_64bit: bool,
+    /// The omit period: iperf3's counters restart at its end.
+    pub omit: Duration,
+}
+
+/// The UDP socket an iperf3 server listens on for connect datagrams: the
+/// control connection's local address and the server's port, with
+/// SO_REUSEADDR (each accepted stream keeps the port, connected to its
+/// client, while a fresh socket takes the next client).
+pub fn udp_listener(local: SocketAddr) -> Result<UdpSocket, EngineError> {
+    let local = crate::socket::canonical(local);
+    let domain = socket2::Domain::for_address(local);
+    let s = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))
+        .map_err(|e| EngineError::io("UDP socket", e))?;
+    s.set_reuse_address(true)
+        .map_err(|e| EngineError::io("SO_REUSEADDR", e))?;
+    s.bind(&local.into())
+        .map_err(|e| EngineError::io(format!("bind UDP {local}"), e))?;
+    Ok(s.into())
+}
+
+/// Waits up to `wait` for a client's connect datagram on `listener`. On
+/// one, connects `listener` to that client (it becomes the stream's
+/// socket), opens the next listener on the same address, then replies
+/// "6789" — in that order, so the next client's datagram always finds a
+/// socket. Returns the stream socket and the new listener.
+pub fn udp_accept(
+    listener: UdpSocket,
+    wait: Duration,
+) -> Result<Result<(UdpSocket, UdpSocket), UdpSocket>, EngineError> {
+    listener
+        .set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+        .map_err(|e| EngineError::io("UDP read timeout", e))?;
+    let mut buf = [0u8; 64];
+    let peer = match listener.recv_from(&mut buf) {
+        Ok((_, peer)) => peer,
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            return Ok(Err(listener))
+        }
+        Err(e) if e.kind() == ErrorKind::Interrupted => return Ok(Err(listener)),
+        Err(e) => return Err(EngineError::io("UDP connect datagram", e)),
+    };
+    let local = listener
+        .local_addr()
+        .map_err(|e| EngineError::io("UDP local address", e))?;
+    listener
+        .connect(peer)
+        .map_err(|e| EngineError::io(format!("connect UDP to {peer}"), e))?;
+    let next = udp_listener(local)?;
+    listener
+        .send(&wire::REPLY)
+        .map_err(|e| EngineError::io("UDP connect reply", e))?;
+    Ok(Ok((listener, next)))
+}
+
+/// Shuts down the read side of a TCP stream: a receiver blocked in read
+/// sees end of stream and ends cleanly (iperf3 ends receivers at TEST_END,
+/// not at the peer's close).
+pub fn end_tcp_receiver(sock: &TcpStream) {
+    let _ = sock.shutdown(std::net::Shutdown::Read);
+}

@@ -1,0 +1,279 @@
+//! The receive loop of an iperf3 UDP stream, generic over the engine: the
+//! engine fills receive slots (many datagrams per `recvmmsg`, GRO
+//! super-buffers cut at the kernel's segment size, for the batch engine),
+//! and every datagram goes through both accounts one by one — linerate's
+//! exact [`SeqTracker`] and iperf3's [`Iperf3Receiver`] — exactly as when
+//! they arrived one per call.
+//!
+//! Arrival times are the kernel's receive timestamps (`SO_TIMESTAMPNS`,
+//! turned into this host's monotonic clock once, at the start), so jitter
+//! and the omit boundary do not depend on when this thread got to read a
+//! batch; where the kernel gives none the batch's read time stands in. A
+//! GRO super-buffer carries one timestamp for all its datagrams (they
+//! arrived as one run), as iperf3's own GRO receiver sees them.
+
+use std::io::ErrorKind;
+use std::net::UdpSocket;
+
+use linerate_proto::iperf3::udp::{self as wire, Iperf3Receiver};
+use linerate_proto::measure::UdpRecv;
+use linerate_proto::seq::{Jitter, SeqTracker};
+use linerate_proto::udp_receiver::LiveCounts;
+
+use super::Iperf3Format;
+use crate::clock;
+use crate::engines::{self, with_engine, Engine, EngineKind, RecvSlots, UdpRx};
+use crate::stream::{Signals, StreamCounter, StreamEnd};
+use crate::udp::{self, ns_since, RecvJob, UdpCounters, RECV_POLL};
+use crate::wait::{stream_end, Wait, Waiter};
+use crate::EngineError;
+
+/// Receives iperf3 datagrams on `sock` with engine `kind` until the drain
+/// deadline (then reads what is queued) or abort, counting them both ways.
+pub fn recv(
+    kind: EngineKind,
+    sock: &UdpSocket,
+    job: &RecvJob,
+    cfg: Iperf3Format,
+    counters: (&StreamCounter, &UdpCounters),
+    signals: &Signals,
+    wait: Wait,
+) -> (UdpRecv, StreamEnd) {
+    with_engine!(kind, e => recv_loop(e, sock, job, cfg, counters, signals, wait))
+}
+
+/// Both accounts of one stream, fed one datagram at a time.
+struct Accounts<'a> {
+    job: &'a RecvJob,
+    cfg: Iperf3Format,
+    iperf: Iperf3Receiver,
+    tracker: SeqTracker,
+    jitter: Jitter,
+    out: UdpRecv,
+    omit_ns: u64,
+    omitting: bool,
+    /// CLOCK_REALTIME and CLOCK_MONOTONIC ns at the test's start.
+    realtime_at_start: u64,
+    mono_at_start: u64,
+}
+
+impl<'a> Accounts<'a> {
+    /// Empty accounts for a stream whose test started when the realtime
+    /// and monotonic clocks read these.
+    fn new(
+        job: &'a RecvJob,
+        cfg: Iperf3Format,
+        realtime_at_start: u64,
+        mono_at_start: u64,
+    ) -> Self {
+        Accounts {
+            job,
+            cfg,
+            iperf: Iperf3Receiver::new(cfg.counters_64bit),
+            tracker: SeqTracker::default(),
+            jitter: Jitter::default(),
+            out: UdpRecv::default(),
+            omit_ns: cfg.omit.as_nanos() as u64,
+            omitting: !cfg.omit.is_zero(),
+            realtime_at_start,
+            mono_at_start,
+        }
+    }
+
+    /// Accounts the first `filled` slots; `now` (ns since start) stands in
+    /// for a missing kernel timestamp.
+    fn deliver(&mut self, slots: &RecvSlots, filled: usize, now: u64, bytes: &StreamCounter) {
+        for slot in 0..filled {
+            let (_, m) = slots.get(slot);
+            let at = m
+                .stamp_ns
+                .map_or(now, |t| t.saturating_sub(self.realtime_at_start));
+            for d in slots.datagrams(slot) {
+                self.datagram(d, m.truncated, at);
+                bytes.add(d.len() as u64);
+            }
+        }
+    }
+
+    /// One datagram that arrived `at` ns after the start.
+    #[inline]
+    fn datagram(&mut self, d: &[u8], truncated: bool, at: u64) {
+        if self.omitting && at >= self.omit_ns {
+            self.omitting = false;
+            self.iperf.omit_ended();
+        }
+        let arrival = self.mono_at_start + at;
+        self.iperf.datagram(d, arrival as f64 / 1e9);
+        let header = wire::read_header(d, self.cfg.counters_64bit).filter(|h| h.seq > 0);
+        match header {
+            Some(h) if d.len() == self.job.len && !truncated => {
+                self.tracker.record(h.seq - 1);
+                let sent = u64::from(h.sec) * 1_000_000_000 + u64::from(h.usec) * 1000;
+                self.jitter.record(sent, arrival);
+                self.out.datagrams += 1;
+                if self.out.first_recv_ns == 0 {
+                    self.out.first_recv_ns = at;
+                }
+                self.out.last_recv_ns = at;
+            }
+            _ => {
+                self.out.corrupt += 1;
+                if self.out.first_corrupt.is_none() {
+                    self.out.first_corrupt = Some(format!(
+                        "{}-byte datagram{}, the test sends {} with a sequence number from 1",
+                        d.len(),
+                        if truncated { " (truncated)" } else { "" },
+                        self.job.len
+                    ));
+                }
+            }
+        }
+    }
+
+    fn live(&self) -> LiveCounts {
+        let c = self.tracker.counts();
+        LiveCounts {
+            datagrams: self.out.datagrams,
+            received: c.received,
+            next_expected: c.next_expected,
+            duplicates: c.duplicates,
+            reordered: c.reordered,
+            late: c.late,
+            corrupt: self.out.corrupt,
+            jitter_ns: self.jitter.ns(),
+            socket_drops: None,
+        }
+    }
+}
+
+pub(super) fn recv_loop<E: Engine>(
+    engine: E,
+    sock: &UdpSocket,
+    job: &RecvJob,
+    cfg: Iperf3Format,
+    (bytes, live): (&StreamCounter, &UdpCounters),
+    signals: &Signals,
+    wait: Wait,
+) -> (UdpRecv, StreamEnd) {
+    // Timestamps and GRO (where the engine has it): already on when the
+    // socket was accepted; repeated for sockets nobody prepared.
+    udp::prepare_recv_with(engine, sock);
+    let _ = sock.set_read_timeout(Some(RECV_POLL));
+    let mut io = match engine.udp_rx(sock, job.len) {
+        Ok(io) => io,
+        Err(e) => return (UdpRecv::default(), StreamEnd::failed(e)),
+    };
+    let mut slots = io.slots();
+    let mut acc = Accounts::new(
+        job,
+        cfg,
+        udp::realtime_at(job.start),
+        clock::mono_ns().saturating_sub(ns_since(job.start)),
+    );
+    acc.out.rcvbuf = udp::recv_buffer(sock);
+    let mut waiter = Waiter::new(wait, signals, false);
+    let mut calls = 0u64;
+    // Past the deadline by the clock: read what is queued, then stop.
+    let mut draining = false;
+    let result = loop {
+        if signals.aborted() {
+            break Ok(());
+        }
+        let call = if draining {
+            engines::Wait::DontWait
+        } else {
+            waiter.call()
+        };
+        calls += 1;
+        let r = io.recv_batch(sock, &mut slots, call);
+        let now = ns_since(job.start);
+        draining |= now >= signals.drain_deadline();
+        match r {
+            Ok(filled) => {
+                acc.deliver(&slots, filled, now, bytes);
+                live.publish(&acc.live());
+                waiter.progressed();
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if draining {
+                    break Ok(());
+                }
+                if let Err(e) = waiter.would_block(sock, libc::POLLIN, RECV_POLL, None) {
+                    break stream_end(e);
+                }
+            }
+            // An ICMP error queued on the connected socket: not data.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+            Err(e) => break Err(EngineError::io("UDP receive", e)),
+        }
+    };
+    let c = acc.tracker.counts();
+    let mut out = acc.out;
+    out.received = c.received;
+    out.duplicates = c.duplicates;
+    out.reordered = c.reordered;
+    out.max_reorder_distance = c.max_reorder_distance;
+    out.late = c.late;
+    out.beyond_window = c.beyond_window;
+    out.next_expected = c.next_expected;
+    out.jitter_ns = acc.jitter.ns();
+    out.issued = live.issued();
+    out.lost = out.issued.map(|i| c.lost(i));
+    out.socket_drops = udp::socket_drops(sock);
+    out.iperf3 = Some(acc.iperf.counts());
+    out.batching = io.batching();
+    (
+        out,
+        StreamEnd {
+            calls,
+            poll_sleeps: waiter.sleeps(),
+            result,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+    use wire::Header;
+
+    /// The omit period ends by each datagram's arrival time (the kernel's
+    /// stamp), not by when its batch was read: a batch read after the
+    /// boundary that holds datagrams from before it splits there.
+    #[test]
+    fn the_omit_period_ends_at_each_datagrams_arrival() {
+        let job = RecvJob {
+            stream: 1,
+            len: 100,
+            verify: false,
+            start: Instant::now(),
+        };
+        let cfg = Iperf3Format {
+            counters_64bit: false,
+            omit: Duration::from_millis(100),
+        };
+        let mut acc = Accounts::new(&job, cfg, 0, 5_000_000_000);
+        let mut d = vec![0u8; 100];
+        let ms = 1_000_000;
+        for (seq, at) in [(1, 10 * ms), (2, 99 * ms), (3, 100 * ms), (5, 150 * ms)] {
+            wire::write_header(&mut d, &Header::at_ns(5_000_000_000 + at, seq), false);
+            acc.datagram(&d, false, at);
+        }
+        // A short datagram is corrupt for linerate; iperf3's rules count
+        // it by its header.
+        wire::write_header(&mut d, &Header::at_ns(5_160_000_000, 6), false);
+        acc.datagram(&d[..50], false, 160 * ms);
+        let c = acc.iperf.counts();
+        assert_eq!((c.omitted_packets, c.omitted_errors), (2, 0));
+        assert_eq!((c.max_seq, c.lost, c.bytes), (6, 1, 250));
+        let t = acc.tracker.counts();
+        assert_eq!((t.received, t.next_expected), (4, 5));
+        assert_eq!((acc.out.datagrams, acc.out.corrupt), (4, 1));
+        assert_eq!(
+            (acc.out.first_recv_ns, acc.out.last_recv_ns),
+            (10 * ms, 150 * ms)
+        );
+    }
+}
