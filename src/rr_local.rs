@@ -155,11 +155,12 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         },
         rr: Some(RrMeasurement {
             spin: spun,
+            busy_poll: busy_note(t, rr.busy_poll),
             ..measurement(&flows)
         }),
         ..SideResults::default()
     };
-    let server = server_results(t, &line, host, spun)?;
+    let server = server_results(t, &line, host, spun, busy_note(t, rr.busy_poll))?;
     let mut notes = vec![format!(
         "transport {t}: both ends on this host; linerate started the serving process itself \
          (a child process; no server)"
@@ -248,6 +249,19 @@ fn measurement(flows: &[Vec<FlowOut>]) -> RrMeasurement {
     }
 }
 
+/// With `--busy-poll`, what each side's "busy polling" line says in place
+/// of the kernel's answer to `SO_BUSY_POLL`, which polls a network device's
+/// queue: a local transport has none, so it is not asked for.
+fn busy_note(t: Transport, busy_poll: bool) -> Option<String> {
+    busy_poll.then(|| {
+        if t == Transport::ShmDirect {
+            "spinning on the ring (SO_BUSY_POLL: no socket)".into()
+        } else {
+            "non-blocking socket, spinning (SO_BUSY_POLL not asked: no device queue)".into()
+        }
+    })
+}
+
 /// How both processes' flow threads spin: without yielding when the CPUs
 /// leave one for each of them (2 × flows) and, pinned with `--cpus`, the
 /// list names that many distinct CPUs (client and server threads take
@@ -272,6 +286,7 @@ fn server_results(
     line: &str,
     host: Option<linerate_proto::measure::HostCpu>,
     spin: Option<SpinMode>,
+    busy_poll: Option<String>,
 ) -> anyhow::Result<SideResults> {
     let (cpu_rec, rest) = line.split_once(' ').unwrap_or((line, ""));
     let c = parse_records(cpu_rec, 3)?;
@@ -306,6 +321,7 @@ fn server_results(
         rr: Some(RrMeasurement {
             flows,
             spin,
+            busy_poll,
             ..RrMeasurement::default()
         }),
         ..SideResults::default()
