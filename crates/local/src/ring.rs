@@ -10,7 +10,7 @@
 //! ```text
 //! offset   0  head     u64  next index the producer writes   (producer stores)
 //! offset  64  tail     u64  next index the consumer reads    (consumer stores)
-//! offset 128  asleep   u32  1 while the consumer sleeps on its doorbell
+//! offset 128  asleep   u32  1 while the consumer sleeps (the futex word)
 //! offset 192  slots × slot_size bytes; a slot: u32 length, 4 spare, payload
 //! ```
 //!

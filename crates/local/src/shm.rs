@@ -16,11 +16,12 @@
 //! sleeps on the ring's futex (see [`crate::ring`] for the lost-wake-up
 //! argument) for at most [`PEER_CHECK`] at a time, and between sleeps
 //! looks at the control socket, whose hang-up means the other process is
-//! gone. A futex sleep is one system call where `poll(2)` on an eventfd
-//! and the control socket was three with the eventfd's `read` and the
-//! sender's `write` (docs/architecture.md, shm section, has the counts);
-//! the price is that a dead peer is noticed within [`PEER_CHECK`] instead
-//! of at once. The segment has no name: it lives as long as a process
+//! gone. A sleep costs the receiver one system call (`FUTEX_WAIT`) where
+//! it was two (`poll(2)` on an eventfd and the control socket, then a
+//! `read` to clear the eventfd), and a ring costs the sender one either
+//! way (docs/architecture.md, shm section, has the counts and times); the
+//! price is that a dead peer is noticed within [`PEER_CHECK`] instead of
+//! at once. The segment has no name: it lives as long as a process
 //! maps it or holds its descriptor.
 
 use std::fs::File;
