@@ -27,7 +27,9 @@ pub struct Peer {
 /// What the peer process runs: `msg`'s receiver, or `rr`'s server.
 pub enum PeerMode<'a> {
     Msg(&'a Plan),
-    Rr(&'a linerate_local::rr::Plan),
+    /// The plan, and `--cpus` (the serving threads take every other CPU,
+    /// see `rr_local::flow_cpu`).
+    Rr(&'a linerate_local::rr::Plan, &'a [usize]),
 }
 
 impl Peer {
@@ -105,10 +107,23 @@ fn spawn_peer(
         .args(["--slot", &opts.slot_size.to_string()])
         .args(["--ack-slot", &opts.ack_slot.to_string()])
         .args(["--region", &opts.region.to_string()])
-        .args(["--spin-ns", &opts.spin.as_nanos().to_string()]);
+        .args(["--spin-ns", &opts.spin.budget.as_nanos().to_string()]);
+    if opts.spin.mode == linerate_proto::rr_core::SpinMode::Dedicated {
+        cmd.arg("--spin-dedicated");
+    }
+    if opts.busy_poll {
+        cmd.arg("--busy-poll");
+    }
     match mode {
         PeerMode::Msg(plan) => cmd.args(["--plan", &plan.to_arg()]),
-        PeerMode::Rr(plan) => cmd.args(["--rr-phases", &plan.phases_arg()]),
+        PeerMode::Rr(plan, cpus) => {
+            cmd.args(["--rr-phases", &plan.phases_arg()]);
+            if !cpus.is_empty() {
+                let l: Vec<String> = cpus.iter().map(usize::to_string).collect();
+                cmd.args(["--cpus", &l.join(",")]);
+            }
+            &mut cmd
+        }
     };
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -110,6 +110,7 @@ fn measure(cfg: &MsgConfig) -> Result<MsgReport> {
         test: "msg".into(),
         software: crate::about::software(),
         ends: ENDS.into(),
+        waiting: shm_waiting(cfg),
         timer: MsgTimer {
             granularity_ns,
             batch_factor: BATCH_FACTOR,
@@ -119,6 +120,36 @@ fn measure(cfg: &MsgConfig) -> Result<MsgReport> {
             outside_timing: true,
         },
         cells,
+    })
+}
+
+/// How shared memory's ends wait, when a shm transport runs.
+fn shm_waiting(cfg: &MsgConfig) -> Option<String> {
+    use linerate_proto::rr_core::SpinMode;
+    let shm = cfg
+        .transports
+        .iter()
+        .any(|t| matches!(t, Transport::ShmDirect | Transport::ShmBulk));
+    let spin = cfg.opts.spin;
+    shm.then(|| {
+        if spin.budget.is_zero() {
+            "shm: a waiting end sleeps on its futex doorbell at once (--spin 0)".into()
+        } else {
+            format!(
+                "shm: a waiting end spins on the ring up to {} µs (--spin; {}), then sleeps on \
+                 its futex doorbell",
+                spin.budget.as_nanos() as f64 / 1e3,
+                match spin.mode {
+                    SpinMode::Dedicated => {
+                        "without yielding: a CPU per spinning end, until sleeps show it shared"
+                    }
+                    SpinMode::Shared => {
+                        "yielding, the budget halved after each wait it misses: the CPUs may \
+                         be shared"
+                    }
+                }
+            )
+        }
     })
 }
 
@@ -296,6 +327,7 @@ pub(crate) fn measure_net(
     Ok(MsgReport {
         test: "msg".into(),
         software: crate::about::software(),
+        waiting: None,
         ends: format!(
             "sender here, receiver the linerate server at {server} (TCP, a connection per \
              concurrent transfer)"

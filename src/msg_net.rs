@@ -60,7 +60,7 @@ fn channels(streams: Vec<StreamSetup>) -> Result<(Channels, Vec<TcpStream>)> {
         sock.set_read_timeout(None)?;
         sock.set_write_timeout(None)?;
         dups.push(sock.try_clone()?);
-        chans.push(Box::new(StreamChan::new(sock)));
+        chans.push(Box::new(StreamChan::new(sock, None)?));
     }
     Ok((chans, dups))
 }

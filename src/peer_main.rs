@@ -24,7 +24,7 @@ pub fn peer(cfg: &MsgPeerConfig) -> Result<()> {
         .map_err(anyhow::Error::from)
         .and_then(|chans| match &cfg.mode {
             PeerRun::Msg(plan) => crate::msg::peer_msg(chans, plan),
-            PeerRun::Rr(phases) => crate::rr_local::serve(chans, phases),
+            PeerRun::Rr(phases) => crate::rr_local::serve(chans, phases, &cfg.cpus),
         });
     let line = match &r {
         Ok(totals) => format!("ok {totals}\n"),

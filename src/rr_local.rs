@@ -10,8 +10,10 @@ use anyhow::{anyhow, bail, Context};
 use linerate_engine::cpu;
 use linerate_local::link::Options;
 use linerate_local::rr::{self as lrr, FlowOut, Limit};
+use linerate_local::wait::{Spin, DEFAULT_SPIN};
 use linerate_local::{sock, Channel, Transport};
 use linerate_proto::measure::{CpuMeasurement, RrFlowMeasurement, RrMeasurement, SideResults};
+use linerate_proto::rr_core::SpinMode;
 use linerate_proto::spec::RrLimit;
 use linerate_proto::wire::Side;
 use linerate_report::build;
@@ -48,15 +50,23 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     }
     // Direct slots fit the largest message both ways.
     let slot = (largest + 8).next_multiple_of(8).max(64) as u32;
+    let spin = Spin {
+        budget: if rr.busy_poll {
+            BUSY_SPIN
+        } else {
+            DEFAULT_SPIN
+        },
+        mode: spin_mode(usize::from(spec.streams), &cfg.client.cpus),
+    };
+    // Which ends spin (and say how in the report): shared memory always,
+    // sockets with --busy-poll.
+    let spun = (t == Transport::ShmDirect || rr.busy_poll).then_some(spin.mode);
     let opts = Options {
         slot_size: slot,
         ack_slot: slot,
         region: 0,
-        spin: if rr.busy_poll {
-            BUSY_SPIN
-        } else {
-            Duration::ZERO
-        },
+        spin,
+        busy_poll: rr.busy_poll,
     };
     let plan = lrr::Plan {
         phases,
@@ -69,8 +79,14 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     let start_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let (near, peer) = Peer::start(t, usize::from(spec.streams), &opts, PeerMode::Rr(&plan))
-        .with_context(|| format!("--transport {t}"))?;
+    let cpus = &cfg.client.cpus;
+    let (near, peer) = Peer::start(
+        t,
+        usize::from(spec.streams),
+        &opts,
+        PeerMode::Rr(&plan, cpus),
+    )
+    .with_context(|| format!("--transport {t}"))?;
     let info = TestInfo {
         server: format!("local {t} (a child process)"),
         embedded_server: false,
@@ -112,6 +128,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     let flows = lrr::run_client(
         near,
         &plan,
+        &|f| pin(cpus, f, 0),
         &|| peer.kill(),
         &crate::outcome::INTERRUPTED,
         &mut on_phase,
@@ -136,22 +153,49 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
             host: host.clone(),
             ..CpuMeasurement::default()
         },
-        rr: Some(measurement(&flows)),
+        rr: Some(RrMeasurement {
+            spin: spun,
+            busy_poll: busy_note(t, rr.busy_poll),
+            ..measurement(&flows)
+        }),
         ..SideResults::default()
     };
-    let server = server_results(t, &line, host)?;
+    let server = server_results(t, &line, host, spun, busy_note(t, rr.busy_poll))?;
     let mut notes = vec![format!(
         "transport {t}: both ends on this host; linerate started the serving process itself \
          (a child process; no server)"
     )];
     if matches!(t, Transport::ShmDirect) {
         notes.push(format!(
-            "shared memory: one ring slot of {slot} bytes per message each way; waiting ends {}",
+            "shared memory: one ring slot of {slot} bytes per message each way; waiting ends \
+             spin on the ring up to {} µs ({}), then sleep on a futex doorbell (the \
+             sleeps are counted per flow and phase)",
+            spin.budget.as_micros(),
             if rr.busy_poll {
-                "spin up to 50 µs on the ring, then sleep on an eventfd doorbell"
+                "--busy-poll"
             } else {
-                "sleep on an eventfd doorbell"
+                "the default; --busy-poll: 50 µs"
             }
+        ));
+    } else if rr.busy_poll {
+        notes.push(format!(
+            "--busy-poll: non-blocking sockets; a waiting end spins on the receive call up \
+             to {} µs, then sleeps in poll(2) (the sleeps are counted per flow and phase)",
+            spin.budget.as_micros()
+        ));
+    }
+    if !cpus.is_empty() {
+        let side = |s: usize| {
+            (0..usize::from(spec.streams))
+                .filter_map(|f| flow_cpu(cpus, f, s))
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        notes.push(format!(
+            "--cpus: client flow threads on CPU {}, the serving process's on CPU {}",
+            side(0),
+            side(1)
         ));
     }
     notes.push(
@@ -193,6 +237,8 @@ fn measurement(flows: &[Vec<FlowOut>]) -> RrMeasurement {
                 bytes_received: o.bytes_received,
                 elapsed_ns: o.elapsed_ns,
                 rtt: o.rtt.to_buckets(),
+                poll_sleeps: o.waits.map(|w| w.sleeps),
+                spin_yielded: o.waits.and_then(|w| w.demoted.then_some(true)),
                 ..RrFlowMeasurement::default()
             });
         }
@@ -203,19 +249,51 @@ fn measurement(flows: &[Vec<FlowOut>]) -> RrMeasurement {
     }
 }
 
+/// With `--busy-poll`, what each side's "busy polling" line says in place
+/// of the kernel's answer to `SO_BUSY_POLL`, which polls a network device's
+/// queue: a local transport has none, so it is not asked for.
+fn busy_note(t: Transport, busy_poll: bool) -> Option<String> {
+    busy_poll.then(|| {
+        if t == Transport::ShmDirect {
+            "spinning on the ring (SO_BUSY_POLL: no socket)".into()
+        } else {
+            "non-blocking socket, spinning (SO_BUSY_POLL not asked: no device queue)".into()
+        }
+    })
+}
+
+/// How both processes' flow threads spin: without yielding when the CPUs
+/// leave one for each of them (2 × flows) and, pinned with `--cpus`, the
+/// list names that many distinct CPUs (client and server threads take
+/// its CPUs in turn); otherwise yielding (the peer may share the CPU).
+fn spin_mode(flows: usize, cpus: &[usize]) -> SpinMode {
+    let pinned = (!cpus.is_empty()).then(|| {
+        let mut d = cpus.to_vec();
+        d.sort_unstable();
+        d.dedup();
+        // rr_core counts one side's CPUs against its flows.
+        d.len() as u32 / 2
+    });
+    linerate_proto::rr_core::spin_mode(linerate_engine::cpu::online_cpus(), flows as u32, pinned)
+}
+
 /// The serving process's line: `user_ns:system_ns:wall_ns`, then a
-/// `phase:flow:transactions:sent:received:elapsed_ns` record per flow.
+/// `phase:flow:transactions:sent:received:elapsed_ns:counted:sleeps:demoted`
+/// record per flow (the last three: whether the transport counts its
+/// waits, the waits that slept, 1 when a dedicated spin turned yielding).
 fn server_results(
     t: Transport,
     line: &str,
     host: Option<linerate_proto::measure::HostCpu>,
+    spin: Option<SpinMode>,
+    busy_poll: Option<String>,
 ) -> anyhow::Result<SideResults> {
     let (cpu_rec, rest) = line.split_once(' ').unwrap_or((line, ""));
     let c = parse_records(cpu_rec, 3)?;
     let Some(&[user_ns, system_ns, wall_ns]) = c.first().map(Vec::as_slice) else {
         bail!("peer process: bad CPU record {cpu_rec:?}");
     };
-    let flows = parse_records(rest, 6)?
+    let flows = parse_records(rest, 9)?
         .into_iter()
         .map(|v| RrFlowMeasurement {
             phase: v[0] as u32,
@@ -224,6 +302,9 @@ fn server_results(
             bytes_sent: v[3],
             bytes_received: v[4],
             elapsed_ns: v[5],
+            // waits counted:sleeps:demoted
+            poll_sleeps: (v[6] == 1).then_some(v[7]),
+            spin_yielded: (v[6] == 1 && v[8] == 1).then_some(true),
             ..RrFlowMeasurement::default()
         })
         .collect();
@@ -239,20 +320,53 @@ fn server_results(
         },
         rr: Some(RrMeasurement {
             flows,
+            spin,
+            busy_poll,
             ..RrMeasurement::default()
         }),
         ..SideResults::default()
     })
 }
 
-/// The serving process: every flow on its own thread; its totals line.
-pub fn serve(chans: Vec<Box<dyn Channel>>, phases: &[(usize, usize)]) -> anyhow::Result<String> {
+/// The CPU of flow `f`'s thread on `side` (0: client, 1: serving
+/// process) under `--cpus`: both processes' flow threads take the list's
+/// CPUs in turn, client flow 0, its server, client flow 1, … (`--cpus 1,0`:
+/// the client on CPU 1, its serving process on CPU 0). The serving process
+/// is the client's child and would otherwise inherit the client's
+/// affinity, `taskset` included, so the two could not be pinned apart.
+fn flow_cpu(cpus: &[usize], f: usize, side: usize) -> Option<usize> {
+    (!cpus.is_empty()).then(|| cpus[(2 * f + side) % cpus.len()])
+}
+
+fn pin(cpus: &[usize], f: usize, side: usize) -> std::io::Result<()> {
+    match flow_cpu(cpus, f, side) {
+        Some(c) => cpu::pin_current_thread(c),
+        None => Ok(()),
+    }
+}
+
+/// The serving process: every flow on its own thread (pinned with the
+/// client's `--cpus`); its totals line.
+pub fn serve(
+    chans: Vec<Box<dyn Channel>>,
+    phases: &[(usize, usize)],
+    cpus: &[usize],
+) -> anyhow::Result<String> {
     let cpu0 = cpu::process();
     let wall0 = Instant::now();
     let results: Vec<_> = std::thread::scope(|s| {
         let hs: Vec<_> = chans
             .into_iter()
-            .map(|mut ch| s.spawn(move || lrr::serve(&mut *ch, phases)))
+            .enumerate()
+            .map(|(f, mut ch)| {
+                s.spawn(move || {
+                    pin(cpus, f, 1).map_err(|source| linerate_local::LocalError::Io {
+                        what: "pinning a serving thread (--cpus)",
+                        source,
+                    })?;
+                    lrr::serve(&mut *ch, phases)
+                })
+            })
             .collect();
         hs.into_iter().map(|h| h.join()).collect()
     });
@@ -268,9 +382,16 @@ pub fn serve(chans: Vec<Box<dyn Channel>>, phases: &[(usize, usize)]) -> anyhow:
             .map_err(|_| anyhow!("a serving thread panicked"))?
             .context("serving")?;
         for (p, o) in per.iter().enumerate() {
+            let w = o.waits.unwrap_or_default();
             recs.push(format!(
-                "{p}:{f}:{}:{}:{}:{}",
-                o.transactions, o.bytes_sent, o.bytes_received, o.elapsed_ns
+                "{p}:{f}:{}:{}:{}:{}:{}:{}:{}",
+                o.transactions,
+                o.bytes_sent,
+                o.bytes_received,
+                o.elapsed_ns,
+                u8::from(o.waits.is_some()),
+                w.sleeps,
+                u8::from(w.demoted)
             ));
         }
     }

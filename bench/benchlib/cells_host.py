@@ -7,10 +7,17 @@ then four. Per stream = (RSS with 4 streams − idle) / 4.
 Local transports (issue 12): `linerate rr --transport unix|shm` and
 `linerate msg --transport tcp|unix|shm`, written from the issue's command
 lines; the parsers follow docs/json.md (rr: the rr report; msg: cells[]).
+Round trips compare like with like: each transport's default (Unix sockets
+block; shared memory spins up to 20 µs, adaptive, then sleeps on a futex),
+and `--busy-poll` on both (both spin up to 50 µs) in a cell of its own.
+Under "split" pinning a local rr's serving process cannot be pinned with
+`taskset` (it is the client's child and inherits the client's CPU, so both
+would share one): the client pins both itself, `--cpus CLIENT,SERVER`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -88,10 +95,16 @@ def rss_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
 # ---- local transports (issue 12) ---------------------------------------------------------
 
 
-def _lr_local_rr(transport: str, size: int):
+def _lr_local_rr(transport: str, size: int, busy: bool = False):
     def run(ctx: Ctx, base: str) -> dict:
-        return parse.linerate_rr(ctx.client(
-            [ctx.lr.path, "rr", "--transport", transport, "-s", str(size), "-t", str(ctx.time), "--json"], base))
+        argv = [ctx.lr.path, "rr", "--transport", transport, "-s", str(size), "-t", str(ctx.time), "--json"]
+        if busy:
+            argv.append("--busy-poll")
+        if ctx.cli_pin and ctx.srv_pin:
+            # `taskset -c N` prefixes: the CPUs are their last words.
+            argv += ["--cpus", f"{ctx.cli_pin[-1]},{ctx.srv_pin[-1]}"]
+            ctx = dataclasses.replace(ctx, cli_pin=[])
+        return parse.linerate_rr(ctx.client(argv, base))
     return run
 
 
@@ -127,9 +140,18 @@ def local_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
                       None if rr_why else _lr_local_rr("shm", size), rr_why),
               Variant(f"sockperf {tools['sockperf'].version} ping-pong, Unix socket", True, None, sp_why,
                       ("sockperf",))]
-        cells.append(Cell(f"local-rr-{size}", f"host-local round trips, {size}-byte messages", "local",
+        cells.append(Cell(f"local-rr-{size}", f"host-local round trips, {size}-byte messages, each transport's "
+                          "default waiting", "local",
                           ["p50_us", "p99_us", "tps"], vs, goal="shm direct p50 ≤ 0.5× the Unix-socket round trip",
                           pin="split", skip=rr_why))
+        if size == 56:
+            vs = [Variant(f"linerate rr --transport unix -s {size} --busy-poll (reference)", True,
+                          None if rr_why else _lr_local_rr("unix", size, True), rr_why),
+                  Variant(f"linerate rr --transport shm -s {size} --busy-poll", False,
+                          None if rr_why else _lr_local_rr("shm", size, True), rr_why)]
+            cells.append(Cell(f"local-rr-{size}-busy", f"host-local round trips, {size}-byte messages, both "
+                              "spinning (--busy-poll)", "local", ["p50_us", "p99_us", "tps"], vs,
+                              goal="shm direct p50 ≤ 0.5× the Unix-socket round trip", pin="split", skip=rr_why))
     msg_why = None if lr.help("msg") else "this build has no `linerate msg` (issue 12)"
     for size in MSG_SIZES:
         for conc in (1, 8):

@@ -521,8 +521,9 @@ pub struct RrArgs {
     pub proto: String,
     /// tcp or udp (as --proto), or a path between two processes on this
     /// host that rr starts itself (no HOST, no server): unix (stream
-    /// socket pair), unix-dgram, shm (shared-memory ring slots with an
-    /// eventfd doorbell; --busy-poll spins up to 50 µs first).
+    /// socket pair), unix-dgram, shm (shared-memory ring slots with a
+    /// futex doorbell; a waiting end spins up to 20 µs first, adaptively,
+    /// --busy-poll: 50 µs, and Unix sockets then spin too).
     #[arg(long, value_name = "tcp|udp|unix|unix-dgram|shm")]
     pub transport: Option<String>,
     /// One request size in bytes.
@@ -556,7 +557,9 @@ pub struct RrArgs {
     /// and report both side by side.
     #[arg(long, value_name = "N")]
     pub under_load: Option<u16>,
-    /// Pin flow threads to these CPUs, round robin (e.g. 0-3,6).
+    /// Pin flow threads to these CPUs, round robin (e.g. 0-3,6); with a
+    /// local --transport the serving process's threads too, in turn with
+    /// the client's (client flow 0, its server, client flow 1, …).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Write every size's full round-trip (and one-way) histogram as CSV.

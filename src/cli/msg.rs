@@ -9,7 +9,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use linerate_local::link::Options;
 use linerate_local::msg::Plan;
+use linerate_local::wait::Spin;
 use linerate_local::Transport;
+use linerate_proto::rr_core::SpinMode;
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_duration, parse_size};
 
@@ -54,8 +56,9 @@ pub struct MsgArgs {
     #[arg(long, default_value = "64")]
     pub shm_slot: String,
     /// shm: how long a waiting end spins on the ring before it sleeps on
-    /// its eventfd doorbell (0: sleep at once).
-    #[arg(long, default_value = "0")]
+    /// its futex doorbell (0: sleep at once); the budget adapts, yielding
+    /// when the CPUs may be shared (as rr's --busy-poll).
+    #[arg(long, default_value = "20us")]
     pub spin: String,
     /// Write an SVG plot: throughput against size (± 1 sd bands) and
     /// per-message time against size, a line per transport and concurrency.
@@ -90,6 +93,16 @@ pub struct MsgPeerArgs {
     pub region: usize,
     #[arg(long)]
     pub spin_ns: u64,
+    /// Spin without yielding (a CPU per spinning end).
+    #[arg(long)]
+    pub spin_dedicated: bool,
+    /// Sockets spin too (rr --busy-poll).
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// rr: the client's --cpus (serving flow f takes the CPU after the
+    /// client flow f's).
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Vec<usize>,
 }
 
 /// A validated `linerate msg`.
@@ -133,6 +146,8 @@ pub struct MsgPeerConfig {
     pub fds: Vec<i32>,
     pub ctl: i32,
     pub opts: Options,
+    /// rr: the client's `--cpus`.
+    pub cpus: Vec<usize>,
 }
 
 /// The largest message `msg` takes (a bulk region per channel is this big).
@@ -238,7 +253,15 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
                 .max()
                 .unwrap_or(0)
                 .next_multiple_of(4096),
-            spin,
+            spin: Spin {
+                budget: spin,
+                mode: linerate_engine::wait::side_spin_mode(
+                    concurrency.iter().copied().max().unwrap_or(1),
+                    &[],
+                ),
+            },
+            // msg's sockets block (it has no --busy-poll).
+            busy_poll: false,
         },
         sizes,
         concurrency,
@@ -265,11 +288,20 @@ pub fn validate_peer(a: MsgPeerArgs) -> Result<Command> {
         },
         fds: a.fds,
         ctl: a.ctl,
+        cpus: a.cpus,
         opts: Options {
             slot_size: a.slot,
             ack_slot: a.ack_slot,
             region: a.region,
-            spin: Duration::from_nanos(a.spin_ns),
+            spin: Spin {
+                budget: Duration::from_nanos(a.spin_ns),
+                mode: if a.spin_dedicated {
+                    SpinMode::Dedicated
+                } else {
+                    SpinMode::Shared
+                },
+            },
+            busy_poll: a.busy_poll,
         },
     }))
 }

@@ -338,6 +338,57 @@ fn issue_12_rr_over_local_transports() {
     }
 }
 
+/// How the local ends waited is in the report: shared memory spins by
+/// default and counts its futex sleeps per flow and phase, on both sides;
+/// `--busy-poll` makes Unix sockets spin too (it was silently ignored on
+/// them); `--cpus` pins the client's and the serving process's threads.
+#[test]
+fn issue_12_local_rr_reports_how_its_ends_waited() {
+    for (t, busy) in [("shm", false), ("shm", true), ("unix", true)] {
+        let mut args = vec!["rr", "--transport", t, "-s", "56", "-n", "2000", "--json"];
+        if busy {
+            args.push("--busy-poll");
+        }
+        // Both threads on CPU 0: spinning yields there (a CPU shared).
+        args.extend(["--cpus", "0"]);
+        let r = json_client(&args);
+        let rr = &r["rr"];
+        for side in ["spin_client", "spin_server"] {
+            assert_eq!(rr[side], "shared", "{t} busy={busy}: {side}: {rr}");
+        }
+        let p = &rr["phases"][0];
+        assert_eq!(u(&p["transactions"]), 2000, "{p}");
+        for side in ["client_poll_sleeps", "server_poll_sleeps"] {
+            let v = p[side].as_array().expect(side);
+            assert_eq!(v.len(), 1, "{t} busy={busy}: {side}: {p}");
+            // A side receives once per transaction, plus a chunk's word
+            // now and then (far fewer than the transactions).
+            assert!(u(&v[0]) <= 4000, "{t}: a sleep per wait at most: {p}");
+        }
+        let notes = r["notes"].to_string();
+        let how = if t == "shm" { "futex" } else { "poll(2)" };
+        assert!(notes.contains(how), "{t} busy={busy}: {notes}");
+        assert!(
+            notes.contains("--cpus: client flow threads on CPU 0"),
+            "{notes}"
+        );
+    }
+    let r = json_client(&[
+        "rr",
+        "--transport",
+        "unix",
+        "-s",
+        "56",
+        "-n",
+        "200",
+        "--json",
+    ]);
+    assert!(
+        r["rr"]["spin_client"].is_null(),
+        "unix blocks by default: {r}"
+    );
+}
+
 /// `rr --transport unix --json-lines`: a start record, an `rr_phase`
 /// record per phase as it ends (in order, counting both flows) and the
 /// summary, as network rr prints them.

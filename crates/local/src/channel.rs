@@ -21,6 +21,11 @@ pub trait Channel: Send {
     fn last(&self, len: usize) -> &[u8];
     fn send_word(&mut self, w: u64) -> Result<(), LocalError>;
     fn recv_word(&mut self) -> Result<u64, LocalError>;
+    /// How this end's receives waited so far, where it spins before it
+    /// sleeps (shared memory; Unix sockets with busy polling).
+    fn wait_stats(&self) -> Option<crate::wait::WaitStats> {
+        None
+    }
 }
 
 /// A local path between two processes.

@@ -10,7 +10,7 @@
 //!
 //! [`link`] creates both ends of every channel in one process and hands the
 //! far ends to a child process (inherited descriptors: socket pairs, a
-//! memfd, eventfds — nothing with a name, so nothing stays behind when
+//! memfd — nothing with a name, so nothing stays behind when
 //! either process dies). [`msg`] runs the message test's two sides over
 //! them: the sender times each message until its acknowledgement, the
 //! receiver checks the `--verify` [`pattern`] after acknowledging.
@@ -34,6 +34,8 @@ pub mod rr;
 pub mod shm;
 #[cfg(not(loom))]
 pub mod sock;
+#[cfg(not(loom))]
+pub mod wait;
 
 #[cfg(not(loom))]
 pub use channel::{Channel, Transport};

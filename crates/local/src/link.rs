@@ -2,17 +2,16 @@
 //! go to a child process as inherited descriptors.
 //!
 //! Nothing has a name in the file system (socket pairs, a loopback TCP
-//! connection, memfd segments, eventfds): when either process exits, the
+//! connection, memfd segments): when either process exits, the
 //! kernel drops what it held, and the survivor sees a hang-up.
-
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::{UnixDatagram, UnixStream};
-use std::time::Duration;
 
 use crate::shm::{self, Layout};
 use crate::sock::{DgramChan, StreamChan};
+use crate::wait::Spin;
 use crate::{Channel, LocalError, Transport};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixDatagram, UnixStream};
 
 /// How channels are shaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,13 +20,22 @@ pub struct Options {
     pub slot_size: u32,
     /// Bytes of each bulk channel's shared region (the largest message).
     pub region: usize,
-    /// How long a shared-memory receiver spins before it sleeps.
-    pub spin: Duration,
+    /// How a receiver spins before it sleeps (shared memory; sockets
+    /// with `busy_poll`).
+    pub spin: Spin,
+    /// Sockets too spin (non-blocking) before they sleep in `poll(2)`
+    /// (`rr --busy-poll`); otherwise they block.
+    pub busy_poll: bool,
     /// Bytes per reverse-ring slot (see [`Layout::ack_slot`]).
     pub ack_slot: u32,
 }
 
 impl Options {
+    /// The sockets' spinning: only with busy polling.
+    fn sock_spin(&self) -> Option<Spin> {
+        self.busy_poll.then_some(self.spin)
+    }
+
     pub fn layout(&self, t: Transport) -> Layout {
         Layout {
             bulk: t == Transport::ShmBulk,
@@ -39,14 +47,6 @@ impl Options {
             },
             ack_slot: self.ack_slot,
         }
-    }
-}
-
-/// Descriptors per channel handed to the far end.
-pub fn fds_per_channel(t: Transport) -> usize {
-    match t {
-        Transport::ShmDirect | Transport::ShmBulk => 3,
-        _ => 1,
     }
 }
 
@@ -83,24 +83,24 @@ pub fn create(
                 // Acknowledgements are small: send each at once.
                 a.set_nodelay(true).map_err(LocalError::io("TCP_NODELAY"))?;
                 b.set_nodelay(true).map_err(LocalError::io("TCP_NODELAY"))?;
-                near.push(Box::new(StreamChan::new(a)));
+                near.push(Box::new(StreamChan::new(a, opts.sock_spin())?));
                 far.push(b.into());
             }
             Transport::Unix => {
                 let (a, b) = UnixStream::pair().map_err(LocalError::io("socketpair"))?;
-                near.push(Box::new(StreamChan::new(a)));
+                near.push(Box::new(StreamChan::new(a, opts.sock_spin())?));
                 far.push(b.into());
             }
             Transport::UnixDgram => {
                 let (a, b) = UnixDatagram::pair().map_err(LocalError::io("socketpair"))?;
-                near.push(Box::new(DgramChan::new(a)));
+                near.push(Box::new(DgramChan::new(a, opts.sock_spin())?));
                 far.push(b.into());
             }
             Transport::ShmDirect | Transport::ShmBulk => {
                 let ctl = ctl.try_clone().map_err(LocalError::io("dup"))?;
                 let (chan, f) = shm::create(opts.layout(t), ctl, opts.spin)?;
                 near.push(Box::new(chan));
-                far.extend([f.memfd, f.rx_bell, f.tx_bell]);
+                far.push(f);
             }
         }
     }
@@ -114,31 +114,24 @@ pub fn open(
     opts: &Options,
     ctl: &OwnedFd,
 ) -> Result<Vec<Box<dyn Channel>>, LocalError> {
-    let per = fds_per_channel(t);
-    if !fds.len().is_multiple_of(per) {
-        return Err(LocalError::Protocol(format!(
-            "{} descriptors for {t} (a multiple of {per} expected)",
-            fds.len()
-        )));
-    }
     let mut out: Vec<Box<dyn Channel>> = Vec::new();
-    let mut it = fds.into_iter();
-    while let Some(fd) = it.next() {
+    for fd in fds {
         match t {
-            Transport::Tcp => out.push(Box::new(StreamChan::new(TcpStream::from(fd)))),
-            Transport::Unix => out.push(Box::new(StreamChan::new(UnixStream::from(fd)))),
-            Transport::UnixDgram => out.push(Box::new(DgramChan::new(UnixDatagram::from(fd)))),
+            Transport::Tcp => out.push(Box::new(StreamChan::new(
+                TcpStream::from(fd),
+                opts.sock_spin(),
+            )?)),
+            Transport::Unix => out.push(Box::new(StreamChan::new(
+                UnixStream::from(fd),
+                opts.sock_spin(),
+            )?)),
+            Transport::UnixDgram => out.push(Box::new(DgramChan::new(
+                UnixDatagram::from(fd),
+                opts.sock_spin(),
+            )?)),
             Transport::ShmDirect | Transport::ShmBulk => {
-                let (Some(rx_bell), Some(tx_bell)) = (it.next(), it.next()) else {
-                    return Err(LocalError::Protocol("missing doorbell descriptors".into()));
-                };
-                let f = shm::Fds {
-                    memfd: fd,
-                    rx_bell,
-                    tx_bell,
-                };
                 let ctl = ctl.try_clone().map_err(LocalError::io("dup"))?;
-                out.push(Box::new(shm::open(opts.layout(t), f, ctl, opts.spin)?));
+                out.push(Box::new(shm::open(opts.layout(t), fd, ctl, opts.spin)?));
             }
         }
     }

@@ -10,7 +10,7 @@
 //! ```text
 //! offset   0  head     u64  next index the producer writes   (producer stores)
 //! offset  64  tail     u64  next index the consumer reads    (consumer stores)
-//! offset 128  asleep   u32  1 while the consumer sleeps on its doorbell
+//! offset 128  asleep   u32  1 while the consumer sleeps (the futex word)
 //! offset 192  slots × slot_size bytes; a slot: u32 length, 4 spare, payload
 //! ```
 //!
@@ -27,12 +27,25 @@
 //!   `tail.store(Release)`; the producer reads `tail` with `Acquire` before
 //!   reusing a slot, so the consumer's reads happen before the producer's
 //!   next writes to it (no torn read of a slot being overwritten).
-//! - Sleeping (a lost wake-up is the hazard): the consumer stores
+//! - Sleeping (a lost wake-up is the hazard): the consumer sets
 //!   `asleep = 1`, a `SeqCst` fence, then re-reads head; the producer
 //!   stores head, a `SeqCst` fence, then reads `asleep`. With both fences,
 //!   at least one of them sees the other's store (the store-buffer litmus
 //!   test under SC fences): either the consumer sees the new entry and does
 //!   not sleep, or the producer sees `asleep` and rings the doorbell.
+//! - The doorbell is a futex on the `asleep` word itself (shared, not
+//!   `FUTEX_PRIVATE`: the word lives in a segment two processes map). A
+//!   futex wake reaches only a thread already queued on the word, so the
+//!   producer rings by swapping `asleep` to 0 first and calls `FUTEX_WAKE`
+//!   only when the swap took a 1; the consumer sleeps with
+//!   `FUTEX_WAIT(asleep, 1)`, which the kernel refuses (`EAGAIN`) once the
+//!   word is 0. So a ring that comes before the consumer reaches the kernel
+//!   is not lost: the word already says so. Every sleep is preceded by the
+//!   fenced store-and-recheck above, so a consumer that wakes for any other
+//!   reason (a timeout, a signal, a ring meant for an entry it already
+//!   read) just checks again. One futex call per sleep and per ring,
+//!   against `poll(2)` on an eventfd, a `read` to clear it and a `write` to
+//!   ring it (round 4: measured in docs/architecture.md, shm section).
 //!
 //! The orderings are model-checked with loom (`loom_model`, built only
 //! under `--cfg loom`: `RUSTFLAGS="--cfg loom"
@@ -40,17 +53,28 @@
 //! --lib ring::loom_model`). Under that cfg the crate is
 //! this module alone and a `View` holds loom's tracked atomics and cells
 //! instead of a pointer into a mapping (loom cannot follow memory it did
-//! not allocate, nor two processes): [`Producer`] and [`Consumer`] run the
+//! not allocate, nor two processes), and the futex is a loom mutex and
+//! condition variable that check the word under the lock, as the kernel
+//! does under its hash-bucket lock: [`Producer`] and [`Consumer`] run the
 //! same code, and loom reports any slot read that is not ordered after its
 //! write (and the write after the previous read), and any interleaving in
-//! which the consumer sleeps while the producer saw it awake. Weakening
-//! either Release store to Relaxed, or dropping the consumer's fence,
-//! fails a model.
+//! which the consumer sleeps for good on a queued entry (a deadlock).
+//! Weakening either Release store to Relaxed, dropping the consumer's
+//! fence, or ringing without clearing the word fails a model. The
+//! consumer sets `asleep` with a swap, not a store: C11's fence rule makes
+//! a store enough, but loom keeps modification order partial and then let
+//! the producer's load after its fence (with a ring of its own before it)
+//! miss the consumer's newer store, a deadlock C11 forbids; a read-modify-
+//! write is ordered after the value it read in loom as everywhere, which
+//! closes that gap in the model at the price of one locked instruction
+//! per sleep.
 
 #[cfg(loom)]
 use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::io;
 #[cfg(not(loom))]
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Bytes before the first slot.
 pub const HEADER: usize = 192;
@@ -135,6 +159,59 @@ impl View {
         unsafe { &*(self.base.add(ASLEEP) as *const AtomicU32) }
     }
 
+    /// Sleeps while the `asleep` word holds `expected`, at most `timeout`
+    /// (a ring, a signal or a changed word end it sooner: the caller
+    /// checks the ring either way).
+    fn futex_wait(&self, expected: u32, timeout: Duration) -> io::Result<()> {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: the word is an aligned u32 in the live mapping (see
+        // `asleep`); FUTEX_WAIT reads it and the timespec, and writes
+        // nothing. Not FUTEX_PRIVATE: the other process maps the word too.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.asleep().as_ptr(),
+                libc::FUTEX_WAIT,
+                expected,
+                &ts as *const libc::timespec,
+                std::ptr::null::<u32>(),
+                0u32,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                // The word changed first, a signal, or the timeout.
+                Some(libc::EAGAIN | libc::EINTR | libc::ETIMEDOUT) => Ok(()),
+                _ => Err(e),
+            };
+        }
+        Ok(())
+    }
+
+    /// Wakes the thread sleeping on the `asleep` word, if one is queued.
+    fn futex_wake(&self) -> io::Result<()> {
+        // SAFETY: as futex_wait; FUTEX_WAKE only uses the address as a key.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.asleep().as_ptr(),
+                libc::FUTEX_WAKE,
+                1u32,
+                std::ptr::null::<libc::timespec>(),
+                std::ptr::null::<u32>(),
+                0u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn slot_ptr(&self, i: u64) -> *mut u8 {
         let slot = Indices {
             slots: self.shape.slots,
@@ -187,6 +264,10 @@ struct Region {
     head: AtomicU64,
     tail: AtomicU64,
     asleep: AtomicU32,
+    /// The futex's queue: the kernel checks the word and queues a waiter
+    /// under its hash-bucket lock, and wakes under the same lock.
+    bucket: loom::sync::Mutex<()>,
+    queue: loom::sync::Condvar,
     /// Per slot: its length and payload bytes.
     slots: Vec<loom::cell::UnsafeCell<(usize, Vec<u8>)>>,
 }
@@ -210,6 +291,22 @@ impl View {
 
     fn asleep(&self) -> &AtomicU32 {
         &self.r.asleep
+    }
+
+    /// FUTEX_WAIT without a timeout (loom has no time; a sleep that never
+    /// ends is the lost wake-up it looks for, reported as a deadlock).
+    fn futex_wait(&self, expected: u32, _timeout: Duration) -> io::Result<()> {
+        let g = self.r.bucket.lock().expect("bucket");
+        if self.r.asleep.load(Ordering::SeqCst) == expected {
+            drop(self.r.queue.wait(g).expect("bucket"));
+        }
+        Ok(())
+    }
+
+    fn futex_wake(&self) -> io::Result<()> {
+        let _g = self.r.bucket.lock().expect("bucket");
+        self.r.queue.notify_one();
+        Ok(())
     }
 
     fn cell(&self, i: u64) -> &loom::cell::UnsafeCell<(usize, Vec<u8>)> {
@@ -250,6 +347,8 @@ pub fn model(shape: Shape) -> (Producer, Consumer) {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             asleep: AtomicU32::new(0),
+            bucket: loom::sync::Mutex::new(()),
+            queue: loom::sync::Condvar::new(),
             slots: (0..shape.slots)
                 .map(|_| loom::cell::UnsafeCell::new((0, vec![0; shape.payload()])))
                 .collect(),
@@ -348,11 +447,18 @@ impl Producer {
         Ok(true)
     }
 
-    /// After a push: whether the consumer sleeps and needs its doorbell
-    /// rung (see the module's ordering notes).
-    pub fn consumer_asleep(&self) -> bool {
+    /// After a push: rings the consumer's doorbell if it sleeps or is about
+    /// to (see the module's ordering notes); true when it rang. The load
+    /// first: while the consumer is awake (spinning or busy) a push costs
+    /// no write to its cache line and no system call.
+    pub fn wake_consumer(&self) -> io::Result<bool> {
         fence(Ordering::SeqCst);
-        self.v.asleep().load(Ordering::Relaxed) == 1
+        let w = self.v.asleep();
+        if w.load(Ordering::Relaxed) == 0 || w.swap(0, Ordering::Relaxed) == 0 {
+            return Ok(false);
+        }
+        self.v.futex_wake()?;
+        Ok(true)
     }
 }
 
@@ -383,7 +489,9 @@ impl Consumer {
     /// whether it may (nothing arrived meanwhile). On `false` it is awake
     /// again and should read the ring.
     pub fn prepare_sleep(&self) -> bool {
-        self.v.asleep().store(1, Ordering::Relaxed);
+        // A swap where C11 needs only a store (see the module's notes on
+        // loom); on the sleep path only, where it costs nothing measurable.
+        self.v.asleep().swap(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if self.ready() {
             self.v.asleep().store(0, Ordering::Relaxed);
@@ -395,6 +503,19 @@ impl Consumer {
     /// Woken (or giving up on sleeping): clears the mark.
     pub fn awake(&self) {
         self.v.asleep().store(0, Ordering::Relaxed);
+    }
+
+    /// Sleeps until the producer rings, at most `timeout` (a signal or a
+    /// ring meant for an entry already read may end it sooner); true when
+    /// an entry is queued. Returns at once when one is.
+    pub fn sleep(&self, timeout: Duration) -> io::Result<bool> {
+        if !self.prepare_sleep() {
+            return Ok(true);
+        }
+        let r = self.v.futex_wait(1, timeout);
+        self.awake();
+        r?;
+        Ok(self.ready())
     }
 }
 
@@ -569,10 +690,11 @@ mod loom_model {
         });
     }
 
-    /// No lost wake-up: a consumer that finds the ring empty and decides
-    /// to sleep must be seen asleep by a producer that pushes meanwhile,
-    /// or see the push itself (the store-buffer litmus with SeqCst
-    /// fences).
+    /// No lost wake-up: the consumer sleeps whenever the ring is empty,
+    /// the producer rings after each push; a consumer asleep for good on a
+    /// queued entry is a deadlock, which loom reports. Two messages: the
+    /// second push may meet the consumer re-arming after a ring meant for
+    /// the first (a stale ring) or still awake from it.
     #[test]
     fn a_sleeping_consumer_is_always_woken() {
         loom::model(|| {
@@ -582,16 +704,22 @@ mod loom_model {
             };
             let (mut p, mut c) = model(shape);
             let t = thread::spawn(move || {
-                assert!(p.try_push(&[1]).expect("fits"));
-                p.consumer_asleep()
+                for i in 0..2u8 {
+                    assert!(p.try_push(&[i]).expect("fits"));
+                    p.wake_consumer().expect("ring");
+                }
             });
             let mut out = [0u8; 8];
-            let sleeps = c.try_pop(&mut out).is_none() && c.prepare_sleep();
-            let rang = t.join().expect("producer");
-            assert!(
-                !sleeps || rang,
-                "the consumer sleeps on a queued message and no doorbell rings"
-            );
+            for i in 0..2u8 {
+                let n = loop {
+                    if let Some(n) = c.try_pop(&mut out) {
+                        break n;
+                    }
+                    c.sleep(Duration::from_secs(1)).expect("sleep");
+                };
+                assert_eq!(&out[..n], &[i], "message {i}");
+            }
+            t.join().expect("producer");
         });
     }
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use linerate_stats::histogram::Histogram;
 
 use crate::msg::Gate;
+use crate::wait::WaitStats;
 use crate::{Channel, LocalError};
 
 /// About how long a chunk of transactions lasts.
@@ -76,6 +77,14 @@ pub struct FlowOut {
     pub elapsed_ns: u64,
     /// Client only: round trips (batch means when batch > 1).
     pub rtt: Histogram,
+    /// How this end's receives waited during the phase, where the
+    /// transport spins before sleeping (shared memory).
+    pub waits: Option<WaitStats>,
+}
+
+/// What `ch`'s waits came to since `before`.
+fn waits_since(ch: &dyn Channel, before: Option<WaitStats>) -> Option<WaitStats> {
+    Some(ch.wait_stats()?.since(before?))
 }
 
 /// The serving end of one flow: every phase, until the client ends it.
@@ -90,7 +99,9 @@ pub fn serve(ch: &mut dyn Channel, phases: &[(usize, usize)]) -> Result<Vec<Flow
             bytes_received: 0,
             elapsed_ns: 0,
             rtt: Histogram::new(),
+            waits: None,
         };
+        let w0 = ch.wait_stats();
         let mut start = None;
         loop {
             let n = ch.recv_word()?;
@@ -107,6 +118,7 @@ pub fn serve(ch: &mut dyn Channel, phases: &[(usize, usize)]) -> Result<Vec<Flow
         o.bytes_received = o.transactions * q as u64;
         o.bytes_sent = o.transactions * r as u64;
         o.elapsed_ns = start.map_or(0, |s| s.elapsed().as_nanos() as u64);
+        o.waits = waits_since(&*ch, w0);
         out.push(o);
     }
     Ok(out)
@@ -145,6 +157,7 @@ fn client_inner(
         let mut rtt = Histogram::new();
         let mut done = 0u64;
         let mut chunk = 1u64;
+        let w0 = ch.wait_stats();
         let start = Instant::now();
         loop {
             if abort.load(Ordering::Relaxed) {
@@ -184,6 +197,7 @@ fn client_inner(
             bytes_received: done * r as u64,
             elapsed_ns: start.elapsed().as_nanos() as u64,
             rtt,
+            waits: waits_since(&*ch, w0),
         };
         ended(out.len(), &o);
         out.push(o);
@@ -191,14 +205,16 @@ fn client_inner(
     Ok(out)
 }
 
-/// Runs every flow's client, one thread each; `on_fail` ends the serving
-/// process when one fails, so the others return. `on_phase` is called on
+/// Runs every flow's client, one thread each, which first calls `pin` with
+/// its flow's number (`--cpus`); `on_fail` ends the serving process when
+/// one fails, so the others return. `on_phase` is called on
 /// this thread with a phase's number and every flow's figures of it (in
 /// flow order) as soon as the last flow ended it (`--json-lines` prints
 /// them as they come). Per flow, per phase.
 pub fn run_client(
     channels: Vec<Box<dyn Channel>>,
     plan: &Plan,
+    pin: &(dyn Fn(usize) -> std::io::Result<()> + Sync),
     on_fail: &(dyn Fn() + Sync),
     abort: &AtomicBool,
     on_phase: &mut dyn FnMut(usize, Vec<FlowOut>),
@@ -219,8 +235,16 @@ pub fn run_client(
                     let ended = |p: usize, o: &FlowOut| {
                         let _ = tx.send((p, f, o.clone()));
                     };
-                    let r = client(&mut *ch, plan, gate, abort, &ended);
+                    let r = pin(f)
+                        .map_err(|source| LocalError::Io {
+                            what: "pinning a flow thread (--cpus)",
+                            source,
+                        })
+                        .and_then(|()| client(&mut *ch, plan, gate, abort, &ended));
                     if r.is_err() {
+                        // client() broke the gate itself; a pinning
+                        // failure must too, or the other flows wait on it.
+                        gate.break_all();
                         on_fail();
                     }
                     r

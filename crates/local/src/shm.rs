@@ -1,6 +1,6 @@
 //! Shared-memory transport between two processes: one memfd segment per
 //! channel holding a request ring, an acknowledgement ring and (bulk) the
-//! payload region, with an eventfd doorbell per direction.
+//! payload region, with a futex doorbell per ring (see [`crate::ring`]).
 //!
 //! - `direct`: the sender copies the message into a request-ring slot;
 //!   the receiver copies it out. A message longer than a slot is refused,
@@ -11,21 +11,36 @@
 //!   the region again before that answer, so the receiver's view is
 //!   never written under it.
 //!
-//! Waiting: a receiver of either ring spins on it for up to the spin
-//! budget, then sleeps in `poll(2)` on its doorbell (see [`crate::ring`]
-//! for the lost-wake-up argument) and on the control socket, whose
-//! hang-up means the other process is gone. The segment has no name: it
-//! lives as long as a process maps it or holds its descriptor.
+//! Waiting: a receiver of either ring spins on it within the spin budget
+//! ([`crate::wait`]: adaptive, yielding when the CPUs may be shared), then
+//! sleeps on the ring's futex (see [`crate::ring`] for the lost-wake-up
+//! argument) for at most [`PEER_CHECK`] at a time, and between sleeps
+//! looks at the control socket, whose hang-up means the other process is
+//! gone. A sleep costs the receiver one system call (`FUTEX_WAIT`) where
+//! it was two (`poll(2)` on an eventfd and the control socket, then a
+//! `read` to clear the eventfd), and a ring costs the sender one either
+//! way (docs/architecture.md, shm section, has the counts and times); the
+//! price is that a dead peer is noticed within [`PEER_CHECK`] instead of
+//! at once. The segment has no name: it lives as long as a process
+//! maps it or holds its descriptor.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
 
 use crate::ring::{self, Consumer, Producer, Shape};
+use crate::wait::{Spin, Spinner, WaitStats};
 use crate::{Channel, LocalError, Transport};
+
+/// The longest a receiver sleeps before it looks whether the peer process
+/// still lives (its futex cannot watch the control socket).
+pub const PEER_CHECK: Duration = Duration::from_millis(50);
+/// Ring checks between clock reads while spinning (a check is a load from
+/// a cache line the sender writes: nanoseconds).
+const SPIN_CHECK: u32 = 64;
 
 /// Request-ring slots (one message is outstanding per channel at a time;
 /// the depth leaves room for batching without waiting for space).
@@ -91,26 +106,6 @@ impl Layout {
     }
 }
 
-/// The far end's descriptors of one channel: segment, the receiver's
-/// doorbell, the sender's doorbell.
-#[derive(Debug)]
-pub struct Fds {
-    pub memfd: OwnedFd,
-    pub rx_bell: OwnedFd,
-    pub tx_bell: OwnedFd,
-}
-
-fn eventfd() -> Result<OwnedFd, LocalError> {
-    // SAFETY: eventfd takes plain integers; on success the descriptor is
-    // new and owned by no one else.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(LocalError::io("eventfd")(std::io::Error::last_os_error()));
-    }
-    // SAFETY: fd is a fresh descriptor we own (checked above).
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 fn memfd(bytes: usize) -> Result<File, LocalError> {
     let name = c"linerate-msg";
     // SAFETY: a NUL-terminated name and flags; on success the descriptor
@@ -145,20 +140,16 @@ pub struct ShmChan {
     tx: Producer,
     /// Sender: the acknowledgement ring; receiver: the request ring.
     rx: Consumer,
-    my_bell: OwnedFd,
-    peer_bell: OwnedFd,
     /// The control socket: readable or hung up when the peer is gone.
     ctl: OwnedFd,
-    spin: Duration,
+    spinner: Spinner,
     buf: Vec<u8>,
 }
 
-/// Creates a channel: this process's sending end and the far end's
-/// descriptors.
-pub fn create(layout: Layout, ctl: OwnedFd, spin: Duration) -> Result<(ShmChan, Fds), LocalError> {
+/// Creates a channel: this process's sending end and the segment's
+/// descriptor for the far end.
+pub fn create(layout: Layout, ctl: OwnedFd, spin: Spin) -> Result<(ShmChan, OwnedFd), LocalError> {
     let f = memfd(layout.bytes())?;
-    let rx_bell = eventfd()?;
-    let tx_bell = eventfd()?;
     let map = map(&f)?;
     let base = map.as_ptr() as *mut u8;
     // SAFETY: the mapping is layout.bytes() long and page-aligned, so both
@@ -168,18 +159,18 @@ pub fn create(layout: Layout, ctl: OwnedFd, spin: Duration) -> Result<(ShmChan, 
         ring::init(base, layout.req());
         ring::init(base.add(layout.ack_off()), layout.ack());
     }
-    let far = Fds {
-        memfd: f.into(),
-        rx_bell: rx_bell.try_clone().map_err(LocalError::io("dup"))?,
-        tx_bell: tx_bell.try_clone().map_err(LocalError::io("dup"))?,
-    };
-    let chan = ShmChan::new(map, layout, Role::Sender, tx_bell, rx_bell, ctl, spin);
-    Ok((chan, far))
+    let chan = ShmChan::new(map, layout, Role::Sender, ctl, spin);
+    Ok((chan, f.into()))
 }
 
-/// The receiving end over descriptors from [`create`]'s process.
-pub fn open(layout: Layout, fds: Fds, ctl: OwnedFd, spin: Duration) -> Result<ShmChan, LocalError> {
-    let f = File::from(fds.memfd);
+/// The receiving end over the segment from [`create`]'s process.
+pub fn open(
+    layout: Layout,
+    memfd: OwnedFd,
+    ctl: OwnedFd,
+    spin: Spin,
+) -> Result<ShmChan, LocalError> {
+    let f = File::from(memfd);
     let len = f.metadata().map_err(LocalError::io("memfd"))?.len();
     if len != layout.bytes() as u64 {
         return Err(LocalError::Protocol(format!(
@@ -188,15 +179,7 @@ pub fn open(layout: Layout, fds: Fds, ctl: OwnedFd, spin: Duration) -> Result<Sh
         )));
     }
     let map = map(&f)?;
-    Ok(ShmChan::new(
-        map,
-        layout,
-        Role::Receiver,
-        fds.rx_bell,
-        fds.tx_bell,
-        ctl,
-        spin,
-    ))
+    Ok(ShmChan::new(map, layout, Role::Receiver, ctl, spin))
 }
 
 fn map(f: &File) -> Result<Arc<MmapMut>, LocalError> {
@@ -208,15 +191,7 @@ fn map(f: &File) -> Result<Arc<MmapMut>, LocalError> {
 }
 
 impl ShmChan {
-    fn new(
-        map: Arc<MmapMut>,
-        layout: Layout,
-        role: Role,
-        my_bell: OwnedFd,
-        peer_bell: OwnedFd,
-        ctl: OwnedFd,
-        spin: Duration,
-    ) -> ShmChan {
+    fn new(map: Arc<MmapMut>, layout: Layout, role: Role, ctl: OwnedFd, spin: Spin) -> ShmChan {
         let base = map.as_ptr() as *mut u8;
         // SAFETY: both rings were initialised by `create` in this layout;
         // the mapping lives in `map`, held by the channel as long as the
@@ -238,10 +213,8 @@ impl ShmChan {
             layout,
             tx,
             rx,
-            my_bell,
-            peer_bell,
             ctl,
-            spin,
+            spinner: Spinner::new(spin),
             buf: vec![
                 0;
                 layout
@@ -271,7 +244,7 @@ impl ShmChan {
                     // then that it still lives.
                     let t = *since.get_or_insert_with(Instant::now);
                     if t.elapsed() > Duration::from_millis(100) {
-                        self.check_peer(0)?;
+                        self.peer_alive()?;
                         since = Some(Instant::now());
                     }
                     std::thread::yield_now();
@@ -286,53 +259,33 @@ impl ShmChan {
                 }
             }
         }
-        if self.tx.consumer_asleep() {
-            let one = 1u64.to_ne_bytes();
-            // SAFETY: writes 8 bytes from a live local buffer to an eventfd
-            // we hold.
-            let n = unsafe { libc::write(self.peer_bell.as_raw_fd(), one.as_ptr().cast(), 8) };
-            if n != 8 {
-                return Err(LocalError::io("doorbell")(std::io::Error::last_os_error()));
-            }
-        }
+        self.tx
+            .wake_consumer()
+            .map_err(LocalError::io("futex wake"))?;
         Ok(())
     }
 
-    /// Polls the doorbell and the control socket; an event on the latter
-    /// (data, hang-up) means the peer is gone or failing.
-    fn check_peer(&self, timeout_ms: i32) -> Result<bool, LocalError> {
-        let mut fds = [
-            libc::pollfd {
-                fd: self.my_bell.as_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.ctl.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: fds is a live array of two pollfd records.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+    /// Fails when the control socket is readable or hung up and the ring
+    /// holds nothing: the peer process is gone (or failing).
+    fn peer_alive(&self) -> Result<(), LocalError> {
+        let mut fd = libc::pollfd {
+            fd: self.ctl.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: fd is one live pollfd record.
+        let n = unsafe { libc::poll(&mut fd, 1, 0) };
         if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == std::io::ErrorKind::Interrupted {
-                return Ok(false);
+                return Ok(());
             }
             return Err(LocalError::io("poll")(e));
         }
-        if fds[1].revents != 0 && !self.rx.ready() {
+        if fd.revents != 0 && !self.rx.ready() {
             return Err(LocalError::PeerGone("shared memory"));
         }
-        if fds[0].revents & libc::POLLIN != 0 {
-            let mut b = [0u8; 8];
-            // SAFETY: reads 8 bytes into a live local buffer from our
-            // eventfd (readable, so this does not block).
-            unsafe { libc::read(self.my_bell.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
-            return Ok(true);
-        }
-        Ok(false)
+        Ok(())
     }
 
     /// Waits until the receiving ring holds an entry: spin, then sleep.
@@ -340,31 +293,18 @@ impl ShmChan {
         if self.rx.ready() {
             return Ok(());
         }
-        if !self.spin.is_zero() {
-            let start = Instant::now();
-            let mut i = 0u32;
-            loop {
-                if self.rx.ready() {
-                    return Ok(());
-                }
-                std::hint::spin_loop();
-                i = i.wrapping_add(1);
-                if i.is_multiple_of(64) && start.elapsed() > self.spin {
-                    break;
-                }
-            }
+        let rx = &self.rx;
+        if self.spinner.spin(SPIN_CHECK, || rx.ready()) {
+            return Ok(());
         }
-        loop {
-            if !self.rx.prepare_sleep() {
-                return Ok(());
-            }
-            let r = self.check_peer(1000);
-            self.rx.awake();
-            r?;
-            if self.rx.ready() {
-                return Ok(());
-            }
+        while !self
+            .rx
+            .sleep(PEER_CHECK)
+            .map_err(LocalError::io("futex wait"))?
+        {
+            self.peer_alive()?;
         }
+        Ok(())
     }
 
     fn pop(&mut self) -> Result<usize, LocalError> {
@@ -437,6 +377,10 @@ impl Channel for ShmChan {
 
     fn send_word(&mut self, w: u64) -> Result<(), LocalError> {
         self.push(&w.to_le_bytes())
+    }
+
+    fn wait_stats(&self) -> Option<WaitStats> {
+        Some(self.spinner.stats())
     }
 
     fn recv_word(&mut self) -> Result<u64, LocalError> {

@@ -19,6 +19,10 @@ pub struct MsgReport {
     pub software: String,
     /// Where the two ends ran and how they were started.
     pub ends: String,
+    /// Shared memory: how a waiting end waited (spin budget and mode,
+    /// then a futex sleep); absent when no shm transport ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     pub timer: MsgTimer,
     pub verify: MsgVerify,
     pub cells: Vec<MsgCell>,
@@ -265,6 +269,7 @@ mod tests {
     #[test]
     fn human_and_csv_name_every_cell() {
         let r = MsgReport {
+            waiting: None,
             test: "msg".into(),
             software: "linerate test".into(),
             ends: "both ends on this host".into(),

@@ -213,6 +213,7 @@ mod tests {
     #[test]
     fn one_line_per_transport_and_concurrency_with_bands() {
         let r = MsgReport {
+            waiting: None,
             test: "msg".into(),
             software: "t".into(),
             ends: "here".into(),
@@ -246,6 +247,7 @@ mod tests {
         // One ± 1 sd band per line per panel.
         assert_eq!(svg.matches("<polygon").count(), 6, "{svg}");
         let empty = MsgReport {
+            waiting: None,
             cells: Vec::new(),
             ..r
         };

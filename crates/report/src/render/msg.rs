@@ -41,6 +41,9 @@ fn ns(v: u64) -> String {
 
 fn human(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "msg: {}", r.ends)?;
+    if let Some(w) = &r.waiting {
+        writeln!(out, "waiting: {w}")?;
+    }
     writeln!(
         out,
         "timer: clock granularity {} ns; a message shorter than {} granularities is timed in batches",

@@ -72,8 +72,10 @@ fn by_load(
     Ok(())
 }
 
-/// Busy polling: how each side spun, and which flows slept in `poll(2)`.
-fn spin(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
+/// Busy polling (and shared memory, which spins by default): how each side
+/// spun, and which flows slept (`sleep`: in `poll(2)`, or on shared
+/// memory's futex).
+fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str) -> io::Result<()> {
     let counted = rr
         .phases
         .iter()
@@ -141,16 +143,16 @@ fn spin(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
         )?;
     }
     if !counted {
-        writeln!(out, "poll(2) sleeps: not reported")
+        writeln!(out, "{sleep} sleeps: not reported")
     } else if slept.is_empty() {
         writeln!(
             out,
-            "poll(2) sleeps: none (every wait ended while spinning)"
+            "{sleep} sleeps: none (every wait ended while spinning)"
         )
     } else {
         writeln!(
             out,
-            "poll(2) sleeps per flow (waits that outlasted the spin budget; share of transactions):"
+            "{sleep} sleeps per flow (waits that outlasted the spin budget; share of transactions):"
         )?;
         slept.iter().try_for_each(|s| writeln!(out, "  {s}"))
     }
@@ -184,7 +186,15 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
             rr.busy_poll_server.as_deref().unwrap_or("not reported")
         );
         writeln!(out, "{}", wrap(&line, "; ", 2))?;
-        spin(out, rr)?;
+    }
+    if rr.busy_poll || rr.spin_client.is_some() || rr.spin_server.is_some() {
+        // Shared memory spins without --busy-poll, and sleeps on a futex.
+        let sleep = if r.test.protocol.starts_with("shm") {
+            "futex"
+        } else {
+            "poll(2)"
+        };
+        spin(out, rr, sleep)?;
     }
     if let Some(c) = &rr.clock {
         let line = match c.method {
