@@ -240,11 +240,31 @@ fn format_of(o: &args::OutputArgs) -> Format {
 }
 
 /// Parses `0-3,6` into CPU numbers, checking each is online.
+/// `0-3,6` for the ids `[0, 1, 2, 3, 6]`.
+fn cpu_list(ids: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
 fn parse_cpus(list: Option<&str>) -> Result<Vec<usize>> {
     let Some(list) = list else {
         return Ok(Vec::new());
     };
-    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The CPUs this process may run on (taskset's mask), by id.
+    let allowed = linerate_engine::cpu::allowed_cpus();
     let mut cpus = Vec::new();
     for part in list.split(',').filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
@@ -260,10 +280,10 @@ fn parse_cpus(list: Option<&str>) -> Result<Vec<usize>> {
             bail!("--cpus: range {part:?} runs backwards");
         }
         for c in a..=b {
-            if c >= online {
+            if !allowed.is_empty() && !allowed.contains(&c) {
                 bail!(
-                    "--cpus: CPU {c} is not available (this host has {online}: 0-{})",
-                    online - 1
+                    "--cpus: CPU {c} is not available to this process (it may run on {})",
+                    cpu_list(&allowed)
                 );
             }
             cpus.push(c);

@@ -474,3 +474,24 @@ fn issue_8_unpaced_udp_gets_deep_socket_buffers_within_the_memory_limit() {
     assert_eq!(window("udp h -b 1G"), None);
     assert_eq!(window("udp h -b 0 -w 1M"), Some(1 << 20));
 }
+
+#[test]
+fn cpus_are_checked_against_the_affinity_mask_by_id() {
+    assert_eq!(cpu_list(&[0, 1, 2, 3, 6]), "0-3,6");
+    assert_eq!(cpu_list(&[1]), "1");
+    let allowed = linerate_engine::cpu::allowed_cpus();
+    let last = *allowed.last().expect("some CPU");
+    // The highest allowed id passes even where fewer CPUs are allowed than
+    // its number (`taskset -c 1`: one CPU, id 1).
+    assert_eq!(
+        parse_cpus(Some(&last.to_string())).expect("allowed"),
+        vec![last]
+    );
+    let e = parse_cpus(Some("4095"))
+        .expect_err("not allowed")
+        .to_string();
+    assert!(
+        e.contains("CPU 4095 is not available to this process (it may run on"),
+        "{e}"
+    );
+}

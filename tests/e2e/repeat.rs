@@ -148,9 +148,9 @@ fn issue_13_rr_progress_time_left_by_the_clock_and_quiet_otherwise() {
     assert!(!seen.contains("after the first size"), "{seen}");
     // Count-limited: no estimate until a size has ended, then one from the
     // rate so far (the message is set before the position moves). Each
-    // size lasts about a second or more, so the capture sees "1/3".
+    // size lasts two seconds or more, so the capture sees "1/3".
     let seen = on_terminal(
-        &format!("{} rr --sizes 1,2,3 -n 20000", bin()),
+        &format!("{} rr --sizes 1,2,3 -n 40000", bin()),
         &["sizes [", "1/3"],
     );
     let line = seen.lines().find(|l| l.contains("1/3")).unwrap_or("");

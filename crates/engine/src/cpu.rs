@@ -114,6 +114,23 @@ pub fn online_cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
+/// The ids of the CPUs this process may run on (its affinity mask, as
+/// `taskset` sets it): `--cpus` may name only these. Empty if the mask
+/// cannot be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its
+    // size, and CPU_ISSET reads within it for i < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&i| libc::CPU_ISSET(i, &set))
+            .collect()
+    }
+}
+
 /// Sets the calling thread's nice value (Linux: per thread). Lowering it
 /// below the current value needs CAP_SYS_NICE.
 pub fn set_thread_nice(nice: i32) -> std::io::Result<()> {
@@ -148,6 +165,13 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_allowed_cpus_are_as_many_as_std_counts_without_a_quota() {
+        let ids = allowed_cpus();
+        assert!(!ids.is_empty());
+        assert!(ids.len() >= online_cpus() as usize, "{ids:?}");
+    }
 
     #[test]
     fn proc_stat_line_parses() {

@@ -621,8 +621,10 @@ mod tests {
                 for i in 0..N {
                     let len = (i % 65) as usize;
                     let m: Vec<u8> = (0..len).map(|k| (i as u8).wrapping_add(k as u8)).collect();
+                    // Yield, not spin: on a small or busy host the two
+                    // threads may share a CPU, where a spin lasts a tick.
                     while !p.try_push(&m).expect("fits") {
-                        std::hint::spin_loop();
+                        std::thread::yield_now();
                     }
                 }
             });
@@ -632,7 +634,7 @@ mod tests {
                     if let Some(n) = c.try_pop(&mut out) {
                         break n;
                     }
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 };
                 assert_eq!(n, (i % 65) as usize, "message {i}");
                 for (k, b) in out[..n].iter().enumerate() {

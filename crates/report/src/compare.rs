@@ -266,15 +266,26 @@ pub fn render(r: &CompareReport, format: Format, out: &mut dyn Write) -> io::Res
 fn csv(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "variant,engine,busy_poll,metric,unit,value,ratio,error,n,sd,ci95_low,ci95_high"
+        "variant,engine,busy_poll,metric,unit,value,ratio,error,n,sd,ci95_low,ci95_high,\
+         client_ld_preload,server_ld_preload"
     )?;
     let opt = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+    // A path may hold a comma or a quote: quote it, doubling quotes (RFC 4180).
+    let text = |x: &Option<String>| {
+        x.as_ref()
+            .map_or(String::new(), |p| format!("\"{}\"", p.replace('"', "\"\"")))
+    };
     for v in &r.variants {
+        let preload = format!(
+            "{},{}",
+            text(&v.client_ld_preload),
+            text(&v.server_ld_preload)
+        );
         if let Some(e) = &v.error {
             let e = e.replace('"', "'");
             writeln!(
                 out,
-                "{},{},{},,,,,\"{e}\",,,,",
+                "{},{},{},,,,,\"{e}\",,,,,{preload}",
                 v.name, v.engine, v.busy_poll
             )?;
             continue;
@@ -283,7 +294,7 @@ fn csv(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
             let s = m.stats.as_ref();
             writeln!(
                 out,
-                "{},{},{},{},{},{},{},,{},{},{},{}",
+                "{},{},{},{},{},{},{},,{},{},{},{},{preload}",
                 v.name,
                 v.engine,
                 v.busy_poll,
@@ -437,6 +448,7 @@ mod tests {
     #[test]
     fn the_table_and_csv_carry_every_variant() {
         let mut vs = vec![variant("syscall", 2e9), variant("uring", 3e9)];
+        vs[0].client_ld_preload = Some("/opt/x,y/libonload.so".into());
         set_ratios(&mut vs);
         let r = CompareReport {
             schema: COMPARE_SCHEMA,
@@ -458,5 +470,11 @@ mod tests {
         let c = String::from_utf8(c).expect("utf8");
         assert_eq!(c.lines().count(), 3, "{c}");
         assert!(c.contains("uring,uring,false,receiver_bits_per_second,bit/s,3000000000,1.5,"));
+        // Each side's LD_PRELOAD, quoted (a path may hold a comma).
+        assert!(c
+            .lines()
+            .next()
+            .is_some_and(|h| h.ends_with(",client_ld_preload,server_ld_preload")));
+        assert!(c.contains(",\"/opt/x,y/libonload.so\","), "{c}");
     }
 }
