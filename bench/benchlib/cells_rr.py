@@ -13,7 +13,7 @@ linerate's busy-poll ratios (issue 8: 0.59/0.27 where like-with-like gives
 from __future__ import annotations
 
 from . import parse
-from .cells import Cell, Ctx, Variant, anchor, engine_args, engine_label, linerate_server
+from .cells import Cell, Ctx, Variant, anchor, engine_args, engine_label, linerate_server, per_run_server
 from .tools import Linerate, Tool
 
 SOCKPERF_MIN = 14   # sockperf's smallest message: its own header
@@ -38,11 +38,17 @@ def _sockperf_pp(proto: str, size: int, nonblocked: bool):
 
     def run(ctx: Ctx, base: str) -> dict:
         sp = ctx.tools["sockperf"].path
-        srv = ctx.server(f"sockperf-{proto}{'-nb' if nonblocked else ''}",
-                         lambda addr, port: [sp, "server", *tcp, "-i", addr, "-p", str(port), *nb])
-        return parse.sockperf_pingpong(ctx.client(
+        make = lambda addr, port: [sp, "server", *tcp, "-i", addr, "-p", str(port), *nb]  # noqa: E731
+        body = lambda srv: ctx.client(  # noqa: E731
             [sp, "ping-pong", *tcp, "-i", ctx.addr(), "-p", str(srv.port), "-m", str(max(size, SOCKPERF_MIN)),
-             "-t", str(ctx.time), "--full-rtt", *nb], base))
+             "-t", str(ctx.time), "--full-rtt", *nb], base)
+        if nonblocked:
+            # A --nonblocked server spins at ~95% of a CPU even while no
+            # client talks to it: one per run, so it never takes the CPU
+            # of the variants run between sockperf's runs.
+            out, _ = per_run_server(ctx, f"sockperf-{proto}-nb", make, body, base)
+            return parse.sockperf_pingpong(out)
+        return parse.sockperf_pingpong(body(ctx.server(f"sockperf-{proto}", make)))
     return run
 
 

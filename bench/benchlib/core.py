@@ -244,7 +244,7 @@ class Server:
 
 @dataclass
 class Servers:
-    """The servers of one path, started on first use and kept until the path ends."""
+    """The servers of one cell, started on first use and stopped when the cell ends."""
 
     procs: Procs
     ports: Ports
