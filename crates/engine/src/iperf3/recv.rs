@@ -12,7 +12,6 @@
 //! GRO super-buffer carries one timestamp for all its datagrams (they
 //! arrived as one run), as iperf3's own GRO receiver sees them.
 
-use std::io::ErrorKind;
 use std::net::UdpSocket;
 
 use linerate_proto::iperf3::udp::{self as wire, Iperf3Receiver};
@@ -22,11 +21,10 @@ use linerate_proto::udp_receiver::LiveCounts;
 
 use super::Iperf3Format;
 use crate::clock;
-use crate::engines::{self, with_engine, Engine, EngineKind, RecvSlots, UdpRx};
+use crate::engines::{with_engine, Engine, EngineKind, RecvSlots, UdpRx};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::udp::{self, ns_since, RecvJob, UdpCounters, RECV_POLL};
-use crate::wait::{stream_end, Wait, Waiter};
-use crate::EngineError;
+use crate::wait::Wait;
 
 /// Receives iperf3 datagrams on `sock` with engine `kind` until the drain
 /// deadline (then reads what is queued) or abort, counting them both ways.
@@ -171,43 +169,18 @@ pub(super) fn recv_loop<E: Engine>(
         clock::mono_ns().saturating_sub(ns_since(job.start)),
     );
     acc.out.rcvbuf = udp::recv_buffer(sock);
-    let mut waiter = Waiter::new(wait, signals, false);
-    let mut calls = 0u64;
-    // Past the deadline by the clock: read what is queued, then stop.
-    let mut draining = false;
-    let result = loop {
-        if signals.aborted() {
-            break Ok(());
-        }
-        let call = if draining {
-            engines::Wait::DontWait
-        } else {
-            waiter.call()
-        };
-        calls += 1;
-        let r = io.recv_batch(sock, &mut slots, call);
-        let now = ns_since(job.start);
-        draining |= now >= signals.drain_deadline();
-        match r {
-            Ok(filled) => {
-                acc.deliver(&slots, filled, now, bytes);
-                live.publish(&acc.live());
-                waiter.progressed();
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if draining {
-                    break Ok(());
-                }
-                if let Err(e) = waiter.would_block(sock, libc::POLLIN, RECV_POLL, None) {
-                    break stream_end(e);
-                }
-            }
-            // An ICMP error queued on the connected socket: not data.
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
-            Err(e) => break Err(EngineError::io("UDP receive", e)),
-        }
-    };
+    let (result, calls, poll_sleeps) = udp::recv_batches(
+        &mut io,
+        sock,
+        &mut slots,
+        job.start,
+        signals,
+        wait,
+        |slots, filled, now, _| {
+            acc.deliver(slots, filled, now, bytes);
+            live.publish(&acc.live());
+        },
+    );
     let c = acc.tracker.counts();
     let mut out = acc.out;
     out.received = c.received;
@@ -227,7 +200,7 @@ pub(super) fn recv_loop<E: Engine>(
         out,
         StreamEnd {
             calls,
-            poll_sleeps: waiter.sleeps(),
+            poll_sleeps,
             result,
         },
     )

@@ -29,7 +29,7 @@ use crate::EngineError;
 
 pub use live::UdpCounters;
 pub use recv::{prepare as prepare_recv, recv, RecvJob};
-pub(crate) use recv::{prepare_with as prepare_recv_with, realtime_at};
+pub(crate) use recv::{prepare_with as prepare_recv_with, realtime_at, recv_batches};
 pub use send::{send, SendJob};
 pub(crate) use send::{tighten_timer_slack, wait_until};
 

@@ -143,6 +143,45 @@ pub(super) fn recv_loop<E: Engine>(
         bytes,
         realtime_at_start,
     };
+    let (result, calls, poll_sleeps) = recv_batches(
+        &mut io,
+        sock,
+        &mut slots,
+        job.start,
+        signals,
+        wait,
+        |slots, filled, now, drain_at| {
+            sink.deliver(slots, filled, now, drain_at);
+            live.publish(&sink.core.live());
+        },
+    );
+    let mut out = core.finish(live.issued(), socket_drops(sock), rcvbuf);
+    out.batching = io.batching();
+    (
+        out,
+        StreamEnd {
+            calls,
+            poll_sleeps,
+            result,
+        },
+    )
+}
+
+/// The batch loop every UDP receiver shares (linerate's streams and
+/// iperf3's): waits as `wait` says, hands each filled batch to `deliver`
+/// with the time read after the call (ns since `start`) and the drain
+/// deadline, and once past that deadline reads what is queued without
+/// waiting, then stops; or stops when the test is aborted. Returns the
+/// result, the receive calls made and the waits that slept.
+pub(crate) fn recv_batches<R: UdpRx>(
+    io: &mut R,
+    sock: &UdpSocket,
+    slots: &mut RecvSlots,
+    start: Instant,
+    signals: &Signals,
+    wait: Wait,
+    mut deliver: impl FnMut(&RecvSlots, usize, u64, u64),
+) -> (Result<(), EngineError>, u64, Option<u64>) {
     // Spinning is bounded by the drain deadline's granularity: a sleep
     // when the budget is spent lasts at most RECV_POLL.
     let mut waiter = Waiter::new(wait, signals, false);
@@ -159,14 +198,13 @@ pub(super) fn recv_loop<E: Engine>(
             waiter.call()
         };
         calls += 1;
-        let r = io.recv_batch(sock, &mut slots, call);
-        let now = ns_since(job.start);
+        let r = io.recv_batch(sock, slots, call);
+        let now = ns_since(start);
         let drain_at = signals.drain_deadline();
         draining |= now >= drain_at;
         match r {
             Ok(filled) => {
-                sink.deliver(&slots, filled, now, drain_at);
-                live.publish(&sink.core.live());
+                deliver(slots, filled, now, drain_at);
                 waiter.progressed();
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -183,14 +221,5 @@ pub(super) fn recv_loop<E: Engine>(
             Err(e) => break Err(EngineError::io("UDP receive", e)),
         }
     };
-    let mut out = core.finish(live.issued(), socket_drops(sock), rcvbuf);
-    out.batching = io.batching();
-    (
-        out,
-        StreamEnd {
-            calls,
-            poll_sleeps: waiter.sleeps(),
-            result,
-        },
-    )
+    (result, calls, waiter.sleeps())
 }
