@@ -199,18 +199,12 @@ impl UdpReceiver {
     /// The counters now.
     #[inline]
     pub fn live(&self) -> LiveCounts {
-        let c = self.tracker.counts();
-        LiveCounts {
-            datagrams: self.out.datagrams,
-            received: c.received,
-            next_expected: c.next_expected,
-            duplicates: c.duplicates,
-            reordered: c.reordered,
-            late: c.late,
-            corrupt: self.out.corrupt,
-            jitter_ns: self.jitter.ns(),
-            socket_drops: self.drops.map(u64::from),
-        }
+        live_counts(
+            &self.tracker,
+            &self.jitter,
+            &self.out,
+            self.drops.map(u64::from),
+        )
     }
 
     /// What the stream measured. `issued`: the sender's count from its
@@ -224,25 +218,71 @@ impl UdpReceiver {
         meminfo_drops: Option<u64>,
         rcvbuf: Option<u64>,
     ) -> UdpRecv {
-        let c = self.tracker.counts();
         let cmsg_drops = self.drops.map(u64::from);
-        UdpRecv {
-            received: c.received,
-            duplicates: c.duplicates,
-            reordered: c.reordered,
-            max_reorder_distance: c.max_reorder_distance,
-            late: c.late,
-            beyond_window: c.beyond_window,
-            next_expected: c.next_expected,
-            jitter_ns: self.jitter.ns(),
+        let socket_drops = meminfo_drops
+            .map(|m| m.max(cmsg_drops.unwrap_or(0)))
+            .or(cmsg_drops);
+        finish_counts(
+            &self.tracker,
+            &self.jitter,
+            self.out,
             issued,
-            lost: issued.map(|i| c.lost(i)),
-            socket_drops: meminfo_drops
-                .map(|m| m.max(cmsg_drops.unwrap_or(0)))
-                .or(cmsg_drops),
+            socket_drops,
             rcvbuf,
-            ..self.out
-        }
+        )
+    }
+}
+
+/// A receiving stream's counters now, from its sequence and jitter
+/// accounts and what it has counted itself (datagrams, corrupt ones): the
+/// one place both receivers (linerate's datagrams and iperf3's, which keep
+/// the same exact account beside iperf3's own) build them.
+pub fn live_counts(
+    tracker: &SeqTracker,
+    jitter: &Jitter,
+    out: &UdpRecv,
+    socket_drops: Option<u64>,
+) -> LiveCounts {
+    let c = tracker.counts();
+    LiveCounts {
+        datagrams: out.datagrams,
+        received: c.received,
+        next_expected: c.next_expected,
+        duplicates: c.duplicates,
+        reordered: c.reordered,
+        late: c.late,
+        corrupt: out.corrupt,
+        jitter_ns: jitter.ns(),
+        socket_drops,
+    }
+}
+
+/// A receiving stream's final account: `out` (what the stream counted
+/// itself) with the sequence and jitter accounts, loss against `issued`
+/// (the sender's count, when known), the socket's drops and buffer size.
+pub fn finish_counts(
+    tracker: &SeqTracker,
+    jitter: &Jitter,
+    out: UdpRecv,
+    issued: Option<u64>,
+    socket_drops: Option<u64>,
+    rcvbuf: Option<u64>,
+) -> UdpRecv {
+    let c = tracker.counts();
+    UdpRecv {
+        received: c.received,
+        duplicates: c.duplicates,
+        reordered: c.reordered,
+        max_reorder_distance: c.max_reorder_distance,
+        late: c.late,
+        beyond_window: c.beyond_window,
+        next_expected: c.next_expected,
+        jitter_ns: jitter.ns(),
+        issued,
+        lost: issued.map(|i| c.lost(i)),
+        socket_drops,
+        rcvbuf,
+        ..out
     }
 }
 

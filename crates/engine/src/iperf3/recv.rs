@@ -17,7 +17,7 @@ use std::net::UdpSocket;
 use linerate_proto::iperf3::udp::{self as wire, Iperf3Receiver};
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::seq::{Jitter, SeqTracker};
-use linerate_proto::udp_receiver::LiveCounts;
+use linerate_proto::udp_receiver::{finish_counts, live_counts, LiveCounts};
 
 use super::Iperf3Format;
 use crate::clock;
@@ -129,18 +129,7 @@ impl<'a> Accounts<'a> {
     }
 
     fn live(&self) -> LiveCounts {
-        let c = self.tracker.counts();
-        LiveCounts {
-            datagrams: self.out.datagrams,
-            received: c.received,
-            next_expected: c.next_expected,
-            duplicates: c.duplicates,
-            reordered: c.reordered,
-            late: c.late,
-            corrupt: self.out.corrupt,
-            jitter_ns: self.jitter.ns(),
-            socket_drops: None,
-        }
+        live_counts(&self.tracker, &self.jitter, &self.out, None)
     }
 }
 
@@ -181,19 +170,15 @@ pub(super) fn recv_loop<E: Engine>(
             live.publish(&acc.live());
         },
     );
-    let c = acc.tracker.counts();
-    let mut out = acc.out;
-    out.received = c.received;
-    out.duplicates = c.duplicates;
-    out.reordered = c.reordered;
-    out.max_reorder_distance = c.max_reorder_distance;
-    out.late = c.late;
-    out.beyond_window = c.beyond_window;
-    out.next_expected = c.next_expected;
-    out.jitter_ns = acc.jitter.ns();
-    out.issued = live.issued();
-    out.lost = out.issued.map(|i| c.lost(i));
-    out.socket_drops = udp::socket_drops(sock);
+    let rcvbuf = acc.out.rcvbuf;
+    let mut out = finish_counts(
+        &acc.tracker,
+        &acc.jitter,
+        acc.out,
+        live.issued(),
+        udp::socket_drops(sock),
+        rcvbuf,
+    );
     out.iperf3 = Some(acc.iperf.counts());
     out.batching = io.batching();
     (
