@@ -88,7 +88,7 @@ def rss_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
                  ["idle_mib", "per_stream_mib", "p1_mib", "p4_mib"],
                  [Variant("linerate server", False, _rss("linerate")),
                   anchor(tools, "iperf3", "-s", _rss("iperf3"))],
-                 goal="idle ≤ 16 MiB; per TCP stream ≤ its buffers (--len, 128 KiB) + 2 MiB",
+                 goal="idle ≤ 16 MiB; per TCP stream ≤ its buffers (--len, 1 MiB) + 2 MiB",
                  goal_metrics=["idle_mib", "per_stream_mib"])]
 
 

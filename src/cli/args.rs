@@ -358,8 +358,9 @@ pub struct TcpArgs {
     /// Bytes to send per direction instead of a duration (e.g. 10G).
     #[arg(short = 'n', long, value_name = "SIZE")]
     pub bytes: Option<String>,
-    /// Bytes per write/read call.
-    #[arg(short, long, value_name = "SIZE", default_value = "128K")]
+    /// Bytes per write/read call (default 1M: the least CPU per byte on
+    /// both sides; see docs/architecture.md, "Defaults and why").
+    #[arg(short, long, value_name = "SIZE", default_value = "1M")]
     pub len: String,
     /// Parallel streams per direction, one thread each.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]

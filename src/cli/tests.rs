@@ -173,11 +173,11 @@ fn issue_8_skip_rx_copy_and_busy_poll_are_test_options_for_every_engine() {
 }
 
 #[test]
-fn issue_8_tcp_defaults_are_128k_writes_and_receivers_that_copy() {
+fn issue_8_tcp_defaults_are_1m_writes_and_receivers_that_copy() {
     // Chosen by CPU per GiB of both sides (docs/architecture.md, "Defaults
     // and why"): a change of default needs new evidence there.
     let c = tcp("tcp");
-    assert_eq!(c.spec.len, 128 * 1024);
+    assert_eq!(c.spec.len, 1 << 20);
     assert!(!c.spec.tcp.skip_rx_copy && !c.spec.busy_poll);
 }
 

@@ -553,3 +553,36 @@ fn issue_3_killed_udp_client_leaves_server_able_to_serve() {
         );
     }
 }
+
+/// A receiver with deep socket buffers (unpaced `-b 0` without `-w`)
+/// coalesces: after a batch that empties its socket it waits on a timer
+/// rather than on the socket, so that a sender on the same host does not
+/// wake it per datagram. The report counts the waits and the accounting
+/// stays exact (arrival times are the kernel's, so no datagram turns
+/// late); shallow buffers (`-w 256K`) and busy polling never coalesce.
+#[test]
+fn issue_9_deep_buffered_receivers_coalesce_and_count_exactly() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for (extra, coalesces) in [
+        (&["-b", "0"][..], true),
+        (&["-b", "0", "-w", "256K"][..], false),
+        (&["-b", "0", "--busy-poll"][..], false),
+    ] {
+        let mut args = udp_args(&port, &["-l", "1472", "-k", "100000"]);
+        args.extend_from_slice(extra);
+        let r = json_client(&args);
+        let s = &r["sums"][0]["udp"];
+        assert_eq!(u(&s["received"]) + u(&s["lost"]), 100_000, "{extra:?}: {s}");
+        assert_eq!(u(&s["late"]), 0, "{extra:?}: {s}");
+        let waits = s["receiver_coalesce_waits"].as_u64().unwrap_or(0);
+        assert_eq!(waits > 0, coalesces, "{extra:?}: {s}");
+        assert_eq!(
+            r["streams"][0]["udp"]["receiver_coalesce_waits"]
+                .as_u64()
+                .unwrap_or(0),
+            waits,
+            "one stream: the flow's waits are its"
+        );
+    }
+}

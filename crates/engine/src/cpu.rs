@@ -101,9 +101,21 @@ pub(crate) fn ticks_to_ns(ticks: u64) -> u64 {
 /// Host CPU between two snapshots.
 pub fn host_delta(start: HostSnapshot, end: HostSnapshot) -> HostCpu {
     HostCpu {
-        cpus: online_cpus(),
+        cpus: host_cpus(),
         busy_ns: ticks_to_ns(end.busy_ticks.saturating_sub(start.busy_ticks)),
         total_ns: ticks_to_ns(end.total_ticks.saturating_sub(start.total_ticks)),
+    }
+}
+
+/// CPUs online on the host (what `/proc/stat`'s totals cover), whatever
+/// this process's affinity mask.
+pub fn host_cpus() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as u32
+    } else {
+        online_cpus()
     }
 }
 

@@ -25,17 +25,28 @@ pub const SPIN_CHECK: u32 = 4;
 /// CPU taken from it.
 pub const SPIN_BUDGET: Duration = Duration::from_micros(socket::BUSY_POLL_US as u64);
 
-/// How `spinners` busy-polling threads of a side spin, from the CPUs this
-/// process may run on and `cpus`, the CPUs they are pinned to round robin
-/// (empty: not pinned); see [`linerate_proto::rr_core::spin_mode`].
+/// How `spinners` busy-polling threads of a side spin, from the host's
+/// CPUs and where this side runs: `cpus`, the CPUs its flows are pinned to
+/// round robin (`--cpus`), or else an affinity mask narrower than the host
+/// (`taskset`), counts as pinned; see
+/// [`linerate_proto::rr_core::spin_mode`]. A caller who narrowed the mask
+/// placed this side, most likely apart from its peer (as `bench/run`'s
+/// split pinning does); before, a one-CPU mask looked like a CPU shared
+/// with the peer and every few spins yielded (a `sched_yield` and a pass
+/// through the scheduler, ~5% of the CPU of a UDP round trip). If the peer
+/// does share the CPU, the budget's sleeps demote it to yielding.
 pub fn side_spin_mode(spinners: u32, cpus: &[usize]) -> SpinMode {
-    let pinned = (!cpus.is_empty()).then(|| {
+    let host = crate::cpu::host_cpus();
+    let pinned = if cpus.is_empty() {
+        let mask = crate::cpu::online_cpus();
+        (mask < host).then_some(mask)
+    } else {
         let mut distinct = cpus.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
-        distinct.len() as u32
-    });
-    linerate_proto::rr_core::spin_mode(crate::cpu::online_cpus(), spinners, pinned)
+        Some(distinct.len() as u32)
+    };
+    linerate_proto::rr_core::spin_mode(host, spinners, pinned)
 }
 
 /// A socket's waiting discipline.

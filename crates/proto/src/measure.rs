@@ -233,6 +233,10 @@ pub struct UdpRecv {
     /// What a batching engine did (absent: one datagram per call).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub batching: Option<Batching>,
+    /// Receive coalescing: the waits of a fixed interval after a batch
+    /// that emptied the socket (0: none, or the receiver did not coalesce).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub coalesce_waits: u64,
 }
 
 /// One UDP stream's share of one interval.

@@ -769,6 +769,9 @@ mod tests {
         // Two flows pinned to one CPU share it, however many there are.
         assert_eq!(spin_mode(16, 2, Some(1)), SpinMode::Shared);
         assert_eq!(spin_mode(16, 2, Some(2)), SpinMode::Dedicated);
+        // issue 8: one flow placed on one of two CPUs (`taskset`, or
+        // `--cpus`) leaves the other to the peer.
+        assert_eq!(spin_mode(2, 1, Some(1)), SpinMode::Dedicated);
     }
 
     #[test]

@@ -266,6 +266,7 @@ fn udp_stream(
         received_bits_per_second: per_second(r.received, receiver.seconds) * bits,
         socket_drops: r.socket_drops,
         rcvbuf: r.rcvbuf,
+        receiver_coalesce_waits: r.coalesce_waits,
         receiver_had_final_count: r.issued == Some(s.issued),
         sender_batching: s
             .batching
@@ -339,6 +340,7 @@ fn udp_flow(
         received_bits_per_second: per_second(received, receiver_seconds) * bits,
         socket_drops: us.iter().map(|u| u.socket_drops).sum(),
         rcvbuf: first.rcvbuf,
+        receiver_coalesce_waits: sum(|u| u.receiver_coalesce_waits),
         receiver_had_final_count: us.iter().all(|u| u.receiver_had_final_count),
         sender_batching: None,
         receiver_batching: None,

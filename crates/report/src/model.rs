@@ -275,6 +275,10 @@ pub struct UdpSummary {
     /// SO_RCVBUF of the receiving socket.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rcvbuf: Option<u64>,
+    /// Receive coalescing: waits of a fixed interval the receivers made
+    /// after batches that emptied their sockets (absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub receiver_coalesce_waits: u64,
     /// False when the receiver never learnt the sender's final count (its
     /// own loss figure was then not final; `lost` here is from the sender's).
     pub receiver_had_final_count: bool,

@@ -158,7 +158,7 @@ pub(super) fn recv_loop<E: Engine>(
         clock::mono_ns().saturating_sub(ns_since(job.start)),
     );
     acc.out.rcvbuf = udp::recv_buffer(sock);
-    let (result, calls, poll_sleeps) = udp::recv_batches(
+    let done = udp::recv_batches(
         &mut io,
         sock,
         &mut slots,
@@ -181,14 +181,8 @@ pub(super) fn recv_loop<E: Engine>(
     );
     out.iperf3 = Some(acc.iperf.counts());
     out.batching = io.batching();
-    (
-        out,
-        StreamEnd {
-            calls,
-            poll_sleeps,
-            result,
-        },
-    )
+    out.coalesce_waits = done.coalesce_waits;
+    (out, done.end)
 }
 
 #[cfg(test)]

@@ -147,6 +147,12 @@ fn udp_receiver_words(u: &UdpSummary) -> String {
     if let Some(b) = &u.receiver_batching {
         s.push_str(&batching_words(b, false));
     }
+    if u.receiver_coalesce_waits > 0 {
+        s.push_str(&format!(
+            "; coalesced: {} timer waits after emptying the socket",
+            u.receiver_coalesce_waits
+        ));
+    }
     s
 }
 

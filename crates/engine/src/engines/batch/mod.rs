@@ -34,11 +34,11 @@ use crate::caps::caps;
 use crate::EngineError;
 
 /// Bytes per TCP `writev`: the stream's buffer repeated up to this much.
-/// 1 MiB writes beat 128 KiB ones by 1.4× in wall-clock runs on one of the
-/// project's 2-core VMs (issue 8); on another, the receiver's CPU per byte
-/// rose by half with 1 MiB writes (docs/architecture.md, "Defaults and
-/// why"), which is why this engine is opt-in and `syscall` with 128 KiB
-/// writes the default. More only holds the socket lock longer.
+/// 1 MiB is also `linerate tcp`'s default `--len` (the least CPU per byte
+/// on both sides on an idle 2-core VM; docs/architecture.md, "Defaults and
+/// why"), so with the default length this engine writes what `syscall`
+/// does; it matters for shorter `--len`. More only holds the socket lock
+/// longer.
 pub const TCP_WRITE_BYTES: usize = 1 << 20;
 
 /// Slots of a non-GRO receive ring are one byte longer than a datagram (so
