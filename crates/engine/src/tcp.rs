@@ -3,10 +3,20 @@
 //! down its write side; a receiver reads to end of stream. They count
 //! progress in the stream's counter and check the side's signals once per
 //! call; the engine only moves the bytes.
+//!
+//! A blocking receiver raises its socket's low-water mark (`SO_RCVLOWAT`)
+//! to about [`LOWAT_WINDOW`] of the rate it measures ([`LowWater`]): the
+//! kernel then wakes it once per that many bytes instead of once per
+//! arriving segment. On loopback and veth the sender's CPU runs the
+//! receive path, waking the receiver included (`sock_def_readable`, 12% of
+//! a one-stream sender's CPU in `perf`), so fewer wake-ups make the sender
+//! faster; on any path the receiver makes fewer, larger reads.
 
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+use crate::clock::mono_ns;
 use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx};
 use crate::stream::{is_timeout, map_err, Signals, StreamCounter, StreamEnd, POLL};
 use crate::wait::{stream_end, Wait, Waiter};
@@ -14,6 +24,111 @@ use crate::wait::{stream_end, Wait, Waiter};
 /// Longest `poll(2)` sleep of a busy-polling stream once its spin budget is
 /// spent: the loops look at their flags at least this often.
 const SPIN_SLEEP: Duration = POLL;
+
+/// How much of the measured rate a blocking receiver's low-water mark
+/// asks for. A/B on loopback, 2026-11-24, one stream pinned apart, fixed
+/// marks, 3 runs each: none 26.9–31.4 Gbit/s, 128 KiB 32.3–37.8, 512 KiB
+/// 34.6–42.5; at 40 Gbit/s 100 µs is 500 KB.
+pub const LOWAT_WINDOW: Duration = Duration::from_micros(100);
+/// Marks below this stay at the kernel's default (1 byte): a slow stream
+/// gains nothing from them.
+pub const LOWAT_MIN: u64 = 64 << 10;
+/// The highest mark (and never more than the read buffer).
+pub const LOWAT_MAX: u64 = 512 << 10;
+/// Shortest span a rate is measured over.
+const LOWAT_SPAN_NS: u64 = 1_000_000;
+
+/// Whether the receivers of a side with `streams` TCP streams raise their
+/// low-water marks: only when the host's CPUs leave one for each stream's
+/// sender and receiver thread (`2 × streams`: the peer may run on this host
+/// too). With more threads than CPUs a receiver rarely sleeps long anyway,
+/// and the mark made things worse: `-P 2` on 2 CPUs, 5 interleaved runs,
+/// ran at 33.9 (512 KiB) and 30.1 (128 KiB) Gbit/s median against 37.7
+/// without, the receiving side's CPU up from ~90% to ~115%.
+pub fn lowat_fits(streams: usize) -> bool {
+    u64::from(crate::cpu::host_cpus()) >= 2 * streams as u64
+}
+
+/// A blocking TCP receiver's adaptive low-water mark: the bytes of the last
+/// span (≥ 1 ms) set the mark to [`LOWAT_WINDOW`] of their rate, between
+/// [`LOWAT_MIN`] and [`LOWAT_MAX`]. A stream that slows down is re-measured
+/// on every read while a mark is set, and a read waits at most the socket's
+/// timeout ([`POLL`]) with what has arrived, so a mark cannot hold bytes
+/// back from the interval counts for longer than that; end of stream wakes
+/// the reader at once. The kernel caps the mark at half the receive
+/// buffer.
+#[derive(Debug)]
+struct LowWater {
+    max: u64,
+    /// The mark set on the socket (0: the kernel's default).
+    set: u64,
+    since_ns: u64,
+    bytes: u64,
+    reads: u32,
+}
+
+impl LowWater {
+    fn new(buf_len: usize) -> Self {
+        LowWater {
+            max: LOWAT_MAX.min(buf_len as u64),
+            set: 0,
+            since_ns: mono_ns(),
+            bytes: 0,
+            reads: 0,
+        }
+    }
+
+    /// `k` bytes were read. The clock is read on every 16th read, and on
+    /// every read while a mark is set (each such read moved at least
+    /// [`LOWAT_MIN`] bytes, or waited).
+    #[inline]
+    fn on_read(&mut self, sock: &TcpStream, k: usize) {
+        self.bytes += k as u64;
+        self.reads = self.reads.wrapping_add(1);
+        if self.set == 0 && !self.reads.is_multiple_of(16) {
+            return;
+        }
+        let now = mono_ns();
+        let span = now.saturating_sub(self.since_ns);
+        if span < LOWAT_SPAN_NS {
+            return;
+        }
+        let want = mark_for(self.bytes, span, self.max);
+        // Only a change of a quarter or more is worth a system call.
+        if want.abs_diff(self.set) * 4 > self.set.max(1) && set_rcvlowat(sock, want.max(1)) {
+            self.set = want;
+        }
+        self.since_ns = now;
+        self.bytes = 0;
+    }
+}
+
+/// The mark for `bytes` read in `span_ns`: [`LOWAT_WINDOW`] of that rate,
+/// 0 (the kernel's default) below [`LOWAT_MIN`], at most `max`.
+fn mark_for(bytes: u64, span_ns: u64, max: u64) -> u64 {
+    let want = (u128::from(bytes) * LOWAT_WINDOW.as_nanos() / u128::from(span_ns.max(1))) as u64;
+    if want < LOWAT_MIN || max < LOWAT_MIN {
+        0
+    } else {
+        want.min(max)
+    }
+}
+
+/// Sets `SO_RCVLOWAT`; false if the kernel refused.
+fn set_rcvlowat(sock: &TcpStream, bytes: u64) -> bool {
+    let v = bytes.min(i32::MAX as u64) as libc::c_int;
+    // SAFETY: v is a live c_int and the length passed is its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
 
 /// Writes `buf` repeatedly on `sock` with engine `kind` until stopped or
 /// `limit` bytes are written, then shuts down the write side so the
@@ -32,8 +147,16 @@ pub fn send(
     with_engine!(kind, e => send_with(e, sock, buf, limit, counter, signals, wait))
 }
 
-/// Reads `sock` with engine `kind` until end of stream or abort;
-/// `skip_copy`: consume the bytes without copying them (`MSG_TRUNC`).
+/// How a TCP receiver reads: `skip_copy` consumes the bytes without
+/// copying them (`MSG_TRUNC`); `lowat` lets a blocking receiver raise its
+/// socket's low-water mark ([`LowWater`], see [`lowat_fits`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecvOpts {
+    pub skip_copy: bool,
+    pub lowat: bool,
+}
+
+/// Reads `sock` with engine `kind` until end of stream or abort.
 pub fn recv(
     kind: EngineKind,
     sock: &TcpStream,
@@ -41,9 +164,9 @@ pub fn recv(
     counter: &StreamCounter,
     signals: &Signals,
     wait: Wait,
-    skip_copy: bool,
+    opts: RecvOpts,
 ) -> StreamEnd {
-    with_engine!(kind, e => recv_with(e, sock, buf, counter, signals, wait, skip_copy))
+    with_engine!(kind, e => recv_with(e, sock, buf, counter, signals, wait, opts))
 }
 
 fn send_with<E: Engine>(
@@ -112,14 +235,16 @@ fn recv_with<E: Engine>(
     counter: &StreamCounter,
     signals: &Signals,
     wait: Wait,
-    skip_copy: bool,
+    opts: RecvOpts,
 ) -> StreamEnd {
-    let mut io = match engine.tcp_rx(sock, skip_copy) {
+    let mut io = match engine.tcp_rx(sock, opts.skip_copy) {
         Ok(io) => io,
         Err(e) => return StreamEnd::failed(e),
     };
     let mut waiter = Waiter::new(wait, signals, true);
     let call = waiter.call();
+    // Busy polling never sleeps on the socket: no mark.
+    let mut lowat = (opts.lowat && wait == Wait::Block).then(|| LowWater::new(buf.len()));
     let mut calls = 0u64;
     let result = loop {
         if signals.aborted() {
@@ -131,6 +256,9 @@ fn recv_with<E: Engine>(
             Ok(k) => {
                 counter.add(k as u64);
                 waiter.progressed();
+                if let Some(l) = &mut lowat {
+                    l.on_read(sock, k);
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if is_timeout(&e) => {
@@ -162,6 +290,63 @@ mod tests {
     }
 
     #[test]
+    fn issue_8_the_low_water_mark_follows_the_rate_within_its_bounds() {
+        let ms = 1_000_000;
+        // 40 Gbit/s: 100 µs is 500 kB.
+        assert_eq!(mark_for(5_000_000, ms, LOWAT_MAX), 500_000);
+        assert_eq!(mark_for(50_000_000, ms, LOWAT_MAX), LOWAT_MAX);
+        // 1 Gbit/s: 12.5 kB, not worth a mark.
+        assert_eq!(mark_for(125_000, ms, LOWAT_MAX), 0);
+        // Never more than the read buffer, none with a small buffer.
+        assert_eq!(mark_for(5_000_000, ms, 128 << 10), 128 << 10);
+        assert_eq!(mark_for(5_000_000, ms, 4096), 0);
+        assert_eq!(mark_for(5_000_000, 0, LOWAT_MAX), LOWAT_MAX);
+    }
+
+    /// A receiver whose mark is up still gets every byte, the tail below
+    /// the mark included, when the sender closes.
+    #[test]
+    fn issue_8_a_raised_low_water_mark_keeps_the_tail() {
+        let (tx, rx) = pair();
+        assert!(set_rcvlowat(&rx, 256 << 10));
+        let signals = std::sync::Arc::new(Signals::default());
+        let s2 = std::sync::Arc::clone(&signals);
+        let reader = std::thread::spawn(move || {
+            let c = StreamCounter::default();
+            let mut buf = vec![0u8; 1 << 20];
+            let opts = RecvOpts {
+                skip_copy: false,
+                lowat: true,
+            };
+            let end = recv_with(
+                crate::engines::Syscall,
+                &rx,
+                &mut buf,
+                &c,
+                &s2,
+                Wait::Block,
+                opts,
+            );
+            end.result.expect("read to end");
+            c.get()
+        });
+        let c = StreamCounter::default();
+        let buf = vec![7u8; 64 << 10];
+        let limit = 3 * (1 << 20) + 12_345;
+        let end = send_with(
+            crate::engines::Syscall,
+            &tx,
+            &buf,
+            Some(limit),
+            &c,
+            &signals,
+            Wait::Block,
+        );
+        end.result.expect("sent");
+        assert_eq!(reader.join().expect("reader"), limit);
+    }
+
+    #[test]
     fn a_byte_limited_stream_arrives_whole_with_either_wait_policy() {
         for wait in [Wait::Block, Wait::Spin(SpinMode::Shared)] {
             let (tx, rx) = pair();
@@ -174,7 +359,11 @@ mod tests {
             let reader = std::thread::spawn(move || {
                 let c = StreamCounter::default();
                 let mut buf = vec![0u8; 1000];
-                let end = recv_with(crate::engines::Syscall, &rx, &mut buf, &c, &s2, wait, false);
+                let opts = RecvOpts {
+                    skip_copy: false,
+                    lowat: true,
+                };
+                let end = recv_with(crate::engines::Syscall, &rx, &mut buf, &c, &s2, wait, opts);
                 end.result.expect("read to end");
                 c.get()
             });

@@ -100,7 +100,7 @@ pub(super) fn server_load(
         &counter,
         signals,
         Wait::Block,
-        false,
+        tcp::RecvOpts::default(),
     );
     m.elapsed_ns = t0.elapsed().as_nanos() as u64;
     m.calls = end.calls;

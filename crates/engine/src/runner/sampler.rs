@@ -68,6 +68,7 @@ fn spawn_all(
     done: &Sender<Finished>,
 ) -> (Running, Vec<CutStream>) {
     let n = streams.len();
+    let rcvlowat = crate::tcp::lowat_fits(n);
     let mut run = Running {
         counters,
         probes: Vec::with_capacity(n),
@@ -111,6 +112,7 @@ fn spawn_all(
             start,
             signals: Arc::clone(signals),
             done: done.clone(),
+            rcvlowat,
         };
         match spawn_stream(ctx, i, s, params, Arc::clone(&run.counters[i]), live, tid) {
             Ok(h) => run.handles.push(h),

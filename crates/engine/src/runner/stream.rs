@@ -34,6 +34,8 @@ pub(super) struct StreamCtx {
     pub(super) start: Instant,
     pub(super) signals: Arc<Signals>,
     pub(super) done: Sender<Finished>,
+    /// TCP receivers may raise their low-water marks (`tcp::lowat_fits`).
+    pub(super) rcvlowat: bool,
 }
 
 pub(super) fn spawn_stream(
@@ -163,7 +165,11 @@ impl StreamIo<'_> {
                 let end = match role {
                     Role::Sender => tcp::send(*engine, sock, &buf, setup.bytes, c, sig, wait),
                     Role::Receiver => {
-                        tcp::recv(*engine, sock, &mut buf, c, sig, wait, self.skip_rx_copy)
+                        let opts = tcp::RecvOpts {
+                            skip_copy: self.skip_rx_copy,
+                            lowat: self.ctx.rcvlowat,
+                        };
+                        tcp::recv(*engine, sock, &mut buf, c, sig, wait, opts)
                     }
                 };
                 if role == Role::Sender {
