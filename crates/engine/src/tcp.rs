@@ -10,7 +10,8 @@
 //! arriving segment. On loopback and veth the sender's CPU runs the
 //! receive path, waking the receiver included (`sock_def_readable`, 12% of
 //! a one-stream sender's CPU in `perf`), so fewer wake-ups make the sender
-//! faster; on any path the receiver makes fewer, larger reads.
+//! faster there; on other paths the receiver makes fewer, larger reads
+//! (measured on loopback only).
 
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
@@ -38,15 +39,18 @@ pub const LOWAT_MAX: u64 = 512 << 10;
 /// Shortest span a rate is measured over.
 const LOWAT_SPAN_NS: u64 = 1_000_000;
 
-/// Whether the receivers of a side with `streams` TCP streams raise their
-/// low-water marks: only when the host's CPUs leave one for each stream's
-/// sender and receiver thread (`2 × streams`: the peer may run on this host
-/// too). With more threads than CPUs a receiver rarely sleeps long anyway,
-/// and the mark made things worse: `-P 2` on 2 CPUs, 5 interleaved runs,
-/// ran at 33.9 (512 KiB) and 30.1 (128 KiB) Gbit/s median against 37.7
-/// without, the receiving side's CPU up from ~90% to ~115%.
-pub fn lowat_fits(streams: usize) -> bool {
-    u64::from(crate::cpu::host_cpus()) >= 2 * streams as u64
+/// Whether the receivers of a side with `streams` TCP streams, pinned to
+/// `cpus` (empty: not pinned), raise their low-water marks: only when each
+/// stream thread has a CPU by the rule busy polling uses
+/// ([`crate::wait::side_spin_mode`]: the host's CPUs leave one for each
+/// stream of both sides, and a side placed by `--cpus` or `taskset` has one
+/// per stream there). With more threads than CPUs the mark made things
+/// worse: `-P 2` on 2 CPUs, 5 interleaved runs, ran at 33.9 (512 KiB) and
+/// 30.1 (128 KiB) Gbit/s median against 37.7 without, the receiving side's
+/// CPU up from ~90% to ~115%.
+pub fn lowat_fits(streams: usize, cpus: &[usize]) -> bool {
+    let streams = u32::try_from(streams).unwrap_or(u32::MAX);
+    crate::wait::side_spin_mode(streams, cpus) == linerate_proto::rr_core::SpinMode::Dedicated
 }
 
 /// A blocking TCP receiver's adaptive low-water mark: the bytes of the last
@@ -79,8 +83,8 @@ impl LowWater {
     }
 
     /// `k` bytes were read. The clock is read on every 16th read, and on
-    /// every read while a mark is set (each such read moved at least
-    /// [`LOWAT_MIN`] bytes, or waited).
+    /// every read while a mark is set (a blocking read then moved at least
+    /// [`LOWAT_MIN`] bytes or waited; an io_uring receive may return less).
     #[inline]
     fn on_read(&mut self, sock: &TcpStream, k: usize) {
         self.bytes += k as u64;
@@ -95,8 +99,22 @@ impl LowWater {
         }
         let want = mark_for(self.bytes, span, self.max);
         // Only a change of a quarter or more is worth a system call.
-        if want.abs_diff(self.set) * 4 > self.set.max(1) && set_rcvlowat(sock, want.max(1)) {
-            self.set = want;
+        if want.abs_diff(self.set) * 4 > self.set.max(1) {
+            // At most a quarter of the receive buffer: a mark whose window
+            // needs more makes the kernel grow the buffer and clamp the
+            // window to the mark (`tcp_set_rcvlowat`), which a long path
+            // would feel. Early on the buffer is small: no mark yet.
+            let room = socket2::SockRef::from(sock)
+                .recv_buffer_size()
+                .map_or(0, |b| b as u64 / 4);
+            let want = if want.min(room) < LOWAT_MIN {
+                0
+            } else {
+                want.min(room)
+            };
+            if want != self.set && set_rcvlowat(sock, want.max(1)) {
+                self.set = want;
+            }
         }
         self.since_ns = now;
         self.bytes = 0;

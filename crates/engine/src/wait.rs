@@ -38,8 +38,9 @@ pub const SPIN_BUDGET: Duration = Duration::from_micros(socket::BUSY_POLL_US as 
 pub fn side_spin_mode(spinners: u32, cpus: &[usize]) -> SpinMode {
     let host = crate::cpu::host_cpus();
     let pinned = if cpus.is_empty() {
-        let mask = crate::cpu::online_cpus();
-        (mask < host).then_some(mask)
+        // The affinity mask itself (a cgroup CPU quota is not a placement).
+        let mask = crate::cpu::allowed_cpus().len() as u32;
+        (mask > 0 && mask < host).then_some(mask)
     } else {
         let mut distinct = cpus.to_vec();
         distinct.sort_unstable();

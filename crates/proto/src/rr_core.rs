@@ -388,11 +388,11 @@ pub const SPIN_PROBE_EVERY: u32 = 64;
 
 pub use crate::measure::SpinMode;
 
-/// How a side's flows spin: [`SpinMode::Dedicated`] when the `cpus` this
-/// side may run on leave one for every spinning flow of both sides (`2 ×
-/// flows`: the peer may run on this host too) and, when this side pins its
-/// flows, they are pinned to `pinned` ≥ `flows` distinct CPUs; otherwise
-/// [`SpinMode::Shared`].
+/// How a side's flows spin: [`SpinMode::Dedicated`] when the host's `cpus`
+/// leave one for every spinning flow of both sides (`2 × flows`: the peer
+/// may run on this host too) and, when this side was placed (`pinned`: the
+/// distinct CPUs of `--cpus`, or a narrowed affinity mask), on at least
+/// `flows` CPUs; otherwise [`SpinMode::Shared`].
 pub fn spin_mode(cpus: u32, flows: u32, pinned: Option<u32>) -> SpinMode {
     let room = u64::from(cpus) >= 2 * u64::from(flows.max(1));
     if room && pinned.is_none_or(|p| p >= flows.max(1)) {

@@ -297,6 +297,13 @@ pub trait UdpRx: Send {
         slots: &mut RecvSlots,
         wait: Wait,
     ) -> io::Result<usize>;
+    /// Whether a batch that filled fewer slots than there are means the
+    /// socket had nothing more queued (what receive coalescing waits on).
+    /// False where a short batch says nothing of the sort: one slot per
+    /// call, or completions that trail the socket (io_uring).
+    fn short_batch_empties_socket(&self) -> bool {
+        false
+    }
     /// What a batching engine did, for the stream's report (`None`: one
     /// datagram per call).
     fn batching(&self) -> Option<Batching> {

@@ -68,7 +68,7 @@ fn spawn_all(
     done: &Sender<Finished>,
 ) -> (Running, Vec<CutStream>) {
     let n = streams.len();
-    let rcvlowat = crate::tcp::lowat_fits(n);
+    let rcvlowat = crate::tcp::lowat_fits(n, &params.cpus);
     let mut run = Running {
         counters,
         probes: Vec::with_capacity(n),

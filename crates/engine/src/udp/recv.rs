@@ -10,8 +10,9 @@
 //! Where the kernel gives no timestamp the batch's read time stands in (one
 //! clock read per batch).
 //!
-//! Receive coalescing: a blocking receiver whose socket buffer is deep
-//! waits [`COALESCE`] after a batch that emptied the socket, instead of
+//! Receive coalescing: a blocking receiver on the `batch` engine (whose
+//! short batches mean an empty socket) whose socket buffer is deep waits
+//! [`COALESCE`] after a batch that emptied the socket, instead of
 //! going straight back to a call that sleeps on the socket. On loopback and
 //! veth the sender's CPU runs the receive path, waking a receiver included
 //! (`sock_def_readable`, ~20% of an unpaced sender's CPU in `perf`), and a
@@ -40,7 +41,9 @@ use crate::EngineError;
 /// 0 -l 1448` pinned apart from a linerate server: the client sent 0.26–0.34
 /// M datagrams/s against 0.20–0.26 without the wait, with no loss and a
 /// third less server CPU. At 3.5 M datagrams/s of 1472 B, 100 µs queue
-/// ~0.8 MiB, a fifth of the least buffer that coalesces.
+/// 350 datagrams, ~0.8 MiB of buffer charge (skb truesize, ~2.3 KiB each),
+/// a fifth of the least buffer that coalesces. A slow stream with a deep
+/// buffer pays a timer wake-up per datagram on top of the socket's.
 pub const COALESCE: Duration = Duration::from_micros(50);
 
 /// The least receive buffer (`SO_RCVBUF` as the kernel reports it, twice
@@ -198,8 +201,9 @@ pub(crate) struct Received {
 /// with the time read after the call (ns since `start`) and the drain
 /// deadline, and once past that deadline reads what is queued without
 /// waiting, then stops; or stops when the test is aborted. A blocking
-/// receiver with a buffer of at least [`COALESCE_MIN_RCVBUF`] coalesces
-/// (module docs) after batches the kernel timestamped.
+/// receiver with a buffer of at least [`COALESCE_MIN_RCVBUF`], on an
+/// engine whose short batches empty the socket, coalesces (module docs)
+/// after batches the kernel timestamped.
 pub(crate) fn recv_batches<R: UdpRx>(
     io: &mut R,
     sock: &UdpSocket,
@@ -209,8 +213,9 @@ pub(crate) fn recv_batches<R: UdpRx>(
     wait: Wait,
     mut deliver: impl FnMut(&RecvSlots, usize, u64, u64),
 ) -> Received {
-    let coalesce =
-        wait == Wait::Block && recv_buffer(sock).is_some_and(|b| b >= COALESCE_MIN_RCVBUF);
+    let coalesce = wait == Wait::Block
+        && io.short_batch_empties_socket()
+        && recv_buffer(sock).is_some_and(|b| b >= COALESCE_MIN_RCVBUF);
     let mut coalesce_waits = 0u64;
     // Spinning is bounded by the drain deadline's granularity: a sleep
     // when the budget is spent lasts at most RECV_POLL.

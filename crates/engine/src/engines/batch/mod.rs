@@ -351,6 +351,12 @@ impl UdpRx for BatchUdpRx {
         Ok(n)
     }
 
+    /// `recvmmsg` with `MSG_WAITFORONE` takes what is queued after the
+    /// first datagram without waiting: fewer than asked for means no more.
+    fn short_batch_empties_socket(&self) -> bool {
+        true
+    }
+
     fn batching(&self) -> Option<Batching> {
         Some(self.used.clone())
     }
