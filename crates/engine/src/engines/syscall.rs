@@ -28,10 +28,13 @@ impl Engine for Syscall {
     fn udp_tx(self, _sock: &UdpSocket, _len: usize) -> Result<SyscallUdpTx, EngineError> {
         Ok(SyscallUdpTx)
     }
-    fn udp_rx(self, _sock: &UdpSocket, len: usize) -> Result<SyscallUdpRx, EngineError> {
+    fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<SyscallUdpRx, EngineError> {
+        let asked = |opt| crate::udp::getsockopt_int(sock, opt).is_ok_and(|v| v != 0);
         Ok(SyscallUdpRx {
             slot: RECV_BUF.max(len + 1),
             control: [0; 8],
+            // Neither control message asked for (rr's sockets): `recv`.
+            plain: !asked(cmsg::SO_TIMESTAMPNS) && !asked(cmsg::SO_RXQ_OVFL),
         })
     }
     fn tcp_tx(self, _sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
@@ -112,6 +115,11 @@ pub struct SyscallUdpRx {
     /// longer one shows as truncated.
     slot: usize,
     control: ControlBuf,
+    /// No control messages to read: `recv` with `MSG_TRUNC`, which spares
+    /// the kernel copying in a `msghdr` and an iovec (~4% of a busy-polled
+    /// UDP round trip's CPU per side in `perf`: `copy_msghdr_from_user`,
+    /// `import_iovec`).
+    plain: bool,
 }
 
 impl UdpRx for SyscallUdpRx {
@@ -126,6 +134,30 @@ impl UdpRx for SyscallUdpRx {
         wait: Wait,
     ) -> io::Result<usize> {
         let (buf, meta) = slots.slot_mut(0);
+        if self.plain {
+            // SAFETY: buf is valid for buf.len() writable bytes.
+            let n = unsafe {
+                libc::recv(
+                    sock.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    flags(wait) | libc::MSG_TRUNC,
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // With MSG_TRUNC a datagram's real length comes back.
+            let n = n as usize;
+            *meta = RecvMeta {
+                len: n.min(buf.len()),
+                truncated: n > buf.len(),
+                stamp_ns: None,
+                drops: None,
+                segment: None,
+            };
+            return Ok(1);
+        }
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -220,6 +252,39 @@ pub fn recv_discard(sock: &TcpStream, buf: &mut [u8], dontwait: bool) -> io::Res
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    /// Without control messages the receive is a plain `recv`; a datagram
+    /// longer than its slot still shows as truncated, and each arrives whole.
+    #[test]
+    fn issue_8_plain_udp_receive_sees_lengths_and_truncation() {
+        let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        tx.connect(rx.local_addr().expect("addr")).expect("connect");
+        rx.connect(tx.local_addr().expect("addr")).expect("connect");
+        let mut io = Syscall.udp_rx(&rx, 100).expect("rx");
+        assert!(io.plain, "no control messages asked for");
+        // A short slot, so a datagram can outgrow it.
+        let mut slots = RecvSlots::new(1, 100);
+        let long = vec![9u8; 110];
+        for d in [&[1u8; 64][..], &long[..]] {
+            tx.send(d).expect("send");
+            assert_eq!(
+                io.recv_batch(&rx, &mut slots, Wait::Block).expect("recv"),
+                1
+            );
+            let (data, m) = slots.get(0);
+            assert_eq!(m.truncated, d.len() > 100, "{} bytes", d.len());
+            assert_eq!(m.len, d.len().min(100));
+            assert_eq!(data.len(), m.len);
+        }
+        // With a timestamp asked for, the msghdr path (and its stamp).
+        crate::udp::setsockopt_int(&rx, cmsg::SO_TIMESTAMPNS, 1).expect("ts");
+        let mut io = Syscall.udp_rx(&rx, 100).expect("rx");
+        assert!(!io.plain);
+        tx.send(&[2u8; 64]).expect("send");
+        io.recv_batch(&rx, &mut slots, Wait::Block).expect("recv");
+        assert!(slots.get(0).1.stamp_ns.is_some());
+    }
 
     #[test]
     fn issue_8_msg_trunc_consumes_tcp_data_without_copying() {

@@ -107,6 +107,27 @@ pub(crate) fn setsockopt_int(
     }
 }
 
+/// Reads an int socket option at SOL_SOCKET.
+pub(crate) fn getsockopt_int(sock: &UdpSocket, opt: libc::c_int) -> std::io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid fd, and v and len live for the call with len its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(v)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Sets SO_SNDBUF and SO_RCVBUF to `bytes`: with the FORCE variants first
 /// (root may exceed wmem_max/rmem_max), else the plain ones (capped by the
 /// sysctls). Returns a note with what the kernel granted.
