@@ -11,7 +11,6 @@
 //! it, and a seccomp filter that blocks them shows up as the same refusal.
 
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
 
 /// Where the io_uring switch lives (Linux 6.6+): 0 on, 1 only for
@@ -111,37 +110,12 @@ fn probe_opt(
         option,
         errno_text: e.to_string(),
     })?;
-    set_int(&sock, level, opt, value).map_err(|e| Missing::Refused {
+    crate::socket::set_int(&sock, level, opt, value).map_err(|e| Missing::Refused {
         option,
         errno: e.raw_os_error().unwrap_or(0),
         errno_text: e.to_string(),
         needs,
     })
-}
-
-/// `setsockopt(level, opt, &value)` with an int value.
-pub(crate) fn set_int(
-    sock: &impl AsRawFd,
-    level: libc::c_int,
-    opt: libc::c_int,
-    value: libc::c_int,
-) -> std::io::Result<()> {
-    // SAFETY: a valid fd and a pointer to an int that lives across the call,
-    // with its exact size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            opt,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 #[cfg(test)]

@@ -359,41 +359,68 @@ const SO_PREFER_BUSY_POLL: libc::c_int = 69;
 /// Sets `SO_PREFER_BUSY_POLL`. Needs `CAP_NET_ADMIN`; a kernel before 5.11
 /// refuses it as an unknown option.
 pub fn set_prefer_busy_poll(sock: &impl AsRawFd) -> std::io::Result<()> {
-    let v: libc::c_int = 1;
-    // SAFETY: the pointer and length describe `v`.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_PREFER_BUSY_POLL,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    set_int(sock, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, 1)
 }
 
 /// Sets `SO_BUSY_POLL` to `usec`. Raising it above the system default
 /// (`net.core.busy_read`) needs `CAP_NET_ADMIN`; the error says so.
 pub fn set_busy_poll(sock: &impl AsRawFd, usec: u32) -> std::io::Result<()> {
-    let v = usec as libc::c_int;
-    // SAFETY: the pointer and length describe `v`.
+    set_int(
+        sock,
+        libc::SOL_SOCKET,
+        libc::SO_BUSY_POLL,
+        usec as libc::c_int,
+    )
+}
+
+/// `setsockopt(level, opt, &value)` with an int value.
+pub(crate) fn set_int(
+    sock: &impl AsRawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    value: libc::c_int,
+) -> std::io::Result<()> {
+    // SAFETY: a valid fd and a pointer to an int that lives across the call,
+    // with its exact size.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_BUSY_POLL,
-            (&v as *const libc::c_int).cast(),
+            level,
+            opt,
+            (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
-    Ok(())
+}
+
+/// `getsockopt(level, opt)` of an int value.
+pub(crate) fn get_int(
+    sock: &impl AsRawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+) -> std::io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid fd; v and len live across the call, len its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            level,
+            opt,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(v)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]

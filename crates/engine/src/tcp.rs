@@ -14,7 +14,6 @@
 //! (measured on loopback only).
 
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use crate::clock::mono_ns;
@@ -135,17 +134,7 @@ fn mark_for(bytes: u64, span_ns: u64, max: u64) -> u64 {
 /// Sets `SO_RCVLOWAT`; false if the kernel refused.
 fn set_rcvlowat(sock: &TcpStream, bytes: u64) -> bool {
     let v = bytes.min(i32::MAX as u64) as libc::c_int;
-    // SAFETY: v is a live c_int and the length passed is its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
+    crate::socket::set_int(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v).is_ok()
 }
 
 /// Writes `buf` repeatedly on `sock` with engine `kind` until stopped or

@@ -29,7 +29,7 @@ impl Engine for Syscall {
         Ok(SyscallUdpTx)
     }
     fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<SyscallUdpRx, EngineError> {
-        let asked = |opt| crate::udp::getsockopt_int(sock, opt).is_ok_and(|v| v != 0);
+        let asked = |opt| crate::socket::get_int(sock, libc::SOL_SOCKET, opt).is_ok_and(|v| v != 0);
         Ok(SyscallUdpRx {
             slot: RECV_BUF.max(len + 1),
             control: [0; 8],
@@ -278,7 +278,7 @@ mod tests {
             assert_eq!(data.len(), m.len);
         }
         // With a timestamp asked for, the msghdr path (and its stamp).
-        crate::udp::setsockopt_int(&rx, cmsg::SO_TIMESTAMPNS, 1).expect("ts");
+        crate::socket::set_int(&rx, libc::SOL_SOCKET, cmsg::SO_TIMESTAMPNS, 1).expect("ts");
         let mut io = Syscall.udp_rx(&rx, 100).expect("rx");
         assert!(!io.plain);
         tx.send(&[2u8; 64]).expect("send");

@@ -74,22 +74,7 @@ pub fn check() -> Result<(), EngineError> {
 
 /// Turns `SO_ZEROCOPY` on (without it `MSG_ZEROCOPY` is ignored).
 fn enable(sock: &impl AsRawFd) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: a valid fd and a pointer to an int of the given size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_ZEROCOPY,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::socket::set_int(sock, libc::SOL_SOCKET, SO_ZEROCOPY, 1)
 }
 
 /// The sending socket's descriptor, kept so that the UDP sender can await

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use linerate_proto::datagram;
 
 use crate::cmsg::{SO_MEMINFO, SO_RCVBUFFORCE, SO_SNDBUFFORCE};
+use crate::socket::set_int;
 use crate::EngineError;
 
 pub use live::UdpCounters;
@@ -85,49 +86,6 @@ pub fn connect_from(peer: SocketAddr, local: Option<IpAddr>) -> Result<UdpSocket
     Ok(sock)
 }
 
-pub(crate) fn setsockopt_int(
-    sock: &UdpSocket,
-    opt: libc::c_int,
-    v: libc::c_int,
-) -> std::io::Result<()> {
-    // SAFETY: a valid fd and a pointer to an int of the given size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Reads an int socket option at SOL_SOCKET.
-pub(crate) fn getsockopt_int(sock: &UdpSocket, opt: libc::c_int) -> std::io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: a valid fd, and v and len live for the call with len its size.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(v)
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// Sets SO_SNDBUF and SO_RCVBUF to `bytes`: with the FORCE variants first
 /// (root may exceed wmem_max/rmem_max), else the plain ones (capped by the
 /// sysctls). Returns a note with what the kernel granted.
@@ -138,9 +96,9 @@ pub fn set_buffers(sock: &UdpSocket, bytes: u32) -> Result<String, EngineError> 
         (SO_SNDBUFFORCE, libc::SO_SNDBUF, "SO_SNDBUF"),
         (SO_RCVBUFFORCE, libc::SO_RCVBUF, "SO_RCVBUF"),
     ] {
-        if setsockopt_int(sock, force, v).is_err() {
+        if set_int(sock, libc::SOL_SOCKET, force, v).is_err() {
             forced = false;
-            setsockopt_int(sock, plain, v).map_err(|e| EngineError::io(name, e))?;
+            set_int(sock, libc::SOL_SOCKET, plain, v).map_err(|e| EngineError::io(name, e))?;
         }
     }
     let s = socket2::SockRef::from(sock);

@@ -28,9 +28,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
 
-use super::{ns_since, recv_buffer, setsockopt_int, socket_drops, UdpCounters, RECV_POLL};
+use super::{ns_since, recv_buffer, socket_drops, UdpCounters, RECV_POLL};
 use crate::cmsg::{SO_RXQ_OVFL, SO_TIMESTAMPNS};
 use crate::engines::{self, with_engine, Engine, EngineKind, RecvSlots, UdpRx};
+use crate::socket::set_int;
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::wait::{stream_end, Wait, Waiter};
 use crate::EngineError;
@@ -128,8 +129,8 @@ pub fn prepare(kind: EngineKind, sock: &UdpSocket) {
 
 pub(crate) fn prepare_with<E: Engine>(engine: E, sock: &UdpSocket) {
     // Without SO_RXQ_OVFL the drop count still comes from SO_MEMINFO at the end.
-    let _ = setsockopt_int(sock, SO_RXQ_OVFL, 1);
-    let _ = setsockopt_int(sock, SO_TIMESTAMPNS, 1);
+    let _ = set_int(sock, libc::SOL_SOCKET, SO_RXQ_OVFL, 1);
+    let _ = set_int(sock, libc::SOL_SOCKET, SO_TIMESTAMPNS, 1);
     engine.udp_rx_attach(sock);
 }
 

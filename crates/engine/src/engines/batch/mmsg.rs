@@ -18,8 +18,8 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-use crate::caps::set_int;
 use crate::engines::RecvMeta;
+use crate::socket::set_int;
 
 /// Largest UDP payload of one IPv4 datagram (65535 − 20 IP − 8 UDP). A GSO
 /// send is one such datagram until the kernel segments it, so its segments

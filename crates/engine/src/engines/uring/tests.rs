@@ -25,7 +25,8 @@ fn udp_batches_arrive_in_order_with_their_metadata() {
     let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
     tx.connect(rx.local_addr().expect("addr")).expect("connect");
     rx.connect(tx.local_addr().expect("addr")).expect("connect");
-    crate::udp::setsockopt_int(&rx, crate::cmsg::SO_TIMESTAMPNS, 1).expect("timestamps");
+    crate::socket::set_int(&rx, libc::SOL_SOCKET, crate::cmsg::SO_TIMESTAMPNS, 1)
+        .expect("timestamps");
     // With SQPOLL the kernel thread takes requests as they are queued: a
     // batch must still go out in order (its chain queued at once).
     for e in [Uring::default(), Uring { sqpoll: true }] {
