@@ -81,6 +81,15 @@ impl NetPair {
             &pair.b,
         ])?;
         for (ns, dev, addr) in [(&pair.a, "va", ADDR_A), (&pair.b, "vb", ADDR_B)] {
+            // No IPv6 on the pair: its router solicitations and MLD reports
+            // (sent 0–4 s after the link comes up) would move the interface
+            // counters that tests compare with linerate's (a heartbeat test
+            // saw vb "send" 900 ms after the server stopped). Best effort: a
+            // kernel without IPv6 sends none anyway.
+            let _ = Command::new("ip")
+                .args(["netns", "exec", ns, "sysctl", "-qw"])
+                .arg(format!("net.ipv6.conf.{dev}.disable_ipv6=1"))
+                .status();
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
             ip(&["-n", ns, "link", "set", dev, "mtu", &mtu])?;
             ip(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", dev])?;
