@@ -228,11 +228,7 @@ fn send_with<E: Engine>(
             Err(e) => break Err(map_err("write", e)),
         }
     };
-    StreamEnd {
-        calls,
-        poll_sleeps: waiter.sleeps(),
-        result,
-    }
+    waiter.end(calls, result)
 }
 
 fn recv_with<E: Engine>(
@@ -276,11 +272,7 @@ fn recv_with<E: Engine>(
             Err(e) => break Err(map_err("read", e)),
         }
     };
-    StreamEnd {
-        calls,
-        poll_sleeps: waiter.sleeps(),
-        result,
-    }
+    waiter.end(calls, result)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use linerate_proto::rr_core::{SpinBudget, SpinMode};
 
 use crate::clock::mono_ns;
 use crate::engines;
-use crate::stream::{map_err, Idle, Signals};
+use crate::stream::{map_err, Idle, Signals, StreamEnd};
 use crate::{socket, EngineError};
 
 /// Spins between check points in busy-poll mode (a power of two: the check
@@ -116,6 +116,16 @@ impl<'a> Waiter<'a> {
         match self.wait {
             Wait::Block => engines::Wait::Block,
             Wait::Spin(_) => engines::Wait::DontWait,
+        }
+    }
+
+    /// How a stream loop that waited with this waiter ended, after `calls`
+    /// I/O calls.
+    pub(crate) fn end(&self, calls: u64, result: Result<(), EngineError>) -> StreamEnd {
+        StreamEnd {
+            calls,
+            poll_sleeps: self.sleeps(),
+            result,
         }
     }
 

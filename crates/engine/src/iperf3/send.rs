@@ -157,14 +157,7 @@ pub(super) fn send_loop<E: Engine>(
     out.kept_up = pacer.within_tolerance(out.behind);
     out.last_send_ns = last_send.unwrap_or(0);
     out.batching = io.batching();
-    (
-        out,
-        StreamEnd {
-            calls,
-            poll_sleeps: waiter.sleeps(),
-            result,
-        },
-    )
+    (out, waiter.end(calls, result))
 }
 
 #[cfg(test)]

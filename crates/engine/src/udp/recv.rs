@@ -267,11 +267,7 @@ pub(crate) fn recv_batches<R: UdpRx>(
         }
     };
     Received {
-        end: StreamEnd {
-            calls,
-            poll_sleeps: waiter.sleeps(),
-            result,
-        },
+        end: waiter.end(calls, result),
         coalesce_waits,
     }
 }

@@ -167,12 +167,5 @@ pub(super) fn send_loop<E: Engine>(
     let end = ns_since(job.start);
     let mut out = core.finish(end);
     out.batching = io.batching();
-    (
-        out,
-        StreamEnd {
-            calls,
-            poll_sleeps: waiter.sleeps(),
-            result,
-        },
-    )
+    (out, waiter.end(calls, result))
 }
