@@ -265,7 +265,7 @@ mod tests {
         assert!(io.plain, "no control messages asked for");
         // A short slot, so a datagram can outgrow it.
         let mut slots = RecvSlots::new(1, 100);
-        let long = vec![9u8; 110];
+        let long = [9u8; 110];
         for d in [&[1u8; 64][..], &long[..]] {
             tx.send(d).expect("send");
             assert_eq!(
