@@ -90,7 +90,7 @@ impl EngineKind {
                 "sendmmsg/recvmmsg with UDP GSO/GRO; large TCP writes, optional MSG_TRUNC receive"
             }
             EngineKind::Uring { sqpoll: false } => {
-                "io_uring: registered buffers, multishot receive into a provided-buffer ring"
+                "io_uring: registered buffers, zero-copy sends, multishot receive into a provided-buffer ring, UDP GSO/GRO"
             }
             EngineKind::Uring { sqpoll: true } => {
                 "io_uring with a kernel submission-polling thread (SQPOLL)"

@@ -97,14 +97,14 @@ pub fn segments_per_send(len: usize, max: usize) -> usize {
 /// to 8), laid out by `repr(C)` so it needs no pointer arithmetic.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct SegmentCmsg {
+pub(crate) struct SegmentCmsg {
     hdr: libc::cmsghdr,
     size: u16,
     _pad: [u8; 6],
 }
 
 impl SegmentCmsg {
-    fn new(size: u16) -> Self {
+    pub(crate) fn new(size: u16) -> Self {
         // CMSG_LEN(2): header plus the data, without trailing padding.
         let len = std::mem::size_of::<libc::cmsghdr>() + std::mem::size_of::<u16>();
         SegmentCmsg {
@@ -218,7 +218,7 @@ impl MmsgTx {
 
 /// Control-message room per received message: a timestamp (32 bytes), the
 /// drop counter (24) and the GRO segment size (24) fit with room to spare.
-const RECV_CMSG: usize = 128;
+pub(crate) const RECV_CMSG: usize = 128;
 
 /// `recvmmsg` into caller-owned slots, with a control buffer per message.
 pub struct MmsgRx {
@@ -315,7 +315,7 @@ impl MmsgRx {
 /// Reads the control messages of one receive from their bytes: a safe walk
 /// over `cmsghdr`s (length, level, type, data; each padded to 8 bytes), so
 /// a short or odd buffer ends the walk instead of reading past it.
-fn parse_cmsgs(ctrl: &[u8]) -> RecvMeta {
+pub(crate) fn parse_cmsgs(ctrl: &[u8]) -> RecvMeta {
     const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
     const LEN: usize = std::mem::size_of::<libc::size_t>();
     let mut m = RecvMeta::default();

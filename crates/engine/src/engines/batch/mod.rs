@@ -114,32 +114,14 @@ impl Batch {
         if self.gso == Toggle::Off {
             return Ok(1);
         }
-        let mut refuse = |why: String| -> Result<usize, EngineError> {
-            if self.gso == Toggle::On {
-                Err(unavailable(self, format!("--gso: {why}")))
-            } else {
+        match (gso_plan(sock, len), self.gso) {
+            (Ok(segs), _) => Ok(segs),
+            (Err(why), Toggle::On) => Err(unavailable(self, format!("--gso: {why}"))),
+            (Err(why), _) => {
                 notes.push(format!("GSO off: {why}"));
                 Ok(1)
             }
-        };
-        if let Err(e) = &caps().udp_segment {
-            return refuse(e.to_string());
         }
-        let v6 = sock.peer_addr().is_ok_and(|a| a.is_ipv6());
-        let mtu = path_mtu(sock, v6).unwrap_or(0);
-        if len + UDP_IP_HEADERS > mtu {
-            return refuse(format!(
-                "{len}-byte datagrams do not fit the path MTU ({mtu} bytes); \
-                 the kernel segments only datagrams that need no IP fragmentation"
-            ));
-        }
-        let segs = segments_per_send(len, GSO_MAX_SEGMENTS);
-        if segs < 2 {
-            return refuse(format!(
-                "{len}-byte datagrams leave no room for two in one send"
-            ));
-        }
-        Ok(segs)
     }
 
     /// Turns GRO on for a receiving socket as asked.
@@ -147,12 +129,7 @@ impl Batch {
         if self.gro == Toggle::Off {
             return Ok(false);
         }
-        let r = caps()
-            .udp_gro
-            .clone()
-            .map_err(|e| e.to_string())
-            .and_then(|()| enable_gro(sock).map_err(|e| format!("UDP_GRO: {e}")));
-        match (r, self.gro) {
+        match (gro_plan(sock), self.gro) {
             (Ok(()), _) => Ok(true),
             (Err(why), Toggle::On) => Err(unavailable(self, format!("--gro: {why}"))),
             (Err(why), _) => {
@@ -160,6 +137,57 @@ impl Batch {
                 Ok(false)
             }
         }
+    }
+}
+
+/// Datagrams of `len` bytes per GSO send on `sock` (at least 2), or why
+/// GSO cannot be used there: the kernel lacks `UDP_SEGMENT`, the datagrams
+/// do not fit the path MTU, or two do not fit one send. Shared by every
+/// engine that segments (`batch`, `uring`).
+pub(crate) fn gso_plan(sock: &UdpSocket, len: usize) -> Result<usize, String> {
+    if let Err(e) = &caps().udp_segment {
+        return Err(e.to_string());
+    }
+    let v6 = sock.peer_addr().is_ok_and(|a| a.is_ipv6());
+    let mtu = path_mtu(sock, v6).unwrap_or(0);
+    if len + UDP_IP_HEADERS > mtu {
+        return Err(format!(
+            "{len}-byte datagrams do not fit the path MTU ({mtu} bytes); \
+             the kernel segments only datagrams that need no IP fragmentation"
+        ));
+    }
+    let segs = segments_per_send(len, GSO_MAX_SEGMENTS);
+    if segs < 2 {
+        return Err(format!(
+            "{len}-byte datagrams leave no room for two in one send"
+        ));
+    }
+    Ok(segs)
+}
+
+/// Turns `UDP_GRO` on for `sock`, or says why it cannot be.
+pub(crate) fn gro_plan(sock: &UdpSocket) -> Result<(), String> {
+    caps()
+        .udp_gro
+        .clone()
+        .map_err(|e| e.to_string())
+        .and_then(|()| enable_gro(sock).map_err(|e| format!("UDP_GRO: {e}")))
+}
+
+/// A GSO send refused as the first of a stream: the kernel checks GSO
+/// against the route only when sending, so this is about GSO on the path
+/// (`EINVAL`, `EMSGSIZE`, `EIO`); other errors pass through.
+pub(crate) fn gso_refused(e: io::Error) -> io::Error {
+    if matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EMSGSIZE | libc::EIO)
+    ) {
+        io::Error::new(
+            e.kind(),
+            format!("the kernel refused UDP GSO on this path ({e}); run with --no-gso"),
+        )
+    } else {
+        e
     }
 }
 
@@ -297,21 +325,8 @@ impl UdpTx for BatchUdpTx {
                 self.big_ok |= big;
                 Ok(n)
             }
-            // The kernel checks GSO against the route only when sending: a
-            // refusal of the first send is about GSO on this path.
-            Err(e)
-                if self.first
-                    && self.segs > 1
-                    && batch.bytes().len() > batch.segment()
-                    && matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINVAL | libc::EMSGSIZE | libc::EIO)
-                    ) =>
-            {
-                Err(io::Error::new(
-                    e.kind(),
-                    format!("the kernel refused UDP GSO on this path ({e}); run with --no-gso"),
-                ))
+            Err(e) if self.first && self.segs > 1 && batch.bytes().len() > batch.segment() => {
+                Err(gso_refused(e))
             }
             Err(e) => Err(e),
         }

@@ -10,9 +10,12 @@
 //! - zero-copy sends (`IORING_OP_SEND_ZC`), with completion tracking: a
 //!   buffer is reused only after its notification CQE, and the notifications
 //!   say whether the kernel copied anyway (loopback always does);
+//! - UDP segmentation offload: GSO sends (`SENDMSG`/`SENDMSG_ZC` with a
+//!   `UDP_SEGMENT` control message, up to 128 datagrams each) and `UDP_GRO`
+//!   receives, by the `batch` engine's `auto` rule;
 //! - UDP receive through one multishot `RECVMSG` into a provided buffer ring
-//!   (`IORING_REGISTER_PBUF_RING`), with the kernel's timestamp and drop
-//!   counter in each buffer's control data;
+//!   (`IORING_REGISTER_PBUF_RING`), with the kernel's timestamp, drop
+//!   counter and GRO segment size in each buffer's control data;
 //! - optionally a kernel submission-polling thread (`uring:sqpoll`).
 //!
 //! A blocking wait is bounded by [`WAIT`] like the syscall engine's socket
@@ -82,6 +85,11 @@ impl Engine for Uring {
     fn udp_rx(self, sock: &std::net::UdpSocket, len: usize) -> Result<UringUdpRx, EngineError> {
         UringUdpRx::new(self, sock, len)
     }
+    /// `UDP_GRO` before the first datagram, as the `batch` engine does.
+    fn udp_rx_attach(self, sock: &std::net::UdpSocket) {
+        // A failure is reported by `udp_rx`, which tries again.
+        let _ = crate::engines::batch::gro_plan(sock);
+    }
     fn tcp_tx(self, _sock: &std::net::TcpStream) -> Result<UringTcpTx, EngineError> {
         UringTcpTx::new(self)
     }
@@ -99,6 +107,8 @@ impl Engine for Uring {
 pub struct UringCaps {
     /// `IORING_OP_SEND_ZC` (Linux 6.0).
     pub send_zc: bool,
+    /// `IORING_OP_SENDMSG_ZC` (Linux 6.1), for GSO sends.
+    pub sendmsg_zc: bool,
     /// Multishot `RECVMSG` into a provided buffer ring (Linux 6.0); probed
     /// by registering a ring, since the opcode probe cannot tell.
     pub multishot: Result<(), String>,
@@ -120,12 +130,17 @@ pub fn caps() -> Result<&'static UringCaps, EngineError> {
 fn probe() -> Result<UringCaps, String> {
     let ring: IoUring = IoUring::new(4).map_err(|e| refusal(&e))?;
     let mut p = Probe::new();
-    let send_zc =
-        ring.submitter().register_probe(&mut p).is_ok() && p.is_supported(opcode::SendZc::CODE);
+    let probed = ring.submitter().register_probe(&mut p).is_ok();
+    let send_zc = probed && p.is_supported(opcode::SendZc::CODE);
+    let sendmsg_zc = probed && p.is_supported(opcode::SendMsgZc::CODE);
     let multishot = udp::BufRing::new(&ring, 2, 64, 0)
         .map(|r| r.unregister(&ring))
         .map_err(|e| format!("no provided buffer rings ({e}; Linux 5.19+)"));
-    Ok(UringCaps { send_zc, multishot })
+    Ok(UringCaps {
+        send_zc,
+        sendmsg_zc,
+        multishot,
+    })
 }
 
 /// Why `io_uring_setup` failed, in words a user can act on.

@@ -1,5 +1,13 @@
-//! UDP through io_uring: linked zero-copy sends from registered staging
-//! slots, and one multishot `RECVMSG` into a provided buffer ring.
+//! UDP through io_uring: linked sends from registered staging slots
+//! (zero copy where the kernel has it), GSO super-buffers through
+//! `SENDMSG` with a `UDP_SEGMENT` control message, and one multishot
+//! `RECVMSG` into a provided buffer ring, with `UDP_GRO` super-buffers
+//! split by the generic receive loop.
+//!
+//! GSO and GRO follow the `batch` engine's `auto` rule (on where the kernel
+//! and the path allow it; the stream's report says why one is off): the
+//! `--gso`/`--no-gso` switches belong to `batch`, the engine to compare
+//! with and without them.
 
 use std::io;
 use std::net::UdpSocket;
@@ -7,22 +15,32 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use linerate_proto::measure::Batching;
 
 use super::{
     caps, cqe_err, engine_use, register, CancelAfter, Ring, Uring, ZcCount, TAG_CANCEL, WAIT,
     ZC_REPORT_USAGE,
 };
-use crate::cmsg::{self, ControlBuf};
+use crate::engines::batch::mmsg::{
+    parse_cmsgs, SegmentCmsg, GRO_SLOT, GSO_MAX_SEGMENTS, GSO_MSGS_PER_CALL, GSO_PORTABLE_SEGMENTS,
+    RECV_CMSG,
+};
+use crate::engines::batch::{gro_plan, gso_plan, gso_refused};
 use crate::engines::{RecvMeta, RecvSlots, TxBatch, UdpRx, UdpTx, Wait};
 use crate::EngineError;
 
-/// Most datagrams one send batch takes: as many as `sendmmsg` batches in
-/// the batch engine, linked so they leave in order.
+/// Most requests one send batch queues without GSO: as many datagrams as
+/// `sendmmsg` batches in the batch engine, linked so they leave in order.
 const UDP_TX_BATCH: usize = 32;
 
-/// Staging slots for sends: a zero-copy send's slot stays busy until its
-/// notification, so the sender can run this far ahead of them (4 batches).
-const TX_SLOTS: usize = 4 * UDP_TX_BATCH;
+/// Requests per send batch with GSO: as many super-buffers as the batch
+/// engine's `sendmmsg` carries ([`GSO_MSGS_PER_CALL`], chosen there by
+/// measurement), so both engines move the same datagrams per wake-up.
+const GSO_TX_BATCH: usize = GSO_MSGS_PER_CALL;
+
+/// Staging slots per request of a batch: a zero-copy send's slot stays busy
+/// until its notification, so the sender can run 4 batches ahead of them.
+const TX_SLOTS_PER_REQUEST: usize = 4;
 
 /// Datagrams handed to the loop per receive call (the CQEs reaped at once).
 const RX_SLOTS: usize = 32;
@@ -41,23 +59,59 @@ const BGID: u16 = 0;
 /// `io_uring_recvmsg_out` header, then the control messages.
 const RECVMSG_OUT: usize = 16;
 
+/// The message header of one staging slot's GSO send: the kernel reads it
+/// (and the iovec and control message it points to, all inside this value)
+/// when it takes the request, so it lives, unmoved, in a boxed slice for as
+/// long as the sender, and is rewritten only while its slot is free.
+#[repr(C)]
+struct SlotMsg {
+    hdr: libc::msghdr,
+    iov: libc::iovec,
+    cmsg: SegmentCmsg,
+}
+
+/// The per-slot headers, `Send` as a whole.
+struct SlotMsgs(Box<[SlotMsg]>);
+
+// SAFETY: the raw pointers in each header point into the same slice or at
+// the sender's staging buffer, both owned by the sender that owns this
+// value and used only by its thread (the kernel reads them through the
+// ring).
+unsafe impl Send for SlotMsgs {}
+
 /// A UDP socket's sending ring.
 pub struct UringUdpTx {
     ring: Ring,
     fd: types::Fd,
-    /// `TX_SLOTS` slots of `slot` bytes, registered as fixed buffer 0.
+    /// `TX_SLOTS` slots of `slot` bytes, registered as fixed buffer 0
+    /// without GSO.
     staging: Vec<u8>,
     slot: usize,
+    /// Datagrams per GSO send (1: GSO off).
+    segs: usize,
+    /// Requests per batch.
+    reqs: usize,
+    /// With GSO: each slot's `SENDMSG` header.
+    msgs: Option<SlotMsgs>,
     /// Slot i is in flight (awaiting its result or its notification).
     busy: Vec<bool>,
     next: usize,
     /// Results of the current batch: `Some(res)` once its CQE arrived.
     results: Vec<Option<i32>>,
     batch_slots: Vec<usize>,
+    /// Datagrams in each request of the current batch.
+    batch_counts: Vec<usize>,
     /// The batch's requests, queued together (allocated once).
     entries: Vec<squeue::Entry>,
     zc: Option<ZcCount>,
+    /// `SENDMSG_ZC` (Linux 6.1) for GSO sends.
+    zc_msg: bool,
     registered: bool,
+    /// No send has succeeded yet (a GSO refusal then means the path).
+    first: bool,
+    /// A send of more than [`GSO_PORTABLE_SEGMENTS`] segments went out.
+    big_ok: bool,
+    used: Batching,
     notes: Vec<String>,
 }
 
@@ -65,6 +119,7 @@ impl std::fmt::Debug for UringUdpTx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UringUdpTx")
             .field("ring", &self.ring)
+            .field("segs", &self.segs)
             .finish()
     }
 }
@@ -76,34 +131,79 @@ impl UringUdpTx {
     pub(super) fn new(engine: Uring, sock: &UdpSocket, len: usize) -> Result<Self, EngineError> {
         let caps = caps()?;
         let ring = Ring::new(engine)?;
-        let slot = len.max(1);
-        let staging = vec![0u8; slot * TX_SLOTS];
+        let len = len.max(1);
+        let mut batch_notes = Vec::new();
+        let segs = gso_plan(sock, len).unwrap_or_else(|why| {
+            batch_notes.push(format!("GSO off: {why}"));
+            1
+        });
+        let reqs = if segs > 1 { GSO_TX_BATCH } else { UDP_TX_BATCH };
+        let slots = TX_SLOTS_PER_REQUEST * reqs;
+        let slot = segs * len;
+        let staging = vec![0u8; slot * slots];
         let mut notes = Vec::new();
-        let registered = match register(&ring.ring, &staging) {
-            Ok(()) => true,
-            Err(e) => {
-                notes.push(format!("buffers not registered: {e}"));
-                false
-            }
-        };
+        // GSO sends go through SENDMSG, which takes no registered buffer:
+        // registering would pin memory nothing uses.
+        let registered = segs == 1
+            && match register(&ring.ring, &staging) {
+                Ok(()) => true,
+                Err(e) => {
+                    notes.push(format!("buffers not registered: {e}"));
+                    false
+                }
+            };
         let zc = if caps.send_zc {
             Some(ZcCount::default())
         } else {
             notes.push("this kernel has no IORING_OP_SEND_ZC (Linux 6.0): sends copy".into());
             None
         };
+        let zc_msg = caps.sendmsg_zc && zc.is_some();
+        if segs > 1 && zc.is_some() && !zc_msg {
+            notes
+                .push("this kernel has no IORING_OP_SENDMSG_ZC (Linux 6.1): GSO sends copy".into());
+        }
+        let msgs = (segs > 1).then(|| {
+            SlotMsgs(
+                (0..slots)
+                    .map(|_| SlotMsg {
+                        // SAFETY: msghdr and iovec are plain C data; all-zero
+                        // is a valid empty value (pointers set per send).
+                        hdr: unsafe { std::mem::zeroed() },
+                        iov: libc::iovec {
+                            iov_base: std::ptr::null_mut(),
+                            iov_len: 0,
+                        },
+                        cmsg: SegmentCmsg::new(0),
+                    })
+                    .collect(),
+            )
+        });
         Ok(UringUdpTx {
             ring,
             fd: types::Fd(sock.as_raw_fd()),
             staging,
             slot,
-            busy: vec![false; TX_SLOTS],
+            segs,
+            reqs,
+            msgs,
+            busy: vec![false; slots],
             next: 0,
-            results: Vec::with_capacity(UDP_TX_BATCH),
-            batch_slots: Vec::with_capacity(UDP_TX_BATCH),
-            entries: Vec::with_capacity(UDP_TX_BATCH),
+            results: Vec::with_capacity(reqs),
+            batch_slots: Vec::with_capacity(reqs),
+            batch_counts: Vec::with_capacity(reqs),
+            entries: Vec::with_capacity(reqs),
             zc,
+            zc_msg,
             registered,
+            first: true,
+            big_ok: false,
+            used: Batching {
+                messages_per_call: reqs as u32,
+                gso_segments: (segs > 1).then_some(segs as u32),
+                notes: batch_notes,
+                ..Batching::default()
+            },
             notes,
         })
     }
@@ -154,46 +254,80 @@ impl UringUdpTx {
     fn batch_done(&self) -> bool {
         self.results.iter().all(Option::is_some)
     }
-}
 
-impl UdpTx for UringUdpTx {
-    fn max_batch(&self) -> usize {
-        UDP_TX_BATCH
+    /// Copies `chunk` (datagrams of `segment` bytes) into slot `i` and
+    /// builds its request: a plain send for one datagram, a `SENDMSG` with
+    /// a `UDP_SEGMENT` control message for a run of them.
+    fn request(&mut self, i: usize, chunk: &[u8], segment: usize, flags: i32) -> squeue::Entry {
+        let at = i * self.slot;
+        let n = chunk.len().min(self.slot);
+        self.staging[at..at + n].copy_from_slice(&chunk[..n]);
+        let ptr = self.staging[at..].as_ptr();
+        let flags = flags | libc::MSG_NOSIGNAL;
+        if let (Some(msgs), true) = (&mut self.msgs, n > segment) {
+            let m = &mut msgs.0[i];
+            m.iov = libc::iovec {
+                iov_base: ptr as *mut libc::c_void,
+                iov_len: n,
+            };
+            m.cmsg = SegmentCmsg::new(u16::try_from(segment).unwrap_or(u16::MAX));
+            m.hdr.msg_iov = &mut m.iov;
+            m.hdr.msg_iovlen = 1;
+            m.hdr.msg_control = (&mut m.cmsg as *mut SegmentCmsg).cast();
+            m.hdr.msg_controllen = std::mem::size_of::<SegmentCmsg>() as _;
+            let hdr: *const libc::msghdr = &m.hdr;
+            return if self.zc_msg {
+                opcode::SendMsgZc::new(self.fd, hdr)
+                    .flags(flags as u32)
+                    // SENDMSG_ZC reads its zero-copy flags from `ioprio`.
+                    .ioprio(ZC_REPORT_USAGE)
+                    .build()
+            } else {
+                opcode::SendMsg::new(self.fd, hdr)
+                    .flags(flags as u32)
+                    .build()
+            };
+        }
+        if self.zc.is_some() {
+            opcode::SendZc::new(self.fd, ptr, n as u32)
+                .buf_index(self.registered.then_some(0))
+                .flags(flags)
+                .zc_flags(ZC_REPORT_USAGE)
+                .build()
+        } else {
+            opcode::Send::new(self.fd, ptr, n as u32)
+                .flags(flags)
+                .build()
+        }
     }
 
-    fn send_batch(
-        &mut self,
-        _sock: &UdpSocket,
-        batch: TxBatch<'_>,
-        wait: Wait,
-    ) -> io::Result<usize> {
+    /// Queues one batch and waits for every request's result; returns the
+    /// datagrams of the successful prefix, or the first request's error.
+    fn send_once(&mut self, batch: &TxBatch<'_>, wait: Wait) -> Result<usize, i32> {
         self.results.clear();
         self.batch_slots.clear();
+        self.batch_counts.clear();
         self.entries.clear();
         let flags = match wait {
             Wait::Block => 0,
             Wait::DontWait => libc::MSG_DONTWAIT,
         };
-        let count = batch.count().min(UDP_TX_BATCH);
-        for (k, d) in batch.datagrams().take(count).enumerate() {
+        let segment = batch.segment();
+        // Datagrams per request: GSO segments, as far as a slot holds them.
+        let per_req = if self.segs > 1 && segment <= usize::from(u16::MAX) {
+            self.segs.min(self.slot / segment).max(1)
+        } else {
+            1
+        };
+        let chunks = batch.bytes().chunks(per_req * segment).take(self.reqs);
+        let count = chunks.len();
+        for (k, chunk) in chunks.enumerate() {
             let i = self.next;
-            self.wait_free(i)?;
-            self.next = (i + 1) % TX_SLOTS;
-            let at = i * self.slot;
-            let n = d.len().min(self.slot);
-            self.staging[at..at + n].copy_from_slice(&d[..n]);
-            let ptr = self.staging[at..].as_ptr();
-            let e = if self.zc.is_some() {
-                opcode::SendZc::new(self.fd, ptr, n as u32)
-                    .buf_index(self.registered.then_some(0))
-                    .flags(flags | libc::MSG_NOSIGNAL)
-                    .zc_flags(ZC_REPORT_USAGE)
-                    .build()
-            } else {
-                opcode::Send::new(self.fd, ptr, n as u32)
-                    .flags(flags | libc::MSG_NOSIGNAL)
-                    .build()
-            };
+            if let Err(e) = self.wait_free(i) {
+                return Err(-e.raw_os_error().unwrap_or(libc::EIO));
+            }
+            self.next = (i + 1) % self.busy.len();
+            let e = self.request(i, chunk, segment, flags);
             // Linked: the datagrams leave in order, and a failure cancels
             // the rest of the batch (which the loop offers again).
             let e = if k + 1 < count {
@@ -203,40 +337,98 @@ impl UdpTx for UringUdpTx {
             };
             self.busy[i] = true;
             self.batch_slots.push(i);
+            self.batch_counts.push(chunk.len().div_ceil(segment));
             self.results.push(None);
             self.entries.push(e.user_data(TAG_SEND | i as u64));
         }
         let pushed = self.ring.push_all(&self.entries);
         self.entries.clear();
-        pushed?;
+        if let Err(e) = pushed {
+            return Err(-e.raw_os_error().unwrap_or(libc::EIO));
+        }
         let mut cancel = CancelAfter::default();
         while !self.batch_done() {
-            self.ring.submit_wait(1, Some(WAIT))?;
+            if let Err(e) = self.ring.submit_wait(1, Some(WAIT)) {
+                return Err(-e.raw_os_error().unwrap_or(libc::EIO));
+            }
             self.reap();
             if !self.batch_done() && cancel.due() {
                 // Still pending after a full wait: cancel what is left and
                 // take its final answer, so nothing counts twice.
                 for k in 0..self.results.len() {
-                    if self.results[k].is_none() {
-                        self.ring.cancel(TAG_SEND | self.batch_slots[k] as u64)?;
+                    if self.results[k].is_none()
+                        && self
+                            .ring
+                            .cancel(TAG_SEND | self.batch_slots[k] as u64)
+                            .is_err()
+                    {
+                        break;
                     }
                 }
             }
         }
-        let sent = self
+        let sent: usize = self
             .results
             .iter()
-            .take_while(|r| r.is_some_and(|r| r >= 0))
-            .count();
+            .zip(&self.batch_counts)
+            .take_while(|(r, _)| r.is_some_and(|r| r >= 0))
+            .map(|(_, &n)| n)
+            .sum();
         if sent > 0 {
             return Ok(sent);
         }
-        match self.results.first().copied().flatten() {
-            Some(r) if r == -libc::ECANCELED => Err(io::ErrorKind::WouldBlock.into()),
-            Some(r) if r == -libc::EAGAIN => Err(io::ErrorKind::WouldBlock.into()),
-            Some(r) => Err(cqe_err(r)),
-            None => Err(io::ErrorKind::WouldBlock.into()),
+        Err(self
+            .results
+            .first()
+            .copied()
+            .flatten()
+            .unwrap_or(-libc::EAGAIN))
+    }
+}
+
+impl UdpTx for UringUdpTx {
+    fn max_batch(&self) -> usize {
+        self.reqs * self.segs
+    }
+
+    fn send_batch(
+        &mut self,
+        _sock: &UdpSocket,
+        batch: TxBatch<'_>,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        let mut r = self.send_once(&batch, wait);
+        // An older kernel takes at most 64 segments per send and refuses
+        // more with EINVAL, sending nothing: drop to 64 once, before any
+        // send of more has succeeded, and say so (as `batch` does).
+        let big = batch.bytes().len() > GSO_PORTABLE_SEGMENTS * batch.segment();
+        if big && !self.big_ok && self.segs > GSO_PORTABLE_SEGMENTS && r == Err(-libc::EINVAL) {
+            self.segs = GSO_PORTABLE_SEGMENTS;
+            self.used.gso_segments = Some(self.segs as u32);
+            self.used.notes.push(format!(
+                "GSO: the kernel refused {GSO_MAX_SEGMENTS} segments per send \
+                 (its UDP_MAX_SEGMENTS is 64); {GSO_PORTABLE_SEGMENTS} used"
+            ));
+            r = self.send_once(&batch, wait);
         }
+        match r {
+            Ok(n) => {
+                self.first = false;
+                self.big_ok |= big;
+                Ok(n)
+            }
+            Err(res) if res == -libc::ECANCELED || res == -libc::EAGAIN => {
+                Err(io::ErrorKind::WouldBlock.into())
+            }
+            Err(res) if self.first && self.segs > 1 && batch.bytes().len() > batch.segment() => {
+                Err(gso_refused(cqe_err(res)))
+            }
+            Err(res) => Err(cqe_err(res)),
+        }
+    }
+
+    fn batching(&self) -> Option<Batching> {
+        Some(self.used.clone())
     }
 }
 
@@ -375,9 +567,10 @@ pub struct UringUdpRx {
     bufs: Option<BufRing>,
     msg: MsgTemplate,
     /// Fallback without buffer rings: one `RECVMSG` into slot 0.
-    control: Box<ControlBuf>,
+    control: Box<[u8; RECV_CMSG]>,
     armed: bool,
     slot: usize,
+    used: Batching,
     notes: Vec<String>,
 }
 
@@ -395,11 +588,15 @@ impl UringUdpRx {
     pub(super) fn new(engine: Uring, sock: &UdpSocket, len: usize) -> Result<Self, EngineError> {
         let caps = caps()?;
         let ring = Ring::new(engine)?;
-        // One more byte than the test's datagrams, so a longer one shows as
-        // truncated; at least a greeting's worth.
-        let slot = (len + 1).max(64);
-        let control = std::mem::size_of::<ControlBuf>();
-        let size = RECVMSG_OUT + control + slot;
+        let mut batch_notes = Vec::new();
+        let gro = gro_plan(sock)
+            .map_err(|why| batch_notes.push(format!("GRO off: {why}")))
+            .is_ok();
+        // A whole GRO super-buffer; without GRO one more byte than the
+        // test's datagrams, so a longer one shows as truncated, and at
+        // least a greeting's worth.
+        let slot = if gro { GRO_SLOT } else { (len + 1).max(64) };
+        let size = RECVMSG_OUT + RECV_CMSG + slot;
         let entries = (RX_RING_BYTES / size).clamp(RX_RING_MIN, RX_RING_MAX);
         let entries = 1u16 << (usize::BITS - 1 - entries.leading_zeros());
         let mut notes = Vec::new();
@@ -420,15 +617,21 @@ impl UringUdpRx {
         };
         // SAFETY: msghdr is plain data; all-zero is a valid empty one.
         let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
-        msg.msg_controllen = control as _;
+        msg.msg_controllen = RECV_CMSG as _;
         Ok(UringUdpRx {
             ring,
             fd: types::Fd(sock.as_raw_fd()),
             bufs,
             msg: MsgTemplate(msg),
-            control: Box::new([0; 8]),
+            control: Box::new([0; RECV_CMSG]),
             armed: false,
             slot,
+            used: Batching {
+                messages_per_call: RX_SLOTS as u32,
+                gro,
+                notes: batch_notes,
+                ..Batching::default()
+            },
             notes,
         })
     }
@@ -476,6 +679,9 @@ impl UringUdpRx {
             let meta = fill(bufs.get(bid, res as usize), &self.msg.0, slots, filled);
             bufs.provide(bid);
             if let Some(m) = meta {
+                if m.segment.is_some_and(|s| m.len > s) {
+                    self.used.gro_super_buffers += 1;
+                }
                 *slots.slot_mut(filled).1 = m;
                 filled += 1;
             }
@@ -500,7 +706,7 @@ impl UringUdpRx {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = self.control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of::<ControlBuf>() as _;
+        msg.msg_controllen = RECV_CMSG as _;
         let flags = match wait {
             Wait::Block => 0,
             Wait::DontWait => libc::MSG_DONTWAIT as u32,
@@ -514,15 +720,17 @@ impl UringUdpRx {
         if res < 0 {
             return Err(cqe_err(res));
         }
-        // SAFETY: the kernel filled msg (and its control buffer, alive).
-        let c = unsafe { cmsg::parse(&msg) };
+        // usize on glibc, u32 on musl.
+        #[allow(clippy::unnecessary_cast)]
+        let clen = (msg.msg_controllen as usize).min(RECV_CMSG);
         *meta = RecvMeta {
             len: res as usize,
             truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
-            stamp_ns: c.stamp_ns,
-            drops: c.drops,
-            segment: None,
+            ..parse_cmsgs(&self.control[..clen])
         };
+        if meta.segment.is_some_and(|s| meta.len > s) {
+            self.used.gro_super_buffers += 1;
+        }
         Ok(1)
     }
 }
@@ -535,27 +743,12 @@ fn fill(buf: &[u8], tmpl: &libc::msghdr, slots: &mut RecvSlots, i: usize) -> Opt
     let (dst, _) = slots.slot_mut(i);
     let n = payload.len().min(dst.len());
     dst[..n].copy_from_slice(&payload[..n]);
-    // Copied out to an aligned buffer: the CMSG macros read headers in
-    // place, and a provided buffer's control area need not be aligned.
-    let src = out.control_data();
-    let mut control: ControlBuf = [0; 8];
-    let clen = src.len().min(std::mem::size_of::<ControlBuf>());
-    // SAFETY: clen fits both buffers; u64s may hold any bytes.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), control.as_mut_ptr().cast::<u8>(), clen) };
-    // SAFETY: msghdr is plain data; it only points at `control`, which the
-    // parser below reads within msg_controllen.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = clen as _;
-    // SAFETY: control holds the control messages the kernel wrote for this
-    // datagram, and msg_controllen bounds them.
-    let c = unsafe { cmsg::parse(&msg) };
+    // The walk reads the control messages as bytes: a provided buffer's
+    // control area need not be aligned for `cmsghdr`.
     Some(RecvMeta {
         len: n,
         truncated: out.is_payload_truncated() || n < payload.len(),
-        stamp_ns: c.stamp_ns,
-        drops: c.drops,
-        segment: None,
+        ..parse_cmsgs(out.control_data())
     })
 }
 
@@ -634,6 +827,10 @@ impl UdpRx for UringUdpRx {
             }
         }
         Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    fn batching(&self) -> Option<Batching> {
+        Some(self.used.clone())
     }
 }
 
