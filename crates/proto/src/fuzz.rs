@@ -28,7 +28,7 @@ use crate::session::client::ClientSession;
 use crate::session::server::{Admission, ServerSession};
 use crate::spec::{RrLimit, TestSpec};
 use crate::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
-use crate::udp_sender::{SenderConfig, Transmit, UdpSender};
+use crate::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
 use crate::wire::{self, DataHello, Side, Token};
 
 /// Reads what a target needs from the fuzzer's bytes; past their end it
@@ -408,6 +408,7 @@ pub fn udp_sender(data: &[u8]) {
         } else {
             1 + usize::from(i.u8() % 8)
         },
+        format: WireFormat::Linerate,
     };
     let mut s = UdpSender::new(cfg);
     let mut now = 0u64;

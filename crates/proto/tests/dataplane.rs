@@ -15,7 +15,7 @@ use linerate_proto::datagram::{Fault, FaultKind};
 use linerate_proto::interval::{CutStream, IntervalCutter, Sample};
 use linerate_proto::measure::{Role, UdpRecv, UdpSend};
 use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
-use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender};
+use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
 use proptest::prelude::*;
 
 const LEN: usize = 200;
@@ -51,6 +51,7 @@ impl Sim {
                 faults,
                 limit: Some(limit),
                 max_batch,
+                format: WireFormat::Linerate,
             }),
             rx: UdpReceiver::new(ReceiverConfig {
                 stream: 1,
@@ -148,6 +149,7 @@ impl Sim {
                 faults: Vec::new(),
                 limit: Some(0),
                 max_batch: 1,
+                format: WireFormat::Linerate,
             }),
         );
         tx.finish(self.now)

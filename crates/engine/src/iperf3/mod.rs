@@ -11,8 +11,10 @@
 //! ([`linerate_proto::iperf3::udp::Iperf3Receiver`]), which is what an
 //! iperf3 peer must be sent; the latter travels in [`UdpRecv::iperf3`].
 //!
-//! The loops ([`send`](send()), [`recv`](recv())) are generic over the
-//! engine, as the native UDP loops are: with the `batch` engine many
+//! Sending is the native UDP loop with iperf3's wire format
+//! ([`crate::udp::iperf3_format`]: one sans-IO sender core for both);
+//! receiving is [`recv`](recv()), generic over the engine as the native
+//! receive loop is: with the `batch` engine many
 //! datagrams per `sendmmsg`/`recvmmsg`, with UDP GSO/GRO where it has them
 //! on (a GRO super-buffer is cut at the kernel's segment size and every
 //! datagram still goes through both accounts one by one); with `syscall`
@@ -20,7 +22,6 @@
 //! (its batching summary: messages and datagrams per call, GSO, GRO).
 
 mod recv;
-mod send;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +34,6 @@ use linerate_proto::iperf3::udp as wire;
 use crate::EngineError;
 
 pub use recv::recv;
-pub use send::send;
 
 /// How a side's iperf3 UDP streams run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -105,14 +105,15 @@ fn run(
         faults: Vec::new(),
         limit: Some(count),
         start,
+        format: udp::iperf3_format(cfg.counters_64bit, start),
     };
     let sender = || {
-        send(
+        udp::send(
             tx_engine,
             &tx,
             &job,
-            cfg,
-            (&StreamCounter::default(), &UdpCounters::default()),
+            &StreamCounter::default(),
+            &UdpCounters::default(),
             &signals,
             Wait::Block,
         )

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use linerate_proto::measure::{Role, StreamMeasurement};
 use linerate_proto::rr_core::SpinMode;
+use linerate_proto::udp_sender::WireFormat;
 
 use super::cpu_watch::{self, Ticks};
 use super::{DataSocket, RunParams, StreamSetup, UdpParams};
@@ -187,14 +188,13 @@ impl StreamIo<'_> {
                     faults: self.udp.faults.clone(),
                     limit: setup.datagrams,
                     start: *start,
+                    format: match self.udp.iperf3 {
+                        Some(f) => udp::iperf3_format(f.counters_64bit, *start),
+                        None => WireFormat::Linerate,
+                    },
                 };
-                let (sent, end) = match self.udp.iperf3 {
-                    Some(f) => {
-                        let counters = (self.counter, self.live);
-                        crate::iperf3::send(*engine, sock, &job, f, counters, signals, wait)
-                    }
-                    None => udp::send(*engine, sock, &job, self.counter, self.live, signals, wait),
-                };
+                let (sent, end) =
+                    udp::send(*engine, sock, &job, self.counter, self.live, signals, wait);
                 m.udp_send = Some(sent);
                 end
             }

@@ -31,8 +31,7 @@ use crate::EngineError;
 pub use live::UdpCounters;
 pub use recv::{prepare as prepare_recv, recv, RecvJob};
 pub(crate) use recv::{prepare_with as prepare_recv_with, realtime_at, recv_batches};
-pub use send::{send, SendJob};
-pub(crate) use send::{tighten_timer_slack, wait_until};
+pub use send::{iperf3_format, send, SendJob};
 
 /// How often the client repeats an unanswered greeting.
 pub const GREET_EVERY: Duration = Duration::from_millis(100);
@@ -308,6 +307,7 @@ mod tests {
                 .expect("faults"),
             limit: Some(100),
             start,
+            format: Default::default(),
         };
         let (sent, end) = send::send_loop(
             Syscall,

@@ -1,6 +1,7 @@
-//! The send loop of a UDP stream: the sans-IO [`UdpSender`] core decides
-//! what leaves when; this loop reads the clock, sleeps until the next
-//! datagram is due, and hands each batch to the engine.
+//! The send loop of a UDP stream — linerate's own datagrams or iperf3's
+//! (for iperf3 peers): the sans-IO [`UdpSender`] core decides what leaves
+//! when; this loop reads the clock, sleeps until the next datagram is due,
+//! and hands each batch to the engine.
 //!
 //! Per batch: one clock read (the stamp of every datagram in it), one
 //! engine call, one relaxed store of the live counter. Nothing allocated.
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use linerate_proto::datagram::Fault;
 use linerate_proto::measure::UdpSend;
-use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender};
+use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
 
 use super::{ns_since, UdpCounters};
 use crate::engines::{self, with_engine, Engine, EngineKind, TxBatch, UdpTx};
@@ -35,6 +36,17 @@ pub struct SendJob {
     pub limit: Option<u64>,
     /// The test's time zero.
     pub start: Instant,
+    /// linerate's datagrams, or iperf3's (see [`iperf3_format`]).
+    pub format: WireFormat,
+}
+
+/// iperf3's datagram format for a stream whose time zero is `start`: its
+/// headers carry the monotonic clock (the epoch is that clock at `start`).
+pub fn iperf3_format(counters_64bit: bool, start: Instant) -> WireFormat {
+    WireFormat::Iperf3 {
+        counters_64bit,
+        epoch_ns: crate::clock::mono_ns().saturating_sub(ns_since(start)),
+    }
 }
 
 /// Sends paced, numbered datagrams on `sock` with engine `kind` until
@@ -56,7 +68,7 @@ pub fn send(
 /// Sleeps (then spins the last stretch) until `due_ns` after `start`.
 /// Returns the time it saw at or past `due_ns`, or `None` when a stop or
 /// abort arrived meanwhile.
-pub(crate) fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
+fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
     // Sleep until this close, then spin: nanosleep with 1 ns timer slack
     // overshoots by a few µs on an idle host; spinning longer would burn a
     // CPU the receiver may need (loopback tests share the host).
@@ -81,7 +93,7 @@ pub(crate) fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Opti
 
 /// Lets this thread's sleeps end within about a microsecond of their due
 /// time instead of the default 50 µs timer slack.
-pub(crate) fn tighten_timer_slack() {
+fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an unsigned long; no pointers.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
@@ -111,6 +123,7 @@ pub(super) fn send_loop<E: Engine>(
         faults: job.faults.clone(),
         limit: job.limit,
         max_batch: io.max_batch(),
+        format: job.format,
     });
     let mut waiter = Waiter::new(wait, signals, false);
     let call = waiter.call();
@@ -152,6 +165,13 @@ pub(super) fn send_loop<E: Engine>(
                     Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                         core.on_no_buffers();
                         std::thread::yield_now();
+                    }
+                    // An iperf3 peer closes its socket at the end of the test.
+                    Err(e)
+                        if e.kind() == ErrorKind::ConnectionRefused
+                            && matches!(job.format, WireFormat::Iperf3 { .. }) =>
+                    {
+                        break Ok(())
                     }
                     Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                         break Err(EngineError::PeerReset(
