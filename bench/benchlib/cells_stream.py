@@ -114,10 +114,18 @@ def tcp_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
     p2 = [Variant("linerate -P 2", False, _lr_tcp(engines, None, ["-P", "2"]))]
     p2 += [Variant(f"linerate -P 2 --len 1M{engine_label(engines, e)}", False,
                    _lr_tcp(engines, e, ["-P", "2", "--len", "1M"])) for e in engines]
+    if lr.has("tcp", "--skip-rx-copy"):
+        # Each tool's receiver without the copy, as in tcp1-*-best: on a
+        # host where the streams share the CPUs, the copy is what they share.
+        p2.append(Variant("linerate -P 2 --skip-rx-copy", False,
+                          _lr_tcp(engines, None, ["-P", "2", "--skip-rx-copy"])))
     p2 += [anchor(tools, "iperf3", "-P 2", _iperf3_tcp(["-P", "2"])),
            anchor(tools, "iperf3", "-P 2 -l 1M", _iperf3_tcp(["-P", "2", "-l", "1M"]))]
     if "zerocopy" in i3.features:
         p2.append(anchor(tools, "iperf3", "-P 2 -l 1M -Z", _iperf3_tcp(["-P", "2", "-l", "1M", "-Z"])))
+    if all(f in i3.features for f in ("zerocopy", "skip-rx-copy")):
+        a = ["-P", "2", "-l", "1M", "-Z", "--skip-rx-copy"]
+        p2.append(anchor(tools, "iperf3", " ".join(a), _iperf3_tcp(a)))
     p2 += [anchor(tools, "iperf2", "-P 2", _iperf2_tcp(["-P", "2"])),
            anchor(tools, "nuttcp", "-N2", _nuttcp(["-N2"]))]
     cells.append(Cell("tcp2-fwd", "TCP, two streams (-P 2), client sends; defaults and 1 MiB writes", "tcp",

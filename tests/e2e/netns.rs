@@ -196,3 +196,48 @@ fn issue_2_veth_counters_agree_with_payload_mtu_9000() {
 fn issue_2_veth_counters_agree_with_payload_reverse() {
     check_against_counters(1500, true);
 }
+
+/// On a 1500-byte IPv4 path a 1472-byte datagram is a full-size packet:
+/// GSO takes it (segments that need no fragmentation, one packet each on
+/// the wire), and every datagram is counted; one byte more does not fit,
+/// and the report says why GSO is off instead of failing the sends.
+#[test]
+fn issue_8_gso_takes_full_size_datagrams_on_a_1500_byte_ipv4_path() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let pair = NetPair::new("gso", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &["--engine", "batch"]);
+    let port = server.port_str();
+    for (len, gso) in [("1472", true), ("1473", false)] {
+        let before = NetPair::counter(&pair.b, "vb", "rx_packets");
+        let args = [
+            "udp", ADDR_B, "-p", &port, "-l", len, "-b", "100M", "-t", "1", "--engine", "batch",
+            "--json",
+        ];
+        let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(30));
+        assert_ok(&out, &args);
+        let packets = NetPair::counter(&pair.b, "vb", "rx_packets") - before;
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let d = &r["streams"][0]["udp"];
+        let sent = u(&d["sent"]);
+        assert!(sent > 1000, "{d}");
+        assert_eq!(u(&d["received"]), sent, "every datagram counted: {d}");
+        let b = &d["sender_batching"];
+        // The path saw the test (veth passes GSO runs whole, so its
+        // packet count is not a datagram count). The kernel refuses a GSO
+        // send whose segments would need fragmenting, so sends that
+        // succeeded with GSO on were never fragmented.
+        assert!(packets > 0, "no packets on vb");
+        if gso {
+            assert!(u(&b["gso_segments"]) > 1, "GSO on at {len} B: {b}");
+        } else {
+            assert!(b["gso_segments"].is_null(), "GSO off at {len} B: {b}");
+            assert!(
+                b["notes"].to_string().contains("path MTU (1500 bytes)"),
+                "the reason is reported: {b}"
+            );
+        }
+    }
+}

@@ -408,8 +408,19 @@ pub fn udp_sender(data: &[u8]) {
         } else {
             1 + usize::from(i.u8() % 8)
         },
-        format: WireFormat::Linerate,
+        format: match i.u8() % 4 {
+            0 => WireFormat::Iperf3 {
+                counters_64bit: true,
+                epoch_ns: i.u64(),
+            },
+            1 => WireFormat::Iperf3 {
+                counters_64bit: false,
+                epoch_ns: i.u64(),
+            },
+            _ => WireFormat::Linerate,
+        },
     };
+    let format = cfg.format;
     let mut s = UdpSender::new(cfg);
     let mut now = 0u64;
     let mut sent = 0u64;
@@ -427,8 +438,18 @@ pub fn udp_sender(data: &[u8]) {
                 assert_eq!(segment, len);
                 assert_eq!(bytes.len() % len, 0);
                 for d in bytes.chunks_exact(len) {
-                    let h = parse_header(d).expect("a sent datagram parses");
-                    assert_eq!((h.stream, h.len as usize), (3, len));
+                    match format {
+                        WireFormat::Linerate => {
+                            let h = parse_header(d).expect("a sent datagram parses");
+                            assert_eq!((h.stream, h.len as usize), (3, len));
+                        }
+                        WireFormat::Iperf3 { counters_64bit, .. } => {
+                            let h = crate::iperf3::udp::read_header(d, counters_64bit)
+                                .expect("an iperf3 datagram has its header");
+                            // Numbered from 1 (32-bit counters wrap).
+                            assert!(h.seq >= 1 || !counters_64bit, "{h:?}");
+                        }
+                    }
                 }
                 let n = bytes.len() / len;
                 if take % 8 == 0 {

@@ -102,6 +102,7 @@ pub struct SenderConfig {
     /// Most datagrams handed out per [`UdpSender::poll_transmit`] (the
     /// engine's batch size; at least 1).
     pub max_batch: usize,
+    /// The datagrams' header: linerate's, or iperf3's for iperf3 peers.
     pub format: WireFormat,
 }
 

@@ -405,7 +405,7 @@ fn kernel_view(
         // A dropped GRO super-buffer is one drop however many datagrams it
         // held, so the counters cannot add up to the loss.
         (l, x) if l > x && gro && x > 0 => format!(
-            "{l} datagrams lost; the kernel counted {x} drops ({}), but the receiver used GRO and the kernel counts a dropped GRO super-buffer (up to 128 datagrams) as one drop, so its counters fall short of the loss",
+            "{l} datagrams lost; the kernel counted {x} drops ({}), but the receiver used GRO and the kernel counts a dropped GRO super-buffer (up to 64 datagrams, 128 on loopback) as one drop, so its counters fall short of the loss",
             listed.join(", ")
         ),
         (l, x) if l > x => format!(

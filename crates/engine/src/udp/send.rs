@@ -109,14 +109,17 @@ pub(super) fn send_loop<E: Engine>(
     signals: &Signals,
     wait: Wait,
 ) -> (UdpSend, StreamEnd) {
-    let mut io = match engine.udp_tx(sock, job.len) {
+    // The core pads a datagram to its format's header: the engine must
+    // plan (GSO segments, staging slots) with that same length.
+    let len = job.len.max(job.format.min_len());
+    let mut io = match engine.udp_tx(sock, len) {
         Ok(io) => io,
         Err(e) => return (UdpSend::default(), StreamEnd::failed(e)),
     };
     tighten_timer_slack();
     let mut core = UdpSender::new(SenderConfig {
         stream: job.stream,
-        len: job.len,
+        len,
         millipps: job.millipps,
         burst: job.burst,
         verify: job.verify,

@@ -46,8 +46,12 @@ pub const TCP_WRITE_BYTES: usize = 1 << 20;
 /// control greeting repeated on the data socket fits.
 const MIN_SLOT: usize = 128;
 
-/// IPv6 + UDP headers: the most a GSO segment adds on the wire.
-const UDP_IP_HEADERS: usize = 48;
+/// What a UDP datagram adds on the wire: 8 bytes of UDP header after an
+/// IPv4 header of 20 bytes (no options) or an IPv6 header of 40. A
+/// segment fits the path when its payload and these fit the MTU — 1472
+/// bytes on a 1500-byte IPv4 path, 1452 over IPv6.
+const UDP_IPV4_HEADERS: usize = 28;
+const UDP_IPV6_HEADERS: usize = 48;
 
 /// On, off, or on where the kernel and path allow it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -150,7 +154,17 @@ pub(crate) fn gso_plan(sock: &UdpSocket, len: usize) -> Result<usize, String> {
     }
     let v6 = sock.peer_addr().is_ok_and(|a| a.is_ipv6());
     let mtu = path_mtu(sock, v6).unwrap_or(0);
-    if len + UDP_IP_HEADERS > mtu {
+    // An IPv6 socket talking to a v4-mapped address sends IPv4 packets.
+    let v6_wire = sock.peer_addr().is_ok_and(|a| match a {
+        std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().is_none(),
+        std::net::SocketAddr::V4(_) => false,
+    });
+    let headers = if v6_wire {
+        UDP_IPV6_HEADERS
+    } else {
+        UDP_IPV4_HEADERS
+    };
+    if len + headers > mtu {
         return Err(format!(
             "{len}-byte datagrams do not fit the path MTU ({mtu} bytes); \
              the kernel segments only datagrams that need no IP fragmentation"
@@ -191,6 +205,76 @@ pub(crate) fn gso_refused(e: io::Error) -> io::Error {
     }
 }
 
+/// What a GSO sender learns from its first sends, shared by the engines
+/// that segment (`batch`, `uring`): the segments per send, dropped once to
+/// [`GSO_PORTABLE_SEGMENTS`] where the kernel refuses more, and a first
+/// send's refusal explained as GSO on this path.
+#[derive(Debug)]
+pub(crate) struct GsoSends {
+    /// Datagrams per send (1: no GSO).
+    pub segs: usize,
+    /// No send has succeeded yet (a GSO refusal then means the path).
+    first: bool,
+    /// A send of more than [`GSO_PORTABLE_SEGMENTS`] segments went out.
+    big_ok: bool,
+}
+
+impl GsoSends {
+    pub fn new(segs: usize) -> Self {
+        GsoSends {
+            segs,
+            first: true,
+            big_ok: false,
+        }
+    }
+
+    fn big(batch: &TxBatch<'_>) -> bool {
+        batch.bytes().len() > GSO_PORTABLE_SEGMENTS * batch.segment()
+    }
+
+    /// After `batch` failed with errno `err`: whether to send it again
+    /// with fewer segments per send. An older kernel takes at most 64 and
+    /// refuses more with `EINVAL`, sending nothing: drop to 64 once,
+    /// before any send of more has succeeded, and say so in `used`.
+    pub fn retry_smaller(
+        &mut self,
+        batch: &TxBatch<'_>,
+        err: Option<i32>,
+        used: &mut Batching,
+    ) -> bool {
+        if !Self::big(batch)
+            || self.big_ok
+            || self.segs <= GSO_PORTABLE_SEGMENTS
+            || err != Some(libc::EINVAL)
+        {
+            return false;
+        }
+        self.segs = GSO_PORTABLE_SEGMENTS;
+        used.gso_segments = Some(self.segs as u32);
+        used.notes.push(format!(
+            "GSO: the kernel refused {GSO_MAX_SEGMENTS} segments per send \
+             (its UDP_MAX_SEGMENTS is 64); {GSO_PORTABLE_SEGMENTS} used"
+        ));
+        true
+    }
+
+    /// The send's outcome as the loop should see it: a success teaches
+    /// that GSO works here; the first send's refusal is about the path.
+    pub fn outcome(&mut self, batch: &TxBatch<'_>, r: io::Result<usize>) -> io::Result<usize> {
+        match r {
+            Ok(n) => {
+                self.first = false;
+                self.big_ok |= Self::big(batch);
+                Ok(n)
+            }
+            Err(e) if self.first && self.segs > 1 && batch.bytes().len() > batch.segment() => {
+                Err(gso_refused(e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 fn unavailable(b: Batch, reason: String) -> EngineError {
     EngineError::EngineUnavailable {
         engine: EngineKind::Batch(b),
@@ -214,9 +298,7 @@ impl Engine for Batch {
         };
         Ok(BatchUdpTx {
             tx: MmsgTx::new(msgs),
-            segs,
-            first: true,
-            big_ok: false,
+            gso: GsoSends::new(segs),
             used: Batching {
                 messages_per_call: msgs as u32,
                 gso_segments: (segs > 1).then_some(segs as u32),
@@ -269,18 +351,13 @@ impl Engine for Batch {
 #[derive(Debug)]
 pub struct BatchUdpTx {
     tx: MmsgTx,
-    /// Datagrams per message (1: no GSO).
-    segs: usize,
-    /// No send has succeeded yet (a GSO refusal then means the path).
-    first: bool,
-    /// A message of more than [`GSO_PORTABLE_SEGMENTS`] segments went out.
-    big_ok: bool,
+    gso: GsoSends,
     used: Batching,
 }
 
 impl UdpTx for BatchUdpTx {
     fn max_batch(&self) -> usize {
-        self.segs * self.tx.max_msgs()
+        self.gso.segs * self.tx.max_msgs()
     }
 
     fn send_batch(
@@ -289,47 +366,15 @@ impl UdpTx for BatchUdpTx {
         batch: TxBatch<'_>,
         wait: Wait,
     ) -> io::Result<usize> {
-        let mut r = self.tx.send(
-            sock,
-            batch.bytes(),
-            batch.segment(),
-            self.segs,
-            wait == Wait::DontWait,
-        );
-        // An older kernel takes at most 64 segments per send and
-        // refuses more with EINVAL, sending nothing: drop to 64 once, before
-        // any send of more has succeeded, and say so.
-        let big = batch.bytes().len() > GSO_PORTABLE_SEGMENTS * batch.segment();
-        if big
-            && !self.big_ok
-            && self.segs > GSO_PORTABLE_SEGMENTS
-            && r.as_ref().err().and_then(io::Error::raw_os_error) == Some(libc::EINVAL)
-        {
-            self.segs = GSO_PORTABLE_SEGMENTS;
-            self.used.gso_segments = Some(self.segs as u32);
-            self.used.notes.push(format!(
-                "GSO: the kernel refused {GSO_MAX_SEGMENTS} segments per send \
-                 (its UDP_MAX_SEGMENTS is 64); {GSO_PORTABLE_SEGMENTS} used"
-            ));
-            r = self.tx.send(
-                sock,
-                batch.bytes(),
-                batch.segment(),
-                self.segs,
-                wait == Wait::DontWait,
-            );
+        let dontwait = wait == Wait::DontWait;
+        let send =
+            |tx: &mut MmsgTx, segs| tx.send(sock, batch.bytes(), batch.segment(), segs, dontwait);
+        let mut r = send(&mut self.tx, self.gso.segs);
+        let err = r.as_ref().err().and_then(io::Error::raw_os_error);
+        if self.gso.retry_smaller(&batch, err, &mut self.used) {
+            r = send(&mut self.tx, self.gso.segs);
         }
-        match r {
-            Ok(n) => {
-                self.first = false;
-                self.big_ok |= big;
-                Ok(n)
-            }
-            Err(e) if self.first && self.segs > 1 && batch.bytes().len() > batch.segment() => {
-                Err(gso_refused(e))
-            }
-            Err(e) => Err(e),
-        }
+        self.gso.outcome(&batch, r)
     }
 
     fn batching(&self) -> Option<Batching> {

@@ -22,10 +22,9 @@ use super::{
     ZC_REPORT_USAGE,
 };
 use crate::engines::batch::mmsg::{
-    parse_cmsgs, SegmentCmsg, GRO_SLOT, GSO_MAX_SEGMENTS, GSO_MSGS_PER_CALL, GSO_PORTABLE_SEGMENTS,
-    RECV_CMSG,
+    parse_cmsgs, SegmentCmsg, GRO_SLOT, GSO_MSGS_PER_CALL, RECV_CMSG,
 };
-use crate::engines::batch::{gro_plan, gso_plan, gso_refused};
+use crate::engines::batch::{gro_plan, gso_plan, GsoSends};
 use crate::engines::{RecvMeta, RecvSlots, TxBatch, UdpRx, UdpTx, Wait};
 use crate::EngineError;
 
@@ -59,10 +58,12 @@ const BGID: u16 = 0;
 /// `io_uring_recvmsg_out` header, then the control messages.
 const RECVMSG_OUT: usize = 16;
 
-/// The message header of one staging slot's GSO send: the kernel reads it
+/// The message header of one staging slot's GSO send. The kernel reads it
 /// (and the iovec and control message it points to, all inside this value)
-/// when it takes the request, so it lives, unmoved, in a boxed slice for as
-/// long as the sender, and is rewritten only while its slot is free.
+/// some time between the submission and the completion — for a linked
+/// request, only once the one before it is done — so it lives, unmoved, in
+/// a boxed slice for as long as the sender, and is rewritten only while its
+/// slot is free (after the request's completion and notification).
 #[repr(C)]
 struct SlotMsg {
     hdr: libc::msghdr,
@@ -83,18 +84,20 @@ unsafe impl Send for SlotMsgs {}
 pub struct UringUdpTx {
     ring: Ring,
     fd: types::Fd,
-    /// `TX_SLOTS` slots of `slot` bytes, registered as fixed buffer 0
-    /// without GSO.
+    /// [`TX_SLOTS_PER_REQUEST`] × `reqs` slots of `slot` bytes,
+    /// registered as fixed buffer 0 without GSO.
     staging: Vec<u8>,
     slot: usize,
-    /// Datagrams per GSO send (1: GSO off).
-    segs: usize,
+    /// Datagrams per GSO send (1: GSO off), and what the first sends taught.
+    gso: GsoSends,
     /// Requests per batch.
     reqs: usize,
     /// With GSO: each slot's `SENDMSG` header.
     msgs: Option<SlotMsgs>,
     /// Slot i is in flight (awaiting its result or its notification).
     busy: Vec<bool>,
+    /// Slot i's zero-copy send succeeded: its notification counts.
+    zc_sent: Vec<bool>,
     next: usize,
     /// Results of the current batch: `Some(res)` once its CQE arrived.
     results: Vec<Option<i32>>,
@@ -107,10 +110,6 @@ pub struct UringUdpTx {
     /// `SENDMSG_ZC` (Linux 6.1) for GSO sends.
     zc_msg: bool,
     registered: bool,
-    /// No send has succeeded yet (a GSO refusal then means the path).
-    first: bool,
-    /// A send of more than [`GSO_PORTABLE_SEGMENTS`] segments went out.
-    big_ok: bool,
     used: Batching,
     notes: Vec<String>,
 }
@@ -119,7 +118,7 @@ impl std::fmt::Debug for UringUdpTx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UringUdpTx")
             .field("ring", &self.ring)
-            .field("segs", &self.segs)
+            .field("segs", &self.gso.segs)
             .finish()
     }
 }
@@ -184,10 +183,11 @@ impl UringUdpTx {
             fd: types::Fd(sock.as_raw_fd()),
             staging,
             slot,
-            segs,
+            gso: GsoSends::new(segs),
             reqs,
             msgs,
             busy: vec![false; slots],
+            zc_sent: vec![false; slots],
             next: 0,
             results: Vec::with_capacity(reqs),
             batch_slots: Vec::with_capacity(reqs),
@@ -196,8 +196,6 @@ impl UringUdpTx {
             zc,
             zc_msg,
             registered,
-            first: true,
-            big_ok: false,
             used: Batching {
                 messages_per_call: reqs as u32,
                 gso_segments: (segs > 1).then_some(segs as u32),
@@ -217,7 +215,7 @@ impl UringUdpTx {
         }
         let slot = (ud & 0xffff_ffff) as usize;
         if cqueue::notif(c.flags()) {
-            if let Some(z) = &mut self.zc {
+            if let (Some(z), true) = (&mut self.zc, self.zc_sent[slot]) {
                 z.notified(c.result());
             }
             self.busy[slot] = false;
@@ -226,12 +224,16 @@ impl UringUdpTx {
         if let Some(i) = self.batch_slots.iter().position(|&s| s == slot) {
             self.results[i] = Some(c.result());
         }
-        if c.result() >= 0 && self.zc.is_some() && cqueue::more(c.flags()) {
+        // A zero-copy request posts a notification whenever its result says
+        // more follows — a failed or cancelled one too — and only that
+        // notification frees the slot. Only sends that went out count.
+        self.zc_sent[slot] = c.result() >= 0 && cqueue::more(c.flags());
+        if self.zc_sent[slot] {
             if let Some(z) = &mut self.zc {
                 z.sends += 1;
             }
-        } else {
-            // No notification follows: the slot is free now.
+        }
+        if !cqueue::more(c.flags()) {
             self.busy[slot] = false;
         }
     }
@@ -253,6 +255,16 @@ impl UringUdpTx {
 
     fn batch_done(&self) -> bool {
         self.results.iter().all(Option::is_some)
+    }
+
+    /// The batch's requests were never queued (an error before the
+    /// submission): no completion will free their slots, so free them.
+    fn unsubmitted(&mut self) {
+        for &i in &self.batch_slots {
+            self.busy[i] = false;
+        }
+        self.batch_slots.clear();
+        self.results.clear();
     }
 
     /// Copies `chunk` (datagrams of `segment` bytes) into slot `i` and
@@ -314,8 +326,8 @@ impl UringUdpTx {
         };
         let segment = batch.segment();
         // Datagrams per request: GSO segments, as far as a slot holds them.
-        let per_req = if self.segs > 1 && segment <= usize::from(u16::MAX) {
-            self.segs.min(self.slot / segment).max(1)
+        let per_req = if self.gso.segs > 1 && segment <= usize::from(u16::MAX) {
+            self.gso.segs.min(self.slot / segment).max(1)
         } else {
             1
         };
@@ -324,6 +336,7 @@ impl UringUdpTx {
         for (k, chunk) in chunks.enumerate() {
             let i = self.next;
             if let Err(e) = self.wait_free(i) {
+                self.unsubmitted();
                 return Err(-e.raw_os_error().unwrap_or(libc::EIO));
             }
             self.next = (i + 1) % self.busy.len();
@@ -344,6 +357,7 @@ impl UringUdpTx {
         let pushed = self.ring.push_all(&self.entries);
         self.entries.clear();
         if let Err(e) = pushed {
+            self.unsubmitted();
             return Err(-e.raw_os_error().unwrap_or(libc::EIO));
         }
         let mut cancel = CancelAfter::default();
@@ -388,7 +402,7 @@ impl UringUdpTx {
 
 impl UdpTx for UringUdpTx {
     fn max_batch(&self) -> usize {
-        self.reqs * self.segs
+        self.reqs * self.gso.segs
     }
 
     fn send_batch(
@@ -398,33 +412,17 @@ impl UdpTx for UringUdpTx {
         wait: Wait,
     ) -> io::Result<usize> {
         let mut r = self.send_once(&batch, wait);
-        // An older kernel takes at most 64 segments per send and refuses
-        // more with EINVAL, sending nothing: drop to 64 once, before any
-        // send of more has succeeded, and say so (as `batch` does).
-        let big = batch.bytes().len() > GSO_PORTABLE_SEGMENTS * batch.segment();
-        if big && !self.big_ok && self.segs > GSO_PORTABLE_SEGMENTS && r == Err(-libc::EINVAL) {
-            self.segs = GSO_PORTABLE_SEGMENTS;
-            self.used.gso_segments = Some(self.segs as u32);
-            self.used.notes.push(format!(
-                "GSO: the kernel refused {GSO_MAX_SEGMENTS} segments per send \
-                 (its UDP_MAX_SEGMENTS is 64); {GSO_PORTABLE_SEGMENTS} used"
-            ));
+        if self
+            .gso
+            .retry_smaller(&batch, r.err().map(|res| -res), &mut self.used)
+        {
             r = self.send_once(&batch, wait);
         }
-        match r {
-            Ok(n) => {
-                self.first = false;
-                self.big_ok |= big;
-                Ok(n)
-            }
-            Err(res) if res == -libc::ECANCELED || res == -libc::EAGAIN => {
-                Err(io::ErrorKind::WouldBlock.into())
-            }
-            Err(res) if self.first && self.segs > 1 && batch.bytes().len() > batch.segment() => {
-                Err(gso_refused(cqe_err(res)))
-            }
-            Err(res) => Err(cqe_err(res)),
-        }
+        let r = r.map_err(|res| match -res {
+            libc::ECANCELED | libc::EAGAIN => io::ErrorKind::WouldBlock.into(),
+            _ => cqe_err(res),
+        });
+        self.gso.outcome(&batch, r)
     }
 
     fn batching(&self) -> Option<Batching> {
@@ -558,6 +556,16 @@ struct MsgTemplate(Box<libc::msghdr>);
 // owning thread's submissions only.
 unsafe impl Send for MsgTemplate {}
 
+/// The header of a single `RECVMSG` (without buffer rings): the kernel
+/// writes `msg_flags` and `msg_controllen` back when the receive completes,
+/// so it lives beside the receiver, not on a call's stack.
+struct OneMsg(Box<(libc::msghdr, libc::iovec)>);
+
+// SAFETY: plain data whose pointers are set right before each request, to
+// memory the receiver's caller and the receiver own; used only by the
+// owning thread.
+unsafe impl Send for OneMsg {}
+
 /// A UDP socket's receiving ring.
 pub struct UringUdpRx {
     // Field order matters: the ring (and its registration) goes before the
@@ -567,6 +575,7 @@ pub struct UringUdpRx {
     bufs: Option<BufRing>,
     msg: MsgTemplate,
     /// Fallback without buffer rings: one `RECVMSG` into slot 0.
+    one: OneMsg,
     control: Box<[u8; RECV_CMSG]>,
     armed: bool,
     slot: usize,
@@ -623,6 +632,8 @@ impl UringUdpRx {
             fd: types::Fd(sock.as_raw_fd()),
             bufs,
             msg: MsgTemplate(msg),
+            // SAFETY: msghdr and iovec are plain data; all-zero is empty.
+            one: OneMsg(Box::new(unsafe { std::mem::zeroed() })),
             control: Box::new([0; RECV_CMSG]),
             armed: false,
             slot,
@@ -695,23 +706,21 @@ impl UringUdpRx {
     /// Without a buffer ring: one `RECVMSG` into slot 0, waited for.
     fn recv_one(&mut self, slots: &mut RecvSlots, wait: Wait) -> io::Result<usize> {
         let (buf, meta) = slots.slot_mut(0);
-        // The kernel copies the msghdr and iovec when it takes the request
-        // (submission), so they may live on this stack.
-        let mut iov = libc::iovec {
+        let (msg, iov) = &mut *self.one.0;
+        *iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
         };
-        // SAFETY: msghdr is plain data; it points at live buffers.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
+        msg.msg_iov = iov;
         msg.msg_iovlen = 1;
         msg.msg_control = self.control.as_mut_ptr().cast();
         msg.msg_controllen = RECV_CMSG as _;
+        msg.msg_flags = 0;
         let flags = match wait {
             Wait::Block => 0,
             Wait::DontWait => libc::MSG_DONTWAIT as u32,
         };
-        let e = opcode::RecvMsg::new(self.fd, &mut msg)
+        let e = opcode::RecvMsg::new(self.fd, msg)
             .flags(flags)
             .build()
             .user_data(TAG_RECV);
@@ -720,6 +729,7 @@ impl UringUdpRx {
         if res < 0 {
             return Err(cqe_err(res));
         }
+        let msg = &self.one.0 .0;
         // usize on glibc, u32 on musl.
         #[allow(clippy::unnecessary_cast)]
         let clen = (msg.msg_controllen as usize).min(RECV_CMSG);
