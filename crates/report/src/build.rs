@@ -360,7 +360,9 @@ fn kernel_view(
     let v = KernelView {
         counted_lost: u.lost,
         socket_drops: u.socket_drops,
-        sender_sndbuf_errors: snd_snmp.map(|s| s.sndbuf_errors),
+        // A send the kernel refused (ENOBUFS) counts in SndbufErrors too,
+        // but the sender offered the same datagram again: not a drop.
+        sender_sndbuf_errors: snd_snmp.map(|s| s.sndbuf_errors.saturating_sub(u.send_errors)),
         receiver_rcvbuf_errors: rcv_snmp.map(|s| s.rcvbuf_errors),
         receiver_in_errors: rcv_snmp.map(|s| s.in_errors),
         sender_tx_dropped: sender
@@ -420,6 +422,12 @@ fn kernel_view(
     };
     if bidir && explained > 0 {
         e.push_str("; the hosts' counters are shared by both directions");
+    }
+    if u.send_errors > 0 && v.sender_sndbuf_errors.is_some() {
+        e.push_str(&format!(
+            "; the sender's {} refused sends (ENOBUFS), which Udp SndbufErrors counts too, were offered again, not lost",
+            u.send_errors
+        ));
     }
     if !unmeasured.is_empty() {
         e.push_str(&format!("; not measured: drops {}", unmeasured.join(", ")));

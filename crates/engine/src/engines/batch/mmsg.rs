@@ -132,6 +132,9 @@ fn empty_mmsghdr() -> libc::mmsghdr {
 #[derive(Debug, Clone, Copy)]
 pub struct MmsgTx {
     max_msgs: usize,
+    /// Send flags added to every call (the zero-copy engine's
+    /// `MSG_ZEROCOPY`).
+    flags: libc::c_int,
 }
 
 impl MmsgTx {
@@ -139,7 +142,13 @@ impl MmsgTx {
     pub fn new(max_msgs: usize) -> Self {
         MmsgTx {
             max_msgs: max_msgs.clamp(1, MAX_MSGS_PER_CALL),
+            flags: 0,
         }
+    }
+
+    /// The same, with `flags` added to every send.
+    pub fn with_flags(self, flags: libc::c_int) -> Self {
+        MmsgTx { flags, ..self }
     }
 
     /// Most messages per call.
@@ -202,7 +211,7 @@ impl MmsgTx {
             }
             nmsgs += 1;
         }
-        let flags = if dontwait { libc::MSG_DONTWAIT } else { 0 };
+        let flags = self.flags | if dontwait { libc::MSG_DONTWAIT } else { 0 };
         // SAFETY: hdrs[..nmsgs] point at iovecs and a control message on
         // this stack frame and at disjoint ranges of buf, all live for the
         // call; msg_name is null (the socket is connected). The kernel only
