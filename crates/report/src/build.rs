@@ -354,6 +354,7 @@ fn kernel_view(
     receiver: Option<&KernelUdp>,
     bidir: bool,
     gro: bool,
+    gso: bool,
 ) -> KernelView {
     let snd_snmp = sender.and_then(|k| k.snmp);
     let rcv_snmp = receiver.and_then(|k| k.snmp);
@@ -404,11 +405,17 @@ fn kernel_view(
         (l, 0) => format!(
             "{l} datagrams lost and the kernel counted no drops on either host: they were lost on the path (a switch, a NIC, the far interface) or where these counters cannot see"
         ),
-        // A dropped GRO super-buffer is one drop however many datagrams it
-        // held, so the counters cannot add up to the loss.
-        (l, x) if l > x && gro && x > 0 => format!(
-            "{l} datagrams lost; the kernel counted {x} drops ({}), but the receiver used GRO and the kernel counts a dropped GRO super-buffer (up to 64 datagrams, 128 on loopback) as one drop, so its counters fall short of the loss",
-            listed.join(", ")
+        // A dropped GRO super-buffer, or a GSO run a queue dropped whole,
+        // is one drop however many datagrams it held, so the counters
+        // cannot add up to the loss.
+        (l, x) if l > x && (gro || gso) && x > 0 => format!(
+            "{l} datagrams lost; the kernel counted {x} drops ({}), but {}, so its counters fall short of the loss",
+            listed.join(", "),
+            match (gso, gro) {
+                (true, true) => "the sender used GSO and the receiver GRO: the kernel counts a GSO run (up to 128 datagrams) that a queue dropped whole, or a dropped GRO super-buffer (up to 64, 128 on loopback), as one drop",
+                (true, false) => "the sender used GSO: the kernel counts a GSO run (up to 128 datagrams) that a queue dropped whole as one drop",
+                _ => "the receiver used GRO: the kernel counts a dropped GRO super-buffer (up to 64 datagrams, 128 on loopback) as one drop",
+            }
         ),
         (l, x) if l > x => format!(
             "{l} datagrams lost; the kernel accounts for {x} ({}); the other {} were lost on the path or where these counters cannot see",
@@ -519,6 +526,12 @@ pub fn build_stream(
                     .and_then(|u| u.receiver_batching.as_ref())
                     .is_some_and(|b| b.gro)
             });
+            let gso = of.iter().any(|s| {
+                s.udp
+                    .as_ref()
+                    .and_then(|u| u.sender_batching.as_ref())
+                    .is_some_and(|b| b.gso_segments.is_some())
+            });
             last.kernel = last.udp.as_ref().map(|u| {
                 kernel_view(
                     u,
@@ -526,6 +539,7 @@ pub fn build_stream(
                     side_of(flow.sender().other()),
                     spec.direction == linerate_proto::spec::Direction::Bidir,
                     gro,
+                    gso,
                 )
             });
         }
