@@ -96,7 +96,7 @@ impl EngineKind {
                 "io_uring with a kernel submission-polling thread (SQPOLL)"
             }
             EngineKind::ZeroCopy => {
-                "MSG_ZEROCOPY sends, completions tracked on the error queue (loopback copies anyway)"
+                "MSG_ZEROCOPY sends (UDP in GSO runs), completions tracked on the error queue (loopback copies anyway)"
             }
         }
     }
