@@ -458,11 +458,7 @@ impl ZcUdpTx {
         wait: Wait,
     ) -> io::Result<usize> {
         let segment = batch.segment();
-        let per_run = if self.gso.segs > 1 && segment <= usize::from(u16::MAX) {
-            self.gso.segs.min(self.slot / segment).max(1)
-        } else {
-            1
-        };
+        let per_run = self.gso.per_send(segment, self.slot);
         let slots = self.inflight.len();
         if self.zc.sends - self.zc.completed >= UDP_REAP_AT {
             self.reap()?;

@@ -228,6 +228,17 @@ impl GsoSends {
         }
     }
 
+    /// Datagrams of `segment` bytes per send, when a send's staging room
+    /// holds `room` bytes: the GSO segments as far as they fit (1 without
+    /// GSO, or for a segment size `UDP_SEGMENT` cannot carry).
+    pub fn per_send(&self, segment: usize, room: usize) -> usize {
+        if self.segs > 1 && segment <= usize::from(u16::MAX) {
+            self.segs.min(room / segment.max(1)).max(1)
+        } else {
+            1
+        }
+    }
+
     fn big(batch: &TxBatch<'_>) -> bool {
         batch.bytes().len() > GSO_PORTABLE_SEGMENTS * batch.segment()
     }

@@ -325,12 +325,7 @@ impl UringUdpTx {
             Wait::DontWait => libc::MSG_DONTWAIT,
         };
         let segment = batch.segment();
-        // Datagrams per request: GSO segments, as far as a slot holds them.
-        let per_req = if self.gso.segs > 1 && segment <= usize::from(u16::MAX) {
-            self.gso.segs.min(self.slot / segment).max(1)
-        } else {
-            1
-        };
+        let per_req = self.gso.per_send(segment, self.slot);
         let chunks = batch.bytes().chunks(per_req * segment).take(self.reqs);
         let count = chunks.len();
         for (k, chunk) in chunks.enumerate() {
