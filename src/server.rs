@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use linerate_engine::engines::auto::Configured;
 use linerate_engine::engines::EngineKind;
-use linerate_engine::rr::{CrrHost, CrrPool, CrrServer, Offer};
+use linerate_engine::rr::{AcceptSpin, CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::runner::{SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
 use linerate_engine::{clock, socket};
@@ -28,6 +28,7 @@ use linerate_proto::auth::{AuthKey, ServerAuth};
 use linerate_proto::limits::RateBudget;
 use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::IntervalMeasurement;
+use linerate_proto::rr_core::SpinMode;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{
@@ -231,14 +232,31 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
     // Accept blocks for at most this long, so the loop notices the end of
     // a --once test; no poll(2) before each accept (crr accepts one
     // connection per transaction).
-    socket::set_accept_timeout(listener, Duration::from_millis(100))?;
+    socket::set_accept_timeout(listener, ACCEPT_TICK)?;
+    // While a busy-polled crr test runs, the listener is non-blocking and
+    // this thread spins on it (issue 8).
+    let mut spin: Option<AcceptSpin> = None;
     loop {
         if once && shared.test_ended.load(Ordering::Acquire) {
             break;
         }
         sessions.retain(|h| !h.is_finished());
         let (sock, peer) = match listener.accept() {
-            Ok(x) => x,
+            Ok(x) => {
+                if let Some(s) = spin.as_mut() {
+                    s.accepted();
+                }
+                x
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && spin.is_some() => {
+                let slept = spin
+                    .as_mut()
+                    .is_some_and(|s| s.would_block(listener, ACCEPT_TICK));
+                if slept && crr_spin(shared).is_none() {
+                    spin_listener(listener, &mut spin, None, shared);
+                }
+                continue;
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -267,12 +285,15 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
             ));
             continue;
         }
-        let sock = match crr_running(shared) {
-            true => match crr.offer(sock, peer) {
-                Offer::Taken => continue,
-                Offer::NotCrr(sock) => sock,
-            },
-            false => sock,
+        let sock = match crr_mode(shared) {
+            Some(mode) => {
+                spin_listener(listener, &mut spin, mode, shared);
+                match crr.offer(sock, peer, spin.as_ref().map(AcceptSpin::mode)) {
+                    Offer::Taken => continue,
+                    Offer::NotCrr(sock) => sock,
+                }
+            }
+            None => sock,
         };
         let Some(slot) = guard.slots.try_take() else {
             shared.metrics.rejected("max_connections");
@@ -303,12 +324,50 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
     Ok(())
 }
 
-/// Whether a crr test is running (its connections go to the pool).
-fn crr_running(shared: &Shared) -> bool {
-    shared
-        .routes
-        .lock()
-        .is_ok_and(|r| r.values().any(|(_, r)| matches!(r, Route::Crr(_))))
+/// How long a blocking accept waits, so the loop notices the end of a
+/// `--once` test (and a spinning one looks at its routes again).
+const ACCEPT_TICK: Duration = Duration::from_millis(100);
+
+/// Whether a crr test is running (its connections go to the pool): `None`
+/// if not, else how the accepting thread spins (`Some(None)`: it blocks; a
+/// busy-polled test's way wins over a blocking one's).
+fn crr_mode(shared: &Shared) -> Option<Option<SpinMode>> {
+    let routes = shared.routes.lock().ok()?;
+    let mut mode = None;
+    for (_, r) in routes.values() {
+        if let Route::Crr(c) = r {
+            mode = Some(mode.flatten().or(c.spin_mode()));
+        }
+    }
+    mode
+}
+
+/// How the accepting thread should spin now: `None` unless a busy-polled
+/// crr test runs.
+fn crr_spin(shared: &Shared) -> Option<SpinMode> {
+    crr_mode(shared).flatten()
+}
+
+/// Makes the listener spin (`want`: non-blocking, with an [`AcceptSpin`])
+/// or block again, if it does not already. A listener that cannot be made
+/// non-blocking keeps blocking (logged): the test then runs slower, and
+/// its server side still reports it was asked to spin.
+fn spin_listener(
+    listener: &TcpListener,
+    spin: &mut Option<AcceptSpin>,
+    want: Option<SpinMode>,
+    shared: &Shared,
+) {
+    if spin.as_ref().map(AcceptSpin::mode).is_some() == want.is_some() {
+        return;
+    }
+    match listener.set_nonblocking(want.is_some()) {
+        Ok(()) => *spin = want.map(AcceptSpin::new),
+        Err(e) => shared
+            .guard
+            .log
+            .log(format_args!("busy-polled crr: listener O_NONBLOCK: {e}")),
+    }
 }
 
 /// The server's side of the crr pool: its routes, its usual connection

@@ -114,6 +114,12 @@ def crr_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
     engines = engines or [None]
     vs = [Variant(f"linerate crr -s 1{engine_label(engines, e)}", False, _lr_rr(engines, e, "tcp", 1, False, "crr"))
           for e in engines]
+    # Both sides spinning (connect, accept and the messages): netperf has no
+    # such mode, so this row is linerate's best configuration, not like for
+    # like; the blocking rows above are.
+    if "accept spin" in " ".join(lr.help("crr").split()):
+        vs.append(Variant("linerate crr -s 1 --busy-poll (both sides spin; netperf cannot)", False,
+                          _lr_rr(engines, None, "tcp", 1, True, "crr")))
     vs.append(anchor(tools, "netperf", "TCP_CRR -r 1,1", _netperf("TCP_CRR", 1, crr=True)))
     return [Cell("crr", "TCP connect, 1-byte request and response, close: connections/s", "crr",
                  ["cps", "p50_us", "p99_us"], vs, goal="≥ 1.2× netperf TCP_CRR")]

@@ -551,7 +551,8 @@ pub struct RrArgs {
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub batch: u32,
     /// Non-blocking sockets polled in a spin loop, plus SO_BUSY_POLL where
-    /// the kernel allows (reported either way).
+    /// the kernel allows (reported either way); crr: the connect and the
+    /// server's accept spin too.
     #[arg(long)]
     pub busy_poll: bool,
     /// Run every size again while N bulk TCP streams load the same path,

@@ -42,9 +42,16 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
                 "--under-load is available with rr only (crr opens a connection per transaction)"
             );
         }
-        if r.busy_poll {
+        if let Some(e) = r
+            .engine
+            .server_engine
+            .as_deref()
+            .filter(|e| *e != "syscall")
+        {
             bail!(
-                "--busy-poll is available with rr only (each crr transaction is a new connection)"
+                "--server-engine {e}: a server answers crr connections on its accepting thread \
+                 with plain syscalls (accept, read, send, close each); crr has no server engine \
+                 to choose"
             );
         }
     }

@@ -409,7 +409,7 @@ fn rr_refusals_name_the_flag() {
         ("rr --batch 0", "--batch"),
         ("rr --under-load 0", "--under-load"),
         ("crr --under-load 1", "--under-load"),
-        ("crr --busy-poll", "--busy-poll"),
+        ("crr --server-engine uring", "crr has no server engine"),
     ] {
         let e = parse(args).expect_err(args).to_string();
         assert!(e.contains(needle), "{args}: {e}");

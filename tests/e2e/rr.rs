@@ -150,6 +150,131 @@ fn issue_4_crr_counts_agree_and_report_connections() {
     assert_eq!(u(&phases(&r)[0]["transactions"]), 50);
 }
 
+/// CPU time (user + system, clock ticks) the process `pid` has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // Fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let v: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|x| x.parse().expect("ticks"))
+        .collect();
+    v[0] + v[1]
+}
+
+#[test]
+fn issue_8_crr_busy_poll_spins_both_sides_and_the_server_stops_after() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "crr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-n",
+        "300",
+        "-P",
+        "2",
+        "--busy-poll",
+        "--json",
+    ]);
+    assert_eq!(r["test"]["kind"], "crr");
+    assert_eq!(r["rr"]["busy_poll"], true, "{}", r["rr"]);
+    assert_phases_agree(&r);
+    assert_eq!(u(&phases(&r)[0]["transactions"]), 600);
+    for side in ["spin_client", "spin_server"] {
+        let how = r["rr"][side].as_str().unwrap_or("");
+        assert!(how == "dedicated" || how == "shared", "{side}: {how:?}");
+    }
+    let client = r["rr"]["busy_poll_client"].as_str().unwrap_or("");
+    assert!(client.contains("SO_BUSY_POLL"), "{client}");
+    let server_said = r["rr"]["busy_poll_server"].as_str().unwrap_or("");
+    assert!(
+        server_said.contains("accepting thread spins"),
+        "{server_said}"
+    );
+    let sleeps = phases(&r)[0]["client_poll_sleeps"]
+        .as_array()
+        .expect("poll sleeps per flow")
+        .clone();
+    assert_eq!(sleeps.len(), 2, "{sleeps:?}");
+    // Once the test is over the server's accepting thread blocks again: a
+    // server left spinning would burn a CPU (~50 ticks in 0.5 s).
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(server.child.id());
+    std::thread::sleep(Duration::from_millis(500));
+    let used = cpu_ticks(server.child.id()) - before;
+    assert!(used <= 10, "idle server used {used} ticks in 0.5 s");
+    // And it still serves blocking crr and rr.
+    let r = json_client(&["crr", "127.0.0.1", "-p", &port, "-n", "50", "--json"]);
+    assert_phases_agree(&r);
+    assert!(r["rr"].get("spin_server").is_none(), "{}", r["rr"]);
+    assert_phases_agree(&json_client(&rr_args(&port, &["-s", "64", "-n", "50"])));
+}
+
+/// rr over TCP and UDP and crr with every engine this kernel runs (the
+/// server's side on the same engine where it has one; crr's server answers
+/// with plain syscalls, and says so): counts and bytes agree on both sides.
+#[test]
+fn issue_8_rr_and_crr_run_on_every_engine() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for engine in ["syscall", "batch", "uring", "uring:sqpoll", "zerocopy"] {
+        if !crate::uring_engines::runs_here(engine) {
+            continue;
+        }
+        // uring:sqpoll's pollers outnumber 2 CPUs: fewer transactions.
+        let n = if engine == "uring:sqpoll" {
+            "40"
+        } else {
+            "200"
+        };
+        for proto in ["tcp", "udp"] {
+            let r = json_client(&rr_args(
+                &port,
+                &[
+                    "--proto",
+                    proto,
+                    "--sizes",
+                    "1,1000",
+                    "-n",
+                    n,
+                    "--engine",
+                    engine,
+                    "--server-engine",
+                    engine,
+                ],
+            ));
+            assert_phases_agree(&r);
+            for p in phases(&r) {
+                assert_eq!(
+                    u(&p["transactions"]),
+                    n.parse::<u64>().expect("n"),
+                    "{engine} {proto}"
+                );
+            }
+            assert_eq!(r["test"]["client_engine"], *engine, "{}", r["test"]);
+            assert_eq!(r["test"]["server_engine"], *engine, "{}", r["test"]);
+        }
+        let r = json_client(&[
+            "crr",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-n",
+            n,
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        assert_phases_agree(&r);
+        assert_eq!(r["test"]["client_engine"], *engine, "{}", r["test"]);
+        assert_eq!(r["test"]["server_engine"], "syscall", "{}", r["test"]);
+    }
+}
+
 #[test]
 fn issue_4_one_way_on_one_host_is_exact_and_fits_the_round_trip() {
     let server = Server::start(&[]);

@@ -107,6 +107,44 @@ pub fn connect_with_timeouts(
     Ok(stream)
 }
 
+/// Starts a connection to `addr` on a socket that is non-blocking from its
+/// creation (a busy-polled crr transaction spins on it rather than sleeping
+/// in `connect(2)`, and sets no socket timeouts). `Ok((sock, true))`: it
+/// connected at once; `false`: in progress, so wait for `POLLOUT`, then
+/// call [`finish_connect`].
+pub fn start_connect(
+    addr: SocketAddr,
+    opts: &TcpOptions,
+) -> Result<(TcpStream, bool), EngineError> {
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking(),
+        Some(Protocol::TCP),
+    )
+    .map_err(|e| EngineError::io("socket", e))?;
+    apply_pre_connect(&sock, opts)?;
+    let done = match sock.connect(&SockAddr::from(addr)) {
+        Ok(()) => true,
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
+        Err(e) => return Err(EngineError::io(format!("connect to {addr}"), e)),
+    };
+    Ok((sock.into(), done))
+}
+
+/// Ends a connection [`start_connect`] began, once `POLLOUT` said so: its
+/// outcome, then the post-connect options.
+pub fn finish_connect(
+    stream: &TcpStream,
+    addr: SocketAddr,
+    opts: &TcpOptions,
+) -> Result<(), EngineError> {
+    let failed = |e| EngineError::io(format!("connect to {addr}"), e);
+    if let Some(e) = stream.take_error().map_err(failed)? {
+        return Err(failed(e));
+    }
+    apply_post_connect(stream, opts)
+}
+
 /// Tries each address in turn and returns the first connection.
 pub fn connect_any(
     addrs: &[SocketAddr],

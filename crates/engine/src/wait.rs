@@ -193,7 +193,7 @@ impl<'a> Waiter<'a> {
 
 /// What the kernel said to `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL` on
 /// `sock` (both asked for; either may be refused without privilege).
-fn busy_poll_note(sock: &impl AsRawFd) -> String {
+pub(crate) fn busy_poll_note(sock: &impl AsRawFd) -> String {
     let busy = match socket::set_busy_poll(sock, socket::BUSY_POLL_US) {
         Ok(()) => format!(
             "SO_BUSY_POLL {} µs accepted by the kernel",
@@ -207,6 +207,40 @@ fn busy_poll_note(sock: &impl AsRawFd) -> String {
         Ok(()) => format!("{busy}; SO_PREFER_BUSY_POLL on"),
         Err(e) => format!("{busy}; SO_PREFER_BUSY_POLL refused ({e})"),
     }
+}
+
+/// Asks for `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL` on `sock` without a
+/// note: a busy-polled crr flow's connections after its first, whose
+/// [`busy_poll_note`] already said what the kernel answers (formatting it
+/// again would allocate per transaction).
+pub(crate) fn busy_poll_quietly(sock: &impl AsRawFd) {
+    let _ = socket::set_busy_poll(sock, socket::BUSY_POLL_US);
+    let _ = socket::set_prefer_busy_poll(sock);
+}
+
+/// Connects to `addr` busy polling (a crr transaction under `--busy-poll`):
+/// a non-blocking connect, then `POLLOUT` polled without waiting, spinning
+/// by `waiter`'s budget between looks (and sleeping in `poll(2)` once it is
+/// spent, as every busy-polled wait does), for at most `timeout`.
+pub(crate) fn connect_spinning(
+    addr: std::net::SocketAddr,
+    opts: &linerate_proto::spec::TcpOptions,
+    waiter: &mut Waiter<'_>,
+    timeout: Duration,
+) -> Result<TcpStream, EngineError> {
+    let (sock, done) = socket::start_connect(addr, opts)?;
+    if !done {
+        let deadline = mono_ns().saturating_add(timeout.as_nanos() as u64);
+        let failed = |e| EngineError::io(format!("connect to {addr}"), e);
+        while !socket::wait_ready(&sock, libc::POLLOUT, Duration::ZERO).map_err(failed)? {
+            if waiter.would_block(&sock, libc::POLLOUT, crate::stream::POLL, Some(deadline))? {
+                return Err(failed(std::io::ErrorKind::TimedOut.into()));
+            }
+        }
+    }
+    waiter.progressed();
+    socket::finish_connect(&sock, addr, opts)?;
+    Ok(sock)
 }
 
 /// Prepares a stream test's socket for busy polling: non-blocking, plus

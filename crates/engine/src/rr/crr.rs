@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement};
 use linerate_proto::rr::RequestRepr;
-use linerate_proto::rr_core::{RrPlan, Tally};
+use linerate_proto::rr_core::{RrPlan, SpinMode, Tally};
 use linerate_proto::spec::{RrConn, RrPhase, TcpOptions};
 use linerate_proto::wire::{DataHello, Side, Token};
 
@@ -27,7 +27,12 @@ use super::server::answer;
 use super::side::CpuStart;
 use super::stream_io::StreamIo;
 use super::WAKE;
-use crate::wait::{Wait, Waiter};
+use crate::wait::{busy_poll_note, busy_poll_quietly, connect_spinning, Wait, Waiter};
+
+/// What the server side of a busy-polled crr test says it did.
+const ACCEPT_SPIN_NOTE: &str = "the accepting thread spins on its non-blocking listener and on \
+     each new connection's request (the spin budget, then poll(2)); SO_BUSY_POLL is not set on \
+     the server's sockets";
 
 /// How long a crr transaction's connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -49,27 +54,58 @@ struct CrrExchange<'a, E: Engine> {
     hello_len: usize,
     resp: &'a mut [u8],
     signals: &'a Signals,
+    /// Busy poll: how the flow spins; `None`: blocking connections.
+    spin: Option<SpinMode>,
+    /// Busy poll: the waiter every connection spins with, so its budget and
+    /// sleep count carry from one connection to the next (taken while a
+    /// connection has it).
+    waiter: Option<Waiter<'a>>,
+    /// Busy poll: what the kernel said to `SO_BUSY_POLL` on the first
+    /// connection (later ones ask again without a note).
+    said: Option<String>,
 }
 
-impl<E: Engine> Exchange for CrrExchange<'_, E> {
+impl<'a, E: Engine> CrrExchange<'a, E> {
+    /// Connects, by the flow's discipline, and the waiter for the
+    /// connection's I/O.
+    fn connect(&mut self) -> Result<(TcpStream, Waiter<'a>), EngineError> {
+        let (addr, tcp) = (self.target.addr, &self.target.tcp);
+        let Some(mode) = self.spin else {
+            let sock = socket::connect_with_timeouts(addr, tcp, POLL, CONNECT_TIMEOUT)?;
+            return Ok((sock, Waiter::new(Wait::Block, self.signals, true)));
+        };
+        let mut waiter = self
+            .waiter
+            .take()
+            .unwrap_or_else(|| Waiter::new(Wait::Spin(mode), self.signals, true));
+        let sock = connect_spinning(addr, tcp, &mut waiter, CONNECT_TIMEOUT)?;
+        match self.said {
+            None => self.said = Some(busy_poll_note(&sock)),
+            Some(_) => busy_poll_quietly(&sock),
+        }
+        Ok((sock, waiter))
+    }
+}
+
+impl<'a, E: Engine> Exchange for CrrExchange<'a, E> {
     fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
         header.emit(&mut self.greeting[self.hello_len..]);
-        let sock = socket::connect_with_timeouts(
-            self.target.addr,
-            &self.target.tcp,
-            POLL,
-            CONNECT_TIMEOUT,
-        )?;
-        let waiter = Waiter::new(Wait::Block, self.signals, true);
+        let (sock, waiter) = self.connect()?;
         let mut io = StreamIo::new(self.engine, &sock, waiter)?;
-        io.write_all(&self.greeting)?;
-        if !io.read_exact(self.resp)? {
-            return Err(EngineError::PeerReset(
-                "server closed the connection before responding".into(),
-            ));
+        let result = (|| {
+            io.write_all(&self.greeting)?;
+            if !io.read_exact(self.resp)? {
+                return Err(EngineError::PeerReset(
+                    "server closed the connection before responding".into(),
+                ));
+            }
+            // The server closes first.
+            io.expect_close()
+        })();
+        if self.spin.is_some() {
+            self.waiter = Some(io.waiter);
         }
-        // The server closes first.
-        io.expect_close()?;
+        result?;
         Ok(Reply::Answered(server_times(header, self.resp)?))
     }
 
@@ -102,11 +138,15 @@ pub(super) fn client_phase<E: Engine>(
         hello_len,
         resp: &mut bufs.resp[..cx.phase.response as usize],
         signals: cx.signals,
+        spin: cx.spin,
+        waiter: None,
+        said: None,
     };
+    let result = run_phase(&mut x, cx, tally);
     PhaseOut {
-        result: run_phase(&mut x, cx, tally),
-        busy_poll: None,
-        spin: None,
+        result,
+        spin: x.waiter.as_ref().and_then(Waiter::stats),
+        busy_poll: x.said,
     }
 }
 
@@ -260,6 +300,15 @@ impl CrrServer {
         result
     }
 
+    /// Busy poll: how the server's accepting thread spins for this test
+    /// (it serves all `flows` of the client, whose rule it follows); `None`:
+    /// the test blocks.
+    pub fn spin_mode(&self) -> Option<SpinMode> {
+        self.plan
+            .busy_poll
+            .then(|| crate::wait::side_spin_mode(self.plan.flows, &[]))
+    }
+
     /// The client has finished (its results arrived): no more transactions.
     pub fn client_finished(&self) {
         self.client_done.store(true, Ordering::Release);
@@ -295,6 +344,8 @@ impl CrrServer {
                 ProcessThreads::now().busiest_since(&threads),
                 RrMeasurement {
                     flows: me.measurements(),
+                    busy_poll: me.spin_mode().map(|_| ACCEPT_SPIN_NOTE.to_string()),
+                    spin: me.spin_mode(),
                     ..RrMeasurement::default()
                 },
             )

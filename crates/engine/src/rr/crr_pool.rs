@@ -23,8 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use linerate_proto::rr_core::{SpinBudget, SpinMode};
 use linerate_proto::wire::{self, DataGreeting, Token};
 
+use crate::clock::mono_ns;
+use crate::wait::{SPIN_BUDGET, SPIN_CHECK};
 use crate::EngineError;
 
 use super::crr::{CrrServer, Ticket};
@@ -234,6 +237,56 @@ fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<S
     }
 }
 
+/// A busy-polled crr test's accepting thread: it spins on its
+/// non-blocking listener within the spin budget after each connection, then
+/// sleeps in `poll(2)` until the next one (so a server whose client has
+/// stopped connecting spins for one budget, not until the test ends).
+#[derive(Debug)]
+pub struct AcceptSpin {
+    budget: SpinBudget,
+    spins: u32,
+}
+
+impl AcceptSpin {
+    pub fn new(mode: SpinMode) -> AcceptSpin {
+        AcceptSpin {
+            budget: SpinBudget::new(mode, SPIN_BUDGET),
+            spins: 0,
+        }
+    }
+
+    /// How it spins.
+    pub fn mode(&self) -> SpinMode {
+        self.budget.mode()
+    }
+
+    /// A connection was accepted: the next wait starts a fresh budget.
+    pub fn accepted(&mut self) {
+        self.budget.done();
+    }
+
+    /// `accept` on `listener` would block: spin on, or (the budget spent)
+    /// sleep until a connection is ready, at most `tick`. True when it
+    /// slept: the caller's cue to see whether it should still spin.
+    pub fn would_block(&mut self, listener: &impl AsRawFd, tick: Duration) -> bool {
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins & (SPIN_CHECK - 1) != 0 {
+            std::hint::spin_loop();
+            return false;
+        }
+        if self.budget.keep_spinning(mono_ns()) {
+            if self.budget.mode() == SpinMode::Shared {
+                std::thread::yield_now();
+            }
+            return false;
+        }
+        // An error here (EINTR aside, none is expected on a listener) comes
+        // back at the next accept, which reports it.
+        let _ = crate::socket::wait_readable(listener, tick);
+        true
+    }
+}
+
 /// The pool's worker thread, started on first use.
 struct Worker {
     tx: Sender<Conn>,
@@ -274,18 +327,40 @@ impl CrrPool {
     }
 
     /// Offers a connection just accepted while a crr test runs. Runs on
-    /// the accepting thread: it never waits.
-    pub fn offer(&self, sock: TcpStream, peer: SocketAddr) -> Offer {
+    /// the accepting thread: it never sleeps. With `spin` (a busy-polled
+    /// test) it looks again for a request not yet there, within the spin
+    /// budget, before handing the connection over: a spinning accept
+    /// usually takes a connection before its client has written (on
+    /// loopback the handshake ends inside the client's `connect`).
+    pub fn offer(&self, sock: TcpStream, peer: SocketAddr, spin: Option<SpinMode>) -> Offer {
         let mut conn = Conn {
             sock,
             peer,
             since: Instant::now(),
             state: State::Greeting,
         };
-        let step = match self.scratch.lock() {
-            Ok(mut s) => step(&mut conn, self.host.as_ref(), &mut s),
-            Err(_) => Step::Other,
+        let Ok(mut scratch) = self.scratch.lock() else {
+            return Offer::NotCrr(conn.sock);
         };
+        let mut step = step(&mut conn, self.host.as_ref(), &mut scratch);
+        if let Some(mode) = spin {
+            let mut budget = SpinBudget::new(mode, SPIN_BUDGET);
+            let mut spins = 0u32;
+            while matches!(step, Step::Wait(libc::POLLIN)) {
+                spins = spins.wrapping_add(1);
+                if spins & (SPIN_CHECK - 1) == 0 {
+                    if !budget.keep_spinning(mono_ns()) {
+                        break;
+                    }
+                    if mode == SpinMode::Shared {
+                        std::thread::yield_now();
+                    }
+                }
+                std::hint::spin_loop();
+                step = self::step(&mut conn, self.host.as_ref(), &mut scratch);
+            }
+        }
+        drop(scratch);
         match step {
             Step::Done => Offer::Taken,
             Step::Other => Offer::NotCrr(conn.sock),
@@ -575,7 +650,7 @@ mod tests {
             if taken == N {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            match pool.offer(sock, peer) {
+            match pool.offer(sock, peer, None) {
                 Offer::Taken => taken += 1,
                 Offer::NotCrr(s) => host.not_crr(s, peer),
             }
@@ -599,7 +674,7 @@ mod tests {
         let starts = pool.starts.load(Ordering::Relaxed);
         let again = std::thread::spawn(move || transaction(addr, token, 0, N, true));
         let (sock, peer) = listener.accept().expect("accept");
-        assert!(matches!(pool.offer(sock, peer), Offer::Taken));
+        assert!(matches!(pool.offer(sock, peer, None), Offer::Taken));
         again.join().expect("a transaction after the worker ended");
         assert_eq!(pool.starts.load(Ordering::Relaxed), starts + 1);
         assert_eq!(host.failures.load(Ordering::Relaxed), 0);
@@ -608,6 +683,38 @@ mod tests {
         let mut first = [0u8; wire::HEADER_LEN];
         others[0].read_exact(&mut first).expect("bytes unread");
         assert_eq!(first.to_vec(), wire::to_bytes(&Message::Start));
+    }
+
+    #[test]
+    fn issue_8_crr_pool_spinning_for_a_request_answers_every_transaction() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let token = Token([7; TOKEN_LEN]);
+        let host = Arc::new(Host {
+            crr: CrrServer::new(plan()),
+            token,
+            others: Mutex::new(Vec::new()),
+            failures: AtomicUsize::new(0),
+        });
+        let pool = CrrPool::new(Arc::clone(&host) as Arc<dyn CrrHost>);
+        const N: u64 = 20;
+        // Requests written at once (answered while spinning, or by the
+        // worker if this thread was slow) and after a pause longer than
+        // the budget (the worker's).
+        let client = std::thread::spawn(move || {
+            for i in 0..N {
+                transaction(addr, token, (i % 2) as u32, i, i % 4 == 0);
+            }
+        });
+        for i in 0..N {
+            let (sock, peer) = listener.accept().expect("accept");
+            let mode = [SpinMode::Dedicated, SpinMode::Shared][i as usize % 2];
+            assert!(matches!(pool.offer(sock, peer, Some(mode)), Offer::Taken));
+        }
+        client.join().expect("client");
+        let counted: u64 = host.crr.measurements().iter().map(|m| m.transactions).sum();
+        assert_eq!(counted, N);
+        assert_eq!(host.failures.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -632,7 +739,7 @@ mod tests {
         c.write_all(&hello).expect("write");
         let (sock, peer) = listener.accept().expect("accept");
         std::thread::sleep(Duration::from_millis(50));
-        match pool.offer(sock, peer) {
+        match pool.offer(sock, peer, None) {
             Offer::NotCrr(mut s) => {
                 let mut got = vec![0u8; hello.len()];
                 s.read_exact(&mut got).expect("unread");

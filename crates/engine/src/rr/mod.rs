@@ -74,7 +74,7 @@ pub use crate::wait::{SPIN_BUDGET, SPIN_CHECK};
 pub use client::start_client;
 pub use conns::RrConns;
 pub use crr::{CrrServer, CrrTarget};
-pub use crr_pool::{CrrHost, CrrPool, Offer};
+pub use crr_pool::{AcceptSpin, CrrHost, CrrPool, Offer};
 pub use params::RrParams;
 pub use server::start_server;
 

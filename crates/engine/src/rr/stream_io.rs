@@ -12,18 +12,20 @@ use crate::EngineError;
 use crate::wait::Waiter;
 
 /// Whole-message reads and writes on one connection.
-pub(super) struct StreamIo<'a, E: Engine> {
-    pub(super) sock: &'a TcpStream,
+/// `'s` is the socket's borrow, `'w` the waiter's (a crr flow's waiter
+/// outlives each connection it spins on).
+pub(super) struct StreamIo<'s, 'w, E: Engine> {
+    pub(super) sock: &'s TcpStream,
     tx: E::TcpTx,
     rx: E::TcpRx,
-    pub(super) waiter: Waiter<'a>,
+    pub(super) waiter: Waiter<'w>,
 }
 
-impl<'a, E: Engine> StreamIo<'a, E> {
+impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
     pub(super) fn new(
         engine: E,
-        sock: &'a TcpStream,
-        waiter: Waiter<'a>,
+        sock: &'s TcpStream,
+        waiter: Waiter<'w>,
     ) -> Result<Self, EngineError> {
         Ok(StreamIo {
             sock,

@@ -18,7 +18,7 @@ use crate::wait::{prepare_tcp, Waiter};
 
 /// A client flow's transactions on its phase connection.
 struct TcpExchange<'a, E: Engine> {
-    io: StreamIo<'a, E>,
+    io: StreamIo<'a, 'a, E>,
     req: &'a mut [u8],
     resp: &'a mut [u8],
 }
@@ -78,7 +78,7 @@ pub(super) fn client_phase<E: Engine>(
     }
 }
 
-impl<E: Engine> Serve for StreamIo<'_, E> {
+impl<E: Engine> Serve for StreamIo<'_, '_, E> {
     fn next_request<'b>(
         &'b mut self,
         buf: &'b mut [u8],
