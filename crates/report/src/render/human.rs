@@ -412,16 +412,7 @@ impl Sink for Human<'_> {
             }
         }
         if let Some(c) = &r.cpu {
-            let line = format!(
-                "[ CPU] {span} {} {:.1}% (usr {:.1}, sys {:.1}) · busiest thread {:.1}% {}",
-                side_name(r.side),
-                c.percent_of_cpu,
-                c.user_percent,
-                c.system_percent,
-                c.busiest_thread_percent,
-                c.busiest_thread
-            );
-            writeln!(self.out, "{}", wrap(&line, " · ", 7))?;
+            writeln!(self.out, "{}", cpu_interval_line(&span, r.side, c))?;
         }
         self.out.flush()
     }
@@ -555,6 +546,22 @@ impl Sink for Human<'_> {
         writeln!(self.out, "CPU:")?;
         self.cpu_line("client", &r.cpu.client, &r.intervals)?;
         self.cpu_line("server", &r.cpu.server, &r.server_intervals)?;
+        // The client's own intervals were printed as they ended; the
+        // server's arrive with its results.
+        let server_cpu: Vec<_> = r
+            .server_intervals
+            .iter()
+            .filter_map(|i| i.cpu.as_ref().map(|c| (i, c)))
+            .collect();
+        if !server_cpu.is_empty() {
+            writeln!(self.out, "server CPU per interval:")?;
+            for (i, c) in server_cpu {
+                let span = format!("{:6.2}-{:<6.2} s", i.start_s, i.end_s);
+                let tag = if i.omitted { "  (omitted)" } else { "" };
+                let line = cpu_interval_line(&span, i.side, c);
+                writeln!(self.out, "{line}{tag}")?;
+            }
+        }
         if let Some(cc) = &r.test.congestion_used {
             writeln!(self.out, "TCP congestion control: {cc}")?;
         }
@@ -571,6 +578,20 @@ impl Sink for Human<'_> {
         }
         self.out.flush()
     }
+}
+
+/// One interval's CPU line, `[ CPU] span side …`, wrapped.
+fn cpu_interval_line(span: &str, side: Side, c: &crate::model::IntervalCpuRecord) -> String {
+    let line = format!(
+        "[ CPU] {span} {} {:.1}% (usr {:.1}, sys {:.1}) · busiest thread {:.1}% {}",
+        side_name(side),
+        c.percent_of_cpu,
+        c.user_percent,
+        c.system_percent,
+        c.busiest_thread_percent,
+        c.busiest_thread
+    );
+    wrap(&line, " · ", 7)
 }
 
 /// A sweep: a header, a row per trial as it finishes, then each size's
