@@ -551,3 +551,26 @@ fn issue_12_tcp_transport_unix_refused_by_a_rate_limited_server() {
     assert_streams_balanced(&r);
     assert!(server.alive());
 }
+
+#[test]
+fn issue_8_text_report_shows_cpu_per_interval_on_both_sides() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let args = ["tcp", "127.0.0.1", "-p", &port, "-t", "2", "-i", "1"];
+    let out = run_client(&args, Duration::from_secs(30));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cpu_lines = |side: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("[ CPU]") && l.contains(&format!(" {side} ")))
+            .count()
+    };
+    // Two 1 s intervals each: the client's as they ended, the server's
+    // after the summary.
+    assert!(cpu_lines("client") >= 2, "{text}");
+    assert!(cpu_lines("server") >= 2, "{text}");
+    let at = text
+        .find("server CPU per interval:")
+        .expect("server section");
+    assert!(at > text.find("CPU:").expect("summary"), "{text}");
+}
