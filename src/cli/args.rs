@@ -168,7 +168,7 @@ pub enum Cmd {
     /// and print one table: each figure with its ratio to the first variant.
     ///
     /// `linerate compare [HOST] tcp|udp|rr [test flags] --engines
-    /// syscall,uring,zerocopy [--busy-poll both] [--preload LIB] [--repeat
+    /// syscall,batch,uring,zerocopy [--busy-poll both] [--preload LIB] [--repeat
     /// N] [--plot FILE.svg] [--report FILE.html]`. Without HOST, each
     /// variant runs against an embedded loopback server using the same
     /// engine; with HOST, the server's own engine serves every variant.
@@ -271,7 +271,7 @@ pub struct OutputArgs {
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Engines to run, comma-separated; ratios are to the first.
-    #[arg(long, default_value = "syscall,uring,zerocopy")]
+    #[arg(long, default_value = "syscall,batch,uring,zerocopy")]
     pub engines: String,
     /// `both` runs every engine without and with --busy-poll (`on`: with
     /// it only), for a test that takes --busy-poll (tcp, udp, rr).
