@@ -257,6 +257,21 @@ fn issue_8_rr_and_crr_run_on_every_engine() {
             }
             assert_eq!(r["test"]["client_engine"], *engine, "{}", r["test"]);
             assert_eq!(r["test"]["server_engine"], *engine, "{}", r["test"]);
+            // What the accelerated engines used is reported for each side.
+            let reports_use = engine.starts_with("uring") || engine == "zerocopy";
+            for side in ["engine_use_client", "engine_use_server"] {
+                let used = &r["rr"][side];
+                assert_eq!(
+                    !used.is_null(),
+                    reports_use,
+                    "{engine} {proto} {side}: {used}"
+                );
+                if reports_use {
+                    assert!(used["engine"]
+                        .as_str()
+                        .is_some_and(|e| engine.starts_with(e)));
+                }
+            }
         }
         let r = json_client(&[
             "crr",

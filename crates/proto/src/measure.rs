@@ -464,6 +464,11 @@ pub struct RrMeasurement {
     /// With busy polling: what the kernel said to `SO_BUSY_POLL`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_poll: Option<String>,
+    /// What this side's engine used on the flows' sockets (registered
+    /// buffers, multishot receive, zero-copy sends), merged over the flows;
+    /// absent for an engine with nothing to report (syscall, batch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_use: Option<EngineUse>,
     /// With busy polling: whether this side's flows spun without
     /// yielding (a CPU each) or yielded to a peer that may share theirs.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -594,6 +594,12 @@ pub struct RrReport {
     pub busy_poll_client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub busy_poll_server: Option<String>,
+    /// What each side's engine used on the flows' sockets (absent for an
+    /// engine with nothing to report).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub engine_use_client: Option<EngineUse>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub engine_use_server: Option<EngineUse>,
     /// With busy polling: how each side's flows spun (`dedicated`: without
     /// yielding, a CPU per spinning flow; `shared`: yielding, adaptive
     /// budget).

@@ -219,6 +219,8 @@ pub(crate) fn build(
         busy_poll: rr.busy_poll,
         busy_poll_client: c.busy_poll.clone(),
         busy_poll_server: s.busy_poll.clone(),
+        engine_use_client: c.engine_use.clone(),
+        engine_use_server: s.engine_use.clone(),
         spin_client: c.spin,
         spin_server: s.spin,
         clock: c.clock,

@@ -193,8 +193,14 @@ thread_local! {
 
 /// Records what an engine's I/O object used (called as it is dropped).
 pub(crate) fn record_use(u: EngineUse) {
-    USED.with(|cell| {
-        let mut cur = cell.borrow_mut();
+    USED.with(|cell| merge_use(&mut cell.borrow_mut(), u));
+}
+
+/// Merges `u` into `into`: a feature used by either, zero-copy counts
+/// added, notes once each.
+pub(crate) fn merge_use(into: &mut Option<EngineUse>, u: EngineUse) {
+    {
+        let cur = into;
         *cur = Some(match cur.take() {
             None => u,
             Some(mut a) => {
@@ -217,7 +223,7 @@ pub(crate) fn record_use(u: EngineUse) {
                 a
             }
         });
-    });
+    }
 }
 
 /// Takes what the engines on this thread recorded since the last take.

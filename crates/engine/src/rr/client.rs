@@ -172,6 +172,8 @@ fn client_flow<E: Engine>(engine: E, flow: u32, mut source: Source<'_>, s: &Shar
         s.gate.update(|g| g.done += 1);
     }
     out.cpu = cpu::thread().saturating_sub(cpu0);
+    // The flow's I/O objects recorded what they used as they were dropped.
+    out.engine_use = crate::engines::take_use();
     out
 }
 
@@ -254,6 +256,7 @@ fn run_client(
             load: g.load,
             load_elapsed_ns: load_elapsed.as_nanos() as u64,
             busy_poll: g.busy_poll,
+            engine_use: g.engine_use,
             spin: p.spin(),
             clock: p.clock,
         },

@@ -170,6 +170,7 @@ fn server_flow<E: Engine>(
         }
     }
     end.cpu = cpu::thread().saturating_sub(cpu0);
+    end.engine_use = crate::engines::take_use();
     end
 }
 
@@ -204,6 +205,7 @@ pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> Sid
                 load: g.load,
                 load_elapsed_ns: load_elapsed,
                 busy_poll: g.busy_poll,
+                engine_use: g.engine_use,
                 spin: p.spin(),
                 clock: None,
             },

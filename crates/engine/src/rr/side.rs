@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use linerate_proto::measure::{
-    CpuMeasurement, RrFlowMeasurement, RrMeasurement, SideResults, StreamMeasurement,
+    CpuMeasurement, EngineUse, RrFlowMeasurement, RrMeasurement, SideResults, StreamMeasurement,
 };
 
 use crate::cpu::{self, CpuTime};
@@ -22,6 +22,8 @@ pub(super) struct FlowEnd {
     pub(super) cpu: CpuTime,
     /// Busy poll: what the kernel said to `SO_BUSY_POLL`.
     pub(super) busy_poll: Option<String>,
+    /// What the engine's I/O objects on this flow's thread used.
+    pub(super) engine_use: Option<EngineUse>,
 }
 
 /// What a load stream's thread returns.
@@ -91,6 +93,8 @@ pub(super) struct Gathered {
     pub(super) load: Vec<StreamMeasurement>,
     pub(super) threads_cpu: CpuTime,
     pub(super) busy_poll: Option<String>,
+    /// What the flows' engine used, merged.
+    pub(super) engine_use: Option<EngineUse>,
     /// The flow or load thread that used the most CPU (its own clock:
     /// `getrusage(RUSAGE_THREAD)`), and its time, ns.
     pub(super) busiest: Option<(String, u64)>,
@@ -170,6 +174,9 @@ where
     for (_, e) in ends {
         out.threads_cpu = out.threads_cpu + e.cpu;
         out.busy_poll = out.busy_poll.or(e.busy_poll);
+        if let Some(u) = e.engine_use {
+            crate::engines::merge_use(&mut out.engine_use, u);
+        }
         out.flows.extend(e.measurements);
     }
     for (_, (m, c)) in load_ends {

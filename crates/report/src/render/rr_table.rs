@@ -187,6 +187,15 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         );
         writeln!(out, "{}", wrap(&line, "; ", 2))?;
     }
+    for (side, u) in [
+        ("client", &rr.engine_use_client),
+        ("server", &rr.engine_use_server),
+    ] {
+        if let Some(u) = u {
+            let line = format!("{side} {}", super::human::engine_use_words(u));
+            writeln!(out, "{}", wrap(&line, "; ", 2))?;
+        }
+    }
     if rr.busy_poll || rr.spin_client.is_some() || rr.spin_server.is_some() {
         // Shared memory spins without --busy-poll, and sleeps on a futex.
         let sleep = if r.test.protocol.starts_with("shm") {
