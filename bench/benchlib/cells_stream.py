@@ -98,6 +98,12 @@ def tcp_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
                                 False, _lr_tcp(engines, e, [*r_lr, "--len", "1M", "--skip-rx-copy"])))
             best.append(Variant(f"linerate{' -R' if rev else ''} --skip-rx-copy", False,
                                 _lr_tcp(engines, None, [*r_lr, "--skip-rx-copy"])))
+        if not rev and "zerocopy:sendfile" in lr.help("tcp"):
+            # TCP streams only, so not in KNOWN_ENGINES (no udp or rr cell
+            # tries it): one variant here, both sides on it (issue 8).
+            sf = ["zerocopy:sendfile", "zerocopy:sendfile"]
+            best.append(Variant("linerate --len 1M --engine zerocopy:sendfile", False,
+                                _lr_tcp(sf, "zerocopy:sendfile", ["--len", "1M"])))
         best.append(Variant(f"linerate{' -R' if rev else ''} --len 128K", False,
                             _lr_tcp(engines, None, [*r_lr, "--len", "128K"])))
         i3best = [anchor(tools, "iperf3", " ".join([*r_i3, "-l", "1M"]), _iperf3_tcp([*r_i3, "-l", "1M"]))]

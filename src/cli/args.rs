@@ -47,7 +47,9 @@ pub struct EngineArgs {
     /// Data-path engine for this side (an engine this kernel lacks is
     /// refused with the reason). Default `auto`: per test, the fastest
     /// engine this kernel runs for it (UDP streams: batch; TCP streams and
-    /// request/response: syscall), named in the report.
+    /// request/response: syscall), named in the report. `zerocopy:sendfile`
+    /// runs TCP stream tests only (sendfile from a memory file, splice
+    /// receive) and is refused for UDP and request/response tests.
     #[arg(long, default_value = "auto", value_parser = EngineNames)]
     pub engine: String,
     /// Client: ask the server to run its side with this engine (it may

@@ -566,7 +566,7 @@ fn affinity(v: Option<&str>) -> Result<(Vec<usize>, Option<u32>)> {
 /// `-Z` and `--gsro` name linerate engines; otherwise `auto` picks one.
 fn engine(a: &Args, protocol: Protocol) -> Result<(EngineKind, Option<String>)> {
     let kind = if a.zerocopy {
-        EngineKind::ZeroCopy
+        EngineKind::ZeroCopy { sendfile: false }
     } else if a.gsro {
         EngineKind::Batch(Batch {
             gso: Toggle::On,

@@ -316,6 +316,20 @@ fn client_config(
         bail!("--{flag}: {}", e.reason);
     }
     let asked_server_engine = server_engine(engine)?;
+    // An engine that cannot carry this kind of test is refused here, by
+    // name, never replaced (`zerocopy:sendfile` is TCP streams only).
+    if let Some(why) = asked_server_engine
+        .as_deref()
+        .and_then(|n| n.parse::<EngineKind>().ok())
+        .and_then(|k| k.refusal(&spec))
+    {
+        bail!("--server-engine {why}");
+    }
+    if let Ok(k) = engine.engine.parse::<EngineKind>() {
+        if let Some(why) = k.refusal(&spec) {
+            bail!("--engine {why}");
+        }
+    }
     let (engine, engine_note) = client_engine(engine, &spec)?;
     let engine_note = engine_note.or_else(|| {
         let available = std::thread::available_parallelism().map_or(1, usize::from);

@@ -19,6 +19,7 @@ mod readme;
 mod repeat;
 mod report;
 mod rr;
+mod sendfile;
 mod speed;
 mod tcp;
 mod udp;

@@ -9,7 +9,8 @@
 //! - [`engines`]: the batch-shaped [`engines::Engine`] trait (the I/O
 //!   primitives per transport), the typed [`engines::EngineKind`] choice,
 //!   and one file per engine ([`engines::syscall`], [`engines::uring`],
-//!   [`engines::zerocopy`]; [`engines::auto`] is the rule that picks one).
+//!   [`engines::zerocopy`] and its TCP variant [`engines::sendfile`];
+//!   [`engines::auto`] is the rule that picks one).
 //! - [`stream`]: what a stream's thread shares with its side: progress
 //!   counter, stop/abort/drain signals, how a loop ended.
 //! - [`tcp`]: the TCP stream loops (send to a limit or stop, read to end),

@@ -185,7 +185,8 @@ fn send_with<E: Engine>(
     signals: &Signals,
     wait: Wait,
 ) -> StreamEnd {
-    let mut io = match engine.tcp_tx(sock) {
+    // This loop writes `buf` (or a prefix of it) unchanged on every call.
+    let mut io = match engine.tcp_tx_stream(sock, buf) {
         Ok(io) => io,
         Err(e) => return StreamEnd::failed(e),
     };
@@ -240,7 +241,8 @@ fn recv_with<E: Engine>(
     wait: Wait,
     opts: RecvOpts,
 ) -> StreamEnd {
-    let mut io = match engine.tcp_rx(sock, opts.skip_copy) {
+    // This loop never looks at the bytes it reads.
+    let mut io = match engine.tcp_rx_stream(sock, opts.skip_copy) {
         Ok(io) => io,
         Err(e) => return StreamEnd::failed(e),
     };

@@ -111,6 +111,15 @@ pub struct EngineUse {
     /// Zero-copy sends (`IORING_OP_SEND_ZC` or `MSG_ZEROCOPY`), when used.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub zerocopy: Option<ZeroCopyUse>,
+    /// `zerocopy:sendfile`: TCP writes made with `sendfile(2)` from a
+    /// memory file holding the stream's buffer (page-cache pages handed to
+    /// the socket, no copy from user space).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sendfile: Option<CallsBytes>,
+    /// `zerocopy:sendfile`: TCP reads made with `splice(2)` from the socket
+    /// into a pipe drained into `/dev/null` (no byte reaches user space).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub splice_recv: Option<CallsBytes>,
     /// Why a feature is off where the engine could have used it.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub notes: Vec<String>,
@@ -128,6 +137,13 @@ pub struct ZeroCopyUse {
     /// (`IORING_NOTIF_USAGE_ZC_COPIED`, `SO_EE_CODE_ZEROCOPY_COPIED`):
     /// loopback and devices without scatter-gather always copy.
     pub copied: u64,
+}
+
+/// System calls of one kind and the bytes they moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CallsBytes {
+    pub calls: u64,
+    pub bytes: u64,
 }
 
 /// What a UDP sender measured on one stream.
@@ -582,4 +598,33 @@ pub struct Iperf3Counts {
     pub omitted_packets: u64,
     pub omitted_errors: i64,
     pub omitted_out_of_order: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reports written before `zerocopy:sendfile` lack its counts and still
+    /// parse; new ones carry them only where used.
+    #[test]
+    fn issue_8_engine_use_without_sendfile_counts_still_parses() {
+        let old = r#"{"engine":"zerocopy","zerocopy":{"sends":3,"completed":3,"copied":3}}"#;
+        let u: EngineUse = serde_json::from_str(old).expect("old engine_use");
+        assert_eq!(u.sendfile, None);
+        assert_eq!(u.splice_recv, None);
+        let v = serde_json::to_value(&u).expect("json");
+        assert!(
+            v.get("sendfile").is_none() && v.get("splice_recv").is_none(),
+            "{v}"
+        );
+        let new = EngineUse {
+            engine: "zerocopy:sendfile".into(),
+            sendfile: Some(CallsBytes { calls: 2, bytes: 9 }),
+            splice_recv: Some(CallsBytes { calls: 5, bytes: 9 }),
+            ..EngineUse::default()
+        };
+        let back: EngineUse =
+            serde_json::from_str(&serde_json::to_string(&new).expect("json")).expect("parse");
+        assert_eq!(back, new);
+    }
 }

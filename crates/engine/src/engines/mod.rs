@@ -18,6 +18,7 @@
 
 pub mod auto;
 pub mod batch;
+pub mod sendfile;
 pub mod syscall;
 pub mod uring;
 pub mod zerocopy;
@@ -28,11 +29,13 @@ use std::net::{TcpStream, UdpSocket};
 use std::str::FromStr;
 
 pub use batch::Batch;
+pub use sendfile::SendFile;
 pub use syscall::Syscall;
 pub use uring::Uring;
 pub use zerocopy::ZeroCopy;
 
-use linerate_proto::measure::{Batching, EngineUse, ZeroCopyUse};
+use linerate_proto::measure::{Batching, CallsBytes, EngineUse, ZeroCopyUse};
+use linerate_proto::spec::{Protocol, TestKind, TestSpec};
 
 use crate::EngineError;
 
@@ -52,8 +55,11 @@ pub enum EngineKind {
     /// kernel submission-polling thread.
     Uring { sqpoll: bool },
     /// `MSG_ZEROCOPY` sends with completions read from the error queue;
-    /// receives as `syscall`.
-    ZeroCopy,
+    /// receives as `syscall`. `zerocopy:sendfile` (TCP streams only)
+    /// instead sends with `sendfile(2)` from a memory file holding the
+    /// stream's buffer and receives with `splice(2)` into `/dev/null`
+    /// ([`sendfile`]).
+    ZeroCopy { sendfile: bool },
     /// `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `writev` of large TCP
     /// writes, optionally `MSG_TRUNC` TCP receives; with its options.
     Batch(Batch),
@@ -66,7 +72,8 @@ impl EngineKind {
         EngineKind::Batch(Batch::AUTO),
         EngineKind::Uring { sqpoll: false },
         EngineKind::Uring { sqpoll: true },
-        EngineKind::ZeroCopy,
+        EngineKind::ZeroCopy { sendfile: false },
+        EngineKind::ZeroCopy { sendfile: true },
     ];
 
     /// The name in `--engine` and in reports.
@@ -75,7 +82,8 @@ impl EngineKind {
             EngineKind::Syscall => "syscall",
             EngineKind::Uring { sqpoll: false } => "uring",
             EngineKind::Uring { sqpoll: true } => "uring:sqpoll",
-            EngineKind::ZeroCopy => "zerocopy",
+            EngineKind::ZeroCopy { sendfile: false } => "zerocopy",
+            EngineKind::ZeroCopy { sendfile: true } => "zerocopy:sendfile",
             EngineKind::Batch(_) => "batch",
         }
     }
@@ -95,8 +103,11 @@ impl EngineKind {
             EngineKind::Uring { sqpoll: true } => {
                 "io_uring with a kernel submission-polling thread (SQPOLL)"
             }
-            EngineKind::ZeroCopy => {
+            EngineKind::ZeroCopy { sendfile: false } => {
                 "MSG_ZEROCOPY sends (UDP in GSO runs), completions tracked on the error queue (loopback copies anyway)"
+            }
+            EngineKind::ZeroCopy { sendfile: true } => {
+                "TCP streams only: sendfile(2) from a memory file holding the send buffer, splice(2) receive into /dev/null"
             }
         }
     }
@@ -116,7 +127,8 @@ impl EngineKind {
         match self {
             EngineKind::Syscall => Ok(self),
             EngineKind::Uring { .. } => uring::caps().map(|_| self),
-            EngineKind::ZeroCopy => zerocopy::check().map(|()| self),
+            EngineKind::ZeroCopy { sendfile: false } => zerocopy::check().map(|()| self),
+            EngineKind::ZeroCopy { sendfile: true } => sendfile::check().map(|()| self),
             EngineKind::Batch(b) => match b.unavailable() {
                 None => Ok(self),
                 Some(reason) => Err(EngineError::EngineUnavailable {
@@ -124,6 +136,30 @@ impl EngineKind {
                     reason,
                 }),
             },
+        }
+    }
+
+    /// Why this engine cannot run `spec`'s test at all, whatever the
+    /// kernel (`None`: it can). Only `zerocopy:sendfile` is so limited: it
+    /// sends one unchanging buffer from a file, which is a TCP stream's
+    /// bytes and nothing else (a UDP datagram or an rr message changes on
+    /// every send). Refused by name, never replaced by another engine.
+    pub fn refusal(self, spec: &TestSpec) -> Option<String> {
+        if self != (EngineKind::ZeroCopy { sendfile: true }) {
+            return None;
+        }
+        match (spec.protocol, spec.kind) {
+            (Protocol::Tcp, TestKind::Stream) => None,
+            (Protocol::Udp, _) => Some(format!(
+                "{}: TCP stream tests only (sendfile and splice move a byte stream; \
+                 for UDP zero-copy sends use --engine zerocopy)",
+                self.name()
+            )),
+            _ => Some(format!(
+                "{}: TCP stream tests only (sendfile sends one unchanging buffer; \
+                 request/response messages change with every send)",
+                self.name()
+            )),
         }
     }
 }
@@ -171,8 +207,12 @@ macro_rules! with_engine {
                 let $e = $crate::engines::Uring { sqpoll };
                 $body
             }
-            $crate::engines::EngineKind::ZeroCopy => {
+            $crate::engines::EngineKind::ZeroCopy { sendfile: false } => {
                 let $e = $crate::engines::ZeroCopy;
+                $body
+            }
+            $crate::engines::EngineKind::ZeroCopy { sendfile: true } => {
+                let $e = $crate::engines::SendFile;
                 $body
             }
             $crate::engines::EngineKind::Batch(options) => {
@@ -215,6 +255,8 @@ pub(crate) fn merge_use(into: &mut Option<EngineUse>, u: EngineUse) {
                     }),
                     (x, y) => x.or(y),
                 };
+                a.sendfile = add_calls(a.sendfile, u.sendfile);
+                a.splice_recv = add_calls(a.splice_recv, u.splice_recv);
                 for n in u.notes {
                     if !a.notes.contains(&n) {
                         a.notes.push(n);
@@ -223,6 +265,17 @@ pub(crate) fn merge_use(into: &mut Option<EngineUse>, u: EngineUse) {
                 a
             }
         });
+    }
+}
+
+/// Two counts of the same calls, summed (absent where neither was used).
+fn add_calls(a: Option<CallsBytes>, b: Option<CallsBytes>) -> Option<CallsBytes> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(CallsBytes {
+            calls: x.calls + y.calls,
+            bytes: x.bytes + y.bytes,
+        }),
+        (x, y) => x.or(y),
     }
 }
 
@@ -271,6 +324,23 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// Prepares a TCP stream for reading; `skip_copy`: consume the bytes
     /// without copying them (`MSG_TRUNC`, `--skip-rx-copy`).
     fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<Self::TcpRx, EngineError>;
+    /// Prepares a TCP stream for a stream loop's writer, which writes only
+    /// `buf` (or a prefix of it: a byte limit's last write), unchanged, on
+    /// every call ([`crate::tcp`]): an engine may keep those bytes where
+    /// the kernel can send them without a copy (`zerocopy:sendfile`'s
+    /// memory file). Other writers (rr's messages) use [`Self::tcp_tx`].
+    /// Default: [`Self::tcp_tx`].
+    fn tcp_tx_stream(self, sock: &TcpStream, _buf: &[u8]) -> Result<Self::TcpTx, EngineError> {
+        self.tcp_tx(sock)
+    }
+    /// Prepares a TCP stream for a stream loop's reader, which never looks
+    /// at the bytes — where `--skip-rx-copy` is allowed; rr's framed
+    /// messages use [`Self::tcp_rx`]. An engine may then keep every byte
+    /// out of user space even without `skip_copy` (`zerocopy:sendfile`'s
+    /// `splice`). Default: [`Self::tcp_rx`].
+    fn tcp_rx_stream(self, sock: &TcpStream, skip_copy: bool) -> Result<Self::TcpRx, EngineError> {
+        self.tcp_rx(sock, skip_copy)
+    }
 }
 
 /// Sending datagrams on one connected UDP socket.
@@ -494,7 +564,7 @@ mod tests {
         let e = "warp".parse::<EngineKind>().expect_err("unknown");
         assert_eq!(
             e.to_string(),
-            "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy"
+            "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy, zerocopy:sendfile"
         );
     }
 

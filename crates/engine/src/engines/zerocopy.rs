@@ -19,6 +19,10 @@
 //! (`SO_EE_CODE_ZEROCOPY_COPIED`): on loopback it always does (the data is
 //! copied when it reaches the receiving socket), and the report counts it.
 //! Receiving is the syscall engine's: zero copy is a sender's feature.
+//!
+//! `zerocopy:sendfile` ([`super::sendfile`]) is this engine's other way to
+//! TCP zero copy: `sendfile(2)` from a memory file holding the stream's
+//! buffer, and `splice(2)` receives, for TCP stream tests only.
 
 use std::io;
 use std::net::{TcpStream, UdpSocket};
@@ -85,7 +89,7 @@ pub fn check() -> Result<(), EngineError> {
         })
         .clone()
         .map_err(|reason| EngineError::EngineUnavailable {
-            engine: EngineKind::ZeroCopy,
+            engine: EngineKind::ZeroCopy { sendfile: false },
             reason,
         })
 }

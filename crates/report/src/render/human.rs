@@ -54,6 +54,15 @@ pub(crate) fn engine_use_words(u: &EngineUse) -> String {
             }
         ));
     }
+    if let Some(c) = &u.sendfile {
+        used.push(format!("sendfile: {} calls, {} bytes", c.calls, c.bytes));
+    }
+    if let Some(c) = &u.splice_recv {
+        used.push(format!(
+            "splice receive: {} calls, {} bytes",
+            c.calls, c.bytes
+        ));
+    }
     let mut s = format!(
         "engine {}: {}",
         u.engine,
@@ -696,5 +705,39 @@ impl SweepSink for HumanSweep<'_> {
             writeln!(self.out, "{}", wrap(&format!("note: {n}"), "; ", 6))?;
         }
         self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::measure::CallsBytes;
+
+    #[test]
+    fn issue_8_sendfile_and_splice_counts_are_named() {
+        let u = EngineUse {
+            engine: "zerocopy:sendfile".into(),
+            sendfile: Some(CallsBytes {
+                calls: 3,
+                bytes: 3000,
+            }),
+            ..EngineUse::default()
+        };
+        assert_eq!(
+            engine_use_words(&u),
+            "engine zerocopy:sendfile: sendfile: 3 calls, 3000 bytes"
+        );
+        let u = EngineUse {
+            engine: "zerocopy:sendfile".into(),
+            splice_recv: Some(CallsBytes {
+                calls: 7,
+                bytes: 3000,
+            }),
+            ..EngineUse::default()
+        };
+        assert_eq!(
+            engine_use_words(&u),
+            "engine zerocopy:sendfile: splice receive: 7 calls, 3000 bytes"
+        );
     }
 }

@@ -353,6 +353,7 @@ fn engine_use(
         multishot_recv: multishot,
         zerocopy: zc.map(ZcCount::as_use),
         notes,
+        ..EngineUse::default()
     }
 }
 
