@@ -239,33 +239,30 @@ pub(crate) fn record_use(u: EngineUse) {
 /// Merges `u` into `into`: a feature used by either, zero-copy counts
 /// added, notes once each.
 pub(crate) fn merge_use(into: &mut Option<EngineUse>, u: EngineUse) {
-    {
-        let cur = into;
-        *cur = Some(match cur.take() {
-            None => u,
-            Some(mut a) => {
-                a.registered_buffers |= u.registered_buffers;
-                a.sqpoll |= u.sqpoll;
-                a.multishot_recv |= u.multishot_recv;
-                a.zerocopy = match (a.zerocopy, u.zerocopy) {
-                    (Some(x), Some(y)) => Some(ZeroCopyUse {
-                        sends: x.sends + y.sends,
-                        completed: x.completed + y.completed,
-                        copied: x.copied + y.copied,
-                    }),
-                    (x, y) => x.or(y),
-                };
-                a.sendfile = add_calls(a.sendfile, u.sendfile);
-                a.splice_recv = add_calls(a.splice_recv, u.splice_recv);
-                for n in u.notes {
-                    if !a.notes.contains(&n) {
-                        a.notes.push(n);
-                    }
+    *into = Some(match into.take() {
+        None => u,
+        Some(mut a) => {
+            a.registered_buffers |= u.registered_buffers;
+            a.sqpoll |= u.sqpoll;
+            a.multishot_recv |= u.multishot_recv;
+            a.zerocopy = match (a.zerocopy, u.zerocopy) {
+                (Some(x), Some(y)) => Some(ZeroCopyUse {
+                    sends: x.sends + y.sends,
+                    completed: x.completed + y.completed,
+                    copied: x.copied + y.copied,
+                }),
+                (x, y) => x.or(y),
+            };
+            a.sendfile = add_calls(a.sendfile, u.sendfile);
+            a.splice_recv = add_calls(a.splice_recv, u.splice_recv);
+            for n in u.notes {
+                if !a.notes.contains(&n) {
+                    a.notes.push(n);
                 }
-                a
             }
-        });
-    }
+            a
+        }
+    });
 }
 
 /// Two counts of the same calls, summed (absent where neither was used).
