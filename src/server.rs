@@ -336,7 +336,7 @@ fn crr_mode(shared: &Shared) -> Option<Option<SpinMode>> {
     let mut mode = None;
     for (_, r) in routes.values() {
         if let Route::Crr(c) = r {
-            mode = Some(mode.flatten().or(c.spin_mode()));
+            mode = Some(mode.flatten().or_else(|| c.spin_mode()));
         }
     }
     mode

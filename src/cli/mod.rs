@@ -707,6 +707,22 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 limits.max_time_ms = duration_ms("--max-time", t)?;
             }
             let guard = server::validate(&s.guard, &mut limits)?;
+            let engine = server_side_engine(&s.engine)?;
+            if let auto::Configured::Fixed(k) = engine {
+                // A UDP stream test stands for every test this engine
+                // cannot serve; the session refuses those by this reason.
+                let udp = TestSpec {
+                    protocol: linerate_proto::spec::Protocol::Udp,
+                    ..TestSpec::default()
+                };
+                limits.own_engine_tcp_streams_only = k.refusal(&udp).map(|_| {
+                    format!(
+                        "{}: TCP stream tests only; ask for another engine with \
+                         --server-engine, or run this server with --engine auto",
+                        k.name()
+                    )
+                });
+            }
             Ok(Command::Server(ServerConfig {
                 guard,
                 auth_key: None,
@@ -717,7 +733,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 once: s.once,
                 max_concurrent: s.max_concurrent,
                 limits,
-                engine: server_side_engine(&s.engine)?,
+                engine,
                 cpus: parse_cpus(s.cpus.as_deref())?,
                 format: format_of(&s.output),
                 logfile: None,

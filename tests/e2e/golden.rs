@@ -212,7 +212,7 @@ fn golden_json_reports_match_docs_json_md() {
     let schema = schema("report");
     let server = Server::start(&[]);
     let port = server.port_str();
-    let runs: [(&str, &[&str]); 12] = [
+    let runs: [(&str, &[&str]); 14] = [
         ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "--iface", "lo"]),
         ("tcp", &["tcp", "-n", "20M", "-i", "0.2"]),
         ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "-R"]),
@@ -258,6 +258,33 @@ fn golden_json_reports_match_docs_json_md() {
             ],
         ),
         ("crr", &["crr", "-n", "50"]),
+        // What an accelerated engine used: rr per side, sendfile/splice.
+        (
+            "rr",
+            &[
+                "rr",
+                "-n",
+                "100",
+                "--sizes",
+                "64",
+                "--engine",
+                "zerocopy",
+                "--server-engine",
+                "zerocopy",
+            ],
+        ),
+        (
+            "tcp",
+            &[
+                "tcp",
+                "-n",
+                "8M",
+                "--engine",
+                "zerocopy:sendfile",
+                "--server-engine",
+                "zerocopy:sendfile",
+            ],
+        ),
     ];
     let mut seen = BTreeSet::new();
     for (kind, extra) in runs {

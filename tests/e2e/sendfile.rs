@@ -94,3 +94,43 @@ fn issue_8_sendfile_is_refused_for_udp_and_rr_by_name() {
         assert!(out.stdout.is_empty(), "{args:?}: nothing ran");
     }
 }
+
+#[test]
+fn issue_8_a_sendfile_server_refuses_udp_and_rr_up_front_and_serves_the_rest() {
+    if !crate::uring_engines::runs_here(SF) {
+        return;
+    }
+    let server = Server::start(&["--engine", SF]);
+    let port = server.port_str();
+    let limit = std::time::Duration::from_secs(30);
+    for test in [&["udp", "-t", "1"][..], &["rr", "-n", "10"][..]] {
+        let mut args = vec![test[0], "127.0.0.1", "-p", &port];
+        args.extend_from_slice(&test[1..]);
+        let out = run_client(&args, limit);
+        assert!(!out.status.success(), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(SF)
+                && err.contains("TCP stream tests only")
+                && !err.contains("cannot run here"),
+            "{args:?}: {err}"
+        );
+    }
+    // Asking for another engine, or a test it serves, runs.
+    let udp = [
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-k",
+        "1000",
+        "--server-engine",
+        "syscall",
+        "--json",
+    ];
+    assert_ok(&run_client(&udp, limit), &udp);
+    let crr = ["crr", "127.0.0.1", "-p", &port, "-n", "20", "--json"];
+    assert_ok(&run_client(&crr, limit), &crr);
+    let tcp = ["tcp", "127.0.0.1", "-p", &port, "-n", "1M", "--json"];
+    assert_ok(&run_client(&tcp, limit), &tcp);
+}

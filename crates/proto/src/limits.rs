@@ -44,6 +44,11 @@ pub struct ServerLimits {
     pub handshake_timeout_ms: u64,
     /// Engines a client may ask for with `--server-engine` (empty: none).
     pub server_engines: Vec<EngineOffer>,
+    /// The server's own engine serves TCP stream tests only (e.g.
+    /// `zerocopy:sendfile`): a UDP or rr test that does not ask for another
+    /// engine with `--server-engine` is refused with this reason (crr is
+    /// served without an engine, so it runs).
+    pub own_engine_tcp_streams_only: Option<String>,
 }
 
 impl Default for ServerLimits {
@@ -62,6 +67,7 @@ impl Default for ServerLimits {
             total_rate_in_use_bps: 0,
             handshake_timeout_ms: HANDSHAKE_TIMEOUT.as_millis() as u64,
             server_engines: Vec::new(),
+            own_engine_tcp_streams_only: None,
         }
     }
 }

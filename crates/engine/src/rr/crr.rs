@@ -78,7 +78,14 @@ impl<'a, E: Engine> CrrExchange<'a, E> {
             .waiter
             .take()
             .unwrap_or_else(|| Waiter::new(Wait::Spin(mode), self.signals, true));
-        let sock = connect_spinning(addr, tcp, &mut waiter, CONNECT_TIMEOUT)?;
+        let sock = match connect_spinning(addr, tcp, &mut waiter, CONNECT_TIMEOUT) {
+            Ok(s) => s,
+            Err(e) => {
+                // Its spin figures still count for the phase.
+                self.waiter = Some(waiter);
+                return Err(e);
+            }
+        };
         match self.said {
             None => self.said = Some(busy_poll_note(&sock)),
             Some(_) => busy_poll_quietly(&sock),
@@ -168,6 +175,9 @@ pub struct CrrServer {
     active: AtomicUsize,
     client_done: AtomicBool,
     signals: Signals,
+    /// Busy poll: how the accepting thread spins, decided once (the
+    /// accept loop asks on every connection).
+    spin_mode: Option<SpinMode>,
 }
 
 /// One transaction being served: counted as active until dropped, and
@@ -222,11 +232,14 @@ impl CrrServer {
     pub fn new(plan: RrPlan) -> Arc<CrrServer> {
         let n = plan.phases.len() * plan.flows as usize;
         Arc::new(CrrServer {
-            plan,
             counters: (0..n).map(|_| CrrCounter::default()).collect(),
             active: AtomicUsize::new(0),
             client_done: AtomicBool::new(false),
             signals: Signals::default(),
+            spin_mode: plan
+                .busy_poll
+                .then(|| crate::wait::side_spin_mode(plan.flows, &[])),
+            plan,
         })
     }
 
@@ -304,9 +317,7 @@ impl CrrServer {
     /// (it serves all `flows` of the client, whose rule it follows); `None`:
     /// the test blocks.
     pub fn spin_mode(&self) -> Option<SpinMode> {
-        self.plan
-            .busy_poll
-            .then(|| crate::wait::side_spin_mode(self.plan.flows, &[]))
+        self.spin_mode
     }
 
     /// The client has finished (its results arrived): no more transactions.

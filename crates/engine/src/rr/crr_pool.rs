@@ -342,11 +342,11 @@ impl CrrPool {
         let Ok(mut scratch) = self.scratch.lock() else {
             return Offer::NotCrr(conn.sock);
         };
-        let mut step = step(&mut conn, self.host.as_ref(), &mut scratch);
+        let mut next = step(&mut conn, self.host.as_ref(), &mut scratch);
         if let Some(mode) = spin {
             let mut budget = SpinBudget::new(mode, SPIN_BUDGET);
             let mut spins = 0u32;
-            while matches!(step, Step::Wait(libc::POLLIN)) {
+            while matches!(next, Step::Wait(libc::POLLIN)) {
                 spins = spins.wrapping_add(1);
                 if spins & (SPIN_CHECK - 1) == 0 {
                     if !budget.keep_spinning(mono_ns()) {
@@ -357,11 +357,11 @@ impl CrrPool {
                     }
                 }
                 std::hint::spin_loop();
-                step = self::step(&mut conn, self.host.as_ref(), &mut scratch);
+                next = step(&mut conn, self.host.as_ref(), &mut scratch);
             }
         }
         drop(scratch);
-        match step {
+        match next {
             Step::Done => Offer::Taken,
             Step::Other => Offer::NotCrr(conn.sock),
             Step::Wait(_) => match self.hand_over(conn) {

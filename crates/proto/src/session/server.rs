@@ -34,6 +34,7 @@ use crate::limits::{ServerLimits, SpecError};
 use crate::measure::SideResults;
 use crate::negotiate::{negotiate, Negotiated};
 use crate::spec::Protocol;
+use crate::spec::TestKind;
 use crate::spec::{StreamPlan, TestSpec};
 use crate::wire::{
     Abort, Accept, ClockReply, DataHello, Message, Refuse, RefuseCode, SendDone, SentCount, Token,
@@ -390,6 +391,15 @@ impl ServerSession {
                         return self.refuse(RefuseCode::Invalid, why.to_string());
                     }
                     self.server_engine = Some(e.clone());
+                }
+                if let Some(why) = &self.limits.own_engine_tcp_streams_only {
+                    let served = matches!(
+                        (h.spec.kind, h.spec.protocol),
+                        (TestKind::Stream, Protocol::Tcp) | (TestKind::Crr, _)
+                    );
+                    if !served && h.server_engine.is_none() {
+                        return self.refuse(RefuseCode::Invalid, format!("server --engine {why}"));
+                    }
                 }
                 self.heartbeat_agreed = h
                     .heartbeat_ms
