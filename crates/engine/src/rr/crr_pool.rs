@@ -618,11 +618,10 @@ mod tests {
         assert!(rest.is_empty());
     }
 
-    #[test]
-    fn issue_8_crr_pool_answers_on_the_accepting_thread_and_one_worker() {
+    /// A listener, and a pool serving the crr test that `token` names.
+    fn serving(token: Token) -> (TcpListener, SocketAddr, Arc<Host>, CrrPool) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let token = Token([9; TOKEN_LEN]);
         let host = Arc::new(Host {
             crr: CrrServer::new(plan()),
             token,
@@ -630,6 +629,13 @@ mod tests {
             failures: AtomicUsize::new(0),
         });
         let pool = CrrPool::new(Arc::clone(&host) as Arc<dyn CrrHost>);
+        (listener, addr, host, pool)
+    }
+
+    #[test]
+    fn issue_8_crr_pool_answers_on_the_accepting_thread_and_one_worker() {
+        let token = Token([9; TOKEN_LEN]);
+        let (listener, addr, host, pool) = serving(token);
         const N: u64 = 30;
         let client = std::thread::spawn(move || {
             for i in 0..N {
@@ -687,16 +693,8 @@ mod tests {
 
     #[test]
     fn issue_8_crr_pool_spinning_for_a_request_answers_every_transaction() {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let token = Token([7; TOKEN_LEN]);
-        let host = Arc::new(Host {
-            crr: CrrServer::new(plan()),
-            token,
-            others: Mutex::new(Vec::new()),
-            failures: AtomicUsize::new(0),
-        });
-        let pool = CrrPool::new(Arc::clone(&host) as Arc<dyn CrrHost>);
+        let (listener, addr, host, pool) = serving(token);
         const N: u64 = 20;
         // Requests written at once (answered while spinning, or by the
         // worker if this thread was slow) and after a pause longer than
@@ -719,15 +717,7 @@ mod tests {
 
     #[test]
     fn issue_8_crr_pool_hands_back_connections_of_other_tests() {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let host = Arc::new(Host {
-            crr: CrrServer::new(plan()),
-            token: Token([1; TOKEN_LEN]),
-            others: Mutex::new(Vec::new()),
-            failures: AtomicUsize::new(0),
-        });
-        let pool = CrrPool::new(Arc::clone(&host) as Arc<dyn CrrHost>);
+        let (listener, addr, _host, pool) = serving(Token([1; TOKEN_LEN]));
         let mut c = TcpStream::connect(addr).expect("connect");
         let mut hello = Vec::new();
         DataHello {
