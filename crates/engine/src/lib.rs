@@ -47,6 +47,8 @@ pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_pace;
 pub mod test_hooks;
+#[cfg(test)]
+mod test_pair;
 pub mod udp;
 pub mod wait;
 

@@ -281,14 +281,8 @@ fn recv_with<E: Engine>(
 mod tests {
     use super::*;
     use linerate_proto::rr_core::SpinMode;
-    use std::net::TcpListener;
 
-    fn pair() -> (TcpStream, TcpStream) {
-        let l = TcpListener::bind("127.0.0.1:0").expect("listen");
-        let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
-        let (b, _) = l.accept().expect("accept");
-        (a, b)
-    }
+    use crate::test_pair::tcp_pair as pair;
 
     #[test]
     fn issue_8_the_low_water_mark_follows_the_rate_within_its_bounds() {

@@ -111,15 +111,9 @@ fn setsockopt_at<T>(
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-    use std::net::TcpListener;
     use std::time::{Duration, Instant};
 
-    fn pair() -> (TcpStream, TcpStream) {
-        let l = TcpListener::bind("127.0.0.1:0").expect("listen");
-        let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
-        let (b, _) = l.accept().expect("accept");
-        (a, b)
-    }
+    use crate::test_pair::tcp_pair as pair;
 
     #[test]
     fn the_rate_is_set_and_read_back_in_bytes_per_second() {

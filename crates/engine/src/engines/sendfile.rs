@@ -483,14 +483,8 @@ mod tests {
     use crate::engines::take_use;
     use crate::stream::{Signals, StreamCounter};
     use std::io::Read;
-    use std::net::TcpListener;
 
-    fn pair() -> (TcpStream, TcpStream) {
-        let l = TcpListener::bind("127.0.0.1:0").expect("listen");
-        let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
-        let (b, _) = l.accept().expect("accept");
-        (a, b)
-    }
+    use crate::test_pair::tcp_pair as pair;
 
     fn runs_here() -> bool {
         match check() {
