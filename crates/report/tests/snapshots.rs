@@ -364,3 +364,49 @@ fn issue_13_repeat_table_keeps_within_100_columns() {
         assert!(text.contains("95% CI"), "{name}");
     }
 }
+
+/// A crr transaction waits several times on each side (connect or accept,
+/// the message, the close), so its busy-poll sleeps can outnumber its
+/// transactions: the report gives them as a rate, never as a share above
+/// 100%.
+#[test]
+fn issue_8_crr_poll_sleeps_are_a_rate_not_a_share() {
+    use linerate_proto::rr_core::SpinMode;
+    let mut r = fixture("crr");
+    let rr = r.rr.as_mut().expect("crr report");
+    rr.busy_poll = true;
+    rr.spin_client = Some(SpinMode::Shared);
+    rr.spin_server = Some(SpinMode::Shared);
+    let n = rr.phases[0].transactions;
+    rr.phases[0].client_poll_sleeps = Some(vec![n * 2]);
+    rr.phases[0].server_poll_sleeps = Some(vec![n / 2]);
+    let text = render(Format::Human, &r);
+    assert!(
+        text.contains(
+            "sleeps per flow (waits that outlasted the spin budget; sleeps per transaction)"
+        ) && text.contains("client 100 (2.000 per transaction), server 25 (0.500 per transaction)"),
+        "{text}"
+    );
+    assert!(!text.contains("200.00%"), "{text}");
+}
+
+/// Issue 8's "CPU per interval on both sides" holds in CSV too: the
+/// server's interval rows (sent with its results) follow the client's.
+#[test]
+fn issue_8_csv_has_interval_rows_from_both_sides() {
+    for name in ["tcp", "udp_reverse"] {
+        let r = fixture(name);
+        let text = render(Format::Csv, &r);
+        let sides = csv_column(&text, "interval", "side");
+        let count = |s: &str| sides.iter().filter(|x| *x == s).count();
+        let want = |v: &[linerate_report::model::IntervalRecord]| {
+            v.iter().map(|i| i.streams.len()).sum::<usize>()
+        };
+        assert!(
+            want(&r.server_intervals) > 0,
+            "{name}: fixture has server intervals"
+        );
+        assert_eq!(count("client"), want(&r.intervals), "{name}: {text}");
+        assert_eq!(count("server"), want(&r.server_intervals), "{name}: {text}");
+    }
+}

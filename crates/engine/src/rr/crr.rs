@@ -63,6 +63,9 @@ struct CrrExchange<'a, E: Engine> {
     /// Busy poll: what the kernel said to `SO_BUSY_POLL` on the first
     /// connection (later ones ask again without a note).
     said: Option<String>,
+    /// The engine's writer and reader, set up on the first connection and
+    /// kept for the next (they take the socket on every call).
+    parts: Option<(E::TcpTx, E::TcpRx)>,
 }
 
 impl<'a, E: Engine> CrrExchange<'a, E> {
@@ -98,7 +101,10 @@ impl<'a, E: Engine> Exchange for CrrExchange<'a, E> {
     fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
         header.emit(&mut self.greeting[self.hello_len..]);
         let (sock, waiter) = self.connect()?;
-        let mut io = StreamIo::new(self.engine, &sock, waiter)?;
+        let mut io = match self.parts.take() {
+            Some(parts) => StreamIo::with_parts(&sock, parts, waiter),
+            None => StreamIo::new(self.engine, &sock, waiter)?,
+        };
         let result = (|| {
             io.write_all(&self.greeting)?;
             if !io.read_exact(self.resp)? {
@@ -107,10 +113,18 @@ impl<'a, E: Engine> Exchange for CrrExchange<'a, E> {
                 ));
             }
             // The server closes first.
-            io.expect_close()
+            io.expect_close()?;
+            // The next transaction rewrites the greeting in place.
+            io.finish_writes()
         })();
+        let (parts, waiter) = io.into_parts();
+        if result.is_ok() {
+            // A failed connection's writer may still hold its sends: a
+            // fresh one for the next.
+            self.parts = Some(parts);
+        }
         if self.spin.is_some() {
-            self.waiter = Some(io.waiter);
+            self.waiter = Some(waiter);
         }
         result?;
         Ok(Reply::Answered(server_times(header, self.resp)?))
@@ -148,6 +162,7 @@ pub(super) fn client_phase<E: Engine>(
         spin: cx.spin,
         waiter: None,
         said: None,
+        parts: None,
     };
     let result = run_phase(&mut x, cx, tally);
     PhaseOut {

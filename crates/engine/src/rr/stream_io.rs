@@ -35,6 +35,34 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
         })
     }
 
+    /// Carries on with an engine's reader and writer from an earlier
+    /// connection: they take the socket on every call, so a crr flow sets
+    /// them up (an io_uring engine: two rings and their registered
+    /// buffers) once, not once per connection.
+    pub(super) fn with_parts(
+        sock: &'s TcpStream,
+        (tx, rx): (E::TcpTx, E::TcpRx),
+        waiter: Waiter<'w>,
+    ) -> Self {
+        StreamIo {
+            sock,
+            tx,
+            rx,
+            waiter,
+        }
+    }
+
+    /// The reader, writer and waiter, for the flow's next connection.
+    pub(super) fn into_parts(self) -> ((E::TcpTx, E::TcpRx), Waiter<'w>) {
+        ((self.tx, self.rx), self.waiter)
+    }
+
+    /// Completes what the writer has outstanding (zero-copy notifications)
+    /// before the bytes it sent may change.
+    pub(super) fn finish_writes(&mut self) -> Result<(), EngineError> {
+        self.tx.finish(self.sock).map_err(|e| map_err("write", e))
+    }
+
     pub(super) fn write_all(&mut self, mut buf: &[u8]) -> Result<(), EngineError> {
         while !buf.is_empty() {
             match self.tx.write(self.sock, buf, self.waiter.call()) {

@@ -281,6 +281,33 @@ fn tcp_csv(t: Option<&linerate_proto::measure::TcpInfo>) -> String {
     .unwrap_or_else(|| ",,,".into())
 }
 
+/// One `interval` row per stream of `r` (either side's record).
+fn interval_rows(
+    out: &mut dyn Write,
+    r: &IntervalRecord,
+    info: Option<&TestInfo>,
+) -> io::Result<()> {
+    let params = stream_params(info) + &cpu_cols(None) + &interval_cpu_cols(r.cpu.as_deref());
+    for s in &r.streams {
+        writeln!(
+            out,
+            "interval,{},{},{},,{:.6},{:.6},{:.6},{},{:.0},{},{}{}{params}",
+            side_name(r.side),
+            flow_name(s.flow),
+            s.id,
+            r.start_s,
+            r.end_s,
+            r.end_s - r.start_s,
+            s.bytes,
+            s.bits_per_second,
+            r.omitted,
+            tcp_csv(s.tcp.as_ref()),
+            udp_interval_csv(s.udp.as_ref())
+        )?;
+    }
+    Ok(())
+}
+
 impl Sink for Csv<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
         self.info = Some(i.clone());
@@ -292,26 +319,7 @@ impl Sink for Csv<'_> {
     }
     fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
         self.header()?;
-        let params = stream_params(self.info.as_ref())
-            + &cpu_cols(None)
-            + &interval_cpu_cols(r.cpu.as_deref());
-        for s in &r.streams {
-            writeln!(
-                self.out,
-                "interval,{},{},{},,{:.6},{:.6},{:.6},{},{:.0},{},{}{}{params}",
-                side_name(r.side),
-                flow_name(s.flow),
-                s.id,
-                r.start_s,
-                r.end_s,
-                r.end_s - r.start_s,
-                s.bytes,
-                s.bits_per_second,
-                r.omitted,
-                tcp_csv(s.tcp.as_ref()),
-                udp_interval_csv(s.udp.as_ref())
-            )?;
-        }
+        interval_rows(&mut self.out, r, self.info.as_ref())?;
         self.out.flush()
     }
     fn finish(&mut self, r: &Report) -> io::Result<()> {
@@ -323,6 +331,11 @@ impl Sink for Csv<'_> {
             return self.rr(r, rr);
         }
         self.header()?;
+        // The server's intervals arrive with its results, at the end: its
+        // rows follow the client's, with `side` telling them apart.
+        for i in &r.server_intervals {
+            interval_rows(&mut self.out, i, Some(&r.test))?;
+        }
         let params = stream_params(Some(&r.test));
         let (part, whole) = (
             params.clone() + &cpu_cols(None),

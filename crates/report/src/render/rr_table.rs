@@ -75,7 +75,7 @@ fn by_load(
 /// Busy polling (and shared memory, which spins by default): how each side
 /// spun, and which flows slept (`sleep`: in `poll(2)`, or on shared
 /// memory's futex).
-fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str) -> io::Result<()> {
+fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str, crr: bool) -> io::Result<()> {
     let counted = rr
         .phases
         .iter()
@@ -95,14 +95,20 @@ fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str) -> io::Result<()> {
         how(rr.spin_client),
         how(rr.spin_server)
     )?;
-    // Per flow, and what share of the phase's transactions slept on that
-    // side (a transaction waits once per side when its message arrives
-    // whole, so a sleep is a transaction that paid a wake-up).
+    // Per flow, and how often the phase's transactions slept on that side.
+    // An rr transaction waits once per side when its message arrives
+    // whole, so a sleep is a transaction that paid a wake-up: a share. A
+    // crr transaction waits several times per side (the connect or accept,
+    // the message, the close), so it may sleep more than once: a rate.
     let list = |v: &Option<Vec<u64>>, transactions: u64| {
         v.as_ref().map_or("-".to_string(), |v| {
             let flows = v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-            let share = v.iter().sum::<u64>() as f64 / transactions.max(1) as f64 * 100.0;
-            format!("{flows} ({share:.2}%)")
+            let per = v.iter().sum::<u64>() as f64 / transactions.max(1) as f64;
+            if crr {
+                format!("{flows} ({per:.3} per transaction)")
+            } else {
+                format!("{flows} ({:.2}%)", per * 100.0)
+            }
         })
     };
     let any = |v: &Option<Vec<u64>>| v.iter().flatten().any(|&n| n > 0);
@@ -152,7 +158,12 @@ fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str) -> io::Result<()> {
     } else {
         writeln!(
             out,
-            "{sleep} sleeps per flow (waits that outlasted the spin budget; share of transactions):"
+            "{sleep} sleeps per flow (waits that outlasted the spin budget; {}):",
+            if crr {
+                "sleeps per transaction"
+            } else {
+                "share of transactions"
+            }
         )?;
         slept.iter().try_for_each(|s| writeln!(out, "  {s}"))
     }
@@ -203,7 +214,7 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         } else {
             "poll(2)"
         };
-        spin(out, rr, sleep)?;
+        spin(out, rr, sleep, crr)?;
     }
     if let Some(c) = &rr.clock {
         let line = match c.method {
