@@ -171,6 +171,7 @@ fn limits(l: &ServerLimits) -> Iperf3Limits {
         max_omit: Duration::from_millis(l.max_omit_ms),
         max_streams: u32::from(l.max_streams),
         max_rate_bps: l.max_rate_bps,
+        udp_refused: l.own_engine_tcp_streams_only.clone(),
     }
 }
 

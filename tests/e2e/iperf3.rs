@@ -438,6 +438,27 @@ fn iperf3_client_is_refused_by_a_server_that_requires_a_key() {
     let _ = std::fs::remove_file(&key);
 }
 
+/// A server whose own engine is TCP-only (`--engine zerocopy:sendfile`)
+/// refuses a real iperf3 UDP client in the handshake ("not implemented",
+/// nothing sent), and still serves its TCP test.
+#[test]
+fn issue_8_sendfile_server_refuses_an_iperf3_udp_client_up_front() {
+    let Some(_) = iperf3() else { return };
+    if !crate::uring_engines::runs_here("zerocopy:sendfile") {
+        return;
+    }
+    let mut server = Server::start(&["--engine", "zerocopy:sendfile"]);
+    let out = iperf3_client(server.port, &["-u", "-b", "10M", "-t", "1"]);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "UDP ran: {text}");
+    assert!(text.contains("not implemented"), "{text}");
+    assert!(server.alive());
+    let doc = iperf3_json(server.port, &["-n", "8M"]);
+    assert_eq!(u(&doc["end"]["sum_sent"]["bytes"]), 8 << 20, "{doc}");
+    assert_bytes_agree(&doc["end"]["sum_sent"], &doc["end"]["sum_received"], "tcp");
+}
+
 /// A real iperf3 client's tests are recorded like a linerate client's:
 /// a `--json-lines-file` record each (with linerate's exact UDP counts
 /// beside what the client was told) and the `--metrics` counters.

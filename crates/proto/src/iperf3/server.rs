@@ -30,7 +30,7 @@ use crate::limits::{RateBudget, RateReservation};
 use crate::session::server::Admission;
 
 /// The server's limits as they apply to iperf3 tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Iperf3Limits {
     /// Longest `time` accepted, and the safety limit of tests that end by
     /// byte or block count.
@@ -41,6 +41,10 @@ pub struct Iperf3Limits {
     pub max_streams: u32,
     /// `--max-rate`: most bit/s of all streams together; `None`: no limit.
     pub max_rate_bps: Option<u64>,
+    /// The server's own engine serves TCP only (`zerocopy:sendfile`): a
+    /// UDP test is refused with this reason (an iperf3 client cannot ask
+    /// for another engine).
+    pub udp_refused: Option<String>,
 }
 
 impl Default for Iperf3Limits {
@@ -50,6 +54,7 @@ impl Default for Iperf3Limits {
             max_omit: Duration::from_secs(600),
             max_streams: super::MAX_STREAMS,
             max_rate_bps: None,
+            udp_refused: None,
         }
     }
 }
@@ -364,6 +369,10 @@ impl Iperf3ServerSession {
                     p.unsupported.join(", ")
                 ),
             );
+        }
+        if let (json::Protocol::Udp, Some(why)) = (p.protocol, &self.limits.udp_refused) {
+            let why = format!("UDP refused: server --engine {why}");
+            return self.refuse(code::UNIMPLEMENTED, why);
         }
         if p.parallel > self.limits.max_streams {
             return self.refuse(

@@ -192,6 +192,7 @@ fn server_limits_apply_to_iperf3_clients() {
         max_omit: Duration::from_secs(1),
         max_streams: 2,
         max_rate_bps: None,
+        udp_refused: None,
     };
     for (params, want) in [
         (r#"{"tcp":true,"time":6}"#, code::MAX_SERVER_DURATION),
@@ -201,7 +202,7 @@ fn server_limits_apply_to_iperf3_clients() {
             code::NUM_STREAMS,
         ),
     ] {
-        let mut s = Iperf3ServerSession::new(limits, Admission::Admit, t0);
+        let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
         s.receive(COOKIE, t0);
         s.take_outbox();
         s.receive(&framed(params), t0);
@@ -209,7 +210,7 @@ fn server_limits_apply_to_iperf3_clients() {
         assert_eq!(out[..5], [0xFE, 0, 0, 0, want as u8], "{params}");
     }
     // A byte-limited test (time 0) runs under the server's max time.
-    let mut s = Iperf3ServerSession::new(limits, Admission::Admit, t0);
+    let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
     s.receive(COOKIE, t0);
     s.receive(&framed(r#"{"tcp":true,"time":0,"num":1000}"#), t0);
     s.streams_prepared(t0);
@@ -228,7 +229,7 @@ fn issue_10_max_rate_refuses_iperf3_clients_asking_for_more() {
         ..Iperf3Limits::default()
     };
     let run = |params: &str| {
-        let mut s = Iperf3ServerSession::new(limits, Admission::Admit, t0);
+        let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
         s.receive(COOKIE, t0);
         s.take_outbox();
         s.receive(&framed(params), t0);
@@ -248,6 +249,31 @@ fn issue_10_max_rate_refuses_iperf3_clients_asking_for_more() {
     }
     let out = run(r#"{"tcp":true,"time":1,"parallel":2,"bandwidth":50000000}"#);
     assert_ne!(out.first(), Some(&0xFE), "within the limit: {out:?}");
+}
+
+/// A server whose own engine serves TCP only (`--engine
+/// zerocopy:sendfile`) refuses an iperf3 UDP test in the handshake, with
+/// the reason, instead of admitting it and failing its stream; TCP runs.
+#[test]
+fn issue_8_tcp_only_server_engine_refuses_iperf3_udp_up_front() {
+    let t0 = Instant::now();
+    let limits = Iperf3Limits {
+        udp_refused: Some("zerocopy:sendfile: TCP stream tests only".into()),
+        ..Iperf3Limits::default()
+    };
+    let run = |params: &str| {
+        let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
+        s.receive(COOKIE, t0);
+        s.take_outbox();
+        s.receive(&framed(params), t0);
+        (s.take_outbox(), s.is_finished())
+    };
+    let (out, finished) = run(r#"{"udp":true,"time":1,"len":1400,"bandwidth":1000000}"#);
+    assert_eq!(out[..5], [0xFE, 0, 0, 0, code::UNIMPLEMENTED as u8]);
+    let text = String::from_utf8_lossy(&out);
+    assert!(finished, "{text}");
+    let (out, _) = run(r#"{"tcp":true,"time":1}"#);
+    assert_ne!(out.first(), Some(&0xFE), "TCP is served: {out:?}");
 }
 
 #[test]
