@@ -125,8 +125,16 @@ def tcp_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
         # host where the streams share the CPUs, the copy is what they share.
         p2.append(Variant("linerate -P 2 --skip-rx-copy", False,
                           _lr_tcp(engines, None, ["-P", "2", "--skip-rx-copy"])))
+        # Fixed 4 MiB socket buffers (no autotuning): with two streams on
+        # two CPUs, fewer window updates; each tool gets the same -w.
+        p2.append(Variant("linerate -P 2 --skip-rx-copy -w 4M", False,
+                          _lr_tcp(engines, None, ["-P", "2", "--skip-rx-copy", "-w", "4M"])))
     p2 += [anchor(tools, "iperf3", "-P 2", _iperf3_tcp(["-P", "2"])),
-           anchor(tools, "iperf3", "-P 2 -l 1M", _iperf3_tcp(["-P", "2", "-l", "1M"]))]
+           anchor(tools, "iperf3", "-P 2 -l 1M", _iperf3_tcp(["-P", "2", "-l", "1M"])),
+           anchor(tools, "iperf3", "-P 2 -l 1M -w 4M", _iperf3_tcp(["-P", "2", "-l", "1M", "-w", "4M"]))]
+    if "skip-rx-copy" in i3.features:
+        a = ["-P", "2", "-l", "1M", "--skip-rx-copy", "-w", "4M"]
+        p2.append(anchor(tools, "iperf3", " ".join(a), _iperf3_tcp(a)))
     if "zerocopy" in i3.features:
         p2.append(anchor(tools, "iperf3", "-P 2 -l 1M -Z", _iperf3_tcp(["-P", "2", "-l", "1M", "-Z"])))
     if all(f in i3.features for f in ("zerocopy", "skip-rx-copy")):
