@@ -287,6 +287,13 @@ fn issue_8_rr_and_crr_run_on_every_engine() {
         assert_phases_agree(&r);
         assert_eq!(r["test"]["client_engine"], *engine, "{}", r["test"]);
         assert_eq!(r["test"]["server_engine"], "syscall", "{}", r["test"]);
+        // Each connection's zero-copy completion is collected once the
+        // server has answered (it once went uncounted: 0 completed).
+        let zc = &r["rr"]["engine_use_client"]["zerocopy"];
+        if !zc.is_null() {
+            let (sent, done) = (u(&zc["sends"]), u(&zc["completed"]));
+            assert!(sent > 0 && done > 0 && done <= sent, "{engine} crr: {zc}");
+        }
     }
 }
 

@@ -407,6 +407,23 @@ pub trait TcpTx: Send {
     fn finish(&mut self, _sock: &TcpStream) -> io::Result<()> {
         Ok(())
     }
+    /// Whether this writer, and its engine's reader, may go on to another
+    /// socket (a crr flow's next connection): nothing was set on the
+    /// socket when they were made, and nothing they still await is tied to
+    /// it. Plain writes qualify, and an io_uring ring (its notifications
+    /// arrive on the ring, whatever the socket); `MSG_ZEROCOPY` does not
+    /// (`SO_ZEROCOPY` is set per socket, and completions arrive on the
+    /// socket's error queue), nor `sendfile` (a pipe per socket). Default:
+    /// no, a new pair per socket.
+    fn carries_to_another_socket(&self) -> bool {
+        false
+    }
+    /// The connection's exchange is over (a crr transaction, answered and
+    /// closed by the peer): takes what has already arrived for it (zero-copy
+    /// completions), without waiting. Plain writes have nothing to take.
+    fn collect(&mut self, _sock: &TcpStream) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Reading a TCP byte stream.

@@ -198,6 +198,10 @@ impl TcpTx for SyscallTcp {
             Wait::DontWait => send(sock, buf, wait),
         }
     }
+
+    fn carries_to_another_socket(&self) -> bool {
+        true
+    }
 }
 
 /// Reading a TCP stream: `read`, or `recv(MSG_TRUNC)` when the receiver

@@ -354,6 +354,10 @@ impl TcpTx for ZcTcpTx {
             format!("{} MSG_ZEROCOPY completions did not arrive", self.pending()),
         ))
     }
+
+    fn collect(&mut self, sock: &TcpStream) -> io::Result<()> {
+        self.reap(sock)
+    }
 }
 
 impl Drop for ZcTcpTx {

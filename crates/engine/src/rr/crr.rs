@@ -114,14 +114,20 @@ impl<'a, E: Engine> Exchange for CrrExchange<'a, E> {
             }
             // The server closes first.
             io.expect_close()?;
-            // The next transaction rewrites the greeting in place.
-            io.finish_writes()
+            // Its response acknowledged the request: a zero-copy send's
+            // completion is due now, and counted as part of the exchange.
+            io.collect()
         })();
+        // The next transaction rewrites the greeting in place while a
+        // zero-copy send of it may not have been notified yet: harmless,
+        // as the server has answered, so it read those bytes and its
+        // response acknowledged them (the kernel keeps the pages only to
+        // resend unacknowledged bytes).
         let (parts, waiter) = io.into_parts();
         if result.is_ok() {
             // A failed connection's writer may still hold its sends: a
             // fresh one for the next.
-            self.parts = Some(parts);
+            self.parts = parts;
         }
         if self.spin.is_some() {
             self.waiter = Some(waiter);

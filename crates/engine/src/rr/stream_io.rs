@@ -52,15 +52,20 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
         }
     }
 
-    /// The reader, writer and waiter, for the flow's next connection.
-    pub(super) fn into_parts(self) -> ((E::TcpTx, E::TcpRx), Waiter<'w>) {
-        ((self.tx, self.rx), self.waiter)
+    /// The exchange is over: the writer takes what has arrived for it
+    /// (zero-copy completions), without waiting.
+    pub(super) fn collect(&mut self) -> Result<(), EngineError> {
+        self.tx.collect(self.sock).map_err(|e| map_err("write", e))
     }
 
-    /// Completes what the writer has outstanding (zero-copy notifications)
-    /// before the bytes it sent may change.
-    pub(super) fn finish_writes(&mut self) -> Result<(), EngineError> {
-        self.tx.finish(self.sock).map_err(|e| map_err("write", e))
+    /// The reader and writer, where they may carry on to the flow's next
+    /// connection ([`TcpTx::carries_to_another_socket`]), and the waiter.
+    pub(super) fn into_parts(self) -> (Option<(E::TcpTx, E::TcpRx)>, Waiter<'w>) {
+        let parts = self
+            .tx
+            .carries_to_another_socket()
+            .then_some((self.tx, self.rx));
+        (parts, self.waiter)
     }
 
     pub(super) fn write_all(&mut self, mut buf: &[u8]) -> Result<(), EngineError> {

@@ -462,6 +462,10 @@ impl TcpTx for BatchTcpTx {
             Wait::DontWait => super::syscall::SyscallTcp.write(sock, buf, wait),
         }
     }
+
+    fn carries_to_another_socket(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
