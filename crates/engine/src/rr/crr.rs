@@ -25,7 +25,7 @@ use super::client::{run_phase, server_times, Exchange, Reply};
 use super::params::{Buffers, PhaseCtx, PhaseOut};
 use super::server::answer;
 use super::side::CpuStart;
-use super::stream_io::StreamIo;
+use super::stream_io::{StreamIo, TcpParts};
 use super::WAKE;
 use crate::wait::{busy_poll_note, busy_poll_quietly, connect_spinning, Wait, Waiter};
 
@@ -65,7 +65,7 @@ struct CrrExchange<'a, E: Engine> {
     said: Option<String>,
     /// The engine's writer and reader, set up on the first connection and
     /// kept for the next (they take the socket on every call).
-    parts: Option<(E::TcpTx, E::TcpRx)>,
+    parts: Option<TcpParts<E>>,
 }
 
 impl<'a, E: Engine> CrrExchange<'a, E> {

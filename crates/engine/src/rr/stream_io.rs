@@ -11,6 +11,10 @@ use crate::EngineError;
 
 use crate::wait::Waiter;
 
+/// An engine's writer and reader for TCP, kept from one connection to the
+/// next where they allow it.
+pub(super) type TcpParts<E> = (<E as Engine>::TcpTx, <E as Engine>::TcpRx);
+
 /// Whole-message reads and writes on one connection.
 /// `'s` is the socket's borrow, `'w` the waiter's (a crr flow's waiter
 /// outlives each connection it spins on).
@@ -41,7 +45,7 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
     /// buffers) once, not once per connection.
     pub(super) fn with_parts(
         sock: &'s TcpStream,
-        (tx, rx): (E::TcpTx, E::TcpRx),
+        (tx, rx): TcpParts<E>,
         waiter: Waiter<'w>,
     ) -> Self {
         StreamIo {
@@ -60,7 +64,7 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
 
     /// The reader and writer, where they may carry on to the flow's next
     /// connection ([`TcpTx::carries_to_another_socket`]), and the waiter.
-    pub(super) fn into_parts(self) -> (Option<(E::TcpTx, E::TcpRx)>, Waiter<'w>) {
+    pub(super) fn into_parts(self) -> (Option<TcpParts<E>>, Waiter<'w>) {
         let parts = self
             .tx
             .carries_to_another_socket()
