@@ -202,11 +202,7 @@ fn server_limits_apply_to_iperf3_clients() {
             code::NUM_STREAMS,
         ),
     ] {
-        let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
-        s.receive(COOKIE, t0);
-        s.take_outbox();
-        s.receive(&framed(params), t0);
-        let out = s.take_outbox();
+        let out = after_params(&limits, params, t0).take_outbox();
         assert_eq!(out[..5], [0xFE, 0, 0, 0, want as u8], "{params}");
     }
     // A byte-limited test (time 0) runs under the server's max time.
@@ -221,6 +217,16 @@ fn server_limits_apply_to_iperf3_clients() {
     );
 }
 
+/// A session under `limits` that has read the cookie and `params` (what
+/// it answered to the cookie already taken).
+fn after_params(limits: &Iperf3Limits, params: &str, t0: Instant) -> Iperf3ServerSession {
+    let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
+    s.receive(COOKIE, t0);
+    s.take_outbox();
+    s.receive(&framed(params), t0);
+    s
+}
+
 #[test]
 fn issue_10_max_rate_refuses_iperf3_clients_asking_for_more() {
     let t0 = Instant::now();
@@ -228,13 +234,7 @@ fn issue_10_max_rate_refuses_iperf3_clients_asking_for_more() {
         max_rate_bps: Some(100_000_000),
         ..Iperf3Limits::default()
     };
-    let run = |params: &str| {
-        let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
-        s.receive(COOKIE, t0);
-        s.take_outbox();
-        s.receive(&framed(params), t0);
-        s.take_outbox()
-    };
+    let run = |params: &str| after_params(&limits, params, t0).take_outbox();
     for params in [
         r#"{"tcp":true,"time":1}"#,
         r#"{"tcp":true,"time":1,"reverse":true,"parallel":2,"bandwidth":60000000}"#,
@@ -262,10 +262,7 @@ fn issue_8_tcp_only_server_engine_refuses_iperf3_udp_up_front() {
         ..Iperf3Limits::default()
     };
     let run = |params: &str| {
-        let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
-        s.receive(COOKIE, t0);
-        s.take_outbox();
-        s.receive(&framed(params), t0);
+        let mut s = after_params(&limits, params, t0);
         (s.take_outbox(), s.is_finished())
     };
     let (out, finished) = run(r#"{"udp":true,"time":1,"len":1400,"bandwidth":1000000}"#);
