@@ -715,13 +715,9 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                     protocol: linerate_proto::spec::Protocol::Udp,
                     ..TestSpec::default()
                 };
-                limits.own_engine_tcp_streams_only = k.refusal(&udp).map(|_| {
-                    format!(
-                        "{}: TCP stream tests only; ask for another engine with \
-                         --server-engine, or run this server with --engine auto",
-                        k.name()
-                    )
-                });
+                limits.own_engine_tcp_streams_only = k
+                    .refusal(&udp)
+                    .map(|_| format!("{}: TCP stream tests only", k.name()));
             }
             Ok(Command::Server(ServerConfig {
                 guard,

@@ -288,11 +288,15 @@ fn issue_8_rr_and_crr_run_on_every_engine() {
         assert_eq!(r["test"]["client_engine"], *engine, "{}", r["test"]);
         assert_eq!(r["test"]["server_engine"], "syscall", "{}", r["test"]);
         // Each connection's zero-copy completion is collected once the
-        // server has answered (it once went uncounted: 0 completed).
+        // server has answered (it once went uncounted: 0 completed). It
+        // is not waited for, so a late one may go uncounted: nearly all.
         let zc = &r["rr"]["engine_use_client"]["zerocopy"];
         if !zc.is_null() {
             let (sent, done) = (u(&zc["sends"]), u(&zc["completed"]));
-            assert!(sent > 0 && done > 0 && done <= sent, "{engine} crr: {zc}");
+            assert!(
+                sent > 0 && done <= sent && done * 10 >= sent * 9,
+                "{engine} crr: {zc}"
+            );
         }
     }
 }

@@ -46,8 +46,8 @@ pub struct ServerLimits {
     pub server_engines: Vec<EngineOffer>,
     /// The server's own engine serves TCP stream tests only (e.g.
     /// `zerocopy:sendfile`): a UDP or rr test that does not ask for another
-    /// engine with `--server-engine` is refused with this reason (crr is
-    /// served without an engine, so it runs).
+    /// engine with `--server-engine` is refused with this reason, which
+    /// names the engine (crr is served without an engine, so it runs).
     pub own_engine_tcp_streams_only: Option<String>,
 }
 

@@ -306,6 +306,16 @@ pub trait Engine: Copy + Send + Sync + 'static {
     type TcpTx: TcpTx;
     type TcpRx: TcpRx;
 
+    /// Whether a TCP writer and reader of this engine may go on to another
+    /// socket (a crr flow's next connection): making them set nothing on
+    /// the socket, and nothing they still await is tied to it. Plain
+    /// writes qualify, and io_uring rings (the fd goes with each request;
+    /// notifications arrive on the ring). `MSG_ZEROCOPY` does not
+    /// (`SO_ZEROCOPY` is set per socket, completions arrive on the
+    /// socket's error queue), nor `splice` (its reader caches the socket's
+    /// blocking mode). Default: no, a new pair per socket.
+    const TCP_IO_OUTLIVES_SOCKET: bool = false;
+
     /// Prepares `sock` for sending datagrams of `len` bytes.
     fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<Self::UdpTx, EngineError>;
     /// Prepares `sock` for receiving datagrams of up to `len` bytes.
@@ -406,17 +416,6 @@ pub trait TcpTx: Send {
     /// (zero-copy completions). Plain writes have nothing to complete.
     fn finish(&mut self, _sock: &TcpStream) -> io::Result<()> {
         Ok(())
-    }
-    /// Whether this writer, and its engine's reader, may go on to another
-    /// socket (a crr flow's next connection): nothing was set on the
-    /// socket when they were made, and nothing they still await is tied to
-    /// it. Plain writes qualify, and an io_uring ring (its notifications
-    /// arrive on the ring, whatever the socket); `MSG_ZEROCOPY` does not
-    /// (`SO_ZEROCOPY` is set per socket, and completions arrive on the
-    /// socket's error queue), nor `sendfile` (a pipe per socket). Default:
-    /// no, a new pair per socket.
-    fn carries_to_another_socket(&self) -> bool {
-        false
     }
     /// The connection's exchange is over (a crr transaction, answered and
     /// closed by the peer): takes what has already arrived for it (zero-copy

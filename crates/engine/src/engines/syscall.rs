@@ -24,6 +24,7 @@ impl Engine for Syscall {
     type UdpRx = SyscallUdpRx;
     type TcpTx = SyscallTcp;
     type TcpRx = SyscallTcpRx;
+    const TCP_IO_OUTLIVES_SOCKET: bool = true;
 
     fn udp_tx(self, _sock: &UdpSocket, _len: usize) -> Result<SyscallUdpTx, EngineError> {
         Ok(SyscallUdpTx)
@@ -197,10 +198,6 @@ impl TcpTx for SyscallTcp {
             Wait::Block => (&mut &*sock).write(buf),
             Wait::DontWait => send(sock, buf, wait),
         }
-    }
-
-    fn carries_to_another_socket(&self) -> bool {
-        true
     }
 }
 

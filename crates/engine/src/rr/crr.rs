@@ -48,6 +48,11 @@ pub struct CrrTarget {
 /// A client flow's transactions, a connection each.
 struct CrrExchange<'a, E: Engine> {
     engine: E,
+    /// The engine's writer and reader, set up on the first connection and
+    /// kept for the next (they take the socket on every call). First, so
+    /// it drops first: a writer settles its zero-copy sends on drop, while
+    /// the greeting they read from is still there.
+    parts: Option<TcpParts<E>>,
     target: &'a CrrTarget,
     /// The DataHello frame then the request, written in one call.
     greeting: Vec<u8>,
@@ -63,9 +68,6 @@ struct CrrExchange<'a, E: Engine> {
     /// Busy poll: what the kernel said to `SO_BUSY_POLL` on the first
     /// connection (later ones ask again without a note).
     said: Option<String>,
-    /// The engine's writer and reader, set up on the first connection and
-    /// kept for the next (they take the socket on every call).
-    parts: Option<TcpParts<E>>,
 }
 
 impl<'a, E: Engine> CrrExchange<'a, E> {
@@ -113,7 +115,7 @@ impl<'a, E: Engine> Exchange for CrrExchange<'a, E> {
                 ));
             }
             // The server closes first.
-            io.expect_close()?;
+            io.expect_close(self.resp)?;
             // Its response acknowledged the request: a zero-copy send's
             // completion is due now, and counted as part of the exchange.
             io.collect()

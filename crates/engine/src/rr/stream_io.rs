@@ -63,12 +63,9 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
     }
 
     /// The reader and writer, where they may carry on to the flow's next
-    /// connection ([`TcpTx::carries_to_another_socket`]), and the waiter.
+    /// connection ([`Engine::TCP_IO_OUTLIVES_SOCKET`]), and the waiter.
     pub(super) fn into_parts(self) -> (Option<TcpParts<E>>, Waiter<'w>) {
-        let parts = self
-            .tx
-            .carries_to_another_socket()
-            .then_some((self.tx, self.rx));
+        let parts = E::TCP_IO_OUTLIVES_SOCKET.then_some((self.tx, self.rx));
         (parts, self.waiter)
     }
 
@@ -119,10 +116,16 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
         Ok(true)
     }
 
-    /// Reads to end of stream, which must come without further bytes.
-    pub(super) fn expect_close(&mut self) -> Result<(), EngineError> {
-        let mut b = [0u8; 1];
-        if self.read_exact(&mut b)? {
+    /// Reads to end of stream, which must come without further bytes, into
+    /// the first byte of `scratch` (the message buffer: an engine that
+    /// registered it reads there without registering another).
+    pub(super) fn expect_close(&mut self, scratch: &mut [u8]) -> Result<(), EngineError> {
+        let mut own = [0u8; 1];
+        let b = match scratch.get_mut(..1) {
+            Some(b) => b,
+            None => &mut own,
+        };
+        if self.read_exact(b)? {
             return Err(EngineError::Protocol(
                 "peer sent bytes after the last message of the phase".into(),
             ));

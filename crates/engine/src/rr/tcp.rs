@@ -41,7 +41,7 @@ impl<E: Engine> Exchange for TcpExchange<'_, E> {
             .sock
             .shutdown(Shutdown::Write)
             .map_err(|e| map_err("shutdown", e))?;
-        self.io.expect_close()
+        self.io.expect_close(self.resp)
     }
 }
 

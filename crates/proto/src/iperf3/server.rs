@@ -371,7 +371,10 @@ impl Iperf3ServerSession {
             );
         }
         if let (json::Protocol::Udp, Some(why)) = (p.protocol, &self.limits.udp_refused) {
-            let why = format!("UDP refused: server --engine {why}");
+            let why = format!(
+                "UDP refused: server --engine {why} (an iperf3 client cannot ask for \
+                 another; run the server with --engine auto)"
+            );
             return self.refuse(code::UNIMPLEMENTED, why);
         }
         if p.parallel > self.limits.max_streams {

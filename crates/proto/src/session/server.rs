@@ -398,7 +398,13 @@ impl ServerSession {
                         (TestKind::Stream, Protocol::Tcp) | (TestKind::Crr, _)
                     );
                     if !served && h.server_engine.is_none() {
-                        return self.refuse(RefuseCode::Invalid, format!("server --engine {why}"));
+                        return self.refuse(
+                            RefuseCode::Invalid,
+                            format!(
+                                "server --engine {why}; ask for another engine with \
+                                 --server-engine, or run the server with --engine auto"
+                            ),
+                        );
                     }
                 }
                 self.heartbeat_agreed = h

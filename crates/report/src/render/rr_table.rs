@@ -98,8 +98,9 @@ fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str, crr: bool) -> io::Resul
     // Per flow, and how often the phase's transactions slept on that side.
     // An rr transaction waits once per side when its message arrives
     // whole, so a sleep is a transaction that paid a wake-up: a share. A
-    // crr transaction waits several times per side (the connect or accept,
-    // the message, the close), so it may sleep more than once: a rate.
+    // crr transaction waits more than once per side (the client on its
+    // connect, the response and the close; the server on the accept and
+    // the request), so it may sleep more than once: a rate.
     let list = |v: &Option<Vec<u64>>, transactions: u64| {
         v.as_ref().map_or("-".to_string(), |v| {
             let flows = v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");

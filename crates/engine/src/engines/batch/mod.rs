@@ -298,6 +298,7 @@ impl Engine for Batch {
     type UdpRx = BatchUdpRx;
     type TcpTx = BatchTcpTx;
     type TcpRx = super::syscall::SyscallTcpRx;
+    const TCP_IO_OUTLIVES_SOCKET: bool = true;
 
     fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<BatchUdpTx, EngineError> {
         let mut notes = Vec::new();
@@ -461,10 +462,6 @@ impl TcpTx for BatchTcpTx {
             // Busy polling: one non-blocking buffer at a time.
             Wait::DontWait => super::syscall::SyscallTcp.write(sock, buf, wait),
         }
-    }
-
-    fn carries_to_another_socket(&self) -> bool {
-        true
     }
 }
 

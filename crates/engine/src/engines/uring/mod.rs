@@ -78,6 +78,7 @@ impl Engine for Uring {
     type UdpRx = UringUdpRx;
     type TcpTx = UringTcpTx;
     type TcpRx = UringTcpRx;
+    const TCP_IO_OUTLIVES_SOCKET: bool = true;
 
     fn udp_tx(self, sock: &std::net::UdpSocket, len: usize) -> Result<UringUdpTx, EngineError> {
         UringUdpTx::new(self, sock, len)

@@ -215,12 +215,6 @@ impl TcpTx for UringTcpTx {
         // live peer does so within a few round trips.
         self.settle(100)
     }
-
-    fn carries_to_another_socket(&self) -> bool {
-        // Neither ring holds anything of the socket: its fd goes with each
-        // request, and notifications arrive on the ring.
-        true
-    }
 }
 
 impl Drop for UringTcpTx {
