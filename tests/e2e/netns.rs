@@ -223,7 +223,15 @@ fn issue_8_gso_takes_full_size_datagrams_on_a_1500_byte_ipv4_path() {
         let d = &r["streams"][0]["udp"];
         let sent = u(&d["sent"]);
         assert!(sent > 1000, "{d}");
-        assert_eq!(u(&d["received"]), sent, "every datagram counted: {d}");
+        // Every datagram arrives or is one the receiving socket dropped
+        // (its buffer is the namespace's default 208 KiB: a receiver
+        // stalled by a loaded host overflows it), counted exactly.
+        let drops = d["socket_drops"].as_u64().unwrap_or(0);
+        assert_eq!(
+            u(&d["received"]) + drops,
+            sent,
+            "every datagram counted: {d}"
+        );
         let b = &d["sender_batching"];
         // The path saw the test (veth passes GSO runs whole, so its
         // packet count is not a datagram count). The kernel refuses a GSO
