@@ -344,11 +344,7 @@ mod tests {
     #[test]
     fn a_byte_limited_stream_arrives_whole_with_either_wait_policy() {
         for wait in [Wait::Block, Wait::Spin(SpinMode::Shared)] {
-            let (tx, rx) = pair();
-            if wait != Wait::Block {
-                crate::wait::prepare_stream(&tx).expect("busy poll");
-                crate::wait::prepare_stream(&rx).expect("busy poll");
-            }
+            let (tx, rx) = crate::test_pair::tcp_pair_for(wait);
             let signals = std::sync::Arc::new(Signals::default());
             let s2 = std::sync::Arc::clone(&signals);
             let reader = std::thread::spawn(move || {

@@ -1,5 +1,5 @@
-//! Unit-test helper shared by the engine's modules: a connected loopback
-//! TCP pair.
+//! Unit-test helpers shared by the engine's modules: a connected loopback
+//! TCP pair, as it is or made ready for a wait policy.
 
 use std::net::{TcpListener, TcpStream};
 
@@ -8,5 +8,16 @@ pub(crate) fn tcp_pair() -> (TcpStream, TcpStream) {
     let l = TcpListener::bind("127.0.0.1:0").expect("listen");
     let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
     let (b, _) = l.accept().expect("accept");
+    (a, b)
+}
+
+/// [`tcp_pair`] with both ends ready for `wait`: non-blocking and busy
+/// polled when it spins.
+pub(crate) fn tcp_pair_for(wait: crate::wait::Wait) -> (TcpStream, TcpStream) {
+    let (a, b) = tcp_pair();
+    if wait != crate::wait::Wait::Block {
+        crate::wait::prepare_stream(&a).expect("busy poll");
+        crate::wait::prepare_stream(&b).expect("busy poll");
+    }
     (a, b)
 }

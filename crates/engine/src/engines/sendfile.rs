@@ -637,11 +637,7 @@ mod tests {
             return;
         }
         for wait in [W::Block, W::Spin(SpinMode::Shared)] {
-            let (tx, rx) = pair();
-            if wait != W::Block {
-                crate::wait::prepare_stream(&tx).expect("busy poll");
-                crate::wait::prepare_stream(&rx).expect("busy poll");
-            }
+            let (tx, rx) = crate::test_pair::tcp_pair_for(wait);
             let signals = std::sync::Arc::new(Signals::default());
             let s2 = std::sync::Arc::clone(&signals);
             let reader = std::thread::spawn(move || {
