@@ -51,7 +51,8 @@ pub enum EngineKind {
     #[default]
     Syscall,
     /// io_uring: registered buffers, multishot receive into a provided
-    /// buffer ring, zero-copy sends (`SEND_ZC`); `uring:sqpoll` adds a
+    /// buffer ring, zero-copy sends (`SEND_ZC`) of 10 KiB and more;
+    /// `uring:sqpoll` adds a
     /// kernel submission-polling thread.
     Uring { sqpoll: bool },
     /// `MSG_ZEROCOPY` sends with completions read from the error queue;
@@ -98,7 +99,7 @@ impl EngineKind {
                 "sendmmsg/recvmmsg with UDP GSO/GRO; large TCP writes, optional MSG_TRUNC receive"
             }
             EngineKind::Uring { sqpoll: false } => {
-                "io_uring: registered buffers, zero-copy sends, multishot receive into a provided-buffer ring, UDP GSO/GRO"
+                "io_uring: registered buffers, zero-copy sends of 10 KiB and more, multishot receive into a provided-buffer ring, UDP GSO/GRO"
             }
             EngineKind::Uring { sqpoll: true } => {
                 "io_uring with a kernel submission-polling thread (SQPOLL)"

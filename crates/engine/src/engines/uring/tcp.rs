@@ -174,7 +174,7 @@ impl TcpTx for UringTcpTx {
             };
         let fd = types::Fd(sock.as_raw_fd());
         let len = buf.len().min(u32::MAX as usize) as u32;
-        let e = if self.zc.is_some() {
+        let e = if self.zc.as_mut().is_some_and(|z| z.takes(buf.len())) {
             opcode::SendZc::new(fd, buf.as_ptr(), len)
                 .buf_index(index)
                 .flags(flags)

@@ -112,9 +112,9 @@ fn issue_8_uring_gso_and_gro_move_every_datagram_in_order() {
         d[..4].copy_from_slice(&(i as u32).to_le_bytes());
     }
     let e = Uring::default();
-    // The receiver is ready (GRO on, multishot armed by its first call)
-    // before the first send, and reads while the sender sends, so the
-    // socket's default buffer is enough.
+    // The receiver is ready (GRO on) before the first send, and reads
+    // while the sender sends (its first blocking call arms the multishot
+    // receive), so the socket's default buffer is enough.
     let mut r = e.udp_rx(&rx, LEN).expect("rx");
     let mut slots = r.slots();
     assert!(
@@ -179,10 +179,116 @@ fn issue_8_uring_gso_and_gro_move_every_datagram_in_order() {
     );
     if let Some(z) = used.zerocopy {
         assert_eq!(z.completed, z.sends);
-        // One send per GSO run (128 datagrams, 64 on older kernels).
+        // One send per full GSO run (128 datagrams, 64 on older kernels);
+        // the short last run (10 datagrams, 1,850 bytes) is under
+        // ZC_MIN_LEN and copies.
         let runs = (N as u64).div_ceil(64);
-        assert!(z.sends * segs >= N as u64 && z.sends <= runs + 3, "{z:?}");
+        assert!(
+            z.sends * segs >= N as u64 / segs * segs && z.sends <= runs + 3,
+            "{z:?}"
+        );
+        assert!(
+            used.notes
+                .iter()
+                .any(|n| n.starts_with("sends under 10 KiB copied") && n.ends_with(": 1")),
+            "{used:?}"
+        );
     }
+}
+
+/// Zero copy only where it pays: a TCP write under `ZC_MIN_LEN` goes out
+/// as a plain `SEND` (a 64-byte busy-polled round trip took twice as long
+/// with `SEND_ZC`), a large one as `SEND_ZC`, and the report counts both.
+#[test]
+fn issue_8_uring_small_tcp_writes_copy_and_large_ones_go_zero_copy() {
+    if !available() {
+        return;
+    }
+    if !caps().is_ok_and(|c| c.send_zc) {
+        return eprintln!("skipped: no IORING_OP_SEND_ZC");
+    }
+    let l = TcpListener::bind("127.0.0.1:0").expect("listen");
+    let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+    let (b, _) = l.accept().expect("accept");
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0usize;
+        while let Ok(n @ 1..) = std::io::Read::read(&mut &b, &mut buf) {
+            total += n;
+        }
+        total
+    });
+    let mut w = Uring::default().tcp_tx(&a).expect("tx");
+    let buf = vec![5u8; 64 * 1024];
+    let mut moved = 0;
+    for len in [64, 64, 64, super::ZC_MIN_LEN, 64 * 1024] {
+        let mut off = 0;
+        while off < len {
+            match w.write(&a, &buf[off..len], Wait::Block) {
+                Ok(n) => off += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        moved += len;
+    }
+    w.finish(&a).expect("notifications");
+    a.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    drop(w);
+    let used = take_use().expect("tx use");
+    assert_eq!(reader.join().expect("reader"), moved);
+    let z = used.zerocopy.expect("zero-copy sends reported");
+    // One each for the two large writes (a partial send adds one more).
+    assert!((2..=4).contains(&z.sends), "{z:?}");
+    assert_eq!(z.completed, z.sends);
+    assert!(
+        used.notes
+            .iter()
+            .any(|n| n.starts_with("sends under 10 KiB copied") && n.ends_with(": 3")),
+        "{used:?}"
+    );
+}
+
+/// A busy-polled UDP receiver (non-blocking calls only) arms no multishot
+/// receive, whose task work would interrupt the spinning thread for every
+/// datagram: each call is one `RECVMSG`, and every datagram still arrives,
+/// in order.
+#[test]
+fn issue_8_uring_busy_polled_udp_receive_arms_no_multishot() {
+    if !available() {
+        return;
+    }
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    tx.connect(rx.local_addr().expect("addr")).expect("connect");
+    rx.connect(tx.local_addr().expect("addr")).expect("connect");
+    let mut r = Uring::default().udp_rx(&rx, 64).expect("rx");
+    let mut slots = r.slots();
+    const N: u8 = 50;
+    for i in 0..N {
+        tx.send(&[i; 64]).expect("send");
+    }
+    let mut got = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while got.len() < N as usize && std::time::Instant::now() < until {
+        match r.recv_batch(&rx, &mut slots, Wait::DontWait) {
+            Ok(n) => {
+                for i in 0..n {
+                    got.extend(slots.datagrams(i).map(|d| d[0]));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) => panic!("receive: {e}"),
+        }
+    }
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    drop(r);
+    let used = take_use().expect("rx use");
+    assert!(!used.multishot_recv, "{used:?}");
+    assert!(
+        used.notes.iter().any(|n| n.contains("one RECVMSG each")),
+        "{used:?}"
+    );
 }
 
 #[test]

@@ -19,7 +19,7 @@ use linerate_proto::measure::Batching;
 
 use super::{
     caps, cqe_err, engine_use, register, CancelAfter, Ring, Uring, ZcCount, TAG_CANCEL, WAIT,
-    ZC_REPORT_USAGE,
+    ZC_MIN_LEN, ZC_REPORT_USAGE,
 };
 use crate::engines::batch::mmsg::{
     parse_cmsgs, SegmentCmsg, GRO_SLOT, GSO_MSGS_PER_CALL, RECV_CMSG,
@@ -141,9 +141,19 @@ impl UringUdpTx {
         let slot = segs * len;
         let staging = vec![0u8; slot * slots];
         let mut notes = Vec::new();
-        // GSO sends go through SENDMSG, which takes no registered buffer:
-        // registering would pin memory nothing uses.
+        let zc = if caps.send_zc {
+            Some(ZcCount::default())
+        } else {
+            notes.push("this kernel has no IORING_OP_SEND_ZC (Linux 6.0): sends copy".into());
+            None
+        };
+        // Only zero-copy sends of one datagram read a registered buffer
+        // (GSO sends go through SENDMSG, which takes none; a datagram under
+        // ZC_MIN_LEN goes through a plain SEND): otherwise registering
+        // would pin memory nothing uses.
         let registered = segs == 1
+            && zc.is_some()
+            && len >= ZC_MIN_LEN
             && match register(&ring.ring, &staging) {
                 Ok(()) => true,
                 Err(e) => {
@@ -151,12 +161,6 @@ impl UringUdpTx {
                     false
                 }
             };
-        let zc = if caps.send_zc {
-            Some(ZcCount::default())
-        } else {
-            notes.push("this kernel has no IORING_OP_SEND_ZC (Linux 6.0): sends copy".into());
-            None
-        };
         let zc_msg = caps.sendmsg_zc && zc.is_some();
         if segs > 1 && zc.is_some() && !zc_msg {
             notes
@@ -288,7 +292,8 @@ impl UringUdpTx {
             m.hdr.msg_control = (&mut m.cmsg as *mut SegmentCmsg).cast();
             m.hdr.msg_controllen = std::mem::size_of::<SegmentCmsg>() as _;
             let hdr: *const libc::msghdr = &m.hdr;
-            return if self.zc_msg {
+            let zc = self.zc_msg && self.zc.as_mut().is_some_and(|z| z.takes(n));
+            return if zc {
                 opcode::SendMsgZc::new(self.fd, hdr)
                     .flags(flags as u32)
                     // SENDMSG_ZC reads its zero-copy flags from `ioprio`.
@@ -300,7 +305,7 @@ impl UringUdpTx {
                     .build()
             };
         }
-        if self.zc.is_some() {
+        if self.zc.as_mut().is_some_and(|z| z.takes(n)) {
             opcode::SendZc::new(self.fd, ptr, n as u32)
                 .buf_index(self.registered.then_some(0))
                 .flags(flags)
@@ -446,7 +451,7 @@ impl Drop for UringUdpTx {
         }
         crate::engines::record_use(engine_use(
             self.ring.sqpoll,
-            self.registered && self.zc.is_some(),
+            self.registered,
             false,
             self.zc,
             std::mem::take(&mut self.notes),
@@ -573,6 +578,11 @@ pub struct UringUdpRx {
     one: OneMsg,
     control: Box<[u8; RECV_CMSG]>,
     armed: bool,
+    /// The multishot receive was armed at least once (for the report).
+    multishot_used: bool,
+    /// A busy-polled call took one `RECVMSG` although a buffer ring was
+    /// there (for the report).
+    polled_one: bool,
     slot: usize,
     used: Batching,
     notes: Vec<String>,
@@ -631,6 +641,8 @@ impl UringUdpRx {
             one: OneMsg(Box::new(unsafe { std::mem::zeroed() })),
             control: Box::new([0; RECV_CMSG]),
             armed: false,
+            multishot_used: false,
+            polled_one: false,
             slot,
             used: Batching {
                 messages_per_call: RX_SLOTS as u32,
@@ -652,6 +664,7 @@ impl UringUdpRx {
             .user_data(TAG_RECV);
         self.ring.push(&e)?;
         self.armed = true;
+        self.multishot_used = true;
         Ok(())
     }
 
@@ -803,6 +816,15 @@ impl UdpRx for UringUdpRx {
         if self.bufs.is_none() {
             return self.recv_one(slots, wait);
         }
+        if wait == Wait::DontWait && !self.armed {
+            // Busy polling: one non-blocking RECVMSG per call. An armed
+            // multishot receive would queue task work for every datagram
+            // and interrupt the spinning thread to run it (an IPI each):
+            // a 64-byte `rr --busy-poll` ran at 0.45× the transactions/s.
+            // GRO still hands over a run of datagrams per call.
+            self.polled_one = true;
+            return self.recv_one(slots, wait);
+        }
         let n = self.reap(slots)?;
         if n > 0 {
             return Ok(n);
@@ -869,7 +891,12 @@ impl UringUdpRx {
 impl Drop for UringUdpRx {
     fn drop(&mut self) {
         self.disarm();
-        let multishot = self.bufs.is_some();
+        let multishot = self.multishot_used;
+        if self.polled_one {
+            self.notes.push(
+                "non-blocking (busy-polled) calls: one RECVMSG each, no multishot receive".into(),
+            );
+        }
         if let Some(b) = self.bufs.take() {
             if self.armed {
                 // The kernel may still own buffers: leave the memory to the
