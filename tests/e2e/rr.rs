@@ -290,13 +290,23 @@ fn issue_8_rr_and_crr_run_on_every_engine() {
         // Each connection's zero-copy completion is collected once the
         // server has answered (it once went uncounted: 0 completed). It
         // is not waited for, so a late one may go uncounted: nearly all.
+        // `uring` sends these 1-byte messages with a copy: zero copy costs
+        // more than it saves under 10 KiB, and the report counts them so.
         let zc = &r["rr"]["engine_use_client"]["zerocopy"];
         if !zc.is_null() {
             let (sent, done) = (u(&zc["sends"]), u(&zc["completed"]));
-            assert!(
-                sent > 0 && done <= sent && done * 10 >= sent * 9,
-                "{engine} crr: {zc}"
-            );
+            let small = u(&zc["under_threshold"]);
+            if engine.starts_with("uring") {
+                assert!(
+                    sent == 0 && small >= n.parse::<u64>().expect("n"),
+                    "{engine} crr: {zc}"
+                );
+            } else {
+                assert!(
+                    sent > 0 && done <= sent && done * 10 >= sent * 9,
+                    "{engine} crr: {zc}"
+                );
+            }
         }
     }
 }

@@ -137,6 +137,10 @@ pub struct ZeroCopyUse {
     /// (`IORING_NOTIF_USAGE_ZC_COPIED`, `SO_EE_CODE_ZEROCOPY_COPIED`):
     /// loopback and devices without scatter-gather always copy.
     pub copied: u64,
+    /// Sends under the engine's zero-copy threshold (`uring`: 10 KiB),
+    /// made without zero copy, which costs more than it saves there.
+    #[serde(default)]
+    pub under_threshold: u64,
 }
 
 /// System calls of one kind and the bytes they moved.

@@ -251,6 +251,7 @@ pub(crate) fn merge_use(into: &mut Option<EngineUse>, u: EngineUse) {
                     sends: x.sends + y.sends,
                     completed: x.completed + y.completed,
                     copied: x.copied + y.copied,
+                    under_threshold: x.under_threshold + y.under_threshold,
                 }),
                 (x, y) => x.or(y),
             };

@@ -289,6 +289,7 @@ fn engine_use(zc: Completions, notes: Vec<String>) -> EngineUse {
             sends: zc.sends,
             completed: zc.completed,
             copied: zc.copied,
+            under_threshold: 0,
         }),
         notes,
         ..EngineUse::default()

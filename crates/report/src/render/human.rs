@@ -53,6 +53,12 @@ pub(crate) fn engine_use_words(u: &EngineUse) -> String {
                 ""
             }
         ));
+        if z.under_threshold > 0 {
+            used.push(format!(
+                "{} sends too small for zero copy copied instead",
+                z.under_threshold
+            ));
+        }
     }
     if let Some(c) = &u.sendfile {
         used.push(format!("sendfile: {} calls, {} bytes", c.calls, c.bytes));
@@ -738,6 +744,26 @@ mod tests {
         assert_eq!(
             engine_use_words(&u),
             "engine zerocopy:sendfile: splice receive: 7 calls, 3000 bytes"
+        );
+    }
+
+    #[test]
+    fn issue_8_sends_too_small_for_zero_copy_are_counted_apart() {
+        let u = EngineUse {
+            engine: "uring".into(),
+            zerocopy: Some(linerate_proto::measure::ZeroCopyUse {
+                sends: 2,
+                completed: 2,
+                copied: 2,
+                under_threshold: 5,
+            }),
+            ..EngineUse::default()
+        };
+        assert_eq!(
+            engine_use_words(&u),
+            "engine uring: zero-copy sends: 2 sent, 2 completed, 2 of them copied by the kernel \
+             (every one: loopback or a device without scatter-gather copies); 5 sends too small \
+             for zero copy copied instead"
         );
     }
 }

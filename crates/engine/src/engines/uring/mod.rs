@@ -6,8 +6,10 @@
 //! feature the kernel lacks is reported as off with the reason, and io_uring
 //! itself missing refuses the engine):
 //! - registered buffers (`IORING_REGISTER_BUFFERS`): the TCP stream buffer
-//!   and the UDP send staging slots are pinned once, not per call;
-//! - zero-copy sends (`IORING_OP_SEND_ZC`), with completion tracking: a
+//!   and the UDP send staging slots that zero-copy sends read are pinned
+//!   once, not per call;
+//! - zero-copy sends (`IORING_OP_SEND_ZC`) of [`ZC_MIN_LEN`] and more (a
+//!   smaller send copies, which costs less), with completion tracking: a
 //!   buffer is reused only after its notification CQE, and the notifications
 //!   say whether the kernel copied anyway (loopback always does);
 //! - UDP segmentation offload: GSO sends (`SENDMSG`/`SENDMSG_ZC` with a
@@ -15,7 +17,9 @@
 //!   receives, by the `batch` engine's `auto` rule;
 //! - UDP receive through one multishot `RECVMSG` into a provided buffer ring
 //!   (`IORING_REGISTER_PBUF_RING`), with the kernel's timestamp, drop
-//!   counter and GRO segment size in each buffer's control data;
+//!   counter and GRO segment size in each buffer's control data (a
+//!   busy-polled receiver takes one non-blocking `RECVMSG` per call
+//!   instead);
 //! - optionally a kernel submission-polling thread (`uring:sqpoll`).
 //!
 //! A blocking wait is bounded by [`WAIT`] like the syscall engine's socket
@@ -330,8 +334,13 @@ struct ZcCount {
     sends: u64,
     completed: u64,
     copied: u64,
-    /// Sends under [`ZC_MIN_LEN`], which went without zero copy.
+    /// Sends under [`ZC_MIN_LEN`] that went out, without zero copy.
     small: u64,
+}
+
+/// Whether a send of `len` bytes is worth zero copy.
+fn zc_worth(len: usize) -> bool {
+    len >= ZC_MIN_LEN
 }
 
 impl ZcCount {
@@ -342,20 +351,12 @@ impl ZcCount {
             self.copied += 1;
         }
     }
-    /// Whether a send of `len` bytes goes zero-copy; counts it if not.
-    fn takes(&mut self, len: usize) -> bool {
-        let zc = len >= ZC_MIN_LEN;
-        if !zc {
-            self.small += 1;
-        }
-        zc
-    }
-
     fn as_use(self) -> ZeroCopyUse {
         ZeroCopyUse {
             sends: self.sends,
             completed: self.completed,
             copied: self.copied,
+            under_threshold: self.small,
         }
     }
 }
@@ -366,21 +367,14 @@ fn engine_use(
     registered: bool,
     multishot: bool,
     zc: Option<ZcCount>,
-    mut notes: Vec<String>,
+    notes: Vec<String>,
 ) -> EngineUse {
-    if let Some(z) = zc.filter(|z| z.small > 0) {
-        notes.push(format!(
-            "sends under {} KiB copied, not zero-copy (it costs more than it saves below that): {}",
-            ZC_MIN_LEN / 1024,
-            z.small
-        ));
-    }
     EngineUse {
         engine: "uring".into(),
         registered_buffers: registered,
         sqpoll,
         multishot_recv: multishot,
-        zerocopy: zc.filter(|z| z.sends > 0).map(ZcCount::as_use),
+        zerocopy: zc.map(ZcCount::as_use),
         notes,
         ..EngineUse::default()
     }

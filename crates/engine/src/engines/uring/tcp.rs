@@ -14,7 +14,8 @@ use std::os::fd::AsRawFd;
 use io_uring::{cqueue, opcode, types};
 
 use super::{
-    caps, cqe_err, engine_use, register, CancelAfter, Ring, Uring, ZcCount, WAIT, ZC_REPORT_USAGE,
+    caps, cqe_err, engine_use, register, zc_worth, CancelAfter, Ring, Uring, ZcCount, WAIT,
+    ZC_REPORT_USAGE,
 };
 use crate::engines::{TcpRx, TcpTx, Wait};
 use crate::EngineError;
@@ -161,12 +162,17 @@ impl UringTcpTx {
 
 impl TcpTx for UringTcpTx {
     fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize> {
-        let needs_new = !self.fixed.region.is_some_and(|r| r.holds(buf));
-        if needs_new && self.pending > 0 {
-            // A new buffer region: the old one's sends must be done first.
-            self.settle(u32::MAX)?;
-        }
-        let index = self.fixed.index_for(buf);
+        let zc = self.zc.is_some() && zc_worth(buf.len());
+        // Only a zero-copy send reads the registered buffer.
+        let index = if zc {
+            if !self.fixed.region.is_some_and(|r| r.holds(buf)) && self.pending > 0 {
+                // A new buffer region: the old one's sends must be done first.
+                self.settle(u32::MAX)?;
+            }
+            self.fixed.index_for(buf)
+        } else {
+            None
+        };
         let flags = libc::MSG_NOSIGNAL
             | match wait {
                 Wait::Block => 0,
@@ -174,7 +180,7 @@ impl TcpTx for UringTcpTx {
             };
         let fd = types::Fd(sock.as_raw_fd());
         let len = buf.len().min(u32::MAX as usize) as u32;
-        let e = if self.zc.as_mut().is_some_and(|z| z.takes(buf.len())) {
+        let e = if zc {
             opcode::SendZc::new(fd, buf.as_ptr(), len)
                 .buf_index(index)
                 .flags(flags)
@@ -194,6 +200,9 @@ impl TcpTx for UringTcpTx {
                 self.complete(&c, &mut res);
             }
             if let Some(r) = res {
+                if let (Some(z), false, true) = (&mut self.zc, zc, r >= 0) {
+                    z.small += 1;
+                }
                 return match r {
                     r if r >= 0 => Ok(r as usize),
                     r if r == -libc::ECANCELED || r == -libc::EAGAIN => {

@@ -75,8 +75,11 @@ fn batch_in_order(e: Uring, tx: &UdpSocket, rx: &UdpSocket) {
     assert_eq!(used.engine, "uring");
     assert!(used.multishot_recv, "{used:?}");
     if let Some(z) = used.zerocopy {
-        // One zero-copy send per request: a datagram, or a GSO run.
-        assert!(z.sends >= 1 && z.sends <= N as u64, "{z:?}");
+        // One send per request: a datagram, or a GSO run; 100-byte
+        // datagrams are under ZC_MIN_LEN, so only a GSO run (where the
+        // kernel has it) can go zero-copy.
+        assert!(z.sends + z.under_threshold >= 1, "{z:?}");
+        assert!(z.sends + z.under_threshold <= N as u64, "{z:?}");
         assert_eq!(
             z.completed, z.sends,
             "every notification arrived before drop"
@@ -187,12 +190,7 @@ fn issue_8_uring_gso_and_gro_move_every_datagram_in_order() {
             z.sends * segs >= N as u64 / segs * segs && z.sends <= runs + 3,
             "{z:?}"
         );
-        assert!(
-            used.notes
-                .iter()
-                .any(|n| n.starts_with("sends under 10 KiB copied") && n.ends_with(": 1")),
-            "{used:?}"
-        );
+        assert_eq!(z.under_threshold, 1, "{z:?}");
     }
 }
 
@@ -238,15 +236,12 @@ fn issue_8_uring_small_tcp_writes_copy_and_large_ones_go_zero_copy() {
     let used = take_use().expect("tx use");
     assert_eq!(reader.join().expect("reader"), moved);
     let z = used.zerocopy.expect("zero-copy sends reported");
-    // One each for the two large writes (a partial send adds one more).
+    // One each for the two large writes (a partial send adds more).
     assert!((2..=4).contains(&z.sends), "{z:?}");
     assert_eq!(z.completed, z.sends);
-    assert!(
-        used.notes
-            .iter()
-            .any(|n| n.starts_with("sends under 10 KiB copied") && n.ends_with(": 3")),
-        "{used:?}"
-    );
+    // The three 64-byte writes (and the rest of a large write cut short
+    // under 10 KiB, on a crowded host).
+    assert!((3..=5).contains(&z.under_threshold), "{z:?}");
 }
 
 /// A busy-polled UDP receiver (non-blocking calls only) arms no multishot
@@ -257,6 +252,9 @@ fn issue_8_uring_small_tcp_writes_copy_and_large_ones_go_zero_copy() {
 fn issue_8_uring_busy_polled_udp_receive_arms_no_multishot() {
     if !available() {
         return;
+    }
+    if let Err(why) = &caps().expect("available").multishot {
+        return eprintln!("skipped: {why}");
     }
     let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
@@ -282,9 +280,11 @@ fn issue_8_uring_busy_polled_udp_receive_arms_no_multishot() {
         }
     }
     assert_eq!(got, (0..N).collect::<Vec<_>>());
+    let rb = r.batching().expect("rx batching");
     drop(r);
     let used = take_use().expect("rx use");
     assert!(!used.multishot_recv, "{used:?}");
+    assert_eq!(rb.messages_per_call, 1, "{rb:?}");
     assert!(
         used.notes.iter().any(|n| n.contains("one RECVMSG each")),
         "{used:?}"
