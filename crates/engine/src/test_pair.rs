@@ -1,7 +1,7 @@
 //! Unit-test helpers shared by the engine's modules: a connected loopback
-//! TCP pair, as it is or made ready for a wait policy.
+//! TCP pair, as it is or made ready for a wait policy, and a UDP pair.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, UdpSocket};
 
 /// A connected loopback TCP pair: (client end, accepted end).
 pub(crate) fn tcp_pair() -> (TcpStream, TcpStream) {
@@ -20,4 +20,13 @@ pub(crate) fn tcp_pair_for(wait: crate::wait::Wait) -> (TcpStream, TcpStream) {
         crate::wait::prepare_stream(&b).expect("busy poll");
     }
     (a, b)
+}
+
+/// Two loopback UDP sockets connected to each other: (sender, receiver).
+pub(crate) fn udp_pair() -> (UdpSocket, UdpSocket) {
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    tx.connect(rx.local_addr().expect("addr")).expect("connect");
+    rx.connect(tx.local_addr().expect("addr")).expect("connect");
+    (tx, rx)
 }

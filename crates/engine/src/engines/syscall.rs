@@ -258,10 +258,7 @@ mod tests {
     /// longer than its slot still shows as truncated, and each arrives whole.
     #[test]
     fn issue_8_plain_udp_receive_sees_lengths_and_truncation() {
-        let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        tx.connect(rx.local_addr().expect("addr")).expect("connect");
-        rx.connect(tx.local_addr().expect("addr")).expect("connect");
+        let (tx, rx) = crate::test_pair::udp_pair();
         let mut io = Syscall.udp_rx(&rx, 100).expect("rx");
         assert!(io.plain, "no control messages asked for");
         // A short slot, so a datagram can outgrow it.

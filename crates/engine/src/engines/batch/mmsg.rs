@@ -407,10 +407,7 @@ mod tests {
     use std::time::Duration;
 
     fn pair() -> (UdpSocket, UdpSocket) {
-        let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        tx.connect(rx.local_addr().expect("addr")).expect("connect");
-        rx.connect(tx.local_addr().expect("addr")).expect("connect");
+        let (tx, rx) = crate::test_pair::udp_pair();
         rx.set_read_timeout(Some(Duration::from_secs(2)))
             .expect("timeout");
         (tx, rx)

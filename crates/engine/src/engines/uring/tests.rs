@@ -1,7 +1,7 @@
 //! The uring engine against real loopback sockets: skipped, with the
 //! reason printed, where io_uring cannot run.
 
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::UdpSocket;
 
 use super::{caps, Uring};
 use crate::engines::{take_use, Engine, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
@@ -21,10 +21,7 @@ fn udp_batches_arrive_in_order_with_their_metadata() {
     if !available() {
         return;
     }
-    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    tx.connect(rx.local_addr().expect("addr")).expect("connect");
-    rx.connect(tx.local_addr().expect("addr")).expect("connect");
+    let (tx, rx) = crate::test_pair::udp_pair();
     crate::socket::set_int(&rx, libc::SOL_SOCKET, crate::cmsg::SO_TIMESTAMPNS, 1)
         .expect("timestamps");
     // With SQPOLL the kernel thread takes requests as they are queued: a
@@ -103,10 +100,7 @@ fn issue_8_uring_gso_and_gro_move_every_datagram_in_order() {
     {
         return eprintln!("skipped: no UDP GSO/GRO: {e}");
     }
-    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    tx.connect(rx.local_addr().expect("addr")).expect("connect");
-    rx.connect(tx.local_addr().expect("addr")).expect("connect");
+    let (tx, rx) = crate::test_pair::udp_pair();
     const LEN: usize = 200;
     // 3 full batches and a run that ends in a 50-byte datagram.
     const N: usize = 3 * 4 * 128 + 10;
@@ -205,9 +199,7 @@ fn issue_8_uring_small_tcp_writes_copy_and_large_ones_go_zero_copy() {
     if !caps().is_ok_and(|c| c.send_zc) {
         return eprintln!("skipped: no IORING_OP_SEND_ZC");
     }
-    let l = TcpListener::bind("127.0.0.1:0").expect("listen");
-    let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
-    let (b, _) = l.accept().expect("accept");
+    let (a, b) = crate::test_pair::tcp_pair();
     let reader = std::thread::spawn(move || {
         let mut buf = vec![0u8; 1 << 20];
         let mut total = 0usize;
@@ -256,10 +248,7 @@ fn issue_8_uring_busy_polled_udp_receive_arms_no_multishot() {
     if let Err(why) = &caps().expect("available").multishot {
         return eprintln!("skipped: {why}");
     }
-    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    tx.connect(rx.local_addr().expect("addr")).expect("connect");
-    rx.connect(tx.local_addr().expect("addr")).expect("connect");
+    let (tx, rx) = crate::test_pair::udp_pair();
     let mut r = Uring::default().udp_rx(&rx, 64).expect("rx");
     let mut slots = r.slots();
     const N: u8 = 50;
@@ -296,10 +285,7 @@ fn a_longer_datagram_is_never_cut_silently() {
     if !available() {
         return;
     }
-    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    tx.connect(rx.local_addr().expect("addr")).expect("connect");
-    rx.connect(tx.local_addr().expect("addr")).expect("connect");
+    let (tx, rx) = crate::test_pair::udp_pair();
     let mut r = Uring::default().udp_rx(&rx, 100).expect("rx");
     let mut slots = r.slots();
     tx.send(&[1u8; 500]).expect("send");
@@ -323,9 +309,7 @@ fn a_tcp_stream_moves_every_byte_and_all_notifications_arrive() {
     if !available() {
         return;
     }
-    let l = TcpListener::bind("127.0.0.1:0").expect("listen");
-    let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
-    let (b, _) = l.accept().expect("accept");
+    let (a, b) = crate::test_pair::tcp_pair();
     let reader = std::thread::spawn(move || {
         let mut r = Uring::default().tcp_rx(&b, false).expect("rx");
         let mut buf = vec![0u8; 65536];
