@@ -41,7 +41,14 @@ pub(crate) fn engine_use_words(u: &EngineUse) -> String {
     if u.sqpoll {
         used.push("SQPOLL".into());
     }
-    if let Some(z) = &u.zerocopy {
+    if let Some(z) = u.zerocopy.as_ref().filter(|z| z.sends == 0) {
+        if z.under_threshold > 0 {
+            used.push(format!(
+                "no zero-copy sends: all {} too small for zero copy, copied instead",
+                z.under_threshold
+            ));
+        }
+    } else if let Some(z) = &u.zerocopy {
         used.push(format!(
             "zero-copy sends: {} sent, {} completed, {} of them copied by the kernel{}",
             z.sends,
@@ -764,6 +771,18 @@ mod tests {
             "engine uring: zero-copy sends: 2 sent, 2 completed, 2 of them copied by the kernel \
              (every one: loopback or a device without scatter-gather copies); 5 sends too small \
              for zero copy copied instead"
+        );
+        let u = EngineUse {
+            engine: "uring".into(),
+            zerocopy: Some(linerate_proto::measure::ZeroCopyUse {
+                under_threshold: 7,
+                ..Default::default()
+            }),
+            ..EngineUse::default()
+        };
+        assert_eq!(
+            engine_use_words(&u),
+            "engine uring: no zero-copy sends: all 7 too small for zero copy, copied instead"
         );
     }
 }
