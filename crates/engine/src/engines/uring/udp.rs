@@ -20,7 +20,7 @@ use linerate_proto::measure::Batching;
 
 use super::{
     caps, cqe_err, engine_use, register, zc_worth, CancelAfter, Ring, Uring, ZcCount, TAG_CANCEL,
-    WAIT, ZC_MIN_LEN, ZC_REPORT_USAGE,
+    WAIT, ZC_REPORT_USAGE,
 };
 use crate::engines::batch::mmsg::{
     parse_cmsgs, SegmentCmsg, GRO_SLOT, GSO_MSGS_PER_CALL, RECV_CMSG,
@@ -99,7 +99,7 @@ pub struct UringUdpTx {
     busy: Vec<bool>,
     /// Slot i's zero-copy send succeeded: its notification counts.
     zc_sent: Vec<bool>,
-    /// Slot i's request copies only because it is under [`ZC_MIN_LEN`].
+    /// Slot i's request copies only because it is under `ZC_MIN_LEN`.
     small: Vec<bool>,
     next: usize,
     /// Results of the current batch: `Some(res)` once its CQE arrived.
@@ -156,7 +156,7 @@ impl UringUdpTx {
         // would pin memory nothing uses.
         let registered = segs == 1
             && zc.is_some()
-            && len >= ZC_MIN_LEN
+            && zc_worth(len)
             && match register(&ring.ring, &staging) {
                 Ok(()) => true,
                 Err(e) => {
