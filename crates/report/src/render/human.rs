@@ -41,31 +41,31 @@ pub(crate) fn engine_use_words(u: &EngineUse) -> String {
     if u.sqpoll {
         used.push("SQPOLL".into());
     }
-    if let Some(z) = u.zerocopy.as_ref().filter(|z| z.sends == 0) {
-        if z.under_threshold > 0 {
+    match &u.zerocopy {
+        Some(z) if z.sends == 0 && z.under_threshold > 0 => used.push(format!(
+            "no zero-copy sends: all {} too small for zero copy, copied instead",
+            z.under_threshold
+        )),
+        Some(z) if z.sends > 0 => {
             used.push(format!(
-                "no zero-copy sends: all {} too small for zero copy, copied instead",
-                z.under_threshold
+                "zero-copy sends: {} sent, {} completed, {} of them copied by the kernel{}",
+                z.sends,
+                z.completed,
+                z.copied,
+                if z.completed > 0 && z.copied == z.completed {
+                    " (every one: loopback or a device without scatter-gather copies)"
+                } else {
+                    ""
+                }
             ));
-        }
-    } else if let Some(z) = &u.zerocopy {
-        used.push(format!(
-            "zero-copy sends: {} sent, {} completed, {} of them copied by the kernel{}",
-            z.sends,
-            z.completed,
-            z.copied,
-            if z.completed > 0 && z.copied == z.completed {
-                " (every one: loopback or a device without scatter-gather copies)"
-            } else {
-                ""
+            if z.under_threshold > 0 {
+                used.push(format!(
+                    "{} sends too small for zero copy copied instead",
+                    z.under_threshold
+                ));
             }
-        ));
-        if z.under_threshold > 0 {
-            used.push(format!(
-                "{} sends too small for zero copy copied instead",
-                z.under_threshold
-            ));
         }
+        _ => {}
     }
     if let Some(c) = &u.sendfile {
         used.push(format!("sendfile: {} calls, {} bytes", c.calls, c.bytes));

@@ -298,8 +298,9 @@ impl UringUdpTx {
             m.hdr.msg_control = (&mut m.cmsg as *mut SegmentCmsg).cast();
             m.hdr.msg_controllen = std::mem::size_of::<SegmentCmsg>() as _;
             let hdr: *const libc::msghdr = &m.hdr;
-            self.small[i] = self.zc_msg && !zc_worth(n);
-            return if self.zc_msg && zc_worth(n) {
+            let zc = self.zc_msg && zc_worth(n);
+            self.small[i] = self.zc_msg && !zc;
+            return if zc {
                 opcode::SendMsgZc::new(self.fd, hdr)
                     .flags(flags as u32)
                     // SENDMSG_ZC reads its zero-copy flags from `ioprio`.
@@ -311,8 +312,9 @@ impl UringUdpTx {
                     .build()
             };
         }
-        self.small[i] = self.zc.is_some() && !zc_worth(n);
-        if self.zc.is_some() && zc_worth(n) {
+        let zc = self.zc.is_some() && zc_worth(n);
+        self.small[i] = self.zc.is_some() && !zc;
+        if zc {
             opcode::SendZc::new(self.fd, ptr, n as u32)
                 .buf_index(self.registered.then_some(0))
                 .flags(flags)
