@@ -42,7 +42,7 @@ impl ServerTest<'_> {
                     self.notes.push(format!("server: {note}"));
                 }
             }
-            crate::test_type::server_udp_socket(self.engine(), &plan, &sock);
+            crate::test_type::server_udp_socket(self.engine(), spec, &plan, &sock);
             ports.push(sock.local_addr()?.port());
             self.udp_pending.push(PendingDatagram {
                 plan,

@@ -437,7 +437,7 @@ pub(crate) fn set_int(
 }
 
 /// `getsockopt(level, opt)` of an int value.
-pub(crate) fn get_int(
+pub fn get_int(
     sock: &impl AsRawFd,
     level: libc::c_int,
     opt: libc::c_int,
