@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use linerate_engine::engines::auto::Configured;
+use linerate_engine::engines::auto::{self, Configured};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{AcceptSpin, CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::runner::{SideRun, StreamSetup};
@@ -764,6 +764,17 @@ impl ServerTest<'_> {
         }
         let own = self.shared.engine.for_test(spec);
         match self.session.server_engine() {
+            // The rule for this test, among the engines this server offers.
+            Some(crate::cli::AUTO) => {
+                let offers = &self.shared.limits.server_engines;
+                auto::choose_with(auto::Workload::of(spec), |k| {
+                    match offers.iter().find(|o| o.name == k.name()) {
+                        Some(o) => o.refused.clone().map_or(Ok(()), Err),
+                        None => Err("not offered by this server".into()),
+                    }
+                })
+                .kind
+            }
             Some(name) if name != own.name() => name.parse().unwrap_or(own),
             _ => own,
         }

@@ -52,9 +52,10 @@ pub struct EngineArgs {
     /// receive) and is refused for UDP and request/response tests.
     #[arg(long, default_value = "auto", value_parser = EngineNames)]
     pub engine: String,
-    /// Client: ask the server to run its side with this engine (it may
-    /// refuse: not allowed by its --allow-engines, or not supported by its
-    /// kernel); the report names each side's engine.
+    /// Client: ask the server to run its side with this engine, or `auto`
+    /// (the server's own rule for the test, among the engines it offers);
+    /// it may refuse: not allowed by its --allow-engines, or not supported
+    /// by its kernel. The report names each side's engine.
     #[arg(long, value_name = "ENGINE")]
     pub server_engine: Option<String>,
     /// batch: UDP senders let the kernel segment runs of datagrams

@@ -355,13 +355,16 @@ fn client_config(
     })
 }
 
-/// `--server-engine`: a name this build knows (whether the server has and
-/// allows it is the server's answer).
+/// `--server-engine`: a name this build knows, or `auto` (whether the
+/// server has and allows it is the server's answer).
 fn server_engine(a: &args::EngineArgs) -> Result<Option<String>> {
     let Some(name) = &a.server_engine else {
         return Ok(None);
     };
-    name.parse::<EngineKind>().context("--server-engine")?;
+    if name != AUTO {
+        name.parse::<EngineKind>()
+            .context("--server-engine (auto, or an engine)")?;
+    }
     Ok(Some(name.clone()))
 }
 

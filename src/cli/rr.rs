@@ -46,7 +46,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
             .engine
             .server_engine
             .as_deref()
-            .filter(|e| *e != "syscall")
+            .filter(|e| *e != "syscall" && *e != super::AUTO)
         {
             bail!(
                 "--server-engine {e}: a server answers crr connections on its accepting thread \

@@ -45,8 +45,9 @@ pub struct GuardArgs {
     #[arg(long, value_name = "CIDR,…")]
     pub allow: Option<String>,
     /// Engines a client may ask this server to use for its side with
-    /// `--server-engine` (comma-separated; `none`: no requests; default:
-    /// every engine this kernel supports).
+    /// `--server-engine` (comma-separated, `auto` among them for the
+    /// server's rule over the listed ones; `none`: no requests; default:
+    /// every engine this kernel supports, and `auto`).
     #[arg(long, value_name = "LIST")]
     pub allow_engines: Option<String>,
     /// Refuse connections from these addresses (checked before --allow).
@@ -127,34 +128,53 @@ pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig>
 
 /// What the server answers to `--server-engine`: every engine of this
 /// build, refused when `--allow-engines` leaves it out or this kernel
-/// cannot run it (probed once, here).
+/// cannot run it (probed once, here), and `auto` — the server's own rule
+/// for the test, picking among the engines offered — refused only when an
+/// `--allow-engines` list leaves it out.
 pub fn engine_offers(allow: Option<&str>) -> Result<Vec<EngineOffer>> {
-    let allowed: Option<Vec<EngineKind>> = match allow.map(str::trim) {
+    let listed: Option<Vec<&str>> = match allow.map(str::trim) {
         None => None,
         Some("none") => Some(Vec::new()),
-        Some(list) => Some(
-            list.split(',')
-                .map(|e| e.trim().parse::<EngineKind>())
+        Some(list) => Some(list.split(',').map(str::trim).collect()),
+    };
+    let allowed: Option<Vec<EngineKind>> = match &listed {
+        None => None,
+        Some(names) => Some(
+            names
+                .iter()
+                .filter(|&&n| n != super::AUTO)
+                .map(|n| n.parse::<EngineKind>())
                 .collect::<Result<_, _>>()
                 .context("--allow-engines")?,
         ),
     };
-    Ok(EngineKind::ALL
+    let not_allowed = || {
+        format!(
+            "not allowed on this server (its --allow-engines is {})",
+            allow.unwrap_or_default()
+        )
+    };
+    let mut offers: Vec<EngineOffer> = EngineKind::ALL
         .iter()
         .map(|k| EngineOffer {
             name: k.name().into(),
             refused: match &allowed {
-                Some(a) if !a.iter().any(|x| x.name() == k.name()) => Some(format!(
-                    "not allowed on this server (its --allow-engines is {})",
-                    allow.unwrap_or_default()
-                )),
+                Some(a) if !a.iter().any(|x| x.name() == k.name()) => Some(not_allowed()),
                 _ => k
                     .check()
                     .err()
                     .map(|e| format!("not supported by the server's kernel: {e}")),
             },
         })
-        .collect())
+        .collect();
+    offers.push(EngineOffer {
+        name: super::AUTO.into(),
+        refused: match &listed {
+            Some(names) if !names.contains(&super::AUTO) => Some(not_allowed()),
+            _ => None,
+        },
+    });
+    Ok(offers)
 }
 
 /// A server rate limit: at least 8 bit/s (TCP senders are paced in whole

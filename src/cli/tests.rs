@@ -495,3 +495,29 @@ fn cpus_are_checked_against_the_affinity_mask_by_id() {
         "{e}"
     );
 }
+
+#[test]
+fn issue_8_server_engine_auto_is_offered_unless_a_list_leaves_it_out() {
+    let auto_offer = |allow: Option<&str>| {
+        server::engine_offers(allow)
+            .expect("offers")
+            .into_iter()
+            .find(|o| o.name == AUTO)
+            .expect("auto is among the offers")
+            .refused
+    };
+    assert_eq!(auto_offer(None), None, "offered by default");
+    assert_eq!(auto_offer(Some("syscall,auto")), None, "listed");
+    for list in ["syscall", "none"] {
+        let why = auto_offer(Some(list)).expect("refused");
+        assert!(why.contains("not allowed on this server"), "{list}: {why}");
+    }
+    assert_eq!(
+        tcp("tcp --server-engine auto").server_engine.as_deref(),
+        Some(AUTO)
+    );
+    let e = parse("tcp --server-engine warp")
+        .expect_err("unknown")
+        .to_string();
+    assert!(e.contains("--server-engine (auto, or an engine)"), "{e}");
+}

@@ -108,6 +108,29 @@ fn issue_8_server_engine_is_asked_for_and_may_be_refused() {
         r["test"]
     );
     assert_eq!(r["test"]["server_engine_requested"], "batch");
+    // `auto` asked of the server: the same rule on the same kernel as the
+    // client's own `auto` (UDP: batch where it runs).
+    let r = json_client(&[
+        "udp",
+        "-t",
+        "1",
+        "-b",
+        "10M",
+        "--server-engine",
+        "auto",
+        "--json",
+    ]);
+    let first = |side: &str| {
+        let e = r["test"][side].as_str().unwrap_or_default();
+        e.split([' ', '(']).next().unwrap_or_default().to_owned()
+    };
+    assert!(!first("client_engine").is_empty(), "{}", r["test"]);
+    assert_eq!(
+        first("server_engine"),
+        first("client_engine"),
+        "{}",
+        r["test"]
+    );
     // A server that does not allow it refuses with the reason, and keeps
     // serving.
     let mut server = Server::start(&["--allow-engines", "syscall"]);
@@ -142,7 +165,42 @@ fn issue_8_server_engine_is_asked_for_and_may_be_refused() {
         "--json",
     ]);
     assert_eq!(r["test"]["server_engine"], "syscall");
+    // `auto` is the server's rule among what it offers, and needs the
+    // list's consent like any other name.
+    let auto_udp = |port: &str| {
+        let args = [
+            "udp",
+            "127.0.0.1",
+            "-p",
+            port,
+            "-t",
+            "1",
+            "-b",
+            "10M",
+            "--server-engine",
+            "auto",
+            "--json",
+        ];
+        run_client(&args, Duration::from_secs(30))
+    };
+    let out = auto_udp(&port);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not allowed on this server"),
+        "{}",
+        stderr(&out)
+    );
     assert!(server.alive());
+    let mut listed = Server::start(&["--allow-engines", "syscall,auto"]);
+    let out = auto_udp(&listed.port_str());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(r["test"]["server_engine_requested"], "auto");
+    assert_eq!(
+        r["test"]["server_engine"], "syscall",
+        "auto skips the engines the list leaves out (batch, uring)"
+    );
+    assert!(listed.alive());
     // Unknown names and the flag on a server are usage errors.
     let out = run_client(
         &["tcp", "-t", "1", "--server-engine", "nope"],
