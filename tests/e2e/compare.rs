@@ -108,18 +108,23 @@ fn issue_8_server_engine_is_asked_for_and_may_be_refused() {
         r["test"]
     );
     assert_eq!(r["test"]["server_engine_requested"], "batch");
+    // `--server-engine auto` on a UDP test, to the embedded server or to
+    // one on `port`.
+    let auto_udp = |port: Option<&str>| {
+        let mut args = vec!["udp"];
+        if let Some(p) = port {
+            args.extend(["127.0.0.1", "-p", p]);
+        }
+        args.extend(["-t", "1", "-b", "10M", "--server-engine", "auto", "--json"]);
+        let out = run_client(&args, Duration::from_secs(30));
+        let json = serde_json::from_slice::<serde_json::Value>(&out.stdout);
+        (out, json)
+    };
     // `auto` asked of the server: the same rule on the same kernel as the
     // client's own `auto` (UDP: batch where it runs).
-    let r = json_client(&[
-        "udp",
-        "-t",
-        "1",
-        "-b",
-        "10M",
-        "--server-engine",
-        "auto",
-        "--json",
-    ]);
+    let (out, r) = auto_udp(None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = r.expect("json");
     let first = |side: &str| {
         let e = r["test"][side].as_str().unwrap_or_default();
         e.split([' ', '(']).next().unwrap_or_default().to_owned()
@@ -167,23 +172,7 @@ fn issue_8_server_engine_is_asked_for_and_may_be_refused() {
     assert_eq!(r["test"]["server_engine"], "syscall");
     // `auto` is the server's rule among what it offers, and needs the
     // list's consent like any other name.
-    let auto_udp = |port: &str| {
-        let args = [
-            "udp",
-            "127.0.0.1",
-            "-p",
-            port,
-            "-t",
-            "1",
-            "-b",
-            "10M",
-            "--server-engine",
-            "auto",
-            "--json",
-        ];
-        run_client(&args, Duration::from_secs(30))
-    };
-    let out = auto_udp(&port);
+    let (out, _) = auto_udp(Some(&port));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("not allowed on this server"),
@@ -192,9 +181,9 @@ fn issue_8_server_engine_is_asked_for_and_may_be_refused() {
     );
     assert!(server.alive());
     let mut listed = Server::start(&["--allow-engines", "syscall,auto"]);
-    let out = auto_udp(&listed.port_str());
+    let (out, r) = auto_udp(Some(&listed.port_str()));
     assert!(out.status.success(), "{}", stderr(&out));
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let r = r.expect("json");
     assert_eq!(r["test"]["server_engine_requested"], "auto");
     assert_eq!(
         r["test"]["server_engine"], "syscall",
