@@ -320,8 +320,8 @@ fn attach_udp(
 /// receiver wants the drop counter and arrival stamps: rr times its
 /// messages itself, and with either option on every receive becomes a
 /// `recvmsg` with control messages (and `SO_TIMESTAMPNS` turns on
-/// timestamping of every packet the host receives), which made the busy-
-/// polled UDP rr server spin 2.6× slower per try than sockperf's.
+/// timestamping of every packet the host receives): busy-polled UDP rr
+/// p50 was 6.24 µs with them, 5.60 µs without (round 10).
 pub fn server_udp_socket(
     engine: EngineKind,
     spec: &TestSpec,
