@@ -52,8 +52,21 @@ pub fn run_native(
         }
     };
     let addrs = socket::resolve(&host, port).map_err(anyhow::Error::from)?;
-    let ctrl_sock = socket::connect_any(&addrs, &Default::default(), cfg.connect_timeout)
-        .with_context(|| format!("cannot reach a linerate server at {host} port {port}"))?;
+    let ctrl_sock =
+        socket::connect_any(&addrs, &Default::default(), cfg.connect_timeout).map_err(|e| {
+            // Refused: the host is there and nothing listens on the port.
+            let hint = match &e {
+                linerate_engine::EngineError::Io { err, .. }
+                    if err.kind() == std::io::ErrorKind::ConnectionRefused =>
+                {
+                    format!(" (nothing listens there: start `linerate server -p {port}` on {host})")
+                }
+                _ => String::new(),
+            };
+            anyhow::Error::from(e).context(format!(
+                "cannot reach a linerate server at {host} port {port}{hint}"
+            ))
+        })?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
     let mut ctrl = ControlConn::new(ctrl_sock)?;
     let mut session = ClientSession::new(cfg.spec.clone(), &software(), Instant::now())

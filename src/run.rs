@@ -18,7 +18,11 @@ use crate::outcome::{ClientError, INTERRUPTED};
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
     let stdout = std::io::stdout();
-    let sink = render::sink(cfg.format, Box::new(stdout.lock()));
+    let sink = if cfg.quiet_intervals {
+        render::sink_without_intervals(cfg.format, Box::new(stdout.lock()))
+    } else {
+        render::sink(cfg.format, Box::new(stdout.lock()))
+    };
     let sink = crate::host::iface_sink::wrap(sink, cfg.iface.as_deref(), cfg.format);
     let mut sink = Kept {
         inner: sink,

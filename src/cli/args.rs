@@ -356,8 +356,18 @@ pub struct TcpArgs {
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// Measured duration after --omit (default 10s).
-    #[arg(short, long, value_name = "DURATION", conflicts_with = "bytes")]
+    #[arg(
+        short,
+        long,
+        value_name = "DURATION",
+        conflicts_with = "bytes",
+        allow_negative_numbers = true
+    )]
     pub time: Option<String>,
+    /// iperf3's `-u` has no place here: refused with the command to use
+    /// (`linerate udp`), not clap's "pass it as a value" tip.
+    #[arg(short = 'u', long = "udp", hide = true)]
+    pub udp: bool,
     /// Bytes to send per direction instead of a duration (e.g. 10G).
     #[arg(short = 'n', long, value_name = "SIZE")]
     pub bytes: Option<String>,
@@ -387,7 +397,8 @@ pub struct TcpArgs {
     /// Warm-up excluded from the summary.
     #[arg(short = 'O', long, value_name = "DURATION")]
     pub omit: Option<String>,
-    /// Interval between interval lines.
+    /// Interval between interval lines (0: none, the summary only, as
+    /// iperf3's -i 0; intervals are still measured at 1s for --json).
     #[arg(short, long, value_name = "DURATION", default_value = "1s")]
     pub interval: String,
     /// TCP congestion control algorithm (e.g. cubic, bbr).
@@ -440,7 +451,13 @@ pub struct UdpArgs {
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// Measured duration.
-    #[arg(short, long, value_name = "DURATION", conflicts_with = "count")]
+    #[arg(
+        short,
+        long,
+        value_name = "DURATION",
+        conflicts_with = "count",
+        allow_negative_numbers = true
+    )]
     pub time: Option<String>,
     /// Datagrams to send per direction instead of a duration (split over the streams).
     #[arg(short = 'k', long, value_name = "N")]
@@ -489,7 +506,8 @@ pub struct UdpArgs {
     /// stretched to two round trips of the path).
     #[arg(long, value_name = "DURATION", default_value = "250ms")]
     pub drain: String,
-    /// Interval between interval lines.
+    /// Interval between interval lines (0: none, the summary only, as
+    /// iperf3's -i 0; intervals are still measured at 1s for --json).
     #[arg(short, long, value_name = "DURATION", default_value = "1s")]
     pub interval: String,
     #[command(flatten)]
@@ -541,7 +559,13 @@ pub struct RrArgs {
     #[arg(short = 'r', long, value_name = "SIZE")]
     pub response_size: Option<String>,
     /// Duration of each size (and of each size again under load) [default: 1s].
-    #[arg(short, long, value_name = "DURATION", conflicts_with = "count")]
+    #[arg(
+        short,
+        long,
+        value_name = "DURATION",
+        conflicts_with = "count",
+        allow_negative_numbers = true
+    )]
     pub time: Option<String>,
     /// Transactions per flow per size instead of a duration.
     #[arg(short = 'n', long, value_name = "N")]

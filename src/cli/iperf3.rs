@@ -511,6 +511,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
             iface: None,
             report: None,
             plot: None,
+            quiet_intervals: false,
         },
         extras: Extras {
             get_server_output: a.get_server_output,

@@ -70,6 +70,8 @@ pub struct ClientConfig {
     pub report: Option<PathBuf>,
     /// `--plot FILE.svg` (tcp, udp): throughput per interval.
     pub plot: Option<PathBuf>,
+    /// `-i 0`: print no interval lines (they are still measured).
+    pub quiet_intervals: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -352,6 +354,7 @@ fn client_config(
         iface: None,
         report: None,
         plot: None,
+        quiet_intervals: false,
     })
 }
 
@@ -468,8 +471,23 @@ fn sqpoll_note(
 }
 
 fn duration_ms(flag: &str, v: &str) -> Result<u64> {
+    if v.trim_start().starts_with('-') {
+        bail!("{flag}: {v} is negative; give a duration such as 10, 500ms or 2m");
+    }
     let d = parse_duration(v).with_context(|| flag.to_string())?;
     Ok(d.as_millis() as u64)
+}
+
+/// `--interval`: at least 10 ms, or 0 for iperf3's "no interval lines"
+/// (`-i 0`): then intervals are measured at the default 1 s but not
+/// printed. Returns the interval and whether its lines are printed.
+fn interval_flag(v: &str) -> Result<(u64, bool)> {
+    let ms = duration_ms("--interval", v)?;
+    match ms {
+        0 => Ok((1000, false)),
+        1..=9 => bail!("--interval must be at least 10ms (or 0: no interval lines)"),
+        _ => Ok((ms, true)),
+    }
 }
 
 fn size_u32(flag: &str, v: &str) -> Result<u32> {
@@ -575,10 +593,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     if u.burst == 0 {
         bail!("--burst must be at least 1");
     }
-    let interval_ms = duration_ms("--interval", &u.interval)?;
-    if interval_ms < 10 {
-        bail!("--interval must be at least 10ms");
-    }
+    let (interval_ms, interval_lines) = interval_flag(&u.interval)?;
     if let Some(p) = u.priority {
         if !(-20..=19).contains(&p) {
             bail!("--priority: nice value {p} is outside -20..=19");
@@ -649,6 +664,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     )?;
     cfg.iperf3 = u.iperf3;
     cfg.plot = u.plot;
+    cfg.quiet_intervals = !interval_lines;
     Ok(Command::Udp(cfg))
 }
 
@@ -739,6 +755,9 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
             }))
         }
         args::Cmd::Tcp(t) => {
+            if t.udp {
+                bail!("linerate tcp has no -u: a UDP test is `linerate udp HOST …` (the same flags, plus --rate/--pps)");
+            }
             let limit = match (&t.time, &t.bytes) {
                 (_, Some(b)) => {
                     let n = parse_size(b).context("--bytes")?;
@@ -763,10 +782,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
             if len == 0 {
                 bail!("--len must be at least 1 byte");
             }
-            let interval_ms = duration_ms("--interval", &t.interval)?;
-            if interval_ms < 10 {
-                bail!("--interval must be at least 10ms");
-            }
+            let (interval_ms, interval_lines) = interval_flag(&t.interval)?;
             let direction = if t.reverse {
                 Direction::Reverse
             } else if t.bidir {
@@ -818,6 +834,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
             )?;
             cfg.iperf3 = t.iperf3;
             cfg.plot = t.plot;
+            cfg.quiet_intervals = !interval_lines;
             Ok(Command::Tcp(cfg))
         }
     };

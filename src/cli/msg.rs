@@ -239,6 +239,7 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
         iface: None,
         report: None,
         plot: None,
+        quiet_intervals: false,
     });
     Ok(Command::Msg(MsgConfig {
         remote,

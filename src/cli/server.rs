@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use linerate_engine::engines::EngineKind;
-use linerate_proto::auth::AuthKey;
+use linerate_proto::auth::{AuthKey, MAX_KEY_FILE_LEN, WEAK_KEY_BITS};
 use linerate_proto::limits::EngineOffer;
 use linerate_proto::limits::ServerLimits;
 use linerate_stats::units::{parse_duration, parse_rate, parse_size};
@@ -190,14 +190,42 @@ fn rate_flag(flag: &str, v: Option<&str>) -> Result<Option<u64>> {
     Ok(Some(bps as u64))
 }
 
-/// Reads the `--auth-key` file.
+/// Reads the `--auth-key` file: a regular file of at most
+/// [`MAX_KEY_FILE_LEN`] bytes (a device or FIFO is refused, never read);
+/// warns when others may read it or the key looks weak.
 pub fn load_key(path: Option<&std::path::Path>) -> Result<Option<AuthKey>> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
     let Some(path) = path else {
         return Ok(None);
     };
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("--auth-key: cannot read {}", path.display()))?;
-    AuthKey::from_file_contents(&bytes)
-        .map(Some)
-        .with_context(|| format!("--auth-key {}", path.display()))
+    let shown = path.display();
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("--auth-key: cannot read {shown}"))?;
+    if !meta.is_file() {
+        bail!(
+            "--auth-key {shown}: not a regular file (a key is one line of random text in a file)"
+        );
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            // One byte past the cap tells an over-long file from a full one.
+            f.take(MAX_KEY_FILE_LEN as u64 + 1).read_to_end(&mut bytes)
+        })
+        .with_context(|| format!("--auth-key: cannot read {shown}"))?;
+    let key = AuthKey::from_file_contents(&bytes).with_context(|| format!("--auth-key {shown}"))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        eprintln!(
+            "linerate: warning: --auth-key {shown} can be read by other users (mode {:o}): chmod 600 {shown}",
+            meta.permissions().mode() & 0o777
+        );
+    }
+    let bits = key.estimated_bits();
+    if bits < WEAK_KEY_BITS {
+        eprintln!(
+            "linerate: warning: --auth-key {shown} looks weak (about {bits:.0} bits of entropy): make one with `head -c 32 /dev/urandom | base64 > {shown}`"
+        );
+    }
+    Ok(Some(key))
 }

@@ -521,3 +521,26 @@ fn issue_8_server_engine_auto_is_offered_unless_a_list_leaves_it_out() {
         .to_string();
     assert!(e.contains("--server-engine (auto, or an engine)"), "{e}");
 }
+
+#[test]
+fn issue_28_iperf3_habits_get_the_linerate_spelling() {
+    // `tcp -u`: point at `linerate udp`, not at clap's `-- -u`.
+    let e = parse("tcp 127.0.0.1 -u")
+        .expect_err("no -u on tcp")
+        .to_string();
+    assert!(e.contains("linerate udp HOST"), "{e}");
+    assert!(!e.contains("-- -u"), "{e}");
+    // A negative duration is a clear error, on every test command.
+    for args in ["tcp -t -1", "udp -t -1", "rr -t -1"] {
+        let e = parse(args).expect_err("negative time").to_string();
+        assert!(e.contains("--time: -1 is negative"), "{args}: {e}");
+    }
+    // `-i 0` turns interval lines off; intervals are still measured at 1 s.
+    let c = tcp("tcp -i 0");
+    assert!(c.quiet_intervals);
+    assert_eq!(c.spec.interval_ms, 1000);
+    assert!(udp("udp -i 0").quiet_intervals);
+    assert!(!tcp("tcp -i 0.5").quiet_intervals);
+    let e = parse("tcp -i 5ms").expect_err("too short").to_string();
+    assert!(e.contains("or 0: no interval lines"), "{e}");
+}

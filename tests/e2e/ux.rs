@@ -305,3 +305,26 @@ fn issue_13_rr_json_lines_has_a_record_per_size_as_it_ends() {
         }
     }
 }
+
+#[test]
+fn issue_28_refused_connections_say_to_start_a_server_and_i_0_prints_no_intervals() {
+    let port = closed_port();
+    let out = run_client(
+        &["tcp", "127.0.0.1", "--port", &port, "-t", "1"],
+        Duration::from_secs(20),
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("start `linerate server -p {port}` on 127.0.0.1")),
+        "{err}"
+    );
+    // `-i 0`: the summary and no interval line (iperf3's "no reports").
+    let out = run_client(&["tcp", "-t", "1.5", "-i", "0"], Duration::from_secs(30));
+    assert_ok(&out, &["tcp", "-i", "0"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("0.00-1.00"), "no interval line: {text}");
+    assert!(
+        text.contains("sender") && text.contains("receiver"),
+        "{text}"
+    );
+}

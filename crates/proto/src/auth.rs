@@ -25,12 +25,19 @@ use sha2::Sha256;
 pub const NONCE_LEN: usize = 32;
 /// Shortest key accepted (bytes of the key file, trailing newline removed).
 pub const MIN_KEY_LEN: usize = 16;
+/// Longest key file read: a key is a line of random text, so anything
+/// longer is the wrong file (`/dev/zero` must not be read into memory).
+pub const MAX_KEY_FILE_LEN: usize = 4096;
+/// Below this estimate of a key's entropy the CLI warns that it is weak.
+pub const WEAK_KEY_BITS: f64 = 64.0;
 
 /// Why authentication failed; each names what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     #[error("the key is {0} bytes; at least {MIN_KEY_LEN} are needed")]
     KeyTooShort(usize),
+    #[error("the key file is over {MAX_KEY_FILE_LEN} bytes: a key is one line of random text")]
+    KeyFileTooLong,
     #[error("the server's proof does not match our key: it holds a different key (or is not the server it claims to be)")]
     ServerProof,
     #[error("the client's proof does not match this server's key")]
@@ -55,10 +62,35 @@ impl AuthKey {
             .iter()
             .rposition(|b| !b.is_ascii_whitespace())
             .map_or(0, |i| i + 1);
+        if bytes.len() > MAX_KEY_FILE_LEN {
+            return Err(AuthError::KeyFileTooLong);
+        }
         if end < MIN_KEY_LEN {
             return Err(AuthError::KeyTooShort(end));
         }
         Ok(AuthKey(bytes[..end].to_vec()))
+    }
+
+    /// An upper estimate of the key's entropy in bits: its length times the
+    /// Shannon entropy of its byte frequencies (Shannon 1948, eq. 4). A
+    /// key of one repeated letter scores 0; 32 random bytes score ~160-256;
+    /// `openssl rand -hex 32` scores ~250. Only for the weak-key warning:
+    /// a high score does not make a guessable key strong.
+    pub fn estimated_bits(&self) -> f64 {
+        let mut counts = [0u32; 256];
+        for &b in &self.0 {
+            counts[usize::from(b)] += 1;
+        }
+        let n = self.0.len() as f64;
+        let per_byte: f64 = counts
+            .iter()
+            .filter(|&&c| c > 0)
+            .map(|&c| {
+                let p = f64::from(c) / n;
+                p * (1.0 / p).log2()
+            })
+            .sum();
+        per_byte * n
     }
 
     fn mac(&self, label: &[u8], a: &[u8; NONCE_LEN], b: &[u8; NONCE_LEN]) -> Hmac<Sha256> {
@@ -181,6 +213,19 @@ mod tests {
 
     fn key(s: &str) -> AuthKey {
         AuthKey::from_file_contents(s.as_bytes()).expect("key")
+    }
+
+    #[test]
+    fn issue_28_key_files_past_the_cap_are_refused_and_weak_keys_score_low() {
+        let long = vec![b'k'; MAX_KEY_FILE_LEN + 1];
+        assert_eq!(
+            AuthKey::from_file_contents(&long),
+            Err(AuthError::KeyFileTooLong)
+        );
+        assert_eq!(key("aaaaaaaaaaaaaaaa").estimated_bits(), 0.0);
+        assert!(key("abababababababab").estimated_bits() < WEAK_KEY_BITS);
+        let hex = "3f9c0a7be41d5682c0ffee1234abcd9876543210fedcba0123456789abcdef01";
+        assert!(key(hex).estimated_bits() > WEAK_KEY_BITS);
     }
 
     #[test]

@@ -163,3 +163,53 @@ fn issue_10_a_replayed_handshake_is_refused() {
     }
     assert!(log_has(&log, "proof does not match"));
 }
+
+#[test]
+fn issue_28_auth_key_files_are_checked_before_use() {
+    let client = |key: &str| {
+        run_client(
+            &[
+                "tcp",
+                "127.0.0.1",
+                "-p",
+                "1",
+                "-t",
+                "0.1",
+                "--auth-key",
+                key,
+            ],
+            Duration::from_secs(10),
+        )
+    };
+    // A device is refused without being read (it used to be read whole:
+    // /dev/zero took the process to 3.2 GB).
+    let out = client("/dev/zero");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+    let long = key_file("long", &"k".repeat(5000));
+    let out = client(long.to_str().expect("utf-8"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("over 4096 bytes"), "{}", stderr(&out));
+    // A world-readable key of one repeated letter is used, with warnings.
+    let weak = key_file("weak", "aaaaaaaaaaaaaaaa");
+    std::fs::set_permissions(&weak, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod");
+    let err = stderr(&client(weak.to_str().expect("utf-8")));
+    assert!(err.contains("can be read by other users"), "{err}");
+    assert!(err.contains("looks weak"), "{err}");
+    // A private, random key draws neither warning.
+    std::fs::set_permissions(&long, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let good = key_file("good", KEY_A);
+    std::fs::set_permissions(&good, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let err = stderr(&client(good.to_str().expect("utf-8")));
+    assert!(!err.contains("warning"), "{err}");
+    for f in [long, weak, good] {
+        let _ = std::fs::remove_file(f);
+    }
+}

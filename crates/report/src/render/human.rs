@@ -23,6 +23,8 @@ pub(super) struct Human<'a> {
     /// The interval table's columns, once known (from the start).
     cols: Option<Columns>,
     printed_header: bool,
+    /// False with `-i 0`: print the summary only.
+    interval_lines: bool,
 }
 
 /// A busiest thread at or above this share of a core over the test had a
@@ -228,6 +230,15 @@ impl<'a> Human<'a> {
             out,
             cols: None,
             printed_header: false,
+            interval_lines: true,
+        }
+    }
+
+    /// `-i 0`: no interval lines, neither live nor the server's at the end.
+    pub(super) fn without_intervals(out: Box<dyn Write + 'a>) -> Self {
+        Human {
+            interval_lines: false,
+            ..Human::new(out)
         }
     }
 
@@ -418,6 +429,9 @@ impl Sink for Human<'_> {
     }
 
     fn interval(&mut self, r: &IntervalRecord) -> io::Result<()> {
+        if !self.interval_lines {
+            return Ok(());
+        }
         let cols = *self.cols.get_or_insert_with(|| Columns::for_record(r));
         if !self.printed_header {
             writeln!(self.out, "{}", cols.header())?;
@@ -575,7 +589,7 @@ impl Sink for Human<'_> {
             .iter()
             .filter_map(|i| i.cpu.as_ref().map(|c| (i, c)))
             .collect();
-        if !server_cpu.is_empty() {
+        if !server_cpu.is_empty() && self.interval_lines {
             writeln!(self.out, "server CPU per interval:")?;
             for (i, c) in server_cpu {
                 let span = format!("{:6.2}-{:<6.2} s", i.start_s, i.end_s);

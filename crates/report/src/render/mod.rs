@@ -57,6 +57,33 @@ pub fn sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> 
     }
 }
 
+/// `-i 0`: a sink that prints no interval records (iperf3's habit for
+/// "no periodic reports"). The intervals are still measured and reach the
+/// final report, so `--json` carries them and the totals are unchanged.
+pub fn sink_without_intervals<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Sink + 'a> {
+    if format == Format::Human {
+        return Box::new(human::Human::without_intervals(out));
+    }
+    Box::new(NoIntervals(sink(format, out)))
+}
+
+struct NoIntervals<'a>(Box<dyn Sink + 'a>);
+
+impl Sink for NoIntervals<'_> {
+    fn start(&mut self, info: &TestInfo) -> io::Result<()> {
+        self.0.start(info)
+    }
+    fn interval(&mut self, _: &IntervalRecord) -> io::Result<()> {
+        Ok(())
+    }
+    fn rr_phase(&mut self, rec: &RrPhaseRecord) -> io::Result<()> {
+        self.0.rr_phase(rec)
+    }
+    fn finish(&mut self, report: &Report) -> io::Result<()> {
+        self.0.finish(report)
+    }
+}
+
 /// Receives a sweep's records in order.
 pub trait SweepSink {
     fn start(&mut self, info: &SweepInfo) -> io::Result<()>;
