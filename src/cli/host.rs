@@ -170,7 +170,7 @@ fn check_dev(dev: &str) -> Result<()> {
     if !linerate_host::iface::exists(dev) {
         bail!(
             "no interface {dev:?} in this network namespace (have: {})",
-            linerate_host::iface::names().join(", ")
+            linerate_proto::sanitize::sanitize_lines(&linerate_host::iface::names().join(", "))
         );
     }
     Ok(())

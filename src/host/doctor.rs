@@ -20,7 +20,7 @@ pub fn run(cfg: &DoctorConfig) -> Result<()> {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        render::doctor(&mut out, &report)?;
+        render::doctor(&mut super::Clean(&mut out), &report)?;
     }
     out.flush()?;
     if !report.apply_errors.is_empty() {

@@ -29,8 +29,9 @@ fn show(cfg: &IfaceConfig) -> Result<()> {
     let mut out = stdout.lock();
     match cfg.format {
         HostFormat::Human => {
+            let mut clean = super::Clean(&mut out);
             for i in &list {
-                render::interface(&mut out, i)?;
+                render::interface(&mut clean, i)?;
             }
         }
         HostFormat::Json => {
@@ -58,6 +59,10 @@ struct WatchRecord<'a> {
     time_s: f64,
     #[serde(flatten)]
     traffic: &'a Traffic,
+}
+
+fn clean<W: Write>(w: W) -> super::Clean<W> {
+    super::Clean(w)
 }
 
 fn watch(cfg: &IfaceConfig, every: Duration) -> Result<()> {
@@ -125,10 +130,17 @@ fn watch(cfg: &IfaceConfig, every: Duration) -> Result<()> {
                         serde_json::json!({"time_s": time_s, "name": name, "error": "interface not found"})
                     )?;
                 }
-                (_, Some(t)) if live => writeln!(out, "{}", render::traffic_line(t))?,
-                (_, Some(t)) => writeln!(out, "{time_s:>8.2} {}", render::traffic_line(t))?,
-                (_, None) if live => writeln!(out, "{name:<12} (interface not found)")?,
-                (_, None) => writeln!(out, "{time_s:>8.2} {name:<12} (interface not found)")?,
+                // Lines written through `Clean`: names are the system's.
+                // The redraw's own escapes above go out raw.
+                (_, Some(t)) if live => writeln!(clean(&mut out), "{}", render::traffic_line(t))?,
+                (_, Some(t)) => {
+                    writeln!(clean(&mut out), "{time_s:>8.2} {}", render::traffic_line(t))?
+                }
+                (_, None) if live => writeln!(clean(&mut out), "{name:<12} (interface not found)")?,
+                (_, None) => writeln!(
+                    clean(&mut out),
+                    "{time_s:>8.2} {name:<12} (interface not found)"
+                )?,
             }
         }
         out.flush()?;

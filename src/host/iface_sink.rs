@@ -74,7 +74,7 @@ impl Sink for IfaceSink<'_> {
         match self.format {
             Format::Human => {
                 self.inner.interval(rec)?;
-                let mut out = io::stdout().lock();
+                let mut out = super::Clean(io::stdout().lock());
                 if self.seen.len() == 1 {
                     writeln!(out, "        {}", render::TRAFFIC_HEADER)?;
                 }
@@ -110,7 +110,7 @@ impl Sink for IfaceSink<'_> {
         self.inner.finish(&report)?;
         if self.format == Format::Human {
             if let Some(i) = &report.iface {
-                let mut out = io::stdout().lock();
+                let mut out = super::Clean(io::stdout().lock());
                 writeln!(out, "Interface {} over the test:", self.dev)?;
                 writeln!(out, "  {}", render::TRAFFIC_HEADER)?;
                 writeln!(out, "  {}", render::traffic_line(&i.traffic))?;

@@ -486,3 +486,32 @@ fn issue_11_iface_watch_redraws_in_place_on_a_terminal() {
         "escape codes are interpreted, not shown"
     );
 }
+
+#[test]
+fn issue_28_iface_escapes_interface_names() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let pair = NetPair::new("esc", 1500).expect("namespaces");
+    // The kernel takes ESC and BEL in a name (only '/', ':' and white
+    // space are refused): a name that would recolour and ring a terminal.
+    let hostile = "ev\x1b[31m\x07";
+    let made = std::process::Command::new("ip")
+        .args(["-n", &pair.a, "link", "add", hostile, "type", "veth", "peer", "name", "evp"])
+        .status()
+        .expect("ip");
+    if !made.success() {
+        eprintln!("skipped: this kernel refused the interface name");
+        return;
+    }
+    for args in [&["iface"][..], &["iface", "--watch", "50ms", "-c", "1"]] {
+        let out = run_client_in(Some(&pair.a), args, Duration::from_secs(10));
+        assert_ok(&out, args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains('\x1b') && !text.contains('\x07'), "{args:?}: {text:?}");
+        assert!(text.contains("ev\\u{1b}[31m\\u{7}"), "{args:?}: {text}");
+    }
+    let out = run_client_in(Some(&pair.a), &["iface", "nosuch"], Duration::from_secs(10));
+    assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
+}

@@ -26,7 +26,7 @@ pub fn sanitize(s: &str) -> String {
     let mut kept = 0;
     for c in s.chars() {
         let piece = if unsafe_char(c) {
-            format!("\\u{{{:x}}}", u32::from(c))
+            escape(c)
         } else {
             c.to_string()
         };
@@ -38,6 +38,26 @@ pub fn sanitize(s: &str) -> String {
         out.push_str(&piece);
     }
     out
+}
+
+/// Multi-line text from a peer or from the system (an iperf3 server's
+/// `--get-server-output` text, interface names and driver strings on a
+/// host command's lines): every character [`sanitize`] escapes is escaped
+/// the same way except the newline, which separates the lines; nothing is
+/// cut (the caller bounds the text).
+pub fn sanitize_lines(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c != '\n' && unsafe_char(c)) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if c != '\n' && unsafe_char(c) {
+            out.push_str(&escape(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Sanitises a string in place (see [`sanitize`]).
@@ -74,6 +94,11 @@ pub fn json_may_need(raw: &[u8]) -> bool {
     raw.iter().any(|&b| matches!(b, b'\\' | 0x7f | 0xc2 | 0xe2))
 }
 
+/// A character as the visible escape every sanitiser writes: `\u{1b}`.
+fn escape(c: char) -> String {
+    format!("\\u{{{:x}}}", u32::from(c))
+}
+
 /// Characters a terminal or a line-oriented log may act on.
 fn unsafe_char(c: char) -> bool {
     c.is_control()
@@ -88,6 +113,19 @@ fn unsafe_char(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_28_multi_line_text_keeps_its_lines_and_loses_its_escapes() {
+        let raw = "line one\x1b[2J\nline two\r\u{7}\u{202e}";
+        assert_eq!(
+            sanitize_lines(raw),
+            "line one\\u{1b}[2J\nline two\\u{d}\\u{7}\\u{202e}"
+        );
+        assert!(matches!(
+            sanitize_lines("clean\ntext"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -65,12 +65,30 @@ pub fn put_message(value: &Value, out: &mut Vec<u8>) {
     out.extend_from_slice(text.as_bytes());
 }
 
+/// Parses a message body into its object, every string in it sanitised
+/// as the native codec does ([`crate::sanitize`]): nothing past here holds
+/// a peer's raw control characters (a `client_version` with CR/LF would
+/// forge a server log line). `server_output_text` keeps its newlines: it
+/// is the server's report, printed as lines.
 fn parse_object(body: &[u8]) -> Result<Map<String, Value>, Iperf3Error> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(Iperf3Error::Json("not a JSON object".into())),
-        Err(e) => Err(Iperf3Error::Json(e.to_string())),
+    let mut m = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => m,
+        Ok(_) => return Err(Iperf3Error::Json("not a JSON object".into())),
+        Err(e) => return Err(Iperf3Error::Json(e.to_string())),
+    };
+    if crate::sanitize::json_may_need(body) {
+        for (k, v) in m.iter_mut() {
+            match v {
+                Value::String(s) if k == "server_output_text" => {
+                    if let std::borrow::Cow::Owned(clean) = crate::sanitize::sanitize_lines(s) {
+                        *s = clean;
+                    }
+                }
+                v => crate::sanitize::sanitize_json(v),
+            }
+        }
     }
+    Ok(m)
 }
 
 fn type_error(key: &str, want: &str, got: &Value) -> Iperf3Error {
@@ -782,6 +800,32 @@ mod tests {
     }
 
     const CLIENT_312: &str = r#"{"cpu_util_total":12.57,"cpu_util_user":0.5,"cpu_util_system":12.07,"sender_has_retransmits":18446744073709551615,"congestion_used":"bbr","streams":[{"id":1,"bytes":543948800,"retransmits":18446744073709551615,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":2.000069},{"id":3,"bytes":1e3,"retransmits":0,"jitter":2.0922511015999367e-05,"errors":18446744073709551614,"packets":5,"start_time":0,"end_time":2}]}"#;
+
+    #[test]
+    fn issue_28_peer_strings_are_sanitised_at_decode() {
+        let p = parse_params(
+            br#"{"tcp":true,"time":1,"parallel":1,"len":1024,"client_version":"3.1\r\nlinerate server: forged\u001b[2J"}"#,
+        )
+        .expect("valid")
+        .params;
+        let v = p.client_version.expect("version");
+        assert!(
+            !v.contains('\n') && !v.contains('\r') && !v.contains('\u{1b}'),
+            "{v}"
+        );
+        assert!(
+            v.contains("\\u{d}\\u{a}linerate server: forged\\u{1b}[2J"),
+            "{v}"
+        );
+        let r = parse_results(br#"{"cpu_util_total":1,"cpu_util_user":0,"cpu_util_system":1,"sender_has_retransmits":0,"streams":[],"congestion_used":"bbr\u0007","server_output_text":"line 1\n\u001b]0;owned\u0007line 2\n","server_output_json":{"x":"\u001b[31m"}}"#)
+            .expect("valid");
+        assert_eq!(r.congestion_used.as_deref(), Some("bbr\\u{7}"));
+        assert_eq!(
+            r.server_output_text.as_deref(),
+            Some("line 1\n\\u{1b}]0;owned\\u{7}line 2\n")
+        );
+        assert_eq!(r.server_output_json.expect("json")["x"], "\\u{1b}[31m");
+    }
 
     #[test]
     fn results_parse_iperf3_312_quirks() {
