@@ -2,8 +2,9 @@
 //! it: whether its address may connect at all (`--allow`/`--deny`), whether
 //! there is room for one more connection thread (`--max-connections`), and
 //! whether its address has started too many tests lately
-//! (`--max-tests-per-minute`). Also the log throttle, so a flood of bad
-//! connections costs a bounded number of log lines.
+//! (`--max-tests-per-minute`), and how many control connections its address
+//! has in the authentication exchange ([`PreAuth`]). Also the log throttle,
+//! so a flood of bad connections costs a bounded number of log lines.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -25,6 +26,11 @@ pub const DEFAULT_HANDSHAKE: Duration = Duration::from_secs(10);
 /// Default `--idle-timeout`: a running stream test on which nothing moves
 /// for this long is ended.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
+/// Control connections one address may have before admission (in the
+/// authentication exchange, or between their first frame and their Hello's
+/// admission): a client needs one for a round trip, so more than a few at
+/// once from one host is a flood holding threads, not a fleet.
+pub const PRE_AUTH_PER_SOURCE: usize = 4;
 
 /// The validated connection-level settings of a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +60,7 @@ pub struct Guard {
     pub cfg: GuardConfig,
     pub slots: ConnSlots,
     pub rate: TestRate,
+    pub pre_auth: PreAuth,
     pub log: LogThrottle,
 }
 
@@ -62,6 +69,7 @@ impl Guard {
         Guard {
             slots: ConnSlots::new(cfg.max_connections),
             rate: TestRate::new(cfg.max_tests_per_minute),
+            pre_auth: PreAuth::new(PRE_AUTH_PER_SOURCE),
             log: LogThrottle::default(),
             cfg,
         }
@@ -155,6 +163,65 @@ impl ConnSlots {
             })
             .ok()
             .map(|_| ConnSlot(Arc::clone(&self.live)))
+    }
+}
+
+/// Control connections not admitted yet, per client address: each holds a
+/// [`PreAuthSlot`] from its first frame until it asks for admission (its
+/// Hello, after the key's proof when there is one) or ends. The table only
+/// has entries for live connections, so `--max-connections` bounds it.
+#[derive(Debug)]
+pub struct PreAuth {
+    live: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    max: usize,
+}
+
+/// One connection's place in [`PreAuth`]; released when dropped.
+#[derive(Debug)]
+pub struct PreAuthSlot {
+    live: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl Drop for PreAuthSlot {
+    fn drop(&mut self) {
+        if let Ok(mut live) = self.live.lock() {
+            if let Some(n) = live.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    live.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
+impl PreAuth {
+    pub fn new(max: usize) -> Self {
+        PreAuth {
+            live: Arc::default(),
+            max,
+        }
+    }
+
+    /// A place for one more connection from `ip`, or `None` when it has
+    /// [`Self::max`] already.
+    pub fn try_take(&self, ip: IpAddr) -> Option<PreAuthSlot> {
+        let ip = canonical_ip(ip);
+        let mut live = self.live.lock().ok()?;
+        let n = live.entry(ip).or_default();
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(PreAuthSlot {
+            live: Arc::clone(&self.live),
+            ip,
+        })
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
     }
 }
 
@@ -302,6 +369,25 @@ mod tests {
         assert!(s.try_take().is_none());
         drop(a);
         assert!(s.try_take().is_some());
+    }
+
+    #[test]
+    fn issue_28_pre_auth_places_are_per_address_and_released() {
+        let p = PreAuth::new(2);
+        let a: IpAddr = "192.0.2.1".parse().expect("ip");
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().expect("ip");
+        let b: IpAddr = "192.0.2.2".parse().expect("ip");
+        let first = p.try_take(a).expect("first");
+        let _second = p.try_take(mapped).expect("second, same address");
+        assert!(p.try_take(a).is_none(), "a third from one address");
+        let _other = p.try_take(b).expect("another address");
+        drop(first);
+        assert!(p.try_take(a).is_some());
+        drop(_other);
+        assert!(
+            !p.live.lock().expect("lock").contains_key(&b),
+            "no entry left"
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ use linerate_proto::rr_core::SpinMode;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{
-    classify_greeting, DataHello, Greeting, Message, Side, Token, TOKEN_LEN,
+    classify_greeting, DataHello, Greeting, Message, RefuseCode, Side, Token, TOKEN_LEN,
 };
 use linerate_report::render::Format;
 
@@ -48,7 +48,7 @@ mod report;
 mod udp_attach;
 mod unix_attach;
 
-use crate::guard::{self, Guard, GuardConfig};
+use crate::guard::{self, Guard, GuardConfig, PreAuthSlot};
 use crate::watch::{IdleWatch, RateWatch};
 use udp_attach::PendingDatagram;
 
@@ -410,6 +410,9 @@ impl CrrHost for CrrRoutes {
 
 /// `seq`: the connection's place in the accept order.
 fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Shared) {
+    // The handshake timeout bounds everything before admission, from here:
+    // the first frame, the key's exchange and the Hello together.
+    let started = Instant::now();
     let log = &shared.guard.log;
     let greeting_timeout = shared.guard.cfg.handshake;
     if let Err(e) = sock.set_read_timeout(Some(greeting_timeout)) {
@@ -455,17 +458,22 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
             return;
         }
     }
-    let (msg, raw) = match read_first_frame(&sock, greeting_timeout) {
+    let left = greeting_timeout.saturating_sub(started.elapsed());
+    let (msg, raw) = match read_first_frame(&sock, left) {
         Ok(x) => x,
         Err(e) => {
             log.log(format_args!("{peer}: bad first frame: {e:#}"));
             // Answer a Hello-shaped mistake in words the client can print.
-            let _ = reply_refusal(&sock, &e.to_string());
+            let _ = reply_refusal(&sock, RefuseCode::Invalid, &e.to_string());
             return;
         }
     };
     match msg {
-        Message::Hello(_) | Message::AuthInit(_) => run_control(sock, peer, &raw, shared),
+        Message::Hello(_) | Message::AuthInit(_) => {
+            if let Some(pre_auth) = take_pre_auth(&sock, peer, shared) {
+                run_control(sock, peer, started, &raw, pre_auth, shared)
+            }
+        }
         Message::DataHello(h) => {
             let route = shared
                 .routes
@@ -498,13 +506,38 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
     }
 }
 
-fn reply_refusal(mut sock: &TcpStream, why: &str) -> std::io::Result<()> {
+fn reply_refusal(mut sock: &TcpStream, code: RefuseCode, why: &str) -> std::io::Result<()> {
     use std::io::Write;
     let msg = Message::Refuse(linerate_proto::wire::Refuse {
-        code: linerate_proto::wire::RefuseCode::Invalid,
+        code,
         message: why.to_owned(),
     });
     sock.write_all(&linerate_proto::wire::to_bytes(&msg))
+}
+
+/// A place among the control connections `peer`'s address has before
+/// admission ([`guard::PreAuth`]), or a refusal: one host cannot hold the
+/// server's connection threads with handshakes it never completes.
+fn take_pre_auth(sock: &TcpStream, peer: SocketAddr, shared: &Shared) -> Option<PreAuthSlot> {
+    let pre_auth = &shared.guard.pre_auth;
+    let slot = pre_auth.try_take(peer.ip());
+    if slot.is_none() {
+        shared.metrics.limit_hit("pre_auth_per_source");
+        let max = pre_auth.max();
+        shared.guard.log.log(format_args!(
+            "{}: {max} connections not authenticated yet (the most one address may have), closing another",
+            peer.ip()
+        ));
+        let _ = reply_refusal(
+            sock,
+            RefuseCode::Busy,
+            &format!(
+                "{max} connections from {} are not authenticated yet, this server allows {max} at a time; try again when they are done",
+                peer.ip()
+            ),
+        );
+    }
+    slot
 }
 
 fn new_token() -> Result<Token> {
@@ -535,7 +568,48 @@ impl Drop for Admitted<'_> {
     }
 }
 
-fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared) {
+/// Whether there is room for one more test from `ip`: called when its
+/// session asks ([`ServerAction::RequestAdmission`]), after the client
+/// authenticated, so only real test attempts count against
+/// `--max-tests-per-minute` and only they take a slot. An admitted test
+/// holds its slot until its [`Admitted`] guard is dropped.
+fn admit(shared: &Shared, ip: IpAddr) -> Admission {
+    let rate = shared.guard.rate.admit(ip, Instant::now());
+    if rate.is_err() {
+        shared.metrics.limit_hit("max_tests_per_minute");
+    }
+    let Ok(mut a) = shared.active.lock() else {
+        return Admission::Limited("the server cannot count its tests".into());
+    };
+    match rate {
+        Err(wait) => Admission::Limited(format!(
+            "{} tests from {ip} in the last minute, this server allows {} (--max-tests-per-minute); try again in {} s",
+            shared.guard.rate.per_minute(),
+            shared.guard.rate.per_minute(),
+            wait.as_secs() + 1
+        )),
+        Ok(()) if *a < shared.max_concurrent => {
+            *a += 1;
+            shared.metrics.active(*a);
+            Admission::Admit
+        }
+        Ok(()) => Admission::Busy {
+            running: *a,
+            max: shared.max_concurrent,
+        },
+    }
+}
+
+/// Serves one control connection; `started`: when it was accepted (its
+/// handshake deadline counts from then), `first`: its first frame.
+fn run_control(
+    sock: TcpStream,
+    peer: SocketAddr,
+    started: Instant,
+    first: &[u8],
+    pre_auth: PreAuthSlot,
+    shared: &Shared,
+) {
     let token = match new_token() {
         Ok(t) => t,
         Err(e) => {
@@ -543,33 +617,10 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
             return;
         }
     };
-    let rate = shared.guard.rate.admit(peer.ip(), Instant::now());
-    if rate.is_err() {
-        shared.metrics.limit_hit("max_tests_per_minute");
-    }
-    let admission = match shared.active.lock() {
-        Ok(_) if rate.is_err() => Admission::Limited(format!(
-            "{} tests from {} in the last minute, this server allows {} (--max-tests-per-minute); try again in {} s",
-            shared.guard.rate.per_minute(),
-            peer.ip(),
-            shared.guard.rate.per_minute(),
-            rate.err().unwrap_or_default().as_secs() + 1
-        )),
-        Ok(mut a) if *a < shared.max_concurrent => {
-            *a += 1;
-            shared.metrics.active(*a);
-            Admission::Admit
-        }
-        Ok(a) => Admission::Busy {
-            running: *a,
-            max: shared.max_concurrent,
-        },
-        Err(_) => return,
-    };
-    let admitted = admission == Admission::Admit;
+    // Releases the route; takes the test slot once admitted.
     let slot = Admitted {
         shared,
-        admitted,
+        admitted: false,
         token,
     };
     let local_addr = sock
@@ -595,17 +646,11 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
             }
         },
     };
-    let mut session = ServerSession::new(
-        shared.limits.clone(),
-        admission,
-        token,
-        &software(),
-        Instant::now(),
-    )
-    .with_boot_id(clock::boot_id())
-    .with_auth(auth)
-    .with_rate_budget(shared.rate_budget.clone())
-    .with_heartbeat(linerate_proto::session::heartbeat::HEARTBEAT_INTERVAL);
+    let mut session = ServerSession::new(shared.limits.clone(), token, &software(), started)
+        .with_boot_id(clock::boot_id())
+        .with_auth(auth)
+        .with_rate_budget(shared.rate_budget.clone())
+        .with_heartbeat(linerate_proto::session::heartbeat::HEARTBEAT_INTERVAL);
     session.receive_at(first, Instant::now(), clock::mono_ns());
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = ServerTest {
@@ -620,6 +665,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
         start_unix_ms: 0,
         crr: None,
         slot: Some(slot),
+        admitted: false,
+        pre_auth: Some(pre_auth),
         local_addr,
         peer_ip: peer.ip(),
         idle: None,
@@ -635,7 +682,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, first: &[u8], shared: &Shared)
     // `--once` serves one test: a refused one (busy, parameters out of the
     // limits, version) does not count (issue 13).
     let refused = matches!(test.session.outcome(), Some(ServerOutcome::Refused(_)));
-    if admitted && !refused {
+    if test.admitted && !refused {
         shared.test_ended.store(true, Ordering::Release);
     }
 }
@@ -660,6 +707,11 @@ struct ServerTest<'a> {
     /// session ends (before its last frame goes out, so a client that
     /// starts its next test at once is not told the server is busy).
     slot: Option<Admitted<'a>>,
+    /// The session was admitted (took a test slot).
+    admitted: bool,
+    /// This connection's place among its address's connections before
+    /// admission, until its session asks for admission.
+    pre_auth: Option<PreAuthSlot>,
     /// The control connection's peer: the only address test traffic goes to.
     peer_ip: IpAddr,
     /// Running stream tests: ends a test on which nothing moves.
@@ -783,6 +835,18 @@ impl ServerTest<'_> {
     /// What the server does for each of its session's actions.
     fn carry_out(&mut self, action: ServerAction, ctrl: &ControlConn) {
         match action {
+            ServerAction::RequestAdmission => {
+                self.pre_auth = None;
+                // The slot's guard lives until the session has finished,
+                // which it has not while it waits for this answer.
+                let Some(slot) = self.slot.as_mut() else {
+                    return;
+                };
+                let decision = admit(self.shared, self.peer_ip);
+                slot.admitted = decision == Admission::Admit;
+                self.admitted = slot.admitted;
+                self.session.admission(decision, Instant::now());
+            }
             ServerAction::ExpectStreams { token, spec } => {
                 let per_transaction = test_type::of(&spec).connection_per_transaction;
                 let route = match spec.rr_plan().map(CrrServer::new) {

@@ -37,7 +37,8 @@ pub struct GuardArgs {
     /// thread); further ones are closed at once.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
-    /// Tests one client address may start per minute (0: no limit).
+    /// Tests one client address may start per minute (0: no limit); counted
+    /// when a test asks for admission, after --auth-key's proof.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_tests_per_minute: u32,
     /// Accept connections only from these addresses (comma-separated CIDR
@@ -53,8 +54,9 @@ pub struct GuardArgs {
     /// Refuse connections from these addresses (checked before --allow).
     #[arg(long, value_name = "CIDR,…")]
     pub deny: Option<String>,
-    /// Time allowed for a connection's first frame and for each handshake
-    /// step of a test (default 10s).
+    /// Time allowed for each handshake step of a test, and for everything
+    /// from a connection's accept to its admission (first frame, --auth-key
+    /// exchange, Hello) together (default 10s).
     #[arg(long, value_name = "DURATION")]
     pub handshake_timeout: Option<String>,
     /// A running stream test on which no data moves for this long is ended

@@ -51,7 +51,7 @@ mod tests {
     #[test]
     fn issue_28_host_output_escapes_control_characters_but_keeps_lines() {
         let mut out = Clean(Vec::new());
-        writeln!(out, "{}: up", "ev\x1b[31mil\x07").expect("write");
+        writeln!(out, "ev\x1b[31mil\x07: up").expect("write");
         writeln!(out, "  driver veth").expect("write");
         assert_eq!(
             String::from_utf8(out.0).expect("utf-8"),

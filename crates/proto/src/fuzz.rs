@@ -25,7 +25,7 @@ use crate::measure::{Role, SideResults};
 use crate::rr::{RequestRepr, ResponseRepr, RrHeader};
 use crate::rr_core::{PhaseClock, ServerTimes, Tally};
 use crate::session::client::ClientSession;
-use crate::session::server::{Admission, ServerSession};
+use crate::session::server::{Admission, ServerAction, ServerSession};
 use crate::spec::{RrLimit, TestSpec};
 use crate::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
 use crate::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
@@ -210,7 +210,7 @@ pub fn server_session(data: &[u8]) {
     });
     // Heartbeats as the binary takes them: a Hello that offers them turns
     // them on, one that does not leaves them off.
-    let mut s = ServerSession::new(limits, Admission::Admit, token, "fuzz", now)
+    let mut s = ServerSession::new(limits, token, "fuzz", now)
         .with_auth(auth)
         .with_heartbeat(crate::session::heartbeat::HEARTBEAT_INTERVAL);
     for _ in 0..MAX_EVENTS {
@@ -234,7 +234,13 @@ pub fn server_session(data: &[u8]) {
             }
         }
         s.handle_timeout(now);
-        while s.poll_action().is_some() {}
+        // The driver answers an admission request at once, as the
+        // binary's does.
+        while let Some(a) = s.poll_action() {
+            if a == ServerAction::RequestAdmission {
+                s.admission(Admission::Admit, now);
+            }
+        }
         let _ = s.outbox().take();
     }
     s.handle_timeout(t0 + FOREVER);

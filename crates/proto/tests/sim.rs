@@ -17,6 +17,7 @@
 
 use std::time::{Duration, Instant};
 
+use linerate_proto::auth::{AuthKey, ClientAuth, ServerAuth, NONCE_LEN};
 use linerate_proto::clock::ClockMethod;
 use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::{
@@ -58,7 +59,11 @@ struct Pair {
     cursor: usize,
     /// Every action each side has emitted so far, in order.
     client_actions: Vec<ClientAction>,
+    /// The server's actions but its admission requests, which the pair
+    /// answers with `admission` and counts in `admission_requests`.
     server_actions: Vec<ServerAction>,
+    admission: Admission,
+    admission_requests: usize,
     /// Bytes each side has written, for decoding in tests.
     client_sent: Vec<u8>,
     server_sent: Vec<u8>,
@@ -75,13 +80,15 @@ impl Pair {
         let base = Instant::now();
         Pair {
             client: ClientSession::new(spec, CLIENT_SW, base),
-            server: ServerSession::new(limits, admission, TOKEN, SERVER_SW, base),
+            server: ServerSession::new(limits, TOKEN, SERVER_SW, base),
             base,
             now: base,
             chunks: Vec::new(),
             cursor: 0,
             client_actions: Vec::new(),
             server_actions: Vec::new(),
+            admission,
+            admission_requests: 0,
             client_sent: Vec::new(),
             server_sent: Vec::new(),
             server_clock_ahead: 0,
@@ -173,6 +180,12 @@ impl Pair {
             self.client_actions.push(a);
         }
         while let Some(a) = self.server.poll_action() {
+            if a == ServerAction::RequestAdmission {
+                // As the I/O layer does: decide at once.
+                self.admission_requests += 1;
+                self.server.admission(self.admission.clone(), self.now);
+                continue;
+            }
             self.server_actions.push(a);
         }
     }
@@ -567,10 +580,97 @@ fn busy_server_refuses_with_busy() {
         }
         e => panic!("expected Refused, got {e:?}"),
     }
+    assert_eq!(p.admission_requests, 1);
     assert!(p.client_actions.is_empty(), "{:?}", p.client_actions);
     assert!(p.server_actions.is_empty(), "{:?}", p.server_actions);
     assert_eq!(p.client.poll_timeout(), None);
     assert_eq!(p.server.poll_timeout(), None);
+}
+
+// Issue 28: admission (a test slot) only after authentication.
+
+const SERVER_KEY: &[u8] = b"a fleet-wide secret, 32 bytes ok";
+
+/// A pair whose server requires `SERVER_KEY` and whose client proves
+/// `client_key` (`None`: the client has no key).
+fn keyed_pair(client_key: Option<&[u8]>) -> Pair {
+    let key = |b: &[u8]| AuthKey::from_file_contents(b).expect("key");
+    let mut p = Pair::new(TestSpec::default());
+    p.server = ServerSession::new(ServerLimits::default(), TOKEN, SERVER_SW, p.base)
+        .with_auth(Some(ServerAuth::new(key(SERVER_KEY), [1; NONCE_LEN])));
+    if let Some(k) = client_key {
+        p.client = ClientSession::new(TestSpec::default(), CLIENT_SW, p.base)
+            .with_auth(ClientAuth::new(key(k), [2; NONCE_LEN]));
+    }
+    p
+}
+
+#[test]
+fn issue_28_admission_is_asked_only_after_the_proof_verifies() {
+    let mut p = keyed_pair(Some(SERVER_KEY));
+    p.handshake();
+    assert_eq!(p.admission_requests, 1);
+    let names = |b: &[u8]| frames(b).iter().map(Message::name).collect::<Vec<_>>();
+    assert_eq!(names(&p.client_sent), ["AuthInit", "AuthProof", "Hello"]);
+    // A wrong key (the client refuses the server's proof), no key (the
+    // server refuses the Hello): over without asking for a slot.
+    for client_key in [Some(&b"another secret, entirely unknown"[..]), None] {
+        let mut p = keyed_pair(client_key);
+        p.shuttle();
+        assert!(p.server.is_finished(), "{client_key:?}");
+        assert_eq!(p.admission_requests, 0, "{client_key:?}");
+    }
+}
+
+#[test]
+fn issue_28_a_session_that_got_only_auth_init_does_not_request_admission() {
+    let mut p = keyed_pair(Some(SERVER_KEY));
+    let handshake = Duration::from_millis(ServerLimits::default().handshake_timeout_ms);
+    // The AuthInit comes late and nothing follows it.
+    p.advance(handshake - Duration::from_secs(1));
+    let init = p.client.outbox().take();
+    p.deliver_to_server(&init);
+    assert!(matches!(
+        &frames(&p.server.outbox().take())[..],
+        [Message::AuthChallenge(_)]
+    ));
+    assert_eq!(p.admission_requests, 0);
+    // The handshake timeout counts from the session's start, not from the
+    // last frame: the pre-authentication phase is bounded as a whole.
+    assert_eq!(p.server.poll_timeout(), Some(p.base + handshake));
+    p.advance(Duration::from_millis(999));
+    p.server.handle_timeout(p.now);
+    assert!(!p.server.is_finished());
+    p.advance(Duration::from_millis(1));
+    p.server.handle_timeout(p.now);
+    assert!(matches!(
+        server_error(&p.server),
+        SessionError::Timeout("waiting for the client's hello")
+    ));
+    p.drain_actions();
+    assert_eq!(p.admission_requests, 0);
+    assert!(p.server_actions.is_empty(), "{:?}", p.server_actions);
+}
+
+#[test]
+fn issue_28_frames_after_the_hello_wait_for_the_admission_decision() {
+    // A Hello and a stray frame in one read: the stray one is judged in
+    // the state the decision leads to (here: refused, so never).
+    let mut server = ServerSession::new(ServerLimits::default(), TOKEN, SERVER_SW, Instant::now());
+    let mut bytes = wire::to_bytes(&Message::Hello(Hello {
+        protocol: PROTOCOL_VERSION,
+        software: CLIENT_SW.into(),
+        spec: TestSpec::default(),
+        server_engine: None,
+        heartbeat_ms: None,
+    }));
+    bytes.extend(wire::to_bytes(&Message::Start));
+    let now = Instant::now();
+    server.receive(&bytes, now);
+    assert!(!server.is_finished(), "judged before the decision");
+    assert_eq!(server.poll_action(), Some(ServerAction::RequestAdmission));
+    server.admission(Admission::Busy { running: 1, max: 1 }, now);
+    assert_eq!(server_refusal(&server).code, RefuseCode::Busy);
 }
 
 #[test]
@@ -1399,8 +1499,10 @@ proptest! {
         // Server: Hello | (streams attach) | Results.
         let hello_len = frame_len(&p.client_sent);
         let (hello, rest) = p.client_sent.split_at(hello_len);
-        let mut server = ServerSession::new(ServerLimits::default(), Admission::Admit, TOKEN, SERVER_SW, now);
+        let mut server = ServerSession::new(ServerLimits::default(), TOKEN, SERVER_SW, now);
         feed_cut(hello, &cuts, |b| server.receive(b, now));
+        prop_assert_eq!(server.poll_action(), Some(ServerAction::RequestAdmission));
+        server.admission(Admission::Admit, now);
         for sp in agreed.stream_plan() {
             server.stream_attached(&data_hello(TOKEN, sp.id, sp.sender), now).expect("attach");
         }
@@ -1570,14 +1672,8 @@ fn rr_same_host_needs_one_probe_and_gives_offset_zero() {
     let mut p = Pair::new(rr_spec(TestKind::Rr)).one_byte_reads();
     p.client = ClientSession::new(rr_spec(TestKind::Rr), CLIENT_SW, p.base)
         .with_boot_id(Some("boot-1".into()));
-    p.server = ServerSession::new(
-        ServerLimits::default(),
-        Admission::Admit,
-        TOKEN,
-        SERVER_SW,
-        p.base,
-    )
-    .with_boot_id(Some("boot-1".into()));
+    p.server = ServerSession::new(ServerLimits::default(), TOKEN, SERVER_SW, p.base)
+        .with_boot_id(Some("boot-1".into()));
     // Even a clock that reads differently cannot matter: same kernel.
     p.server_clock_ahead = 12_345;
     let spec = p.start();
@@ -1714,14 +1810,8 @@ fn heartbeat_pair(spec: TestSpec, client: bool, server: bool) -> Pair {
         p.client = ClientSession::new(spec, CLIENT_SW, p.base).with_heartbeat(BEAT);
     }
     if server {
-        p.server = ServerSession::new(
-            ServerLimits::default(),
-            Admission::Admit,
-            TOKEN,
-            SERVER_SW,
-            p.base,
-        )
-        .with_heartbeat(BEAT);
+        p.server = ServerSession::new(ServerLimits::default(), TOKEN, SERVER_SW, p.base)
+            .with_heartbeat(BEAT);
     }
     p
 }

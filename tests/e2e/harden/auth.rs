@@ -1,15 +1,16 @@
 //! `--auth-key`: the right key works for every test kind; a wrong key, a
 //! missing key, a key on one side only and a replayed handshake are refused
-//! with clear messages on both sides.
+//! with clear messages on both sides; connections that never prove the key
+//! take no test slot, and are bounded per source and in time (issue 28).
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use linerate_proto::auth::{AuthKey, ClientAuth, NONCE_LEN};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{Message, RefuseCode};
 
-use super::{logged_server, Raw};
+use super::{connect_from, logged_server, Raw};
 use crate::helpers::{eventually, run_client, stderr};
 
 /// Writes `key` to a file unique to this process and test.
@@ -212,4 +213,90 @@ fn issue_28_auth_key_files_are_checked_before_use() {
     for f in [long, weak, good] {
         let _ = std::fs::remove_file(f);
     }
+}
+/// A raw connection that sent an AuthInit, got its challenge and then
+/// says nothing more (an attacker without the key holding the handshake).
+fn silent_after_auth_init(mut raw: Raw, nonce: u8) -> Raw {
+    let key = AuthKey::from_file_contents(KEY_B.as_bytes()).expect("key");
+    raw.send(&Message::AuthInit(
+        ClientAuth::new(key, [nonce; NONCE_LEN]).init(),
+    ));
+    match raw.recv(Duration::from_secs(5)) {
+        Some(Message::AuthChallenge(_)) => raw,
+        other => panic!("no challenge: {other:?}"),
+    }
+}
+
+#[test]
+fn issue_28_unauthenticated_connections_do_not_take_the_test_slot() {
+    let file = key_file("slot", KEY_A);
+    let k = file.to_str().expect("utf-8");
+    let (server, _log) = logged_server(&["--auth-key", k, "--max-concurrent", "1"]);
+    let _silent: Vec<Raw> = (0..3)
+        .map(|i| silent_after_auth_init(Raw::connect(server.port), i))
+        .collect();
+    let port = server.port_str();
+    let out = run_client(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "1", "--auth-key", k],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "keyed client: {}", stderr(&out));
+}
+
+#[test]
+fn issue_28_the_pre_auth_phase_is_bounded_per_source_and_in_time() {
+    let file = key_file("preauth", KEY_A);
+    let k = file.to_str().expect("utf-8");
+    let (server, log) = logged_server(&["--auth-key", k, "--handshake-timeout", "2s"]);
+    let from_other = |i| {
+        let sock = connect_from("127.0.0.2", server.port);
+        silent_after_auth_init(Raw::from_stream(sock), i)
+    };
+    let held: Vec<Raw> = (0..4).map(from_other).collect();
+    // A fifth from the same host is refused at once, in words.
+    let key = AuthKey::from_file_contents(KEY_B.as_bytes()).expect("key");
+    let mut fifth = Raw::from_stream(connect_from("127.0.0.2", server.port));
+    fifth.send(&Message::AuthInit(
+        ClientAuth::new(key, [9; NONCE_LEN]).init(),
+    ));
+    match fifth.recv(Duration::from_secs(5)) {
+        Some(Message::Refuse(r)) => {
+            assert_eq!(r.code, RefuseCode::Busy);
+            assert!(r.message.contains("not authenticated"), "{}", r.message);
+        }
+        other => panic!("fifth pre-auth connection not refused: {other:?}"),
+    }
+    assert!(log_has(
+        &log,
+        "127.0.0.2: 4 connections not authenticated yet"
+    ));
+    // Another host is not held up by them.
+    let port = server.port_str();
+    let out = run_client(
+        &[
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "0.3",
+            "--auth-key",
+            k,
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "keyed client: {}", stderr(&out));
+    drop(held);
+    // The handshake timeout bounds the whole phase from the connection's
+    // accept: sending the AuthInit late does not restart it.
+    let opened = Instant::now();
+    let sock = connect_from("127.0.0.2", server.port);
+    std::thread::sleep(Duration::from_millis(1800));
+    let mut late = silent_after_auth_init(Raw::from_stream(sock), 10);
+    while late.recv(Duration::from_secs(10)).is_some() {}
+    let held_for = opened.elapsed();
+    assert!(
+        held_for < Duration::from_millis(3000),
+        "a silent connection was held {held_for:?} with --handshake-timeout 2s"
+    );
 }

@@ -32,7 +32,10 @@ pub struct Raw {
 
 impl Raw {
     pub fn connect(port: u16) -> Raw {
-        let sock = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        Raw::from_stream(TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+    }
+
+    pub fn from_stream(sock: TcpStream) -> Raw {
         Raw {
             sock,
             inbox: Vec::new(),

@@ -1,10 +1,19 @@
 //! Server side of the native control protocol.
 //!
 //! ```text
-//!  AwaitHello --Hello ok--> AwaitStreams --all attached--> Running --both results--> Done
-//!      |   \      \--UDP--> AwaitPorts --ports bound--/
-//!      |    \--busy / bad spec / bad version--> Refused (Refuse frame sent)
+//!  AwaitHello --Hello--> AwaitAdmission --admitted--> AwaitStreams --all attached--> Running --both results--> Done
+//!      |                      |      \--UDP--> AwaitPorts --ports bound--/
+//!      |                      \--busy / bad spec--> Refused (Refuse frame sent)
+//!      \--bad version / no key / bad proof--> Refused
 //! ```
+//!
+//! Admission (a test slot, the per-minute count) is asked for only once
+//! the client is who it must be: its Hello arrived after a verified proof
+//! (or the server has no key). The session then emits
+//! [`ServerAction::RequestAdmission`] and waits for the I/O layer's
+//! decision ([`ServerSession::admission`]); a client that never proves the
+//! key costs no slot, and the handshake timeout counted from the session's
+//! start bounds its whole pre-admission phase.
 //!
 //! Data connections are matched to a session by the I/O layer (by token) and
 //! reported with [`ServerSession::stream_attached`], which checks the stream id
@@ -37,8 +46,8 @@ use crate::spec::Protocol;
 use crate::spec::TestKind;
 use crate::spec::{StreamPlan, TestSpec};
 use crate::wire::{
-    Abort, Accept, ClockReply, DataHello, Message, Refuse, RefuseCode, SendDone, SentCount, Token,
-    WireError,
+    Abort, Accept, ClockReply, DataHello, Hello, Message, Refuse, RefuseCode, SendDone, SentCount,
+    Token, WireError,
 };
 use crate::PROTOCOL_VERSION;
 
@@ -60,6 +69,10 @@ pub enum Admission {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerAction {
+    /// The client authenticated (or no key is needed) and asks for a
+    /// test: decide whether there is room for it and answer with
+    /// [`ServerSession::admission`]. Nothing is reserved before this.
+    RequestAdmission,
     /// Route data connections greeted with `token` to this session.
     ExpectStreams { token: Token, spec: TestSpec },
     /// UDP: bind one data socket per stream of `spec`'s plan, then call
@@ -81,6 +94,8 @@ pub enum ServerAction {
 #[derive(Debug)]
 enum State {
     AwaitHello,
+    /// The Hello, until the I/O layer's admission decision.
+    AwaitAdmission(Box<Hello>),
     AwaitPorts {
         notes: Vec<String>,
     },
@@ -102,6 +117,7 @@ impl State {
     fn name(&self) -> &'static str {
         match self {
             State::AwaitHello => "waiting for the client's hello",
+            State::AwaitAdmission(_) => "waiting for admission",
             State::AwaitPorts { .. } => "binding data sockets",
             State::AwaitStreams { .. } => "waiting for data connections",
             State::Running(_) => "running the test",
@@ -129,7 +145,6 @@ pub enum ServerOutcome<'a> {
 pub struct ServerSession {
     state: State,
     limits: ServerLimits,
-    admission: Admission,
     token: Token,
     software: String,
     spec: Option<TestSpec>,
@@ -164,19 +179,14 @@ pub struct ServerSession {
 
 impl ServerSession {
     /// A session for a new control connection. `token` must be random and
-    /// unique among the server's sessions.
-    pub fn new(
-        limits: ServerLimits,
-        admission: Admission,
-        token: Token,
-        software: &str,
-        now: Instant,
-    ) -> Self {
+    /// unique among the server's sessions. `now`: when the connection was
+    /// accepted; authentication and the Hello must be done within the
+    /// handshake timeout of it, however the client spreads its frames.
+    pub fn new(limits: ServerLimits, token: Token, software: &str, now: Instant) -> Self {
         let first_deadline = now + handshake(&limits);
         ServerSession {
             state: State::AwaitHello,
             limits,
-            admission,
             token,
             software: software.to_owned(),
             spec: None,
@@ -316,9 +326,18 @@ impl ServerSession {
             hb.heard(now);
         }
         self.inbox.extend(bytes);
+        self.process_inbox();
+    }
+
+    /// Handles the frames received so far; those after a Hello wait in
+    /// the inbox until the admission decision.
+    fn process_inbox(&mut self) {
         loop {
+            if matches!(self.state, State::AwaitAdmission(_)) {
+                break;
+            }
             match self.inbox.next() {
-                Ok(Some(msg)) => self.handle(msg, now),
+                Ok(Some(msg)) => self.handle(msg),
                 Ok(None) => break,
                 Err(e) => {
                     self.wire_error(e);
@@ -352,7 +371,7 @@ impl ServerSession {
         self.deadline = None;
     }
 
-    fn handle(&mut self, msg: Message, now: Instant) {
+    fn handle(&mut self, msg: Message) {
         match (&mut self.state, msg) {
             (State::AwaitHello, m @ (Message::AuthInit(_) | Message::AuthProof(_))) => {
                 self.authenticate(m)
@@ -377,82 +396,8 @@ impl ServerSession {
                         ),
                     );
                 }
-                if let Admission::Busy { running, max } = self.admission {
-                    return self.refuse(
-                        RefuseCode::Busy,
-                        format!("{running} test(s) running, it allows {max} at a time"),
-                    );
-                }
-                if let Admission::Limited(why) = &self.admission {
-                    return self.refuse(RefuseCode::Busy, why.clone());
-                }
-                if let Some(e) = &h.server_engine {
-                    if let Err(why) = check_server_engine(e, &self.limits.server_engines) {
-                        return self.refuse(RefuseCode::Invalid, why.to_string());
-                    }
-                    self.server_engine = Some(e.clone());
-                }
-                if let Some(why) = &self.limits.own_engine_tcp_streams_only {
-                    let served = matches!(
-                        (h.spec.kind, h.spec.protocol),
-                        (TestKind::Stream, Protocol::Tcp) | (TestKind::Crr, _)
-                    );
-                    if !served && h.server_engine.is_none() {
-                        return self.refuse(
-                            RefuseCode::Invalid,
-                            format!(
-                                "server --engine {why}; ask for another engine with \
-                                 --server-engine, or run the server with --engine auto"
-                            ),
-                        );
-                    }
-                }
-                self.heartbeat_agreed = h
-                    .heartbeat_ms
-                    .zip(self.heartbeat_offer)
-                    .map(|(c, s)| heartbeat::agree(c, s));
-                match self.negotiate(&h.spec) {
-                    // The server's rate budget is taken by running tests.
-                    Err(e) if e.field == "total_rate" => {
-                        self.refuse(RefuseCode::Busy, e.to_string())
-                    }
-                    Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
-                    Ok(n) if n.spec.protocol == Protocol::Udp => {
-                        self.actions.push_back(ServerAction::BindDatagramSockets {
-                            token: self.token,
-                            spec: n.spec.clone(),
-                        });
-                        self.state = State::AwaitPorts { notes: n.notes };
-                        self.spec = Some(n.spec);
-                        self.deadline = Some(now + handshake(&self.limits));
-                    }
-                    Ok(n) => {
-                        self.outbox.push(&Message::Accept(Accept {
-                            spec: n.spec.clone(),
-                            token: self.token,
-                            notes: n.notes,
-                            software: self.software.clone(),
-                            udp_ports: Vec::new(),
-                            server_engine: self.server_engine.clone(),
-                            heartbeat_ms: self.heartbeat_agreed,
-                        }));
-                        self.actions.push_back(ServerAction::ExpectStreams {
-                            token: self.token,
-                            spec: n.spec.clone(),
-                        });
-                        let plan = n.spec.stream_plan();
-                        self.spec = Some(n.spec);
-                        if plan.is_empty() {
-                            self.start(now);
-                        } else {
-                            self.state = State::AwaitStreams {
-                                plan,
-                                attached: BTreeSet::new(),
-                            };
-                            self.deadline = Some(now + handshake(&self.limits));
-                        }
-                    }
-                }
+                self.state = State::AwaitAdmission(Box::new(h));
+                self.actions.push_back(ServerAction::RequestAdmission);
             }
             (State::AwaitStreams { .. } | State::Running(_), Message::ClockProbe(p)) => {
                 // Receive and send times are the same reading: the reply
@@ -531,6 +476,101 @@ impl ServerSession {
                 RefuseCode::Auth,
                 format!("unexpected {} in the authentication exchange", other.name()),
             ),
+        }
+    }
+
+    /// The I/O layer's answer to [`ServerAction::RequestAdmission`]: a
+    /// busy or limited server refuses the test; an admitted one goes on
+    /// with the Hello. Ignored in any other state.
+    pub fn admission(&mut self, decision: Admission, now: Instant) {
+        let h = match std::mem::replace(&mut self.state, State::AwaitHello) {
+            State::AwaitAdmission(h) => h,
+            other => {
+                self.state = other;
+                return;
+            }
+        };
+        match decision {
+            Admission::Admit => self.admitted(*h, now),
+            Admission::Busy { running, max } => self.refuse(
+                RefuseCode::Busy,
+                format!("{running} test(s) running, it allows {max} at a time"),
+            ),
+            Admission::Limited(why) => self.refuse(RefuseCode::Busy, why),
+        }
+        // Frames that came after the Hello, if any.
+        if !self.is_finished() {
+            self.process_inbox();
+        }
+    }
+
+    /// An admitted Hello: checks what the client asks of this server and
+    /// negotiates its test.
+    fn admitted(&mut self, h: Hello, now: Instant) {
+        if let Some(e) = &h.server_engine {
+            if let Err(why) = check_server_engine(e, &self.limits.server_engines) {
+                return self.refuse(RefuseCode::Invalid, why.to_string());
+            }
+            self.server_engine = Some(e.clone());
+        }
+        if let Some(why) = &self.limits.own_engine_tcp_streams_only {
+            let served = matches!(
+                (h.spec.kind, h.spec.protocol),
+                (TestKind::Stream, Protocol::Tcp) | (TestKind::Crr, _)
+            );
+            if !served && h.server_engine.is_none() {
+                return self.refuse(
+                    RefuseCode::Invalid,
+                    format!(
+                        "server --engine {why}; ask for another engine with \
+                         --server-engine, or run the server with --engine auto"
+                    ),
+                );
+            }
+        }
+        self.heartbeat_agreed = h
+            .heartbeat_ms
+            .zip(self.heartbeat_offer)
+            .map(|(c, s)| heartbeat::agree(c, s));
+        match self.negotiate(&h.spec) {
+            // The server's rate budget is taken by running tests.
+            Err(e) if e.field == "total_rate" => self.refuse(RefuseCode::Busy, e.to_string()),
+            Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
+            Ok(n) if n.spec.protocol == Protocol::Udp => {
+                self.actions.push_back(ServerAction::BindDatagramSockets {
+                    token: self.token,
+                    spec: n.spec.clone(),
+                });
+                self.state = State::AwaitPorts { notes: n.notes };
+                self.spec = Some(n.spec);
+                self.deadline = Some(now + handshake(&self.limits));
+            }
+            Ok(n) => {
+                self.outbox.push(&Message::Accept(Accept {
+                    spec: n.spec.clone(),
+                    token: self.token,
+                    notes: n.notes,
+                    software: self.software.clone(),
+                    udp_ports: Vec::new(),
+                    server_engine: self.server_engine.clone(),
+                    heartbeat_ms: self.heartbeat_agreed,
+                }));
+                self.actions.push_back(ServerAction::ExpectStreams {
+                    token: self.token,
+                    spec: n.spec.clone(),
+                });
+                let plan = n.spec.stream_plan();
+                self.spec = Some(n.spec);
+                if plan.is_empty() {
+                    self.start(now);
+                } else {
+                    self.state = State::AwaitStreams {
+                        plan,
+                        attached: BTreeSet::new(),
+                    };
+                    self.deadline = Some(now + handshake(&self.limits));
+                }
+            }
         }
     }
 
