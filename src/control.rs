@@ -233,26 +233,19 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
             Some(spec) if running => test_type::of(spec).wake,
             _ => side.idle_wait(),
         };
-        let before = Instant::now();
-        let checked = match ctrl.recv(wait) {
+        match ctrl.recv(wait) {
             Ok(Some(bytes)) => {
                 // Clock probes need the arrival time; read it first.
                 let t = clock::mono_ns();
-                let now = Instant::now();
-                side.session().receive_at(bytes, now, t);
-                now
+                side.session().receive_at(bytes, Instant::now(), t);
             }
-            // Nothing arrived before the wait ran out: the peer's silence
-            // is known up to then, not up to whenever a loaded host runs
-            // this thread again (bytes may be queued by then), which the
-            // heartbeat's silence limit must not count.
-            Ok(None) => Instant::now().min(before + wait),
-            Err(_) => {
-                side.session().peer_closed();
-                Instant::now()
-            }
-        };
-        side.session().handle_timeout(checked);
+            Ok(None) => {}
+            Err(_) => side.session().peer_closed(),
+        }
+        // Called at least every `wait` (≤ 100 ms while a test runs): a
+        // longer gap, this thread descheduled on a loaded host, is not
+        // counted as the peer's silence (`heartbeat::Heartbeat::awake`).
+        side.session().handle_timeout(Instant::now());
     }
     // Flush a final Abort, if any; the peer may already be gone.
     let bytes = side.session().outbox().take();

@@ -580,7 +580,7 @@ fn issue_4_refusals_are_clear_and_the_server_keeps_serving() {
 }
 
 /// A server that stops answering mid-test (SIGSTOP) ends the client's test
-/// within a second (no heartbeats) with a clear error: the flow blocked on the silent peer
+/// within seconds with a clear error: the flow blocked on the silent peer
 /// is woken (rr sockets have no timeouts of their own), nothing hangs, and
 /// the server, once continued, serves the next test.
 #[test]
@@ -609,8 +609,9 @@ fn issue_4_stalled_server_ends_the_test_with_a_clear_error() {
     let out = client.join().expect("client thread");
     signal("-CONT");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    // Since issue 10 the client hears no heartbeat for 1 s and gives up
-    // then (before, at the data phase's deadline: "timed out").
+    // Since issue 10 the client gives up when it hears no heartbeat for
+    // the silence limit (3 s since issue 28), or at the data phase's
+    // deadline ("timed out"), whichever comes first.
     let err = stderr(&out);
     assert!(
         err.contains("no control bytes from the server") || err.contains("timed out"),

@@ -1,5 +1,6 @@
-//! Issue 10: a reverse sender stops within a second of its client's
-//! control connection or path going away. The client runs in a network
+//! Issue 10: a reverse sender stops soon after its client's control
+//! connection or path goes away: after the heartbeat's silence limit (3 s
+//! since issue 28, which made 1 s robust to a loaded host). The client runs in a network
 //! namespace; the test freezes it (SIGSTOP: its kernel still acknowledges
 //! and receives, so only the missing heartbeats tell) or downs its veth
 //! (no FIN, no RST), and measures when the server's side ended: the
@@ -11,8 +12,18 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use linerate_proto::session::heartbeat::SILENCE_FLOOR;
+
 use crate::helpers::{assert_ok, bin, run_client_in};
 use crate::netns::{unavailable, NetPair, ADDR_B};
+
+/// When the server must have given up after the cut: the silence limit
+/// (the floor, at the default interval), less the last beat's age at the
+/// cut, plus a margin for a loaded host.
+fn gave_up_in_time(took: Duration) -> bool {
+    took >= SILENCE_FLOOR - Duration::from_millis(500)
+        && took < SILENCE_FLOOR + Duration::from_millis(1500)
+}
 
 /// A server in a namespace whose log lines are kept with their arrival time.
 struct LoggedServer {
@@ -169,10 +180,7 @@ fn reverse_sender_stops(proto: &str, cut: Cut) {
         });
     let took = logged_at - cut_at;
     eprintln!("{proto} {cut:?}: the server gave up after {took:?}: {line}");
-    assert!(
-        took < Duration::from_millis(1500),
-        "{proto} {cut:?}: {took:?}"
-    );
+    assert!(gave_up_in_time(took), "{proto} {cut:?}: {took:?}");
     if let (Cut::Freeze, "udp") = (cut, proto) {
         // The client's kernel still takes datagrams: the server's veth
         // counter shows when its sender really stopped.
@@ -184,7 +192,7 @@ fn reverse_sender_stops(proto: &str, cut: Cut) {
             tx_during > 1000,
             "the sender ran on until the heartbeat ended it"
         );
-        assert!(after < Duration::from_millis(1500), "sent until {after:?}");
+        assert!(gave_up_in_time(after), "sent until {after:?}");
     }
     let _ = client.kill();
     let _ = client.wait();
@@ -206,21 +214,21 @@ fn reverse_sender_stops(proto: &str, cut: Cut) {
 }
 
 #[test]
-fn issue_10_a_reverse_udp_sender_stops_within_a_second_of_a_frozen_client() {
+fn issue_10_a_reverse_udp_sender_stops_within_seconds_of_a_frozen_client() {
     reverse_sender_stops("udp", Cut::Freeze);
 }
 
 #[test]
-fn issue_10_a_reverse_udp_sender_stops_within_a_second_of_its_clients_link_going_down() {
+fn issue_10_a_reverse_udp_sender_stops_within_seconds_of_its_clients_link_going_down() {
     reverse_sender_stops("udp", Cut::LinkDown);
 }
 
 #[test]
-fn issue_10_a_reverse_tcp_sender_stops_within_a_second_of_a_frozen_client() {
+fn issue_10_a_reverse_tcp_sender_stops_within_seconds_of_a_frozen_client() {
     reverse_sender_stops("tcp", Cut::Freeze);
 }
 
 #[test]
-fn issue_10_a_reverse_tcp_sender_stops_within_a_second_of_its_clients_link_going_down() {
+fn issue_10_a_reverse_tcp_sender_stops_within_seconds_of_its_clients_link_going_down() {
     reverse_sender_stops("tcp", Cut::LinkDown);
 }

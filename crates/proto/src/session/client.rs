@@ -267,8 +267,11 @@ impl ClientSession {
         if self.is_finished() {
             return;
         }
-        if let (Some(hb), false) = (&mut self.heartbeat, bytes.is_empty()) {
-            hb.heard(now);
+        if let Some(hb) = &mut self.heartbeat {
+            hb.awake(now);
+            if !bytes.is_empty() {
+                hb.heard(now);
+            }
         }
         self.inbox.extend(bytes);
         loop {
@@ -542,6 +545,7 @@ impl ClientSession {
     /// Call when `now` has reached [`Self::poll_timeout`].
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(hb) = &mut self.heartbeat {
+            hb.awake(now);
             if hb.peer_silent(now) {
                 let why = heartbeat::silence_reason(hb, "server");
                 // Written in case the path comes back; the server then

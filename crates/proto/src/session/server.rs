@@ -322,8 +322,11 @@ impl ServerSession {
         if self.is_finished() {
             return;
         }
-        if let (Some(hb), false) = (&mut self.heartbeat, bytes.is_empty()) {
-            hb.heard(now);
+        if let Some(hb) = &mut self.heartbeat {
+            hb.awake(now);
+            if !bytes.is_empty() {
+                hb.heard(now);
+            }
         }
         self.inbox.extend(bytes);
         self.process_inbox();
@@ -724,6 +727,7 @@ impl ServerSession {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(hb) = &mut self.heartbeat {
+            hb.awake(now);
             if hb.peer_silent(now) {
                 let why = heartbeat::silence_reason(hb, "client");
                 // Written in case the path comes back; the client then
