@@ -8,5 +8,6 @@ Modules, one concept each:
          this linerate build offers (engines, flags, subcommands)
   parse  every tool's output turned into numbers
   cells  what is measured: one cell = one comparison, its variants and goal
+         (the cells in cells_*.py, their list in suite.py)
   stats  median/min/max/spread, ratios to the best anchor, the tables
 """

@@ -3,7 +3,8 @@
 A cell is one comparison on one path: a few variants (linerate in one or
 more configurations, and the anchors: established tools in theirs), run
 interleaved RUNS times, with the metrics to tabulate and the goal from the
-issue that asked for it. Variants and cells that cannot run here (an anchor
+issue that asked for it. The cells themselves are in cells_*.py, their list
+in suite.py (this module imports neither). Variants and cells that cannot run here (an anchor
 missing, a linerate feature not in this build, a path needing root) carry
 the reason instead of a runner, and the tables print it.
 """
@@ -156,17 +157,6 @@ def anchor(tools: dict[str, Tool], name: str, label: str, run: Runner, feature: 
     t = tools[name]
     return Variant(f"{name} {t.version if t.ok else ''} {label}".replace("  ", " ").rstrip(), True,
                    None if why else run, why, (name,))
-
-
-def all_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
-    from . import cells_host, cells_rr, cells_stream
-
-    cells = (cells_stream.tcp_cells(lr, tools) + cells_stream.udp_cells(lr, tools)
-             + cells_rr.rr_cells(lr, tools) + cells_rr.crr_cells(lr, tools)
-             + cells_host.rss_cells(lr, tools) + cells_stream.iperf3_server_cells(lr, tools)
-             + cells_stream.iperf3_dropin_cells(lr, tools)
-             + cells_host.local_cells(lr, tools))
-    return [c.finish() for c in cells]
 
 
 def anchors_of(cell: Cell) -> set[str]:

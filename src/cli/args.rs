@@ -6,7 +6,9 @@ use std::net::IpAddr;
 
 use clap::{Args, Parser, Subcommand};
 
-pub const DEFAULT_PORT: u16 = 5201;
+pub use super::common::{OutputArgs, DEFAULT_PORT};
+use super::host::TestHostArgs;
+use super::repeat::RepeatArgs;
 
 /// `--engine`'s values, listed in `--help` from the engines this build has
 /// (issue 13). Taken as typed: `cli::validate` resolves the name once and
@@ -199,6 +201,29 @@ pub enum Cmd {
     Man,
 }
 
+impl Cmd {
+    /// Takes the host flags out of a test's arguments (before they are
+    /// validated into a config), so `host::attach` can add them afterwards.
+    pub fn take_host_flags(&mut self) -> TestHostArgs {
+        match self {
+            Cmd::Tcp(t) => std::mem::take(&mut t.host_flags),
+            Cmd::Udp(u) => std::mem::take(&mut u.host_flags),
+            _ => TestHostArgs::default(),
+        }
+    }
+
+    /// Takes the repeat flags out of a test's arguments.
+    pub fn take_repeat_flags(&mut self) -> RepeatArgs {
+        match self {
+            Cmd::Tcp(t) => std::mem::take(&mut t.repeat),
+            Cmd::Udp(u) => std::mem::take(&mut u.repeat),
+            Cmd::Rr(r) | Cmd::Crr(r) => std::mem::take(&mut r.repeat),
+            Cmd::Sweep(SweepCmd::Udp(a)) => std::mem::take(&mut a.run),
+            _ => RepeatArgs::default(),
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SweepCmd {
     /// UDP: every --sizes × --pps (or --rates) point, one short test each.
@@ -252,23 +277,9 @@ pub struct SweepUdpArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
     #[command(flatten)]
-    pub run: super::repeat::RepeatArgs,
+    pub run: RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
-}
-
-#[derive(Debug, Args)]
-#[group(multiple = false)]
-pub struct OutputArgs {
-    /// One JSON document at the end (the result model; see docs/json.md).
-    #[arg(long)]
-    pub json: bool,
-    /// JSON Lines: a start record, one record per interval as it happens, a summary.
-    #[arg(long)]
-    pub json_lines: bool,
-    /// CSV: interval rows as they happen, then per-stream and sum rows.
-    #[arg(long)]
-    pub csv: bool,
 }
 
 #[derive(Debug, Args)]
@@ -432,9 +443,9 @@ pub struct TcpArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]
-    pub host_flags: super::host::TestHostArgs,
+    pub host_flags: TestHostArgs,
     #[command(flatten)]
-    pub repeat: super::repeat::RepeatArgs,
+    pub repeat: RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -523,9 +534,9 @@ pub struct UdpArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]
-    pub host_flags: super::host::TestHostArgs,
+    pub host_flags: TestHostArgs,
     #[command(flatten)]
-    pub repeat: super::repeat::RepeatArgs,
+    pub repeat: RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -608,7 +619,7 @@ pub struct RrArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
     #[command(flatten)]
-    pub repeat: super::repeat::RepeatArgs,
+    pub repeat: RepeatArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }

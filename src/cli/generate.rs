@@ -3,10 +3,10 @@
 //! from the flags.
 
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
-use super::{args::Cli, Command};
+use super::Command;
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -14,9 +14,9 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-/// Completions for `shell`, as text to print.
-pub fn completions(a: &CompletionsArgs) -> Result<Command> {
-    let mut cmd = Cli::command();
+/// Completions for `shell` of the command line `cmd` (linerate's, from
+/// the clap definitions), as text to print.
+pub fn completions(a: &CompletionsArgs, mut cmd: clap::Command) -> Result<Command> {
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "linerate", &mut out);
     Ok(Command::Print(out))
@@ -24,8 +24,7 @@ pub fn completions(a: &CompletionsArgs) -> Result<Command> {
 
 /// The man page (roff): linerate(1) with every subcommand's flags, nested
 /// ones (`sweep udp`) included.
-pub fn man() -> Result<Command> {
-    let cmd = Cli::command();
+pub fn man(cmd: clap::Command) -> Result<Command> {
     let mut out = Vec::new();
     clap_mangen::Man::new(cmd.clone())
         .render(&mut out)

@@ -9,7 +9,7 @@ use clap::Args;
 use linerate_host::doctor::Kind;
 use linerate_stats::units::parse_duration;
 
-use super::{args, Command};
+use super::Command;
 
 /// Output of the host commands: human text, one JSON document, or JSON Lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,16 +216,6 @@ pub fn validate_doctor(a: DoctorArgs) -> Result<Command> {
         apply: a.apply,
         json: a.json,
     }))
-}
-
-/// Takes the host flags out of a test's arguments (before they are
-/// validated into a config), so [`attach`] can add them afterwards.
-pub fn take_test_flags(cmd: &mut args::Cmd) -> TestHostArgs {
-    match cmd {
-        args::Cmd::Tcp(t) => std::mem::take(&mut t.host_flags),
-        args::Cmd::Udp(u) => std::mem::take(&mut u.host_flags),
-        _ => TestHostArgs::default(),
-    }
 }
 
 /// Adds the validated host flags to a test's config.

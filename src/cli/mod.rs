@@ -3,6 +3,7 @@
 //! config types. Clap types never leave this module.
 
 mod args;
+mod common;
 mod compare;
 mod generate;
 mod habits;
@@ -25,7 +26,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use linerate_engine::engines::auto::{self, Workload};
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind};
@@ -696,14 +697,14 @@ fn validate(cli: args::Cli) -> Result<Command> {
 }
 
 fn validate_command(mut cli: args::Cli) -> Result<Command> {
-    let host_flags = host::take_test_flags(&mut cli.command);
-    let repeat_flags = repeat::take(&mut cli.command);
+    let host_flags = cli.command.take_host_flags();
+    let repeat_flags = cli.command.take_repeat_flags();
     let cmd = match cli.command {
         args::Cmd::Iface(a) => host::validate_iface(a),
         args::Cmd::Doctor(a) => host::validate_doctor(a),
         args::Cmd::Ping(a) => host::validate_ping(a),
-        args::Cmd::Completions(a) => generate::completions(&a),
-        args::Cmd::Man => generate::man(),
+        args::Cmd::Completions(a) => generate::completions(&a, args::Cli::command()),
+        args::Cmd::Man => generate::man(args::Cli::command()),
         args::Cmd::Udp(u) => validate_udp(u),
         args::Cmd::Rr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Rr)?)),
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),

@@ -15,7 +15,8 @@ use linerate_proto::rr_core::SpinMode;
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_duration, parse_size};
 
-use super::{args, format_of, Command};
+use super::common::{OutputArgs, DEFAULT_PORT};
+use super::{format_of, Command};
 
 #[derive(Debug, Args)]
 pub struct MsgArgs {
@@ -24,7 +25,7 @@ pub struct MsgArgs {
     /// omit to run both ends on this host over --transport.
     pub host: Option<String>,
     /// Server port (with HOST).
-    #[arg(short, long, default_value_t = args::DEFAULT_PORT)]
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// Message sizes, comma-separated (K/M/G are 1024-based).
     #[arg(long, default_value = "56,4K,64K,1M")]
@@ -65,7 +66,7 @@ pub struct MsgArgs {
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     #[command(flatten)]
-    pub output: args::OutputArgs,
+    pub output: OutputArgs,
 }
 
 /// The hidden receiving process of `linerate msg`.

@@ -6,7 +6,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 
-use super::{args, Command};
+use super::Command;
 
 /// Flags of repeated tests.
 #[derive(Debug, Args, Default)]
@@ -32,17 +32,6 @@ pub struct RepeatConfig {
     /// `--plot FILE`: mean ± 1 sd of the headline figure (transactions/s
     /// per size, receiver bit/s per flow).
     pub plot: Option<std::path::PathBuf>,
-}
-
-/// Takes the repeat flags out of a test's arguments.
-pub fn take(cmd: &mut args::Cmd) -> RepeatArgs {
-    match cmd {
-        args::Cmd::Tcp(t) => std::mem::take(&mut t.repeat),
-        args::Cmd::Udp(u) => std::mem::take(&mut u.repeat),
-        args::Cmd::Rr(r) | args::Cmd::Crr(r) => std::mem::take(&mut r.repeat),
-        args::Cmd::Sweep(args::SweepCmd::Udp(a)) => std::mem::take(&mut a.run),
-        _ => RepeatArgs::default(),
-    }
 }
 
 /// Adds `--report` to the test's config and wraps a test given `--repeat`.

@@ -6,10 +6,14 @@
 //! (and a request/response test's histograms into CSV); [`plot`] and
 //! [`plot_rr`] draw SVG figures from it; [`compare`] is `linerate compare`'s
 //! model (one test per variant, ratios to the first) and renderers,
-//! [`compare_plot`] its bar chart. Nothing prints a number that is not in
+//! [`compare_plot`] its bar chart. Each chart kind is drawn by one
+//! module (`chart_bars`, `chart_lines`) that every figure of that kind
+//! calls. Nothing prints a number that is not in
 //! the model.
 
 pub mod build;
+mod chart_bars;
+mod chart_lines;
 pub mod civil;
 pub mod compare;
 pub mod compare_plot;

@@ -7,8 +7,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::chart_lines::{self, Axes, Line};
 use crate::msg::{MsgCell, MsgReport};
-use crate::plot_text::PlotError;
+use crate::plot_text::{err, PlotError};
 use linerate_stats::trials::TrialStats;
 
 const WIDTH: u32 = 1000;
@@ -23,18 +24,7 @@ const COLOURS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-fn draw<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> PlotError {
-    PlotError(e.to_string())
-}
-
-/// One line: its label, dashed or not, colour, and (size, mean, sd) points.
-struct Line {
-    label: String,
-    dashed: bool,
-    colour: RGBColor,
-    points: Vec<(f64, f64, f64)>,
-}
-
+/// One line per transport and concurrency, of the figure `pick` reads.
 fn lines(r: &MsgReport, pick: fn(&MsgCell) -> Option<TrialStats>, scale: f64) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
     let mut transports: Vec<&str> = Vec::new();
@@ -70,6 +60,8 @@ fn lines(r: &MsgReport, pick: fn(&MsgCell) -> Option<TrialStats>, scale: f64) ->
     out
 }
 
+/// One panel: the lines with log axes a margin beyond their points and
+/// bands.
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
@@ -89,58 +81,17 @@ where
         .fold(f64::MAX, f64::min)
         .max(1e-6);
     let y1 = ys.map(|p| p.1 + p.2).fold(0.0, f64::max).max(y0);
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(
-            (x0 / 1.5..x1 * 1.5).log_scale(),
-            (y0 / 1.5..y1 * 1.5).log_scale(),
-        )
-        .map_err(draw)?;
-    chart
-        .configure_mesh()
-        .x_desc("message size (bytes)")
-        .y_desc(y_desc)
-        .draw()
-        .map_err(draw)?;
-    for l in ls {
-        // The ± 1 sd band: upper edge forwards, lower edge back.
-        if l.points.len() > 1 && l.points.iter().any(|p| p.2 > 0.0) {
-            let mut poly: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, p.1 + p.2)).collect();
-            poly.extend(
-                l.points
-                    .iter()
-                    .rev()
-                    .map(|p| (p.0, (p.1 - p.2).max(y0 / 1.5))),
-            );
-            chart
-                .draw_series(std::iter::once(Polygon::new(poly, l.colour.mix(0.15))))
-                .map_err(draw)?;
-        }
-        let pts: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, p.1)).collect();
-        let style = l.colour.stroke_width(2);
-        let s = if l.dashed {
-            chart.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))
-        } else {
-            chart.draw_series(LineSeries::new(pts.clone(), style))
-        };
-        s.map_err(draw)?
-            .label(l.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, l.colour.filled())))
-            .map_err(draw)?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw)?;
-    Ok(())
+    let axes = Axes {
+        title,
+        title_size: 22,
+        y_label_area: 70,
+        x: x0 / 1.5..x1 * 1.5,
+        y: y0 / 1.5..y1 * 1.5,
+        x_desc: "message size (bytes)",
+        y_desc,
+        readable_ticks: false,
+    };
+    chart_lines::panel(area, &axes, ls)
 }
 
 /// The SVG document for `r`.
@@ -153,7 +104,7 @@ pub fn svg_string(r: &MsgReport) -> Result<String, PlotError> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw)?;
+        root.fill(&WHITE).map_err(err)?;
         let (top, bottom) = root.split_vertically(HEIGHT / 2);
         panel(
             &top,
@@ -167,7 +118,7 @@ pub fn svg_string(r: &MsgReport) -> Result<String, PlotError> {
             "time per message (µs)",
             &lat,
         )?;
-        root.present().map_err(draw)?;
+        root.present().map_err(err)?;
     }
     Ok(out)
 }

@@ -4,14 +4,10 @@
 
 use plotters::prelude::*;
 
+use crate::chart_bars::{self, Bar, BarChart, BarValue};
 use crate::model::Report;
-use crate::plot_text::PlotError;
-use crate::plot_text::{caption, si, tick, utc, CAPTION_H};
+use crate::plot_text::{caption, err, si, tick, utc, PlotError, CAPTION_H};
 use crate::repeat::RepeatReport;
-
-fn err<E: std::fmt::Display>(e: E) -> PlotError {
-    PlotError(e.to_string())
-}
 
 /// Received bit/s of every flow per client interval, against time.
 pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
@@ -182,82 +178,28 @@ pub fn repeat_svg(r: &RepeatReport) -> Result<String, PlotError> {
     } else {
         (1e3, "k transactions/s")
     };
-    let top = figs
-        .iter()
-        .map(|f| f.stats.max.max(f.stats.mean + f.stats.sd))
-        .fold(0.0, f64::max)
-        / scale
-        * 1.15;
-    let top = if top > 0.0 { top } else { 1.0 };
-    let n = figs.len();
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (1000, 450 + CAPTION_H)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let (band, body) = root.split_vertically(CAPTION_H);
-        caption(&band, &repeat_caption(r))?;
-        let mut chart = ChartBuilder::on(&body)
-            .caption(
-                format!(
-                    "{name}: mean ± 1 sd over {} trials (min, max marked)",
-                    r.completed
-                ),
-                ("sans-serif", 20),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..top)
-            .map_err(err)?;
-        let labels: Vec<String> = figs.iter().map(|f| f.group.clone()).collect();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(n)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
+    let fill = Palette99::pick(0).to_rgba().mix(0.6);
+    chart_bars::svg(&BarChart {
+        width: 1000,
+        caption: repeat_caption(r),
+        title: format!(
+            "{name}: mean ± 1 sd over {} trials (min, max marked)",
+            r.completed
+        ),
+        scale,
+        unit: unit.to_string(),
+        headroom: 1.15,
+        bars: figs
+            .iter()
+            .map(|f| Bar {
+                label: f.group.clone(),
+                fill,
+                value: BarValue::Bar {
+                    value: f.stats.mean,
+                    stats: Some(&f.stats),
+                },
+                value_label: None,
             })
-            .y_desc(unit)
-            .y_label_formatter(&|v| tick(*v))
-            .draw()
-            .map_err(err)?;
-        let color = Palette99::pick(0).to_rgba();
-        for (i, f) in figs.iter().enumerate() {
-            let x = i as f64;
-            let s = &f.stats;
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(x - 0.3, 0.0), (x + 0.3, s.mean / scale)],
-                    color.mix(0.6).filled(),
-                )))
-                .map_err(err)?;
-            let (lo, hi) = ((s.mean - s.sd).max(0.0) / scale, (s.mean + s.sd) / scale);
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    [(x, lo), (x, hi)],
-                    BLACK.stroke_width(2),
-                )))
-                .map_err(err)?;
-            for y in [lo, hi] {
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        [(x - 0.1, y), (x + 0.1, y)],
-                        BLACK.stroke_width(2),
-                    )))
-                    .map_err(err)?;
-            }
-            for y in [s.min / scale, s.max / scale] {
-                chart
-                    .draw_series(std::iter::once(Cross::new((x, y), 5, RED.stroke_width(2))))
-                    .map_err(err)?;
-            }
-        }
-        root.present().map_err(err)?;
-    }
-    Ok(out)
+            .collect(),
+    })
 }

@@ -10,13 +10,9 @@
 
 use plotters::prelude::*;
 
+use crate::chart_lines::{self, Axes, Line};
 use crate::model::{Report, RrPhaseReport, RrReport, RrTiming};
-use crate::plot_text::PlotError;
-use crate::plot_text::{caption, decade, tick, utc, CAPTION_H};
-
-fn draw<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> PlotError {
-    PlotError(e.to_string())
-}
+use crate::plot_text::{caption, decade, err, tick, utc, PlotError, CAPTION_H};
 
 fn empty(why: &str) -> PlotError {
     PlotError(format!("nothing to plot: {why}"))
@@ -44,7 +40,7 @@ pub fn svg(r: &Report) -> Result<String, PlotError> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw)?;
+        root.fill(&WHITE).map_err(err)?;
         let (band, rest) = root.split_vertically(CAPTION_H);
         caption(&band, &caption_lines(r, rr))?;
         let (top, bottom) = rest.split_vertically(if one_size { NOTE_H } else { PANEL });
@@ -54,7 +50,7 @@ pub fn svg(r: &Report) -> Result<String, PlotError> {
             percentiles(&top, &phases)?;
         }
         ccdf(&bottom, &phases)?;
-        root.present().map_err(draw)?;
+        root.present().map_err(err)?;
     }
     Ok(out)
 }
@@ -137,7 +133,7 @@ where
         );
         let style = ("sans-serif", 15).into_font().color(&BLACK);
         area.draw(&Text::new(text, (15, 10 + 22 * i as i32), style))
-            .map_err(draw)?;
+            .map_err(err)?;
     }
     Ok(())
 }
@@ -190,21 +186,6 @@ where
             responses.join(", ")
         )
     };
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-        .map_err(draw)?;
-    chart
-        .configure_mesh()
-        .x_desc("request size (bytes)")
-        .y_desc("latency (µs)")
-        .x_label_formatter(&|v| tick(*v))
-        .y_label_formatter(&|v| tick(*v))
-        .draw()
-        .map_err(draw)?;
     let picks: [Percentile; 5] = [
         ("min", |p| p.latency.min_ns, RGBColor(120, 120, 120)),
         ("p50", |p| p.latency.p50_ns, RGBColor(31, 119, 180)),
@@ -212,44 +193,39 @@ where
         ("p99", |p| p.latency.p99_ns, RGBColor(255, 127, 14)),
         ("p99.9", |p| p.latency.p99_9_ns, RGBColor(214, 39, 40)),
     ];
+    let mut lines = Vec::new();
     for loaded in [false, true] {
         let of: Vec<&&RrPhaseReport> = phases.iter().filter(|p| p.loaded == loaded).collect();
         if of.is_empty() {
             continue;
         }
         for (name, pick, colour) in picks {
-            let points: Vec<(f64, f64)> = of
-                .iter()
-                .map(|p| (f64::from(p.request_size), us(pick(p))))
-                .collect();
-            let style = colour.stroke_width(2);
-            let series = if loaded {
-                chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, style))
-            } else {
-                chart.draw_series(LineSeries::new(points.clone(), style))
-            };
-            let label = if loaded {
-                format!("{name} under load (dashed)")
-            } else {
-                name.to_string()
-            };
-            series
-                .map_err(draw)?
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
-                .map_err(draw)?;
+            lines.push(Line {
+                label: if loaded {
+                    format!("{name} under load (dashed)")
+                } else {
+                    name.to_string()
+                },
+                colour,
+                dashed: loaded,
+                points: of
+                    .iter()
+                    .map(|p| (f64::from(p.request_size), us(pick(p)), 0.0))
+                    .collect(),
+            });
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw)?;
-    Ok(())
+    let axes = Axes {
+        title: &title,
+        title_size: 20,
+        y_label_area: 65,
+        x: x0..x1,
+        y: y0..y1,
+        x_desc: "request size (bytes)",
+        y_desc: "latency (µs)",
+        readable_ticks: true,
+    };
+    chart_lines::panel(area, &axes, &lines)
 }
 
 /// The complementary distribution per phase: the fraction of round trips
@@ -288,7 +264,7 @@ where
         .x_label_area_size(45)
         .y_label_area_size(75)
         .build_cartesian_2d((x0..x1).log_scale(), (floor * 0.8..1.2).log_scale())
-        .map_err(draw)?;
+        .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("round trip (µs)")
@@ -296,7 +272,7 @@ where
         .x_label_formatter(&|v| tick(*v))
         .y_label_formatter(&|v| decade(*v))
         .draw()
-        .map_err(draw)?;
+        .map_err(err)?;
     // One colour per size, the same with and without load.
     let mut sizes: Vec<(u32, u32)> = phases
         .iter()
@@ -333,7 +309,7 @@ where
             chart.draw_series(LineSeries::new(points, style))
         };
         series
-            .map_err(draw)?
+            .map_err(err)?
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
@@ -343,6 +319,6 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(draw)?;
+        .map_err(err)?;
     Ok(())
 }

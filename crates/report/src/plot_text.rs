@@ -11,6 +11,11 @@ use plotters::prelude::*;
 #[error("drawing the plot: {0}")]
 pub struct PlotError(pub(crate) String);
 
+/// Any drawing error as a [`PlotError`].
+pub(crate) fn err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError(e.to_string())
+}
+
 /// A tick label: at most three significant digits after the point, no
 /// trailing zeros, no exponent for the ranges figures take.
 pub(crate) fn tick(v: f64) -> String {
@@ -89,7 +94,7 @@ pub(crate) fn caption(
     for (i, line) in lines.iter().take(2).enumerate() {
         let style = ("sans-serif", 14).into_font().color(&BLACK.mix(0.8));
         band.draw(&Text::new(line.clone(), (12, 6 + 18 * i as i32), style))
-            .map_err(|e| PlotError(e.to_string()))?;
+            .map_err(err)?;
     }
     Ok(())
 }

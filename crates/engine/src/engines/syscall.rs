@@ -8,7 +8,7 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 
 use super::{Engine, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait, RECV_BUF};
-use crate::cmsg::{self, ControlBuf};
+use crate::cmsg::{self, ControlBuf, RECV_CMSG};
 use crate::EngineError;
 
 /// Datagrams per send call: one, so every datagram is stamped with the
@@ -33,7 +33,7 @@ impl Engine for Syscall {
         let asked = |opt| crate::socket::get_int(sock, libc::SOL_SOCKET, opt).is_ok_and(|v| v != 0);
         Ok(SyscallUdpRx {
             slot: RECV_BUF.max(len + 1),
-            control: [0; 8],
+            control: [0; RECV_CMSG],
             // Neither control message asked for (rr's sockets): `recv`.
             plain: !asked(cmsg::SO_TIMESTAMPNS) && !asked(cmsg::SO_RXQ_OVFL),
         })
@@ -174,15 +174,13 @@ impl UdpRx for SyscallUdpRx {
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: msg was just filled by a successful recvmsg and its
-        // control buffer (self.control) is alive.
-        let c = unsafe { cmsg::parse(&msg) };
+        // usize on glibc, u32 on musl.
+        #[allow(clippy::unnecessary_cast)]
+        let clen = (msg.msg_controllen as usize).min(RECV_CMSG);
         *meta = RecvMeta {
             len: n as usize,
             truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
-            stamp_ns: c.stamp_ns,
-            drops: c.drops,
-            segment: None,
+            ..cmsg::parse(&self.control[..clen])
         };
         Ok(1)
     }

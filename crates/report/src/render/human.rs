@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use linerate_proto::measure::{EngineUse, TcpInfo};
+use linerate_proto::measure::TcpInfo;
 use linerate_proto::spec::{Direction, Limit, TestKind};
 use linerate_proto::wire::Side;
 use linerate_stats::units::{
@@ -12,6 +12,7 @@ use linerate_stats::units::{
 };
 
 use super::columns::Columns;
+use super::engine_use::engine_use_words;
 use super::{rr_table, side_name, wrap, Sink, SweepSink, WIDTH};
 use crate::model::{
     BatchingSummary, Endpoint, IntervalRecord, KernelView, Report, SideCpu, SweepInfo, SweepReport,
@@ -30,68 +31,6 @@ pub(super) struct Human<'a> {
 /// A busiest thread at or above this share of a core over the test had a
 /// core to itself: the report says one core is the limit.
 pub(crate) const CORE_LIMIT_PERCENT: f64 = 90.0;
-
-/// What an accelerated engine used on one end, from its own counts.
-pub(crate) fn engine_use_words(u: &EngineUse) -> String {
-    let mut used = Vec::new();
-    if u.registered_buffers {
-        used.push("registered buffers".to_string());
-    }
-    if u.multishot_recv {
-        used.push("multishot receive into a provided buffer ring".into());
-    }
-    if u.sqpoll {
-        used.push("SQPOLL".into());
-    }
-    match &u.zerocopy {
-        Some(z) if z.sends == 0 && z.under_threshold > 0 => used.push(format!(
-            "no zero-copy sends: all {} too small for zero copy, copied instead",
-            z.under_threshold
-        )),
-        Some(z) if z.sends > 0 => {
-            used.push(format!(
-                "zero-copy sends: {} sent, {} completed, {} of them copied by the kernel{}",
-                z.sends,
-                z.completed,
-                z.copied,
-                if z.completed > 0 && z.copied == z.completed {
-                    " (every one: loopback or a device without scatter-gather copies)"
-                } else {
-                    ""
-                }
-            ));
-            if z.under_threshold > 0 {
-                used.push(format!(
-                    "{} sends too small for zero copy copied instead",
-                    z.under_threshold
-                ));
-            }
-        }
-        _ => {}
-    }
-    if let Some(c) = &u.sendfile {
-        used.push(format!("sendfile: {} calls, {} bytes", c.calls, c.bytes));
-    }
-    if let Some(c) = &u.splice_recv {
-        used.push(format!(
-            "splice receive: {} calls, {} bytes",
-            c.calls, c.bytes
-        ));
-    }
-    let mut s = format!(
-        "engine {}: {}",
-        u.engine,
-        if used.is_empty() {
-            "plain requests".to_string()
-        } else {
-            used.join("; ")
-        }
-    );
-    for n in &u.notes {
-        s.push_str(&format!("; {n}"));
-    }
-    s
-}
 
 fn udp_sender_words(u: &UdpSummary) -> String {
     let mut s = format!("{} datagrams, {}/s", u.sent, format_count_rate(u.sent_pps));
@@ -738,7 +677,7 @@ impl SweepSink for HumanSweep<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_proto::measure::CallsBytes;
+    use linerate_proto::measure::{CallsBytes, EngineUse};
 
     #[test]
     fn issue_8_sendfile_and_splice_counts_are_named() {

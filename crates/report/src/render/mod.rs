@@ -12,6 +12,7 @@ use crate::model::{
 
 mod columns;
 mod csv;
+mod engine_use;
 mod human;
 mod json;
 mod jsonl;

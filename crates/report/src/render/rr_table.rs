@@ -204,7 +204,7 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         ("server", &rr.engine_use_server),
     ] {
         if let Some(u) = u {
-            let line = format!("{side} {}", super::human::engine_use_words(u));
+            let line = format!("{side} {}", super::engine_use::engine_use_words(u));
             writeln!(out, "{}", wrap(&line, "; ", 2))?;
         }
     }

@@ -18,6 +18,7 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
+use crate::cmsg::{self, ControlBuf, RECV_CMSG};
 use crate::engines::RecvMeta;
 use crate::socket::set_int;
 
@@ -225,13 +226,9 @@ impl MmsgTx {
     }
 }
 
-/// Control-message room per received message: a timestamp (32 bytes), the
-/// drop counter (24) and the GRO segment size (24) fit with room to spare.
-pub(crate) const RECV_CMSG: usize = 128;
-
 /// `recvmmsg` into caller-owned slots, with a control buffer per message.
 pub struct MmsgRx {
-    ctrl: Vec<[u8; RECV_CMSG]>,
+    ctrl: Vec<ControlBuf>,
 }
 
 impl std::fmt::Debug for MmsgRx {
@@ -313,53 +310,12 @@ impl MmsgRx {
             // usize on glibc, u32 on musl.
             #[allow(clippy::unnecessary_cast)]
             let controllen = (h.msg_hdr.msg_controllen as usize).min(RECV_CMSG);
-            *m = parse_cmsgs(&ctrl[..controllen]);
+            *m = cmsg::parse(&ctrl[..controllen]);
             m.len = (h.msg_len as usize).min(iov.iov_len);
             m.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
         }
         Ok(got)
     }
-}
-
-/// Reads the control messages of one receive from their bytes: a safe walk
-/// over `cmsghdr`s (length, level, type, data; each padded to 8 bytes), so
-/// a short or odd buffer ends the walk instead of reading past it.
-pub(crate) fn parse_cmsgs(ctrl: &[u8]) -> RecvMeta {
-    const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
-    const LEN: usize = std::mem::size_of::<libc::size_t>();
-    let mut m = RecvMeta::default();
-    let mut at = 0usize;
-    while let Some(h) = ctrl.get(at..at + HDR) {
-        let len = usize::from_ne_bytes(h[..LEN].try_into().unwrap_or([0; LEN]));
-        let level = i32::from_ne_bytes(h[LEN..LEN + 4].try_into().unwrap_or([0; 4]));
-        let kind = i32::from_ne_bytes(h[LEN + 4..LEN + 8].try_into().unwrap_or([0; 4]));
-        let Some(data) = (len >= HDR).then(|| ctrl.get(at + HDR..at + len)).flatten() else {
-            break;
-        };
-        let int = |d: &[u8]| {
-            d.get(..4)
-                .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        match (level, kind) {
-            (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS) if data.len() >= 16 => {
-                let sec = i64::from_ne_bytes(data[..8].try_into().unwrap_or([0; 8]));
-                let nsec = i64::from_ne_bytes(data[8..16].try_into().unwrap_or([0; 8]));
-                m.stamp_ns = Some(
-                    (sec.max(0) as u64)
-                        .saturating_mul(1_000_000_000)
-                        .saturating_add(nsec.max(0) as u64),
-                );
-            }
-            (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => m.drops = int(data),
-            // The kernel passes the segment size as an int.
-            (libc::SOL_UDP, libc::UDP_GRO) => {
-                m.segment = int(data).map(|v| v as usize);
-            }
-            _ => {}
-        }
-        at += (len + 7) & !7;
-    }
-    m
 }
 
 /// Turns on UDP GRO for `sock`: the kernel may then deliver runs of equal
@@ -623,17 +579,5 @@ mod tests {
         let m = slots.get(0).1;
         assert_eq!(m.drops, Some(dropped as u32));
         assert!(m.stamp_ns.is_some());
-    }
-
-    #[test]
-    fn cmsg_walk_stops_at_a_malformed_header() {
-        let mut ctrl = [0u8; 64];
-        // A header claiming 200 bytes in a 64-byte buffer.
-        ctrl[..8].copy_from_slice(&200usize.to_ne_bytes());
-        ctrl[8..12].copy_from_slice(&libc::SOL_UDP.to_ne_bytes());
-        ctrl[12..16].copy_from_slice(&libc::UDP_GRO.to_ne_bytes());
-        assert_eq!(parse_cmsgs(&ctrl), RecvMeta::default());
-        // A zero length must not loop forever.
-        assert_eq!(parse_cmsgs(&[0u8; 64]), RecvMeta::default());
     }
 }

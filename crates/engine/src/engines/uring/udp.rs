@@ -22,9 +22,8 @@ use super::{
     caps, cqe_err, engine_use, register, zc_worth, CancelAfter, Ring, Uring, ZcCount, TAG_CANCEL,
     WAIT, ZC_REPORT_USAGE,
 };
-use crate::engines::batch::mmsg::{
-    parse_cmsgs, SegmentCmsg, GRO_SLOT, GSO_MSGS_PER_CALL, RECV_CMSG,
-};
+use crate::cmsg::{self, ControlBuf, RECV_CMSG};
+use crate::engines::batch::mmsg::{SegmentCmsg, GRO_SLOT, GSO_MSGS_PER_CALL};
 use crate::engines::batch::{gro_plan, gso_plan, GsoSends};
 use crate::engines::{RecvMeta, RecvSlots, TxBatch, UdpRx, UdpTx, Wait};
 use crate::EngineError;
@@ -585,7 +584,7 @@ pub struct UringUdpRx {
     msg: MsgTemplate,
     /// Fallback without buffer rings: one `RECVMSG` into slot 0.
     one: OneMsg,
-    control: Box<[u8; RECV_CMSG]>,
+    control: Box<ControlBuf>,
     armed: bool,
     /// The multishot receive was armed at least once (for the report).
     multishot_used: bool,
@@ -753,7 +752,7 @@ impl UringUdpRx {
         *meta = RecvMeta {
             len: res as usize,
             truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
-            ..parse_cmsgs(&self.control[..clen])
+            ..cmsg::parse(&self.control[..clen])
         };
         if meta.segment.is_some_and(|s| meta.len > s) {
             self.used.gro_super_buffers += 1;
@@ -775,7 +774,7 @@ fn fill(buf: &[u8], tmpl: &libc::msghdr, slots: &mut RecvSlots, i: usize) -> Opt
     Some(RecvMeta {
         len: n,
         truncated: out.is_payload_truncated() || n < payload.len(),
-        ..parse_cmsgs(out.control_data())
+        ..cmsg::parse(out.control_data())
     })
 }
 
