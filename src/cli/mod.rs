@@ -862,8 +862,11 @@ fn tcp_rate(rate: Option<&str>) -> Result<Option<u64>> {
         None | Some("0") => Ok(None),
         Some(r) => {
             let bps = parse_rate(r).context("--rate")?;
-            if bps.is_nan() || bps < 8.0 {
-                bail!("--rate: {r:?} is below 8 bit/s (the kernel paces whole bytes per second)");
+            let min = linerate_proto::limits::MIN_TCP_RATE_BPS;
+            if bps.is_nan() || bps < min as f64 {
+                bail!(
+                    "--rate: {r:?} is below {min} bit/s (the kernel paces whole bytes per second)"
+                );
             }
             Ok(Some(bps.round() as u64))
         }

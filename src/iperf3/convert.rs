@@ -58,9 +58,11 @@ pub fn spec_from(p: &Params) -> TestSpec {
             congestion: p.congestion.clone(),
             no_delay: p.nodelay,
             mss: p.mss,
-            // iperf3's -b on TCP: each sending stream paced by the kernel
-            // (at least 8 bit/s: it paces whole bytes per second).
-            rate: (protocol == Protocol::Tcp && p.bandwidth >= 8).then_some(p.bandwidth),
+            // iperf3's -b on TCP: each sending stream paced by the kernel,
+            // and held to it by the server's rate watch. Every -b the
+            // session admitted is kept (it refuses those below
+            // MIN_TCP_RATE_BPS): a rate dropped here would run unpaced.
+            rate: (protocol == Protocol::Tcp && p.bandwidth > 0).then_some(p.bandwidth),
             // iperf3 3.21's --skip-rx-copy: its receivers use MSG_TRUNC, so ours do.
             skip_rx_copy: protocol == Protocol::Tcp && p.skip_rx_copy,
             unix: false,
@@ -312,6 +314,33 @@ mod tests {
             .expect("valid")
             .params;
         assert_eq!(spec_from(&p).limit, Limit::Bytes(10_485_760));
+    }
+
+    /// Every TCP `-b` an iperf3 client may ask becomes the spec's rate, so
+    /// the server's senders are paced to it and `--max-rate`'s watch (the
+    /// native server's [`crate::watch::RateWatch`]) holds the client's
+    /// senders to it; a rate dropped here ran unpaced past the limit.
+    #[test]
+    fn issue_28_every_iperf3_tcp_rate_is_paced_and_watched() {
+        for (bandwidth, reverse) in [(1, true), (7, true), (8, false), (10_000_000, false)] {
+            let json =
+                format!(r#"{{"tcp":true,"reverse":{reverse},"time":2,"bandwidth":{bandwidth}}}"#);
+            let p = parse_params(json.as_bytes()).expect("valid").params;
+            let s = spec_from(&p);
+            assert_eq!(s.tcp.rate, Some(bandwidth), "{json}");
+        }
+        let p = parse_params(br#"{"tcp":true,"time":2,"bandwidth":1}"#)
+            .expect("valid")
+            .params;
+        let spec = spec_from(&p);
+        assert!(
+            crate::watch::RateWatch::new(&spec, true).is_some(),
+            "a forward -b 1 test runs unwatched"
+        );
+        let p = parse_params(br#"{"tcp":true,"time":2}"#)
+            .expect("valid")
+            .params;
+        assert_eq!(spec_from(&p).tcp.rate, None, "-b 0 is unpaced");
     }
 
     #[test]

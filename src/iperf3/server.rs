@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use linerate_engine::engines::auto::{self, Configured, Workload};
 use linerate_engine::engines::EngineKind;
-use linerate_engine::iperf3::{udp_accept, udp_listener, Iperf3Format};
+use linerate_engine::iperf3::{udp_accept, udp_listener, Iperf3Format, UdpAccepted};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
@@ -445,11 +445,16 @@ impl Test<'_> {
         let Some(listener) = self.udp_listener.take() else {
             return;
         };
-        match udp_accept(listener, Duration::from_millis(2)) {
-            Ok(Err(l)) => self.udp_listener = Some(l),
-            Ok(Ok((sock, next))) => {
+        match udp_accept(listener, self.peer.ip(), Duration::from_millis(2)) {
+            Ok(UdpAccepted::Waiting { listener, stray }) => {
+                self.udp_listener = Some(listener);
+                if let Some(stray) = stray {
+                    self.host.guard.log.log(format_args!("{stray}"));
+                }
+            }
+            Ok(UdpAccepted::Stream { stream, next }) => {
                 self.udp_listener = Some(next);
-                self.attach_udp(sock);
+                self.attach_udp(stream);
             }
             Err(e) => self
                 .session

@@ -64,13 +64,10 @@ impl ServerTest<'_> {
                 else {
                     break;
                 };
-                if from.ip() != self.peer_ip {
+                if let Err(stray) = udp::from_client(from, self.peer_ip) {
                     // No reflection: only the control connection's peer may
                     // attach a stream (and so receive what it sends).
-                    self.shared.guard.log.log(format_args!(
-                        "UDP greeting from {from}, not from the test's client {}, ignored",
-                        self.peer_ip
-                    ));
+                    self.shared.guard.log.log(format_args!("{stray}"));
                     continue;
                 }
                 let bytes = &buf[..n];
@@ -102,14 +99,8 @@ impl ServerTest<'_> {
                             return;
                         }
                         p.greeting = Some(bytes.to_vec());
-                        // Datagrams queued before connect() came from
-                        // anyone; the peer sends data only after Start.
-                        let mut scratch = [0u8; 64];
-                        for _ in 0..4096 {
-                            if udp::poll_greeting(&p.sock, &mut scratch).is_none() {
-                                break;
-                            }
-                        }
+                        // The peer sends data only after Start.
+                        udp::drop_queued(&p.sock);
                     }
                     Err(why) => self
                         .shared

@@ -17,6 +17,12 @@ use crate::spec::{Direction, Limit, Pace, Protocol, TestKind, TestSpec};
 /// `--handshake-timeout`; the client's own limit on each step).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The least TCP pacing rate, bit/s: the kernel paces whole bytes per
+/// second (`SO_MAX_PACING_RATE`), so a lower rate cannot be held. Every
+/// TCP rate a peer asks for (linerate's `--rate`, iperf3's `-b`) is at
+/// least this or refused, never run unpaced.
+pub const MIN_TCP_RATE_BPS: u64 = 8;
+
 /// What a server accepts. Values above a limit are refused, except the
 /// socket window, which is clamped (a smaller window still gives a valid,
 /// if slower, test, and the note says so).
@@ -336,8 +342,7 @@ fn check_rate(
     });
     let per = max / streams;
     let min = match spec.protocol {
-        // The kernel paces whole bytes per second.
-        Protocol::Tcp => 8,
+        Protocol::Tcp => MIN_TCP_RATE_BPS,
         Protocol::Udp => 1,
     };
     if spec.kind != TestKind::Stream {

@@ -123,6 +123,20 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             spec.tcp.window = Some(limits.max_window);
         }
     }
+    if let Some(r) = spec
+        .tcp
+        .rate
+        .filter(|&r| r < crate::limits::MIN_TCP_RATE_BPS)
+    {
+        return err(
+            "rate",
+            format!(
+                "{r} bit/s is below {} bit/s, the least a TCP stream can be paced at \
+                 (the kernel paces whole bytes per second)",
+                crate::limits::MIN_TCP_RATE_BPS
+            ),
+        );
+    }
     if let Some(mss) = spec.tcp.mss {
         if !(88..=65535).contains(&mss) {
             return err("mss", format!("{mss} is outside 88..=65535"));
@@ -513,6 +527,22 @@ mod tests {
             assert_eq!(e.field, "msg", "{e:?}");
             assert!(e.reason.contains(want), "{want}: {e:?}");
         }
+    }
+
+    /// A TCP rate below what the kernel can pace is refused, never run as
+    /// something else: the rule iperf3 clients' `-b` follows too.
+    #[test]
+    fn issue_28_tcp_rate_below_the_least_pace_is_refused() {
+        let l = ServerLimits::default();
+        let with_rate = |r| {
+            let mut s = TestSpec::default();
+            s.tcp.rate = Some(r);
+            negotiate(&s, &l)
+        };
+        let e = with_rate(7).expect_err("7 bit/s");
+        assert_eq!(e.field, "rate", "{e:?}");
+        assert!(e.reason.contains("whole bytes per second"), "{e:?}");
+        assert_eq!(with_rate(8).expect("8 bit/s").spec.tcp.rate, Some(8));
     }
 
     /// `--transport unix`: tcp stream tests without TCP options only; the

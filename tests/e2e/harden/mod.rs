@@ -7,6 +7,7 @@ mod auth;
 mod faults;
 mod fleet;
 mod heartbeat;
+mod iperf3_udp;
 mod malformed;
 mod rate;
 mod soak;

@@ -239,6 +239,30 @@ fn issue_10_max_rate_applies_to_iperf3_clients() {
     assert!(log.contains("--max-rate"), "{log}");
 }
 
+/// An iperf3 TCP `-b` below 8 bit/s was dropped (the kernel paces whole
+/// bytes per second) and the test ran unpaced past `--max-rate`: it is
+/// refused in iperf3's error channel, forward and reverse.
+#[test]
+fn issue_28_iperf3_tcp_rate_below_8_bits_is_refused_under_max_rate() {
+    let Some(iperf3) = crate::iperf3::iperf3() else {
+        return;
+    };
+    let (server, log) = super::logged_server(&["--max-rate", "10M"]);
+    let port = server.port_str();
+    for extra in [&["-b", "1"][..], &["-b", "7", "-R"]] {
+        let out = Command::new("timeout")
+            .args(["30", iperf3, "-c", "127.0.0.1", "-p", &port, "-t", "2"])
+            .args(extra)
+            .output()
+            .expect("iperf3");
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert!(!out.status.success(), "{extra:?} ran: {said}");
+        assert!(said.contains("not implemented"), "{extra:?}: {said}");
+    }
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert!(log.contains("-b 8 or more"), "{log}");
+}
+
 #[test]
 fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
     let Some(iperf3) = crate::iperf3::iperf3() else {

@@ -26,12 +26,12 @@ mod recv;
 mod tests;
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
 
 use linerate_proto::iperf3::udp as wire;
 
-use crate::EngineError;
+use crate::{udp, EngineError};
 
 pub use recv::recv;
 
@@ -60,38 +60,86 @@ pub fn udp_listener(local: SocketAddr) -> Result<UdpSocket, EngineError> {
     Ok(s.into())
 }
 
-/// Waits up to `wait` for a client's connect datagram on `listener`. On
-/// one, connects `listener` to that client (it becomes the stream's
-/// socket), opens the next listener on the same address, then replies
+/// What [`udp_accept`] found.
+#[derive(Debug)]
+pub enum UdpAccepted {
+    /// The client's connect datagram: the old listener, now connected to
+    /// the client, is the stream's socket; `next` takes the next stream.
+    Stream { stream: UdpSocket, next: UdpSocket },
+    /// No connect datagram from the client yet: the listener, still open
+    /// for it. Datagrams from other addresses were dropped; `stray` names
+    /// the last, for the caller's (throttled) log.
+    Waiting {
+        listener: UdpSocket,
+        stray: Option<udp::NotTheClient>,
+    },
+}
+
+/// Datagrams from other addresses read (and dropped) per call at most, so
+/// a flood cannot hold the caller past `wait` by much.
+const STRAYS_PER_CALL: usize = 64;
+
+/// Waits up to `wait` for a connect datagram on `listener` from `client`
+/// (the control connection's peer: [`udp::from_client`], the rule native
+/// greetings follow too; anyone else's is dropped, so no third host can
+/// be made the target of a reverse test). On one, connects `listener` to
+/// that client (it becomes the stream's socket) and drops what was queued
+/// before, opens the next listener on the same address, then replies
 /// "6789" — in that order, so the next client's datagram always finds a
-/// socket. Returns the stream socket and the new listener.
+/// socket.
 pub fn udp_accept(
     listener: UdpSocket,
+    client: IpAddr,
     wait: Duration,
-) -> Result<Result<(UdpSocket, UdpSocket), UdpSocket>, EngineError> {
-    listener
-        .set_read_timeout(Some(wait.max(Duration::from_millis(1))))
-        .map_err(|e| EngineError::io("UDP read timeout", e))?;
+) -> Result<UdpAccepted, EngineError> {
+    let deadline = Instant::now() + wait;
+    let mut stray = None;
     let mut buf = [0u8; 64];
-    let peer = match listener.recv_from(&mut buf) {
-        Ok((_, peer)) => peer,
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-            return Ok(Err(listener))
+    for _ in 0..STRAYS_PER_CALL {
+        let left = deadline.saturating_duration_since(Instant::now());
+        listener
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .map_err(|e| EngineError::io("UDP read timeout", e))?;
+        let peer = match listener.recv_from(&mut buf) {
+            Ok((_, peer)) => peer,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                break
+            }
+            Err(e) => return Err(EngineError::io("UDP connect datagram", e)),
+        };
+        match udp::from_client(peer, client) {
+            Ok(()) => return connect_stream(listener, peer),
+            Err(s) => stray = Some(s),
         }
-        Err(e) if e.kind() == ErrorKind::Interrupted => return Ok(Err(listener)),
-        Err(e) => return Err(EngineError::io("UDP connect datagram", e)),
-    };
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    Ok(UdpAccepted::Waiting { listener, stray })
+}
+
+/// The client's connect datagram came from `peer`: see [`udp_accept`].
+fn connect_stream(listener: UdpSocket, peer: SocketAddr) -> Result<UdpAccepted, EngineError> {
     let local = listener
         .local_addr()
         .map_err(|e| EngineError::io("UDP local address", e))?;
     listener
         .connect(peer)
         .map_err(|e| EngineError::io(format!("connect UDP to {peer}"), e))?;
+    udp::drop_queued(&listener);
     let next = udp_listener(local)?;
     listener
         .send(&wire::REPLY)
         .map_err(|e| EngineError::io("UDP connect reply", e))?;
-    Ok(Ok((listener, next)))
+    Ok(UdpAccepted::Stream {
+        stream: listener,
+        next,
+    })
 }
 
 /// Shuts down the read side of a TCP stream: a receiver blocked in read

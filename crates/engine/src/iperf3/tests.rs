@@ -19,6 +19,58 @@ fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
 }
 
+const LOCALHOST: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+/// The stream socket and next listener of an accepted connect datagram.
+fn stream(
+    r: Result<UdpAccepted, crate::EngineError>,
+) -> (std::net::UdpSocket, std::net::UdpSocket) {
+    match r.expect("io") {
+        UdpAccepted::Stream { stream, next } => (stream, next),
+        other => panic!("no stream: {other:?}"),
+    }
+}
+
+/// A connect datagram from an address other than the control
+/// connection's peer attaches nothing and gets no reply (else a reverse
+/// test would flood that address); the listener stays open, and the real
+/// client's datagram still attaches.
+#[test]
+fn issue_28_iperf3_connect_datagram_from_a_third_address_is_ignored() {
+    let first = udp_listener("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let addr = first.local_addr().expect("addr");
+    let Ok(victim) = std::net::UdpSocket::bind("127.0.0.2:0") else {
+        return skip("no 127.0.0.2 on this host");
+    };
+    victim.send_to(&wire::CONNECT, addr).expect("send");
+    let listener = match udp_accept(first, LOCALHOST, Duration::from_secs(2)).expect("io") {
+        UdpAccepted::Waiting {
+            listener,
+            stray: Some(stray),
+        } => {
+            assert_eq!(stray.from, victim.local_addr().expect("addr"));
+            assert!(stray.to_string().contains("not from the test's client"));
+            listener
+        }
+        other => panic!("a stray datagram was taken: {other:?}"),
+    };
+    victim
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut b = [0u8; 8];
+    assert!(
+        victim.recv(&mut b).is_err(),
+        "the third address got a reply"
+    );
+    let client = udp::connect(addr).expect("client");
+    client.send(&wire::CONNECT).expect("send");
+    let (s, _next) = stream(udp_accept(listener, LOCALHOST, Duration::from_secs(2)));
+    assert_eq!(
+        s.peer_addr().expect("peer"),
+        client.local_addr().expect("c")
+    );
+}
+
 #[test]
 fn udp_handshake_connects_replies_and_reopens_the_port() {
     let first = udp_listener("127.0.0.1:0".parse().expect("addr")).expect("bind");
@@ -26,18 +78,15 @@ fn udp_handshake_connects_replies_and_reopens_the_port() {
     let c1 = udp::connect(addr).expect("client 1");
     let c2 = udp::connect(addr).expect("client 2");
     c1.send(&wire::CONNECT).expect("send");
-    let (s1, next) = udp_accept(first, Duration::from_secs(2))
-        .expect("io")
-        .expect("datagram");
+    let (s1, next) = stream(udp_accept(first, LOCALHOST, Duration::from_secs(2)));
     c1.set_read_timeout(Some(Duration::from_secs(2)))
         .expect("timeout");
     let mut b = [0u8; 8];
     let n = c1.recv(&mut b).expect("reply");
     assert_eq!(&b[..n], b"6789");
     c2.send(&wire::CONNECT).expect("send");
-    let (s2, _next) = udp_accept(next, Duration::from_secs(2))
-        .expect("io")
-        .expect("second datagram reaches the new listener");
+    // The second datagram reaches the new listener.
+    let (s2, _next) = stream(udp_accept(next, LOCALHOST, Duration::from_secs(2)));
     assert_eq!(s1.peer_addr().expect("peer"), c1.local_addr().expect("c1"));
     assert_eq!(s2.peer_addr().expect("peer"), c2.local_addr().expect("c2"));
     // Data from client 1 goes to its stream socket.

@@ -191,12 +191,47 @@ pub fn greet(sock: &UdpSocket, hello: &[u8]) -> Result<(), EngineError> {
     )))
 }
 
+/// A datagram that would attach a UDP stream but came from an address
+/// other than the test's client (its control connection's peer): ignored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("UDP datagram from {from}, not from the test's client {client}, ignored")]
+pub struct NotTheClient {
+    pub from: SocketAddr,
+    pub client: IpAddr,
+}
+
+/// The one rule for every datagram that attaches a UDP stream on a server
+/// (native greetings, iperf3 connect datagrams): only the control
+/// connection's peer may, so no one can make the server send test traffic
+/// to a third host. Addresses compare as IPv4 where one side is an
+/// IPv4-mapped IPv6 address (a dual-stack control listener).
+pub fn from_client(from: SocketAddr, client: IpAddr) -> Result<(), NotTheClient> {
+    let ip = |a: IpAddr| crate::socket::canonical(SocketAddr::new(a, 0)).ip();
+    if ip(from.ip()) == ip(client) {
+        Ok(())
+    } else {
+        Err(NotTheClient { from, client })
+    }
+}
+
 /// Server side: one pending datagram on an unattached socket, if any.
 pub fn poll_greeting(sock: &UdpSocket, buf: &mut [u8]) -> Option<(usize, SocketAddr)> {
     let _ = sock.set_nonblocking(true);
     let r = sock.recv_from(buf).ok();
     let _ = sock.set_nonblocking(false);
     r
+}
+
+/// Server side, once a data socket is connected to its client: drops the
+/// datagrams queued before `connect()` (they came from anyone; the client
+/// sends data only after the server's answer), a bounded number.
+pub fn drop_queued(sock: &UdpSocket) {
+    let mut scratch = [0u8; 64];
+    for _ in 0..4096 {
+        if poll_greeting(sock, &mut scratch).is_none() {
+            break;
+        }
+    }
 }
 
 /// Server side: the greeting from `from` was accepted; connect to it and

@@ -26,7 +26,7 @@ use super::{
     code, server_error_bytes, server_role, stream_id, Cookie, Iperf3Error, Role, State, COOKIE_LEN,
     SAFETY_SLACK, STEP_TIMEOUT,
 };
-use crate::limits::{RateBudget, RateReservation};
+use crate::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
 use crate::session::server::Admission;
 
 /// The server's limits as they apply to iperf3 tests.
@@ -383,6 +383,20 @@ impl Iperf3ServerSession {
                 format!(
                     "{} streams per direction asked, the server allows {}",
                     p.parallel, self.limits.max_streams
+                ),
+            );
+        }
+        if p.protocol == json::Protocol::Tcp && (1..MIN_TCP_RATE_BPS).contains(&p.bandwidth) {
+            // Refused, not rounded up or left unpaced: linerate paces TCP
+            // with the kernel, in whole bytes per second, as for its own
+            // `tcp --rate` (iperf3 has no error code for a rate; it has
+            // for an option it cannot serve).
+            return self.refuse(
+                code::UNIMPLEMENTED,
+                format!(
+                    "TCP -b {} asked: linerate paces TCP in whole bytes per second, so \
+                     {MIN_TCP_RATE_BPS} bit/s is the least (pass -b {MIN_TCP_RATE_BPS} or more)",
+                    p.bandwidth
                 ),
             );
         }

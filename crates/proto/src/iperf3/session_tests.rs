@@ -251,6 +251,47 @@ fn issue_10_max_rate_refuses_iperf3_clients_asking_for_more() {
     assert_ne!(out.first(), Some(&0xFE), "within the limit: {out:?}");
 }
 
+/// An iperf3 TCP `-b` below 8 bit/s cannot be paced (the kernel paces
+/// whole bytes per second): it is refused in iperf3's error channel, with
+/// or without a server limit, instead of running unpaced past
+/// `--max-rate`; 8 bit/s and UDP's low rates (paced per datagram) run.
+#[test]
+fn issue_28_iperf3_tcp_rate_below_8_bits_is_refused_not_run_unpaced() {
+    let t0 = Instant::now();
+    let capped = Iperf3Limits {
+        max_rate_bps: Some(10_000_000),
+        ..Iperf3Limits::default()
+    };
+    for limits in [Iperf3Limits::default(), capped] {
+        for params in [
+            r#"{"tcp":true,"time":2,"bandwidth":1}"#,
+            r#"{"tcp":true,"time":2,"reverse":true,"bandwidth":7}"#,
+            r#"{"tcp":true,"time":2,"bidirectional":true,"parallel":4,"bandwidth":3}"#,
+        ] {
+            let mut s = after_params(&limits, params, t0);
+            let out = s.take_outbox();
+            assert_eq!(
+                out[..5],
+                [0xFE, 0, 0, 0, code::UNIMPLEMENTED as u8],
+                "{params}"
+            );
+            assert_eq!(s.poll_action(), None, "{params}: streams prepared");
+            let Some(ServerOutcome::Refused(why)) = s.outcome() else {
+                panic!("{params}: {:?}", s.outcome());
+            };
+            assert!(why.contains("-b 8 or more"), "{why}");
+        }
+        for params in [
+            r#"{"tcp":true,"time":2,"reverse":true,"bandwidth":8}"#,
+            r#"{"udp":true,"time":2,"reverse":true,"len":1000,"bandwidth":1}"#,
+        ] {
+            let mut s = after_params(&limits, params, t0);
+            assert_ne!(s.take_outbox().first(), Some(&0xFE), "{params}");
+            assert_eq!(s.poll_action(), Some(ServerAction::PrepareStreams));
+        }
+    }
+}
+
 /// A server whose own engine serves TCP only (`--engine
 /// zerocopy:sendfile`) refuses an iperf3 UDP test in the handshake, with
 /// the reason, instead of admitting it and failing its stream; TCP runs.
