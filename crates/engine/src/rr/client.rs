@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
-use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, RESPONSE_HEADER_LEN};
-use linerate_proto::rr_core::{PhaseClock, ServerTimes, Tally};
+use linerate_proto::rr::{RequestRepr, RESPONSE_HEADER_LEN};
+use linerate_proto::rr_core::{PhaseClock, Tally};
+use linerate_proto::rr_flow::{Response, Transaction};
 
 use crate::clock::mono_ns;
 use crate::cpu;
@@ -27,35 +28,26 @@ use super::side::{run_threads, CpuStart, FlowEnd};
 use super::watch::{Watch, Watchdog};
 use super::{tcp, udp, LOAD_WARMUP, WAKE};
 
-/// How one transaction ended.
-pub(super) enum Reply {
-    /// The response came, with the server's times when it carried them.
-    Answered(Option<ServerTimes>),
-    /// No response within the timeout (UDP).
-    Lost,
-}
-
-/// How a client flow runs transactions on one transport during a phase.
+/// How a client flow runs transactions on one transport during a phase:
+/// it moves the bytes, its [`linerate_proto::rr_flow::RrClient`] core
+/// writes the requests' headers and judges the responses.
 pub(super) trait Exchange {
     /// One transaction: a request with `header` out, its response in.
-    fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError>;
+    fn transact(&mut self, header: &RequestRepr) -> Result<Transaction, EngineError>;
     /// The phase's last transaction is done: end the phase with the peer,
     /// so both ends have counted the same transactions.
     fn end_phase(&mut self) -> Result<(), EngineError>;
 }
 
-/// The server's times from a response, after checking it answers `header`
-/// (`None` when the response is too short to carry a header).
-pub(super) fn server_times(
-    header: &RequestRepr,
-    resp: &[u8],
-) -> Result<Option<ServerTimes>, EngineError> {
-    if resp.len() < RESPONSE_HEADER_LEN {
-        return Ok(None);
+/// A reliable transport's response, as its core judged it: the core
+/// refuses a late one, and one always waits when a response is read.
+pub(super) fn reliable_answer(r: Response) -> Result<Transaction, EngineError> {
+    match r {
+        Response::Matched(server) => Ok(Transaction::Answered(server)),
+        Response::Late | Response::Stray => Err(EngineError::Protocol(
+            "a response with no request waiting".into(),
+        )),
     }
-    let r = ResponseRepr::parse(&RrHeader::new_checked(resp)?)?;
-    msg::expect(header.flow, header.sequence, r.flow, r.sequence)?;
-    Ok(r.server_ns.map(|(rx, tx)| ServerTimes { rx, tx }))
 }
 
 /// The one client phase loop: batches from the phase's clock, a
@@ -88,10 +80,7 @@ pub(super) fn run_phase(
                 sequence,
                 sent_ns: per_message.then_some(batch.t0),
             };
-            match x.transact(&header)? {
-                Reply::Answered(server) => tally.answered(server),
-                Reply::Lost => tally.lost(),
-            }
+            tally.record(x.transact(&header)?);
         }
         if tally.finish(mono_ns()) {
             cx.watch.tick(cx.flow);

@@ -9,7 +9,9 @@
 //! arrival and the response's departure into the response header (when the
 //! sizes leave room, see `linerate_proto::rr`), and writes the response.
 //! What is counted, and when the clock is read, is decided by the sans-IO
-//! core `linerate_proto::rr_core`; this module does the syscalls.
+//! core `linerate_proto::rr_core`; which response answers which request,
+//! what is late and what the server answers, by `linerate_proto::rr_flow`;
+//! this module moves the bytes and does the syscalls.
 //!
 //! A test runs phases (each size, then each size again under load). In rr,
 //! every flow has its own connection per phase: the client ends a phase by
@@ -82,6 +84,7 @@ pub use server::start_server;
 /// loaded figures see a load in its steady state rather than its ramp.
 pub const LOAD_WARMUP: Duration = Duration::from_millis(250);
 /// How long a UDP client waits for a response before counting it lost.
-pub const UDP_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+pub const UDP_RESPONSE_TIMEOUT: Duration =
+    Duration::from_nanos(linerate_proto::rr_flow::RESPONSE_TIMEOUT_NS);
 /// How often waiting threads look at the stop flags.
 const WAKE: Duration = Duration::from_millis(100);

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement};
-use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, REQUEST_HEADER_LEN};
+use linerate_proto::rr_flow::RrServer;
 
 use crate::clock::mono_ns;
 use crate::cpu;
@@ -40,37 +40,6 @@ pub(super) trait Serve {
     fn spin(&self) -> Option<SpinStats>;
 }
 
-/// Answers one request: checks its header, stamps and writes the response
-/// into `resp`. Returns the sequence number answered: the request's when
-/// it carries a header, else `seq`.
-pub(super) fn answer(
-    flow: u32,
-    seq: u64,
-    t_rx: Option<u64>,
-    req: &[u8],
-    resp: &mut [u8],
-) -> Result<u64, EngineError> {
-    let mut seq_out = seq;
-    if req.len() >= REQUEST_HEADER_LEN {
-        let q = RequestRepr::parse(&RrHeader::new_checked(req)?)?;
-        if q.flow != flow {
-            return Err(msg::RrError::WrongFlow {
-                expected: flow,
-                got: q.flow,
-            }
-            .into());
-        }
-        seq_out = q.sequence;
-    }
-    ResponseRepr {
-        flow,
-        sequence: seq_out,
-        server_ns: t_rx.map(|rx| (rx, mono_ns())),
-    }
-    .emit(resp);
-    Ok(seq_out)
-}
-
 /// How a server phase ended.
 pub(super) struct Served {
     pub(super) transactions: u64,
@@ -78,8 +47,8 @@ pub(super) struct Served {
     pub(super) out: PhaseOut,
 }
 
-/// The one server phase loop: a request in, a response out, until the
-/// client ends the phase. `setup` is the transport's preparation, which
+/// The one server phase loop: a request in, the flow's
+/// [`RrServer`] core's response out, until the client ends the phase. `setup` is the transport's preparation, which
 /// hands back its [`Serve`] and what the kernel said to busy polling.
 pub(super) fn serve_phase<S: Serve>(
     cx: &PhaseCtx<'_>,
@@ -95,14 +64,12 @@ pub(super) fn serve_phase<S: Serve>(
     out.result = (|| {
         let (mut s, said) = setup()?;
         out.busy_poll = said;
+        let mut core = RrServer::new(cx.flow, req_len, s.reliable());
         let r = (|| {
             while let Some(req) = s.next_request(&mut bufs.req, req_len)? {
                 let t_rx = timed.then(mono_ns);
                 first.get_or_insert_with(Instant::now);
-                let got = answer(cx.flow, n, t_rx, req, resp)?;
-                if s.reliable() {
-                    msg::expect(cx.flow, n, cx.flow, got)?;
-                }
+                core.on_request(req, t_rx, mono_ns, resp)?;
                 s.respond(resp)?;
                 n += 1;
                 cx.watch.tick(cx.flow);
