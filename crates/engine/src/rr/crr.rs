@@ -22,11 +22,11 @@ use crate::runner::{spawn_side, CpuScope, ProcessThreads, SideRun};
 use crate::stream::{Signals, POLL};
 use crate::{socket, EngineError};
 
-use super::client::{reliable_answer, run_phase, Exchange};
+use super::exchange::{reliable_answer, run_phase, Exchange};
+use super::params::WAKE;
 use super::params::{Buffers, PhaseCtx, PhaseOut};
 use super::side::CpuStart;
 use super::stream_io::{StreamIo, TcpParts};
-use super::WAKE;
 use crate::wait::{busy_poll_note, busy_poll_quietly, connect_spinning, Wait, Waiter};
 
 /// What the server side of a busy-polled crr test says it did.

@@ -11,9 +11,9 @@ use crate::engines::Engine;
 use crate::stream::map_err;
 use crate::EngineError;
 
-use super::client::{reliable_answer, run_phase, Exchange};
+use super::exchange::{reliable_answer, run_phase, Exchange};
 use super::params::{Buffers, PhaseCtx, PhaseOut, SpinStats};
-use super::server::{serve_phase, Serve, Served};
+use super::serve::{serve_phase, Serve, Served};
 use super::stream_io::StreamIo;
 use crate::wait::{prepare_tcp, Waiter};
 

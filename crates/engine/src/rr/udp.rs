@@ -1,5 +1,5 @@
 //! rr over UDP: one datagram per message on a connected socket per
-//! (phase, flow). A response missing after [`UDP_RESPONSE_TIMEOUT`] is
+//! (phase, flow). A response missing after [`RESPONSE_TIMEOUT_NS`] is
 //! lost; the client ends a phase with an empty datagram, repeated until the
 //! server answers with one.
 
@@ -15,10 +15,10 @@ use crate::engines::Engine;
 use crate::stream::POLL;
 use crate::EngineError;
 
-use super::client::{run_phase, Exchange};
 use super::datagram_io::DatagramIo;
+use super::exchange::{run_phase, Exchange};
 use super::params::{Buffers, PhaseCtx, PhaseOut, SpinStats};
-use super::server::{serve_phase, Serve, Served};
+use super::serve::{serve_phase, Serve, Served};
 use crate::wait::{prepare_udp, Waiter};
 
 /// Receive timeout of a blocking UDP client: how often a waiting flow looks
