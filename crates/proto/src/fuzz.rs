@@ -24,6 +24,7 @@ use crate::limits::ServerLimits;
 use crate::measure::{Role, SideResults};
 use crate::rr::{RequestRepr, ResponseRepr, RrHeader};
 use crate::rr_core::{PhaseClock, ServerTimes, Tally};
+use crate::rr_flow::{Response, RrClient, RrServer, Transaction, RESPONSE_TIMEOUT_NS};
 use crate::session::client::ClientSession;
 use crate::session::server::{Admission, ServerAction, ServerSession};
 use crate::spec::{RrLimit, TestSpec};
@@ -574,6 +575,88 @@ pub fn rr_core(data: &[u8]) {
     assert_eq!(clock.issued(), handed);
 }
 
+/// A request/response flow's cores fed a hostile peer's bytes: any
+/// request or response (garbage, wrong sizes, flows and sequences, late
+/// and duplicated copies) and timeouts at any point never panic; a client
+/// counts each transaction answered or lost at most once, and a server
+/// writes only within its response and answers only what it accepted.
+pub fn rr_flow(data: &[u8]) {
+    let mut i = Input::new(data);
+    let req_len = usize::from(i.u8()) % 64 + 1;
+    let resp_len = usize::from(i.u8()) % 64 + 1;
+    let reliable = i.u8() & 1 == 1;
+    let flow = u32::from(i.u8() % 3);
+    let mut client = RrClient::new(flow, resp_len, (!reliable).then_some(RESPONSE_TIMEOUT_NS));
+    let mut server = RrServer::new(flow, req_len, reliable);
+    let mut req = vec![0u8; req_len];
+    let mut resp = vec![0u8; resp_len];
+    let (mut issued, mut ended, mut accepted) = (0u64, 0u64, 0u64);
+    let mut waiting = false;
+    for _ in 0..MAX_EVENTS {
+        if i.is_empty() {
+            break;
+        }
+        match i.u8() % 6 {
+            0 => {
+                let header = RequestRepr {
+                    flow,
+                    sequence: issued,
+                    sent_ns: (i.u8() & 1 == 1).then(|| i.u64()),
+                };
+                client.request(&header, &mut req);
+                ended += u64::from(waiting);
+                waiting = true;
+                issued += 1;
+                // The server answers the client's own request.
+                if server
+                    .on_request(&req, Some(i.u64()), || 7, &mut resp)
+                    .is_ok()
+                {
+                    accepted += 1;
+                }
+            }
+            1 => {
+                if client.on_timeout() == Transaction::Lost && waiting {
+                    waiting = false;
+                    ended += 1;
+                }
+            }
+            2 => {
+                // The server's last response, or a mangled copy of it.
+                let mut r = resp.clone();
+                if let Some(b) = r.get_mut(usize::from(i.u8()) % resp_len) {
+                    *b ^= i.u8();
+                }
+                if let Ok(Response::Matched(_)) = client.on_response(&r) {
+                    assert!(waiting, "matched with nothing waiting");
+                    waiting = false;
+                }
+            }
+            3 => {
+                let n = usize::from(i.u8());
+                if let Ok(Response::Matched(_)) = client.on_response(i.bytes(n)) {
+                    assert!(waiting, "matched with nothing waiting");
+                    waiting = false;
+                }
+            }
+            4 => {
+                let n = usize::from(i.u8());
+                let before = resp.len();
+                if server.on_request(i.bytes(n), None, || 0, &mut resp).is_ok() {
+                    accepted += 1;
+                }
+                assert_eq!(resp.len(), before);
+            }
+            _ => {
+                let _ = client.deadline(i.u64());
+            }
+        }
+    }
+    assert!(client.answered() + client.lost() <= issued);
+    assert!(client.lost() <= ended + u64::from(waiting));
+    assert_eq!(server.answered(), accepted);
+}
+
 /// A fuzz target: bytes in, a panic when a property breaks.
 pub type Target = fn(&[u8]);
 
@@ -591,4 +674,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("udp_sender", udp_sender),
     ("interval", interval),
     ("rr_core", rr_core),
+    ("rr_flow", rr_flow),
 ];

@@ -17,6 +17,8 @@
 //! - [`rr`]: the header inside request/response messages.
 //! - [`rr_core`]: request/response bookkeeping (plan, batch timing, tally,
 //!   one-way arithmetic, busy-poll spin budget), with `now` as an argument.
+//! - [`rr_flow`]: a request/response flow's client and server cores
+//!   (matching, late responses, timeouts, the server's answer).
 //! - [`clock`]: the offset between the two ends' clocks, for one-way latency.
 //! - [`datagram`]: the UDP test datagram header, payload pattern and the
 //!   test-only fault schedule.
@@ -53,6 +55,7 @@ pub mod negotiate;
 pub mod pacing;
 pub mod rr;
 pub mod rr_core;
+pub mod rr_flow;
 pub mod sanitize;
 pub mod seq;
 pub mod session;

@@ -51,6 +51,12 @@ pub enum RrError {
     WrongFlow { expected: u32, got: u32 },
     #[error("message {got} arrived when {expected} was due")]
     WrongSequence { expected: u64, got: u64 },
+    #[error("a {got}-byte {what} where {due} bytes were due")]
+    WrongSize {
+        what: &'static str,
+        got: usize,
+        due: usize,
+    },
 }
 
 /// Checked view over the first bytes of a message.

@@ -308,6 +308,14 @@ impl Tally {
         self.lost += 1;
     }
 
+    /// A transaction of the open batch ended as `t` says.
+    pub fn record(&mut self, t: crate::rr_flow::Transaction) {
+        match t {
+            crate::rr_flow::Transaction::Answered(server) => self.answered(server),
+            crate::rr_flow::Transaction::Lost => self.lost(),
+        }
+    }
+
     /// The open batch ended at `t1`. Returns true when it had an answer
     /// (the flow made progress).
     pub fn finish(&mut self, t1: u64) -> bool {

@@ -277,6 +277,26 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 [chunk(false, &[9]), chunk(false, &[10]), chunk(false, &[1])].concat(),
             ]
         }
+        "rr_flow" => {
+            // Sizes, reliability, flow; then requests (0), the server's
+            // response (2), a timeout (1), a late response (2 after 1).
+            let head = |reliable: u8| vec![63, 63, reliable, 1];
+            let request = [0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3];
+            let events = [
+                &request[..],
+                &[2, 0, 0],
+                &request,
+                &[1],
+                &request,
+                &[2, 0, 0],
+            ]
+            .concat();
+            vec![
+                [head(0), events.clone()].concat(),
+                [head(1), events].concat(),
+                noise(9, 64),
+            ]
+        }
         _ => (0..4).map(|k| noise(k + 3, 64 << k)).collect(),
     }
 }
@@ -470,5 +490,13 @@ proptest! {
     #[test]
     fn issue_10_fuzz_rr_core(bytes in input("rr_core")) {
         fuzz::rr_core(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(20_000))]
+    #[test]
+    fn issue_24_fuzz_rr_flow(bytes in input("rr_flow")) {
+        fuzz::rr_flow(&bytes);
     }
 }

@@ -536,9 +536,15 @@ impl RecvSlots {
     /// super-buffer cut at its segment size (the last possibly shorter).
     #[inline]
     pub fn datagrams(&self, i: usize) -> Segments<'_> {
+        self.datagrams_from(i, 0)
+    }
+    /// Slot `i`'s datagrams from byte `at` on (a segment boundary), for a
+    /// reader that takes them one call at a time.
+    #[inline]
+    pub fn datagrams_from(&self, i: usize, at: usize) -> Segments<'_> {
         let (data, m) = self.get(i);
         Segments {
-            rest: Some(data),
+            rest: data.get(at..),
             segment: m.segment.unwrap_or(usize::MAX).max(1),
         }
     }

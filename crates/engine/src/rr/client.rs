@@ -1,17 +1,15 @@
-//! The client side: one phase loop for every transport (an [`Exchange`]
-//! is TCP, UDP or crr), the flow threads that run it phase by phase, and
-//! the coordinator that moves the flows through the phases together and
-//! starts the load.
+//! The client side: the flow threads that run the phase loop
+//! (`exchange`) phase by phase over TCP, UDP or crr, and the coordinator
+//! that moves the flows through the phases together and starts the load.
 
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
-use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, RESPONSE_HEADER_LEN};
-use linerate_proto::rr_core::{PhaseClock, ServerTimes, Tally};
+use linerate_proto::rr::RESPONSE_HEADER_LEN;
+use linerate_proto::rr_core::Tally;
 
-use crate::clock::mono_ns;
 use crate::cpu;
 use crate::engines::{with_engine, Engine, EngineKind};
 use crate::runner::{spawn_side, SideRun};
@@ -23,82 +21,10 @@ use super::crr::{self, CrrTarget};
 use super::gate::Gate;
 use super::load::client_load;
 use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams, SpinStats};
+use super::params::{LOAD_WARMUP, WAKE};
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::watch::{Watch, Watchdog};
-use super::{tcp, udp, LOAD_WARMUP, WAKE};
-
-/// How one transaction ended.
-pub(super) enum Reply {
-    /// The response came, with the server's times when it carried them.
-    Answered(Option<ServerTimes>),
-    /// No response within the timeout (UDP).
-    Lost,
-}
-
-/// How a client flow runs transactions on one transport during a phase.
-pub(super) trait Exchange {
-    /// One transaction: a request with `header` out, its response in.
-    fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError>;
-    /// The phase's last transaction is done: end the phase with the peer,
-    /// so both ends have counted the same transactions.
-    fn end_phase(&mut self) -> Result<(), EngineError>;
-}
-
-/// The server's times from a response, after checking it answers `header`
-/// (`None` when the response is too short to carry a header).
-pub(super) fn server_times(
-    header: &RequestRepr,
-    resp: &[u8],
-) -> Result<Option<ServerTimes>, EngineError> {
-    if resp.len() < RESPONSE_HEADER_LEN {
-        return Ok(None);
-    }
-    let r = ResponseRepr::parse(&RrHeader::new_checked(resp)?)?;
-    msg::expect(header.flow, header.sequence, r.flow, r.sequence)?;
-    Ok(r.server_ns.map(|(rx, tx)| ServerTimes { rx, tx }))
-}
-
-/// The one client phase loop: batches from the phase's clock, a
-/// transaction per sequence number, the tally, then the end of the phase.
-pub(super) fn run_phase(
-    x: &mut impl Exchange,
-    cx: &PhaseCtx<'_>,
-    tally: &mut Tally,
-) -> Result<(), EngineError> {
-    let plan = &cx.p.plan;
-    let per_message = plan.per_message();
-    let mut clock = PhaseClock::new(plan.limit, plan.batch, mono_ns());
-    loop {
-        if cx.signals.aborted() {
-            return Err(EngineError::Aborted);
-        }
-        // Stopped early (the user's Ctrl-C): end the phase with the peer as
-        // if its limit were reached, so both ends count the same
-        // transactions; the phases after it end at once, with none.
-        if cx.signals.stopping() {
-            break;
-        }
-        let Some(batch) = clock.next(mono_ns()) else {
-            break;
-        };
-        tally.start(batch);
-        for sequence in batch.sequences() {
-            let header = RequestRepr {
-                flow: cx.flow,
-                sequence,
-                sent_ns: per_message.then_some(batch.t0),
-            };
-            match x.transact(&header)? {
-                Reply::Answered(server) => tally.answered(server),
-                Reply::Lost => tally.lost(),
-            }
-        }
-        if tally.finish(mono_ns()) {
-            cx.watch.tick(cx.flow);
-        }
-    }
-    x.end_phase()
-}
+use super::{tcp, udp};
 
 /// Where a client flow's transactions go.
 enum Source<'a> {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement};
 use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::{RrPlan, SpinMode, Tally};
+use linerate_proto::rr_flow::{RrClient, RrServer, Transaction};
 use linerate_proto::spec::{RrConn, RrPhase, TcpOptions};
 use linerate_proto::wire::{DataHello, Side, Token};
 
@@ -21,12 +22,11 @@ use crate::runner::{spawn_side, CpuScope, ProcessThreads, SideRun};
 use crate::stream::{Signals, POLL};
 use crate::{socket, EngineError};
 
-use super::client::{run_phase, server_times, Exchange, Reply};
+use super::exchange::{reliable_answer, run_phase, Exchange};
+use super::params::WAKE;
 use super::params::{Buffers, PhaseCtx, PhaseOut};
-use super::server::answer;
 use super::side::CpuStart;
 use super::stream_io::{StreamIo, TcpParts};
-use super::WAKE;
 use crate::wait::{busy_poll_note, busy_poll_quietly, connect_spinning, Wait, Waiter};
 
 /// What the server side of a busy-polled crr test says it did.
@@ -58,6 +58,8 @@ struct CrrExchange<'a, E: Engine> {
     greeting: Vec<u8>,
     hello_len: usize,
     resp: &'a mut [u8],
+    /// Writes the requests' headers and checks the responses.
+    core: RrClient,
     signals: &'a Signals,
     /// Busy poll: how the flow spins; `None`: blocking connections.
     spin: Option<SpinMode>,
@@ -100,8 +102,9 @@ impl<'a, E: Engine> CrrExchange<'a, E> {
 }
 
 impl<'a, E: Engine> Exchange for CrrExchange<'a, E> {
-    fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
-        header.emit(&mut self.greeting[self.hello_len..]);
+    fn transact(&mut self, header: &RequestRepr) -> Result<Transaction, EngineError> {
+        self.core
+            .request(header, &mut self.greeting[self.hello_len..]);
         let (sock, waiter) = self.connect()?;
         let mut io = match self.parts.take() {
             Some(parts) => StreamIo::with_parts(&sock, parts, waiter),
@@ -135,7 +138,7 @@ impl<'a, E: Engine> Exchange for CrrExchange<'a, E> {
             self.waiter = Some(waiter);
         }
         result?;
-        Ok(Reply::Answered(server_times(header, self.resp)?))
+        reliable_answer(self.core.on_response(self.resp)?)
     }
 
     fn end_phase(&mut self) -> Result<(), EngineError> {
@@ -166,6 +169,7 @@ pub(super) fn client_phase<E: Engine>(
         greeting,
         hello_len,
         resp: &mut bufs.resp[..cx.phase.response as usize],
+        core: RrClient::new(cx.flow, cx.phase.response as usize, None),
         signals: cx.signals,
         spin: cx.spin,
         waiter: None,
@@ -217,7 +221,9 @@ pub(super) struct Ticket {
 impl Ticket {
     /// Answers the request `req` into `resp` (the response's size).
     pub(super) fn answer(&self, req: &[u8], resp: &mut [u8]) -> Result<(), EngineError> {
-        answer(self.flow, 0, None, req, resp).map(|_| ())
+        // One request per connection: nothing to count across them.
+        RrServer::new(self.flow, req.len(), false).on_request(req, None, || 0, resp)?;
+        Ok(())
     }
 
     /// Counts the transaction (once): completed, or failed with `e`.

@@ -5,7 +5,7 @@ use std::sync::{Condvar, Mutex};
 
 use crate::stream::Signals;
 
-use super::WAKE;
+use super::params::WAKE;
 
 #[derive(Debug, Default)]
 pub(super) struct GateState {

@@ -9,7 +9,9 @@
 //! arrival and the response's departure into the response header (when the
 //! sizes leave room, see `linerate_proto::rr`), and writes the response.
 //! What is counted, and when the clock is read, is decided by the sans-IO
-//! core `linerate_proto::rr_core`; this module does the syscalls.
+//! core `linerate_proto::rr_core`; which response answers which request,
+//! what is late and what the server answers, by `linerate_proto::rr_flow`;
+//! this module moves the bytes and does the syscalls.
 //!
 //! A test runs phases (each size, then each size again under load). In rr,
 //! every flow has its own connection per phase: the client ends a phase by
@@ -26,7 +28,7 @@
 //! (phase, flow), attached with the UDP tests' greeting handshake
 //! (`crate::udp`). A phase ends with an empty datagram, which the server
 //! answers with empty datagrams before it moves on. A response that does
-//! not come within [`UDP_RESPONSE_TIMEOUT`] is counted as lost (and left
+//! not come within `linerate_proto::rr_flow::RESPONSE_TIMEOUT_NS` is counted as lost (and left
 //! out of the distribution); a late one is recognised by its sequence
 //! number, when the response is large enough to carry a header, and
 //! dropped.
@@ -45,10 +47,10 @@
 //!   through the engine trait (`crate::engines`); flows are generic over
 //!   the engine.
 //! - `gate`, `watch`: phase coordination; unblocking and stall detection.
-//! - `client`: the one client phase loop over an [`client::Exchange`]
-//!   (TCP, UDP, crr), flow threads and the client side.
-//! - `server`: the one server phase loop over a [`server::Serve`] (TCP,
-//!   UDP), flow threads and the server side.
+//! - `exchange`, `serve`: the one client phase loop over an
+//!   [`exchange::Exchange`] (TCP, UDP, crr), and the one server phase loop
+//!   over a [`serve::Serve`] (TCP, UDP): leaves the transports implement.
+//! - `client`, `server`: each side's flow threads and coordination.
 //! - `tcp`, `udp`, `crr`: each transport's exchange and serving;
 //!   `crr_pool`: the server's crr connections served without a thread each.
 //! - `load`: the bulk load streams; `side`: a side's threads and results.
@@ -58,9 +60,11 @@ mod conns;
 mod crr;
 mod crr_pool;
 mod datagram_io;
+mod exchange;
 mod gate;
 mod load;
 mod params;
+mod serve;
 mod server;
 mod side;
 mod stream_io;
@@ -68,20 +72,10 @@ mod tcp;
 mod udp;
 mod watch;
 
-use std::time::Duration;
-
 pub use crate::wait::{SPIN_BUDGET, SPIN_CHECK};
 pub use client::start_client;
 pub use conns::RrConns;
 pub use crr::{CrrServer, CrrTarget};
 pub use crr_pool::{AcceptSpin, CrrHost, CrrPool, Offer};
-pub use params::RrParams;
+pub use params::{RrParams, LOAD_WARMUP};
 pub use server::start_server;
-
-/// How long the load runs before the first loaded phase starts, so the
-/// loaded figures see a load in its steady state rather than its ramp.
-pub const LOAD_WARMUP: Duration = Duration::from_millis(250);
-/// How long a UDP client waits for a response before counting it lost.
-pub const UDP_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
-/// How often waiting threads look at the stop flags.
-const WAKE: Duration = Duration::from_millis(100);

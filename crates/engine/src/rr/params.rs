@@ -1,4 +1,7 @@
-//! How one side runs a request/response test, and a flow's buffers.
+//! How one side runs a request/response test, its timing constants, and
+//! a flow's buffers.
+
+use std::time::Duration;
 
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::RrFlowMeasurement;
@@ -12,6 +15,12 @@ pub(super) use crate::wait::SpinStats;
 use crate::EngineError;
 
 use super::watch::Watch;
+
+/// How long the load runs before the first loaded phase starts, so the
+/// loaded figures see a load in its steady state rather than its ramp.
+pub const LOAD_WARMUP: Duration = Duration::from_millis(250);
+/// How often waiting threads look at the stop flags.
+pub(super) const WAKE: Duration = Duration::from_millis(100);
 
 /// How one side runs a request/response test.
 #[derive(Debug, Clone)]

@@ -1,123 +1,20 @@
-//! The server side: one phase loop for every transport (a [`Serve`] is
-//! TCP or UDP), the flow threads that run it phase by phase, and the side
-//! that watches them and gathers the results.
-
-use std::time::Instant;
+//! The server side: the flow threads that run the phase loop (`serve`)
+//! phase by phase over TCP or UDP, and the side that watches them and
+//! gathers the results.
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement};
-use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, REQUEST_HEADER_LEN};
 
-use crate::clock::mono_ns;
 use crate::cpu;
 use crate::engines::{with_engine, Engine, EngineKind};
 use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
-use crate::EngineError;
 
 use super::conns::{Conn, RrConns};
 use super::load::server_load;
-use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams, SpinStats};
+use super::params::{with_pin, Buffers, PhaseCtx, RrParams, SpinStats};
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::watch::Watch;
 use super::{tcp, udp};
-
-/// How a server flow receives requests and answers them on one transport
-/// during a phase.
-pub(super) trait Serve {
-    /// The next request, `len` bytes (in `buf`, which holds at least `len`,
-    /// or in the transport's own buffer); `Ok(None)` when the client ended
-    /// the phase.
-    fn next_request<'b>(
-        &'b mut self,
-        buf: &'b mut [u8],
-        len: usize,
-    ) -> Result<Option<&'b [u8]>, EngineError>;
-    fn respond(&mut self, resp: &[u8]) -> Result<(), EngineError>;
-    /// True when requests cannot be lost on the way (TCP): their sequence
-    /// numbers must then count up from 0. Otherwise they are echoed.
-    fn reliable(&self) -> bool;
-    /// Busy poll: what the connection's spinning came to.
-    fn spin(&self) -> Option<SpinStats>;
-}
-
-/// Answers one request: checks its header, stamps and writes the response
-/// into `resp`. Returns the sequence number answered: the request's when
-/// it carries a header, else `seq`.
-pub(super) fn answer(
-    flow: u32,
-    seq: u64,
-    t_rx: Option<u64>,
-    req: &[u8],
-    resp: &mut [u8],
-) -> Result<u64, EngineError> {
-    let mut seq_out = seq;
-    if req.len() >= REQUEST_HEADER_LEN {
-        let q = RequestRepr::parse(&RrHeader::new_checked(req)?)?;
-        if q.flow != flow {
-            return Err(msg::RrError::WrongFlow {
-                expected: flow,
-                got: q.flow,
-            }
-            .into());
-        }
-        seq_out = q.sequence;
-    }
-    ResponseRepr {
-        flow,
-        sequence: seq_out,
-        server_ns: t_rx.map(|rx| (rx, mono_ns())),
-    }
-    .emit(resp);
-    Ok(seq_out)
-}
-
-/// How a server phase ended.
-pub(super) struct Served {
-    pub(super) transactions: u64,
-    pub(super) elapsed_ns: u64,
-    pub(super) out: PhaseOut,
-}
-
-/// The one server phase loop: a request in, a response out, until the
-/// client ends the phase. `setup` is the transport's preparation, which
-/// hands back its [`Serve`] and what the kernel said to busy polling.
-pub(super) fn serve_phase<S: Serve>(
-    cx: &PhaseCtx<'_>,
-    bufs: &mut Buffers,
-    setup: impl FnOnce() -> Result<(S, Option<String>), EngineError>,
-) -> Served {
-    let (req_len, resp_len) = (cx.phase.request as usize, cx.phase.response as usize);
-    let resp = &mut bufs.resp[..resp_len];
-    let timed = cx.p.plan.per_message();
-    let mut n = 0u64;
-    let mut first: Option<Instant> = None;
-    let mut out = PhaseOut::failed(EngineError::Aborted);
-    out.result = (|| {
-        let (mut s, said) = setup()?;
-        out.busy_poll = said;
-        let r = (|| {
-            while let Some(req) = s.next_request(&mut bufs.req, req_len)? {
-                let t_rx = timed.then(mono_ns);
-                first.get_or_insert_with(Instant::now);
-                let got = answer(cx.flow, n, t_rx, req, resp)?;
-                if s.reliable() {
-                    msg::expect(cx.flow, n, cx.flow, got)?;
-                }
-                s.respond(resp)?;
-                n += 1;
-                cx.watch.tick(cx.flow);
-            }
-            Ok(())
-        })();
-        out.spin = s.spin();
-        r
-    })();
-    Served {
-        transactions: n,
-        elapsed_ns: first.map_or(0, |f| f.elapsed().as_nanos() as u64),
-        out,
-    }
-}
 
 fn server_flow<E: Engine>(
     engine: E,

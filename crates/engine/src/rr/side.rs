@@ -12,8 +12,8 @@ use crate::cpu::{self, CpuTime};
 use crate::runner::CpuScope;
 use crate::stream::Signals;
 
+use super::params::WAKE;
 use super::watch::{Watch, Watchdog};
-use super::WAKE;
 
 /// What a flow thread returns.
 #[derive(Debug, Default)]

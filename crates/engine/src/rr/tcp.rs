@@ -5,14 +5,15 @@ use std::net::{Shutdown, TcpStream};
 
 use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::Tally;
+use linerate_proto::rr_flow::{RrClient, Transaction};
 
 use crate::engines::Engine;
 use crate::stream::map_err;
 use crate::EngineError;
 
-use super::client::{run_phase, server_times, Exchange, Reply};
+use super::exchange::{reliable_answer, run_phase, Exchange};
 use super::params::{Buffers, PhaseCtx, PhaseOut, SpinStats};
-use super::server::{serve_phase, Serve, Served};
+use super::serve::{serve_phase, Serve, Served};
 use super::stream_io::StreamIo;
 use crate::wait::{prepare_tcp, Waiter};
 
@@ -21,18 +22,19 @@ struct TcpExchange<'a, E: Engine> {
     io: StreamIo<'a, 'a, E>,
     req: &'a mut [u8],
     resp: &'a mut [u8],
+    core: RrClient,
 }
 
 impl<E: Engine> Exchange for TcpExchange<'_, E> {
-    fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
-        header.emit(self.req);
+    fn transact(&mut self, header: &RequestRepr) -> Result<Transaction, EngineError> {
+        self.core.request(header, self.req);
         self.io.write_all(self.req)?;
         if !self.io.read_exact(self.resp)? {
             return Err(EngineError::PeerReset(
                 "server closed the connection mid-phase".into(),
             ));
         }
-        Ok(Reply::Answered(server_times(header, self.resp)?))
+        reliable_answer(self.core.on_response(self.resp)?)
     }
 
     fn end_phase(&mut self) -> Result<(), EngineError> {
@@ -66,6 +68,7 @@ pub(super) fn client_phase<E: Engine>(
         io,
         req: &mut bufs.req[..cx.phase.request as usize],
         resp: &mut bufs.resp[..cx.phase.response as usize],
+        core: RrClient::new(cx.flow, cx.phase.response as usize, None),
     };
     let result = run_phase(&mut x, cx, tally);
     // The connection closes when the flow drops it: drop the watcher's

@@ -1,24 +1,24 @@
 //! rr over UDP: one datagram per message on a connected socket per
-//! (phase, flow). A response missing after [`UDP_RESPONSE_TIMEOUT`] is
+//! (phase, flow). A response missing after [`RESPONSE_TIMEOUT_NS`] is
 //! lost; the client ends a phase with an empty datagram, repeated until the
 //! server answers with one.
 
 use std::net::UdpSocket;
 use std::time::Duration;
 
-use linerate_proto::rr::{self as msg, RequestRepr, ResponseRepr, RrHeader, RESPONSE_HEADER_LEN};
-use linerate_proto::rr_core::{ServerTimes, Tally};
+use linerate_proto::rr::RequestRepr;
+use linerate_proto::rr_core::Tally;
+use linerate_proto::rr_flow::{Response, RrClient, Transaction, RESPONSE_TIMEOUT_NS};
 
 use crate::clock::mono_ns;
 use crate::engines::Engine;
 use crate::stream::POLL;
 use crate::EngineError;
 
-use super::client::{run_phase, Exchange, Reply};
 use super::datagram_io::DatagramIo;
+use super::exchange::{run_phase, Exchange};
 use super::params::{Buffers, PhaseCtx, PhaseOut, SpinStats};
-use super::server::{serve_phase, Serve, Served};
-use super::UDP_RESPONSE_TIMEOUT;
+use super::serve::{serve_phase, Serve, Served};
 use crate::wait::{prepare_udp, Waiter};
 
 /// Receive timeout of a blocking UDP client: how often a waiting flow looks
@@ -36,54 +36,26 @@ const UDP_END_ACKS: u32 = 3;
 struct UdpExchange<'a, E: Engine> {
     io: DatagramIo<'a, E>,
     req: &'a mut [u8],
-    resp_len: usize,
-}
-
-impl<E: Engine> UdpExchange<'_, E> {
-    /// Waits for the response to `header` until `deadline`.
-    fn response(
-        &mut self,
-        header: &RequestRepr,
-        deadline: u64,
-    ) -> Result<Option<Option<ServerTimes>>, EngineError> {
-        let resp_len = self.resp_len;
-        loop {
-            let Some(n) = self.io.recv(Some(deadline))? else {
-                return Ok(None);
-            };
-            if n == 0 {
-                continue; // a previous phase's late end-of-phase answer
-            }
-            if n != resp_len {
-                return Err(EngineError::Protocol(format!(
-                    "a {n}-byte response where {resp_len} bytes were due"
-                )));
-            }
-            if resp_len < RESPONSE_HEADER_LEN {
-                return Ok(Some(None));
-            }
-            let r = ResponseRepr::parse(&RrHeader::new_checked(self.io.received())?)?;
-            if r.flow == header.flow && r.sequence < header.sequence {
-                continue; // late answer to a request already counted lost
-            }
-            msg::expect(header.flow, header.sequence, r.flow, r.sequence)?;
-            return Ok(Some(r.server_ns.map(|(rx, tx)| ServerTimes { rx, tx })));
-        }
-    }
+    /// Writes the requests' headers, matches the responses, tells late
+    /// ones (answers to requests already counted lost) and strays apart.
+    core: RrClient,
 }
 
 impl<E: Engine> Exchange for UdpExchange<'_, E> {
-    fn transact(&mut self, header: &RequestRepr) -> Result<Reply, EngineError> {
-        header.emit(self.req);
+    fn transact(&mut self, header: &RequestRepr) -> Result<Transaction, EngineError> {
+        self.core.request(header, self.req);
         self.io.send(self.req)?;
-        let deadline = mono_ns().saturating_add(UDP_RESPONSE_TIMEOUT.as_nanos() as u64);
-        match self.response(header, deadline)? {
-            Some(server) => Ok(Reply::Answered(server)),
-            None => {
-                self.io.drain();
-                Ok(Reply::Lost)
+        let deadline = self.core.deadline(mono_ns());
+        // Late and stray datagrams are dropped; the request still waits.
+        while self.io.recv(deadline)?.is_some() {
+            if let Response::Matched(server) = self.core.on_response(self.io.received())? {
+                return Ok(Transaction::Answered(server));
             }
         }
+        // Responses without a header cannot be told late: drop what is
+        // queued, so it is not taken for the next transaction's.
+        self.io.drain();
+        Ok(self.core.on_timeout())
     }
 
     /// An empty datagram, repeated until the server answers with one (it
@@ -126,7 +98,7 @@ pub(super) fn client_phase<E: Engine>(
     let mut x = UdpExchange {
         io,
         req: &mut bufs.req[..req_len],
-        resp_len,
+        core: RrClient::new(cx.flow, resp_len, Some(RESPONSE_TIMEOUT_NS)),
     };
     let result = run_phase(&mut x, cx, tally);
     PhaseOut {
@@ -140,7 +112,8 @@ impl<E: Engine> Serve for DatagramIo<'_, E> {
     fn next_request<'b>(
         &'b mut self,
         _: &'b mut [u8],
-        len: usize,
+        // The server core checks the request's size.
+        _: usize,
     ) -> Result<Option<&'b [u8]>, EngineError> {
         // Without a deadline only a datagram (or an error) ends the wait.
         let n = loop {
@@ -156,11 +129,6 @@ impl<E: Engine> Serve for DatagramIo<'_, E> {
                 let _ = self.send_end();
             }
             return Ok(None);
-        }
-        if n != len {
-            return Err(EngineError::Protocol(format!(
-                "a {n}-byte request where {len} bytes were due"
-            )));
         }
         Ok(Some(self.received()))
     }

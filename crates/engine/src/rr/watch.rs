@@ -1,6 +1,6 @@
 //! Unblocking and stall detection without socket timeouts: the flows of a
 //! side register their connections with a [`Watch`], which the side's
-//! coordinator checks every [`super::WAKE`] through a [`Watchdog`].
+//! coordinator checks every [`super::params::WAKE`] through a [`Watchdog`].
 
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +13,7 @@ use crate::EngineError;
 /// What the flows of one side share with the thread that watches them.
 ///
 /// Blocking rr sockets have no timeout, so a flow waiting on a silent peer
-/// sleeps in the kernel; the watcher ([`Watchdog::check`], every [`super::WAKE`])
+/// sleeps in the kernel; the watcher ([`Watchdog::check`], every [`super::params::WAKE`])
 /// shuts the flows' sockets down when the side aborts, and declares a stall
 /// (then aborts) when no flow completes a transaction for [`IDLE_LIMIT`].
 #[derive(Debug)]
