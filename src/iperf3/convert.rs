@@ -218,7 +218,10 @@ pub fn peer_side(p: &Params, client: &Results, peer: Side) -> SideResults {
                 Role::Receiver if udp => {
                     let max = r.packets.max(0) as u64;
                     let omitted = r.omitted_packets.unwrap_or(0).clamp(0, r.packets.max(0));
-                    let lost = r.errors.saturating_sub(r.omitted_errors.unwrap_or(0)).max(0) as u64;
+                    let lost = r
+                        .errors
+                        .saturating_sub(r.omitted_errors.unwrap_or(0))
+                        .max(0) as u64;
                     let got = (max - omitted as u64).saturating_sub(lost);
                     m.udp_recv = Some(UdpRecv {
                         datagrams: got,

@@ -316,6 +316,93 @@ mod tests {
         assert!(c.finish(2 * S + 5, &[at(14, 14, 7.0)]).is_none());
     }
 
+    /// Issue 28: a `-O 1` warm-up is counted in no total. A UDP receiver
+    /// that lost 3 of the warm-up's first 15 numbers and none after, and a
+    /// TCP sender with retransmits on both sides of the omit's end: each
+    /// stream's totals equal what its non-omitted intervals add up to, and
+    /// the UDP loss is the measured period's (none), not the warm-up's.
+    #[test]
+    fn issue_28_omit_is_left_out_of_the_totals() {
+        let rx = CutStream {
+            id: 1,
+            role: Role::Receiver,
+        };
+        let mut c = IntervalCutter::new(vec![rx, tcp_sender(2)], S, S, Some(3 * S));
+        let at = |received, next_expected, retransmits| {
+            [
+                Sample {
+                    bytes: received * 100,
+                    udp: Some(LiveCounts {
+                        datagrams: received,
+                        received,
+                        next_expected,
+                        ..LiveCounts::default()
+                    }),
+                    tcp: None,
+                },
+                Sample {
+                    bytes: received * 1000,
+                    udp: None,
+                    tcp: Some(TcpInfo {
+                        retransmits,
+                        ..TcpInfo::default()
+                    }),
+                },
+            ]
+        };
+        let mut records = vec![c.cut(S, &at(12, 15, 7))];
+        records.push(c.cut(2 * S, &at(32, 35, 9)));
+        let end = at(52, 55, 20);
+        records.extend(c.finish(3 * S, &end));
+        assert!(records[0].omitted && !records[1].omitted && !records[2].omitted);
+        let measured = |k: usize| -> u64 {
+            records
+                .iter()
+                .filter(|r| !r.omitted)
+                .map(|r| r.streams[k].bytes)
+                .sum()
+        };
+        // The receiver's totals as its engine counted them: from 0, and the
+        // sender's whole count of 55 numbers.
+        let mut recv = crate::measure::UdpRecv {
+            datagrams: 52,
+            received: 52,
+            next_expected: 55,
+            ..Default::default()
+        };
+        recv.count_loss(Some(55));
+        let rx_total = StreamMeasurement {
+            id: 1,
+            bytes: end[0].bytes,
+            udp_recv: Some(recv),
+            ..StreamMeasurement::default()
+        };
+        assert_eq!(rx_total.udp_recv.as_ref().and_then(|r| r.lost), Some(3));
+        let rx = leave_out_warmup(rx_total, &c.at_omit()[0]);
+        assert_eq!((rx.bytes, rx.omitted_bytes), (measured(0), 1200));
+        let r = rx.udp_recv.expect("udp");
+        assert_eq!(
+            (r.datagrams, r.received, r.omitted_numbers, r.issued, r.lost),
+            (40, 40, 15, Some(40), Some(0))
+        );
+        let tx_total = StreamMeasurement {
+            id: 2,
+            bytes: end[1].bytes,
+            tcp: end[1].tcp,
+            ..StreamMeasurement::default()
+        };
+        let tx = leave_out_warmup(tx_total, &c.at_omit()[1]);
+        assert_eq!((tx.bytes, tx.omitted_bytes), (measured(1), 12_000));
+        assert_eq!(tx.tcp.map(|t| t.retransmits), Some(13));
+        // Without a warm-up nothing is taken out.
+        let c = IntervalCutter::new(vec![tcp_sender(3)], 0, S, Some(S));
+        let m = StreamMeasurement {
+            bytes: 9,
+            ..StreamMeasurement::default()
+        };
+        assert_eq!(leave_out_warmup(m.clone(), &c.at_omit()[0]), m);
+    }
+
     proptest! {
         /// On any schedule and any (monotone) progress: the intervals are
         /// contiguous from 0, add up to the totals, the omitted ones come

@@ -491,8 +491,12 @@ pub fn build_stream(
         let receiver_bytes: u64 = of.iter().map(|s| s.receiver.bytes).sum();
         let sender_seconds = of.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
         let receiver_seconds = of.iter().map(|s| s.receiver.seconds).fold(0.0, f64::max);
-        *moved.entry(flow.sender()).or_default() += sender_bytes;
-        *moved.entry(flow.sender().other()).or_default() += receiver_bytes;
+        // CPU time covers the whole test: so do the bytes it is held to.
+        let whole = |e: &Endpoint| e.bytes + e.omitted_bytes;
+        *moved.entry(flow.sender()).or_default() +=
+            of.iter().map(|s| whole(&s.sender)).sum::<u64>();
+        *moved.entry(flow.sender().other()).or_default() +=
+            of.iter().map(|s| whole(&s.receiver)).sum::<u64>();
         sums.push(FlowSum {
             flow,
             streams: of.len() as u32,
