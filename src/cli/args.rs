@@ -405,7 +405,9 @@ pub struct TcpArgs {
     /// Pin stream threads to these CPUs, round robin (e.g. 0-3,6).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
-    /// Warm-up excluded from the summary.
+    /// Warm-up before the measured --time, left out of every total (the
+    /// test runs omit + time; its intervals show as "(omitted)"), as
+    /// iperf3's -O.
     #[arg(short = 'O', long, value_name = "DURATION")]
     pub omit: Option<String>,
     /// Interval between interval lines (0: none, the summary only, as
@@ -461,7 +463,7 @@ pub struct UdpArgs {
     /// Server port (control connection; data ports are negotiated).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Measured duration.
+    /// Measured duration after --omit (default 10s).
     #[arg(
         short,
         long,
@@ -517,6 +519,12 @@ pub struct UdpArgs {
     /// stretched to two round trips of the path).
     #[arg(long, value_name = "DURATION", default_value = "250ms")]
     pub drain: String,
+    /// Warm-up before the measured --time, left out of every total: loss,
+    /// reordering and duplicates count only the datagrams after it (the
+    /// test runs omit + time; its intervals show as "(omitted)"), as
+    /// iperf3's -O.
+    #[arg(short = 'O', long, value_name = "DURATION")]
+    pub omit: Option<String>,
     /// Interval between interval lines (0: none, the summary only, as
     /// iperf3's -i 0; intervals are still measured at 1s for --json).
     #[arg(short, long, value_name = "DURATION", default_value = "1s")]

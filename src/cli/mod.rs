@@ -491,6 +491,11 @@ fn interval_flag(v: &str) -> Result<(u64, bool)> {
     }
 }
 
+/// `--omit`, in ms (0 without one).
+fn omit_ms(v: Option<&str>) -> Result<u64> {
+    v.map_or(Ok(0), |o| duration_ms("--omit", o))
+}
+
 fn size_u32(flag: &str, v: &str) -> Result<u32> {
     let b = parse_size(v).with_context(|| flag.to_owned())?;
     // Say the limit in the user's terms, not the conversion's (issue 13).
@@ -618,7 +623,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
         streams: u.parallel,
         limit,
         len,
-        omit_ms: 0,
+        omit_ms: omit_ms(u.omit.as_deref())?,
         interval_ms,
         tcp: TcpOptions::default(),
         udp: Some(UdpSpec {
@@ -802,12 +807,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 streams: t.parallel,
                 limit,
                 len,
-                omit_ms: t
-                    .omit
-                    .as_deref()
-                    .map(|o| duration_ms("--omit", o))
-                    .transpose()?
-                    .unwrap_or(0),
+                omit_ms: omit_ms(t.omit.as_deref())?,
                 interval_ms,
                 tcp: TcpOptions {
                     unix: tcp_transport(&t)?,

@@ -123,17 +123,19 @@ impl Sink for IfaceSink<'_> {
 
 /// The interface's counters beside the payload the test moved.
 pub fn compare(dev: &str, traffic: Traffic, report: &Report) -> IfaceReport {
+    // The counters cover the whole data phase: the payload too, warm-up
+    // included.
     let sent: u64 = report
-        .sums
+        .streams
         .iter()
-        .filter(|f| f.flow == Flow::ClientToServer)
-        .map(|f| f.sender_bytes)
+        .filter(|s| s.flow == Flow::ClientToServer)
+        .map(|s| s.sender.bytes + s.sender.omitted_bytes)
         .sum();
     let received: u64 = report
-        .sums
+        .streams
         .iter()
-        .filter(|f| f.flow == Flow::ServerToClient)
-        .map(|f| f.receiver_bytes)
+        .filter(|s| s.flow == Flow::ServerToClient)
+        .map(|s| s.receiver.bytes + s.receiver.omitted_bytes)
         .sum();
     let loopback = dev == "lo";
     let wire = if loopback {

@@ -124,7 +124,7 @@ pub fn local_results(
                 .unwrap_or_default();
             let mut r = StreamResults {
                 id: s.slot.id,
-                bytes: m.bytes.saturating_sub(m.omitted_bytes),
+                bytes: m.bytes,
                 retransmits: -1,
                 omitted_errors: Some(0),
                 omitted_packets: Some(0),
@@ -203,10 +203,14 @@ pub fn peer_side(p: &Params, client: &Results, peer: Side) -> SideResults {
                 ..StreamMeasurement::default()
             };
             match role {
+                // iperf3's packets and errors count from the start, its
+                // omitted_* what of them fell in the warm-up: left out here
+                // as linerate's own counts leave it out.
                 Role::Sender if udp => {
                     let sent = r.packets.max(0) as u64;
+                    let omitted = r.omitted_packets.unwrap_or(0).max(0) as u64;
                     m.udp_send = Some(UdpSend {
-                        datagrams: sent,
+                        datagrams: sent.saturating_sub(omitted),
                         issued: sent,
                         burst: p.burst.unwrap_or(1),
                         kept_up: true,
@@ -215,11 +219,17 @@ pub fn peer_side(p: &Params, client: &Results, peer: Side) -> SideResults {
                 }
                 Role::Receiver if udp => {
                     let max = r.packets.max(0) as u64;
-                    let lost = r.errors.max(0) as u64;
+                    let omitted = r.omitted_packets.unwrap_or(0).clamp(0, r.packets.max(0));
+                    let lost = r
+                        .errors
+                        .saturating_sub(r.omitted_errors.unwrap_or(0))
+                        .max(0) as u64;
+                    let got = (max - omitted as u64).saturating_sub(lost);
                     m.udp_recv = Some(UdpRecv {
-                        datagrams: max.saturating_sub(lost),
-                        received: max.saturating_sub(lost),
+                        datagrams: got,
+                        received: got,
                         next_expected: max,
+                        omitted_numbers: omitted as u64,
                         jitter_ns: r.jitter * 1e9,
                         ..UdpRecv::default()
                     });
@@ -256,9 +266,8 @@ pub fn apply_sender_counts(local: &mut SideResults, remote: &SideResults) {
             .find(|r| r.id == m.id)
             .and_then(|r| r.udp_send.as_ref())
             .map(|u| u.issued);
-        if let (Some(r), Some(sent)) = (m.udp_recv.as_mut(), sent) {
-            r.issued = Some(sent);
-            r.lost = Some(sent.saturating_sub(r.received));
+        if let Some(r) = m.udp_recv.as_mut().filter(|_| sent.is_some()) {
+            r.count_loss(sent);
         }
     }
 }

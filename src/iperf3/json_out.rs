@@ -326,8 +326,7 @@ fn end_tcp_stream(
     notes: &mut Vec<String>,
 ) -> Value {
     let sender = local_sends(st.flow);
-    let sent = st.sender.bytes.saturating_sub(st.sender.omitted_bytes);
-    let got = st.receiver.bytes.saturating_sub(st.receiver.omitted_bytes);
+    let (sent, got) = (st.sender.bytes, st.receiver.bytes);
     let mut s = end_base(st.id, st.sender.seconds, sent, sender);
     let retransmits = match (&st.sender.tcp, peer_stream(server, st.id)) {
         (Some(t), _) => t.retransmits as i64,
@@ -379,18 +378,8 @@ fn udp_fields(m: &mut Map<String, Value>, jitter_ns: f64, lost: u64, packets: u6
 
 fn end_udp_stream(st: &StreamSummary) -> Value {
     let sender = local_sends(st.flow);
-    let (ep, bytes) = if sender {
-        (
-            &st.sender,
-            st.sender.bytes - st.sender.omitted_bytes.min(st.sender.bytes),
-        )
-    } else {
-        (
-            &st.receiver,
-            st.receiver.bytes - st.receiver.omitted_bytes.min(st.receiver.bytes),
-        )
-    };
-    let mut m = end_base(st.id, ep.seconds, bytes, sender);
+    let ep = if sender { &st.sender } else { &st.receiver };
+    let mut m = end_base(st.id, ep.seconds, ep.bytes, sender);
     let u = st.udp.as_ref();
     udp_fields(
         &mut m,
@@ -411,14 +400,8 @@ fn end_udp_stream(st: &StreamSummary) -> Value {
 fn end_sums(m: &mut Map<String, Value>, report: &Report, flow: Flow, sfx: &str, udp: bool) {
     let streams: Vec<&StreamSummary> = report.streams.iter().filter(|s| s.flow == flow).collect();
     let sender = local_sends(flow);
-    let sent: u64 = streams
-        .iter()
-        .map(|s| s.sender.bytes.saturating_sub(s.sender.omitted_bytes))
-        .sum();
-    let got: u64 = streams
-        .iter()
-        .map(|s| s.receiver.bytes.saturating_sub(s.receiver.omitted_bytes))
-        .sum();
+    let sent: u64 = streams.iter().map(|s| s.sender.bytes).sum();
+    let got: u64 = streams.iter().map(|s| s.receiver.bytes).sum();
     let s_secs = streams.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
     let r_secs = streams
         .iter()

@@ -188,8 +188,7 @@ fn pct(part: u64, whole: u64) -> String {
 fn summary_rows(st: &StreamSummary, p: &Params, id: Option<u32>, retr: Option<u64>) -> String {
     let udp = p.protocol == IProtocol::Udp;
     let tag = tag(id, st.flow, p);
-    let sent = st.sender.bytes.saturating_sub(st.sender.omitted_bytes);
-    let got = st.receiver.bytes.saturating_sub(st.receiver.omitted_bytes);
+    let (sent, got) = (st.sender.bytes, st.receiver.bytes);
     let mut s = format!(
         "{tag} {}  {}  {}",
         span(0.0, st.sender.seconds),

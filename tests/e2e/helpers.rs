@@ -197,13 +197,15 @@ pub fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// Every stream's sender and receiver byte totals are equal and non-zero.
+/// Every stream's sender and receiver byte totals are equal and non-zero
+/// (the whole streams: each side ends an omitted warm-up on its own clock).
 pub fn assert_streams_balanced(report: &Value) {
     let streams = report["streams"].as_array().expect("streams array");
     assert!(!streams.is_empty(), "no streams in {report}");
+    let whole = |e: &Value| u(&e["bytes"]) + e["omitted_bytes"].as_u64().unwrap_or(0);
     for s in streams {
-        let sent = u(&s["sender"]["bytes"]);
-        let received = u(&s["receiver"]["bytes"]);
+        let sent = whole(&s["sender"]);
+        let received = whole(&s["receiver"]);
         assert!(sent > 0, "stream {} moved nothing", s["id"]);
         assert_eq!(
             sent, received,
@@ -214,7 +216,12 @@ pub fn assert_streams_balanced(report: &Value) {
         assert!(s["receiver"].get("error").is_none(), "stream error: {s}");
     }
     for sum in report["sums"].as_array().expect("sums") {
-        assert_eq!(u(&sum["sender_bytes"]), u(&sum["receiver_bytes"]));
+        let of = streams.iter().filter(|s| s["flow"] == sum["flow"]);
+        let (sent, got) = of.fold((0, 0), |(a, b), s| {
+            (a + u(&s["sender"]["bytes"]), b + u(&s["receiver"]["bytes"]))
+        });
+        assert_eq!(u(&sum["sender_bytes"]), sent, "{sum}");
+        assert_eq!(u(&sum["receiver_bytes"]), got, "{sum}");
         assert!(f(&sum["receiver_bits_per_second"]) > 0.0);
     }
 }
@@ -243,4 +250,24 @@ pub fn kill_mid_test(args: &[&str]) {
     std::thread::sleep(Duration::from_millis(800));
     victim.kill().expect("kill");
     let _ = victim.wait();
+}
+
+/// What one side's non-omitted interval records (`report[key]`, `key`
+/// `intervals` or `server_intervals`) add up to for stream `id`: bytes,
+/// TCP retransmits, UDP datagrams.
+pub fn measured_intervals(report: &Value, key: &str, id: u64) -> (u64, u64, u64) {
+    let mut sum = (0, 0, 0);
+    for iv in report[key].as_array().expect("intervals") {
+        if iv["omitted"] == true {
+            continue;
+        }
+        for s in iv["streams"].as_array().expect("streams") {
+            if u(&s["id"]) == id {
+                sum.0 += u(&s["bytes"]);
+                sum.1 += s["retransmits"].as_u64().unwrap_or(0);
+                sum.2 += s["udp"]["datagrams"].as_u64().unwrap_or(0);
+            }
+        }
+    }
+    sum
 }

@@ -142,6 +142,45 @@ fn issue_2_omit_excludes_warm_up_from_the_summary() {
     );
 }
 
+/// Issue 28: with `-O 1` the warm-up is in no total: each end's bytes
+/// (and the sender's retransmits) are what its non-omitted intervals add
+/// up to, over the 2 measured seconds, both directions, against a server
+/// in its own process.
+#[test]
+fn issue_28_omit_totals_are_the_measured_intervals() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for (extra, sender_key) in [
+        (&["-t", "2", "-O", "1"][..], "intervals"),
+        (&["-t", "2", "-O", "1", "-R"][..], "server_intervals"),
+    ] {
+        let r = json_client(&client_args(&port, extra));
+        assert_streams_balanced(&r);
+        let receiver_key = if sender_key == "intervals" {
+            "server_intervals"
+        } else {
+            "intervals"
+        };
+        let s = &r["streams"][0];
+        let (sent, retransmits, _) = measured_intervals(&r, sender_key, 1);
+        let (got, _, _) = measured_intervals(&r, receiver_key, 1);
+        assert_eq!(u(&s["sender"]["bytes"]), sent, "{extra:?}: {s}");
+        assert_eq!(u(&s["receiver"]["bytes"]), got, "{extra:?}: {s}");
+        assert_eq!(u(&r["sums"][0]["sender_bytes"]), sent, "{extra:?}");
+        assert_eq!(u(&r["sums"][0]["receiver_bytes"]), got, "{extra:?}");
+        assert_eq!(
+            u(&s["sender"]["tcp"]["retransmits"]),
+            retransmits,
+            "{extra:?}: {s}"
+        );
+        for end in ["sender", "receiver"] {
+            assert!(u(&s[end]["omitted_bytes"]) > 0, "{extra:?} {end}: {s}");
+            let secs = f(&s[end]["seconds"]);
+            assert!((1.9..3.0).contains(&secs), "{extra:?} {end} seconds {secs}");
+        }
+    }
+}
+
 #[test]
 fn issue_2_json_lines_and_csv_stream_intervals() {
     let out = run_client(

@@ -124,6 +124,51 @@ fn issue_3_every_mode_counts_every_datagram_on_loopback() {
     }
 }
 
+/// Issue 28: `udp -O 1` exists, and its warm-up is in no total: each
+/// end's bytes and datagrams are what its non-omitted intervals add up to,
+/// and no datagram sent in the warm-up is counted lost (loopback loses
+/// none), both directions.
+#[test]
+fn issue_28_omit_totals_are_the_measured_intervals() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for (extra, sender_key) in [
+        (&["-t", "2", "-O", "1"][..], "intervals"),
+        (&["-t", "2", "-O", "1", "-R"][..], "server_intervals"),
+    ] {
+        let mut args = udp_args(&port, &["-b", "20M", "-w", "4M"]);
+        args.extend_from_slice(extra);
+        let r = json_client(&args);
+        assert_udp_accounting(&r);
+        let receiver_key = if sender_key == "intervals" {
+            "server_intervals"
+        } else {
+            "intervals"
+        };
+        let s = &r["streams"][0];
+        let d = udp_of(s);
+        let (sent, _, sent_datagrams) = measured_intervals(&r, sender_key, 1);
+        let (got, _, got_datagrams) = measured_intervals(&r, receiver_key, 1);
+        assert_eq!(u(&s["sender"]["bytes"]), sent, "{extra:?}: {s}");
+        assert_eq!(u(&s["receiver"]["bytes"]), got, "{extra:?}: {s}");
+        assert_eq!(u(&d["sent"]), sent_datagrams, "{extra:?}: {d}");
+        assert_eq!(u(&d["received"]), got_datagrams, "{extra:?}: {d}");
+        assert_eq!(u(&d["lost"]), u(&d["socket_drops"]), "{extra:?}: {d}");
+        // The measured numbers are about the measured datagrams, not the
+        // whole test's (the two sides' omit ends differ by a few).
+        let issued = u(&d["issued"]) as f64;
+        assert!(
+            (issued - sent_datagrams as f64).abs() <= issued * 0.02,
+            "{extra:?}: {d}"
+        );
+        for end in ["sender", "receiver"] {
+            assert!(u(&s[end]["omitted_bytes"]) > 0, "{extra:?} {end}: {s}");
+            let secs = f(&s[end]["seconds"]);
+            assert!((1.9..3.0).contains(&secs), "{extra:?} {end} seconds {secs}");
+        }
+    }
+}
+
 #[test]
 fn issue_3_count_limit_issues_exactly_the_count() {
     let server = Server::start(&[]);

@@ -523,7 +523,7 @@ pub fn interval(data: &[u8]) {
     // Every byte is in exactly one interval (the omitted warm-up's too).
     let total: u64 = samples.iter().map(|s| s.bytes).sum();
     assert_eq!(cut_bytes, total);
-    assert!(c.omitted_bytes().iter().sum::<u64>() <= total);
+    assert!(c.at_omit().iter().map(|s| s.bytes).sum::<u64>() <= total);
 }
 
 /// The request/response bookkeeping: a phase's budget handed out in

@@ -5,15 +5,20 @@
 //! Boundaries fall every `interval` up to `omit`, at `omit` itself (so no
 //! interval straddles the end of the warm-up), then every `interval` after
 //! it. An interval is `omitted` when its planned boundary is at or before
-//! `omit`; the bytes counted by the cut at `omit` are each stream's omitted
-//! bytes. The last interval of a timed test is not cut at the planned end:
+//! `omit`; the counters at the cut at `omit` ([`IntervalCutter::at_omit`])
+//! are what each stream moved in the warm-up, and [`leave_out_warmup`]
+//! takes them out of the stream's totals, so every report and format
+//! (linerate's, iperf3's) counts the measured period only, exactly as the
+//! non-omitted intervals add up. The last interval of a timed test is not cut at the planned end:
 //! it runs to the real end of the streams (the senders' final write, the
 //! receivers' drain) so the intervals always add up to the totals.
 //!
 //! The sampler passes `now` (ns since Start) and, for each cut, every
 //! stream's cumulative counters at that moment ([`Sample`]).
 
-use crate::measure::{IntervalMeasurement, IntervalStream, Role, TcpInfo, UdpInterval};
+use crate::measure::{
+    IntervalMeasurement, IntervalStream, Role, StreamMeasurement, TcpInfo, UdpInterval,
+};
 use crate::udp_receiver::LiveCounts;
 
 /// One stream's counters at a cut.
@@ -40,7 +45,8 @@ pub struct IntervalCutter {
     streams: Vec<CutStream>,
     /// Counters at the last cut.
     prev: Vec<Sample>,
-    omitted_bytes: Vec<u64>,
+    /// Counters at the cut at `omit` (zeros until then, or without one).
+    at_omit: Vec<Sample>,
     omit_ns: u64,
     interval_ns: u64,
     /// When senders stop (`omit + time`); `None`: byte- or count-limited.
@@ -75,7 +81,7 @@ impl IntervalCutter {
         let interval_ns = interval_ns.max(1);
         IntervalCutter {
             prev: vec![Sample::default(); streams.len()],
-            omitted_bytes: vec![0; streams.len()],
+            at_omit: vec![Sample::default(); streams.len()],
             streams,
             omit_ns,
             interval_ns,
@@ -128,9 +134,7 @@ impl IntervalCutter {
         let planned = self.boundary;
         let rec = self.record(now, planned, samples);
         if planned == self.omit_ns {
-            for (o, p) in self.omitted_bytes.iter_mut().zip(&self.prev) {
-                *o = p.bytes;
-            }
+            self.at_omit.clone_from(&self.prev);
         }
         self.boundary = next_boundary(planned, self.omit_ns, self.interval_ns);
         rec
@@ -147,9 +151,10 @@ impl IntervalCutter {
         moved.then(|| self.record(end, end, samples))
     }
 
-    /// Bytes each stream moved in the omitted warm-up (0 without one).
-    pub fn omitted_bytes(&self) -> &[u64] {
-        &self.omitted_bytes
+    /// Each stream's counters at the end of the omitted warm-up (zeros
+    /// without one): what [`leave_out_warmup`] takes out of its totals.
+    pub fn at_omit(&self) -> &[Sample] {
+        &self.at_omit
     }
 
     fn record(&mut self, end: u64, planned: u64, samples: &[Sample]) -> IntervalMeasurement {
@@ -180,6 +185,43 @@ impl IntervalCutter {
         self.prev_end = end;
         rec
     }
+}
+
+/// A stream's totals `m` with what it counted in the warm-up (`at`, its
+/// counters at the cut at `omit`) left out, as iperf3 restarts its counters
+/// there: bytes (kept apart in `omitted_bytes`), TCP retransmits, UDP
+/// datagrams sent and read, and a receiver's sequence accounts. A
+/// receiver's measured numbers start above the highest one seen by the end
+/// of the warm-up (iperf3's rule), so datagrams sent in the warm-up are
+/// never counted lost. Jitter, an average that forgets the warm-up within
+/// a few dozen datagrams, is left as it ends.
+pub fn leave_out_warmup(mut m: StreamMeasurement, at: &Sample) -> StreamMeasurement {
+    m.omitted_bytes = at.bytes.min(m.bytes);
+    m.bytes -= m.omitted_bytes;
+    if let (Some(t), Some(a)) = (m.tcp.as_mut(), at.tcp) {
+        t.retransmits = t.retransmits.saturating_sub(a.retransmits);
+    }
+    let u = at.udp.unwrap_or_default();
+    if let Some(s) = m.udp_send.as_mut() {
+        s.datagrams = s.datagrams.saturating_sub(u.datagrams);
+    }
+    if let Some(r) = m.udp_recv.as_mut() {
+        let less = |n: &mut u64, by: u64| *n = n.saturating_sub(by);
+        less(&mut r.datagrams, u.datagrams);
+        less(&mut r.received, u.received);
+        less(&mut r.duplicates, u.duplicates);
+        less(&mut r.reordered, u.reordered);
+        less(&mut r.late, u.late);
+        less(&mut r.corrupt, u.corrupt);
+        if let (Some(d), Some(b)) = (r.socket_drops.as_mut(), u.socket_drops) {
+            less(d, b);
+        }
+        // `issued` still counts from 0 here (the sender's whole count).
+        let issued = r.issued;
+        r.omitted_numbers = u.next_expected;
+        r.count_loss(issued);
+    }
+    m
 }
 
 /// Numbers missing below the highest seen.
@@ -274,6 +316,93 @@ mod tests {
         assert!(c.finish(2 * S + 5, &[at(14, 14, 7.0)]).is_none());
     }
 
+    /// Issue 28: a `-O 1` warm-up is counted in no total. A UDP receiver
+    /// that lost 3 of the warm-up's first 15 numbers and none after, and a
+    /// TCP sender with retransmits on both sides of the omit's end: each
+    /// stream's totals equal what its non-omitted intervals add up to, and
+    /// the UDP loss is the measured period's (none), not the warm-up's.
+    #[test]
+    fn issue_28_omit_is_left_out_of_the_totals() {
+        let rx = CutStream {
+            id: 1,
+            role: Role::Receiver,
+        };
+        let mut c = IntervalCutter::new(vec![rx, tcp_sender(2)], S, S, Some(3 * S));
+        let at = |received, next_expected, retransmits| {
+            [
+                Sample {
+                    bytes: received * 100,
+                    udp: Some(LiveCounts {
+                        datagrams: received,
+                        received,
+                        next_expected,
+                        ..LiveCounts::default()
+                    }),
+                    tcp: None,
+                },
+                Sample {
+                    bytes: received * 1000,
+                    udp: None,
+                    tcp: Some(TcpInfo {
+                        retransmits,
+                        ..TcpInfo::default()
+                    }),
+                },
+            ]
+        };
+        let mut records = vec![c.cut(S, &at(12, 15, 7))];
+        records.push(c.cut(2 * S, &at(32, 35, 9)));
+        let end = at(52, 55, 20);
+        records.extend(c.finish(3 * S, &end));
+        assert!(records[0].omitted && !records[1].omitted && !records[2].omitted);
+        let measured = |k: usize| -> u64 {
+            records
+                .iter()
+                .filter(|r| !r.omitted)
+                .map(|r| r.streams[k].bytes)
+                .sum()
+        };
+        // The receiver's totals as its engine counted them: from 0, and the
+        // sender's whole count of 55 numbers.
+        let mut recv = crate::measure::UdpRecv {
+            datagrams: 52,
+            received: 52,
+            next_expected: 55,
+            ..Default::default()
+        };
+        recv.count_loss(Some(55));
+        let rx_total = StreamMeasurement {
+            id: 1,
+            bytes: end[0].bytes,
+            udp_recv: Some(recv),
+            ..StreamMeasurement::default()
+        };
+        assert_eq!(rx_total.udp_recv.as_ref().and_then(|r| r.lost), Some(3));
+        let rx = leave_out_warmup(rx_total, &c.at_omit()[0]);
+        assert_eq!((rx.bytes, rx.omitted_bytes), (measured(0), 1200));
+        let r = rx.udp_recv.expect("udp");
+        assert_eq!(
+            (r.datagrams, r.received, r.omitted_numbers, r.issued, r.lost),
+            (40, 40, 15, Some(40), Some(0))
+        );
+        let tx_total = StreamMeasurement {
+            id: 2,
+            bytes: end[1].bytes,
+            tcp: end[1].tcp,
+            ..StreamMeasurement::default()
+        };
+        let tx = leave_out_warmup(tx_total, &c.at_omit()[1]);
+        assert_eq!((tx.bytes, tx.omitted_bytes), (measured(1), 12_000));
+        assert_eq!(tx.tcp.map(|t| t.retransmits), Some(13));
+        // Without a warm-up nothing is taken out.
+        let c = IntervalCutter::new(vec![tcp_sender(3)], 0, S, Some(S));
+        let m = StreamMeasurement {
+            bytes: 9,
+            ..StreamMeasurement::default()
+        };
+        assert_eq!(leave_out_warmup(m.clone(), &c.at_omit()[0]), m);
+    }
+
     proptest! {
         /// On any schedule and any (monotone) progress: the intervals are
         /// contiguous from 0, add up to the totals, the omitted ones come
@@ -326,7 +455,7 @@ mod tests {
                 let sum: u64 = records.iter().map(|r| r.streams[k].bytes).sum();
                 prop_assert_eq!(sum, t.bytes);
                 let omitted: u64 = records.iter().filter(|r| r.omitted).map(|r| r.streams[k].bytes).sum();
-                prop_assert_eq!(c.omitted_bytes()[k], omitted);
+                prop_assert_eq!(c.at_omit()[k].bytes, omitted);
             }
             let first_kept = records.iter().position(|r| !r.omitted).unwrap_or(records.len());
             prop_assert!(records[first_kept..].iter().all(|r| !r.omitted));

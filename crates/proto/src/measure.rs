@@ -56,9 +56,11 @@ pub struct StreamMeasurement {
     pub id: u32,
     /// Which side sends on this stream.
     pub sender: Option<Side>,
-    /// Application payload bytes written (sender) or read (receiver) since Start.
+    /// Application payload bytes written (sender) or read (receiver) after
+    /// the omitted warm-up (since Start without one). Like every count
+    /// here, the warm-up is left out ([`crate::interval::leave_out_warmup`]).
     pub bytes: u64,
-    /// Of `bytes`, those moved during the omitted warm-up.
+    /// Bytes moved during the omitted warm-up (not in `bytes`).
     pub omitted_bytes: u64,
     /// From Start to the last write (sender) or end of stream (receiver), ns.
     pub elapsed_ns: u64,
@@ -228,7 +230,13 @@ pub struct UdpRecv {
     pub first_corrupt: Option<String>,
     /// One past the highest sequence number seen.
     pub next_expected: u64,
-    /// The sender's issued count, from its SendDone (absent if it never came).
+    /// With an omitted warm-up: numbers `0..omitted_numbers` (up to the
+    /// highest seen by its end) belong to it; `issued`, `received` and
+    /// `lost` count only the numbers from it on.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub omitted_numbers: u64,
+    /// Numbers the sender issued after the warm-up, from its SendDone
+    /// (absent if it never came).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub issued: Option<u64>,
     /// issued − received, when `issued` is known.
@@ -257,6 +265,16 @@ pub struct UdpRecv {
     /// that emptied the socket (0: none, or the receiver did not coalesce).
     #[serde(skip_serializing_if = "is_zero", default)]
     pub coalesce_waits: u64,
+}
+
+impl UdpRecv {
+    /// Sets `issued` and `lost` from the sender's whole count `issued`
+    /// (numbers `0..issued`; `None`: its SendDone never came), counting
+    /// only the numbers after the warm-up.
+    pub fn count_loss(&mut self, issued: Option<u64>) {
+        self.issued = issued.map(|i| i.saturating_sub(self.omitted_numbers));
+        self.lost = self.issued.map(|i| i.saturating_sub(self.received));
+    }
 }
 
 /// One UDP stream's share of one interval.

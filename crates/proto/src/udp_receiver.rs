@@ -269,7 +269,7 @@ pub fn finish_counts(
     rcvbuf: Option<u64>,
 ) -> UdpRecv {
     let c = tracker.counts();
-    UdpRecv {
+    let mut r = UdpRecv {
         received: c.received,
         duplicates: c.duplicates,
         reordered: c.reordered,
@@ -278,12 +278,12 @@ pub fn finish_counts(
         beyond_window: c.beyond_window,
         next_expected: c.next_expected,
         jitter_ns: jitter.ns(),
-        issued,
-        lost: issued.map(|i| c.lost(i)),
         socket_drops,
         rcvbuf,
         ..out
-    }
+    };
+    r.count_loss(issued);
+    r
 }
 
 #[cfg(test)]

@@ -34,13 +34,12 @@ fn ns_to_s(ns: u64) -> f64 {
 fn endpoint(side: Side, m: Option<&StreamMeasurement>, omit_s: f64) -> Endpoint {
     let m = m.cloned().unwrap_or_default();
     let seconds = (ns_to_s(m.elapsed_ns) - omit_s).max(0.0);
-    let measured = m.bytes.saturating_sub(m.omitted_bytes);
     Endpoint {
         side,
         bytes: m.bytes,
         omitted_bytes: m.omitted_bytes,
         seconds,
-        bits_per_second: rate(measured, seconds),
+        bits_per_second: rate(m.bytes, seconds),
         calls: m.calls,
         tcp: m.tcp,
         error: m.error,
@@ -229,12 +228,15 @@ fn udp_stream(
     let s = s.unwrap_or_default();
     let r = r.unwrap_or_default();
     let bits = f64::from(len) * 8.0;
-    let lost = s.issued.saturating_sub(r.received);
+    // The numbers after the warm-up: from the first the receiver counted on
+    // (iperf3's rule), so none sent in the warm-up is counted lost.
+    let issued = s.issued.saturating_sub(r.omitted_numbers);
+    let lost = issued.saturating_sub(r.received);
     let g = s.gaps;
     Some(UdpSummary {
         len,
         sent: s.datagrams,
-        issued: s.issued,
+        issued,
         send_errors: s.send_errors,
         requested_pps: s.requested_pps,
         requested_bits_per_second: s.requested_pps.map(|p| p * bits),
@@ -252,8 +254,8 @@ fn udp_stream(
         behind: s.behind,
         received: r.received,
         lost,
-        loss_ppm: ratio(lost, s.issued) * 1e6,
-        loss_percent: ratio(lost, s.issued) * 100.0,
+        loss_ppm: ratio(lost, issued) * 1e6,
+        loss_percent: ratio(lost, issued) * 100.0,
         reordered: r.reordered,
         max_reorder_distance: r.max_reorder_distance,
         duplicates: r.duplicates,
@@ -267,7 +269,7 @@ fn udp_stream(
         socket_drops: r.socket_drops,
         rcvbuf: r.rcvbuf,
         receiver_coalesce_waits: r.coalesce_waits,
-        receiver_had_final_count: r.issued == Some(s.issued),
+        receiver_had_final_count: r.issued == Some(issued),
         sender_batching: s
             .batching
             .as_ref()
@@ -485,13 +487,16 @@ pub fn build_stream(
         if of.is_empty() {
             continue;
         }
-        let measured = |e: &Endpoint| e.bytes - e.omitted_bytes.min(e.bytes);
         let sender_bytes: u64 = of.iter().map(|s| s.sender.bytes).sum();
         let receiver_bytes: u64 = of.iter().map(|s| s.receiver.bytes).sum();
         let sender_seconds = of.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
         let receiver_seconds = of.iter().map(|s| s.receiver.seconds).fold(0.0, f64::max);
-        *moved.entry(flow.sender()).or_default() += sender_bytes;
-        *moved.entry(flow.sender().other()).or_default() += receiver_bytes;
+        // CPU time covers the whole test: so do the bytes it is held to.
+        let whole = |e: &Endpoint| e.bytes + e.omitted_bytes;
+        *moved.entry(flow.sender()).or_default() +=
+            of.iter().map(|s| whole(&s.sender)).sum::<u64>();
+        *moved.entry(flow.sender().other()).or_default() +=
+            of.iter().map(|s| whole(&s.receiver)).sum::<u64>();
         sums.push(FlowSum {
             flow,
             streams: of.len() as u32,
@@ -499,14 +504,8 @@ pub fn build_stream(
             receiver_bytes,
             sender_seconds,
             receiver_seconds,
-            sender_bits_per_second: rate(
-                of.iter().map(|s| measured(&s.sender)).sum(),
-                sender_seconds,
-            ),
-            receiver_bits_per_second: rate(
-                of.iter().map(|s| measured(&s.receiver)).sum(),
-                receiver_seconds,
-            ),
+            sender_bits_per_second: rate(sender_bytes, sender_seconds),
+            receiver_bits_per_second: rate(receiver_bytes, receiver_seconds),
             retransmits: of
                 .iter()
                 .map(|s| s.sender.tcp.map(|t| t.retransmits))

@@ -164,13 +164,14 @@ impl TestInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Endpoint {
     pub side: Side,
-    /// Payload bytes written (sender) or read (receiver), warm-up included.
+    /// Payload bytes written (sender) or read (receiver) after the omitted
+    /// warm-up.
     pub bytes: u64,
-    /// Of `bytes`, moved during the omitted warm-up.
+    /// Moved during the omitted warm-up (not in `bytes`).
     pub omitted_bytes: u64,
     /// Seconds from the end of the warm-up to this end's last byte.
     pub seconds: f64,
-    /// (bytes − omitted_bytes) × 8 ÷ seconds.
+    /// bytes × 8 ÷ seconds.
     pub bits_per_second: f64,
     /// read/write calls.
     pub calls: u64,

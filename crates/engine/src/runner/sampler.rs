@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use linerate_proto::interval::{CutStream, IntervalCutter, Sample};
+use linerate_proto::interval::{leave_out_warmup, CutStream, IntervalCutter, Sample};
 use linerate_proto::measure::{
     CpuMeasurement, IntervalMeasurement, Role, SideResults, StreamMeasurement,
 };
@@ -313,12 +313,8 @@ pub(super) fn sample(
     let streams = run
         .results
         .into_iter()
-        .zip(cutter.omitted_bytes())
-        .map(|(m, &omitted)| {
-            let mut m = m.unwrap_or_default();
-            m.omitted_bytes = omitted.min(m.bytes);
-            m
-        })
+        .zip(cutter.at_omit())
+        .map(|(m, at)| leave_out_warmup(m.unwrap_or_default(), at))
         .collect();
     SideResults {
         engine: engine.to_string(),
