@@ -10,8 +10,8 @@ imports another when one of its `use` trees or a path in its code
 (`crate::…`, `super::…`, `self::…`, or a child module's name) resolves into
 the other file's module; `mod.rs` (or `lib.rs`/`main.rs`) is in the same
 folder as its child files, so a child using its parent's items while the
-parent uses the child's is a circle too. Inline modules (`mod tests { … }`)
-are followed for `super`. Python: bench/ packages (`from .x import`,
+parent uses the child's is a circle too. Inline modules are followed for
+`super`; `#[cfg(test)]` modules are left out (tests are not the layering). Python: bench/ packages (`from .x import`,
 `from pkg.x import`, `import pkg.x`).
 
 Two kinds are told apart. A circle between sibling files (neither of them
@@ -162,16 +162,22 @@ def rust_edges(root):
         for mod, path in mods.items():
             text = strip_comments(open(path, encoding="utf-8").read())
             # Inline modules: track them so `super` inside resolves right.
-            stack, depth, lines_mods = [], 0, []
+            # A `#[cfg(test)]` module is skipped: a test may use a module
+            # above its file's level (a spec test calling negotiate) without
+            # making the code a circle.
+            stack, depth, lines_mods, prev = [], 0, [], ""
             for line in text.split("\n"):
                 m = re.match(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*\{", line)
                 if m:
-                    stack.append((m.group(1), depth))
-                cur = mod + tuple(n for n, _ in stack)
-                lines_mods.append((cur, line))
+                    stack.append((m.group(1), depth, "cfg(test)" in prev))
+                cur = mod + tuple(n for n, _, _ in stack)
+                if not any(t for _, _, t in stack):
+                    lines_mods.append((cur, line))
                 depth += line.count("{") - line.count("}")
                 while stack and depth <= stack[-1][1]:
                     stack.pop()
+                if line.strip():
+                    prev = line
             # `use` statements may span lines: collect per inline module.
             chunks = defaultdict(list)
             for cur, line in lines_mods:

@@ -26,6 +26,13 @@
 //! `*Repr` types are the validated contents, written with `emit` into a
 //! caller's buffer so the data path never allocates.
 
+/// The server's receive and send times of one transaction (its clock), ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerTimes {
+    pub rx: u64,
+    pub tx: u64,
+}
+
 /// Bytes of a request header; smaller requests carry none.
 pub const REQUEST_HEADER_LEN: usize = 24;
 /// Bytes of a response header; smaller responses carry none.

@@ -187,12 +187,7 @@ impl PhaseClock {
 // One-way delays
 // ---------------------------------------------------------------------------
 
-/// The server's receive and send times of one transaction (its clock), ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerTimes {
-    pub rx: u64,
-    pub tx: u64,
-}
+pub use crate::rr::ServerTimes;
 
 /// Client → server and server → client delays of one transaction, ns:
 /// `sent`/`received` on the client's clock, the server's times moved to it

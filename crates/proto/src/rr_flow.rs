@@ -19,9 +19,8 @@
 //! function called only when the request is timed — so the data path
 //! reads the clock exactly where it did before these cores existed.
 
-use crate::rr::{self as msg, RequestRepr, ResponseRepr, RrError, RrHeader};
+use crate::rr::{self as msg, RequestRepr, ResponseRepr, RrError, RrHeader, ServerTimes};
 use crate::rr::{REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN};
-use crate::rr_core::ServerTimes;
 
 /// How long an unreliable client waits for a response before counting it
 /// lost, ns.
