@@ -10,9 +10,68 @@
 //! The rate is kept as an integer number of datagrams per 1000 s
 //! ("millipps"), so the schedule is exact integer arithmetic from 0.001
 //! datagram/s to billions, with no floating-point drift over long tests.
+//!
+//! Waiting costs little CPU: datagrams due closer together than
+//! [`RUN_SPACING_NS`] leave in runs (one GSO send, at most [`RUN_BYTES`]),
+//! timed as a whole like a `--burst`, so the sender wakes at most every
+//! [`RUN_SPACING_NS`]; and [`wait_step`] tells the sender to sleep until
+//! [`SPIN_NS`] before the due time and spin only that last stretch. Before,
+//! every gap under 30 µs was spun through: `-b 500M` (1472 B, a datagram
+//! every 23.5 µs) took a whole core to keep a rate iperf3 keeps with a
+//! fifth of one.
 
 /// Nanoseconds per 1000 s: due(k) = k · NS_PER_KILOSECOND / millipps.
 const NS_PER_KILOSECOND: u128 = 1_000_000_000_000;
+
+/// A paced sender wakes at most this often: datagrams due within this
+/// span of each other leave together, as one run (iperf3 checks its rate
+/// every 1000 µs by default; a run is a fifth of that).
+pub const RUN_SPACING_NS: u64 = 200_000;
+/// Most bytes one run carries: one GSO message at most (the kernel's
+/// 64 KiB), so a run is one send and a receiver's default socket buffer
+/// absorbs it.
+pub const RUN_BYTES: u64 = 65_536;
+/// A waiting sender sleeps until this long before the due time and spins
+/// the rest: a `nanosleep` with 1 ns timer slack wakes a few µs late on an
+/// idle host.
+pub const SPIN_NS: u64 = 10_000;
+/// Longest single sleep, so a stop or abort is seen within this.
+pub const MAX_SLEEP_NS: u64 = 20_000_000;
+
+/// What a sender waiting for a due time does next ([`wait_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitStep {
+    /// The time has come: poll the sender.
+    Go,
+    /// Sleep this many ns, then ask again.
+    Sleep(u64),
+    /// Close enough that a sleep would overshoot: spin, then ask again.
+    Spin,
+}
+
+/// How a sender at `now` waits for `due` (both ns since Start): sleep
+/// until [`SPIN_NS`] before it (at most [`MAX_SLEEP_NS`] at a time), spin
+/// the rest.
+pub fn wait_step(now: u64, due: u64) -> WaitStep {
+    match due.saturating_sub(now) {
+        0 => WaitStep::Go,
+        left if left > SPIN_NS => WaitStep::Sleep((left - SPIN_NS).min(MAX_SLEEP_NS)),
+        _ => WaitStep::Spin,
+    }
+}
+
+/// Datagrams per run for `millipps` datagrams of `len` bytes per 1000 s:
+/// enough that runs are at least [`RUN_SPACING_NS`] apart, at most
+/// [`RUN_BYTES`] of them, at least 1 (unpaced: 1).
+pub fn run_len(millipps: Option<u64>, len: usize) -> u32 {
+    let Some(m) = millipps.filter(|&m| m > 0) else {
+        return 1;
+    };
+    // Datagrams due in RUN_SPACING_NS = spacing · m / 10¹², rounded up.
+    let due = (u128::from(RUN_SPACING_NS) * u128::from(m)).div_ceil(NS_PER_KILOSECOND);
+    let cap = RUN_BYTES / (len.max(1) as u64);
+    u32::try_from(due.min(u128::from(cap)).max(1)).unwrap_or(1)
+}
 
 /// Pacing of one sending stream.
 #[derive(Debug, Clone)]
@@ -34,7 +93,8 @@ pub fn millipps_for_rate(bits_per_second: u64, len: u32) -> u64 {
 
 impl Pacer {
     /// A pacer for `millipps` datagrams per 1000 s, `burst` back to back
-    /// per tick (0 is taken as 1).
+    /// per tick (0 is taken as 1). A sender passes the larger of the
+    /// asked burst and [`run_len`].
     pub fn new(millipps: Option<u64>, burst: u32) -> Self {
         Pacer {
             millipps: millipps.filter(|&m| m > 0),
@@ -190,6 +250,29 @@ mod tests {
         }
         assert!(p.kept_up(9_000_000));
         assert!(!p.kept_up(20_000_000));
+    }
+
+    /// Issue 28: a waiting sender sleeps until the last [`SPIN_NS`] and
+    /// spins only those; long waits are cut so stops are seen.
+    #[test]
+    fn issue_28_the_pacer_sleeps_and_spins_only_the_last_microseconds() {
+        assert_eq!(wait_step(500, 500), WaitStep::Go);
+        assert_eq!(wait_step(600, 500), WaitStep::Go);
+        assert_eq!(wait_step(0, 23_500), WaitStep::Sleep(13_500));
+        assert_eq!(wait_step(13_500, 23_500), WaitStep::Spin);
+        assert_eq!(wait_step(0, SPIN_NS), WaitStep::Spin);
+        assert_eq!(wait_step(0, SPIN_NS + 1), WaitStep::Sleep(1));
+        assert_eq!(wait_step(0, u64::MAX), WaitStep::Sleep(MAX_SLEEP_NS));
+        // Runs: -b 500M of 1472 B (42.5 k/s) leave 9 per run (212 µs
+        // apart); -b 100M 2; 10G of 1472 B one GSO message (44); 64 B at
+        // 100M 40; 1000/s 1; unpaced 1.
+        let run = |bps, len: u32| run_len(Some(millipps_for_rate(bps, len)), len as usize);
+        assert_eq!(run(500_000_000, 1472), 9);
+        assert_eq!(run(100_000_000, 1472), 2);
+        assert_eq!(run(10_000_000_000, 1472), 44);
+        assert_eq!(run(100_000_000, 64), 40);
+        assert_eq!(run_len(Some(1_000_000), 1472), 1);
+        assert_eq!(run_len(None, 1472), 1);
     }
 
     proptest! {

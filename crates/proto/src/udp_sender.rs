@@ -23,7 +23,7 @@ use linerate_stats::histogram::Histogram;
 use crate::datagram::{self, fill_pattern, Fault, Header, SeqSchedule, FLAG_PATTERN, HEADER_LEN};
 use crate::iperf3::udp as iperf3;
 use crate::measure::UdpSend;
-use crate::pacing::Pacer;
+use crate::pacing::{run_len, Pacer};
 
 /// The header every datagram of a stream carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,7 +109,8 @@ pub struct SenderConfig {
 /// What the sender should do now.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Transmit<'a> {
-    /// Nothing is due before this time (ns since Start): wait, then poll.
+    /// Nothing is due before this time (ns since Start): wait as
+    /// [`crate::pacing::wait_step`] says, then poll.
     Wait(u64),
     /// Send these datagrams: `bytes` holds them back to back, `segment`
     /// bytes each. Then call [`UdpSender::on_sent`].
@@ -180,7 +181,9 @@ impl UdpSender {
         } else {
             vec![0u8; len]
         };
-        let pacer = Pacer::new(cfg.millipps, cfg.burst);
+        // Datagrams due close together leave as one run: the sender wakes
+        // once per run, not once per datagram.
+        let pacer = Pacer::new(cfg.millipps, cfg.burst.max(run_len(cfg.millipps, len)));
         let out = UdpSend {
             requested_pps: pacer.pps(),
             requested_gap_ns: pacer.gap_ns(),
@@ -516,6 +519,55 @@ mod tests {
         let r = s.finish(now);
         assert!(!r.kept_up);
         assert!(r.behind > 8000, "{}", r.behind);
+    }
+
+    /// Issue 28: `-b 500M` (1472 B, a datagram due every 23.5 µs) on a
+    /// virtual clock whose sleeps wake 5 µs late and whose sends take 2 µs:
+    /// the sender wakes once per run (at most every RUN_SPACING_NS), spins
+    /// under 6% of the time, and keeps the rate within one run. Before, it
+    /// woke per datagram and every 23.5 µs gap was spun through.
+    #[test]
+    fn issue_28_a_paced_sender_sleeps_between_runs_and_keeps_its_rate() {
+        use crate::pacing::{millipps_for_rate, wait_step, WaitStep, RUN_SPACING_NS};
+        let m = millipps_for_rate(500_000_000, 1472);
+        let mut s = UdpSender::new(SenderConfig {
+            len: 1472,
+            millipps: Some(m),
+            verify: false,
+            ..cfg("", None, 176)
+        });
+        let (mut now, end) = (0u64, 1_000_000_000u64);
+        let (mut wakes, mut spun, mut sent) = (0u64, 0u64, 0u64);
+        while now < end {
+            match s.poll_transmit(now) {
+                Transmit::Wait(due) => {
+                    wakes += 1;
+                    loop {
+                        match wait_step(now, due) {
+                            WaitStep::Go => break,
+                            WaitStep::Sleep(ns) => now += ns + 5_000,
+                            WaitStep::Spin => {
+                                now += 100;
+                                spun += 100;
+                            }
+                        }
+                    }
+                }
+                Transmit::Send { bytes, segment } => {
+                    let n = bytes.len() / segment;
+                    sent += s.on_sent(n) / 1472;
+                    now += 2_000;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let r = s.finish(now);
+        assert!(wakes <= end / RUN_SPACING_NS + 1, "{wakes} wake-ups");
+        assert!(spun < end / 16, "spun {spun} ns of {end}");
+        let want = m as f64 / 1000.0 * now as f64 / 1e9;
+        assert!((sent as f64 - want).abs() <= 9.0, "{sent} sent, {want} due");
+        assert!(r.kept_up);
+        assert_eq!(r.gaps.count, sent - 1);
     }
 
     fn any_faults() -> impl Strategy<Value = Vec<Fault>> {

@@ -148,6 +148,36 @@ fn snapshot_crr() {
     all_formats("crr");
 }
 
+/// Issue 28: a paced sender whose thread was busy but kept its rate is not
+/// told "one core is the limit"; one that fell behind (or an unpaced one)
+/// is.
+#[test]
+fn issue_28_a_busy_core_is_blamed_only_when_the_paced_rate_was_missed() {
+    let human = |kept_up: bool, paced: bool| {
+        let mut r = fixture("udp");
+        r.cpu.client.busiest_thread = Some("stream 1 sender".into());
+        r.cpu.client.busiest_thread_percent = Some(99.5);
+        for s in &mut r.sums {
+            let u = s.udp.as_mut().expect("a UDP sum");
+            u.kept_up = kept_up;
+            if !paced {
+                u.requested_pps = None;
+            }
+        }
+        render(Format::Human, &r)
+    };
+    let met = human(true, true);
+    assert!(!met.contains("one core is the limit"), "{met}");
+    assert!(
+        met.contains("the requested rate was met, so that core was not the limit"),
+        "{met}"
+    );
+    for text in [human(false, true), human(true, false)] {
+        assert!(text.contains("one core is the limit"), "{text}");
+        assert!(!text.contains("rate was met"), "{text}");
+    }
+}
+
 /// The server prints a report per test too (start line and summary).
 #[test]
 fn snapshot_server_side_reports() {

@@ -1,7 +1,7 @@
 //! The send loop of a UDP stream — linerate's own datagrams or iperf3's
 //! (for iperf3 peers): the sans-IO [`UdpSender`] core decides what leaves
-//! when; this loop reads the clock, sleeps until the next datagram is due,
-//! and hands each batch to the engine.
+//! when, and how to wait for it; this loop reads the clock, sleeps or spins
+//! as told, and hands each batch to the engine.
 //!
 //! Per batch: one clock read (the stamp of every datagram in it), one
 //! engine call, one relaxed store of the live counter. Nothing allocated.
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use linerate_proto::datagram::Fault;
 use linerate_proto::measure::UdpSend;
+use linerate_proto::pacing::{wait_step, WaitStep};
 use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
 
 use super::{ns_since, UdpCounters};
@@ -65,28 +66,22 @@ pub fn send(
     with_engine!(kind, e => send_loop(e, sock, job, bytes, live, signals, wait))
 }
 
-/// Sleeps (then spins the last stretch) until `due_ns` after `start`.
-/// Returns the time it saw at or past `due_ns`, or `None` when a stop or
-/// abort arrived meanwhile.
+/// Waits until `due_ns` after `start`, sleeping or spinning as the core's
+/// [`wait_step`] says (sleep until the last few µs, spin those). Returns
+/// the time it saw at or past `due_ns`, or `None` when a stop or abort
+/// arrived meanwhile.
 fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
-    // Sleep until this close, then spin: nanosleep with 1 ns timer slack
-    // overshoots by a few µs on an idle host; spinning longer would burn a
-    // CPU the receiver may need (loopback tests share the host).
-    const SPIN: u64 = 30_000;
-    const MAX_SLEEP: u64 = 20_000_000;
     loop {
         let now = ns_since(start);
-        if now >= due_ns {
-            return Some(now);
-        }
-        let left = due_ns - now;
-        if left > SPIN {
-            std::thread::sleep(Duration::from_nanos((left - SPIN).min(MAX_SLEEP)));
-            if signals.stopping() || signals.aborted() {
-                return None;
+        match wait_step(now, due_ns) {
+            WaitStep::Go => return Some(now),
+            WaitStep::Sleep(ns) => {
+                std::thread::sleep(Duration::from_nanos(ns));
+                if signals.stopping() || signals.aborted() {
+                    return None;
+                }
             }
-        } else {
-            std::hint::spin_loop();
+            WaitStep::Spin => std::hint::spin_loop(),
         }
     }
 }

@@ -29,8 +29,35 @@ pub(super) struct Human<'a> {
 }
 
 /// A busiest thread at or above this share of a core over the test had a
-/// core to itself: the report says one core is the limit.
+/// core to itself: the report says one core is the limit, unless the test
+/// was paced and met its rate ([`core_limit_words`]).
 pub(crate) const CORE_LIMIT_PERCENT: f64 = 90.0;
+
+/// Whether the test was paced and every paced sender kept its requested
+/// rate: then no thread, however busy, was what limited it.
+pub(crate) fn paced_rate_met(r: &Report) -> bool {
+    let mut paced = r
+        .sums
+        .iter()
+        .filter_map(|s| s.udp.as_ref())
+        .filter(|u| u.requested_pps.is_some())
+        .peekable();
+    paced.peek().is_some() && paced.all(|u| u.kept_up)
+}
+
+/// What the CPU line says of a busiest thread at `busiest` % of a core:
+/// from [`CORE_LIMIT_PERCENT`], that one core is the limit, unless the
+/// test was paced and met its rate (issue 28: a sender that kept up
+/// exactly was told its core was the limit).
+pub(crate) fn core_limit_words(busiest: Option<f64>, rate_met: bool) -> Option<&'static str> {
+    match busiest {
+        Some(p) if p >= CORE_LIMIT_PERCENT && rate_met => {
+            Some("the requested rate was met, so that core was not the limit")
+        }
+        Some(p) if p >= CORE_LIMIT_PERCENT => Some("one core is the limit"),
+        _ => None,
+    }
+}
 
 fn udp_sender_words(u: &UdpSummary) -> String {
     let mut s = format!("{} datagrams, {}/s", u.sent, format_count_rate(u.sent_pps));
@@ -182,12 +209,14 @@ impl<'a> Human<'a> {
     }
 
     /// A side's CPU line; `intervals` are its interval records (for the
-    /// highest interval share of its busiest thread).
+    /// highest interval share of its busiest thread); `rate_met`: the test
+    /// was paced and met its rate ([`paced_rate_met`]).
     fn cpu_line(
         &mut self,
         name: &str,
         c: &SideCpu,
         intervals: &[IntervalRecord],
+        rate_met: bool,
     ) -> io::Result<()> {
         let mut line = format!(
             "  {name:<7} {:>6.1}% of a CPU (user {:.2} s, sys {:.2} s, {})",
@@ -219,10 +248,9 @@ impl<'a> Human<'a> {
                 p.busiest_thread, p.busiest_thread_percent
             ));
         }
-        if c.busiest_thread_percent
-            .is_some_and(|p| p >= CORE_LIMIT_PERCENT)
-        {
-            line.push_str("; one core is the limit");
+        if let Some(w) = core_limit_words(c.busiest_thread_percent, rate_met) {
+            line.push_str("; ");
+            line.push_str(w);
         }
         writeln!(self.out, "{}", wrap(&line, "; ", 10))
     }
@@ -420,8 +448,8 @@ impl Sink for Human<'_> {
                 )?;
             }
             writeln!(self.out, "CPU:")?;
-            self.cpu_line("client", &r.cpu.client, &[])?;
-            self.cpu_line("server", &r.cpu.server, &[])?;
+            self.cpu_line("client", &r.cpu.client, &[], false)?;
+            self.cpu_line("server", &r.cpu.server, &[], false)?;
             for n in &r.notes {
                 self.words(&format!("note: {n}"), 6)?;
             }
@@ -430,8 +458,8 @@ impl Sink for Human<'_> {
         if let Some(rr) = &r.rr {
             rr_table::tables(&mut self.out, r, rr)?;
             writeln!(self.out, "CPU:")?;
-            self.cpu_line("client", &r.cpu.client, &[])?;
-            self.cpu_line("server", &r.cpu.server, &[])?;
+            self.cpu_line("client", &r.cpu.client, &[], false)?;
+            self.cpu_line("server", &r.cpu.server, &[], false)?;
             for (side, v) in [
                 ("client", rr.client_cpu_us_per_transaction),
                 ("server", rr.server_cpu_us_per_transaction),
@@ -519,8 +547,9 @@ impl Sink for Human<'_> {
             }
         }
         writeln!(self.out, "CPU:")?;
-        self.cpu_line("client", &r.cpu.client, &r.intervals)?;
-        self.cpu_line("server", &r.cpu.server, &r.server_intervals)?;
+        let met = paced_rate_met(r);
+        self.cpu_line("client", &r.cpu.client, &r.intervals, met)?;
+        self.cpu_line("server", &r.cpu.server, &r.server_intervals, met)?;
         // The client's own intervals were printed as they ended; the
         // server's arrive with its results.
         let server_cpu: Vec<_> = r

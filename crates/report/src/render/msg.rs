@@ -6,7 +6,7 @@ use linerate_stats::trials::TrialStats;
 use linerate_stats::units::{format_count_rate, format_nanos, format_rate, format_size};
 
 use super::Format;
-use crate::msg::MsgReport;
+use crate::msg::{MsgCell, MsgReport, MIN_TRIAL_NS};
 
 /// Writes the report in `format` (JSON Lines writes the JSON document).
 pub fn render(r: &MsgReport, format: Format, out: &mut dyn Write) -> io::Result<()> {
@@ -136,6 +136,14 @@ fn cpu_table(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
 fn notes(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
     let mut first = true;
     for c in r.cells.iter().filter(|c| c.skipped.is_none()) {
+        let name = format!("{} ×{} {}", c.transport, c.concurrency, format_size(c.size));
+        if let Some(w) = short_trials(c) {
+            if first {
+                writeln!(out)?;
+                first = false;
+            }
+            writeln!(out, "{name}: {w}")?;
+        }
         let mut lines = Vec::new();
         if c.trials > 1 {
             lines.push(format!(
@@ -165,16 +173,26 @@ fn notes(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out)?;
             first = false;
         }
-        writeln!(
-            out,
-            "{} ×{} {}: {}",
-            c.transport,
-            c.concurrency,
-            format_size(c.size),
-            lines.join("; ")
-        )?;
+        writeln!(out, "{name}: {}", lines.join("; "))?;
     }
     Ok(())
+}
+
+/// The warning for a cell whose trials were too short to time (see
+/// [`MIN_TRIAL_NS`]), with the `--messages` that would make them long
+/// enough.
+fn short_trials(c: &MsgCell) -> Option<String> {
+    let t = c.shortest_trial_ns;
+    if t == 0 || t >= MIN_TRIAL_NS {
+        return None;
+    }
+    let per_channel = c.messages_per_trial / u64::from(c.concurrency.max(1));
+    let need = (u128::from(per_channel.max(1)) * u128::from(MIN_TRIAL_NS)).div_ceil(u128::from(t));
+    Some(format!(
+        "WARNING: trials too short to time ({} < {}): use --messages {need} or more",
+        format_nanos(t as f64),
+        format_nanos(MIN_TRIAL_NS as f64)
+    ))
 }
 
 fn csv(r: &MsgReport, out: &mut dyn Write) -> io::Result<()> {
