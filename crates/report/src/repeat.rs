@@ -155,6 +155,8 @@ fn show(unit: &str, v: f64) -> String {
         "1/s" => format!("{}/s", format_count_rate(v)),
         "ns" => format_nanos(v),
         "%" => format!("{v:.3}%"),
+        // Counts are whole: a mean or sd between them keeps one decimal.
+        "count" if v.fract() == 0.0 => format!("{v:.0}"),
         _ => format!("{v:.1}"),
     }
 }
@@ -213,6 +215,8 @@ fn interval(unit: &str, l: f64, h: f64) -> String {
 }
 
 fn human(out: &mut dyn Write, r: &RepeatReport) -> io::Result<()> {
+    // Which test, to which host, with which sizes and rates (issue 28).
+    writeln!(out, "{}", crate::render::test_heading(&r.test))?;
     writeln!(
         out,
         "{} of {} trials completed; mean ± sd, min … max,",
