@@ -260,3 +260,87 @@ fn human(out: &mut dyn Write, r: &RepeatReport) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::spec::{Pace, Protocol, TestSpec, UdpSpec};
+    use linerate_proto::wire::Side;
+
+    /// A `--repeat 3` of `udp -b 100M -l 1000` to `host:5201`.
+    fn udp_repeat() -> RepeatReport {
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            len: 1000,
+            udp: Some(UdpSpec {
+                pace: Pace::Rate(100_000_000),
+                ..UdpSpec::default()
+            }),
+            ..TestSpec::default()
+        };
+        let mut test = TestInfo::from_spec(&spec, Side::Client);
+        test.server = "host:5201".into();
+        let fig = |group: &str, name: &str, unit: &str, values: Vec<f64>| Figure {
+            group: group.into(),
+            name: name.into(),
+            unit: unit.into(),
+            stats: TrialStats::of(&values).expect("stats"),
+            values,
+        };
+        RepeatReport {
+            schema: SCHEMA_VERSION,
+            test,
+            repeat: 3,
+            completed: 3,
+            failed: Vec::new(),
+            figures: vec![
+                fig(
+                    "client→server",
+                    "receiver bit/s",
+                    "bit/s",
+                    vec![99e6, 100e6, 101e6],
+                ),
+                fig(
+                    "client→server",
+                    "retransmits",
+                    "count",
+                    vec![26992.0, 26990.0, 26994.0],
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn issue_28_repeat_names_the_test_and_prints_counts_whole() {
+        let mut out = Vec::new();
+        render(&mut out, Format::Human, &udp_repeat()).expect("render");
+        let text = String::from_utf8(out).expect("utf-8");
+        let head = text.lines().take(2).collect::<Vec<_>>().join(" ");
+        for needle in [
+            "udp",
+            "client→server",
+            "host:5201",
+            "1000 B datagrams",
+            "100.00 Mbit/s",
+        ] {
+            assert!(
+                head.contains(needle),
+                "no {needle:?} in the heading:\n{text}"
+            );
+        }
+        assert!(
+            text.contains("26992 ") && !text.contains("26992.0"),
+            "{text}"
+        );
+        // A mean between whole counts keeps its decimal.
+        assert_eq!(show("count", 2.5), "2.5");
+    }
+
+    #[test]
+    fn issue_28_repeat_plot_unit_follows_the_data() {
+        let svg = crate::plot_extra::repeat_svg(&udp_repeat()).expect("svg");
+        assert!(svg.contains("Mbit/s") && !svg.contains("Gbit/s"), "{svg}");
+        // The caption says the datagram size and rate asked for.
+        assert!(svg.contains("1000 B datagrams at 100.00 Mbit/s"), "{svg}");
+    }
+}
