@@ -220,6 +220,7 @@ impl Sink for RrProgress<'_> {
                 // shows the estimate from before it ended.
                 bar.set_message(eta_text(left));
                 bar.set_position(done.min(phases));
+                std::thread::sleep(Duration::from_millis(100));
             }
         }));
         r
