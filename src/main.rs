@@ -74,6 +74,7 @@ fn main() -> ExitCode {
         // nothing false); a second one: the default, immediate exit.
         _ => {
             let _ = ctrlc::set_handler(|| {
+                progress::clear_all();
                 if outcome::INTERRUPTED.swap(true, Ordering::Relaxed) {
                     std::process::exit(130);
                 }

@@ -5,10 +5,14 @@
 //! trials and sweeps; for rr/crr sizes, [`time_left`] by the clock (a
 //! time-limited run's total is known; a count-limited one goes by the rate
 //! of the sizes finished so far).
+//!
+//! Every bar clears itself when dropped unfinished (an error return) and on
+//! Ctrl-C ([`clear_all`], from the interrupt handler), so no half-drawn
+//! bar is left on the screen above the shell prompt (issue 28).
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use linerate_proto::spec::{RrLimit, TestSpec};
@@ -21,13 +25,31 @@ pub fn progress(len: u64, format: Format, what: &str) -> Option<indicatif::Progr
     if format != Format::Human || !std::io::stderr().is_terminal() {
         return None;
     }
-    let bar = indicatif::ProgressBar::new(len);
+    let bar = indicatif::ProgressBar::new(len).with_finish(indicatif::ProgressFinish::AndClear);
     let style = indicatif::ProgressStyle::with_template(TEMPLATE).map(|s| s.progress_chars("=> "));
     if let Ok(style) = style {
         bar.set_style(style);
     }
     bar.set_prefix(what.to_owned());
+    let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+    live.retain(|b| b.upgrade().is_some());
+    live.push(bar.downgrade());
     Some(bar)
+}
+
+/// The bars drawn so far, for [`clear_all`].
+static LIVE: Mutex<Vec<indicatif::WeakProgressBar>> = Mutex::new(Vec::new());
+
+/// Clears every bar from the screen and keeps it off: called on Ctrl-C,
+/// before the run winds down (or the process exits at once on a second
+/// Ctrl-C), so the last line on the terminal is not a stale bar.
+pub fn clear_all() {
+    let live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+    for bar in live.iter().filter_map(indicatif::WeakProgressBar::upgrade) {
+        bar.finish_and_clear();
+        // Updates still to come (a ticker, a trial's end) draw nothing.
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
 }
 
 /// Runs `f` with the bar (if any) hidden, so lines printed meanwhile do not

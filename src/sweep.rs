@@ -306,7 +306,14 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
         interrupted: false,
         bar: crate::progress::progress(grid, cfg.base.format, "sweep"),
     };
-    trials.sink.start(&info).context("writing output")?;
+    // The bar is on screen already: the header goes above it, not over it
+    // (a clear on Ctrl-C then erases the bar, not the header).
+    let sink = &mut trials.sink;
+    match &trials.bar {
+        Some(b) => b.suspend(|| sink.start(&info)),
+        None => sink.start(&info),
+    }
+    .context("writing output")?;
     for &len in &cfg.sizes {
         for &rate in &cfg.points {
             trials.run(len, rate, false)?;

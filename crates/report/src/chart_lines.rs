@@ -1,7 +1,10 @@
 //! The lines-against-message-size chart (one chart kind, every caller):
 //! log-log axes, one line per series with a dot per point, dashed series
 //! for a second condition (loaded phases, concurrency > 1), an optional
-//! ±1 sd band under a line, and a legend. `msg --plot`
+//! ±1 sd band under a line, and a legend where the lines are not
+//! ([`crate::chart_style`]). The x axis is a size in bytes, ticked at
+//! powers of two ("64 B", "1 KiB"); a marker shape per condition tells
+//! apart lines of one colour (issue 28). `msg --plot`
 //! ([`crate::msg_plot`]) and the rr figure's percentile panel
 //! ([`crate::plot_rr`]) draw it.
 
@@ -10,7 +13,43 @@ use std::ops::Range;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::chart_style::quiet_corner;
 use crate::plot_text::{err, tick, PlotError};
+use linerate_stats::units::format_size;
+
+/// The dot on each point of a line (and in its legend entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marker {
+    Circle,
+    Square,
+    Triangle,
+}
+
+impl Marker {
+    /// The shape around (10, 0), the middle of a legend's line sample.
+    fn outline(self) -> Vec<(i32, i32)> {
+        let shape: &[(i32, i32)] = match self {
+            Marker::Circle => &[
+                (3, 0),
+                (2, 2),
+                (0, 3),
+                (-2, 2),
+                (-3, 0),
+                (-2, -2),
+                (0, -3),
+                (2, -2),
+            ],
+            Marker::Square => &[(-3, -3), (3, -3), (3, 3), (-3, 3)],
+            Marker::Triangle => &[(0, -4), (4, 3), (-4, 3)],
+        };
+        shape.iter().map(|&(x, y)| (x + 10, y)).collect()
+    }
+
+    /// The `i`th shape (repeating).
+    pub(crate) fn nth(i: usize) -> Self {
+        [Marker::Circle, Marker::Square, Marker::Triangle][i % 3]
+    }
+}
 
 /// One line: its legend label, colour, dashed or not, and its points as
 /// (x, y, sd of y); a band is drawn where some sd is above 0.
@@ -18,6 +57,7 @@ pub(crate) struct Line {
     pub label: String,
     pub colour: RGBColor,
     pub dashed: bool,
+    pub marker: Marker,
     pub points: Vec<(f64, f64, f64)>,
 }
 
@@ -31,9 +71,18 @@ pub(crate) struct Axes<'a> {
     pub y: Range<f64>,
     pub x_desc: &'a str,
     pub y_desc: &'a str,
-    /// Tick labels as people write numbers ([`tick`]) rather than
-    /// plotters' own.
-    pub readable_ticks: bool,
+}
+
+/// Byte sizes to tick on a log axis over `x`: powers of two, every
+/// second or more of them when the range is wide (at most ten).
+fn size_ticks(x: &Range<f64>) -> Vec<f64> {
+    let lo = x.start.max(1.0).log2().ceil() as i32;
+    let hi = x.end.max(1.0).log2().floor() as i32;
+    let step = ((hi - lo) / 9 + 1).max(1);
+    (lo..=hi)
+        .filter(|e| e % step == 0)
+        .map(|e| f64::from(2u32.saturating_pow(e.clamp(0, 31) as u32)))
+        .collect()
 }
 
 /// Draws `lines` on `area` with `axes`.
@@ -50,15 +99,22 @@ where
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(axes.y_label_area)
-        .build_cartesian_2d(axes.x.clone().log_scale(), axes.y.clone().log_scale())
+        .build_cartesian_2d(
+            axes.x
+                .clone()
+                .log_scale()
+                .with_key_points(size_ticks(&axes.x)),
+            axes.y.clone().log_scale(),
+        )
         .map_err(err)?;
-    let fmt = |v: &f64| tick(*v);
-    let mut mesh = chart.configure_mesh();
-    mesh.x_desc(axes.x_desc).y_desc(axes.y_desc);
-    if axes.readable_ticks {
-        mesh.x_label_formatter(&fmt).y_label_formatter(&fmt);
-    }
-    mesh.draw().map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(axes.x_desc)
+        .y_desc(axes.y_desc)
+        .x_label_formatter(&|v| format_size(v.round() as u64))
+        .y_label_formatter(&|v| tick(*v))
+        .draw()
+        .map_err(err)?;
     for l in lines {
         // The ± 1 sd band: upper edge forwards, lower edge back, cut at
         // the axis.
@@ -81,19 +137,75 @@ where
         } else {
             chart.draw_series(LineSeries::new(pts.clone(), style))
         };
+        let (dashed, marker) = (l.dashed, l.marker);
         s.map_err(err)?
             .label(l.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, l.colour.filled())))
-            .map_err(err)?;
+            .legend(move |(x, y)| {
+                // The line sample (two dashes when dashed), the marker on it.
+                let (first, second) = if dashed {
+                    (vec![(0, 0), (7, 0)], vec![(13, 0), (20, 0)])
+                } else {
+                    (vec![(0, 0), (20, 0)], vec![(20, 0), (20, 0)])
+                };
+                let sample = EmptyElement::at((x, y))
+                    + PathElement::new(first, style)
+                    + PathElement::new(second, style);
+                sample + Polygon::new(marker.outline(), style.color.filled())
+            });
+        draw_markers(&mut chart, &pts, l.marker, l.colour)?;
     }
+    let drawn: Vec<Vec<(f64, f64)>> = lines
+        .iter()
+        .map(|l| l.points.iter().map(|p| (p.0, p.1)).collect())
+        .collect();
+    let longest = lines.iter().map(|l| l.label.chars().count()).max();
+    let corner = quiet_corner(&chart, &drawn, lines.len(), longest.unwrap_or(0));
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(corner)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+/// A `marker` on each of `pts`.
+fn draw_markers<DB, CT>(
+    chart: &mut ChartContext<'_, DB, CT>,
+    pts: &[(f64, f64)],
+    marker: Marker,
+    colour: RGBColor,
+) -> Result<(), PlotError>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let fill = colour.filled();
+    let at = pts.iter().copied();
+    match marker {
+        Marker::Circle => chart.draw_series(at.map(|p| Circle::new(p, 3, fill))),
+        Marker::Square => chart.draw_series(
+            at.map(|p| EmptyElement::at(p) + Rectangle::new([(-3, -3), (3, 3)], fill)),
+        ),
+        Marker::Triangle => chart.draw_series(at.map(|p| TriangleMarker::new(p, 5, fill))),
+    }
+    .map_err(err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_28_size_ticks_are_powers_of_two() {
+        let t = size_ticks(&(40.0..2.0e6));
+        assert_eq!(t.first(), Some(&64.0));
+        assert!(t.len() <= 10 && t.contains(&1024.0), "{t:?}");
+        let labels: Vec<String> = t.iter().map(|v| format_size(*v as u64)).collect();
+        assert!(labels.contains(&"1 KiB".to_string()), "{labels:?}");
+        assert_eq!(size_ticks(&(50.0..300.0)), vec![64.0, 128.0, 256.0]);
+    }
 }

@@ -7,6 +7,7 @@
 use plotters::prelude::*;
 
 use crate::chart_bars::{self, Bar, BarChart, BarValue};
+use crate::chart_style::series_colour;
 use crate::compare::{self, CompareReport};
 use crate::plot_text::{si, utc, PlotError};
 
@@ -45,7 +46,7 @@ pub fn svg(r: &CompareReport) -> Result<String, PlotError> {
             let m = v.metrics.iter().find(|m| m.name == name);
             Bar {
                 label: v.name.clone(),
-                fill: Palette99::pick(i).to_rgba().mix(0.7),
+                fill: series_colour(i).to_rgba().mix(0.7),
                 value: match m {
                     Some(m) => BarValue::Bar {
                         value: m.value,

@@ -14,6 +14,7 @@
 pub mod build;
 mod chart_bars;
 mod chart_lines;
+mod chart_style;
 pub mod civil;
 pub mod compare;
 pub mod compare_plot;

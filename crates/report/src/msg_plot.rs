@@ -1,50 +1,54 @@
 //! `linerate msg --plot`: throughput against message size with a ± 1 sd
 //! band across trials (the reference study's figure), and the mean
 //! per-message time against size with its ± 1 sd band; one line per
-//! transport and concurrency (concurrency > 1 dashed). Log-log axes.
+//! transport and concurrency: a colour per transport, a marker per
+//! concurrency (concurrency > 1 dashed). Log-log axes, sizes ticked as
+//! sizes; a caption says what ran (issue 28).
 
 use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::chart_lines::{self, Axes, Line};
+use crate::chart_lines::{self, Axes, Line, Marker};
+use crate::chart_style::series_colour;
 use crate::msg::{MsgCell, MsgReport};
-use crate::plot_text::{err, PlotError};
+use crate::plot_text::{caption, err, PlotError, CAPTION_H};
 use linerate_stats::trials::TrialStats;
+use linerate_stats::units::format_size;
 
 const WIDTH: u32 = 1000;
 const HEIGHT: u32 = 1100;
 
-const COLOURS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
+/// The cells' distinct values of `key`, in the order they first ran.
+fn distinct<T: PartialEq>(r: &MsgReport, key: impl Fn(&MsgCell) -> T) -> Vec<T> {
+    let mut out = Vec::new();
+    for c in &r.cells {
+        let k = key(c);
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    out
+}
 
 /// One line per transport and concurrency, of the figure `pick` reads.
 fn lines(r: &MsgReport, pick: fn(&MsgCell) -> Option<TrialStats>, scale: f64) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
-    let mut transports: Vec<&str> = Vec::new();
+    let transports = distinct(r, |c| c.transport.clone());
+    let concurrencies = distinct(r, |c| c.concurrency);
     for c in r.cells.iter().filter(|c| c.skipped.is_none()) {
         let Some(s) = pick(c) else { continue };
-        if !transports.contains(&c.transport.as_str()) {
-            transports.push(&c.transport);
-        }
         let label = format!("{} ×{}", c.transport, c.concurrency);
-        let colour_ix = transports
-            .iter()
-            .position(|t| *t == c.transport)
-            .unwrap_or(0);
+        let colour_ix = transports.iter().position(|t| *t == c.transport);
+        let marker_ix = concurrencies.iter().position(|n| *n == c.concurrency);
         let i = match out.iter().position(|l| l.label == label) {
             Some(i) => i,
             None => {
                 out.push(Line {
                     label,
                     dashed: c.concurrency > 1,
-                    colour: COLOURS[colour_ix % COLOURS.len()],
+                    marker: Marker::nth(marker_ix.unwrap_or(0)),
+                    colour: series_colour(colour_ix.unwrap_or(0)),
                     points: Vec::new(),
                 });
                 out.len() - 1
@@ -89,7 +93,6 @@ where
         y: y0 / 1.5..y1 * 1.5,
         x_desc: "message size (bytes)",
         y_desc,
-        readable_ticks: false,
     };
     chart_lines::panel(area, &axes, ls)
 }
@@ -103,9 +106,12 @@ pub fn svg_string(r: &MsgReport) -> Result<String, PlotError> {
     }
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut out, (WIDTH, HEIGHT + CAPTION_H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let (top, bottom) = root.split_vertically(HEIGHT / 2);
+        let (band, body) = root.split_vertically(CAPTION_H);
+        caption(&band, &msg_caption(r))?;
+        let (top, bottom) = body.split_vertically(HEIGHT / 2);
         panel(
             &top,
             "Throughput vs message size (mean ± 1 sd across trials)",
@@ -121,6 +127,26 @@ pub fn svg_string(r: &MsgReport) -> Result<String, PlotError> {
         root.present().map_err(err)?;
     }
     Ok(out)
+}
+
+/// What ran: tool, ends; transports, concurrencies, sizes and trials.
+fn msg_caption(r: &MsgReport) -> Vec<String> {
+    let ran: Vec<&MsgCell> = r.cells.iter().filter(|c| c.skipped.is_none()).collect();
+    let sizes = ran.iter().map(|c| c.size);
+    let (lo, hi) = (sizes.clone().min().unwrap_or(0), sizes.max().unwrap_or(0));
+    let trials = distinct(r, |c| c.trials);
+    let join = |v: Vec<String>| v.join(", ");
+    vec![
+        format!("{} · msg · {}", r.software, r.ends),
+        format!(
+            "transports {} · concurrency {} · sizes {} … {} · {} trial(s) per cell",
+            join(distinct(r, |c| c.transport.clone())),
+            join(distinct(r, |c| format!("×{}", c.concurrency))),
+            format_size(lo),
+            format_size(hi),
+            join(trials.iter().map(u32::to_string).collect()),
+        ),
+    ]
 }
 
 /// Writes the SVG for `r` to `path`.
@@ -196,7 +222,14 @@ mod tests {
             assert!(svg.contains(label), "{label}");
         }
         // One ± 1 sd band per line per panel.
-        assert_eq!(svg.matches("<polygon").count(), 6, "{svg}");
+        assert_eq!(svg.matches(r#"opacity="0.15""#).count(), 6, "{svg}");
+        // Issue 28: a caption, sizes ticked as sizes, and ×1 and ×8 of one
+        // transport told apart by their markers (circles, squares).
+        for needle in ["msg · here", "concurrency ×1, ×8", "\n1 KiB\n", "\n64 B\n"] {
+            assert!(svg.contains(needle), "no {needle:?} in {svg}");
+        }
+        assert!(!svg.contains("1000000.0") && !svg.contains(">100.0<"));
+        assert!(svg.contains("<circle") && svg.contains("<rect"), "{svg}");
         let empty = MsgReport {
             waiting: None,
             cells: Vec::new(),

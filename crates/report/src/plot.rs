@@ -18,6 +18,7 @@ use plotters::prelude::*;
 
 use linerate_proto::spec::Direction;
 
+use crate::chart_style::{quiet_corner, series_colour};
 use crate::model::{SweepReport, SweepTrial};
 use crate::plot_text::{caption, decade, si, tick, utc, CAPTION_H};
 
@@ -31,6 +32,7 @@ type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// The mark of a trial whose sender could not keep up with its rate.
 const NOT_KEPT_UP: RGBColor = RGBColor(200, 0, 0);
+const NOT_KEPT_UP_LABEL: &str = "sender did not keep up (rate not offered)";
 
 /// One size's grid trials, sorted by sent rate.
 fn of_size<'t>(trials: &[&'t SweepTrial], len: u32) -> Vec<&'t SweepTrial> {
@@ -61,7 +63,7 @@ where
         )
         .map_err(err)?;
     if with_label {
-        anno.label("sender did not keep up (rate not offered)")
+        anno.label(NOT_KEPT_UP_LABEL)
             .legend(|(x, y)| Cross::new((x + 10, y), 6, NOT_KEPT_UP.stroke_width(2)));
     }
     Ok(())
@@ -80,10 +82,12 @@ where
     CT: CoordTranslate<From = (f64, f64)>,
 {
     let mut missed = Vec::new();
+    let mut drawn = Vec::new();
     for (i, &len) in sizes.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = series_colour(i);
         let of = of_size(trials, len);
         let pts: Vec<(f64, f64)> = of.iter().map(|t| point(t)).collect();
+        drawn.push(pts.clone());
         missed.extend(
             pts.iter()
                 .zip(&of)
@@ -101,9 +105,12 @@ where
     }
     let any = !missed.is_empty();
     mark_not_kept_up(chart, missed, any)?;
+    // The legend: a line per size, the reference line, the crosses.
+    let longest = if any { NOT_KEPT_UP_LABEL.len() } else { 16 };
+    let corner = quiet_corner(chart, &drawn, sizes.len() + 1 + usize::from(any), longest);
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(corner)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK.mix(0.3))
         .draw()

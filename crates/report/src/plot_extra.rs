@@ -5,6 +5,7 @@
 use plotters::prelude::*;
 
 use crate::chart_bars::{self, Bar, BarChart, BarValue};
+use crate::chart_style::{quiet_corner, series_colour};
 use crate::model::Report;
 use crate::plot_text::{caption, err, si, tick, utc, PlotError, CAPTION_H};
 use crate::repeat::RepeatReport;
@@ -70,8 +71,14 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
             .y_label_formatter(&|v| tick(*v))
             .draw()
             .map_err(err)?;
+        let corner = quiet_corner(
+            &chart,
+            &lines.iter().map(|l| l.1.clone()).collect::<Vec<_>>(),
+            lines.len(),
+            lines.iter().map(|l| l.0.chars().count()).max().unwrap_or(0),
+        );
         for (i, (label, pts)) in lines.into_iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
+            let color = series_colour(i);
             chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))
                 .map_err(err)?
@@ -82,7 +89,7 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(corner)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK.mix(0.3))
             .draw()
@@ -134,28 +141,18 @@ fn stream_caption(r: &Report) -> Vec<String> {
     ]
 }
 
-/// What the repeated test was: tool, test, server, date; trials.
+/// What the repeated test was: the test as its report heads it (kind,
+/// direction, server, sizes and rates); tool, date and trials.
 fn repeat_caption(r: &RepeatReport) -> Vec<String> {
     let t = &r.test;
-    let kind = serde_json::to_value(t.kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
     vec![
+        crate::render::test_line(t),
         format!(
-            "{} · {} {kind} to {} · {}",
+            "{} · {} · {} of {} trials completed",
             t.client_software,
-            t.protocol,
-            t.server,
-            utc(t.start_unix_ms)
-        ),
-        format!(
-            "{} of {} trials completed · {} stream{} · engine {}",
+            utc(t.start_unix_ms),
             r.completed,
             r.repeat,
-            t.streams,
-            if t.streams == 1 { "" } else { "s" },
-            t.client_engine
         ),
     ]
 }
@@ -173,12 +170,18 @@ pub fn repeat_svg(r: &RepeatReport) -> Result<String, PlotError> {
     if figs.is_empty() {
         return Err(PlotError(format!("nothing to plot: no {name} figure")));
     }
+    // The unit from the data (Mbit/s for a 100 Mbit/s test).
+    let top = figs.iter().map(|f| f.stats.max).fold(0.0, f64::max);
     let (scale, unit) = if name == "receiver bit/s" {
-        (1e9, "Gbit/s")
+        si(top, "bit/s")
     } else {
-        (1e3, "k transactions/s")
+        let (scale, prefix) = si(top, "");
+        (
+            scale,
+            format!("{prefix} transactions/s").trim_start().to_owned(),
+        )
     };
-    let fill = Palette99::pick(0).to_rgba().mix(0.6);
+    let fill = series_colour(0).mix(0.6);
     chart_bars::svg(&BarChart {
         width: 1000,
         caption: repeat_caption(r),
@@ -187,7 +190,7 @@ pub fn repeat_svg(r: &RepeatReport) -> Result<String, PlotError> {
             r.completed
         ),
         scale,
-        unit: unit.to_string(),
+        unit,
         headroom: 1.15,
         bars: figs
             .iter()

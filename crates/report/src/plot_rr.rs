@@ -11,6 +11,7 @@
 use plotters::prelude::*;
 
 use crate::chart_lines::{self, Axes, Line};
+use crate::chart_style::series_colour;
 use crate::model::{Report, RrPhaseReport, RrReport, RrTiming};
 use crate::plot_text::{caption, decade, err, tick, utc, PlotError, CAPTION_H};
 
@@ -208,6 +209,7 @@ where
                 },
                 colour,
                 dashed: loaded,
+                marker: chart_lines::Marker::nth(usize::from(loaded)),
                 points: of
                     .iter()
                     .map(|p| (f64::from(p.request_size), us(pick(p)), 0.0))
@@ -223,7 +225,6 @@ where
         y: y0..y1,
         x_desc: "request size (bytes)",
         y_desc: "latency (µs)",
-        readable_ticks: true,
     };
     chart_lines::panel(area, &axes, &lines)
 }
@@ -297,7 +298,7 @@ where
             }
             points.push((us(v), above));
         }
-        let style = Palette99::pick(i).stroke_width(2);
+        let style = series_colour(i).stroke_width(2);
         let label = format!(
             "{}{}",
             size_label(p),

@@ -155,6 +155,8 @@ fn show(unit: &str, v: f64) -> String {
         "1/s" => format!("{}/s", format_count_rate(v)),
         "ns" => format_nanos(v),
         "%" => format!("{v:.3}%"),
+        // Counts are whole: a mean or sd between them keeps one decimal.
+        "count" if v.fract() == 0.0 => format!("{v:.0}"),
         _ => format!("{v:.1}"),
     }
 }
@@ -213,6 +215,8 @@ fn interval(unit: &str, l: f64, h: f64) -> String {
 }
 
 fn human(out: &mut dyn Write, r: &RepeatReport) -> io::Result<()> {
+    // Which test, to which host, with which sizes and rates (issue 28).
+    writeln!(out, "{}", crate::render::test_heading(&r.test))?;
     writeln!(
         out,
         "{} of {} trials completed; mean ± sd, min … max,",
@@ -255,4 +259,88 @@ fn human(out: &mut dyn Write, r: &RepeatReport) -> io::Result<()> {
         writeln!(out, "failed: {e}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::spec::{Pace, Protocol, TestSpec, UdpSpec};
+    use linerate_proto::wire::Side;
+
+    /// A `--repeat 3` of `udp -b 100M -l 1000` to `host:5201`.
+    fn udp_repeat() -> RepeatReport {
+        let spec = TestSpec {
+            protocol: Protocol::Udp,
+            len: 1000,
+            udp: Some(UdpSpec {
+                pace: Pace::Rate(100_000_000),
+                ..UdpSpec::default()
+            }),
+            ..TestSpec::default()
+        };
+        let mut test = TestInfo::from_spec(&spec, Side::Client);
+        test.server = "host:5201".into();
+        let fig = |group: &str, name: &str, unit: &str, values: Vec<f64>| Figure {
+            group: group.into(),
+            name: name.into(),
+            unit: unit.into(),
+            stats: TrialStats::of(&values).expect("stats"),
+            values,
+        };
+        RepeatReport {
+            schema: SCHEMA_VERSION,
+            test,
+            repeat: 3,
+            completed: 3,
+            failed: Vec::new(),
+            figures: vec![
+                fig(
+                    "client→server",
+                    "receiver bit/s",
+                    "bit/s",
+                    vec![99e6, 100e6, 101e6],
+                ),
+                fig(
+                    "client→server",
+                    "retransmits",
+                    "count",
+                    vec![26992.0, 26990.0, 26994.0],
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn issue_28_repeat_names_the_test_and_prints_counts_whole() {
+        let mut out = Vec::new();
+        render(&mut out, Format::Human, &udp_repeat()).expect("render");
+        let text = String::from_utf8(out).expect("utf-8");
+        let head = text.lines().take(2).collect::<Vec<_>>().join(" ");
+        for needle in [
+            "udp",
+            "client→server",
+            "host:5201",
+            "1000 B datagrams",
+            "100.00 Mbit/s",
+        ] {
+            assert!(
+                head.contains(needle),
+                "no {needle:?} in the heading:\n{text}"
+            );
+        }
+        assert!(
+            text.contains("26992 ") && !text.contains("26992.0"),
+            "{text}"
+        );
+        // A mean between whole counts keeps its decimal.
+        assert_eq!(show("count", 2.5), "2.5");
+    }
+
+    #[test]
+    fn issue_28_repeat_plot_unit_follows_the_data() {
+        let svg = crate::plot_extra::repeat_svg(&udp_repeat()).expect("svg");
+        assert!(svg.contains("Mbit/s") && !svg.contains("Gbit/s"), "{svg}");
+        // The caption says the datagram size and rate asked for.
+        assert!(svg.contains("1000 B datagrams at 100.00 Mbit/s"), "{svg}");
+    }
 }

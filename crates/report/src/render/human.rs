@@ -307,88 +307,100 @@ impl<'a> Human<'a> {
     }
 }
 
-impl Sink for Human<'_> {
-    fn start(&mut self, i: &TestInfo) -> io::Result<()> {
-        // Who is talking to whom, from the reporting side's point of view.
-        let (who, route, engine) = match i.reported_by {
-            Side::Server => (
-                "linerate server",
-                format!("from {}", i.client.as_deref().unwrap_or("a client")),
-                &i.server_engine,
-            ),
-            Side::Client => (
-                "linerate",
-                format!(
-                    "to {}{}",
-                    i.server,
-                    if i.embedded_server {
-                        " (embedded server)"
-                    } else {
-                        ""
-                    }
-                ),
-                &i.client_engine,
-            ),
-        };
-        if i.kind != TestKind::Stream {
-            let line = format!(
-                "{who}: {} {} {route} · {}{} · engine {}",
-                i.protocol,
-                match i.kind {
-                    TestKind::Crr => "connect/request/response (crr)",
-                    TestKind::Msg => "acknowledged messages (msg)",
-                    _ => "request/response (rr)",
-                },
-                i.streams,
-                match (i.kind, i.streams) {
-                    (TestKind::Msg, 1) => " transfer",
-                    (TestKind::Msg, _) => " concurrent transfers",
-                    (_, 1) => " flow",
-                    _ => " flows",
-                },
-                engine,
-            );
-            return writeln!(self.out, "{}", wrap(&line, " · ", 2));
-        }
-        self.cols = Some(Columns::for_test(i));
-        let len = i.len.unwrap_or(0);
-        let unit = match &i.udp {
-            Some(u) => format!(
-                "{} B datagrams at {}{}{}",
-                len,
-                pace_words(u.pace),
-                if u.burst > 1 {
-                    format!(" in bursts of {}", u.burst)
-                } else {
-                    String::new()
-                },
-                if u.verify { ", payloads verified" } else { "" }
-            ),
-            None => format!(
-                "{} writes{}",
-                format_size(u64::from(len)),
-                if i.tcp.skip_rx_copy {
-                    ", receivers skip the copy (MSG_TRUNC)"
+/// The test in one line, from the reporting side's point of view: who
+/// talks to whom, what kind, direction, streams, sizes and rates, limit
+/// and engine (the start of a report, and the head of `--repeat`'s).
+pub(crate) fn test_line(i: &TestInfo) -> String {
+    // Who is talking to whom, from the reporting side's point of view.
+    let (who, route, engine) = match i.reported_by {
+        Side::Server => (
+            "linerate server",
+            format!("from {}", i.client.as_deref().unwrap_or("a client")),
+            &i.server_engine,
+        ),
+        Side::Client => (
+            "linerate",
+            format!(
+                "to {}{}",
+                i.server,
+                if i.embedded_server {
+                    " (embedded server)"
                 } else {
                     ""
                 }
             ),
-        };
-        let line = format!(
-            "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
+            &i.client_engine,
+        ),
+    };
+    if i.kind != TestKind::Stream {
+        return format!(
+            "{who}: {} {} {route} · {}{} · engine {}",
             i.protocol,
-            i.direction.map_or("", direction_words),
+            match i.kind {
+                TestKind::Crr => "connect/request/response (crr)",
+                TestKind::Msg => "acknowledged messages (msg)",
+                _ => "request/response (rr)",
+            },
             i.streams,
-            if i.streams == 1 { "" } else { "s" },
-            i.limit.map(limit_words).unwrap_or_default(),
+            match (i.kind, i.streams) {
+                (TestKind::Msg, 1) => " transfer",
+                (TestKind::Msg, _) => " concurrent transfers",
+                (_, 1) => " flow",
+                _ => " flows",
+            },
             engine,
         );
-        let line = if i.busy_poll {
-            format!("{line} · busy polling")
-        } else {
-            line
-        };
-        writeln!(self.out, "{}", wrap(&line, " · ", 2))?;
+    }
+    let len = i.len.unwrap_or(0);
+    let unit = match &i.udp {
+        Some(u) => format!(
+            "{} B datagrams at {}{}{}",
+            len,
+            pace_words(u.pace),
+            if u.burst > 1 {
+                format!(" in bursts of {}", u.burst)
+            } else {
+                String::new()
+            },
+            if u.verify { ", payloads verified" } else { "" }
+        ),
+        None => format!(
+            "{} writes{}",
+            format_size(u64::from(len)),
+            if i.tcp.skip_rx_copy {
+                ", receivers skip the copy (MSG_TRUNC)"
+            } else {
+                ""
+            }
+        ),
+    };
+    let line = format!(
+        "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
+        i.protocol,
+        i.direction.map_or("", direction_words),
+        i.streams,
+        if i.streams == 1 { "" } else { "s" },
+        i.limit.map(limit_words).unwrap_or_default(),
+        engine,
+    );
+    if i.busy_poll {
+        format!("{line} · busy polling")
+    } else {
+        line
+    }
+}
+
+/// [`test_line`] wrapped for a terminal.
+pub(crate) fn test_heading(i: &TestInfo) -> String {
+    wrap(&test_line(i), " · ", 2)
+}
+
+impl Sink for Human<'_> {
+    fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        if i.kind == TestKind::Stream {
+            self.cols = Some(Columns::for_test(i));
+        }
+        writeln!(self.out, "{}", test_heading(i))?;
         if let Some(omit) = i.omit_s.filter(|&o| o > 0.0) {
             writeln!(self.out, "omitting the first {omit} s (warm-up)")?;
         }

@@ -20,6 +20,7 @@ pub mod msg;
 mod rr_table;
 
 pub use csv::histogram_csv;
+pub(crate) use human::{test_heading, test_line};
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
