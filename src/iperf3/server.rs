@@ -14,7 +14,7 @@
 //! linerate's exact accounting.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -41,8 +41,8 @@ use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::about::software;
-use crate::control::ControlConn;
-use crate::guard::Guard;
+use crate::control::{read_exact_by, ControlConn};
+use crate::guard::{self, Guard};
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
@@ -78,11 +78,10 @@ pub struct Host<'a> {
     pub quiet: bool,
     pub cpus: &'a [usize],
     pub per_thread_cpu: bool,
-    pub active: &'a Mutex<usize>,
-    pub max_concurrent: usize,
     pub test_ended: &'a AtomicBool,
     pub hub: &'a Iperf3Hub,
-    /// Connection limits, the tests-per-minute limit and the throttled log.
+    /// Connection limits, the server's one admission ([`guard::admit`])
+    /// and the throttled log.
     pub guard: &'a Guard,
     pub metrics: &'a Metrics,
     /// `--json-lines FILE`: a record per completed test.
@@ -94,20 +93,18 @@ pub struct Host<'a> {
     pub rate_budget: Option<&'a Arc<RateBudget>>,
 }
 
-fn read_cookie(mut sock: &TcpStream, timeout: Duration) -> std::io::Result<Cookie> {
-    let mut buf = [0u8; COOKIE_LEN];
-    sock.set_read_timeout(Some(timeout))?;
-    sock.read_exact(&mut buf)?;
-    Ok(Cookie(buf))
-}
-
 /// Serves a connection that opened with an iperf3 cookie character;
-/// `seq` is its place in the server's accept order.
-pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, host: &Host<'_>) {
-    let cookie = match read_cookie(&sock, host.guard.cfg.handshake) {
-        Ok(c) => c,
+/// `seq` is its place in the server's accept order, `started` when it was
+/// accepted: its whole cookie must arrive within the handshake timeout
+/// from then.
+pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, host: &Host<'_>) {
+    let mut buf = [0u8; COOKIE_LEN];
+    let cookie = match read_exact_by(&sock, &mut buf, started + host.guard.cfg.handshake) {
+        Ok(()) => Cookie(buf),
         Err(e) => {
-            log!("linerate server: {peer}: iperf3 client sent no cookie: {e}");
+            host.guard
+                .log
+                .log(format_args!("{peer}: iperf3 client sent no cookie: {e:#}"));
             return;
         }
     };
@@ -134,15 +131,15 @@ pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, host: &Host<'_>) {
     run_control(sock, peer, cookie, host);
 }
 
-/// Releases the admission slot, the cookie route and the UDP port.
-struct Admitted<'a> {
+/// Releases the cookie route, the UDP port and the test's admission.
+struct Setup<'a> {
     host: &'a Host<'a>,
-    admitted: bool,
     cookie: [u8; COOKIE_LEN],
     udp: bool,
+    admitted: Option<guard::Admitted<'a>>,
 }
 
-impl Admitted<'_> {
+impl Setup<'_> {
     fn release_setup(&mut self) {
         if let Ok(mut r) = self.host.hub.routes.lock() {
             r.remove(&self.cookie);
@@ -153,63 +150,29 @@ impl Admitted<'_> {
     }
 }
 
-impl Drop for Admitted<'_> {
+impl Drop for Setup<'_> {
     fn drop(&mut self) {
+        // The admission goes with the fields, after the setup.
         self.release_setup();
-        if self.admitted {
-            if let Ok(mut a) = self.host.active.lock() {
-                *a -= 1;
-                self.host.metrics.active(*a);
-            }
-        }
     }
 }
 
-fn limits(l: &ServerLimits) -> Iperf3Limits {
+fn limits(host: &Host<'_>) -> Iperf3Limits {
+    let l = host.limits;
     Iperf3Limits {
         max_time: Duration::from_millis(l.max_time_ms),
         max_omit: Duration::from_millis(l.max_omit_ms),
         max_streams: u32::from(l.max_streams),
         max_rate_bps: l.max_rate_bps,
         udp_refused: l.own_engine_tcp_streams_only.clone(),
+        auth_required: host.auth_required,
     }
 }
 
 fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_>) {
-    let rate = host.guard.rate.admit(peer.ip(), Instant::now());
-    if rate.is_err() {
-        host.metrics.limit_hit("max_tests_per_minute");
+    if host.auth_required {
+        host.metrics.rejected("auth");
     }
-    let admission = match host.active.lock() {
-        Ok(_) if host.auth_required => {
-            host.metrics.rejected("auth");
-            Admission::Limited(
-                "this server requires --auth-key, which iperf3 clients cannot present".into(),
-            )
-        }
-        Ok(_) if rate.is_err() => Admission::Limited(format!(
-            "{} tests from {} in the last minute, this server allows {} (--max-tests-per-minute)",
-            host.guard.rate.per_minute(),
-            peer.ip(),
-            host.guard.rate.per_minute(),
-        )),
-        Ok(mut a) if *a < host.max_concurrent => {
-            *a += 1;
-            host.metrics.active(*a);
-            Admission::Admit
-        }
-        Ok(a) => Admission::Busy {
-            running: *a,
-            max: host.max_concurrent,
-        },
-        Err(_) => return,
-    };
-    let slot = Admitted {
-        host,
-        admitted: admission == Admission::Admit,
-        cookie: cookie.0,
-        udp: false,
-    };
     let local_addr = sock.local_addr().map(socket::canonical);
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
@@ -219,8 +182,24 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         }
     };
     let now = Instant::now();
-    let mut session = Iperf3ServerSession::new(limits(host.limits), admission, now)
+    // The server's one admission, asked by the session only for a test it
+    // may run (never for a keyed server's iperf3 client).
+    let mut admitted = None;
+    let admit = || match guard::admit(host.guard, host.metrics, peer.ip()) {
+        Ok(a) => {
+            admitted = Some(a);
+            Admission::Admit
+        }
+        Err(refusal) => refusal,
+    };
+    let mut session = Iperf3ServerSession::new(limits(host), admit, now)
         .with_rate_budget(host.rate_budget.cloned());
+    let slot = Setup {
+        host,
+        cookie: cookie.0,
+        udp: false,
+        admitted,
+    };
     session.receive(&cookie.0, now);
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = Test {
@@ -259,7 +238,7 @@ struct Test<'a> {
     host: &'a Host<'a>,
     peer: SocketAddr,
     session: Iperf3ServerSession,
-    slot: Admitted<'a>,
+    slot: Setup<'a>,
     route_tx: Sender<DataConn>,
     route_rx: Receiver<DataConn>,
     /// TCP data connections arrived, until all have: iperf3 gives streams
@@ -696,7 +675,7 @@ impl Test<'_> {
 
     fn finish(&mut self) {
         let (host, peer) = (self.host, self.peer);
-        let admitted = self.slot.admitted;
+        let admitted = self.slot.admitted.is_some();
         match self.session.outcome() {
             Some(ServerOutcome::Completed { .. }) => {
                 // As for a linerate client: the metrics, the --json-lines
