@@ -394,6 +394,20 @@ impl CrrHost for CrrRoutes {
         }
     }
 
+    fn hold(&self) -> Option<Box<dyn Send>> {
+        let guard = &self.0.guard;
+        let slot = guard.slots.try_take();
+        if slot.is_none() {
+            self.0.metrics.rejected("max_connections");
+            self.0.metrics.limit_hit("max_connections");
+            guard.log.log(format_args!(
+                "crr: {} connections already open (--max-connections), closing a waiting transaction",
+                guard.cfg.max_connections
+            ));
+        }
+        Some(Box::new(slot?))
+    }
+
     fn failed(&self, peer: SocketAddr, e: &linerate_engine::EngineError) {
         self.0
             .guard
@@ -670,7 +684,7 @@ struct ServerTest<'a> {
     pre_auth: Option<PreAuthSlot>,
     /// The control connection's peer: the only address test traffic goes to.
     peer_ip: IpAddr,
-    /// Running stream tests: ends a test on which nothing moves.
+    /// Running stream and msg tests: ends a test on which nothing moves.
     idle: Option<IdleWatch>,
     /// Holds a client to the rate it agreed to under a server rate limit.
     rate_watch: Option<RateWatch>,
@@ -724,6 +738,9 @@ impl ControlSide for ServerTest<'_> {
         if self.run.is_none() && !self.udp_pending.is_empty() {
             self.poll_greetings();
         }
+        if let (Some(idle), Some(run)) = (&mut self.idle, &self.run) {
+            idle.observe(run.progress(), Instant::now());
+        }
         if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(Instant::now())) {
             self.idle = None;
             self.shared.metrics.limit_hit("idle_timeout");
@@ -739,10 +756,7 @@ impl ControlSide for ServerTest<'_> {
 
     fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
         // Interval records travel in the side's results; the live copies
-        // only feed the idle and rate watches.
-        if let Some(idle) = &mut self.idle {
-            idle.observe(&m, Instant::now());
-        }
+        // only feed the rate watch.
         if let Some(why) = self.rate_watch.as_mut().and_then(|w| w.observe(&m)) {
             self.rate_watch = None;
             self.shared.metrics.limit_hit("max_rate");

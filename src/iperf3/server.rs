@@ -46,7 +46,7 @@ use crate::guard::{self, Guard};
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
-use crate::watch::RateWatch;
+use crate::watch::{IdleWatch, RateWatch};
 
 /// A data connection and its place in the server's accept order.
 type DataConn = (u64, TcpStream);
@@ -224,6 +224,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         report: None,
         recorded: None,
         rate_watch: None,
+        idle: None,
         engine: None,
         notes: Vec::new(),
     };
@@ -266,6 +267,9 @@ struct Test<'a> {
     /// `--max-rate`/`--max-total-rate`: the client's streams against the
     /// `-b` it asked for, as for a linerate client.
     rate_watch: Option<RateWatch>,
+    /// `--idle-timeout`: ends a test on which nothing moves, as for a
+    /// linerate client.
+    idle: Option<IdleWatch>,
     /// The engine this test runs (chosen once, see [`Self::engine`]).
     engine: Option<EngineKind>,
     /// What this server chose for the client (engine, buffers), for the
@@ -311,7 +315,7 @@ impl Test<'_> {
                 break;
             }
             self.poll_streams();
-            self.watch_rate();
+            self.watch();
             if let (Some(run), None) = (&mut self.run, &self.local) {
                 // Streams may end before TEST_END (a client that closes
                 // them early); keep what they measured.
@@ -328,8 +332,9 @@ impl Test<'_> {
     }
 
     /// Ends the test when the client's streams deliver more than the rate
-    /// it asked for (interval records, as for a linerate client).
-    fn watch_rate(&mut self) {
+    /// it asked for (interval records), or when nothing moves for
+    /// `--idle-timeout` (live counters), as for a linerate client.
+    fn watch(&mut self) {
         let Some(run) = &mut self.run else {
             return;
         };
@@ -339,6 +344,16 @@ impl Test<'_> {
                 self.host.metrics.limit_hit("max_rate");
                 return self.session.stream_failed(code::TOTAL_RATE, why);
             }
+        }
+        let now = Instant::now();
+        if let Some(idle) = &mut self.idle {
+            idle.observe(run.progress(), now);
+        }
+        if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(now)) {
+            self.idle = None;
+            self.host.metrics.limit_hit("idle_timeout");
+            // IENOMSG: "idle timeout for receiving data".
+            self.session.stream_failed(code::NO_MSG, why);
         }
     }
 
@@ -364,6 +379,14 @@ impl Test<'_> {
     fn prepare(&mut self) {
         let p = self.params();
         let now = Instant::now();
+        // The same budget as a linerate client's test: a -w that would
+        // take the host's socket memory is refused, never forced.
+        if let Err(e) = linerate_proto::limits::check_memory(&conv::spec_from(&p), self.host.limits)
+        {
+            return self
+                .session
+                .prepare_failed(code::BUF_SIZE, 0, e.to_string());
+        }
         if let Some(m) = p.server_affinity {
             // `-A N,M`: iperf3 pins its server to CPU M for the test; this
             // test's threads are pinned there instead of to --cpus.
@@ -588,6 +611,7 @@ impl Test<'_> {
         self.rate_watch = RateWatch::new(&spec, capped);
         let setups = std::mem::take(&mut self.setups);
         let now = Instant::now();
+        self.idle = IdleWatch::new(&spec, self.host.guard.cfg.idle, now);
         self.started = Some(now);
         let engine = self.engine();
         self.run = Some(runner::start(engine, setups, params, now));
@@ -620,9 +644,12 @@ impl Test<'_> {
             (Some(a), Some(b)) => b.saturating_duration_since(a),
             _ => Duration::ZERO,
         };
-        let mut ours = conv::local_results(&p, &local, &self.streams, self.congestion.clone(), ran);
         let spec = conv::spec_from(&p);
-        let mut remote = conv::peer_side(&p, client, Side::Client);
+        let mut remote = match client_side(&p, &spec, client) {
+            Ok(r) => r,
+            Err(why) => return self.session.stream_failed(code::RECV_RESULTS, why),
+        };
+        let mut ours = conv::local_results(&p, &local, &self.streams, self.congestion.clone(), ran);
         // The client's count of datagrams sent is the sender's final count
         // that linerate's exact loss is counted against.
         conv::apply_sender_counts(&mut local, &remote);
@@ -720,5 +747,52 @@ impl Test<'_> {
         if admitted && ran {
             host.test_ended.store(true, Ordering::Release);
         }
+    }
+}
+
+/// The iperf3 client's results as linerate's measurement, checked as a
+/// linerate client's are ([`linerate_proto::check::check_results`]): a
+/// count or rate no host could have measured is refused, never recorded
+/// in the metrics or the report.
+fn client_side(p: &Params, spec: &TestSpec, client: &Results) -> Result<SideResults, String> {
+    let remote = conv::peer_side(p, client, Side::Client);
+    linerate_proto::check::check_results(spec, &remote)
+        .map_err(|why| format!("the iperf3 client's results: {why}"))?;
+    Ok(remote)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::iperf3::json::StreamResults;
+
+    #[test]
+    fn issue_28_impossible_iperf3_results_are_refused() {
+        let p = Params {
+            protocol: IProtocol::Udp,
+            len: 1470,
+            time: 2,
+            parallel: 1,
+            ..Params::default()
+        };
+        let spec = conv::spec_from(&p);
+        let results = |bytes: u64, packets: i64| Results {
+            streams: vec![StreamResults {
+                id: 1,
+                bytes,
+                packets,
+                end_time: 2.0,
+                ..StreamResults::default()
+            }],
+            ..Results::default()
+        };
+        assert!(client_side(&p, &spec, &results(2_000_000, 1400)).is_ok());
+        let why = client_side(&p, &spec, &results(1 << 20, 9_000_000_000_000_000_000))
+            .expect_err("9e18 datagrams");
+        assert!(why.contains("datagrams"), "{why}");
+        // 10^24 bytes/s is beyond any u64 count over 2 s; 10^19 bytes is not possible either.
+        let why = client_side(&p, &spec, &results(10_000_000_000_000_000_000, 1400))
+            .expect_err("5e18 B/s");
+        assert!(why.contains("not a possible rate"), "{why}");
     }
 }
