@@ -547,3 +547,35 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
     s.read_to_string(&mut out).ok()?;
     out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())
 }
+
+/// `--idle-timeout` applies to iperf3 tests as to linerate's: a client
+/// that stalls mid-test (stopped with SIGSTOP) is ended by the idle watch,
+/// not held until `--max-time`, and the next client is served.
+#[test]
+fn issue_28_a_stalled_iperf3_client_is_ended_by_the_idle_timeout() {
+    let Some(_) = iperf3() else { return };
+    let (server, log) = crate::harden::logged_server(&["--idle-timeout", "2s"]);
+    let port = server.port.to_string();
+    let mut stalled = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port, "-u", "-b", "1M", "-t", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn iperf3");
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = stalled.id().to_string();
+    let stop = Command::new("kill").args(["-STOP", &pid]).status();
+    assert!(stop.is_ok_and(|s| s.success()));
+    let ended = crate::helpers::eventually(Duration::from_secs(8), || {
+        log.lock().is_ok_and(|l| l.contains("--idle-timeout"))
+    });
+    let _ = stalled.kill();
+    let _ = stalled.wait();
+    assert!(
+        ended,
+        "no idle end: {}",
+        log.lock().map(|l| l.clone()).unwrap_or_default()
+    );
+    let doc = iperf3_json(server.port, &["-u", "-b", "1M", "-t", "1"]);
+    assert!(u(&doc["end"]["sum"]["packets"]) > 0, "{doc}");
+}
