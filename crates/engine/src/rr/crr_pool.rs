@@ -373,29 +373,29 @@ impl CrrPool {
             Step::Other => Offer::NotCrr(conn.sock),
             Step::Wait(_) => match self.hand_over(conn) {
                 Ok(()) => Offer::Taken,
-                Err(conn) => Offer::NotCrr(conn.sock),
+                Err(sock) => Offer::NotCrr(sock),
             },
         }
     }
 
     /// Gives a waiting connection to the worker (starting it if need be);
-    /// back if there is no worker. Over `--max-connections` it is closed
+    /// its socket back if there is no worker. Over `--max-connections` it is closed
     /// instead: waiting connections hold descriptors as threads do.
-    fn hand_over(&self, mut conn: Conn) -> Result<(), Conn> {
+    fn hand_over(&self, mut conn: Conn) -> Result<(), TcpStream> {
         let Some(held) = self.host.hold() else {
             return Ok(());
         };
         conn.held = Some(held);
         let Ok(mut w) = self.worker.lock() else {
-            return Err(conn);
+            return Err(conn.sock);
         };
         if w.is_none() {
             *w = self.start_worker();
         }
         let Some(worker) = w.as_ref() else {
-            return Err(conn);
+            return Err(conn.sock);
         };
-        worker.tx.send(conn).map_err(|e| e.0)?;
+        worker.tx.send(conn).map_err(|e| e.0.sock)?;
         // A full wake-up socket already has a wake-up queued.
         let _ = (&worker.wake).write(&[1]);
         Ok(())
