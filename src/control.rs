@@ -139,11 +139,14 @@ pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, V
     }
 }
 
-fn read_exact_by(mut sock: &TcpStream, mut buf: &mut [u8], deadline: Instant) -> Result<()> {
+/// Fills `buf` from `sock` by `deadline`: one deadline for the whole read,
+/// however the peer spreads its bytes (a byte just inside each read's
+/// timeout does not extend it).
+pub fn read_exact_by(mut sock: &TcpStream, mut buf: &mut [u8], deadline: Instant) -> Result<()> {
     while !buf.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            bail!("timed out waiting for the peer's first frame");
+            bail!("timed out (--handshake-timeout)");
         }
         sock.set_read_timeout(Some(left))?;
         match sock.read(buf) {

@@ -4,7 +4,9 @@
 //! whether its address has started too many tests lately
 //! (`--max-tests-per-minute`), and how many control connections its address
 //! has in the authentication exchange ([`PreAuth`]). Also the log throttle,
-//! so a flood of bad connections costs a bounded number of log lines.
+//! so a flood of bad connections costs a bounded number of log lines, and
+//! the one admission of a test ([`admit`], [`Admitted`]) that every
+//! protocol (linerate and iperf3) and test kind passes through.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -14,8 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
+use linerate_proto::session::server::Admission;
 
 use crate::log::log;
+use crate::metrics::Metrics;
 
 /// Default `--max-connections`: connections waiting to say who they are
 /// (each holds a thread until it does, or its handshake time is up).
@@ -59,20 +63,90 @@ impl Default for GuardConfig {
 pub struct Guard {
     pub cfg: GuardConfig,
     pub slots: ConnSlots,
+    /// Tests running now (`--max-concurrent`).
+    pub tests: TestSlots,
     pub rate: TestRate,
     pub pre_auth: PreAuth,
     pub log: LogThrottle,
 }
 
 impl Guard {
-    pub fn new(cfg: GuardConfig) -> Self {
+    /// `max_concurrent`: tests that may run at once.
+    pub fn new(cfg: GuardConfig, max_concurrent: usize) -> Self {
         Guard {
             slots: ConnSlots::new(cfg.max_connections),
+            tests: TestSlots {
+                running: Mutex::new(0),
+                max: max_concurrent,
+            },
             rate: TestRate::new(cfg.max_tests_per_minute),
             pre_auth: PreAuth::new(PRE_AUTH_PER_SOURCE),
             log: LogThrottle::default(),
             cfg,
         }
+    }
+}
+
+/// `--max-concurrent`: the tests running now, of every protocol.
+#[derive(Debug)]
+pub struct TestSlots {
+    running: Mutex<usize>,
+    max: usize,
+}
+
+/// One admitted test's place among [`TestSlots`]; released when dropped.
+#[derive(Debug)]
+pub struct Admitted<'a> {
+    tests: &'a TestSlots,
+    metrics: &'a Metrics,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut n) = self.tests.running.lock() {
+            *n -= 1;
+            self.metrics.active(*n);
+        }
+    }
+}
+
+/// Whether there is room for one more test from `ip`: the one admission of
+/// every protocol and test kind, asked for only once a client has
+/// authenticated (or could not, as an iperf3 client of a keyed server, which
+/// is refused without asking), so only real test attempts count against
+/// `--max-tests-per-minute` and only they take a slot. An admitted test
+/// holds its slot until its [`Admitted`] is dropped; a refusal says why.
+pub fn admit<'a>(
+    guard: &'a Guard,
+    metrics: &'a Metrics,
+    ip: IpAddr,
+) -> Result<Admitted<'a>, Admission> {
+    let rate = guard.rate.admit(ip, Instant::now());
+    if rate.is_err() {
+        metrics.limit_hit("max_tests_per_minute");
+    }
+    let tests = &guard.tests;
+    let Ok(mut n) = tests.running.lock() else {
+        return Err(Admission::Limited(
+            "the server cannot count its tests".into(),
+        ));
+    };
+    match rate {
+        Err(wait) => Err(Admission::Limited(format!(
+            "{} tests from {ip} in the last minute, this server allows {} (--max-tests-per-minute); try again in {} s",
+            guard.rate.per_minute(),
+            guard.rate.per_minute(),
+            wait.as_secs() + 1
+        ))),
+        Ok(()) if *n < tests.max => {
+            *n += 1;
+            metrics.active(*n);
+            Ok(Admitted { tests, metrics })
+        }
+        Ok(()) => Err(Admission::Busy {
+            running: *n,
+            max: tests.max,
+        }),
     }
 }
 

@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Result};
 use linerate_engine::cpu;
 use linerate_engine::runner::{spawn_side, DataSocket, SideRun, StreamSetup};
-use linerate_engine::stream::Signals;
+use linerate_engine::stream::{Signals, StreamCounter};
 use linerate_local::msg::{self as core, Plan, SendRun};
 use linerate_local::sock::StreamChan;
-use linerate_local::Channel;
+use linerate_local::{Channel, LocalError};
 use linerate_proto::measure::{
-    CpuMeasurement, MsgMeasurement, MsgSizeReceived, MsgSizeSent, MsgTrial, SideResults,
+    CpuMeasurement, MsgMeasurement, MsgSizeReceived, MsgSizeSent, MsgTrial, Role, SideResults,
 };
 use linerate_proto::spec::TestSpec;
 
@@ -47,10 +47,12 @@ pub fn plan(spec: &TestSpec) -> Result<Plan> {
 /// The data connections as blocking channels (a message or its
 /// acknowledgement may take longer than the stream loops' poll timeout;
 /// the watcher ends a stalled or aborted side by shutting them down),
-/// with duplicates for the watcher.
-fn channels(streams: Vec<StreamSetup>) -> Result<(Channels, Vec<TcpStream>)> {
+/// with duplicates for the watcher, and a live counter of what each moves
+/// (`role`: this side's), for the server's idle watch.
+fn channels(streams: Vec<StreamSetup>, role: Role) -> Result<(Channels, Vec<TcpStream>, Live)> {
     let mut chans: Channels = Vec::new();
     let mut dups = Vec::new();
+    let mut live = Vec::new();
     let mut streams = streams;
     streams.sort_by_key(|s| s.id);
     for s in streams {
@@ -60,9 +62,58 @@ fn channels(streams: Vec<StreamSetup>) -> Result<(Channels, Vec<TcpStream>)> {
         sock.set_read_timeout(None)?;
         sock.set_write_timeout(None)?;
         dups.push(sock.try_clone()?);
-        chans.push(Box::new(StreamChan::new(sock, None)?));
+        let moved = Arc::<StreamCounter>::default();
+        live.push((role, Arc::clone(&moved)));
+        chans.push(Box::new(Counted {
+            inner: StreamChan::new(sock, None)?,
+            moved,
+        }));
     }
-    Ok((chans, dups))
+    Ok((chans, dups, live))
+}
+
+/// Each stream's live counter, with this side's role on it.
+type Live = Vec<(Role, Arc<StreamCounter>)>;
+
+/// A channel that counts the bytes of each whole message and word it
+/// moves (one relaxed add per message), so a stalled peer shows.
+struct Counted<C> {
+    inner: C,
+    moved: Arc<StreamCounter>,
+}
+
+impl<C: Channel> Channel for Counted<C> {
+    fn send(&mut self, msg: &[u8]) -> Result<(), LocalError> {
+        self.inner.send(msg)?;
+        self.moved.add(msg.len() as u64);
+        Ok(())
+    }
+
+    fn recv(&mut self, len: usize) -> Result<(), LocalError> {
+        self.inner.recv(len)?;
+        self.moved.add(len as u64);
+        Ok(())
+    }
+
+    fn last(&self, len: usize) -> &[u8] {
+        self.inner.last(len)
+    }
+
+    fn send_word(&mut self, w: u64) -> Result<(), LocalError> {
+        self.inner.send_word(w)?;
+        self.moved.add(8);
+        Ok(())
+    }
+
+    fn recv_word(&mut self) -> Result<u64, LocalError> {
+        let w = self.inner.recv_word()?;
+        self.moved.add(8);
+        Ok(w)
+    }
+
+    fn wait_stats(&self) -> Option<linerate_local::wait::WaitStats> {
+        self.inner.wait_stats()
+    }
 }
 
 /// Runs `work` with a watcher that shuts the connections down when the
@@ -108,8 +159,8 @@ fn side_cpu(cpu0: cpu::CpuTime, wall0: Instant) -> CpuMeasurement {
 /// The client: the sender over every connection.
 pub fn start_client(spec: &TestSpec, streams: Vec<StreamSetup>) -> Result<SideRun> {
     let plan = plan(spec)?;
-    let (chans, dups) = channels(streams)?;
-    Ok(spawn_side("syscall", move |signals: &Arc<Signals>| {
+    let (chans, dups, live) = channels(streams, Role::Sender)?;
+    let side = spawn_side("syscall", move |signals: &Arc<Signals>| {
         let cpu0 = cpu::process();
         let wall0 = Instant::now();
         let abort = AtomicBool::new(false);
@@ -135,7 +186,8 @@ pub fn start_client(spec: &TestSpec, streams: Vec<StreamSetup>) -> Result<SideRu
             msg: Some(msg),
             ..SideResults::default()
         }
-    }))
+    });
+    Ok(side.with_progress(live))
 }
 
 /// The sender's figures per size, all connections together.
@@ -179,8 +231,8 @@ fn sent(plan: &Plan, run: &SendRun) -> MsgMeasurement {
 /// The server: a receiver per connection, acknowledging each message.
 pub fn start_server(spec: &TestSpec, streams: Vec<StreamSetup>) -> Result<SideRun> {
     let plan = plan(spec)?;
-    let (chans, dups) = channels(streams)?;
-    Ok(spawn_side("syscall", move |signals: &Arc<Signals>| {
+    let (chans, dups, live) = channels(streams, Role::Receiver)?;
+    let side = spawn_side("syscall", move |signals: &Arc<Signals>| {
         let cpu0 = cpu::process();
         let wall0 = Instant::now();
         let abort = AtomicBool::new(false);
@@ -235,5 +287,6 @@ pub fn start_server(spec: &TestSpec, streams: Vec<StreamSetup>) -> Result<SideRu
             msg: Some(msg),
             ..SideResults::default()
         }
-    }))
+    });
+    Ok(side.with_progress(live))
 }

@@ -66,7 +66,6 @@ enum Route {
 /// State shared by the accept loop and the session threads.
 struct Shared {
     limits: ServerLimits,
-    max_concurrent: usize,
     engine: Configured,
     cpus: Vec<usize>,
     format: Format,
@@ -74,7 +73,6 @@ struct Shared {
     quiet: bool,
     /// Client and server share the process: account CPU per thread.
     per_thread_cpu: bool,
-    active: Mutex<usize>,
     /// Each running test's data route, with the address of its control
     /// connection's peer: data connections from elsewhere are refused.
     routes: Mutex<HashMap<Token, (IpAddr, Route)>>,
@@ -125,18 +123,16 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     }
     let shared = Arc::new(Shared {
         limits: cfg.limits.clone(),
-        max_concurrent: cfg.max_concurrent,
         engine: cfg.engine,
         cpus: cfg.cpus.clone(),
         format: cfg.format,
         quiet: false,
         per_thread_cpu: cfg.max_concurrent > 1,
-        active: Mutex::new(0),
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
         accepted: AtomicU64::new(0),
         iperf3: Iperf3Hub::default(),
-        guard: Guard::new(cfg.guard.clone()),
+        guard: Guard::new(cfg.guard.clone(), cfg.max_concurrent),
         auth_key: cfg.auth_key.clone(),
         metrics: Arc::new(Metrics::default()),
         json_lines: cfg.json_lines.as_deref().map(JsonLines::open).transpose()?,
@@ -191,18 +187,16 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
             server_engines: crate::cli::engine_offers(None)?,
             ..ServerLimits::default()
         },
-        max_concurrent: 1,
         engine: Configured::Fixed(engine),
         cpus: Vec::new(),
         format: Format::Human,
         quiet: true,
         per_thread_cpu: true,
-        active: Mutex::new(0),
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
         accepted: AtomicU64::new(0),
         iperf3: Iperf3Hub::default(),
-        guard: Guard::new(GuardConfig::default()),
+        guard: Guard::new(GuardConfig::default(), 1),
         auth_key,
         metrics: Arc::new(Metrics::default()),
         json_lines: None,
@@ -400,6 +394,20 @@ impl CrrHost for CrrRoutes {
         }
     }
 
+    fn hold(&self) -> Option<Box<dyn Send>> {
+        let guard = &self.0.guard;
+        let slot = guard.slots.try_take();
+        if slot.is_none() {
+            self.0.metrics.rejected("max_connections");
+            self.0.metrics.limit_hit("max_connections");
+            guard.log.log(format_args!(
+                "crr: {} connections already open (--max-connections), closing a waiting transaction",
+                guard.cfg.max_connections
+            ));
+        }
+        Some(Box::new(slot?))
+    }
+
     fn failed(&self, peer: SocketAddr, e: &linerate_engine::EngineError) {
         self.0
             .guard
@@ -438,8 +446,6 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
                 quiet: shared.quiet,
                 cpus: &shared.cpus,
                 per_thread_cpu: shared.per_thread_cpu,
-                active: &shared.active,
-                max_concurrent: shared.max_concurrent,
                 test_ended: &shared.test_ended,
                 hub: &shared.iperf3,
                 guard: &shared.guard,
@@ -448,7 +454,7 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
                 auth_required: shared.auth_key.is_some(),
                 rate_budget: shared.rate_budget.as_ref(),
             };
-            return iperf3_server::handle(sock, peer, seq, &host);
+            return iperf3_server::handle(sock, peer, seq, started, &host);
         }
         Greeting::Unknown | Greeting::NeedMore => {
             log.log(format_args!(
@@ -547,56 +553,20 @@ fn new_token() -> Result<Token> {
     Ok(Token(t))
 }
 
-/// Releases the admission slot and the data route however the session ends.
-struct Admitted<'a> {
+/// Releases the data route and the test's admission however the session
+/// ends.
+struct Held<'a> {
     shared: &'a Shared,
-    admitted: bool,
     token: Token,
+    admitted: Option<guard::Admitted<'a>>,
 }
 
-impl Drop for Admitted<'_> {
+impl Drop for Held<'_> {
     fn drop(&mut self) {
         if let Ok(mut r) = self.shared.routes.lock() {
             r.remove(&self.token);
         }
-        if self.admitted {
-            if let Ok(mut a) = self.shared.active.lock() {
-                *a -= 1;
-                self.shared.metrics.active(*a);
-            }
-        }
-    }
-}
-
-/// Whether there is room for one more test from `ip`: called when its
-/// session asks ([`ServerAction::RequestAdmission`]), after the client
-/// authenticated, so only real test attempts count against
-/// `--max-tests-per-minute` and only they take a slot. An admitted test
-/// holds its slot until its [`Admitted`] guard is dropped.
-fn admit(shared: &Shared, ip: IpAddr) -> Admission {
-    let rate = shared.guard.rate.admit(ip, Instant::now());
-    if rate.is_err() {
-        shared.metrics.limit_hit("max_tests_per_minute");
-    }
-    let Ok(mut a) = shared.active.lock() else {
-        return Admission::Limited("the server cannot count its tests".into());
-    };
-    match rate {
-        Err(wait) => Admission::Limited(format!(
-            "{} tests from {ip} in the last minute, this server allows {} (--max-tests-per-minute); try again in {} s",
-            shared.guard.rate.per_minute(),
-            shared.guard.rate.per_minute(),
-            wait.as_secs() + 1
-        )),
-        Ok(()) if *a < shared.max_concurrent => {
-            *a += 1;
-            shared.metrics.active(*a);
-            Admission::Admit
-        }
-        Ok(()) => Admission::Busy {
-            running: *a,
-            max: shared.max_concurrent,
-        },
+        // The admission goes with the fields, after the route.
     }
 }
 
@@ -618,10 +588,10 @@ fn run_control(
         }
     };
     // Releases the route; takes the test slot once admitted.
-    let slot = Admitted {
+    let slot = Held {
         shared,
-        admitted: false,
         token,
+        admitted: None,
     };
     let local_addr = sock
         .local_addr()
@@ -706,7 +676,7 @@ struct ServerTest<'a> {
     /// This test's admission and data route, released as soon as the
     /// session ends (before its last frame goes out, so a client that
     /// starts its next test at once is not told the server is busy).
-    slot: Option<Admitted<'a>>,
+    slot: Option<Held<'a>>,
     /// The session was admitted (took a test slot).
     admitted: bool,
     /// This connection's place among its address's connections before
@@ -714,7 +684,7 @@ struct ServerTest<'a> {
     pre_auth: Option<PreAuthSlot>,
     /// The control connection's peer: the only address test traffic goes to.
     peer_ip: IpAddr,
-    /// Running stream tests: ends a test on which nothing moves.
+    /// Running stream and msg tests: ends a test on which nothing moves.
     idle: Option<IdleWatch>,
     /// Holds a client to the rate it agreed to under a server rate limit.
     rate_watch: Option<RateWatch>,
@@ -768,6 +738,9 @@ impl ControlSide for ServerTest<'_> {
         if self.run.is_none() && !self.udp_pending.is_empty() {
             self.poll_greetings();
         }
+        if let (Some(idle), Some(run)) = (&mut self.idle, &self.run) {
+            idle.observe(run.progress(), Instant::now());
+        }
         if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(Instant::now())) {
             self.idle = None;
             self.shared.metrics.limit_hit("idle_timeout");
@@ -783,10 +756,7 @@ impl ControlSide for ServerTest<'_> {
 
     fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
         // Interval records travel in the side's results; the live copies
-        // only feed the idle and rate watches.
-        if let Some(idle) = &mut self.idle {
-            idle.observe(&m, Instant::now());
-        }
+        // only feed the rate watch.
         if let Some(why) = self.rate_watch.as_mut().and_then(|w| w.observe(&m)) {
             self.rate_watch = None;
             self.shared.metrics.limit_hit("max_rate");
@@ -842,9 +812,15 @@ impl ServerTest<'_> {
                 let Some(slot) = self.slot.as_mut() else {
                     return;
                 };
-                let decision = admit(self.shared, self.peer_ip);
-                slot.admitted = decision == Admission::Admit;
-                self.admitted = slot.admitted;
+                let shared = self.shared;
+                let decision = match guard::admit(&shared.guard, &shared.metrics, self.peer_ip) {
+                    Ok(a) => {
+                        slot.admitted = Some(a);
+                        Admission::Admit
+                    }
+                    Err(refusal) => refusal,
+                };
+                self.admitted = slot.admitted.is_some();
                 self.session.admission(decision, Instant::now());
             }
             ServerAction::ExpectStreams { token, spec } => {

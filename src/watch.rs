@@ -1,26 +1,30 @@
-//! The server's watches over a running stream test, both reading the
-//! interval records the side's sampler cuts anyway (no extra work on the
-//! data path):
+//! The server's watches over a running test, reading what the side counts
+//! anyway (no extra work on the data path):
 //!
 //! - idle: a client that goes silent (a UDP sender that stops without
-//!   saying so, a TCP peer that stops reading) must not hold the server's
-//!   test slot until `--max-time`; a test during which no stream of this
-//!   side moves a byte for the idle limit is ended.
+//!   saying so, a TCP peer that stops reading, a msg sender mid-message)
+//!   must not hold the server's test slot until `--max-time`; a stream or
+//!   msg test, linerate's or iperf3's, during which no stream of this side
+//!   moves a byte for the idle limit is ended (from the streams' live
+//!   counters).
 //! - rate: under `--max-rate`/`--max-total-rate` a client agreed to pace
 //!   its senders; one that sends faster anyway (a modified client) is
 //!   ended, so the limit does not rest on the client's word.
 
 use std::time::{Duration, Instant};
 
+use linerate_engine::runner::Progress;
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::spec::{TestKind, TestSpec};
 use linerate_proto::wire::Side;
 
-/// Progress of one running stream test.
+/// Progress of one running stream or msg test.
 #[derive(Debug)]
 pub struct IdleWatch {
     limit: Duration,
     since: Instant,
+    /// What the side's streams had moved in all when last looked at.
+    moved: u64,
 }
 
 impl IdleWatch {
@@ -28,7 +32,7 @@ impl IdleWatch {
     /// own (request/response flows have a stall watchdog in the engine).
     /// The limit stretches to cover two datagram gaps of a slow pace.
     pub fn new(spec: &TestSpec, idle: Duration, now: Instant) -> Option<Self> {
-        if spec.kind != TestKind::Stream {
+        if !matches!(spec.kind, TestKind::Stream | TestKind::Msg) {
             return None;
         }
         let gap = spec
@@ -40,18 +44,24 @@ impl IdleWatch {
                 Some(Duration::from_millis(2_000_000 * burst / m.max(1)))
             })
             .unwrap_or_default();
-        // Records come once per interval: an idle stretch is only seen
-        // after the interval that contains it.
-        let interval = Duration::from_millis(spec.interval_ms);
         Some(IdleWatch {
-            limit: idle.max(gap) + interval,
+            limit: idle.max(gap),
             since: now,
+            moved: 0,
         })
     }
 
-    /// Notes an interval record cut at `now`.
-    pub fn observe(&mut self, m: &IntervalMeasurement, now: Instant) {
-        if m.streams.iter().any(|s| s.bytes > 0) {
+    /// Notes what the side's streams have moved so far
+    /// ([`SideRun::progress`](linerate_engine::runner::SideRun::progress):
+    /// live counters, so every test kind and protocol is watched alike).
+    pub fn observe(&mut self, p: Progress, now: Instant) {
+        let moved = p
+            .sent_bytes
+            .wrapping_add(p.received_bytes)
+            .wrapping_add(p.sent_datagrams)
+            .wrapping_add(p.received_datagrams);
+        if moved != self.moved {
+            self.moved = moved;
             self.since = now;
         }
     }
@@ -137,26 +147,25 @@ mod tests {
     use super::*;
     use linerate_proto::measure::IntervalStream;
 
-    fn record(bytes: u64) -> IntervalMeasurement {
-        IntervalMeasurement {
-            streams: vec![IntervalStream {
-                id: 1,
-                bytes,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }
-    }
-
     #[test]
     fn issue_10_a_silent_stream_test_expires() {
         let t = Instant::now();
         let spec = TestSpec::default();
         let mut w = IdleWatch::new(&spec, Duration::from_secs(2), t).expect("stream test");
-        w.observe(&record(100), t + Duration::from_secs(1));
-        assert!(w.expired(t + Duration::from_secs(3)).is_none());
-        w.observe(&record(0), t + Duration::from_secs(3));
-        assert!(w.expired(t + Duration::from_secs(4)).is_some());
+        let moved = |b| Progress {
+            received_bytes: b,
+            ..Progress::default()
+        };
+        w.observe(moved(100), t + Duration::from_secs(1));
+        assert!(w.expired(t + Duration::from_secs(2)).is_none());
+        w.observe(moved(100), t + Duration::from_secs(2));
+        assert!(w.expired(t + Duration::from_secs(3)).is_some());
+        // msg tests are watched too (issue 28).
+        let msg = TestSpec {
+            kind: TestKind::Msg,
+            ..TestSpec::default()
+        };
+        assert!(IdleWatch::new(&msg, Duration::from_secs(2), t).is_some());
         let rr = TestSpec {
             kind: TestKind::Rr,
             ..TestSpec::default()

@@ -14,7 +14,7 @@
 //! linerate's exact accounting.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -41,12 +41,12 @@ use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::about::software;
-use crate::control::ControlConn;
-use crate::guard::Guard;
+use crate::control::{read_exact_by, ControlConn};
+use crate::guard::{self, Guard};
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
-use crate::watch::RateWatch;
+use crate::watch::{IdleWatch, RateWatch};
 
 /// A data connection and its place in the server's accept order.
 type DataConn = (u64, TcpStream);
@@ -78,11 +78,10 @@ pub struct Host<'a> {
     pub quiet: bool,
     pub cpus: &'a [usize],
     pub per_thread_cpu: bool,
-    pub active: &'a Mutex<usize>,
-    pub max_concurrent: usize,
     pub test_ended: &'a AtomicBool,
     pub hub: &'a Iperf3Hub,
-    /// Connection limits, the tests-per-minute limit and the throttled log.
+    /// Connection limits, the server's one admission ([`guard::admit`])
+    /// and the throttled log.
     pub guard: &'a Guard,
     pub metrics: &'a Metrics,
     /// `--json-lines FILE`: a record per completed test.
@@ -94,20 +93,18 @@ pub struct Host<'a> {
     pub rate_budget: Option<&'a Arc<RateBudget>>,
 }
 
-fn read_cookie(mut sock: &TcpStream, timeout: Duration) -> std::io::Result<Cookie> {
-    let mut buf = [0u8; COOKIE_LEN];
-    sock.set_read_timeout(Some(timeout))?;
-    sock.read_exact(&mut buf)?;
-    Ok(Cookie(buf))
-}
-
 /// Serves a connection that opened with an iperf3 cookie character;
-/// `seq` is its place in the server's accept order.
-pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, host: &Host<'_>) {
-    let cookie = match read_cookie(&sock, host.guard.cfg.handshake) {
-        Ok(c) => c,
+/// `seq` is its place in the server's accept order, `started` when it was
+/// accepted: its whole cookie must arrive within the handshake timeout
+/// from then.
+pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, host: &Host<'_>) {
+    let mut buf = [0u8; COOKIE_LEN];
+    let cookie = match read_exact_by(&sock, &mut buf, started + host.guard.cfg.handshake) {
+        Ok(()) => Cookie(buf),
         Err(e) => {
-            log!("linerate server: {peer}: iperf3 client sent no cookie: {e}");
+            host.guard
+                .log
+                .log(format_args!("{peer}: iperf3 client sent no cookie: {e:#}"));
             return;
         }
     };
@@ -134,15 +131,15 @@ pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, host: &Host<'_>) {
     run_control(sock, peer, cookie, host);
 }
 
-/// Releases the admission slot, the cookie route and the UDP port.
-struct Admitted<'a> {
+/// Releases the cookie route, the UDP port and the test's admission.
+struct Setup<'a> {
     host: &'a Host<'a>,
-    admitted: bool,
     cookie: [u8; COOKIE_LEN],
     udp: bool,
+    admitted: Option<guard::Admitted<'a>>,
 }
 
-impl Admitted<'_> {
+impl Setup<'_> {
     fn release_setup(&mut self) {
         if let Ok(mut r) = self.host.hub.routes.lock() {
             r.remove(&self.cookie);
@@ -153,63 +150,29 @@ impl Admitted<'_> {
     }
 }
 
-impl Drop for Admitted<'_> {
+impl Drop for Setup<'_> {
     fn drop(&mut self) {
+        // The admission goes with the fields, after the setup.
         self.release_setup();
-        if self.admitted {
-            if let Ok(mut a) = self.host.active.lock() {
-                *a -= 1;
-                self.host.metrics.active(*a);
-            }
-        }
     }
 }
 
-fn limits(l: &ServerLimits) -> Iperf3Limits {
+fn limits(host: &Host<'_>) -> Iperf3Limits {
+    let l = host.limits;
     Iperf3Limits {
         max_time: Duration::from_millis(l.max_time_ms),
         max_omit: Duration::from_millis(l.max_omit_ms),
         max_streams: u32::from(l.max_streams),
         max_rate_bps: l.max_rate_bps,
         udp_refused: l.own_engine_tcp_streams_only.clone(),
+        auth_required: host.auth_required,
     }
 }
 
 fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_>) {
-    let rate = host.guard.rate.admit(peer.ip(), Instant::now());
-    if rate.is_err() {
-        host.metrics.limit_hit("max_tests_per_minute");
+    if host.auth_required {
+        host.metrics.rejected("auth");
     }
-    let admission = match host.active.lock() {
-        Ok(_) if host.auth_required => {
-            host.metrics.rejected("auth");
-            Admission::Limited(
-                "this server requires --auth-key, which iperf3 clients cannot present".into(),
-            )
-        }
-        Ok(_) if rate.is_err() => Admission::Limited(format!(
-            "{} tests from {} in the last minute, this server allows {} (--max-tests-per-minute)",
-            host.guard.rate.per_minute(),
-            peer.ip(),
-            host.guard.rate.per_minute(),
-        )),
-        Ok(mut a) if *a < host.max_concurrent => {
-            *a += 1;
-            host.metrics.active(*a);
-            Admission::Admit
-        }
-        Ok(a) => Admission::Busy {
-            running: *a,
-            max: host.max_concurrent,
-        },
-        Err(_) => return,
-    };
-    let slot = Admitted {
-        host,
-        admitted: admission == Admission::Admit,
-        cookie: cookie.0,
-        udp: false,
-    };
     let local_addr = sock.local_addr().map(socket::canonical);
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
@@ -219,8 +182,24 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         }
     };
     let now = Instant::now();
-    let mut session = Iperf3ServerSession::new(limits(host.limits), admission, now)
+    // The server's one admission, asked by the session only for a test it
+    // may run (never for a keyed server's iperf3 client).
+    let mut admitted = None;
+    let admit = || match guard::admit(host.guard, host.metrics, peer.ip()) {
+        Ok(a) => {
+            admitted = Some(a);
+            Admission::Admit
+        }
+        Err(refusal) => refusal,
+    };
+    let mut session = Iperf3ServerSession::new(limits(host), admit, now)
         .with_rate_budget(host.rate_budget.cloned());
+    let slot = Setup {
+        host,
+        cookie: cookie.0,
+        udp: false,
+        admitted,
+    };
     session.receive(&cookie.0, now);
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = Test {
@@ -245,6 +224,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         report: None,
         recorded: None,
         rate_watch: None,
+        idle: None,
         engine: None,
         notes: Vec::new(),
     };
@@ -259,7 +239,7 @@ struct Test<'a> {
     host: &'a Host<'a>,
     peer: SocketAddr,
     session: Iperf3ServerSession,
-    slot: Admitted<'a>,
+    slot: Setup<'a>,
     route_tx: Sender<DataConn>,
     route_rx: Receiver<DataConn>,
     /// TCP data connections arrived, until all have: iperf3 gives streams
@@ -287,6 +267,9 @@ struct Test<'a> {
     /// `--max-rate`/`--max-total-rate`: the client's streams against the
     /// `-b` it asked for, as for a linerate client.
     rate_watch: Option<RateWatch>,
+    /// `--idle-timeout`: ends a test on which nothing moves, as for a
+    /// linerate client.
+    idle: Option<IdleWatch>,
     /// The engine this test runs (chosen once, see [`Self::engine`]).
     engine: Option<EngineKind>,
     /// What this server chose for the client (engine, buffers), for the
@@ -332,7 +315,7 @@ impl Test<'_> {
                 break;
             }
             self.poll_streams();
-            self.watch_rate();
+            self.watch();
             if let (Some(run), None) = (&mut self.run, &self.local) {
                 // Streams may end before TEST_END (a client that closes
                 // them early); keep what they measured.
@@ -349,8 +332,9 @@ impl Test<'_> {
     }
 
     /// Ends the test when the client's streams deliver more than the rate
-    /// it asked for (interval records, as for a linerate client).
-    fn watch_rate(&mut self) {
+    /// it asked for (interval records), or when nothing moves for
+    /// `--idle-timeout` (live counters), as for a linerate client.
+    fn watch(&mut self) {
         let Some(run) = &mut self.run else {
             return;
         };
@@ -360,6 +344,16 @@ impl Test<'_> {
                 self.host.metrics.limit_hit("max_rate");
                 return self.session.stream_failed(code::TOTAL_RATE, why);
             }
+        }
+        let now = Instant::now();
+        if let Some(idle) = &mut self.idle {
+            idle.observe(run.progress(), now);
+        }
+        if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(now)) {
+            self.idle = None;
+            self.host.metrics.limit_hit("idle_timeout");
+            // IENOMSG: "idle timeout for receiving data".
+            self.session.stream_failed(code::NO_MSG, why);
         }
     }
 
@@ -385,6 +379,14 @@ impl Test<'_> {
     fn prepare(&mut self) {
         let p = self.params();
         let now = Instant::now();
+        // The same budget as a linerate client's test: a -w that would
+        // take the host's socket memory is refused, never forced.
+        if let Err(e) = linerate_proto::limits::check_memory(&conv::spec_from(&p), self.host.limits)
+        {
+            return self
+                .session
+                .prepare_failed(code::BUF_SIZE, 0, e.to_string());
+        }
         if let Some(m) = p.server_affinity {
             // `-A N,M`: iperf3 pins its server to CPU M for the test; this
             // test's threads are pinned there instead of to --cpus.
@@ -614,6 +616,7 @@ impl Test<'_> {
         self.rate_watch = RateWatch::new(&spec, capped);
         let setups = std::mem::take(&mut self.setups);
         let now = Instant::now();
+        self.idle = IdleWatch::new(&spec, self.host.guard.cfg.idle, now);
         self.started = Some(now);
         let engine = self.engine();
         self.run = Some(runner::start(engine, setups, params, now));
@@ -646,9 +649,12 @@ impl Test<'_> {
             (Some(a), Some(b)) => b.saturating_duration_since(a),
             _ => Duration::ZERO,
         };
-        let mut ours = conv::local_results(&p, &local, &self.streams, self.congestion.clone(), ran);
         let spec = conv::spec_from(&p);
-        let mut remote = conv::peer_side(&p, client, Side::Client);
+        let mut remote = match client_side(&p, &spec, client) {
+            Ok(r) => r,
+            Err(why) => return self.session.stream_failed(code::RECV_RESULTS, why),
+        };
+        let mut ours = conv::local_results(&p, &local, &self.streams, self.congestion.clone(), ran);
         // The client's count of datagrams sent is the sender's final count
         // that linerate's exact loss is counted against.
         conv::apply_sender_counts(&mut local, &remote);
@@ -701,7 +707,7 @@ impl Test<'_> {
 
     fn finish(&mut self) {
         let (host, peer) = (self.host, self.peer);
-        let admitted = self.slot.admitted;
+        let admitted = self.slot.admitted.is_some();
         match self.session.outcome() {
             Some(ServerOutcome::Completed { .. }) => {
                 // As for a linerate client: the metrics, the --json-lines
@@ -746,5 +752,52 @@ impl Test<'_> {
         if admitted && ran {
             host.test_ended.store(true, Ordering::Release);
         }
+    }
+}
+
+/// The iperf3 client's results as linerate's measurement, checked as a
+/// linerate client's are ([`linerate_proto::check::check_results`]): a
+/// count or rate no host could have measured is refused, never recorded
+/// in the metrics or the report.
+fn client_side(p: &Params, spec: &TestSpec, client: &Results) -> Result<SideResults, String> {
+    let remote = conv::peer_side(p, client, Side::Client);
+    linerate_proto::check::check_results(spec, &remote)
+        .map_err(|why| format!("the iperf3 client's results: {why}"))?;
+    Ok(remote)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::iperf3::json::StreamResults;
+
+    #[test]
+    fn issue_28_impossible_iperf3_results_are_refused() {
+        let p = Params {
+            protocol: IProtocol::Udp,
+            len: 1470,
+            time: 2,
+            parallel: 1,
+            ..Params::default()
+        };
+        let spec = conv::spec_from(&p);
+        let results = |bytes: u64, packets: i64| Results {
+            streams: vec![StreamResults {
+                id: 1,
+                bytes,
+                packets,
+                end_time: 2.0,
+                ..StreamResults::default()
+            }],
+            ..Results::default()
+        };
+        assert!(client_side(&p, &spec, &results(2_000_000, 1400)).is_ok());
+        let why = client_side(&p, &spec, &results(1 << 20, 9_000_000_000_000_000_000))
+            .expect_err("9e18 datagrams");
+        assert!(why.contains("datagrams"), "{why}");
+        // 10^24 bytes/s is beyond any u64 count over 2 s; 10^19 bytes is not possible either.
+        let why = client_side(&p, &spec, &results(10_000_000_000_000_000_000, 1400))
+            .expect_err("5e18 B/s");
+        assert!(why.contains("not a possible rate"), "{why}");
     }
 }

@@ -423,18 +423,39 @@ fn issue_9_linerate_client_against_a_real_iperf3_server() {
 }
 
 /// `--auth-key`: an iperf3 client cannot present the key, so its test is
-/// refused (never run without the key) and the server keeps serving.
+/// refused (never run without the key) and the server keeps serving. It
+/// is told so in iperf3's error channel (not "the server is busy"), and
+/// refused before admission: its attempts count against no
+/// `--max-tests-per-minute`, so a keyed client still gets its test.
 #[test]
-fn iperf3_client_is_refused_by_a_server_that_requires_a_key() {
+fn issue_28_iperf3_client_is_told_a_keyed_server_needs_authentication() {
     let Some(_) = iperf3() else { return };
     let key = std::env::temp_dir().join(format!("linerate-{}-iperf3.key", std::process::id()));
     std::fs::write(&key, "a fleet-wide secret, 32 bytes ok\n").expect("write key");
-    let mut server = Server::start(&["--auth-key", key.to_str().expect("utf-8 path")]);
-    let out = iperf3_client(server.port, &["-t", "1"]);
-    let text =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success(), "iperf3 ran without the key: {text}");
+    let key_s = key.to_str().expect("utf-8 path");
+    let mut server = Server::start(&["--auth-key", key_s, "--max-tests-per-minute", "1"]);
+    for _ in 0..2 {
+        let out = iperf3_client(server.port, &["-u", "-b", "1M", "-t", "1"]);
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "iperf3 ran without the key: {text}");
+        assert!(text.contains("test authorization failed"), "{text}");
+        assert!(!text.contains("busy"), "{text}");
+    }
     assert!(server.alive());
+    let port = server.port_str();
+    let args = [
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "--auth-key",
+        key_s,
+    ];
+    let out = crate::helpers::run_client(&args, Duration::from_secs(20));
+    crate::helpers::assert_ok(&out, &args);
     let _ = std::fs::remove_file(&key);
 }
 
@@ -525,4 +546,36 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())
+}
+
+/// `--idle-timeout` applies to iperf3 tests as to linerate's: a client
+/// that stalls mid-test (stopped with SIGSTOP) is ended by the idle watch,
+/// not held until `--max-time`, and the next client is served.
+#[test]
+fn issue_28_a_stalled_iperf3_client_is_ended_by_the_idle_timeout() {
+    let Some(_) = iperf3() else { return };
+    let (server, log) = crate::harden::logged_server(&["--idle-timeout", "2s"]);
+    let port = server.port.to_string();
+    let mut stalled = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port, "-u", "-b", "1M", "-t", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn iperf3");
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = stalled.id().to_string();
+    let stop = Command::new("kill").args(["-STOP", &pid]).status();
+    assert!(stop.is_ok_and(|s| s.success()));
+    let ended = crate::helpers::eventually(Duration::from_secs(8), || {
+        log.lock().is_ok_and(|l| l.contains("--idle-timeout"))
+    });
+    let _ = stalled.kill();
+    let _ = stalled.wait();
+    assert!(
+        ended,
+        "no idle end: {}",
+        log.lock().map(|l| l.clone()).unwrap_or_default()
+    );
+    let doc = iperf3_json(server.port, &["-u", "-b", "1M", "-t", "1"]);
+    assert!(u(&doc["end"]["sum"]["packets"]) > 0, "{doc}");
 }

@@ -120,6 +120,7 @@ pub fn check_results(spec: &TestSpec, r: &SideResults) -> Result<(), String> {
                 bits / (s.elapsed_ns as f64 / 1e9)
             ));
         }
+        check_datagrams(spec, s)?;
         total_bits += bits;
         longest_ns = longest_ns.max(s.elapsed_ns);
     }
@@ -130,6 +131,32 @@ pub fn check_results(spec: &TestSpec, r: &SideResults) -> Result<(), String> {
         ));
     }
     check_cpu(r)
+}
+
+/// A stream's datagram counts (sent, issued, the highest number seen) must
+/// fit its time: each datagram carries at least one byte of `spec.len`, so
+/// more than [`MAX_PLAUSIBLE_BPS`] worth of them is not a possible count
+/// (an iperf3 client's `packets` of 9·10¹⁸ in 2 s, issue 28).
+fn check_datagrams(spec: &TestSpec, s: &crate::measure::StreamMeasurement) -> Result<(), String> {
+    let counts = [
+        s.udp_send.as_ref().map(|u| u.issued.max(u.datagrams)),
+        s.udp_recv
+            .as_ref()
+            .map(|u| u.next_expected.max(u.datagrams).max(u.lost.unwrap_or(0))),
+    ];
+    let most = counts.into_iter().flatten().max().unwrap_or(0);
+    if most == 0 {
+        return Ok(());
+    }
+    let secs = s.elapsed_ns as f64 / 1e9;
+    let bits = most as f64 * f64::from(spec.len.max(1)) * 8.0;
+    if secs == 0.0 || bits / secs > MAX_PLAUSIBLE_BPS {
+        return Err(format!(
+            "stream {}: {most} datagrams in {secs:.3} s is not a possible count",
+            s.id
+        ));
+    }
+    Ok(())
 }
 
 /// Slack for CPU accounting granularity (clock ticks), ns.
@@ -312,5 +339,31 @@ mod tests {
             let e = check_accept(&a, &g).expect_err("refused");
             assert!(e.contains("tcp options"), "{e}");
         }
+    }
+
+    #[test]
+    fn issue_28_impossible_datagram_counts_are_refused() {
+        let spec = TestSpec {
+            protocol: crate::spec::Protocol::Udp,
+            len: 1470,
+            ..TestSpec::default()
+        };
+        let stream = |issued: u64| SideResults {
+            streams: vec![StreamMeasurement {
+                id: 1,
+                bytes: 1470,
+                elapsed_ns: 2_000_000_000,
+                udp_send: Some(crate::measure::UdpSend {
+                    datagrams: issued,
+                    issued,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..SideResults::default()
+        };
+        assert!(check_results(&spec, &stream(1_000_000)).is_ok());
+        let why = check_results(&spec, &stream(9_000_000_000_000_000_000)).expect_err("9e18");
+        assert!(why.contains("datagrams"), "{why}");
     }
 }

@@ -286,7 +286,7 @@ pub fn iperf3_sessions(data: &[u8]) {
     let t0 = Instant::now();
     let mut s = iperf3::server::Iperf3ServerSession::new(
         iperf3::server::Iperf3Limits::default(),
-        Admission::Admit,
+        || Admission::Admit,
         t0,
     );
     let mut c = iperf3::client::Iperf3ClientSession::new(

@@ -195,6 +195,24 @@ pub fn test_memory(spec: &TestSpec) -> u64 {
     conns.saturating_mul(u64::from(len).saturating_add(4 * u64::from(window)))
 }
 
+/// Checks what `spec`'s buffers cost against `--max-test-memory`: every
+/// test's, whatever its protocol (an iperf3 client's `-w` too).
+pub fn check_memory(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let mem = test_memory(spec);
+    if mem > limits.max_test_memory {
+        return Err(SpecError {
+            field: "memory",
+            reason: format!(
+                "the test's buffers need about {} ({} connections × (len + 4 × window)), this server allows {} per test (--max-test-memory)",
+                mib(mem),
+                spec.connection_count(),
+                mib(limits.max_test_memory)
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Checks `spec` (already negotiated field by field) against the limits
 /// on the whole test; may clamp the server's own UDP senders to
 /// `max_rate_bps`, with a note.
@@ -204,18 +222,7 @@ pub fn check(
     notes: &mut Vec<String>,
 ) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
-    let mem = test_memory(spec);
-    if mem > limits.max_test_memory {
-        return err(
-            "memory",
-            format!(
-                "the test's buffers need about {} ({} connections × (len + 4 × window)), this server allows {} per test (--max-test-memory)",
-                mib(mem),
-                spec.connection_count(),
-                mib(limits.max_test_memory)
-            ),
-        );
-    }
+    check_memory(spec, limits)?;
     if spec.interval_ms > limits.max_interval_ms {
         return err(
             "interval",

@@ -53,6 +53,10 @@ pub trait CrrHost: Send + Sync + 'static {
     fn not_crr(&self, sock: TcpStream, peer: SocketAddr);
     /// A crr transaction failed (for the server's log).
     fn failed(&self, peer: SocketAddr, e: &EngineError);
+    /// A place among the server's open connections (`--max-connections`),
+    /// held while the worker keeps a connection waiting; `None` when there
+    /// is none, and the connection is closed.
+    fn hold(&self) -> Option<Box<dyn Send>>;
 }
 
 /// What became of an offered connection.
@@ -70,6 +74,8 @@ struct Conn {
     peer: SocketAddr,
     since: Instant,
     state: State,
+    /// Its place among the server's connections, while it waits.
+    held: Option<Box<dyn Send>>,
 }
 
 enum State {
@@ -338,6 +344,7 @@ impl CrrPool {
             peer,
             since: Instant::now(),
             state: State::Greeting,
+            held: None,
         };
         let Ok(mut scratch) = self.scratch.lock() else {
             return Offer::NotCrr(conn.sock);
@@ -366,24 +373,29 @@ impl CrrPool {
             Step::Other => Offer::NotCrr(conn.sock),
             Step::Wait(_) => match self.hand_over(conn) {
                 Ok(()) => Offer::Taken,
-                Err(conn) => Offer::NotCrr(conn.sock),
+                Err(sock) => Offer::NotCrr(sock),
             },
         }
     }
 
     /// Gives a waiting connection to the worker (starting it if need be);
-    /// back if there is no worker.
-    fn hand_over(&self, conn: Conn) -> Result<(), Conn> {
+    /// its socket back if there is no worker. Over `--max-connections` it is closed
+    /// instead: waiting connections hold descriptors as threads do.
+    fn hand_over(&self, mut conn: Conn) -> Result<(), TcpStream> {
+        let Some(held) = self.host.hold() else {
+            return Ok(());
+        };
+        conn.held = Some(held);
         let Ok(mut w) = self.worker.lock() else {
-            return Err(conn);
+            return Err(conn.sock);
         };
         if w.is_none() {
             *w = self.start_worker();
         }
         let Some(worker) = w.as_ref() else {
-            return Err(conn);
+            return Err(conn.sock);
         };
-        worker.tx.send(conn).map_err(|e| e.0)?;
+        worker.tx.send(conn).map_err(|e| e.0.sock)?;
         // A full wake-up socket already has a wake-up queued.
         let _ = (&worker.wake).write(&[1]);
         Ok(())
@@ -492,8 +504,15 @@ fn work(
                     conns.swap_remove(i);
                 }
                 Step::Other => {
-                    let (c, _) = conns.swap_remove(i);
-                    host.not_crr(c.sock, c.peer);
+                    let (
+                        Conn {
+                            sock, peer, held, ..
+                        },
+                        _,
+                    ) = conns.swap_remove(i);
+                    // Its place goes back before the usual handling takes one.
+                    drop(held);
+                    host.not_crr(sock, peer);
                 }
             }
         }
@@ -549,6 +568,9 @@ mod tests {
         token: Token,
         others: Mutex<Vec<TcpStream>>,
         failures: AtomicUsize,
+        /// Connections the pool holds now, and the most it may.
+        held: Arc<AtomicUsize>,
+        cap: usize,
     }
 
     impl CrrHost for Host {
@@ -560,6 +582,23 @@ mod tests {
         }
         fn failed(&self, _: SocketAddr, _: &EngineError) {
             self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        fn hold(&self) -> Option<Box<dyn Send>> {
+            let held = self.held.fetch_add(1, Ordering::AcqRel);
+            if held >= self.cap {
+                self.held.fetch_sub(1, Ordering::AcqRel);
+                return None;
+            }
+            Some(Box::new(Held(Arc::clone(&self.held))))
+        }
+    }
+
+    /// One of the test host's places; given back when dropped.
+    struct Held(Arc<AtomicUsize>);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -620,6 +659,11 @@ mod tests {
 
     /// A listener, and a pool serving the crr test that `token` names.
     fn serving(token: Token) -> (TcpListener, SocketAddr, Arc<Host>, CrrPool) {
+        serving_capped(token, usize::MAX)
+    }
+
+    /// [`serving`] with at most `cap` connections held.
+    fn serving_capped(token: Token, cap: usize) -> (TcpListener, SocketAddr, Arc<Host>, CrrPool) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let host = Arc::new(Host {
@@ -627,6 +671,8 @@ mod tests {
             token,
             others: Mutex::new(Vec::new()),
             failures: AtomicUsize::new(0),
+            held: Arc::default(),
+            cap,
         });
         let pool = CrrPool::new(Arc::clone(&host) as Arc<dyn CrrHost>);
         (listener, addr, host, pool)
@@ -737,5 +783,33 @@ mod tests {
             }
             Offer::Taken => panic!("a stream test's data connection was taken as crr"),
         }
+    }
+
+    #[test]
+    fn issue_28_waiting_crr_connections_count_against_the_connection_cap() {
+        let token = Token([7; TOKEN_LEN]);
+        let (listener, addr, host, pool) = serving_capped(token, 2);
+        // Five connections that never send: only two may wait.
+        let clients: Vec<TcpStream> = (0..5)
+            .map(|_| TcpStream::connect(addr).expect("connect"))
+            .collect();
+        for _ in 0..5 {
+            let (sock, peer) = listener.accept().expect("accept");
+            assert!(matches!(pool.offer(sock, peer, None), Offer::Taken));
+        }
+        assert_eq!(host.held.load(Ordering::Acquire), 2);
+        let closed = clients
+            .iter()
+            .filter(|c| {
+                c.set_read_timeout(Some(Duration::from_millis(500)))
+                    .expect("timeout");
+                // End of file: closed; a timeout: still waiting.
+                matches!((&**c).read(&mut [0u8; 1]), Ok(0))
+            })
+            .count();
+        assert_eq!(closed, 3, "the three over the cap are closed");
+        drop(clients);
+        drop(pool);
+        assert_eq!(host.held.load(Ordering::Acquire), 0, "places given back");
     }
 }

@@ -295,6 +295,13 @@ impl SideRun {
         p
     }
 
+    /// Counts what a side spawned with [`spawn_side`] moves, for
+    /// [`Self::progress`]: one live counter per stream, with its role.
+    pub fn with_progress(mut self, live: Vec<(Role, Arc<StreamCounter>)>) -> Self {
+        self.live = live.into_iter().map(|(r, c)| (r, c, None)).collect();
+        self
+    }
+
     /// Next interval record, if one is ready.
     pub fn next_interval(&self) -> Option<IntervalMeasurement> {
         self.intervals.try_recv().ok()

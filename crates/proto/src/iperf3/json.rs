@@ -31,6 +31,12 @@ pub const MAX_PARAMS: usize = 8192;
 /// one small object per stream (at most 256) and, from a server asked for
 /// its output, that output — 4 MiB is far above both.
 pub const MAX_RESULTS: usize = 4 * 1024 * 1024;
+/// Largest results message a server reads from an iperf3 client: a
+/// client sends no output, only its streams (at most 256 objects of about
+/// 200 bytes, 50 KiB in all), so 256 KiB leaves room to spare while a
+/// hostile client's message costs little memory to parse (a 4 MiB one took
+/// the server's peak RSS to 146 MB, issue 28).
+pub const MAX_CLIENT_RESULTS: usize = 256 * 1024;
 
 /// Takes one length-prefixed JSON message from the front of `buf` if it is
 /// complete. Errors as soon as the prefix shows a length of 0 or above

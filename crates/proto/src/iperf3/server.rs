@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::json::{self, Params, Results, MAX_PARAMS, MAX_RESULTS};
+use super::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
 use super::{
     code, server_error_bytes, server_role, stream_id, Cookie, Iperf3Error, Role, State, COOKIE_LEN,
     SAFETY_SLACK, STEP_TIMEOUT,
@@ -45,6 +45,10 @@ pub struct Iperf3Limits {
     /// UDP test is refused with this reason (an iperf3 client cannot ask
     /// for another engine).
     pub udp_refused: Option<String>,
+    /// The server requires `--auth-key`, which no iperf3 client can
+    /// prove: every test is refused, in iperf3's error channel, before
+    /// admission is asked for (so it counts against no limit).
+    pub auth_required: bool,
 }
 
 impl Default for Iperf3Limits {
@@ -55,6 +59,7 @@ impl Default for Iperf3Limits {
             max_streams: super::MAX_STREAMS,
             max_rate_bps: None,
             udp_refused: None,
+            auth_required: false,
         }
     }
 }
@@ -166,9 +171,12 @@ pub struct Iperf3ServerSession {
 
 impl Iperf3ServerSession {
     /// A session for a control connection whose first byte looked like an
-    /// iperf3 cookie. A busy server answers ACCESS_DENIED at once, without
-    /// reading the cookie, as iperf3 does.
-    pub fn new(limits: Iperf3Limits, admission: Admission, now: Instant) -> Self {
+    /// iperf3 cookie. A server that requires a key refuses at once with
+    /// SERVER_ERROR (IEAUTHTEST: "test authorization failed"), without
+    /// asking for admission; otherwise `admit` (the server's one admission,
+    /// which counts the test) decides, and a busy server answers
+    /// ACCESS_DENIED at once, without reading the cookie, as iperf3 does.
+    pub fn new(limits: Iperf3Limits, admit: impl FnOnce() -> Admission, now: Instant) -> Self {
         let mut s = Iperf3ServerSession {
             phase: Phase::AwaitCookie,
             limits,
@@ -183,7 +191,15 @@ impl Iperf3ServerSession {
             rate_budget: None,
             rate_held: None,
         };
-        let refusal = match admission {
+        if s.limits.auth_required {
+            s.refuse(
+                code::AUTH,
+                "this server requires --auth-key, which iperf3 clients cannot present (use a linerate client)"
+                    .into(),
+            );
+            return s;
+        }
+        let refusal = match admit() {
             Admission::Admit => None,
             Admission::Busy { running, max } => Some(format!(
                 "busy: {running} test(s) running, the server allows {max} at a time"
@@ -298,17 +314,19 @@ impl Iperf3ServerSession {
                     true
                 }
             },
-            Phase::AwaitClientResults => match json::take_message(&mut self.inbox, MAX_RESULTS) {
-                Ok(None) => false,
-                Ok(Some(body)) => {
-                    self.client_results_received(&body);
-                    true
+            Phase::AwaitClientResults => {
+                match json::take_message(&mut self.inbox, MAX_CLIENT_RESULTS) {
+                    Ok(None) => false,
+                    Ok(Some(body)) => {
+                        self.client_results_received(&body);
+                        true
+                    }
+                    Err(e) => {
+                        self.error(code::RECV_RESULTS, e);
+                        true
+                    }
                 }
-                Err(e) => {
-                    self.error(code::RECV_RESULTS, e);
-                    true
-                }
-            },
+            }
             Phase::AwaitStreams { .. }
             | Phase::Preparing
             | Phase::Running
@@ -467,7 +485,8 @@ impl Iperf3ServerSession {
         self.deadline = None;
     }
 
-    /// The data listener is ready: tells the client to open its streams.
+    /// The data listener is ready: tells the client to open its streams,
+    /// all of them within one step's time.
     pub fn streams_prepared(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Preparing) {
             self.outbox.push(State::CreateStreams.byte());
@@ -531,9 +550,11 @@ impl Iperf3ServerSession {
                 t => Duration::from_secs(t.into()),
             };
             self.deadline = Some(now + time + Duration::from_secs(p.omit.into()) + SAFETY_SLACK);
-        } else {
-            self.deadline = Some(now + STEP_TIMEOUT);
         }
+        // Otherwise the deadline set when the streams were asked for
+        // stands: one for the whole setup, so a client that opens its
+        // streams one by one just inside a step's time cannot hold the
+        // test slot for streams × step (issue 28).
         Ok(slot)
     }
 

@@ -21,7 +21,7 @@ fn framed(text: &str) -> Vec<u8> {
 }
 
 fn server(now: Instant) -> Iperf3ServerSession {
-    Iperf3ServerSession::new(Iperf3Limits::default(), Admission::Admit, now)
+    Iperf3ServerSession::new(Iperf3Limits::default(), || Admission::Admit, now)
 }
 
 fn results(ids: &[u32]) -> Results {
@@ -133,7 +133,7 @@ fn server_runs_a_tcp_test_with_every_message_split_across_reads() {
 fn busy_server_denies_access_without_reading_the_cookie() {
     let mut s = Iperf3ServerSession::new(
         Iperf3Limits::default(),
-        Admission::Busy { running: 1, max: 1 },
+        || Admission::Busy { running: 1, max: 1 },
         Instant::now(),
     );
     assert_eq!(s.take_outbox(), vec![0xFF]);
@@ -193,6 +193,7 @@ fn server_limits_apply_to_iperf3_clients() {
         max_streams: 2,
         max_rate_bps: None,
         udp_refused: None,
+        auth_required: false,
     };
     for (params, want) in [
         (r#"{"tcp":true,"time":6}"#, code::MAX_SERVER_DURATION),
@@ -206,7 +207,7 @@ fn server_limits_apply_to_iperf3_clients() {
         assert_eq!(out[..5], [0xFE, 0, 0, 0, want as u8], "{params}");
     }
     // A byte-limited test (time 0) runs under the server's max time.
-    let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
+    let mut s = Iperf3ServerSession::new(limits.clone(), || Admission::Admit, t0);
     s.receive(COOKIE, t0);
     s.receive(&framed(r#"{"tcp":true,"time":0,"num":1000}"#), t0);
     s.streams_prepared(t0);
@@ -220,7 +221,7 @@ fn server_limits_apply_to_iperf3_clients() {
 /// A session under `limits` that has read the cookie and `params` (what
 /// it answered to the cookie already taken).
 fn after_params(limits: &Iperf3Limits, params: &str, t0: Instant) -> Iperf3ServerSession {
-    let mut s = Iperf3ServerSession::new(limits.clone(), Admission::Admit, t0);
+    let mut s = Iperf3ServerSession::new(limits.clone(), || Admission::Admit, t0);
     s.receive(COOKIE, t0);
     s.take_outbox();
     s.receive(&framed(params), t0);
@@ -319,7 +320,7 @@ fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
     let t0 = Instant::now();
     let budget = crate::limits::RateBudget::new(100_000_000);
     let start = |params: &str| {
-        let mut s = Iperf3ServerSession::new(Iperf3Limits::default(), Admission::Admit, t0)
+        let mut s = Iperf3ServerSession::new(Iperf3Limits::default(), || Admission::Admit, t0)
             .with_rate_budget(Some(budget.clone()));
         s.receive(COOKIE, t0);
         s.take_outbox();
@@ -757,4 +758,70 @@ fn issue_9_client_stop_sends_test_end_then_results_when_asked() {
         .expect("whole");
     assert_eq!(json::parse_results(&body).expect("valid").streams.len(), 1);
     assert!(!c.is_finished());
+}
+
+#[test]
+fn issue_28_a_keyed_server_refuses_iperf3_before_admission() {
+    let t0 = Instant::now();
+    let limits = Iperf3Limits {
+        auth_required: true,
+        ..Iperf3Limits::default()
+    };
+    let mut asked = false;
+    let mut s = Iperf3ServerSession::new(
+        limits,
+        || {
+            asked = true;
+            Admission::Admit
+        },
+        t0,
+    );
+    assert!(!asked, "admission (and --max-tests-per-minute) not asked");
+    // SERVER_ERROR with IEAUTHTEST ("test authorization failed"), not
+    // ACCESS_DENIED ("the server is busy").
+    assert_eq!(s.take_outbox(), vec![0xFE, 0, 0, 0, 142, 0, 0, 0, 0]);
+    assert!(matches!(s.outcome(), Some(ServerOutcome::Refused(why)) if why.contains("--auth-key")));
+}
+
+#[test]
+fn issue_28_stream_setup_has_one_deadline() {
+    let t0 = Instant::now();
+    let mut s = to_streams(
+        r#"{"udp":true,"time":1,"len":1400,"parallel":4,"bandwidth":1000000}"#,
+        t0,
+    );
+    // One stream every 3 s: each inside a step's time, all of them not.
+    for i in 1..4u64 {
+        let at = t0 + Duration::from_secs(3 * i);
+        s.handle_timeout(at);
+        if s.is_finished() {
+            break;
+        }
+        s.udp_stream(at).expect("stream");
+    }
+    s.handle_timeout(t0 + super::STEP_TIMEOUT);
+    assert!(
+        matches!(s.outcome(), Some(ServerOutcome::Failed(_))),
+        "setup past one step's time: {:?}",
+        s.outcome()
+    );
+}
+
+#[test]
+fn issue_28_client_results_are_capped_small() {
+    let t0 = Instant::now();
+    let mut s = to_streams(r#"{"tcp":true,"time":1,"parallel":1}"#, t0);
+    s.tcp_stream(&Cookie(*COOKIE), t0).expect("stream");
+    s.receive(&[0x04], t0);
+    assert_eq!(s.poll_action(), Some(ServerAction::StartStreams));
+    assert_eq!(s.poll_action(), Some(ServerAction::StopStreams));
+    s.streams_stopped(t0);
+    s.take_outbox();
+    // The length prefix of a 1 MiB results message is refused at once.
+    s.receive(&(1u32 << 20).to_be_bytes(), t0);
+    assert!(matches!(s.outcome(), Some(ServerOutcome::Failed(_))));
+    assert_eq!(
+        s.take_outbox()[..5],
+        [0xFE, 0, 0, 0, code::RECV_RESULTS as u8]
+    );
 }
