@@ -72,7 +72,8 @@ pub fn run_native(
     let mut session = ClientSession::new(cfg.spec.clone(), &software(), Instant::now())
         .with_boot_id(boot_id)
         .with_server_engine(cfg.server_engine.clone())
-        .with_heartbeat(HEARTBEAT_INTERVAL);
+        .with_heartbeat(HEARTBEAT_INTERVAL)
+        .with_unix_uid(socket::own_uid());
     if let Some(key) = &cfg.auth_key {
         session = session.with_auth(ClientAuth::new(key.clone(), crate::control::nonce()?));
     }
@@ -203,11 +204,15 @@ impl<'a> ClientTest<'a, '_> {
                 notes,
                 server_software,
                 udp_ports,
+                unix_name,
             } => {
                 self.notes
                     .extend(notes.into_iter().map(|n| format!("server: {n}")));
                 self.token = Some(token);
-                let side = self.side(token);
+                let side = ClientSide {
+                    unix_name,
+                    ..self.side(token)
+                };
                 let opened =
                     (test_type::of(&spec).attach)(&side, &spec, &udp_ports, &mut self.notes);
                 match opened {
@@ -265,6 +270,7 @@ impl<'a> ClientTest<'a, '_> {
             cpu_scope: test_type::cpu_scope(self.embedded),
             connect_timeout: cfg.connect_timeout,
             clock: self.session.clock().copied(),
+            unix_name: None,
         }
     }
 

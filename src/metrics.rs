@@ -1,14 +1,17 @@
 //! `linerate server --metrics ADDR:PORT`: the server's counters in the
 //! OpenMetrics text format (prometheus-client), served by a tiny HTTP
-//! responder on one thread, and `--json-lines FILE`, one JSON record per
+//! responder, and `--json-lines FILE`, one JSON record per
 //! finished test, for log shippers.
 //!
-//! The responder is deliberately small and bounded: one connection at a
-//! time, a 2 s limit to read a request of at most 8 KiB, `GET /metrics`
-//! only. It shares nothing with the test port, so a scrape never competes
-//! with a test for a connection slot.
+//! The responder is deliberately small and bounded: a thread per
+//! connection, at most [`MAX_CONNECTIONS`] at once (a new one past that
+//! closes the oldest, so idle connections cannot keep a scrape out), a 2 s
+//! limit to read a request of at most 8 KiB, `GET /metrics` only. It shares
+//! nothing with the test port, so a scrape never competes with a test for
+//! a connection slot. (A small hand-written responder rather than an HTTP
+//! server crate: one fixed route and no keep-alive need nothing more.)
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -34,6 +37,11 @@ type Labels = Vec<(&'static str, String)>;
 /// Most distinct clients with a "last result" series: the label set a
 /// scrape returns stays bounded however many addresses test.
 const MAX_LAST_RESULT_CLIENTS: usize = 256;
+/// Metrics connections served at once.
+const MAX_CONNECTIONS: usize = 16;
+/// How long a metrics connection may take to send its request, and each
+/// write of the answer.
+const CONNECTION_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The server's metrics.
 #[derive(Debug)]
@@ -211,9 +219,10 @@ impl Metrics {
         std::thread::Builder::new()
             .name("linerate-metrics".into())
             .spawn(move || {
+                let open = Arc::new(Mutex::new(OpenConnections::default()));
                 for conn in listener.incoming() {
                     match conn {
-                        Ok(c) => me.answer(c),
+                        Ok(c) => me.answer_on_thread(c, &open),
                         Err(_) => std::thread::sleep(Duration::from_millis(50)),
                     }
                 }
@@ -222,8 +231,36 @@ impl Metrics {
         Ok(bound)
     }
 
+    /// Answers `c` on a thread of its own, making room first: past
+    /// [`MAX_CONNECTIONS`] the oldest open connection is shut down (its
+    /// thread then ends at once).
+    fn answer_on_thread(self: &Arc<Self>, c: TcpStream, open: &Arc<Mutex<OpenConnections>>) {
+        let Ok(handle) = c.try_clone() else {
+            return;
+        };
+        let Ok(mut list) = open.lock() else {
+            return;
+        };
+        let id = list.admit(handle);
+        drop(list);
+        let (me, list) = (Arc::clone(self), Arc::clone(open));
+        let spawned = std::thread::Builder::new()
+            .name("linerate-metrics-conn".into())
+            .spawn(move || {
+                me.answer(c);
+                if let Ok(mut list) = list.lock() {
+                    list.remove(id);
+                }
+            });
+        if spawned.is_err() {
+            if let Ok(mut list) = open.lock() {
+                list.remove(id);
+            }
+        }
+    }
+
     fn answer(&self, mut c: TcpStream) {
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + CONNECTION_DEADLINE;
         let mut req = Vec::new();
         let mut buf = [0u8; 1024];
         while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
@@ -238,7 +275,7 @@ impl Metrics {
                 Ok(n) => req.extend_from_slice(&buf[..n]),
             }
         }
-        let _ = c.set_write_timeout(Some(Duration::from_secs(2)));
+        let _ = c.set_write_timeout(Some(CONNECTION_DEADLINE));
         let first = req.split(|&b| b == b'\n').next().unwrap_or_default();
         // Prometheus asks for OpenMetrics; anything else gets the classic format.
         let wants_om = String::from_utf8_lossy(&req)
@@ -270,6 +307,33 @@ impl Metrics {
         let _ = c
             .write_all(head.as_bytes())
             .and_then(|()| c.write_all(body.as_bytes()));
+    }
+}
+
+/// The metrics connections being answered (a handle to each, to shut the
+/// oldest down when a new one needs room), by id.
+#[derive(Debug, Default)]
+struct OpenConnections {
+    next: u64,
+    open: VecDeque<(u64, TcpStream)>,
+}
+
+impl OpenConnections {
+    /// Registers `c`, shutting down the oldest if [`MAX_CONNECTIONS`] are
+    /// open; its id.
+    fn admit(&mut self, c: TcpStream) -> u64 {
+        if self.open.len() >= MAX_CONNECTIONS {
+            if let Some((_, oldest)) = self.open.pop_front() {
+                let _ = oldest.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        self.next += 1;
+        self.open.push_back((self.next, c));
+        self.next
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.open.retain(|(i, _)| *i != id);
     }
 }
 

@@ -835,11 +835,14 @@ impl ServerTest<'_> {
                 if let Ok(mut r) = self.shared.routes.lock() {
                     r.insert(token, (self.peer_ip, route));
                 }
-                if spec.tcp.unix {
-                    match unix_attach::UnixData::bind(&token) {
-                        Ok(u) => self.unix = Some(u),
-                        Err(e) => self.session.stream_failed(format!("{e:#}")),
+            }
+            ServerAction::BindUnixListener { spec, uid } => {
+                match unix_attach::UnixData::bind(uid, spec.connection_count()) {
+                    Ok((u, name)) => {
+                        self.unix = Some(u);
+                        self.session.unix_listener_bound(name, Instant::now());
                     }
+                    Err(e) => self.session.data_sockets_failed(format!("{e:#}")),
                 }
             }
             ServerAction::StartStreams => {
@@ -881,7 +884,7 @@ impl ServerTest<'_> {
             ServerAction::BindDatagramSockets { spec, .. } => {
                 match self.bind_datagrams(&spec, ctrl) {
                     Ok(ports) => self.session.datagram_sockets_bound(ports, Instant::now()),
-                    Err(e) => self.session.datagram_sockets_failed(format!("{e:#}")),
+                    Err(e) => self.session.data_sockets_failed(format!("{e:#}")),
                 }
             }
             ServerAction::PeerSendDone(done) => {

@@ -41,6 +41,9 @@ pub struct ClientSide<'a> {
     pub connect_timeout: Duration,
     /// The clock offset to the server (rr).
     pub clock: Option<ClockOffset>,
+    /// `--transport unix`: the server's abstract name for this test's data
+    /// connections, from its Accept.
+    pub unix_name: Option<String>,
 }
 
 /// What the server knows when it starts its side.
@@ -248,10 +251,13 @@ fn attach_tcp(
 
 /// `--transport unix`: data connection `id` to the server's abstract
 /// address for this test (which exists only on the server's host, in its
-/// network namespace).
+/// network namespace; the server takes it only from this process's uid).
 fn connect_unix(c: &ClientSide<'_>, id: u32) -> Result<std::net::TcpStream> {
-    let name = linerate_proto::wire::unix_data_name(&c.token);
-    let addr = socket::unix_abstract(&name)?;
+    let name = c
+        .unix_name
+        .as_deref()
+        .context("the server sent no Unix data socket name")?;
+    let addr = socket::unix_abstract(name)?;
     let sock = std::os::unix::net::UnixStream::connect_addr(&addr).with_context(|| {
         format!(
             "opening data connection {id} over a Unix socket (--transport unix needs the \

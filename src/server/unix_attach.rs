@@ -1,9 +1,21 @@
 //! `--transport unix` on the server: a test's data connections arrive on a
-//! Unix stream listener at the abstract name derived from its token
+//! Unix stream listener at a fresh random abstract name
 //! (`wire::unix_data_name`; no file, gone when the listener closes, which
-//! it does with the test). Accepting and reading the greetings never
-//! blocks the control loop: a connection waits in a list until its 21-byte
-//! `DataHello` is in, for at most [`HELLO_WAIT`].
+//! it does with the test). The name travels to the client in the Accept;
+//! it is not derived from the token, because every local user can read
+//! bound names in `/proc/net/unix`.
+//!
+//! Reading the name is not enough to take a stream: a connection is kept
+//! only when `SO_PEERCRED` (set by the kernel, not forgeable) shows the
+//! uid the client announced in its Hello. Another local user's connection
+//! is closed at accept; a process of the client's own uid could ptrace the
+//! client anyway, so the uid is the boundary that matters (a pid check
+//! would add nothing against it and break clients in another pid
+//! namespace sharing the network namespace).
+//!
+//! Accepting and reading the greetings never blocks the control loop: a
+//! connection waits in a list until its 21-byte `DataHello` is in, for at
+//! most [`HELLO_WAIT`].
 
 use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -11,13 +23,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use linerate_engine::socket;
-use linerate_proto::wire::{self, DataHello, Message, Token, DATA_HELLO_LEN, HEADER_LEN};
+use linerate_proto::wire::{self, DataHello, Message, DATA_HELLO_LEN, HEADER_LEN};
 
 /// How long a connection may take to send its greeting.
 const HELLO_WAIT: Duration = Duration::from_secs(10);
-/// Connections waiting for their greeting at once (more are closed: a
-/// local process cannot hold the test's listener with idle connections).
-const MAX_PENDING: usize = 64;
 /// The greeting's frame: the frame header and the record.
 const HELLO_FRAME: usize = HEADER_LEN + DATA_HELLO_LEN;
 
@@ -25,30 +34,55 @@ const HELLO_FRAME: usize = HEADER_LEN + DATA_HELLO_LEN;
 #[derive(Debug)]
 pub(super) struct UnixData {
     listener: UnixListener,
+    /// The only uid connections are taken from (the client's).
+    uid: u32,
+    /// Connections waiting for their greeting at once: the test's own
+    /// (more are closed; only the client's uid gets this far).
+    max_pending: usize,
     pending: Vec<(UnixStream, Vec<u8>, Instant)>,
 }
 
 impl UnixData {
-    /// Listens at the test's abstract name.
-    pub(super) fn bind(token: &Token) -> Result<UnixData> {
-        let name = linerate_proto::wire::unix_data_name(token);
+    /// Listens at a fresh random abstract name for `connections` data
+    /// connections from processes of `uid`; the name, for the Accept.
+    pub(super) fn bind(uid: u32, connections: usize) -> Result<(UnixData, String)> {
+        let mut random = [0u8; wire::UNIX_NAME_RANDOM];
+        getrandom::fill(&mut random)
+            .map_err(|e| anyhow::anyhow!("no randomness for the Unix data socket name: {e}"))?;
+        let name = wire::unix_data_name(&random);
         let listener = UnixListener::bind_addr(&socket::unix_abstract(&name)?)
             .with_context(|| format!("binding the Unix data socket @{name}"))?;
         listener
             .set_nonblocking(true)
             .context("Unix data socket non-blocking")?;
-        Ok(UnixData {
+        let data = UnixData {
             listener,
+            uid,
+            max_pending: connections.max(1),
             pending: Vec::new(),
-        })
+        };
+        Ok((data, name))
     }
 
-    /// The connections whose greeting arrived since the last call, with
-    /// it; what went wrong with the others, for the log.
-    pub(super) fn poll(&mut self, now: Instant) -> (Vec<(DataHello, UnixStream)>, Vec<String>) {
-        let mut problems = Vec::new();
+    /// Takes what waits on the listener: connections from the client's uid
+    /// join the pending list; others are closed, with a line for the log.
+    fn accept_all(&mut self, now: Instant, problems: &mut Vec<String>) {
         while let Ok((s, _)) = self.listener.accept() {
-            if self.pending.len() >= MAX_PENDING {
+            match socket::unix_peer_uid(&s) {
+                Ok(uid) if uid == self.uid => {}
+                Ok(uid) => {
+                    problems.push(format!(
+                        "Unix data connection from uid {uid}, not the client's ({}): closed",
+                        self.uid
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    problems.push(format!("Unix data connection: {e}"));
+                    continue;
+                }
+            }
+            if self.pending.len() >= self.max_pending {
                 problems.push("too many Unix data connections waiting, closing one".into());
                 continue;
             }
@@ -57,6 +91,13 @@ impl UnixData {
                 Err(e) => problems.push(format!("Unix data connection: {e}")),
             }
         }
+    }
+
+    /// The connections whose greeting arrived since the last call, with
+    /// it; what went wrong with the others, for the log.
+    pub(super) fn poll(&mut self, now: Instant) -> (Vec<(DataHello, UnixStream)>, Vec<String>) {
+        let mut problems = Vec::new();
+        self.accept_all(now, &mut problems);
         let mut greeted = Vec::new();
         let mut keep = Vec::new();
         for (mut s, mut buf, since) in std::mem::take(&mut self.pending) {

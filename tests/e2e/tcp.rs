@@ -525,6 +525,31 @@ fn issue_12_tcp_transport_unix_bytes_balance() {
     );
 }
 
+/// `-P 100 --transport unix`: the server keeps waiting connections up to
+/// the test's own count (a fixed cap of 64 used to close the client's own
+/// connections past it).
+#[test]
+fn issue_28_unix_transport_takes_a_hundred_streams() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let args = [
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--transport",
+        "unix",
+        "-P",
+        "100",
+        "-n",
+        "100M",
+        "--json",
+    ];
+    let r = json_client(&args);
+    assert_eq!(r["streams"].as_array().map(Vec::len), Some(100), "{args:?}");
+    assert_streams_balanced(&r);
+}
+
 /// TCP options and engines a Unix socket does not have are refused by
 /// name; an unknown transport too.
 #[test]

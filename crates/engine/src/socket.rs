@@ -301,6 +301,44 @@ pub fn unix_abstract(name: &str) -> Result<std::os::unix::net::SocketAddr, Engin
         .map_err(|e| EngineError::io("Unix socket name", e))
 }
 
+/// The uid of the process that connected (or, for a connecting socket,
+/// listened) at the other end of `sock`: `SO_PEERCRED`, set by the kernel
+/// at connect time, so the peer cannot forge it.
+pub fn unix_peer_uid(sock: &std::os::unix::net::UnixStream) -> Result<u32, EngineError> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given;
+    // the descriptor is open for the call (borrowed from `sock`).
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(EngineError::io(
+            "SO_PEERCRED",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(cred.uid)
+}
+
+/// This process's real uid: what a `--transport unix` client announces,
+/// and what the server's [`unix_peer_uid`] then sees.
+pub fn own_uid() -> u32 {
+    // SAFETY: getuid has no failure mode.
+    unsafe { libc::getuid() }
+}
+
 /// A connected Unix stream socket as the stream loops' socket type.
 /// `TcpStream` is only an owned descriptor with `read`/`write`/`shutdown`
 /// and the `SO_RCVTIMEO`/`SO_SNDTIMEO` timeouts, all of which a Unix

@@ -9,7 +9,7 @@ use crate::shm::{self, Layout};
 use crate::sock::{DgramChan, StreamChan};
 use crate::wait::Spin;
 use crate::{Channel, LocalError, Transport};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 
@@ -79,7 +79,10 @@ pub fn create(
                     .local_addr()
                     .map_err(LocalError::io("listen on loopback"))?;
                 let a = TcpStream::connect(addr).map_err(LocalError::io("connect on loopback"))?;
-                let (b, _) = l.accept().map_err(LocalError::io("accept on loopback"))?;
+                let from = a
+                    .local_addr()
+                    .map_err(LocalError::io("connect on loopback"))?;
+                let b = accept_from(l, from)?;
                 // Acknowledgements are small: send each at once.
                 a.set_nodelay(true).map_err(LocalError::io("TCP_NODELAY"))?;
                 b.set_nodelay(true).map_err(LocalError::io("TCP_NODELAY"))?;
@@ -105,6 +108,27 @@ pub fn create(
         }
     }
     Ok((near, far))
+}
+
+/// Connections a loopback listener drops, at most, while it looks for
+/// its own process's (a bound on the loop; each would be another local
+/// process's connection).
+const MAX_STRANGERS: usize = 1024;
+
+/// The connection from `from` on `l`: the loopback port is open to every
+/// process on the host, so another user's connection could be first in
+/// the queue and take the far end. Others are closed. Ours is already
+/// queued (its connect returned), so this never waits for it.
+fn accept_from(l: &TcpListener, from: SocketAddr) -> Result<TcpStream, LocalError> {
+    for _ in 0..=MAX_STRANGERS {
+        let (s, peer) = l.accept().map_err(LocalError::io("accept on loopback"))?;
+        if peer == from {
+            return Ok(s);
+        }
+    }
+    Err(LocalError::Protocol(format!(
+        "{MAX_STRANGERS} connections from other processes on the loopback listener, none ours"
+    )))
 }
 
 /// The far ends, from the descriptors [`create`] made (in its order).
@@ -171,4 +195,28 @@ pub fn adopt(numbers: &[RawFd]) -> Result<Vec<OwnedFd>, LocalError> {
         out.push(unsafe { OwnedFd::from_raw_fd(n) });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another process's connection first in the listener's queue is not
+    /// taken for ours (it would have received the test's messages).
+    #[test]
+    fn issue_28_the_loopback_listener_takes_only_our_connection() {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("listen");
+        let addr = l.local_addr().expect("addr");
+        let stranger = TcpStream::connect(addr).expect("stranger");
+        let ours = TcpStream::connect(addr).expect("ours");
+        let b = accept_from(&l, ours.local_addr().expect("addr")).expect("accept");
+        assert_eq!(
+            b.peer_addr().expect("peer"),
+            ours.local_addr().expect("addr")
+        );
+        assert_ne!(
+            b.peer_addr().expect("peer"),
+            stranger.local_addr().expect("addr")
+        );
+    }
 }

@@ -161,6 +161,13 @@ pub struct Hello {
     /// its Accept lacks `heartbeat_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_ms: Option<u32>,
+    /// `--transport unix`: the client's uid. The server takes the test's
+    /// Unix data connections only from processes of this uid
+    /// (`SO_PEERCRED`), so another local user who finds the listener in
+    /// `/proc/net/unix` cannot take a stream. A server refuses a unix test
+    /// without it (an older client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_uid: Option<u32>,
 }
 
 /// Server's answer to an acceptable `Hello`.
@@ -187,6 +194,11 @@ pub struct Accept {
     /// then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_ms: Option<u32>,
+    /// `--transport unix`: the abstract name the server listens on for
+    /// this test's data connections ([`unix_data_name`]: random, not
+    /// derived from the token). An older server's Accept lacks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_name: Option<String>,
 }
 
 /// Why a server refused a test.
@@ -553,13 +565,27 @@ pub fn classify_greeting(first: &[u8]) -> Greeting {
     }
 }
 
+/// Random bytes in a `--transport unix` data socket name.
+pub const UNIX_NAME_RANDOM: usize = 16;
+const UNIX_NAME_PREFIX: &str = "linerate-data-";
+
 /// The abstract Unix socket name (no file: it lives in the network
 /// namespace and goes when the server closes it) on which the server
-/// takes a `--transport unix` test's data connections: derived from the
-/// test's token, so the Accept needs no new field.
-pub fn unix_data_name(token: &Token) -> String {
-    let hex: String = token.0.iter().map(|b| format!("{b:02x}")).collect();
-    format!("linerate-data-{hex}")
+/// takes a `--transport unix` test's data connections, from fresh random
+/// bytes. Not derived from the token: every local user can read bound
+/// names in `/proc/net/unix`, and the token must stay secret (it admits
+/// TCP data connections too). The name travels in the Accept.
+pub fn unix_data_name(random: &[u8; UNIX_NAME_RANDOM]) -> String {
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{UNIX_NAME_PREFIX}{hex}")
+}
+
+/// Whether `name` is one [`unix_data_name`] makes: a client connects only
+/// to such a name, whatever a hostile server sends.
+pub fn is_unix_data_name(name: &str) -> bool {
+    name.strip_prefix(UNIX_NAME_PREFIX).is_some_and(|hex| {
+        hex.len() == 2 * UNIX_NAME_RANDOM && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    })
 }
 
 #[cfg(test)]
@@ -593,6 +619,23 @@ mod tests {
         assert_eq!(data_greeting(b"x"), DataGreeting::Other);
     }
 
+    #[test]
+    fn issue_28_unix_data_names_are_random_and_checked() {
+        let name = unix_data_name(&[0x5a; UNIX_NAME_RANDOM]);
+        assert_eq!(name, format!("linerate-data-{}", "5a".repeat(16)));
+        assert!(is_unix_data_name(&name));
+        for bad in [
+            "",
+            "linerate-data-",
+            "linerate-data-zz5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a",
+            "other-5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a",
+            &format!("{name}00"),
+            "linerate-data-5a5a\0/../5a5a5a5a5a5a5a5a5a5a5a5a5a",
+        ] {
+            assert!(!is_unix_data_name(bad), "{bad:?}");
+        }
+    }
+
     fn sample_messages() -> Vec<Message> {
         vec![
             Message::Hello(Hello {
@@ -601,6 +644,7 @@ mod tests {
                 spec: TestSpec::default(),
                 server_engine: Some("uring".into()),
                 heartbeat_ms: Some(250),
+                unix_uid: Some(1000),
             }),
             Message::Accept(Accept {
                 spec: TestSpec::default(),
@@ -610,6 +654,7 @@ mod tests {
                 udp_ports: vec![40000, 40001],
                 server_engine: Some("uring".into()),
                 heartbeat_ms: Some(250),
+                unix_name: Some(unix_data_name(&[0xab; UNIX_NAME_RANDOM])),
             }),
             Message::Refuse(Refuse {
                 code: RefuseCode::Busy,

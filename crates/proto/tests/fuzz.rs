@@ -111,6 +111,7 @@ fn frames() -> Vec<Vec<u8>> {
             spec: TestSpec::default(),
             server_engine: None,
             heartbeat_ms: None,
+            unix_uid: None,
         }),
         Message::Hello(Hello {
             protocol: PROTOCOL_VERSION,
@@ -118,6 +119,7 @@ fn frames() -> Vec<Vec<u8>> {
             spec: udp,
             server_engine: None,
             heartbeat_ms: None,
+            unix_uid: None,
         }),
         Message::DataHello(DataHello {
             token,
@@ -145,6 +147,7 @@ fn frames() -> Vec<Vec<u8>> {
             udp_ports: vec![],
             server_engine: None,
             heartbeat_ms: None,
+            unix_name: None,
         }),
     ]
     .iter()
@@ -226,6 +229,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 spec: TestSpec::default(),
                 server_engine: None,
                 heartbeat_ms: None,
+                unix_uid: None,
             }));
             let results = f[4].clone();
             vec![

@@ -29,8 +29,8 @@ use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, Se
 use linerate_proto::session::{SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE};
 use linerate_proto::spec::{Direction, Limit, RrSpec, TestKind, TestSpec};
 use linerate_proto::wire::{
-    self, ClockReply, DataHello, Hello, Message, Refuse, RefuseCode, Side, Token, WireError,
-    FRAME_VERSION, MAX_PAYLOAD, TOKEN_LEN,
+    self, Accept, ClockReply, DataHello, Hello, Message, Refuse, RefuseCode, Side, Token,
+    WireError, FRAME_VERSION, MAX_PAYLOAD, TOKEN_LEN,
 };
 use linerate_proto::PROTOCOL_VERSION;
 use proptest::prelude::*;
@@ -663,6 +663,7 @@ fn issue_28_frames_after_the_hello_wait_for_the_admission_decision() {
         spec: TestSpec::default(),
         server_engine: None,
         heartbeat_ms: None,
+        unix_uid: None,
     }));
     bytes.extend(wire::to_bytes(&Message::Start));
     let now = Instant::now();
@@ -711,6 +712,7 @@ fn protocol_version_mismatch_is_refused_with_version() {
         spec: TestSpec::default(),
         server_engine: None,
         heartbeat_ms: None,
+        unix_uid: None,
     }));
     p.deliver_to_server(&hello);
     let r = server_refusal(&p.server);
@@ -1192,6 +1194,7 @@ fn unexpected_frames_end_the_session() {
         udp_ports: vec![],
         server_engine: None,
         heartbeat_ms: None,
+        unix_name: None,
     })));
     assert!(matches!(
         client_error(&p.client),
@@ -1209,6 +1212,7 @@ fn unexpected_frames_end_the_session() {
         spec: TestSpec::default(),
         server_engine: None,
         heartbeat_ms: None,
+        unix_uid: None,
     })));
     assert_eq!(
         *server_error(&p.server),
@@ -1632,7 +1636,7 @@ fn issue_3_udp_handshake_carries_ports_and_send_done_both_ways() {
 fn issue_3_udp_bind_failure_refuses_and_tcp_ignores_send_done() {
     let mut p = Pair::new(udp_spec(Direction::Forward, 1));
     p.shuttle();
-    p.server.datagram_sockets_failed("no ports".into());
+    p.server.data_sockets_failed("no ports".into());
     p.shuttle();
     assert!(matches!(
         client_error(&p.client),
@@ -2076,4 +2080,94 @@ fn issue_10_a_client_refuses_an_absurd_heartbeat_interval() {
         client_error(&q.client),
         SessionError::Implausible { what: "Accept", why } if why.contains("heartbeat")
     ));
+}
+
+// ---------------------------------------------------------------------------
+// --transport unix (issue 28): a random name in the Accept, the client's uid
+// in the Hello
+// ---------------------------------------------------------------------------
+
+fn unix_spec() -> TestSpec {
+    let mut s = TestSpec {
+        direction: Direction::Reverse,
+        streams: 2,
+        ..TestSpec::default()
+    };
+    s.tcp.unix = true;
+    s
+}
+
+/// The server binds the listener (for the uid the client announced)
+/// before it accepts; the name it chose, not one derived from the token,
+/// reaches the client; the test then runs as any other.
+#[test]
+fn issue_28_unix_listener_is_bound_for_the_announced_uid_and_named_in_the_accept() {
+    let s = unix_spec();
+    let mut p = Pair::new(s.clone());
+    p.client = ClientSession::new(s.clone(), CLIENT_SW, p.now).with_unix_uid(4242);
+    p.shuttle();
+    let uid = p.server_actions.iter().find_map(|a| match a {
+        ServerAction::BindUnixListener { spec, uid } if *spec == s => Some(*uid),
+        _ => None,
+    });
+    assert_eq!(uid, Some(4242), "{:?}", p.server_actions);
+    assert!(
+        !p.server_actions
+            .iter()
+            .any(|a| matches!(a, ServerAction::ExpectStreams { .. })),
+        "no TCP route for a unix test's token"
+    );
+    assert!(p.client_actions.is_empty(), "no Accept before the listener");
+    let name = wire::unix_data_name(&[0x3c; wire::UNIX_NAME_RANDOM]);
+    p.server.unix_listener_bound(name.clone(), p.now);
+    p.shuttle();
+    let got = p.client_actions.iter().find_map(|a| match a {
+        ClientAction::OpenStreams { unix_name, .. } => unix_name.clone(),
+        _ => None,
+    });
+    assert_eq!(got, Some(name));
+    p.client.streams_opened(p.now);
+    p.attach_all(TOKEN, &s);
+    p.shuttle();
+    let (cr, sr) = p.finish(&s, true);
+    assert_completed(&p, &s, &cr, &sr);
+}
+
+/// A unix Hello without a uid (an older client) is refused; an Accept
+/// without a valid name (an older or hostile server) is refused by the
+/// client.
+#[test]
+fn issue_28_unix_tests_need_the_uid_and_a_valid_name() {
+    let mut p = Pair::new(unix_spec());
+    p.shuttle();
+    assert!(matches!(
+        client_error(&p.client),
+        SessionError::Refused {
+            code: RefuseCode::Invalid,
+            message,
+        } if message.contains("announce its uid")
+    ));
+    for bad in [None, Some("linerate-data-../../x".to_owned())] {
+        let s = unix_spec();
+        let mut c = ClientSession::new(s.clone(), CLIENT_SW, Instant::now()).with_unix_uid(1);
+        let _ = c.outbox().take();
+        c.receive(
+            &wire::to_bytes(&Message::Accept(Accept {
+                spec: s,
+                token: TOKEN,
+                notes: Vec::new(),
+                software: SERVER_SW.into(),
+                udp_ports: Vec::new(),
+                server_engine: None,
+                heartbeat_ms: None,
+                unix_name: bad.clone(),
+            })),
+            Instant::now(),
+        );
+        assert!(
+            matches!(client_error(&c), SessionError::Implausible { why, .. } if why.contains("data socket name")),
+            "{bad:?}: {:?}",
+            client_error(&c)
+        );
+    }
 }

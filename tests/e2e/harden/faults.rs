@@ -334,6 +334,7 @@ fn hostile_accept(edit: fn(&mut TestSpec)) -> std::process::Output {
             udp_ports: vec![],
             server_engine: None,
             heartbeat_ms: None,
+            unix_name: None,
         })]
     });
     run_client(

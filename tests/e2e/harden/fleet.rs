@@ -235,3 +235,27 @@ fn issue_10_systemd_unit_verifies() {
         "warnings about the unit: {err}"
     );
 }
+
+/// Idle connections to the metrics port do not hold a scrape up: with 12
+/// open and silent (each used to cost the next scrape its 2 s read
+/// limit), and with more than the responder serves at once (the oldest
+/// make room), a scrape is answered within a second.
+#[test]
+fn issue_28_idle_metrics_connections_do_not_delay_a_scrape() {
+    let (_server, addr) = metrics_server(&[]);
+    for idle in [12, 40] {
+        let held: Vec<TcpStream> = (0..idle)
+            .map(|_| TcpStream::connect(&addr).expect("idle connection"))
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        let t = std::time::Instant::now();
+        let text = http_get(&addr, "/metrics").expect("scrape");
+        let took = t.elapsed();
+        assert!(text.contains("linerate_active_tests"), "{text}");
+        assert!(
+            took < Duration::from_secs(1),
+            "{idle} idle: scrape took {took:?}"
+        );
+        drop(held);
+    }
+}

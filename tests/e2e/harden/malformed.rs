@@ -49,6 +49,7 @@ fn hello(spec: TestSpec) -> Vec<u8> {
         spec,
         server_engine: None,
         heartbeat_ms: None,
+        unix_uid: None,
     }))
 }
 

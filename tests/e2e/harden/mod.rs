@@ -8,6 +8,7 @@ mod faults;
 mod fleet;
 mod heartbeat;
 mod iperf3_udp;
+mod local_users;
 mod malformed;
 mod rate;
 mod soak;
@@ -54,6 +55,7 @@ impl Raw {
             spec,
             server_engine: None,
             heartbeat_ms: None,
+            unix_uid: None,
         }));
     }
 

@@ -46,15 +46,19 @@ pub struct Iperf3Format {
 
 /// The UDP socket an iperf3 server listens on for connect datagrams: the
 /// control connection's local address and the server's port, with
-/// SO_REUSEADDR (each accepted stream keeps the port, connected to its
-/// client, while a fresh socket takes the next client).
+/// SO_REUSEPORT (each accepted stream keeps the port, connected to its
+/// client, while a fresh socket takes the next client). Not SO_REUSEADDR:
+/// with it, another local user could bind the same address and take the
+/// next connect datagram, and with it a stream; the kernel lets only this
+/// process's uid join a SO_REUSEPORT group, and a connected member still
+/// gets its client's datagrams first.
 pub fn udp_listener(local: SocketAddr) -> Result<UdpSocket, EngineError> {
     let local = crate::socket::canonical(local);
     let domain = socket2::Domain::for_address(local);
     let s = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))
         .map_err(|e| EngineError::io("UDP socket", e))?;
-    s.set_reuse_address(true)
-        .map_err(|e| EngineError::io("SO_REUSEADDR", e))?;
+    s.set_reuse_port(true)
+        .map_err(|e| EngineError::io("SO_REUSEPORT", e))?;
     s.bind(&local.into())
         .map_err(|e| EngineError::io(format!("bind UDP {local}"), e))?;
     Ok(s.into())

@@ -269,3 +269,25 @@ fn issue_9_iperf3_streams_move_many_datagrams_per_call_with_the_batch_engine() {
     assert!(b.gro && b.gro_super_buffers > 0, "{b:?}");
     assert!(rx_end.calls * 40 <= count, "{} GRO calls", rx_end.calls);
 }
+
+/// The listener is bound without SO_REUSEADDR: a socket that asks for it
+/// cannot bind the same address and take the next connect datagram
+/// (another uid is kept out of SO_REUSEPORT by the kernel; the e2e test
+/// `issue_28_another_user_cannot_bind_the_iperf3_udp_listener` runs it
+/// as `nobody`).
+#[test]
+fn issue_28_iperf3_udp_listener_cannot_be_shared_by_so_reuseaddr() {
+    let listener = udp_listener("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let s = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )
+    .expect("socket");
+    s.set_reuse_address(true).expect("SO_REUSEADDR");
+    assert!(
+        s.bind(&addr.into()).is_err(),
+        "a SO_REUSEADDR socket bound the listener's address"
+    );
+}

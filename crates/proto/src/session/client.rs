@@ -44,6 +44,9 @@ pub enum ClientAction {
         server_software: String,
         /// UDP: the server's data port of each stream, in plan order.
         udp_ports: Vec<u16>,
+        /// `--transport unix`: the server's abstract name for this test's
+        /// data connections (checked: [`crate::wire::is_unix_data_name`]).
+        unix_name: Option<String>,
     },
     /// Start moving data; Start time is now.
     StartStreams,
@@ -127,6 +130,8 @@ pub struct ClientSession {
     heartbeat_offer: Option<u32>,
     heartbeat_agreed: Option<u32>,
     heartbeat: Option<Heartbeat>,
+    /// `--transport unix`: this process's uid, announced in the Hello.
+    unix_uid: Option<u32>,
 }
 
 impl ClientSession {
@@ -150,6 +155,7 @@ impl ClientSession {
             heartbeat_offer: None,
             heartbeat_agreed: None,
             heartbeat: None,
+            unix_uid: None,
         };
         session.queue_hello();
         session
@@ -165,7 +171,19 @@ impl ClientSession {
             spec: self.asked.clone(),
             server_engine: self.asked_engine.clone(),
             heartbeat_ms: self.heartbeat_offer,
+            unix_uid: self.unix_uid,
         }));
+    }
+
+    /// `--transport unix`: announces this process's `uid`, the only one
+    /// the server takes the test's Unix data connections from. Call before
+    /// [`Self::with_auth`]: it rewrites the queued Hello.
+    pub fn with_unix_uid(mut self, uid: u32) -> Self {
+        if self.asked.tcp.unix {
+            self.unix_uid = Some(uid);
+            self.queue_hello();
+        }
+        self
     }
 
     /// Asks the server to run its side with `engine` (`--server-engine`).
@@ -341,6 +359,17 @@ impl ClientSession {
                     }
                     self.heartbeat_agreed = Some(ms);
                 }
+                if a.spec.tcp.unix
+                    && !a
+                        .unix_name
+                        .as_deref()
+                        .is_some_and(crate::wire::is_unix_data_name)
+                {
+                    let why = "--transport unix: the server sent no valid data socket name \
+                               (an older server: upgrade it)"
+                        .to_owned();
+                    return self.refuse_peer("Accept", why);
+                }
                 self.spec = Some(a.spec.clone());
 
                 self.deadline = Some(now + HANDSHAKE_TIMEOUT);
@@ -443,6 +472,7 @@ impl ClientSession {
             notes: a.notes,
             server_software: a.software,
             udp_ports: a.udp_ports,
+            unix_name: a.unix_name,
         });
         self.state = if none {
             State::AwaitStart

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  AwaitHello --Hello--> AwaitAdmission --admitted--> AwaitStreams --all attached--> Running --both results--> Done
-//!      |                      |      \--UDP--> AwaitPorts --ports bound--/
+//!      |                      |      \--UDP, unix--> AwaitPorts --bound--/
 //!      |                      \--busy / bad spec--> Refused (Refuse frame sent)
 //!      \--bad version / no key / bad proof--> Refused
 //! ```
@@ -22,7 +22,11 @@
 //! binds one socket per stream ([`ServerAction::BindDatagramSockets`]) and
 //! reports the ports ([`ServerSession::datagram_sockets_bound`]); they travel
 //! in the Accept, and the client's greeting datagrams on them attach the
-//! streams. During a UDP test each side announces the end of its senders
+//! streams. `--transport unix` goes the same way: the I/O layer binds the
+//! test's Unix listener at a random name ([`ServerAction::BindUnixListener`],
+//! [`ServerSession::unix_listener_bound`]) that travels in the Accept, and
+//! takes connections on it only from the uid the client's Hello announced.
+//! During a UDP test each side announces the end of its senders
 //! with `SendDone`, which the peer's I/O layer turns into the receivers'
 //! drain.
 //!
@@ -77,8 +81,14 @@ pub enum ServerAction {
     ExpectStreams { token: Token, spec: TestSpec },
     /// UDP: bind one data socket per stream of `spec`'s plan, then call
     /// [`ServerSession::datagram_sockets_bound`] with their ports (or
-    /// [`ServerSession::datagram_sockets_failed`]).
+    /// [`ServerSession::data_sockets_failed`]).
     BindDatagramSockets { token: Token, spec: TestSpec },
+    /// `--transport unix`: listen for `spec`'s data connections at a fresh
+    /// random name ([`crate::wire::unix_data_name`]), taking connections
+    /// only from processes of `uid` (`SO_PEERCRED`), then call
+    /// [`ServerSession::unix_listener_bound`] with the name (or
+    /// [`ServerSession::data_sockets_failed`]).
+    BindUnixListener { spec: TestSpec, uid: u32 },
     /// UDP: the client's senders finished; let the receivers drain and stop.
     PeerSendDone(SendDone),
     /// All streams attached and Start sent: start moving data now.
@@ -544,20 +554,25 @@ impl ServerSession {
                     token: self.token,
                     spec: n.spec.clone(),
                 });
-                self.state = State::AwaitPorts { notes: n.notes };
-                self.spec = Some(n.spec);
-                self.deadline = Some(now + handshake(&self.limits));
+                self.await_ports(n, now);
+            }
+            Ok(n) if n.spec.tcp.unix => {
+                let Some(uid) = h.unix_uid else {
+                    return self.refuse(
+                        RefuseCode::Invalid,
+                        "--transport unix needs the client to announce its uid \
+                         (a client older than this server: upgrade it)"
+                            .into(),
+                    );
+                };
+                self.actions.push_back(ServerAction::BindUnixListener {
+                    spec: n.spec.clone(),
+                    uid,
+                });
+                self.await_ports(n, now);
             }
             Ok(n) => {
-                self.outbox.push(&Message::Accept(Accept {
-                    spec: n.spec.clone(),
-                    token: self.token,
-                    notes: n.notes,
-                    software: self.software.clone(),
-                    udp_ports: Vec::new(),
-                    server_engine: self.server_engine.clone(),
-                    heartbeat_ms: self.heartbeat_agreed,
-                }));
+                self.send_accept(n.spec.clone(), n.notes, Vec::new(), None);
                 self.actions.push_back(ServerAction::ExpectStreams {
                     token: self.token,
                     spec: n.spec.clone(),
@@ -567,14 +582,44 @@ impl ServerSession {
                 if plan.is_empty() {
                     self.start(now);
                 } else {
-                    self.state = State::AwaitStreams {
-                        plan,
-                        attached: BTreeSet::new(),
-                    };
-                    self.deadline = Some(now + handshake(&self.limits));
+                    self.await_streams(plan, now);
                 }
             }
         }
+    }
+
+    /// Waits for the I/O layer's data sockets before the Accept.
+    fn await_ports(&mut self, n: Negotiated, now: Instant) {
+        self.state = State::AwaitPorts { notes: n.notes };
+        self.spec = Some(n.spec);
+        self.deadline = Some(now + handshake(&self.limits));
+    }
+
+    fn await_streams(&mut self, plan: Vec<StreamPlan>, now: Instant) {
+        self.state = State::AwaitStreams {
+            plan,
+            attached: BTreeSet::new(),
+        };
+        self.deadline = Some(now + handshake(&self.limits));
+    }
+
+    fn send_accept(
+        &mut self,
+        spec: TestSpec,
+        notes: Vec<String>,
+        udp_ports: Vec<u16>,
+        unix_name: Option<String>,
+    ) {
+        self.outbox.push(&Message::Accept(Accept {
+            spec,
+            token: self.token,
+            notes,
+            software: self.software.clone(),
+            udp_ports,
+            server_engine: self.server_engine.clone(),
+            heartbeat_ms: self.heartbeat_agreed,
+            unix_name,
+        }));
     }
 
     /// UDP: the data sockets are bound; `ports` in plan order. Sends the
@@ -583,6 +628,7 @@ impl ServerSession {
         let State::AwaitPorts { notes } = &mut self.state else {
             return;
         };
+        let notes = std::mem::take(notes);
         let Some(spec) = self.spec.clone() else {
             return;
         };
@@ -599,28 +645,32 @@ impl ServerSession {
             }));
             return self.fail(SessionError::Stream(msg));
         }
-        self.outbox.push(&Message::Accept(Accept {
-            spec,
-            token: self.token,
-            notes: std::mem::take(notes),
-            software: self.software.clone(),
-            udp_ports: ports,
-            server_engine: self.server_engine.clone(),
-            heartbeat_ms: self.heartbeat_agreed,
-        }));
-        self.state = State::AwaitStreams {
-            plan,
-            attached: BTreeSet::new(),
-        };
-        self.deadline = Some(now + handshake(&self.limits));
+        self.send_accept(spec, notes, ports, None);
+        self.await_streams(plan, now);
     }
 
-    /// UDP: the data sockets could not be bound; refuse the test.
-    pub fn datagram_sockets_failed(&mut self, why: String) {
+    /// `--transport unix`: the test's listener is bound at `name`. Sends
+    /// the Accept that carries it.
+    pub fn unix_listener_bound(&mut self, name: String, now: Instant) {
+        let State::AwaitPorts { notes } = &mut self.state else {
+            return;
+        };
+        let notes = std::mem::take(notes);
+        let Some(spec) = self.spec.clone() else {
+            return;
+        };
+        let plan = spec.stream_plan();
+        self.send_accept(spec, notes, Vec::new(), Some(name));
+        self.await_streams(plan, now);
+    }
+
+    /// The data sockets (UDP's, or the Unix listener) could not be bound;
+    /// refuse the test.
+    pub fn data_sockets_failed(&mut self, why: String) {
         if matches!(self.state, State::AwaitPorts { .. }) {
             self.refuse(
                 RefuseCode::Internal,
-                format!("server cannot open its UDP data sockets: {why}"),
+                format!("server cannot open its data sockets: {why}"),
             );
         }
     }
