@@ -498,7 +498,9 @@ fn issue_28_iface_escapes_interface_names() {
     // space are refused): a name that would recolour and ring a terminal.
     let hostile = "ev\x1b[31m\x07";
     let made = std::process::Command::new("ip")
-        .args(["-n", &pair.a, "link", "add", hostile, "type", "veth", "peer", "name", "evp"])
+        .args([
+            "-n", &pair.a, "link", "add", hostile, "type", "veth", "peer", "name", "evp",
+        ])
         .status()
         .expect("ip");
     if !made.success() {
@@ -509,7 +511,10 @@ fn issue_28_iface_escapes_interface_names() {
         let out = run_client_in(Some(&pair.a), args, Duration::from_secs(10));
         assert_ok(&out, args);
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(!text.contains('\x1b') && !text.contains('\x07'), "{args:?}: {text:?}");
+        assert!(
+            !text.contains('\x1b') && !text.contains('\x07'),
+            "{args:?}: {text:?}"
+        );
         assert!(text.contains("ev\\u{1b}[31m\\u{7}"), "{args:?}: {text}");
     }
     let out = run_client_in(Some(&pair.a), &["iface", "nosuch"], Duration::from_secs(10));
