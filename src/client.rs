@@ -18,7 +18,7 @@ use linerate_proto::auth::ClientAuth;
 use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement};
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::heartbeat::HEARTBEAT_INTERVAL;
-use linerate_proto::session::SessionError;
+use linerate_proto::session::{EarlyStop, SessionError};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{RefuseCode, Side, Token};
 use linerate_report::build;
@@ -91,6 +91,7 @@ pub fn run_native(
         start_unix_ms: 0,
         token: None,
         last_interval: None,
+        output_closed: false,
     };
     let driven = control::drive(&mut test, &mut ctrl);
     if driven.is_ok() && matches!(test.session.outcome(), Some(Ok(_))) {
@@ -124,6 +125,10 @@ struct ClientTest<'a, 's> {
     token: Option<Token>,
     /// The interval before the one being relayed (its TCP_INFO totals).
     last_interval: Option<IntervalMeasurement>,
+    /// Standard output was closed under us (`linerate … | head -1`): the
+    /// reader has what it wanted, so the test stops as for Ctrl-C and ends
+    /// quietly (issue 28).
+    output_closed: bool,
 }
 
 impl ControlSide for ClientTest<'_, '_> {
@@ -142,7 +147,7 @@ impl ControlSide for ClientTest<'_, '_> {
     }
 
     fn turn(&mut self, _: &ControlConn) -> bool {
-        if !INTERRUPTED.load(Ordering::Relaxed)
+        if !(INTERRUPTED.load(Ordering::Relaxed) || self.output_closed)
             || self.session.is_finished()
             || self.session.stopped_early()
         {
@@ -156,6 +161,8 @@ impl ControlSide for ClientTest<'_, '_> {
             if let Some(run) = &self.run {
                 run.stop();
             }
+        } else if self.output_closed {
+            self.session.abort("the client's output was closed");
         } else {
             self.session.abort("interrupted by the user");
         }
@@ -170,7 +177,7 @@ impl ControlSide for ClientTest<'_, '_> {
         let flows = build::flows(self.session.spec().unwrap_or(&TestSpec::default()));
         let record = build::interval_record(Side::Client, &m, self.last_interval.as_ref(), &flows);
         self.last_interval = Some(m);
-        self.sink.interval(&record).context("writing output")
+        self.write_out(|sink| sink.interval(&record))
     }
 
     fn rr_phase(&mut self, flows: Vec<RrFlowMeasurement>) -> Result<()> {
@@ -186,7 +193,7 @@ impl ControlSide for ClientTest<'_, '_> {
         if self.session.stopped_early() && rec.transactions == 0 && rec.lost == 0 {
             return Ok(());
         }
-        self.sink.rr_phase(&rec).context("writing output")
+        self.write_out(|sink| sink.rr_phase(&rec))
     }
 
     fn idle_wait(&self) -> Duration {
@@ -195,6 +202,24 @@ impl ControlSide for ClientTest<'_, '_> {
 }
 
 impl<'a> ClientTest<'a, '_> {
+    /// Writes to the output with `write`; once the reader has closed it,
+    /// writes nothing more and lets the next turn stop the test.
+    fn write_out(
+        &mut self,
+        write: impl FnOnce(&mut dyn Sink) -> std::io::Result<()>,
+    ) -> Result<()> {
+        if self.output_closed {
+            return Ok(());
+        }
+        match write(&mut *self.sink) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.output_closed = true;
+                Ok(())
+            }
+            r => r.context("writing output"),
+        }
+    }
+
     /// What the client does for each of its session's actions.
     fn carry_out(&mut self, action: ClientAction, ctrl: &mut ControlConn) -> Result<()> {
         match action {
@@ -231,7 +256,8 @@ impl<'a> ClientTest<'a, '_> {
                 let spec = self.session.spec().cloned().unwrap_or_default();
                 if let Some(info) = &mut self.info {
                     info.start_unix_ms = self.start_unix_ms;
-                    self.sink.start(info).context("writing output")?;
+                    let info = info.clone();
+                    self.write_out(|sink| sink.start(&info))?;
                 }
                 let pending = std::mem::take(&mut self.pending);
                 let token = self.token.context("test started without a token")?;
@@ -247,6 +273,12 @@ impl<'a> ClientTest<'a, '_> {
                 if let Some(run) = &self.run {
                     let spec = self.session.spec().cloned().unwrap_or_default();
                     run.peer_send_done(&done.streams, ctrl.drain_period(&spec));
+                }
+            }
+            // The server is shutting down: as for our own Ctrl-C.
+            ClientAction::StopStreams => {
+                if let Some(run) = &self.run {
+                    run.stop();
                 }
             }
             ClientAction::AbortStreams => {
@@ -317,12 +349,16 @@ impl<'a> ClientTest<'a, '_> {
                 info.server_engine = remote.engine.clone();
                 info.server_ld_preload = remote.ld_preload.clone();
                 let mut notes = self.notes.clone();
-                let interrupted = self.session.stopped_early();
-                if interrupted {
-                    notes.push(
-                        "interrupted by the user before the test's limit: the figures cover the time until then"
-                            .into(),
-                    );
+                let stop = self.session.early_stop();
+                let interrupted = stop.is_some();
+                if let Some(stop) = stop {
+                    let who = match stop {
+                        EarlyStop::ByServer => {
+                            "the server stopped the test before its limit (it is shutting down)"
+                        }
+                        EarlyStop::ByClient => "interrupted by the user before the test's limit",
+                    };
+                    notes.push(format!("{who}: the figures cover the time until then"));
                 }
                 let entry = test_type::of(&spec);
                 let mut report = Report {
@@ -334,7 +370,12 @@ impl<'a> ClientTest<'a, '_> {
                         report.notes.push(build::keep_phases_run(rr));
                     }
                 }
-                self.sink.finish(&report).context("writing output")?;
+                self.write_out(|sink| sink.finish(&report))?;
+                if self.output_closed {
+                    // Ends quietly with status 0 (main: a closed stdout).
+                    let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+                    return Err(anyhow::Error::from(closed).context("writing output").into());
+                }
                 if let Some(e) = report
                     .streams
                     .iter()
@@ -344,10 +385,11 @@ impl<'a> ClientTest<'a, '_> {
                     return Err(anyhow!("a data stream failed: {e}").into());
                 }
                 (entry.check)(&spec, &report)?;
-                if interrupted {
-                    return Err(ClientError::Interrupted { reported: true });
+                match stop {
+                    Some(EarlyStop::ByServer) => Err(ClientError::ServerStopped),
+                    Some(EarlyStop::ByClient) => Err(ClientError::Interrupted { reported: true }),
+                    None => Ok(report),
                 }
-                Ok(report)
             }
             Some(Err(SessionError::Refused { code, message })) => {
                 let what = match code {

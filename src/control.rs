@@ -225,6 +225,15 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
         }
         if let Some(mut results) = side.run().and_then(|r| r.try_finish()) {
             results.ld_preload = crate::about::ld_preload();
+            // Whether the data's interface splits GSO runs (the report's
+            // packet-rate note).
+            if let Some(i) = results
+                .kernel_udp
+                .as_mut()
+                .and_then(|k| k.interface.as_mut())
+            {
+                i.driver = linerate_host::ethtool::driver(&i.name);
+            }
             side.session().local_finished(results, Instant::now());
             continue;
         }

@@ -63,7 +63,16 @@ fn main() -> ExitCode {
             let written = std::io::stdout().lock().write_all(text);
             return exit(written.map_err(anyhow::Error::from), Format::Human);
         }
-        cli::Command::Server(_) => {}
+        // First Ctrl-C: stop running tests as at their limit (the clients
+        // are told and still get what was measured), then exit; a second
+        // one: the default, immediate exit.
+        cli::Command::Server(_) => {
+            let _ = ctrlc::set_handler(|| {
+                if server::STOPPING.swap(true, Ordering::Relaxed) {
+                    std::process::exit(130);
+                }
+            });
+        }
         cli::Command::MsgPeer(cfg) => {
             // Ctrl-C in the terminal reaches this process too: the client
             // ends the run and this process with it.
@@ -189,7 +198,7 @@ impl From<outcome::ClientError> for Failure {
             _ => false,
         };
         Failure {
-            reported: matches!(e, outcome::ClientError::Interrupted { reported: true }),
+            reported: e.reported(),
             message: format!("{e:#}"),
             code,
             closed_stdout,

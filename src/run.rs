@@ -31,10 +31,7 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
     let result = run_to(cfg, &mut sink);
     // `--plot`: of the test, or of what an interrupted one measured.
     if let (Some(path), Some(report)) = (&cfg.plot, &sink.report) {
-        if matches!(
-            &result,
-            Ok(_) | Err(ClientError::Interrupted { reported: true })
-        ) {
+        if result.as_ref().map_or_else(ClientError::reported, |_| true) {
             let svg = linerate_report::plot_extra::intervals_svg(report)
                 .with_context(|| format!("plotting {}", path.display()))?;
             std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
@@ -116,7 +113,7 @@ pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
         }
         // Interrupted with a report of what was measured: the files asked
         // for hold that too (issue 13).
-        Err(e @ ClientError::Interrupted { reported: true }) => {
+        Err(e) if e.reported() => {
             if let Some(report) = &sink.report {
                 export(cfg, report)?;
             }

@@ -30,6 +30,7 @@ use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::rr_core::SpinMode;
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
+use linerate_proto::session::EarlyStop;
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{
     classify_greeting, DataHello, Greeting, Message, RefuseCode, Side, Token, TOKEN_LEN,
@@ -53,6 +54,17 @@ use crate::watch::{IdleWatch, RateWatch};
 use udp_attach::PendingDatagram;
 
 type DataRoute = Sender<(DataHello, TcpStream)>;
+
+/// Set by the server's SIGINT handler: stop accepting, stop the running
+/// tests as at their limit (each client is told and still gets both
+/// sides' results), then exit ([`SHUTDOWN_GRACE`] at most).
+pub static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// How long a stopping server waits for its tests to exchange results.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// What a stopping server tells a client whose test had not started.
+const SHUTDOWN_REASON: &str = "the server is shutting down (its operator stopped it)";
 
 /// Where a test's data connections go.
 #[derive(Clone)]
@@ -93,6 +105,15 @@ struct Shared {
     json_lines: Option<JsonLines>,
     /// `--max-total-rate`: the bit rate running tests share.
     rate_budget: Option<Arc<RateBudget>>,
+    /// This server stops on [`STOPPING`] (the embedded one ends with its
+    /// client, which handles Ctrl-C itself).
+    stops_on_signal: bool,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stops_on_signal && STOPPING.load(Ordering::Relaxed)
+    }
 }
 
 /// Runs a server until interrupted (or after one test with --once).
@@ -137,6 +158,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         metrics: Arc::new(Metrics::default()),
         json_lines: cfg.json_lines.as_deref().map(JsonLines::open).transpose()?,
         rate_budget: cfg.limits.max_total_rate_bps.map(RateBudget::new),
+        stops_on_signal: true,
     });
     if let Some(addr) = cfg.metrics {
         let bound = shared.metrics.serve(addr)?;
@@ -201,6 +223,7 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
         metrics: Arc::new(Metrics::default()),
         json_lines: None,
         rate_budget: None,
+        stops_on_signal: false,
     });
     let server = Arc::clone(&shared);
     let handle = std::thread::Builder::new()
@@ -232,6 +255,16 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()>
     let mut spin: Option<AcceptSpin> = None;
     loop {
         if once && shared.test_ended.load(Ordering::Acquire) {
+            break;
+        }
+        if shared.stopping() {
+            log!("linerate server: stopping: running tests end now, their clients get what was measured");
+            let until = Instant::now() + SHUTDOWN_GRACE;
+            while Instant::now() < until && sessions.iter().any(|h| !h.is_finished()) {
+                std::thread::sleep(ACCEPT_TICK);
+            }
+            // What did not finish in time ends with the process.
+            sessions.retain(|h| !h.is_finished());
             break;
         }
         sessions.retain(|h| !h.is_finished());
@@ -642,6 +675,7 @@ fn run_control(
         idle: None,
         rate_watch: None,
         unix: None,
+        shutting_down: false,
     };
     // The server's side never fails the loop: errors end the session.
     let _ = control::drive(&mut test, &mut ctrl);
@@ -690,6 +724,8 @@ struct ServerTest<'a> {
     rate_watch: Option<RateWatch>,
     /// `--transport unix`: the test's Unix data listener until Start.
     unix: Option<unix_attach::UnixData>,
+    /// The session was told the server is shutting down ([`STOPPING`]).
+    shutting_down: bool,
 }
 
 impl ControlSide for ServerTest<'_> {
@@ -716,6 +752,11 @@ impl ControlSide for ServerTest<'_> {
     }
 
     fn turn(&mut self, _: &ControlConn) -> bool {
+        if !self.shutting_down && self.shared.stopping() {
+            self.shutting_down = true;
+            self.session.shutdown(SHUTDOWN_REASON);
+            return true;
+        }
         while let Ok((hello, sock)) = self.route_rx.try_recv() {
             self.attach(hello, sock);
         }
@@ -897,10 +938,12 @@ impl ServerTest<'_> {
                 if let Some(run) = &self.run {
                     run.stop();
                 }
-                self.notes.push(
-                    "the client stopped the test before its limit (its user interrupted it); the figures cover the time until then"
-                        .into(),
-                );
+                let who = match self.session.early_stop() {
+                    Some(EarlyStop::ByServer) => "the server stopped the test before its limit (its operator stopped the server)",
+                    _ => "the client stopped the test before its limit (its user interrupted it, or its output was closed)",
+                };
+                self.notes
+                    .push(format!("{who}; the figures cover the time until then"));
             }
             ServerAction::AbortStreams => {
                 self.attached.clear();

@@ -202,8 +202,8 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
             }))
         }
         // A refusal (parameters, version) ends the sweep: every trial
-        // would be refused alike.
-        Err(e @ ClientError::Refused(_)) => Err(e.into()),
+        // would be refused alike; so does a server that is shutting down.
+        Err(e @ (ClientError::Refused(_) | ClientError::ServerStopped)) => Err(e.into()),
         Err(ClientError::Interrupted { .. }) => Ok(None),
         Err(ClientError::Failed(_))
             if outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) =>

@@ -204,7 +204,10 @@ fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
     let restore = applied["restore_command"]
         .as_str()
         .expect("restore command");
-    assert!(restore.starts_with("sysctl -w "), "{restore}");
+    assert!(
+        restore.starts_with(&format!("ip netns exec {ns} sysctl -w ")),
+        "{restore}"
+    );
     if Command::new("sysctl").arg("-V").output().is_ok() {
         sh_in(ns, restore).expect("restore");
         assert_eq!(sysctl_in(ns, "net.ipv4.tcp_rmem"), "4096 87380 1048576");
@@ -519,4 +522,50 @@ fn issue_28_iface_escapes_interface_names() {
     }
     let out = run_client_in(Some(&pair.a), &["iface", "nosuch"], Duration::from_secs(10));
     assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
+}
+
+/// `doctor` advice fits the path (issue 28): on a path limited to 1400
+/// bytes by its route, no jumbo frames are suggested; on a plain 1500
+/// Ethernet path they are, saying what must match; `--apply`'s restore
+/// command runs in the namespace doctor ran in.
+#[test]
+fn issue_28_doctor_mtu_advice_fits_the_path_and_restore_names_the_namespace() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let pair = NetPair::new("dm", 1500).expect("namespaces");
+    let ns = &pair.a;
+    let plain = json_in(ns, &["doctor", "--for", "tcp", ADDR_B, "--json"]);
+    let mtu = check(&plain, "route MTU");
+    assert_eq!(mtu["status"], "warn", "{mtu}");
+    let fix = mtu["fix"].as_str().expect("fix");
+    assert!(
+        fix.contains("every hop") && fix.contains(ADDR_B) && fix.contains("mtu 9000"),
+        "{fix}"
+    );
+    // The route to B now carries 1400-byte packets only.
+    sh_in(ns, &format!("ip route add {ADDR_B}/32 dev va mtu 1400")).expect("route");
+    let limited = json_in(ns, &["doctor", "--for", "tcp", ADDR_B, "--json"]);
+    let mtu = check(&limited, "route MTU");
+    assert!(
+        mtu["value"].as_str().expect("mtu").starts_with("1400 "),
+        "{mtu}"
+    );
+    assert_eq!(mtu["status"], "ok", "{mtu}");
+    assert!(mtu.get("fix").is_none(), "no jumbo advice: {mtu}");
+    assert!(
+        mtu["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("no jumbo frames")),
+        "{mtu}"
+    );
+    sh_in(ns, "echo 128 > /proc/sys/net/core/somaxconn").expect("somaxconn");
+    let applied = json_in(ns, &["doctor", "--for", "latency", "--apply", "--json"]);
+    let restore = applied["restore_command"].as_str().expect("restore");
+    assert_eq!(
+        restore,
+        format!("ip netns exec {ns} sysctl -w net.core.somaxconn=128"),
+        "{applied}"
+    );
 }

@@ -658,3 +658,39 @@ fn issue_9_deep_buffered_receivers_coalesce_and_count_exactly() {
         );
     }
 }
+
+/// `udp -b 0 -l 64` over loopback and across a veth pair (issue 28): the
+/// report says these paths never split GSO runs into packets, so its
+/// datagrams/s are not NIC packets/s.
+#[test]
+fn issue_28_datagram_rates_on_loopback_and_veth_are_not_nic_packets() {
+    let says = |r: &Value, path: &str| {
+        r["notes"].as_array().is_some_and(|n| {
+            n.iter().any(|n| {
+                n.as_str().is_some_and(|n| {
+                    n.contains(&format!("crossed {path},"))
+                        && n.contains("not packets/s a NIC would carry")
+                })
+            })
+        })
+    };
+    let server = Server::start(&[]);
+    let p = server.port_str();
+    let args = ["udp", "127.0.0.1", "--port", &p, "-b", "0", "-l", "64"];
+    let r = json_client(&[&args[..], &["-t", "0.5", "--json"]].concat());
+    assert!(says(&r, "loopback"), "{}", r["notes"]);
+    if let Some(why) = crate::netns::unavailable() {
+        eprintln!("veth part skipped: {why}");
+        return;
+    }
+    let pair = NetPair::new("pk", 1500).expect("namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let p = server.port_str();
+    let args = [
+        "udp", ADDR_B, "--port", &p, "-b", "0", "-l", "64", "-t", "0.5", "--json",
+    ];
+    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(20));
+    assert_ok(&out, &args);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(says(&r, "a veth pair"), "{}", r["notes"]);
+}

@@ -132,11 +132,23 @@ fn issue_13_a_refused_test_does_not_consume_once() {
 }
 
 /// Sends SIGINT to `child` after `after`, then collects its output.
-fn interrupt(mut child: std::process::Child, after: Duration) -> std::process::Output {
+fn interrupt(child: std::process::Child, after: Duration) -> std::process::Output {
+    interrupt_after(child, after, true)
+}
+
+/// Waits `after`, sends SIGINT to `child` if `signal`, then collects its
+/// output (killing it if it has not exited within 20 s).
+fn interrupt_after(
+    mut child: std::process::Child,
+    after: Duration,
+    signal: bool,
+) -> std::process::Output {
     std::thread::sleep(after);
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+    if signal {
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+    }
     let done = eventually(Duration::from_secs(20), || {
         matches!(child.try_wait(), Ok(Some(_)))
     });
@@ -327,4 +339,97 @@ fn issue_28_refused_connections_say_to_start_a_server_and_i_0_prints_no_interval
         text.contains("sender") && text.contains("receiver"),
         "{text}"
     );
+}
+
+/// Ctrl-C of the server mid-test (issue 28): the server tells its client,
+/// which reports what both sides measured until then, marked interrupted
+/// and saying the server stopped it (exit 1); the server then exits.
+#[test]
+fn issue_28_server_ctrl_c_reports_what_was_measured() {
+    for mode in [&["tcp"][..], &["udp", "-R", "-b", "50M"]] {
+        let mut server = Server::start(&[]);
+        let p = server.port_str();
+        let mut args = mode.to_vec();
+        args.extend(["127.0.0.1", "--port", &p, "-t", "8", "--json"]);
+        let child = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(2500));
+        let _ = Command::new("kill")
+            .args(["-INT", &server.child.id().to_string()])
+            .status();
+        let out = interrupt_after(child, Duration::ZERO, false);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let r: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: one JSON report: {e}: {err}"));
+        assert_eq!(r["interrupted"], true, "{args:?}");
+        assert!(
+            r["notes"]
+                .to_string()
+                .contains("the server stopped the test"),
+            "{args:?}: {}",
+            r["notes"]
+        );
+        if args[0] == "tcp" {
+            assert_streams_balanced(&r);
+        }
+        for s in r["streams"].as_array().expect("streams") {
+            let secs = f(&s["receiver"]["seconds"]);
+            assert!(secs > 1.5 && secs < 7.0, "{args:?}: {secs} s");
+        }
+        assert!(err.contains("the server stopped the test"), "{err}");
+        assert!(
+            eventually(Duration::from_secs(10), || !server.alive()),
+            "{args:?}: the server still runs after Ctrl-C"
+        );
+    }
+}
+
+/// `linerate tcp -t 5 | head -1` (issue 28): the closed output stops the
+/// test as Ctrl-C does — the client exits 0 at once and quietly, and the
+/// server records a stopped test (its `--json-lines-file` record, marked
+/// interrupted), not a failed one.
+#[test]
+fn issue_28_closed_stdout_ends_the_test_quietly_on_both_sides() {
+    let dir = std::env::temp_dir().join(format!("linerate-head-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let jl = dir.join("tests.jsonl");
+    let _ = std::fs::remove_file(&jl);
+    let server = Server::start(&["--json-lines-file", jl.to_str().expect("utf-8 path")]);
+    let p = server.port_str();
+    let started = std::time::Instant::now();
+    let mut child = Command::new(bin())
+        .args(["tcp", "127.0.0.1", "--port", &p, "-t", "5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // `head -1`: one line, then the reader goes away.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).expect("a first byte");
+    drop(stdout);
+    let out = interrupt_after(child, Duration::ZERO, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "a closed stdout is a quiet exit");
+    assert!(
+        started.elapsed() < Duration::from_millis(4500),
+        "the test ran on for {:?} after its reader left",
+        started.elapsed()
+    );
+    let mut record = String::new();
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            record = std::fs::read_to_string(&jl).unwrap_or_default();
+            !record.is_empty()
+        }),
+        "the server recorded no test: it failed"
+    );
+    let r: Value = serde_json::from_str(record.trim()).expect("one record");
+    assert_eq!(r["interrupted"], true, "{record}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

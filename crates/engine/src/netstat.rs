@@ -174,6 +174,8 @@ pub fn delta(start: &KernelSnapshot) -> KernelUdp {
                 name: dev.clone(),
                 rx_dropped: rx.saturating_sub(*rx0),
                 tx_dropped: tx.saturating_sub(*tx0),
+                // Named by the caller (host insight reads drivers).
+                driver: None,
             }),
             _ => {
                 unmeasured.push(format!("interface {dev} vanished during the test"));

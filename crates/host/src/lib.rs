@@ -17,6 +17,7 @@ pub mod counters;
 pub mod doctor;
 pub mod ethtool;
 pub mod iface;
+pub mod netns;
 pub mod ping;
 pub mod render;
 pub mod route;

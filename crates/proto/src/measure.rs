@@ -344,6 +344,10 @@ pub struct InterfaceDrops {
     pub name: String,
     pub rx_dropped: u64,
     pub tx_dropped: u64,
+    /// The interface's driver as ethtool names it (`veth`, `ixgbe`, …),
+    /// when known: loopback and veth never split a GSO run into packets.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub driver: Option<String>,
 }
 
 /// One stream's share of one interval.

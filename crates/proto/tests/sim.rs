@@ -26,7 +26,9 @@ use linerate_proto::measure::{
 };
 use linerate_proto::session::client::{ClientAction, ClientSession};
 use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
-use linerate_proto::session::{SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE};
+use linerate_proto::session::{
+    EarlyStop, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE,
+};
 use linerate_proto::spec::{Direction, Limit, RrSpec, TestKind, TestSpec};
 use linerate_proto::wire::{
     self, Accept, ClockReply, DataHello, Hello, Message, Refuse, RefuseCode, Side, Token,
@@ -1425,6 +1427,50 @@ fn issue_13_stop_early_is_refused_before_the_test_runs() {
         let (mut p, _) = pair_at(stage, spec(Direction::Forward, 1));
         assert!(!p.client.stop_early(), "{stage:?}: not running yet");
         assert!(!p.client.stopped_early());
+    }
+}
+
+/// The server's operator stops it mid-test: the client is told with a
+/// Stop, stops its streams too, and both sides still exchange what they
+/// measured, each knowing the server stopped it.
+#[test]
+fn issue_28_server_shutdown_stops_the_test_and_both_sides_report() {
+    let (mut p, started) = pair_at(Stage::Running, spec(Direction::Forward, 1));
+    let (_, spec) = started.expect("running");
+    p.advance(Duration::from_secs(2));
+    p.server.shutdown("the server is shutting down");
+    p.server.shutdown("the server is shutting down");
+    p.shuttle();
+    assert_eq!(count(&p.server_actions, &ServerAction::StopStreams), 1);
+    assert_eq!(
+        count(&p.client_actions, &ClientAction::StopStreams),
+        1,
+        "{:?}",
+        p.client_actions
+    );
+    assert_eq!(p.server.early_stop(), Some(EarlyStop::ByServer));
+    assert_eq!(p.client.early_stop(), Some(EarlyStop::ByServer));
+    // The client's own Ctrl-C now has nothing left to stop.
+    assert!(!p.client.stop_early());
+    let (cr, sr) = p.finish(&spec, true);
+    assert_completed(&p, &spec, &cr, &sr);
+    assert_eq!(p.client_aborts(), 0);
+    assert_eq!(p.server_aborts(), 0);
+}
+
+/// A test not running yet when the server stops is aborted with the
+/// server's reason, which the client gets.
+#[test]
+fn issue_28_server_shutdown_before_the_test_runs_tells_the_client_why() {
+    for stage in [Stage::Accepted, Stage::Opened] {
+        let (mut p, _) = pair_at(stage, spec(Direction::Forward, 1));
+        p.server.shutdown("the server is shutting down");
+        p.shuttle();
+        assert_eq!(
+            *client_error(&p.client),
+            SessionError::PeerAborted("the server is shutting down".into()),
+            "{stage:?}"
+        );
     }
 }
 

@@ -447,6 +447,26 @@ fn kernel_view(
     }
 }
 
+/// The path of a UDP test whose both ends' data interfaces are loopback or
+/// veth (issue 28): such a path delivers datagrams without ever cutting a
+/// GSO run into packets, so its datagram rates are not NIC packet rates.
+/// Only fixed words come back (the peer's driver name is compared, not
+/// printed).
+fn non_segmenting_path(client: &SideResults, server: &SideResults) -> Option<&'static str> {
+    let kind = |r: &SideResults| {
+        let i = r.kernel_udp.as_ref()?.interface.as_ref()?;
+        match (i.name.as_str(), i.driver.as_deref()) {
+            ("lo", _) => Some("loopback"),
+            (_, Some("veth")) => Some("veth"),
+            _ => None,
+        }
+    };
+    match (kind(client)?, kind(server)?) {
+        (a, b) if a == b => Some(if a == "veth" { "a veth pair" } else { a }),
+        _ => Some("loopback and veth"),
+    }
+}
+
 /// Builds the report of a stream test (tcp or udp). `info` carries the
 /// descriptive fields; the rest is computed from `spec` and the two sides'
 /// results.
@@ -580,6 +600,12 @@ pub fn build_stream(
                 s.id, u.beyond_window
             ));
         }
+    }
+    let udp = spec.protocol == linerate_proto::spec::Protocol::Udp;
+    if let Some(path) = non_segmenting_path(client, server).filter(|_| udp) {
+        notes.push(format!(
+            "the data crossed {path}, which hands a GSO run over whole and never splits it into packets: the datagrams/s figures are datagrams delivered, not packets/s a NIC would carry"
+        ));
     }
     for (side, r) in [("client", client), ("server", server)] {
         if r.intervals_dropped {
@@ -720,6 +746,47 @@ mod tests {
                 .collect(),
             cpu: None,
         }
+    }
+
+    /// UDP over loopback or veth (issue 28): the report says its datagram
+    /// rates are not NIC packet rates; over a NIC, or for TCP, it does not.
+    #[test]
+    fn issue_28_non_segmenting_paths_say_datagrams_are_not_nic_packets() {
+        use linerate_proto::measure::{InterfaceDrops, KernelUdp};
+        use linerate_proto::spec::Protocol;
+        let side = |name: &str, driver: Option<&str>| SideResults {
+            kernel_udp: Some(KernelUdp {
+                interface: Some(InterfaceDrops {
+                    name: name.into(),
+                    driver: driver.map(str::to_owned),
+                    ..InterfaceDrops::default()
+                }),
+                ..KernelUdp::default()
+            }),
+            ..SideResults::default()
+        };
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            ..TestSpec::default()
+        };
+        let note = |spec: &TestSpec, c: &SideResults, s: &SideResults| {
+            let info = TestInfo::from_spec(spec, Side::Client);
+            build_stream(info, spec, c, s, Vec::new())
+                .notes
+                .into_iter()
+                .find(|n| n.contains("not packets/s a NIC would carry"))
+        };
+        let lo = side("lo", None);
+        let veth = side("va", Some("veth"));
+        let nic = side("eth0", Some("ixgbe"));
+        let said = note(&udp, &lo, &lo).expect("loopback note");
+        assert!(said.starts_with("the data crossed loopback,"), "{said}");
+        let said = note(&udp, &veth, &side("vb", Some("veth"))).expect("veth note");
+        assert!(said.contains("a veth pair"), "{said}");
+        assert_eq!(note(&udp, &nic, &nic), None);
+        assert_eq!(note(&udp, &veth, &nic), None, "a NIC on one end");
+        assert_eq!(note(&udp, &SideResults::default(), &lo), None, "unknown");
+        assert_eq!(note(&TestSpec::default(), &lo, &lo), None, "tcp");
     }
 
     /// TCP_INFO counts retransmits since the connection began; an interval

@@ -246,35 +246,102 @@ pub fn route(kind: Kind, host: Option<&str>) -> (Vec<Check>, Option<String>) {
         },
         None => {
             let dev = route::default_dev();
-            let mtu = dev
-                .as_ref()
-                .and_then(|d| sysfs::read_u64(format!("/sys/class/net/{d}/mtu")))
-                .map(|m| m as u32);
             (
-                dev,
-                mtu,
+                dev.clone(),
+                dev.as_deref().and_then(dev_mtu),
                 "default route's interface (give HOST to check the route to it)".into(),
             )
         }
     };
     let dev_name = dev.clone().unwrap_or_else(|| "DEV".into());
-    let small = kind != Kind::Latency && mtu.is_some_and(|m| m < 9000);
+    let advice = mtu_advice(kind, host, mtu, dev.as_deref().and_then(dev_mtu), &dev_name);
     let check = Check {
         name: "route MTU".into(),
-        status: match (mtu, small) {
-            (None, _) => Status::Unknown,
-            (Some(_), true) => Status::Warn,
-            (Some(_), false) => Status::Ok,
-        },
+        status: advice.status,
         value: mtu.map(|m| format!("{m} ({whose}, interface {dev_name})")),
-        why: match kind {
-            Kind::Latency => "largest packet on the path; small messages fit any MTU".into(),
-            _ => "largest packet on the path: jumbo frames (9000) carry 6× the payload per packet, so the per-packet cost (interrupts, stack, syscalls for UDP) falls 6×; every hop and the peer must accept them".into(),
-        },
-        fix: Some(format!("ip link set dev {dev_name} mtu 9000")),
+        why: advice.why,
+        fix: advice.fix,
         apply: None,
     };
     (vec![check], dev)
+}
+
+/// The MTU of interface `dev`.
+fn dev_mtu(dev: &str) -> Option<u32> {
+    sysfs::read_u64(format!("/sys/class/net/{dev}/mtu")).and_then(|m| u32::try_from(m).ok())
+}
+
+/// Ethernet's standard MTU: a path below it encapsulates (a tunnel, a VPN,
+/// an overlay, a cloud network) or is limited by a route, and carries no
+/// jumbo frames.
+const ETHERNET_MTU: u32 = 1500;
+const JUMBO_MTU: u32 = 9000;
+
+/// What the route MTU check says.
+#[derive(Debug, PartialEq)]
+struct MtuAdvice {
+    status: Status,
+    why: String,
+    fix: Option<String>,
+}
+
+/// Advice that fits the path (issue 28): jumbo frames are suggested only
+/// where the path could carry them — never where the route (a route MTU or
+/// a learned path MTU) is smaller than the interface, or below Ethernet's
+/// 1500 — and then with what must match on the other side and every hop.
+/// `route_mtu`: the route's (toward `host` if given, else the default
+/// interface's); `dev_mtu`: the interface's own.
+fn mtu_advice(
+    kind: Kind,
+    host: Option<&str>,
+    route_mtu: Option<u32>,
+    dev_mtu: Option<u32>,
+    dev: &str,
+) -> MtuAdvice {
+    let Some(mtu) = route_mtu else {
+        return MtuAdvice {
+            status: Status::Unknown,
+            why: "the route's MTU could not be read".into(),
+            fix: None,
+        };
+    };
+    let ok = |why: String| MtuAdvice {
+        status: Status::Ok,
+        why,
+        fix: None,
+    };
+    if kind == Kind::Latency {
+        return ok("largest packet on the path; small messages fit any MTU".into());
+    }
+    if mtu >= JUMBO_MTU {
+        return ok("largest packet on the path: jumbo frames already".into());
+    }
+    let peer = host.unwrap_or("the other side");
+    let limited = dev_mtu.is_some_and(|d| mtu < d);
+    if limited || mtu < ETHERNET_MTU {
+        let by = if limited {
+            format!(
+                "the route (a route MTU, or a path MTU learned from a hop) carries {mtu} bytes, less than interface {dev}'s {}",
+                dev_mtu.unwrap_or(mtu)
+            )
+        } else {
+            format!("{mtu} bytes is below Ethernet's 1500: the path encapsulates (a tunnel, a VPN, an overlay or cloud network)")
+        };
+        return ok(format!(
+            "largest packet on the path to {peer}: {by}; it carries no jumbo frames, and raising {dev}'s MTU would not help (packets larger than the path are dropped or fragmented)"
+        ));
+    }
+    MtuAdvice {
+        status: Status::Warn,
+        why: format!(
+            "largest packet on the path: jumbo frames ({JUMBO_MTU}) carry 6× the payload per packet, so the per-packet cost (interrupts, stack, syscalls for UDP) falls 6×; only where {peer} and every switch and router between carry them: its interface needs the same MTU, and a hop that does not carry them drops the larger packets"
+        ),
+        fix: Some(format!(
+            "if {peer} and every hop carry {JUMBO_MTU}-byte frames: ip link set dev {dev} mtu {JUMBO_MTU} (and the same on {peer}'s interface; then check with ping -M do -s {} {})",
+            JUMBO_MTU - 28,
+            host.unwrap_or("PEER")
+        )),
+    }
 }
 
 /// GRO/GSO/TSO/LRO of `dev`, judged for `kind`.
@@ -498,6 +565,38 @@ pub fn isolation(kind: Kind) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_28_jumbo_frames_are_suggested_only_where_the_path_carries_them() {
+        let tcp = |route, dev| mtu_advice(Kind::Tcp, Some("h"), route, dev, "eth0");
+        // A route or learned path MTU below the interface's: the path
+        // would not carry them, raising the interface would not help.
+        for (route, dev) in [(Some(1400), Some(1500)), (Some(1400), Some(1400))] {
+            let a = tcp(route, dev);
+            assert_eq!((a.status, &a.fix), (Status::Ok, &None), "{a:?}");
+            assert!(a.why.contains("carries no jumbo frames"), "{a:?}");
+        }
+        assert!(tcp(Some(1500), Some(9000))
+            .why
+            .contains("less than interface eth0's 9000"));
+        // A plain Ethernet path: suggested, with what must match.
+        let a = tcp(Some(1500), Some(1500));
+        assert_eq!(a.status, Status::Warn);
+        let fix = a.fix.expect("fix");
+        assert!(
+            fix.starts_with(
+                "if h and every hop carry 9000-byte frames: ip link set dev eth0 mtu 9000"
+            ),
+            "{fix}"
+        );
+        assert!(fix.contains("ping -M do -s 8972 h"), "{fix}");
+        assert!(a.why.contains("every switch and router"), "{}", a.why);
+        assert_eq!(tcp(Some(9000), Some(9000)).status, Status::Ok);
+        let lat = mtu_advice(Kind::Latency, None, Some(1500), Some(1500), "eth0");
+        assert_eq!((lat.status, lat.fix), (Status::Ok, None));
+        let none = mtu_advice(Kind::Udp, None, Some(1500), Some(1500), "eth0");
+        assert!(none.fix.expect("fix").contains("the other side"));
+    }
 
     #[test]
     fn judged_field_and_replacement() {

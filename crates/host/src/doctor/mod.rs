@@ -93,7 +93,8 @@ pub struct DoctorReport {
     pub applied: Vec<Applied>,
     /// Errors writing sysctls under `--apply`.
     pub apply_errors: Vec<String>,
-    /// A command that restores the changed sysctls' old values.
+    /// A command that restores the changed sysctls' old values (prefixed
+    /// with `ip netns exec NAME` when run in a named namespace).
     pub restore_command: Option<String>,
 }
 
@@ -152,7 +153,12 @@ pub fn apply(report: &mut DoctorReport) {
         }
     }
     if !restore.is_empty() {
-        report.restore_command = Some(sysctl::command(&restore));
+        // Run where doctor ran: in its named namespace, if any (issue 28).
+        let name = crate::netns::current_name();
+        report.restore_command = Some(crate::netns::wrap(
+            sysctl::command(&restore),
+            name.as_deref(),
+        ));
     }
 }
 

@@ -22,7 +22,9 @@ use std::time::Instant;
 
 use super::exchange::Exchange;
 use super::heartbeat::{self, Heartbeat, HEARTBEAT_MS_RANGE};
-use super::{data_deadline, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT};
+use super::{
+    data_deadline, EarlyStop, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT,
+};
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
 use crate::measure::SideResults;
@@ -57,6 +59,10 @@ pub enum ClientAction {
     SendClockProbe,
     /// UDP: the server's senders finished; let the receivers drain and stop.
     PeerSendDone(SendDone),
+    /// The server is shutting down and stopped the test before its limit:
+    /// stop the senders as if the limit were reached; results are still
+    /// exchanged ([`ClientSession::early_stop`]).
+    StopStreams,
 }
 
 /// Clock probing in progress.
@@ -123,8 +129,9 @@ pub struct ClientSession {
     /// Arrival time (monotonic ns) of the bytes being received.
     rx_ns: Option<u64>,
     clock: Option<ClockOffset>,
-    /// The user stopped the test before its limit ([`Self::stop_early`]).
-    stopped_early: bool,
+    /// Who stopped the test before its limit: this side
+    /// ([`Self::stop_early`]) or the server (a Stop frame).
+    stopped_early: Option<EarlyStop>,
     /// Heartbeats: the interval offered in the Hello (ms), the one the
     /// server's Accept agreed to, and their state while the test runs.
     heartbeat_offer: Option<u32>,
@@ -151,7 +158,7 @@ impl ClientSession {
             boot_id: None,
             rx_ns: None,
             clock: None,
-            stopped_early: false,
+            stopped_early: None,
             heartbeat_offer: None,
             heartbeat_agreed: None,
             heartbeat: None,
@@ -447,6 +454,14 @@ impl ClientSession {
                 exchange.remote_arrived(*r);
                 self.try_complete();
             }
+            // The server is shutting down: finish now, as for our own
+            // Ctrl-C (ignored once this side stopped or finished).
+            (State::Running { exchange, .. }, Message::Stop) => {
+                if exchange.streams_running() && self.stopped_early.is_none() {
+                    self.stopped_early = Some(EarlyStop::ByServer);
+                    self.actions.push_back(ClientAction::StopStreams);
+                }
+            }
             (State::Running { .. }, Message::SendDone(d))
                 if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>
             {
@@ -539,18 +554,24 @@ impl ClientSession {
     pub fn stop_early(&mut self) -> bool {
         match &self.state {
             State::Running { exchange, .. }
-                if exchange.streams_running() && !self.stopped_early =>
+                if exchange.streams_running() && self.stopped_early.is_none() =>
             {
                 self.outbox.push(&Message::Stop);
-                self.stopped_early = true;
+                self.stopped_early = Some(EarlyStop::ByClient);
                 true
             }
             _ => false,
         }
     }
 
-    /// True once [`Self::stop_early`] asked the server to finish.
+    /// True once the test was stopped before its limit: by
+    /// [`Self::stop_early`], or by the server shutting down.
     pub fn stopped_early(&self) -> bool {
+        self.stopped_early.is_some()
+    }
+
+    /// Who stopped the test before its limit, if anyone did.
+    pub fn early_stop(&self) -> Option<EarlyStop> {
         self.stopped_early
     }
 

@@ -26,6 +26,16 @@ pub const STALL_GRACE: Duration = Duration::from_secs(10);
 /// How long a side that has finished waits for the peer's results.
 pub const RESULTS_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Which side stopped a running test before its limit. Either side may:
+/// the client when its user interrupts it or its output is closed, the
+/// server when its operator stops the server. The test then ends as if
+/// its limit were reached and both sides still exchange what they measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlyStop {
+    ByClient,
+    ByServer,
+}
+
 /// Why a session ended without results.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SessionError {

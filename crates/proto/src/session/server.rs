@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use super::exchange::Exchange;
 use super::heartbeat::{self, Heartbeat};
-use super::{data_deadline, Inbox, Outbox, SessionError, RESULTS_TIMEOUT};
+use super::{data_deadline, EarlyStop, Inbox, Outbox, SessionError, RESULTS_TIMEOUT};
 use crate::auth::ServerAuth;
 use crate::limits::{check_server_engine, RateBudget, RateReservation};
 use crate::limits::{ServerLimits, SpecError};
@@ -95,9 +95,10 @@ pub enum ServerAction {
     StartStreams,
     /// Stop and close the data streams; the test has failed.
     AbortStreams,
-    /// The client asked to finish now (its user interrupted the test):
-    /// stop the senders as if the test's limit were reached; the test ends
-    /// and results are exchanged as usual.
+    /// The test is to finish now (the client asked, or this server is
+    /// shutting down: [`ServerSession::early_stop`] says which): stop the
+    /// senders as if the test's limit were reached; the test ends and
+    /// results are exchanged as usual.
     StopStreams,
 }
 
@@ -173,8 +174,8 @@ pub struct ServerSession {
     at_max_time: bool,
     /// `--auth-key`: the Hello is refused until the client proved the key.
     auth: Option<ServerAuth>,
-    /// The client stopped the test before its limit.
-    stopped_early: bool,
+    /// Who stopped the test before its limit, if anyone did.
+    stopped_early: Option<EarlyStop>,
     /// `--max-total-rate`: the budget this test reserves its rate from,
     /// and its reservation (given back when the session is dropped).
     rate_budget: Option<Arc<RateBudget>>,
@@ -210,7 +211,7 @@ impl ServerSession {
             rx_ns: None,
             at_max_time: false,
             auth: None,
-            stopped_early: false,
+            stopped_early: None,
             rate_budget: None,
             rate_held: None,
             heartbeat_offer: None,
@@ -252,9 +253,14 @@ impl ServerSession {
         self
     }
 
-    /// True when the client stopped the test before its limit (its user
-    /// interrupted it); the results cover the time until then.
+    /// True when the test was stopped before its limit (by the client or
+    /// by this server's shutdown); the results cover the time until then.
     pub fn stopped_early(&self) -> bool {
+        self.stopped_early.is_some()
+    }
+
+    /// Who stopped the test before its limit, if anyone did.
+    pub fn early_stop(&self) -> Option<EarlyStop> {
         self.stopped_early
     }
 
@@ -446,8 +452,8 @@ impl ServerSession {
             // Its arrival already counted (receive); nothing else to do.
             (State::Running(_), Message::Heartbeat) if self.heartbeat.is_some() => {}
             (State::Running(x), Message::Stop) => {
-                if x.streams_running() && !self.stopped_early {
-                    self.stopped_early = true;
+                if x.streams_running() && self.stopped_early.is_none() {
+                    self.stopped_early = Some(EarlyStop::ByClient);
                     self.actions.push_back(ServerAction::StopStreams);
                 }
             }
@@ -758,7 +764,28 @@ impl ServerSession {
         }
     }
 
-    /// The server is shutting down.
+    /// The server is shutting down (its operator stopped it). A running
+    /// test is stopped as if its limit were reached: the client is told
+    /// with a Stop, stops its senders too, and both sides still exchange
+    /// what they measured (the I/O layer bounds how long it waits for
+    /// that). A test not running yet is aborted with `reason`, which the
+    /// client prints. Does nothing once finished or already stopping.
+    pub fn shutdown(&mut self, reason: &str) {
+        match &self.state {
+            State::Running(x) if x.streams_running() => {
+                if self.stopped_early.is_none() {
+                    self.stopped_early = Some(EarlyStop::ByServer);
+                    self.outbox.push(&Message::Stop);
+                    self.actions.push_back(ServerAction::StopStreams);
+                }
+            }
+            // Its side finished: the results exchange ends it soon.
+            State::Running(_) => {}
+            _ => self.abort(reason),
+        }
+    }
+
+    /// Ends the session now, telling the client `reason`.
     pub fn abort(&mut self, reason: &str) {
         if !self.is_finished() {
             self.outbox.push(&Message::Abort(Abort {
