@@ -9,18 +9,27 @@ use serde_json::Value;
 
 use crate::helpers::*;
 
-/// Mean, sample standard deviation and the 95% half-width with the
-/// Student t quantiles for 2 and 3 degrees of freedom (NIST table).
-fn reference(values: &[f64]) -> (f64, f64, f64) {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+/// Mean, sample standard deviation and the 95% interval: Student t
+/// quantiles for 2 and 3 degrees of freedom (NIST table), taken on the log
+/// scale for these positive figures, an interval of the geometric mean
+/// (Bland & Altman, BMJ 1996;312:1079; issue 28: never below zero).
+fn reference(values: &[f64]) -> (f64, f64, f64, f64) {
+    let mean_sd = |v: &[f64]| {
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        (mean, sd)
+    };
+    let (mean, sd) = mean_sd(values);
     let t = match values.len() {
         3 => 4.303,
         4 => 3.182,
         n => panic!("no reference quantile for {n} trials"),
     };
-    (mean, sd, t * sd / n.sqrt())
+    let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+    let (m, s) = mean_sd(&logs);
+    let half = t * s / (values.len() as f64).sqrt();
+    (mean, sd, (m - half).exp(), (m + half).exp())
 }
 
 fn figure<'a>(r: &'a Value, group: &str, name: &str) -> &'a Value {
@@ -33,13 +42,13 @@ fn figure<'a>(r: &'a Value, group: &str, name: &str) -> &'a Value {
 }
 
 fn check_stats(fig: &Value, values: &[f64]) {
-    let (mean, sd, half) = reference(values);
+    let (mean, sd, low, high) = reference(values);
     let s = &fig["stats"];
     let near = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
     assert!(near(f(&s["mean"]), mean), "{fig}");
     assert!(near(f(&s["sd"]), sd), "{fig}");
-    assert!(near(f(&s["ci95_low"]), mean - half), "{fig}");
-    assert!(near(f(&s["ci95_high"]), mean + half), "{fig}");
+    assert!(near(f(&s["ci95_low"]), low), "{fig}");
+    assert!(near(f(&s["ci95_high"]), high), "{fig}");
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     assert_eq!((f(&s["min"]), f(&s["max"])), (min, max));
