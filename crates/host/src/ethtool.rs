@@ -85,10 +85,12 @@ impl Ctl {
             *d = s as libc::c_char;
         }
         ifr.ifr_ifru.ifru_data = (data as *mut T).cast();
+        // The request's type is the C library's (glibc: unsigned long; musl: int).
+        let req = libc::SIOCETHTOOL as libc::Ioctl;
         // SAFETY: SIOCETHTOOL reads the command word at ifru_data and
         // writes at most size_of::<T>() bytes there: each T used here is the
         // kernel struct for the command it carries.
-        let rc = unsafe { libc::ioctl(self.0.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
+        let rc = unsafe { libc::ioctl(self.0.as_raw_fd(), req, &mut ifr) };
         rc == 0
     }
 

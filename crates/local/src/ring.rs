@@ -164,7 +164,8 @@ impl View {
     /// checks the ring either way).
     fn futex_wait(&self, expected: u32, timeout: Duration) -> io::Result<()> {
         let ts = libc::timespec {
-            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            // `as _`: musl deprecates naming its time_t (it becomes 64-bit).
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as _,
             tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
         };
         // SAFETY: the word is an aligned u32 in the live mapping (see

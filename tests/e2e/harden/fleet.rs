@@ -220,7 +220,7 @@ fn issue_10_systemd_unit_verifies() {
     let path = dir.join("linerate-server.service");
     std::fs::write(
         &path,
-        unit.replace("/usr/local/bin/linerate", crate::helpers::bin()),
+        unit.replace("/usr/bin/linerate", crate::helpers::bin()),
     )
     .expect("write unit");
     let out = Command::new("systemd-analyze")

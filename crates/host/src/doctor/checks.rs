@@ -481,7 +481,14 @@ pub fn irqbalance(kind: Kind) -> Check {
     }
 }
 
-fn rlimit(res: libc::__rlimit_resource_t) -> Option<(u64, u64)> {
+/// getrlimit's resource argument: glibc's enum type, musl's int (the static
+/// build, deploy/build-static.sh).
+#[cfg(target_env = "gnu")]
+type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type RlimitResource = libc::c_int;
+
+fn rlimit(res: RlimitResource) -> Option<(u64, u64)> {
     let mut r = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

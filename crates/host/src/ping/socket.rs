@@ -208,7 +208,8 @@ fn cmsg_ttl(control: &[u8]) -> Option<u8> {
         // any alignment of the buffer.
         let c: libc::cmsghdr =
             unsafe { std::ptr::read_unaligned(control.as_ptr().add(off).cast()) };
-        let len = c.cmsg_len;
+        // size_t in glibc, socklen_t in musl (the static build).
+        let len = c.cmsg_len as usize;
         if len < hdr || off + len > control.len() {
             return None;
         }

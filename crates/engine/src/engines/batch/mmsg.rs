@@ -108,12 +108,15 @@ impl SegmentCmsg {
     pub(crate) fn new(size: u16) -> Self {
         // CMSG_LEN(2): header plus the data, without trailing padding.
         let len = std::mem::size_of::<libc::cmsghdr>() + std::mem::size_of::<u16>();
+        // SAFETY: cmsghdr is plain integers, valid all zero; zeroed rather
+        // than a struct literal because musl's has padding fields (the
+        // static build).
+        let mut hdr: libc::cmsghdr = unsafe { std::mem::zeroed() };
+        hdr.cmsg_len = len as _;
+        hdr.cmsg_level = libc::SOL_UDP;
+        hdr.cmsg_type = libc::UDP_SEGMENT;
         SegmentCmsg {
-            hdr: libc::cmsghdr {
-                cmsg_len: len as _,
-                cmsg_level: libc::SOL_UDP,
-                cmsg_type: libc::UDP_SEGMENT,
-            },
+            hdr,
             size,
             _pad: [0; 6],
         }
