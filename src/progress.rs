@@ -25,7 +25,14 @@ pub fn progress(len: u64, format: Format, what: &str) -> Option<indicatif::Progr
     if format != Format::Human || !std::io::stderr().is_terminal() {
         return None;
     }
-    let bar = indicatif::ProgressBar::new(len).with_finish(indicatif::ProgressFinish::AndClear);
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(len),
+        indicatif::ProgressDrawTarget::term_like_with_hz(
+            Box::new(Stderr(console::Term::buffered_stderr())),
+            20,
+        ),
+    )
+    .with_finish(indicatif::ProgressFinish::AndClear);
     let style = indicatif::ProgressStyle::with_template(TEMPLATE).map(|s| s.progress_chars("=> "));
     if let Ok(style) = style {
         bar.set_style(style);
@@ -35,6 +42,67 @@ pub fn progress(len: u64, format: Format, what: &str) -> Option<indicatif::Progr
     live.retain(|b| b.upgrade().is_some());
     live.push(bar.downgrade());
     Some(bar)
+}
+
+/// stderr as indicatif draws on it, less the spaces it pads a bar's last
+/// line with up to the right margin. Those park the cursor in the last
+/// column, so the `^C` the terminal echoes wraps onto a new line; the clear
+/// on Ctrl-C then erases that line instead of the bar's (issue 28). Without
+/// them the echo lands on the bar's line and goes with it. (The padding
+/// only keeps stray prints off a bar's line; ours go through
+/// [`suspend`] or `println`.)
+#[derive(Debug)]
+struct Stderr(console::Term);
+
+impl indicatif::TermLike for Stderr {
+    fn width(&self) -> u16 {
+        self.0.size().1
+    }
+
+    fn height(&self) -> u16 {
+        self.0.size().0
+    }
+
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_up(n)
+    }
+
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_down(n)
+    }
+
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_right(n)
+    }
+
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_left(n)
+    }
+
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_line(s)
+    }
+
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        if is_padding(s) {
+            return Ok(());
+        }
+        self.0.write_str(s)
+    }
+
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.0.clear_line()
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// The padding indicatif writes after a bar's last line, on its own: only
+/// spaces (a bar's own line always starts with its name).
+fn is_padding(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b == b' ')
 }
 
 /// The bars drawn so far, for [`clear_all`].
@@ -252,6 +320,14 @@ mod tests {
     use super::*;
 
     const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn issue_28_only_the_padding_after_a_bar_is_dropped() {
+        assert!(is_padding("    "));
+        assert!(!is_padding(""));
+        assert!(!is_padding("sweep [=>  ] 1/4"));
+        assert!(!is_padding("  trial 1/4 done"));
+    }
 
     #[test]
     fn issue_13_timed_runs_count_down_by_the_clock() {

@@ -178,7 +178,6 @@ fn issue_13_rr_progress_time_left_by_the_clock_and_quiet_otherwise() {
 }
 
 #[test]
-#[ignore = "issue 28: still fails, the sweep bar stays after Ctrl-C under tmux (cause not found yet)"]
 fn issue_28_progress_bars_are_cleared_on_ctrl_c() {
     if Command::new("tmux").arg("-V").output().is_err() {
         eprintln!("skipped: tmux is not installed");
