@@ -136,7 +136,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     let wall_ns = wall0.elapsed().as_nanos() as u64;
     let used = cpu::process().saturating_sub(cpu0);
     let host = match (host0, cpu::host()) {
-        (Some(a), Some(b)) => Some(cpu::host_delta(a, b)),
+        (Some(a), Some(b)) => Some(cpu::host_delta(a, b, used.user + used.system)),
         _ => None,
     };
     let (flows, line) = peer

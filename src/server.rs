@@ -64,7 +64,7 @@ pub static STOPPING: AtomicBool = AtomicBool::new(false);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// What a stopping server tells a client whose test had not started.
-const SHUTDOWN_REASON: &str = "the server is shutting down (its operator stopped it)";
+pub(crate) const SHUTDOWN_REASON: &str = "the server is shutting down (its operator stopped it)";
 
 /// Where a test's data connections go.
 #[derive(Clone)]
@@ -112,7 +112,13 @@ struct Shared {
 
 impl Shared {
     fn stopping(&self) -> bool {
-        self.stops_on_signal && STOPPING.load(Ordering::Relaxed)
+        self.stop_signal()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// The shutdown signal, where this server stops on it.
+    fn stop_signal(&self) -> Option<&'static AtomicBool> {
+        self.stops_on_signal.then_some(&STOPPING)
     }
 }
 
@@ -486,6 +492,7 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
                 json_lines: shared.json_lines.as_ref(),
                 auth_required: shared.auth_key.is_some(),
                 rate_budget: shared.rate_budget.as_ref(),
+                stop_signal: shared.stop_signal(),
             };
             return iperf3_server::handle(sock, peer, seq, started, &host);
         }

@@ -44,9 +44,12 @@ use crate::about::software;
 use crate::control::{read_exact_by, ControlConn};
 use crate::guard::{self, Guard};
 use crate::iperf3::convert::{self as conv, StreamInfo};
-use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
 use crate::watch::{IdleWatch, RateWatch};
+
+/// How long a stopping server waits for an iperf3 client to read
+/// SERVER_TERMINATE and close, within the server's shutdown grace.
+const TERMINATE_WAIT: Duration = Duration::from_secs(1);
 
 /// A data connection and its place in the server's accept order.
 type DataConn = (u64, TcpStream);
@@ -91,6 +94,16 @@ pub struct Host<'a> {
     pub auth_required: bool,
     /// `--max-total-rate`, shared with native tests.
     pub rate_budget: Option<&'a Arc<RateBudget>>,
+    /// The server's shutdown signal ([`crate::server::STOPPING`]), where
+    /// this server stops on it: a running test's client is then told
+    /// SERVER_TERMINATE, as an interrupted iperf3 server tells it.
+    pub stop_signal: Option<&'a AtomicBool>,
+}
+
+impl Host<'_> {
+    fn stopping(&self) -> bool {
+        self.stop_signal.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
 }
 
 /// Serves a connection that opened with an iperf3 cookie character;
@@ -177,7 +190,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
         Err(e) => {
-            log!("linerate server: {peer}: {e:#}");
+            host.guard.log.log(format_args!("{peer}: {e:#}"));
             return;
         }
     };
@@ -227,6 +240,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         idle: None,
         engine: None,
         notes: Vec::new(),
+        cpus: Vec::new(),
     };
     test.drive(&mut ctrl);
     if let Some(run) = &test.run {
@@ -275,6 +289,8 @@ struct Test<'a> {
     /// What this server chose for the client (engine, buffers), for the
     /// report.
     notes: Vec<String>,
+    /// The CPUs this test's threads run on ([`test_cpus`]).
+    cpus: Vec<usize>,
 }
 
 impl Test<'_> {
@@ -305,6 +321,9 @@ impl Test<'_> {
 
     fn drive(&mut self, ctrl: &mut ControlConn) {
         loop {
+            if self.host.stopping() && !self.session.is_finished() {
+                self.terminate(ctrl);
+            }
             while let Some(a) = self.session.poll_action() {
                 self.act(a);
             }
@@ -328,6 +347,17 @@ impl Test<'_> {
                 Err(_) => self.session.peer_closed(),
             }
             self.session.handle_timeout(Instant::now());
+        }
+    }
+
+    /// The server is stopping: SERVER_TERMINATE goes out while the streams
+    /// still run, and they are dropped only once the client has closed (or
+    /// after [`TERMINATE_WAIT`]), so it reads "the server has terminated"
+    /// rather than a stream's broken pipe.
+    fn terminate(&mut self, ctrl: &mut ControlConn) {
+        self.session.abort(crate::server::SHUTDOWN_REASON);
+        if ctrl.send(&self.session.take_outbox()).is_ok() {
+            ctrl.wait_closed(TERMINATE_WAIT);
         }
     }
 
@@ -387,9 +417,18 @@ impl Test<'_> {
                 .session
                 .prepare_failed(code::BUF_SIZE, 0, e.to_string());
         }
-        if let Some(m) = p.server_affinity {
-            // `-A N,M`: iperf3 pins its server to CPU M for the test; this
-            // test's threads are pinned there instead of to --cpus.
+        let (cpus, note) = test_cpus(self.host.cpus, p.server_affinity);
+        if let Some(note) = note {
+            self.host
+                .guard
+                .log
+                .log(format_args!("{}: {note}", self.peer));
+            self.notes.push(note);
+        }
+        self.cpus = cpus;
+        if let (Some(m), []) = (p.server_affinity, self.host.cpus) {
+            // `-A N,M` on a server without --cpus: iperf3 pins its server
+            // to CPU M for the test, and fails where there is none.
             let online = std::thread::available_parallelism().map_or(1, |n| n.get());
             if m as usize >= online {
                 return self.session.prepare_failed(
@@ -471,7 +510,8 @@ impl Test<'_> {
         let slot = match self.session.tcp_stream(&cookie, Instant::now()) {
             Ok(s) => s,
             Err(why) => {
-                log!("linerate server: iperf3 data connection refused: {why}");
+                let log = &self.host.guard.log;
+                log.log(format_args!("iperf3 data connection refused: {why}"));
                 let _ = sock.write_all(&[linerate_proto::iperf3::State::AccessDenied.byte()]);
                 return;
             }
@@ -511,7 +551,10 @@ impl Test<'_> {
     fn attach_udp(&mut self, sock: UdpSocket) {
         let slot = match self.session.udp_stream(Instant::now()) {
             Ok(s) => s,
-            Err(why) => return log!("linerate server: iperf3 UDP stream refused: {why}"),
+            Err(why) => {
+                let log = &self.host.guard.log;
+                return log.log(format_args!("iperf3 UDP stream refused: {why}"));
+            }
         };
         let p = self.params();
         // An unpaced client given no -w outruns the receiver in bursts:
@@ -587,9 +630,7 @@ impl Test<'_> {
                 .then(|| Duration::from_secs(p.time.into())),
             omit: Duration::from_secs(p.omit.into()),
             interval: Duration::from_secs(1),
-            cpus: p
-                .server_affinity
-                .map_or_else(|| self.host.cpus.to_vec(), |m| vec![m as usize]),
+            cpus: self.cpus.clone(),
             cpu_scope: if self.host.per_thread_cpu {
                 CpuScope::Threads
             } else {
@@ -707,6 +748,10 @@ impl Test<'_> {
 
     fn finish(&mut self) {
         let (host, peer) = (self.host, self.peer);
+        // Refusals and failures go through the server's throttled log, as
+        // a linerate client's do: a flood of busy connections costs ten
+        // lines a second, not one each.
+        let log = &host.guard.log;
         let admitted = self.slot.admitted.is_some();
         match self.session.outcome() {
             Some(ServerOutcome::Completed { .. }) => {
@@ -736,14 +781,14 @@ impl Test<'_> {
                         host.metrics.limit_hit(limit);
                     }
                 }
-                log!("linerate server: refused iperf3 client {peer}: {why}")
+                log.log(format_args!("refused iperf3 client {peer}: {why}"))
             }
             Some(ServerOutcome::Failed(e)) => {
                 let spec = self.session.params().map(conv::spec_from);
                 host.metrics.failed(spec.as_ref());
-                log!("linerate server: iperf3 test from {peer} ended: {e}")
+                log.log(format_args!("iperf3 test from {peer} ended: {e}"))
             }
-            None => log!("linerate server: iperf3 test from {peer} ended unexpectedly"),
+            None => log.log(format_args!("iperf3 test from {peer} ended unexpectedly")),
         }
         let ran = !matches!(
             self.session.outcome(),
@@ -752,6 +797,29 @@ impl Test<'_> {
         if admitted && ran {
             host.test_ended.store(true, Ordering::Release);
         }
+    }
+}
+
+/// The CPUs an iperf3 test's threads run on, and a note where the client's
+/// wish was set aside. The operator's `--cpus` win: a client's `-A …,M`
+/// (iperf3 pins its server to CPU M) may pick one of them, or any CPU on a
+/// server without `--cpus`; a CPU outside the operator's is ignored.
+fn test_cpus(operator: &[usize], asked: Option<u32>) -> (Vec<usize>, Option<String>) {
+    match asked.map(|m| m as usize) {
+        None => (operator.to_vec(), None),
+        Some(m) if operator.is_empty() || operator.contains(&m) => (vec![m], None),
+        Some(m) => (
+            operator.to_vec(),
+            Some(format!(
+                "the iperf3 client asked for server CPU {m} (-A …,{m}); ignored: the server runs \
+                 tests on its --cpus {}",
+                operator
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )),
+        ),
     }
 }
 
@@ -770,6 +838,25 @@ fn client_side(p: &Params, spec: &TestSpec, client: &Results) -> Result<SideResu
 mod tests {
     use super::*;
     use linerate_proto::iperf3::json::StreamResults;
+
+    /// An iperf3 client's `-A` never takes a test off the operator's
+    /// `--cpus`: it may choose among them, anything else is ignored with a
+    /// note.
+    #[test]
+    fn issue_28_iperf3_affinity_stays_within_the_operators_cpus() {
+        assert_eq!(test_cpus(&[2, 3], None), (vec![2, 3], None));
+        assert_eq!(test_cpus(&[2, 3], Some(3)), (vec![3], None));
+        let (cpus, note) = test_cpus(&[2, 3], Some(0));
+        assert_eq!(cpus, vec![2, 3]);
+        let note = note.expect("a note");
+        assert!(
+            note.contains("ignored") && note.contains("--cpus 2,3"),
+            "{note}"
+        );
+        // Without --cpus, the client's CPU is taken, as iperf3's server does.
+        assert_eq!(test_cpus(&[], Some(1)), (vec![1], None));
+        assert_eq!(test_cpus(&[], None), (vec![], None));
+    }
 
     #[test]
     fn issue_28_impossible_iperf3_results_are_refused() {

@@ -3,7 +3,10 @@
 //! iperf3's own `-J` output. Skipped, with the reason printed, where iperf3
 //! is not installed.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -578,4 +581,110 @@ fn issue_28_a_stalled_iperf3_client_is_ended_by_the_idle_timeout() {
     );
     let doc = iperf3_json(server.port, &["-u", "-b", "1M", "-t", "1"]);
     assert!(u(&doc["end"]["sum"]["packets"]) > 0, "{doc}");
+}
+
+/// A server whose log (its standard error) is collected, for tests of
+/// what it logs.
+fn logging_server(extra: &[&str]) -> (Server, Arc<Mutex<String>>) {
+    let mut child = Command::new(crate::helpers::bin())
+        .args(["server", "--port", "0", "--bind", "127.0.0.1"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let log = Arc::new(Mutex::new(String::new()));
+    if let Some(err) = child.stderr.take() {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if let Ok(mut l) = log.lock() {
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            }
+        });
+    }
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("server stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("server prints its address");
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (Server { child, port }, log)
+}
+
+/// A connection that sends an iperf3 cookie of letter `c`.
+fn cookie_conn(port: u16, c: char) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let cookie = format!("{}\0", c.to_string().repeat(36));
+    s.write_all(cookie.as_bytes()).expect("cookie");
+    s
+}
+
+/// 200 iperf3 clients refused as busy cost the server's log what native
+/// refusals cost (ten lines a second and a count of the rest), not a line
+/// each.
+#[test]
+fn issue_28_iperf3_refusals_go_through_the_log_throttle() {
+    let (mut server, log) = logging_server(&[]);
+    // Admitted, then silent: the one test slot is held while the server
+    // waits for its parameters.
+    let _holder = cookie_conn(server.port, 'a');
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    let mut denied = 0;
+    for _ in 0..200 {
+        let mut s = cookie_conn(server.port, 'b');
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut b = [0u8; 1];
+        if s.read_exact(&mut b).is_ok() && b[0] == 0xff {
+            denied += 1;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "refusals too slow"
+        );
+    }
+    assert_eq!(denied, 200, "every extra client is told ACCESS_DENIED");
+    std::thread::sleep(Duration::from_millis(300));
+    let text = log.lock().expect("log").clone();
+    let lines = text.lines().filter(|l| l.contains("iperf3 client")).count();
+    let secs = start.elapsed().as_secs() + 1;
+    assert!(lines > 0, "no refusal logged:\n{text}");
+    assert!(
+        lines as u64 <= 10 * secs + 10,
+        "{lines} refusal lines in {secs} s:\n{text}"
+    );
+    assert!(server.alive());
+}
+
+/// Ctrl-C on the server tells a running iperf3 client SERVER_TERMINATE
+/// (iperf3 prints "the server has terminated"), as an interrupted iperf3
+/// server does, rather than leaving it to find a closed connection.
+#[test]
+fn issue_28_iperf3_clients_are_told_when_the_server_stops() {
+    let Some(_) = iperf3() else { return };
+    let mut server = Server::start(&[]);
+    let port = server.port.to_string();
+    let client = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port, "-t", "10"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iperf3");
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = server.child.id().to_string();
+    let _ = Command::new("kill").args(["-INT", &pid]).status();
+    let stopped = crate::helpers::eventually(Duration::from_secs(8), || !server.alive());
+    assert!(stopped, "the server did not stop within 8 s");
+    let out = client.wait_with_output().expect("iperf3 output");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("the server has terminated"), "{text}");
 }

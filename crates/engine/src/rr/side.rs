@@ -75,7 +75,7 @@ impl CpuStart {
                 host: self
                     .host
                     .zip(cpu::host())
-                    .map(|(a, b)| cpu::host_delta(a, b)),
+                    .map(|(a, b)| cpu::host_delta(a, b, used.user + used.system)),
                 busiest_thread_ns: busiest.as_ref().map(|b| b.1),
                 busiest_thread: busiest.map(|b| b.0),
             },

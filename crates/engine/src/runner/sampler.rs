@@ -200,11 +200,19 @@ fn watch(
     // The tail since the last cut (what the senders wrote before stopping,
     // what the receivers drained after).
     if let Some(mut rec) = cutter.finish(ends.last_end, &run.samples()) {
-        rec.cpu = Some(run.cpu.interval(&run.threads));
+        rec.cpu = spans_a_tick(&rec).then(|| run.cpu.interval(&run.threads));
         let _ = intervals.send(rec.clone());
         recorded.push(rec);
     }
     recorded
+}
+
+/// Whether an interval is long enough for a CPU figure: per-interval CPU
+/// is counted in clock ticks, so a tail shorter than one (the few bytes a
+/// receiver drained after the last cut, when the peer's TEST_END came just
+/// after it) would print as a `2.00-2.00 s server 0.0%` line.
+fn spans_a_tick(rec: &IntervalMeasurement) -> bool {
+    rec.end_ns.saturating_sub(rec.start_ns) >= cpu::ticks_to_ns(1)
 }
 
 /// CPU and kernel counters at the start of a side, for its deltas.
@@ -250,7 +258,7 @@ impl Baseline {
             host: self
                 .host
                 .zip(cpu::host())
-                .map(|(a, b)| cpu::host_delta(a, b)),
+                .map(|(a, b)| cpu::host_delta(a, b, used.user + used.system)),
             busiest_thread: None,
             busiest_thread_ns: None,
         }
@@ -332,5 +340,25 @@ pub(super) fn sample(
         // environment).
         ld_preload: None,
         msg: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_28_a_tail_shorter_than_a_tick_gets_no_cpu_line() {
+        let rec = |start_ns, end_ns| IntervalMeasurement {
+            start_ns,
+            end_ns,
+            omitted: false,
+            streams: Vec::new(),
+            cpu: None,
+        };
+        assert!(!spans_a_tick(&rec(2_000_000_000, 2_000_300_000)));
+        assert!(!spans_a_tick(&rec(2_000_000_000, 2_000_000_000)));
+        assert!(spans_a_tick(&rec(2_000_000_000, 2_040_000_000)));
+        assert!(spans_a_tick(&rec(1_000_000_000, 2_000_000_000)));
     }
 }
