@@ -124,6 +124,8 @@ impl Shared {
 
 /// Runs a server until interrupted (or after one test with --once).
 pub fn run(cfg: &ServerConfig) -> Result<()> {
+    // A server runs for weeks: what its tests' threads freed must go back.
+    linerate_engine::memory::one_arena();
     if let Some(path) = &cfg.logfile {
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -494,7 +496,10 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
                 rate_budget: shared.rate_budget.as_ref(),
                 stop_signal: shared.stop_signal(),
             };
-            return iperf3_server::handle(sock, peer, seq, started, &host);
+            iperf3_server::handle(sock, peer, seq, started, &host);
+            // The test's threads are joined: what they freed goes back.
+            linerate_engine::memory::release_freed();
+            return;
         }
         Greeting::Unknown | Greeting::NeedMore => {
             log.log(format_args!(
@@ -517,7 +522,10 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
     match msg {
         Message::Hello(_) | Message::AuthInit(_) => {
             if let Some(pre_auth) = take_pre_auth(&sock, peer, shared) {
-                run_control(sock, peer, started, &raw, pre_auth, shared)
+                run_control(sock, peer, started, &raw, pre_auth, shared);
+                // The test and its stream threads are gone (joined when
+                // its run dropped): what they freed goes back.
+                linerate_engine::memory::release_freed();
             }
         }
         Message::DataHello(h) => {

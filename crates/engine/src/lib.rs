@@ -26,6 +26,7 @@
 //!   environment (a seccomp filter that denies io_uring).
 //! - [`caps`]: what the kernel lets accelerated engines use, probed once.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
+//! - [`memory`]: handing what a finished test freed back to the kernel.
 //! - [`stdio`]: standard output and error sent to a file (`--logfile`).
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
@@ -37,6 +38,7 @@ mod cmsg;
 pub mod cpu;
 pub mod engines;
 pub mod iperf3;
+pub mod memory;
 pub mod netstat;
 pub mod rr;
 pub mod runner;
