@@ -23,8 +23,10 @@ pub fn release_freed() {
 /// serves tests for a long time: each per-thread arena keeps pages that
 /// `malloc_trim` does not give back (measured, issue 28: after 20 mixed
 /// tests, 29.6 MiB with trimming alone, 16.2 with two arenas, 14.4 with
-/// one). Stream loops do not allocate per packet, so the one lock costs
-/// nothing measurable. Call it before the first thread is started.
+/// one). The data loops are built not to allocate per packet, so the one
+/// lock should cost nothing; the bench has not yet measured it (a cell
+/// slower with many streams would point here). Call it before the first
+/// thread is started.
 pub fn one_arena() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets an allocator parameter; called at start,
