@@ -631,11 +631,7 @@ impl ServerSession {
     /// UDP: the data sockets are bound; `ports` in plan order. Sends the
     /// Accept that carries them.
     pub fn datagram_sockets_bound(&mut self, ports: Vec<u16>, now: Instant) {
-        let State::AwaitPorts { notes } = &mut self.state else {
-            return;
-        };
-        let notes = std::mem::take(notes);
-        let Some(spec) = self.spec.clone() else {
+        let Some((notes, spec)) = self.data_sockets_ready() else {
             return;
         };
         let plan = spec.stream_plan();
@@ -658,16 +654,22 @@ impl ServerSession {
     /// `--transport unix`: the test's listener is bound at `name`. Sends
     /// the Accept that carries it.
     pub fn unix_listener_bound(&mut self, name: String, now: Instant) {
-        let State::AwaitPorts { notes } = &mut self.state else {
-            return;
-        };
-        let notes = std::mem::take(notes);
-        let Some(spec) = self.spec.clone() else {
+        let Some((notes, spec)) = self.data_sockets_ready() else {
             return;
         };
         let plan = spec.stream_plan();
         self.send_accept(spec, notes, Vec::new(), Some(name));
         self.await_streams(plan, now);
+    }
+
+    /// The notes and spec of a session waiting for its data sockets; `None`
+    /// in any other state (a late or repeated call does nothing).
+    fn data_sockets_ready(&mut self) -> Option<(Vec<String>, TestSpec)> {
+        let State::AwaitPorts { notes } = &mut self.state else {
+            return None;
+        };
+        let notes = std::mem::take(notes);
+        Some((notes, self.spec.clone()?))
     }
 
     /// The data sockets (UDP's, or the Unix listener) could not be bound;
