@@ -14,7 +14,7 @@ use linerate_local::wait::{Spin, DEFAULT_SPIN};
 use linerate_local::{sock, Channel, Transport};
 use linerate_proto::measure::{CpuMeasurement, RrFlowMeasurement, RrMeasurement, SideResults};
 use linerate_proto::rr_core::SpinMode;
-use linerate_proto::spec::RrLimit;
+use linerate_proto::spec::{RrLimit, TestSpec};
 use linerate_proto::wire::Side;
 use linerate_report::build;
 use linerate_report::model::{OneWay, Report, TestInfo};
@@ -38,16 +38,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         .map(|p| (p.request as usize, p.response as usize))
         .collect();
     let largest = phases.iter().map(|p| p.0.max(p.1)).max().unwrap_or(1);
-    if t == Transport::UnixDgram {
-        let limit = sock::dgram_limit(&[largest]).map_err(anyhow::Error::from)?;
-        if limit < largest {
-            return Err(anyhow!(
-                "--transport unix-dgram: a {largest}-byte message is longer than the largest \
-                 Unix datagram this kernel took (EMSGSIZE)"
-            )
-            .into());
-        }
-    }
+    check_dgram_size(t, largest)?;
     // Direct slots fit the largest message both ways.
     let slot = (largest + 8).next_multiple_of(8).max(64) as u32;
     let spin = Spin {
@@ -87,20 +78,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         PeerMode::Rr(&plan, cpus),
     )
     .with_context(|| format!("--transport {t}"))?;
-    let info = TestInfo {
-        server: format!("local {t} (a child process)"),
-        embedded_server: false,
-        client_software: software(),
-        server_software: software(),
-        client_engine: t.name().into(),
-        server_engine: t.name().into(),
-        // The serving process inherits this one's environment.
-        client_ld_preload: crate::about::ld_preload(),
-        server_ld_preload: crate::about::ld_preload(),
-        start_unix_ms,
-        protocol: t.name().into(),
-        ..TestInfo::from_spec(spec, Side::Client)
-    };
+    let info = test_info(t, spec, start_unix_ms);
     sink.start(&info).map_err(anyhow::Error::from)?;
     // Each phase's record as its last flow ends it, as network rr does;
     // a failed write ends nothing here but fails the test afterwards.
@@ -161,6 +139,68 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         ..SideResults::default()
     };
     let server = server_results(t, &line, host, spun, busy_note(t, rr.busy_poll))?;
+    let notes = notes(
+        t,
+        slot,
+        &spin,
+        rr.busy_poll,
+        usize::from(spec.streams),
+        cpus,
+    );
+    let mut report = build::build_rr(info, spec, &client, &server, notes);
+    for p in report.rr.iter_mut().flat_map(|r| r.phases.iter_mut()) {
+        no_one_way(&mut p.client_to_server);
+        no_one_way(&mut p.server_to_client);
+    }
+    sink.finish(&report).map_err(anyhow::Error::from)?;
+    Ok(report)
+}
+
+/// What the report says about the two ends of a local test.
+fn test_info(t: Transport, spec: &TestSpec, start_unix_ms: u64) -> TestInfo {
+    TestInfo {
+        server: format!("local {t} (a child process)"),
+        embedded_server: false,
+        client_software: software(),
+        server_software: software(),
+        client_engine: t.name().into(),
+        server_engine: t.name().into(),
+        // The serving process inherits this one's environment.
+        client_ld_preload: crate::about::ld_preload(),
+        server_ld_preload: crate::about::ld_preload(),
+        start_unix_ms,
+        protocol: t.name().into(),
+        ..TestInfo::from_spec(spec, Side::Client)
+    }
+}
+
+/// Refuses a message longer than the largest Unix datagram the kernel
+/// takes, before anything starts.
+fn check_dgram_size(t: Transport, largest: usize) -> Result<(), ClientError> {
+    if t == Transport::UnixDgram {
+        let limit = sock::dgram_limit(&[largest]).map_err(anyhow::Error::from)?;
+        if limit < largest {
+            return Err(anyhow!(
+                "--transport unix-dgram: a {largest}-byte message is longer than the largest \
+                 Unix datagram this kernel took (EMSGSIZE)"
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The report's notes on how the local test ran: the transport, the
+/// shared-memory slots and spinning, --busy-poll, --cpus, why there are
+/// no one-way figures.
+fn notes(
+    t: Transport,
+    slot: u32,
+    spin: &Spin,
+    busy_poll: bool,
+    streams: usize,
+    cpus: &[usize],
+) -> Vec<String> {
     let mut notes = vec![format!(
         "transport {t}: both ends on this host; linerate started the serving process itself \
          (a child process; no server)"
@@ -171,13 +211,13 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
              spin on the ring up to {} µs ({}), then sleep on a futex doorbell (the \
              sleeps are counted per flow and phase)",
             spin.budget.as_micros(),
-            if rr.busy_poll {
+            if busy_poll {
                 "--busy-poll"
             } else {
                 "the default; --busy-poll: 50 µs"
             }
         ));
-    } else if rr.busy_poll {
+    } else if busy_poll {
         notes.push(format!(
             "--busy-poll: non-blocking sockets; a waiting end spins on the receive call up \
              to {} µs, then sleeps in poll(2) (the sleeps are counted per flow and phase)",
@@ -186,7 +226,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     }
     if !cpus.is_empty() {
         let side = |s: usize| {
-            (0..usize::from(spec.streams))
+            (0..streams)
                 .filter_map(|f| flow_cpu(cpus, f, s))
                 .map(|c| c.to_string())
                 .collect::<Vec<_>>()
@@ -203,13 +243,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
          clock; the round trip is measured)"
             .into(),
     );
-    let mut report = build::build_rr(info, spec, &client, &server, notes);
-    for p in report.rr.iter_mut().flat_map(|r| r.phases.iter_mut()) {
-        no_one_way(&mut p.client_to_server);
-        no_one_way(&mut p.server_to_client);
-    }
-    sink.finish(&report).map_err(anyhow::Error::from)?;
-    Ok(report)
+    notes
 }
 
 /// The one-way figures' reason, true of every local phase whatever its

@@ -68,135 +68,165 @@ pub fn rewrite(argv: Vec<String>) -> Result<Vec<String>, String> {
     } else {
         return Ok(argv);
     };
-    let mut out: Vec<String> = std::iter::once(prog.clone())
-        .chain(test.iter().map(|s| s.to_string()))
-        .collect();
-    let rr = matches!(test[0], "rr" | "crr");
-    let udp = test[0] == "udp";
-    let mut sized = false;
-    let mut paced = false;
+    let mut w = Rewrite {
+        out: std::iter::once(prog.clone())
+            .chain(test.iter().map(|s| s.to_string()))
+            .collect(),
+        rr: matches!(test[0], "rr" | "crr"),
+        udp: test[0] == "udp",
+        sized: false,
+        paced: false,
+        window: None,
+    };
     let mut test_specific = false;
-    let mut window: Option<String> = None;
     let mut i = 0;
-    let mut push_window = |v: &str, out: &mut Vec<String>| -> Result<(), String> {
-        match &window {
+    while i < rest.len() {
+        let arg = rest[i].as_str();
+        let val = rest.get(i + 1);
+        i += if test_specific {
+            w.test_specific(arg, val)?
+        } else if arg == "--" {
+            test_specific = true;
+            1
+        } else {
+            w.global(arg, val)?
+        };
+    }
+    if w.rr && !w.sized {
+        w.out.extend(["--size".into(), "1".into()]);
+    }
+    if w.udp && !w.paced {
+        // netperf's UDP_STREAM sends as fast as it can.
+        w.out.extend(["--rate".into(), "0".into()]);
+    }
+    Ok(w.out)
+}
+
+/// The linerate command line being built, and what the netperf one has
+/// said so far that changes what is added at the end.
+struct Rewrite {
+    out: Vec<String>,
+    rr: bool,
+    udp: bool,
+    /// An rr message size was given (else netperf's 1 byte is added).
+    sized: bool,
+    /// A UDP rate was given (else netperf's unpaced send is added).
+    paced: bool,
+    /// The one socket buffer size taken from -s/-S.
+    window: Option<String>,
+}
+
+impl Rewrite {
+    /// One test-specific option (after `--`); returns how many arguments
+    /// it took.
+    fn test_specific(&mut self, arg: &str, val: Option<&String>) -> Result<usize, String> {
+        match arg {
+            "-r" if self.rr => {
+                let v = val.ok_or("netperf -r needs REQ,RESP")?;
+                let (req, resp) = v.split_once(',').unwrap_or((v, v));
+                self.out.extend(["--size".into(), req.to_string()]);
+                self.out.extend(["--response-size".into(), resp.to_string()]);
+                self.sized = true;
+                Ok(2)
+            }
+            "-m" => {
+                let v = val.ok_or("netperf -m needs a send size")?;
+                let flag = if self.rr { "--size" } else { "--len" };
+                self.sized |= self.rr;
+                self.out.extend([flag.into(), v.clone()]);
+                Ok(2)
+            }
+            "-s" | "-S" => {
+                let v = val.ok_or_else(|| format!("netperf {arg} needs a socket buffer size"))?;
+                // netperf accepts "SIZE" or "SEND,RECV"; linerate has one size.
+                let (a, b) = v.split_once(',').unwrap_or((v, v));
+                self.window(a)?;
+                self.window(b)?;
+                Ok(2)
+            }
+            "-D" => {
+                self.out.push("--no-delay".into());
+                Ok(1)
+            }
+            f => Err(unsupported(f).map(String::from).unwrap_or_else(|| {
+                format!(
+                    "netperf test-specific option {f} is not supported (linerate takes -m, -s, -S, -D{})",
+                    if self.rr { ", -r" } else { "" }
+                )
+            })),
+        }
+    }
+
+    /// One global option (before `--`); returns how many arguments it took.
+    fn global(&mut self, arg: &str, val: Option<&String>) -> Result<usize, String> {
+        // A value that is not itself a flag.
+        let flag_val = val.filter(|v| !v.starts_with('-') || v.parse::<f64>().is_ok());
+        let out = &mut self.out;
+        match arg {
+            "-s" | "--size" | "--sizes" if self.rr => {
+                self.sized = true;
+                out.push(arg.to_string());
+                Ok(1)
+            }
+            "-b" | "--rate" | "--pps" if self.udp => {
+                self.paced = true;
+                out.push(arg.to_string());
+                Ok(1)
+            }
+            "-H" => {
+                out.push(val.ok_or("netperf -H needs a host")?.clone());
+                Ok(2)
+            }
+            "-p" => {
+                let port = val.ok_or("netperf -p needs a port")?;
+                out.extend(["--port".into(), port.clone()]);
+                Ok(2)
+            }
+            "-l" => {
+                let v = val.ok_or("netperf -l needs a length")?;
+                match v.strip_prefix('-') {
+                    Some(n) if self.rr => out.extend(["--count".into(), n.to_string()]),
+                    Some(bytes) => out.extend(["--bytes".into(), bytes.to_string()]),
+                    None => out.extend(["--time".into(), v.clone()]),
+                }
+                Ok(2)
+            }
+            // Demo mode: interim results every SECS (netperf's default 1).
+            "-D" => match flag_val {
+                Some(secs) => {
+                    out.extend(["--interval".into(), secs.clone()]);
+                    Ok(2)
+                }
+                None => {
+                    out.extend(["--interval".into(), "1".into()]);
+                    Ok(1)
+                }
+            },
+            // Local and remote CPU figures: linerate always measures both.
+            "-c" | "-C" => Ok(1),
+            f => match unsupported(f) {
+                Some(why) => Err(why.into()),
+                None => {
+                    out.push(arg.to_string());
+                    Ok(1)
+                }
+            },
+        }
+    }
+
+    /// -s/-S: linerate sets one socket buffer size (--window) on both ends.
+    fn window(&mut self, v: &str) -> Result<(), String> {
+        match &self.window {
             Some(w) if w != v => Err(format!(
                 "netperf -s/-S: linerate sets one socket buffer size (--window) on both ends; \
                  got {w} and {v}"
             )),
             Some(_) => Ok(()),
             None => {
-                window = Some(v.to_string());
-                out.extend(["--window".into(), v.to_string()]);
+                self.window = Some(v.to_string());
+                self.out.extend(["--window".into(), v.to_string()]);
                 Ok(())
             }
         }
-    };
-    while i < rest.len() {
-        let arg = rest[i].as_str();
-        let val = rest.get(i + 1);
-        // A value that is not itself a flag.
-        let flag_val = val.filter(|v| !v.starts_with('-') || v.parse::<f64>().is_ok());
-        match (arg, test_specific) {
-            ("--", false) => {
-                test_specific = true;
-                i += 1;
-            }
-            ("-r", true) if rr => {
-                let v = val.ok_or("netperf -r needs REQ,RESP")?;
-                let (req, resp) = v.split_once(',').unwrap_or((v, v));
-                out.extend(["--size".into(), req.to_string()]);
-                out.extend(["--response-size".into(), resp.to_string()]);
-                sized = true;
-                i += 2;
-            }
-            ("-m", true) => {
-                let v = val.ok_or("netperf -m needs a send size")?;
-                let flag = if rr { "--size" } else { "--len" };
-                sized |= rr;
-                out.extend([flag.into(), v.clone()]);
-                i += 2;
-            }
-            ("-s" | "-S", true) => {
-                let v = val.ok_or_else(|| format!("netperf {arg} needs a socket buffer size"))?;
-                // netperf accepts "SIZE" or "SEND,RECV"; linerate has one size.
-                let (a, b) = v.split_once(',').unwrap_or((v, v));
-                push_window(a, &mut out)?;
-                push_window(b, &mut out)?;
-                i += 2;
-            }
-            ("-D", true) => {
-                out.push("--no-delay".into());
-                i += 1;
-            }
-            (f, true) if unsupported(f).is_some() => {
-                return Err(unsupported(f).unwrap_or_default().into());
-            }
-            ("-s" | "--size" | "--sizes", false) if rr => {
-                sized = true;
-                out.push(arg.to_string());
-                i += 1;
-            }
-            ("-b" | "--rate" | "--pps", false) if udp => {
-                paced = true;
-                out.push(arg.to_string());
-                i += 1;
-            }
-            ("-H", false) => {
-                let host = val.ok_or("netperf -H needs a host")?;
-                out.push(host.clone());
-                i += 2;
-            }
-            ("-p", false) => {
-                let port = val.ok_or("netperf -p needs a port")?;
-                out.extend(["--port".into(), port.clone()]);
-                i += 2;
-            }
-            ("-l", false) => {
-                let v = val.ok_or("netperf -l needs a length")?;
-                match v.strip_prefix('-') {
-                    Some(n) if rr => out.extend(["--count".into(), n.to_string()]),
-                    Some(bytes) => out.extend(["--bytes".into(), bytes.to_string()]),
-                    None => out.extend(["--time".into(), v.clone()]),
-                }
-                i += 2;
-            }
-            ("-D", false) => {
-                // Demo mode: interim results every SECS (netperf's default 1).
-                match flag_val {
-                    Some(secs) => {
-                        out.extend(["--interval".into(), secs.clone()]);
-                        i += 2;
-                    }
-                    None => {
-                        out.extend(["--interval".into(), "1".into()]);
-                        i += 1;
-                    }
-                }
-            }
-            // Local and remote CPU figures: linerate always measures both.
-            ("-c" | "-C", false) => i += 1,
-            (f, false) if unsupported(f).is_some() => {
-                return Err(unsupported(f).unwrap_or_default().into());
-            }
-            (f, true) => {
-                return Err(format!(
-                    "netperf test-specific option {f} is not supported (linerate takes -m, -s, -S, -D{})",
-                    if rr { ", -r" } else { "" }
-                ))
-            }
-            _ => {
-                out.push(arg.to_string());
-                i += 1;
-            }
-        }
     }
-    if rr && !sized {
-        out.extend(["--size".into(), "1".into()]);
-    }
-    if udp && !paced {
-        // netperf's UDP_STREAM sends as fast as it can.
-        out.extend(["--rate".into(), "0".into()]);
-    }
-    Ok(out)
 }
