@@ -294,6 +294,17 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
         }
     };
     let lib_s = lib.to_str().expect("path").to_owned();
+    client_preload_counts_each_send(&dir, &lib_s);
+    preloaded_server_says_so(&lib_s);
+    compare_preload_runs_a_child(&dir, &lib_s);
+    compare_preload_carries_the_key(&dir, &lib_s);
+    unloadable_preloads_are_named(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The client alone under the library (the server is another process):
+/// every datagram the syscall engine sends is one call through it.
+fn client_preload_counts_each_send(dir: &std::path::Path, lib_s: &str) {
     // The client alone under the library (the server is another process):
     // every datagram the syscall engine sends is one call through it.
     let server = Server::start(&[]);
@@ -301,7 +312,7 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     let counts = dir.join("client.counts");
     let counts_s = counts.to_str().expect("path").to_owned();
     let env = [
-        ("LD_PRELOAD", lib_s.as_str()),
+        ("LD_PRELOAD", lib_s),
         ("LR_PRELOAD_COUNT_FILE", counts_s.as_str()),
     ];
     let args = [
@@ -322,12 +333,7 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     let out = run_client_env(None, &env, &args, Duration::from_secs(60));
     assert_ok(&out, &args);
     let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
-    assert_eq!(
-        r["test"]["client_ld_preload"],
-        lib_s.as_str(),
-        "{}",
-        r["test"]
-    );
+    assert_eq!(r["test"]["client_ld_preload"], lib_s, "{}", r["test"]);
     assert!(
         r["test"].get("server_ld_preload").is_none(),
         "{}",
@@ -343,22 +349,26 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     // greetings repeated on a loaded host).
     assert!(sends >= sent, "{c:?} vs {sent} datagram sends");
     assert!(all <= sent + 50, "{c:?} vs {sent} datagram sends");
+}
+
+/// A preloaded server says so in the results it sends back.
+fn preloaded_server_says_so(lib_s: &str) {
     // A preloaded server says so in the results it sends back.
-    let server = Server::start_env(&[("LD_PRELOAD", lib_s.as_str())], &[]);
+    let server = Server::start_env(&[("LD_PRELOAD", lib_s)], &[]);
     let port = server.port_str();
     let r = json_client(&["tcp", "127.0.0.1", "-p", &port, "-t", "0.3", "--json"]);
-    assert_eq!(
-        r["test"]["server_ld_preload"],
-        lib_s.as_str(),
-        "{}",
-        r["test"]
-    );
+    assert_eq!(r["test"]["server_ld_preload"], lib_s, "{}", r["test"]);
     assert!(
         r["test"].get("client_ld_preload").is_none(),
         "{}",
         r["test"]
     );
     drop(server);
+}
+
+/// compare --preload: a syscall run under the library in a child process,
+/// against an embedded server here that is not preloaded.
+fn compare_preload_runs_a_child(dir: &std::path::Path, lib_s: &str) {
     // compare --preload: a syscall run under the library in a child
     // process, against an embedded server here that is not preloaded.
     let counts = dir.join("compare.counts");
@@ -391,8 +401,8 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     assert!(vs[0].get("client_ld_preload").is_none(), "{}", vs[0]);
     let v = &vs[1];
     assert_eq!(v["name"], "syscall+preload", "{v}");
-    assert_eq!(v["preload"], lib_s.as_str(), "{v}");
-    assert_eq!(v["client_ld_preload"], lib_s.as_str(), "{v}");
+    assert_eq!(v["preload"], lib_s, "{v}");
+    assert_eq!(v["client_ld_preload"], lib_s, "{v}");
     assert!(v.get("server_ld_preload").is_none(), "{v}");
     assert_eq!(v["client_engine"], "syscall", "{v}");
     let m = v["metrics"]
@@ -405,6 +415,11 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     assert!(f(&m["value"]) > 0.0 && m["ratio"].is_number(), "{m}");
     let c = preload_counts(&counts);
     assert!(c["send"] + c["sendto"] > 100, "{c:?}");
+}
+
+/// A server that requires a key: compare's key (given before the test)
+/// reaches every variant, the preloaded child included.
+fn compare_preload_carries_the_key(dir: &std::path::Path, lib_s: &str) {
     // A server that requires a key: compare's key (given before the test)
     // reaches every variant, the preloaded child included.
     let key = dir.join("auth.key");
@@ -431,9 +446,15 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     for v in r["variants"].as_array().expect("variants") {
         assert!(v.get("error").is_none(), "{v}");
     }
-    assert_eq!(r["variants"][1]["client_ld_preload"], lib_s.as_str(), "{r}");
+    assert_eq!(r["variants"][1]["client_ld_preload"], lib_s, "{r}");
     assert!(server.alive());
     drop(server);
+}
+
+/// A file the loader cannot load: the variant says so, and a plain test
+/// records it as not loaded; a library that is not there is refused
+/// before anything runs.
+fn unloadable_preloads_are_named(dir: &std::path::Path) {
     // A file the loader cannot load: the variant says so (the loader
     // would run the plain program), and a plain test records it as not
     // loaded.
@@ -485,7 +506,6 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
         "{}",
         stderr(&out)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `compare --repeat N --plot --report`: every variant N times, each figure

@@ -79,6 +79,65 @@ fn issue_10_malformed_input_barrage_while_a_real_test_runs() {
     std::thread::sleep(Duration::from_millis(500));
     let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
 
+    send_bad_frames(port, &mut noise);
+    probe_limits(port);
+    udp_garbage(port, &mut noise);
+    let loris = slow_loris(port);
+    // 1,000 connections that never speak (the server holds at most
+    // --max-connections of them, each until its handshake time).
+    let silent: Vec<_> = (0..1000)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+
+    let out = real.wait_with_output().expect("real client");
+    assert!(
+        out.status.success(),
+        "the real test failed: {}",
+        stderr(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
+    crate::helpers::assert_streams_balanced(&report);
+    assert!(
+        loris.join().unwrap_or(false),
+        "the slow loris was not cut off"
+    );
+    drop(silent);
+    assert!(server.alive());
+    // Everything the barrage cost is given back.
+    let back = eventually(Duration::from_secs(10), || {
+        threads_and_fds(pid) == (threads0, fds0)
+    });
+    assert!(
+        back,
+        "threads/fds {:?}, baseline {:?}",
+        threads_and_fds(pid),
+        (threads0, fds0)
+    );
+    let ok = run_client(
+        &[
+            "udp",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "0.3",
+            "--pps",
+            "1000",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert!(
+        log.lines().count() < 200,
+        "{} log lines for the barrage",
+        log.lines().count()
+    );
+}
+
+/// Truncated, oversized, wrong-magic, wrong-version and unknown frames, a
+/// data connection of no test, and random bytes: each on its own connection.
+fn send_bad_frames(port: u16, noise: &mut Noise) {
     // Truncated, oversized, wrong magic, wrong version, unknown kind.
     let mut truncated = hello(TestSpec::default());
     truncated.truncate(truncated.len() / 2);
@@ -105,6 +164,10 @@ fn issue_10_malformed_input_barrage_while_a_real_test_runs() {
         }
         send_and_close(port, &b);
     }
+}
+
+/// Hellos at and just past each limit: the first accepted, the second refused.
+fn probe_limits(port: u16) {
     // Parameters at and past the limits.
     for (spec, ok) in [
         (
@@ -173,6 +236,11 @@ fn issue_10_malformed_input_barrage_while_a_real_test_runs() {
             break;
         }
     }
+}
+
+/// Random datagrams at a UDP test's data port from two addresses, before
+/// and instead of greetings.
+fn udp_garbage(port: u16, noise: &mut Noise) {
     // UDP garbage at a test's data ports, before and instead of greetings.
     let mut raw = Raw::connect(port);
     raw.hello(TestSpec {
@@ -196,9 +264,14 @@ fn issue_10_malformed_input_barrage_while_a_real_test_runs() {
         }
     }
     drop(raw);
+}
+
+/// A valid Hello sent one byte per 300 ms on its own thread; the handle
+/// returns whether the server cut it off.
+fn slow_loris(port: u16) -> std::thread::JoinHandle<bool> {
     // Slow loris: a valid Hello, one byte per 300 ms; the server must cut
     // it off at its handshake time (2 s), long before the Hello is whole.
-    let loris = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let bytes = hello(TestSpec::default());
         let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else {
             return false;
@@ -214,55 +287,5 @@ fn issue_10_malformed_input_barrage_while_a_real_test_runs() {
             std::thread::sleep(Duration::from_millis(300));
         }
         false
-    });
-    // 1,000 connections that never speak (the server holds at most
-    // --max-connections of them, each until its handshake time).
-    let silent: Vec<_> = (0..1000)
-        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
-        .collect();
-
-    let out = real.wait_with_output().expect("real client");
-    assert!(
-        out.status.success(),
-        "the real test failed: {}",
-        stderr(&out)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
-    crate::helpers::assert_streams_balanced(&report);
-    assert!(
-        loris.join().unwrap_or(false),
-        "the slow loris was not cut off"
-    );
-    drop(silent);
-    assert!(server.alive());
-    // Everything the barrage cost is given back.
-    let back = eventually(Duration::from_secs(10), || {
-        threads_and_fds(pid) == (threads0, fds0)
-    });
-    assert!(
-        back,
-        "threads/fds {:?}, baseline {:?}",
-        threads_and_fds(pid),
-        (threads0, fds0)
-    );
-    let ok = run_client(
-        &[
-            "udp",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-t",
-            "0.3",
-            "--pps",
-            "1000",
-        ],
-        Duration::from_secs(30),
-    );
-    assert!(ok.status.success(), "{}", stderr(&ok));
-    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
-    assert!(
-        log.lines().count() < 200,
-        "{} log lines for the barrage",
-        log.lines().count()
-    );
+    })
 }
