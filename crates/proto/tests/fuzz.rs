@@ -179,130 +179,148 @@ fn noise(seed: u64, n: usize) -> Vec<u8> {
 }
 
 /// The seeds each target starts from.
+/// Driver events of the session targets: a data connection attached,
+/// the data phase finished, the clock advanced, the peer closed.
+const ATTACH: [u8; 3] = [9, 0, 1];
+const FINISHED: [u8; 1] = [8];
+const ADVANCE: [u8; 3] = [6, 255, 255];
+const CLOSED: [u8; 1] = [7];
+
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     let f = frames();
-    let frame = |m: &Message| wire::to_bytes(m);
-    let (attach, finished, advance, closed) = (vec![9, 0, 1], vec![8], vec![6, 255, 255], vec![7]);
     match target {
         "control_frames" => f,
-        "data_headers" => {
-            let mut d = vec![0u8; 64];
-            Header {
-                flags: 0,
-                stream: 1,
-                seq: 7,
-                send_ns: 9,
-                len: 64,
-            }
-            .emit(&mut d);
-            let mut rr = vec![0u8; 32];
-            linerate_proto::rr::RequestRepr {
-                flow: 1,
-                sequence: 2,
-                sent_ns: Some(3),
-            }
-            .emit(&mut rr);
-            let mut resp = vec![0u8; 32];
-            linerate_proto::rr::ResponseRepr {
-                flow: 1,
-                sequence: 2,
-                server_ns: Some((3, 4)),
-            }
-            .emit(&mut resp);
-            vec![d, rr, resp, noise(1, 16)]
-        }
-        "iperf3_json" => {
-            let json = br#"{"tcp":true,"omit":0,"time":10,"parallel":1,"len":131072,"client_version":"3.12"}"#;
-            let results = br#"{"cpu_util_total":1.0,"cpu_util_user":0.5,"cpu_util_system":0.5,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":1000,"retransmits":0,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":1}]}"#;
-            let framed = |j: &[u8]| {
-                let mut v = (j.len() as u32).to_be_bytes().to_vec();
-                v.extend_from_slice(j);
-                v
-            };
-            vec![framed(json), framed(results), json.to_vec()]
-        }
+        "data_headers" => data_header_seeds(),
+        "iperf3_json" => iperf3_json_seeds(),
         "auth" => vec![noise(2, 97), vec![0; 97]],
-        "server_session" => {
-            let hello = frame(&Message::Hello(Hello {
-                protocol: PROTOCOL_VERSION,
-                software: "f".into(),
-                spec: TestSpec::default(),
-                server_engine: None,
-                heartbeat_ms: None,
-                unix_uid: None,
-            }));
-            let results = f[4].clone();
-            vec![
-                [
-                    vec![0],
-                    peer(&hello),
-                    attach.clone(),
-                    finished.clone(),
-                    peer(&results),
-                ]
-                .concat(),
-                [vec![1], peer(&f[8]), peer(&f[10]), peer(&hello)].concat(),
-                [
-                    vec![0],
-                    peer(&hello),
-                    advance.clone(),
-                    advance.clone(),
-                    closed.clone(),
-                ]
-                .concat(),
-            ]
-        }
-        "client_session" => {
-            let accept = f[11].clone();
-            let results = f[4].clone();
-            vec![
-                [
-                    peer(&accept),
-                    attach.clone(),
-                    peer(&f[3]),
-                    finished,
-                    peer(&results),
-                ]
-                .concat(),
-                [peer(&accept), advance, closed].concat(),
-                [peer(&f[5])].concat(),
-            ]
-        }
-        "iperf3_sessions" => {
-            let cookie = b"abcdefghijklmnopqrstuvwxyz2345672345\0";
-            let chunk = |to_server: bool, b: &[u8]| {
-                let mut v = vec![u8::from(!to_server)];
-                v.extend_from_slice(&(b.len() as u16).to_le_bytes());
-                v.extend_from_slice(b);
-                v
-            };
-            vec![
-                [chunk(true, cookie), chunk(true, &seeds("iperf3_json")[0])].concat(),
-                [chunk(false, &[9]), chunk(false, &[10]), chunk(false, &[1])].concat(),
-            ]
-        }
-        "rr_flow" => {
-            // Sizes, reliability, flow; then requests (0), the server's
-            // response (2), a timeout (1), a late response (2 after 1).
-            let head = |reliable: u8| vec![63, 63, reliable, 1];
-            let request = [0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3];
-            let events = [
-                &request[..],
-                &[2, 0, 0],
-                &request,
-                &[1],
-                &request,
-                &[2, 0, 0],
-            ]
-            .concat();
-            vec![
-                [head(0), events.clone()].concat(),
-                [head(1), events].concat(),
-                noise(9, 64),
-            ]
-        }
+        "server_session" => server_session_seeds(&f),
+        "client_session" => client_session_seeds(&f),
+        "iperf3_sessions" => iperf3_session_seeds(),
+        "rr_flow" => rr_flow_seeds(),
         _ => (0..4).map(|k| noise(k + 3, 64 << k)).collect(),
     }
+}
+
+fn data_header_seeds() -> Vec<Vec<u8>> {
+    let mut d = vec![0u8; 64];
+    Header {
+        flags: 0,
+        stream: 1,
+        seq: 7,
+        send_ns: 9,
+        len: 64,
+    }
+    .emit(&mut d);
+    let mut rr = vec![0u8; 32];
+    linerate_proto::rr::RequestRepr {
+        flow: 1,
+        sequence: 2,
+        sent_ns: Some(3),
+    }
+    .emit(&mut rr);
+    let mut resp = vec![0u8; 32];
+    linerate_proto::rr::ResponseRepr {
+        flow: 1,
+        sequence: 2,
+        server_ns: Some((3, 4)),
+    }
+    .emit(&mut resp);
+    vec![d, rr, resp, noise(1, 16)]
+}
+
+fn iperf3_json_seeds() -> Vec<Vec<u8>> {
+    let json =
+        br#"{"tcp":true,"omit":0,"time":10,"parallel":1,"len":131072,"client_version":"3.12"}"#;
+    let results = br#"{"cpu_util_total":1.0,"cpu_util_user":0.5,"cpu_util_system":0.5,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":1000,"retransmits":0,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":1}]}"#;
+    let framed = |j: &[u8]| {
+        let mut v = (j.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(j);
+        v
+    };
+    vec![framed(json), framed(results), json.to_vec()]
+}
+
+fn server_session_seeds(f: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let hello = wire::to_bytes(&Message::Hello(Hello {
+        protocol: PROTOCOL_VERSION,
+        software: "f".into(),
+        spec: TestSpec::default(),
+        server_engine: None,
+        heartbeat_ms: None,
+        unix_uid: None,
+    }));
+    let results = f[4].clone();
+    vec![
+        [
+            vec![0],
+            peer(&hello),
+            ATTACH.to_vec(),
+            FINISHED.to_vec(),
+            peer(&results),
+        ]
+        .concat(),
+        [vec![1], peer(&f[8]), peer(&f[10]), peer(&hello)].concat(),
+        [
+            vec![0],
+            peer(&hello),
+            ADVANCE.to_vec(),
+            ADVANCE.to_vec(),
+            CLOSED.to_vec(),
+        ]
+        .concat(),
+    ]
+}
+
+fn client_session_seeds(f: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let accept = f[11].clone();
+    let results = f[4].clone();
+    vec![
+        [
+            peer(&accept),
+            ATTACH.to_vec(),
+            peer(&f[3]),
+            FINISHED.to_vec(),
+            peer(&results),
+        ]
+        .concat(),
+        [peer(&accept), ADVANCE.to_vec(), CLOSED.to_vec()].concat(),
+        [peer(&f[5])].concat(),
+    ]
+}
+
+fn iperf3_session_seeds() -> Vec<Vec<u8>> {
+    let cookie = b"abcdefghijklmnopqrstuvwxyz2345672345\0";
+    let chunk = |to_server: bool, b: &[u8]| {
+        let mut v = vec![u8::from(!to_server)];
+        v.extend_from_slice(&(b.len() as u16).to_le_bytes());
+        v.extend_from_slice(b);
+        v
+    };
+    vec![
+        [chunk(true, cookie), chunk(true, &seeds("iperf3_json")[0])].concat(),
+        [chunk(false, &[9]), chunk(false, &[10]), chunk(false, &[1])].concat(),
+    ]
+}
+
+fn rr_flow_seeds() -> Vec<Vec<u8>> {
+    // Sizes, reliability, flow; then requests (0), the server's
+    // response (2), a timeout (1), a late response (2 after 1).
+    let head = |reliable: u8| vec![63, 63, reliable, 1];
+    let request = [0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3];
+    let events = [
+        &request[..],
+        &[2, 0, 0],
+        &request,
+        &[1],
+        &request,
+        &[2, 0, 0],
+    ]
+    .concat();
+    vec![
+        [head(0), events.clone()].concat(),
+        [head(1), events].concat(),
+        noise(9, 64),
+    ]
 }
 
 fn corpus(target: &str) -> Vec<Vec<u8>> {
