@@ -85,6 +85,26 @@ fn size_ticks(x: &Range<f64>) -> Vec<f64> {
         .collect()
 }
 
+/// Values to tick on a log axis over `y`: 1, 2 and 5 of each decade, or
+/// every whole step of a decade when the range is too narrow for three
+/// such ticks, so every value drawn has a labelled tick near it.
+fn decade_ticks(y: &Range<f64>) -> Vec<f64> {
+    let (lo, hi) = (y.start.max(f64::MIN_POSITIVE), y.end.max(f64::MIN_POSITIVE));
+    let ticks = |steps: &[f64]| -> Vec<f64> {
+        let (first, last) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        (first..=last)
+            .flat_map(|e| steps.iter().map(move |m| m * 10f64.powi(e)))
+            .filter(|v| *v >= lo && *v <= hi)
+            .collect()
+    };
+    let coarse = ticks(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 3 {
+        coarse
+    } else {
+        ticks(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    }
+}
+
 /// Draws `lines` on `area` with `axes`.
 pub(crate) fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -104,7 +124,10 @@ where
                 .clone()
                 .log_scale()
                 .with_key_points(size_ticks(&axes.x)),
-            axes.y.clone().log_scale(),
+            axes.y
+                .clone()
+                .log_scale()
+                .with_key_points(decade_ticks(&axes.y)),
         )
         .map_err(err)?;
     chart
@@ -207,5 +230,16 @@ mod tests {
         let labels: Vec<String> = t.iter().map(|v| format_size(*v as u64)).collect();
         assert!(labels.contains(&"1 KiB".to_string()), "{labels:?}");
         assert_eq!(size_ticks(&(50.0..300.0)), vec![64.0, 128.0, 256.0]);
+    }
+
+    #[test]
+    fn value_ticks_label_every_decade_the_data_use() {
+        // msg's per-message time: 4 µs … 120 µs has ticks below 10.
+        assert_eq!(
+            decade_ticks(&(4.0..120.0)),
+            vec![5.0, 10.0, 20.0, 50.0, 100.0]
+        );
+        // Under a decade wide: every whole step.
+        assert_eq!(decade_ticks(&(6.5..9.5)), vec![7.0, 8.0, 9.0]);
     }
 }

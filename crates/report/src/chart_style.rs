@@ -30,7 +30,7 @@ pub(crate) fn series_colour(i: usize) -> RGBColor {
 /// The corner of `chart`'s plotting area that the polylines `lines` (in
 /// data coordinates) cross least, for a legend of `entries` lines whose
 /// longest label has `longest` characters. Ties go to the upper left,
-/// then clockwise.
+/// then clockwise round the corners, then the edges' middles.
 pub(crate) fn quiet_corner<DB, CT>(
     chart: &ChartContext<'_, DB, CT>,
     lines: &[Vec<CT::From>],
@@ -61,11 +61,20 @@ where
     // 5 px in from the edges; a little more, as its text sizes are guesses.
     let w = 7 * longest as i32 + 60;
     let h = 16 * entries as i32 + 25;
+    // Corners first, then the middles of the edges, then the centre: a tie
+    // goes to the earlier, so a legend leaves the middle unless the data
+    // cross every edge.
+    let (xm, ym) = ((xr.start + xr.end - w) / 2, (yr.start + yr.end - h) / 2);
     let boxes = [
         (SeriesLabelPosition::UpperLeft, xr.start, yr.start),
         (SeriesLabelPosition::UpperRight, xr.end - w, yr.start),
         (SeriesLabelPosition::LowerRight, xr.end - w, yr.end - h),
         (SeriesLabelPosition::LowerLeft, xr.start, yr.end - h),
+        (SeriesLabelPosition::MiddleLeft, xr.start, ym),
+        (SeriesLabelPosition::MiddleRight, xr.end - w, ym),
+        (SeriesLabelPosition::UpperMiddle, xm, yr.start),
+        (SeriesLabelPosition::LowerMiddle, xm, yr.end - h),
+        (SeriesLabelPosition::MiddleMiddle, xm, ym),
     ];
     let covered = |x0: i32, y0: i32| {
         px.iter()
@@ -134,5 +143,10 @@ mod tests {
         // Across the top and down the right: lower left.
         let top_right = vec![vec![(0.0, 9.9), (9.9, 9.9), (9.9, 0.0)]];
         assert_eq!(corner(&top_right), SeriesLabelPosition::LowerLeft);
+        // Flat lines along the top and the bottom (msg's per-message time
+        // for two concurrencies): no corner is free, the middle of the
+        // left edge is.
+        let bands = vec![vec![(0.5, 9.0), (9.5, 9.3)], vec![(0.5, 1.0), (9.5, 1.3)]];
+        assert_eq!(corner(&bands), SeriesLabelPosition::MiddleLeft);
     }
 }

@@ -33,6 +33,17 @@ fn lines(r: &CompareReport) -> Vec<String> {
     ]
 }
 
+/// The chart title's words for a headline figure (the JSON name is for
+/// programs).
+fn title_of(name: &str) -> &str {
+    match name {
+        "receiver_bits_per_second" => "Received data rate",
+        "received_datagrams_per_second" => "Received datagram rate",
+        "transactions_per_second" => "Transaction rate",
+        other => other,
+    }
+}
+
 /// The figure as SVG; an error when no variant has the headline figure.
 pub fn svg(r: &CompareReport) -> Result<String, PlotError> {
     let name = compare::headline(&r.test);
@@ -71,7 +82,10 @@ pub fn svg(r: &CompareReport) -> Result<String, PlotError> {
     chart_bars::svg(&BarChart {
         width: (220 * bars.len() as u32).clamp(900, 1600),
         caption: lines(r),
-        title: format!("{name} per variant ({unit}), ratio to the first"),
+        title: format!(
+            "{} per variant ({unit}), ratio to the first",
+            title_of(name)
+        ),
         scale,
         unit,
         // Room above the tallest bar for its label.

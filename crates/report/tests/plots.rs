@@ -347,9 +347,9 @@ fn comparison(test: &str, fixture_name: &str) -> linerate_report::compare::Compa
 #[test]
 fn issue_8_compare_plot_has_a_labelled_bar_per_variant() {
     for (test, name, want) in [
-        ("tcp", "tcp", "receiver_bits_per_second per variant"),
-        ("udp", "udp", "received_datagrams_per_second per variant"),
-        ("rr", "rr", "transactions_per_second per variant"),
+        ("tcp", "tcp", "Received data rate per variant"),
+        ("udp", "udp", "Received datagram rate per variant"),
+        ("rr", "rr", "Transaction rate per variant"),
     ] {
         let r = comparison(test, name);
         let svg = linerate_report::compare_plot::svg(&r).expect("draws");
