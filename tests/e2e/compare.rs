@@ -556,7 +556,7 @@ fn issue_11_compare_repeats_each_variant_and_writes_plot_and_page() {
     }
     let plot = std::fs::read_to_string(&svg).expect("plot written");
     assert!(
-        plot.contains("receiver_bits_per_second per variant"),
+        plot.contains("Received data rate per variant"),
         "{plot}"
     );
     assert!(plot.contains("×1.00"), "the first bar's ratio is labelled");
