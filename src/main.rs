@@ -166,12 +166,18 @@ struct Failure {
     reported: bool,
 }
 
+/// Whether a closed reader caused the error: an `io::Error` of kind
+/// `BrokenPipe` anywhere in the chain, or a JSON writer's error wrapping one
+/// (serde_json's error does not expose its `io::Error` as a source, so a
+/// `--json` report cut off by `| head` would otherwise read as a failure).
 fn chain_has_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(e) = cur {
-        if e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        {
+        let kind = e
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| e.downcast_ref::<serde_json::Error>()?.io_error_kind());
+        if kind == Some(std::io::ErrorKind::BrokenPipe) {
             return true;
         }
         cur = e.source();

@@ -715,3 +715,55 @@ fn issue_12_msg_to_a_server_interrupted() {
     assert_eq!(ran(&r).len(), 1, "{r}");
     assert!(server.alive());
 }
+
+/// `linerate msg … --json | head -0` (issue 28): a reader that went away
+/// before the report is a quiet exit with status 0, as for the native
+/// client, on both the local and the server path and in every machine
+/// format (a JSON writer's broken pipe used to print "Broken pipe" and exit
+/// 1).
+#[test]
+fn issue_28_msg_closed_stdout_is_a_quiet_exit() {
+    use std::io::Read;
+    let server = crate::helpers::Server::start(&[]);
+    let p = server.port_str();
+    let small = ["--sizes", "56", "--trials", "2", "--messages", "50"];
+    let local = ["msg", "--transport", "unix"];
+    let net = ["msg", "127.0.0.1", "--port", &p];
+    for (ends, format) in [
+        (&local[..], "--json"),
+        (&local[..], "--json-lines"),
+        (&local[..], "--csv"),
+        (&net[..], "--json"),
+    ] {
+        let args: Vec<&str> = ends
+            .iter()
+            .chain(&small)
+            .chain([&format])
+            .copied()
+            .collect();
+        let mut child = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // `head -0`: the reader is gone before the first byte.
+        drop(child.stdout.take());
+        let done = eventually(Duration::from_secs(30), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
+        if !done {
+            let _ = child.kill();
+        }
+        let status = child.wait().expect("wait");
+        let mut err = String::new();
+        let _ = child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut err);
+        assert!(done, "{args:?}: still running 30 s after its reader left");
+        assert_eq!(status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}: a closed stdout is a quiet exit");
+    }
+}

@@ -13,7 +13,9 @@ pub fn render(r: &MsgReport, format: Format, out: &mut dyn Write) -> io::Result<
     match format {
         Format::Human => human(r, out),
         Format::Json | Format::JsonLines => {
-            serde_json::to_writer_pretty(&mut *out, r).map_err(io::Error::other)?;
+            // `From` keeps a write error's kind (a closed stdout stays
+            // `BrokenPipe`); `io::Error::other` would hide it.
+            serde_json::to_writer_pretty(&mut *out, r)?;
             writeln!(out)
         }
         Format::Csv => csv(r, out),
