@@ -766,7 +766,7 @@ impl ControlSide for ServerTest<'_> {
         }
     }
 
-    fn turn(&mut self, _: &ControlConn) -> bool {
+    fn turn(&mut self, _: &mut ControlConn) -> bool {
         if !self.shutting_down && self.shared.stopping() {
             self.shutting_down = true;
             self.session.shutdown(SHUTDOWN_REASON);

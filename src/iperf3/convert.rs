@@ -7,11 +7,8 @@ use std::time::Duration;
 
 use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results, StreamResults};
 use linerate_proto::iperf3::udp::Iperf3Counts;
-use linerate_proto::iperf3::{
-    self, client_role, server_role, stream_id, Direction as IDirection, Role,
-};
+use linerate_proto::iperf3::{self, client_role, server_role, stream_id, Role};
 use linerate_proto::measure::{CpuMeasurement, SideResults, StreamMeasurement, UdpRecv, UdpSend};
-use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
 use linerate_proto::wire::Side;
 
 /// One data stream of an iperf3 test on the server.
@@ -24,60 +21,6 @@ pub struct StreamInfo {
 /// 3, … in the order iperf3 creates streams (client senders first).
 pub fn linerate_id(index: u32) -> u32 {
     index + 1
-}
-
-/// The test an iperf3 client's parameters describe, in linerate's terms.
-pub fn spec_from(p: &Params) -> TestSpec {
-    let protocol = match p.protocol {
-        IProtocol::Tcp => Protocol::Tcp,
-        IProtocol::Udp => Protocol::Udp,
-    };
-    let limit = if p.num > 0 {
-        Limit::Bytes(p.num)
-    } else if p.blockcount > 0 && protocol == Protocol::Udp {
-        Limit::Datagrams(p.blockcount)
-    } else if p.blockcount > 0 {
-        Limit::Bytes(p.blockcount.saturating_mul(u64::from(p.len)))
-    } else {
-        Limit::TimeMs(u64::from(p.time) * 1000)
-    };
-    TestSpec {
-        protocol,
-        direction: match p.direction {
-            IDirection::Normal => Direction::Forward,
-            IDirection::Reverse => Direction::Reverse,
-            IDirection::Bidir => Direction::Bidir,
-        },
-        streams: p.parallel as u16,
-        limit,
-        len: p.len,
-        omit_ms: u64::from(p.omit) * 1000,
-        interval_ms: 1000,
-        tcp: TcpOptions {
-            window: p.window,
-            congestion: p.congestion.clone(),
-            no_delay: p.nodelay,
-            mss: p.mss,
-            // iperf3's -b on TCP: each sending stream paced by the kernel,
-            // and held to it by the server's rate watch. Every -b the
-            // session admitted is kept (it refuses those below
-            // MIN_TCP_RATE_BPS): a rate dropped here would run unpaced.
-            rate: (protocol == Protocol::Tcp && p.bandwidth > 0).then_some(p.bandwidth),
-            // iperf3 3.21's --skip-rx-copy: its receivers use MSG_TRUNC, so ours do.
-            skip_rx_copy: protocol == Protocol::Tcp && p.skip_rx_copy,
-            unix: false,
-        },
-        udp: (protocol == Protocol::Udp).then(|| UdpSpec {
-            pace: match p.bandwidth {
-                0 => Pace::Unlimited,
-                b => Pace::Rate(b),
-            },
-            burst: p.burst.unwrap_or(1),
-            window: p.window,
-            ..UdpSpec::default()
-        }),
-        ..TestSpec::default()
-    }
 }
 
 fn percent(ns: u64, wall_ns: u64) -> f64 {
@@ -302,28 +245,7 @@ pub const STOP_WAIT: Duration = Duration::from_secs(10);
 mod tests {
     use super::*;
     use linerate_proto::iperf3::json::parse_params;
-
-    #[test]
-    fn iperf3_parameters_become_a_linerate_spec() {
-        let p = parse_params(br#"{"udp":true,"omit":1,"time":3,"num":0,"blockcount":0,"parallel":2,"bidirectional":true,"len":1400,"bandwidth":10000000,"window":1048576}"#)
-            .expect("valid")
-            .params;
-        let s = spec_from(&p);
-        assert_eq!(s.protocol, Protocol::Udp);
-        assert_eq!(s.direction, Direction::Bidir);
-        assert_eq!((s.streams, s.len, s.omit_ms), (2, 1400, 1000));
-        assert_eq!(s.limit, Limit::TimeMs(3000));
-        assert_eq!(s.udp.as_ref().map(|u| u.pace), Some(Pace::Rate(10_000_000)));
-        // linerate's plan order is iperf3's creation order.
-        let plan = s.stream_plan();
-        assert_eq!(plan.len(), 4);
-        assert_eq!(plan[0].sender, Side::Client);
-        assert_eq!(plan[3].sender, Side::Server);
-        let p = parse_params(br#"{"tcp":true,"time":0,"num":10485760}"#)
-            .expect("valid")
-            .params;
-        assert_eq!(spec_from(&p).limit, Limit::Bytes(10_485_760));
-    }
+    use linerate_proto::iperf3::spec_of;
 
     /// Every TCP `-b` an iperf3 client may ask becomes the spec's rate, so
     /// the server's senders are paced to it and `--max-rate`'s watch (the
@@ -335,13 +257,13 @@ mod tests {
             let json =
                 format!(r#"{{"tcp":true,"reverse":{reverse},"time":2,"bandwidth":{bandwidth}}}"#);
             let p = parse_params(json.as_bytes()).expect("valid").params;
-            let s = spec_from(&p);
+            let s = spec_of(&p);
             assert_eq!(s.tcp.rate, Some(bandwidth), "{json}");
         }
         let p = parse_params(br#"{"tcp":true,"time":2,"bandwidth":1}"#)
             .expect("valid")
             .params;
-        let spec = spec_from(&p);
+        let spec = spec_of(&p);
         assert!(
             crate::watch::RateWatch::new(&spec, true).is_some(),
             "a forward -b 1 test runs unwatched"
@@ -349,7 +271,7 @@ mod tests {
         let p = parse_params(br#"{"tcp":true,"time":2}"#)
             .expect("valid")
             .params;
-        assert_eq!(spec_from(&p).tcp.rate, None, "-b 0 is unpaced");
+        assert_eq!(spec_of(&p).tcp.rate, None, "-b 0 is unpaced");
     }
 
     #[test]

@@ -27,7 +27,11 @@ use super::{
     SAFETY_SLACK, STEP_TIMEOUT,
 };
 use crate::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
+use crate::measure::SideResults;
 use crate::session::server::Admission;
+use crate::session::{Outbox, Session};
+use crate::spec::TestSpec;
+use crate::wire::SentCount;
 
 /// The server's limits as they apply to iperf3 tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,11 +159,15 @@ pub struct Iperf3ServerSession {
     phase: Phase,
     limits: Iperf3Limits,
     inbox: Vec<u8>,
-    outbox: Vec<u8>,
+    outbox: Outbox,
     actions: VecDeque<ServerAction>,
     deadline: Option<Instant>,
     cookie: Option<Cookie>,
     params: Option<Params>,
+    /// The accepted parameters as linerate's test ([`super::spec_of`]).
+    spec: Option<TestSpec>,
+    /// What this side's streams measured, once they have ended.
+    measured: Option<SideResults>,
     notes: Vec<String>,
     client_results: Option<Results>,
     /// `--max-total-rate`: the budget shared with the server's other tests
@@ -181,11 +189,13 @@ impl Iperf3ServerSession {
             phase: Phase::AwaitCookie,
             limits,
             inbox: Vec::new(),
-            outbox: Vec::new(),
+            outbox: Outbox::default(),
             actions: VecDeque::new(),
             deadline: Some(now + STEP_TIMEOUT),
             cookie: None,
             params: None,
+            spec: None,
+            measured: None,
             notes: Vec::new(),
             client_results: None,
             rate_budget: None,
@@ -207,7 +217,7 @@ impl Iperf3ServerSession {
             Admission::Limited(why) => Some(why),
         };
         if let Some(why) = refusal {
-            s.outbox.push(State::AccessDenied.byte());
+            s.outbox.raw().push(State::AccessDenied.byte());
             s.phase = Phase::Refused(why);
             s.deadline = None;
         }
@@ -223,7 +233,7 @@ impl Iperf3ServerSession {
 
     /// Takes the bytes to write to the control connection.
     pub fn take_outbox(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.outbox)
+        std::mem::take(self.outbox.raw())
     }
 
     pub fn poll_action(&mut self) -> Option<ServerAction> {
@@ -241,6 +251,21 @@ impl Iperf3ServerSession {
     /// The accepted parameters (from PrepareStreams on).
     pub fn params(&self) -> Option<&Params> {
         self.params.as_ref()
+    }
+
+    /// The accepted parameters as linerate's test.
+    pub fn spec(&self) -> Option<&TestSpec> {
+        self.spec.as_ref()
+    }
+
+    /// What this side's streams measured, once they have ended.
+    pub fn measured(&self) -> Option<&SideResults> {
+        self.measured.as_ref()
+    }
+
+    /// This side's streams have ended; the first results count.
+    pub fn local_finished(&mut self, results: SideResults) {
+        self.measured.get_or_insert(results);
     }
 
     /// What was odd about the parameters (values real clients never send).
@@ -298,7 +323,7 @@ impl Iperf3ServerSession {
                 };
                 self.inbox.drain(..COOKIE_LEN);
                 self.cookie = Some(c);
-                self.outbox.push(State::ParamExchange.byte());
+                self.outbox.raw().push(State::ParamExchange.byte());
                 self.phase = Phase::AwaitParams;
                 self.deadline = Some(now + STEP_TIMEOUT);
                 true
@@ -479,6 +504,7 @@ impl Iperf3ServerSession {
                 Err(why) => return self.refuse(code::TOTAL_RATE, why),
             }
         }
+        self.spec = Some(super::spec_of(&p));
         self.params = Some(p);
         self.actions.push_back(ServerAction::PrepareStreams);
         self.phase = Phase::Preparing;
@@ -489,7 +515,7 @@ impl Iperf3ServerSession {
     /// all of them within one step's time.
     pub fn streams_prepared(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Preparing) {
-            self.outbox.push(State::CreateStreams.byte());
+            self.outbox.raw().push(State::CreateStreams.byte());
             self.phase = Phase::AwaitStreams { attached: 0 };
             self.deadline = Some(now + STEP_TIMEOUT);
         }
@@ -499,6 +525,7 @@ impl Iperf3ServerSession {
     pub fn prepare_failed(&mut self, code: i32, errno: i32, why: String) {
         if matches!(self.phase, Phase::Preparing) {
             self.outbox
+                .raw()
                 .extend_from_slice(&server_error_bytes(code, errno));
             self.phase = Phase::Refused(why);
             self.deadline = None;
@@ -541,8 +568,8 @@ impl Iperf3ServerSession {
             role: server_role(p.direction, p.parallel, index),
         };
         if index + 1 == total {
-            self.outbox.push(State::TestStart.byte());
-            self.outbox.push(State::TestRunning.byte());
+            self.outbox.raw().push(State::TestStart.byte());
+            self.outbox.raw().push(State::TestRunning.byte());
             self.actions.push_back(ServerAction::StartStreams);
             self.phase = Phase::Running;
             let time = match p.time {
@@ -561,7 +588,7 @@ impl Iperf3ServerSession {
     /// The streams are stopped and closed: asks for the client's results.
     pub fn streams_stopped(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Stopping) {
-            self.outbox.push(State::ExchangeResults.byte());
+            self.outbox.raw().push(State::ExchangeResults.byte());
             self.phase = Phase::AwaitClientResults;
             self.deadline = Some(now + STEP_TIMEOUT);
             // The client may already have sent them.
@@ -589,8 +616,8 @@ impl Iperf3ServerSession {
     /// Sends the server's results and DISPLAY_RESULTS.
     pub fn send_results(&mut self, results: &Results, now: Instant) {
         if matches!(self.phase, Phase::Building) {
-            json::put_message(&json::results_json(results), &mut self.outbox);
-            self.outbox.push(State::DisplayResults.byte());
+            json::put_message(&json::results_json(results), self.outbox.raw());
+            self.outbox.raw().push(State::DisplayResults.byte());
             self.phase = Phase::AwaitDone;
             self.deadline = Some(now + STEP_TIMEOUT);
             while !self.is_finished() && self.step(now) {}
@@ -609,7 +636,7 @@ impl Iperf3ServerSession {
     /// signal.
     pub fn abort(&mut self, reason: &str) {
         if !self.is_finished() {
-            self.outbox.push(State::ServerTerminate.byte());
+            self.outbox.raw().push(State::ServerTerminate.byte());
             self.fail(Iperf3Error::Aborted(reason.to_owned()));
         }
     }
@@ -653,13 +680,17 @@ impl Iperf3ServerSession {
 
     /// Refuses the test before any stream exists (SERVER_ERROR, as ≥3.20).
     fn refuse(&mut self, code: i32, why: String) {
-        self.outbox.extend_from_slice(&server_error_bytes(code, 0));
+        self.outbox
+            .raw()
+            .extend_from_slice(&server_error_bytes(code, 0));
         self.phase = Phase::Refused(why);
         self.deadline = None;
     }
 
     fn error(&mut self, code: i32, err: Iperf3Error) {
-        self.outbox.extend_from_slice(&server_error_bytes(code, 0));
+        self.outbox
+            .raw()
+            .extend_from_slice(&server_error_bytes(code, 0));
         self.fail(err);
     }
 
@@ -669,5 +700,36 @@ impl Iperf3ServerSession {
         }
         self.phase = Phase::Failed(err);
         self.deadline = None;
+    }
+}
+
+/// The control driver runs this session as it runs the native ones.
+impl Session for Iperf3ServerSession {
+    type Action = ServerAction;
+    fn poll_action(&mut self) -> Option<ServerAction> {
+        Iperf3ServerSession::poll_action(self)
+    }
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
+    fn spec(&self) -> Option<&TestSpec> {
+        self.spec.as_ref()
+    }
+    fn is_finished(&self) -> bool {
+        Iperf3ServerSession::is_finished(self)
+    }
+    fn receive_at(&mut self, bytes: &[u8], now: Instant, _clock_ns: u64) {
+        self.receive(bytes, now)
+    }
+    /// iperf3 has no message for it: the client's results carry its counts.
+    fn local_senders_finished(&mut self, _: Vec<SentCount>) {}
+    fn local_finished(&mut self, results: SideResults, _: Instant) {
+        Iperf3ServerSession::local_finished(self, results)
+    }
+    fn peer_closed(&mut self) {
+        Iperf3ServerSession::peer_closed(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Iperf3ServerSession::handle_timeout(self, now)
     }
 }
