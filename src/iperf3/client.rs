@@ -600,7 +600,8 @@ impl Test<'_, '_> {
         };
         let p = self.session.params().clone();
         let mut local = self.session.measured().cloned().unwrap_or_default();
-        let mut remote = conv::peer_side(&p, &server, Side::Server);
+        let mut remote = conv::checked_peer_side(&p, &self.cfg.spec, &server, Side::Server)
+            .map_err(|why| anyhow!("iperf3 server at {}: {why}", self.peer))?;
         conv::apply_sender_counts(&mut local, &remote);
         conv::apply_sender_counts(&mut remote, &local);
         let notes = vec![

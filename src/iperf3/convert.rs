@@ -9,6 +9,7 @@ use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results, Strea
 use linerate_proto::iperf3::udp::Iperf3Counts;
 use linerate_proto::iperf3::{self, client_role, server_role, stream_id, Role};
 use linerate_proto::measure::{CpuMeasurement, SideResults, StreamMeasurement, UdpRecv, UdpSend};
+use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 
 /// One data stream of an iperf3 test on the server.
@@ -198,6 +199,27 @@ pub fn peer_side(p: &Params, client: &Results, peer: Side) -> SideResults {
     }
 }
 
+/// An iperf3 peer's results as its side of the report, checked as a
+/// linerate peer's are ([`linerate_proto::check::check_results`]), on the
+/// server (the client's results) and on the client (the server's) alike: a
+/// count or rate no host could have measured is refused, never recorded
+/// in the metrics or the report.
+pub fn checked_peer_side(
+    p: &Params,
+    spec: &TestSpec,
+    results: &Results,
+    peer: Side,
+) -> Result<SideResults, String> {
+    let side = peer_side(p, results, peer);
+    let whose = match peer {
+        Side::Client => "client",
+        Side::Server => "server",
+    };
+    linerate_proto::check::check_results(spec, &side)
+        .map_err(|why| format!("the iperf3 {whose}'s results: {why}"))?;
+    Ok(side)
+}
+
 /// Gives this side's UDP receivers the peer's count of datagrams sent (an
 /// iperf3 peer reports it only in its results), so linerate's exact loss =
 /// sent − distinct received.
@@ -304,5 +326,45 @@ mod tests {
         assert!((u.jitter_ns - 1e6).abs() < 1.0);
         assert_eq!(side.cpu.wall_ns, 2_000_000_000);
         assert_eq!(side.cpu.user_ns, 80_000_000);
+    }
+
+    #[test]
+    fn issue_28_impossible_iperf3_results_are_refused() {
+        let p = Params {
+            protocol: IProtocol::Udp,
+            len: 1470,
+            time: 2,
+            parallel: 1,
+            ..Params::default()
+        };
+        let spec = spec_of(&p);
+        let results = |bytes: u64, packets: i64| Results {
+            streams: vec![StreamResults {
+                id: 1,
+                bytes,
+                packets,
+                end_time: 2.0,
+                ..StreamResults::default()
+            }],
+            ..Results::default()
+        };
+        assert!(checked_peer_side(&p, &spec, &results(2_000_000, 1400), Side::Client).is_ok());
+        let why = checked_peer_side(
+            &p,
+            &spec,
+            &results(1 << 20, 9_000_000_000_000_000_000),
+            Side::Client,
+        )
+        .expect_err("9e18 datagrams");
+        assert!(why.contains("datagrams"), "{why}");
+        // 10^24 bytes/s is beyond any u64 count over 2 s; 10^19 bytes is not possible either.
+        let why = checked_peer_side(
+            &p,
+            &spec,
+            &results(10_000_000_000_000_000_000, 1400),
+            Side::Client,
+        )
+        .expect_err("5e18 B/s");
+        assert!(why.contains("not a possible rate"), "{why}");
     }
 }

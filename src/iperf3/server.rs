@@ -685,7 +685,7 @@ impl Test<'_> {
             _ => Duration::ZERO,
         };
         let spec = self.spec();
-        let mut remote = match client_side(&p, &spec, client) {
+        let mut remote = match conv::checked_peer_side(&p, &spec, client, Side::Client) {
             Ok(r) => r,
             Err(why) => return self.session.stream_failed(code::RECV_RESULTS, why),
         };
@@ -816,21 +816,9 @@ fn test_cpus(operator: &[usize], asked: Option<u32>) -> (Vec<usize>, Option<Stri
     }
 }
 
-/// The iperf3 client's results as linerate's measurement, checked as a
-/// linerate client's are ([`linerate_proto::check::check_results`]): a
-/// count or rate no host could have measured is refused, never recorded
-/// in the metrics or the report.
-fn client_side(p: &Params, spec: &TestSpec, client: &Results) -> Result<SideResults, String> {
-    let remote = conv::peer_side(p, client, Side::Client);
-    linerate_proto::check::check_results(spec, &remote)
-        .map_err(|why| format!("the iperf3 client's results: {why}"))?;
-    Ok(remote)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_proto::iperf3::json::StreamResults;
 
     /// An iperf3 client's `-A` never takes a test off the operator's
     /// `--cpus`: it may choose among them, anything else is ignored with a
@@ -849,35 +837,5 @@ mod tests {
         // Without --cpus, the client's CPU is taken, as iperf3's server does.
         assert_eq!(test_cpus(&[], Some(1)), (vec![1], None));
         assert_eq!(test_cpus(&[], None), (vec![], None));
-    }
-
-    #[test]
-    fn issue_28_impossible_iperf3_results_are_refused() {
-        let p = Params {
-            protocol: IProtocol::Udp,
-            len: 1470,
-            time: 2,
-            parallel: 1,
-            ..Params::default()
-        };
-        let spec = linerate_proto::iperf3::spec_of(&p);
-        let results = |bytes: u64, packets: i64| Results {
-            streams: vec![StreamResults {
-                id: 1,
-                bytes,
-                packets,
-                end_time: 2.0,
-                ..StreamResults::default()
-            }],
-            ..Results::default()
-        };
-        assert!(client_side(&p, &spec, &results(2_000_000, 1400)).is_ok());
-        let why = client_side(&p, &spec, &results(1 << 20, 9_000_000_000_000_000_000))
-            .expect_err("9e18 datagrams");
-        assert!(why.contains("datagrams"), "{why}");
-        // 10^24 bytes/s is beyond any u64 count over 2 s; 10^19 bytes is not possible either.
-        let why = client_side(&p, &spec, &results(10_000_000_000_000_000_000, 1400))
-            .expect_err("5e18 B/s");
-        assert!(why.contains("not a possible rate"), "{why}");
     }
 }

@@ -465,7 +465,11 @@ fn issue_28_closed_stdout_ends_an_iperf3_test_quietly() {
         drop(stdout);
         let out = interrupt_after(child, Duration::ZERO, false);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
-        assert_eq!(stderr(&out), "", "{args:?}: a closed stdout is a quiet exit");
+        assert_eq!(
+            stderr(&out),
+            "",
+            "{args:?}: a closed stdout is a quiet exit"
+        );
         assert!(
             started.elapsed() < Duration::from_millis(4500),
             "{args:?}: the test ran on for {:?} after its reader left",
