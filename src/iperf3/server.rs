@@ -33,7 +33,6 @@ use linerate_proto::iperf3::server::{
 use linerate_proto::iperf3::{code, Cookie, Role, COOKIE_LEN};
 use linerate_proto::limits::{RateBudget, ServerLimits};
 use linerate_proto::measure::{self, IntervalMeasurement, SideResults};
-use linerate_proto::session::server::Admission;
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 use linerate_report::build;
@@ -196,23 +195,13 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         }
     };
     let now = Instant::now();
-    // The server's one admission, asked by the session only for a test it
-    // may run (never for a keyed server's iperf3 client).
-    let mut admitted = None;
-    let admit = || match guard::admit(host.guard, host.metrics, peer.ip()) {
-        Ok(a) => {
-            admitted = Some(a);
-            Admission::Admit
-        }
-        Err(refusal) => refusal,
-    };
-    let mut session = Iperf3ServerSession::new(limits(host), admit, now)
-        .with_rate_budget(host.rate_budget.cloned());
+    let mut session =
+        Iperf3ServerSession::new(limits(host), now).with_rate_budget(host.rate_budget.cloned());
     let slot = Setup {
         host,
         cookie: cookie.0,
         udp: false,
-        admitted,
+        admitted: None,
     };
     session.receive(&cookie.0, now);
     let (route_tx, route_rx) = mpsc::channel();
@@ -402,6 +391,14 @@ impl Test<'_> {
 
     fn carry_out(&mut self, action: ServerAction) {
         match action {
+            // The server's one admission, asked by the session only for a
+            // test it may run (never for a keyed server's iperf3 client).
+            ServerAction::RequestAdmission => {
+                let host = self.host;
+                let ip = self.peer.ip();
+                let decision = guard::decide(host.guard, host.metrics, ip, &mut self.slot.admitted);
+                self.session.admission(decision, Instant::now());
+            }
             ServerAction::PrepareStreams => self.prepare(),
             ServerAction::StartStreams => self.start(),
             ServerAction::StopStreams => self.stop(),

@@ -2,7 +2,7 @@
 //! for a real iperf3 client.
 //!
 //! ```text
-//!  AwaitCookie -37 B-> AwaitParams -params ok-> Preparing -prepared-> AwaitStreams
+//!  AwaitAdmission -admitted-> AwaitCookie -37 B-> AwaitParams -params ok-> Preparing -prepared-> AwaitStreams
 //!    |  (busy: FF)        | (bad: FE code)            (sends 09)        (sends 0A)
 //!  AwaitStreams -all in-> Running (sends 01 02) -04-> Stopping -stopped-> AwaitClientResults
 //!  (sends 0D) -client JSON-> Building -our JSON-> AwaitDone (sent JSON + 0E) -10/EOF-> Done
@@ -82,6 +82,12 @@ pub struct StreamSlot {
 /// What the I/O layer must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerAction {
+    /// Decide whether there is room for this test (the server's one
+    /// admission, as for a native session's
+    /// [`crate::session::server::ServerAction::RequestAdmission`]) and
+    /// answer with [`Iperf3ServerSession::admission`]. Nothing is read
+    /// before: a busy server answers ACCESS_DENIED without the cookie.
+    RequestAdmission,
     /// Parameters accepted: route TCP data connections bearing this test's
     /// cookie here, or bind the UDP socket on the port; then call
     /// [`Iperf3ServerSession::streams_prepared`] (or `prepare_failed`).
@@ -99,6 +105,7 @@ pub enum ServerAction {
 
 #[derive(Debug)]
 enum Phase {
+    AwaitAdmission,
     AwaitCookie,
     AwaitParams,
     Preparing,
@@ -116,6 +123,7 @@ enum Phase {
 impl Phase {
     fn name(&self) -> &'static str {
         match self {
+            Phase::AwaitAdmission => "waiting for admission",
             Phase::AwaitCookie => "waiting for the cookie",
             Phase::AwaitParams => "waiting for the parameters",
             Phase::Preparing => "preparing the data streams",
@@ -181,12 +189,11 @@ impl Iperf3ServerSession {
     /// A session for a control connection whose first byte looked like an
     /// iperf3 cookie. A server that requires a key refuses at once with
     /// SERVER_ERROR (IEAUTHTEST: "test authorization failed"), without
-    /// asking for admission; otherwise `admit` (the server's one admission,
-    /// which counts the test) decides, and a busy server answers
-    /// ACCESS_DENIED at once, without reading the cookie, as iperf3 does.
-    pub fn new(limits: Iperf3Limits, admit: impl FnOnce() -> Admission, now: Instant) -> Self {
+    /// asking for admission; otherwise the session asks for it
+    /// ([`ServerAction::RequestAdmission`]) before it reads anything.
+    pub fn new(limits: Iperf3Limits, now: Instant) -> Self {
         let mut s = Iperf3ServerSession {
-            phase: Phase::AwaitCookie,
+            phase: Phase::AwaitAdmission,
             limits,
             inbox: Vec::new(),
             outbox: Outbox::default(),
@@ -209,19 +216,35 @@ impl Iperf3ServerSession {
             );
             return s;
         }
-        let refusal = match admit() {
+        s.actions.push_back(ServerAction::RequestAdmission);
+        s
+    }
+
+    /// The server's admission decided ([`ServerAction::RequestAdmission`]):
+    /// a busy server answers ACCESS_DENIED at once, as iperf3 does;
+    /// otherwise the cookie (perhaps already in) is read.
+    pub fn admission(&mut self, decision: Admission, now: Instant) {
+        if !matches!(self.phase, Phase::AwaitAdmission) {
+            return;
+        }
+        let refusal = match decision {
             Admission::Admit => None,
             Admission::Busy { running, max } => Some(format!(
                 "busy: {running} test(s) running, the server allows {max} at a time"
             )),
             Admission::Limited(why) => Some(why),
         };
-        if let Some(why) = refusal {
-            s.outbox.raw().push(State::AccessDenied.byte());
-            s.phase = Phase::Refused(why);
-            s.deadline = None;
+        match refusal {
+            Some(why) => {
+                self.outbox.raw().push(State::AccessDenied.byte());
+                self.phase = Phase::Refused(why);
+                self.deadline = None;
+            }
+            None => {
+                self.phase = Phase::AwaitCookie;
+                while !self.is_finished() && self.step(now) {}
+            }
         }
-        s
     }
 
     /// Shares `--max-total-rate` with the server's other tests: the test's
@@ -352,6 +375,7 @@ impl Iperf3ServerSession {
                     }
                 }
             }
+            Phase::AwaitAdmission => false,
             Phase::AwaitStreams { .. }
             | Phase::Preparing
             | Phase::Running
