@@ -3,8 +3,9 @@
 //! A connection whose first byte is in iperf3's cookie alphabet comes here
 //! ([`handle`]). Its 37-byte cookie says what it is: the data connection of
 //! an iperf3 test waiting for its streams (routed to that test's thread), or
-//! the control connection of a new test, driven by
-//! [`Iperf3ServerSession`] on this thread. The streams run on the ordinary
+//! the control connection of a new test: its [`Iperf3ServerSession`] is
+//! run on this thread by the one control driver ([`control::drive`]), as a
+//! native test's session is, with this file's `Test` as its side. The streams run on the ordinary
 //! runner on the test's engine (the server's `--engine`, else `auto`'s
 //! choice for the test, noted in the report; UDP in iperf3's datagram
 //! format, [`linerate_engine::iperf3`]); the end of the test is the client's (TEST_END), so senders are
