@@ -830,3 +830,47 @@ fn issue_28_client_results_are_capped_small() {
         [0xFE, 0, 0, 0, code::RECV_RESULTS as u8]
     );
 }
+
+/// Both iperf3 sessions offer the native sessions' interface (issue 24),
+/// which is what the one control driver runs: driven here only through
+/// [`Session`], they ask for admission first, agree on the test, hand the
+/// driver its spec (the linerate test the parameters describe) and end on
+/// a closed connection.
+#[test]
+fn issue_24_iperf3_sessions_offer_the_drivers_session_interface() {
+    use crate::session::Session;
+    use crate::spec::Limit;
+    fn pass<A: Session, B: Session>(from: &mut A, to: &mut B, now: Instant) {
+        let bytes = from.outbox().take();
+        to.receive_at(&bytes, now, 0);
+    }
+    let t0 = Instant::now();
+    let params = Params {
+        protocol: Protocol::Udp,
+        time: 2,
+        parallel: 1,
+        len: 1400,
+        bandwidth: 1_000_000,
+        ..Params::default()
+    };
+    let mut c = Iperf3ClientSession::new(params, Cookie(*COOKIE), t0);
+    let mut s = Iperf3ServerSession::new(Iperf3Limits::default(), t0);
+    assert_eq!(
+        Session::poll_action(&mut s),
+        Some(ServerAction::RequestAdmission)
+    );
+    s.admission(Admission::Admit, t0);
+    pass(&mut c, &mut s, t0); // the cookie
+    pass(&mut s, &mut c, t0); // PARAM_EXCHANGE
+    pass(&mut c, &mut s, t0); // the parameters
+    assert_eq!(
+        Session::poll_action(&mut s),
+        Some(ServerAction::PrepareStreams)
+    );
+    let limit = |spec: Option<&crate::spec::TestSpec>| spec.map(|x| x.limit);
+    assert_eq!(limit(Session::spec(&s)), Some(Limit::TimeMs(2000)));
+    assert_eq!(limit(Session::spec(&c)), Some(Limit::TimeMs(2000)));
+    Session::peer_closed(&mut s);
+    Session::peer_closed(&mut c);
+    assert!(Session::is_finished(&s) && Session::is_finished(&c));
+}
