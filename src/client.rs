@@ -108,6 +108,32 @@ pub fn run_native(
     result
 }
 
+/// Writes to a test's output with `write`, native or iperf3; once the
+/// reader has closed it (`closed`), writes nothing more and lets the test's
+/// next turn stop it.
+pub fn write_unless_closed(
+    closed: &mut bool,
+    write: impl FnOnce() -> std::io::Result<()>,
+) -> Result<()> {
+    if *closed {
+        return Ok(());
+    }
+    match write() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            *closed = true;
+            Ok(())
+        }
+        r => r.context("writing output"),
+    }
+}
+
+/// The end of a test whose output was closed: a quiet exit with status 0
+/// (main: a closed stdout).
+pub fn closed_output() -> ClientError {
+    let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+    anyhow::Error::from(closed).context("writing output").into()
+}
+
 struct ClientTest<'a, 's> {
     cfg: &'a ClientConfig,
     engine: EngineKind,
@@ -146,7 +172,7 @@ impl ControlSide for ClientTest<'_, '_> {
         Err(anyhow::Error::from(e).context("writing to the control connection"))
     }
 
-    fn turn(&mut self, _: &ControlConn) -> bool {
+    fn turn(&mut self, _: &mut ControlConn) -> bool {
         if !(INTERRUPTED.load(Ordering::Relaxed) || self.output_closed)
             || self.session.is_finished()
             || self.session.stopped_early()
@@ -208,16 +234,8 @@ impl<'a> ClientTest<'a, '_> {
         &mut self,
         write: impl FnOnce(&mut dyn Sink) -> std::io::Result<()>,
     ) -> Result<()> {
-        if self.output_closed {
-            return Ok(());
-        }
-        match write(&mut *self.sink) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                self.output_closed = true;
-                Ok(())
-            }
-            r => r.context("writing output"),
-        }
+        let sink = &mut *self.sink;
+        write_unless_closed(&mut self.output_closed, || write(sink))
     }
 
     /// What the client does for each of its session's actions.
@@ -372,9 +390,7 @@ impl<'a> ClientTest<'a, '_> {
                 }
                 self.write_out(|sink| sink.finish(&report))?;
                 if self.output_closed {
-                    // Ends quietly with status 0 (main: a closed stdout).
-                    let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
-                    return Err(anyhow::Error::from(closed).context("writing output").into());
+                    return Err(closed_output());
                 }
                 if let Some(e) = report
                     .streams

@@ -1,7 +1,7 @@
 //! Blocking I/O for control connections: write what a session queued, read
 //! what arrived within a short wait, and read a connection's first frame;
 //! and the one control loop that drives a session — the client's and the
-//! server's alike ([`drive`]).
+//! server's alike, native and iperf3 ([`drive`]).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use linerate_engine::runner::SideRun;
 use linerate_engine::{clock, socket};
-use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement};
+use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement, SideResults};
 use linerate_proto::session::Session;
 use linerate_proto::wire::{self, FrameHeader, Message, HEADER_LEN};
 
@@ -180,8 +180,9 @@ pub trait ControlSide {
     /// Called after the actions, before the outbox is written.
     fn actions_done(&mut self) {}
     /// Side-specific work on every turn (the server attaches the data
-    /// connections routed to it); true when the session was ended here.
-    fn turn(&mut self, _ctrl: &ControlConn) -> bool {
+    /// connections routed to it, an iperf3 client ends its test); true
+    /// when the session was moved on here.
+    fn turn(&mut self, _ctrl: &mut ControlConn) -> bool {
         false
     }
     /// The data phase, once started.
@@ -223,18 +224,9 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
         while let Some(p) = side.run().and_then(|r| r.next_phase()) {
             side.rr_phase(p)?;
         }
-        if let Some(mut results) = side.run().and_then(|r| r.try_finish()) {
-            results.ld_preload = crate::about::ld_preload();
-            // Whether the data's interface splits GSO runs (the report's
-            // packet-rate note).
-            if let Some(i) = results
-                .kernel_udp
-                .as_mut()
-                .and_then(|k| k.interface.as_mut())
-            {
-                i.driver = linerate_host::ethtool::driver(&i.name);
-            }
-            side.session().local_finished(results, Instant::now());
+        if let Some(results) = side.run().and_then(|r| r.try_finish()) {
+            side.session()
+                .local_finished(completed(results), Instant::now());
             continue;
         }
         if side.session().is_finished() {
@@ -263,6 +255,21 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
     let bytes = side.session().outbox().take();
     let _ = ctrl.send(&bytes);
     Ok(())
+}
+
+/// A side's results as its data phase left them, completed with what the
+/// host knows: the process's LD_PRELOAD and whether the data's interface
+/// splits GSO runs (the report's packet-rate note).
+pub fn completed(mut results: SideResults) -> SideResults {
+    results.ld_preload = crate::about::ld_preload();
+    if let Some(i) = results
+        .kernel_udp
+        .as_mut()
+        .and_then(|k| k.interface.as_mut())
+    {
+        i.driver = linerate_host::ethtool::driver(&i.name);
+    }
+    results
 }
 
 /// Fresh random bytes for an authentication nonce.

@@ -150,6 +150,23 @@ pub fn admit<'a>(
     }
 }
 
+/// A session's `RequestAdmission` (native or iperf3) answered: [`admit`],
+/// with the admitted test's place kept in `held` until it is dropped.
+pub fn decide<'a>(
+    guard: &'a Guard,
+    metrics: &'a Metrics,
+    ip: IpAddr,
+    held: &mut Option<Admitted<'a>>,
+) -> Admission {
+    match admit(guard, metrics, ip) {
+        Ok(a) => {
+            *held = Some(a);
+            Admission::Admit
+        }
+        Err(refusal) => refusal,
+    }
+}
+
 /// TCP keepalive on a control connection: a client whose host vanished
 /// (no FIN, no RST) is noticed within about 4 s, and its test aborted,
 /// instead of at the test's planned end. Best effort: a failure only

@@ -29,7 +29,7 @@ use linerate_proto::limits::RateBudget;
 use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::rr_core::SpinMode;
-use linerate_proto::session::server::{Admission, ServerAction, ServerOutcome, ServerSession};
+use linerate_proto::session::server::{ServerAction, ServerOutcome, ServerSession};
 use linerate_proto::session::EarlyStop;
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{
@@ -766,7 +766,7 @@ impl ControlSide for ServerTest<'_> {
         }
     }
 
-    fn turn(&mut self, _: &ControlConn) -> bool {
+    fn turn(&mut self, _: &mut ControlConn) -> bool {
         if !self.shutting_down && self.shared.stopping() {
             self.shutting_down = true;
             self.session.shutdown(SHUTDOWN_REASON);
@@ -869,13 +869,12 @@ impl ServerTest<'_> {
                     return;
                 };
                 let shared = self.shared;
-                let decision = match guard::admit(&shared.guard, &shared.metrics, self.peer_ip) {
-                    Ok(a) => {
-                        slot.admitted = Some(a);
-                        Admission::Admit
-                    }
-                    Err(refusal) => refusal,
-                };
+                let decision = guard::decide(
+                    &shared.guard,
+                    &shared.metrics,
+                    self.peer_ip,
+                    &mut slot.admitted,
+                );
                 self.admitted = slot.admitted.is_some();
                 self.session.admission(decision, Instant::now());
             }

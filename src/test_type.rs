@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use linerate_engine::engines::EngineKind;
+use linerate_engine::iperf3::Iperf3Format;
 use linerate_engine::rr::{self, CrrServer, CrrTarget, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
@@ -369,8 +370,39 @@ pub fn server_tcp_stream(
     }
 }
 
-/// Runner parameters of a side from the agreed spec.
-pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope) -> RunParams {
+/// The data streams' wire format and ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// linerate's own datagrams; each side's senders stop at the planned end.
+    Native,
+    /// iperf3's datagrams (`counters_64bit`: 64-bit sequence numbers), and
+    /// iperf3's end: its client decides it (TEST_END), so this `side`'s TCP
+    /// senders run until then on a server (an iperf3 client must not see
+    /// its streams end first); UDP senders also stop at the planned end on
+    /// the server's clock, which started first, so nothing is sent after
+    /// the client stopped counting.
+    Iperf3 { counters_64bit: bool, side: Side },
+}
+
+/// Runner parameters of a side from the agreed spec: the one place they
+/// are built, for native and iperf3 tests alike.
+pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope, wire: Wire) -> RunParams {
+    let omit = Duration::from_millis(spec.omit_ms);
+    let iperf3 = match wire {
+        Wire::Native => None,
+        Wire::Iperf3 { counters_64bit, .. } => Some(Iperf3Format {
+            counters_64bit,
+            omit,
+        }),
+    };
+    // iperf3's `-t 0` (with neither -n nor -k) has no planned end either.
+    let until_test_end = match wire {
+        Wire::Native => false,
+        Wire::Iperf3 { side, .. } => {
+            spec.limit == Limit::TimeMs(0)
+                || (side == Side::Server && spec.protocol == Protocol::Tcp)
+        }
+    };
     RunParams {
         udp: spec.udp.as_ref().map(|u| runner::UdpParams {
             millipps: u.millipps(spec.len),
@@ -378,14 +410,14 @@ pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope) -> RunPa
             verify: u.verify,
             faults: u.faults.clone(),
             priority: u.priority,
-            iperf3: None,
+            iperf3,
         }),
         len: spec.len as usize,
         time: match spec.limit {
-            Limit::TimeMs(ms) => Some(Duration::from_millis(ms)),
-            Limit::Bytes(_) | Limit::Datagrams(_) => None,
+            Limit::TimeMs(ms) if !until_test_end => Some(Duration::from_millis(ms)),
+            Limit::TimeMs(_) | Limit::Bytes(_) | Limit::Datagrams(_) => None,
         },
-        omit: Duration::from_millis(spec.omit_ms),
+        omit,
         interval: Duration::from_millis(spec.interval_ms),
         cpus: cpus.to_vec(),
         cpu_scope,
@@ -402,7 +434,7 @@ fn start_stream_client(
     spec: &TestSpec,
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
-    let params = run_params(spec, c.cpus, c.cpu_scope);
+    let params = run_params(spec, c.cpus, c.cpu_scope, Wire::Native);
     Ok(runner::start(c.engine, streams, params, Instant::now()))
 }
 
@@ -411,7 +443,7 @@ fn start_stream_server(
     spec: &TestSpec,
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
-    let params = run_params(spec, s.cpus, s.cpu_scope);
+    let params = run_params(spec, s.cpus, s.cpu_scope, Wire::Native);
     Ok(runner::start(s.engine, streams, params, Instant::now()))
 }
 

@@ -1,6 +1,7 @@
 //! `linerate tcp|udp HOST --iperf3`: linerate's own tests against a real
-//! iperf3 server, speaking iperf3's protocol ([`Iperf3ClientSession`]) and
-//! reported in linerate's model and formats.
+//! iperf3 server, speaking iperf3's protocol ([`Iperf3ClientSession`], run
+//! by the one control driver, [`control::drive`]) and reported in
+//! linerate's model and formats.
 //!
 //! The streams run on the ordinary runner (TCP with the chosen engine, UDP
 //! in iperf3's datagram format with 64-bit counters). As in iperf3, the
@@ -17,14 +18,15 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
-use linerate_engine::iperf3::Iperf3Format;
-use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
+use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_proto::iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
 use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
 use linerate_proto::iperf3::udp as iudp;
-use linerate_proto::iperf3::{client_role, Cookie, Direction as IDirection, Role, COOKIE_LEN};
-use linerate_proto::measure::{self, SideResults};
+use linerate_proto::iperf3::{
+    client_role, Cookie, Direction as IDirection, Iperf3Error, Role, COOKIE_LEN,
+};
+use linerate_proto::measure;
 use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TestSpec};
 use linerate_proto::wire::Side;
 use linerate_report::build;
@@ -34,9 +36,11 @@ use linerate_report::Report;
 
 use crate::about::software;
 use crate::cli::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family, Target};
-use crate::control::ControlConn;
+use crate::client::{closed_output, write_unless_closed};
+use crate::control::{self, ControlConn, ControlSide};
 use crate::iperf3::convert::{self as conv, linerate_id, StreamInfo};
 use crate::outcome::{ClientError, INTERRUPTED};
+use crate::test_type::{self, Wire};
 
 /// How long a UDP stream waits for the server's connect reply (iperf3: 30 s).
 const UDP_REPLY_WAIT: Duration = Duration::from_secs(30);
@@ -210,7 +214,8 @@ pub fn run(
         congestion: None,
         connected_unix_ms: unix_ms(),
     };
-    let session = Iperf3ClientSession::new(params, cookie, Instant::now());
+    let session =
+        Iperf3ClientSession::new(params, cookie, Instant::now()).with_spec(cfg.spec.clone());
     let mut ctrl = ControlConn::new(sock)?;
     let mut test = Test {
         cfg,
@@ -228,10 +233,12 @@ pub fn run(
         started: None,
         omit_base: None,
         ran: None,
-        local: None,
         info: None,
+        output_closed: false,
     };
-    let result = test.drive(&mut ctrl).and_then(|()| test.finish());
+    let result = control::drive(&mut test, &mut ctrl)
+        .map_err(ClientError::from)
+        .and_then(|()| test.finish());
     if let Some(run) = &test.run {
         run.abort();
     }
@@ -268,54 +275,71 @@ struct Test<'a, 's> {
     omit_base: Option<linerate_engine::runner::Progress>,
     /// From the start to TEST_END.
     ran: Option<Duration>,
-    local: Option<SideResults>,
     info: Option<TestInfo>,
+    /// Standard output was closed under us (`linerate … --iperf3 | head
+    /// -1`): the test ends now and quietly, as a native one does (issue 28).
+    output_closed: bool,
+}
+
+/// The iperf3 client's side as the one control driver runs it: the same
+/// loop, waits and deadlines as a native client's test.
+impl ControlSide for Test<'_, '_> {
+    type Session = Iperf3ClientSession;
+
+    fn session(&mut self) -> &mut Iperf3ClientSession {
+        &mut self.session
+    }
+
+    fn act(&mut self, action: ClientAction, _: &mut ControlConn) -> Result<()> {
+        self.carry_out(action)
+    }
+
+    fn send_failed(&mut self, _: std::io::Error) -> Result<()> {
+        self.session.peer_closed();
+        Ok(())
+    }
+
+    /// Ends the test (TEST_END) at its limit or once the output is closed;
+    /// aborts it (CLIENT_TERMINATE) on Ctrl-C, or when the output is closed
+    /// before it runs.
+    fn turn(&mut self, _: &mut ControlConn) -> bool {
+        if self.session.is_finished() {
+            return false;
+        }
+        if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+            self.session.abort("interrupted");
+            return true;
+        }
+        let ended = self.ran.is_some();
+        if self.output_closed && !ended && !self.session.is_running() {
+            self.session.abort("the client's output was closed");
+            return true;
+        }
+        if self.session.is_running() && (self.output_closed || self.time_is_up()) {
+            self.end_test();
+            return true;
+        }
+        false
+    }
+
+    fn run(&mut self) -> Option<&mut SideRun> {
+        self.run.as_mut()
+    }
+
+    fn interval(&mut self, m: measure::IntervalMeasurement) -> Result<()> {
+        let flows = build::flows(&self.cfg.spec);
+        let record = build::interval_record(Side::Client, &m, self.last_interval.as_ref(), &flows);
+        self.last_interval = Some(m);
+        let out = &mut *self.out;
+        write_unless_closed(&mut self.output_closed, || out.interval(&record))
+    }
+
+    fn idle_wait(&self) -> Duration {
+        Duration::from_millis(5)
+    }
 }
 
 impl Test<'_, '_> {
-    fn drive(&mut self, ctrl: &mut ControlConn) -> Result<(), ClientError> {
-        loop {
-            while let Some(a) = self.session.poll_action() {
-                self.act(a)?;
-            }
-            if ctrl.send(&self.session.take_outbox()).is_err() {
-                self.session.peer_closed();
-            }
-            if self.session.is_finished() {
-                return Ok(());
-            }
-            if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
-                self.session.abort("interrupted");
-                let _ = ctrl.send(&self.session.take_outbox());
-                return Err(ClientError::Interrupted { reported: false });
-            }
-            self.relay_intervals();
-            if self.session.is_running() && self.time_is_up() {
-                self.end_test()?;
-                continue;
-            }
-            let wait = if self.run.is_some() { 20 } else { 5 };
-            match ctrl.recv(Duration::from_millis(wait)) {
-                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
-                Ok(None) => {}
-                Err(_) => self.session.peer_closed(),
-            }
-            self.session.handle_timeout(Instant::now());
-        }
-    }
-
-    fn relay_intervals(&mut self) {
-        if let Some(run) = &self.run {
-            let flows = build::flows(&self.cfg.spec);
-            while let Some(m) = run.next_interval() {
-                let record =
-                    build::interval_record(Side::Client, &m, self.last_interval.as_ref(), &flows);
-                let _ = self.out.interval(&record);
-                self.last_interval = Some(m);
-            }
-        }
-    }
-
     /// The client's end condition: `omit + time`; byte- or block-limited,
     /// every sender done, or (with -R or --bidir, as iperf3 ends them)
     /// that many bytes or blocks sent or received in all since the omit
@@ -347,16 +371,12 @@ impl Test<'_, '_> {
                         && (now.sent_datagrams - base.sent_datagrams >= blocks
                             || now.received_datagrams - base.received_datagrams >= blocks))
             }
-            _ => {
-                if let (Some(run), None) = (&mut self.run, &self.local) {
-                    self.local = run.try_finish();
-                }
-                self.local.is_some()
-            }
+            // Every sender done (the driver has this side's results).
+            _ => self.session.measured().is_some(),
         }
     }
 
-    fn act(&mut self, a: ClientAction) -> Result<(), ClientError> {
+    fn carry_out(&mut self, a: ClientAction) -> Result<()> {
         match a {
             ClientAction::CreateStreams => {
                 self.create_streams()?;
@@ -505,29 +525,14 @@ impl Test<'_, '_> {
             .congestion
             .clone()
             .or_else(|| spec.tcp.congestion.clone());
-        self.out.start(&info, &self.ctx).context("writing output")?;
+        let (out, ctx) = (&mut *self.out, &self.ctx);
+        write_unless_closed(&mut self.output_closed, || out.start(&info, ctx))?;
         self.info = Some(info);
-        let params = RunParams {
-            len: spec.len as usize,
-            time: (p.time > 0).then(|| Duration::from_secs(p.time.into())),
-            omit: Duration::from_millis(spec.omit_ms),
-            interval: Duration::from_millis(spec.interval_ms),
-            cpus: self.cfg.cpus.clone(),
-            cpu_scope: CpuScope::Process,
-            udp: spec.udp.as_ref().map(|u| runner::UdpParams {
-                millipps: u.millipps(spec.len),
-                burst: u.burst,
-                verify: false,
-                faults: Vec::new(),
-                priority: u.priority,
-                iperf3: Some(Iperf3Format {
-                    counters_64bit: true,
-                    omit: Duration::from_millis(spec.omit_ms),
-                }),
-            }),
-            skip_rx_copy: spec.tcp.skip_rx_copy,
-            busy_poll: None,
+        let wire = Wire::Iperf3 {
+            counters_64bit: p.udp_counters_64bit,
+            side: Side::Client,
         };
+        let params = test_type::run_params(spec, &self.cfg.cpus, test_type::cpu_scope(false), wire);
         let now = Instant::now();
         self.started = Some(now);
         let setups = std::mem::take(&mut self.setups);
@@ -538,30 +543,36 @@ impl Test<'_, '_> {
     /// The end of the test: stops the senders and sends TEST_END; the
     /// receivers go on until the server has stopped its senders
     /// ([`Self::send_results`]).
-    fn end_test(&mut self) -> Result<(), ClientError> {
-        self.ran = self.started.map(|t| t.elapsed());
+    fn end_test(&mut self) {
+        self.ran = Some(self.started.map_or(Duration::ZERO, |t| t.elapsed()));
         if let Some(run) = &self.run {
             run.stop_senders();
         }
         self.session.stop(Instant::now());
-        Ok(())
     }
 
     /// EXCHANGE_RESULTS: the server's senders have stopped; end the
     /// receivers (reading what is queued), collect this side's results and
     /// send them.
-    fn send_results(&mut self) -> Result<(), ClientError> {
-        super::end_data_phase(&mut self.run, &self.tcp_receivers, &mut self.local);
-        self.relay_intervals();
+    fn send_results(&mut self) -> Result<()> {
+        if let Some(run) = &mut self.run {
+            let measured = self.session.measured().is_some();
+            if let Some(r) = super::end_data_phase(run, &self.tcp_receivers, measured) {
+                self.session.local_finished(r);
+            }
+        }
+        while let Some(m) = self.run.as_mut().and_then(|r| r.next_interval()) {
+            self.interval(m)?;
+        }
         self.run = None;
         self.tcp_receivers.clear();
         let local = self
-            .local
-            .as_ref()
+            .session
+            .measured()
             .ok_or_else(|| anyhow!("the data streams did not stop within 10 s"))?;
-        let p = self.session.params().clone();
+        let p = self.session.params();
         let ours = conv::local_results(
-            &p,
+            p,
             local,
             &self.streams,
             self.cfg.spec.tcp.congestion.clone(),
@@ -574,19 +585,24 @@ impl Test<'_, '_> {
     fn finish(&mut self) -> Result<Report, ClientError> {
         let server: Results = match self.session.outcome() {
             Some(ClientOutcome::Completed { server }) => server.clone(),
+            _ if self.output_closed => return Err(closed_output()),
+            Some(ClientOutcome::Failed(Iperf3Error::Aborted(_)))
+                if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                return Err(ClientError::Interrupted { reported: false })
+            }
             Some(ClientOutcome::Failed(e)) => {
                 return Err(match e {
-                    linerate_proto::iperf3::Iperf3Error::AccessDenied => {
-                        ClientError::Refused(e.to_string())
-                    }
+                    Iperf3Error::AccessDenied => ClientError::Refused(e.to_string()),
                     _ => anyhow!("iperf3 server at {}: {e}", self.peer).into(),
                 })
             }
             None => return Err(anyhow!("iperf3 test ended unexpectedly").into()),
         };
         let p = self.session.params().clone();
-        let mut local = self.local.clone().unwrap_or_default();
-        let mut remote = conv::peer_side(&p, &server, Side::Server);
+        let mut local = self.session.measured().cloned().unwrap_or_default();
+        let mut remote = conv::checked_peer_side(&p, &self.cfg.spec, &server, Side::Server)
+            .map_err(|why| anyhow!("iperf3 server at {}: {why}", self.peer))?;
         conv::apply_sender_counts(&mut local, &remote);
         conv::apply_sender_counts(&mut remote, &local);
         let notes = vec![
@@ -597,9 +613,11 @@ impl Test<'_, '_> {
             .clone()
             .unwrap_or_else(|| TestInfo::from_spec(&self.cfg.spec, Side::Client));
         let report = build::build_stream(info, &self.cfg.spec, &local, &remote, notes);
-        self.out
-            .finish(&report, &server)
-            .context("writing output")?;
+        let out = &mut *self.out;
+        write_unless_closed(&mut self.output_closed, || out.finish(&report, &server))?;
+        if self.output_closed {
+            return Err(closed_output());
+        }
         Ok(report)
     }
 }

@@ -7,11 +7,9 @@ use std::time::Duration;
 
 use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results, StreamResults};
 use linerate_proto::iperf3::udp::Iperf3Counts;
-use linerate_proto::iperf3::{
-    self, client_role, server_role, stream_id, Direction as IDirection, Role,
-};
+use linerate_proto::iperf3::{self, client_role, server_role, stream_id, Role};
 use linerate_proto::measure::{CpuMeasurement, SideResults, StreamMeasurement, UdpRecv, UdpSend};
-use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
+use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 
 /// One data stream of an iperf3 test on the server.
@@ -24,60 +22,6 @@ pub struct StreamInfo {
 /// 3, … in the order iperf3 creates streams (client senders first).
 pub fn linerate_id(index: u32) -> u32 {
     index + 1
-}
-
-/// The test an iperf3 client's parameters describe, in linerate's terms.
-pub fn spec_from(p: &Params) -> TestSpec {
-    let protocol = match p.protocol {
-        IProtocol::Tcp => Protocol::Tcp,
-        IProtocol::Udp => Protocol::Udp,
-    };
-    let limit = if p.num > 0 {
-        Limit::Bytes(p.num)
-    } else if p.blockcount > 0 && protocol == Protocol::Udp {
-        Limit::Datagrams(p.blockcount)
-    } else if p.blockcount > 0 {
-        Limit::Bytes(p.blockcount.saturating_mul(u64::from(p.len)))
-    } else {
-        Limit::TimeMs(u64::from(p.time) * 1000)
-    };
-    TestSpec {
-        protocol,
-        direction: match p.direction {
-            IDirection::Normal => Direction::Forward,
-            IDirection::Reverse => Direction::Reverse,
-            IDirection::Bidir => Direction::Bidir,
-        },
-        streams: p.parallel as u16,
-        limit,
-        len: p.len,
-        omit_ms: u64::from(p.omit) * 1000,
-        interval_ms: 1000,
-        tcp: TcpOptions {
-            window: p.window,
-            congestion: p.congestion.clone(),
-            no_delay: p.nodelay,
-            mss: p.mss,
-            // iperf3's -b on TCP: each sending stream paced by the kernel,
-            // and held to it by the server's rate watch. Every -b the
-            // session admitted is kept (it refuses those below
-            // MIN_TCP_RATE_BPS): a rate dropped here would run unpaced.
-            rate: (protocol == Protocol::Tcp && p.bandwidth > 0).then_some(p.bandwidth),
-            // iperf3 3.21's --skip-rx-copy: its receivers use MSG_TRUNC, so ours do.
-            skip_rx_copy: protocol == Protocol::Tcp && p.skip_rx_copy,
-            unix: false,
-        },
-        udp: (protocol == Protocol::Udp).then(|| UdpSpec {
-            pace: match p.bandwidth {
-                0 => Pace::Unlimited,
-                b => Pace::Rate(b),
-            },
-            burst: p.burst.unwrap_or(1),
-            window: p.window,
-            ..UdpSpec::default()
-        }),
-        ..TestSpec::default()
-    }
 }
 
 fn percent(ns: u64, wall_ns: u64) -> f64 {
@@ -255,6 +199,27 @@ pub fn peer_side(p: &Params, client: &Results, peer: Side) -> SideResults {
     }
 }
 
+/// An iperf3 peer's results as its side of the report, checked as a
+/// linerate peer's are ([`linerate_proto::check::check_results`]), on the
+/// server (the client's results) and on the client (the server's) alike: a
+/// count or rate no host could have measured is refused, never recorded
+/// in the metrics or the report.
+pub fn checked_peer_side(
+    p: &Params,
+    spec: &TestSpec,
+    results: &Results,
+    peer: Side,
+) -> Result<SideResults, String> {
+    let side = peer_side(p, results, peer);
+    let whose = match peer {
+        Side::Client => "client",
+        Side::Server => "server",
+    };
+    linerate_proto::check::check_results(spec, &side)
+        .map_err(|why| format!("the iperf3 {whose}'s results: {why}"))?;
+    Ok(side)
+}
+
 /// Gives this side's UDP receivers the peer's count of datagrams sent (an
 /// iperf3 peer reports it only in its results), so linerate's exact loss =
 /// sent − distinct received.
@@ -302,28 +267,7 @@ pub const STOP_WAIT: Duration = Duration::from_secs(10);
 mod tests {
     use super::*;
     use linerate_proto::iperf3::json::parse_params;
-
-    #[test]
-    fn iperf3_parameters_become_a_linerate_spec() {
-        let p = parse_params(br#"{"udp":true,"omit":1,"time":3,"num":0,"blockcount":0,"parallel":2,"bidirectional":true,"len":1400,"bandwidth":10000000,"window":1048576}"#)
-            .expect("valid")
-            .params;
-        let s = spec_from(&p);
-        assert_eq!(s.protocol, Protocol::Udp);
-        assert_eq!(s.direction, Direction::Bidir);
-        assert_eq!((s.streams, s.len, s.omit_ms), (2, 1400, 1000));
-        assert_eq!(s.limit, Limit::TimeMs(3000));
-        assert_eq!(s.udp.as_ref().map(|u| u.pace), Some(Pace::Rate(10_000_000)));
-        // linerate's plan order is iperf3's creation order.
-        let plan = s.stream_plan();
-        assert_eq!(plan.len(), 4);
-        assert_eq!(plan[0].sender, Side::Client);
-        assert_eq!(plan[3].sender, Side::Server);
-        let p = parse_params(br#"{"tcp":true,"time":0,"num":10485760}"#)
-            .expect("valid")
-            .params;
-        assert_eq!(spec_from(&p).limit, Limit::Bytes(10_485_760));
-    }
+    use linerate_proto::iperf3::spec_of;
 
     /// Every TCP `-b` an iperf3 client may ask becomes the spec's rate, so
     /// the server's senders are paced to it and `--max-rate`'s watch (the
@@ -335,13 +279,13 @@ mod tests {
             let json =
                 format!(r#"{{"tcp":true,"reverse":{reverse},"time":2,"bandwidth":{bandwidth}}}"#);
             let p = parse_params(json.as_bytes()).expect("valid").params;
-            let s = spec_from(&p);
+            let s = spec_of(&p);
             assert_eq!(s.tcp.rate, Some(bandwidth), "{json}");
         }
         let p = parse_params(br#"{"tcp":true,"time":2,"bandwidth":1}"#)
             .expect("valid")
             .params;
-        let spec = spec_from(&p);
+        let spec = spec_of(&p);
         assert!(
             crate::watch::RateWatch::new(&spec, true).is_some(),
             "a forward -b 1 test runs unwatched"
@@ -349,7 +293,7 @@ mod tests {
         let p = parse_params(br#"{"tcp":true,"time":2}"#)
             .expect("valid")
             .params;
-        assert_eq!(spec_from(&p).tcp.rate, None, "-b 0 is unpaced");
+        assert_eq!(spec_of(&p).tcp.rate, None, "-b 0 is unpaced");
     }
 
     #[test]
@@ -382,5 +326,45 @@ mod tests {
         assert!((u.jitter_ns - 1e6).abs() < 1.0);
         assert_eq!(side.cpu.wall_ns, 2_000_000_000);
         assert_eq!(side.cpu.user_ns, 80_000_000);
+    }
+
+    #[test]
+    fn issue_28_impossible_iperf3_results_are_refused() {
+        let p = Params {
+            protocol: IProtocol::Udp,
+            len: 1470,
+            time: 2,
+            parallel: 1,
+            ..Params::default()
+        };
+        let spec = spec_of(&p);
+        let results = |bytes: u64, packets: i64| Results {
+            streams: vec![StreamResults {
+                id: 1,
+                bytes,
+                packets,
+                end_time: 2.0,
+                ..StreamResults::default()
+            }],
+            ..Results::default()
+        };
+        assert!(checked_peer_side(&p, &spec, &results(2_000_000, 1400), Side::Client).is_ok());
+        let why = checked_peer_side(
+            &p,
+            &spec,
+            &results(1 << 20, 9_000_000_000_000_000_000),
+            Side::Client,
+        )
+        .expect_err("9e18 datagrams");
+        assert!(why.contains("datagrams"), "{why}");
+        // 10^24 bytes/s is beyond any u64 count over 2 s; 10^19 bytes is not possible either.
+        let why = checked_peer_side(
+            &p,
+            &spec,
+            &results(10_000_000_000_000_000_000, 1400),
+            Side::Client,
+        )
+        .expect_err("5e18 B/s");
+        assert!(why.contains("not a possible rate"), "{why}");
     }
 }

@@ -22,24 +22,27 @@ use linerate_proto::measure::SideResults;
 
 /// Ends this side's data phase as iperf3 does, on its client and its
 /// server alike: the TCP receivers read what is queued and end, the
-/// runner learns that the peer's senders are done, and (unless `local`
-/// already holds them) this side's results are awaited for up to
-/// `convert::STOP_WAIT`.
+/// runner learns that the peer's senders are done, and (unless `measured`:
+/// the control driver already has them) this side's results are awaited
+/// for up to `convert::STOP_WAIT`, completed as the driver completes them.
 fn end_data_phase(
-    run: &mut Option<SideRun>,
+    run: &mut SideRun,
     tcp_receivers: &[TcpStream],
-    local: &mut Option<SideResults>,
-) {
-    let Some(run) = run else { return };
+    measured: bool,
+) -> Option<SideResults> {
     for s in tcp_receivers {
         end_tcp_receiver(s);
     }
     run.peer_send_done(&[], Duration::ZERO);
-    let until = Instant::now() + convert::STOP_WAIT;
-    while local.is_none() && Instant::now() < until {
-        *local = run.try_finish();
-        if local.is_none() {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+    if measured {
+        return None;
     }
+    let until = Instant::now() + convert::STOP_WAIT;
+    while Instant::now() < until {
+        if let Some(r) = run.try_finish() {
+            return Some(crate::control::completed(r));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    None
 }

@@ -3,8 +3,9 @@
 //! A connection whose first byte is in iperf3's cookie alphabet comes here
 //! ([`handle`]). Its 37-byte cookie says what it is: the data connection of
 //! an iperf3 test waiting for its streams (routed to that test's thread), or
-//! the control connection of a new test, driven by
-//! [`Iperf3ServerSession`] on this thread. The streams run on the ordinary
+//! the control connection of a new test: its [`Iperf3ServerSession`] is
+//! run on this thread by the one control driver ([`control::drive`]), as a
+//! native test's session is, with this file's `Test` as its side. The streams run on the ordinary
 //! runner on the test's engine (the server's `--engine`, else `auto`'s
 //! choice for the test, noted in the report; UDP in iperf3's datagram
 //! format, [`linerate_engine::iperf3`]); the end of the test is the client's (TEST_END), so senders are
@@ -23,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use linerate_engine::engines::auto::{self, Configured, Workload};
 use linerate_engine::engines::EngineKind;
-use linerate_engine::iperf3::{udp_accept, udp_listener, Iperf3Format, UdpAccepted};
-use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
+use linerate_engine::iperf3::{udp_accept, udp_listener, UdpAccepted};
+use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
 use linerate_proto::iperf3::server::{
@@ -32,8 +33,7 @@ use linerate_proto::iperf3::server::{
 };
 use linerate_proto::iperf3::{code, Cookie, Role, COOKIE_LEN};
 use linerate_proto::limits::{RateBudget, ServerLimits};
-use linerate_proto::measure::{self, SideResults};
-use linerate_proto::session::server::Admission;
+use linerate_proto::measure::{self, IntervalMeasurement, SideResults};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 use linerate_report::build;
@@ -41,10 +41,11 @@ use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
 use crate::about::software;
-use crate::control::{read_exact_by, ControlConn};
+use crate::control::{self, read_exact_by, ControlConn, ControlSide};
 use crate::guard::{self, Guard};
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::metrics::{JsonLines, Metrics};
+use crate::test_type::{self, Wire};
 use crate::watch::{IdleWatch, RateWatch};
 
 /// How long a stopping server waits for an iperf3 client to read
@@ -195,23 +196,13 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         }
     };
     let now = Instant::now();
-    // The server's one admission, asked by the session only for a test it
-    // may run (never for a keyed server's iperf3 client).
-    let mut admitted = None;
-    let admit = || match guard::admit(host.guard, host.metrics, peer.ip()) {
-        Ok(a) => {
-            admitted = Some(a);
-            Admission::Admit
-        }
-        Err(refusal) => refusal,
-    };
-    let mut session = Iperf3ServerSession::new(limits(host), admit, now)
-        .with_rate_budget(host.rate_budget.cloned());
+    let mut session =
+        Iperf3ServerSession::new(limits(host), now).with_rate_budget(host.rate_budget.cloned());
     let slot = Setup {
         host,
         cookie: cookie.0,
         udp: false,
-        admitted,
+        admitted: None,
     };
     session.receive(&cookie.0, now);
     let (route_tx, route_rx) = mpsc::channel();
@@ -230,7 +221,6 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         tcp_receivers: Vec::new(),
         congestion: None,
         run: None,
-        local: None,
         start_unix_ms: 0,
         started: None,
         stopped: None,
@@ -242,7 +232,8 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         notes: Vec::new(),
         cpus: Vec::new(),
     };
-    test.drive(&mut ctrl);
+    // The server's side never fails the loop: errors end the session.
+    let _ = control::drive(&mut test, &mut ctrl);
     if let Some(run) = &test.run {
         run.abort();
     }
@@ -269,7 +260,6 @@ struct Test<'a> {
     tcp_receivers: Vec<TcpStream>,
     congestion: Option<String>,
     run: Option<SideRun>,
-    local: Option<SideResults>,
     start_unix_ms: u64,
     /// When the streams started and when TEST_END stopped them.
     started: Option<Instant>,
@@ -291,6 +281,58 @@ struct Test<'a> {
     notes: Vec<String>,
     /// The CPUs this test's threads run on ([`test_cpus`]).
     cpus: Vec<usize>,
+}
+
+/// The iperf3 server's side as the one control driver runs it: the same
+/// loop, waits and deadlines as a linerate client's test.
+impl ControlSide for Test<'_> {
+    type Session = Iperf3ServerSession;
+
+    fn session(&mut self) -> &mut Iperf3ServerSession {
+        &mut self.session
+    }
+
+    fn act(&mut self, action: ServerAction, _: &mut ControlConn) -> anyhow::Result<()> {
+        self.carry_out(action);
+        Ok(())
+    }
+
+    fn send_failed(&mut self, _: std::io::Error) -> anyhow::Result<()> {
+        self.session.peer_closed();
+        Ok(())
+    }
+
+    fn turn(&mut self, ctrl: &mut ControlConn) -> bool {
+        if self.session.is_finished() {
+            return false;
+        }
+        if self.host.stopping() {
+            self.terminate(ctrl);
+            return true;
+        }
+        self.poll_streams();
+        self.idle_expired()
+    }
+
+    fn run(&mut self) -> Option<&mut SideRun> {
+        self.run.as_mut()
+    }
+
+    /// `--max-rate`/`--max-total-rate`: ends the test when the client's
+    /// streams deliver more than the rate it asked for, as for a linerate
+    /// client.
+    fn interval(&mut self, m: IntervalMeasurement) -> anyhow::Result<()> {
+        if let Some(why) = self.rate_watch.as_mut().and_then(|w| w.observe(&m)) {
+            self.rate_watch = None;
+            self.host.metrics.limit_hit("max_rate");
+            self.session.stream_failed(code::TOTAL_RATE, why);
+        }
+        Ok(())
+    }
+
+    fn idle_wait(&self) -> Duration {
+        Duration::from_millis(2)
+    }
 }
 
 impl Test<'_> {
@@ -319,37 +361,6 @@ impl Test<'_> {
         kind
     }
 
-    fn drive(&mut self, ctrl: &mut ControlConn) {
-        loop {
-            if self.host.stopping() && !self.session.is_finished() {
-                self.terminate(ctrl);
-            }
-            while let Some(a) = self.session.poll_action() {
-                self.act(a);
-            }
-            if ctrl.send(&self.session.take_outbox()).is_err() {
-                self.session.peer_closed();
-            }
-            if self.session.is_finished() {
-                break;
-            }
-            self.poll_streams();
-            self.watch();
-            if let (Some(run), None) = (&mut self.run, &self.local) {
-                // Streams may end before TEST_END (a client that closes
-                // them early); keep what they measured.
-                self.local = run.try_finish();
-            }
-            let wait = if self.session.is_running() { 20 } else { 2 };
-            match ctrl.recv(Duration::from_millis(wait)) {
-                Ok(Some(bytes)) => self.session.receive(bytes, Instant::now()),
-                Ok(None) => {}
-                Err(_) => self.session.peer_closed(),
-            }
-            self.session.handle_timeout(Instant::now());
-        }
-    }
-
     /// The server is stopping: SERVER_TERMINATE goes out while the streams
     /// still run, and they are dropped only once the client has closed (or
     /// after [`TERMINATE_WAIT`]), so it reads "the server has terminated"
@@ -361,34 +372,34 @@ impl Test<'_> {
         }
     }
 
-    /// Ends the test when the client's streams deliver more than the rate
-    /// it asked for (interval records), or when nothing moves for
-    /// `--idle-timeout` (live counters), as for a linerate client.
-    fn watch(&mut self) {
-        let Some(run) = &mut self.run else {
-            return;
+    /// `--idle-timeout`: ends a test on which nothing moves (live
+    /// counters), as for a linerate client; true when it did.
+    fn idle_expired(&mut self) -> bool {
+        let (Some(run), Some(idle)) = (&self.run, &mut self.idle) else {
+            return false;
         };
-        while let Some(m) = run.next_interval() {
-            if let Some(why) = self.rate_watch.as_mut().and_then(|w| w.observe(&m)) {
-                self.rate_watch = None;
-                self.host.metrics.limit_hit("max_rate");
-                return self.session.stream_failed(code::TOTAL_RATE, why);
-            }
-        }
         let now = Instant::now();
-        if let Some(idle) = &mut self.idle {
-            idle.observe(run.progress(), now);
-        }
-        if let Some(why) = self.idle.as_ref().and_then(|w| w.expired(now)) {
-            self.idle = None;
-            self.host.metrics.limit_hit("idle_timeout");
-            // IENOMSG: "idle timeout for receiving data".
-            self.session.stream_failed(code::NO_MSG, why);
-        }
+        idle.observe(run.progress(), now);
+        let Some(why) = idle.expired(now) else {
+            return false;
+        };
+        self.idle = None;
+        self.host.metrics.limit_hit("idle_timeout");
+        // IENOMSG: "idle timeout for receiving data".
+        self.session.stream_failed(code::NO_MSG, why);
+        true
     }
 
-    fn act(&mut self, action: ServerAction) {
+    fn carry_out(&mut self, action: ServerAction) {
         match action {
+            // The server's one admission, asked by the session only for a
+            // test it may run (never for a keyed server's iperf3 client).
+            ServerAction::RequestAdmission => {
+                let host = self.host;
+                let ip = self.peer.ip();
+                let decision = guard::decide(host.guard, host.metrics, ip, &mut self.slot.admitted);
+                self.session.admission(decision, Instant::now());
+            }
             ServerAction::PrepareStreams => self.prepare(),
             ServerAction::StartStreams => self.start(),
             ServerAction::StopStreams => self.stop(),
@@ -406,13 +417,17 @@ impl Test<'_> {
         self.session.params().cloned().unwrap_or_default()
     }
 
+    /// The accepted parameters as linerate's test.
+    fn spec(&self) -> TestSpec {
+        self.session.spec().cloned().unwrap_or_default()
+    }
+
     fn prepare(&mut self) {
         let p = self.params();
         let now = Instant::now();
         // The same budget as a linerate client's test: a -w that would
         // take the host's socket memory is refused, never forced.
-        if let Err(e) = linerate_proto::limits::check_memory(&conv::spec_from(&p), self.host.limits)
-        {
+        if let Err(e) = linerate_proto::limits::check_memory(&self.spec(), self.host.limits) {
             return self
                 .session
                 .prepare_failed(code::BUF_SIZE, 0, e.to_string());
@@ -516,8 +531,7 @@ impl Test<'_> {
                 return;
             }
         };
-        let p = self.params();
-        let spec = conv::spec_from(&p);
+        let spec = self.spec();
         let setup = socket::apply_accepted(&sock, &spec.tcp)
             .and_then(|()| socket::set_io_timeout(&sock, linerate_engine::stream::POLL));
         if let Err(e) = setup {
@@ -618,38 +632,13 @@ impl Test<'_> {
         self.slot.release_setup();
         self.udp_listener = None;
         let p = self.params();
-        let spec = conv::spec_from(&p);
-        let params = RunParams {
-            len: p.len as usize,
-            // The client decides the end (TEST_END); UDP senders also stop
-            // at the planned end on this side's clock, which started first
-            // (TEST_RUNNING leaves before the client starts), so nothing is
-            // sent after the client stopped counting. TCP senders wait for
-            // TEST_END: an iperf3 client must not see its streams end first.
-            time: (p.protocol == IProtocol::Udp && p.time > 0)
-                .then(|| Duration::from_secs(p.time.into())),
-            omit: Duration::from_secs(p.omit.into()),
-            interval: Duration::from_secs(1),
-            cpus: self.cpus.clone(),
-            cpu_scope: if self.host.per_thread_cpu {
-                CpuScope::Threads
-            } else {
-                CpuScope::Process
-            },
-            udp: spec.udp.as_ref().map(|u| runner::UdpParams {
-                millipps: u.millipps(spec.len),
-                burst: u.burst,
-                verify: false,
-                faults: Vec::new(),
-                priority: None,
-                iperf3: Some(Iperf3Format {
-                    counters_64bit: p.udp_counters_64bit,
-                    omit: Duration::from_secs(p.omit.into()),
-                }),
-            }),
-            skip_rx_copy: spec.tcp.skip_rx_copy,
-            busy_poll: None,
+        let spec = self.spec();
+        let wire = Wire::Iperf3 {
+            counters_64bit: p.udp_counters_64bit,
+            side: Side::Server,
         };
+        let scope = test_type::cpu_scope(self.host.per_thread_cpu);
+        let params = test_type::run_params(&spec, &self.cpus, scope, wire);
         self.start_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -666,14 +655,17 @@ impl Test<'_> {
     /// TEST_END: stop every stream now and collect what they measured.
     fn stop(&mut self) {
         self.stopped = Some(Instant::now());
-        if let Some(run) = &self.run {
+        if let Some(run) = &mut self.run {
             run.stop_senders();
+            let measured = self.session.measured().is_some();
+            if let Some(r) = super::end_data_phase(run, &self.tcp_receivers, measured) {
+                self.session.local_finished(r);
+            }
         }
-        super::end_data_phase(&mut self.run, &self.tcp_receivers, &mut self.local);
         // The data sockets close with their threads; the duplicates too.
         self.run = None;
         self.tcp_receivers.clear();
-        if self.local.is_none() {
+        if self.session.measured().is_none() {
             return self
                 .session
                 .stream_failed(code::STREAM_READ, "streams did not stop within 10 s".into());
@@ -684,14 +676,14 @@ impl Test<'_> {
     /// The client's results arrived: build ours and the report, answer.
     fn respond(&mut self, client: &Results) {
         let p = self.params();
-        let mut local = self.local.clone().unwrap_or_default();
+        let mut local = self.session.measured().cloned().unwrap_or_default();
         // iperf3 samples every stream when TEST_END arrives.
         let ran = match (self.started, self.stopped) {
             (Some(a), Some(b)) => b.saturating_duration_since(a),
             _ => Duration::ZERO,
         };
-        let spec = conv::spec_from(&p);
-        let mut remote = match client_side(&p, &spec, client) {
+        let spec = self.spec();
+        let mut remote = match conv::checked_peer_side(&p, &spec, client, Side::Client) {
             Ok(r) => r,
             Err(why) => return self.session.stream_failed(code::RECV_RESULTS, why),
         };
@@ -784,8 +776,7 @@ impl Test<'_> {
                 log.log(format_args!("refused iperf3 client {peer}: {why}"))
             }
             Some(ServerOutcome::Failed(e)) => {
-                let spec = self.session.params().map(conv::spec_from);
-                host.metrics.failed(spec.as_ref());
+                host.metrics.failed(self.session.spec());
                 log.log(format_args!("iperf3 test from {peer} ended: {e}"))
             }
             None => log.log(format_args!("iperf3 test from {peer} ended unexpectedly")),
@@ -823,21 +814,9 @@ fn test_cpus(operator: &[usize], asked: Option<u32>) -> (Vec<usize>, Option<Stri
     }
 }
 
-/// The iperf3 client's results as linerate's measurement, checked as a
-/// linerate client's are ([`linerate_proto::check::check_results`]): a
-/// count or rate no host could have measured is refused, never recorded
-/// in the metrics or the report.
-fn client_side(p: &Params, spec: &TestSpec, client: &Results) -> Result<SideResults, String> {
-    let remote = conv::peer_side(p, client, Side::Client);
-    linerate_proto::check::check_results(spec, &remote)
-        .map_err(|why| format!("the iperf3 client's results: {why}"))?;
-    Ok(remote)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_proto::iperf3::json::StreamResults;
 
     /// An iperf3 client's `-A` never takes a test off the operator's
     /// `--cpus`: it may choose among them, anything else is ignored with a
@@ -856,35 +835,5 @@ mod tests {
         // Without --cpus, the client's CPU is taken, as iperf3's server does.
         assert_eq!(test_cpus(&[], Some(1)), (vec![1], None));
         assert_eq!(test_cpus(&[], None), (vec![], None));
-    }
-
-    #[test]
-    fn issue_28_impossible_iperf3_results_are_refused() {
-        let p = Params {
-            protocol: IProtocol::Udp,
-            len: 1470,
-            time: 2,
-            parallel: 1,
-            ..Params::default()
-        };
-        let spec = conv::spec_from(&p);
-        let results = |bytes: u64, packets: i64| Results {
-            streams: vec![StreamResults {
-                id: 1,
-                bytes,
-                packets,
-                end_time: 2.0,
-                ..StreamResults::default()
-            }],
-            ..Results::default()
-        };
-        assert!(client_side(&p, &spec, &results(2_000_000, 1400)).is_ok());
-        let why = client_side(&p, &spec, &results(1 << 20, 9_000_000_000_000_000_000))
-            .expect_err("9e18 datagrams");
-        assert!(why.contains("datagrams"), "{why}");
-        // 10^24 bytes/s is beyond any u64 count over 2 s; 10^19 bytes is not possible either.
-        let why = client_side(&p, &spec, &results(10_000_000_000_000_000_000, 1400))
-            .expect_err("5e18 B/s");
-        assert!(why.contains("not a possible rate"), "{why}");
     }
 }

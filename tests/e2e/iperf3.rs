@@ -688,3 +688,91 @@ fn issue_28_iperf3_clients_are_told_when_the_server_stops() {
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("the server has terminated"), "{text}");
 }
+
+/// Reads one of iperf3's length-prefixed JSON messages.
+fn read_json_message(mut s: &TcpStream) -> Value {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("length");
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).expect("body");
+    serde_json::from_slice(&body).expect("JSON")
+}
+
+/// An iperf3 server, scripted: it runs one TCP test by the protocol and
+/// answers with `results` (iperf3's results message), then returns.
+fn scripted_iperf3_server(results: Value) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let serve = move || {
+        let (mut ctrl, _) = listener.accept().expect("control");
+        ctrl.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut cookie = [0u8; 37];
+        ctrl.read_exact(&mut cookie).expect("cookie");
+        ctrl.write_all(&[9]).expect("PARAM_EXCHANGE");
+        let params = read_json_message(&ctrl);
+        assert_eq!(params["parallel"], 1, "{params}");
+        ctrl.write_all(&[10]).expect("CREATE_STREAMS");
+        let (mut data, _) = listener.accept().expect("data");
+        data.read_exact(&mut cookie).expect("data cookie");
+        // Read what the client sends until it closes its stream.
+        let drain = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while data.read(&mut buf).is_ok_and(|n| n > 0) {}
+        });
+        ctrl.write_all(&[1, 2]).expect("TEST_START, TEST_RUNNING");
+        let mut state = [0u8; 1];
+        ctrl.read_exact(&mut state).expect("TEST_END");
+        assert_eq!(state[0], 4);
+        ctrl.write_all(&[13]).expect("EXCHANGE_RESULTS");
+        let _client = read_json_message(&ctrl);
+        let body = serde_json::to_vec(&results).expect("JSON");
+        ctrl.write_all(&(body.len() as u32).to_be_bytes())
+            .and_then(|()| ctrl.write_all(&body))
+            .and_then(|()| ctrl.write_all(&[14]))
+            .expect("results, DISPLAY_RESULTS");
+        // IPERF_DONE, or the close of a client that refused the results.
+        let _ = ctrl.read(&mut state);
+        drop(ctrl);
+        let _ = drain.join();
+    };
+    (port, std::thread::spawn(serve))
+}
+
+/// `linerate tcp --iperf3` checks an iperf3 server's results as the
+/// linerate server checks an iperf3 client's, and as the native client
+/// checks a linerate server's (one check for every protocol, issue 24): a
+/// rate no host could have measured is refused, never reported.
+#[test]
+fn issue_24_an_iperf3_servers_impossible_results_are_refused() {
+    let results = serde_json::json!({
+        "cpu_util_total": 1.0, "cpu_util_user": 0.5, "cpu_util_system": 0.5,
+        "sender_has_retransmits": -1,
+        "streams": [{
+            "id": 1, "bytes": 9_000_000_000_000_000_000u64, "retransmits": -1,
+            "jitter": 0, "errors": 0, "packets": 0, "start_time": 0, "end_time": 1.0,
+        }],
+    });
+    let (port, server) = scripted_iperf3_server(results);
+    let out = crate::helpers::run_client(
+        &[
+            "tcp",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--iperf3",
+            "-t",
+            "1",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    let err = crate::helpers::stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "accepted: {err}");
+    assert!(err.contains("not a possible rate"), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("9000000000000000000"),
+        "the impossible figure was reported"
+    );
+    server.join().expect("the scripted server");
+}

@@ -433,3 +433,55 @@ fn issue_28_closed_stdout_ends_the_test_quietly_on_both_sides() {
     assert_eq!(r["interrupted"], true, "{record}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `linerate tcp --iperf3 … | head -1` and `linerate iperf3 -c … | head -1`
+/// (issue 28): an iperf3 test ends as a native one does once its reader
+/// has gone — at once (TEST_END), quietly and with status 0 — and the
+/// server still gets its results (a completed test in its
+/// `--json-lines-file`), rather than running to its limit.
+#[test]
+fn issue_28_closed_stdout_ends_an_iperf3_test_quietly() {
+    let dir = std::env::temp_dir().join(format!("linerate-head3-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let jl = dir.join("tests.jsonl");
+    let _ = std::fs::remove_file(&jl);
+    let server = Server::start(&["--json-lines-file", jl.to_str().expect("utf-8 path")]);
+    let p = server.port_str();
+    let modes: [&[&str]; 2] = [
+        &["tcp", "127.0.0.1", "--port", &p, "--iperf3", "-t", "5"],
+        &["iperf3", "-c", "127.0.0.1", "-p", &p, "-t", "5"],
+    ];
+    for (done, args) in modes.into_iter().enumerate() {
+        let started = std::time::Instant::now();
+        let mut child = Command::new(bin())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut first = [0u8; 1];
+        stdout.read_exact(&mut first).expect("a first byte");
+        drop(stdout);
+        let out = interrupt_after(child, Duration::ZERO, false);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out),
+            "",
+            "{args:?}: a closed stdout is a quiet exit"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(4500),
+            "{args:?}: the test ran on for {:?} after its reader left",
+            started.elapsed()
+        );
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                let record = std::fs::read_to_string(&jl).unwrap_or_default();
+                record.lines().count() > done
+            }),
+            "{args:?}: the server recorded no completed test"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -284,11 +284,9 @@ pub fn client_session(data: &[u8]) {
 pub fn iperf3_sessions(data: &[u8]) {
     let mut i = Input::new(data);
     let t0 = Instant::now();
-    let mut s = iperf3::server::Iperf3ServerSession::new(
-        iperf3::server::Iperf3Limits::default(),
-        || Admission::Admit,
-        t0,
-    );
+    let mut s =
+        iperf3::server::Iperf3ServerSession::new(iperf3::server::Iperf3Limits::default(), t0);
+    s.admission(Admission::Admit, t0);
     let mut c = iperf3::client::Iperf3ClientSession::new(
         iperf3::json::Params::default(),
         iperf3::Cookie::from_random([1; iperf3::COOKIE_LEN]),

@@ -19,6 +19,10 @@ use std::time::Instant;
 
 use super::json::{self, Params, Results, MAX_RESULTS};
 use super::{stream_id, Cookie, Iperf3Error, State, STEP_TIMEOUT};
+use crate::measure::SideResults;
+use crate::session::{Outbox, Session};
+use crate::spec::TestSpec;
+use crate::wire::SentCount;
 
 /// What the client's I/O layer must do next.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,9 +92,13 @@ pub enum ClientOutcome<'a> {
 pub struct Iperf3ClientSession {
     phase: Phase,
     params: Params,
+    /// The test in linerate's terms (the caller's, else [`super::spec_of`]).
+    spec: TestSpec,
+    /// What this side's streams measured, once they have ended.
+    measured: Option<SideResults>,
     cookie: Cookie,
     inbox: Vec<u8>,
-    outbox: Vec<u8>,
+    outbox: Outbox,
     actions: std::collections::VecDeque<ClientAction>,
     deadline: Option<Instant>,
     local: Option<Results>,
@@ -102,15 +110,38 @@ impl Iperf3ClientSession {
     pub fn new(params: Params, cookie: Cookie, now: Instant) -> Self {
         Iperf3ClientSession {
             phase: Phase::AwaitParamExchange,
+            spec: super::spec_of(&params),
+            measured: None,
             params,
             cookie,
             inbox: Vec::new(),
-            outbox: cookie.0.to_vec(),
+            outbox: Outbox::from_bytes(cookie.0.to_vec()),
             actions: Default::default(),
             deadline: Some(now + STEP_TIMEOUT),
             local: None,
             server: None,
         }
+    }
+
+    /// The linerate test these parameters were made from (its interval,
+    /// priority and other options iperf3's parameters do not carry).
+    pub fn with_spec(mut self, spec: TestSpec) -> Self {
+        self.spec = spec;
+        self
+    }
+
+    pub fn spec(&self) -> &TestSpec {
+        &self.spec
+    }
+
+    /// What this side's streams measured, once they have ended.
+    pub fn measured(&self) -> Option<&SideResults> {
+        self.measured.as_ref()
+    }
+
+    /// This side's streams have ended; the first results count.
+    pub fn local_finished(&mut self, results: SideResults) {
+        self.measured.get_or_insert(results);
     }
 
     pub fn params(&self) -> &Params {
@@ -122,7 +153,7 @@ impl Iperf3ClientSession {
     }
 
     pub fn take_outbox(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.outbox)
+        std::mem::take(self.outbox.raw())
     }
 
     pub fn poll_action(&mut self) -> Option<ClientAction> {
@@ -217,7 +248,7 @@ impl Iperf3ClientSession {
             }
             (_, State::ServerTerminate) => self.fail(Iperf3Error::ServerTerminated),
             (Phase::AwaitParamExchange, State::ParamExchange) => {
-                json::put_message(&json::params_json(&self.params), &mut self.outbox);
+                json::put_message(&json::params_json(&self.params), self.outbox.raw());
                 self.phase = Phase::AwaitCreateStreams;
                 self.deadline = Some(now + STEP_TIMEOUT);
             }
@@ -239,7 +270,7 @@ impl Iperf3ClientSession {
             (Phase::AwaitExchange, State::ExchangeResults) => {
                 match &self.local {
                     Some(r) => {
-                        json::put_message(&json::results_json(r), &mut self.outbox);
+                        json::put_message(&json::results_json(r), self.outbox.raw());
                         self.phase = Phase::AwaitServerResults;
                     }
                     None => {
@@ -250,7 +281,7 @@ impl Iperf3ClientSession {
                 self.deadline = Some(now + STEP_TIMEOUT);
             }
             (Phase::AwaitDisplay, State::DisplayResults) => {
-                self.outbox.push(State::IperfDone.byte());
+                self.outbox.raw().push(State::IperfDone.byte());
                 self.phase = Phase::Done;
                 self.deadline = None;
             }
@@ -291,7 +322,7 @@ impl Iperf3ClientSession {
     /// TEST_END; `local` goes out when the server asks for it.
     pub fn end_test(&mut self, local: Results, now: Instant) {
         if matches!(self.phase, Phase::Running | Phase::AwaitRunning) {
-            self.outbox.push(State::TestEnd.byte());
+            self.outbox.raw().push(State::TestEnd.byte());
             self.local = Some(local);
             self.phase = Phase::AwaitExchange;
             self.deadline = Some(now + STEP_TIMEOUT);
@@ -305,7 +336,7 @@ impl Iperf3ClientSession {
     /// side's receivers can count everything the server sent.
     pub fn stop(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Running | Phase::AwaitRunning) {
-            self.outbox.push(State::TestEnd.byte());
+            self.outbox.raw().push(State::TestEnd.byte());
             self.local = None;
             self.phase = Phase::AwaitExchange;
             self.deadline = Some(now + STEP_TIMEOUT);
@@ -316,7 +347,7 @@ impl Iperf3ClientSession {
     /// This side's results, asked for by [`ClientAction::SendResults`].
     pub fn results(&mut self, local: Results, now: Instant) {
         if matches!(self.phase, Phase::AwaitLocalResults) {
-            json::put_message(&json::results_json(&local), &mut self.outbox);
+            json::put_message(&json::results_json(&local), self.outbox.raw());
             self.local = Some(local);
             self.phase = Phase::AwaitServerResults;
             self.deadline = Some(now + STEP_TIMEOUT);
@@ -327,7 +358,7 @@ impl Iperf3ClientSession {
     /// Interrupted (Ctrl-C): CLIENT_TERMINATE, as iperf3 sends.
     pub fn abort(&mut self, reason: &str) {
         if !self.is_finished() {
-            self.outbox.push(State::ClientTerminate.byte());
+            self.outbox.raw().push(State::ClientTerminate.byte());
             self.fail(Iperf3Error::Aborted(reason.to_owned()));
         }
     }
@@ -359,5 +390,36 @@ impl Iperf3ClientSession {
     fn fail(&mut self, err: Iperf3Error) {
         self.phase = Phase::Failed(err);
         self.deadline = None;
+    }
+}
+
+/// The control driver runs this session as it runs the native ones.
+impl Session for Iperf3ClientSession {
+    type Action = ClientAction;
+    fn poll_action(&mut self) -> Option<ClientAction> {
+        Iperf3ClientSession::poll_action(self)
+    }
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
+    fn spec(&self) -> Option<&TestSpec> {
+        Some(&self.spec)
+    }
+    fn is_finished(&self) -> bool {
+        Iperf3ClientSession::is_finished(self)
+    }
+    fn receive_at(&mut self, bytes: &[u8], now: Instant, _clock_ns: u64) {
+        self.receive(bytes, now)
+    }
+    /// iperf3 has no message for it: this side's results carry its counts.
+    fn local_senders_finished(&mut self, _: Vec<SentCount>) {}
+    fn local_finished(&mut self, results: SideResults, _: Instant) {
+        Iperf3ClientSession::local_finished(self, results)
+    }
+    fn peer_closed(&mut self) {
+        Iperf3ClientSession::peer_closed(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Iperf3ClientSession::handle_timeout(self, now)
     }
 }

@@ -18,6 +18,7 @@
 //!   iperf3's cJSON reads them, 3.12's unsigned −1).
 //! - [`udp`]: the datagram header, the connect handshake's magic datagrams
 //!   and iperf3's own receiver accounting (its loss, out-of-order, jitter).
+//! - [`spec_of`]: the linerate test an iperf3 test is.
 //! - [`server`], [`client`]: the session state machines; they take bytes and
 //!   `now` and hand back bytes, actions and a deadline, as the native ones do.
 
@@ -26,7 +27,10 @@ use std::time::Duration;
 pub mod client;
 pub mod json;
 pub mod server;
+mod spec;
 pub mod udp;
+
+pub use spec::spec_of;
 
 #[cfg(test)]
 mod session_tests;

@@ -2,7 +2,7 @@
 //! for a real iperf3 client.
 //!
 //! ```text
-//!  AwaitCookie -37 B-> AwaitParams -params ok-> Preparing -prepared-> AwaitStreams
+//!  AwaitAdmission -admitted-> AwaitCookie -37 B-> AwaitParams -params ok-> Preparing -prepared-> AwaitStreams
 //!    |  (busy: FF)        | (bad: FE code)            (sends 09)        (sends 0A)
 //!  AwaitStreams -all in-> Running (sends 01 02) -04-> Stopping -stopped-> AwaitClientResults
 //!  (sends 0D) -client JSON-> Building -our JSON-> AwaitDone (sent JSON + 0E) -10/EOF-> Done
@@ -27,7 +27,11 @@ use super::{
     SAFETY_SLACK, STEP_TIMEOUT,
 };
 use crate::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
+use crate::measure::SideResults;
 use crate::session::server::Admission;
+use crate::session::{Outbox, Session};
+use crate::spec::TestSpec;
+use crate::wire::SentCount;
 
 /// The server's limits as they apply to iperf3 tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +82,12 @@ pub struct StreamSlot {
 /// What the I/O layer must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerAction {
+    /// Decide whether there is room for this test (the server's one
+    /// admission, as for a native session's
+    /// [`crate::session::server::ServerAction::RequestAdmission`]) and
+    /// answer with [`Iperf3ServerSession::admission`]. Nothing is read
+    /// before: a busy server answers ACCESS_DENIED without the cookie.
+    RequestAdmission,
     /// Parameters accepted: route TCP data connections bearing this test's
     /// cookie here, or bind the UDP socket on the port; then call
     /// [`Iperf3ServerSession::streams_prepared`] (or `prepare_failed`).
@@ -95,6 +105,7 @@ pub enum ServerAction {
 
 #[derive(Debug)]
 enum Phase {
+    AwaitAdmission,
     AwaitCookie,
     AwaitParams,
     Preparing,
@@ -112,6 +123,7 @@ enum Phase {
 impl Phase {
     fn name(&self) -> &'static str {
         match self {
+            Phase::AwaitAdmission => "waiting for admission",
             Phase::AwaitCookie => "waiting for the cookie",
             Phase::AwaitParams => "waiting for the parameters",
             Phase::Preparing => "preparing the data streams",
@@ -155,11 +167,15 @@ pub struct Iperf3ServerSession {
     phase: Phase,
     limits: Iperf3Limits,
     inbox: Vec<u8>,
-    outbox: Vec<u8>,
+    outbox: Outbox,
     actions: VecDeque<ServerAction>,
     deadline: Option<Instant>,
     cookie: Option<Cookie>,
     params: Option<Params>,
+    /// The accepted parameters as linerate's test ([`super::spec_of`]).
+    spec: Option<TestSpec>,
+    /// What this side's streams measured, once they have ended.
+    measured: Option<SideResults>,
     notes: Vec<String>,
     client_results: Option<Results>,
     /// `--max-total-rate`: the budget shared with the server's other tests
@@ -173,19 +189,20 @@ impl Iperf3ServerSession {
     /// A session for a control connection whose first byte looked like an
     /// iperf3 cookie. A server that requires a key refuses at once with
     /// SERVER_ERROR (IEAUTHTEST: "test authorization failed"), without
-    /// asking for admission; otherwise `admit` (the server's one admission,
-    /// which counts the test) decides, and a busy server answers
-    /// ACCESS_DENIED at once, without reading the cookie, as iperf3 does.
-    pub fn new(limits: Iperf3Limits, admit: impl FnOnce() -> Admission, now: Instant) -> Self {
+    /// asking for admission; otherwise the session asks for it
+    /// ([`ServerAction::RequestAdmission`]) before it reads anything.
+    pub fn new(limits: Iperf3Limits, now: Instant) -> Self {
         let mut s = Iperf3ServerSession {
-            phase: Phase::AwaitCookie,
+            phase: Phase::AwaitAdmission,
             limits,
             inbox: Vec::new(),
-            outbox: Vec::new(),
+            outbox: Outbox::default(),
             actions: VecDeque::new(),
             deadline: Some(now + STEP_TIMEOUT),
             cookie: None,
             params: None,
+            spec: None,
+            measured: None,
             notes: Vec::new(),
             client_results: None,
             rate_budget: None,
@@ -199,19 +216,35 @@ impl Iperf3ServerSession {
             );
             return s;
         }
-        let refusal = match admit() {
+        s.actions.push_back(ServerAction::RequestAdmission);
+        s
+    }
+
+    /// The server's admission decided ([`ServerAction::RequestAdmission`]):
+    /// a busy server answers ACCESS_DENIED at once, as iperf3 does;
+    /// otherwise the cookie (perhaps already in) is read.
+    pub fn admission(&mut self, decision: Admission, now: Instant) {
+        if !matches!(self.phase, Phase::AwaitAdmission) {
+            return;
+        }
+        let refusal = match decision {
             Admission::Admit => None,
             Admission::Busy { running, max } => Some(format!(
                 "busy: {running} test(s) running, the server allows {max} at a time"
             )),
             Admission::Limited(why) => Some(why),
         };
-        if let Some(why) = refusal {
-            s.outbox.push(State::AccessDenied.byte());
-            s.phase = Phase::Refused(why);
-            s.deadline = None;
+        match refusal {
+            Some(why) => {
+                self.outbox.raw().push(State::AccessDenied.byte());
+                self.phase = Phase::Refused(why);
+                self.deadline = None;
+            }
+            None => {
+                self.phase = Phase::AwaitCookie;
+                while !self.is_finished() && self.step(now) {}
+            }
         }
-        s
     }
 
     /// Shares `--max-total-rate` with the server's other tests: the test's
@@ -223,7 +256,7 @@ impl Iperf3ServerSession {
 
     /// Takes the bytes to write to the control connection.
     pub fn take_outbox(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.outbox)
+        std::mem::take(self.outbox.raw())
     }
 
     pub fn poll_action(&mut self) -> Option<ServerAction> {
@@ -241,6 +274,21 @@ impl Iperf3ServerSession {
     /// The accepted parameters (from PrepareStreams on).
     pub fn params(&self) -> Option<&Params> {
         self.params.as_ref()
+    }
+
+    /// The accepted parameters as linerate's test.
+    pub fn spec(&self) -> Option<&TestSpec> {
+        self.spec.as_ref()
+    }
+
+    /// What this side's streams measured, once they have ended.
+    pub fn measured(&self) -> Option<&SideResults> {
+        self.measured.as_ref()
+    }
+
+    /// This side's streams have ended; the first results count.
+    pub fn local_finished(&mut self, results: SideResults) {
+        self.measured.get_or_insert(results);
     }
 
     /// What was odd about the parameters (values real clients never send).
@@ -298,7 +346,7 @@ impl Iperf3ServerSession {
                 };
                 self.inbox.drain(..COOKIE_LEN);
                 self.cookie = Some(c);
-                self.outbox.push(State::ParamExchange.byte());
+                self.outbox.raw().push(State::ParamExchange.byte());
                 self.phase = Phase::AwaitParams;
                 self.deadline = Some(now + STEP_TIMEOUT);
                 true
@@ -327,6 +375,7 @@ impl Iperf3ServerSession {
                     }
                 }
             }
+            Phase::AwaitAdmission => false,
             Phase::AwaitStreams { .. }
             | Phase::Preparing
             | Phase::Running
@@ -479,6 +528,7 @@ impl Iperf3ServerSession {
                 Err(why) => return self.refuse(code::TOTAL_RATE, why),
             }
         }
+        self.spec = Some(super::spec_of(&p));
         self.params = Some(p);
         self.actions.push_back(ServerAction::PrepareStreams);
         self.phase = Phase::Preparing;
@@ -489,7 +539,7 @@ impl Iperf3ServerSession {
     /// all of them within one step's time.
     pub fn streams_prepared(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Preparing) {
-            self.outbox.push(State::CreateStreams.byte());
+            self.outbox.raw().push(State::CreateStreams.byte());
             self.phase = Phase::AwaitStreams { attached: 0 };
             self.deadline = Some(now + STEP_TIMEOUT);
         }
@@ -499,6 +549,7 @@ impl Iperf3ServerSession {
     pub fn prepare_failed(&mut self, code: i32, errno: i32, why: String) {
         if matches!(self.phase, Phase::Preparing) {
             self.outbox
+                .raw()
                 .extend_from_slice(&server_error_bytes(code, errno));
             self.phase = Phase::Refused(why);
             self.deadline = None;
@@ -541,8 +592,8 @@ impl Iperf3ServerSession {
             role: server_role(p.direction, p.parallel, index),
         };
         if index + 1 == total {
-            self.outbox.push(State::TestStart.byte());
-            self.outbox.push(State::TestRunning.byte());
+            self.outbox.raw().push(State::TestStart.byte());
+            self.outbox.raw().push(State::TestRunning.byte());
             self.actions.push_back(ServerAction::StartStreams);
             self.phase = Phase::Running;
             let time = match p.time {
@@ -561,7 +612,7 @@ impl Iperf3ServerSession {
     /// The streams are stopped and closed: asks for the client's results.
     pub fn streams_stopped(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Stopping) {
-            self.outbox.push(State::ExchangeResults.byte());
+            self.outbox.raw().push(State::ExchangeResults.byte());
             self.phase = Phase::AwaitClientResults;
             self.deadline = Some(now + STEP_TIMEOUT);
             // The client may already have sent them.
@@ -589,8 +640,8 @@ impl Iperf3ServerSession {
     /// Sends the server's results and DISPLAY_RESULTS.
     pub fn send_results(&mut self, results: &Results, now: Instant) {
         if matches!(self.phase, Phase::Building) {
-            json::put_message(&json::results_json(results), &mut self.outbox);
-            self.outbox.push(State::DisplayResults.byte());
+            json::put_message(&json::results_json(results), self.outbox.raw());
+            self.outbox.raw().push(State::DisplayResults.byte());
             self.phase = Phase::AwaitDone;
             self.deadline = Some(now + STEP_TIMEOUT);
             while !self.is_finished() && self.step(now) {}
@@ -609,7 +660,7 @@ impl Iperf3ServerSession {
     /// signal.
     pub fn abort(&mut self, reason: &str) {
         if !self.is_finished() {
-            self.outbox.push(State::ServerTerminate.byte());
+            self.outbox.raw().push(State::ServerTerminate.byte());
             self.fail(Iperf3Error::Aborted(reason.to_owned()));
         }
     }
@@ -653,13 +704,17 @@ impl Iperf3ServerSession {
 
     /// Refuses the test before any stream exists (SERVER_ERROR, as ≥3.20).
     fn refuse(&mut self, code: i32, why: String) {
-        self.outbox.extend_from_slice(&server_error_bytes(code, 0));
+        self.outbox
+            .raw()
+            .extend_from_slice(&server_error_bytes(code, 0));
         self.phase = Phase::Refused(why);
         self.deadline = None;
     }
 
     fn error(&mut self, code: i32, err: Iperf3Error) {
-        self.outbox.extend_from_slice(&server_error_bytes(code, 0));
+        self.outbox
+            .raw()
+            .extend_from_slice(&server_error_bytes(code, 0));
         self.fail(err);
     }
 
@@ -669,5 +724,36 @@ impl Iperf3ServerSession {
         }
         self.phase = Phase::Failed(err);
         self.deadline = None;
+    }
+}
+
+/// The control driver runs this session as it runs the native ones.
+impl Session for Iperf3ServerSession {
+    type Action = ServerAction;
+    fn poll_action(&mut self) -> Option<ServerAction> {
+        Iperf3ServerSession::poll_action(self)
+    }
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
+    fn spec(&self) -> Option<&TestSpec> {
+        self.spec.as_ref()
+    }
+    fn is_finished(&self) -> bool {
+        Iperf3ServerSession::is_finished(self)
+    }
+    fn receive_at(&mut self, bytes: &[u8], now: Instant, _clock_ns: u64) {
+        self.receive(bytes, now)
+    }
+    /// iperf3 has no message for it: the client's results carry its counts.
+    fn local_senders_finished(&mut self, _: Vec<SentCount>) {}
+    fn local_finished(&mut self, results: SideResults, _: Instant) {
+        Iperf3ServerSession::local_finished(self, results)
+    }
+    fn peer_closed(&mut self) {
+        Iperf3ServerSession::peer_closed(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Iperf3ServerSession::handle_timeout(self, now)
     }
 }

@@ -21,7 +21,15 @@ fn framed(text: &str) -> Vec<u8> {
 }
 
 fn server(now: Instant) -> Iperf3ServerSession {
-    Iperf3ServerSession::new(Iperf3Limits::default(), || Admission::Admit, now)
+    decided(Iperf3Limits::default(), Admission::Admit, now)
+}
+
+/// A session whose admission was asked for, first, and answered.
+fn decided(limits: Iperf3Limits, decision: Admission, now: Instant) -> Iperf3ServerSession {
+    let mut s = Iperf3ServerSession::new(limits, now);
+    assert_eq!(s.poll_action(), Some(ServerAction::RequestAdmission));
+    s.admission(decision, now);
+    s
 }
 
 fn results(ids: &[u32]) -> Results {
@@ -131,11 +139,12 @@ fn server_runs_a_tcp_test_with_every_message_split_across_reads() {
 
 #[test]
 fn busy_server_denies_access_without_reading_the_cookie() {
-    let mut s = Iperf3ServerSession::new(
-        Iperf3Limits::default(),
-        || Admission::Busy { running: 1, max: 1 },
-        Instant::now(),
-    );
+    let mut s = Iperf3ServerSession::new(Iperf3Limits::default(), Instant::now());
+    // The cookie arrived before the decision: it is not read.
+    s.receive(COOKIE, Instant::now());
+    assert!(s.take_outbox().is_empty(), "nothing before admission");
+    assert_eq!(s.poll_action(), Some(ServerAction::RequestAdmission));
+    s.admission(Admission::Busy { running: 1, max: 1 }, Instant::now());
     assert_eq!(s.take_outbox(), vec![0xFF]);
     assert!(s.is_finished());
     s.receive(COOKIE, Instant::now());
@@ -207,7 +216,7 @@ fn server_limits_apply_to_iperf3_clients() {
         assert_eq!(out[..5], [0xFE, 0, 0, 0, want as u8], "{params}");
     }
     // A byte-limited test (time 0) runs under the server's max time.
-    let mut s = Iperf3ServerSession::new(limits.clone(), || Admission::Admit, t0);
+    let mut s = decided(limits.clone(), Admission::Admit, t0);
     s.receive(COOKIE, t0);
     s.receive(&framed(r#"{"tcp":true,"time":0,"num":1000}"#), t0);
     s.streams_prepared(t0);
@@ -221,7 +230,7 @@ fn server_limits_apply_to_iperf3_clients() {
 /// A session under `limits` that has read the cookie and `params` (what
 /// it answered to the cookie already taken).
 fn after_params(limits: &Iperf3Limits, params: &str, t0: Instant) -> Iperf3ServerSession {
-    let mut s = Iperf3ServerSession::new(limits.clone(), || Admission::Admit, t0);
+    let mut s = decided(limits.clone(), Admission::Admit, t0);
     s.receive(COOKIE, t0);
     s.take_outbox();
     s.receive(&framed(params), t0);
@@ -320,7 +329,7 @@ fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
     let t0 = Instant::now();
     let budget = crate::limits::RateBudget::new(100_000_000);
     let start = |params: &str| {
-        let mut s = Iperf3ServerSession::new(Iperf3Limits::default(), || Admission::Admit, t0)
+        let mut s = decided(Iperf3Limits::default(), Admission::Admit, t0)
             .with_rate_budget(Some(budget.clone()));
         s.receive(COOKIE, t0);
         s.take_outbox();
@@ -767,16 +776,12 @@ fn issue_28_a_keyed_server_refuses_iperf3_before_admission() {
         auth_required: true,
         ..Iperf3Limits::default()
     };
-    let mut asked = false;
-    let mut s = Iperf3ServerSession::new(
-        limits,
-        || {
-            asked = true;
-            Admission::Admit
-        },
-        t0,
+    let mut s = Iperf3ServerSession::new(limits, t0);
+    assert_eq!(
+        s.poll_action(),
+        None,
+        "admission (and --max-tests-per-minute) not asked"
     );
-    assert!(!asked, "admission (and --max-tests-per-minute) not asked");
     // SERVER_ERROR with IEAUTHTEST ("test authorization failed"), not
     // ACCESS_DENIED ("the server is busy").
     assert_eq!(s.take_outbox(), vec![0xFE, 0, 0, 0, 142, 0, 0, 0, 0]);
@@ -824,4 +829,48 @@ fn issue_28_client_results_are_capped_small() {
         s.take_outbox()[..5],
         [0xFE, 0, 0, 0, code::RECV_RESULTS as u8]
     );
+}
+
+/// Both iperf3 sessions offer the native sessions' interface (issue 24),
+/// which is what the one control driver runs: driven here only through
+/// [`Session`], they ask for admission first, agree on the test, hand the
+/// driver its spec (the linerate test the parameters describe) and end on
+/// a closed connection.
+#[test]
+fn issue_24_iperf3_sessions_offer_the_drivers_session_interface() {
+    use crate::session::Session;
+    use crate::spec::Limit;
+    fn pass<A: Session, B: Session>(from: &mut A, to: &mut B, now: Instant) {
+        let bytes = from.outbox().take();
+        to.receive_at(&bytes, now, 0);
+    }
+    let t0 = Instant::now();
+    let params = Params {
+        protocol: Protocol::Udp,
+        time: 2,
+        parallel: 1,
+        len: 1400,
+        bandwidth: 1_000_000,
+        ..Params::default()
+    };
+    let mut c = Iperf3ClientSession::new(params, Cookie(*COOKIE), t0);
+    let mut s = Iperf3ServerSession::new(Iperf3Limits::default(), t0);
+    assert_eq!(
+        Session::poll_action(&mut s),
+        Some(ServerAction::RequestAdmission)
+    );
+    s.admission(Admission::Admit, t0);
+    pass(&mut c, &mut s, t0); // the cookie
+    pass(&mut s, &mut c, t0); // PARAM_EXCHANGE
+    pass(&mut c, &mut s, t0); // the parameters
+    assert_eq!(
+        Session::poll_action(&mut s),
+        Some(ServerAction::PrepareStreams)
+    );
+    let limit = |spec: Option<&crate::spec::TestSpec>| spec.map(|x| x.limit);
+    assert_eq!(limit(Session::spec(&s)), Some(Limit::TimeMs(2000)));
+    assert_eq!(limit(Session::spec(&c)), Some(Limit::TimeMs(2000)));
+    Session::peer_closed(&mut s);
+    Session::peer_closed(&mut c);
+    assert!(Session::is_finished(&s) && Session::is_finished(&c));
 }

@@ -153,6 +153,17 @@ impl Outbox {
         self.buf.append(&mut other.buf);
     }
 
+    /// Bytes queued as they are (the iperf3 sessions' state bytes and
+    /// length-prefixed JSON, which are not native frames).
+    pub(crate) fn from_bytes(buf: Vec<u8>) -> Outbox {
+        Outbox { buf }
+    }
+
+    /// The queue itself, for a session that writes its own framing.
+    pub(crate) fn raw(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
     /// Takes everything queued so far (empty when nothing is pending).
     pub fn take(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.buf)
