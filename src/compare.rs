@@ -1,5 +1,5 @@
 //! `linerate compare`: each variant is a complete test run as a repeated
-//! test's trials are ([`crate::run::run_trial`]: silently, a server that is
+//! test's trials are ([`linerate_run::run::run_trial`]: silently, a server that is
 //! still closing the previous test asked again), reduced to the figures of
 //! `report::compare`, with ratios to the first variant. With `--repeat N`
 //! the runs are interleaved (every variant's first run, then every
@@ -25,8 +25,8 @@ use linerate_report::compare::{
 use linerate_report::Report;
 
 use crate::cli::{CompareConfig, CompareVariantConfig, PreloadRun, Target};
-use crate::outcome::{self, ClientError};
 use crate::progress::progress;
+use linerate_run::outcome::{self, ClientError};
 
 /// Runs every variant (`repeat` times each) and prints the comparison. A
 /// variant that cannot run or fails is a row saying why; the others still
@@ -149,13 +149,13 @@ fn run_variant(v: &CompareVariantConfig) -> Result<Report, ClientError> {
         .as_ref()
         .map_err(|e| ClientError::from(anyhow!("{e}")))?;
     match &v.preload {
-        None => crate::run::run_trial(c),
+        None => linerate_run::run::run_trial(c),
         Some(p) => {
             // The embedded server runs here, unpreloaded, with the same
             // engine as the client (as every variant's embedded server).
             let embedded = match c.target {
                 Target::Embedded => Some(
-                    crate::server::spawn_embedded(EngineKind::Syscall, c.auth_key.clone())
+                    linerate_run::server::spawn_embedded(EngineKind::Syscall, c.auth_key.clone())
                         .context("starting the embedded server")?,
                 ),
                 Target::Remote { .. } => None,

@@ -1,36 +1,24 @@
 //! linerate's entry point: parse the command line, run the command, map
 //! failures to exit codes and print them. Nothing else lives here.
 
-mod about;
 mod cli;
-mod client;
 mod compare;
-mod control;
-mod guard;
 mod host;
 mod html;
 mod iperf3;
-mod local_peer;
-mod log;
-mod metrics;
 mod msg;
-mod msg_net;
-mod outcome;
 mod peer_main;
 mod progress;
 mod repeat;
-mod rr_local;
-mod run;
-mod server;
 mod sweep;
-mod test_type;
-mod watch;
+mod test_cmd;
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use linerate_report::render::Format;
+use linerate_run::{outcome, server};
 
 fn main() -> ExitCode {
     // Before anything else (and before any thread): what a test asked for
@@ -94,7 +82,7 @@ fn main() -> ExitCode {
         cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
         cli::Command::Rr(cfg) => (
             cfg.client.format,
-            run::run_rr(cfg)
+            test_cmd::run_rr(cfg)
                 .and_then(|r| html::test(&cfg.client, &r).map_err(outcome::ClientError::from))
                 .map_err(Failure::from),
         ),
@@ -110,7 +98,7 @@ fn main() -> ExitCode {
         ),
         cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (
             cfg.format,
-            run::run(cfg)
+            test_cmd::run(cfg)
                 .and_then(|r| html::test(cfg, &r).map_err(outcome::ClientError::from))
                 .map_err(Failure::from),
         ),

@@ -18,8 +18,8 @@ use linerate_report::render::msg::render;
 use linerate_stats::histogram::Histogram;
 
 use crate::cli::MsgConfig;
-use crate::local_peer::{parse_records, Peer, PeerMode};
-use crate::outcome::ClientError;
+use linerate_run::local_peer::{parse_records, Peer, PeerMode};
+use linerate_run::outcome::ClientError;
 
 /// What the report says about the two ends.
 const ENDS: &str = "both ends on this host: linerate started the receiving process itself \
@@ -38,7 +38,7 @@ pub fn run(cfg: &MsgConfig) -> Result<(), ClientError> {
 /// The error of a local run: interrupted when the user pressed Ctrl-C
 /// (whatever the channels then saw), else a failure.
 pub fn interrupted_or(e: anyhow::Error) -> ClientError {
-    if crate::outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+    if linerate_run::outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
         ClientError::Interrupted { reported: false }
     } else {
         ClientError::Failed(e)
@@ -72,7 +72,7 @@ fn measure(cfg: &MsgConfig) -> Result<MsgReport> {
                 .map(|(size, why)| skipped_cell(t.name(), conc, *size as u64, why.clone()))
                 .collect();
             if !sizes.is_empty() {
-                if crate::outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+                if linerate_run::outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
                     bail!("interrupted");
                 }
                 let plan = Plan {
@@ -108,7 +108,7 @@ fn measure(cfg: &MsgConfig) -> Result<MsgReport> {
     }
     Ok(MsgReport {
         test: "msg".into(),
-        software: crate::about::software(),
+        software: linerate_run::about::software(),
         ends: ENDS.into(),
         waiting: shm_waiting(cfg),
         timer: MsgTimer {
@@ -195,7 +195,12 @@ fn run_cell(
     opts: &Options,
 ) -> Result<(SendRun, Vec<RxTotals>)> {
     let (near, peer) = Peer::start(t, conns, opts, PeerMode::Msg(plan))?;
-    let sent = core::run_sender(near, plan, &|| peer.kill(), &crate::outcome::INTERRUPTED);
+    let sent = core::run_sender(
+        near,
+        plan,
+        &|| peer.kill(),
+        &linerate_run::outcome::INTERRUPTED,
+    );
     let (run, line) = peer.finish(sent)?;
     Ok((run, parse_totals(&line)?))
 }
@@ -295,7 +300,7 @@ pub(crate) fn peer_msg(
 pub(crate) fn measure_net(
     cfg: &crate::cli::MsgConfig,
     remote: &crate::cli::ClientConfig,
-) -> Result<linerate_report::msg::MsgReport, crate::outcome::ClientError> {
+) -> Result<linerate_report::msg::MsgReport, linerate_run::outcome::ClientError> {
     use linerate_proto::spec::MsgSpec;
     use linerate_report::msg::{MsgReport, MsgTimer, MsgVerify};
     let mut cells = Vec::new();
@@ -310,9 +315,9 @@ pub(crate) fn measure_net(
         });
         // Ctrl-C: the trials are not complete, nothing is reported (as
         // the local test).
-        let interrupted = crate::outcome::ClientError::Interrupted { reported: false };
-        let report = match crate::run::run_trial(&c) {
-            Err(crate::outcome::ClientError::Interrupted { .. }) => return Err(interrupted),
+        let interrupted = linerate_run::outcome::ClientError::Interrupted { reported: false };
+        let report = match linerate_run::run::run_trial(&c) {
+            Err(linerate_run::outcome::ClientError::Interrupted { .. }) => return Err(interrupted),
             r => r?,
         };
         if report.interrupted {
@@ -326,7 +331,7 @@ pub(crate) fn measure_net(
     };
     Ok(MsgReport {
         test: "msg".into(),
-        software: crate::about::software(),
+        software: linerate_run::about::software(),
         waiting: None,
         ends: format!(
             "sender here, receiver the linerate server at {server} (TCP, a connection per \

@@ -1,5 +1,5 @@
 //! `__msg-peer`: being the far process of a local `msg` or `rr` (this
-//! binary, started by [`crate::local_peer::Peer`] with the channels' far
+//! binary, started by [`linerate_run::local_peer::Peer`] with the channels' far
 //! ends as inherited descriptors). It serves the test the client names and
 //! reports its totals on the control socket.
 
@@ -24,7 +24,7 @@ pub fn peer(cfg: &MsgPeerConfig) -> Result<()> {
         .map_err(anyhow::Error::from)
         .and_then(|chans| match &cfg.mode {
             PeerRun::Msg(plan) => crate::msg::peer_msg(chans, plan),
-            PeerRun::Rr(phases) => crate::rr_local::serve(chans, phases, &cfg.cpus),
+            PeerRun::Rr(phases) => linerate_run::rr_local::serve(chans, phases, &cfg.cpus),
         });
     let line = match &r {
         Ok(totals) => format!("ok {totals}\n"),

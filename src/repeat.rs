@@ -11,8 +11,8 @@ use linerate_report::render::Format;
 use linerate_report::repeat::{self, RepeatRecord, RepeatReport};
 
 use crate::cli::{ClientConfig, Command, RepeatConfig};
-use crate::outcome::ClientError;
 use crate::progress::progress;
+use linerate_run::outcome::ClientError;
 
 fn client_of(cmd: &Command) -> Option<&ClientConfig> {
     match cmd {
@@ -32,7 +32,7 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
     let mut reports = Vec::new();
     let mut failed = Vec::new();
     for i in 1..=cfg.n {
-        let result = crate::run::run_trial(test);
+        let result = linerate_run::run::run_trial(test);
         let line = match &result {
             Ok(r) => {
                 let main = repeat::trial_figures(r)

@@ -2,7 +2,7 @@
 //! grid, then (with `--find-zero-loss`) an RFC 2544-style binary search per
 //! size for the highest rate whose loss stays within a threshold.
 //!
-//! Each trial is a complete test through [`crate::run::run_to`] (its own
+//! Each trial is a complete test through [`linerate_run::run::run_to`] (its own
 //! control connection and data sockets), summarised into the sweep model by
 //! `report::build::sweep_trial`; the table, JSON and the SVG plot come from
 //! that model only.
@@ -18,7 +18,7 @@ use linerate_report::render;
 use linerate_stats::units::{format_count_rate, format_rate};
 
 use crate::cli::{SweepConfig, Target};
-use crate::outcome::{self, ClientError};
+use linerate_run::outcome::{self, ClientError};
 
 /// Trials a zero-loss search runs at most per size.
 const MAX_SEARCH_TRIALS: u32 = 16;
@@ -192,7 +192,7 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
             Pace::MilliPps((rate * 1000.0).round().max(1.0) as u64)
         };
     }
-    match crate::run::run_trial(&c) {
+    match linerate_run::run::run_trial(&c) {
         Ok(report) => {
             let (pps, bits) = requested(cfg, len, rate);
             Ok(Some(SweepTrial {
@@ -293,7 +293,7 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
         points: cfg.points.clone(),
         rates_are_bits: cfg.rates_are_bits,
         max_loss_percent: cfg.max_loss_percent,
-        client_software: crate::about::software(),
+        client_software: linerate_run::about::software(),
         start_unix_ms: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),

@@ -20,29 +20,7 @@ use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpe
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_rate, parse_size};
 
-use super::{ClientConfig, Command, Target};
-
-/// What the drop-in command line (`linerate iperf3 -c`) asks beyond a
-/// linerate test.
-#[derive(Debug, Clone, Default)]
-pub struct Extras {
-    /// `--get-server-output`: ask the server for its report.
-    pub get_server_output: bool,
-    /// `-4` / `-6`: connect over this address family only.
-    pub family: Option<Family>,
-    /// `-B ADDR`: connect from this local address (control and data).
-    pub bind: Option<std::net::IpAddr>,
-    /// `-A N,M`: the CPU the server is asked to pin itself to (sent as
-    /// `server_affinity`, as iperf3 does).
-    pub server_affinity: Option<u32>,
-}
-
-/// An address family (`-4`, `-6`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    V4,
-    V6,
-}
+use super::{ClientConfig, Command, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 
 /// How the drop-in prints a client test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,9 @@ mod habits;
 mod host;
 mod iperf3;
 mod msg;
-pub use iperf3::{
-    Extras as Iperf3Extras, Family as Iperf3Family, Iperf3Config, Style as Iperf3Style,
+pub use iperf3::{Iperf3Config, Style as Iperf3Style};
+pub use linerate_run::config::{
+    ClientConfig, Iperf3Extras, Iperf3Family, RrConfig, ServerConfig, Target, AUTO,
 };
 mod netperf;
 mod repeat;
@@ -23,7 +24,6 @@ use sweep::validate_sweep;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{CommandFactory, Parser};
@@ -37,81 +37,6 @@ use linerate_proto::spec::{
 };
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_duration, parse_rate, parse_size};
-
-/// Where the client's server is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    Remote {
-        host: String,
-        port: u16,
-    },
-    /// A server started inside this process on loopback.
-    Embedded,
-}
-
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    pub target: Target,
-    pub spec: TestSpec,
-    pub engine: EngineKind,
-    /// With `--engine auto`: which engine it chose and what it skipped.
-    pub engine_note: Option<String>,
-    pub cpus: Vec<usize>,
-    pub format: Format,
-    pub connect_timeout: Duration,
-    /// `--iperf3`: the server is a real iperf3; speak its protocol.
-    pub iperf3: bool,
-    /// `--server-engine`: the engine asked of the server for its side.
-    pub server_engine: Option<String>,
-    /// `--auth-key`: authenticate to the server with this key.
-    pub auth_key: Option<linerate_proto::auth::AuthKey>,
-    /// `--iface DEV`: the interface whose counters the report adds.
-    pub iface: Option<String>,
-    /// `--report FILE.html`: also write the HTML page.
-    pub report: Option<PathBuf>,
-    /// `--plot FILE.svg` (tcp, udp): throughput per interval.
-    pub plot: Option<PathBuf>,
-    /// `-i 0`: print no interval lines (they are still measured).
-    pub quiet_intervals: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// Connection-level limits: address filters, connection cap, rates.
-    pub guard: crate::guard::GuardConfig,
-    /// `--auth-key`: clients must prove they hold this key.
-    pub auth_key: Option<linerate_proto::auth::AuthKey>,
-    /// `--metrics ADDR:PORT`: serve Prometheus text there.
-    pub metrics: Option<std::net::SocketAddr>,
-    /// `--json-lines FILE`: a record per completed test.
-    pub json_lines: Option<PathBuf>,
-    pub bind: Option<IpAddr>,
-    pub port: u16,
-    pub once: bool,
-    pub max_concurrent: usize,
-    pub limits: ServerLimits,
-    /// `--engine`: one engine, or `auto` applied per test.
-    pub engine: auto::Configured,
-    pub cpus: Vec<usize>,
-    pub format: Format,
-    /// `linerate iperf3 -s --logfile FILE`: standard output and error
-    /// appended to FILE, as iperf3 does.
-    pub logfile: Option<PathBuf>,
-}
-
-/// A request/response test (rr or crr): the client config plus the files
-/// the distributions are exported to.
-#[derive(Debug, Clone)]
-pub struct RrConfig {
-    pub client: ClientConfig,
-    pub histogram: Option<PathBuf>,
-    pub plot: Option<PathBuf>,
-    /// Estimate the clock offset by probes even when both ends share a kernel.
-    pub probe_clock: bool,
-    /// `--transport unix|unix-dgram|shm`: both ends on this host, the
-    /// serving process started by the client.
-    pub local: Option<linerate_local::Transport>,
-}
 
 #[derive(Debug, Clone)]
 pub enum Command {
@@ -134,7 +59,6 @@ pub enum Command {
 }
 
 pub use repeat::RepeatConfig;
-pub use server::engine_offers;
 
 pub use msg::{MsgConfig, MsgPeerConfig, PeerRun};
 
@@ -419,9 +343,6 @@ fn batch_only_flag(a: &args::EngineArgs) -> Option<&'static str> {
     .into_iter()
     .find_map(|(set, flag)| set.then_some(flag))
 }
-
-/// `--engine auto`'s name (not an engine: a rule that picks one).
-pub const AUTO: &str = "auto";
 
 /// A client's `--engine`: `auto` is resolved here, once, for this test by
 /// the rule in `engines::auto`, and the note naming the choice and what

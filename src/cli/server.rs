@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use linerate_engine::engines::EngineKind;
+
 use linerate_proto::auth::{AuthKey, MAX_KEY_FILE_LEN, WEAK_KEY_BITS};
-use linerate_proto::limits::EngineOffer;
+
 use linerate_proto::limits::ServerLimits;
 use linerate_stats::units::{parse_duration, parse_rate, parse_size};
 
-use crate::guard::{AddressFilter, GuardConfig, DEFAULT_MAX_CONNECTIONS};
+use linerate_run::config::engine_offers;
+use linerate_run::guard::{AddressFilter, GuardConfig, DEFAULT_MAX_CONNECTIONS};
 
 /// Limits a server enforces, named in every refusal or clamp they cause.
 #[derive(Debug, Args)]
@@ -109,7 +110,7 @@ pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig>
         defaults.handshake,
     )?;
     limits.handshake_timeout_ms = handshake.as_millis() as u64;
-    limits.server_engines = engine_offers(a.allow_engines.as_deref())?;
+    limits.server_engines = engine_offers(a.allow_engines.as_deref()).context("--allow-engines")?;
     Ok(GuardConfig {
         filter: AddressFilter {
             allow: match &a.allow {
@@ -126,57 +127,6 @@ pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig>
         handshake,
         idle: timeout("--idle-timeout", &a.idle_timeout, defaults.idle)?,
     })
-}
-
-/// What the server answers to `--server-engine`: every engine of this
-/// build, refused when `--allow-engines` leaves it out or this kernel
-/// cannot run it (probed once, here), and `auto` — the server's own rule
-/// for the test, picking among the engines offered — refused only when an
-/// `--allow-engines` list leaves it out.
-pub fn engine_offers(allow: Option<&str>) -> Result<Vec<EngineOffer>> {
-    let listed: Option<Vec<&str>> = match allow.map(str::trim) {
-        None => None,
-        Some("none") => Some(Vec::new()),
-        Some(list) => Some(list.split(',').map(str::trim).collect()),
-    };
-    let allowed: Option<Vec<EngineKind>> = match &listed {
-        None => None,
-        Some(names) => Some(
-            names
-                .iter()
-                .filter(|&&n| n != super::AUTO)
-                .map(|n| n.parse::<EngineKind>())
-                .collect::<Result<_, _>>()
-                .context("--allow-engines")?,
-        ),
-    };
-    let not_allowed = || {
-        format!(
-            "not allowed on this server (its --allow-engines is {})",
-            allow.unwrap_or_default()
-        )
-    };
-    let mut offers: Vec<EngineOffer> = EngineKind::ALL
-        .iter()
-        .map(|k| EngineOffer {
-            name: k.name().into(),
-            refused: match &allowed {
-                Some(a) if !a.iter().any(|x| x.name() == k.name()) => Some(not_allowed()),
-                _ => k
-                    .check()
-                    .err()
-                    .map(|e| format!("not supported by the server's kernel: {e}")),
-            },
-        })
-        .collect();
-    offers.push(EngineOffer {
-        name: super::AUTO.into(),
-        refused: match &listed {
-            Some(names) if !names.contains(&super::AUTO) => Some(not_allowed()),
-            _ => None,
-        },
-    });
-    Ok(offers)
 }
 
 /// A server rate limit: at least 8 bit/s (TCP senders are paced in whole

@@ -499,7 +499,7 @@ fn cpus_are_checked_against_the_affinity_mask_by_id() {
 #[test]
 fn issue_8_server_engine_auto_is_offered_unless_a_list_leaves_it_out() {
     let auto_offer = |allow: Option<&str>| {
-        server::engine_offers(allow)
+        linerate_run::config::engine_offers(allow)
             .expect("offers")
             .into_iter()
             .find(|o| o.name == AUTO)

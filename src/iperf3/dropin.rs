@@ -9,10 +9,10 @@ use linerate_proto::iperf3::json::Results;
 use linerate_report::model::{IntervalRecord, Report, TestInfo};
 use serde_json::{json, Value};
 
-use super::client::{self, Connection, Output};
 use super::{json_out, text_out};
 use crate::cli::{Iperf3Config, Iperf3Style as Style};
-use crate::outcome::ClientError;
+use linerate_run::iperf3::client::{self, Connection, Output};
+use linerate_run::outcome::ClientError;
 
 /// The drop-in's [`Output`].
 struct DropIn<'w> {

@@ -24,7 +24,7 @@ use linerate_report::model::{
 };
 use serde_json::{json, Map, Value};
 
-use super::client::Connection;
+use linerate_run::iperf3::client::Connection;
 
 /// This side (the drop-in is a client): a stream is "sender" when the
 /// client sends on it, as in iperf3.

@@ -1,48 +1,7 @@
-//! The binary's side of iperf3 interoperation: serving real iperf3 clients
-//! on the server's port ([`server`]), driving real iperf3 servers from
-//! `linerate tcp|udp --iperf3` ([`client`]), and the conversions between
-//! iperf3's parameters and results and linerate's spec and report model
-//! ([`convert`]). `linerate iperf3 -c …` ([`dropin`]) prints a test as
-//! iperf3 does: its human layout ([`text_out`]) or its `-J` schema
-//! ([`json_out`]). The protocol itself is `linerate_proto::iperf3`.
+//! `linerate iperf3 -c …` ([`dropin`]): a test run over iperf3's protocol
+//! by `linerate_run`'s iperf3 client, printed as iperf3 prints it: its
+//! human layout ([`text_out`]) or its `-J` schema ([`json_out`]).
 
-pub mod client;
-pub mod convert;
 pub mod dropin;
 pub mod json_out;
-pub mod server;
 pub mod text_out;
-
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
-
-use linerate_engine::iperf3::end_tcp_receiver;
-use linerate_engine::runner::SideRun;
-use linerate_proto::measure::SideResults;
-
-/// Ends this side's data phase as iperf3 does, on its client and its
-/// server alike: the TCP receivers read what is queued and end, the
-/// runner learns that the peer's senders are done, and (unless `measured`:
-/// the control driver already has them) this side's results are awaited
-/// for up to `convert::STOP_WAIT`, completed as the driver completes them.
-fn end_data_phase(
-    run: &mut SideRun,
-    tcp_receivers: &[TcpStream],
-    measured: bool,
-) -> Option<SideResults> {
-    for s in tcp_receivers {
-        end_tcp_receiver(s);
-    }
-    run.peer_send_done(&[], Duration::ZERO);
-    if measured {
-        return None;
-    }
-    let until = Instant::now() + convert::STOP_WAIT;
-    while Instant::now() < until {
-        if let Some(r) = run.try_finish() {
-            return Some(crate::control::completed(r));
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    None
-}

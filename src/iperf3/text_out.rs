@@ -9,8 +9,8 @@ use linerate_report::model::{Flow, IntervalRecord, Report, StreamSummary};
 
 use linerate_proto::iperf3::json::Results;
 
-use super::client::Connection;
 use super::json_out;
+use linerate_run::iperf3::client::Connection;
 
 /// iperf3's adaptive unit: three significant figures, the largest unit
 /// that keeps the value at or above 1.

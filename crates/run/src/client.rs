@@ -27,7 +27,7 @@ use linerate_report::render::Sink;
 use linerate_report::Report;
 
 use crate::about::software;
-use crate::cli::{ClientConfig, Target};
+use crate::config::{ClientConfig, Target};
 use crate::control::{self, ControlConn, ControlSide};
 use crate::server;
 use crate::test_type::{self, ClientSide};

@@ -1,19 +1,17 @@
-//! The front door of every client test: runs one (native, iperf3 or a
-//! local transport, as its config says) and renders it, or runs it as a
-//! silent trial of a series (sweep, `--repeat`, compare, `msg HOST`).
+//! The `tcp`, `udp` and `rr` commands: one test run by
+//! [`linerate_run::run`], rendered to stdout (with `--iface` counters and
+//! rr's progress bar), then the files it asked for (`--plot`,
+//! `--histogram`) written from its report.
 
 use std::io::Write;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use anyhow::Context;
-use linerate_engine::clock;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Sink};
 use linerate_report::Report;
-
-use crate::cli::{ClientConfig, RrConfig};
-use crate::outcome::{ClientError, INTERRUPTED};
+use linerate_run::config::{ClientConfig, RrConfig};
+use linerate_run::outcome::ClientError;
+use linerate_run::run::{run_rr_to, run_to};
 
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
@@ -40,61 +38,8 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
     result
 }
 
-/// Runs one test, rendering to `sink`. Returns the report.
-pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
-    if cfg.iperf3 {
-        return crate::iperf3::client::run_to(cfg, sink);
-    }
-    crate::client::run_native(cfg, clock::boot_id(), sink)
-}
-
-/// A busy server (its previous test still closing) is asked again this
-/// often, this many times, by [`run_trial`].
-const BUSY_RETRY: Duration = Duration::from_millis(200);
-const BUSY_TRIES: u32 = 25;
-
-/// Prints nothing: the caller (a sweep, `--repeat`) prints its own rows.
-struct Quiet;
-
-impl Sink for Quiet {
-    fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn interval(&mut self, _: &linerate_report::model::IntervalRecord) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn finish(&mut self, _: &Report) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Runs one trial of a series (sweep point, `--repeat` run) silently,
-/// asking again while the server is still busy with the previous one.
-pub fn run_trial(cfg: &ClientConfig) -> Result<Report, ClientError> {
-    let mut tries = 0;
-    loop {
-        match run_to(cfg, &mut Quiet) {
-            Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
-                tries += 1;
-                std::thread::sleep(BUSY_RETRY);
-            }
-            r => return r,
-        }
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            return Err(ClientError::Interrupted { reported: false });
-        }
-    }
-}
-
 /// Runs a request/response test, then writes the files it asked for.
 pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
-    // Without a boot id to compare, the offset is estimated by probes even
-    // on one host (how the estimator is checked against the known zero).
-    let boot_id = if cfg.probe_clock {
-        None
-    } else {
-        clock::boot_id()
-    };
     let stdout = std::io::stdout();
     let sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
     let sink = crate::progress::rr_sink(sink, &cfg.client.spec, cfg.client.format);
@@ -102,11 +47,7 @@ pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
         inner: sink,
         report: None,
     };
-    let run = match cfg.local {
-        Some(t) => crate::rr_local::run(cfg, t, &mut sink),
-        None => crate::client::run_native(&cfg.client, boot_id, &mut sink),
-    };
-    match run {
+    match run_rr_to(cfg, &mut sink) {
         Ok(report) => {
             export(cfg, &report)?;
             Ok(report)

@@ -38,7 +38,7 @@ use linerate_proto::wire::{
 use linerate_report::render::Format;
 
 use crate::about::software;
-use crate::cli::ServerConfig;
+use crate::config::ServerConfig;
 use crate::control::{self, read_first_frame, ControlConn, ControlSide};
 use crate::iperf3::server::{self as iperf3_server, Iperf3Hub};
 use crate::log::log;
@@ -214,7 +214,7 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
         limits: ServerLimits {
-            server_engines: crate::cli::engine_offers(None)?,
+            server_engines: crate::config::engine_offers(None)?,
             ..ServerLimits::default()
         },
         engine: Configured::Fixed(engine),
@@ -843,7 +843,7 @@ impl ServerTest<'_> {
         let own = self.shared.engine.for_test(spec);
         match self.session.server_engine() {
             // The rule for this test, among the engines this server offers.
-            Some(crate::cli::AUTO) => {
+            Some(crate::config::AUTO) => {
                 let offers = &self.shared.limits.server_engines;
                 auto::choose_with(auto::Workload::of(spec), |k| {
                     match offers.iter().find(|o| o.name == k.name()) {

@@ -35,8 +35,8 @@ use linerate_report::render::Sink;
 use linerate_report::Report;
 
 use crate::about::software;
-use crate::cli::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 use crate::client::{closed_output, write_unless_closed};
+use crate::config::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 use crate::control::{self, ControlConn, ControlSide};
 use crate::iperf3::convert::{self as conv, linerate_id, StreamInfo};
 use crate::outcome::{ClientError, INTERRUPTED};

@@ -19,12 +19,14 @@ use linerate_local::Transport;
 const RESULT_WAIT: Duration = Duration::from_secs(30);
 
 /// The receiving (serving) process and its control socket.
+#[derive(Debug)]
 pub struct Peer {
     child: Mutex<Child>,
     ctl: UnixStream,
 }
 
 /// What the peer process runs: `msg`'s receiver, or `rr`'s server.
+#[derive(Debug)]
 pub enum PeerMode<'a> {
     Msg(&'a Plan),
     /// The plan, and `--cpus` (the serving threads take every other CPU,

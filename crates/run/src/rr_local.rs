@@ -21,7 +21,7 @@ use linerate_report::model::{OneWay, Report, TestInfo};
 use linerate_report::render::Sink;
 
 use crate::about::software;
-use crate::cli::RrConfig;
+use crate::config::RrConfig;
 use crate::local_peer::{parse_records, Peer, PeerMode};
 use crate::outcome::ClientError;
 
