@@ -13,6 +13,7 @@
 //! this process, which is not preloaded — the comparison is of the client
 //! side with and without the library.
 
+use crate::OrRun as _;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -26,13 +27,14 @@ use linerate_report::Report;
 
 use crate::cli::{CompareConfig, CompareVariantConfig, PreloadRun, Target};
 use crate::progress::progress;
-use linerate_run::outcome::{self, ClientError};
+use linerate_run::error::RunError;
+use linerate_run::outcome;
 
 /// Runs every variant (`repeat` times each) and prints the comparison. A
 /// variant that cannot run or fails is a row saying why; the others still
 /// run. Ctrl-C ends it: what ran is printed, marked, and the exit status
 /// is 130 as for any interrupted test.
-pub fn run(cfg: &CompareConfig) -> Result<CompareReport, ClientError> {
+pub fn run(cfg: &CompareConfig) -> Result<CompareReport, RunError> {
     let start_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -54,9 +56,9 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, ClientError> {
             }
             match run_variant(v) {
                 Ok(r) => reports.push(r),
-                Err(ClientError::Interrupted { .. }) => break 'runs,
-                Err(e) if cfg.repeat > 1 => failed.push(format!("run {k}: {e:#}")),
-                Err(e) => failed.push(format!("{e:#}")),
+                Err(RunError::Interrupted { .. }) => break 'runs,
+                Err(e) if cfg.repeat > 1 => failed.push(format!("run {k}: {}", e.chain())),
+                Err(e) => failed.push(e.chain().to_string()),
             }
             if let Some(b) = &bar {
                 b.inc(1);
@@ -92,16 +94,20 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, ClientError> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     render(&report, cfg.format, &mut out)
         .and_then(|()| out.flush())
-        .context("writing output")?;
+        .context("writing output")
+        .or_run()?;
     drop(out);
     if let Some(path) = &cfg.plot {
         let svg = linerate_report::compare_plot::svg(&report)
-            .with_context(|| format!("plotting {}", path.display()))?;
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("plotting {}", path.display()))
+            .or_run()?;
+        std::fs::write(path, svg)
+            .with_context(|| format!("writing {}", path.display()))
+            .or_run()?;
     }
-    crate::html::compare(cfg, &report)?;
+    crate::html::compare(cfg, &report).or_run()?;
     if interrupted {
-        return Err(ClientError::Interrupted { reported: true });
+        return Err(RunError::Interrupted { reported: true });
     }
     Ok(report)
 }
@@ -143,11 +149,8 @@ fn variant(
     }
 }
 
-fn run_variant(v: &CompareVariantConfig) -> Result<Report, ClientError> {
-    let c = v
-        .config
-        .as_ref()
-        .map_err(|e| ClientError::from(anyhow!("{e}")))?;
+fn run_variant(v: &CompareVariantConfig) -> Result<Report, RunError> {
+    let c = v.config.as_ref().map_err(|e| RunError::Spec(e.clone()))?;
     match &v.preload {
         None => linerate_run::run::run_trial(c),
         Some(p) => {
@@ -156,7 +159,8 @@ fn run_variant(v: &CompareVariantConfig) -> Result<Report, ClientError> {
             let embedded = match c.target {
                 Target::Embedded => Some(
                     linerate_run::server::spawn_embedded(EngineKind::Syscall, c.auth_key.clone())
-                        .context("starting the embedded server")?,
+                        .context("starting the embedded server")
+                        .or_run()?,
                 ),
                 Target::Remote { .. } => None,
             };
@@ -167,8 +171,10 @@ fn run_variant(v: &CompareVariantConfig) -> Result<Report, ClientError> {
 
 /// Runs the test in a child process under `LD_PRELOAD` and reads its JSON
 /// report. `port`: the embedded server's, which the child is pointed at.
-fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, ClientError> {
-    let exe = std::env::current_exe().context("finding this program to run it preloaded")?;
+fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, RunError> {
+    let exe = std::env::current_exe()
+        .context("finding this program to run it preloaded")
+        .or_run()?;
     let mut argv = p.head.clone();
     if let Some(port) = port {
         argv.extend(["127.0.0.1".into(), "-p".into(), port.to_string()]);
@@ -179,15 +185,19 @@ fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, ClientErro
         .env("LD_PRELOAD", &p.lib)
         .stdin(Stdio::null())
         .output()
-        .with_context(|| format!("running {} {}", exe.display(), argv.join(" ")))?;
+        .with_context(|| format!("running {} {}", exe.display(), argv.join(" ")))
+        .or_run()?;
     if out.status.code() == Some(130) {
-        return Err(ClientError::Interrupted { reported: false });
+        return Err(RunError::Interrupted { reported: false });
     }
     // The dynamic loader skips a library it cannot load and runs the
     // program anyway: that run would be the plain one, mislabelled.
     let err = String::from_utf8_lossy(&out.stderr);
     if let Some(line) = err.lines().find(|l| l.contains("cannot be preloaded")) {
-        return Err(anyhow!("LD_PRELOAD={} was not loaded: {line}", p.lib.display()).into());
+        return Err(crate::caller(anyhow!(
+            "LD_PRELOAD={} was not loaded: {line}",
+            p.lib.display()
+        )));
     }
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -196,12 +206,11 @@ fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, ClientErro
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("no message");
-        return Err(anyhow!(
+        return Err(crate::caller(anyhow!(
             "the client under LD_PRELOAD={} failed ({}): {why}",
             p.lib.display(),
             out.status
-        )
-        .into());
+        )));
     }
     serde_json::from_slice(&out.stdout)
         .with_context(|| {
@@ -210,5 +219,5 @@ fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, ClientErro
                 p.lib.display()
             )
         })
-        .map_err(ClientError::from)
+        .map_err(crate::caller)
 }

@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use linerate_report::render::Format;
+use linerate_run::error::RunError;
 use linerate_run::{outcome, server};
 
 fn main() -> ExitCode {
@@ -83,13 +84,13 @@ fn main() -> ExitCode {
         cli::Command::Rr(cfg) => (
             cfg.client.format,
             test_cmd::run_rr(cfg)
-                .and_then(|r| html::test(&cfg.client, &r).map_err(outcome::ClientError::from))
+                .and_then(|r| html::test(&cfg.client, &r).map_err(caller))
                 .map_err(Failure::from),
         ),
         cli::Command::Sweep(cfg) => (
             cfg.base.format,
             sweep::run(cfg)
-                .and_then(|r| html::sweep(&cfg.base, &r).map_err(outcome::ClientError::from))
+                .and_then(|r| html::sweep(&cfg.base, &r).map_err(caller))
                 .map_err(Failure::from),
         ),
         cli::Command::Compare(cfg) => (
@@ -99,7 +100,7 @@ fn main() -> ExitCode {
         cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (
             cfg.format,
             test_cmd::run(cfg)
-                .and_then(|r| html::test(cfg, &r).map_err(outcome::ClientError::from))
+                .and_then(|r| html::test(cfg, &r).map_err(caller))
                 .map_err(Failure::from),
         ),
         cli::Command::Msg(cfg) => (cfg.format, msg::run(cfg).map_err(Failure::from)),
@@ -159,18 +160,16 @@ struct Failure {
 /// (serde_json's error does not expose its `io::Error` as a source, so a
 /// `--json` report cut off by `| head` would otherwise read as a failure).
 fn chain_has_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(e) = cur {
-        let kind = e
-            .downcast_ref::<std::io::Error>()
-            .map(std::io::Error::kind)
-            .or_else(|| e.downcast_ref::<serde_json::Error>()?.io_error_kind());
-        if kind == Some(std::io::ErrorKind::BrokenPipe) {
-            return true;
-        }
-        cur = e.source();
-    }
-    false
+    std::iter::successors(Some(e), |e| e.source()).any(broken_pipe)
+}
+
+/// Whether this one error (not its causes) is a closed reader's.
+fn broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let kind = e
+        .downcast_ref::<std::io::Error>()
+        .map(std::io::Error::kind)
+        .or_else(|| e.downcast_ref::<serde_json::Error>()?.io_error_kind());
+    kind == Some(std::io::ErrorKind::BrokenPipe)
 }
 
 impl From<anyhow::Error> for Failure {
@@ -184,20 +183,33 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-impl From<outcome::ClientError> for Failure {
-    fn from(e: outcome::ClientError) -> Self {
-        let code = e.exit_code() as u8;
-        let closed_stdout = match &e {
-            outcome::ClientError::Failed(inner) => chain_has_broken_pipe(inner.as_ref()),
-            _ => false,
-        };
+impl From<RunError> for Failure {
+    fn from(e: RunError) -> Self {
         Failure {
             reported: e.reported(),
-            message: format!("{e:#}"),
-            code,
-            closed_stdout,
+            message: e.chain().to_string(),
+            code: e.exit_code() as u8,
+            closed_stdout: e.causes().any(broken_pipe),
         }
     }
+}
+
+/// The binary's own failures (writing its output, files and pages) inside
+/// a command that ends in the run crate's error, which carries them as
+/// [`RunError::Caller`].
+trait OrRun<T> {
+    fn or_run(self) -> Result<T, RunError>;
+}
+
+impl<T> OrRun<T> for anyhow::Result<T> {
+    fn or_run(self) -> Result<T, RunError> {
+        self.map_err(caller)
+    }
+}
+
+/// An error of the binary's own as the run crate's.
+fn caller(e: anyhow::Error) -> RunError {
+    RunError::Caller(e.into())
 }
 
 impl Failure {

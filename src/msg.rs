@@ -18,8 +18,8 @@ use linerate_report::render::msg::render;
 use linerate_stats::histogram::Histogram;
 
 use crate::cli::MsgConfig;
+use linerate_run::error::RunError;
 use linerate_run::local_peer::{parse_records, Peer, PeerMode};
-use linerate_run::outcome::ClientError;
 
 /// What the report says about the two ends.
 const ENDS: &str = "both ends on this host: linerate started the receiving process itself \
@@ -27,21 +27,21 @@ const ENDS: &str = "both ends on this host: linerate started the receiving proce
 
 /// Runs `msg` and prints its report; a Ctrl-C ends it as interrupted
 /// (nothing reported: the trials are not complete).
-pub fn run(cfg: &MsgConfig) -> Result<(), ClientError> {
+pub fn run(cfg: &MsgConfig) -> Result<(), RunError> {
     if let Some(remote) = &cfg.remote {
         let report = measure_net(cfg, remote)?;
-        return output(cfg, &report).map_err(ClientError::Failed);
+        return output(cfg, &report).map_err(crate::caller);
     }
     run_inner(cfg).map_err(interrupted_or)
 }
 
 /// The error of a local run: interrupted when the user pressed Ctrl-C
 /// (whatever the channels then saw), else a failure.
-pub fn interrupted_or(e: anyhow::Error) -> ClientError {
+pub fn interrupted_or(e: anyhow::Error) -> RunError {
     if linerate_run::outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
-        ClientError::Interrupted { reported: false }
+        RunError::Interrupted { reported: false }
     } else {
-        ClientError::Failed(e)
+        crate::caller(e)
     }
 }
 
@@ -300,7 +300,7 @@ pub(crate) fn peer_msg(
 pub(crate) fn measure_net(
     cfg: &crate::cli::MsgConfig,
     remote: &crate::cli::ClientConfig,
-) -> Result<linerate_report::msg::MsgReport, linerate_run::outcome::ClientError> {
+) -> Result<linerate_report::msg::MsgReport, linerate_run::error::RunError> {
     use linerate_proto::spec::MsgSpec;
     use linerate_report::msg::{MsgReport, MsgTimer, MsgVerify};
     let mut cells = Vec::new();
@@ -315,9 +315,9 @@ pub(crate) fn measure_net(
         });
         // Ctrl-C: the trials are not complete, nothing is reported (as
         // the local test).
-        let interrupted = linerate_run::outcome::ClientError::Interrupted { reported: false };
+        let interrupted = linerate_run::error::RunError::Interrupted { reported: false };
         let report = match linerate_run::run::run_trial(&c) {
-            Err(linerate_run::outcome::ClientError::Interrupted { .. }) => return Err(interrupted),
+            Err(linerate_run::error::RunError::Interrupted { .. }) => return Err(interrupted),
             r => r?,
         };
         if report.interrupted {

@@ -24,7 +24,9 @@ pub fn peer(cfg: &MsgPeerConfig) -> Result<()> {
         .map_err(anyhow::Error::from)
         .and_then(|chans| match &cfg.mode {
             PeerRun::Msg(plan) => crate::msg::peer_msg(chans, plan),
-            PeerRun::Rr(phases) => linerate_run::rr_local::serve(chans, phases, &cfg.cpus),
+            PeerRun::Rr(phases) => {
+                linerate_run::rr_local::serve(chans, phases, &cfg.cpus).map_err(anyhow::Error::from)
+            }
         });
     let line = match &r {
         Ok(totals) => format!("ok {totals}\n"),

@@ -3,6 +3,7 @@
 //! and 95% confidence interval. A progress bar with ETA shows on a terminal
 //! in human output ([`crate::progress`]); machine formats and pipes get none.
 
+use crate::OrRun as _;
 use std::io::Write;
 
 use anyhow::{anyhow, Context};
@@ -12,7 +13,7 @@ use linerate_report::repeat::{self, RepeatRecord, RepeatReport};
 
 use crate::cli::{ClientConfig, Command, RepeatConfig};
 use crate::progress::progress;
-use linerate_run::outcome::ClientError;
+use linerate_run::error::RunError;
 
 fn client_of(cmd: &Command) -> Option<&ClientConfig> {
     match cmd {
@@ -23,9 +24,11 @@ fn client_of(cmd: &Command) -> Option<&ClientConfig> {
 }
 
 /// Runs the repeated test and renders the summary to stdout.
-pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
+pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, RunError> {
     let Some(test) = client_of(&cfg.test) else {
-        return Err(anyhow!("--repeat applies to tcp, udp, rr and crr").into());
+        return Err(crate::caller(anyhow!(
+            "--repeat applies to tcp, udp, rr and crr"
+        )));
     };
     let stdout = std::io::stdout();
     let bar = progress(u64::from(cfg.n), test.format, "trials");
@@ -43,14 +46,14 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
                     });
                 format!("trial {i}/{} done{main}", cfg.n)
             }
-            Err(e) => format!("trial {i}/{} failed: {e:#}", cfg.n),
+            Err(e) => format!("trial {i}/{} failed: {}", cfg.n, e.chain()),
         };
         match test.format {
             Format::Human => match &bar {
                 Some(b) => b.println(line),
                 None => {
                     let mut out = stdout.lock();
-                    writeln!(out, "{line}").context("writing output")?;
+                    writeln!(out, "{line}").context("writing output").or_run()?;
                 }
             },
             Format::JsonLines => {
@@ -61,14 +64,17 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
                     },
                     Err(e) => RepeatRecord::TrialFailed {
                         index: i,
-                        error: format!("{e:#}"),
+                        error: e.chain().to_string(),
                     },
                 };
                 let mut out = stdout.lock();
-                serde_json::to_writer(&mut out, &rec).context("writing output")?;
+                serde_json::to_writer(&mut out, &rec)
+                    .context("writing output")
+                    .or_run()?;
                 writeln!(out)
                     .and_then(|()| out.flush())
-                    .context("writing output")?;
+                    .context("writing output")
+                    .or_run()?;
             }
             _ => {}
         }
@@ -79,38 +85,42 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, ClientError> {
             Ok(r) => reports.push(r),
             // Refusals and Ctrl-C end the run: every trial would be refused
             // alike, and the user asked to stop.
-            Err(e @ (ClientError::Refused(_) | ClientError::Interrupted { .. })) => {
+            Err(e @ (RunError::Refused(_) | RunError::Interrupted { .. })) => {
                 if let Some(b) = &bar {
                     b.finish_and_clear();
                 }
                 // A trial's own report is not printed here: nothing of the
                 // repeat run is on stdout yet.
                 return Err(match e {
-                    ClientError::Interrupted { .. } => ClientError::Interrupted { reported: false },
+                    RunError::Interrupted { .. } => RunError::Interrupted { reported: false },
                     e => e,
                 });
             }
-            Err(e) => failed.push(format!("trial {i}: {e:#}")),
+            Err(e) => failed.push(format!("trial {i}: {}", e.chain())),
         }
     }
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
     let Some(report) = repeat::build(cfg.n, &reports, failed) else {
-        return Err(anyhow!("all {} trials failed", cfg.n).into());
+        return Err(crate::caller(anyhow!("all {} trials failed", cfg.n)));
     };
     {
         let mut out = stdout.lock();
         repeat::render(&mut out, test.format, &report)
             .and_then(|()| out.flush())
-            .context("writing output")?;
+            .context("writing output")
+            .or_run()?;
     }
     if let Some(path) = &cfg.plot {
         let svg = linerate_report::plot_extra::repeat_svg(&report)
-            .with_context(|| format!("plotting {}", path.display()))?;
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("plotting {}", path.display()))
+            .or_run()?;
+        std::fs::write(path, svg)
+            .with_context(|| format!("writing {}", path.display()))
+            .or_run()?;
     }
-    crate::html::repeated(test, &report, reports.last())?;
+    crate::html::repeated(test, &report, reports.last()).or_run()?;
     Ok(report)
 }
 

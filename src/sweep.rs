@@ -7,6 +7,7 @@
 //! `report::build::sweep_trial`; the table, JSON and the SVG plot come from
 //! that model only.
 
+use crate::OrRun as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
@@ -18,7 +19,8 @@ use linerate_report::render;
 use linerate_stats::units::{format_count_rate, format_rate};
 
 use crate::cli::{SweepConfig, Target};
-use linerate_run::outcome::{self, ClientError};
+use linerate_run::error::RunError;
+use linerate_run::outcome;
 
 /// Trials a zero-loss search runs at most per size.
 const MAX_SEARCH_TRIALS: u32 = 16;
@@ -203,14 +205,10 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
         }
         // A refusal (parameters, version) ends the sweep: every trial
         // would be refused alike; so does a server that is shutting down.
-        Err(e @ (ClientError::Refused(_) | ClientError::ServerStopped)) => Err(e.into()),
-        Err(ClientError::Interrupted { .. }) => Ok(None),
-        Err(ClientError::Failed(_))
-            if outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) =>
-        {
-            Ok(None)
-        }
-        Err(ClientError::Failed(e)) => {
+        Err(e @ (RunError::Refused(_) | RunError::ServerStopped)) => Err(e.into()),
+        Err(RunError::Interrupted { .. }) => Ok(None),
+        Err(_) if outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) => Ok(None),
+        Err(e) => {
             let (pps, bits) = requested(cfg, len, rate);
             Ok(Some(SweepTrial {
                 len,
@@ -228,7 +226,7 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
                 loss_percent: 0.0,
                 kept_up: false,
                 socket_drops: None,
-                error: Some(format!("{e:#}")),
+                error: Some(e.chain().to_string()),
             }))
         }
     }
@@ -274,7 +272,7 @@ impl Trials<'_> {
 /// Runs the sweep and renders it to stdout; writes the plot if asked. On
 /// Ctrl-C the trial in progress is dropped and everything measured before
 /// it is printed and plotted, marked as interrupted (issue 13).
-pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
+pub fn run(cfg: &SweepConfig) -> Result<SweepReport, RunError> {
     let stdout = std::io::stdout();
     let sink = render::sweep_sink(cfg.base.format, Box::new(stdout.lock()));
     let info = SweepInfo {
@@ -313,10 +311,11 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
         Some(b) => b.suspend(|| sink.start(&info)),
         None => sink.start(&info),
     }
-    .context("writing output")?;
+    .context("writing output")
+    .or_run()?;
     for &len in &cfg.sizes {
         for &rate in &cfg.points {
-            trials.run(len, rate, false)?;
+            trials.run(len, rate, false).or_run()?;
         }
     }
     let unit = |rate: f64| {
@@ -341,7 +340,7 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
             .map(|(&rate, t)| (rate, passes(t, cfg.max_loss_percent)))
             .collect();
         if cfg.find_zero_loss && !trials.interrupted {
-            zero_loss.push(search_size(&mut trials, len, &mut verdicts, &unit)?);
+            zero_loss.push(search_size(&mut trials, len, &mut verdicts, &unit).or_run()?);
         }
         if let Some(n) = non_monotonic(&verdicts, &unit) {
             notes.push(format!("{len} B: {n}"));
@@ -381,12 +380,16 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, ClientError> {
         notes,
     };
     if let Some(path) = &cfg.plot {
-        let svg = plot::sweep_svg(&report).map_err(anyhow::Error::from)?;
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+        let svg = plot::sweep_svg(&report)
+            .map_err(anyhow::Error::from)
+            .or_run()?;
+        std::fs::write(path, svg)
+            .with_context(|| format!("writing {}", path.display()))
+            .or_run()?;
     }
-    sink.finish(&report).context("writing output")?;
+    sink.finish(&report).context("writing output").or_run()?;
     if interrupted {
-        return Err(ClientError::Interrupted { reported: true });
+        return Err(RunError::Interrupted { reported: true });
     }
     Ok(report)
 }

@@ -3,6 +3,7 @@
 //! rr's progress bar), then the files it asked for (`--plot`,
 //! `--histogram`) written from its report.
 
+use crate::OrRun as _;
 use std::io::Write;
 
 use anyhow::Context;
@@ -10,11 +11,11 @@ use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Sink};
 use linerate_report::Report;
 use linerate_run::config::{ClientConfig, RrConfig};
-use linerate_run::outcome::ClientError;
+use linerate_run::error::RunError;
 use linerate_run::run::{run_rr_to, run_to};
 
 /// Runs one test and renders it to stdout. Returns the report.
-pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
+pub fn run(cfg: &ClientConfig) -> Result<Report, RunError> {
     let stdout = std::io::stdout();
     let sink = if cfg.quiet_intervals {
         render::sink_without_intervals(cfg.format, Box::new(stdout.lock()))
@@ -29,17 +30,20 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, ClientError> {
     let result = run_to(cfg, &mut sink);
     // `--plot`: of the test, or of what an interrupted one measured.
     if let (Some(path), Some(report)) = (&cfg.plot, &sink.report) {
-        if result.as_ref().map_or_else(ClientError::reported, |_| true) {
+        if result.as_ref().map_or_else(RunError::reported, |_| true) {
             let svg = linerate_report::plot_extra::intervals_svg(report)
-                .with_context(|| format!("plotting {}", path.display()))?;
-            std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+                .with_context(|| format!("plotting {}", path.display()))
+                .or_run()?;
+            std::fs::write(path, svg)
+                .with_context(|| format!("writing {}", path.display()))
+                .or_run()?;
         }
     }
     result
 }
 
 /// Runs a request/response test, then writes the files it asked for.
-pub fn run_rr(cfg: &RrConfig) -> Result<Report, ClientError> {
+pub fn run_rr(cfg: &RrConfig) -> Result<Report, RunError> {
     let stdout = std::io::stdout();
     let sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
     let sink = crate::progress::rr_sink(sink, &cfg.client.spec, cfg.client.format);
@@ -88,19 +92,25 @@ impl Sink for Kept<'_> {
 
 /// Writes the files a request/response test asked for (`--histogram`,
 /// `--plot`) from the report.
-fn export(cfg: &RrConfig, report: &Report) -> Result<(), ClientError> {
+fn export(cfg: &RrConfig, report: &Report) -> Result<(), RunError> {
     if let Some(path) = &cfg.histogram {
         let mut f = std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+            std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))
+                .or_run()?,
         );
         render::histogram_csv(report, &mut f)
             .and_then(|()| f.flush())
-            .with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("writing {}", path.display()))
+            .or_run()?;
     }
     if let Some(path) = &cfg.plot {
         let svg = linerate_report::plot_rr::svg(report)
-            .with_context(|| format!("plotting {}", path.display()))?;
-        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+            .with_context(|| format!("plotting {}", path.display()))
+            .or_run()?;
+        std::fs::write(path, svg)
+            .with_context(|| format!("writing {}", path.display()))
+            .or_run()?;
     }
     Ok(())
 }

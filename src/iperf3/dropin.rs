@@ -3,6 +3,7 @@
 //! ([`super::text_out`]), its `-J` document or its `--json-stream` events
 //! ([`super::json_out`]) — to stdout or the `--logfile`.
 
+use crate::OrRun as _;
 use std::io::Write;
 
 use linerate_proto::iperf3::json::Results;
@@ -11,8 +12,8 @@ use serde_json::{json, Value};
 
 use super::{json_out, text_out};
 use crate::cli::{Iperf3Config, Iperf3Style as Style};
+use linerate_run::error::RunError;
 use linerate_run::iperf3::client::{self, Connection, Output};
-use linerate_run::outcome::ClientError;
 
 /// The drop-in's [`Output`].
 struct DropIn<'w> {
@@ -101,14 +102,15 @@ impl Output for DropIn<'_> {
 
 /// Runs the test; a failure is also written in the chosen JSON style
 /// (iperf3's `error` document or event) before it is returned.
-pub fn run(cfg: &Iperf3Config) -> Result<(), ClientError> {
+pub fn run(cfg: &Iperf3Config) -> Result<(), RunError> {
     let out: Box<dyn Write> = match &cfg.logfile {
         Some(path) => Box::new(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
-                .map_err(|e| anyhow::anyhow!("--logfile {}: {e}", path.display()))?,
+                .map_err(|e| anyhow::anyhow!("--logfile {}: {e}", path.display()))
+                .or_run()?,
         ),
         None => Box::new(std::io::stdout()),
     };
@@ -120,7 +122,7 @@ pub fn run(cfg: &Iperf3Config) -> Result<(), ClientError> {
     };
     let result = client::run(&cfg.client, &cfg.extras, &mut o);
     if let Err(e) = &result {
-        let message = format!("{e:#}");
+        let message = e.chain().to_string();
         let _ = match cfg.style {
             Style::Json => o.line(&json_out::error_document(&message)),
             Style::JsonStream => o.event("error", message.into()),

@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, Context, Result};
+use crate::error::{Context as _, Result, RunError};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{clock, socket};
@@ -32,7 +32,7 @@ use crate::control::{self, ControlConn, ControlSide};
 use crate::server;
 use crate::test_type::{self, ClientSide};
 
-use crate::outcome::{ClientError, INTERRUPTED};
+use crate::outcome::INTERRUPTED;
 
 /// The native client: one test against a linerate server (embedded or
 /// remote), rendered to `sink`. `boot_id`: this host's, when the server's
@@ -41,7 +41,7 @@ pub fn run_native(
     cfg: &ClientConfig,
     boot_id: Option<String>,
     sink: &mut dyn Sink,
-) -> Result<Report, ClientError> {
+) -> Result<Report, RunError> {
     let embedded;
     let (host, port) = match &cfg.target {
         Target::Remote { host, port } => (host.clone(), *port),
@@ -51,7 +51,7 @@ pub fn run_native(
             ("127.0.0.1".to_string(), embedded.port())
         }
     };
-    let addrs = socket::resolve(&host, port).map_err(anyhow::Error::from)?;
+    let addrs = socket::resolve(&host, port).map_err(RunError::from)?;
     let ctrl_sock =
         socket::connect_any(&addrs, &Default::default(), cfg.connect_timeout).map_err(|e| {
             // Refused: the host is there and nothing listens on the port.
@@ -63,9 +63,10 @@ pub fn run_native(
                 }
                 _ => String::new(),
             };
-            anyhow::Error::from(e).context(format!(
-                "cannot reach a linerate server at {host} port {port}{hint}"
-            ))
+            RunError::Context {
+                doing: format!("cannot reach a linerate server at {host} port {port}{hint}"),
+                source: Box::new(e.into()),
+            }
         })?;
     let peer = socket::canonical(ctrl_sock.peer_addr().context("peer address")?);
     let mut ctrl = ControlConn::new(ctrl_sock)?;
@@ -99,9 +100,7 @@ pub fn run_native(
         // test started at once is then never told "busy".
         ctrl.wait_closed(Duration::from_secs(1));
     }
-    let result = driven
-        .map_err(ClientError::from)
-        .and_then(|()| test.finish());
+    let result = driven.and_then(|()| test.finish());
     if let Some(run) = &test.run {
         run.abort();
     }
@@ -129,9 +128,12 @@ pub fn write_unless_closed(
 
 /// The end of a test whose output was closed: a quiet exit with status 0
 /// (main: a closed stdout).
-pub fn closed_output() -> ClientError {
+pub fn closed_output() -> RunError {
     let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
-    anyhow::Error::from(closed).context("writing output").into()
+    RunError::Context {
+        doing: "writing output".into(),
+        source: Box::new(closed.into()),
+    }
 }
 
 struct ClientTest<'a, 's> {
@@ -169,7 +171,7 @@ impl ControlSide for ClientTest<'_, '_> {
     }
 
     fn send_failed(&mut self, e: std::io::Error) -> Result<()> {
-        Err(anyhow::Error::from(e).context("writing to the control connection"))
+        Err(e).context("writing to the control connection")
     }
 
     fn turn(&mut self, _: &mut ControlConn) -> bool {
@@ -278,7 +280,9 @@ impl<'a> ClientTest<'a, '_> {
                     self.write_out(|sink| sink.start(&info))?;
                 }
                 let pending = std::mem::take(&mut self.pending);
-                let token = self.token.context("test started without a token")?;
+                let token = self
+                    .token
+                    .ok_or_else(|| RunError::Protocol("test started without a token".into()))?;
                 let side = self.side(token);
                 self.run = Some((test_type::of(&spec).start_client)(&side, &spec, pending)?);
             }
@@ -356,14 +360,13 @@ impl<'a> ClientTest<'a, '_> {
         }
     }
 
-    fn finish(&mut self) -> Result<Report, ClientError> {
+    fn finish(&mut self) -> Result<Report, RunError> {
         match self.session.outcome() {
             Some(Ok((local, remote))) => {
                 let spec = self.session.spec().cloned().unwrap_or_default();
-                let mut info = self
-                    .info
-                    .clone()
-                    .ok_or_else(|| anyhow!("test finished without starting"))?;
+                let mut info = self.info.clone().ok_or_else(|| {
+                    RunError::Protocol("test finished without starting".to_string())
+                })?;
                 info.server_engine = remote.engine.clone();
                 info.server_ld_preload = remote.ld_preload.clone();
                 let mut notes = self.notes.clone();
@@ -398,12 +401,12 @@ impl<'a> ClientTest<'a, '_> {
                     .flat_map(|s| [&s.sender, &s.receiver])
                     .find_map(|e| e.error.as_ref())
                 {
-                    return Err(anyhow!("a data stream failed: {e}").into());
+                    return Err(RunError::Protocol(format!("a data stream failed: {e}")));
                 }
                 (entry.check)(&spec, &report)?;
                 match stop {
-                    Some(EarlyStop::ByServer) => Err(ClientError::ServerStopped),
-                    Some(EarlyStop::ByClient) => Err(ClientError::Interrupted { reported: true }),
+                    Some(EarlyStop::ByServer) => Err(RunError::ServerStopped),
+                    Some(EarlyStop::ByClient) => Err(RunError::Interrupted { reported: true }),
                     None => Ok(report),
                 }
             }
@@ -415,13 +418,15 @@ impl<'a> ClientTest<'a, '_> {
                     RefuseCode::Internal => "server error",
                     RefuseCode::Auth => "authentication failed",
                 };
-                Err(ClientError::Refused(format!("{what}: {message}")))
+                Err(RunError::Refused(format!("{what}: {message}")))
             }
             Some(Err(SessionError::Aborted(_))) if INTERRUPTED.load(Ordering::Relaxed) => {
-                Err(ClientError::Interrupted { reported: false })
+                Err(RunError::Interrupted { reported: false })
             }
-            Some(Err(e)) => Err(anyhow!("{e}").into()),
-            None => Err(anyhow!("test ended in an unknown state").into()),
+            Some(Err(e)) => Err(RunError::Protocol(format!("{e}"))),
+            None => Err(RunError::Protocol(
+                "test ended in an unknown state".to_string(),
+            )),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use crate::error::{fail, no_randomness, Context as _, Result, RunError};
 use linerate_engine::runner::SideRun;
 use linerate_engine::{clock, socket};
 use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement, SideResults};
@@ -116,13 +116,15 @@ pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, V
     let deadline = Instant::now() + limit;
     let mut raw = vec![0u8; HEADER_LEN];
     read_exact_by(sock, &mut raw, deadline)?;
-    let header = FrameHeader::new_checked(&raw[..]).context("short header")?;
+    let header = FrameHeader::new_checked(&raw[..])
+        .ok_or_else(|| RunError::Protocol("short header".into()))?;
     header.validate()?;
     let len = header.payload_len() as usize;
     // Before any handshake a frame is small (a Hello or a greeting), and
     // memory follows the bytes that arrive, not the length declared.
     if len > wire::MAX_PAYLOAD {
-        bail!(
+        fail!(
+            Protocol,
             "first frame declares {len} bytes, more than the {} a handshake frame may have",
             wire::MAX_PAYLOAD
         );
@@ -135,7 +137,7 @@ pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, V
     }
     match wire::decode(&raw)? {
         Some((msg, _)) => Ok((msg, raw)),
-        None => bail!("incomplete frame"),
+        None => fail!(Protocol, "incomplete frame"),
     }
 }
 
@@ -146,11 +148,11 @@ pub fn read_exact_by(mut sock: &TcpStream, mut buf: &mut [u8], deadline: Instant
     while !buf.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            bail!("timed out (--handshake-timeout)");
+            fail!(Protocol, "timed out (--handshake-timeout)");
         }
         sock.set_read_timeout(Some(left))?;
         match sock.read(buf) {
-            Ok(0) => bail!("peer closed the connection"),
+            Ok(0) => fail!(Protocol, "peer closed the connection"),
             Ok(n) => buf = &mut buf[n..],
             Err(e)
                 if matches!(
@@ -275,7 +277,6 @@ pub fn completed(mut results: SideResults) -> SideResults {
 /// Fresh random bytes for an authentication nonce.
 pub fn nonce() -> Result<[u8; linerate_proto::auth::NONCE_LEN]> {
     let mut n = [0u8; linerate_proto::auth::NONCE_LEN];
-    getrandom::fill(&mut n)
-        .map_err(|e| anyhow::anyhow!("no randomness for the auth nonce: {e}"))?;
+    getrandom::fill(&mut n).map_err(|e| no_randomness("the auth nonce", e))?;
     Ok(n)
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use ipnet::IpNet;
 use linerate_proto::session::server::Admission;
 
+use crate::error::{Result, RunError};
 use crate::log::log;
 use crate::metrics::Metrics;
 
@@ -191,14 +192,16 @@ pub struct AddressFilter {
 
 impl AddressFilter {
     /// Parses a comma-separated list of CIDR blocks or bare addresses.
-    pub fn parse_list(flag: &str, list: &str) -> anyhow::Result<Vec<IpNet>> {
+    pub fn parse_list(flag: &str, list: &str) -> Result<Vec<IpNet>> {
         list.split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(|s| {
                 s.parse::<IpNet>()
                     .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
-                    .map_err(|_| anyhow::anyhow!("{flag}: {s:?} is not an address or CIDR block"))
+                    .map_err(|_| {
+                        RunError::Spec(format!("{flag}: {s:?} is not an address or CIDR block"))
+                    })
             })
             .collect()
     }

@@ -9,7 +9,7 @@
 //! native and iperf3 clients on one port behind its guard ([`guard`]:
 //! address filters, connection caps, rates), watches every running test
 //! ([`watch`]) and counts what it served ([`metrics`]). How a client run
-//! ends maps to an exit status ([`outcome`]).
+//! ends maps to an exit status ([`error::RunError`]).
 //!
 //! The binary crate parses and validates its flags into [`config`]'s
 //! plain types and orchestrates series of tests (sweep, compare, repeat)
@@ -47,13 +47,14 @@
 //! for sum in &report.sums {
 //!     eprintln!("{:?}: {:.0} bit/s", sum.flow, sum.receiver_bits_per_second);
 //! }
-//! # Ok::<(), linerate_run::outcome::ClientError>(())
+//! # Ok::<(), linerate_run::error::RunError>(())
 //! ```
 
 pub mod about;
 mod client;
 pub mod config;
 mod control;
+pub mod error;
 pub mod guard;
 pub mod iperf3;
 pub mod local_peer;

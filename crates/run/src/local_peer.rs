@@ -9,7 +9,7 @@ use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use crate::error::{fail, Context as _, Result, RunError};
 use linerate_local::link::{self, Options};
 use linerate_local::msg::Plan;
 use linerate_local::Transport;
@@ -73,17 +73,21 @@ impl Peer {
     /// hang-up seen here.
     pub fn finish<T>(&self, local: Result<T, linerate_local::LocalError>) -> Result<(T, String)> {
         let line = peer_line(&self.ctl);
-        let status = self.child.lock().map_err(|_| anyhow!("child lock"))?.wait();
+        let status = self
+            .child
+            .lock()
+            .map_err(|_| RunError::Protocol("child lock".to_string()))?
+            .wait();
         match (local, line) {
             (Ok(v), Ok(line)) => {
                 let status = status.context("waiting for the peer process")?;
                 if !status.success() {
-                    bail!("the peer process exited with {status}");
+                    fail!(Protocol, "the peer process exited with {status}");
                 }
                 Ok((v, line))
             }
             (Err(_), Err(e)) if !e.to_string().contains("closed") => Err(e),
-            (Err(e), _) => Err(anyhow!(e)),
+            (Err(e), _) => Err(RunError::Local(e)),
             (Ok(_), Err(e)) => Err(e),
         }
     }
@@ -142,14 +146,17 @@ fn peer_line(ctl: &UnixStream) -> Result<String> {
         .context("reading the peer process's totals")?;
     let line = line.trim();
     if line.is_empty() {
-        bail!("the peer process closed its control socket without totals");
+        fail!(
+            Protocol,
+            "the peer process closed its control socket without totals"
+        );
     }
     if let Some(e) = line.strip_prefix("error ") {
-        bail!("peer process: {e}");
+        fail!(Protocol, "peer process: {e}");
     }
     match line.strip_prefix("ok") {
         Some(rest) => Ok(rest.trim().to_owned()),
-        None => bail!("peer process: unexpected {line:?}"),
+        None => fail!(Protocol, "peer process: unexpected {line:?}"),
     }
 }
 
@@ -161,7 +168,9 @@ pub fn parse_records(line: &str, fields: usize) -> Result<Vec<Vec<u64>>> {
             if v.len() == fields {
                 Ok(v)
             } else {
-                Err(anyhow!("peer process: bad totals {t:?}"))
+                Err(RunError::Protocol(format!(
+                    "peer process: bad totals {t:?}"
+                )))
             }
         })
         .collect()

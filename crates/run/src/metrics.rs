@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{Context as _, Result};
 use linerate_proto::measure::SideResults;
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use crate::error::{Result, RunError};
 use linerate_engine::cpu;
 use linerate_engine::runner::{spawn_side, DataSocket, SideRun, StreamSetup};
 use linerate_engine::stream::{Signals, StreamCounter};
@@ -35,7 +35,7 @@ pub fn plan(spec: &TestSpec) -> Result<Plan> {
     let m = spec
         .msg
         .as_ref()
-        .ok_or_else(|| anyhow!("a msg test without its parameters"))?;
+        .ok_or_else(|| RunError::Spec("a msg test without its parameters".to_string()))?;
     Ok(Plan {
         sizes: m.sizes.iter().map(|&s| s as usize).collect(),
         messages: m.messages.clone(),
@@ -57,7 +57,9 @@ fn channels(streams: Vec<StreamSetup>, role: Role) -> Result<(Channels, Vec<TcpS
     streams.sort_by_key(|s| s.id);
     for s in streams {
         let DataSocket::Tcp(sock) = s.sock else {
-            return Err(anyhow!("a msg test's data connection is not a stream"));
+            return Err(RunError::Protocol(
+                "a msg test's data connection is not a stream".to_string(),
+            ));
         };
         sock.set_read_timeout(None)?;
         sock.set_write_timeout(None)?;

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, bail, Context};
+use crate::error::{fail, Context as _, Result, RunError};
 use linerate_engine::cpu;
 use linerate_local::link::Options;
 use linerate_local::rr::{self as lrr, FlowOut, Limit};
@@ -23,15 +23,17 @@ use linerate_report::render::Sink;
 use crate::about::software;
 use crate::config::RrConfig;
 use crate::local_peer::{parse_records, Peer, PeerMode};
-use crate::outcome::ClientError;
 
 /// Spin budget of `--busy-poll` on shared memory (as rr's socket spinning).
 const BUSY_SPIN: Duration = Duration::from_micros(50);
 
 /// Runs the test and hands its report to `sink`.
-pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, RunError> {
     let spec = &cfg.client.spec;
-    let rr = spec.rr.as_ref().ok_or_else(|| anyhow!("not an rr test"))?;
+    let rr = spec
+        .rr
+        .as_ref()
+        .ok_or_else(|| RunError::Spec("not an rr test".to_string()))?;
     let phases: Vec<(usize, usize)> = rr
         .phases()
         .iter()
@@ -79,7 +81,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     )
     .with_context(|| format!("--transport {t}"))?;
     let info = test_info(t, spec, start_unix_ms);
-    sink.start(&info).map_err(anyhow::Error::from)?;
+    sink.start(&info).map_err(RunError::from)?;
     // Each phase's record as its last flow ends it, as network rr does;
     // a failed write ends nothing here but fails the test afterwards.
     let mut written = Ok(());
@@ -152,7 +154,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         no_one_way(&mut p.client_to_server);
         no_one_way(&mut p.server_to_client);
     }
-    sink.finish(&report).map_err(anyhow::Error::from)?;
+    sink.finish(&report).map_err(RunError::from)?;
     Ok(report)
 }
 
@@ -176,15 +178,14 @@ fn test_info(t: Transport, spec: &TestSpec, start_unix_ms: u64) -> TestInfo {
 
 /// Refuses a message longer than the largest Unix datagram the kernel
 /// takes, before anything starts.
-fn check_dgram_size(t: Transport, largest: usize) -> Result<(), ClientError> {
+fn check_dgram_size(t: Transport, largest: usize) -> Result<(), RunError> {
     if t == Transport::UnixDgram {
-        let limit = sock::dgram_limit(&[largest]).map_err(anyhow::Error::from)?;
+        let limit = sock::dgram_limit(&[largest]).map_err(RunError::from)?;
         if limit < largest {
-            return Err(anyhow!(
+            return Err(RunError::Spec(format!(
                 "--transport unix-dgram: a {largest}-byte message is longer than the largest \
                  Unix datagram this kernel took (EMSGSIZE)"
-            )
-            .into());
+            )));
         }
     }
     Ok(())
@@ -321,11 +322,11 @@ fn server_results(
     host: Option<linerate_proto::measure::HostCpu>,
     spin: Option<SpinMode>,
     busy_poll: Option<String>,
-) -> anyhow::Result<SideResults> {
+) -> Result<SideResults> {
     let (cpu_rec, rest) = line.split_once(' ').unwrap_or((line, ""));
     let c = parse_records(cpu_rec, 3)?;
     let Some(&[user_ns, system_ns, wall_ns]) = c.first().map(Vec::as_slice) else {
-        bail!("peer process: bad CPU record {cpu_rec:?}");
+        fail!(Protocol, "peer process: bad CPU record {cpu_rec:?}");
     };
     let flows = parse_records(rest, 9)?
         .into_iter()
@@ -385,7 +386,7 @@ pub fn serve(
     chans: Vec<Box<dyn Channel>>,
     phases: &[(usize, usize)],
     cpus: &[usize],
-) -> anyhow::Result<String> {
+) -> Result<String> {
     let cpu0 = cpu::process();
     let wall0 = Instant::now();
     let results: Vec<_> = std::thread::scope(|s| {
@@ -413,7 +414,7 @@ pub fn serve(
     )];
     for (f, r) in results.into_iter().enumerate() {
         let per = r
-            .map_err(|_| anyhow!("a serving thread panicked"))?
+            .map_err(|_| RunError::Protocol("a serving thread panicked".to_string()))?
             .context("serving")?;
         for (p, o) in per.iter().enumerate() {
             let w = o.waits.unwrap_or_default();

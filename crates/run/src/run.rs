@@ -11,10 +11,11 @@ use linerate_report::render::Sink;
 use linerate_report::Report;
 
 use crate::config::{ClientConfig, RrConfig};
-use crate::outcome::{ClientError, INTERRUPTED};
+use crate::error::RunError;
+use crate::outcome::INTERRUPTED;
 
 /// Runs one test, rendering to `sink`. Returns the report.
-pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, RunError> {
     if cfg.iperf3 {
         return crate::iperf3::client::run_to(cfg, sink);
     }
@@ -23,7 +24,7 @@ pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientE
 
 /// Runs a request/response test (rr or crr, over the network or a local
 /// transport), rendering to `sink`. Returns the report.
-pub fn run_rr_to(cfg: &RrConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+pub fn run_rr_to(cfg: &RrConfig, sink: &mut dyn Sink) -> Result<Report, RunError> {
     // Without a boot id to compare, the offset is estimated by probes even
     // on one host (how the estimator is checked against the known zero).
     let boot_id = if cfg.probe_clock {
@@ -59,18 +60,18 @@ impl Sink for Quiet {
 
 /// Runs one trial of a series (sweep point, `--repeat` run) silently,
 /// asking again while the server is still busy with the previous one.
-pub fn run_trial(cfg: &ClientConfig) -> Result<Report, ClientError> {
+pub fn run_trial(cfg: &ClientConfig) -> Result<Report, RunError> {
     let mut tries = 0;
     loop {
         match run_to(cfg, &mut Quiet) {
-            Err(ClientError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
+            Err(RunError::Refused(m)) if m.contains("busy") && tries < BUSY_TRIES => {
                 tries += 1;
                 std::thread::sleep(BUSY_RETRY);
             }
             r => return r,
         }
         if INTERRUPTED.load(Ordering::Relaxed) {
-            return Err(ClientError::Interrupted { reported: false });
+            return Err(RunError::Interrupted { reported: false });
         }
     }
 }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{no_randomness, Context as _, Result, RunError};
 use linerate_engine::engines::auto::{self, Configured};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::rr::{AcceptSpin, CrrHost, CrrPool, CrrServer, Offer};
@@ -596,8 +596,7 @@ fn take_pre_auth(sock: &TcpStream, peer: SocketAddr, shared: &Shared) -> Option<
 
 fn new_token() -> Result<Token> {
     let mut t = [0u8; TOKEN_LEN];
-    getrandom::fill(&mut t)
-        .map_err(|e| anyhow::anyhow!("no randomness for the test token: {e}"))?;
+    getrandom::fill(&mut t).map_err(|e| no_randomness("the test token", e))?;
     Ok(Token(t))
 }
 
@@ -980,7 +979,7 @@ impl ServerTest<'_> {
                     socket::apply_accepted(&sock, &spec.tcp)
                 }
                 .and_then(|()| socket::set_io_timeout(&sock, POLL))
-                .map_err(anyhow::Error::from)
+                .map_err(RunError::from)
                 .and_then(|()| test_type::pace_sender(&sock, &spec, plan.sender, Side::Server));
                 if let Err(e) = setup {
                     self.session

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use crate::error::{fail, Context as _, Result, RunError};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::iperf3::Iperf3Format;
 use linerate_engine::rr::{self, CrrServer, CrrTarget, RrConns, RrParams};
@@ -257,7 +257,7 @@ fn connect_unix(c: &ClientSide<'_>, id: u32) -> Result<std::net::TcpStream> {
     let name = c
         .unix_name
         .as_deref()
-        .context("the server sent no Unix data socket name")?;
+        .ok_or_else(|| RunError::Protocol("the server sent no Unix data socket name".into()))?;
     let addr = socket::unix_abstract(name)?;
     let sock = std::os::unix::net::UnixStream::connect_addr(&addr).with_context(|| {
         format!(
@@ -278,7 +278,8 @@ fn attach_udp(
 ) -> Result<Vec<StreamSetup>> {
     let plan = spec.stream_plan();
     if ports.len() != plan.len() {
-        anyhow::bail!(
+        fail!(
+            Protocol,
             "the server sent {} UDP ports for {} streams",
             ports.len(),
             plan.len()
@@ -455,7 +456,7 @@ fn rr_params(
 ) -> Result<RrParams> {
     spec.rr_plan()
         .map(|plan| RrParams::new(plan, cpus, scope, clock))
-        .ok_or_else(|| anyhow!("request/response test without its parameters"))
+        .ok_or_else(|| RunError::Spec("request/response test without its parameters".to_string()))
 }
 
 /// rr: the flows run on the connections opened for each phase.
@@ -498,7 +499,7 @@ fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) ->
 fn start_crr_server(s: &ServerSide<'_>, _: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
     s.crr
         .map(|c| c.start())
-        .ok_or_else(|| anyhow!("crr test without its server side"))
+        .ok_or_else(|| RunError::Spec("crr test without its server side".to_string()))
 }
 
 /// A completed TCP test must have moved every byte it wrote: anything else
@@ -514,14 +515,16 @@ fn check_msg(spec: &TestSpec, report: &Report) -> Result<()> {
     let cells = report.msg.as_deref().unwrap_or_default();
     let sizes = spec.msg.as_ref().map_or(0, |m| m.sizes.len());
     if cells.len() != sizes {
-        anyhow::bail!(
+        fail!(
+            Check,
             "the message test did not complete ({} of {sizes} sizes)",
             cells.len()
         );
     }
     for c in cells {
         if c.sent != c.received {
-            anyhow::bail!(
+            fail!(
+                Check,
                 "{}-byte messages: the sender sent {} ({} bytes), the receiver received {} ({} \
                  bytes)",
                 c.size,
@@ -542,12 +545,12 @@ fn check_tcp_totals(spec: &TestSpec, report: &Report) -> Result<()> {
     let whole = |e: &Endpoint| e.bytes + e.omitted_bytes;
     for s in &report.streams {
         if whole(&s.sender) != whole(&s.receiver) {
-            return Err(anyhow!(
+            return Err(RunError::Check(format!(
                 "stream {}: sender wrote {} bytes but receiver read {}",
                 s.id,
                 whole(&s.sender),
                 whole(&s.receiver)
-            ));
+            )));
         }
     }
     if let Limit::Bytes(total) = spec.limit {
@@ -559,10 +562,10 @@ fn check_tcp_totals(spec: &TestSpec, report: &Report) -> Result<()> {
                 .map(|s| whole(&s.receiver))
                 .sum();
             if arrived != total {
-                return Err(anyhow!(
+                return Err(RunError::Check(format!(
                     "{}: {arrived} bytes arrived, {total} requested",
                     f.flow.arrow(),
-                ));
+                )));
             }
         }
     }
@@ -583,7 +586,7 @@ fn check_rr(report: &Report, udp: bool) -> Result<()> {
             if p.loaded { " under load" } else { "" }
         );
         if let Some(e) = p.errors.first() {
-            return Err(anyhow!("{what}: {e}"));
+            return Err(RunError::Check(format!("{what}: {e}")));
         }
         // UDP may lose datagrams (counted in `lost`): the server then
         // answered at least what the client completed, never fewer.
@@ -594,24 +597,22 @@ fn check_rr(report: &Report, udp: bool) -> Result<()> {
             p.transactions == p.server_transactions
         };
         if !counts_agree {
-            return Err(anyhow!(
+            return Err(RunError::Check(format!(
                 "{what}: the client completed {} transactions ({} lost) but the server answered {}",
-                p.transactions,
-                p.lost,
-                p.server_transactions
-            ));
+                p.transactions, p.lost, p.server_transactions
+            )));
         }
         if !udp
             && (p.client_sent_bytes != p.server_received_bytes
                 || p.server_sent_bytes != p.client_received_bytes)
         {
-            return Err(anyhow!(
+            return Err(RunError::Check(format!(
                 "{what}: byte counts differ (requests {} sent, {} received; responses {} sent, {} received)",
                 p.client_sent_bytes,
                 p.server_received_bytes,
                 p.server_sent_bytes,
                 p.client_received_bytes
-            ));
+            )));
         }
     }
     Ok(())

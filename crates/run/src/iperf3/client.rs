@@ -17,7 +17,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, bail, Context, Result};
+use crate::error::{fail, no_randomness, Context as _, Result, RunError};
 use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_proto::iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
@@ -39,7 +39,7 @@ use crate::client::{closed_output, write_unless_closed};
 use crate::config::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 use crate::control::{self, ControlConn, ControlSide};
 use crate::iperf3::convert::{self as conv, linerate_id, StreamInfo};
-use crate::outcome::{ClientError, INTERRUPTED};
+use crate::outcome::INTERRUPTED;
 use crate::test_type::{self, Wire};
 
 /// How long a UDP stream waits for the server's connect reply (iperf3: 30 s).
@@ -49,7 +49,10 @@ const UDP_REPLY_WAIT: Duration = Duration::from_secs(30);
 fn params_of(spec: &TestSpec) -> Result<Params> {
     let whole = |ms: u64, flag: &str| -> Result<u32> {
         if ms % 1000 != 0 {
-            bail!("{flag}: an iperf3 server takes whole seconds ({ms} ms asked)");
+            fail!(
+                Spec,
+                "{flag}: an iperf3 server takes whole seconds ({ms} ms asked)"
+            );
         }
         Ok((ms / 1000) as u32)
     };
@@ -91,7 +94,10 @@ fn params_of(spec: &TestSpec) -> Result<Params> {
     }
     if let Some(u) = &spec.udp {
         if u.verify || !u.faults.is_empty() {
-            bail!("--verify and --inject-faults need linerate's own datagrams: not with --iperf3");
+            fail!(
+                Spec,
+                "--verify and --inject-faults need linerate's own datagrams: not with --iperf3"
+            );
         }
         p.bandwidth = match u.pace {
             Pace::Unlimited => 0,
@@ -161,29 +167,27 @@ impl Output for Plain<'_> {
 }
 
 /// Runs one test against an iperf3 server, rendering to `sink`.
-pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, ClientError> {
+pub fn run_to(cfg: &ClientConfig, sink: &mut dyn Sink) -> Result<Report, RunError> {
     run(cfg, &Extras::default(), &mut Plain(sink))
 }
 
 /// Runs one test against an iperf3 server (or a linerate server, which
 /// speaks iperf3's protocol too), rendering to `out`.
-pub fn run(
-    cfg: &ClientConfig,
-    extras: &Extras,
-    out: &mut dyn Output,
-) -> Result<Report, ClientError> {
+pub fn run(cfg: &ClientConfig, extras: &Extras, out: &mut dyn Output) -> Result<Report, RunError> {
     let Target::Remote { host, port } = &cfg.target else {
-        return Err(anyhow!("--iperf3 needs HOST: the iperf3 server to test against").into());
+        return Err(RunError::Spec(
+            "--iperf3 needs HOST: the iperf3 server to test against".to_string(),
+        ));
     };
-    let mut params = params_of(&cfg.spec).map_err(ClientError::from)?;
+    let mut params = params_of(&cfg.spec)?;
     params.get_server_output = extras.get_server_output;
     params.server_affinity = extras.server_affinity;
-    let mut addrs = socket::resolve(host, *port).map_err(anyhow::Error::from)?;
+    let mut addrs = socket::resolve(host, *port).map_err(RunError::from)?;
     if let Some(f) = extras.family {
         addrs.retain(|a| a.is_ipv4() == (f == Family::V4));
         if addrs.is_empty() {
             let v = if f == Family::V4 { "IPv4" } else { "IPv6" };
-            return Err(anyhow!("{host} has no {v} address").into());
+            return Err(RunError::Spec(format!("{host} has no {v} address")));
         }
     }
     let sock = socket::connect_any_from(
@@ -200,7 +204,7 @@ pub fn run(
     })?;
     let peer = socket::canonical(sock.peer_addr().context("peer address")?);
     let mut random = [0u8; COOKIE_LEN];
-    getrandom::fill(&mut random).map_err(|e| anyhow!("no randomness for the cookie: {e}"))?;
+    getrandom::fill(&mut random).map_err(|e| no_randomness("the cookie", e))?;
     let cookie = Cookie::from_random(random);
     let ctx = Connection {
         host: host.clone(),
@@ -236,9 +240,7 @@ pub fn run(
         info: None,
         output_closed: false,
     };
-    let result = control::drive(&mut test, &mut ctrl)
-        .map_err(ClientError::from)
-        .and_then(|()| test.finish());
+    let result = control::drive(&mut test, &mut ctrl).and_then(|()| test.finish());
     if let Some(run) = &test.run {
         run.abort();
     }
@@ -498,7 +500,8 @@ impl Test<'_, '_> {
             .recv(&mut b)
             .with_context(|| format!("stream {id}: no reply to the UDP connect datagram"))?;
         if !iudp::is_reply(&b[..n]) {
-            bail!(
+            fail!(
+                Protocol,
                 "stream {id}: unexpected UDP connect reply {:02x?}",
                 &b[..n.min(8)]
             );
@@ -566,10 +569,9 @@ impl Test<'_, '_> {
         }
         self.run = None;
         self.tcp_receivers.clear();
-        let local = self
-            .session
-            .measured()
-            .ok_or_else(|| anyhow!("the data streams did not stop within 10 s"))?;
+        let local = self.session.measured().ok_or_else(|| {
+            RunError::Protocol("the data streams did not stop within 10 s".to_string())
+        })?;
         let p = self.session.params();
         let ours = conv::local_results(
             p,
@@ -582,27 +584,31 @@ impl Test<'_, '_> {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<Report, ClientError> {
+    fn finish(&mut self) -> Result<Report, RunError> {
         let server: Results = match self.session.outcome() {
             Some(ClientOutcome::Completed { server }) => server.clone(),
             _ if self.output_closed => return Err(closed_output()),
             Some(ClientOutcome::Failed(Iperf3Error::Aborted(_)))
                 if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) =>
             {
-                return Err(ClientError::Interrupted { reported: false })
+                return Err(RunError::Interrupted { reported: false })
             }
             Some(ClientOutcome::Failed(e)) => {
                 return Err(match e {
-                    Iperf3Error::AccessDenied => ClientError::Refused(e.to_string()),
-                    _ => anyhow!("iperf3 server at {}: {e}", self.peer).into(),
+                    Iperf3Error::AccessDenied => RunError::Refused(e.to_string()),
+                    _ => RunError::Protocol(format!("iperf3 server at {}: {e}", self.peer)),
                 })
             }
-            None => return Err(anyhow!("iperf3 test ended unexpectedly").into()),
+            None => {
+                return Err(RunError::Protocol(
+                    "iperf3 test ended unexpectedly".to_string(),
+                ))
+            }
         };
         let p = self.session.params().clone();
         let mut local = self.session.measured().cloned().unwrap_or_default();
         let mut remote = conv::checked_peer_side(&p, &self.cfg.spec, &server, Side::Server)
-            .map_err(|why| anyhow!("iperf3 server at {}: {why}", self.peer))?;
+            .map_err(|why| RunError::Protocol(format!("iperf3 server at {}: {why}", self.peer)))?;
         conv::apply_sender_counts(&mut local, &remote);
         conv::apply_sender_counts(&mut remote, &local);
         let notes = vec![

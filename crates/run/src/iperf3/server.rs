@@ -42,6 +42,7 @@ use linerate_report::render::{self, Format};
 
 use crate::about::software;
 use crate::control::{self, read_exact_by, ControlConn, ControlSide};
+use crate::error::Result;
 use crate::guard::{self, Guard};
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::metrics::{JsonLines, Metrics};
@@ -292,12 +293,12 @@ impl ControlSide for Test<'_> {
         &mut self.session
     }
 
-    fn act(&mut self, action: ServerAction, _: &mut ControlConn) -> anyhow::Result<()> {
+    fn act(&mut self, action: ServerAction, _: &mut ControlConn) -> Result<()> {
         self.carry_out(action);
         Ok(())
     }
 
-    fn send_failed(&mut self, _: std::io::Error) -> anyhow::Result<()> {
+    fn send_failed(&mut self, _: std::io::Error) -> Result<()> {
         self.session.peer_closed();
         Ok(())
     }
@@ -321,7 +322,7 @@ impl ControlSide for Test<'_> {
     /// `--max-rate`/`--max-total-rate`: ends the test when the client's
     /// streams deliver more than the rate it asked for, as for a linerate
     /// client.
-    fn interval(&mut self, m: IntervalMeasurement) -> anyhow::Result<()> {
+    fn interval(&mut self, m: IntervalMeasurement) -> Result<()> {
         if let Some(why) = self.rate_watch.as_mut().and_then(|w| w.observe(&m)) {
             self.rate_watch = None;
             self.host.metrics.limit_hit("max_rate");

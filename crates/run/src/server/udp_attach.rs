@@ -3,7 +3,7 @@
 //! the control connection's peer, so the server cannot be made to send test
 //! traffic elsewhere).
 
-use anyhow::{Context, Result};
+use crate::error::{Context as _, Result};
 use linerate_engine::udp;
 use linerate_proto::spec::{StreamPlan, TestSpec};
 use linerate_proto::wire::{self, Message};

@@ -21,7 +21,7 @@ use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{no_randomness, Context as _, Result};
 use linerate_engine::socket;
 use linerate_proto::wire::{self, DataHello, Message, DATA_HELLO_LEN, HEADER_LEN};
 
@@ -47,8 +47,7 @@ impl UnixData {
     /// connections from processes of `uid`; the name, for the Accept.
     pub(super) fn bind(uid: u32, connections: usize) -> Result<(UnixData, String)> {
         let mut random = [0u8; wire::UNIX_NAME_RANDOM];
-        getrandom::fill(&mut random)
-            .map_err(|e| anyhow::anyhow!("no randomness for the Unix data socket name: {e}"))?;
+        getrandom::fill(&mut random).map_err(|e| no_randomness("the Unix data socket name", e))?;
         let name = wire::unix_data_name(&random);
         let listener = UnixListener::bind_addr(&socket::unix_abstract(&name)?)
             .with_context(|| format!("binding the Unix data socket @{name}"))?;
