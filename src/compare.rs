@@ -13,7 +13,7 @@
 //! this process, which is not preloaded — the comparison is of the client
 //! side with and without the library.
 
-use crate::OrRun as _;
+use crate::caller::OrRun as _;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -194,7 +194,7 @@ fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, RunError> 
     // program anyway: that run would be the plain one, mislabelled.
     let err = String::from_utf8_lossy(&out.stderr);
     if let Some(line) = err.lines().find(|l| l.contains("cannot be preloaded")) {
-        return Err(crate::caller(anyhow!(
+        return Err(crate::caller::caller(anyhow!(
             "LD_PRELOAD={} was not loaded: {line}",
             p.lib.display()
         )));
@@ -206,7 +206,7 @@ fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, RunError> 
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("no message");
-        return Err(crate::caller(anyhow!(
+        return Err(crate::caller::caller(anyhow!(
             "the client under LD_PRELOAD={} failed ({}): {why}",
             p.lib.display(),
             out.status
@@ -219,5 +219,5 @@ fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, RunError> 
                 p.lib.display()
             )
         })
-        .map_err(crate::caller)
+        .map_err(crate::caller::caller)
 }

@@ -1,6 +1,7 @@
 //! linerate's entry point: parse the command line, run the command, map
 //! failures to exit codes and print them. Nothing else lives here.
 
+mod caller;
 mod cli;
 mod compare;
 mod host;
@@ -84,13 +85,13 @@ fn main() -> ExitCode {
         cli::Command::Rr(cfg) => (
             cfg.client.format,
             test_cmd::run_rr(cfg)
-                .and_then(|r| html::test(&cfg.client, &r).map_err(caller))
+                .and_then(|r| html::test(&cfg.client, &r).map_err(caller::caller))
                 .map_err(Failure::from),
         ),
         cli::Command::Sweep(cfg) => (
             cfg.base.format,
             sweep::run(cfg)
-                .and_then(|r| html::sweep(&cfg.base, &r).map_err(caller))
+                .and_then(|r| html::sweep(&cfg.base, &r).map_err(caller::caller))
                 .map_err(Failure::from),
         ),
         cli::Command::Compare(cfg) => (
@@ -100,7 +101,7 @@ fn main() -> ExitCode {
         cli::Command::Tcp(cfg) | cli::Command::Udp(cfg) => (
             cfg.format,
             test_cmd::run(cfg)
-                .and_then(|r| html::test(cfg, &r).map_err(caller))
+                .and_then(|r| html::test(cfg, &r).map_err(caller::caller))
                 .map_err(Failure::from),
         ),
         cli::Command::Msg(cfg) => (cfg.format, msg::run(cfg).map_err(Failure::from)),
@@ -192,24 +193,6 @@ impl From<RunError> for Failure {
             closed_stdout: e.causes().any(broken_pipe),
         }
     }
-}
-
-/// The binary's own failures (writing its output, files and pages) inside
-/// a command that ends in the run crate's error, which carries them as
-/// [`RunError::Caller`].
-trait OrRun<T> {
-    fn or_run(self) -> Result<T, RunError>;
-}
-
-impl<T> OrRun<T> for anyhow::Result<T> {
-    fn or_run(self) -> Result<T, RunError> {
-        self.map_err(caller)
-    }
-}
-
-/// An error of the binary's own as the run crate's.
-fn caller(e: anyhow::Error) -> RunError {
-    RunError::Caller(e.into())
 }
 
 impl Failure {

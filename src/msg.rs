@@ -30,7 +30,7 @@ const ENDS: &str = "both ends on this host: linerate started the receiving proce
 pub fn run(cfg: &MsgConfig) -> Result<(), RunError> {
     if let Some(remote) = &cfg.remote {
         let report = measure_net(cfg, remote)?;
-        return output(cfg, &report).map_err(crate::caller);
+        return output(cfg, &report).map_err(crate::caller::caller);
     }
     run_inner(cfg).map_err(interrupted_or)
 }
@@ -41,7 +41,7 @@ pub fn interrupted_or(e: anyhow::Error) -> RunError {
     if linerate_run::outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
         RunError::Interrupted { reported: false }
     } else {
-        crate::caller(e)
+        crate::caller::caller(e)
     }
 }
 

@@ -3,7 +3,7 @@
 //! and 95% confidence interval. A progress bar with ETA shows on a terminal
 //! in human output ([`crate::progress`]); machine formats and pipes get none.
 
-use crate::OrRun as _;
+use crate::caller::OrRun as _;
 use std::io::Write;
 
 use anyhow::{anyhow, Context};
@@ -26,7 +26,7 @@ fn client_of(cmd: &Command) -> Option<&ClientConfig> {
 /// Runs the repeated test and renders the summary to stdout.
 pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, RunError> {
     let Some(test) = client_of(&cfg.test) else {
-        return Err(crate::caller(anyhow!(
+        return Err(crate::caller::caller(anyhow!(
             "--repeat applies to tcp, udp, rr and crr"
         )));
     };
@@ -103,7 +103,10 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, RunError> {
         b.finish_and_clear();
     }
     let Some(report) = repeat::build(cfg.n, &reports, failed) else {
-        return Err(crate::caller(anyhow!("all {} trials failed", cfg.n)));
+        return Err(crate::caller::caller(anyhow!(
+            "all {} trials failed",
+            cfg.n
+        )));
     };
     {
         let mut out = stdout.lock();

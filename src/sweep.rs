@@ -7,7 +7,7 @@
 //! `report::build::sweep_trial`; the table, JSON and the SVG plot come from
 //! that model only.
 
-use crate::OrRun as _;
+use crate::caller::OrRun as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};

@@ -3,7 +3,7 @@
 //! rr's progress bar), then the files it asked for (`--plot`,
 //! `--histogram`) written from its report.
 
-use crate::OrRun as _;
+use crate::caller::OrRun as _;
 use std::io::Write;
 
 use anyhow::Context;

@@ -3,7 +3,7 @@
 //! ([`super::text_out`]), its `-J` document or its `--json-stream` events
 //! ([`super::json_out`]) — to stdout or the `--logfile`.
 
-use crate::OrRun as _;
+use crate::caller::OrRun as _;
 use std::io::Write;
 
 use linerate_proto::iperf3::json::Results;
