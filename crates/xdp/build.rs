@@ -17,7 +17,9 @@ fn main() {
     };
     let out = PathBuf::from(out_dir).join("redirect.o");
     let status = Command::new(&clang)
-        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror", "-c", src, "-o"])
+        .args([
+            "-O2", "-g", "-target", "bpf", "-Wall", "-Werror", "-c", src, "-o",
+        ])
         .arg(&out)
         .status();
     match status {

@@ -62,10 +62,7 @@ mod tests {
 
     #[test]
     fn issue_25_missing_capabilities_are_named() {
-        assert_eq!(
-            missing_from(0),
-            ["CAP_NET_RAW", "CAP_NET_ADMIN", "CAP_BPF"]
-        );
+        assert_eq!(missing_from(0), ["CAP_NET_RAW", "CAP_NET_ADMIN", "CAP_BPF"]);
         let root = (1u64 << NET_RAW) | (1 << NET_ADMIN) | (1 << SYS_ADMIN);
         assert!(missing_from(root).is_empty());
         assert_eq!(missing_from(1 << NET_RAW | 1 << BPF), ["CAP_NET_ADMIN"]);

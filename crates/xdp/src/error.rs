@@ -47,7 +47,9 @@ pub enum XdpError {
         source: io::Error,
         hint: &'static str,
     },
-    #[error("cannot bind an AF_XDP socket to {iface} queue {queue} in {copy} mode: {source}{hint}")]
+    #[error(
+        "cannot bind an AF_XDP socket to {iface} queue {queue} in {copy} mode: {source}{hint}"
+    )]
     Bind {
         iface: String,
         queue: u32,

@@ -90,7 +90,8 @@ pub(crate) fn route_to(peer: IpAddr) -> Result<RouteTo, XdpError> {
         IpAddr::V6(_) => AddressFamily::Inet6,
     };
     msg.header.destination_prefix_length = if peer.is_ipv4() { 32 } else { 128 };
-    msg.attributes.push(RouteAttribute::Destination(peer.into()));
+    msg.attributes
+        .push(RouteAttribute::Destination(peer.into()));
     let replies = request(RouteNetlinkMessage::GetRoute(msg), 0)
         .map_err(|e| XdpError::NoRoute(peer, e.to_string()))?;
     let Some(RouteNetlinkMessage::NewRoute(route)) = replies.into_iter().next() else {
@@ -110,7 +111,10 @@ pub(crate) fn route_to(peer: IpAddr) -> Result<RouteTo, XdpError> {
         }
     }
     if out.ifindex == 0 {
-        return Err(XdpError::NoRoute(peer, "the route names no interface".into()));
+        return Err(XdpError::NoRoute(
+            peer,
+            "the route names no interface".into(),
+        ));
     }
     Ok(out)
 }
@@ -249,7 +253,9 @@ pub fn link_by_name(name: &str) -> Result<LinkInfo, XdpError> {
 pub(crate) fn detach(ifindex: u32, flags: u32) -> Result<(), XdpError> {
     let mut msg = LinkMessage::default();
     msg.header.index = ifindex;
-    msg.attributes
-        .push(LinkAttribute::Xdp(vec![LinkXdp::Fd(-1), LinkXdp::Flags(flags)]));
+    msg.attributes.push(LinkAttribute::Xdp(vec![
+        LinkXdp::Fd(-1),
+        LinkXdp::Flags(flags),
+    ]));
     request(RouteNetlinkMessage::SetLink(msg), NLM_F_ACK).map(drop)
 }

@@ -39,9 +39,9 @@ pub fn path_to(peer: IpAddr, resolve: Duration) -> Result<Path, XdpError> {
         None => kernel_source(peer)?,
     };
     let next_hop = route.gateway.unwrap_or(peer);
-    let src_mac = link.mac.ok_or_else(|| {
-        XdpError::NoRoute(peer, format!("{} has no Ethernet address", link.name))
-    })?;
+    let src_mac = link
+        .mac
+        .ok_or_else(|| XdpError::NoRoute(peer, format!("{} has no Ethernet address", link.name)))?;
     let dst_mac = resolve_neighbour(&link, source, peer, next_hop, resolve)?;
     Ok(Path {
         peer,

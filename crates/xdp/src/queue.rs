@@ -77,7 +77,9 @@ impl QueueOptions {
             if v.is_power_of_two() {
                 Ok(())
             } else {
-                Err(XdpError::Options(format!("{name} {v} is not a power of two")))
+                Err(XdpError::Options(format!(
+                    "{name} {v} is not a power of two"
+                )))
             }
         };
         pow2("frame size", self.frame_size)?;
@@ -158,7 +160,8 @@ impl Area {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
+        let ptr =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave NULL"))?;
         Ok(Area { ptr, len })
     }
 
@@ -171,7 +174,7 @@ impl Area {
     /// # Safety
     /// The frame at `addr` must be this side's at the moment (not in any
     /// ring the kernel reads or writes), and no other slice of it live.
-    unsafe fn bytes(&self, addr: u64, len: usize) -> &mut [u8] {
+    unsafe fn bytes(&mut self, addr: u64, len: usize) -> &mut [u8] {
         let start = usize::try_from(addr).unwrap_or(self.len).min(self.len);
         let len = len.min(self.len - start);
         // SAFETY: in bounds by the clamps; exclusivity is the caller's.
@@ -274,16 +277,19 @@ impl Queue {
         };
         // SAFETY: `area` is page-aligned, `bytes` long, and outlives the
         // UMEM (declared after it in `Queue`, so dropped after it).
-        let umem = unsafe { Umem::new(config, area.as_slice_ptr()) }.map_err(|e| XdpError::Umem {
-            bytes,
-            source: errno(e),
-        })?;
+        let umem =
+            unsafe { Umem::new(config, area.as_slice_ptr()) }.map_err(|e| XdpError::Umem {
+                bytes,
+                source: errno(e),
+            })?;
         let mut info = IfInfo::invalid();
         info.from_ifindex(link.ifindex)
             .map_err(|e| sock_err("interface", e))?;
         info.set_queue(queue_id);
         let socket = Socket::with_shared(&info, &umem).map_err(|e| sock_err("socket", e))?;
-        let device = umem.fq_cq(&socket).map_err(|e| sock_err("fill/completion rings", e))?;
+        let device = umem
+            .fq_cq(&socket)
+            .map_err(|e| sock_err("fill/completion rings", e))?;
         let mut bind_flags = match opts.copy {
             CopyMode::ZeroCopy => SocketConfig::XDP_BIND_ZEROCOPY,
             CopyMode::Copy => SocketConfig::XDP_BIND_COPY,
@@ -296,10 +302,17 @@ impl Queue {
             tx_size: NonZeroU32::new(opts.tx_size),
             bind_flags,
         };
-        let user = umem.rx_tx(&socket, &config).map_err(|e| sock_err("rx/tx rings", e))?;
-        let rx = user.map_rx().map_err(|e| sock_err("mapping the rx ring", e))?;
-        let tx = user.map_tx().map_err(|e| sock_err("mapping the tx ring", e))?;
-        umem.bind(&user).map_err(|e| bind_error(&link, queue_id, opts.copy, errno(e)))?;
+        let user = umem
+            .rx_tx(&socket, &config)
+            .map_err(|e| sock_err("rx/tx rings", e))?;
+        let rx = user
+            .map_rx()
+            .map_err(|e| sock_err("mapping the rx ring", e))?;
+        let tx = user
+            .map_tx()
+            .map_err(|e| sock_err("mapping the tx ring", e))?;
+        umem.bind(&user)
+            .map_err(|e| bind_error(&link, queue_id, opts.copy, errno(e)))?;
         let frame = u64::from(opts.frame_size);
         let half = u64::from(opts.frame_count / 2);
         let mut queue = Queue {
@@ -310,7 +323,9 @@ impl Queue {
             _socket: socket,
             _umem: umem,
             area,
-            free_tx: (half..u64::from(opts.frame_count)).map(|i| i * frame).collect(),
+            free_tx: (half..u64::from(opts.frame_count))
+                .map(|i| i * frame)
+                .collect(),
             refill: (0..half).map(|i| i * frame).collect(),
             link,
             queue_id,
@@ -384,7 +399,9 @@ impl Queue {
         }
         let mut sent = 0;
         for payload in &payloads[..took] {
-            let Some(addr) = self.free_tx.pop() else { break };
+            let Some(addr) = self.free_tx.pop() else {
+                break;
+            };
             // SAFETY: `addr` came off the free list: no ring holds it.
             let frame = unsafe { self.area.bytes(addr, self.opts.frame_size as usize) };
             let len = match flow.emit(frame, payload) {
@@ -476,7 +493,9 @@ impl Queue {
 
     /// Returns read frames to the fill ring, waking the driver if it asks.
     fn refill(&mut self) {
-        let mut writer = self.device.fill(u32::try_from(self.refill.len()).unwrap_or(u32::MAX));
+        let mut writer = self
+            .device
+            .fill(u32::try_from(self.refill.len()).unwrap_or(u32::MAX));
         let put = writer.insert(self.refill.iter().copied()) as usize;
         writer.commit();
         drop(writer);

@@ -163,14 +163,22 @@ pub fn parse(frame: &[u8]) -> Result<Datagram<'_>, PacketError> {
             if ip.protocol() != IPPROTO_UDP {
                 return Err(PacketError::NotUdp(ip.protocol()));
             }
-            (IpAddr::V4(ip.src()), IpAddr::V4(ip.dst()), ip.into_payload())
+            (
+                IpAddr::V4(ip.src()),
+                IpAddr::V4(ip.dst()),
+                ip.into_payload(),
+            )
         }
         ETHERTYPE_IPV6 => {
             let ip = Ipv6Packet::new_checked(eth.into_payload())?;
             if ip.next_header() != IPPROTO_UDP {
                 return Err(PacketError::NotUdp(ip.next_header()));
             }
-            (IpAddr::V6(ip.src()), IpAddr::V6(ip.dst()), ip.into_payload())
+            (
+                IpAddr::V6(ip.src()),
+                IpAddr::V6(ip.dst()),
+                ip.into_payload(),
+            )
         }
         other => return Err(PacketError::EtherType(other)),
     };

@@ -8,7 +8,9 @@ fn flow4() -> UdpFlow {
     UdpFlow {
         src_mac: [2, 0, 0, 0, 0, 1],
         dst_mac: [2, 0, 0, 0, 0, 2],
-        src: "198.18.0.1:40000".parse().unwrap_or_else(|_| unreachable!()),
+        src: "198.18.0.1:40000"
+            .parse()
+            .unwrap_or_else(|_| unreachable!()),
         dst: "198.18.0.2:5201".parse().unwrap_or_else(|_| unreachable!()),
     }
 }
@@ -49,10 +51,7 @@ fn short_buffer_and_mixed_families_are_errors() {
     ));
     let mut mixed = flow4();
     mixed.dst = "[2001:db8::1]:9".parse().unwrap_or_else(|_| unreachable!());
-    assert_eq!(
-        mixed.emit(&mut [0u8; 128], b""),
-        Err(PacketError::Family)
-    );
+    assert_eq!(mixed.emit(&mut [0u8; 128], b""), Err(PacketError::Family));
 }
 
 #[test]
@@ -60,25 +59,36 @@ fn corrupted_payload_fails_the_udp_checksum() {
     let mut buf = [0u8; 128];
     let n = flow4().emit(&mut buf, b"hello").expect("fits");
     buf[n - 1] ^= 1;
-    assert_eq!(parse(&buf[..n]).map(|d| d.checksum), Ok(UdpChecksum::Invalid));
+    assert_eq!(
+        parse(&buf[..n]).map(|d| d.checksum),
+        Ok(UdpChecksum::Invalid)
+    );
     buf[15] ^= 1; // IPv4 TOS byte: the header checksum catches it
     assert_eq!(parse(&buf[..n]), Err(PacketError::Ipv4Checksum));
 }
 
 fn arb_addr() -> impl Strategy<Value = (SocketAddr, SocketAddr)> {
     prop_oneof![
-        (any::<[u8; 4]>(), any::<u16>(), any::<[u8; 4]>(), any::<u16>()).prop_map(
-            |(s, sp, d, dp)| (
+        (
+            any::<[u8; 4]>(),
+            any::<u16>(),
+            any::<[u8; 4]>(),
+            any::<u16>()
+        )
+            .prop_map(|(s, sp, d, dp)| (
                 SocketAddr::new(IpAddr::from(s), sp),
                 SocketAddr::new(IpAddr::from(d), dp)
-            )
-        ),
-        (any::<[u8; 16]>(), any::<u16>(), any::<[u8; 16]>(), any::<u16>()).prop_map(
-            |(s, sp, d, dp)| (
+            )),
+        (
+            any::<[u8; 16]>(),
+            any::<u16>(),
+            any::<[u8; 16]>(),
+            any::<u16>()
+        )
+            .prop_map(|(s, sp, d, dp)| (
                 SocketAddr::new(IpAddr::from(s), sp),
                 SocketAddr::new(IpAddr::from(d), dp)
-            )
-        ),
+            )),
     ]
 }
 
