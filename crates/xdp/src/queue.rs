@@ -9,6 +9,7 @@ use std::fmt;
 use std::io;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
+use std::time::{Duration, Instant};
 
 use linerate_proto::packet::{self, Datagram, UdpChecksum, UdpFlow};
 use xdpilone::xdp::XdpDesc;
@@ -311,8 +312,7 @@ impl Queue {
         let tx = user
             .map_tx()
             .map_err(|e| sock_err("mapping the tx ring", e))?;
-        umem.bind(&user)
-            .map_err(|e| bind_error(&link, queue_id, opts.copy, errno(e)))?;
+        bind(&umem, &user).map_err(|e| bind_error(&link, queue_id, opts.copy, e))?;
         let frame = u64::from(opts.frame_size);
         let half = u64::from(opts.frame_count / 2);
         let mut queue = Queue {
@@ -507,6 +507,24 @@ impl Queue {
     }
 }
 
+/// How long a bind retries while the queue is busy.
+const BUSY_RETRY: Duration = Duration::from_secs(1);
+
+/// Binds, retrying on EBUSY for up to [`BUSY_RETRY`]: the kernel releases
+/// a closed AF_XDP socket's hold on its queue in deferred work, so a queue
+/// closed a moment ago can still read as taken.
+fn bind(umem: &Umem, user: &User) -> Result<(), io::Error> {
+    let start = Instant::now();
+    loop {
+        match umem.bind(user).map_err(errno) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < BUSY_RETRY => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The bind failure, with what to do about the usual causes.
 fn bind_error(link: &LinkInfo, queue: u32, copy: CopyMode, source: io::Error) -> XdpError {
     let hint = match (source.raw_os_error(), copy) {
@@ -516,7 +534,7 @@ fn bind_error(link: &LinkInfo, queue: u32, copy: CopyMode, source: io::Error) ->
         (Some(libc::EINVAL), _) if link.rx_queues.is_some_and(|n| queue >= n) => {
             " (no such queue: see `ethtool -l`)"
         }
-        (Some(libc::EBUSY), _) => " (another AF_XDP socket holds this queue)",
+        (Some(libc::EBUSY), _) => " (another AF_XDP socket held this queue for a second)",
         (Some(libc::ENETDOWN), _) => " (the interface is down)",
         _ => "",
     };
