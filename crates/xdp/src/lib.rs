@@ -12,7 +12,9 @@
 //!   reads the socket's drop statistics.
 //! - [`path_to`]: the interface, source address and next-hop MAC for a
 //!   peer, from the kernel's route and neighbour tables (rtnetlink).
-//! - [`missing_capabilities`]: what AF_XDP needs that this process lacks.
+//! - [`missing_capabilities`]: what AF_XDP needs that this process lacks;
+//!   [`readiness`]: whether AF_XDP would work on an interface, and why not
+//!   (`linerate doctor`), read without attaching anything.
 //!
 //! Frames themselves (Ethernet, IPv4, IPv6, UDP, checksums) are built and
 //! parsed by `linerate_proto::packet`, sans-IO, where the property tests
@@ -24,10 +26,12 @@
 
 mod caps;
 mod error;
+mod features;
 mod netlink;
 mod path;
 mod program;
 mod queue;
+mod readiness;
 
 pub use caps::missing as missing_capabilities;
 pub use error::XdpError;
@@ -36,3 +40,4 @@ pub use netlink::{link, link_by_name, AttachedProgram, LinkInfo};
 pub use path::{path_to, Path};
 pub use program::{AttachMode, Program, ProgramOptions, OBJECT};
 pub use queue::{CopyMode, Queue, QueueCounters, QueueOptions, XdpStats};
+pub use readiness::{readiness, Readiness};

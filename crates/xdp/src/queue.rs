@@ -233,7 +233,7 @@ fn page_size() -> usize {
 }
 
 /// Refuses on a kernel without AF_XDP, before any other setup.
-fn probe_af_xdp() -> Result<(), XdpError> {
+pub(crate) fn probe_af_xdp() -> Result<(), XdpError> {
     // SAFETY: plain socket(2); the descriptor is closed right away.
     let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

@@ -493,3 +493,32 @@ fn issue_25_a_queue_reopens_right_after_close() {
         }
     });
 }
+
+#[test]
+fn issue_25_readiness_says_what_veth_and_loopback_allow() {
+    if let Some(why) = unavailable() {
+        println!("skipped: {why}");
+        return;
+    }
+    let pair = Pair::new("ready").expect("namespaces");
+    in_ns(&pair.a, || {
+        let va = linerate_xdp::readiness("va");
+        println!("{va:?}");
+        assert!(va.usable, "{va:?}");
+        if va.zero_copy.is_some() {
+            assert_eq!(va.native, Some(true), "veth redirects natively");
+            assert_eq!(va.zero_copy, Some(false), "veth has no zero-copy");
+        }
+        let lo = linerate_xdp::readiness("lo");
+        assert!(!lo.usable);
+        assert!(lo.notes.iter().any(|n| n.contains("loopback")), "{lo:?}");
+        let attached = Program::attach("va", &ProgramOptions::default()).expect("attach");
+        let busy = linerate_xdp::readiness("va");
+        assert!(!busy.usable);
+        assert!(
+            busy.notes.iter().any(|n| n.contains("already runs")),
+            "{busy:?}"
+        );
+        drop(attached);
+    });
+}

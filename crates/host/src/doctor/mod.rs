@@ -6,6 +6,7 @@
 //! sysctls (the checks that name one), returning the command that puts the
 //! old values back.
 
+mod af_xdp;
 mod checks;
 
 use serde::{Deserialize, Serialize};
@@ -116,6 +117,7 @@ pub fn run(kind: Kind, host: Option<&str>) -> DoctorReport {
     if let Some(dev) = &dev {
         checks.extend(checks::offloads(kind, dev));
         checks.push(checks::numa(dev));
+        checks.push(af_xdp::af_xdp(dev));
     }
     checks.push(checks::governor(kind));
     checks.push(checks::irqbalance(kind));

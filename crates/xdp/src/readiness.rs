@@ -1,0 +1,84 @@
+//! Would AF_XDP work on an interface, and why not: what `linerate doctor`
+//! reports. Everything is read (capabilities, the kernel's socket family,
+//! the interface, its driver's XDP features); nothing is attached or bound.
+
+use crate::features::{self, XDP_ACT_REDIRECT, XDP_ACT_XSK_ZEROCOPY};
+use crate::{caps, netlink, queue};
+
+/// What was found for one interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    pub iface: String,
+    /// Nothing found stands in the way.
+    pub usable: bool,
+    /// The driver redirects to AF_XDP in native mode (`None`: the kernel
+    /// does not say; trying tells).
+    pub native: Option<bool>,
+    /// The driver offers AF_XDP zero-copy (`None`: not said).
+    pub zero_copy: Option<bool>,
+    /// Why not, and the caveats, each with what to do.
+    pub notes: Vec<String>,
+}
+
+fn refuse(r: &mut Readiness, note: String) {
+    r.usable = false;
+    r.notes.push(note);
+}
+
+/// Checks interface `iface` of this thread's network namespace.
+pub fn readiness(iface: &str) -> Readiness {
+    let mut r = Readiness {
+        iface: iface.to_owned(),
+        usable: true,
+        native: None,
+        zero_copy: None,
+        notes: Vec::new(),
+    };
+    if let Err(e) = caps::check() {
+        refuse(&mut r, e.to_string());
+    } else if let Err(e) = queue::probe_af_xdp() {
+        refuse(&mut r, e.to_string());
+    }
+    let link = match netlink::link_by_name(iface) {
+        Ok(l) => l,
+        Err(e) => {
+            refuse(&mut r, e.to_string());
+            return r;
+        }
+    };
+    if link.loopback {
+        refuse(
+            &mut r,
+            crate::XdpError::Loopback(link.name.clone()).to_string(),
+        );
+        return r;
+    }
+    if let Some(p) = link.xdp {
+        let e = crate::XdpError::AlreadyAttached {
+            iface: link.name.clone(),
+            prog_id: p.prog_id,
+            mode: p.mode,
+        };
+        refuse(&mut r, e.to_string());
+    }
+    match features::xdp_features(link.ifindex) {
+        None => r.notes.push(
+            "the kernel does not report the driver's XDP features (before Linux 6.3): \
+             native mode and zero-copy are found by trying"
+                .into(),
+        ),
+        Some(f) => {
+            r.native = Some(f & XDP_ACT_REDIRECT != 0);
+            r.zero_copy = Some(f & XDP_ACT_XSK_ZEROCOPY != 0);
+            if f & XDP_ACT_REDIRECT == 0 {
+                r.notes
+                    .push("the driver has no native XDP redirect: generic mode only".into());
+            }
+            if f & XDP_ACT_XSK_ZEROCOPY == 0 {
+                r.notes
+                    .push("the driver has no AF_XDP zero-copy: copy mode only".into());
+            }
+        }
+    }
+    r
+}
