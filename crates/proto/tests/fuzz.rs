@@ -301,6 +301,25 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 noise(9, 64),
             ]
         }
+        "packets" => {
+            use linerate_proto::packet::UdpFlow;
+            let mut out = Vec::new();
+            for (src, dst) in [
+                ("198.18.0.1:40000", "198.18.0.2:5201"),
+                ("[2001:db8::1]:40000", "[2001:db8::2]:5201"),
+            ] {
+                let flow = UdpFlow {
+                    src_mac: [2, 0, 0, 0, 0, 1],
+                    dst_mac: [2, 0, 0, 0, 0, 2],
+                    src: src.parse().expect("address"),
+                    dst: dst.parse().expect("address"),
+                };
+                let mut f = vec![0u8; flow.header_len() + 32];
+                flow.emit(&mut f, &noise(5, 32)).expect("fits");
+                out.push(f);
+            }
+            out
+        }
         _ => (0..4).map(|k| noise(k + 3, 64 << k)).collect(),
     }
 }
@@ -502,5 +521,13 @@ proptest! {
     #[test]
     fn issue_24_fuzz_rr_flow(bytes in input("rr_flow")) {
         fuzz::rr_flow(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(100_000))]
+    #[test]
+    fn issue_25_fuzz_packets(bytes in input("packets")) {
+        fuzz::packets(&bytes);
     }
 }
