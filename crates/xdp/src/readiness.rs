@@ -18,11 +18,14 @@ pub struct Readiness {
     pub zero_copy: Option<bool>,
     /// Why not, and the caveats, each with what to do.
     pub notes: Vec<String>,
+    /// The command (or step) that removes the first thing in the way.
+    pub fix: Option<String>,
 }
 
-fn refuse(r: &mut Readiness, note: String) {
+fn refuse(r: &mut Readiness, note: String, fix: String) {
     r.usable = false;
     r.notes.push(note);
+    r.fix.get_or_insert(fix);
 }
 
 /// Checks interface `iface` of this thread's network namespace.
@@ -33,24 +36,27 @@ pub fn readiness(iface: &str) -> Readiness {
         native: None,
         zero_copy: None,
         notes: Vec::new(),
+        fix: None,
     };
     if let Err(e) = caps::check() {
-        refuse(&mut r, e.to_string());
+        let fix = "run as root, or: sudo setcap cap_net_raw,cap_net_admin,cap_bpf+ep \
+                   $(command -v linerate)";
+        refuse(&mut r, e.to_string(), fix.into());
     } else if let Err(e) = queue::probe_af_xdp() {
-        refuse(&mut r, e.to_string());
+        let fix = "a kernel built with CONFIG_XDP_SOCKETS=y (Linux 4.18 or later)";
+        refuse(&mut r, e.to_string(), fix.into());
     }
     let link = match netlink::link_by_name(iface) {
         Ok(l) => l,
         Err(e) => {
-            refuse(&mut r, e.to_string());
+            refuse(&mut r, e.to_string(), "ip link show".into());
             return r;
         }
     };
     if link.loopback {
-        refuse(
-            &mut r,
-            crate::XdpError::Loopback(link.name.clone()).to_string(),
-        );
+        let e = crate::XdpError::Loopback(link.name.clone());
+        let fix = "test a peer reached over a real interface or a veth pair";
+        refuse(&mut r, e.to_string(), fix.into());
         return r;
     }
     if let Some(p) = link.xdp {
@@ -59,7 +65,11 @@ pub fn readiness(iface: &str) -> Readiness {
             prog_id: p.prog_id,
             mode: p.mode,
         };
-        refuse(&mut r, e.to_string());
+        let fix = format!(
+            "ip link set dev {} xdp off   # if that program is not needed",
+            link.name
+        );
+        refuse(&mut r, e.to_string(), fix);
     }
     match features::xdp_features(link.ifindex) {
         None => r.notes.push(

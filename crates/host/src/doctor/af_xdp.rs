@@ -36,9 +36,7 @@ pub fn af_xdp(dev: &str) -> Check {
         status: if r.usable { Status::Ok } else { Status::Warn },
         value: Some(value),
         why,
-        fix: (!linerate_xdp::missing_capabilities().is_empty()).then(|| {
-            "sudo setcap cap_net_raw,cap_net_admin,cap_bpf+ep $(command -v linerate)".into()
-        }),
+        fix: r.fix,
         apply: None,
     }
 }
@@ -54,5 +52,6 @@ mod tests {
         assert_eq!(c.status, Status::Warn);
         assert_eq!(c.value.as_deref(), Some("not usable"));
         assert!(c.why.contains("loopback interface"), "{}", c.why);
+        assert!(c.fix.is_some(), "a warning says how to fix it");
     }
 }
