@@ -1,6 +1,9 @@
 //! UDP data sockets: binding and connecting them, buffer sizes, the attach
 //! handshake; and (in submodules) the live counters and the send and
-//! receive loops of a UDP stream, generic over the engine.
+//! receive loops of a UDP stream, generic over the engine and so over its
+//! endpoint ([`crate::engines::endpoint`]): the handshake runs on the
+//! control plane's kernel sockets, then the stream's engine takes the
+//! socket as its endpoint, and the loops touch only that.
 //!
 //! Attach handshake (reusable by any datagram test): the server binds one
 //! socket per stream on an ephemeral port and sends the ports in its Accept.
@@ -10,7 +13,8 @@
 //! the token and stream, connects its socket to the greeting's source (from
 //! then on the kernel drops datagrams from anyone else) and echoes. Should
 //! the echo of the last greeting be lost after the test started, a
-//! receiving server echoes repeated greetings from its receive loop, and a
+//! receiving server echoes repeated greetings from its receive loop (through
+//! its endpoint), and a
 //! client whose server already sends data takes that as the answer.
 
 mod live;
@@ -19,18 +23,17 @@ mod send;
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use linerate_proto::datagram;
 
-use crate::cmsg::{SO_MEMINFO, SO_RCVBUFFORCE, SO_SNDBUFFORCE};
+use crate::cmsg::{SO_RCVBUFFORCE, SO_SNDBUFFORCE};
 use crate::socket::set_int;
 use crate::EngineError;
 
 pub use live::UdpCounters;
 pub use recv::{prepare as prepare_recv, recv, RecvJob};
-pub(crate) use recv::{prepare_with as prepare_recv_with, realtime_at, recv_batches};
+pub(crate) use recv::{realtime_at, recv_batches, stream_rx};
 pub use send::{iperf3_format, send, SendJob};
 
 /// How often the client repeats an unanswered greeting.
@@ -40,10 +43,6 @@ pub const GREET_TRIES: u32 = 50;
 /// Receive timeout of UDP receivers: how often an idle receiver checks its
 /// drain deadline and the abort flag.
 pub const RECV_POLL: Duration = Duration::from_millis(10);
-
-// SO_MEMINFO's array (include/uapi/linux/sock_diag.h).
-const SK_MEMINFO_VARS: usize = 9;
-const SK_MEMINFO_DROPS: usize = 8;
 
 fn canonical_ip(ip: IpAddr) -> IpAddr {
     match ip {
@@ -111,35 +110,6 @@ pub fn set_buffers(sock: &UdpSocket, bytes: u32) -> Result<String, EngineError> 
             "not root: capped at wmem_max/rmem_max; the kernel doubles the request"
         }
     ))
-}
-
-/// SO_RCVBUF in effect.
-pub fn recv_buffer(sock: &UdpSocket) -> Option<u64> {
-    socket2::SockRef::from(sock)
-        .recv_buffer_size()
-        .ok()
-        .map(|b| b as u64)
-}
-
-/// Datagrams this socket dropped because its receive buffer was full
-/// (`SO_MEMINFO`'s drop counter, the same one SO_RXQ_OVFL reports).
-pub fn socket_drops(sock: &impl AsRawFd) -> Option<u64> {
-    let mut info = [0u32; SK_MEMINFO_VARS];
-    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
-    // SAFETY: info is valid for len bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_MEMINFO,
-            info.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 || (len as usize) < (SK_MEMINFO_DROPS + 1) * 4 {
-        return None;
-    }
-    Some(u64::from(info[SK_MEMINFO_DROPS]))
 }
 
 /// Client side of the attach handshake: greets until the echo arrives.
@@ -253,7 +223,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::engines::Syscall;
+    use crate::engines::{KernelUdp, Syscall, UdpEndpoint};
     use crate::stream::{Signals, StreamCounter};
     use crate::wait::Wait;
     use linerate_proto::datagram;
@@ -307,9 +277,10 @@ mod tests {
         rx.connect(tx.local_addr().expect("addr"))
             .expect("connect back");
         set_buffers(&rx, 4 << 20).expect("buffers");
+        let (rx, tx) = (KernelUdp::new(rx), KernelUdp::new(tx));
         if wait != Wait::Block {
-            crate::wait::prepare_stream(&rx).expect("busy poll");
-            crate::wait::prepare_stream(&tx).expect("busy poll");
+            rx.busy_poll().expect("busy poll");
+            tx.busy_poll().expect("busy poll");
         }
         let start = Instant::now();
         let signals = Arc::new(Signals::default());
@@ -322,7 +293,7 @@ mod tests {
         };
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live_rx));
         let receiver = std::thread::spawn(move || {
-            recv::recv_loop(
+            recv(
                 Syscall,
                 &rx,
                 &job,
@@ -344,7 +315,7 @@ mod tests {
             start,
             format: Default::default(),
         };
-        let (sent, end) = send::send_loop(
+        let (sent, end) = super::send(
             Syscall,
             &tx,
             &send,
