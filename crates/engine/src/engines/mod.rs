@@ -12,6 +12,12 @@
 //! for I/O only. A new engine is therefore a few functions, not a copy of
 //! every loop.
 //!
+//! UDP I/O runs on the engine's own endpoint type ([`endpoint`]: the kernel
+//! socket for every engine here, [`KernelUdp`]; a queue for a kernel-bypass
+//! engine), which the UDP loops use for everything outside the data
+//! batches, so no UDP loop names a kernel socket. TCP I/O takes the
+//! `TcpStream`.
+//!
 //! Engines are chosen once, as an [`EngineKind`] in the validated config, and
 //! dispatched statically (`with_engine!`) at the top of a stream's thread:
 //! no indirect call per buffer or datagram.
