@@ -49,6 +49,8 @@ pub mod stream;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_pace;
+#[cfg(test)]
+mod test_endpoint;
 pub mod test_hooks;
 #[cfg(test)]
 mod test_pair;

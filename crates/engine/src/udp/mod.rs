@@ -223,8 +223,9 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::engines::{KernelUdp, Syscall, UdpEndpoint};
+    use crate::engines::{Engine, Interest, KernelUdp, Readiness, Syscall, UdpEndpoint};
     use crate::stream::{Signals, StreamCounter};
+    use crate::test_endpoint::{mem_pair, Mem};
     use crate::wait::Wait;
     use linerate_proto::datagram;
     use linerate_proto::rr_core::SpinMode;
@@ -267,17 +268,42 @@ mod tests {
     #[test]
     fn loops_count_faults_exactly_on_loopback() {
         for wait in [Wait::Block, Wait::Spin(SpinMode::Shared)] {
-            count_faults_on_loopback(wait);
+            let rx = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+            let tx = connect(rx.local_addr().expect("addr")).expect("connect");
+            rx.connect(tx.local_addr().expect("addr"))
+                .expect("connect back");
+            set_buffers(&rx, 4 << 20).expect("buffers");
+            count_faults(Syscall, KernelUdp::new(tx), KernelUdp::new(rx), wait);
         }
     }
 
-    fn count_faults_on_loopback(wait: Wait) {
-        let rx = bind("127.0.0.1".parse().expect("ip")).expect("bind");
-        let tx = connect(rx.local_addr().expect("addr")).expect("connect");
-        rx.connect(tx.local_addr().expect("addr"))
-            .expect("connect back");
-        set_buffers(&rx, 4 << 20).expect("buffers");
-        let (rx, tx) = (KernelUdp::new(rx), KernelUdp::new(tx));
+    /// What a kernel-bypass engine needs of the UDP loops: they run on its
+    /// own endpoint, here in-memory queues with no socket at all, count
+    /// exactly, and echo a repeated greeting through the endpoint.
+    #[test]
+    fn issue_24_udp_loops_run_on_an_endpoint_without_a_kernel_socket() {
+        for wait in [Wait::Block, Wait::Spin(SpinMode::Shared)] {
+            let (tx, rx) = mem_pair();
+            // The client repeated its greeting: queued before the data.
+            tx.inject(b"LR\x01hello");
+            let (tx, rx) = count_faults(Mem, tx, rx, wait);
+            assert_eq!(rx.controls.get(), 1, "the greeting was echoed");
+            assert!(tx.wait_ready(Interest::Recv, Duration::ZERO).expect("echo"));
+        }
+    }
+
+    /// Sends 100 datagrams with faults from `tx` to `rx` through `engine`'s
+    /// loops and checks the receiver's exact counts; hands the endpoints
+    /// back.
+    fn count_faults<E: Engine>(
+        engine: E,
+        tx: E::UdpEndpoint,
+        rx: E::UdpEndpoint,
+        wait: Wait,
+    ) -> (E::UdpEndpoint, E::UdpEndpoint)
+    where
+        E::UdpEndpoint: Send + 'static,
+    {
         if wait != Wait::Block {
             rx.busy_poll().expect("busy poll");
             tx.busy_poll().expect("busy poll");
@@ -293,15 +319,8 @@ mod tests {
         };
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live_rx));
         let receiver = std::thread::spawn(move || {
-            recv(
-                Syscall,
-                &rx,
-                &job,
-                &StreamCounter::default(),
-                &l2,
-                &s2,
-                wait,
-            )
+            let (got, end) = recv(engine, &rx, &job, &StreamCounter::default(), &l2, &s2, wait);
+            (got, end, rx)
         });
         let send = SendJob {
             stream: 1,
@@ -316,7 +335,7 @@ mod tests {
             format: Default::default(),
         };
         let (sent, end) = super::send(
-            Syscall,
+            engine,
             &tx,
             &send,
             &StreamCounter::default(),
@@ -329,7 +348,7 @@ mod tests {
         assert_eq!(sent.datagrams, 100);
         live_rx.set_issued(sent.issued);
         signals.drain_at(ns_since(start) + 100_000_000);
-        let (got, end) = receiver.join().expect("receiver");
+        let (got, end, rx) = receiver.join().expect("receiver");
         end.result.expect("received");
         assert_eq!(got.lost, Some(1));
         assert_eq!(got.duplicates, 1);
@@ -341,5 +360,6 @@ mod tests {
         // Every valid datagram's bytes, and the counters the sampler reads.
         let live = live_rx.totals();
         assert_eq!((live.datagrams, live.received, live.corrupt), (100, 99, 3));
+        (tx, rx)
     }
 }
