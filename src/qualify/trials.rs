@@ -1,0 +1,150 @@
+//! The trials a qualification runs, each through the silent-trial front
+//! door (`run::run_trial`, `sweep::udp_trial`): a UDP stream, a TCP
+//! stream, UDP request/response probes, and probes beside a stream. What
+//! ends the whole run (a refusal, Ctrl-C) comes back as a [`Stop`].
+
+use std::time::Duration;
+
+use linerate_proto::spec::{Direction, Limit, Pace, RrLimit};
+use linerate_report::model::SweepTrial;
+use linerate_report::Report;
+
+use crate::cli::{ClientConfig, QualifyEngine};
+use crate::outcome::{ClientError, INTERRUPTED};
+
+/// Why a qualification ends before its last step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stop {
+    /// Ctrl-C.
+    Interrupted,
+    /// The server refused (limits, auth, busy, version): the step and why.
+    Refused(String),
+    /// The step could not run at all (server unreachable …).
+    Failed(String),
+}
+
+impl Stop {
+    fn of(e: ClientError) -> Stop {
+        match e {
+            ClientError::Interrupted { .. } => Stop::Interrupted,
+            ClientError::Refused(m) => Stop::Refused(m),
+            e if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) => {
+                let _ = e;
+                Stop::Interrupted
+            }
+            e => Stop::Failed(format!("{e:#}")),
+        }
+    }
+
+    fn of_anyhow(e: anyhow::Error) -> Stop {
+        match e.downcast::<ClientError>() {
+            Ok(c) => Stop::of(c),
+            Err(e) => Stop::Failed(format!("{e:#}")),
+        }
+    }
+}
+
+/// A UDP stream of `len`-byte datagrams at `pace` until `limit`.
+pub fn udp_config(t: &QualifyEngine, len: u32, pace: Pace, limit: Limit) -> ClientConfig {
+    let mut c = t.udp.clone();
+    c.spec.len = len;
+    c.spec.limit = limit;
+    if let Limit::TimeMs(ms) = limit {
+        // A few intervals per trial, for the availability figure.
+        c.spec.interval_ms = (ms / 10).clamp(100, 1000);
+    }
+    let conns = c.spec.connection_count();
+    if let Some(u) = &mut c.spec.udp {
+        u.pace = pace;
+        // Deep receive buffers, as `linerate udp` gives an unpaced
+        // receiver, for every trial: the path is under test, not how soon
+        // a busy receiving host gets to its socket.
+        u.window = linerate_proto::limits::unpaced_udp_window(
+            conns,
+            linerate_proto::limits::DEFAULT_MAX_TEST_MEMORY,
+        );
+    }
+    c
+}
+
+/// A UDP stream's trial and its report (absent when the trial failed).
+pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
+
+/// Runs a UDP stream; a trial that failed is a row saying why.
+pub fn udp(c: &ClientConfig) -> UdpOutcome {
+    match crate::sweep::udp_trial(c, false) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(Stop::Interrupted),
+        Err(e) => Err(Stop::of_anyhow(e)),
+    }
+}
+
+/// A UDP stream at `payload_bps` for `ms`.
+pub fn udp_at(t: &QualifyEngine, len: u32, payload_bps: f64, ms: u64) -> ClientConfig {
+    udp_config(
+        t,
+        len,
+        Pace::Rate(payload_bps.round().max(1.0) as u64),
+        Limit::TimeMs(ms),
+    )
+}
+
+/// UDP request/response probes of `len` bytes for `ms`.
+pub fn probe_config(t: &QualifyEngine, len: u32, ms: u64) -> ClientConfig {
+    let mut c = t.rr.clone();
+    c.spec.limit = Limit::TimeMs(ms);
+    if let Some(rr) = &mut c.spec.rr {
+        rr.sizes = vec![len];
+        rr.limit = RrLimit::TimeMs(ms);
+    }
+    c
+}
+
+/// Runs probes on their own (the idle path).
+pub fn probe(c: &ClientConfig) -> Result<Report, Stop> {
+    crate::run::run_trial(c).map_err(Stop::of)
+}
+
+/// A TCP stream with socket buffers of `window` bytes for `ms`.
+pub fn tcp_config(t: &QualifyEngine, window: u32, reverse: bool, ms: u64) -> ClientConfig {
+    let mut c = t.tcp.clone();
+    c.spec.limit = Limit::TimeMs(ms);
+    c.spec.tcp.window = Some(window);
+    c.spec.direction = if reverse {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    };
+    c.spec.interval_ms = (ms / 20).clamp(100, 1000);
+    c
+}
+
+pub fn tcp(c: &ClientConfig) -> Result<Report, Stop> {
+    crate::run::run_trial(c).map_err(Stop::of)
+}
+
+/// How long a load starts before its probes, and runs on after them.
+const BESIDE_MARGIN: Duration = Duration::from_millis(300);
+
+/// Runs `probe` while the stream `load` runs: the load is lengthened by
+/// twice [`BESIDE_MARGIN`] and the probes start one margin in, so they see
+/// the loaded path only. The probes need the server to run two tests at
+/// once; their error (a busy refusal) is returned beside the load's
+/// result, which alone decides whether the run goes on.
+pub fn beside(load: &ClientConfig, probe: &ClientConfig) -> (UdpOutcome, Result<Report, String>) {
+    let mut load = load.clone();
+    if let Limit::TimeMs(ms) = &mut load.spec.limit {
+        *ms += 2 * BESIDE_MARGIN.as_millis() as u64;
+    }
+    std::thread::scope(|s| {
+        let l = s.spawn(|| udp(&load));
+        std::thread::sleep(BESIDE_MARGIN);
+        // One try: a busy server would otherwise run the probes after the
+        // load, on the idle path.
+        let p = crate::run::run_to_quietly(probe).map_err(|e| format!("{e:#}"));
+        let l = l
+            .join()
+            .unwrap_or_else(|_| Err(Stop::Failed("the load thread panicked".into())));
+        (l, p)
+    })
+}
