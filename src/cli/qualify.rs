@@ -176,9 +176,15 @@ fn engine_templates(a: &QualifyArgs, engine: &str) -> Result<QualifyEngine> {
     let validated = |argv: Vec<String>| -> Result<Command> {
         validate(args::Cli::try_parse_from(argv)?).with_context(|| format!("--engines {engine}"))
     };
-    let Command::Udp(udp) = validated(common("udp"))? else {
+    let Command::Udp(mut udp) = validated(common("udp"))? else {
         bail!("internal: qualify's UDP template is not a UDP test");
     };
+    // RFC 2544 and Y.1564 offer frames evenly spaced: a GSO run leaves
+    // as one burst at the sender's line rate, which a policer or a short
+    // queue on the path drops even below the committed rate.
+    if let EngineKind::Batch(b) = &mut udp.engine {
+        b.gso = Toggle::Off;
+    }
     let Command::Tcp(tcp) = validated(common("tcp"))? else {
         bail!("internal: qualify's TCP template is not a TCP test");
     };

@@ -17,7 +17,7 @@ mod y1564;
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -41,6 +41,8 @@ pub struct Ctx<'a> {
     pub t: &'a QualifyEngine,
     pub v6: bool,
     pub pre: &'a Preflight,
+    /// Trials run again because their sender stalled (`trials::udp`).
+    pub reruns: AtomicU32,
 }
 
 /// Words for a stop, naming the step.
@@ -128,6 +130,7 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         y1564: None,
         rfc6349: None,
         skipped: Vec::new(),
+        notes: Vec::new(),
         stopped: None,
         verdict: Verdict::NotRun,
     };
@@ -149,11 +152,19 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         t,
         v6: found.v6,
         pre: &pre,
+        reruns: AtomicU32::new(0),
     };
     let stop = methods(&c, &mut run).err().map(|(step, s)| {
         run.stopped = Some(stopped(&step, &s));
         s
     });
+    let reruns = c.reruns.load(Ordering::Relaxed);
+    if reruns > 0 {
+        run.notes.push(format!(
+            "{reruns} trial(s) lost datagrams while the sending host stalled (a catch-up burst) \
+             and ran again: the tester's loss, not the path's"
+        ));
+    }
     let verdicts = [
         run.rfc2544.as_ref().map(|m| m.verdict),
         run.y1564.as_ref().map(|m| m.verdict),

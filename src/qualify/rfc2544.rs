@@ -43,7 +43,7 @@ fn throughput(
 ) -> Result<ZeroLoss, Stop> {
     let mut search = ZeroLossSearch::new(hi / SEARCH_FLOOR, hi);
     while let Some(rate) = search.next() {
-        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms))?;
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
         search.record(rate, passes(&t, 0.0));
         search_trials.push(t);
     }
@@ -74,7 +74,11 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
         ));
     }
     let load = trials::udp_at(c.t, len, rate, c.cfg.trial_ms);
-    let (l, p) = trials::beside(&load, &trials::probe_config(c.t, len, c.cfg.trial_ms));
+    let (l, p) = trials::beside(
+        &load,
+        &trials::probe_config(c.t, len, c.cfg.trial_ms),
+        &c.reruns,
+    );
     l?;
     let probe = match p {
         Ok(r) => r,
@@ -103,7 +107,7 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
 fn loss_vs_load(c: &Ctx<'_>, len: u32, hi: f64) -> Result<Vec<SweepTrial>, Stop> {
     let mut out: Vec<SweepTrial> = Vec::new();
     for rate in method::loss_steps(hi) {
-        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms))?;
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
         out.push(t);
         let n = out.len();
         if n >= 2 && out[n - 2..].iter().all(|t| passes(t, 0.0)) {
@@ -124,12 +128,10 @@ fn back_to_back(
     let mut done = Vec::new();
     while let Some(n) = search.next() {
         let n = n.round();
-        let (t, _) = trials::udp(&trials::udp_config(
-            c.t,
-            len,
-            Pace::Unlimited,
-            Limit::Datagrams(n as u64),
-        ))?;
+        let (t, _) = trials::udp(
+            &trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n as u64)),
+            &c.reruns,
+        )?;
         search.record(n, t.error.is_none() && t.issued > 0 && t.lost == 0);
         done.push(t);
     }
@@ -139,7 +141,7 @@ fn back_to_back(
 /// One size, every test of §26.
 fn size(c: &Ctx<'_>, len: u32) -> Result<Rfc2544Size, Stop> {
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
-    let (capacity, _) = trials::udp(&unpaced)?;
+    let (capacity, _) = trials::udp(&unpaced, &c.reruns)?;
     let hi = c.cfg.max_rate.unwrap_or(capacity.received_bits_per_second);
     let mut search = Vec::new();
     let (tp, lat, note, lvl, (b2b, b2b_trials)) = if hi > 0.0 {

@@ -3,6 +3,7 @@
 //! stream, UDP request/response probes, and probes beside a stream. What
 //! ends the whole run (a refusal, Ctrl-C) comes back as a [`Stop`].
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use linerate_proto::spec::{Direction, Limit, Pace, RrLimit};
@@ -70,13 +71,43 @@ pub fn udp_config(t: &QualifyEngine, len: u32, pace: Pace, limit: Limit) -> Clie
 /// A UDP stream's trial and its report (absent when the trial failed).
 pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
 
-/// Runs a UDP stream; a trial that failed is a row saying why.
-pub fn udp(c: &ClientConfig) -> UdpOutcome {
-    match crate::sweep::udp_trial(c, false) {
-        Ok(Some(t)) => Ok(t),
-        Ok(None) => Err(Stop::Interrupted),
-        Err(e) => Err(Stop::of_anyhow(e)),
+/// Runs a UDP stream; a trial that failed is a row saying why. A paced
+/// trial that lost datagrams while its sender stalled (a gap between two
+/// sends of [`STALL_GAPS`] scheduled gaps and at least [`STALL_MIN`]: the
+/// catch-up leaves as a burst) is the tester's, not the path's: it runs
+/// again, at most [`STALL_RERUNS`] times, each rerun counted in `reruns`.
+pub fn udp(c: &ClientConfig, reruns: &AtomicU32) -> UdpOutcome {
+    let mut left = STALL_RERUNS;
+    loop {
+        let out = match crate::sweep::udp_trial(c, false) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Err(Stop::Interrupted),
+            Err(e) => return Err(Stop::of_anyhow(e)),
+        };
+        if left == 0 || out.0.lost == 0 || !out.1.as_ref().is_some_and(sender_stalled) {
+            return Ok(out);
+        }
+        left -= 1;
+        reruns.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Reruns of a lossy trial whose sender stalled.
+const STALL_RERUNS: u32 = 2;
+/// A gap this many times the scheduled one is a stall …
+const STALL_GAPS: f64 = 10.0;
+/// … when it is at least this long, ns.
+const STALL_MIN: f64 = 2e6;
+
+/// Whether a paced sender of `r` stalled (see [`udp`]).
+fn sender_stalled(r: &Report) -> bool {
+    r.streams
+        .iter()
+        .filter_map(|s| s.udp.as_ref())
+        .any(|u| match (u.requested_gap_ns, &u.gaps) {
+            (Some(want), Some(g)) => g.max_ns as f64 > (want * STALL_GAPS).max(STALL_MIN),
+            _ => false,
+        })
 }
 
 /// A UDP stream at `payload_bps` for `ms`.
@@ -131,13 +162,17 @@ const BESIDE_MARGIN: Duration = Duration::from_millis(300);
 /// the loaded path only. The probes need the server to run two tests at
 /// once; their error (a busy refusal) is returned beside the load's
 /// result, which alone decides whether the run goes on.
-pub fn beside(load: &ClientConfig, probe: &ClientConfig) -> (UdpOutcome, Result<Report, String>) {
+pub fn beside(
+    load: &ClientConfig,
+    probe: &ClientConfig,
+    reruns: &AtomicU32,
+) -> (UdpOutcome, Result<Report, String>) {
     let mut load = load.clone();
     if let Limit::TimeMs(ms) = &mut load.spec.limit {
         *ms += 2 * BESIDE_MARGIN.as_millis() as u64;
     }
     std::thread::scope(|s| {
-        let l = s.spawn(|| udp(&load));
+        let l = s.spawn(|| udp(&load, reruns));
         std::thread::sleep(BESIDE_MARGIN);
         // One try: a busy server would otherwise run the probes after the
         // load, on the idle path.

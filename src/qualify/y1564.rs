@@ -1,6 +1,6 @@
 //! ITU-T Y.1564 over UDP: the service configuration test (steps of
-//! `method::y1564_steps`, each a stream at the step's rate with UDP
-//! request/response probes beside it for the delay) and the service
+//! `method::y1564_steps`, each a stream at the step's rate, with UDP
+//! request/response probes beside it when the SLA judges a delay) and the service
 //! performance test at CIR for `--duration`. KPIs per step: information
 //! rate, frame loss ratio, frame transfer delay (one-way mean where the
 //! clock offset allows, else round trip), frame delay variation (RFC 3550
@@ -65,15 +65,20 @@ fn jitter_ns(r: Option<&Report>) -> f64 {
 fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y1564Step, Stop> {
     let cir = c.cfg.cir.unwrap_or(0.0);
     let load = trials::udp_at(c.t, len, method::payload_bps(offered, len, c.v6), ms);
-    let ((trial, report), probe, note) = if c.pre.probes_beside_load {
-        let (l, p) = trials::beside(&load, &trials::probe_config(c.t, PROBE_LEN, ms));
+    // Probes run back to back (one outstanding, about 1/RTT per second of
+    // request and response), which on a slow path is load of its own: they
+    // run only when the SLA judges a delay.
+    let sla = &c.cfg.sla;
+    let want_delay = sla.delay_ns.is_some() || sla.rtt_ns.is_some();
+    let ((trial, report), probe, note) = if want_delay && c.pre.probes_beside_load {
+        let (l, p) = trials::beside(&load, &trials::probe_config(c.t, PROBE_LEN, ms), &c.reruns);
         let (p, note) = match p {
             Ok(p) => (Some(p), None),
             Err(e) => (None, Some(format!("probes failed: {e}"))),
         };
         (l?, p, note)
     } else {
-        (trials::udp(&load)?, None, None)
+        (trials::udp(&load, &c.reruns)?, None, None)
     };
     let ph = probe.as_ref().and_then(|p| p.rr.as_ref()?.phases.first());
     let ftd = ph
@@ -81,16 +86,19 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
         .map(|l| l.mean_ns);
     let rtt = ph.map(|p| p.latency.mean_ns);
     let ir = method::frame_bps(trial.received_bits_per_second, len, c.v6);
-    let sla = &c.cfg.sla;
     let avail = report
         .as_ref()
         .and_then(|r| availability(receiver_intervals(r), sla.loss_percent.unwrap_or(0.0)));
     let fdv = jitter_ns(report.as_ref());
+    // Judged against what the sender put on the path (a sender that fell
+    // behind its schedule is the tester's shortfall, not the path's; a
+    // short step's rate also carries a datagram of rounding).
+    let sent = method::frame_bps(trial.sent_bits_per_second, len, c.v6).min(offered);
     let mut kpis = vec![Kpi::judge(
         "information rate",
         "bit/s",
         Some(ir),
-        Some(method::y1564_ir_floor(step, offered, cir, IR_TOLERANCE)),
+        Some(method::y1564_ir_floor(step, sent, cir, IR_TOLERANCE)),
         false,
     )];
     if step.committed() {

@@ -15,6 +15,7 @@ mod iperf3_flags;
 mod msg;
 mod netns;
 mod plots;
+mod qualify;
 mod readme;
 mod repeat;
 mod report;

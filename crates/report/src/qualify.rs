@@ -345,6 +345,8 @@ pub struct QualifyRun {
     /// Methods asked for that did not run, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// The step that ended the run early (a refusal, an error), if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub stopped: Option<String>,
@@ -582,6 +584,9 @@ pub fn human(r: &QualifyReport, out: &mut dyn Write) -> io::Result<()> {
         }
         for s in &run.skipped {
             writeln!(out, "skipped: {s}")?;
+        }
+        for n in &run.notes {
+            writeln!(out, "note: {n}")?;
         }
         if let Some(s) = &run.stopped {
             writeln!(out, "stopped: {s}")?;
