@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::helpers::*;
 use crate::netns::{tc, unavailable, Routed, ROUTED_SERVER};
+use crate::report::{chromium, render, scratch};
 
 fn qualify_in(ns: Option<&str>, args: &[&str], limit: Duration) -> (Output, Value) {
     let mut argv = vec!["qualify"];
@@ -83,7 +84,8 @@ fn issue_27_unmeasurable_sla_is_refused_before_anything_runs() {
 fn issue_27_quick_run_on_loopback_reports_every_method() {
     let server = Server::start(&["--max-concurrent", "2"]);
     let port = server.port_str();
-    let page = std::env::temp_dir().join(format!("lr-q-{}.html", std::process::id()));
+    let dir = scratch("qualify");
+    let page = dir.join("qualify.html");
     let page_s = page.display().to_string();
     let (out, v) = qualify_in(
         None,
@@ -132,12 +134,69 @@ fn issue_27_quick_run_on_loopback_reports_every_method() {
         .is_some_and(|d| d.len() == 2));
     assert_eq!(v["exit_code"].as_u64(), code.map(|c| c as u64));
     let html = std::fs::read_to_string(&page).expect("page written");
-    let _ = std::fs::remove_file(&page);
     assert!(html.starts_with("<!DOCTYPE html>"));
-    assert!(html.matches("<svg").count() >= 2, "plots inline");
+    // Throughput per size, loss against load, RTT over time.
+    assert!(
+        html.matches("<svg class=\"plot\"").count() >= 3,
+        "plots inline"
+    );
     for external in ["<script", "src=", "href=", "@import", "url("] {
         assert!(!html.contains(external), "{external}");
     }
+    match chromium() {
+        Some(browser) => {
+            let coloured = render(browser, &page, &dir);
+            assert!(
+                coloured > 300,
+                "plots not visible ({coloured} coloured pixels)"
+            );
+        }
+        None => eprintln!("chromium check skipped: Chromium is not installed"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server that refuses a step (here its --max-time, below the
+/// performance test's duration) ends the run there: the step is named,
+/// what ran before is reported, and the exit status says it could not run.
+#[test]
+fn issue_27_a_refused_step_ends_the_run_marked() {
+    let server = Server::start(&["--max-concurrent", "2", "--max-time", "2"]);
+    let port = server.port_str();
+    let (out, v) = qualify_in(
+        None,
+        &[
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--method",
+            "rfc2544,y1564,rfc6349",
+            "--sizes",
+            "1472",
+            "--trial",
+            "200ms",
+            "--cir",
+            "10M",
+            "--step-time",
+            "200ms",
+            "--duration",
+            "5s",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let run = &v["runs"][0];
+    let stopped = run["stopped"].as_str().unwrap_or_default();
+    assert!(
+        stopped.starts_with("Y.1564: the server refused it"),
+        "{stopped}"
+    );
+    assert!(stopped.contains("at most 2 s"), "{stopped}");
+    assert!(run["rfc2544"]["sizes"][0]["search"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty()));
+    assert!(run["rfc6349"].is_null(), "nothing after the refusal ran");
 }
 
 /// `tc qdisc VERB dev DEV root tbf …`: a bucket of ten full frames (a
@@ -225,8 +284,48 @@ fn issue_27_rfc2544_throughput_and_rfc6349_bottleneck_through_a_shaped_router() 
     assert!(m["bdp_bytes"].as_u64().is_some_and(|b| b > 0), "{m}");
     for d in m["directions"].as_array().expect("directions") {
         assert!(d["transfer_time_ratio"].as_f64().is_some(), "{d}");
-        assert!(d["efficiency_percent"].as_f64().is_some(), "{d}");
+        // The window (at least 64 KiB) overfills the 30 kB queue: the
+        // bottleneck drops, TCP retransmits.
+        let eff = f(&d["efficiency_percent"]);
+        assert!(eff < 100.0, "{}: efficiency {eff}", d["direction"]);
     }
+}
+
+/// RFC 6349's buffer delay is the queue the transfer builds: near nothing
+/// behind a short queue, grown behind a long one.
+#[test]
+fn issue_27_rfc6349_buffer_delay_grows_with_the_bottleneck_queue() {
+    let Some((path, server)) = shaped("q3", "10mbit", "3000") else {
+        return;
+    };
+    let port = server.port_str();
+    let args = [
+        ROUTED_SERVER,
+        "-p",
+        &port,
+        "--method",
+        "rfc6349",
+        "--trial",
+        "500ms",
+        "--tcp-time",
+        "2s",
+        "--json",
+    ];
+    let buffer_delay =
+        |v: &Value| f(&v["runs"][0]["rfc6349"]["directions"][0]["buffer_delay_percent"]);
+    let (out, short) = qualify_in(Some(&path.a), &args, Duration::from_secs(120));
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", stderr(&out));
+    // 200 kB: 160 ms at 10 Mbit/s.
+    for dev in ["rb", "ra"] {
+        tc(&path.r, &tbf("change", dev, "10mbit", "200000")).expect("tbf change");
+    }
+    let (out, long) = qualify_in(Some(&path.a), &args, Duration::from_secs(120));
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", stderr(&out));
+    let (s, l) = (buffer_delay(&short), buffer_delay(&long));
+    assert!(
+        l > s * 2.0 && l > 0.0,
+        "buffer delay short queue {s:.1}%, long queue {l:.1}%"
+    );
 }
 
 #[test]
