@@ -57,7 +57,8 @@ pub struct QualifyArgs {
     /// Y.1564 duration of each configuration step [default: 2s; --quick 1s].
     #[arg(long, value_name = "DURATION")]
     pub step_time: Option<String>,
-    /// Y.1564 service performance test duration [default: 30s; --quick 5s].
+    /// Y.1564 service performance test duration [default: 20s; --quick 5s;
+    /// Y.1564 suggests 15m for an acceptance].
     #[arg(long, value_name = "DURATION")]
     pub duration: Option<String>,
     /// RFC 6349 TCP test duration per direction [default: 10s; --quick 3s].
@@ -261,7 +262,7 @@ pub(super) fn validate_qualify(a: QualifyArgs) -> Result<Command> {
     Ok(Command::Qualify(QualifyConfig {
         trial_ms: dur("--trial", a.trial.as_deref(), 1000, 500, q)?,
         step_ms: dur("--step-time", a.step_time.as_deref(), 2000, 1000, q)?,
-        perf_ms: dur("--duration", a.duration.as_deref(), 30_000, 5000, q)?,
+        perf_ms: dur("--duration", a.duration.as_deref(), 20_000, 5000, q)?,
         tcp_ms: dur("--tcp-time", a.tcp_time.as_deref(), 10_000, 3000, q)?,
         max_rate: rate_flag("--max-rate", a.max_rate.as_deref())?,
         host: a.host,

@@ -12,6 +12,8 @@ pub const UDP_HEADER: u32 = 8;
 
 /// RFC 2544 §9.1: the frame sizes to test on Ethernet.
 pub const RFC2544_FRAMES: [u32; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
+/// The largest MTU of Ethernet jumbo frames (9216 on most switches).
+const JUMBO_MAX: u32 = 9216;
 /// `--quick`: the smallest, a middle and the largest standard frame.
 pub const RFC2544_QUICK_FRAMES: [u32; 3] = [64, 512, 1518];
 
@@ -35,7 +37,8 @@ pub fn frame_len(len: u32, v6: bool) -> u32 {
 /// `min_len` (linerate's own datagram header) raised to it, and on a
 /// path whose MTU exceeds 1500 (jumbo frames, loopback) the largest frame
 /// the MTU allows up to 9000 bytes of IP, as §9.1 asks for media with
-/// larger frames.
+/// larger frames. Loopback's 64 KiB MTU is no Ethernet: it gets the
+/// standard frames only.
 pub fn rfc2544_sizes(mtu: u32, v6: bool, min_len: u32, quick: bool) -> Vec<u32> {
     let frames: &[u32] = if quick {
         &RFC2544_QUICK_FRAMES
@@ -51,7 +54,7 @@ pub fn rfc2544_sizes(mtu: u32, v6: bool, min_len: u32, quick: bool) -> Vec<u32> 
             Some(p.max(min_len))
         })
         .collect();
-    if mtu > 1500 && !quick {
+    if (1501..=JUMBO_MAX).contains(&mtu) && !quick {
         sizes.push(mtu.min(9000) - UDP_HEADER - ip_header(v6));
     }
     if sizes.is_empty() {
@@ -187,7 +190,9 @@ mod tests {
         assert_eq!(rfc2544_sizes(1000, false, 28, true), vec![28, 466]);
         // Jumbo: one frame at the MTU (up to 9000) is added.
         assert_eq!(rfc2544_sizes(9000, false, 28, false).last(), Some(&8972));
-        assert_eq!(rfc2544_sizes(65536, true, 28, false).last(), Some(&8952));
+        assert_eq!(rfc2544_sizes(9000, true, 28, false).last(), Some(&8952));
+        // Loopback is not Ethernet: the standard frames only.
+        assert_eq!(rfc2544_sizes(65536, false, 28, false).last(), Some(&1472));
         assert_eq!(frame_len(1472, false), 1518);
     }
 

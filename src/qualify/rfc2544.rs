@@ -20,6 +20,8 @@ use crate::sweep::{passes, ZeroLossSearch};
 /// The search's floor: this fraction of its ceiling. The resolution is
 /// 1/64 of the range (`ZeroLossSearch`), about 1.5 % of the ceiling.
 const SEARCH_FLOOR: f64 = 64.0;
+/// Probes this short have no room for the timestamps of one-way delay.
+const MIN_PROBE_LEN: u32 = 64;
 /// Back-to-back bursts: the shortest tried, and the longest (or one
 /// trial's worth of the size's capacity, if less).
 const MIN_BURST: f64 = 16.0;
@@ -76,7 +78,7 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
     let load = trials::udp_at(c.t, len, rate, c.cfg.trial_ms);
     let (l, p) = trials::beside(
         &load,
-        &trials::probe_config(c.t, len, c.cfg.trial_ms),
+        &trials::probe_config(c.t, len.max(MIN_PROBE_LEN), c.cfg.trial_ms),
         &c.reruns,
     );
     l?;
