@@ -161,8 +161,8 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
     let reruns = c.reruns.load(Ordering::Relaxed);
     if reruns > 0 {
         run.notes.push(format!(
-            "{reruns} trial(s) lost datagrams while the sending host stalled (a catch-up burst) \
-             and ran again: the tester's loss, not the path's"
+            "{reruns} trial(s) lost datagrams or fell behind while the sending host stalled \
+             (a catch-up burst) and ran again: the tester's loss, not the path's"
         ));
     }
     let verdicts = [
@@ -238,7 +238,9 @@ pub fn main(cfg: &QualifyConfig) -> ExitCode {
     .and_then(|()| out.flush());
     drop(out);
     let page = cfg.report.as_ref().map(|path| {
-        let html = linerate_report::qualify_html::page(&report)
+        // The command line as typed, for the page's record of the run.
+        let argv: Vec<String> = std::env::args().collect();
+        let html = linerate_report::qualify_html::page(&report, &argv.join(" "))
             .with_context(|| format!("rendering {}", path.display()))?;
         std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
     });

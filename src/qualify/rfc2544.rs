@@ -36,7 +36,8 @@ pub fn search_words(trial_ms: u64) -> String {
     )
 }
 
-/// The throughput search at one size; `None` when interrupted mid-way.
+/// §26.1: the throughput search at one size, its trials kept in
+/// `search_trials`.
 fn throughput(
     c: &Ctx<'_>,
     len: u32,

@@ -29,10 +29,8 @@ impl Stop {
         match e {
             ClientError::Interrupted { .. } => Stop::Interrupted,
             ClientError::Refused(m) => Stop::Refused(m),
-            e if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) => {
-                let _ = e;
-                Stop::Interrupted
-            }
+            // A test cut short by Ctrl-C may fail on the way out.
+            _ if INTERRUPTED.load(Ordering::Relaxed) => Stop::Interrupted,
             e => Stop::Failed(format!("{e:#}")),
         }
     }
@@ -78,10 +76,11 @@ pub fn udp_config(t: &QualifyEngine, len: u32, pace: Pace, limit: Limit) -> Clie
 pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
 
 /// Runs a UDP stream; a trial that failed is a row saying why. A paced
-/// trial that lost datagrams while its sender stalled (a gap between two
-/// sends of [`STALL_GAPS`] scheduled gaps and at least [`STALL_MIN`]: the
-/// catch-up leaves as a burst) is the tester's, not the path's: it runs
-/// again, at most [`STALL_RERUNS`] times, each rerun counted in `reruns`.
+/// trial that lost datagrams or fell behind while its sender stalled (a
+/// gap between two sends of [`STALL_GAPS`] scheduled gaps and at least
+/// [`STALL_MIN`]: the catch-up leaves as a burst) is the tester's, not the
+/// path's: it runs again, at most [`STALL_RERUNS`] times, each rerun
+/// counted in `reruns`.
 pub fn udp(c: &ClientConfig, reruns: &AtomicU32) -> UdpOutcome {
     let mut left = STALL_RERUNS;
     loop {
@@ -90,7 +89,8 @@ pub fn udp(c: &ClientConfig, reruns: &AtomicU32) -> UdpOutcome {
             Ok(None) => return Err(Stop::Interrupted),
             Err(e) => return Err(Stop::of_anyhow(e)),
         };
-        if left == 0 || out.0.lost == 0 || !out.1.as_ref().is_some_and(sender_stalled) {
+        let failed = out.0.lost > 0 || !out.0.kept_up;
+        if left == 0 || !failed || !out.1.as_ref().is_some_and(sender_stalled) {
             return Ok(out);
         }
         left -= 1;

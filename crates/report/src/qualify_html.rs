@@ -138,8 +138,8 @@ fn rtt_svg(r: &QualifyReport, run: &QualifyRun) -> Option<Result<String, PlotErr
     ))
 }
 
-/// The page.
-pub fn page(r: &QualifyReport) -> Result<String, PlotError> {
+/// The page; `command_line` as the user typed it.
+pub fn page(r: &QualifyReport, command_line: &str) -> Result<String, PlotError> {
     let mut text = Vec::new();
     human(r, &mut text).map_err(err)?;
     let mut sections = vec![Section {
@@ -175,7 +175,7 @@ pub fn page(r: &QualifyReport) -> Result<String, PlotError> {
     let first = r.runs.first().map(|run| &run.preflight);
     let p = Page {
         title: format!("linerate qualify {}: {}", r.server, r.verdict.word()),
-        command_line: format!("linerate qualify {}", r.server),
+        command_line: command_line.to_owned(),
         version: r.client_software.clone(),
         engines: r
             .runs
