@@ -107,8 +107,7 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
 }
 
 /// §26.3: from the ceiling down in tenths, until two steps lose nothing.
-fn loss_vs_load(c: &Ctx<'_>, len: u32, hi: f64) -> Result<Vec<SweepTrial>, Stop> {
-    let mut out: Vec<SweepTrial> = Vec::new();
+fn loss_vs_load(c: &Ctx<'_>, len: u32, hi: f64, out: &mut Vec<SweepTrial>) -> Result<(), Stop> {
     for rate in method::loss_steps(hi) {
         let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
         out.push(t);
@@ -117,7 +116,7 @@ fn loss_vs_load(c: &Ctx<'_>, len: u32, hi: f64) -> Result<Vec<SweepTrial>, Stop>
             break;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// §26.4: the longest unpaced burst with no loss.
@@ -125,10 +124,10 @@ fn back_to_back(
     c: &Ctx<'_>,
     len: u32,
     capacity_pps: f64,
-) -> Result<(Option<u64>, Vec<SweepTrial>), Stop> {
+    done: &mut Vec<SweepTrial>,
+) -> Result<Option<u64>, Stop> {
     let hi = (capacity_pps * c.cfg.trial_ms as f64 / 1e3).clamp(MIN_BURST, MAX_BURST);
     let mut search = ZeroLossSearch::new(MIN_BURST, hi.round());
-    let mut done = Vec::new();
     while let Some(n) = search.next() {
         let n = n.round();
         let (t, _) = trials::udp(
@@ -138,104 +137,122 @@ fn back_to_back(
         search.record(n, t.error.is_none() && t.issued > 0 && t.lost == 0);
         done.push(t);
     }
-    Ok((search.best().map(|b| b as u64), done))
+    Ok(search.best().map(|b| b as u64))
 }
 
-/// One size, every test of §26.
-fn size(c: &Ctx<'_>, len: u32) -> Result<Rfc2544Size, Stop> {
+/// Every test of §26 at one size, filling `s` as each ends (so a stop
+/// keeps what ran).
+fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size) -> Result<(), Stop> {
+    let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
     let (capacity, _) = trials::udp(&unpaced, &c.reruns)?;
     let hi = c.cfg.max_rate.unwrap_or(capacity.received_bits_per_second);
-    let mut search = Vec::new();
-    let (tp, lat, note, lvl, (b2b, b2b_trials)) = if hi > 0.0 {
-        let tp = throughput(c, len, hi, &mut search)?;
-        let (lat, note) = match tp.bits_per_second {
-            Some(r) => latency(c, len, r)?,
-            None => (
-                None,
-                Some("no rate passed: no throughput to measure latency at".into()),
-            ),
-        };
-        (
-            tp,
-            lat,
-            note,
-            loss_vs_load(c, len, hi)?,
-            back_to_back(c, len, capacity.received_pps)?,
-        )
-    } else {
-        let why = capacity
-            .error
-            .clone()
-            .unwrap_or_else(|| "nothing arrived".into());
-        let tp = ZeroLoss {
-            len,
-            max_loss_percent: 0.0,
-            pps: None,
-            bits_per_second: None,
-            received_pps: None,
-            trials: 0,
-            note: format!("the unpaced stream delivered nothing ({why})"),
-        };
-        (tp, None, None, Vec::new(), (None, Vec::new()))
+    let capacity_pps = capacity.received_pps;
+    if hi <= 0.0 {
+        let why = capacity.error.as_deref().unwrap_or("nothing arrived");
+        s.throughput.note = format!("the unpaced stream delivered nothing ({why})");
+        s.capacity = Some(capacity);
+        return Ok(());
+    }
+    s.capacity = Some(capacity);
+    s.throughput = throughput(c, len, hi, &mut s.search)?;
+    s.throughput_fps = s.throughput.pps;
+    s.throughput_frame_bps = s
+        .throughput
+        .bits_per_second
+        .map(|b| method::frame_bps(b, len, c.v6));
+    (s.latency, s.latency_note) = match s.throughput.bits_per_second {
+        Some(r) => latency(c, len, r)?,
+        None => (
+            None,
+            Some("no rate passed: no throughput to measure latency at".into()),
+        ),
     };
-    let frame_bps = tp.bits_per_second.map(|b| method::frame_bps(b, len, c.v6));
+    loss_vs_load(c, len, hi, &mut s.loss_vs_load)?;
+    s.back_to_back = back_to_back(c, len, capacity_pps, &mut s.back_to_back_trials)?;
+    Ok(())
+}
+
+/// The KPIs of a size against the SLA, and its verdict.
+fn judge(c: &Ctx<'_>, s: &mut Rfc2544Size) {
     let sla = &c.cfg.sla;
-    let kpis = vec![
+    let lat = s.latency.as_ref();
+    s.kpis = vec![
         Kpi::judge(
             "throughput",
             "bit/s",
-            Some(frame_bps.unwrap_or(0.0)),
+            Some(s.throughput_frame_bps.unwrap_or(0.0)),
             sla.rate_bps,
             false,
         ),
         Kpi::judge(
             "latency (round trip, mean)",
             "ns",
-            lat.as_ref().map(|l| l.rtt.mean_ns),
+            lat.map(|l| l.rtt.mean_ns),
             sla.rtt_ns.map(|v| v as f64),
             true,
         ),
         Kpi::judge(
             "latency (one-way, mean)",
             "ns",
-            lat.as_ref()
-                .and_then(|l| l.one_way.as_ref())
-                .map(|o| o.mean_ns),
+            lat.and_then(|l| l.one_way.as_ref()).map(|o| o.mean_ns),
             sla.delay_ns.map(|v| v as f64),
             true,
         ),
     ];
     // A latency that was not measured fails only a threshold set for it.
-    let verdict = Verdict::all(
-        kpis.iter()
+    s.verdict = Verdict::all(
+        s.kpis
+            .iter()
             .filter(|k| k.threshold.is_some() || k.value.is_some())
             .map(|k| k.verdict),
     );
-    Ok(Rfc2544Size {
-        len,
-        frame_len: method::frame_len(len, c.v6),
-        capacity: Some(capacity),
-        throughput_fps: tp.pps,
-        throughput_frame_bps: frame_bps,
-        throughput: tp,
-        search,
-        latency: lat,
-        latency_note: note,
-        loss_vs_load: lvl,
-        back_to_back: b2b,
-        back_to_back_trials: b2b_trials,
-        kpis,
-        verdict,
-    })
 }
 
-/// Runs every size; what ran before a stop is kept in `out`.
+/// One size: what was measured (all of it, or up to a stop) and judged.
+fn size(c: &Ctx<'_>, len: u32) -> (Rfc2544Size, Option<Stop>) {
+    let mut s = Rfc2544Size {
+        len,
+        frame_len: method::frame_len(len, c.v6),
+        capacity: None,
+        throughput: ZeroLoss {
+            len,
+            max_loss_percent: 0.0,
+            pps: None,
+            bits_per_second: None,
+            received_pps: None,
+            trials: 0,
+            note: "not run".into(),
+        },
+        throughput_frame_bps: None,
+        throughput_fps: None,
+        search: Vec::new(),
+        latency: None,
+        latency_note: None,
+        loss_vs_load: Vec::new(),
+        back_to_back: None,
+        back_to_back_trials: Vec::new(),
+        kpis: Vec::new(),
+        verdict: Verdict::NotRun,
+    };
+    let stop = measure(c, &mut s).err();
+    judge(c, &mut s);
+    if stop.is_some() && s.verdict != Verdict::Fail {
+        s.verdict = Verdict::NotRun;
+    }
+    (s, stop)
+}
+
+/// Runs every size; what ran before a stop (the size in progress too) is
+/// kept in `out`.
 pub fn run(c: &Ctx<'_>, sizes: &[u32], out: &mut Rfc2544) -> Result<(), Stop> {
     for &len in sizes {
-        let s = size(c, len)?;
+        let (s, stop) = size(c, len);
         out.sizes.push(s);
         out.verdict = Verdict::all(out.sizes.iter().map(|s| s.verdict));
+        if let Some(stop) = stop {
+            return Err(stop);
+        }
     }
     Ok(())
 }

@@ -142,11 +142,8 @@ fn rtt_svg(r: &QualifyReport, run: &QualifyRun) -> Option<Result<String, PlotErr
 pub fn page(r: &QualifyReport, command_line: &str) -> Result<String, PlotError> {
     let mut text = Vec::new();
     human(r, &mut text).map_err(err)?;
-    let mut sections = vec![Section {
-        heading: format!("Summary: {}", r.verdict.word()),
-        text: Some(String::from_utf8_lossy(&text).into_owned()),
-        svg: None,
-    }];
+    // The verdict is in the title; the plots come first, then the tables.
+    let mut sections = Vec::new();
     if r.runs.iter().any(|run| run.rfc2544.is_some()) {
         if let Ok(svg) = throughput_svg(r) {
             sections.push(Section {
@@ -172,6 +169,11 @@ pub fn page(r: &QualifyReport, command_line: &str) -> Result<String, PlotError> 
             });
         }
     }
+    sections.push(Section {
+        heading: format!("Summary: {}", r.verdict.word()),
+        text: Some(String::from_utf8_lossy(&text).into_owned()),
+        svg: None,
+    });
     let first = r.runs.first().map(|run| &run.preflight);
     let p = Page {
         title: format!("linerate qualify {}: {}", r.server, r.verdict.word()),
