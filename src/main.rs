@@ -18,6 +18,7 @@ mod msg_net;
 mod outcome;
 mod peer_main;
 mod progress;
+mod qualify;
 mod repeat;
 mod rr_local;
 mod run;
@@ -90,6 +91,9 @@ fn main() -> ExitCode {
             });
         }
     }
+    if let cli::Command::Qualify(cfg) = &command {
+        return qualify::main(cfg);
+    }
     let (format, result) = match &command {
         cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
         cli::Command::Rr(cfg) => (
@@ -124,6 +128,7 @@ fn main() -> ExitCode {
             repeat::run(cfg).map(drop).map_err(Failure::from),
         ),
         cli::Command::Ping(_)
+        | cli::Command::Qualify(_)
         | cli::Command::Iface(_)
         | cli::Command::Doctor(_)
         | cli::Command::MsgPeer(_)
