@@ -142,9 +142,10 @@ fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
     let rmem = check(&r, "net.ipv4.tcp_rmem");
     assert_eq!(rmem["value"], "4096 87380 1048576");
     assert_eq!(rmem["status"], "warn");
+    // Run where doctor ran (issue 28).
     assert_eq!(
         rmem["fix"],
-        "sysctl -w net.ipv4.tcp_rmem=\"4096 87380 33554432\""
+        format!("ip netns exec {ns} sysctl -w net.ipv4.tcp_rmem=\"4096 87380 33554432\"")
     );
     let mtu = check(&r, "route MTU");
     assert!(
@@ -158,7 +159,10 @@ fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
             (gro["value"].as_str(), gro["status"].as_str()),
             (Some("off"), Some("warn"))
         );
-        assert_eq!(gro["fix"], "ethtool -K va gro on");
+        assert_eq!(
+            gro["fix"],
+            format!("ip netns exec {ns} ethtool -K va gro on")
+        );
     } else {
         eprintln!("offload part skipped: {ethtool:?}");
     }
@@ -527,7 +531,7 @@ fn issue_28_iface_escapes_interface_names() {
 /// `doctor` advice fits the path (issue 28): on a path limited to 1400
 /// bytes by its route, no jumbo frames are suggested; on a plain 1500
 /// Ethernet path they are, saying what must match; `--apply`'s restore
-/// command runs in the namespace doctor ran in.
+/// command and every network check's fix run in the namespace doctor ran in.
 #[test]
 fn issue_28_doctor_mtu_advice_fits_the_path_and_restore_names_the_namespace() {
     if let Some(why) = unavailable() {
@@ -544,6 +548,16 @@ fn issue_28_doctor_mtu_advice_fits_the_path_and_restore_names_the_namespace() {
         fix.contains("every hop") && fix.contains(ADDR_B) && fix.contains("mtu 9000"),
         "{fix}"
     );
+    // Every network check's fix runs in the namespace doctor ran in.
+    let prefix = format!("ip netns exec {ns} ");
+    assert!(
+        fix.contains(&format!("{prefix}ip link set dev va mtu 9000")),
+        "{fix}"
+    );
+    for name in ["net.ipv4.tcp_congestion_control", "va offload gro", "va NUMA node"] {
+        let fix = check(&plain, name)["fix"].as_str().unwrap_or("").to_owned();
+        assert!(fix.starts_with(&prefix), "{name}: {fix}");
+    }
     // The route to B now carries 1400-byte packets only.
     sh_in(ns, &format!("ip route add {ADDR_B}/32 dev va mtu 1400")).expect("route");
     let limited = json_in(ns, &["doctor", "--for", "tcp", ADDR_B, "--json"]);

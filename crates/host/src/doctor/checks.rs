@@ -3,7 +3,7 @@
 //! and pinning advice that UDP receive studies end with); each check's
 //! `why` says what the number does to a test of the kind asked about.
 
-use super::{Check, Kind, Setting, Status};
+use super::{Check, Kind, Place, Setting, Status};
 use crate::{ethtool, route, sysctl, sysfs};
 
 const MIB: u64 = 1 << 20;
@@ -140,7 +140,7 @@ fn with_last(value: &str, max: u64) -> String {
     f.join(" ")
 }
 
-fn rule_check(kind: Kind, r: &Rule) -> Check {
+fn rule_check(kind: Kind, r: &Rule, at: &Place) -> Check {
     let value = sysctl::read(r.name);
     let why = (r.why)(kind).to_owned();
     let Some(v) = value.clone() else {
@@ -162,7 +162,7 @@ fn rule_check(kind: Kind, r: &Rule) -> Check {
     let writable = sysctl::writable(r.name);
     let fix = target
         .as_ref()
-        .map(|t| sysctl::command(&[(r.name.to_owned(), t.clone())]));
+        .map(|t| at.cmd(sysctl::command(&[(r.name.to_owned(), t.clone())])));
     Check {
         name: r.name.into(),
         status: if low { Status::Warn } else { Status::Ok },
@@ -187,8 +187,8 @@ fn rule_check(kind: Kind, r: &Rule) -> Check {
 
 /// The sysctl checks, plus default qdisc and congestion control (reported,
 /// never judged wrong: which is best depends on the path).
-pub fn sysctls(kind: Kind) -> Vec<Check> {
-    let mut out: Vec<Check> = RULES.iter().map(|r| rule_check(kind, r)).collect();
+pub fn sysctls(kind: Kind, at: &Place) -> Vec<Check> {
+    let mut out: Vec<Check> = RULES.iter().map(|r| rule_check(kind, r, at)).collect();
     let qdisc = sysctl::read("net.core.default_qdisc");
     out.push(Check {
         name: "net.core.default_qdisc".into(),
@@ -199,7 +199,11 @@ pub fn sysctls(kind: Kind) -> Vec<Check> {
             Kind::Udp => "queueing discipline of new interfaces: a UDP sender faster than the link queues here; fq_codel/fq drop or pace instead of growing the queue".into(),
             Kind::Latency => "queueing discipline of new interfaces: fq_codel keeps queues short under load (rr --under-load)".into(),
         },
-        fix: Some("sysctl -w net.core.default_qdisc=fq (applies to interfaces set up afterwards; tc qdisc replace dev DEV root fq for an existing one)".into()),
+        fix: Some(format!(
+            "{} (applies to interfaces set up afterwards; {} for an existing one)",
+            at.cmd("sysctl -w net.core.default_qdisc=fq"),
+            at.cmd("tc qdisc replace dev DEV root fq")
+        )),
         apply: None,
     });
     let cc = sysctl::read("net.ipv4.tcp_congestion_control");
@@ -220,7 +224,7 @@ pub fn sysctls(kind: Kind) -> Vec<Check> {
                 &avail
             }
         ),
-        fix: Some("sysctl -w net.ipv4.tcp_congestion_control=bbr".into()),
+        fix: Some(at.cmd("sysctl -w net.ipv4.tcp_congestion_control=bbr")),
         apply: None,
     });
     out
@@ -228,7 +232,7 @@ pub fn sysctls(kind: Kind) -> Vec<Check> {
 
 /// The MTU of the route to `host` (or of the default route's interface),
 /// and the interface the other checks look at.
-pub fn route(kind: Kind, host: Option<&str>) -> (Vec<Check>, Option<String>) {
+pub fn route(kind: Kind, host: Option<&str>, at: &Place) -> (Vec<Check>, Option<String>) {
     let (dev, mtu, whose) = match host {
         Some(h) => match route::resolve(h).and_then(route::to) {
             Ok(r) => (r.dev, r.mtu, format!("route to {h} via {}", r.source)),
@@ -254,7 +258,8 @@ pub fn route(kind: Kind, host: Option<&str>) -> (Vec<Check>, Option<String>) {
         }
     };
     let dev_name = dev.clone().unwrap_or_else(|| "DEV".into());
-    let advice = mtu_advice(kind, host, mtu, dev.as_deref().and_then(dev_mtu), &dev_name);
+    let dev_mtu = dev.as_deref().and_then(dev_mtu);
+    let advice = mtu_advice(kind, host, (mtu, dev_mtu), &dev_name, at);
     let check = Check {
         name: "route MTU".into(),
         status: advice.status,
@@ -294,9 +299,9 @@ struct MtuAdvice {
 fn mtu_advice(
     kind: Kind,
     host: Option<&str>,
-    route_mtu: Option<u32>,
-    dev_mtu: Option<u32>,
+    (route_mtu, dev_mtu): (Option<u32>, Option<u32>),
     dev: &str,
+    at: &Place,
 ) -> MtuAdvice {
     let Some(mtu) = route_mtu else {
         return MtuAdvice {
@@ -337,15 +342,15 @@ fn mtu_advice(
             "largest packet on the path: jumbo frames ({JUMBO_MTU}) carry 6× the payload per packet, so the per-packet cost (interrupts, stack, syscalls for UDP) falls 6×; only where {peer} and every switch and router between carry them: its interface needs the same MTU, and a hop that does not carry them drops the larger packets"
         ),
         fix: Some(format!(
-            "if {peer} and every hop carry {JUMBO_MTU}-byte frames: ip link set dev {dev} mtu {JUMBO_MTU} (and the same on {peer}'s interface; then check with ping -M do -s {} {})",
-            JUMBO_MTU - 28,
-            host.unwrap_or("PEER")
+            "if {peer} and every hop carry {JUMBO_MTU}-byte frames: {} (and the same on {peer}'s interface; then check with {})",
+            at.cmd(format!("ip link set dev {dev} mtu {JUMBO_MTU}")),
+            at.cmd(format!("ping -M do -s {} {}", JUMBO_MTU - 28, host.unwrap_or("PEER")))
         )),
     }
 }
 
 /// GRO/GSO/TSO/LRO of `dev`, judged for `kind`.
-pub fn offloads(kind: Kind, dev: &str) -> Vec<Check> {
+pub fn offloads(kind: Kind, dev: &str, at: &Place) -> Vec<Check> {
     let o = ethtool::offloads(dev);
     // (name, ethtool -K keyword, state, wanted state for this kind, why)
     type Row = (
@@ -378,10 +383,10 @@ pub fn offloads(kind: Kind, dev: &str) -> Vec<Check> {
                 status,
                 value: state.map(|s| if s { "on" } else { "off" }.to_owned()),
                 why: why.to_owned(),
-                fix: Some(format!(
+                fix: Some(at.cmd(format!(
                     "ethtool -K {dev} {kw} {}",
                     if target { "on" } else { "off" }
-                )),
+                ))),
                 apply: None,
             }
         })
@@ -389,7 +394,7 @@ pub fn offloads(kind: Kind, dev: &str) -> Vec<Check> {
 }
 
 /// The NIC's NUMA node and that node's CPUs.
-pub fn numa(dev: &str) -> Check {
+pub fn numa(dev: &str, at: &Place) -> Check {
     let node =
         sysfs::read_i64(format!("/sys/class/net/{dev}/device/numa_node")).filter(|&n| n >= 0);
     let cpus = node.and_then(|n| sysfs::read(format!("/sys/devices/system/node/node{n}/cpulist")));
@@ -412,10 +417,10 @@ pub fn numa(dev: &str) -> Check {
         } else {
             "the interface reports no NUMA node (virtual device, or a host without NUMA)".into()
         },
-        fix: Some(format!(
+        fix: Some(at.cmd(format!(
             "linerate … --cpus {}",
             cpus.unwrap_or_else(|| "LIST".into())
-        )),
+        ))),
         apply: None,
     }
 }
@@ -575,7 +580,8 @@ mod tests {
 
     #[test]
     fn issue_28_jumbo_frames_are_suggested_only_where_the_path_carries_them() {
-        let tcp = |route, dev| mtu_advice(Kind::Tcp, Some("h"), route, dev, "eth0");
+        let here = Place::default();
+        let tcp = |route, dev| mtu_advice(Kind::Tcp, Some("h"), (route, dev), "eth0", &here);
         // A route or learned path MTU below the interface's: the path
         // would not carry them, raising the interface would not help.
         for (route, dev) in [(Some(1400), Some(1500)), (Some(1400), Some(1400))] {
@@ -599,10 +605,23 @@ mod tests {
         assert!(fix.contains("ping -M do -s 8972 h"), "{fix}");
         assert!(a.why.contains("every switch and router"), "{}", a.why);
         assert_eq!(tcp(Some(9000), Some(9000)).status, Status::Ok);
-        let lat = mtu_advice(Kind::Latency, None, Some(1500), Some(1500), "eth0");
+        let lat = mtu_advice(Kind::Latency, None, (Some(1500), Some(1500)), "eth0", &here);
         assert_eq!((lat.status, lat.fix), (Status::Ok, None));
-        let none = mtu_advice(Kind::Udp, None, Some(1500), Some(1500), "eth0");
+        let none = mtu_advice(Kind::Udp, None, (Some(1500), Some(1500)), "eth0", &here);
         assert!(none.fix.expect("fix").contains("the other side"));
+        // In a namespace both commands of the line run there.
+        let ns = Place::netns("lab-a");
+        let fix = mtu_advice(Kind::Tcp, Some("h"), (Some(1500), Some(1500)), "eth0", &ns)
+            .fix
+            .expect("fix");
+        assert!(
+            fix.contains(": ip netns exec lab-a ip link set dev eth0 mtu 9000 ("),
+            "{fix}"
+        );
+        assert!(
+            fix.contains("with ip netns exec lab-a ping -M do -s 8972 h)"),
+            "{fix}"
+        );
     }
 
     #[test]

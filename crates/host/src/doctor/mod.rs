@@ -107,15 +107,54 @@ impl DoctorReport {
     }
 }
 
+/// Where the checks run: this process's named network namespace, if any.
+/// Every command a network check prints (sysctls of the namespace, its
+/// interfaces' MTU and offloads, `tc`, `ping`, a pinned `linerate`) goes
+/// through [`Place::cmd`], so it runs where doctor looked (issue 28).
+/// Host-wide checks (CPU governor, irqbalance, rlimits, the kernel command
+/// line) print their commands as they are: they are the same in every
+/// namespace, and `ulimit` is a shell builtin `ip netns exec` cannot run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Place {
+    netns: Option<String>,
+}
+
+impl Place {
+    /// This process's place.
+    pub fn current() -> Place {
+        Place {
+            netns: crate::netns::current_name(),
+        }
+    }
+
+    /// Inside the named namespace `name`.
+    pub fn netns(name: &str) -> Place {
+        Place {
+            netns: Some(name.to_owned()),
+        }
+    }
+
+    /// `command` as run here: `ip netns exec NAME command` in a named
+    /// namespace, else unchanged.
+    pub fn cmd(&self, command: impl Into<String>) -> String {
+        crate::netns::wrap(command.into(), self.netns.as_deref())
+    }
+}
+
 /// Runs every check for `kind`; `host` selects the route (and with it the
 /// interface) to check, else the default route's interface.
 pub fn run(kind: Kind, host: Option<&str>) -> DoctorReport {
-    let (route_check, dev) = checks::route(kind, host);
-    let mut checks = checks::sysctls(kind);
+    run_at(kind, host, &Place::current())
+}
+
+/// [`run`], with the network checks' commands for `at`.
+pub fn run_at(kind: Kind, host: Option<&str>, at: &Place) -> DoctorReport {
+    let (route_check, dev) = checks::route(kind, host, at);
+    let mut checks = checks::sysctls(kind, at);
     checks.extend(route_check);
     if let Some(dev) = &dev {
-        checks.extend(checks::offloads(kind, dev));
-        checks.push(checks::numa(dev));
+        checks.extend(checks::offloads(kind, dev, at));
+        checks.push(checks::numa(dev, at));
     }
     checks.push(checks::governor(kind));
     checks.push(checks::irqbalance(kind));
@@ -154,11 +193,7 @@ pub fn apply(report: &mut DoctorReport) {
     }
     if !restore.is_empty() {
         // Run where doctor ran: in its named namespace, if any (issue 28).
-        let name = crate::netns::current_name();
-        report.restore_command = Some(crate::netns::wrap(
-            sysctl::command(&restore),
-            name.as_deref(),
-        ));
+        report.restore_command = Some(Place::current().cmd(sysctl::command(&restore)));
     }
 }
 
@@ -192,6 +227,39 @@ mod tests {
                     assert!(c.value.is_none() || c.apply.is_none(), "{c:?}");
                 }
             }
+        }
+    }
+
+    /// In a named namespace every network check's command carries `ip
+    /// netns exec NAME`, as the restore command does; host-wide ones do not
+    /// (issue 28).
+    #[test]
+    fn issue_28_network_fixes_run_in_the_doctors_namespace() {
+        let prefix = "ip netns exec lab-a ";
+        let host_wide = ["cpu governor", "irqbalance", "RLIMIT", "isolcpus"];
+        for kind in [Kind::Tcp, Kind::Udp, Kind::Latency] {
+            let here = run_at(kind, Some("127.0.0.1"), &Place::default());
+            let there = run_at(kind, Some("127.0.0.1"), &Place::netns("lab-a"));
+            let mut prefixed = 0;
+            for (h, t) in here.checks.iter().zip(&there.checks) {
+                let (Some(hf), Some(tf)) = (&h.fix, &t.fix) else {
+                    assert_eq!(h.fix, t.fix, "{t:?}");
+                    continue;
+                };
+                if host_wide.iter().any(|n| t.name.contains(n)) {
+                    assert_eq!(hf, tf, "a host-wide fix is the same: {t:?}");
+                    continue;
+                }
+                assert!(tf.starts_with(prefix), "{tf}");
+                assert_eq!(tf.replace(prefix, ""), *hf, "only the prefix is added");
+                if t.name == "net.core.default_qdisc" {
+                    // Every command of the line, not just the first.
+                    assert_eq!(tf.matches(prefix).count(), 2, "{tf}");
+                }
+                prefixed += 1;
+            }
+            // The sysctls and congestion control, lo's four offloads, NUMA.
+            assert!(prefixed >= 7, "{kind:?}: {prefixed} prefixed fixes");
         }
     }
 }
