@@ -33,6 +33,12 @@ for f in "${files[@]}"; do
         exit 1
     }
 done
+# Who answers for the package: a name and an address.
+maintainer="$(dpkg-deb -f "$deb" Maintainer)"
+grep -Eq '^[^<]+ <[^@> ]+@[^@> ]+>$' <<<"$maintainer" || {
+    echo "check-deb: Maintainer has no address: $maintainer" >&2
+    exit 1
+}
 echo "$deb: $(du -h "$deb" | cut -f1), $(wc -l <<<"$listing") entries, depends:" \
     "$(dpkg-deb -f "$deb" Depends)"
 
