@@ -289,8 +289,7 @@ fn issue_8_preload_sees_the_syscall_engines_sends_and_every_report_records_it() 
     let lib = match counting_preload(&dir) {
         Ok(lib) => lib,
         Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
+            return skip(why);
         }
     };
     let lib_s = lib.to_str().expect("path").to_owned();
@@ -598,7 +597,7 @@ fn issue_11_compare_progress_bar_only_on_a_terminal() {
         .output()
         .is_err()
     {
-        eprintln!("terminal part skipped: tmux is not installed");
+        skip_part("terminal", "tmux is not installed");
         return;
     }
     let cmd = format!(

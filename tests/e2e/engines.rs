@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::{assert_streams_balanced, f, json_client, run_client, stderr, u, Server};
+use crate::helpers::{
+    assert_streams_balanced, f, json_client, run_client, skip, stderr, u, Server,
+};
 
 /// Engines and their options as flags, each run on both sides.
 const ENGINES: &[&[&str]] = &[
@@ -284,8 +286,9 @@ fn issue_8_engine_options_are_refused_with_the_reason() {
 #[test]
 fn issue_8_default_udp_batches_on_both_sides() {
     if let Some(why) = caps_line("gso").or_else(|| caps_line("gro")) {
-        eprintln!("skipped: the batch engine cannot segment or coalesce here: {why}");
-        return;
+        return skip(format!(
+            "the batch engine cannot segment or coalesce here: {why}"
+        ));
     }
     let server = Server::start(&[]);
     let port = server.port_str();

@@ -1,11 +1,65 @@
 //! Shared helpers: spawn the real `linerate` binary as server and client,
 //! parse its JSON, and make sure nothing outlives a test.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// What could not run here, one line each (`test: why`, or `test (part):
+/// why`), listed when the test binary exits.
+static SKIPPED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Ends the calling test as skipped, with its reason: `return skip(why);`.
+/// libtest decides `#[ignore]` at compile time and hides a passing test's
+/// output, so a test that finds at run time that it cannot run here (no
+/// root for namespaces, a tool not installed) passes, and the reason is
+/// listed after libtest's summary with the count (`cargo test` shows it; CI
+/// runs as root with every tool installed, where the list should be empty).
+pub fn skip(why: impl std::fmt::Display) {
+    record_skip(None, &why.to_string());
+}
+
+/// Records that `part` of the calling test was skipped (the rest ran).
+pub fn skip_part(part: &str, why: impl std::fmt::Display) {
+    record_skip(Some(part), &why.to_string());
+}
+
+fn record_skip(part: Option<&str>, why: &str) {
+    // libtest runs each test on a thread named after it.
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("(unnamed test)")
+        .to_owned();
+    let part = part.map(|p| format!(" ({p} part)")).unwrap_or_default();
+    eprintln!("skipped{part}: {why}");
+    static AT_EXIT: Once = Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: registers a plain function, called once at process exit.
+        unsafe { libc::atexit(list_skipped) };
+    });
+    SKIPPED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(format!("{test}{part}: {}", why.trim()));
+}
+
+/// Prints what was skipped, after libtest's summary.
+extern "C" fn list_skipped() {
+    let list = SKIPPED.lock().unwrap_or_else(PoisonError::into_inner);
+    let whole = list.iter().filter(|l| !l.contains(" part): ")).count();
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "\nskipped at run time (passed without running): {whole} test(s), {} part(s) of tests",
+        list.len() - whole
+    );
+    for l in list.iter() {
+        let _ = writeln!(err, "    skipped: {l}");
+    }
+}
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_linerate")

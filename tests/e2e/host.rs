@@ -78,13 +78,12 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn issue_11_iface_reports_the_namespace_settings() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("if", 9000).expect("namespaces");
     let ethtool = offloads_off(&pair.a, "va");
     if let Err(why) = &ethtool {
-        eprintln!("offload part skipped: {why}");
+        skip_part("offload", why);
     }
     let doc = json_in(&pair.a, &["iface", "va", "--json"]);
     let i = &doc["interfaces"][0];
@@ -125,8 +124,7 @@ fn issue_11_iface_reports_the_namespace_settings() {
 #[test]
 fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("dr", 9000).expect("namespaces");
     let ns = &pair.a;
@@ -164,7 +162,7 @@ fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
             format!("ip netns exec {ns} ethtool -K va gro on")
         );
     } else {
-        eprintln!("offload part skipped: {ethtool:?}");
+        skip_part("offload", format!("{ethtool:?}"));
     }
     // A sysctl that is visible here but read-only (rmem_max in a child
     // namespace on recent kernels) is never offered to --apply.
@@ -216,15 +214,14 @@ fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
         sh_in(ns, restore).expect("restore");
         assert_eq!(sysctl_in(ns, "net.ipv4.tcp_rmem"), "4096 87380 1048576");
     } else {
-        eprintln!("restore part skipped: the sysctl command (procps) is not installed");
+        skip_part("restore", "the sysctl command (procps) is not installed");
     }
 }
 
 #[test]
 fn issue_11_iface_counters_agree_with_the_test_bytes() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("ic", 1500).expect("namespaces");
     let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
@@ -386,8 +383,7 @@ fn issue_11_ping_loopback() {
     ];
     let (out, r) = ping_json(None, &args);
     if !out.status.success() && stderr(&out).contains("not allowed") {
-        eprintln!("skipped: {}", stderr(&out));
-        return;
+        return skip(stderr(&out));
     }
     assert_ok(&out, &args);
     assert_all_answered(&r, 3);
@@ -412,8 +408,7 @@ fn issue_11_ping_loopback() {
 #[test]
 fn issue_11_ping_namespace_host_raw_and_datagram_sockets() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("pg", 1500).expect("namespaces");
     let args = ["ping", ADDR_B, "-c", "4", "-i", "20ms", "--raw", "--json"];
@@ -439,8 +434,7 @@ fn issue_11_ping_namespace_host_raw_and_datagram_sockets() {
 #[test]
 fn issue_11_ping_an_address_nobody_owns_is_100_percent_loss() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("pl", 1500).expect("namespaces");
     // Routed to the peer namespace, which does not forward and owns no such
@@ -473,8 +467,7 @@ fn issue_11_ping_an_address_nobody_owns_is_100_percent_loss() {
 #[test]
 fn issue_11_iface_watch_redraws_in_place_on_a_terminal() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped: tmux is not installed");
-        return;
+        return skip("tmux is not installed");
     }
     // Redrawn in place: the title line names the interval number, and the
     // screen holds one header, not one per interval.
@@ -497,8 +490,7 @@ fn issue_11_iface_watch_redraws_in_place_on_a_terminal() {
 #[test]
 fn issue_28_iface_escapes_interface_names() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("esc", 1500).expect("namespaces");
     // The kernel takes ESC and BEL in a name (only '/', ':' and white
@@ -511,8 +503,7 @@ fn issue_28_iface_escapes_interface_names() {
         .status()
         .expect("ip");
     if !made.success() {
-        eprintln!("skipped: this kernel refused the interface name");
-        return;
+        return skip("this kernel refused the interface name");
     }
     for args in [&["iface"][..], &["iface", "--watch", "50ms", "-c", "1"]] {
         let out = run_client_in(Some(&pair.a), args, Duration::from_secs(10));
@@ -535,8 +526,7 @@ fn issue_28_iface_escapes_interface_names() {
 #[test]
 fn issue_28_doctor_mtu_advice_fits_the_path_and_restore_names_the_namespace() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("dm", 1500).expect("namespaces");
     let ns = &pair.a;
@@ -554,7 +544,11 @@ fn issue_28_doctor_mtu_advice_fits_the_path_and_restore_names_the_namespace() {
         fix.contains(&format!("{prefix}ip link set dev va mtu 9000")),
         "{fix}"
     );
-    for name in ["net.ipv4.tcp_congestion_control", "va offload gro", "va NUMA node"] {
+    for name in [
+        "net.ipv4.tcp_congestion_control",
+        "va offload gro",
+        "va NUMA node",
+    ] {
         let fix = check(&plain, name)["fix"].as_str().unwrap_or("").to_owned();
         assert!(fix.starts_with(&prefix), "{name}: {fix}");
     }

@@ -123,7 +123,7 @@ fn issue_11_repeat_progress_bar_only_on_a_terminal() {
     );
     // On a terminal (tmux): the bar with its ETA.
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("terminal part skipped: tmux is not installed");
+        skip_part("terminal", "tmux is not installed");
         return;
     }
     bar_on_terminal(&format!("{} tcp -t 0.3 --repeat 20", bin()), "trials [");
@@ -146,7 +146,7 @@ fn issue_13_rr_progress_time_left_by_the_clock_and_quiet_otherwise() {
     let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     assert!(!all.contains("ETA") && !all.contains("sizes ["), "{all}");
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("terminal part skipped: tmux is not installed");
+        skip_part("terminal", "tmux is not installed");
         return;
     }
     // Time-limited: the total is known from the start, so the time left
@@ -180,8 +180,7 @@ fn issue_13_rr_progress_time_left_by_the_clock_and_quiet_otherwise() {
 #[test]
 fn issue_28_progress_bars_are_cleared_on_ctrl_c() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped: tmux is not installed");
-        return;
+        return skip("tmux is not installed");
     }
     // Ctrl-C once the bar shows: the run reports what it measured and
     // ends, and no bar is left on the screen.

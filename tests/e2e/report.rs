@@ -114,8 +114,7 @@ fn report_of(args: &[&str], dir: &Path) -> PathBuf {
 #[test]
 fn issue_11_html_report_renders_in_chromium_with_visible_plots() {
     let Some(browser) = chromium() else {
-        eprintln!("skipped: Chromium is not installed (.ci/run installs Debian's chromium)");
-        return;
+        return skip("Chromium is not installed (.ci/run installs Debian's chromium)");
     };
     let cases: [(&str, &[&str]); 5] = [
         ("tcp", &["tcp", "-t", "1"]),

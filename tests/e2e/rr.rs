@@ -716,8 +716,7 @@ fn on_the_wire(size: u64, mss: u64) -> u64 {
 #[test]
 fn issue_4_tbf_serialisation_delay_appears_in_the_round_trip() {
     if let Some(why) = netns::unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("tbf", 1500).expect("create namespaces");
     // Responses leave the server's namespace through vb: limit that side to

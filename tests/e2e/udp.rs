@@ -441,14 +441,12 @@ fn tbf_drops(ns: &str, dev: &str) -> u64 {
 #[test]
 fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
     if let Some(why) = crate::netns::unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let pair = NetPair::new("tbf", 1500).expect("create namespaces");
     if let Err(why) = shape_udp(&pair.a, "va", "200mbit") {
         // A kernel without htb, tbf or u32 cannot build this path.
-        eprintln!("skipped: cannot shape the link: {why}");
-        return;
+        return skip(format!("cannot shape the link: {why}"));
     }
     let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
     let port = server.port_str();
@@ -680,7 +678,7 @@ fn issue_28_datagram_rates_on_loopback_and_veth_are_not_nic_packets() {
     let r = json_client(&[&args[..], &["-t", "0.5", "--json"]].concat());
     assert!(says(&r, "loopback"), "{}", r["notes"]);
     if let Some(why) = crate::netns::unavailable() {
-        eprintln!("veth part skipped: {why}");
+        skip_part("veth", why);
         return;
     }
     let pair = NetPair::new("pk", 1500).expect("namespaces");

@@ -26,7 +26,7 @@ pub(crate) fn runs_here(engine: &str) -> bool {
         why.contains("cannot run here"),
         "engine {engine} failed other than by a refusal: {why}"
     );
-    eprintln!("skipped engine {engine}: {}", why.trim());
+    crate::helpers::skip_part(&format!("engine {engine}"), why.trim());
     false
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use linerate_proto::session::heartbeat::SILENCE_FLOOR;
 
-use crate::helpers::{assert_ok, bin, run_client_in};
+use crate::helpers::{assert_ok, bin, run_client_in, skip};
 use crate::netns::{unavailable, NetPair, ADDR_B};
 
 /// When the server must have given up after the cut: the silence limit
@@ -125,8 +125,7 @@ fn last_tx_change(ns: &str, still: Duration, limit: Duration) -> Instant {
 
 fn reverse_sender_stops(proto: &str, cut: Cut) {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let tag = format!("hb{}{}", &proto[..1], cut as u8);
     let pair = NetPair::new(&tag, 1500).expect("create namespaces");

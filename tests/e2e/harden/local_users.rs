@@ -2,7 +2,7 @@
 //! and the iperf3 UDP listener are out of its reach. The other user is
 //! this test binary run again as `nobody` (`setpriv`), on the ignored
 //! [`as_another_user`] entry; that needs root, and without it each test
-//! prints why it skipped.
+//! skips with its reason (listed after the test summary).
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -15,7 +15,7 @@ use linerate_proto::wire::{self, DataHello, Hello, Message, Side};
 use linerate_proto::PROTOCOL_VERSION;
 
 use super::{logged_server, Raw};
-use crate::helpers::{assert_ok, run_client};
+use crate::helpers::{assert_ok, run_client, skip};
 
 /// What the other user's process is asked to do (see [`as_another_user`]).
 const TASK_ENV: &str = "LINERATE_E2E_OTHER_USER_TASK";
@@ -141,8 +141,7 @@ fn unhex(s: &str) -> Vec<u8> {
 #[test]
 fn issue_28_another_user_gets_nothing_from_a_unix_test() {
     if let Some(why) = cannot_switch_user() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let (server, log) = logged_server(&[]);
     let mut raw = Raw::connect(server.port);
@@ -201,8 +200,7 @@ fn issue_28_another_user_gets_nothing_from_a_unix_test() {
 #[test]
 fn issue_28_another_user_cannot_bind_the_iperf3_udp_listener() {
     if let Some(why) = cannot_switch_user() {
-        eprintln!("skipped: {why}");
-        return;
+        return skip(why);
     }
     let listener = linerate_engine::iperf3::udp_listener("127.0.0.1:0".parse().expect("addr"))
         .expect("listener");
