@@ -12,6 +12,7 @@ mod iperf3;
 mod iperf3_batch;
 mod iperf3_dropin;
 mod iperf3_flags;
+mod memory;
 mod msg;
 mod netns;
 mod plots;
