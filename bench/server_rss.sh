@@ -28,6 +28,9 @@ pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true' EXIT
 
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status"; }
+# Anonymous memory (heap, stacks): what tests can leave behind; the rest of
+# VmRSS is the binary's own pages, read in as its code runs.
+anon_kib() { awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status"; }
 threads() { awk '/^Threads:/ { print $2 }' "/proc/$pid/status"; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
@@ -38,6 +41,7 @@ for _ in $(seq 50); do
 done
 sleep 0.5
 before=$(rss_kib)
+anon_before=$(anon_kib)
 threads_before=$(threads)
 
 failed=0
@@ -50,11 +54,14 @@ done
 # A finished test's threads end within the server's own deadlines.
 sleep 1
 after=$(rss_kib)
+anon_after=$(anon_kib)
 threads_after=$(threads)
 
 echo "binary:          $lr"
 echo "tests:           $((rounds * 5)) ($failed failed)"
 echo "rss_idle_before: $(mib "$before") MiB"
 echo "rss_idle_after:  $(mib "$after") MiB"
+echo "anon_before:     $(mib "$anon_before") MiB"
+echo "anon_after:      $(mib "$anon_after") MiB"
 echo "threads_before:  $threads_before"
 echo "threads_after:   $threads_after"
