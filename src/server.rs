@@ -125,7 +125,7 @@ impl Shared {
 /// Runs a server until interrupted (or after one test with --once).
 pub fn run(cfg: &ServerConfig) -> Result<()> {
     // A server runs for weeks: what its tests' threads freed must go back.
-    linerate_engine::memory::one_arena();
+    linerate_engine::memory::for_server();
     if let Some(path) = &cfg.logfile {
         let file = std::fs::OpenOptions::new()
             .create(true)
