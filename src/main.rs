@@ -10,6 +10,7 @@ mod iperf3;
 mod msg;
 mod peer_main;
 mod progress;
+mod qualify;
 mod repeat;
 mod sweep;
 mod test_cmd;
@@ -80,6 +81,9 @@ fn main() -> ExitCode {
             });
         }
     }
+    if let cli::Command::Qualify(cfg) = &command {
+        return qualify::main(cfg);
+    }
     let (format, result) = match &command {
         cli::Command::Server(cfg) => (cfg.format, server::run(cfg).map_err(Failure::from)),
         cli::Command::Rr(cfg) => (
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
             repeat::run(cfg).map(drop).map_err(Failure::from),
         ),
         cli::Command::Ping(_)
+        | cli::Command::Qualify(_)
         | cli::Command::Iface(_)
         | cli::Command::Doctor(_)
         | cli::Command::MsgPeer(_)

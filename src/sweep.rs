@@ -16,9 +16,10 @@ use linerate_report::build;
 use linerate_report::model::{SweepInfo, SweepReport, SweepTrial, ZeroLoss, SCHEMA_VERSION};
 use linerate_report::plot;
 use linerate_report::render;
+use linerate_report::Report;
 use linerate_stats::units::{format_count_rate, format_rate};
 
-use crate::cli::{SweepConfig, Target};
+use crate::cli::{ClientConfig, SweepConfig, Target};
 use linerate_run::error::RunError;
 use linerate_run::outcome;
 
@@ -122,7 +123,7 @@ impl ZeroLossSearch {
     }
 
     /// How the search ended, rates in the units the user gave them.
-    fn note(&self, unit: &dyn Fn(f64) -> String) -> String {
+    pub(crate) fn note(&self, unit: &dyn Fn(f64) -> String) -> String {
         match (self.pass, self.fail) {
             (Some(_), None) => "the highest rate tried passed".into(),
             (None, _) => "even the lowest rate tried lost too much".into(),
@@ -194,27 +195,41 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
             Pace::MilliPps((rate * 1000.0).round().max(1.0) as u64)
         };
     }
-    match linerate_run::run::run_trial(&c) {
-        Ok(report) => {
-            let (pps, bits) = requested(cfg, len, rate);
-            Ok(Some(SweepTrial {
-                requested_pps: pps,
-                requested_bits_per_second: bits,
-                ..build::sweep_trial(len, search, &report)
-            }))
-        }
+    let (pps, bits) = requested(cfg, len, rate);
+    Ok(udp_trial(&c, search)?.map(|(t, _)| SweepTrial {
+        requested_pps: pps,
+        requested_bits_per_second: bits,
+        ..t
+    }))
+}
+
+/// Runs the UDP test `c` (its size, pace and limit set) as one silent
+/// trial of a series (a sweep's, a qualification's), summarised as a
+/// sweep trial, with its report when it ran. A trial that failed is a row
+/// saying why, with zero figures; `None`: the user interrupted it. A
+/// refusal or a server shutting down is an error (every further trial
+/// would end alike), its [`RunError`] inside.
+pub(crate) fn udp_trial(
+    c: &ClientConfig,
+    search: bool,
+) -> Result<Option<(SweepTrial, Option<Report>)>> {
+    let len = c.spec.len;
+    match linerate_run::run::run_trial(c) {
+        Ok(report) => Ok(Some((
+            build::sweep_trial(len, search, &report),
+            Some(report),
+        ))),
         // A refusal (parameters, version) ends the sweep: every trial
         // would be refused alike; so does a server that is shutting down.
         Err(e @ (RunError::Refused(_) | RunError::ServerStopped)) => Err(e.into()),
         Err(RunError::Interrupted { .. }) => Ok(None),
         Err(_) if outcome::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) => Ok(None),
-        Err(e) => {
-            let (pps, bits) = requested(cfg, len, rate);
-            Ok(Some(SweepTrial {
+        Err(e) => Ok(Some((
+            SweepTrial {
                 len,
                 search,
-                requested_pps: pps,
-                requested_bits_per_second: bits,
+                requested_pps: 0.0,
+                requested_bits_per_second: 0.0,
                 sent_pps: 0.0,
                 sent_bits_per_second: 0.0,
                 received_pps: 0.0,
@@ -227,12 +242,13 @@ fn trial(cfg: &SweepConfig, len: u32, rate: f64, search: bool) -> Result<Option<
                 kept_up: false,
                 socket_drops: None,
                 error: Some(e.chain().to_string()),
-            }))
-        }
+            },
+            None,
+        ))),
     }
 }
 
-fn passes(t: &SweepTrial, max_loss_percent: f64) -> bool {
+pub(crate) fn passes(t: &SweepTrial, max_loss_percent: f64) -> bool {
     // A rate the sender could not offer was not tested, so it cannot pass.
     t.error.is_none() && t.kept_up && t.issued > 0 && t.loss_percent <= max_loss_percent
 }

@@ -102,7 +102,8 @@ installed or linked as `iperf3` behaves as `linerate iperf3`.
 Exit status: 0 test completed, 1 test failed (network, peer, I/O), 2 bad
 command line, 3 server refused the test (busy, invalid parameters, version),
 130 interrupted (Ctrl-C; the server is told; tcp/udp tests and sweeps still report
-what was measured until then, marked as interrupted).";
+what was measured until then, marked as interrupted). qualify: 4 an SLA
+threshold failed, 5 the qualification could not run.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -183,6 +184,11 @@ pub enum Cmd {
     /// received vs sent, and optionally the highest zero-loss rate per size.
     #[command(subcommand)]
     Sweep(SweepCmd),
+    /// A path's acceptance test in one run: preflight, then RFC 2544 (UDP
+    /// throughput, latency, loss vs load, back-to-back), ITU-T Y.1564
+    /// (service configuration steps, performance test) and RFC 6349 (TCP
+    /// throughput), each KPI against --sla, one verdict and exit status.
+    Qualify(super::qualify::QualifyArgs),
     /// Interface status: state, speed, MTU, addresses, driver, offloads,
     /// queues and counters; --watch for live rates.
     Iface(super::host::IfaceArgs),

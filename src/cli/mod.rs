@@ -15,6 +15,8 @@ pub use linerate_run::config::{
     ClientConfig, Iperf3Extras, Iperf3Family, RrConfig, ServerConfig, Target, AUTO,
 };
 mod netperf;
+mod qualify;
+pub use qualify::{QualifyConfig, QualifyEngine};
 mod repeat;
 mod rr;
 use rr::validate_rr;
@@ -45,6 +47,7 @@ pub enum Command {
     Rr(RrConfig),
     Udp(ClientConfig),
     Sweep(SweepConfig),
+    Qualify(QualifyConfig),
     Compare(CompareConfig),
     Iface(IfaceConfig),
     Doctor(DoctorConfig),
@@ -604,6 +607,13 @@ fn validate(cli: args::Cli) -> Result<Command> {
         Command::Tcp(c) | Command::Udp(c) => c.auth_key = key,
         Command::Rr(r) => r.client.auth_key = key,
         Command::Sweep(s) => s.base.auth_key = key,
+        Command::Qualify(q) => {
+            for e in &mut q.engines {
+                for c in [&mut e.udp, &mut e.tcp, &mut e.rr] {
+                    c.auth_key.clone_from(&key);
+                }
+            }
+        }
         // compare's key (given before the test kind) reaches every
         // variant, and the preloaded child by its file.
         Command::Compare(c) if key.is_some() => {
@@ -636,6 +646,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
         args::Cmd::Crr(r) => Ok(Command::Rr(validate_rr(r, TestKind::Crr)?)),
         args::Cmd::Sweep(args::SweepCmd::Udp(a)) => validate_sweep(a),
         args::Cmd::Compare(a) => compare::validate_compare(a),
+        args::Cmd::Qualify(a) => qualify::validate_qualify(a),
         args::Cmd::Msg(a) => msg::validate_msg(a),
         args::Cmd::MsgPeer(a) => msg::validate_peer(a),
         args::Cmd::Server(s) => {

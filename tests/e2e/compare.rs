@@ -384,7 +384,7 @@ fn compare_preload_runs_a_child(dir: &std::path::Path, lib_s: &str) {
         "--engines",
         "syscall",
         "--preload",
-        &lib_s,
+        lib_s,
         "--json",
     ];
     let out = run_client_env(
@@ -439,7 +439,7 @@ fn compare_preload_carries_the_key(dir: &std::path::Path, lib_s: &str) {
         "--engines",
         "syscall",
         "--preload",
-        &lib_s,
+        lib_s,
         "--json",
     ]);
     for v in r["variants"].as_array().expect("variants") {

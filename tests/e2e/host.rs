@@ -140,9 +140,10 @@ fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
     let rmem = check(&r, "net.ipv4.tcp_rmem");
     assert_eq!(rmem["value"], "4096 87380 1048576");
     assert_eq!(rmem["status"], "warn");
+    // Run where doctor ran (issue 28).
     assert_eq!(
         rmem["fix"],
-        "sysctl -w net.ipv4.tcp_rmem=\"4096 87380 33554432\""
+        format!("ip netns exec {ns} sysctl -w net.ipv4.tcp_rmem=\"4096 87380 33554432\"")
     );
     let mtu = check(&r, "route MTU");
     assert!(
@@ -156,7 +157,10 @@ fn issue_11_doctor_reports_and_applies_namespace_sysctls() {
             (gro["value"].as_str(), gro["status"].as_str()),
             (Some("off"), Some("warn"))
         );
-        assert_eq!(gro["fix"], "ethtool -K va gro on");
+        assert_eq!(
+            gro["fix"],
+            format!("ip netns exec {ns} ethtool -K va gro on")
+        );
     } else {
         skip_part("offload", format!("{ethtool:?}"));
     }

@@ -16,6 +16,7 @@ mod memory;
 mod msg;
 mod netns;
 mod plots;
+mod qualify;
 mod readme;
 mod repeat;
 mod report;

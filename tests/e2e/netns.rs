@@ -126,6 +126,80 @@ impl Drop for NetPair {
     }
 }
 
+/// A routed path: client namespace `a` (198.18.0.1) — router `r`
+/// (198.18.0.2 | 198.18.0.5) — server namespace `b` (198.18.0.6), two
+/// veth pairs (`va`–`ra`, `rb`–`vb`), forwarding on in `r`. The router's
+/// egress towards the server (`rb`) is where a test puts its bottleneck
+/// (`tc(&path.r, …)`), so neither end's own qdisc shapes its sockets.
+/// Deleted on drop.
+pub struct Routed {
+    pub a: String,
+    pub r: String,
+    pub b: String,
+}
+
+pub const ROUTED_SERVER: &str = "198.18.0.6";
+
+impl Routed {
+    pub fn new(tag: &str) -> Result<Routed, String> {
+        let base = format!("lr{}{tag}", std::process::id());
+        let p = Routed {
+            a: format!("{base}a"),
+            r: format!("{base}r"),
+            b: format!("{base}b"),
+        };
+        for ns in [&p.a, &p.r, &p.b] {
+            ip(&["netns", "add", ns])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        ip(&[
+            "-n", &p.a, "link", "add", "va", "type", "veth", "peer", "name", "ra", "netns", &p.r,
+        ])?;
+        ip(&[
+            "-n", &p.b, "link", "add", "vb", "type", "veth", "peer", "name", "rb", "netns", &p.r,
+        ])?;
+        for (ns, dev, addr) in [
+            (&p.a, "va", "198.18.0.1/30"),
+            (&p.r, "ra", "198.18.0.2/30"),
+            (&p.r, "rb", "198.18.0.5/30"),
+            (&p.b, "vb", "198.18.0.6/30"),
+        ] {
+            // As in `NetPair::new`: no IPv6 chatter on the links.
+            let _ = Command::new("ip")
+                .args(["netns", "exec", ns, "sysctl", "-qw"])
+                .arg(format!("net.ipv6.conf.{dev}.disable_ipv6=1"))
+                .status();
+            ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+        }
+        ip(&["-n", &p.a, "route", "add", "default", "via", "198.18.0.2"])?;
+        ip(&["-n", &p.b, "route", "add", "default", "via", "198.18.0.5"])?;
+        let fwd = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &p.r,
+                "sysctl",
+                "-qw",
+                "net.ipv4.ip_forward=1",
+            ])
+            .status()
+            .map_err(|e| format!("sysctl: {e}"))?;
+        if !fwd.success() {
+            return Err("cannot enable forwarding in the router namespace".into());
+        }
+        Ok(p)
+    }
+}
+
+impl Drop for Routed {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.r, &self.b] {
+            let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
+
 /// Bytes a TCP flow may add on the wire per segment: Ethernet (14), IPv4
 /// (20), TCP with timestamps (32). veth counts frames without FCS.
 const PER_SEGMENT: u64 = 14 + 20 + 32;

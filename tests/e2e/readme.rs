@@ -115,6 +115,22 @@ fn plan(cmd: &str, port: u16) -> Plan {
     match sub.as_str() {
         "tcp" | "udp" | "iperf3" if !limited => args.extend(["-t".into(), "1".into()]),
         "rr" | "crr" if !limited => args.extend(["-t".into(), "0.2".into()]),
+        // Each method's trials short, and one size.
+        "qualify" => args.extend(
+            [
+                "--sizes",
+                "1472",
+                "--trial",
+                "200ms",
+                "--step-time",
+                "300ms",
+                "--duration",
+                "300ms",
+                "--tcp-time",
+                "300ms",
+            ]
+            .map(String::from),
+        ),
         "iface" if has_any(&args, &["--watch"]) && !has_any(&args, &["-c", "--count"]) => {
             args.extend(["-c".into(), "2".into()])
         }

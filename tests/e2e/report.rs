@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::helpers::*;
 
-fn chromium() -> Option<&'static str> {
+pub(crate) fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|c| {
@@ -21,14 +21,14 @@ fn chromium() -> Option<&'static str> {
         })
 }
 
-fn scratch(tag: &str) -> PathBuf {
+pub(crate) fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("lr-report-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&d).expect("scratch dir");
     d
 }
 
 /// Renders `page` and returns the coloured pixels of its screenshot.
-fn render(browser: &str, page: &Path, dir: &Path) -> usize {
+pub(crate) fn render(browser: &str, page: &Path, dir: &Path) -> usize {
     let shot = dir.join("shot.png");
     let out = Command::new("timeout")
         .arg("120")

@@ -7,7 +7,8 @@
 //! - [`tcp_info`]: `TCP_INFO` read into the protocol's [`linerate_proto::measure::TcpInfo`].
 //! - [`cpu`]: process, thread and host CPU accounting.
 //! - [`engines`]: the batch-shaped [`engines::Engine`] trait (the I/O
-//!   primitives per transport), the typed [`engines::EngineKind`] choice,
+//!   primitives per transport, UDP on the engine's own
+//!   [`engines::UdpEndpoint`]), the typed [`engines::EngineKind`] choice,
 //!   and one file per engine ([`engines::syscall`], [`engines::uring`],
 //!   [`engines::zerocopy`] and its TCP variant [`engines::sendfile`];
 //!   [`engines::auto`] is the rule that picks one).
@@ -48,6 +49,8 @@ pub mod stream;
 pub mod tcp;
 pub mod tcp_info;
 pub mod tcp_pace;
+#[cfg(test)]
+mod test_endpoint;
 pub mod test_hooks;
 #[cfg(test)]
 mod test_pair;

@@ -4,7 +4,7 @@
 //! `connect` on the client, because the window scale is fixed at the SYN.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use linerate_proto::spec::TcpOptions;
@@ -447,6 +447,32 @@ pub fn set_busy_poll(sock: &impl AsRawFd, usec: u32) -> std::io::Result<()> {
         libc::SO_BUSY_POLL,
         usec as libc::c_int,
     )
+}
+
+/// What the kernel said to `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL` on
+/// `sock` (both asked for; either may be refused without privilege).
+pub(crate) fn busy_poll_note(sock: &impl AsRawFd) -> String {
+    let busy = match set_busy_poll(sock, BUSY_POLL_US) {
+        Ok(()) => format!("SO_BUSY_POLL {} µs accepted by the kernel", BUSY_POLL_US),
+        Err(e) => format!(
+            "SO_BUSY_POLL refused by the kernel ({e}); spinning on non-blocking sockets only"
+        ),
+    };
+    match set_prefer_busy_poll(sock) {
+        Ok(()) => format!("{busy}; SO_PREFER_BUSY_POLL on"),
+        Err(e) => format!("{busy}; SO_PREFER_BUSY_POLL refused ({e})"),
+    }
+}
+
+/// Prepares a stream test's socket for busy polling: non-blocking, plus
+/// `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL`. The socket keeps its I/O
+/// timeout, which a blocking `poll(2)` sleep does not use. Returns what the
+/// kernel said.
+pub(crate) fn prepare_stream(sock: &(impl AsFd + AsRawFd)) -> Result<String, EngineError> {
+    socket2::SockRef::from(sock)
+        .set_nonblocking(true)
+        .map_err(|e| EngineError::io("O_NONBLOCK", e))?;
+    Ok(busy_poll_note(sock))
 }
 
 /// `setsockopt(level, opt, &value)` with an int value.

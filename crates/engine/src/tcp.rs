@@ -17,7 +17,7 @@ use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
 use crate::clock::mono_ns;
-use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx};
+use crate::engines::{with_engine, Engine, EngineKind, Interest, TcpRx, TcpTx};
 use crate::stream::{is_timeout, map_err, Signals, StreamCounter, StreamEnd, POLL};
 use crate::wait::{stream_end, Wait, Waiter};
 
@@ -222,7 +222,7 @@ fn send_with<E: Engine>(
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if is_timeout(&e) => {
-                if let Err(e) = waiter.would_block(sock, libc::POLLOUT, SPIN_SLEEP, None) {
+                if let Err(e) = waiter.would_block(sock, Interest::Send, SPIN_SLEEP, None) {
                     break stream_end(e);
                 }
             }
@@ -267,7 +267,7 @@ fn recv_with<E: Engine>(
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if is_timeout(&e) => {
-                if let Err(e) = waiter.would_block(sock, libc::POLLIN, SPIN_SLEEP, None) {
+                if let Err(e) = waiter.would_block(sock, Interest::Recv, SPIN_SLEEP, None) {
                     break stream_end(e);
                 }
             }

@@ -1,5 +1,6 @@
 //! Unit-test helpers shared by the engine's modules: a connected loopback
-//! TCP pair, as it is or made ready for a wait policy, and a UDP pair.
+//! TCP pair, as it is or made ready for a wait policy, and a UDP pair (as
+//! sockets, or as the kernel engines' endpoints).
 
 use std::net::{TcpListener, TcpStream, UdpSocket};
 
@@ -29,4 +30,13 @@ pub(crate) fn udp_pair() -> (UdpSocket, UdpSocket) {
     tx.connect(rx.local_addr().expect("addr")).expect("connect");
     rx.connect(tx.local_addr().expect("addr")).expect("connect");
     (tx, rx)
+}
+
+/// [`udp_pair`] as the kernel engines' endpoints: (sender, receiver).
+pub(crate) fn kernel_udp_pair() -> (crate::engines::KernelUdp, crate::engines::KernelUdp) {
+    let (tx, rx) = udp_pair();
+    (
+        crate::engines::KernelUdp::new(tx),
+        crate::engines::KernelUdp::new(rx),
+    )
 }

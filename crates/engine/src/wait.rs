@@ -3,14 +3,14 @@
 //! `poll(2)` sleep), shared by the rr flows (TCP and UDP, both sides) and
 //! the TCP and UDP stream loops (`--busy-poll` on throughput tests).
 
-use std::net::{TcpStream, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use linerate_proto::rr_core::{SpinBudget, SpinMode};
 
 use crate::clock::mono_ns;
-use crate::engines;
+use crate::engines::{self, Interest, Readiness, UdpEndpoint};
+pub(crate) use crate::socket::{busy_poll_note, prepare_stream};
 use crate::stream::{map_err, Idle, Signals, StreamEnd};
 use crate::{socket, EngineError};
 
@@ -143,15 +143,15 @@ impl<'a> Waiter<'a> {
         })
     }
 
-    /// A call on `sock` would block (or its socket timeout expired): spin,
-    /// sleep until `events` (at most `poll`), or fail (abort, stall).
-    /// Returns true when `deadline_ns` (monotonic) has passed; the clock is
-    /// read only at check points, and only when there is a deadline or a
-    /// spin budget to look at.
+    /// A call on `sock` would block (or its timeout expired): spin, sleep
+    /// until `interest` can be met (at most `poll`), or fail (abort,
+    /// stall). Returns true when `deadline_ns` (monotonic) has passed; the
+    /// clock is read only at check points, and only when there is a
+    /// deadline or a spin budget to look at.
     pub(crate) fn would_block(
         &mut self,
-        sock: &impl AsRawFd,
-        events: libc::c_short,
+        sock: &impl Readiness,
+        interest: Interest,
         poll: Duration,
         deadline_ns: Option<u64>,
     ) -> Result<bool, EngineError> {
@@ -181,7 +181,8 @@ impl<'a> Waiter<'a> {
                 return Ok(false);
             }
             // The budget is spent: sleep until the socket is ready.
-            socket::wait_ready(sock, events, poll).map_err(|e| map_err("poll", e))?;
+            sock.wait_ready(interest, poll)
+                .map_err(|e| map_err("poll", e))?;
             self.aborted()?;
         }
         if self.stall {
@@ -191,29 +192,11 @@ impl<'a> Waiter<'a> {
     }
 }
 
-/// What the kernel said to `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL` on
-/// `sock` (both asked for; either may be refused without privilege).
-pub(crate) fn busy_poll_note(sock: &impl AsRawFd) -> String {
-    let busy = match socket::set_busy_poll(sock, socket::BUSY_POLL_US) {
-        Ok(()) => format!(
-            "SO_BUSY_POLL {} µs accepted by the kernel",
-            socket::BUSY_POLL_US
-        ),
-        Err(e) => format!(
-            "SO_BUSY_POLL refused by the kernel ({e}); spinning on non-blocking sockets only"
-        ),
-    };
-    match socket::set_prefer_busy_poll(sock) {
-        Ok(()) => format!("{busy}; SO_PREFER_BUSY_POLL on"),
-        Err(e) => format!("{busy}; SO_PREFER_BUSY_POLL refused ({e})"),
-    }
-}
-
 /// Asks for `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL` on `sock` without a
 /// note: a busy-polled crr flow's connections after its first, whose
 /// [`busy_poll_note`] already said what the kernel answers (formatting it
 /// again would allocate per transaction).
-pub(crate) fn busy_poll_quietly(sock: &impl AsRawFd) {
+pub(crate) fn busy_poll_quietly(sock: &impl std::os::fd::AsRawFd) {
     let _ = socket::set_busy_poll(sock, socket::BUSY_POLL_US);
     let _ = socket::set_prefer_busy_poll(sock);
 }
@@ -233,7 +216,7 @@ pub(crate) fn connect_spinning(
         let deadline = mono_ns().saturating_add(timeout.as_nanos() as u64);
         let failed = |e| EngineError::io(format!("connect to {addr}"), e);
         while !socket::wait_ready(&sock, libc::POLLOUT, Duration::ZERO).map_err(failed)? {
-            if waiter.would_block(&sock, libc::POLLOUT, crate::stream::POLL, Some(deadline))? {
+            if waiter.would_block(&sock, Interest::Send, crate::stream::POLL, Some(deadline))? {
                 return Err(failed(std::io::ErrorKind::TimedOut.into()));
             }
         }
@@ -241,17 +224,6 @@ pub(crate) fn connect_spinning(
     waiter.progressed();
     socket::finish_connect(&sock, addr, opts)?;
     Ok(sock)
-}
-
-/// Prepares a stream test's socket for busy polling: non-blocking, plus
-/// `SO_BUSY_POLL` and `SO_PREFER_BUSY_POLL`. The socket keeps its I/O
-/// timeout, which a blocking `poll(2)` sleep does not use. Returns what the
-/// kernel said.
-pub(crate) fn prepare_stream(sock: &(impl AsFd + AsRawFd)) -> Result<String, EngineError> {
-    socket2::SockRef::from(sock)
-        .set_nonblocking(true)
-        .map_err(|e| EngineError::io("O_NONBLOCK", e))?;
-    Ok(busy_poll_note(sock))
 }
 
 /// Ends a stream loop on a failed wait: an abort is the side's doing and
@@ -284,19 +256,17 @@ pub(crate) fn prepare_tcp(
     Ok((Wait::Spin(mode), Some(busy_poll_note(sock))))
 }
 
-/// Prepares a UDP socket for a phase: a receive timeout of `poll`
-/// (blocking) or non-blocking with `SO_BUSY_POLL` (busy poll).
+/// Prepares a UDP endpoint for a phase: a receive timeout of `poll`
+/// (blocking) or busy polling.
 pub(crate) fn prepare_udp(
-    sock: &UdpSocket,
+    ep: &impl UdpEndpoint,
     spin: Option<SpinMode>,
     poll: Duration,
 ) -> Result<(Wait, Option<String>), EngineError> {
     let Some(mode) = spin else {
-        sock.set_read_timeout(Some(poll))
+        ep.set_recv_timeout(poll)
             .map_err(|e| EngineError::io("UDP receive timeout", e))?;
         return Ok((Wait::Block, None));
     };
-    sock.set_nonblocking(true)
-        .map_err(|e| EngineError::io("O_NONBLOCK", e))?;
-    Ok((Wait::Spin(mode), Some(busy_poll_note(sock))))
+    Ok((Wait::Spin(mode), Some(ep.busy_poll()?)))
 }

@@ -35,6 +35,8 @@
 //! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
 //!   parameters and results, UDP header and receiver rules) and its client
 //!   and server sessions, so linerate interoperates with real iperf3 peers.
+//! - [`packet`]: Ethernet, IPv4, IPv6 and UDP frames built and parsed in
+//!   user space (checked views, checksums), for the AF_XDP engine.
 //! - [`side`]: client or server, the word all of the above share.
 //! - `fuzz` (hidden): the fuzzing entry points `cargo fuzz` and the
 //!   property tests share.
@@ -53,6 +55,7 @@ pub mod limits;
 pub mod measure;
 pub mod negotiate;
 pub mod pacing;
+pub mod packet;
 pub mod rr;
 pub mod rr_core;
 pub mod rr_flow;

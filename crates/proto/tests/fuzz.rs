@@ -178,7 +178,6 @@ fn noise(seed: u64, n: usize) -> Vec<u8> {
         .collect()
 }
 
-/// The seeds each target starts from.
 /// Driver events of the session targets: a data connection attached,
 /// the data phase finished, the clock advanced, the peer closed.
 const ATTACH: [u8; 3] = [9, 0, 1];
@@ -186,6 +185,7 @@ const FINISHED: [u8; 1] = [8];
 const ADVANCE: [u8; 3] = [6, 255, 255];
 const CLOSED: [u8; 1] = [7];
 
+/// The seeds each target starts from.
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     let f = frames();
     match target {
@@ -197,8 +197,29 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "client_session" => client_session_seeds(&f),
         "iperf3_sessions" => iperf3_session_seeds(),
         "rr_flow" => rr_flow_seeds(),
+        "packets" => packet_seeds(),
         _ => (0..4).map(|k| noise(k + 3, 64 << k)).collect(),
     }
+}
+
+fn packet_seeds() -> Vec<Vec<u8>> {
+    use linerate_proto::packet::UdpFlow;
+    let mut out = Vec::new();
+    for (src, dst) in [
+        ("198.18.0.1:40000", "198.18.0.2:5201"),
+        ("[2001:db8::1]:40000", "[2001:db8::2]:5201"),
+    ] {
+        let flow = UdpFlow {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src: src.parse().expect("address"),
+            dst: dst.parse().expect("address"),
+        };
+        let mut f = vec![0u8; flow.header_len() + 32];
+        flow.emit(&mut f, &noise(5, 32)).expect("fits");
+        out.push(f);
+    }
+    out
 }
 
 fn data_header_seeds() -> Vec<Vec<u8>> {
@@ -520,5 +541,13 @@ proptest! {
     #[test]
     fn issue_24_fuzz_rr_flow(bytes in input("rr_flow")) {
         fuzz::rr_flow(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(100_000))]
+    #[test]
+    fn issue_25_fuzz_packets(bytes in input("packets")) {
+        fuzz::packets(&bytes);
     }
 }

@@ -105,6 +105,40 @@ fn decade_ticks(y: &Range<f64>) -> Vec<f64> {
     }
 }
 
+/// One panel: the lines with log axes a margin beyond their points and
+/// bands.
+pub(crate) fn fitted_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    x_desc: &str,
+    title: &str,
+    y_desc: &str,
+    ls: &[Line],
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let xs = ls.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let x0 = xs.clone().fold(f64::MAX, f64::min).max(1.0);
+    let x1 = xs.fold(0.0, f64::max).max(x0);
+    let ys = ls.iter().flat_map(|l| l.points.iter());
+    let y0 = ys
+        .clone()
+        .map(|p| (p.1 - p.2).max(p.1 / 10.0))
+        .fold(f64::MAX, f64::min)
+        .max(1e-6);
+    let y1 = ys.map(|p| p.1 + p.2).fold(0.0, f64::max).max(y0);
+    let axes = Axes {
+        title,
+        title_size: 22,
+        y_label_area: 70,
+        x: x0 / 1.5..x1 * 1.5,
+        y: y0 / 1.5..y1 * 1.5,
+        x_desc,
+        y_desc,
+    };
+    panel(area, &axes, ls)
+}
+
 /// Draws `lines` on `area` with `axes`.
 pub(crate) fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,

@@ -27,6 +27,8 @@ pub mod plot;
 pub mod plot_extra;
 pub mod plot_rr;
 mod plot_text;
+pub mod qualify;
+pub mod qualify_html;
 pub mod render;
 pub mod repeat;
 mod rr;

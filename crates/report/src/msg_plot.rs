@@ -9,7 +9,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::chart_lines::{self, Axes, Line, Marker};
+use crate::chart_lines::{self, Line, Marker};
 use crate::chart_style::series_colour;
 use crate::msg::{MsgCell, MsgReport};
 use crate::plot_text::{caption, err, PlotError, CAPTION_H};
@@ -64,39 +64,6 @@ fn lines(r: &MsgReport, pick: fn(&MsgCell) -> Option<TrialStats>, scale: f64) ->
     out
 }
 
-/// One panel: the lines with log axes a margin beyond their points and
-/// bands.
-fn panel<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    title: &str,
-    y_desc: &str,
-    ls: &[Line],
-) -> Result<(), PlotError>
-where
-    DB::ErrorType: 'static,
-{
-    let xs = ls.iter().flat_map(|l| l.points.iter().map(|p| p.0));
-    let x0 = xs.clone().fold(f64::MAX, f64::min).max(1.0);
-    let x1 = xs.fold(0.0, f64::max).max(x0);
-    let ys = ls.iter().flat_map(|l| l.points.iter());
-    let y0 = ys
-        .clone()
-        .map(|p| (p.1 - p.2).max(p.1 / 10.0))
-        .fold(f64::MAX, f64::min)
-        .max(1e-6);
-    let y1 = ys.map(|p| p.1 + p.2).fold(0.0, f64::max).max(y0);
-    let axes = Axes {
-        title,
-        title_size: 22,
-        y_label_area: 70,
-        x: x0 / 1.5..x1 * 1.5,
-        y: y0 / 1.5..y1 * 1.5,
-        x_desc: "message size (bytes)",
-        y_desc,
-    };
-    chart_lines::panel(area, &axes, ls)
-}
-
 /// The SVG document for `r`.
 pub fn svg_string(r: &MsgReport) -> Result<String, PlotError> {
     let thr = lines(r, |c| c.throughput_bps, 1e9);
@@ -112,14 +79,16 @@ pub fn svg_string(r: &MsgReport) -> Result<String, PlotError> {
         let (band, body) = root.split_vertically(CAPTION_H);
         caption(&band, &msg_caption(r))?;
         let (top, bottom) = body.split_vertically(HEIGHT / 2);
-        panel(
+        chart_lines::fitted_panel(
             &top,
+            "message size (bytes)",
             "Throughput vs message size (mean ± 1 sd across trials)",
             "throughput (Gbit/s)",
             &thr,
         )?;
-        panel(
+        chart_lines::fitted_panel(
             &bottom,
+            "message size (bytes)",
             "Per-message time vs message size (mean ± 1 sd across trials)",
             "time per message (µs)",
             &lat,

@@ -29,6 +29,34 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
     if lines.is_empty() {
         return Err(PlotError("nothing to plot: no interval records".into()));
     }
+    let peak = lines
+        .iter()
+        .flat_map(|l| &l.1)
+        .map(|p| p.1)
+        .fold(0.0, f64::max);
+    let (scale, unit) = si(peak, "bit/s");
+    time_lines_svg(
+        &stream_caption(r),
+        "throughput per interval (client's intervals)",
+        &format!("received ({unit})"),
+        scale,
+        lines,
+    )
+}
+
+/// Lines against time (s): `lines` as (label, (s, y)), y divided by
+/// `scale` and described by `y_desc`; the caption band above. The one
+/// time-axis line chart (stream intervals, a qualification's RTT).
+pub(crate) fn time_lines_svg(
+    caption_lines: &[String],
+    title: &str,
+    y_desc: &str,
+    scale: f64,
+    mut lines: Vec<(String, Vec<(f64, f64)>)>,
+) -> Result<String, PlotError> {
+    if lines.iter().all(|l| l.1.is_empty()) {
+        return Err(PlotError(format!("nothing to plot: {title}")));
+    }
     let xmax = lines
         .iter()
         .flat_map(|l| &l.1)
@@ -40,7 +68,6 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
         .flat_map(|l| &l.1)
         .map(|p| p.1)
         .fold(0.0, f64::max);
-    let (scale, unit) = si(peak, "bit/s");
     for l in &mut lines {
         for p in &mut l.1 {
             p.1 /= scale;
@@ -52,12 +79,9 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
         let root = SVGBackend::with_string(&mut out, (1000, 450 + CAPTION_H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let (band, body) = root.split_vertically(CAPTION_H);
-        caption(&band, &stream_caption(r))?;
+        caption(&band, caption_lines)?;
         let mut chart = ChartBuilder::on(&body)
-            .caption(
-                "throughput per interval (client's intervals)",
-                ("sans-serif", 20),
-            )
+            .caption(title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
@@ -66,7 +90,7 @@ pub fn intervals_svg(r: &Report) -> Result<String, PlotError> {
         chart
             .configure_mesh()
             .x_desc("time (s)")
-            .y_desc(format!("received ({unit})"))
+            .y_desc(y_desc)
             .x_label_formatter(&|v| tick(*v))
             .y_label_formatter(&|v| tick(*v))
             .draw()

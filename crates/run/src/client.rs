@@ -266,7 +266,7 @@ impl<'a> ClientTest<'a, '_> {
                         self.pending = streams;
                         self.session.streams_opened(Instant::now());
                     }
-                    Err(e) => self.session.streams_failed(format!("{e:#}")),
+                    Err(e) => self.session.streams_failed(format!("{}", e.chain())),
                 }
             }
             ClientAction::StartStreams => {

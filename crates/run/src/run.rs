@@ -58,6 +58,12 @@ impl Sink for Quiet {
     }
 }
 
+/// Runs one test silently, once: a busy server is an answer, not a cue to
+/// ask again (probes beside a load must run beside it or not at all).
+pub fn run_to_quietly(cfg: &ClientConfig) -> Result<Report, RunError> {
+    run_to(cfg, &mut Quiet)
+}
+
 /// Runs one trial of a series (sweep point, `--repeat` run) silently,
 /// asking again while the server is still busy with the previous one.
 pub fn run_trial(cfg: &ClientConfig) -> Result<Report, RunError> {

@@ -238,7 +238,7 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
         .name("linerate-embedded-server".into())
         .spawn(move || {
             if let Err(e) = serve(&listener, &server, true) {
-                log!("linerate: embedded server: {e:#}");
+                log!("linerate: embedded server: {}", e.chain());
             }
         })
         .context("spawning the embedded server")?;
@@ -513,7 +513,7 @@ fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Share
     let (msg, raw) = match read_first_frame(&sock, left) {
         Ok(x) => x,
         Err(e) => {
-            log.log(format_args!("{peer}: bad first frame: {e:#}"));
+            log.log(format_args!("{peer}: bad first frame: {}", e.chain()));
             // Answer a Hello-shaped mistake in words the client can print.
             let _ = reply_refusal(&sock, RefuseCode::Invalid, &e.to_string());
             return;
@@ -630,7 +630,7 @@ fn run_control(
     let token = match new_token() {
         Ok(t) => t,
         Err(e) => {
-            log!("linerate server: {e:#}");
+            log!("linerate server: {}", e.chain());
             return;
         }
     };
@@ -648,7 +648,7 @@ fn run_control(
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
         Err(e) => {
-            log!("linerate server: {peer}: {e:#}");
+            log!("linerate server: {peer}: {}", e.chain());
             return;
         }
     };
@@ -658,7 +658,7 @@ fn run_control(
         Some(k) => match crate::control::nonce() {
             Ok(n) => Some(ServerAuth::new(k.clone(), n)),
             Err(e) => {
-                log!("linerate server: {e:#}");
+                log!("linerate server: {}", e.chain());
                 return;
             }
         },
@@ -896,7 +896,7 @@ impl ServerTest<'_> {
                         self.unix = Some(u);
                         self.session.unix_listener_bound(name, Instant::now());
                     }
-                    Err(e) => self.session.data_sockets_failed(format!("{e:#}")),
+                    Err(e) => self.session.data_sockets_failed(format!("{}", e.chain())),
                 }
             }
             ServerAction::StartStreams => {
@@ -930,15 +930,16 @@ impl ServerTest<'_> {
                 match (entry.start_server)(&side, &spec, attached) {
                     Ok(run) => self.run = Some(run),
                     Err(e) => self.session.stream_failed(format!(
-                        "server cannot start the {} test: {e:#}",
-                        entry.name
+                        "server cannot start the {} test: {}",
+                        entry.name,
+                        e.chain()
                     )),
                 }
             }
             ServerAction::BindDatagramSockets { spec, .. } => {
                 match self.bind_datagrams(&spec, ctrl) {
                     Ok(ports) => self.session.datagram_sockets_bound(ports, Instant::now()),
-                    Err(e) => self.session.data_sockets_failed(format!("{e:#}")),
+                    Err(e) => self.session.data_sockets_failed(format!("{}", e.chain())),
                 }
             }
             ServerAction::PeerSendDone(done) => {

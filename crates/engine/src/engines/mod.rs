@@ -12,12 +12,19 @@
 //! for I/O only. A new engine is therefore a few functions, not a copy of
 //! every loop.
 //!
+//! UDP I/O runs on the engine's own endpoint type ([`endpoint`]: the kernel
+//! socket for every engine here, [`KernelUdp`]; a queue for a kernel-bypass
+//! engine), which the UDP loops use for everything outside the data
+//! batches, so no UDP loop names a kernel socket. TCP I/O takes the
+//! `TcpStream`.
+//!
 //! Engines are chosen once, as an [`EngineKind`] in the validated config, and
 //! dispatched statically (`with_engine!`) at the top of a stream's thread:
 //! no indirect call per buffer or datagram.
 
 pub mod auto;
 pub mod batch;
+pub mod endpoint;
 pub mod sendfile;
 pub mod syscall;
 pub mod uring;
@@ -29,6 +36,7 @@ use std::net::{TcpStream, UdpSocket};
 use std::str::FromStr;
 
 pub use batch::Batch;
+pub use endpoint::{Interest, KernelUdp, Readiness, UdpEndpoint};
 pub use sendfile::SendFile;
 pub use syscall::Syscall;
 pub use uring::Uring;
@@ -286,10 +294,11 @@ pub fn take_use() -> Option<EngineUse> {
 /// How one I/O call waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
-    /// Block until the socket is ready or its timeout (`SO_RCVTIMEO` /
-    /// `SO_SNDTIMEO`, set when the socket was prepared: [`crate::stream::POLL`]
-    /// for TCP streams, [`crate::udp::RECV_POLL`] for UDP receivers) passes,
-    /// then report `WouldBlock`.
+    /// Block until the socket or endpoint is ready or its timeout
+    /// (`SO_RCVTIMEO` / `SO_SNDTIMEO`, set when the socket was prepared:
+    /// [`crate::stream::POLL`] for TCP streams; an endpoint's
+    /// [`UdpEndpoint::set_recv_timeout`], [`crate::udp::RECV_POLL`] for UDP
+    /// receivers) passes, then report `WouldBlock`.
     Block,
     /// Return at once (`MSG_DONTWAIT`): busy polling, or draining what is
     /// already queued.
@@ -303,8 +312,11 @@ pub enum Wait {
 /// Engines are small `Copy` values (their options, if any); the generic
 /// loops take `E: Engine` and are monomorphised, so calls are direct.
 pub trait Engine: Copy + Send + Sync + 'static {
-    type UdpTx: UdpTx;
-    type UdpRx: UdpRx;
+    /// What this engine's datagrams move through ([`endpoint`]): the
+    /// kernel's socket ([`KernelUdp`]) for every engine here.
+    type UdpEndpoint: UdpEndpoint;
+    type UdpTx: UdpTx<Self::UdpEndpoint>;
+    type UdpRx: UdpRx<Self::UdpEndpoint>;
     type TcpTx: TcpTx;
     type TcpRx: TcpRx;
 
@@ -318,13 +330,17 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// blocking mode). Default: no, a new pair per socket.
     const TCP_IO_OUTLIVES_SOCKET: bool = false;
 
-    /// Prepares `sock` for sending datagrams of `len` bytes.
-    fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<Self::UdpTx, EngineError>;
-    /// Prepares `sock` for receiving datagrams of up to `len` bytes.
-    fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<Self::UdpRx, EngineError>;
+    /// Takes over a UDP socket the control plane attached (connected to
+    /// the peer's; a stream's, or an rr phase's) as this engine's endpoint.
+    fn udp_endpoint(self, sock: UdpSocket) -> Result<Self::UdpEndpoint, EngineError>;
+    /// Prepares `ep` for sending datagrams of `len` bytes.
+    fn udp_tx(self, ep: &Self::UdpEndpoint, len: usize) -> Result<Self::UdpTx, EngineError>;
+    /// Prepares `ep` for receiving datagrams of up to `len` bytes.
+    fn udp_rx(self, ep: &Self::UdpEndpoint, len: usize) -> Result<Self::UdpRx, EngineError>;
     /// Sets the receive options that must be on before the first datagram
     /// arrives (`UDP_GRO`: datagrams queued before it are delivered one by
-    /// one): called when the socket is attached, before the test starts.
+    /// one): called on the kernel socket when the control plane attaches
+    /// it, before the test starts and before [`Self::udp_endpoint`].
     /// Best effort and idempotent: [`Self::udp_rx`] sets them again and
     /// reports or refuses what failed. Default: nothing to set.
     fn udp_rx_attach(self, _sock: &UdpSocket) {}
@@ -352,16 +368,15 @@ pub trait Engine: Copy + Send + Sync + 'static {
     }
 }
 
-/// Sending datagrams on one connected UDP socket.
-pub trait UdpTx: Send {
+/// Sending datagrams on one UDP endpoint `P`.
+pub trait UdpTx<P>: Send {
     /// Most datagrams one [`Self::send_batch`] call takes; the sender
     /// core hands out batches of at most this many.
     fn max_batch(&self) -> usize;
-    /// Sends the batch's datagrams in order. Returns how many the kernel
+    /// Sends the batch's datagrams in order. Returns how many were
     /// accepted (a prefix of the batch, at least one); an error only when
     /// not even the first was accepted (the rest is offered again).
-    fn send_batch(&mut self, sock: &UdpSocket, batch: TxBatch<'_>, wait: Wait)
-        -> io::Result<usize>;
+    fn send_batch(&mut self, ep: &P, batch: TxBatch<'_>, wait: Wait) -> io::Result<usize>;
     /// What a batching engine did, for the stream's report (`None`: one
     /// datagram per call).
     fn batching(&self) -> Option<Batching> {
@@ -369,23 +384,19 @@ pub trait UdpTx: Send {
     }
 }
 
-/// Receiving datagrams on one connected UDP socket.
-pub trait UdpRx: Send {
+/// Receiving datagrams on one UDP endpoint `P`.
+pub trait UdpRx<P>: Send {
     /// The receive slots this engine fills (allocated once per stream).
     fn slots(&self) -> RecvSlots;
     /// Receives into `slots` from slot 0 on; returns how many slots were
     /// filled (at least one), each with its [`RecvMeta`]. An error (e.g.
-    /// `WouldBlock` when the socket's timeout passed) only when none was.
-    fn recv_batch(
-        &mut self,
-        sock: &UdpSocket,
-        slots: &mut RecvSlots,
-        wait: Wait,
-    ) -> io::Result<usize>;
+    /// `WouldBlock` when the endpoint's receive timeout passed) only when
+    /// none was.
+    fn recv_batch(&mut self, ep: &P, slots: &mut RecvSlots, wait: Wait) -> io::Result<usize>;
     /// Whether a batch that filled fewer slots than there are means the
-    /// socket had nothing more queued (what receive coalescing waits on).
-    /// False where a short batch says nothing of the sort: one slot per
-    /// call, or completions that trail the socket (io_uring).
+    /// endpoint had nothing more queued (what receive coalescing waits
+    /// on). False where a short batch says nothing of the sort: one slot
+    /// per call, or completions that trail the socket (io_uring).
     fn short_batch_empties_socket(&self) -> bool {
         false
     }

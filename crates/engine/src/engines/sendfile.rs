@@ -45,7 +45,7 @@ use std::sync::OnceLock;
 use linerate_proto::measure::{CallsBytes, EngineUse};
 
 use super::syscall::{SyscallTcp, SyscallTcpRx, SyscallUdpRx, SyscallUdpTx};
-use super::{Engine, EngineKind, TcpRx, TcpTx, Wait};
+use super::{Engine, EngineKind, KernelUdp, TcpRx, TcpTx, Wait};
 use crate::EngineError;
 
 /// This engine's kind.
@@ -107,15 +107,19 @@ fn tcp_only() -> EngineError {
 
 impl Engine for SendFile {
     // Never made: the UDP constructors refuse.
+    type UdpEndpoint = KernelUdp;
     type UdpTx = SyscallUdpTx;
     type UdpRx = SyscallUdpRx;
     type TcpTx = SendFileTx;
     type TcpRx = SpliceRx;
 
-    fn udp_tx(self, _sock: &UdpSocket, _len: usize) -> Result<SyscallUdpTx, EngineError> {
+    fn udp_endpoint(self, _sock: UdpSocket) -> Result<KernelUdp, EngineError> {
         Err(tcp_only())
     }
-    fn udp_rx(self, _sock: &UdpSocket, _len: usize) -> Result<SyscallUdpRx, EngineError> {
+    fn udp_tx(self, _ep: &KernelUdp, _len: usize) -> Result<SyscallUdpTx, EngineError> {
+        Err(tcp_only())
+    }
+    fn udp_rx(self, _ep: &KernelUdp, _len: usize) -> Result<SyscallUdpRx, EngineError> {
         Err(tcp_only())
     }
     fn tcp_tx(self, sock: &TcpStream) -> Result<SendFileTx, EngineError> {
@@ -687,7 +691,7 @@ mod tests {
     #[test]
     fn issue_8_udp_is_refused_by_name() {
         let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        let e = SendFile.udp_tx(&s, 100).expect_err("TCP only");
+        let e = SendFile.udp_endpoint(s).expect_err("TCP only");
         assert!(e.to_string().contains("TCP stream tests only"), "{e}");
         let spec = linerate_proto::spec::TestSpec {
             protocol: linerate_proto::spec::Protocol::Udp,

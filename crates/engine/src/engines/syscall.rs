@@ -7,7 +7,9 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 
-use super::{Engine, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait, RECV_BUF};
+use super::{
+    Engine, KernelUdp, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait, RECV_BUF,
+};
 use crate::cmsg::{self, ControlBuf, RECV_CMSG};
 use crate::EngineError;
 
@@ -20,17 +22,21 @@ const UDP_TX_BATCH: usize = 1;
 pub struct Syscall;
 
 impl Engine for Syscall {
+    type UdpEndpoint = KernelUdp;
     type UdpTx = SyscallUdpTx;
     type UdpRx = SyscallUdpRx;
     type TcpTx = SyscallTcp;
     type TcpRx = SyscallTcpRx;
     const TCP_IO_OUTLIVES_SOCKET: bool = true;
 
-    fn udp_tx(self, _sock: &UdpSocket, _len: usize) -> Result<SyscallUdpTx, EngineError> {
+    fn udp_endpoint(self, sock: UdpSocket) -> Result<KernelUdp, EngineError> {
+        Ok(KernelUdp::new(sock))
+    }
+    fn udp_tx(self, _ep: &KernelUdp, _len: usize) -> Result<SyscallUdpTx, EngineError> {
         Ok(SyscallUdpTx)
     }
-    fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<SyscallUdpRx, EngineError> {
-        let asked = |opt| crate::socket::get_int(sock, libc::SOL_SOCKET, opt).is_ok_and(|v| v != 0);
+    fn udp_rx(self, ep: &KernelUdp, len: usize) -> Result<SyscallUdpRx, EngineError> {
+        let asked = |opt| crate::socket::get_int(ep, libc::SOL_SOCKET, opt).is_ok_and(|v| v != 0);
         Ok(SyscallUdpRx {
             slot: RECV_BUF.max(len + 1),
             control: [0; RECV_CMSG],
@@ -75,17 +81,13 @@ fn send(fd: &impl AsRawFd, buf: &[u8], wait: Wait) -> io::Result<usize> {
 #[derive(Debug)]
 pub struct SyscallUdpTx;
 
-impl UdpTx for SyscallUdpTx {
+impl UdpTx<KernelUdp> for SyscallUdpTx {
     fn max_batch(&self) -> usize {
         UDP_TX_BATCH
     }
 
-    fn send_batch(
-        &mut self,
-        sock: &UdpSocket,
-        batch: TxBatch<'_>,
-        wait: Wait,
-    ) -> io::Result<usize> {
+    fn send_batch(&mut self, ep: &KernelUdp, batch: TxBatch<'_>, wait: Wait) -> io::Result<usize> {
+        let sock = ep.socket();
         let mut sent = 0;
         for d in batch.datagrams() {
             let r = match wait {
@@ -123,17 +125,18 @@ pub struct SyscallUdpRx {
     plain: bool,
 }
 
-impl UdpRx for SyscallUdpRx {
+impl UdpRx<KernelUdp> for SyscallUdpRx {
     fn slots(&self) -> RecvSlots {
         RecvSlots::new(1, self.slot)
     }
 
     fn recv_batch(
         &mut self,
-        sock: &UdpSocket,
+        ep: &KernelUdp,
         slots: &mut RecvSlots,
         wait: Wait,
     ) -> io::Result<usize> {
+        let sock = ep.socket();
         let (buf, meta) = slots.slot_mut(0);
         if self.plain {
             // SAFETY: buf is valid for buf.len() writable bytes.
@@ -257,6 +260,7 @@ mod tests {
     #[test]
     fn issue_8_plain_udp_receive_sees_lengths_and_truncation() {
         let (tx, rx) = crate::test_pair::udp_pair();
+        let rx = KernelUdp::new(rx);
         let mut io = Syscall.udp_rx(&rx, 100).expect("rx");
         assert!(io.plain, "no control messages asked for");
         // A short slot, so a datagram can outgrow it.

@@ -40,7 +40,7 @@ use linerate_proto::measure::{Batching, EngineUse, ZeroCopyUse};
 use super::batch::mmsg::{MmsgTx, GSO_MSGS_PER_CALL};
 use super::batch::{gso_plan, Batch, BatchUdpRx, GsoSends};
 use super::syscall::SyscallTcpRx;
-use super::{Engine, EngineKind, Syscall, TcpTx, TxBatch, UdpTx, Wait};
+use super::{Engine, EngineKind, KernelUdp, Syscall, TcpTx, TxBatch, UdpTx, Wait};
 use crate::EngineError;
 
 /// `SO_ZEROCOPY` (include/uapi/asm-generic/socket.h).
@@ -117,12 +117,17 @@ impl AsRawFd for Fd {
 }
 
 impl Engine for ZeroCopy {
+    type UdpEndpoint = KernelUdp;
     type UdpTx = ZcUdpTx;
     type UdpRx = BatchUdpRx;
     type TcpTx = ZcTcpTx;
     type TcpRx = SyscallTcpRx;
 
-    fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<ZcUdpTx, EngineError> {
+    fn udp_endpoint(self, sock: UdpSocket) -> Result<KernelUdp, EngineError> {
+        Ok(KernelUdp::new(sock))
+    }
+    fn udp_tx(self, ep: &KernelUdp, len: usize) -> Result<ZcUdpTx, EngineError> {
+        let sock = ep.socket();
         check()?;
         enable(sock).map_err(|e| EngineError::io("SO_ZEROCOPY", e))?;
         let len = len.max(1);
@@ -157,8 +162,8 @@ impl Engine for ZeroCopy {
             },
         })
     }
-    fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<BatchUdpRx, EngineError> {
-        Batch::AUTO.udp_rx(sock, len)
+    fn udp_rx(self, ep: &KernelUdp, len: usize) -> Result<BatchUdpRx, EngineError> {
+        Batch::AUTO.udp_rx(ep, len)
     }
     fn udp_rx_attach(self, sock: &UdpSocket) {
         Batch::AUTO.udp_rx_attach(sock);
@@ -440,17 +445,13 @@ impl ZcUdpTx {
     }
 }
 
-impl UdpTx for ZcUdpTx {
+impl UdpTx<KernelUdp> for ZcUdpTx {
     fn max_batch(&self) -> usize {
         self.reqs * self.gso.segs
     }
 
-    fn send_batch(
-        &mut self,
-        sock: &UdpSocket,
-        batch: TxBatch<'_>,
-        wait: Wait,
-    ) -> io::Result<usize> {
+    fn send_batch(&mut self, ep: &KernelUdp, batch: TxBatch<'_>, wait: Wait) -> io::Result<usize> {
+        let sock = ep.socket();
         let mut r = self.send_runs(sock, &batch, wait);
         let err = r.as_ref().err().and_then(io::Error::raw_os_error);
         if self.gso.retry_smaller(&batch, err, &mut self.used) {
@@ -608,6 +609,7 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
         let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
         tx.connect(rx.local_addr().expect("addr")).expect("connect");
+        let tx = KernelUdp::new(tx);
         let mut t = ZeroCopy.udp_tx(&tx, 200).expect("tx");
         let d = [9u8; 200];
         // More sends than slots: each slot is reused only after its
@@ -641,6 +643,7 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
         let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
         tx.connect(rx.local_addr().expect("addr")).expect("connect");
+        let tx = KernelUdp::new(tx);
         let mut t = ZeroCopy.udp_tx(&tx, 200).expect("tx");
         let b = t.batching().expect("batching");
         let segs = b.gso_segments.expect("GSO on") as usize;

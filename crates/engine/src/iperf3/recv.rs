@@ -12,8 +12,6 @@
 //! GRO super-buffer carries one timestamp for all its datagrams (they
 //! arrived as one run), as iperf3's own GRO receiver sees them.
 
-use std::net::UdpSocket;
-
 use linerate_proto::iperf3::udp::{self as wire, Iperf3Receiver};
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::seq::{Jitter, SeqTracker};
@@ -21,24 +19,10 @@ use linerate_proto::udp_receiver::{finish_counts, live_counts, LiveCounts};
 
 use super::Iperf3Format;
 use crate::clock;
-use crate::engines::{with_engine, Engine, EngineKind, RecvSlots, UdpRx};
+use crate::engines::{Engine, RecvSlots, UdpEndpoint, UdpRx};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
-use crate::udp::{self, ns_since, RecvJob, UdpCounters, RECV_POLL};
+use crate::udp::{self, ns_since, RecvJob, UdpCounters};
 use crate::wait::Wait;
-
-/// Receives iperf3 datagrams on `sock` with engine `kind` until the drain
-/// deadline (then reads what is queued) or abort, counting them both ways.
-pub fn recv(
-    kind: EngineKind,
-    sock: &UdpSocket,
-    job: &RecvJob,
-    cfg: Iperf3Format,
-    counters: (&StreamCounter, &UdpCounters),
-    signals: &Signals,
-    wait: Wait,
-) -> (UdpRecv, StreamEnd) {
-    with_engine!(kind, e => recv_loop(e, sock, job, cfg, counters, signals, wait))
-}
 
 /// Both accounts of one stream, fed one datagram at a time.
 struct Accounts<'a> {
@@ -133,9 +117,11 @@ impl<'a> Accounts<'a> {
     }
 }
 
-pub(super) fn recv_loop<E: Engine>(
+/// Receives iperf3 datagrams on `ep` with `engine` until the drain
+/// deadline (then reads what is queued) or abort, counting them both ways.
+pub fn recv<E: Engine>(
     engine: E,
-    sock: &UdpSocket,
+    ep: &E::UdpEndpoint,
     job: &RecvJob,
     cfg: Iperf3Format,
     (bytes, live): (&StreamCounter, &UdpCounters),
@@ -143,10 +129,8 @@ pub(super) fn recv_loop<E: Engine>(
     wait: Wait,
 ) -> (UdpRecv, StreamEnd) {
     // Timestamps and GRO (where the engine has it): already on when the
-    // socket was accepted; repeated for sockets nobody prepared.
-    udp::prepare_recv_with(engine, sock);
-    let _ = sock.set_read_timeout(Some(RECV_POLL));
-    let mut io = match engine.udp_rx(sock, job.len) {
+    // socket was accepted; asked again for sockets nobody prepared.
+    let mut io = match udp::stream_rx(engine, ep, job.len) {
         Ok(io) => io,
         Err(e) => return (UdpRecv::default(), StreamEnd::failed(e)),
     };
@@ -157,10 +141,10 @@ pub(super) fn recv_loop<E: Engine>(
         udp::realtime_at(job.start),
         clock::mono_ns().saturating_sub(ns_since(job.start)),
     );
-    acc.out.rcvbuf = udp::recv_buffer(sock);
+    acc.out.rcvbuf = ep.recv_buffer();
     let done = udp::recv_batches(
         &mut io,
-        sock,
+        ep,
         &mut slots,
         job.start,
         signals,
@@ -176,7 +160,7 @@ pub(super) fn recv_loop<E: Engine>(
         &acc.jitter,
         acc.out,
         live.issued(),
-        udp::socket_drops(sock),
+        ep.drops(),
         rcvbuf,
     );
     out.iperf3 = Some(acc.iperf.counts());

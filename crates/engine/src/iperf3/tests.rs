@@ -10,7 +10,7 @@ use linerate_proto::measure::{UdpRecv, UdpSend};
 use super::*;
 use crate::caps::caps;
 use crate::engines::batch::Toggle;
-use crate::engines::{Batch, EngineKind};
+use crate::engines::{with_engine, Batch, Engine, EngineKind};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::udp::{self, RecvJob, SendJob, UdpCounters};
 use crate::wait::Wait;
@@ -135,15 +135,11 @@ fn run(
     };
     let s2 = Arc::clone(&signals);
     let receive = move || {
-        recv(
-            rx_engine,
-            &rx,
-            &rjob,
-            cfg,
-            (&StreamCounter::default(), &UdpCounters::default()),
-            &s2,
-            Wait::Block,
-        )
+        with_engine!(rx_engine, e => {
+            let rx = e.udp_endpoint(rx).expect("endpoint");
+            let counters = (&StreamCounter::default(), &UdpCounters::default());
+            recv(e, &rx, &rjob, cfg, counters, &s2, Wait::Block)
+        })
     };
     let job = SendJob {
         stream: 1,
@@ -157,15 +153,11 @@ fn run(
         format: udp::iperf3_format(cfg.counters_64bit, start),
     };
     let sender = || {
-        udp::send(
-            tx_engine,
-            &tx,
-            &job,
-            &StreamCounter::default(),
-            &UdpCounters::default(),
-            &signals,
-            Wait::Block,
-        )
+        with_engine!(tx_engine, e => {
+            let tx = e.udp_endpoint(tx).expect("endpoint");
+            let (bytes, live) = (StreamCounter::default(), UdpCounters::default());
+            udp::send(e, &tx, &job, &bytes, &live, &signals, Wait::Block)
+        })
     };
     let (sent, got) = if queued {
         let sent = sender();

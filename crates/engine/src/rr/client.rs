@@ -72,7 +72,7 @@ fn client_flow<E: Engine>(engine: E, flow: u32, mut source: Source<'_>, s: &Shar
                     tcp::client_phase(engine, &sock, &cx, &mut bufs, &mut tally)
                 }
                 Some(Conn::Udp(sock)) => {
-                    udp::client_phase(engine, &sock, &cx, &mut bufs, &mut tally)
+                    udp::client_phase(engine, sock, &cx, &mut bufs, &mut tally)
                 }
                 None => PhaseOut::failed(EngineError::Protocol(format!(
                     "no connection for phase {}",

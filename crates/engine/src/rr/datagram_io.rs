@@ -1,22 +1,21 @@
-//! Datagrams on a connected UDP socket through the engine's UDP I/O: one
-//! message per datagram, received with a deadline, waiting by the socket's
+//! Datagrams on a UDP endpoint through the engine's UDP I/O: one message
+//! per datagram, received with a deadline, waiting by the endpoint's
 //! discipline. A batching engine's call may return several datagrams (more
 //! than one slot, or a GRO super-buffer): they are handed out one by one,
 //! none dropped.
 
 use std::io::ErrorKind;
-use std::net::UdpSocket;
 use std::time::Duration;
 
-use crate::engines::{self, Engine, RecvSlots, TxBatch, UdpRx, UdpTx};
+use crate::engines::{self, Engine, Interest, RecvSlots, TxBatch, UdpEndpoint, UdpRx, UdpTx};
 use crate::stream::{is_timeout, map_err};
 use crate::EngineError;
 
 use crate::wait::Waiter;
 
-/// Datagram send and receive on one socket.
+/// Datagram send and receive on one endpoint.
 pub(super) struct DatagramIo<'a, E: Engine> {
-    pub(super) sock: &'a UdpSocket,
+    ep: &'a E::UdpEndpoint,
     tx: E::UdpTx,
     rx: E::UdpRx,
     /// The engine's receive slots, filled by one call; every datagram in
@@ -42,15 +41,15 @@ impl<'a, E: Engine> DatagramIo<'a, E> {
     /// For datagrams of up to `len` bytes (a longer one is seen as such).
     pub(super) fn new(
         engine: E,
-        sock: &'a UdpSocket,
+        ep: &'a E::UdpEndpoint,
         len: usize,
         waiter: Waiter<'a>,
         poll: Duration,
     ) -> Result<Self, EngineError> {
-        let rx = engine.udp_rx(sock, len)?;
+        let rx = engine.udp_rx(ep, len)?;
         Ok(DatagramIo {
-            sock,
-            tx: engine.udp_tx(sock, len)?,
+            ep,
+            tx: engine.udp_tx(ep, len)?,
             slots: rx.slots(),
             filled: 0,
             next: (0, 0),
@@ -66,7 +65,7 @@ impl<'a, E: Engine> DatagramIo<'a, E> {
         loop {
             let r = self
                 .tx
-                .send_batch(self.sock, TxBatch::new(buf, buf.len()), self.waiter.call());
+                .send_batch(self.ep, TxBatch::new(buf, buf.len()), self.waiter.call());
             match r {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -82,10 +81,11 @@ impl<'a, E: Engine> DatagramIo<'a, E> {
     }
 
     /// Sends the empty datagram that ends a phase (and answers that end).
-    /// It carries no message, so it bypasses the engine, whose batches
-    /// hold datagrams of at least one byte.
+    /// It carries no message, so it goes as the endpoint's control
+    /// datagram, not in the engine's batches (whose datagrams hold at
+    /// least one byte).
     pub(super) fn send_end(&self) -> Result<(), EngineError> {
-        match self.sock.send(&[]) {
+        match self.ep.send_control(&[]) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => Err(port_closed()),
             Err(e) => Err(map_err("send", e)),
@@ -101,7 +101,7 @@ impl<'a, E: Engine> DatagramIo<'a, E> {
             }
             match self
                 .rx
-                .recv_batch(self.sock, &mut self.slots, self.waiter.call())
+                .recv_batch(self.ep, &mut self.slots, self.waiter.call())
             {
                 Ok(filled) => {
                     self.waiter.progressed();
@@ -115,10 +115,10 @@ impl<'a, E: Engine> DatagramIo<'a, E> {
                 Err(e) if is_timeout(&e) => {}
                 Err(e) => return Err(map_err("recv", e)),
             }
-            let (sock, poll) = (self.sock, self.poll);
+            let (ep, poll) = (self.ep, self.poll);
             if self
                 .waiter
-                .would_block(sock, libc::POLLIN, poll, deadline_ns)?
+                .would_block(ep, Interest::Recv, poll, deadline_ns)?
             {
                 return Ok(None);
             }
@@ -163,7 +163,7 @@ impl<'a, E: Engine> DatagramIo<'a, E> {
         self.filled = 0;
         while self
             .rx
-            .recv_batch(self.sock, &mut self.slots, engines::Wait::DontWait)
+            .recv_batch(self.ep, &mut self.slots, engines::Wait::DontWait)
             .is_ok()
         {}
     }
@@ -176,6 +176,7 @@ mod tests {
     use crate::clock::mono_ns;
     use crate::engines::batch::mmsg::{enable_gro, MmsgTx};
     use crate::engines::batch::{Batch, Toggle};
+    use crate::engines::KernelUdp;
     use crate::stream::Signals;
     use crate::test_pair::udp_pair;
     use crate::wait::{prepare_udp, Wait};
@@ -202,6 +203,7 @@ mod tests {
     #[test]
     fn issue_24_rr_datagram_receive_consumes_every_slot() {
         let (tx, rx) = udp_pair();
+        let rx = KernelUdp::new(rx);
         let signals = Signals::default();
         let (wait, _) = prepare_udp(&rx, None, Duration::from_millis(20)).expect("prepare");
         assert_eq!(wait, Wait::Block);
@@ -229,6 +231,7 @@ mod tests {
         let (tx, rx) = udp_pair();
         // On before anything is sent, so the GSO send arrives merged.
         enable_gro(&rx).expect("UDP_GRO");
+        let rx = KernelUdp::new(rx);
         let signals = Signals::default();
         let (wait, _) = prepare_udp(&rx, None, Duration::from_millis(20)).expect("prepare");
         let engine = Batch {

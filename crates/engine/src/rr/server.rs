@@ -37,17 +37,21 @@ fn server_flow<E: Engine>(
             watch,
             spin: p.spin(),
         };
-        let served = match &conn {
-            Conn::Tcp(sock) => tcp::server_phase(engine, sock, &cx, &mut bufs),
+        // A UDP phase's engine takes its socket (and closes it on return).
+        let served = match conn {
+            Conn::Tcp(sock) => {
+                let served = tcp::server_phase(engine, &sock, &cx, &mut bufs);
+                // Closing answers the client's end of stream (the
+                // watcher's duplicate first, or the socket would stay open).
+                watch.release(flow);
+                drop(sock);
+                served
+            }
             Conn::Udp(sock) => udp::server_phase(engine, sock, &cx, &mut bufs),
         };
         end.busy_poll = end.busy_poll.take().or(served.out.busy_poll);
         let n = served.transactions;
         let result = with_pin(served.out.result, &pin_error).map_err(|e| watch.explain(e));
-        // Closing answers the client's end of stream (the watcher's
-        // duplicate first, or the socket would stay open).
-        watch.release(flow);
-        drop(conn);
         let failed = result.is_err();
         let mut m = RrFlowMeasurement {
             phase: phase.index,

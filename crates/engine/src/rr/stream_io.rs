@@ -5,7 +5,7 @@
 use std::io::ErrorKind;
 use std::net::TcpStream;
 
-use crate::engines::{Engine, TcpRx, TcpTx};
+use crate::engines::{Engine, Interest, TcpRx, TcpTx};
 use crate::stream::{is_timeout, map_err, POLL};
 use crate::EngineError;
 
@@ -80,7 +80,7 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if is_timeout(&e) => {
                     self.waiter
-                        .would_block(self.sock, libc::POLLOUT, POLL, None)?;
+                        .would_block(self.sock, Interest::Send, POLL, None)?;
                 }
                 Err(e) => return Err(map_err("write", e)),
             }
@@ -108,7 +108,7 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if is_timeout(&e) => {
                     self.waiter
-                        .would_block(self.sock, libc::POLLIN, POLL, None)?;
+                        .would_block(self.sock, Interest::Recv, POLL, None)?;
                 }
                 Err(e) => return Err(map_err("read", e)),
             }

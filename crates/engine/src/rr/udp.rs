@@ -77,21 +77,26 @@ impl<E: Engine> Exchange for UdpExchange<'_, E> {
     }
 }
 
-/// Runs one phase of a client flow on `sock`.
+/// Runs one phase of a client flow on `sock`, taken over as `engine`'s
+/// endpoint.
 pub(super) fn client_phase<E: Engine>(
     engine: E,
-    sock: &UdpSocket,
+    sock: UdpSocket,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
     tally: &mut Tally,
 ) -> PhaseOut {
-    let (wait, said) = match prepare_udp(sock, cx.spin, UDP_POLL) {
+    let ep = match engine.udp_endpoint(sock) {
+        Ok(ep) => ep,
+        Err(e) => return PhaseOut::failed(e),
+    };
+    let (wait, said) = match prepare_udp(&ep, cx.spin, UDP_POLL) {
         Ok(x) => x,
         Err(e) => return PhaseOut::failed(e),
     };
     let (req_len, resp_len) = (cx.phase.request as usize, cx.phase.response as usize);
     let waiter = Waiter::new(wait, cx.signals, false);
-    let io = match DatagramIo::new(engine, sock, req_len.max(resp_len), waiter, UDP_POLL) {
+    let io = match DatagramIo::new(engine, &ep, req_len.max(resp_len), waiter, UDP_POLL) {
         Ok(io) => io,
         Err(e) => return PhaseOut::failed(e),
     };
@@ -148,17 +153,28 @@ impl<E: Engine> Serve for DatagramIo<'_, E> {
     }
 }
 
-/// Serves one phase of a server flow on `sock`.
+/// Serves one phase of a server flow on `sock`, taken over as `engine`'s
+/// endpoint.
 pub(super) fn server_phase<E: Engine>(
     engine: E,
-    sock: &UdpSocket,
+    sock: UdpSocket,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
 ) -> Served {
     let len = (cx.phase.request as usize).max(cx.phase.response as usize);
+    let ep = match engine.udp_endpoint(sock) {
+        Ok(ep) => ep,
+        Err(e) => {
+            return Served {
+                transactions: 0,
+                elapsed_ns: 0,
+                out: PhaseOut::failed(e),
+            }
+        }
+    };
     serve_phase(cx, bufs, || {
-        let (wait, said) = prepare_udp(sock, cx.spin, POLL)?;
+        let (wait, said) = prepare_udp(&ep, cx.spin, POLL)?;
         let waiter = Waiter::new(wait, cx.signals, true);
-        Ok((DatagramIo::new(engine, sock, len, waiter, UDP_POLL)?, said))
+        Ok((DatagramIo::new(engine, &ep, len, waiter, UDP_POLL)?, said))
     })
 }

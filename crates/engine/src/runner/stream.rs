@@ -1,6 +1,7 @@
 //! One stream's thread: pins and prioritises itself, runs the engine's loop
 //! for its transport and role, and reports how the stream ended.
 
+use std::net::{TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use linerate_proto::udp_sender::WireFormat;
 use super::cpu_watch::{self, Ticks};
 use super::{DataSocket, RunParams, StreamSetup, UdpParams};
 use crate::cpu::{self, CpuTime};
-use crate::engines::EngineKind;
+use crate::engines::{with_engine, Engine, EngineKind, UdpEndpoint};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::udp::{self, RecvJob, SendJob, UdpCounters};
 use crate::wait::{self, Wait};
@@ -75,7 +76,7 @@ pub(super) fn spawn_stream(
                     poll_sleeps,
                     result,
                 },
-            ) = io.run(&setup);
+            ) = io.run(setup);
             // A UDP receiver's time ends at its last datagram before the
             // drain deadline, not at the deadline.
             let elapsed = match &m.udp_recv {
@@ -138,101 +139,138 @@ struct StreamIo<'a> {
 impl StreamIo<'_> {
     /// Runs the loop of the stream's transport and role; returns what it
     /// measured beyond the byte count, and how it ended.
-    fn run(&self, setup: &StreamSetup) -> (StreamMeasurement, StreamEnd) {
-        let StreamCtx {
-            engine,
-            start,
-            signals,
-            ..
-        } = self.ctx;
+    fn run(&self, setup: StreamSetup) -> (StreamMeasurement, StreamEnd) {
+        let StreamSetup {
+            id,
+            sender,
+            role,
+            bytes,
+            datagrams,
+            sock,
+        } = setup;
         let mut m = StreamMeasurement {
-            id: setup.id,
-            sender: Some(setup.sender),
+            id,
+            sender: Some(sender),
             ..StreamMeasurement::default()
         };
-        let wait = match self.spin(&setup.sock) {
-            Ok(Some((mode, said))) => {
-                m.busy_poll = Some(said);
-                Wait::Spin(mode)
-            }
-            Ok(None) => Wait::Block,
-            Err(e) => return (m, StreamEnd::failed(e)),
-        };
-        let end = match (&setup.sock, setup.role) {
-            (DataSocket::Tcp(sock), role) => {
-                // One buffer per stream, allocated once.
-                let mut buf = vec![0u8; self.len];
-                let (c, sig) = (self.counter, signals);
-                let end = match role {
-                    Role::Sender => tcp::send(*engine, sock, &buf, setup.bytes, c, sig, wait),
-                    Role::Receiver => {
-                        let opts = tcp::RecvOpts {
-                            skip_copy: self.skip_rx_copy,
-                            lowat: self.ctx.rcvlowat,
-                        };
-                        tcp::recv(*engine, sock, &mut buf, c, sig, wait, opts)
-                    }
-                };
-                if role == Role::Sender {
-                    m.tcp = tcp_info::read(sock);
-                }
-                end
-            }
-            (DataSocket::Udp(sock), Role::Sender) => {
-                let job = SendJob {
-                    stream: setup.id,
-                    len: self.len,
-                    millipps: self.udp.millipps,
-                    burst: self.udp.burst,
-                    verify: self.udp.verify,
-                    faults: self.udp.faults.clone(),
-                    limit: setup.datagrams,
-                    start: *start,
-                    format: match self.udp.iperf3 {
-                        Some(f) => udp::iperf3_format(f.counters_64bit, *start),
-                        None => WireFormat::Linerate,
-                    },
-                };
-                let (sent, end) =
-                    udp::send(*engine, sock, &job, self.counter, self.live, signals, wait);
-                m.udp_send = Some(sent);
-                end
-            }
-            (DataSocket::Udp(sock), Role::Receiver) => {
-                let job = RecvJob {
-                    stream: setup.id,
-                    len: self.len,
-                    verify: self.udp.verify,
-                    start: *start,
-                };
-                let (got, end) = match self.udp.iperf3 {
-                    Some(f) => {
-                        let counters = (self.counter, self.live);
-                        crate::iperf3::recv(*engine, sock, &job, f, counters, signals, wait)
-                    }
-                    None => udp::recv(*engine, sock, &job, self.counter, self.live, signals, wait),
-                };
-                m.udp_recv = Some(got);
-                end
+        let end = match sock {
+            DataSocket::Tcp(sock) => self.tcp(&sock, role, bytes, &mut m),
+            DataSocket::Udp(sock) => {
+                let job = (id, role, datagrams);
+                with_engine!(self.ctx.engine, e => self.udp(e, sock, job, &mut m))
             }
         };
         (m, end)
     }
 
-    /// `--busy-poll`: makes the stream's socket non-blocking with
-    /// `SO_BUSY_POLL`; returns the spin mode and what the kernel said.
-    fn spin(&self, sock: &DataSocket) -> Result<Option<(SpinMode, String)>, EngineError> {
+    /// A TCP stream's loop on `sock`; a sender sends `bytes` when given.
+    fn tcp(
+        &self,
+        sock: &TcpStream,
+        role: Role,
+        bytes: Option<u64>,
+        m: &mut StreamMeasurement,
+    ) -> StreamEnd {
+        let wait = match self.spin(m, || wait::prepare_stream(sock)) {
+            Ok(w) => w,
+            Err(e) => return StreamEnd::failed(e),
+        };
+        let engine = self.ctx.engine;
+        // One buffer per stream, allocated once.
+        let mut buf = vec![0u8; self.len];
+        let (c, sig) = (self.counter, &self.ctx.signals);
+        let end = match role {
+            Role::Sender => tcp::send(engine, sock, &buf, bytes, c, sig, wait),
+            Role::Receiver => {
+                let opts = tcp::RecvOpts {
+                    skip_copy: self.skip_rx_copy,
+                    lowat: self.ctx.rcvlowat,
+                };
+                tcp::recv(engine, sock, &mut buf, c, sig, wait, opts)
+            }
+        };
+        if role == Role::Sender {
+            m.tcp = tcp_info::read(sock);
+        }
+        end
+    }
+
+    /// A UDP stream's loop on `sock`, taken over as `engine`'s endpoint:
+    /// stream `id`, in `role`; a sender issues `datagrams` when given.
+    fn udp<E: Engine>(
+        &self,
+        engine: E,
+        sock: UdpSocket,
+        (id, role, datagrams): (u32, Role, Option<u64>),
+        m: &mut StreamMeasurement,
+    ) -> StreamEnd {
+        let ep = match engine.udp_endpoint(sock) {
+            Ok(ep) => ep,
+            Err(e) => return StreamEnd::failed(e),
+        };
+        let wait = match self.spin(m, || ep.busy_poll()) {
+            Ok(w) => w,
+            Err(e) => return StreamEnd::failed(e),
+        };
+        let (start, signals) = (self.ctx.start, &self.ctx.signals);
+        match role {
+            Role::Sender => {
+                let job = SendJob {
+                    stream: id,
+                    len: self.len,
+                    millipps: self.udp.millipps,
+                    burst: self.udp.burst,
+                    verify: self.udp.verify,
+                    faults: self.udp.faults.clone(),
+                    limit: datagrams,
+                    start,
+                    format: match self.udp.iperf3 {
+                        Some(f) => udp::iperf3_format(f.counters_64bit, start),
+                        None => WireFormat::Linerate,
+                    },
+                };
+                let (sent, end) =
+                    udp::send(engine, &ep, &job, self.counter, self.live, signals, wait);
+                m.udp_send = Some(sent);
+                end
+            }
+            Role::Receiver => {
+                let job = RecvJob {
+                    stream: id,
+                    len: self.len,
+                    verify: self.udp.verify,
+                    start,
+                };
+                let (got, end) = match self.udp.iperf3 {
+                    Some(f) => {
+                        let counters = (self.counter, self.live);
+                        crate::iperf3::recv(engine, &ep, &job, f, counters, signals, wait)
+                    }
+                    None => udp::recv(engine, &ep, &job, self.counter, self.live, signals, wait),
+                };
+                m.udp_recv = Some(got);
+                end
+            }
+        }
+    }
+
+    /// `--busy-poll`: switches the stream's socket or endpoint to busy
+    /// polling with `prepare` (which says what it was granted), and
+    /// notes that in `m`; the wait discipline either way.
+    fn spin(
+        &self,
+        m: &mut StreamMeasurement,
+        prepare: impl FnOnce() -> Result<String, EngineError>,
+    ) -> Result<Wait, EngineError> {
         let Some(mode) = self.busy_poll else {
-            return Ok(None);
+            return Ok(Wait::Block);
         };
-        let said = match sock {
-            DataSocket::Tcp(s) => wait::prepare_stream(s)?,
-            DataSocket::Udp(s) => wait::prepare_stream(s)?,
-        };
+        let said = prepare()?;
         let how = match mode {
             SpinMode::Dedicated => "spinning without yielding (a CPU for every spinning thread)",
             SpinMode::Shared => "yielding while spinning (the CPUs are shared)",
         };
-        Ok(Some((mode, format!("{said}; {how}"))))
+        m.busy_poll = Some(format!("{said}; {how}"));
+        Ok(Wait::Spin(mode))
     }
 }

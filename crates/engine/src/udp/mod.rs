@@ -1,6 +1,9 @@
 //! UDP data sockets: binding and connecting them, buffer sizes, the attach
 //! handshake; and (in submodules) the live counters and the send and
-//! receive loops of a UDP stream, generic over the engine.
+//! receive loops of a UDP stream, generic over the engine and so over its
+//! endpoint ([`crate::engines::endpoint`]): the handshake runs on the
+//! control plane's kernel sockets, then the stream's engine takes the
+//! socket as its endpoint, and the loops touch only that.
 //!
 //! Attach handshake (reusable by any datagram test): the server binds one
 //! socket per stream on an ephemeral port and sends the ports in its Accept.
@@ -10,7 +13,8 @@
 //! the token and stream, connects its socket to the greeting's source (from
 //! then on the kernel drops datagrams from anyone else) and echoes. Should
 //! the echo of the last greeting be lost after the test started, a
-//! receiving server echoes repeated greetings from its receive loop, and a
+//! receiving server echoes repeated greetings from its receive loop (through
+//! its endpoint), and a
 //! client whose server already sends data takes that as the answer.
 
 mod live;
@@ -19,18 +23,17 @@ mod send;
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use linerate_proto::datagram;
 
-use crate::cmsg::{SO_MEMINFO, SO_RCVBUFFORCE, SO_SNDBUFFORCE};
+use crate::cmsg::{SO_RCVBUFFORCE, SO_SNDBUFFORCE};
 use crate::socket::set_int;
 use crate::EngineError;
 
 pub use live::UdpCounters;
 pub use recv::{prepare as prepare_recv, recv, RecvJob};
-pub(crate) use recv::{prepare_with as prepare_recv_with, realtime_at, recv_batches};
+pub(crate) use recv::{realtime_at, recv_batches, stream_rx};
 pub use send::{iperf3_format, send, SendJob};
 
 /// How often the client repeats an unanswered greeting.
@@ -40,10 +43,6 @@ pub const GREET_TRIES: u32 = 50;
 /// Receive timeout of UDP receivers: how often an idle receiver checks its
 /// drain deadline and the abort flag.
 pub const RECV_POLL: Duration = Duration::from_millis(10);
-
-// SO_MEMINFO's array (include/uapi/linux/sock_diag.h).
-const SK_MEMINFO_VARS: usize = 9;
-const SK_MEMINFO_DROPS: usize = 8;
 
 fn canonical_ip(ip: IpAddr) -> IpAddr {
     match ip {
@@ -111,35 +110,6 @@ pub fn set_buffers(sock: &UdpSocket, bytes: u32) -> Result<String, EngineError> 
             "not root: capped at wmem_max/rmem_max; the kernel doubles the request"
         }
     ))
-}
-
-/// SO_RCVBUF in effect.
-pub fn recv_buffer(sock: &UdpSocket) -> Option<u64> {
-    socket2::SockRef::from(sock)
-        .recv_buffer_size()
-        .ok()
-        .map(|b| b as u64)
-}
-
-/// Datagrams this socket dropped because its receive buffer was full
-/// (`SO_MEMINFO`'s drop counter, the same one SO_RXQ_OVFL reports).
-pub fn socket_drops(sock: &impl AsRawFd) -> Option<u64> {
-    let mut info = [0u32; SK_MEMINFO_VARS];
-    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
-    // SAFETY: info is valid for len bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_MEMINFO,
-            info.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 || (len as usize) < (SK_MEMINFO_DROPS + 1) * 4 {
-        return None;
-    }
-    Some(u64::from(info[SK_MEMINFO_DROPS]))
 }
 
 /// Client side of the attach handshake: greets until the echo arrives.
@@ -253,8 +223,9 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::engines::Syscall;
+    use crate::engines::{Engine, Interest, KernelUdp, Readiness, Syscall, UdpEndpoint};
     use crate::stream::{Signals, StreamCounter};
+    use crate::test_endpoint::{mem_pair, Mem};
     use crate::wait::Wait;
     use linerate_proto::datagram;
     use linerate_proto::rr_core::SpinMode;
@@ -297,19 +268,45 @@ mod tests {
     #[test]
     fn loops_count_faults_exactly_on_loopback() {
         for wait in [Wait::Block, Wait::Spin(SpinMode::Shared)] {
-            count_faults_on_loopback(wait);
+            let rx = bind("127.0.0.1".parse().expect("ip")).expect("bind");
+            let tx = connect(rx.local_addr().expect("addr")).expect("connect");
+            rx.connect(tx.local_addr().expect("addr"))
+                .expect("connect back");
+            set_buffers(&rx, 4 << 20).expect("buffers");
+            count_faults(Syscall, KernelUdp::new(tx), KernelUdp::new(rx), wait);
         }
     }
 
-    fn count_faults_on_loopback(wait: Wait) {
-        let rx = bind("127.0.0.1".parse().expect("ip")).expect("bind");
-        let tx = connect(rx.local_addr().expect("addr")).expect("connect");
-        rx.connect(tx.local_addr().expect("addr"))
-            .expect("connect back");
-        set_buffers(&rx, 4 << 20).expect("buffers");
+    /// What a kernel-bypass engine needs of the UDP loops: they run on its
+    /// own endpoint, here in-memory queues with no socket at all, count
+    /// exactly, and echo a repeated greeting through the endpoint.
+    #[test]
+    fn issue_24_udp_loops_run_on_an_endpoint_without_a_kernel_socket() {
+        for wait in [Wait::Block, Wait::Spin(SpinMode::Shared)] {
+            let (tx, rx) = mem_pair();
+            // The client repeated its greeting: queued before the data.
+            tx.inject(b"LR\x01hello");
+            let (tx, rx) = count_faults(Mem, tx, rx, wait);
+            assert_eq!(rx.controls.get(), 1, "the greeting was echoed");
+            assert!(tx.wait_ready(Interest::Recv, Duration::ZERO).expect("echo"));
+        }
+    }
+
+    /// Sends 100 datagrams with faults from `tx` to `rx` through `engine`'s
+    /// loops and checks the receiver's exact counts; hands the endpoints
+    /// back.
+    fn count_faults<E: Engine>(
+        engine: E,
+        tx: E::UdpEndpoint,
+        rx: E::UdpEndpoint,
+        wait: Wait,
+    ) -> (E::UdpEndpoint, E::UdpEndpoint)
+    where
+        E::UdpEndpoint: Send + 'static,
+    {
         if wait != Wait::Block {
-            crate::wait::prepare_stream(&rx).expect("busy poll");
-            crate::wait::prepare_stream(&tx).expect("busy poll");
+            rx.busy_poll().expect("busy poll");
+            tx.busy_poll().expect("busy poll");
         }
         let start = Instant::now();
         let signals = Arc::new(Signals::default());
@@ -322,15 +319,8 @@ mod tests {
         };
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live_rx));
         let receiver = std::thread::spawn(move || {
-            recv::recv_loop(
-                Syscall,
-                &rx,
-                &job,
-                &StreamCounter::default(),
-                &l2,
-                &s2,
-                wait,
-            )
+            let (got, end) = recv(engine, &rx, &job, &StreamCounter::default(), &l2, &s2, wait);
+            (got, end, rx)
         });
         let send = SendJob {
             stream: 1,
@@ -344,8 +334,8 @@ mod tests {
             start,
             format: Default::default(),
         };
-        let (sent, end) = send::send_loop(
-            Syscall,
+        let (sent, end) = super::send(
+            engine,
             &tx,
             &send,
             &StreamCounter::default(),
@@ -358,7 +348,7 @@ mod tests {
         assert_eq!(sent.datagrams, 100);
         live_rx.set_issued(sent.issued);
         signals.drain_at(ns_since(start) + 100_000_000);
-        let (got, end) = receiver.join().expect("receiver");
+        let (got, end, rx) = receiver.join().expect("receiver");
         end.result.expect("received");
         assert_eq!(got.lost, Some(1));
         assert_eq!(got.duplicates, 1);
@@ -370,5 +360,6 @@ mod tests {
         // Every valid datagram's bytes, and the counters the sampler reads.
         let live = live_rx.totals();
         assert_eq!((live.datagrams, live.received, live.corrupt), (100, 99, 3));
+        (tx, rx)
     }
 }

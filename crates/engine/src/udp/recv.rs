@@ -28,10 +28,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
 
-use super::{ns_since, recv_buffer, socket_drops, UdpCounters, RECV_POLL};
-use crate::cmsg::{SO_RXQ_OVFL, SO_TIMESTAMPNS};
-use crate::engines::{self, with_engine, Engine, EngineKind, RecvSlots, UdpRx};
-use crate::socket::set_int;
+use super::{ns_since, UdpCounters, RECV_POLL};
+use crate::engines::endpoint::enable_recv_meta;
+use crate::engines::{
+    self, with_engine, Engine, EngineKind, Interest, RecvSlots, UdpEndpoint, UdpRx,
+};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::wait::{stream_end, Wait, Waiter};
 use crate::EngineError;
@@ -62,33 +63,16 @@ pub struct RecvJob {
     pub start: Instant,
 }
 
-/// Receives and checks datagrams on `sock` with engine `kind` until the
-/// drain deadline in `signals` passes, then reads what is already queued,
-/// and stops; or until the test is aborted. `wait`: blocking calls bounded
-/// by [`RECV_POLL`], or busy polling (a socket made non-blocking by
-/// [`crate::wait::prepare_stream`]).
-pub fn recv(
-    kind: EngineKind,
-    sock: &UdpSocket,
-    job: &RecvJob,
-    bytes: &StreamCounter,
-    live: &UdpCounters,
-    signals: &Signals,
-    wait: Wait,
-) -> (UdpRecv, StreamEnd) {
-    with_engine!(kind, e => recv_loop(e, sock, job, bytes, live, signals, wait))
-}
-
 /// Where one batch's datagrams go.
-struct Sink<'a> {
+struct Sink<'a, P> {
     core: &'a mut UdpReceiver,
-    sock: &'a UdpSocket,
+    ep: &'a P,
     bytes: &'a StreamCounter,
     /// CLOCK_REALTIME ns at Start: converts kernel timestamps.
     realtime_at_start: u64,
 }
 
-impl Sink<'_> {
+impl<P: UdpEndpoint> Sink<'_, P> {
     /// Feeds the first `filled` slots to the core; `now` stands in for a
     /// missing kernel timestamp.
     #[inline]
@@ -105,10 +89,10 @@ impl Sink<'_> {
                 match self.core.on_datagram(d, m.truncated, arrival, drain_at) {
                     Verdict::Data => self.bytes.add(d.len() as u64),
                     // A repeated greeting: the client missed our echo (the
-                    // socket is connected, so it can only be the client's).
-                    // Echo it again.
+                    // endpoint is connected, so it can only be the
+                    // client's). Echo it again.
                     Verdict::Greeting => {
-                        let _ = self.sock.send(d);
+                        let _ = self.ep.send_control(d);
                     }
                     Verdict::Corrupt(_) => {}
                 }
@@ -121,17 +105,11 @@ impl Sink<'_> {
 /// the kernel's drop counter and arrival timestamps, and what engine `kind`
 /// needs on before the first datagram (`UDP_GRO`). Set later, on the
 /// receiving thread, the first datagrams of an unpaced burst would already
-/// be queued without them. Idempotent (the receive loop repeats it for
-/// sockets nobody prepared).
+/// be queued without them. Idempotent (the receive loop asks its endpoint
+/// again, for sockets nobody prepared).
 pub fn prepare(kind: EngineKind, sock: &UdpSocket) {
-    with_engine!(kind, e => prepare_with(e, sock))
-}
-
-pub(crate) fn prepare_with<E: Engine>(engine: E, sock: &UdpSocket) {
-    // Without SO_RXQ_OVFL the drop count still comes from SO_MEMINFO at the end.
-    let _ = set_int(sock, libc::SOL_SOCKET, SO_RXQ_OVFL, 1);
-    let _ = set_int(sock, libc::SOL_SOCKET, SO_TIMESTAMPNS, 1);
-    engine.udp_rx_attach(sock);
+    enable_recv_meta(sock);
+    with_engine!(kind, e => e.udp_rx_attach(sock))
 }
 
 /// CLOCK_REALTIME ns at `start`: converts the kernel's receive timestamps
@@ -143,23 +121,40 @@ pub(crate) fn realtime_at(start: Instant) -> u64 {
         .saturating_sub(ns_since(start))
 }
 
-pub(super) fn recv_loop<E: Engine>(
+/// Makes the receiving I/O object of `engine` on `ep`, with what a stream
+/// receiver needs first: per-datagram metadata on, and blocking receives
+/// bounded by [`RECV_POLL`] (so an idle receiver checks its drain deadline
+/// and the abort flag). Shared by linerate's and iperf3's receive loops.
+pub(crate) fn stream_rx<E: Engine>(
     engine: E,
-    sock: &UdpSocket,
+    ep: &E::UdpEndpoint,
+    len: usize,
+) -> Result<E::UdpRx, EngineError> {
+    ep.enable_recv_meta();
+    let _ = ep.set_recv_timeout(RECV_POLL);
+    engine.udp_rx(ep, len)
+}
+
+/// Receives and checks datagrams on `ep` with `engine` until the drain
+/// deadline in `signals` passes, then reads what is already queued, and
+/// stops; or until the test is aborted. `wait`: blocking calls bounded by
+/// [`RECV_POLL`], or busy polling (an endpoint switched to it by
+/// [`UdpEndpoint::busy_poll`]).
+pub fn recv<E: Engine>(
+    engine: E,
+    ep: &E::UdpEndpoint,
     job: &RecvJob,
     bytes: &StreamCounter,
     live: &UdpCounters,
     signals: &Signals,
     wait: Wait,
 ) -> (UdpRecv, StreamEnd) {
-    prepare_with(engine, sock);
     let realtime_at_start = realtime_at(job.start);
-    let _ = sock.set_read_timeout(Some(RECV_POLL));
-    let rcvbuf = recv_buffer(sock);
-    let mut io = match engine.udp_rx(sock, job.len) {
+    let mut io = match stream_rx(engine, ep, job.len) {
         Ok(io) => io,
         Err(e) => return (UdpRecv::default(), StreamEnd::failed(e)),
     };
+    let rcvbuf = ep.recv_buffer();
     let mut slots = io.slots();
     let mut core = UdpReceiver::new(ReceiverConfig {
         stream: job.stream,
@@ -168,13 +163,13 @@ pub(super) fn recv_loop<E: Engine>(
     });
     let mut sink = Sink {
         core: &mut core,
-        sock,
+        ep,
         bytes,
         realtime_at_start,
     };
     let done = recv_batches(
         &mut io,
-        sock,
+        ep,
         &mut slots,
         job.start,
         signals,
@@ -184,7 +179,7 @@ pub(super) fn recv_loop<E: Engine>(
             live.publish(&sink.core.live());
         },
     );
-    let mut out = core.finish(live.issued(), socket_drops(sock), rcvbuf);
+    let mut out = core.finish(live.issued(), ep.drops(), rcvbuf);
     out.batching = io.batching();
     out.coalesce_waits = done.coalesce_waits;
     (out, done.end)
@@ -205,9 +200,9 @@ pub(crate) struct Received {
 /// receiver with a buffer of at least [`COALESCE_MIN_RCVBUF`], on an
 /// engine whose short batches empty the socket, coalesces (module docs)
 /// after batches the kernel timestamped.
-pub(crate) fn recv_batches<R: UdpRx>(
+pub(crate) fn recv_batches<P: UdpEndpoint, R: UdpRx<P>>(
     io: &mut R,
-    sock: &UdpSocket,
+    ep: &P,
     slots: &mut RecvSlots,
     start: Instant,
     signals: &Signals,
@@ -216,7 +211,7 @@ pub(crate) fn recv_batches<R: UdpRx>(
 ) -> Received {
     let coalesce = wait == Wait::Block
         && io.short_batch_empties_socket()
-        && recv_buffer(sock).is_some_and(|b| b >= COALESCE_MIN_RCVBUF);
+        && ep.recv_buffer().is_some_and(|b| b >= COALESCE_MIN_RCVBUF);
     let mut coalesce_waits = 0u64;
     // Spinning is bounded by the drain deadline's granularity: a sleep
     // when the budget is spent lasts at most RECV_POLL.
@@ -234,7 +229,7 @@ pub(crate) fn recv_batches<R: UdpRx>(
             waiter.call()
         };
         calls += 1;
-        let r = io.recv_batch(sock, slots, call);
+        let r = io.recv_batch(ep, slots, call);
         let now = ns_since(start);
         let drain_at = signals.drain_deadline();
         draining |= now >= drain_at;
@@ -257,7 +252,7 @@ pub(crate) fn recv_batches<R: UdpRx>(
                 if draining {
                     break Ok(());
                 }
-                if let Err(e) = waiter.would_block(sock, libc::POLLIN, RECV_POLL, None) {
+                if let Err(e) = waiter.would_block(ep, Interest::Recv, RECV_POLL, None) {
                     break stream_end(e);
                 }
             }

@@ -7,7 +7,6 @@
 //! engine call, one relaxed store of the live counter. Nothing allocated.
 
 use std::io::ErrorKind;
-use std::net::UdpSocket;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -17,7 +16,7 @@ use linerate_proto::pacing::{wait_step, WaitStep};
 use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
 
 use super::{ns_since, UdpCounters};
-use crate::engines::{self, with_engine, Engine, EngineKind, TxBatch, UdpTx};
+use crate::engines::{self, Engine, Interest, TxBatch, UdpTx};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::wait::{stream_end, Wait, Waiter};
 use crate::EngineError;
@@ -50,22 +49,6 @@ pub fn iperf3_format(counters_64bit: bool, start: Instant) -> WireFormat {
     }
 }
 
-/// Sends paced, numbered datagrams on `sock` with engine `kind` until
-/// stopped or the count is issued. `wait`: blocking sends, or busy polling
-/// on a full socket buffer (a socket made non-blocking by
-/// [`crate::wait::prepare_stream`]).
-pub fn send(
-    kind: EngineKind,
-    sock: &UdpSocket,
-    job: &SendJob,
-    bytes: &StreamCounter,
-    live: &UdpCounters,
-    signals: &Signals,
-    wait: Wait,
-) -> (UdpSend, StreamEnd) {
-    with_engine!(kind, e => send_loop(e, sock, job, bytes, live, signals, wait))
-}
-
 /// Waits until `due_ns` after `start`, sleeping or spinning as the core's
 /// [`wait_step`] says (sleep until the last few µs, spin those). Returns
 /// the time it saw at or past `due_ns`, or `None` when a stop or abort
@@ -95,9 +78,12 @@ fn tighten_timer_slack() {
     }
 }
 
-pub(super) fn send_loop<E: Engine>(
+/// Sends paced, numbered datagrams on `ep` with `engine` until stopped or
+/// the count is issued. `wait`: blocking sends, or busy polling on a full
+/// send queue (an endpoint switched to it by [`crate::engines::UdpEndpoint::busy_poll`]).
+pub fn send<E: Engine>(
     engine: E,
-    sock: &UdpSocket,
+    ep: &E::UdpEndpoint,
     job: &SendJob,
     bytes: &StreamCounter,
     live: &UdpCounters,
@@ -107,7 +93,7 @@ pub(super) fn send_loop<E: Engine>(
     // The core pads a datagram to its format's header: the engine must
     // plan (GSO segments, staging slots) with that same length.
     let len = job.len.max(job.format.min_len());
-    let mut io = match engine.udp_tx(sock, len) {
+    let mut io = match engine.udp_tx(ep, len) {
         Ok(io) => io,
         Err(e) => return (UdpSend::default(), StreamEnd::failed(e)),
     };
@@ -139,12 +125,12 @@ pub(super) fn send_loop<E: Engine>(
             },
             Transmit::Junk(d) => {
                 // Test faults: whatever becomes of it, it was sent.
-                let _ = io.send_batch(sock, TxBatch::new(d, d.len()), engines::Wait::Block);
+                let _ = io.send_batch(ep, TxBatch::new(d, d.len()), engines::Wait::Block);
                 core.on_junk_sent();
             }
             Transmit::Send { bytes: b, segment } => {
                 calls += 1;
-                match io.send_batch(sock, TxBatch::new(b, segment), call) {
+                match io.send_batch(ep, TxBatch::new(b, segment), call) {
                     Ok(n) => {
                         bytes.add(core.on_sent(n));
                         live.datagrams.store(core.datagrams(), Ordering::Relaxed);
@@ -155,7 +141,7 @@ pub(super) fn send_loop<E: Engine>(
                         // The socket buffer is full: spin (busy polling) or
                         // go round again (a blocking send timed out).
                         if let Err(e) =
-                            waiter.would_block(sock, libc::POLLOUT, super::RECV_POLL, None)
+                            waiter.would_block(ep, Interest::Send, super::RECV_POLL, None)
                         {
                             break stream_end(e);
                         }

@@ -6,6 +6,7 @@
 //! sysctls (the checks that name one), returning the command that puts the
 //! old values back.
 
+mod af_xdp;
 mod checks;
 
 use serde::{Deserialize, Serialize};
@@ -155,6 +156,7 @@ pub fn run_at(kind: Kind, host: Option<&str>, at: &Place) -> DoctorReport {
     if let Some(dev) = &dev {
         checks.extend(checks::offloads(kind, dev, at));
         checks.push(checks::numa(dev, at));
+        checks.push(af_xdp::af_xdp(dev));
     }
     checks.push(checks::governor(kind));
     checks.push(checks::irqbalance(kind));

@@ -117,9 +117,10 @@ pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, hos
     let cookie = match read_exact_by(&sock, &mut buf, started + host.guard.cfg.handshake) {
         Ok(()) => Cookie(buf),
         Err(e) => {
-            host.guard
-                .log
-                .log(format_args!("{peer}: iperf3 client sent no cookie: {e:#}"));
+            host.guard.log.log(format_args!(
+                "{peer}: iperf3 client sent no cookie: {}",
+                e.chain()
+            ));
             return;
         }
     };
@@ -192,7 +193,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
     let mut ctrl = match ControlConn::new(sock) {
         Ok(c) => c,
         Err(e) => {
-            host.guard.log.log(format_args!("{peer}: {e:#}"));
+            host.guard.log.log(format_args!("{peer}: {}", e.chain()));
             return;
         }
     };

@@ -571,7 +571,7 @@ mod tests {
         let mut slots = RecvSlots::new(64, 2048);
         let n = recv(&mut inp, &rx, &mut slots);
         assert!(n < 64, "some datagrams were dropped");
-        let dropped = crate::udp::socket_drops(&rx).expect("SO_MEMINFO");
+        let dropped = crate::engines::endpoint::socket_drops(&rx).expect("SO_MEMINFO");
         assert_eq!(dropped, 64 - n as u64);
         // Those queued before the drops carry no counter; the next one does.
         assert_eq!(

@@ -29,7 +29,7 @@ use self::mmsg::{
     enable_gro, path_mtu, segments_per_send, MmsgRx, MmsgTx, GRO_SLOT, GSO_MAX_SEGMENTS,
     GSO_MSGS_PER_CALL, GSO_PORTABLE_SEGMENTS, PLAIN_MSGS_PER_CALL, RECV_MSGS_PER_CALL,
 };
-use super::{Engine, EngineKind, RecvSlots, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
+use super::{Engine, EngineKind, KernelUdp, RecvSlots, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
 use crate::caps::caps;
 use crate::EngineError;
 
@@ -294,13 +294,18 @@ fn unavailable(b: Batch, reason: String) -> EngineError {
 }
 
 impl Engine for Batch {
+    type UdpEndpoint = KernelUdp;
     type UdpTx = BatchUdpTx;
     type UdpRx = BatchUdpRx;
     type TcpTx = BatchTcpTx;
     type TcpRx = super::syscall::SyscallTcpRx;
     const TCP_IO_OUTLIVES_SOCKET: bool = true;
 
-    fn udp_tx(self, sock: &UdpSocket, len: usize) -> Result<BatchUdpTx, EngineError> {
+    fn udp_endpoint(self, sock: UdpSocket) -> Result<KernelUdp, EngineError> {
+        Ok(KernelUdp::new(sock))
+    }
+    fn udp_tx(self, ep: &KernelUdp, len: usize) -> Result<BatchUdpTx, EngineError> {
+        let sock = ep.socket();
         let mut notes = Vec::new();
         let segs = self.gso_segments(sock, len, &mut notes)?;
         let msgs = if segs > 1 {
@@ -320,7 +325,8 @@ impl Engine for Batch {
         })
     }
 
-    fn udp_rx(self, sock: &UdpSocket, len: usize) -> Result<BatchUdpRx, EngineError> {
+    fn udp_rx(self, ep: &KernelUdp, len: usize) -> Result<BatchUdpRx, EngineError> {
+        let sock = ep.socket();
         let mut notes = Vec::new();
         let gro = self.gro(sock, &mut notes)?;
         Ok(BatchUdpRx {
@@ -367,17 +373,13 @@ pub struct BatchUdpTx {
     used: Batching,
 }
 
-impl UdpTx for BatchUdpTx {
+impl UdpTx<KernelUdp> for BatchUdpTx {
     fn max_batch(&self) -> usize {
         self.gso.segs * self.tx.max_msgs()
     }
 
-    fn send_batch(
-        &mut self,
-        sock: &UdpSocket,
-        batch: TxBatch<'_>,
-        wait: Wait,
-    ) -> io::Result<usize> {
+    fn send_batch(&mut self, ep: &KernelUdp, batch: TxBatch<'_>, wait: Wait) -> io::Result<usize> {
+        let sock = ep.socket();
         let dontwait = wait == Wait::DontWait;
         let send =
             |tx: &mut MmsgTx, segs| tx.send(sock, batch.bytes(), batch.segment(), segs, dontwait);
@@ -403,17 +405,18 @@ pub struct BatchUdpRx {
     used: Batching,
 }
 
-impl UdpRx for BatchUdpRx {
+impl UdpRx<KernelUdp> for BatchUdpRx {
     fn slots(&self) -> RecvSlots {
         RecvSlots::new(RECV_MSGS_PER_CALL, self.slot)
     }
 
     fn recv_batch(
         &mut self,
-        sock: &UdpSocket,
+        ep: &KernelUdp,
         slots: &mut RecvSlots,
         wait: Wait,
     ) -> io::Result<usize> {
+        let sock = ep.socket();
         let (bufs, meta) = slots.parts_mut();
         let n = self.rx.recv(sock, bufs, meta, wait == Wait::DontWait)?;
         self.used.gro_super_buffers += meta[..n]
@@ -539,12 +542,13 @@ mod tests {
             verify: true,
             start,
         };
-        let kind = EngineKind::Batch(Batch {
+        let kind = Batch {
             gro: Toggle::On,
             ..Batch::AUTO
-        });
+        };
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live));
         let receiver = std::thread::spawn(move || {
+            let rx = KernelUdp::new(rx);
             udp::recv(
                 kind,
                 &rx,
@@ -587,6 +591,7 @@ mod tests {
         }
         let rx = udp::bind("127.0.0.1".parse().expect("ip")).expect("bind");
         let tx = udp::connect(rx.local_addr().expect("addr")).expect("connect");
+        let tx = KernelUdp::new(tx);
         let on = Batch {
             gso: Toggle::On,
             ..Batch::AUTO

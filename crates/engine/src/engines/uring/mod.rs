@@ -37,7 +37,7 @@ use std::time::Duration;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 use linerate_proto::measure::{EngineUse, ZeroCopyUse};
 
-use super::{Engine, EngineKind};
+use super::{Engine, EngineKind, KernelUdp};
 use crate::EngineError;
 
 pub use tcp::{UringTcpRx, UringTcpTx};
@@ -88,17 +88,21 @@ pub struct Uring {
 }
 
 impl Engine for Uring {
+    type UdpEndpoint = KernelUdp;
     type UdpTx = UringUdpTx;
     type UdpRx = UringUdpRx;
     type TcpTx = UringTcpTx;
     type TcpRx = UringTcpRx;
     const TCP_IO_OUTLIVES_SOCKET: bool = true;
 
-    fn udp_tx(self, sock: &std::net::UdpSocket, len: usize) -> Result<UringUdpTx, EngineError> {
-        UringUdpTx::new(self, sock, len)
+    fn udp_endpoint(self, sock: std::net::UdpSocket) -> Result<KernelUdp, EngineError> {
+        Ok(KernelUdp::new(sock))
     }
-    fn udp_rx(self, sock: &std::net::UdpSocket, len: usize) -> Result<UringUdpRx, EngineError> {
-        UringUdpRx::new(self, sock, len)
+    fn udp_tx(self, ep: &KernelUdp, len: usize) -> Result<UringUdpTx, EngineError> {
+        UringUdpTx::new(self, ep.socket(), len)
+    }
+    fn udp_rx(self, ep: &KernelUdp, len: usize) -> Result<UringUdpRx, EngineError> {
+        UringUdpRx::new(self, ep.socket(), len)
     }
     /// `UDP_GRO` before the first datagram, as the `batch` engine does.
     fn udp_rx_attach(self, sock: &std::net::UdpSocket) {

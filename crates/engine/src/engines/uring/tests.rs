@@ -1,10 +1,8 @@
 //! The uring engine against real loopback sockets: skipped, with the
 //! reason printed, where io_uring cannot run.
 
-use std::net::UdpSocket;
-
 use super::{caps, Uring};
-use crate::engines::{take_use, Engine, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
+use crate::engines::{take_use, Engine, KernelUdp, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
 
 fn available() -> bool {
     match caps() {
@@ -21,7 +19,7 @@ fn udp_batches_arrive_in_order_with_their_metadata() {
     if !available() {
         return;
     }
-    let (tx, rx) = crate::test_pair::udp_pair();
+    let (tx, rx) = crate::test_pair::kernel_udp_pair();
     crate::socket::set_int(&rx, libc::SOL_SOCKET, crate::cmsg::SO_TIMESTAMPNS, 1)
         .expect("timestamps");
     // With SQPOLL the kernel thread takes requests as they are queued: a
@@ -31,7 +29,7 @@ fn udp_batches_arrive_in_order_with_their_metadata() {
     }
 }
 
-fn batch_in_order(e: Uring, tx: &UdpSocket, rx: &UdpSocket) {
+fn batch_in_order(e: Uring, tx: &KernelUdp, rx: &KernelUdp) {
     const N: usize = 100;
     let mut t = e.udp_tx(tx, 100).expect("tx");
     let mut r = e.udp_rx(rx, 100).expect("rx");
@@ -100,7 +98,7 @@ fn issue_8_uring_gso_and_gro_move_every_datagram_in_order() {
     {
         return eprintln!("skipped: no UDP GSO/GRO: {e}");
     }
-    let (tx, rx) = crate::test_pair::udp_pair();
+    let (tx, rx) = crate::test_pair::kernel_udp_pair();
     const LEN: usize = 200;
     // 3 full batches and a run that ends in a 50-byte datagram.
     const N: usize = 3 * 4 * 128 + 10;
@@ -248,12 +246,12 @@ fn issue_8_uring_busy_polled_udp_receive_arms_no_multishot() {
     if let Err(why) = &caps().expect("available").multishot {
         return eprintln!("skipped: {why}");
     }
-    let (tx, rx) = crate::test_pair::udp_pair();
+    let (tx, rx) = crate::test_pair::kernel_udp_pair();
     let mut r = Uring::default().udp_rx(&rx, 64).expect("rx");
     let mut slots = r.slots();
     const N: u8 = 50;
     for i in 0..N {
-        tx.send(&[i; 64]).expect("send");
+        tx.socket().send(&[i; 64]).expect("send");
     }
     let mut got = Vec::new();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -285,10 +283,10 @@ fn a_longer_datagram_is_never_cut_silently() {
     if !available() {
         return;
     }
-    let (tx, rx) = crate::test_pair::udp_pair();
+    let (tx, rx) = crate::test_pair::kernel_udp_pair();
     let mut r = Uring::default().udp_rx(&rx, 100).expect("rx");
     let mut slots = r.slots();
-    tx.send(&[1u8; 500]).expect("send");
+    tx.socket().send(&[1u8; 500]).expect("send");
     let n = r
         .recv_batch(&rx, &mut slots, Wait::Block)
         .expect("received");

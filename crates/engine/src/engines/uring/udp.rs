@@ -25,7 +25,7 @@ use super::{
 use crate::cmsg::{self, ControlBuf, RECV_CMSG};
 use crate::engines::batch::mmsg::{SegmentCmsg, GRO_SLOT, GSO_MSGS_PER_CALL};
 use crate::engines::batch::{gro_plan, gso_plan, GsoSends};
-use crate::engines::{RecvMeta, RecvSlots, TxBatch, UdpRx, UdpTx, Wait};
+use crate::engines::{KernelUdp, RecvMeta, RecvSlots, TxBatch, UdpRx, UdpTx, Wait};
 use crate::EngineError;
 
 /// Most requests one send batch queues without GSO: as many datagrams as
@@ -408,17 +408,12 @@ impl UringUdpTx {
     }
 }
 
-impl UdpTx for UringUdpTx {
+impl UdpTx<KernelUdp> for UringUdpTx {
     fn max_batch(&self) -> usize {
         self.reqs * self.gso.segs
     }
 
-    fn send_batch(
-        &mut self,
-        _sock: &UdpSocket,
-        batch: TxBatch<'_>,
-        wait: Wait,
-    ) -> io::Result<usize> {
+    fn send_batch(&mut self, _ep: &KernelUdp, batch: TxBatch<'_>, wait: Wait) -> io::Result<usize> {
         let mut r = self.send_once(&batch, wait);
         if self
             .gso
@@ -810,17 +805,18 @@ fn queued(sock: &UdpSocket) -> bool {
     rc == 0 && n > 0
 }
 
-impl UdpRx for UringUdpRx {
+impl UdpRx<KernelUdp> for UringUdpRx {
     fn slots(&self) -> RecvSlots {
         RecvSlots::new(RX_SLOTS, self.slot)
     }
 
     fn recv_batch(
         &mut self,
-        sock: &UdpSocket,
+        ep: &KernelUdp,
         slots: &mut RecvSlots,
         wait: Wait,
     ) -> io::Result<usize> {
+        let sock = ep.socket();
         if self.bufs.is_none() {
             return self.recv_one(slots, wait);
         }

@@ -1,0 +1,219 @@
+//! Ethernet, IPv4, IPv6 and UDP on the wire, for engines that build and
+//! parse whole frames in user space (AF_XDP, `linerate-xdp`).
+//!
+//! Each layer has a checked view over a byte buffer (`EthernetFrame`,
+//! `Ipv4Packet`, `Ipv6Packet`, `UdpPacket`: `new_checked` checks the length
+//! once, after which no accessor panics) and the frame as a whole has a
+//! validated representation ([`UdpFlow`] to build one in place, [`parse`]
+//! to read one back) with the IPv4 header and UDP checksums computed and
+//! checked. Sans-IO like the rest of this crate, so the property tests and
+//! `cargo fuzz` reach it without a socket.
+
+mod checksum;
+mod ethernet;
+mod ip;
+mod udp;
+
+pub use checksum::{internet_checksum, pseudo_header_sum};
+pub use ethernet::{EthernetFrame, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_HEADER_LEN};
+pub use ip::{Ipv4Packet, Ipv6Packet, IPPROTO_UDP, IPV4_HEADER_LEN, IPV6_HEADER_LEN};
+pub use udp::{UdpPacket, UDP_HEADER_LEN};
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// A MAC address.
+pub type Mac = [u8; 6];
+
+/// Why a frame could not be built or parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PacketError {
+    #[error("frame too short: {have} bytes, {need} needed")]
+    Truncated { have: usize, need: usize },
+    #[error("ethertype {0:#06x} is neither IPv4 nor IPv6")]
+    EtherType(u16),
+    #[error("IP version {0} where the ethertype says otherwise")]
+    Version(u8),
+    #[error("IPv4 header length {0} is below 20 bytes")]
+    HeaderLength(usize),
+    #[error("IP protocol {0} is not UDP")]
+    NotUdp(u8),
+    #[error("IPv4 fragment (only whole datagrams are parsed)")]
+    Fragment,
+    #[error("IPv4 header checksum does not match")]
+    Ipv4Checksum,
+    #[error("length field {field} does not fit the {have} bytes present")]
+    Length { field: usize, have: usize },
+    #[error("source and destination address families differ")]
+    Family,
+    #[error("payload of {0} bytes does not fit one IP datagram")]
+    TooLong(usize),
+}
+
+/// The UDP checksum of a parsed datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UdpChecksum {
+    Valid,
+    /// Zero on IPv4: the sender computed none.
+    Absent,
+    /// Does not match. Also what a frame whose sender left the sum to a
+    /// checksum offload shows (on veth, where nothing completes it).
+    Invalid,
+}
+
+/// One UDP datagram's frame, as [`UdpFlow::emit`] builds it: Ethernet, IP
+/// (no options or extension headers), UDP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpFlow {
+    pub src_mac: Mac,
+    pub dst_mac: Mac,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+}
+
+/// IPv4's time to live and IPv6's hop limit on built frames.
+const HOP_LIMIT: u8 = 64;
+
+impl UdpFlow {
+    /// Bytes before the payload.
+    pub fn header_len(&self) -> usize {
+        ETH_HEADER_LEN
+            + UDP_HEADER_LEN
+            + match self.src {
+                SocketAddr::V4(_) => IPV4_HEADER_LEN,
+                SocketAddr::V6(_) => IPV6_HEADER_LEN,
+            }
+    }
+
+    /// Builds the frame carrying `payload` at the start of `buf`; returns
+    /// its length.
+    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize, PacketError> {
+        self.emit_with(buf, payload.len(), |p| p.copy_from_slice(payload))
+    }
+
+    /// Builds a frame whose `len` payload bytes `fill` writes in place
+    /// (no copy through a staging buffer); returns its length.
+    pub fn emit_with(
+        &self,
+        buf: &mut [u8],
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<usize, PacketError> {
+        let header = self.header_len();
+        let total = header + len;
+        if buf.len() < total {
+            return Err(PacketError::Truncated {
+                have: buf.len(),
+                need: total,
+            });
+        }
+        let udp_len = UDP_HEADER_LEN + len;
+        let udp_len16 = u16::try_from(udp_len).map_err(|_| PacketError::TooLong(len))?;
+        let frame = &mut buf[..total];
+        fill(&mut frame[header..]);
+        let (ethertype, ip_len) = match (self.src.ip(), self.dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let ip_total = u16::try_from(IPV4_HEADER_LEN + udp_len)
+                    .map_err(|_| PacketError::TooLong(len))?;
+                let ip = &mut frame[ETH_HEADER_LEN..ETH_HEADER_LEN + IPV4_HEADER_LEN];
+                ip::emit_ipv4(ip, s, d, ip_total, HOP_LIMIT);
+                (ETHERTYPE_IPV4, IPV4_HEADER_LEN)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let ip = &mut frame[ETH_HEADER_LEN..ETH_HEADER_LEN + IPV6_HEADER_LEN];
+                ip::emit_ipv6(ip, s, d, udp_len16, HOP_LIMIT);
+                (ETHERTYPE_IPV6, IPV6_HEADER_LEN)
+            }
+            _ => return Err(PacketError::Family),
+        };
+        ethernet::emit(frame, self.dst_mac, self.src_mac, ethertype);
+        let udp = &mut frame[ETH_HEADER_LEN + ip_len..];
+        udp::emit(udp, self.src.port(), self.dst.port(), udp_len16);
+        let sum = udp::checksum(udp, self.src.ip(), self.dst.ip());
+        udp[6..8].copy_from_slice(&sum.to_be_bytes());
+        Ok(total)
+    }
+}
+
+/// A parsed UDP datagram: the frame's addresses and its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    pub src_mac: Mac,
+    pub dst_mac: Mac,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub checksum: UdpChecksum,
+    pub payload: &'a [u8],
+}
+
+/// Parses an Ethernet frame carrying one whole UDP datagram over IPv4 or
+/// IPv6 (no IPv6 extension headers). The IPv4 header checksum must match;
+/// the UDP checksum is reported, not enforced (see [`UdpChecksum`]).
+pub fn parse(frame: &[u8]) -> Result<Datagram<'_>, PacketError> {
+    let eth = EthernetFrame::new_checked(frame)?;
+    let (src_mac, dst_mac) = (eth.src(), eth.dst());
+    let (src, dst, udp) = match eth.ethertype() {
+        ETHERTYPE_IPV4 => {
+            let ip = Ipv4Packet::new_checked(eth.into_payload())?;
+            if !ip.checksum_ok() {
+                return Err(PacketError::Ipv4Checksum);
+            }
+            if ip.is_fragment() {
+                return Err(PacketError::Fragment);
+            }
+            if ip.protocol() != IPPROTO_UDP {
+                return Err(PacketError::NotUdp(ip.protocol()));
+            }
+            (
+                IpAddr::V4(ip.src()),
+                IpAddr::V4(ip.dst()),
+                ip.into_payload(),
+            )
+        }
+        ETHERTYPE_IPV6 => {
+            let ip = Ipv6Packet::new_checked(eth.into_payload())?;
+            if ip.next_header() != IPPROTO_UDP {
+                return Err(PacketError::NotUdp(ip.next_header()));
+            }
+            (
+                IpAddr::V6(ip.src()),
+                IpAddr::V6(ip.dst()),
+                ip.into_payload(),
+            )
+        }
+        other => return Err(PacketError::EtherType(other)),
+    };
+    let udp = UdpPacket::new_checked(udp)?;
+    let checksum = match (udp.checksum_field(), src) {
+        (0, IpAddr::V4(_)) => UdpChecksum::Absent,
+        _ if udp::verify(udp.as_bytes(), src, dst) => UdpChecksum::Valid,
+        _ => UdpChecksum::Invalid,
+    };
+    Ok(Datagram {
+        src_mac,
+        dst_mac,
+        src: SocketAddr::new(src, udp.src_port()),
+        dst: SocketAddr::new(dst, udp.dst_port()),
+        checksum,
+        payload: udp.into_payload(),
+    })
+}
+
+/// `ip` as the 16 bytes of an IPv6 address (IPv4-mapped for IPv4): the
+/// form the XDP program's filter keys use.
+pub fn mapped(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+/// The unspecified address of `ip`'s family.
+pub fn unspecified_like(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    }
+}
+
+#[cfg(test)]
+mod tests;

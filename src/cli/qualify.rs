@@ -1,0 +1,280 @@
+//! Flags of `linerate qualify HOST` and their validation into a
+//! [`QualifyConfig`]: the methods, their durations, the SLA, and one trial
+//! template per kind of test (UDP stream, TCP stream, UDP request/response)
+//! per engine, each validated exactly as `linerate udp|tcp|rr` validates
+//! its own flags.
+
+use super::*;
+use crate::qualify::sla::{self, Sla};
+use clap::Args;
+use common::DEFAULT_PORT;
+
+/// Exit statuses of `qualify`, in `--help` and the README.
+pub const QUALIFY_EXIT: &str = "Exit status: 0 every judged KPI passed; 4 the \
+qualification ran and at least one KPI failed its SLA threshold; 5 it could not \
+run (server unreachable or refusing a step, a KPI the SLA asks for that this path \
+cannot measure); 2 bad command line; 130 interrupted (what was measured is \
+reported, marked interrupted).";
+
+#[derive(Debug, Args)]
+#[command(after_help = QUALIFY_EXIT)]
+pub struct QualifyArgs {
+    /// The linerate server (start it with `linerate server --max-concurrent
+    /// 2`: latency under load is measured by probes beside the load).
+    pub host: String,
+    /// Server port.
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Methods to run, in this order: rfc2544 (UDP throughput, latency,
+    /// loss vs load, back-to-back), y1564 (service configuration steps and
+    /// performance test; needs --cir), rfc6349 (TCP throughput).
+    #[arg(long, value_name = "LIST", default_value = "rfc2544,y1564,rfc6349")]
+    pub method: String,
+    /// Short durations and three frame sizes: about a minute.
+    #[arg(long)]
+    pub quick: bool,
+    /// RFC 2544 datagram sizes, bytes, the 28-byte header included (default:
+    /// the payloads of RFC 2544's frame sizes that fit the path MTU).
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+    /// Y.1564 committed information rate, Ethernet frame bit/s (e.g. 100M).
+    #[arg(long, value_name = "RATE")]
+    pub cir: Option<String>,
+    /// Y.1564 excess information rate above CIR (default none).
+    #[arg(long, value_name = "RATE")]
+    pub eir: Option<String>,
+    /// Thresholds, e.g. loss=0.1%,delay=5ms,jitter=1ms,rate=95M (keys:
+    /// loss, delay (one-way), rtt, jitter, rate, availability); over
+    /// --sla-file's.
+    #[arg(long, value_name = "KEY=VALUE,…")]
+    pub sla: Option<String>,
+    /// Thresholds in TOML: the same keys, each a string with its unit.
+    #[arg(long, value_name = "FILE.toml")]
+    pub sla_file: Option<std::path::PathBuf>,
+    /// RFC 2544 trial duration [default: 1s; --quick 500ms].
+    #[arg(long, value_name = "DURATION")]
+    pub trial: Option<String>,
+    /// Y.1564 duration of each configuration step [default: 2s; --quick 1s].
+    #[arg(long, value_name = "DURATION")]
+    pub step_time: Option<String>,
+    /// Y.1564 service performance test duration [default: 20s; --quick 5s;
+    /// Y.1564 suggests 15m for an acceptance].
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// RFC 6349 TCP test duration per direction [default: 10s; --quick 3s].
+    #[arg(long, value_name = "DURATION")]
+    pub tcp_time: Option<String>,
+    /// Ceiling of the RFC 2544 throughput search, payload bit/s (default:
+    /// what an unpaced stream of each size delivers).
+    #[arg(long, value_name = "RATE")]
+    pub max_rate: Option<String>,
+    /// Run the whole qualification once per engine (e.g. syscall,batch).
+    #[arg(long, value_name = "LIST", default_value = "auto")]
+    pub engines: String,
+    /// Give up connecting after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub connect_timeout: String,
+    /// One JSON document: every trial, the derived metrics and verdicts.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a self-contained HTML page with the tables and plots.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
+}
+
+/// Which methods run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Methods {
+    pub rfc2544: bool,
+    pub y1564: bool,
+    pub rfc6349: bool,
+}
+
+/// The trial templates of one engine.
+#[derive(Debug, Clone)]
+pub struct QualifyEngine {
+    pub name: String,
+    /// A UDP stream (len, pace and limit set per trial).
+    pub udp: ClientConfig,
+    /// A TCP stream (window, direction and duration set per test).
+    pub tcp: ClientConfig,
+    /// UDP request/response probes (size and duration set per probe).
+    pub rr: ClientConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct QualifyConfig {
+    pub host: String,
+    pub port: u16,
+    pub methods: Methods,
+    pub quick: bool,
+    pub sizes: Option<Vec<u32>>,
+    /// Ethernet frame bit/s.
+    pub cir: Option<f64>,
+    pub eir: f64,
+    pub sla: Sla,
+    pub trial_ms: u64,
+    pub step_ms: u64,
+    pub perf_ms: u64,
+    pub tcp_ms: u64,
+    pub max_rate: Option<f64>,
+    pub engines: Vec<QualifyEngine>,
+    pub json: bool,
+    pub report: Option<PathBuf>,
+}
+
+fn methods(list: &str) -> Result<Methods> {
+    let mut m = Methods::default();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match name.to_ascii_lowercase().replace(['-', '.'], "").as_str() {
+            "rfc2544" => m.rfc2544 = true,
+            "y1564" => m.y1564 = true,
+            "rfc6349" => m.rfc6349 = true,
+            _ => bail!("--method: {name:?} is not rfc2544, y1564 or rfc6349"),
+        }
+    }
+    if m == Methods::default() {
+        bail!("--method: no method given (rfc2544, y1564, rfc6349)");
+    }
+    Ok(m)
+}
+
+/// A duration flag with its default for normal and `--quick` runs.
+fn dur(flag: &str, v: Option<&str>, default_ms: u64, quick_ms: u64, quick: bool) -> Result<u64> {
+    let ms = match v {
+        Some(v) => duration_ms(flag, v)?,
+        None if quick => quick_ms,
+        None => default_ms,
+    };
+    if ms < 100 {
+        bail!("{flag}: at least 100ms (a trial shorter than that measures its own start)");
+    }
+    Ok(ms)
+}
+
+fn rate_flag(flag: &str, v: Option<&str>) -> Result<Option<f64>> {
+    v.map(|r| parse_rate(r).with_context(|| flag.to_owned()))
+        .transpose()
+}
+
+/// The templates of one engine, each through its command's validation.
+fn engine_templates(a: &QualifyArgs, engine: &str) -> Result<QualifyEngine> {
+    let common = |kind: &str| {
+        vec![
+            "linerate".to_string(),
+            kind.to_string(),
+            a.host.clone(),
+            "-p".into(),
+            a.port.to_string(),
+            "--engine".into(),
+            engine.to_string(),
+            "--connect-timeout".into(),
+            a.connect_timeout.clone(),
+            "-t".into(),
+            "1".into(),
+        ]
+    };
+    let validated = |argv: Vec<String>| -> Result<Command> {
+        validate(args::Cli::try_parse_from(argv)?).with_context(|| format!("--engines {engine}"))
+    };
+    let Command::Udp(mut udp) = validated(common("udp"))? else {
+        bail!("internal: qualify's UDP template is not a UDP test");
+    };
+    // RFC 2544 and Y.1564 offer frames evenly spaced: a GSO run leaves
+    // as one burst at the sender's line rate, which a policer or a short
+    // queue on the path drops even below the committed rate.
+    if let EngineKind::Batch(b) = &mut udp.engine {
+        b.gso = Toggle::Off;
+    }
+    let Command::Tcp(tcp) = validated(common("tcp"))? else {
+        bail!("internal: qualify's TCP template is not a TCP test");
+    };
+    let mut rr = common("rr");
+    rr.extend(["--proto".into(), "udp".into(), "-s".into(), "64".into()]);
+    let Command::Rr(rr) = validated(rr)? else {
+        bail!("internal: qualify's probe template is not an rr test");
+    };
+    Ok(QualifyEngine {
+        name: engine.to_owned(),
+        udp,
+        tcp,
+        rr: rr.client,
+    })
+}
+
+pub(super) fn validate_qualify(a: QualifyArgs) -> Result<Command> {
+    let methods_defaulted = a.method == "rfc2544,y1564,rfc6349";
+    let methods = methods(&a.method)?;
+    let mut thresholds = match &a.sla_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--sla-file {}", path.display()))?;
+            sla::from_toml(&text).with_context(|| format!("--sla-file {}", path.display()))?
+        }
+        None => Sla::default(),
+    };
+    if let Some(s) = &a.sla {
+        sla::apply_flag(&mut thresholds, s).context("--sla")?;
+    }
+    let cir = rate_flag("--cir", a.cir.as_deref())?;
+    let eir = rate_flag("--eir", a.eir.as_deref())?.unwrap_or(0.0);
+    if a.eir.is_some() && cir.is_none() {
+        bail!("--eir is the excess above --cir: give --cir too");
+    }
+    if methods.y1564 && !methods_defaulted && cir.is_none() {
+        bail!("--method y1564 needs --cir RATE (the committed information rate)");
+    }
+    if let (Some(rate), Some(cir)) = (thresholds.rate_bps, cir) {
+        if rate > cir + eir {
+            bail!(
+                "SLA rate: {} is impossible: above CIR+EIR ({}), the most the service is offered",
+                linerate_stats::units::format_rate(rate),
+                linerate_stats::units::format_rate(cir + eir)
+            );
+        }
+    }
+    let sizes = a
+        .sizes
+        .as_deref()
+        .map(|s| {
+            let v = rr::parse_sizes("--sizes", s)?;
+            let (min, max) = (
+                linerate_proto::datagram::HEADER_LEN as u32,
+                linerate_proto::datagram::MAX_LEN as u32,
+            );
+            if let Some(bad) = v.iter().find(|l| !(min..=max).contains(l)) {
+                bail!("--sizes: {bad} bytes; a datagram must be {min}..={max} bytes (the header takes {min})");
+            }
+            Ok(v)
+        })
+        .transpose()?;
+    let engines = a
+        .engines
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| engine_templates(&a, e))
+        .collect::<Result<Vec<_>>>()?;
+    if engines.is_empty() {
+        bail!("--engines: no engine given");
+    }
+    let q = a.quick;
+    Ok(Command::Qualify(QualifyConfig {
+        trial_ms: dur("--trial", a.trial.as_deref(), 1000, 500, q)?,
+        step_ms: dur("--step-time", a.step_time.as_deref(), 2000, 1000, q)?,
+        perf_ms: dur("--duration", a.duration.as_deref(), 20_000, 5000, q)?,
+        tcp_ms: dur("--tcp-time", a.tcp_time.as_deref(), 10_000, 3000, q)?,
+        max_rate: rate_flag("--max-rate", a.max_rate.as_deref())?,
+        host: a.host,
+        port: a.port,
+        methods,
+        quick: q,
+        sizes,
+        cir,
+        eir,
+        sla: thresholds,
+        engines,
+        json: a.json,
+        report: a.report,
+    }))
+}

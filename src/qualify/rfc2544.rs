@@ -1,0 +1,258 @@
+//! RFC 2544 over UDP, per datagram size: throughput (§26.1, the binary
+//! search of `sweep --find-zero-loss` between 1/64 of and the rate an
+//! unpaced stream delivers), latency at that rate (§26.2, UDP
+//! request/response probes beside a stream at the throughput rate), frame
+//! loss against offered load (§26.3, 100 % down in 10 % steps until two
+//! steps in a row lose nothing) and back-to-back frames (§26.4, the
+//! longest unpaced burst that arrives whole, by the same search over the
+//! burst length).
+
+use linerate_proto::spec::{Limit, Pace};
+use linerate_report::model::{SweepTrial, ZeroLoss};
+use linerate_report::qualify::{Kpi, Latency, Rfc2544, Rfc2544Size, Verdict};
+use linerate_stats::units::format_rate;
+
+use super::method;
+use super::trials::{self, Stop};
+use super::Ctx;
+use crate::sweep::{passes, ZeroLossSearch};
+
+/// The search's floor: this fraction of its ceiling. The resolution is
+/// 1/64 of the range (`ZeroLossSearch`), about 1.5 % of the ceiling.
+const SEARCH_FLOOR: f64 = 64.0;
+/// Probes this short have no room for the timestamps of one-way delay.
+const MIN_PROBE_LEN: u32 = 64;
+/// Back-to-back bursts: the shortest tried, and the longest (or one
+/// trial's worth of the size's capacity, if less).
+const MIN_BURST: f64 = 16.0;
+const MAX_BURST: f64 = 100_000.0;
+
+/// The search's words, for the report.
+pub fn search_words(trial_ms: u64) -> String {
+    format!(
+        "throughput: binary search between 1/64 of and the rate an unpaced {:.1} s stream delivers, \
+         to 1/64 of that range (about 1.5 %), each pass confirmed by a second trial, no loss allowed",
+        trial_ms as f64 / 1e3
+    )
+}
+
+/// §26.1: the throughput search at one size, its trials kept in
+/// `search_trials`.
+fn throughput(
+    c: &Ctx<'_>,
+    len: u32,
+    hi: f64,
+    search_trials: &mut Vec<SweepTrial>,
+) -> Result<ZeroLoss, Stop> {
+    let mut search = ZeroLossSearch::new(hi / SEARCH_FLOOR, hi);
+    while let Some(rate) = search.next() {
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
+        search.record(rate, passes(&t, 0.0));
+        search_trials.push(t);
+    }
+    let best = search.best();
+    Ok(ZeroLoss {
+        len,
+        max_loss_percent: 0.0,
+        pps: best.map(|b| method::frames_per_second(b, len)),
+        bits_per_second: best,
+        received_pps: best.and_then(|b| {
+            search_trials
+                .iter()
+                .rev()
+                .find(|t| (t.requested_bits_per_second - b).abs() < 1.0 && passes(t, 0.0))
+                .map(|t| t.received_pps)
+        }),
+        trials: search.trials(),
+        note: search.note(&|r| format_rate(r)),
+    })
+}
+
+/// §26.2: probes beside a stream at `rate` (payload bit/s).
+fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<String>), Stop> {
+    if !c.pre.probes_beside_load {
+        return Ok((
+            None,
+            Some("not measured: the server refused probes beside a stream".into()),
+        ));
+    }
+    let load = trials::udp_at(c.t, len, rate, c.cfg.trial_ms);
+    let (l, p) = trials::beside(
+        &load,
+        &trials::probe_config(c.t, len.max(MIN_PROBE_LEN), c.cfg.trial_ms),
+        &c.reruns,
+    );
+    l?;
+    let probe = match p {
+        Ok(r) => r,
+        Err(e) => return Ok((None, Some(format!("probes failed: {e}")))),
+    };
+    let Some(ph) = probe.rr.as_ref().and_then(|rr| rr.phases.first()).cloned() else {
+        return Ok((None, Some("the probes measured no phase".into())));
+    };
+    let note = ph
+        .client_to_server
+        .unavailable
+        .clone()
+        .map(|w| format!("one-way delay unavailable ({w}); round trip only"));
+    Ok((
+        Some(Latency {
+            rtt: ph.latency,
+            one_way: ph.client_to_server.latency,
+            one_way_uncertainty_ns: ph.client_to_server.uncertainty_ns,
+            probe,
+        }),
+        note,
+    ))
+}
+
+/// §26.3: from the ceiling down in tenths, until two steps lose nothing.
+fn loss_vs_load(c: &Ctx<'_>, len: u32, hi: f64, out: &mut Vec<SweepTrial>) -> Result<(), Stop> {
+    for rate in method::loss_steps(hi) {
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
+        out.push(t);
+        let n = out.len();
+        if n >= 2 && out[n - 2..].iter().all(|t| passes(t, 0.0)) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// §26.4: the longest unpaced burst with no loss.
+fn back_to_back(
+    c: &Ctx<'_>,
+    len: u32,
+    capacity_pps: f64,
+    done: &mut Vec<SweepTrial>,
+) -> Result<Option<u64>, Stop> {
+    let hi = (capacity_pps * c.cfg.trial_ms as f64 / 1e3).clamp(MIN_BURST, MAX_BURST);
+    let mut search = ZeroLossSearch::new(MIN_BURST, hi.round());
+    while let Some(n) = search.next() {
+        let n = n.round();
+        let (t, _) = trials::udp(
+            &trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n as u64)),
+            &c.reruns,
+        )?;
+        search.record(n, t.error.is_none() && t.issued > 0 && t.lost == 0);
+        done.push(t);
+    }
+    Ok(search.best().map(|b| b as u64))
+}
+
+/// Every test of §26 at one size, filling `s` as each ends (so a stop
+/// keeps what ran).
+fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size) -> Result<(), Stop> {
+    let len = s.len;
+    let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
+    let (capacity, _) = trials::udp(&unpaced, &c.reruns)?;
+    let hi = c.cfg.max_rate.unwrap_or(capacity.received_bits_per_second);
+    let capacity_pps = capacity.received_pps;
+    if hi <= 0.0 {
+        let why = capacity.error.as_deref().unwrap_or("nothing arrived");
+        s.throughput.note = format!("the unpaced stream delivered nothing ({why})");
+        s.capacity = Some(capacity);
+        return Ok(());
+    }
+    s.capacity = Some(capacity);
+    s.throughput = throughput(c, len, hi, &mut s.search)?;
+    s.throughput_fps = s.throughput.pps;
+    s.throughput_frame_bps = s
+        .throughput
+        .bits_per_second
+        .map(|b| method::frame_bps(b, len, c.v6));
+    (s.latency, s.latency_note) = match s.throughput.bits_per_second {
+        Some(r) => latency(c, len, r)?,
+        None => (
+            None,
+            Some("no rate passed: no throughput to measure latency at".into()),
+        ),
+    };
+    loss_vs_load(c, len, hi, &mut s.loss_vs_load)?;
+    s.back_to_back = back_to_back(c, len, capacity_pps, &mut s.back_to_back_trials)?;
+    Ok(())
+}
+
+/// The KPIs of a size against the SLA, and its verdict.
+fn judge(c: &Ctx<'_>, s: &mut Rfc2544Size) {
+    let sla = &c.cfg.sla;
+    let lat = s.latency.as_ref();
+    s.kpis = vec![
+        Kpi::judge(
+            "throughput",
+            "bit/s",
+            Some(s.throughput_frame_bps.unwrap_or(0.0)),
+            sla.rate_bps,
+            false,
+        ),
+        Kpi::judge(
+            "latency (round trip, mean)",
+            "ns",
+            lat.map(|l| l.rtt.mean_ns),
+            sla.rtt_ns.map(|v| v as f64),
+            true,
+        ),
+        Kpi::judge(
+            "latency (one-way, mean)",
+            "ns",
+            lat.and_then(|l| l.one_way.as_ref()).map(|o| o.mean_ns),
+            sla.delay_ns.map(|v| v as f64),
+            true,
+        ),
+    ];
+    // A latency that was not measured fails only a threshold set for it.
+    s.verdict = Verdict::all(
+        s.kpis
+            .iter()
+            .filter(|k| k.threshold.is_some() || k.value.is_some())
+            .map(|k| k.verdict),
+    );
+}
+
+/// One size: what was measured (all of it, or up to a stop) and judged.
+fn size(c: &Ctx<'_>, len: u32) -> (Rfc2544Size, Option<Stop>) {
+    let mut s = Rfc2544Size {
+        len,
+        frame_len: method::frame_len(len, c.v6),
+        capacity: None,
+        throughput: ZeroLoss {
+            len,
+            max_loss_percent: 0.0,
+            pps: None,
+            bits_per_second: None,
+            received_pps: None,
+            trials: 0,
+            note: "not run".into(),
+        },
+        throughput_frame_bps: None,
+        throughput_fps: None,
+        search: Vec::new(),
+        latency: None,
+        latency_note: None,
+        loss_vs_load: Vec::new(),
+        back_to_back: None,
+        back_to_back_trials: Vec::new(),
+        kpis: Vec::new(),
+        verdict: Verdict::NotRun,
+    };
+    let stop = measure(c, &mut s).err();
+    judge(c, &mut s);
+    if stop.is_some() && s.verdict != Verdict::Fail {
+        s.verdict = Verdict::NotRun;
+    }
+    (s, stop)
+}
+
+/// Runs every size; what ran before a stop (the size in progress too) is
+/// kept in `out`.
+pub fn run(c: &Ctx<'_>, sizes: &[u32], out: &mut Rfc2544) -> Result<(), Stop> {
+    for &len in sizes {
+        let (s, stop) = size(c, len);
+        out.sizes.push(s);
+        out.verdict = Verdict::all(out.sizes.iter().map(|s| s.verdict));
+        if let Some(stop) = stop {
+            return Err(stop);
+        }
+    }
+    Ok(())
+}

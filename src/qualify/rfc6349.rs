@@ -1,0 +1,165 @@
+//! RFC 6349 TCP throughput: path MTU (the route's, from the preflight),
+//! baseline RTT (§3.2.1: the minimum of UDP request/response probes on the
+//! idle path), bottleneck bandwidth (§3.2.2: measured as the receive rate
+//! of an unpaced UDP stream of the largest standard datagrams, in
+//! Ethernet frame bit/s), the BDP, then a TCP stream each way with socket
+//! buffers of at least the BDP, judged by the RFC's metrics (§4): transfer
+//! time ratio, TCP efficiency and buffer delay, the latter from the
+//! sender's TCP_INFO RTT sampled every interval.
+
+use linerate_proto::spec::{Direction, Limit, Pace};
+use linerate_report::qualify::{Kpi, Rfc6349, Rfc6349Direction, Verdict};
+use linerate_report::Report;
+
+use super::method;
+use super::trials::{self, Stop};
+use super::Ctx;
+
+/// Socket buffers below this are not asked for, however small the BDP.
+const MIN_WINDOW: u64 = 64 << 10;
+/// The request size of the baseline probes.
+const PROBE_LEN: u32 = 64;
+
+/// The sender's interval records of a one-way stream.
+fn sender_intervals(r: &Report) -> &[linerate_report::model::IntervalRecord] {
+    match r.test.direction {
+        Some(Direction::Reverse) => &r.server_intervals,
+        _ => &r.intervals,
+    }
+}
+
+/// (seconds, RTT ns) of the sender's TCP_INFO per interval.
+fn rtt_samples(r: &Report) -> Vec<(f64, f64)> {
+    sender_intervals(r)
+        .iter()
+        .filter_map(|i| {
+            let rtt = i.streams.first()?.tcp.as_ref()?.rtt_us;
+            (rtt > 0).then(|| (i.end_s, f64::from(rtt) * 1e3))
+        })
+        .collect()
+}
+
+/// The client's socket buffers, when the kernel gave less than asked:
+/// read from the note the client adds when a window is asked for.
+fn clamped(r: &Report, window: u32) -> Option<String> {
+    let note = r
+        .notes
+        .iter()
+        .find(|n| n.starts_with("client socket buffers:"))?;
+    let num = |key: &str| -> Option<u64> {
+        let rest = &note[note.find(key)? + key.len()..];
+        rest.trim_start().split(' ').next()?.parse().ok()
+    };
+    // The kernel reports twice what it grants (its bookkeeping share).
+    let short = [num("SO_SNDBUF"), num("SO_RCVBUF")]
+        .into_iter()
+        .flatten()
+        .any(|got| got < 2 * u64::from(window));
+    short.then(|| format!("{note} (asked {window} bytes)"))
+}
+
+fn direction(
+    c: &Ctx<'_>,
+    out: &Rfc6349,
+    window: u32,
+    reverse: bool,
+) -> Result<Rfc6349Direction, Stop> {
+    let report = trials::tcp(&trials::tcp_config(c.t, window, reverse, c.cfg.tcp_ms))?;
+    let sum = report.sums.first();
+    let sender_tcp = report.streams.first().and_then(|s| s.sender.tcp);
+    let mss = sender_tcp.as_ref().map_or(1448, |t| t.snd_mss.max(1));
+    let mtu = sender_tcp
+        .as_ref()
+        .map(|t| t.pmtu)
+        .filter(|&m| m > 0)
+        .or(out.path_mtu)
+        .unwrap_or(1500);
+    let throughput = sum.map_or(0.0, |s| s.receiver_bits_per_second);
+    let sent = sum.map_or(0, |s| s.sender_bytes);
+    let retransmits = sum.and_then(|s| s.retransmits).unwrap_or(0);
+    let ideal = out
+        .bottleneck_bps
+        .map_or(0.0, |b| method::max_tcp_bps(b, mss, mtu));
+    let samples = rtt_samples(&report);
+    let avg_rtt = (!samples.is_empty())
+        .then(|| samples.iter().map(|s| s.1).sum::<f64>() / samples.len() as f64);
+    let buffer_delay = avg_rtt
+        .zip(out.baseline_rtt_ns)
+        .and_then(|(a, b)| method::buffer_delay_percent(a, b as f64));
+    let frame_rate = throughput * f64::from(mtu + method::ETHERNET_FRAME_OVERHEAD) / f64::from(mss);
+    let kpis = vec![Kpi::judge(
+        "TCP throughput",
+        "bit/s",
+        Some(frame_rate),
+        c.cfg.sla.rate_bps,
+        false,
+    )];
+    let verdict = Verdict::all(kpis.iter().map(|k| k.verdict));
+    Ok(Rfc6349Direction {
+        direction: if reverse { "reverse" } else { "forward" }.into(),
+        window_bytes: window,
+        window_clamped: clamped(&report, window),
+        throughput_bps: throughput,
+        ideal_bps: ideal,
+        transfer_time_ratio: method::transfer_time_ratio(throughput, ideal),
+        efficiency_percent: method::tcp_efficiency(sent, retransmits * u64::from(mss)),
+        buffer_delay_percent: buffer_delay,
+        avg_rtt_ns: avg_rtt,
+        rtt_samples: samples,
+        retransmits,
+        sent_bytes: sent,
+        kpis,
+        verdict,
+        report,
+    })
+}
+
+/// The words for how the bottleneck was measured.
+fn bottleneck_how(len: u32, ms: u64) -> String {
+    format!(
+        "receive rate of an unpaced UDP stream of {len}-byte datagrams for {:.1} s, as Ethernet frames",
+        ms as f64 / 1e3
+    )
+}
+
+/// Runs the measurements, then the TCP test each way; what ran before a
+/// stop is kept in `out`.
+pub fn run(c: &Ctx<'_>, out: &mut Rfc6349) -> Result<(), Stop> {
+    let base_ms = c.cfg.trial_ms.max(500);
+    let probe = trials::probe(&trials::probe_config(c.t, PROBE_LEN, base_ms))?;
+    out.baseline_rtt_ns = probe
+        .rr
+        .as_ref()
+        .and_then(|rr| rr.phases.first())
+        .map(|p| p.latency.min_ns);
+    out.baseline_how = format!(
+        "minimum round trip of {PROBE_LEN}-byte UDP request/response probes over {:.1} s on the idle path",
+        base_ms as f64 / 1e3
+    );
+    out.baseline_probe = Some(probe);
+    let len = super::y1564::service_len(out.path_mtu, c.v6);
+    let bb_ms = c.cfg.trial_ms.max(1000);
+    let (bb, _) = trials::udp(
+        &trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(bb_ms)),
+        &c.reruns,
+    )?;
+    out.bottleneck_how = bottleneck_how(len, bb_ms);
+    out.bottleneck_bps = (bb.received_bits_per_second > 0.0)
+        .then(|| method::frame_bps(bb.received_bits_per_second, len, c.v6));
+    out.bottleneck_trial = Some(bb);
+    out.bdp_bytes = out
+        .bottleneck_bps
+        .zip(out.baseline_rtt_ns)
+        .map(|(b, r)| method::bdp_bytes(b, r as f64 / 1e9));
+    let window = out
+        .bdp_bytes
+        .unwrap_or(0)
+        .max(MIN_WINDOW)
+        .min(u64::from(u32::MAX / 4)) as u32;
+    for reverse in [false, true] {
+        let d = direction(c, out, window, reverse)?;
+        out.directions.push(d);
+        out.verdict = Verdict::all(out.directions.iter().map(|d| d.verdict));
+    }
+    Ok(())
+}

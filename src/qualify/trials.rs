@@ -1,0 +1,192 @@
+//! The trials a qualification runs, each through the silent-trial front
+//! door (`run::run_trial`, `sweep::udp_trial`): a UDP stream, a TCP
+//! stream, UDP request/response probes, and probes beside a stream. What
+//! ends the whole run (a refusal, Ctrl-C) comes back as a [`Stop`].
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use linerate_proto::spec::{Direction, Limit, Pace, RrLimit};
+use linerate_report::model::SweepTrial;
+use linerate_report::Report;
+
+use crate::cli::{ClientConfig, QualifyEngine};
+use linerate_run::error::RunError;
+use linerate_run::outcome::INTERRUPTED;
+
+/// Why a qualification ends before its last step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stop {
+    /// Ctrl-C.
+    Interrupted,
+    /// The server refused (limits, auth, busy, version): the step and why.
+    Refused(String),
+    /// The step could not run at all (server unreachable …).
+    Failed(String),
+}
+
+impl Stop {
+    fn of(e: RunError) -> Stop {
+        match e {
+            RunError::Interrupted { .. } => Stop::Interrupted,
+            RunError::Refused(m) => Stop::Refused(m),
+            // A test cut short by Ctrl-C may fail on the way out.
+            _ if INTERRUPTED.load(Ordering::Relaxed) => Stop::Interrupted,
+            e => Stop::Failed(e.chain().to_string()),
+        }
+    }
+
+    fn of_anyhow(e: anyhow::Error) -> Stop {
+        match e.downcast::<RunError>() {
+            Ok(c) => Stop::of(c),
+            Err(e) => Stop::Failed(format!("{e:#}")),
+        }
+    }
+}
+
+/// The shortest interval a trial asks for: below it, a control
+/// connection crossing a short, full queue was seen to close mid-test
+/// (`linerate udp -i 200ms` through a 3000-byte tbf; left for the
+/// control loop's owners), so qualify stays at or above it.
+const MIN_INTERVAL_MS: u64 = 500;
+
+/// A UDP stream of `len`-byte datagrams at `pace` until `limit`.
+pub fn udp_config(t: &QualifyEngine, len: u32, pace: Pace, limit: Limit) -> ClientConfig {
+    let mut c = t.udp.clone();
+    c.spec.len = len;
+    c.spec.limit = limit;
+    if let Limit::TimeMs(ms) = limit {
+        // A few intervals per trial, for the availability figure.
+        c.spec.interval_ms = (ms / 10).clamp(MIN_INTERVAL_MS, 1000);
+    }
+    let conns = c.spec.connection_count();
+    if let Some(u) = &mut c.spec.udp {
+        u.pace = pace;
+        // Deep receive buffers, as `linerate udp` gives an unpaced
+        // receiver, for every trial: the path is under test, not how soon
+        // a busy receiving host gets to its socket.
+        u.window = linerate_proto::limits::unpaced_udp_window(
+            conns,
+            linerate_proto::limits::DEFAULT_MAX_TEST_MEMORY,
+        );
+    }
+    c
+}
+
+/// A UDP stream's trial and its report (absent when the trial failed).
+pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
+
+/// Runs a UDP stream; a trial that failed is a row saying why. A paced
+/// trial that lost datagrams or fell behind while its sender stalled (a
+/// gap between two sends of [`STALL_GAPS`] scheduled gaps and at least
+/// [`STALL_MIN`]: the catch-up leaves as a burst) is the tester's, not the
+/// path's: it runs again, at most [`STALL_RERUNS`] times, each rerun
+/// counted in `reruns`.
+pub fn udp(c: &ClientConfig, reruns: &AtomicU32) -> UdpOutcome {
+    let mut left = STALL_RERUNS;
+    loop {
+        let out = match crate::sweep::udp_trial(c, false) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Err(Stop::Interrupted),
+            Err(e) => return Err(Stop::of_anyhow(e)),
+        };
+        let failed = out.0.lost > 0 || !out.0.kept_up;
+        if left == 0 || !failed || !out.1.as_ref().is_some_and(sender_stalled) {
+            return Ok(out);
+        }
+        left -= 1;
+        reruns.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Reruns of a lossy trial whose sender stalled.
+const STALL_RERUNS: u32 = 2;
+/// A gap this many times the scheduled one is a stall …
+const STALL_GAPS: f64 = 10.0;
+/// … when it is at least this long, ns.
+const STALL_MIN: f64 = 2e6;
+
+/// Whether a paced sender of `r` stalled (see [`udp`]).
+fn sender_stalled(r: &Report) -> bool {
+    r.streams
+        .iter()
+        .filter_map(|s| s.udp.as_ref())
+        .any(|u| match (u.requested_gap_ns, &u.gaps) {
+            (Some(want), Some(g)) => g.max_ns as f64 > (want * STALL_GAPS).max(STALL_MIN),
+            _ => false,
+        })
+}
+
+/// A UDP stream at `payload_bps` for `ms`.
+pub fn udp_at(t: &QualifyEngine, len: u32, payload_bps: f64, ms: u64) -> ClientConfig {
+    udp_config(
+        t,
+        len,
+        Pace::Rate(payload_bps.round().max(1.0) as u64),
+        Limit::TimeMs(ms),
+    )
+}
+
+/// UDP request/response probes of `len` bytes for `ms`.
+pub fn probe_config(t: &QualifyEngine, len: u32, ms: u64) -> ClientConfig {
+    let mut c = t.rr.clone();
+    c.spec.limit = Limit::TimeMs(ms);
+    if let Some(rr) = &mut c.spec.rr {
+        rr.sizes = vec![len];
+        rr.limit = RrLimit::TimeMs(ms);
+    }
+    c
+}
+
+/// Runs probes on their own (the idle path).
+pub fn probe(c: &ClientConfig) -> Result<Report, Stop> {
+    linerate_run::run::run_trial(c).map_err(Stop::of)
+}
+
+/// A TCP stream with socket buffers of `window` bytes for `ms`.
+pub fn tcp_config(t: &QualifyEngine, window: u32, reverse: bool, ms: u64) -> ClientConfig {
+    let mut c = t.tcp.clone();
+    c.spec.limit = Limit::TimeMs(ms);
+    c.spec.tcp.window = Some(window);
+    c.spec.direction = if reverse {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    };
+    c.spec.interval_ms = (ms / 20).clamp(MIN_INTERVAL_MS, 1000);
+    c
+}
+
+pub fn tcp(c: &ClientConfig) -> Result<Report, Stop> {
+    linerate_run::run::run_trial(c).map_err(Stop::of)
+}
+
+/// How long a load starts before its probes, and runs on after them.
+const BESIDE_MARGIN: Duration = Duration::from_millis(300);
+
+/// Runs `probe` while the stream `load` runs: the load is lengthened by
+/// twice [`BESIDE_MARGIN`] and the probes start one margin in, so they see
+/// the loaded path only. The probes need the server to run two tests at
+/// once; their error (a busy refusal) is returned beside the load's
+/// result, which alone decides whether the run goes on.
+pub fn beside(
+    load: &ClientConfig,
+    probe: &ClientConfig,
+    reruns: &AtomicU32,
+) -> (UdpOutcome, Result<Report, String>) {
+    let mut load = load.clone();
+    if let Limit::TimeMs(ms) = &mut load.spec.limit {
+        *ms += 2 * BESIDE_MARGIN.as_millis() as u64;
+    }
+    std::thread::scope(|s| {
+        let l = s.spawn(|| udp(&load, reruns));
+        std::thread::sleep(BESIDE_MARGIN);
+        // One try: a busy server would otherwise run the probes after the
+        // load, on the idle path.
+        let p = linerate_run::run::run_to_quietly(probe).map_err(|e| e.chain().to_string());
+        let l = l
+            .join()
+            .unwrap_or_else(|_| Err(Stop::Failed("the load thread panicked".into())));
+        (l, p)
+    })
+}

@@ -1,0 +1,192 @@
+//! ITU-T Y.1564 over UDP: the service configuration test (steps of
+//! `method::y1564_steps`, each a stream at the step's rate, with UDP
+//! request/response probes beside it when the SLA judges a delay) and the service
+//! performance test at CIR for `--duration`. KPIs per step: information
+//! rate, frame loss ratio, frame transfer delay (one-way mean where the
+//! clock offset allows, else round trip), frame delay variation (RFC 3550
+//! interarrival jitter of the stream) and availability (the share of the
+//! receiver's intervals whose loss stays within the SLA's).
+
+use linerate_proto::spec::Direction;
+use linerate_report::model::{IntervalRecord, SweepTrial};
+use linerate_report::qualify::{Kpi, Verdict, Y1564Step, Y1564};
+use linerate_report::Report;
+
+use super::method::{self, Step};
+use super::trials::{self, Stop};
+use super::Ctx;
+
+/// The pacer's share of the information rate a step may fall short by.
+pub const IR_TOLERANCE: f64 = 0.01;
+/// The probes' request size: small, so they add little to the load.
+const PROBE_LEN: u32 = 64;
+
+/// Percent of `intervals` whose loss ratio stays within `max_loss`.
+fn availability(intervals: &[IntervalRecord], max_loss_percent: f64) -> Option<f64> {
+    let ratios: Vec<f64> = intervals
+        .iter()
+        .filter(|i| !i.omitted)
+        .filter_map(|i| {
+            let u = &i.sums.first()?.udp.as_ref()?.counts;
+            let lost = u.lost?.max(0) as f64;
+            let got = u.received? as f64;
+            Some(if lost + got > 0.0 {
+                lost / (lost + got) * 100.0
+            } else {
+                100.0
+            })
+        })
+        .collect();
+    (!ratios.is_empty()).then(|| {
+        ratios.iter().filter(|&&r| r <= max_loss_percent).count() as f64 / ratios.len() as f64
+            * 100.0
+    })
+}
+
+/// The receiver's intervals of a forward stream (the server's).
+fn receiver_intervals(r: &Report) -> &[IntervalRecord] {
+    match r.test.direction {
+        Some(Direction::Reverse) => &r.intervals,
+        _ => &r.server_intervals,
+    }
+}
+
+fn jitter_ns(r: Option<&Report>) -> f64 {
+    r.map_or(0.0, |r| {
+        r.sums
+            .iter()
+            .filter_map(|s| s.udp.as_ref())
+            .map(|u| u.jitter_ns)
+            .fold(0.0, f64::max)
+    })
+}
+
+/// Runs one step: the stream, probes beside it when the server allows.
+fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y1564Step, Stop> {
+    let cir = c.cfg.cir.unwrap_or(0.0);
+    let load = trials::udp_at(c.t, len, method::payload_bps(offered, len, c.v6), ms);
+    // Probes run back to back (one outstanding, about 1/RTT per second of
+    // request and response), which on a slow path is load of its own: they
+    // run only when the SLA judges a delay.
+    let sla = &c.cfg.sla;
+    let want_delay = sla.delay_ns.is_some() || sla.rtt_ns.is_some();
+    let ((trial, report), probe, note) = if want_delay && c.pre.probes_beside_load {
+        let (l, p) = trials::beside(&load, &trials::probe_config(c.t, PROBE_LEN, ms), &c.reruns);
+        let (p, note) = match p {
+            Ok(p) => (Some(p), None),
+            Err(e) => (None, Some(format!("probes failed: {e}"))),
+        };
+        (l?, p, note)
+    } else {
+        (trials::udp(&load, &c.reruns)?, None, None)
+    };
+    let ph = probe.as_ref().and_then(|p| p.rr.as_ref()?.phases.first());
+    let ftd = ph
+        .and_then(|p| p.client_to_server.latency.as_ref())
+        .map(|l| l.mean_ns);
+    let rtt = ph.map(|p| p.latency.mean_ns);
+    let ir = method::frame_bps(trial.received_bits_per_second, len, c.v6);
+    let avail = report
+        .as_ref()
+        .and_then(|r| availability(receiver_intervals(r), sla.loss_percent.unwrap_or(0.0)));
+    let fdv = jitter_ns(report.as_ref());
+    // Judged against what the sender put on the path (a sender that fell
+    // behind its schedule is the tester's shortfall, not the path's; a
+    // short step's rate also carries a datagram of rounding).
+    let sent = method::frame_bps(trial.sent_bits_per_second, len, c.v6).min(offered);
+    let mut kpis = vec![Kpi::judge(
+        "information rate",
+        "bit/s",
+        Some(ir),
+        Some(method::y1564_ir_floor(step, sent, cir, IR_TOLERANCE)),
+        false,
+    )];
+    if step.committed() {
+        let ns = |v: Option<u64>| v.map(|v| v as f64);
+        kpis.extend([
+            Kpi::judge(
+                "frame loss ratio",
+                "%",
+                Some(trial.loss_percent),
+                sla.loss_percent,
+                true,
+            ),
+            Kpi::judge(
+                "frame transfer delay (one-way)",
+                "ns",
+                ftd,
+                ns(sla.delay_ns),
+                true,
+            ),
+            Kpi::judge("round-trip delay", "ns", rtt, ns(sla.rtt_ns), true),
+            Kpi::judge(
+                "frame delay variation",
+                "ns",
+                Some(fdv),
+                ns(sla.jitter_ns),
+                true,
+            ),
+            Kpi::judge("availability", "%", avail, sla.availability_percent, false),
+        ]);
+    }
+    let verdict = verdict_of(&kpis, &trial);
+    Ok(Y1564Step {
+        name: step.name(),
+        offered_bps: offered,
+        seconds: ms as f64 / 1e3,
+        ir_bps: ir,
+        flr_percent: trial.loss_percent,
+        ftd_ns: ftd,
+        rtt_ns: rtt,
+        fdv_ns: fdv,
+        availability_percent: avail,
+        kpis,
+        verdict,
+        note: note.or_else(|| trial.error.clone()),
+        trial,
+        report,
+        probe,
+    })
+}
+
+/// A step's verdict: its judged KPIs, and a failed trial fails it.
+fn verdict_of(kpis: &[Kpi], trial: &SweepTrial) -> Verdict {
+    if trial.error.is_some() {
+        return Verdict::Fail;
+    }
+    Verdict::all(
+        kpis.iter()
+            .filter(|k| k.threshold.is_some() || k.value.is_some())
+            .map(|k| k.verdict),
+    )
+}
+
+/// The datagram size of the service's frames: a full 1518-byte frame, or
+/// the largest the path MTU allows.
+pub fn service_len(mtu: Option<u32>, v6: bool) -> u32 {
+    let max = mtu.unwrap_or(1500).min(1500);
+    max - method::UDP_HEADER - method::ip_header(v6)
+}
+
+/// Runs the steps, then the service performance test (§8.2) at CIR; what
+/// ran before a stop is kept in `out`.
+pub fn run(c: &Ctx<'_>, out: &mut Y1564) -> Result<(), Stop> {
+    for (st, rate) in method::y1564_steps(out.cir_bps, out.eir_bps) {
+        let s = step(c, st, rate, c.cfg.step_ms, out.len)?;
+        out.steps.push(s);
+        out.verdict = Verdict::all(out.steps.iter().map(|s| s.verdict));
+    }
+    let mut perf = step(c, Step::Cir(100), out.cir_bps, c.cfg.perf_ms, out.len)?;
+    perf.name = "performance".into();
+    perf.kpis.push(Kpi::judge(
+        "information rate (SLA)",
+        "bit/s",
+        Some(perf.ir_bps),
+        c.cfg.sla.rate_bps,
+        false,
+    ));
+    perf.verdict = verdict_of(&perf.kpis, &perf.trial);
+    out.performance = Some(perf);
+    out.verdict = Verdict::all(out.steps.iter().chain(&out.performance).map(|s| s.verdict));
+    Ok(())
+}
