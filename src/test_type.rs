@@ -54,6 +54,8 @@ pub struct ServerSide<'a> {
     pub cpu_scope: CpuScope,
     /// The crr side, created when the test was accepted (crr only).
     pub crr: Option<&'a Arc<CrrServer>>,
+    /// `server --threads`: event-loop threads for `--flows` tests.
+    pub flow_threads: Option<u16>,
 }
 
 /// Client: the data connections of `spec`, opened and greeted; notes for
@@ -210,6 +212,13 @@ fn attach_tcp(
     notes: &mut Vec<String>,
 ) -> Result<Vec<StreamSetup>> {
     let mut streams = Vec::new();
+    if spec.flows.is_some() {
+        // A socket per flow on this side, and on the server's when it is
+        // embedded in this process.
+        let needed =
+            2 * spec.connection_count() as u64 + linerate_engine::event_loop::fds::SPARE_FDS;
+        linerate_engine::event_loop::fds::ensure(needed)?;
+    }
     if spec.tcp.unix {
         notes.push(
             "transport unix: the data connections are Unix stream sockets (the server's \
@@ -394,6 +403,7 @@ pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope) -> RunPa
             // Every stream of this side spins on its own thread.
             linerate_engine::wait::side_spin_mode(spec.connection_count() as u32, cpus)
         }),
+        loops: spec.flows.map(|f| usize::from(f.threads.max(1))),
     }
 }
 
@@ -411,7 +421,11 @@ fn start_stream_server(
     spec: &TestSpec,
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
-    let params = run_params(spec, s.cpus, s.cpu_scope);
+    let mut params = run_params(spec, s.cpus, s.cpu_scope);
+    if let (Some(_), Some(t)) = (params.loops, s.flow_threads) {
+        // The server serves a client's flows on its own thread budget.
+        params.loops = Some(usize::from(t.max(1)));
+    }
     Ok(runner::start(s.engine, streams, params, Instant::now()))
 }
 

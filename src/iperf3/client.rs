@@ -527,6 +527,7 @@ impl Test<'_, '_> {
             }),
             skip_rx_copy: spec.tcp.skip_rx_copy,
             busy_poll: None,
+            loops: None,
         };
         let now = Instant::now();
         self.started = Some(now);

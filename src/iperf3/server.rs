@@ -649,6 +649,7 @@ impl Test<'_> {
             }),
             skip_rx_copy: spec.tcp.skip_rx_copy,
             busy_poll: None,
+            loops: None,
         };
         self.start_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -32,6 +32,9 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             ),
         );
     }
+    if let Some(f) = spec.flows {
+        negotiate_flows(&spec, f, limits)?;
+    }
     if spec.len == 0 || spec.len > limits.max_len {
         return err(
             "len",
@@ -205,6 +208,49 @@ fn negotiate_msg(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError
              this server allows {} per test (--max-test-memory)",
             spec.streams, limits.max_test_memory
         ));
+    }
+    Ok(())
+}
+
+/// `--flows N --threads T`: what event loops run (TCP streams, for now),
+/// and no more flows than the server's `--max-flows`, refused before any
+/// data connection opens.
+fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    if f.count == 0 || f.threads == 0 {
+        return err("flows", "flows and threads must be at least 1".into());
+    }
+    if f.count > limits.max_flows {
+        return err(
+            "flows",
+            format!(
+                "{} flows requested, this server allows at most {} (--max-flows)",
+                f.count, limits.max_flows
+            ),
+        );
+    }
+    let needed = spec.connection_count() as u64 + crate::limits::SPARE_FDS;
+    if let Some(max) = limits.max_fds.filter(|&m| m < needed) {
+        return err(
+            "flows",
+            format!(
+                "{} flows need {needed} file descriptors on the server, its hard limit \
+                 (RLIMIT_NOFILE) is {max}",
+                f.count
+            ),
+        );
+    }
+    if spec.kind != TestKind::Stream || spec.protocol != Protocol::Tcp {
+        return err(
+            "flows",
+            "event-loop flows run TCP stream tests for now (not UDP, rr, crr or msg)".into(),
+        );
+    }
+    if spec.busy_poll {
+        return err(
+            "flows",
+            "event-loop flows wait in epoll; --busy-poll is per-thread streams only".into(),
+        );
     }
     Ok(())
 }
