@@ -65,6 +65,10 @@ pub struct TestInfo {
     pub direction: Option<Direction>,
     /// Streams per sending direction (request/response: flows).
     pub streams: u16,
+    /// `--flows N --threads T`: the flows per direction (in place of
+    /// `streams`) and the client's event-loop threads.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub flows: Option<linerate_proto::spec::Flows>,
     /// Time (ms), byte or datagram limit (stream tests only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub limit: Option<Limit>,
@@ -137,6 +141,7 @@ impl TestInfo {
             protocol: spec.protocol.name().into(),
             direction: stream.map(|s| s.direction),
             streams: spec.streams,
+            flows: spec.flows,
             limit: stream.map(|s| s.limit),
             len: stream.map(|s| s.len),
             omit_s: stream.map(|s| s.omit_ms as f64 / 1e3),
@@ -361,6 +366,25 @@ pub struct FlowSum {
     /// UDP tests: the kernel's drop counters beside the counted loss.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kernel: Option<KernelView>,
+    /// `--flows` tests: how evenly the flows of this direction shared the
+    /// path (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fairness: Option<Fairness>,
+}
+
+/// How evenly a direction's flows shared the path, from each flow's
+/// received bit/s (`streams` holds every flow's bytes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fairness {
+    pub flows: u32,
+    /// Flows that received no byte.
+    pub idle_flows: u32,
+    /// Jain's index: 1 when every flow got the same, 1/flows when one got
+    /// everything.
+    pub jain_index: f64,
+    pub min_bits_per_second: f64,
+    pub median_bits_per_second: f64,
+    pub max_bits_per_second: f64,
 }
 
 /// CPU one side spent.

@@ -171,22 +171,22 @@ fn run_with<E: Engine>(
             break;
         }
         if signals.stopping() && !stopped {
-            // Time is up: every sender finishes now, wherever it was.
             stopped = true;
-            for s in states.iter_mut().filter(|s| s.end.is_none()) {
-                if let Some(Io::Tx(tx)) = &mut s.io {
-                    let r = finish(tx, &s.flow.sock);
-                    s.end = Some(End {
-                        result: r,
-                        at_ns: now_ns(),
-                    });
-                    open_flows -= 1;
-                }
-            }
+            open_flows -= stop_senders(&mut states, now_ns());
         }
         let turns = ready.len();
         let mut progressed = false;
         for _ in 0..turns {
+            // Looked at before every flow's turn: a turn over thousands of
+            // flows takes long enough that the end of time must not wait
+            // for it.
+            if signals.aborted() {
+                break;
+            }
+            if signals.stopping() && !stopped {
+                stopped = true;
+                open_flows -= stop_senders(&mut states, now_ns());
+            }
             let Some(i) = ready.pop_front() else { break };
             let s = &mut states[i];
             s.queued = false;
@@ -346,6 +346,23 @@ fn turn<E: Engine>(s: &mut State<E>, tx_buf: &[u8], rx_buf: &mut [u8]) -> Turn {
         }
     }
     Turn::Again
+}
+
+/// Time is up: every sender still running finishes now, wherever it was;
+/// returns how many.
+fn stop_senders<E: Engine>(states: &mut [State<E>], now_ns: u64) -> usize {
+    let mut n = 0;
+    for s in states.iter_mut().filter(|s| s.end.is_none()) {
+        if let Some(Io::Tx(tx)) = &mut s.io {
+            let result = finish(tx, &s.flow.sock);
+            s.end = Some(End {
+                result,
+                at_ns: now_ns,
+            });
+            n += 1;
+        }
+    }
+    n
 }
 
 /// A sender's clean end: completes what the engine holds, then shuts down
