@@ -496,6 +496,41 @@ impl RateBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_26_flows_are_refused_beyond_max_flows_and_the_descriptor_limit() {
+        let l = ServerLimits {
+            max_flows: 1000,
+            max_fds: Some(5000),
+            ..ServerLimits::default()
+        };
+        let flows = |count, direction| TestSpec {
+            flows: Some(Flows { count, threads: 2 }),
+            direction,
+            ..TestSpec::default()
+        };
+        let e = negotiate(&flows(100_000, Direction::Forward), &l).expect_err("refused");
+        assert_eq!(e.field, "flows");
+        assert!(
+            e.reason.contains("100000 flows requested") && e.reason.contains("1000"),
+            "{e}"
+        );
+        assert!(negotiate(&flows(1000, Direction::Forward), &l).is_ok());
+        // 2 × 1000 sockets fit 5000; a tighter hard limit names the need.
+        let tight = ServerLimits {
+            max_fds: Some(1500),
+            ..l.clone()
+        };
+        let e = negotiate(&flows(1000, Direction::Bidir), &tight).expect_err("refused");
+        assert!(e.reason.contains("2064 file descriptors"), "{e}");
+        // Event loops run TCP streams only, for now.
+        let rr = TestSpec {
+            kind: TestKind::Rr,
+            rr: Some(RrSpec::default()),
+            ..flows(10, Direction::Forward)
+        };
+        assert_eq!(negotiate(&rr, &l).expect_err("refused").field, "flows");
+    }
     use crate::side::Side;
 
     /// Kind `msg`: the plan within the server's limits, each refusal

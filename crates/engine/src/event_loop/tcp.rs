@@ -291,10 +291,7 @@ fn wait(
         tv_sec: d.as_secs() as _,
         tv_nsec: d.subsec_nanos() as _,
     });
-    match epoll::wait(ep, rustix::buffer::spare_capacity(events), ts.as_ref()) {
-        Ok(n) => n,
-        Err(_) => 0,
-    }
+    epoll::wait(ep, rustix::buffer::spare_capacity(events), ts.as_ref()).unwrap_or_default()
 }
 
 /// Up to [`CALLS_PER_TURN`] calls on one ready flow.
