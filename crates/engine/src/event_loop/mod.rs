@@ -10,13 +10,17 @@
 //! number of calls per turn, then goes to the back of the ready queue, so
 //! one fast flow cannot starve the others of its thread.
 //!
+//! - [`driver`]: the readiness loop every kind of flow runs on
+//!   ([`LoopFlow`]: a socket and one bounded turn of its logic).
 //! - [`fds`]: raising `RLIMIT_NOFILE` for thousands of sockets.
-//! - [`tcp`]: the TCP stream loop (senders to a limit or stop, receivers
-//!   to end of stream).
+//! - [`tcp`]: TCP stream flows (senders to a limit or stop, receivers
+//!   to end of stream); rr flows are `crate::rr::loops`.
 //! - [`split`]: which loop thread serves which flow.
 
+mod driver;
 pub mod fds;
 mod split;
 pub mod tcp;
 
+pub use driver::{drive, LoopFlow, Turn};
 pub use split::split;

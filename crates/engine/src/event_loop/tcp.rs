@@ -6,27 +6,21 @@
 //! thread, shared by its flows (the senders never look at what they
 //! write, the receivers never at what they read).
 
-use std::collections::VecDeque;
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::driver::{drive, LoopFlow, Turn};
+use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx, Wait};
+use crate::stream::{is_timeout, map_err, Signals, StreamCounter};
+use crate::{tcp_info, EngineError};
 use linerate_proto::measure::{Role, StreamMeasurement};
 use linerate_proto::wire::Side;
-use rustix::event::epoll;
-
-use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx, Wait};
-use crate::stream::{is_timeout, map_err, Signals, StreamCounter, IDLE_LIMIT};
-use crate::{tcp_info, EngineError};
 
 /// Calls one ready flow gets per turn before the next ready flow's turn:
 /// enough to fill a socket buffer in a few writes, few enough that a
 /// thousand flows on a thread all move within a millisecond or so.
 const CALLS_PER_TURN: u32 = 4;
-/// Longest epoll wait: how often an idle loop looks at its signals.
-const WAIT: Duration = Duration::from_millis(20);
-/// Events taken per `epoll_wait`.
-const EVENTS: usize = 256;
 
 /// One flow of a loop: an attached data connection and what this side
 /// does on it.
@@ -85,8 +79,6 @@ struct State<E: Engine> {
     io: Option<Io<E>>,
     remaining: u64,
     calls: u64,
-    /// In the ready queue.
-    queued: bool,
     end: Option<End>,
 }
 
@@ -101,15 +93,6 @@ struct End {
     at_ns: u64,
 }
 
-/// What a turn of a flow came to.
-enum Turn {
-    /// Still ready: back in the queue.
-    Again,
-    /// Would block: wait for the next edge.
-    Wait,
-    Done(Result<(), EngineError>),
-}
-
 fn run_with<E: Engine>(
     engine: E,
     params: &LoopParams,
@@ -117,7 +100,7 @@ fn run_with<E: Engine>(
     signals: &Signals,
 ) -> Vec<(usize, StreamMeasurement)> {
     let tx_buf = vec![0u8; params.len];
-    let mut rx_buf = vec![0u8; params.len];
+    let rx_buf = vec![0u8; params.len];
     let mut states: Vec<State<E>> = Vec::with_capacity(flows.len());
     for flow in flows {
         let (io, end) = match open(engine, &flow, &tx_buf, params.skip_rx_copy) {
@@ -134,115 +117,79 @@ fn run_with<E: Engine>(
             io,
             remaining: flow.limit.unwrap_or(u64::MAX),
             calls: 0,
-            queued: false,
             end,
             flow,
         });
     }
-    let ep = match register(&states) {
-        Ok(ep) => ep,
-        Err(e) => {
-            for s in states.iter_mut().filter(|s| s.end.is_none()) {
-                s.end = Some(End {
-                    result: Err(EngineError::io(
-                        "adding a flow to its epoll set",
-                        std::io::Error::new(e.kind(), e.to_string()),
-                    )),
-                    at_ns: 0,
-                });
-            }
-            return measurements(states, params.start, signals);
-        }
+    let mut shared = Shared {
+        tx_buf,
+        rx_buf,
+        start: params.start,
     };
-    let now_ns = || params.start.elapsed().as_nanos() as u64;
-    let mut open_flows = states.iter().filter(|s| s.end.is_none()).count();
-    // Every flow starts ready: its first call finds out.
-    let mut ready: VecDeque<usize> = (0..states.len())
-        .filter(|&i| states[i].end.is_none())
-        .collect();
-    for &i in &ready {
-        states[i].queued = true;
-    }
-    let mut events = Vec::with_capacity(EVENTS);
-    let mut stopped = false;
-    let mut idle_since: Option<Instant> = None;
-    while open_flows > 0 {
-        if signals.aborted() {
-            break;
-        }
-        if signals.stopping() && !stopped {
-            stopped = true;
-            open_flows -= stop_senders(&mut states, now_ns());
-        }
-        let turns = ready.len();
-        let mut progressed = false;
-        for _ in 0..turns {
-            // Looked at before every flow's turn: a turn over thousands of
-            // flows takes long enough that the end of time must not wait
-            // for it.
-            if signals.aborted() {
-                break;
-            }
-            if signals.stopping() && !stopped {
-                stopped = true;
-                open_flows -= stop_senders(&mut states, now_ns());
-            }
-            let Some(i) = ready.pop_front() else { break };
-            let s = &mut states[i];
-            s.queued = false;
-            if s.end.is_some() {
-                continue;
-            }
-            let before = s.flow.counter.get();
-            match turn(s, &tx_buf, &mut rx_buf) {
-                Turn::Again => {
-                    s.queued = true;
-                    ready.push_back(i);
-                }
-                Turn::Wait => {}
-                Turn::Done(result) => {
-                    s.end = Some(End {
-                        result,
-                        at_ns: now_ns(),
-                    });
-                    open_flows -= 1;
-                }
-            }
-            progressed |= s.flow.counter.get() != before;
-        }
-        // Flows still ready only need new edges; otherwise sleep for one.
-        let timeout = if ready.is_empty() {
-            Some(WAIT)
-        } else {
-            Some(Duration::ZERO)
-        };
-        events.clear();
-        let got = wait(&ep, &mut events, timeout);
-        for ev in events.iter() {
-            let i = ev.data.u64() as usize;
-            if let Some(s) = states.get_mut(i) {
-                if !s.queued && s.end.is_none() {
-                    s.queued = true;
-                    ready.push_back(i);
-                }
-            }
-        }
-        if progressed || got > 0 {
-            idle_since = None;
-        } else if ready.is_empty() {
-            // Nothing moved and nothing woke: the peer may have stalled.
-            if idle_since.get_or_insert_with(Instant::now).elapsed() >= IDLE_LIMIT {
-                for s in states.iter_mut().filter(|s| s.end.is_none()) {
-                    s.end = Some(End {
-                        result: Err(EngineError::Stalled(IDLE_LIMIT.as_secs())),
-                        at_ns: now_ns(),
-                    });
-                }
-                break;
-            }
-        }
-    }
+    drive(&mut states, &mut shared, signals);
     measurements(states, params.start, signals)
+}
+
+/// A loop's buffers and clock zero, shared by its flows.
+struct Shared {
+    tx_buf: Vec<u8>,
+    rx_buf: Vec<u8>,
+    start: Instant,
+}
+
+impl Shared {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+}
+
+impl<E: Engine> LoopFlow for State<E> {
+    type Shared = Shared;
+
+    fn sock(&self) -> &TcpStream {
+        &self.flow.sock
+    }
+
+    fn ended(&self) -> bool {
+        self.end.is_some()
+    }
+
+    fn turn(&mut self, sh: &mut Shared) -> Turn {
+        match turn(self, &sh.tx_buf, &mut sh.rx_buf) {
+            Ok(t) => t,
+            Err(result) => {
+                self.end = Some(End {
+                    result,
+                    at_ns: sh.now_ns(),
+                });
+                Turn::Done
+            }
+        }
+    }
+
+    /// Time is up: a sender finishes now, wherever it was.
+    fn stop(&mut self, sh: &mut Shared) -> bool {
+        let Some(Io::Tx(tx)) = &mut self.io else {
+            return false;
+        };
+        let result = finish(tx, &self.flow.sock);
+        self.end = Some(End {
+            result,
+            at_ns: sh.now_ns(),
+        });
+        true
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.end = Some(End {
+            result: Err(e),
+            at_ns: 0,
+        });
+    }
+
+    fn progress(&self) -> u64 {
+        self.flow.counter.get()
+    }
 }
 
 /// The flow's engine I/O object, made once.
@@ -261,50 +208,22 @@ fn open<E: Engine>(
     })
 }
 
-/// One epoll set with every flow's socket, edge-triggered, the flow's
-/// position as its data.
-fn register<E: Engine>(states: &[State<E>]) -> std::io::Result<std::os::fd::OwnedFd> {
-    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-    let flags = epoll::EventFlags::IN
-        | epoll::EventFlags::OUT
-        | epoll::EventFlags::RDHUP
-        | epoll::EventFlags::ET;
-    for (i, s) in states.iter().enumerate() {
-        epoll::add(
-            &ep,
-            &s.flow.sock,
-            epoll::EventData::new_u64(i as u64),
-            flags,
-        )?;
-    }
-    Ok(ep)
-}
-
-/// Waits up to `timeout` for readiness edges; returns how many arrived (an
-/// interrupted or failed wait counts as none: the loop looks again).
-fn wait(
-    ep: &std::os::fd::OwnedFd,
-    events: &mut Vec<epoll::Event>,
-    timeout: Option<Duration>,
-) -> usize {
-    let ts = timeout.map(|d| rustix::event::Timespec {
-        tv_sec: d.as_secs() as _,
-        tv_nsec: d.subsec_nanos() as _,
-    });
-    epoll::wait(ep, rustix::buffer::spare_capacity(events), ts.as_ref()).unwrap_or_default()
-}
-
-/// Up to [`CALLS_PER_TURN`] calls on one ready flow.
-fn turn<E: Engine>(s: &mut State<E>, tx_buf: &[u8], rx_buf: &mut [u8]) -> Turn {
+/// Up to [`CALLS_PER_TURN`] calls on one ready flow; `Err` holds how the
+/// flow ended.
+fn turn<E: Engine>(
+    s: &mut State<E>,
+    tx_buf: &[u8],
+    rx_buf: &mut [u8],
+) -> Result<Turn, Result<(), EngineError>> {
     let sock = &s.flow.sock;
     let Some(io) = &mut s.io else {
-        return Turn::Done(Err(EngineError::Aborted));
+        return Err(Err(EngineError::Aborted));
     };
     for _ in 0..CALLS_PER_TURN {
         let r = match io {
             Io::Tx(tx) => {
                 if s.remaining == 0 {
-                    return Turn::Done(finish(tx, sock));
+                    return Err(finish(tx, sock));
                 }
                 let n = tx_buf
                     .len()
@@ -319,10 +238,10 @@ fn turn<E: Engine>(s: &mut State<E>, tx_buf: &[u8], rx_buf: &mut [u8]) -> Turn {
         s.calls += 1;
         match r {
             Ok(0) => {
-                return match io {
-                    Io::Rx(_) => Turn::Done(Ok(())),
-                    Io::Tx(_) => Turn::Done(Err(EngineError::PeerReset("write returned 0".into()))),
-                }
+                return Err(match io {
+                    Io::Rx(_) => Ok(()),
+                    Io::Tx(_) => Err(EngineError::PeerReset("write returned 0".into())),
+                })
             }
             Ok(k) => {
                 s.flow.counter.add(k as u64);
@@ -331,35 +250,18 @@ fn turn<E: Engine>(s: &mut State<E>, tx_buf: &[u8], rx_buf: &mut [u8]) -> Turn {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => return Turn::Wait,
+            Err(e) if is_timeout(&e) => return Ok(Turn::Wait),
             Err(e) => {
                 let what = if matches!(io, Io::Tx(_)) {
                     "write"
                 } else {
                     "read"
                 };
-                return Turn::Done(Err(map_err(what, e)));
+                return Err(Err(map_err(what, e)));
             }
         }
     }
-    Turn::Again
-}
-
-/// Time is up: every sender still running finishes now, wherever it was;
-/// returns how many.
-fn stop_senders<E: Engine>(states: &mut [State<E>], now_ns: u64) -> usize {
-    let mut n = 0;
-    for s in states.iter_mut().filter(|s| s.end.is_none()) {
-        if let Some(Io::Tx(tx)) = &mut s.io {
-            let result = finish(tx, &s.flow.sock);
-            s.end = Some(End {
-                result,
-                at_ns: now_ns,
-            });
-            n += 1;
-        }
-    }
-    n
+    Ok(Turn::Again)
 }
 
 /// A sender's clean end: completes what the engine holds, then shuts down
