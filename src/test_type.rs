@@ -448,7 +448,10 @@ fn start_rr_client(
 ) -> Result<SideRun> {
     let params = rr_params(spec, c.cpus, c.cpu_scope, c.clock)?;
     let conns = RrConns::sort(&params.plan, streams)?;
-    Ok(rr::start_client(c.engine, conns, None, params))
+    Ok(match spec.flows {
+        Some(f) => rr::loops::start_client(c.engine, conns, params, usize::from(f.threads)),
+        None => rr::start_client(c.engine, conns, None, params),
+    })
 }
 
 fn start_rr_server(
@@ -458,7 +461,14 @@ fn start_rr_server(
 ) -> Result<SideRun> {
     let params = rr_params(spec, s.cpus, s.cpu_scope, None)?;
     let conns = RrConns::sort(&params.plan, streams)?;
-    Ok(rr::start_server(s.engine, conns, params))
+    Ok(match spec.flows {
+        // The server serves a client's flows on its own thread budget.
+        Some(f) => {
+            let threads = s.flow_threads.unwrap_or(f.threads);
+            rr::loops::start_server(s.engine, conns, params, usize::from(threads))
+        }
+        None => rr::start_server(s.engine, conns, params),
+    })
 }
 
 /// crr: a connection per transaction, greeted with the test's token.

@@ -608,6 +608,14 @@ pub struct RrArgs {
     /// Parallel flows, one thread (and connection) each.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
+    /// N flows on --threads event-loop threads per side (epoll; rr over
+    /// TCP, one size: default 1 byte), in place of -P.
+    #[arg(long, value_name = "N", conflicts_with = "parallel")]
+    pub flows: Option<u32>,
+    /// Event-loop threads for --flows on this side (default 1; the server
+    /// uses its own --threads, else this number).
+    #[arg(long, value_name = "T", requires = "flows")]
+    pub threads: Option<u16>,
     /// Time K back-to-back transactions per pair of clock reads and report
     /// per-message figures (each transaction counts as its batch's mean).
     #[arg(long, value_name = "K", default_value_t = 1)]

@@ -705,7 +705,7 @@ fn validate(cli: args::Cli) -> Result<Command> {
 }
 
 /// `--flows N --threads T`: the spec's flows (`None` without `--flows`).
-fn tcp_flows(
+pub(super) fn tcp_flows(
     flows: Option<u32>,
     threads: Option<u16>,
     busy_poll: bool,

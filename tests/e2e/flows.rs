@@ -105,3 +105,35 @@ fn issue_26_a_server_with_a_low_flow_limit_refuses_more_and_serves_the_next() {
     ]);
     assert_streams_balanced(&r);
 }
+
+#[test]
+fn issue_26_thousand_rr_flows_on_two_threads_all_complete_transactions() {
+    let r = json_client(&[
+        "rr",
+        "--json",
+        "--flows",
+        "1000",
+        "--threads",
+        "2",
+        "-t",
+        "1",
+    ]);
+    let p = &r["rr"]["phases"][0];
+    let per_flow = &p["per_flow"];
+    let counts = per_flow["transactions"]
+        .as_array()
+        .expect("per-flow transactions");
+    assert_eq!(counts.len(), 1000, "{per_flow}");
+    // Every flow completed transactions; both sides counted the same.
+    assert!(counts.iter().all(|c| u(c) > 0), "{per_flow}");
+    assert_eq!(u(&per_flow["idle_flows"]), 0);
+    let total: u64 = counts.iter().map(u).sum();
+    assert_eq!(u(&p["transactions"]), total);
+    assert_eq!(u(&p["server_transactions"]), total);
+    assert!(p.get("errors").is_none(), "{p}");
+    // The merged percentiles cover every transaction; the flows' own p99s
+    // spread around them.
+    assert_eq!(u(&p["latency"]["count"]), total);
+    let (lo, hi) = (f(&per_flow["p99_ns"]["min"]), f(&per_flow["p99_ns"]["max"]));
+    assert!(lo > 0.0 && lo <= hi, "{per_flow}");
+}

@@ -240,11 +240,25 @@ fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(
             ),
         );
     }
-    if spec.kind != TestKind::Stream || spec.protocol != Protocol::Tcp {
-        return err(
-            "flows",
-            "event-loop flows run TCP stream tests for now (not UDP, rr, crr or msg)".into(),
-        );
+    match (spec.kind, spec.protocol, &spec.rr) {
+        (TestKind::Stream, Protocol::Tcp, _) => {}
+        (TestKind::Rr, Protocol::Tcp, Some(rr)) => {
+            if rr.phases().len() != 1 || rr.busy_poll {
+                return err(
+                    "flows",
+                    "rr on event-loop flows runs one size, without --under-load or --busy-poll, \
+                     for now"
+                        .into(),
+                );
+            }
+        }
+        _ => {
+            return err(
+                "flows",
+                "event-loop flows run TCP stream and TCP rr tests for now (not UDP, crr or msg)"
+                    .into(),
+            )
+        }
     }
     if spec.busy_poll {
         return err(
@@ -372,8 +386,9 @@ fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError>
             ),
         );
     }
-    let conns = rr.phases().len() * usize::from(spec.streams.max(1)) + usize::from(rr.under_load);
-    if conns > MAX_RR_CONNECTIONS {
+    let conns = spec.connection_count();
+    // Event-loop flows are held to --max-flows instead (negotiate_flows).
+    if conns > MAX_RR_CONNECTIONS && spec.flows.is_none() {
         return err(
             "streams",
             format!(

@@ -344,12 +344,19 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
                 TestKind::Msg => "acknowledged messages (msg)",
                 _ => "request/response (rr)",
             },
-            i.streams,
-            match (i.kind, i.streams) {
-                (TestKind::Msg, 1) => " transfer",
-                (TestKind::Msg, _) => " concurrent transfers",
-                (_, 1) => " flow",
-                _ => " flows",
+            i.flows.map_or(u32::from(i.streams), |f| f.count),
+            match (i.kind, i.flows.map_or(u32::from(i.streams), |f| f.count)) {
+                (TestKind::Msg, 1) => " transfer".to_string(),
+                (TestKind::Msg, _) => " concurrent transfers".to_string(),
+                (_, n) => format!(
+                    " flow{}{}",
+                    if n == 1 { "" } else { "s" },
+                    i.flows.map_or(String::new(), |f| format!(
+                        " on {} event-loop thread{}",
+                        f.threads,
+                        if f.threads == 1 { "" } else { "s" }
+                    ))
+                ),
             },
             engine,
         );
