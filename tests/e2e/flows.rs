@@ -72,7 +72,7 @@ fn issue_26_the_human_report_has_one_fairness_line_not_a_row_per_flow() {
 
 #[test]
 fn issue_26_a_server_with_a_low_flow_limit_refuses_more_and_serves_the_next() {
-    let mut server = Server::start(&["--max-flows", "1000"]);
+    let (mut server, log) = crate::iperf3::logging_server(&["--max-flows", "1000"]);
     let port = server.port_str();
     let args = [
         "tcp",
@@ -90,6 +90,16 @@ fn issue_26_a_server_with_a_low_flow_limit_refuses_more_and_serves_the_next() {
     assert!(
         err.contains("100000 flows requested") && err.contains("at most 1000"),
         "{err}"
+    );
+    // The server says it too, in its log.
+    let said = eventually(Duration::from_secs(5), || {
+        log.lock()
+            .is_ok_and(|l| l.contains("refused") && l.contains("100000 flows requested"))
+    });
+    assert!(
+        said,
+        "{}",
+        log.lock().map(|l| l.clone()).unwrap_or_default()
     );
     assert!(server.alive());
     let r = json_client(&[
