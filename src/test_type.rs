@@ -213,10 +213,16 @@ fn attach_tcp(
 ) -> Result<Vec<StreamSetup>> {
     let mut streams = Vec::new();
     if spec.flows.is_some() {
-        // A socket per flow on this side, and on the server's when it is
-        // embedded in this process.
+        // A socket per flow on this side, and as many again for the server
+        // when it shares this process (embedded: the CPU is counted per
+        // thread for the same reason).
+        let sides = if c.cpu_scope == CpuScope::Threads {
+            2
+        } else {
+            1
+        };
         let needed =
-            2 * spec.connection_count() as u64 + linerate_engine::event_loop::fds::SPARE_FDS;
+            sides * spec.connection_count() as u64 + linerate_engine::event_loop::fds::SPARE_FDS;
         linerate_engine::event_loop::fds::ensure(needed)?;
     }
     if spec.tcp.unix {

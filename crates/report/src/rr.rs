@@ -13,13 +13,20 @@ use crate::model::{LoadReport, OneWay, RrPhaseRecord, RrPhaseReport, RrReport, R
 
 /// Why a phase has no one-way figures, if it has none.
 fn one_way_unavailable(
-    kind: TestKind,
+    spec: &TestSpec,
     rr: &RrSpec,
     phase: &RrPhase,
     clock: Option<&ClockOffset>,
 ) -> Option<String> {
-    if kind == TestKind::Crr {
+    if spec.kind == TestKind::Crr {
         return Some("crr times the whole exchange; one-way delays come from rr".into());
+    }
+    if spec.flows.is_some() {
+        return Some(
+            "event-loop flows (--flows) time round trips only: two more histograms per flow \
+             would multiply the memory of thousands of flows"
+                .into(),
+        );
     }
     if !rr.per_message() {
         return Some(format!(
@@ -111,7 +118,7 @@ fn phase_report(
         rtt.merge(&Histogram::from_buckets(&f.rtt));
     }
     let clock = client.clock.as_ref();
-    let why = one_way_unavailable(spec.kind, rr, phase, clock);
+    let why = one_way_unavailable(spec, rr, phase, clock);
     let sum = |v: &[RrFlowMeasurement], f: fn(&RrFlowMeasurement) -> u64| v.iter().map(f).sum();
     let errors = cf
         .iter()
@@ -490,20 +497,30 @@ mod tests {
             loaded: false,
         };
         let same = ClockOffset::same_host(1);
-        let why = one_way_unavailable(TestKind::Rr, &rr, &p(1), Some(&same));
+        let rr_spec = spec(1);
+        let why = one_way_unavailable(&rr_spec, &rr, &p(1), Some(&same));
         assert!(why.unwrap_or_default().contains("1-byte responses"));
         assert_eq!(
-            one_way_unavailable(TestKind::Rr, &rr, &p(32), Some(&same)),
+            one_way_unavailable(&rr_spec, &rr, &p(32), Some(&same)),
             None
         );
+        // Event-loop flows time round trips only, and say so.
+        let flows = TestSpec {
+            flows: Some(linerate_proto::spec::Flows {
+                count: 10,
+                threads: 1,
+            }),
+            ..spec(1)
+        };
+        assert!(one_way_unavailable(&flows, &rr, &p(64), Some(&same))
+            .unwrap_or_default()
+            .contains("--flows"));
         let batch = RrSpec {
             batch: 10,
             ..RrSpec::default()
         };
-        assert!(
-            one_way_unavailable(TestKind::Rr, &batch, &p(64), Some(&same))
-                .unwrap_or_default()
-                .contains("batch")
-        );
+        assert!(one_way_unavailable(&rr_spec, &batch, &p(64), Some(&same))
+            .unwrap_or_default()
+            .contains("batch"));
     }
 }

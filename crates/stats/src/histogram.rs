@@ -14,12 +14,11 @@ use serde::{Deserialize, Serialize};
 
 const MAX_NS: u64 = 3_600_000_000_000;
 const SIGFIGS: u8 = 3;
-/// The range a new histogram's counts cover before it grows: values up to
-/// ~1 ms need no more, and an rr test keeps three histograms per flow
-/// (thousands of flows with `--flows`). The full range would cost 188 KB
-/// each; the layout of buckets (and so every figure) does not depend on
-/// where the counts end.
-const INITIAL_MAX_NS: u64 = 1 << 20;
+/// The range a new histogram's counts cover before it grows (24 KB of
+/// counts): an rr test keeps a histogram per flow, thousands with
+/// `--flows`, and the full range would cost 188 KB each. The layout of
+/// buckets (and so every figure) does not depend on where the counts end.
+const INITIAL_MAX_NS: u64 = 1 << 12;
 
 /// A histogram of durations in nanoseconds.
 #[derive(Debug, Clone)]

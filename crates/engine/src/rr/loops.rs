@@ -310,7 +310,9 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
         let flow = io.flow;
         ClientFlow {
             core: RrClient::new(flow, phase.response as usize, None),
-            tally: Tally::new(p.clock),
+            // Round trips only: one-way delays would add two histograms
+            // per flow (the report says why they are absent).
+            tally: Tally::new(None),
             clock: None,
             limit: p.plan.limit,
             batch: p.plan.batch,
