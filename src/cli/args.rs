@@ -345,6 +345,14 @@ pub struct ServerArgs {
     /// Refuse tests with more streams per direction than this (default 128).
     #[arg(long, value_name = "N")]
     pub max_streams: Option<u16>,
+    /// Refuse --flows tests with more flows per direction than this
+    /// (default 10000), before any data connection opens.
+    #[arg(long, value_name = "N")]
+    pub max_flows: Option<u32>,
+    /// Event-loop threads serving a --flows test (default: the client's
+    /// --threads).
+    #[arg(long, value_name = "T")]
+    pub threads: Option<u16>,
     /// Refuse tests longer than this (default 24h).
     #[arg(long, value_name = "DURATION")]
     pub max_time: Option<String>,
@@ -395,6 +403,14 @@ pub struct TcpArgs {
     /// Parallel streams per direction, one thread each.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
+    /// N flows per direction on --threads event-loop threads per side
+    /// (epoll; thousands of connections on a few cores), in place of -P.
+    #[arg(long, value_name = "N", conflicts_with = "parallel")]
+    pub flows: Option<u32>,
+    /// Event-loop threads for --flows on this side (default 1; the server
+    /// uses its own --threads, else this number).
+    #[arg(long, value_name = "T", requires = "flows")]
+    pub threads: Option<u16>,
     /// Server sends, client receives (netperf TCP_MAERTS).
     #[arg(short = 'R', long)]
     pub reverse: bool,
@@ -598,6 +614,14 @@ pub struct RrArgs {
     /// Parallel flows, one thread (and connection) each.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
+    /// N flows on --threads event-loop threads per side (epoll; rr over
+    /// TCP, one size: default 1 byte), in place of -P.
+    #[arg(long, value_name = "N", conflicts_with = "parallel")]
+    pub flows: Option<u32>,
+    /// Event-loop threads for --flows on this side (default 1; the server
+    /// uses its own --threads, else this number).
+    #[arg(long, value_name = "T", requires = "flows")]
+    pub threads: Option<u16>,
     /// Time K back-to-back transactions per pair of clock reads and report
     /// per-message figures (each transaction counts as its batch's mean).
     #[arg(long, value_name = "K", default_value_t = 1)]

@@ -632,6 +632,32 @@ fn validate(cli: args::Cli) -> Result<Command> {
     Ok(cmd)
 }
 
+/// `--flows N --threads T`: the spec's flows (`None` without `--flows`).
+pub(super) fn tcp_flows(
+    flows: Option<u32>,
+    threads: Option<u16>,
+    busy_poll: bool,
+    iperf3: bool,
+) -> Result<Option<linerate_proto::spec::Flows>> {
+    let Some(count) = flows else {
+        return Ok(None);
+    };
+    if count == 0 {
+        bail!("--flows must be at least 1");
+    }
+    let threads = threads.unwrap_or(1);
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if busy_poll {
+        bail!("--flows waits in epoll; --busy-poll spins per-thread streams (-P) only");
+    }
+    if iperf3 {
+        bail!("--flows is linerate's own protocol; an iperf3 server takes -P");
+    }
+    Ok(Some(linerate_proto::spec::Flows { count, threads }))
+}
+
 fn validate_command(mut cli: args::Cli) -> Result<Command> {
     let host_flags = cli.command.take_host_flags();
     let repeat_flags = cli.command.take_repeat_flags();
@@ -660,6 +686,12 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
             if let Some(n) = s.max_streams {
                 limits.max_streams = n;
             }
+            if let Some(n) = s.max_flows {
+                limits.max_flows = n;
+            }
+            if s.threads == Some(0) {
+                bail!("--threads must be at least 1");
+            }
             if let Some(t) = &s.max_time {
                 limits.max_time_ms = duration_ms("--max-time", t)?;
             }
@@ -686,6 +718,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 once: s.once,
                 max_concurrent: s.max_concurrent,
                 limits,
+                flow_threads: s.threads,
                 engine,
                 cpus: parse_cpus(s.cpus.as_deref())?,
                 format: format_of(&s.output),
@@ -716,6 +749,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
             if t.parallel == 0 {
                 bail!("--parallel must be at least 1");
             }
+            let flows = tcp_flows(t.flows, t.threads, t.busy_poll, t.iperf3)?;
             let len = size_u32("--len", &t.len)?;
             if len == 0 {
                 bail!("--len must be at least 1 byte");
@@ -751,6 +785,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                     skip_rx_copy: t.skip_rx_copy,
                 },
                 busy_poll: t.busy_poll,
+                flows,
                 ..TestSpec::default()
             };
             if t.iperf3 {

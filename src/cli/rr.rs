@@ -61,10 +61,16 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
     if r.batch == 0 {
         bail!("--batch must be at least 1");
     }
+    let flows = match kind {
+        TestKind::Rr => super::tcp_flows(r.flows, r.threads, r.busy_poll, false)?,
+        _ if r.flows.is_some() => bail!("--flows: crr on event loops is not available yet"),
+        _ => None,
+    };
     let sizes = match (&r.size, &r.sizes) {
         (Some(s), _) => parse_sizes("--size", s)?,
         (None, Some(l)) => parse_sizes("--sizes", l)?,
-        (None, None) if kind == TestKind::Crr => vec![1],
+        // Event-loop flows run one size (neper's tcp_rr default).
+        (None, None) if kind == TestKind::Crr || flows.is_some() => vec![1],
         (None, None) => DEFAULT_RR_SIZES.to_vec(),
     };
     let response_size = r
@@ -93,6 +99,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
         kind,
         protocol,
         streams: r.parallel,
+        flows,
         limit: match limit {
             RrLimit::TimeMs(ms) => Limit::TimeMs(ms),
             RrLimit::Count(_) => Limit::default(),

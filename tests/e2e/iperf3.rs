@@ -585,7 +585,7 @@ fn issue_28_a_stalled_iperf3_client_is_ended_by_the_idle_timeout() {
 
 /// A server whose log (its standard error) is collected, for tests of
 /// what it logs.
-fn logging_server(extra: &[&str]) -> (Server, Arc<Mutex<String>>) {
+pub(crate) fn logging_server(extra: &[&str]) -> (Server, Arc<Mutex<String>>) {
     let mut child = Command::new(crate::helpers::bin())
         .args(["server", "--port", "0", "--bind", "127.0.0.1"])
         .args(extra)

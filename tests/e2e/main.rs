@@ -4,6 +4,7 @@
 
 mod compare;
 mod engines;
+mod flows;
 mod golden;
 mod harden;
 mod helpers;

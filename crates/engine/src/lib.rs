@@ -16,6 +16,8 @@
 //!   counter, stop/abort/drain signals, how a loop ended.
 //! - [`tcp`]: the TCP stream loops (send to a limit or stop, read to end),
 //!   generic over the engine.
+//! - [`event_loop`]: many flows per thread — edge-triggered epoll loops
+//!   over non-blocking sockets, `RLIMIT_NOFILE` for thousands of them.
 //! - [`rr`]: request/response and connect/request/response loops (one
 //!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
@@ -38,6 +40,7 @@ pub mod clock;
 mod cmsg;
 pub mod cpu;
 pub mod engines;
+pub mod event_loop;
 pub mod iperf3;
 pub mod memory;
 pub mod netstat;
@@ -103,6 +106,12 @@ pub enum EngineError {
     Aborted,
     #[error("request/response: {0}")]
     Rr(linerate_proto::rr::RrError),
+    /// More sockets than the process may open, even at its hard limit.
+    #[error(
+        "{needed} file descriptors needed, the hard limit (RLIMIT_NOFILE) is {hard}: raise it \
+         (ulimit -Hn, or LimitNOFILE= in a systemd unit) or ask for fewer flows"
+    )]
+    TooFewFds { needed: u64, hard: u64 },
 }
 
 impl From<linerate_proto::rr::RrError> for EngineError {

@@ -96,7 +96,7 @@ fn short_json(s: &TestSpec) -> String {
 /// Checks that a peer's Results for `spec` could have been measured: each
 /// stream is in the plan at most once, rates and CPU use are possible.
 pub fn check_results(spec: &TestSpec, r: &SideResults) -> Result<(), String> {
-    let planned = spec.connection_count().max(usize::from(spec.streams)) as u64;
+    let planned = spec.connection_count().max(spec.per_direction() as usize) as u64;
     if r.streams.len() as u64 > planned {
         return Err(format!(
             "{} streams reported for a test of {planned}",

@@ -23,12 +23,26 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// least this or refused, never run unpaced.
 pub const MIN_TCP_RATE_BPS: u64 = 8;
 
+/// Descriptors a process keeps beside its data sockets (stdio, control
+/// connections, listener, epoll sets, `/proc` files).
+pub const SPARE_FDS: u64 = 64;
+
+/// A server's default `--max-flows`.
+pub const DEFAULT_MAX_FLOWS: u32 = 10_000;
+
 /// What a server accepts. Values above a limit are refused, except the
 /// socket window, which is clamped (a smaller window still gives a valid,
 /// if slower, test, and the note says so).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLimits {
     pub max_streams: u16,
+    /// Most flows per direction one `--flows` test may ask for (event
+    /// loops: flows cost sockets and memory, not threads).
+    pub max_flows: u32,
+    /// The server's hard `RLIMIT_NOFILE`, its soft limit raised to it
+    /// (`None`: not known, no check): a test needing more descriptors
+    /// is refused before any data connection opens.
+    pub max_fds: Option<u64>,
     pub max_len: u32,
     pub max_time_ms: u64,
     pub max_omit_ms: u64,
@@ -61,6 +75,8 @@ impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
             max_streams: 128,
+            max_flows: DEFAULT_MAX_FLOWS,
+            max_fds: None,
             max_len: 16 * 1024 * 1024,
             max_time_ms: 24 * 3600 * 1000,
             max_omit_ms: 600 * 1000,
@@ -86,6 +102,7 @@ impl ServerLimits {
     pub fn unlimited() -> Self {
         ServerLimits {
             max_streams: u16::MAX,
+            max_flows: u32::MAX,
             max_len: u32::MAX,
             max_time_ms: u64::MAX,
             max_omit_ms: u64::MAX,
@@ -189,10 +206,18 @@ pub fn test_memory(spec: &TestSpec) -> u64 {
         .unwrap_or(0);
     let conns = match spec.kind {
         // crr: one connection per flow at a time.
-        TestKind::Crr => u64::from(spec.streams.max(1)),
+        TestKind::Crr => u64::from(spec.per_direction()),
         _ => spec.connection_count() as u64,
     };
-    conns.saturating_mul(u64::from(len).saturating_add(4 * u64::from(window)))
+    // Event loops hold one I/O buffer per thread, not per flow; each
+    // flow's socket buffers still count.
+    let buffers = match spec.flows {
+        Some(f) => conns.min(u64::from(f.threads.max(1))),
+        None => conns,
+    };
+    buffers
+        .saturating_mul(u64::from(len))
+        .saturating_add(conns.saturating_mul(4 * u64::from(window)))
 }
 
 /// Checks what `spec`'s buffers cost against `--max-test-memory`: every
@@ -280,7 +305,7 @@ fn stream_rate(spec: &TestSpec) -> Option<Option<u64>> {
 
 /// Sending streams of a stream test, both directions together.
 fn sending_streams(spec: &TestSpec) -> u64 {
-    let per = u64::from(spec.streams.max(1));
+    let per = u64::from(spec.per_direction());
     match spec.direction {
         Direction::Bidir => 2 * per,
         _ => per,

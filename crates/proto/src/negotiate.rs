@@ -32,6 +32,9 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             ),
         );
     }
+    if let Some(f) = spec.flows {
+        negotiate_flows(&spec, f, limits)?;
+    }
     if spec.len == 0 || spec.len > limits.max_len {
         return err(
             "len",
@@ -209,6 +212,63 @@ fn negotiate_msg(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError
     Ok(())
 }
 
+/// `--flows N --threads T`: what event loops run (TCP streams, for now),
+/// and no more flows than the server's `--max-flows`, refused before any
+/// data connection opens.
+fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    if f.count == 0 || f.threads == 0 {
+        return err("flows", "flows and threads must be at least 1".into());
+    }
+    if f.count > limits.max_flows {
+        return err(
+            "flows",
+            format!(
+                "{} flows requested, this server allows at most {} (--max-flows)",
+                f.count, limits.max_flows
+            ),
+        );
+    }
+    let needed = spec.connection_count() as u64 + crate::limits::SPARE_FDS;
+    if let Some(max) = limits.max_fds.filter(|&m| m < needed) {
+        return err(
+            "flows",
+            format!(
+                "{} flows need {needed} file descriptors on the server, its hard limit \
+                 (RLIMIT_NOFILE) is {max}",
+                f.count
+            ),
+        );
+    }
+    match (spec.kind, spec.protocol, &spec.rr) {
+        (TestKind::Stream, Protocol::Tcp, _) => {}
+        (TestKind::Rr, Protocol::Tcp, Some(rr)) => {
+            if rr.phases().len() != 1 || rr.busy_poll {
+                return err(
+                    "flows",
+                    "rr on event-loop flows runs one size, without --under-load or --busy-poll, \
+                     for now"
+                        .into(),
+                );
+            }
+        }
+        _ => {
+            return err(
+                "flows",
+                "event-loop flows run TCP stream and TCP rr tests for now (not UDP, crr or msg)"
+                    .into(),
+            )
+        }
+    }
+    if spec.busy_poll {
+        return err(
+            "flows",
+            "event-loop flows wait in epoll; --busy-poll is per-thread streams only".into(),
+        );
+    }
+    Ok(())
+}
+
 /// `--transport unix`: a TCP stream test with no TCP socket option.
 fn negotiate_unix(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
     let err = |reason: &str| {
@@ -326,8 +386,9 @@ fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError>
             ),
         );
     }
-    let conns = rr.phases().len() * usize::from(spec.streams.max(1)) + usize::from(rr.under_load);
-    if conns > MAX_RR_CONNECTIONS {
+    let conns = spec.connection_count();
+    // Event-loop flows are held to --max-flows instead (negotiate_flows).
+    if conns > MAX_RR_CONNECTIONS && spec.flows.is_none() {
         return err(
             "streams",
             format!(
@@ -450,6 +511,41 @@ impl RateBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_26_flows_are_refused_beyond_max_flows_and_the_descriptor_limit() {
+        let l = ServerLimits {
+            max_flows: 1000,
+            max_fds: Some(5000),
+            ..ServerLimits::default()
+        };
+        let flows = |count, direction| TestSpec {
+            flows: Some(Flows { count, threads: 2 }),
+            direction,
+            ..TestSpec::default()
+        };
+        let e = negotiate(&flows(100_000, Direction::Forward), &l).expect_err("refused");
+        assert_eq!(e.field, "flows");
+        assert!(
+            e.reason.contains("100000 flows requested") && e.reason.contains("1000"),
+            "{e}"
+        );
+        assert!(negotiate(&flows(1000, Direction::Forward), &l).is_ok());
+        // 2 × 1000 sockets fit 5000; a tighter hard limit names the need.
+        let tight = ServerLimits {
+            max_fds: Some(1500),
+            ..l.clone()
+        };
+        let e = negotiate(&flows(1000, Direction::Bidir), &tight).expect_err("refused");
+        assert!(e.reason.contains("2064 file descriptors"), "{e}");
+        // Event loops run TCP streams only, for now.
+        let rr = TestSpec {
+            kind: TestKind::Rr,
+            rr: Some(RrSpec::default()),
+            ..flows(10, Direction::Forward)
+        };
+        assert_eq!(negotiate(&rr, &l).expect_err("refused").field, "flows");
+    }
     use crate::side::Side;
 
     /// Kind `msg`: the plan within the server's limits, each refusal

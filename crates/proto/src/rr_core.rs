@@ -45,7 +45,7 @@ impl TestSpec {
     /// The stream id (from 1) of flow `flow` in phase `phase`; the same
     /// numbering names a crr transaction's connection.
     pub fn rr_conn_id(&self, phase: u32, flow: u32) -> u32 {
-        conn_id(u32::from(self.streams.max(1)), phase, flow)
+        conn_id(self.per_direction(), phase, flow)
     }
 
     /// What connection `id` carries in a request/response test, if it is one.
@@ -58,7 +58,7 @@ impl TestSpec {
         let rr = self.rr.as_ref()?;
         Some(RrPlan {
             phases: rr.phases(),
-            flows: u32::from(self.streams.max(1)),
+            flows: self.per_direction(),
             limit: rr.limit,
             batch: rr.batch.max(1),
             busy_poll: rr.busy_poll,

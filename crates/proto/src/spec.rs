@@ -315,6 +315,22 @@ pub struct TestSpec {
     /// Message test parameters (kind `msg` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub msg: Option<MsgSpec>,
+    /// `--flows N --threads T`: `count` flows per sending direction (in
+    /// place of `streams`) on event loops, `threads` of them on the
+    /// client; the server runs them on its own thread budget. Absent from
+    /// older peers' specs (a server that drops it answers an Accept without
+    /// it, which the client refuses as a changed spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<Flows>,
+}
+
+/// Many flows on a few event-loop threads per side (`--flows`/`--threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flows {
+    /// Flows per sending direction.
+    pub count: u32,
+    /// The client's event-loop threads.
+    pub threads: u16,
 }
 
 impl Default for TestSpec {
@@ -333,6 +349,7 @@ impl Default for TestSpec {
             udp: None,
             busy_poll: false,
             msg: None,
+            flows: None,
         }
     }
 }
@@ -350,6 +367,15 @@ pub struct StreamPlan {
 }
 
 impl TestSpec {
+    /// Streams (or flows) per sending direction: `flows.count` when the
+    /// test runs on event loops, else `streams` (at least 1).
+    pub fn per_direction(&self) -> u32 {
+        match self.flows {
+            Some(f) => f.count.max(1),
+            None => u32::from(self.streams.max(1)),
+        }
+    }
+
     /// The data connections of this test, in the order the client opens them:
     /// client-sending streams first, then server-sending ones.
     pub fn stream_plan(&self) -> Vec<StreamPlan> {
@@ -370,7 +396,7 @@ impl TestSpec {
             Direction::Reverse => &[Side::Server],
             Direction::Bidir => &[Side::Client, Side::Server],
         };
-        let n = u64::from(self.streams.max(1));
+        let n = u64::from(self.per_direction());
         let mut plan = Vec::new();
         for &sender in senders {
             for i in 0..n {
@@ -397,7 +423,7 @@ impl TestSpec {
         if self.kind != TestKind::Stream {
             return self.rr_connection_count();
         }
-        let per = usize::from(self.streams.max(1));
+        let per = self.per_direction() as usize;
         match self.direction {
             Direction::Bidir => 2 * per,
             _ => per,
@@ -428,7 +454,7 @@ impl TestSpec {
             // A paced count takes count × gap; an unpaced one has no bound
             // known in advance.
             Limit::Datagrams(total) => {
-                let n = u64::from(self.streams.max(1));
+                let n = u64::from(self.per_direction());
                 let per_stream = total.div_ceil(n);
                 let m = self.udp.as_ref()?.millipps(self.len)?;
                 let ms = u128::from(per_stream) * 1_000_000 / u128::from(m);
@@ -454,7 +480,7 @@ impl TestSpec {
     fn rr_connection_count(&self) -> usize {
         match (self.kind, &self.rr) {
             (TestKind::Rr, Some(rr)) => {
-                rr.phases().len() * usize::from(self.streams.max(1)) + usize::from(rr.under_load)
+                rr.phases().len() * self.per_direction() as usize + usize::from(rr.under_load)
             }
             _ => 0,
         }

@@ -532,6 +532,7 @@ pub fn build_stream(
                 .sum::<Option<u64>>(),
             udp: None,
             kernel: None,
+            fairness: spec.flows.and_then(|_| fairness(&of)),
         });
         if let Some(last) = sums.last_mut() {
             last.udp = udp_flow(&of, sender_seconds, receiver_seconds);
@@ -721,6 +722,22 @@ pub fn sweep_trial(len: u32, search: bool, r: &Report) -> crate::model::SweepTri
             .flat_map(|s| [&s.sender.error, &s.receiver.error])
             .find_map(|e| e.clone()),
     }
+}
+
+/// `--flows`: how evenly `of` (one direction's flows) shared the path,
+/// by each flow's received rate.
+fn fairness(of: &[&StreamSummary]) -> Option<crate::model::Fairness> {
+    use linerate_stats::fairness::{jain_index, min_median_max};
+    let rates: Vec<f64> = of.iter().map(|s| s.receiver.bits_per_second).collect();
+    let (min, median, max) = min_median_max(&rates)?;
+    Some(crate::model::Fairness {
+        flows: rates.len() as u32,
+        idle_flows: of.iter().filter(|s| s.receiver.bytes == 0).count() as u32,
+        jain_index: jain_index(&rates).unwrap_or(0.0),
+        min_bits_per_second: min,
+        median_bits_per_second: median,
+        max_bits_per_second: max,
+    })
 }
 
 #[cfg(test)]

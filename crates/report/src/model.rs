@@ -65,6 +65,10 @@ pub struct TestInfo {
     pub direction: Option<Direction>,
     /// Streams per sending direction (request/response: flows).
     pub streams: u16,
+    /// `--flows N --threads T`: the flows per direction (in place of
+    /// `streams`) and the client's event-loop threads.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub flows: Option<linerate_proto::spec::Flows>,
     /// Time (ms), byte or datagram limit (stream tests only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub limit: Option<Limit>,
@@ -137,6 +141,7 @@ impl TestInfo {
             protocol: spec.protocol.name().into(),
             direction: stream.map(|s| s.direction),
             streams: spec.streams,
+            flows: spec.flows,
             limit: stream.map(|s| s.limit),
             len: stream.map(|s| s.len),
             omit_s: stream.map(|s| s.omit_ms as f64 / 1e3),
@@ -361,6 +366,50 @@ pub struct FlowSum {
     /// UDP tests: the kernel's drop counters beside the counted loss.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kernel: Option<KernelView>,
+    /// `--flows` tests: how evenly the flows of this direction shared the
+    /// path (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fairness: Option<Fairness>,
+}
+
+/// A `--flows` rr phase, flow by flow: what each completed, and the spread
+/// of the flows' own round-trip percentiles (the phase's `latency` merges
+/// every transaction of every flow).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RrPerFlow {
+    /// The client's transactions per flow, in flow order.
+    pub transactions: Vec<u64>,
+    /// Flows that completed no transaction.
+    pub idle_flows: u32,
+    /// Jain's index of the flows' transactions per second.
+    pub jain_index: f64,
+    /// Least, median and greatest of the flows' own p50 round trips, ns.
+    pub p50_ns: Spread,
+    /// Least, median and greatest of the flows' own p99 round trips, ns.
+    pub p99_ns: Spread,
+}
+
+/// Least, median and greatest of a figure over flows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+/// How evenly a direction's flows shared the path, from each flow's
+/// received bit/s (`streams` holds every flow's bytes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fairness {
+    pub flows: u32,
+    /// Flows that received no byte.
+    pub idle_flows: u32,
+    /// Jain's index: 1 when every flow got the same, 1/flows when one got
+    /// everything.
+    pub jain_index: f64,
+    pub min_bits_per_second: f64,
+    pub median_bits_per_second: f64,
+    pub max_bits_per_second: f64,
 }
 
 /// CPU one side spent.
@@ -551,6 +600,10 @@ pub struct RrPhaseReport {
     /// The round-trip histogram, merged over flows: sparse
     /// `[value_ns, count]` buckets (HdrHistogram, 3 significant digits).
     pub histogram: Vec<(u64, u64)>,
+    /// `--flows` tests: each flow's transactions and how its round trips
+    /// compare with the other flows' (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_flow: Option<RrPerFlow>,
     /// With busy polling, per flow (in flow order): waits that outlasted
     /// the spin budget and slept in `poll(2)`, on each side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -585,8 +638,8 @@ pub struct LoadReport {
 /// Results of a request/response (rr) or connect/request/response (crr) test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RrReport {
-    /// Parallel flows.
-    pub flows: u16,
+    /// Parallel flows (`--flows`: the event-loop flows).
+    pub flows: u32,
     pub limit: RrLimit,
     pub timing: RrTiming,
     pub busy_poll: bool,

@@ -13,13 +13,20 @@ use crate::model::{LoadReport, OneWay, RrPhaseRecord, RrPhaseReport, RrReport, R
 
 /// Why a phase has no one-way figures, if it has none.
 fn one_way_unavailable(
-    kind: TestKind,
+    spec: &TestSpec,
     rr: &RrSpec,
     phase: &RrPhase,
     clock: Option<&ClockOffset>,
 ) -> Option<String> {
-    if kind == TestKind::Crr {
+    if spec.kind == TestKind::Crr {
         return Some("crr times the whole exchange; one-way delays come from rr".into());
+    }
+    if spec.flows.is_some() {
+        return Some(
+            "event-loop flows (--flows) time round trips only: two more histograms per flow \
+             would multiply the memory of thousands of flows"
+                .into(),
+        );
     }
     if !rr.per_message() {
         return Some(format!(
@@ -91,7 +98,7 @@ fn one_way(
 }
 
 fn phase_report(
-    kind: TestKind,
+    spec: &TestSpec,
     rr: &RrSpec,
     phase: &RrPhase,
     client: &RrMeasurement,
@@ -111,7 +118,7 @@ fn phase_report(
         rtt.merge(&Histogram::from_buckets(&f.rtt));
     }
     let clock = client.clock.as_ref();
-    let why = one_way_unavailable(kind, rr, phase, clock);
+    let why = one_way_unavailable(spec, rr, phase, clock);
     let sum = |v: &[RrFlowMeasurement], f: fn(&RrFlowMeasurement) -> u64| v.iter().map(f).sum();
     let errors = cf
         .iter()
@@ -144,12 +151,41 @@ fn phase_report(
         client_to_server: one_way(&cref, |f| f.client_to_server.as_ref(), why.clone(), clock),
         server_to_client: one_way(&cref, |f| f.server_to_client.as_ref(), why, clock),
         histogram: rtt.to_buckets(),
+        per_flow: spec.flows.and_then(|_| per_flow(&cf)),
         client_poll_sleeps: poll_sleeps(&cf),
         server_poll_sleeps: poll_sleeps(&sf),
         client_spin_yielded: spin_yielded(&cf),
         server_spin_yielded: spin_yielded(&sf),
         errors,
     }
+}
+
+/// `--flows`: each flow's transactions (in flow order), their fairness,
+/// and the spread of the flows' own p50 and p99 round trips.
+fn per_flow(flows: &[RrFlowMeasurement]) -> Option<crate::model::RrPerFlow> {
+    use linerate_stats::fairness::{jain_index, min_median_max};
+    let mut by_flow: Vec<&RrFlowMeasurement> = flows.iter().collect();
+    by_flow.sort_by_key(|f| f.flow);
+    let rates: Vec<f64> = by_flow
+        .iter()
+        .map(|f| f.transactions as f64 / (f.elapsed_ns.max(1) as f64 / 1e9))
+        .collect();
+    let timed: Vec<linerate_stats::histogram::Summary> = by_flow
+        .iter()
+        .filter(|f| !f.rtt.is_empty())
+        .map(|f| Histogram::from_buckets(&f.rtt).summary())
+        .collect();
+    let spread = |pick: fn(&linerate_stats::histogram::Summary) -> u64| {
+        let v: Vec<f64> = timed.iter().map(|s| pick(s) as f64).collect();
+        min_median_max(&v).map(|(min, median, max)| crate::model::Spread { min, median, max })
+    };
+    Some(crate::model::RrPerFlow {
+        transactions: by_flow.iter().map(|f| f.transactions).collect(),
+        idle_flows: by_flow.iter().filter(|f| f.transactions == 0).count() as u32,
+        jain_index: jain_index(&rates).unwrap_or(0.0),
+        p50_ns: spread(|s| s.p50_ns)?,
+        p99_ns: spread(|s| s.p99_ns)?,
+    })
 }
 
 /// Per flow, in flow order, the poll sleeps a busy-polling side counted
@@ -186,7 +222,7 @@ pub(crate) fn build(
     let phases: Vec<RrPhaseReport> = rr
         .phases()
         .iter()
-        .map(|p| phase_report(spec.kind, rr, p, c, s))
+        .map(|p| phase_report(spec, rr, p, c, s))
         .collect();
     let load = (rr.under_load > 0).then(|| {
         let receiver_bytes = s.load.iter().map(|m| m.bytes).sum();
@@ -209,7 +245,7 @@ pub(crate) fn build(
     let total: u64 = phases.iter().map(|p| p.transactions).sum();
     let server_total: u64 = phases.iter().map(|p| p.server_transactions).sum();
     Some(RrReport {
-        flows: spec.streams,
+        flows: spec.per_direction(),
         limit: rr.limit,
         timing: if rr.per_message() {
             RrTiming::PerMessage
@@ -247,7 +283,7 @@ pub fn phase_record(
         clock,
         ..RrMeasurement::default()
     };
-    let p = phase_report(spec.kind, rr, &phase, &client, &RrMeasurement::default());
+    let p = phase_report(spec, rr, &phase, &client, &RrMeasurement::default());
     // The distributions' buckets stay in the summary: a line per phase.
     let bare = |mut w: OneWay| {
         w.histogram.clear();
@@ -344,6 +380,54 @@ mod tests {
         }
     }
 
+    #[test]
+    fn issue_26_flows_report_each_flows_transactions_and_the_spread_of_their_percentiles() {
+        let a: Vec<u64> = (1..=100).collect();
+        let b: Vec<u64> = (1..=100).map(|v| v * 10).collect();
+        let c: Vec<u64> = (1..=100).map(|v| v * 100).collect();
+        let mut s = spec(3);
+        s.flows = Some(linerate_proto::spec::Flows {
+            count: 3,
+            threads: 2,
+        });
+        let flows = vec![flow(0, 2, &c), flow(0, 0, &a), flow(0, 1, &b)];
+        let r = build(&s, &side(flows.clone(), None), &side(flows, None)).expect("rr");
+        let p = &r.phases[0];
+        let f = p.per_flow.as_ref().expect("per-flow figures with --flows");
+        assert_eq!(f.transactions, vec![100, 100, 100]);
+        assert_eq!(f.idle_flows, 0);
+        assert!((f.jain_index - 1.0).abs() < 1e-12);
+        // Each flow's own p50 and p99, directly: 50, 500, 5000 and 99, 990,
+        // 9900 (within HdrHistogram's 3 significant digits).
+        let within = |got: f64, want: f64| (got - want).abs() <= want / 1000.0 + 1.0;
+        let spread = |s: crate::model::Spread| [s.min, s.median, s.max];
+        for (got, want) in [
+            (spread(f.p50_ns), [50.0, 500.0, 5000.0]),
+            (spread(f.p99_ns), [99.0, 990.0, 9900.0]),
+        ] {
+            assert!(
+                got.iter().zip(want).all(|(&g, w)| within(g, w)),
+                "{got:?} vs {want:?}"
+            );
+        }
+        // The merged p99 is that of all 300 values together (the 297th).
+        let mut all: Vec<u64> = a.iter().chain(&b).chain(&c).copied().collect();
+        all.sort_unstable();
+        let direct = all[(0.99 * all.len() as f64).ceil() as usize - 1] as f64;
+        let merged = p.latency.p99_ns as f64;
+        assert!(within(merged, direct), "{merged} vs {direct}");
+        // Without --flows there is no per-flow section.
+        assert!(build(
+            &spec(3),
+            &side(vec![flow(0, 0, &a)], None),
+            &side(vec![], None)
+        )
+        .expect("rr")
+        .phases[0]
+            .per_flow
+            .is_none());
+    }
+
     proptest! {
         /// The phase's distribution is exactly that of every flow's values
         /// recorded into one histogram, and counts add up.
@@ -413,20 +497,30 @@ mod tests {
             loaded: false,
         };
         let same = ClockOffset::same_host(1);
-        let why = one_way_unavailable(TestKind::Rr, &rr, &p(1), Some(&same));
+        let rr_spec = spec(1);
+        let why = one_way_unavailable(&rr_spec, &rr, &p(1), Some(&same));
         assert!(why.unwrap_or_default().contains("1-byte responses"));
         assert_eq!(
-            one_way_unavailable(TestKind::Rr, &rr, &p(32), Some(&same)),
+            one_way_unavailable(&rr_spec, &rr, &p(32), Some(&same)),
             None
         );
+        // Event-loop flows time round trips only, and say so.
+        let flows = TestSpec {
+            flows: Some(linerate_proto::spec::Flows {
+                count: 10,
+                threads: 1,
+            }),
+            ..spec(1)
+        };
+        assert!(one_way_unavailable(&flows, &rr, &p(64), Some(&same))
+            .unwrap_or_default()
+            .contains("--flows"));
         let batch = RrSpec {
             batch: 10,
             ..RrSpec::default()
         };
-        assert!(
-            one_way_unavailable(TestKind::Rr, &batch, &p(64), Some(&same))
-                .unwrap_or_default()
-                .contains("batch")
-        );
+        assert!(one_way_unavailable(&rr_spec, &batch, &p(64), Some(&same))
+            .unwrap_or_default()
+            .contains("batch"));
     }
 }

@@ -69,6 +69,9 @@ pub struct ServerConfig {
     pub once: bool,
     pub max_concurrent: usize,
     pub limits: ServerLimits,
+    /// `--threads`: event-loop threads for `--flows` tests (`None`: the
+    /// client's number).
+    pub flow_threads: Option<u16>,
     /// `--engine`: one engine, or `auto` applied per test.
     pub engine: auto::Configured,
     pub cpus: Vec<usize>,

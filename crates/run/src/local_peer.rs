@@ -1,6 +1,6 @@
-//! Starting the far process of a local `msg` or `rr` test (this binary's
-//! hidden `__msg-peer`, see [`crate::peer_main`]) with the channels' far
-//! ends, and reading its totals back.
+//! Starting the far process of a local `msg` or `rr` test (the running
+//! program again, as `linerate __msg-peer`: the binary's `peer_main`) with
+//! the channels' far ends, and reading its totals back.
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, OwnedFd};

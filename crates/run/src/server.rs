@@ -78,6 +78,8 @@ enum Route {
 /// State shared by the accept loop and the session threads.
 struct Shared {
     limits: ServerLimits,
+    /// `--threads`: event-loop threads for `--flows` tests.
+    flow_threads: Option<u16>,
     engine: Configured,
     cpus: Vec<usize>,
     format: Format,
@@ -150,8 +152,13 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     } else {
         log!("linerate server listening on {addr}");
     }
+    // Thousands of flows need thousands of descriptors: the soft limit
+    // goes up to the hard one, which negotiation then holds tests to.
+    let mut limits = cfg.limits.clone();
+    limits.max_fds = linerate_engine::event_loop::fds::raise_to_hard().ok();
     let shared = Arc::new(Shared {
-        limits: cfg.limits.clone(),
+        limits,
+        flow_threads: cfg.flow_threads,
         engine: cfg.engine,
         cpus: cfg.cpus.clone(),
         format: cfg.format,
@@ -213,6 +220,7 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
     let listener = socket::listen(Some([127, 0, 0, 1].into()), 0)?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
+        flow_threads: None,
         limits: ServerLimits {
             server_engines: crate::config::engine_offers(None)?,
             ..ServerLimits::default()
@@ -921,6 +929,7 @@ impl ServerTest<'_> {
                     cpus: &self.shared.cpus,
                     cpu_scope: test_type::cpu_scope(self.shared.per_thread_cpu),
                     crr: self.crr.as_ref(),
+                    flow_threads: self.shared.flow_threads,
                 };
                 let entry = test_type::of(&spec);
                 self.idle = IdleWatch::new(&spec, self.shared.guard.cfg.idle, Instant::now());

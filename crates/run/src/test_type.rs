@@ -55,6 +55,8 @@ pub struct ServerSide<'a> {
     pub cpu_scope: CpuScope,
     /// The crr side, created when the test was accepted (crr only).
     pub crr: Option<&'a Arc<CrrServer>>,
+    /// `server --threads`: event-loop threads for `--flows` tests.
+    pub flow_threads: Option<u16>,
 }
 
 /// Client: the data connections of `spec`, opened and greeted; notes for
@@ -211,6 +213,19 @@ fn attach_tcp(
     notes: &mut Vec<String>,
 ) -> Result<Vec<StreamSetup>> {
     let mut streams = Vec::new();
+    if spec.flows.is_some() {
+        // A socket per flow on this side, and as many again for the server
+        // when it shares this process (embedded: the CPU is counted per
+        // thread for the same reason).
+        let sides = if c.cpu_scope == CpuScope::Threads {
+            2
+        } else {
+            1
+        };
+        let needed =
+            sides * spec.connection_count() as u64 + linerate_engine::event_loop::fds::SPARE_FDS;
+        linerate_engine::event_loop::fds::ensure(needed)?;
+    }
     if spec.tcp.unix {
         notes.push(
             "transport unix: the data connections are Unix stream sockets (the server's \
@@ -427,6 +442,7 @@ pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope, wire: Wi
             // Every stream of this side spins on its own thread.
             linerate_engine::wait::side_spin_mode(spec.connection_count() as u32, cpus)
         }),
+        loops: spec.flows.map(|f| usize::from(f.threads.max(1))),
     }
 }
 
@@ -444,7 +460,11 @@ fn start_stream_server(
     spec: &TestSpec,
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
-    let params = run_params(spec, s.cpus, s.cpu_scope, Wire::Native);
+    let mut params = run_params(spec, s.cpus, s.cpu_scope, Wire::Native);
+    if let (Some(_), Some(t)) = (params.loops, s.flow_threads) {
+        // The server serves a client's flows on its own thread budget.
+        params.loops = Some(usize::from(t.max(1)));
+    }
     Ok(runner::start(s.engine, streams, params, Instant::now()))
 }
 
@@ -467,7 +487,10 @@ fn start_rr_client(
 ) -> Result<SideRun> {
     let params = rr_params(spec, c.cpus, c.cpu_scope, c.clock)?;
     let conns = RrConns::sort(&params.plan, streams)?;
-    Ok(rr::start_client(c.engine, conns, None, params))
+    Ok(match spec.flows {
+        Some(f) => rr::loops::start_client(c.engine, conns, params, usize::from(f.threads)),
+        None => rr::start_client(c.engine, conns, None, params),
+    })
 }
 
 fn start_rr_server(
@@ -477,7 +500,14 @@ fn start_rr_server(
 ) -> Result<SideRun> {
     let params = rr_params(spec, s.cpus, s.cpu_scope, None)?;
     let conns = RrConns::sort(&params.plan, streams)?;
-    Ok(rr::start_server(s.engine, conns, params))
+    Ok(match spec.flows {
+        // The server serves a client's flows on its own thread budget.
+        Some(f) => {
+            let threads = s.flow_threads.unwrap_or(f.threads);
+            rr::loops::start_server(s.engine, conns, params, usize::from(threads))
+        }
+        None => rr::start_server(s.engine, conns, params),
+    })
 }
 
 /// crr: a connection per transaction, greeted with the test's token.

@@ -14,6 +14,11 @@ use serde::{Deserialize, Serialize};
 
 const MAX_NS: u64 = 3_600_000_000_000;
 const SIGFIGS: u8 = 3;
+/// The range a new histogram's counts cover before it grows (24 KB of
+/// counts): an rr test keeps a histogram per flow, thousands with
+/// `--flows`, and the full range would cost 188 KB each. The layout of
+/// buckets (and so every figure) does not depend on where the counts end.
+const INITIAL_MAX_NS: u64 = 1 << 12;
 
 /// A histogram of durations in nanoseconds.
 #[derive(Debug, Clone)]
@@ -44,9 +49,12 @@ pub struct Summary {
 
 impl Histogram {
     pub fn new() -> Self {
-        // The bounds are constants known to be valid for HdrHistogram.
-        let h = hdrhistogram::Histogram::new_with_bounds(1, MAX_NS, SIGFIGS)
+        // The bounds are constants known to be valid for HdrHistogram; it
+        // grows (`auto`) up to the recorded values, which `record_n`
+        // clamps to MAX_NS.
+        let mut h = hdrhistogram::Histogram::new_with_bounds(1, INITIAL_MAX_NS, SIGFIGS)
             .unwrap_or_else(|e| unreachable!("valid histogram bounds: {e}"));
+        h.auto(true);
         Histogram { h }
     }
 
@@ -60,13 +68,14 @@ impl Histogram {
     #[inline]
     pub fn record_n(&mut self, ns: u64, count: u64) {
         let v = ns.clamp(1, MAX_NS);
-        // In range by the clamp above, so this cannot fail.
+        // In range by the clamp above (the histogram grows to it), so this
+        // cannot fail.
         let _ = self.h.record_n(v, count);
     }
 
     /// Adds every value of `other`.
     pub fn merge(&mut self, other: &Histogram) {
-        // Same bounds on both sides, so this cannot fail.
+        // Both grow to what they hold, so this cannot fail.
         let _ = self.h.add(&other.h);
     }
 

@@ -7,8 +7,10 @@
 //! convention (`128K` = 131072 bytes) because that is what users type.
 //!
 //! [`histogram`] records durations in nanoseconds (HdrHistogram) and
-//! summarises them as percentiles.
+//! summarises them as percentiles; [`fairness`] says how evenly many
+//! flows shared a path.
 
+pub mod fairness;
 pub mod histogram;
 pub mod trials;
 pub mod units;

@@ -63,6 +63,7 @@ mod datagram_io;
 mod exchange;
 mod gate;
 mod load;
+pub mod loops;
 mod params;
 mod serve;
 mod server;

@@ -11,6 +11,9 @@
 //! at a drain deadline set when the peer's senders finished
 //! ([`SideRun::peer_send_done`]).
 //!
+//! With `RunParams::loops` the TCP streams run as flows on a few event-loop
+//! threads instead (`loops`), cut into intervals the same way.
+//!
 //! `cpu_watch`: the side's CPU and busiest thread per interval, from
 //! `/proc`; `stream`: one stream's thread (pinning, the engine loop of its transport
 //! and role, its measurement); `sampler`: the sampler thread (driving the
@@ -18,6 +21,7 @@
 //! deltas).
 
 mod cpu_watch;
+mod loops;
 mod sampler;
 mod stream;
 
@@ -100,6 +104,9 @@ pub struct RunParams {
     pub skip_rx_copy: bool,
     /// `--busy-poll`: how the stream loops spin; `None`: blocking sockets.
     pub busy_poll: Option<linerate_proto::rr_core::SpinMode>,
+    /// `--flows`/`--threads`: the TCP streams run as flows on this many
+    /// event-loop threads ([`crate::event_loop`]); `None`: a thread each.
+    pub loops: Option<usize>,
 }
 
 /// A side's test in progress.

@@ -25,17 +25,17 @@ use crate::udp::UdpCounters;
 use crate::{netstat, tcp_info};
 
 /// The sampler's hold on its streams while they run.
-struct Running {
-    counters: Vec<Arc<StreamCounter>>,
+pub(super) struct Running {
+    pub(super) counters: Vec<Arc<StreamCounter>>,
     /// Duplicates of the TCP sending sockets, to read TCP_INFO each interval.
-    probes: Vec<Option<TcpStream>>,
-    lives: Vec<Option<Arc<UdpCounters>>>,
-    handles: Vec<JoinHandle<()>>,
-    results: Vec<Option<StreamMeasurement>>,
-    finished: usize,
+    pub(super) probes: Vec<Option<TcpStream>>,
+    pub(super) lives: Vec<Option<Arc<UdpCounters>>>,
+    pub(super) handles: Vec<JoinHandle<()>>,
+    pub(super) results: Vec<Option<StreamMeasurement>>,
+    pub(super) finished: usize,
     /// The stream threads, for the side's CPU per interval.
-    threads: Vec<Watched>,
-    cpu: CpuWatch,
+    pub(super) threads: Vec<Watched>,
+    pub(super) cpu: CpuWatch,
 }
 
 impl Running {
@@ -80,6 +80,7 @@ fn spawn_all(
         cpu: CpuWatch::new(params.cpu_scope),
     };
     let mut cut = Vec::with_capacity(n);
+    // (`loops::spawn_loops` builds the same hold for event loops.)
     for (i, s) in streams.into_iter().enumerate() {
         run.probes.push(match (&s.sock, s.role) {
             (DataSocket::Tcp(t), Role::Sender) => t.try_clone().ok(),
@@ -155,7 +156,7 @@ impl Ends<'_> {
                     .send(std::mem::take(&mut self.senders_finished));
             }
         }
-        if let Some(w) = run.threads.get_mut(f.index) {
+        if let (Some(w), Some(_)) = (run.threads.get_mut(f.thread), &f.ticks) {
             w.last = f.ticks;
         }
         run.results[f.index] = Some(f.measurement);
@@ -279,6 +280,11 @@ pub(super) fn sample(
     udp_live: &[(u32, Arc<UdpCounters>)],
     ch: &Channels,
 ) -> SideResults {
+    // Event loops run the engines whose per-socket I/O is free.
+    let engine = match params.loops {
+        Some(_) => crate::event_loop::tcp::engine_for(engine),
+        None => engine,
+    };
     let baseline = Baseline::take(params, &streams);
     let udp_senders = if params.udp.is_some() {
         streams.iter().filter(|s| s.role == Role::Sender).count()
@@ -286,9 +292,14 @@ pub(super) fn sample(
         0
     };
     let (ftx, frx) = mpsc::channel::<Finished>();
-    let (mut run, cut) = spawn_all(
-        engine, streams, counters, params, start, signals, udp_live, &ftx,
-    );
+    let (mut run, cut) = match params.loops {
+        Some(threads) => super::loops::spawn_loops(
+            engine, streams, counters, params, threads, start, signals, &ftx,
+        ),
+        None => spawn_all(
+            engine, streams, counters, params, start, signals, udp_live, &ftx,
+        ),
+    };
     drop(ftx);
     let ns = |d: Duration| d.as_nanos() as u64;
     let mut cutter = IntervalCutter::new(

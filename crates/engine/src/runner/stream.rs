@@ -24,6 +24,9 @@ use crate::{tcp, tcp_info, EngineError};
 /// A stream's end, as its thread reports it to the sampler.
 pub(super) struct Finished {
     pub(super) index: usize,
+    /// The thread that ran it (its index among the side's watched
+    /// threads: the stream's own, or its event loop's).
+    pub(super) thread: usize,
     pub(super) measurement: StreamMeasurement,
     pub(super) cpu: CpuTime,
     /// The thread's `/proc` counters as it ended.
@@ -102,6 +105,7 @@ pub(super) fn spawn_stream(
             let cpu = cpu::thread().saturating_sub(cpu0);
             let _ = ctx.done.send(Finished {
                 index,
+                thread: index,
                 measurement,
                 cpu,
                 ticks: cpu_watch::own_thread_ticks(),

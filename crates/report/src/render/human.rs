@@ -26,6 +26,8 @@ pub(super) struct Human<'a> {
     printed_header: bool,
     /// False with `-i 0`: print the summary only.
     interval_lines: bool,
+    /// A `--flows` test (from the start): interval lines show sums only.
+    flows: bool,
 }
 
 /// A busiest thread at or above this share of a core over the test had a
@@ -197,6 +199,7 @@ impl<'a> Human<'a> {
             cols: None,
             printed_header: false,
             interval_lines: true,
+            flows: false,
         }
     }
 
@@ -341,12 +344,19 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
                 TestKind::Msg => "acknowledged messages (msg)",
                 _ => "request/response (rr)",
             },
-            i.streams,
-            match (i.kind, i.streams) {
-                (TestKind::Msg, 1) => " transfer",
-                (TestKind::Msg, _) => " concurrent transfers",
-                (_, 1) => " flow",
-                _ => " flows",
+            i.flows.map_or(u32::from(i.streams), |f| f.count),
+            match (i.kind, i.flows.map_or(u32::from(i.streams), |f| f.count)) {
+                (TestKind::Msg, 1) => " transfer".to_string(),
+                (TestKind::Msg, _) => " concurrent transfers".to_string(),
+                (_, n) => format!(
+                    " flow{}{}",
+                    if n == 1 { "" } else { "s" },
+                    i.flows.map_or(String::new(), |f| format!(
+                        " on {} event-loop thread{}",
+                        f.threads,
+                        if f.threads == 1 { "" } else { "s" }
+                    ))
+                ),
             },
             engine,
         );
@@ -374,12 +384,24 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
             }
         ),
     };
+    let streams = match i.flows {
+        Some(f) => format!(
+            "{} flow{} on {} event-loop thread{}",
+            f.count,
+            if f.count == 1 { "" } else { "s" },
+            f.threads,
+            if f.threads == 1 { "" } else { "s" }
+        ),
+        None => format!(
+            "{} stream{}",
+            i.streams,
+            if i.streams == 1 { "" } else { "s" }
+        ),
+    };
     let line = format!(
-        "{who}: {} {} {route} · {} stream{} · {unit} · {} · engine {}",
+        "{who}: {} {} {route} · {streams} · {unit} · {} · engine {}",
         i.protocol,
         i.direction.map_or("", direction_words),
-        i.streams,
-        if i.streams == 1 { "" } else { "s" },
         i.limit.map(limit_words).unwrap_or_default(),
         engine,
     );
@@ -390,6 +412,24 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
     }
 }
 
+/// The one line a `--flows` test gets per direction instead of a row per
+/// flow: Jain's index and the spread of the flows' received rates.
+fn fairness_line(f: &crate::model::Fairness) -> String {
+    let idle = if f.idle_flows > 0 {
+        format!(" · {} flows moved nothing", f.idle_flows)
+    } else {
+        String::new()
+    };
+    format!(
+        "[FAIR] {} flows: Jain's index {:.3} · per flow min {} · median {} · max {}{idle}",
+        f.flows,
+        f.jain_index,
+        format_rate(f.min_bits_per_second),
+        format_rate(f.median_bits_per_second),
+        format_rate(f.max_bits_per_second),
+    )
+}
+
 /// [`test_line`] wrapped for a terminal.
 pub(crate) fn test_heading(i: &TestInfo) -> String {
     wrap(&test_line(i), " · ", 2)
@@ -397,6 +437,7 @@ pub(crate) fn test_heading(i: &TestInfo) -> String {
 
 impl Sink for Human<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
+        self.flows = i.flows.is_some();
         if i.kind == TestKind::Stream {
             self.cols = Some(Columns::for_test(i));
         }
@@ -418,7 +459,9 @@ impl Sink for Human<'_> {
         }
         let span = format!("{:6.2}-{:<6.2} s", r.start_s, r.end_s);
         let tag = if r.omitted { "  (omitted)" } else { "" };
-        for s in &r.streams {
+        // Many flows: the sums only, never a row per flow.
+        let per_stream = !self.flows;
+        for s in r.streams.iter().filter(|_| per_stream) {
             writeln!(self.out, "{}{tag}", cols.stream_row(&span, s))?;
         }
         if r.streams.len() > 1 || r.sums.len() > 1 {
@@ -511,7 +554,12 @@ impl Sink for Human<'_> {
                 flow_sum.streams,
                 if flow_sum.streams == 1 { "" } else { "s" }
             )?;
-            for s in r.streams.iter().filter(|s| s.flow == flow_sum.flow) {
+            let per_stream = r.test.flows.is_none();
+            for s in r
+                .streams
+                .iter()
+                .filter(|s| per_stream && s.flow == flow_sum.flow)
+            {
                 let id = s.id.to_string();
                 self.endpoint_line(&id, "sender", &s.sender)?;
                 if let Some(u) = &s.udp {
@@ -548,6 +596,9 @@ impl Sink for Human<'_> {
                 flow_sum.receiver_seconds,
                 format_rate(flow_sum.receiver_bits_per_second),
             )?;
+            if let Some(f) = &flow_sum.fairness {
+                writeln!(self.out, "{}", fairness_line(f))?;
+            }
             if let Some(u) = &flow_sum.udp {
                 if r.streams.iter().filter(|s| s.flow == flow_sum.flow).count() > 1 {
                     self.words(&format!("         {}", udp_sender_words(u)), 9)?;

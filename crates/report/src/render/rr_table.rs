@@ -191,6 +191,11 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         ),
     };
     writeln!(out, "{}", wrap(&format!("{per}; {timing}"), "; ", 2))?;
+    for p in &rr.phases {
+        if let Some(f) = &p.per_flow {
+            writeln!(out, "{}", wrap(&per_flow_line(f), " · ", 7))?;
+        }
+    }
     if rr.busy_poll {
         let line = format!(
             "busy polling: client: {}; server: {}",
@@ -301,6 +306,27 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         }
     }
     Ok(())
+}
+
+/// `--flows`: the one line of per-flow figures (never a row per flow).
+fn per_flow_line(f: &crate::model::RrPerFlow) -> String {
+    let idle = if f.idle_flows > 0 {
+        format!(" · {} flows completed none", f.idle_flows)
+    } else {
+        String::new()
+    };
+    format!(
+        "[FAIR] {} flows: Jain's index {:.3} (transactions/s) · per-flow p50 µs min {} median {} \
+         max {} · per-flow p99 µs min {} median {} max {}{idle}",
+        f.transactions.len(),
+        f.jain_index,
+        us(f.p50_ns.min),
+        us(f.p50_ns.median),
+        us(f.p50_ns.max),
+        us(f.p99_ns.min),
+        us(f.p99_ns.median),
+        us(f.p99_ns.max),
+    )
 }
 
 fn one_way_table(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {

@@ -1,0 +1,164 @@
+//! The one readiness loop every kind of flow runs on: an edge-triggered
+//! epoll set over the flows' non-blocking sockets, a queue of the flows
+//! that are ready, a bounded turn each (the flow's own logic, through
+//! [`LoopFlow::turn`]), the side's stop and abort signals looked at before
+//! every turn, and a stall limit when nothing moves.
+
+use std::collections::VecDeque;
+use std::net::TcpStream;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use rustix::event::epoll;
+
+use crate::stream::{Signals, IDLE_LIMIT};
+use crate::EngineError;
+
+/// Longest epoll wait: how often an idle loop looks at its signals.
+const WAIT: Duration = Duration::from_millis(20);
+/// Events taken per `epoll_wait`.
+const EVENTS: usize = 256;
+
+/// What one turn of a flow came to.
+#[derive(Debug)]
+pub enum Turn {
+    /// Still ready (its budget for the turn ran out): back in the queue.
+    Again,
+    /// Would block: it waits for its socket's next edge.
+    Wait,
+    /// The flow has ended (its own record says how).
+    Done,
+}
+
+/// A flow the loop drives: its socket, and one bounded turn of its logic.
+pub trait LoopFlow {
+    /// What the flows of one loop share (buffers).
+    type Shared;
+    fn sock(&self) -> &TcpStream;
+    /// True when the flow ended before the loop started (it failed to
+    /// set up).
+    fn ended(&self) -> bool;
+    /// A few calls' worth of the flow's work, without blocking.
+    fn turn(&mut self, shared: &mut Self::Shared) -> Turn;
+    /// The side's time is up: true when that ended the flow (a sender),
+    /// false when it ends on its own (a receiver reads to end of stream).
+    fn stop(&mut self, _shared: &mut Self::Shared) -> bool {
+        false
+    }
+    /// The loop gave up on the flow with `e` (nothing moved for
+    /// [`IDLE_LIMIT`], or its socket could not be watched).
+    fn fail(&mut self, e: EngineError);
+    /// A count that grows as the flow moves (bytes, transactions).
+    fn progress(&self) -> u64;
+}
+
+/// Runs `flows` until each has ended or the side aborts.
+pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Signals) {
+    let mut done: Vec<bool> = flows.iter().map(LoopFlow::ended).collect();
+    let mut open = done.iter().filter(|d| !**d).count();
+    let ep = match register(flows) {
+        Ok(ep) => ep,
+        Err(e) => {
+            for (f, _) in flows.iter_mut().zip(&done).filter(|(_, d)| !**d) {
+                f.fail(EngineError::io(
+                    "adding a flow to its epoll set",
+                    std::io::Error::new(e.kind(), e.to_string()),
+                ));
+            }
+            return;
+        }
+    };
+    // Every flow starts ready: its first call finds out.
+    let mut queued: Vec<bool> = done.iter().map(|d| !d).collect();
+    let mut ready: VecDeque<usize> = (0..flows.len()).filter(|&i| queued[i]).collect();
+    let mut events = Vec::with_capacity(EVENTS);
+    let mut stopped = false;
+    let mut idle_since: Option<Instant> = None;
+    while open > 0 && !signals.aborted() {
+        let mut progressed = false;
+        for _ in 0..ready.len().max(1) {
+            // Before every turn: a turn over thousands of flows takes long
+            // enough that the end of time must not wait for it.
+            if signals.aborted() {
+                return;
+            }
+            if signals.stopping() && !stopped {
+                stopped = true;
+                for (f, d) in flows.iter_mut().zip(done.iter_mut()).filter(|(_, d)| !**d) {
+                    if f.stop(shared) {
+                        *d = true;
+                        open -= 1;
+                    }
+                }
+            }
+            let Some(i) = ready.pop_front() else { break };
+            queued[i] = false;
+            if done[i] {
+                continue;
+            }
+            let before = flows[i].progress();
+            match flows[i].turn(shared) {
+                Turn::Again => {
+                    queued[i] = true;
+                    ready.push_back(i);
+                }
+                Turn::Wait => {}
+                Turn::Done => {
+                    done[i] = true;
+                    open -= 1;
+                }
+            }
+            progressed |= flows[i].progress() != before;
+        }
+        // Flows still ready only need new edges; otherwise sleep for one.
+        let timeout = if ready.is_empty() {
+            WAIT
+        } else {
+            Duration::ZERO
+        };
+        events.clear();
+        let woke = wait(&ep, &mut events, timeout);
+        for ev in &events {
+            let i = ev.data.u64() as usize;
+            if i < flows.len() && !queued[i] && !done[i] {
+                queued[i] = true;
+                ready.push_back(i);
+            }
+        }
+        if progressed || woke > 0 {
+            idle_since = None;
+        } else if ready.is_empty()
+            && idle_since.get_or_insert_with(Instant::now).elapsed() >= IDLE_LIMIT
+        {
+            // Nothing moved and nothing woke: the peer stalled.
+            for (f, _) in flows.iter_mut().zip(&done).filter(|(_, d)| !**d) {
+                f.fail(EngineError::Stalled(IDLE_LIMIT.as_secs()));
+            }
+            return;
+        }
+    }
+}
+
+/// One epoll set with every flow's socket, edge-triggered, the flow's
+/// position as its data.
+fn register<F: LoopFlow>(flows: &[F]) -> std::io::Result<OwnedFd> {
+    let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+    let flags = epoll::EventFlags::IN
+        | epoll::EventFlags::OUT
+        | epoll::EventFlags::RDHUP
+        | epoll::EventFlags::ET;
+    for (i, f) in flows.iter().enumerate().filter(|(_, f)| !f.ended()) {
+        epoll::add(&ep, f.sock(), epoll::EventData::new_u64(i as u64), flags)?;
+    }
+    Ok(ep)
+}
+
+/// Waits up to `timeout` for readiness edges; returns how many arrived (an
+/// interrupted or failed wait counts as none: the loop looks again).
+fn wait(ep: &OwnedFd, events: &mut Vec<epoll::Event>, timeout: Duration) -> usize {
+    let ts = rustix::event::Timespec {
+        tv_sec: timeout.as_secs() as _,
+        tv_nsec: timeout.subsec_nanos() as _,
+    };
+    epoll::wait(ep, rustix::buffer::spare_capacity(events), Some(&ts)).unwrap_or_default()
+}

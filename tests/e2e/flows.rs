@@ -1,0 +1,149 @@
+//! Many flows on a few event-loop threads per side (issue 26): every flow
+//! moves data and both ends count the same bytes, and a server's flow
+//! limit refuses a larger request before any data connection opens.
+
+use std::time::Duration;
+
+use crate::helpers::*;
+
+#[test]
+fn issue_26_thousand_tcp_flows_on_two_threads_each_way_balance_per_flow() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    for dir in [&[][..], &["-R"][..]] {
+        let mut args = vec![
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--json",
+            "--flows",
+            "1000",
+            "--threads",
+            "2",
+            "-t",
+            "1",
+            "-l",
+            "16K",
+        ];
+        args.extend_from_slice(dir);
+        let r = json_client(&args);
+        // Every flow moved bytes, its two ends agree, and the sums are
+        // the flows' bytes added up.
+        assert_streams_balanced(&r);
+        assert_eq!(r["streams"].as_array().map(Vec::len), Some(1000), "{dir:?}");
+        assert_eq!(u(&r["test"]["flows"]["count"]), 1000);
+        let sums = r["sums"].as_array().expect("sums");
+        assert_eq!(sums.len(), 1);
+        let fair = &sums[0]["fairness"];
+        assert_eq!(u(&fair["flows"]), 1000, "{fair}");
+        assert_eq!(u(&fair["idle_flows"]), 0, "{fair}");
+        let j = f(&fair["jain_index"]);
+        assert!(j > 0.0 && j <= 1.0, "{fair}");
+    }
+}
+
+#[test]
+fn issue_26_the_human_report_has_one_fairness_line_not_a_row_per_flow() {
+    let out = run_client(
+        &[
+            "tcp",
+            "--flows",
+            "50",
+            "--threads",
+            "2",
+            "-t",
+            "1",
+            "-l",
+            "16K",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["tcp --flows 50"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("50 flows on 2 event-loop threads"), "{text}");
+    assert_eq!(
+        text.matches("[FAIR] 50 flows: Jain's index").count(),
+        1,
+        "{text}"
+    );
+    assert!(!text.contains("[   1]"), "a row per flow: {text}");
+}
+
+#[test]
+fn issue_26_a_server_with_a_low_flow_limit_refuses_more_and_serves_the_next() {
+    let (mut server, log) = crate::iperf3::logging_server(&["--max-flows", "1000"]);
+    let port = server.port_str();
+    let args = [
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--flows",
+        "100000",
+        "-t",
+        "1",
+    ];
+    let out = run_client(&args, Duration::from_secs(30));
+    assert!(!out.status.success(), "100,000 flows accepted");
+    let err = stderr(&out);
+    assert!(
+        err.contains("100000 flows requested") && err.contains("at most 1000"),
+        "{err}"
+    );
+    // The server says it too, in its log.
+    let said = eventually(Duration::from_secs(5), || {
+        log.lock()
+            .is_ok_and(|l| l.contains("refused") && l.contains("100000 flows requested"))
+    });
+    assert!(
+        said,
+        "{}",
+        log.lock().map(|l| l.clone()).unwrap_or_default()
+    );
+    assert!(server.alive());
+    let r = json_client(&[
+        "tcp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "--flows",
+        "10",
+        "-t",
+        "1",
+    ]);
+    assert_streams_balanced(&r);
+}
+
+#[test]
+fn issue_26_thousand_rr_flows_on_two_threads_all_complete_transactions() {
+    let r = json_client(&[
+        "rr",
+        "--json",
+        "--flows",
+        "1000",
+        "--threads",
+        "2",
+        "-t",
+        "1",
+    ]);
+    let p = &r["rr"]["phases"][0];
+    let per_flow = &p["per_flow"];
+    let counts = per_flow["transactions"]
+        .as_array()
+        .expect("per-flow transactions");
+    assert_eq!(counts.len(), 1000, "{per_flow}");
+    // Every flow completed transactions; both sides counted the same.
+    assert!(counts.iter().all(|c| u(c) > 0), "{per_flow}");
+    assert_eq!(u(&per_flow["idle_flows"]), 0);
+    let total: u64 = counts.iter().map(u).sum();
+    assert_eq!(u(&p["transactions"]), total);
+    assert_eq!(u(&p["server_transactions"]), total);
+    assert!(p.get("errors").is_none(), "{p}");
+    // The merged percentiles cover every transaction; the flows' own p99s
+    // spread around them.
+    assert_eq!(u(&p["latency"]["count"]), total);
+    let (lo, hi) = (f(&per_flow["p99_ns"]["min"]), f(&per_flow["p99_ns"]["max"]));
+    assert!(lo > 0.0 && lo <= hi, "{per_flow}");
+}
