@@ -91,7 +91,7 @@ def tcp_cells(lr: Linerate, tools: dict[str, Tool]) -> list[Cell]:
         best = [Variant(f"linerate{' -R' if rev else ''} --len 1M{engine_label(engines, e)}", False,
                         _lr_tcp(engines, e, [*r_lr, "--len", "1M"])) for e in engines]
         if lr.has("tcp", "--skip-rx-copy"):
-            # The default write size is 1M (docs/architecture.md, "Defaults and why");
+            # The default write size is 1M (docs/design/numbers.md, "Defaults and why");
             # the 128K variant below keeps the old default (and iperf3's) in view.
             e = "batch" if "batch" in engines else engines[0]
             best.append(Variant(f"linerate{' -R' if rev else ''} --len 1M{engine_label(engines, e)} --skip-rx-copy",

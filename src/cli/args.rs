@@ -397,7 +397,7 @@ pub struct TcpArgs {
     #[arg(short = 'n', long, value_name = "SIZE")]
     pub bytes: Option<String>,
     /// Bytes per write/read call (default 1M: the least CPU per byte on
-    /// both sides; see docs/architecture.md, "Defaults and why").
+    /// both sides; see docs/design/numbers.md, "Defaults and why").
     #[arg(short, long, value_name = "SIZE", default_value = "1M")]
     pub len: String,
     /// Parallel streams per direction, one thread each.

@@ -174,7 +174,7 @@ fn issue_8_skip_rx_copy_and_busy_poll_are_test_options_for_every_engine() {
 
 #[test]
 fn issue_8_tcp_defaults_are_1m_writes_and_receivers_that_copy() {
-    // Chosen by CPU per GiB of both sides (docs/architecture.md, "Defaults
+    // Chosen by CPU per GiB of both sides (docs/design/numbers.md, "Defaults
     // and why"): a change of default needs new evidence there.
     let c = tcp("tcp");
     assert_eq!(c.spec.len, 1 << 20);

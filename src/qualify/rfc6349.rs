@@ -17,6 +17,9 @@ use super::Ctx;
 
 /// Socket buffers below this are not asked for, however small the BDP.
 const MIN_WINDOW: u64 = 64 << 10;
+/// How far TCP may exceed the ideal rate before the bottleneck estimate is
+/// judged to be its sender's limit (the two trials' run-to-run spread).
+const OVER_IDEAL: f64 = 0.05;
 /// The request size of the baseline probes.
 const PROBE_LEN: u32 = 64;
 
@@ -95,13 +98,30 @@ fn direction(
         false,
     )];
     let verdict = Verdict::all(kpis.iter().map(|k| k.verdict));
+    // TCP cannot beat the bottleneck it crosses: when it did (by more than
+    // the trials' spread), the UDP estimate measured its own sender, and a
+    // ratio from it would read as TCP doing better than ideal.
+    let beat = ideal > 0.0 && throughput > ideal * (1.0 + OVER_IDEAL);
+    let transfer_time_note = beat.then(|| {
+        format!(
+            "not given: TCP carried {:.3} Gbit/s, more than the {:.3} Gbit/s the measured bottleneck \
+             allows, so that measurement was limited by its UDP sender, not by the path",
+            throughput / 1e9,
+            ideal / 1e9
+        )
+    });
     Ok(Rfc6349Direction {
         direction: if reverse { "reverse" } else { "forward" }.into(),
         window_bytes: window,
         window_clamped: clamped(&report, window),
         throughput_bps: throughput,
         ideal_bps: ideal,
-        transfer_time_ratio: method::transfer_time_ratio(throughput, ideal),
+        transfer_time_ratio: if beat {
+            None
+        } else {
+            method::transfer_time_ratio(throughput, ideal)
+        },
+        transfer_time_note,
         efficiency_percent: method::tcp_efficiency(sent, retransmits * u64::from(mss)),
         buffer_delay_percent: buffer_delay,
         avg_rtt_ns: avg_rtt,

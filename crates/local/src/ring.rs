@@ -45,7 +45,7 @@
 //!   reason (a timeout, a signal, a ring meant for an entry it already
 //!   read) just checks again. One futex call per sleep and per ring,
 //!   against `poll(2)` on an eventfd, a `read` to clear it and a `write` to
-//!   ring it (round 4: measured in docs/architecture.md, shm section).
+//!   ring it (round 4: measured in docs/design/local.md, shm section).
 //!
 //! The orderings are model-checked with loom (`loom_model`, built only
 //! under `--cfg loom`: `RUSTFLAGS="--cfg loom"

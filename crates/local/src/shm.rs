@@ -19,7 +19,7 @@
 //! gone. A sleep costs the receiver one system call (`FUTEX_WAIT`) where
 //! it was two (`poll(2)` on an eventfd and the control socket, then a
 //! `read` to clear the eventfd), and a ring costs the sender one either
-//! way (docs/architecture.md, shm section, has the counts and times); the
+//! way (docs/design/local.md, shm section, has the counts and times); the
 //! price is that a dead peer is noticed within [`PEER_CHECK`] instead of
 //! at once. The segment has no name: it lives as long as a process
 //! maps it or holds its descriptor.

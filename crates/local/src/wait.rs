@@ -18,7 +18,7 @@ use linerate_proto::rr_core::{SpinBudget, SpinMode};
 /// shm`, `msg --spin`): direct messages exist for latency, and a round trip
 /// between two awake ends on two CPUs takes about a microsecond, so a
 /// short spin catches the answer that a sleep would meet a wake-up later
-/// (docs/architecture.md, shm section, has the measurements). It costs CPU
+/// (docs/design/local.md, shm section, has the measurements). It costs CPU
 /// only while waiting, adapts (see [`SpinBudget`]) and is reported.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
 

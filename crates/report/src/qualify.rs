@@ -293,6 +293,11 @@ pub struct Rfc6349Direction {
     pub ideal_bps: f64,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub transfer_time_ratio: Option<f64>,
+    /// Why there is no transfer time ratio, when TCP ran faster than the
+    /// measured bottleneck allows (the estimate was the UDP sender's
+    /// limit, not the path's).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub transfer_time_note: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub efficiency_percent: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -432,12 +437,18 @@ fn rfc2544_human(m: &Rfc2544, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "        latency: {n}")?;
         }
         if !s.loss_vs_load.is_empty() {
+            // Each step's load as a share of the first (the ceiling); the
+            // steps end at two losing nothing (§26.3), so there may be few.
+            let top = s.loss_vs_load[0].requested_bits_per_second.max(1.0);
             let steps: Vec<String> = s
                 .loss_vs_load
                 .iter()
-                .map(|t| format!("{:.2}%", t.loss_percent))
+                .map(|t| {
+                    let load = 100.0 * t.requested_bits_per_second / top;
+                    format!("{load:.0}% load {:.2}%", t.loss_percent)
+                })
                 .collect();
-            writeln!(out, "        loss at 100..10% load: {}", steps.join(" "))?;
+            writeln!(out, "        loss: {}", steps.join(", "))?;
         }
     }
     writeln!(out, "  verdict: {}", m.verdict.word())
@@ -506,6 +517,9 @@ fn rfc6349_human(m: &Rfc6349, out: &mut dyn Write) -> io::Result<()> {
             d.buffer_delay_percent.map_or("-".into(), |b| format!("{b:.1}%")),
             d.verdict.word()
         )?;
+        if let Some(n) = &d.transfer_time_note {
+            writeln!(out, "        transfer time ratio: {n}")?;
+        }
         if let Some(c) = &d.window_clamped {
             writeln!(out, "        window clamped: {c}")?;
         }

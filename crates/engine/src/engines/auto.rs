@@ -6,7 +6,7 @@
 //! The rule is an order of preference per kind of test; `auto` takes the
 //! first engine in it that passes its capability check. The order is a
 //! claim about speed, backed by the quiet-machine bench of 2026-11-23
-//! (`bench/results/summary.md`; figures in docs/architecture.md): change
+//! (`bench/results/summary.md`; figures in docs/design/numbers.md): change
 //! it only with figures.
 //! - TCP stream: `syscall` first. On loopback every zero-copy send is
 //!   copied anyway and `SEND_ZC`/`MSG_ZEROCOPY` add a completion per

@@ -35,7 +35,7 @@ use crate::EngineError;
 
 /// Bytes per TCP `writev`: the stream's buffer repeated up to this much.
 /// 1 MiB is also `linerate tcp`'s default `--len` (the least CPU per byte
-/// on both sides on an idle 2-core VM; docs/architecture.md, "Defaults and
+/// on both sides on an idle 2-core VM; docs/design/numbers.md, "Defaults and
 /// why"), so with the default length this engine writes what `syscall`
 /// does; it matters for shorter `--len`. More only holds the socket lock
 /// longer.
