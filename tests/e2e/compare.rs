@@ -554,10 +554,7 @@ fn issue_11_compare_repeats_each_variant_and_writes_plot_and_page() {
         assert!(f(&s["min"]) <= f(&s["mean"]) && f(&s["mean"]) <= f(&s["max"]));
     }
     let plot = std::fs::read_to_string(&svg).expect("plot written");
-    assert!(
-        plot.contains("Received data rate per variant"),
-        "{plot}"
-    );
+    assert!(plot.contains("Received data rate per variant"), "{plot}");
     assert!(plot.contains("×1.00"), "the first bar's ratio is labelled");
     let page = std::fs::read_to_string(&html).expect("page written");
     assert!(page.contains("<svg class=\"plot\""), "no inline plot");

@@ -28,6 +28,7 @@ pub mod endpoint;
 pub mod sendfile;
 pub mod syscall;
 pub mod uring;
+pub mod xdp;
 pub mod zerocopy;
 
 use std::fmt;
@@ -40,6 +41,7 @@ pub use endpoint::{Interest, KernelUdp, Readiness, UdpEndpoint};
 pub use sendfile::SendFile;
 pub use syscall::Syscall;
 pub use uring::Uring;
+pub use xdp::{Xdp, XdpMode};
 pub use zerocopy::ZeroCopy;
 
 use linerate_proto::measure::{Batching, CallsBytes, EngineUse, ZeroCopyUse};
@@ -72,6 +74,10 @@ pub enum EngineKind {
     /// `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `writev` of large TCP
     /// writes, optionally `MSG_TRUNC` TCP receives; with its options.
     Batch(Batch),
+    /// AF_XDP: UDP datagrams as frames through an AF_XDP socket on the
+    /// peer's interface, past the kernel's UDP/IP stack; with its modes.
+    /// Never picked by `auto` (it takes over a queue of an interface).
+    Xdp(Xdp),
 }
 
 impl EngineKind {
@@ -83,6 +89,10 @@ impl EngineKind {
         EngineKind::Uring { sqpoll: true },
         EngineKind::ZeroCopy { sendfile: false },
         EngineKind::ZeroCopy { sendfile: true },
+        EngineKind::Xdp(Xdp {
+            mode: None,
+            zero_copy: None,
+        }),
     ];
 
     /// The name in `--engine` and in reports.
@@ -94,6 +104,7 @@ impl EngineKind {
             EngineKind::ZeroCopy { sendfile: false } => "zerocopy",
             EngineKind::ZeroCopy { sendfile: true } => "zerocopy:sendfile",
             EngineKind::Batch(_) => "batch",
+            EngineKind::Xdp(_) => "xdp",
         }
     }
 
@@ -118,6 +129,9 @@ impl EngineKind {
             EngineKind::ZeroCopy { sendfile: true } => {
                 "TCP streams only: sendfile(2) from a memory file holding the send buffer, splice(2) receive into /dev/null"
             }
+            EngineKind::Xdp(_) => {
+                "UDP streams, one per side: AF_XDP socket on the peer's interface (a NIC or veth, not loopback), past the kernel's UDP/IP stack; needs root or CAP_NET_RAW+CAP_NET_ADMIN+CAP_BPF"
+            }
         }
     }
 
@@ -138,6 +152,7 @@ impl EngineKind {
             EngineKind::Uring { .. } => uring::caps().map(|_| self),
             EngineKind::ZeroCopy { sendfile: false } => zerocopy::check().map(|()| self),
             EngineKind::ZeroCopy { sendfile: true } => sendfile::check().map(|()| self),
+            EngineKind::Xdp(x) => x.check().map(|()| self),
             EngineKind::Batch(b) => match b.unavailable() {
                 None => Ok(self),
                 Some(reason) => Err(EngineError::EngineUnavailable {
@@ -154,6 +169,9 @@ impl EngineKind {
     /// bytes and nothing else (a UDP datagram or an rr message changes on
     /// every send). Refused by name, never replaced by another engine.
     pub fn refusal(self, spec: &TestSpec) -> Option<String> {
+        if let EngineKind::Xdp(_) = self {
+            return xdp_refusal(spec);
+        }
         if self != (EngineKind::ZeroCopy { sendfile: true }) {
             return None;
         }
@@ -173,15 +191,40 @@ impl EngineKind {
     }
 }
 
+/// Why `xdp` cannot run `spec` this round (`None`: it can): UDP streams
+/// only, one stream per side (its socket takes queue 0 of the interface).
+fn xdp_refusal(spec: &TestSpec) -> Option<String> {
+    use linerate_proto::spec::Direction;
+    if (spec.protocol, spec.kind) != (Protocol::Udp, TestKind::Stream) {
+        return Some(
+            "xdp: UDP stream tests only for now (TCP has no AF_XDP path in linerate; \
+             request/response over AF_XDP is not built yet)"
+                .into(),
+        );
+    }
+    if spec.streams > 1 || spec.direction == Direction::Bidir {
+        return Some(
+            "xdp: one UDP stream per side for now (its AF_XDP socket binds queue 0 of the \
+             interface; -P N and --bidir need a queue per stream with the flows steered to \
+             them: `ethtool -L` / veth numrxqueues, `ethtool -N`)"
+                .into(),
+        );
+    }
+    None
+}
+
 /// The name and the options that differ from the engine's defaults, as
 /// flags (`batch --no-gso`): what reports name as a side's engine.
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())?;
-        if let EngineKind::Batch(b) = self {
-            for flag in b.flags() {
-                write!(f, " {flag}")?;
-            }
+        let flags = match self {
+            EngineKind::Batch(b) => b.flags().collect(),
+            EngineKind::Xdp(x) => x.flags(),
+            _ => Vec::new(),
+        };
+        for flag in flags {
+            write!(f, " {flag}")?;
         }
         Ok(())
     }
@@ -228,6 +271,10 @@ macro_rules! with_engine {
                 let $e = options;
                 $body
             }
+            $crate::engines::EngineKind::Xdp(options) => {
+                let $e = options;
+                $body
+            }
         }
     };
 }
@@ -265,6 +312,7 @@ pub(crate) fn merge_use(into: &mut Option<EngineUse>, u: EngineUse) {
             };
             a.sendfile = add_calls(a.sendfile, u.sendfile);
             a.splice_recv = add_calls(a.splice_recv, u.splice_recv);
+            a.xdp = a.xdp.or(u.xdp);
             for n in u.notes {
                 if !a.notes.contains(&n) {
                     a.notes.push(n);
@@ -596,7 +644,7 @@ mod tests {
         let e = "warp".parse::<EngineKind>().expect_err("unknown");
         assert_eq!(
             e.to_string(),
-            "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy, zerocopy:sendfile"
+            "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy, zerocopy:sendfile, xdp"
         );
     }
 
