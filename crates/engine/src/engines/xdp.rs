@@ -20,10 +20,11 @@
 //! not say). What fails is refused with the reason and the option to ask
 //! for instead, never replaced by another mode or engine.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::io;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::{EngineUse, XdpStatistics, XdpUse};
@@ -132,38 +133,25 @@ fn io_error(e: XdpError) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-/// One stream's AF_XDP socket, program and flow (module docs).
-pub struct XdpEndpoint {
+/// What an endpoint is made of besides the kernel socket: the program
+/// attached, the AF_XDP socket registered with it (the flow is allowed,
+/// so redirected, only when the endpoint is made).
+/// Loading and attaching take about half a second, so a receiver's are
+/// made when the control plane attaches its socket, before the test
+/// starts ([`Engine::udp_rx_attach`]), and kept in [`PREPARED`] until its
+/// endpoint takes them.
+struct Parts {
     // Dropped in this order: the program first (nothing more redirected),
-    // then the AF_XDP socket, then the kernel socket.
-    _program: Program,
-    queue: RefCell<Queue>,
-    sock: UdpSocket,
+    // then the AF_XDP socket.
+    program: Program,
+    queue: Queue,
     flow: UdpFlow,
     mode: AttachMode,
-    timeout: Cell<Duration>,
-    foreign: Cell<u64>,
-    via_kernel: Cell<u64>,
 }
 
-impl std::fmt::Debug for XdpEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XdpEndpoint")
-            .field("flow", &self.flow)
-            .field("mode", &self.mode)
-            .finish_non_exhaustive()
-    }
-}
-
-impl XdpEndpoint {
-    fn new(opts: Xdp, sock: UdpSocket) -> Result<XdpEndpoint, EngineError> {
+impl Parts {
+    fn new(opts: Xdp, local: SocketAddr, peer: SocketAddr) -> Result<Parts, EngineError> {
         let fail = |e| xdp_error(e, opts);
-        let local = sock
-            .local_addr()
-            .map_err(|e| EngineError::io("udp local address", e))?;
-        let peer = sock
-            .peer_addr()
-            .map_err(|e| EngineError::io("udp peer address", e))?;
         let path = path_to(peer.ip(), RESOLVE).map_err(fail)?;
         let iface = path.link.name.clone();
         let (mode, copy) = opts.modes(&iface);
@@ -185,13 +173,9 @@ impl XdpEndpoint {
         )
         .map_err(fail)?;
         program.register(&queue).map_err(fail)?;
-        program.allow(local).map_err(fail)?;
-        sock.set_nonblocking(true)
-            .map_err(|e| EngineError::io("udp set_nonblocking", e))?;
-        Ok(XdpEndpoint {
-            _program: program,
-            queue: RefCell::new(queue),
-            sock,
+        Ok(Parts {
+            program,
+            queue,
             flow: UdpFlow {
                 src_mac: path.src_mac,
                 dst_mac: path.dst_mac,
@@ -199,15 +183,94 @@ impl XdpEndpoint {
                 dst: peer,
             },
             mode,
+        })
+    }
+}
+
+/// Receivers' parts made before their test started, by flow and options.
+/// A new preparation drops those nobody took (a test that ended before
+/// its streams ran), so no program stays attached past the next test.
+static PREPARED: Mutex<Vec<(Xdp, UdpFlowKey, Parts)>> = Mutex::new(Vec::new());
+
+/// A flow's addresses: (local, peer).
+type UdpFlowKey = (SocketAddr, SocketAddr);
+
+/// The parts prepared for this flow and options, if any.
+fn take_prepared(opts: Xdp, key: UdpFlowKey) -> Option<Parts> {
+    let mut prepared = PREPARED.lock().ok()?;
+    let i = prepared
+        .iter()
+        .position(|(o, k, _)| *o == opts && *k == key)?;
+    Some(prepared.swap_remove(i).2)
+}
+
+/// The socket's local and peer addresses.
+fn flow_key(sock: &UdpSocket) -> Result<UdpFlowKey, EngineError> {
+    let local = sock
+        .local_addr()
+        .map_err(|e| EngineError::io("udp local address", e))?;
+    let peer = sock
+        .peer_addr()
+        .map_err(|e| EngineError::io("udp peer address", e))?;
+    Ok((local, peer))
+}
+
+/// One stream's AF_XDP socket, program and flow (module docs).
+pub struct XdpEndpoint {
+    parts: RefCell<Parts>,
+    flow: UdpFlow,
+    mode: AttachMode,
+    sock: UdpSocket,
+    timeout: Cell<Duration>,
+    /// Datagrams that reached the kernel socket before the program was
+    /// attached are older than any on the RX ring: read first, until the
+    /// socket is found empty once.
+    kernel_drained: Cell<bool>,
+    foreign: Cell<u64>,
+    via_kernel: Cell<u64>,
+}
+
+impl std::fmt::Debug for XdpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpEndpoint")
+            .field("flow", &self.flow)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpEndpoint {
+    fn new(opts: Xdp, sock: UdpSocket) -> Result<XdpEndpoint, EngineError> {
+        let key = flow_key(&sock)?;
+        let mut parts = match take_prepared(opts, key) {
+            Some(p) => p,
+            None => Parts::new(opts, key.0, key.1)?,
+        };
+        // Only now: until here the flow's datagrams (the greeting
+        // handshake's included) belong to the kernel socket.
+        parts.program.allow(key.0).map_err(|e| xdp_error(e, opts))?;
+        sock.set_nonblocking(true)
+            .map_err(|e| EngineError::io("udp set_nonblocking", e))?;
+        Ok(XdpEndpoint {
+            flow: parts.flow.clone(),
+            mode: parts.mode,
+            parts: RefCell::new(parts),
+            sock,
             timeout: Cell::new(Duration::from_millis(100)),
+            kernel_drained: Cell::new(false),
             foreign: Cell::new(0),
             via_kernel: Cell::new(0),
         })
     }
 
+    /// The AF_XDP socket.
+    fn queue(&self) -> RefMut<'_, Queue> {
+        RefMut::map(self.parts.borrow_mut(), |p| &mut p.queue)
+    }
+
     /// Sends `payloads` as frames; how many went, from the first on.
     fn send(&self, payloads: &[&[u8]], wait: Wait) -> io::Result<usize> {
-        let mut q = self.queue.borrow_mut();
+        let mut q = self.queue();
         let start = Instant::now();
         loop {
             let n = q.send(&self.flow, payloads).map_err(io_error)?;
@@ -228,7 +291,7 @@ impl XdpEndpoint {
         let (local, peer) = (self.flow.src, self.flow.dst);
         let max = u32::try_from(slots.count()).unwrap_or(u32::MAX);
         let (mut filled, mut foreign) = (0, 0);
-        self.queue.borrow_mut().recv(max, |d| {
+        self.queue().recv(max, |d| {
             if d.dst.port() != local.port()
                 || d.src.port() != peer.port()
                 || d.src.ip() != peer.ip()
@@ -271,11 +334,13 @@ impl XdpEndpoint {
     fn recv(&self, slots: &mut RecvSlots, wait: Wait) -> io::Result<usize> {
         let start = Instant::now();
         loop {
-            let n = self.take(slots);
-            if n > 0 {
-                return Ok(n);
+            if !self.kernel_drained.get() {
+                if self.from_kernel(slots)? > 0 {
+                    return Ok(1);
+                }
+                self.kernel_drained.set(true);
             }
-            let n = self.from_kernel(slots)?;
+            let n = self.take(slots);
             if n > 0 {
                 return Ok(n);
             }
@@ -289,7 +354,7 @@ impl XdpEndpoint {
 
     /// What this endpoint used and counted, for the stream's report.
     fn engine_use(&self) -> EngineUse {
-        let q = self.queue.borrow();
+        let q = self.queue();
         let (o, c) = (q.options(), q.counters());
         let stats = q.stats().ok().map(|s| XdpStatistics {
             rx_dropped: s.rx_dropped,
@@ -332,7 +397,7 @@ impl Drop for XdpEndpoint {
     fn drop(&mut self) {
         // Frames still in the TX ring leave only while the socket is open.
         let start = Instant::now();
-        let q = self.queue.get_mut();
+        let q = &mut self.parts.get_mut().queue;
         while q.in_flight() > 0 && start.elapsed() < FLUSH {
             q.complete();
             std::thread::yield_now();
@@ -350,7 +415,7 @@ impl Readiness for XdpEndpoint {
         }
         let mut fds = [
             libc::pollfd {
-                fd: self.queue.borrow().as_raw_fd(),
+                fd: self.queue().as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -408,9 +473,12 @@ impl UdpEndpoint for XdpEndpoint {
         Ok("spinning on the AF_XDP rings".into())
     }
 
+    /// The AF_XDP socket's drops, and the kernel socket's (what arrived
+    /// before the program redirected the flow and overflowed it).
     fn drops(&self) -> Option<u64> {
-        let s = self.queue.borrow().stats().ok()?;
-        Some(s.rx_dropped + s.rx_ring_full)
+        let s = self.queue().stats().ok()?;
+        let kernel = super::endpoint::socket_drops(&self.sock).unwrap_or(0);
+        Some(s.rx_dropped + s.rx_ring_full + kernel)
     }
 
     fn recv_buffer(&self) -> Option<u64> {
@@ -439,8 +507,29 @@ impl Engine for Xdp {
         XdpEndpoint::new(self, sock)
     }
 
+    /// A receiver's parts are made now, before the test starts (their
+    /// loading takes about half a second, during which the flow would
+    /// reach only the kernel socket); best effort: the endpoint makes them
+    /// itself, and reports the failure, when none were prepared. Only a
+    /// connected socket (a client's) can be prepared: the route to the
+    /// peer names the interface; a server's socket is not connected yet,
+    /// and its first datagrams wait in the kernel socket (read first,
+    /// drops counted).
+    fn udp_rx_attach(self, sock: &UdpSocket) {
+        let Ok(key) = flow_key(sock) else {
+            return;
+        };
+        let Ok(mut prepared) = PREPARED.lock() else {
+            return;
+        };
+        prepared.clear();
+        if let Ok(parts) = Parts::new(self, key.0, key.1) {
+            prepared.push((self, key, parts));
+        }
+    }
+
     fn udp_tx(self, ep: &XdpEndpoint, len: usize) -> Result<XdpTx, EngineError> {
-        let frame = ep.queue.borrow().options().frame_size as usize;
+        let frame = ep.queue().options().frame_size as usize;
         if len + ep.flow.header_len() > frame {
             return Err(EngineError::Xdp(format!(
                 "a {len}-byte datagram does not fit a {frame}-byte AF_XDP frame with its \
@@ -452,7 +541,7 @@ impl Engine for Xdp {
     }
 
     fn udp_rx(self, ep: &XdpEndpoint, len: usize) -> Result<XdpRx, EngineError> {
-        let frame = ep.queue.borrow().options().frame_size as usize;
+        let frame = ep.queue().options().frame_size as usize;
         Ok(XdpRx {
             size: (len + 1).min(frame),
         })
