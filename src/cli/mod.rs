@@ -333,8 +333,9 @@ fn client_config(
             bail!("--engine {why}");
         }
     }
-    let (engine, engine_note) = client_engine(engine, &spec)?;
-    let xdp_flag = if matches!(engine, EngineKind::Xdp(_)) {
+    // Before the engine's own checks: loopback is the usual first try,
+    // and the answer there is the interface, whatever the privileges.
+    let xdp_flag = if engine.engine == "xdp" {
         Some("--engine")
     } else {
         (asked_server_engine.as_deref() == Some("xdp")).then_some("--server-engine")
@@ -345,6 +346,7 @@ fn client_config(
             linerate_engine::engines::xdp::loopback_refusal()
         );
     }
+    let (engine, engine_note) = client_engine(engine, &spec)?;
     let engine_note = engine_note.or_else(|| {
         let available = std::thread::available_parallelism().map_or(1, usize::from);
         sqpoll_note(engine, &spec, host.as_deref(), available)

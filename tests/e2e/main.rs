@@ -26,3 +26,4 @@ mod tcp;
 mod udp;
 mod uring_engines;
 mod ux;
+mod xdp;
