@@ -252,7 +252,7 @@ impl XdpEndpoint {
         sock.set_nonblocking(true)
             .map_err(|e| EngineError::io("udp set_nonblocking", e))?;
         Ok(XdpEndpoint {
-            flow: parts.flow.clone(),
+            flow: parts.flow,
             mode: parts.mode,
             parts: RefCell::new(parts),
             sock,
@@ -315,7 +315,7 @@ impl XdpEndpoint {
 
     /// A datagram that reached the kernel socket (before the program was
     /// attached), if any.
-    fn from_kernel(&self, slots: &mut RecvSlots) -> io::Result<usize> {
+    fn take_from_kernel(&self, slots: &mut RecvSlots) -> io::Result<usize> {
         let (buf, meta) = slots.slot_mut(0);
         match self.sock.recv(buf) {
             Ok(len) => {
@@ -335,7 +335,7 @@ impl XdpEndpoint {
         let start = Instant::now();
         loop {
             if !self.kernel_drained.get() {
-                if self.from_kernel(slots)? > 0 {
+                if self.take_from_kernel(slots)? > 0 {
                     return Ok(1);
                 }
                 self.kernel_drained.set(true);
