@@ -789,6 +789,10 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 limits.own_engine_tcp_streams_only = k
                     .refusal(&udp)
                     .map(|_| format!("{}: TCP stream tests only", k.name()));
+                if let EngineKind::Xdp(_) = k {
+                    limits.own_engine_udp_streams_only =
+                        Some(format!("{}: UDP stream tests only", k.name()));
+                }
             }
             Ok(Command::Server(ServerConfig {
                 guard,

@@ -201,3 +201,23 @@ fn issue_25_xdp_refuses_loopback_and_tests_it_does_not_run() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn issue_25_a_server_on_xdp_serves_udp_streams_and_refuses_other_tests() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdpsrv", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &["--engine", "xdp"]);
+    let port = server.port_str();
+    let r = run_checked(&pair, &port, &["--engine", "batch", "--rate", "20M"]);
+    assert_eq!(r["test"]["server_engine"], "xdp", "{}", r["test"]);
+    let args = ["tcp", ADDR_B, "-p", &port, "-t", "1"];
+    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Refused by the server, by name: not served silently by another engine.
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("xdp: UDP stream tests only"), "{err}");
+    drop(server);
+    assert_no_xdp(&pair);
+}
