@@ -221,3 +221,35 @@ fn issue_25_a_server_on_xdp_serves_udp_streams_and_refuses_other_tests() {
     drop(server);
     assert_no_xdp(&pair);
 }
+
+#[test]
+fn issue_25_compare_runs_batch_and_xdp_through_namespaces() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdpcmp", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let args = [
+        "compare",
+        ADDR_B,
+        "udp",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "-b",
+        "20M",
+        "--engines",
+        "batch,xdp",
+        "--json",
+    ];
+    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(90));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"xdp\""), "{text}");
+    assert!(!text.contains("AF_XDP:"), "a variant failed: {text}");
+    assert!(!text.contains("\"error\""), "a variant failed: {text}");
+    drop(server);
+    assert_no_xdp(&pair);
+}
