@@ -649,6 +649,54 @@ mod tests {
     }
 
     #[test]
+    fn issue_25_xdp_runs_single_udp_streams_and_refuses_the_rest_by_name() {
+        use linerate_proto::spec::Direction;
+        let xdp = EngineKind::Xdp(Xdp::default());
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            ..TestSpec::default()
+        };
+        assert_eq!(xdp.refusal(&udp), None);
+        let reverse = TestSpec {
+            direction: Direction::Reverse,
+            ..udp.clone()
+        };
+        assert_eq!(xdp.refusal(&reverse), None);
+        let tcp = TestSpec::default();
+        assert!(xdp
+            .refusal(&tcp)
+            .is_some_and(|w| w.contains("UDP stream tests only")));
+        let rr = TestSpec {
+            kind: TestKind::Rr,
+            ..udp.clone()
+        };
+        assert!(xdp
+            .refusal(&rr)
+            .is_some_and(|w| w.contains("UDP stream tests only")));
+        let two = TestSpec {
+            streams: 2,
+            ..udp.clone()
+        };
+        assert!(two_refused(xdp, &two));
+        let bidir = TestSpec {
+            direction: Direction::Bidir,
+            ..udp
+        };
+        assert!(two_refused(xdp, &bidir));
+        // The options a report names, as flags.
+        let k = EngineKind::Xdp(Xdp {
+            mode: Some(XdpMode::Generic),
+            zero_copy: Some(false),
+        });
+        assert_eq!(k.to_string(), "xdp --xdp-mode generic --xdp-copy");
+        assert_eq!(xdp.to_string(), "xdp");
+    }
+
+    fn two_refused(k: EngineKind, spec: &TestSpec) -> bool {
+        k.refusal(spec).is_some_and(|w| w.contains("ethtool -L"))
+    }
+
+    #[test]
     fn a_batch_cuts_its_buffer_into_segments_with_a_short_last_one() {
         let buf = [0u8; 10];
         let b = TxBatch::new(&buf, 4);
