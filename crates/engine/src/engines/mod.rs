@@ -392,6 +392,13 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// Best effort and idempotent: [`Self::udp_rx`] sets them again and
     /// reports or refuses what failed. Default: nothing to set.
     fn udp_rx_attach(self, _sock: &UdpSocket) {}
+    /// Prepares what a sender's endpoint needs that takes long to set up
+    /// (`xdp`'s program), on the connected kernel socket when the client
+    /// attaches it, before the greeting handshake and the test start, so
+    /// the sender's time is not spent on it. Best effort:
+    /// [`Self::udp_endpoint`] sets up what was not prepared. Default:
+    /// nothing to prepare.
+    fn udp_tx_attach(self, _sock: &UdpSocket) {}
     /// Prepares a TCP stream for writing.
     fn tcp_tx(self, sock: &TcpStream) -> Result<Self::TcpTx, EngineError>;
     /// Prepares a TCP stream for reading; `skip_copy`: consume the bytes

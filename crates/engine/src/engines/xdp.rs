@@ -215,6 +215,21 @@ fn flow_key(sock: &UdpSocket) -> Result<UdpFlowKey, EngineError> {
     Ok((local, peer))
 }
 
+/// Makes a connected socket's parts now and keeps them for its endpoint
+/// (see [`Parts`]), dropping those nobody took.
+fn prepare(opts: Xdp, sock: &UdpSocket) {
+    let Ok(key) = flow_key(sock) else {
+        return;
+    };
+    let Ok(mut prepared) = PREPARED.lock() else {
+        return;
+    };
+    prepared.clear();
+    if let Ok(parts) = Parts::new(opts, key.0, key.1) {
+        prepared.push((opts, key, parts));
+    }
+}
+
 /// One stream's AF_XDP socket, program and flow (module docs).
 pub struct XdpEndpoint {
     parts: RefCell<Parts>,
@@ -516,16 +531,11 @@ impl Engine for Xdp {
     /// and its first datagrams wait in the kernel socket (read first,
     /// drops counted).
     fn udp_rx_attach(self, sock: &UdpSocket) {
-        let Ok(key) = flow_key(sock) else {
-            return;
-        };
-        let Ok(mut prepared) = PREPARED.lock() else {
-            return;
-        };
-        prepared.clear();
-        if let Ok(parts) = Parts::new(self, key.0, key.1) {
-            prepared.push((self, key, parts));
-        }
+        prepare(self, sock);
+    }
+
+    fn udp_tx_attach(self, sock: &UdpSocket) {
+        prepare(self, sock);
     }
 
     fn udp_tx(self, ep: &XdpEndpoint, len: usize) -> Result<XdpTx, EngineError> {
