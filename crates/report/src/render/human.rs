@@ -15,8 +15,8 @@ use super::columns::Columns;
 use super::engine_use::engine_use_words;
 use super::{rr_table, side_name, wrap, Sink, SweepSink, WIDTH};
 use crate::model::{
-    BatchingSummary, Endpoint, FlowSum, IntervalRecord, KernelView, Report, SideCpu, SweepInfo, SweepReport,
-    SweepTrial, TestInfo, UdpSummary,
+    BatchingSummary, Endpoint, FlowSum, IntervalRecord, KernelView, Report, SideCpu, SweepInfo,
+    SweepReport, SweepTrial, TestInfo, UdpSummary,
 };
 
 pub(super) struct Human<'a> {
@@ -474,8 +474,7 @@ impl Human<'_> {
     /// one-line-per-size form, for the server's log.
     fn finish_msg(&mut self, r: &Report, cells: &[crate::msg::MsgCell]) -> io::Result<()> {
         for c in cells {
-            let rate = |s: &Option<linerate_stats::trials::TrialStats>,
-                        f: fn(f64) -> String| {
+            let rate = |s: &Option<linerate_stats::trials::TrialStats>, f: fn(f64) -> String| {
                 s.as_ref().map_or("-".into(), |s| f(s.mean))
             };
             writeln!(
