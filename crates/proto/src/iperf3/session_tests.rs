@@ -1,6 +1,7 @@
 //! Session tests with a fake peer (no iperf3 needed): each side driven by
 //! the exact bytes a real iperf3 peer sends, and the two sessions driven
-//! against each other.
+//! against each other. The server's tests are here, the client's in
+//! `client`.
 
 use std::time::{Duration, Instant};
 
