@@ -293,8 +293,8 @@ fn check_json_lines(
     args: &[&str],
     seen: &mut BTreeSet<String>,
 ) {
-    let out = run_client(&args, std::time::Duration::from_secs(60));
-    assert_ok(&out, &args);
+    let out = run_client(args, std::time::Duration::from_secs(60));
+    assert_ok(&out, args);
     let text = String::from_utf8_lossy(&out.stdout);
     let mut types = Vec::new();
     for line in text.lines() {
