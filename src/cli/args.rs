@@ -76,6 +76,21 @@ pub struct EngineArgs {
     /// batch: one datagram per recvmmsg message.
     #[arg(long, overrides_with = "gro")]
     pub no_gro: bool,
+    /// xdp: where the XDP program runs: `native` (in the driver, before
+    /// an skb exists) or `generic` (after it; any interface, slower).
+    /// Default: native where the driver says it redirects to AF_XDP.
+    /// What the interface refuses is refused with the reason, never
+    /// replaced by the other mode.
+    #[arg(long, value_name = "MODE", value_parser = ["native", "generic"])]
+    pub xdp_mode: Option<String>,
+    /// xdp: copy mode (the kernel copies each frame; any interface, veth
+    /// included). Default: zero-copy where the driver offers it.
+    #[arg(long, overrides_with = "xdp_zerocopy")]
+    pub xdp_copy: bool,
+    /// xdp: zero-copy (the driver works in the UMEM; needs driver support,
+    /// refused with the reason otherwise).
+    #[arg(long, overrides_with = "xdp_copy")]
+    pub xdp_zerocopy: bool,
 }
 
 /// Busy polling on a throughput test's data sockets.

@@ -31,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use clap::{CommandFactory, Parser};
 use linerate_engine::engines::auto::{self, Workload};
 use linerate_engine::engines::batch::Toggle;
-use linerate_engine::engines::{Batch, EngineKind};
+use linerate_engine::engines::{Batch, EngineKind, Xdp, XdpMode};
 use linerate_proto::limits::ServerLimits;
 use linerate_proto::spec::{
     Direction, Limit, Pace, Protocol, RrLimit, RrSpec, TcpOptions, TestKind, TestSpec, UdpSpec,
@@ -260,6 +260,19 @@ fn client_config(
             bail!("--engine {why}");
         }
     }
+    // Before the engine's own checks: loopback is the usual first try,
+    // and the answer there is the interface, whatever the privileges.
+    let xdp_flag = if engine.engine == "xdp" {
+        Some("--engine")
+    } else {
+        (asked_server_engine.as_deref() == Some("xdp")).then_some("--server-engine")
+    };
+    if let Some(flag) = xdp_flag.filter(|_| to_loopback(host.as_deref(), port)) {
+        bail!(
+            "{flag} xdp: {}",
+            linerate_engine::engines::xdp::loopback_refusal()
+        );
+    }
     let (engine, engine_note) = client_engine(engine, &spec)?;
     let engine_note = engine_note.or_else(|| {
         let available = std::thread::available_parallelism().map_or(1, usize::from);
@@ -286,6 +299,23 @@ fn client_config(
     })
 }
 
+/// Whether the test's peer is reached over loopback (the embedded server,
+/// or a host whose every address is a loopback one), where AF_XDP cannot
+/// bind.
+fn to_loopback(host: Option<&str>, port: u16) -> bool {
+    use std::net::ToSocketAddrs;
+    let Some(host) = host else {
+        return true;
+    };
+    match (host, port).to_socket_addrs() {
+        Ok(addrs) => {
+            let addrs: Vec<_> = addrs.collect();
+            !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
 /// `--server-engine`: a name this build knows, or `auto` (whether the
 /// server has and allows it is the server's answer).
 fn server_engine(a: &args::EngineArgs) -> Result<Option<String>> {
@@ -303,8 +333,10 @@ fn server_engine(a: &args::EngineArgs) -> Result<Option<String>> {
 /// the test from the client's Hello), any other engine serves every test.
 fn server_side_engine(a: &args::EngineArgs) -> Result<auto::Configured> {
     if a.engine == AUTO {
-        if let Some(flag) = batch_only_flag(a) {
-            bail!("{flag} needs --engine batch (auto picks an engine, and its options, per test)");
+        if let Some((flag, engine)) = engine_only_flag(a) {
+            bail!(
+                "{flag} needs --engine {engine} (auto picks an engine, and its options, per test)"
+            );
         }
         return Ok(auto::Configured::Auto);
     }
@@ -320,31 +352,45 @@ fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
         (_, true) => Toggle::Off,
         _ => Toggle::Auto,
     };
-    let kind = match a.engine.parse::<EngineKind>()? {
+    let kind = a.engine.parse::<EngineKind>()?;
+    if let Some((flag, engine)) = engine_only_flag(a).filter(|(_, e)| *e != kind.name()) {
+        bail!("{flag} needs --engine {engine} (the {kind} engine has no such option)");
+    }
+    let kind = match kind {
         EngineKind::Batch(_) => EngineKind::Batch(Batch {
             gso: toggle(a.gso, a.no_gso),
             gro: toggle(a.gro, a.no_gro),
         }),
-        other => {
-            if let Some(flag) = batch_only_flag(a) {
-                bail!("{flag} needs --engine batch (the {other} engine has no such option)");
-            }
-            other
-        }
+        EngineKind::Xdp(_) => EngineKind::Xdp(Xdp {
+            mode: match a.xdp_mode.as_deref() {
+                Some("native") => Some(XdpMode::Native),
+                Some("generic") => Some(XdpMode::Generic),
+                _ => None,
+            },
+            zero_copy: match (a.xdp_zerocopy, a.xdp_copy) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+        }),
+        other => other,
     };
     Ok(kind.check()?)
 }
 
-/// The first `batch`-only option given, if any.
-fn batch_only_flag(a: &args::EngineArgs) -> Option<&'static str> {
+/// The first engine-specific option given, if any, and its engine.
+fn engine_only_flag(a: &args::EngineArgs) -> Option<(&'static str, &'static str)> {
     [
-        (a.gso, "--gso"),
-        (a.no_gso, "--no-gso"),
-        (a.gro, "--gro"),
-        (a.no_gro, "--no-gro"),
+        (a.gso, "--gso", "batch"),
+        (a.no_gso, "--no-gso", "batch"),
+        (a.gro, "--gro", "batch"),
+        (a.no_gro, "--no-gro", "batch"),
+        (a.xdp_mode.is_some(), "--xdp-mode", "xdp"),
+        (a.xdp_copy, "--xdp-copy", "xdp"),
+        (a.xdp_zerocopy, "--xdp-zerocopy", "xdp"),
     ]
     .into_iter()
-    .find_map(|(set, flag)| set.then_some(flag))
+    .find_map(|(set, flag, engine)| set.then_some((flag, engine)))
 }
 
 /// A client's `--engine`: `auto` is resolved here, once, for this test by
@@ -354,8 +400,8 @@ fn client_engine(a: &args::EngineArgs, spec: &TestSpec) -> Result<(EngineKind, O
     if a.engine != AUTO {
         return Ok((engine_kind(a)?, None));
     }
-    if let Some(flag) = batch_only_flag(a) {
-        bail!("{flag} needs --engine batch (auto picks an engine, and its options, per test)");
+    if let Some((flag, engine)) = engine_only_flag(a) {
+        bail!("{flag} needs --engine {engine} (auto picks an engine, and its options, per test)");
     }
     let w = Workload::of(spec);
     let c = auto::choose(w);
@@ -707,6 +753,10 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
                 limits.own_engine_tcp_streams_only = k
                     .refusal(&udp)
                     .map(|_| format!("{}: TCP stream tests only", k.name()));
+                if let EngineKind::Xdp(_) = k {
+                    limits.own_engine_udp_streams_only =
+                        Some(format!("{}: UDP stream tests only", k.name()));
+                }
             }
             Ok(Command::Server(ServerConfig {
                 guard,

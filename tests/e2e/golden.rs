@@ -204,15 +204,11 @@ fn assert_matches_docs(
     );
 }
 
-/// A real report of every kind of test (short runs on loopback) matches
-/// the documented schema field by field, and so does every `--json-lines`
-/// record.
-#[test]
-fn golden_json_reports_match_docs_json_md() {
-    let schema = schema("report");
-    let server = Server::start(&[]);
-    let port = server.port_str();
-    let runs: [(&str, &[&str]); 14] = [
+/// The runs whose `--json` reports the golden test checks: the schema's
+/// test kind, then the command line after `HOST -p PORT --json`, its first
+/// word the subcommand.
+fn golden_runs() -> [(&'static str, &'static [&'static str]); 14] {
+    [
         ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "--iface", "lo"]),
         ("tcp", &["tcp", "-n", "20M", "-i", "0.2"]),
         ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "-R"]),
@@ -285,54 +281,67 @@ fn golden_json_reports_match_docs_json_md() {
                 "zerocopy:sendfile",
             ],
         ),
-    ];
+    ]
+}
+
+/// Runs the client with `args` (`--json-lines`) and checks each record
+/// against the schema: start = `test`, interval = `intervals[]`, summary =
+/// the report; the first record is the start and the last the summary.
+fn check_json_lines(
+    schema: &BTreeMap<String, Field>,
+    kind: &str,
+    args: &[&str],
+    seen: &mut BTreeSet<String>,
+) {
+    let out = run_client(args, std::time::Duration::from_secs(60));
+    assert_ok(&out, args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut types = Vec::new();
+    for line in text.lines() {
+        let mut rec: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {line}"));
+        let ty = rec["type"].as_str().expect("record type").to_string();
+        rec.as_object_mut().expect("record").remove("type");
+        let root = match ty.as_str() {
+            "start" => "test",
+            "interval" => "intervals[]",
+            "rr_phase" => "rr_phase",
+            "summary" => "",
+            other => panic!("{args:?}: unknown record type {other}"),
+        };
+        assert_matches_docs(schema, kind, root, &rec, seen, &format!("{args:?} {ty}"));
+        types.push(ty);
+    }
+    assert_eq!(types.first().map(String::as_str), Some("start"), "{args:?}");
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("summary"),
+        "{args:?}"
+    );
+}
+
+/// A real report of every kind of test (short runs on loopback) matches
+/// the documented schema field by field, and so does every `--json-lines`
+/// record.
+#[test]
+fn golden_json_reports_match_docs_json_md() {
+    let schema = schema("report");
+    let server = Server::start(&[]);
+    let port = server.port_str();
     let mut seen = BTreeSet::new();
-    for (kind, extra) in runs {
+    for (kind, extra) in golden_runs() {
         let mut args = vec![extra[0], "127.0.0.1", "-p", &port, "--json"];
         args.extend_from_slice(&extra[1..]);
         let report = json_client(&args);
         assert_matches_docs(&schema, kind, "", &report, &mut seen, &format!("{args:?}"));
     }
-
-    // JSON Lines: start = `test`, interval = `intervals[]`, summary = the report.
     for (kind, extra) in [("tcp", "tcp"), ("udp", "udp"), ("rr", "rr")] {
         let mut args = vec![extra, "127.0.0.1", "-p", &port, "--json-lines"];
         args.extend_from_slice(match kind {
             "rr" => &["-n", "100", "--sizes", "1"],
             _ => &["-t", "0.3", "-i", "0.1"],
         });
-        let out = run_client(&args, std::time::Duration::from_secs(60));
-        assert_ok(&out, &args);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut types = Vec::new();
-        for line in text.lines() {
-            let mut rec: Value = serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {line}"));
-            let ty = rec["type"].as_str().expect("record type").to_string();
-            rec.as_object_mut().expect("record").remove("type");
-            let root = match ty.as_str() {
-                "start" => "test",
-                "interval" => "intervals[]",
-                "rr_phase" => "rr_phase",
-                "summary" => "",
-                other => panic!("{args:?}: unknown record type {other}"),
-            };
-            assert_matches_docs(
-                &schema,
-                kind,
-                root,
-                &rec,
-                &mut seen,
-                &format!("{args:?} {ty}"),
-            );
-            types.push(ty);
-        }
-        assert_eq!(types.first().map(String::as_str), Some("start"), "{args:?}");
-        assert_eq!(
-            types.last().map(String::as_str),
-            Some("summary"),
-            "{args:?}"
-        );
+        check_json_lines(&schema, kind, &args, &mut seen);
     }
 
     let never: Vec<&String> = schema.keys().filter(|k| !seen.contains(*k)).collect();

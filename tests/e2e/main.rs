@@ -28,3 +28,4 @@ mod tcp;
 mod udp;
 mod uring_engines;
 mod ux;
+mod xdp;

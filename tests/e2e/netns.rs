@@ -366,3 +366,48 @@ fn issue_28_namespace_tests_without_root_are_listed_as_skipped() {
         "{err}"
     );
 }
+
+/// A UDP test above a bottleneck's rate, through a tbf whose queue holds
+/// two frames, with the control connection on the same link: the UDP
+/// data fills the queue, so the control connection's segments are dropped
+/// and retransmitted. The server's results used to be still in flight
+/// when it closed, and its close (with the client's heartbeats arriving)
+/// became a RST that discarded them: "peer closed the control connection"
+/// (issue 27, seen at `-i 200ms`). The test must complete, native and on
+/// the iperf3 wire.
+#[test]
+fn issue_27_udp_test_through_a_small_tbf_queue_keeps_its_control_connection() {
+    if let Some(why) = unavailable() {
+        return skip(why);
+    }
+    let path = Routed::new("tq").expect("create namespaces");
+    for dev in ["ra", "rb"] {
+        let tbf = [
+            "qdisc", "add", "dev", dev, "root", "tbf", "rate", "20mbit", "burst", "3000", "limit",
+            "3000",
+        ];
+        tc(&path.r, &tbf).expect("tbf");
+    }
+    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &[]);
+    let port = server.port_str();
+    for wire in [&[][..], &["--iperf3"][..]] {
+        let mut args = vec![
+            "udp",
+            ROUTED_SERVER,
+            "-p",
+            &port,
+            "-b",
+            "30M",
+            "-t",
+            "3",
+            "-i",
+            "200ms",
+            "--json",
+        ];
+        args.extend_from_slice(wire);
+        let out = run_client_in(Some(&path.a), &args, Duration::from_secs(30));
+        assert_ok(&out, &args);
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert!(u(&r["streams"][0]["udp"]["sent"]) > 1000, "{args:?}: {r}");
+    }
+}

@@ -30,7 +30,7 @@ fn udp_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     a
 }
 
-fn udp_of(s: &Value) -> &Value {
+pub(crate) fn udp_of(s: &Value) -> &Value {
     let u = &s["udp"];
     assert!(u.is_object(), "no udp summary in {s}");
     u
@@ -388,7 +388,7 @@ fn issue_3_bad_udp_parameters_are_refused_clearly() {
 /// Shapes UDP leaving `dev` in `ns` with a tbf at `rate`; everything else
 /// (the control connection, ARP) takes an unshaped class, so the tbf's drop
 /// counter counts test datagrams only.
-fn shape_udp(ns: &str, dev: &str, rate: &str) -> Result<(), String> {
+pub(crate) fn shape_udp(ns: &str, dev: &str, rate: &str) -> Result<(), String> {
     tc(
         ns,
         &[
@@ -420,7 +420,7 @@ fn shape_udp(ns: &str, dev: &str, rate: &str) -> Result<(), String> {
 }
 
 /// The tbf's `dropped` counter.
-fn tbf_drops(ns: &str, dev: &str) -> u64 {
+pub(crate) fn tbf_drops(ns: &str, dev: &str) -> u64 {
     let out = Command::new("ip")
         .args(["netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev])
         .output()

@@ -104,6 +104,9 @@ pub enum EngineError {
     Pin(String),
     #[error("aborted")]
     Aborted,
+    /// AF_XDP could not be set up: the reason, and what to do about it.
+    #[error("AF_XDP: {0}")]
+    Xdp(String),
     #[error("request/response: {0}")]
     Rr(linerate_proto::rr::RrError),
     /// More sockets than the process may open, even at its hard limit.

@@ -122,6 +122,10 @@ pub struct EngineUse {
     /// into a pipe drained into `/dev/null` (no byte reaches user space).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub splice_recv: Option<CallsBytes>,
+    /// `xdp`: the AF_XDP socket this stream ran on, and what its rings
+    /// and the kernel counted.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xdp: Option<XdpUse>,
     /// Why a feature is off where the engine could have used it.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub notes: Vec<String>,
@@ -143,6 +147,64 @@ pub struct ZeroCopyUse {
     /// made without zero copy, which costs more than it saves there.
     #[serde(default)]
     pub under_threshold: u64,
+}
+
+/// One stream's AF_XDP socket (`--engine xdp`): where it was bound, how,
+/// and what its rings and the kernel's `XDP_STATISTICS` counted.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct XdpUse {
+    /// The interface the route to the peer leaves by.
+    pub iface: String,
+    /// The interface queue the socket is bound to.
+    pub queue: u32,
+    /// Where the XDP program runs: `native` or `generic`.
+    pub mode: String,
+    /// Whether frames are copied: `copy` or `zero-copy`.
+    pub copy: String,
+    /// Bound with `XDP_USE_NEED_WAKEUP`.
+    pub need_wakeup: bool,
+    /// UMEM bytes, and bytes per frame.
+    pub umem_bytes: u64,
+    pub frame_size: u32,
+    /// Ring sizes (descriptors).
+    pub fill_ring: u32,
+    pub completion_ring: u32,
+    pub rx_ring: u32,
+    pub tx_ring: u32,
+    /// Send calls that found the TX ring full.
+    pub tx_ring_full: u64,
+    /// Send calls that found no free frame (completions lagging).
+    pub tx_no_frame: u64,
+    /// Receive calls after which the fill ring was empty (the kernel had
+    /// no frame to receive into).
+    pub fill_starved: u64,
+    /// Redirected frames that were not one whole UDP datagram, and
+    /// datagrams of another flow (not counted as received).
+    pub rx_unparsed: u64,
+    pub rx_foreign: u64,
+    /// Datagrams delivered whose UDP checksum did not match (veth passes
+    /// a kernel sender's unfinished offload checksum on; linerate's own
+    /// datagram check still catches corruption).
+    pub rx_bad_checksum: u64,
+    /// Datagrams that reached the kernel socket instead (before the
+    /// program was attached), received from it.
+    pub via_kernel: u64,
+    /// Syscalls made to move a ring.
+    pub wakeups: u64,
+    /// The socket's `XDP_STATISTICS` (absent where the kernel gave none).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stats: Option<XdpStatistics>,
+}
+
+/// `getsockopt(XDP_STATISTICS)` of one AF_XDP socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct XdpStatistics {
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub tx_invalid_descs: u64,
+    pub rx_ring_full: u64,
+    pub fill_ring_empty: u64,
+    pub tx_ring_empty: u64,
 }
 
 /// System calls of one kind and the bytes they moved.

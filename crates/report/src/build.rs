@@ -477,11 +477,55 @@ pub fn build_stream(
     server: &SideResults,
     notes: Vec<String>,
 ) -> Report {
-    let omit_s = spec.omit_ms as f64 / 1e3;
     let flows = flows(spec);
+    let streams = stream_summaries(spec, client, server);
+    let (sums, moved) = flow_sums(spec, &streams, client, server);
+    let cpu = CpuSummary {
+        client: side_cpu(&client.cpu, moved[&Side::Client]),
+        server: side_cpu(&server.cpu, moved[&Side::Server]),
+    };
+    let records = |side: Side, r: &SideResults| {
+        r.intervals
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                interval_record(side, m, i.checked_sub(1).map(|j| &r.intervals[j]), &flows)
+            })
+            .collect()
+    };
+    let mut notes = notes;
+    notes.extend(stream_notes(spec, &streams, client, server));
+    Report {
+        schema: SCHEMA_VERSION,
+        test: info,
+        streams,
+        sums,
+        cpu,
+        intervals: records(Side::Client, client),
+        server_intervals: records(Side::Server, server),
+        kernel_udp: (client.kernel_udp.is_some() || server.kernel_udp.is_some()).then(|| {
+            KernelSides {
+                client: client.kernel_udp.clone(),
+                server: server.kernel_udp.clone(),
+            }
+        }),
+        notes,
+        rr: None,
+        iface: None,
+        interrupted: false,
+        msg: None,
+    }
+}
+
+/// One summary per planned stream: its sender's and receiver's figures.
+fn stream_summaries(
+    spec: &TestSpec,
+    client: &SideResults,
+    server: &SideResults,
+) -> Vec<StreamSummary> {
+    let omit_s = spec.omit_ms as f64 / 1e3;
     let find = |r: &SideResults, id: u32| r.streams.iter().find(|s| s.id == id).cloned();
-    let streams: Vec<StreamSummary> = spec
-        .stream_plan()
+    spec.stream_plan()
         .iter()
         .map(|p| {
             let (snd, rcv) = match p.sender {
@@ -499,7 +543,17 @@ pub fn build_stream(
                 receiver,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// One sum per direction that carried streams, and the bytes each side
+/// moved over the whole test (what its CPU time is held to).
+fn flow_sums(
+    spec: &TestSpec,
+    streams: &[StreamSummary],
+    client: &SideResults,
+    server: &SideResults,
+) -> (Vec<FlowSum>, HashMap<Side, u64>) {
     let mut sums = Vec::new();
     let mut moved = HashMap::from([(Side::Client, 0u64), (Side::Server, 0u64)]);
     for flow in [Flow::ClientToServer, Flow::ServerToClient] {
@@ -507,78 +561,86 @@ pub fn build_stream(
         if of.is_empty() {
             continue;
         }
-        let sender_bytes: u64 = of.iter().map(|s| s.sender.bytes).sum();
-        let receiver_bytes: u64 = of.iter().map(|s| s.receiver.bytes).sum();
-        let sender_seconds = of.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
-        let receiver_seconds = of.iter().map(|s| s.receiver.seconds).fold(0.0, f64::max);
         // CPU time covers the whole test: so do the bytes it is held to.
         let whole = |e: &Endpoint| e.bytes + e.omitted_bytes;
         *moved.entry(flow.sender()).or_default() +=
             of.iter().map(|s| whole(&s.sender)).sum::<u64>();
         *moved.entry(flow.sender().other()).or_default() +=
             of.iter().map(|s| whole(&s.receiver)).sum::<u64>();
-        sums.push(FlowSum {
-            flow,
-            streams: of.len() as u32,
-            sender_bytes,
-            receiver_bytes,
-            sender_seconds,
-            receiver_seconds,
-            sender_bits_per_second: rate(sender_bytes, sender_seconds),
-            receiver_bits_per_second: rate(receiver_bytes, receiver_seconds),
-            retransmits: of
-                .iter()
-                .map(|s| s.sender.tcp.map(|t| t.retransmits))
-                .sum::<Option<u64>>(),
-            udp: None,
-            kernel: None,
-            fairness: spec.flows.and_then(|_| fairness(&of)),
-        });
-        if let Some(last) = sums.last_mut() {
-            last.udp = udp_flow(&of, sender_seconds, receiver_seconds);
-            let side_of = |s: Side| match s {
-                Side::Client => client.kernel_udp.as_ref(),
-                Side::Server => server.kernel_udp.as_ref(),
-            };
-            let gro = of.iter().any(|s| {
-                s.udp
-                    .as_ref()
-                    .and_then(|u| u.receiver_batching.as_ref())
-                    .is_some_and(|b| b.gro)
-            });
-            let gso = of.iter().any(|s| {
-                s.udp
-                    .as_ref()
-                    .and_then(|u| u.sender_batching.as_ref())
-                    .is_some_and(|b| b.gso_segments.is_some())
-            });
-            last.kernel = last.udp.as_ref().map(|u| {
-                kernel_view(
-                    u,
-                    side_of(flow.sender()),
-                    side_of(flow.sender().other()),
-                    spec.direction == linerate_proto::spec::Direction::Bidir,
-                    gro,
-                    gso,
-                )
-            });
-        }
+        sums.push(flow_sum(spec, flow, &of, client, server));
     }
-    let cpu = CpuSummary {
-        client: side_cpu(&client.cpu, moved[&Side::Client]),
-        server: side_cpu(&server.cpu, moved[&Side::Server]),
+    (sums, moved)
+}
+
+/// The sum of one direction's streams `of`, with its UDP and kernel views.
+fn flow_sum(
+    spec: &TestSpec,
+    flow: Flow,
+    of: &[&StreamSummary],
+    client: &SideResults,
+    server: &SideResults,
+) -> FlowSum {
+    let sender_bytes: u64 = of.iter().map(|s| s.sender.bytes).sum();
+    let receiver_bytes: u64 = of.iter().map(|s| s.receiver.bytes).sum();
+    let sender_seconds = of.iter().map(|s| s.sender.seconds).fold(0.0, f64::max);
+    let receiver_seconds = of.iter().map(|s| s.receiver.seconds).fold(0.0, f64::max);
+    let udp = udp_flow(of, sender_seconds, receiver_seconds);
+    let side_of = |s: Side| match s {
+        Side::Client => client.kernel_udp.as_ref(),
+        Side::Server => server.kernel_udp.as_ref(),
     };
-    let records = |side: Side, r: &SideResults| {
-        r.intervals
+    let gro = of.iter().any(|s| {
+        s.udp
+            .as_ref()
+            .and_then(|u| u.receiver_batching.as_ref())
+            .is_some_and(|b| b.gro)
+    });
+    let gso = of.iter().any(|s| {
+        s.udp
+            .as_ref()
+            .and_then(|u| u.sender_batching.as_ref())
+            .is_some_and(|b| b.gso_segments.is_some())
+    });
+    let kernel = udp.as_ref().map(|u| {
+        kernel_view(
+            u,
+            side_of(flow.sender()),
+            side_of(flow.sender().other()),
+            spec.direction == linerate_proto::spec::Direction::Bidir,
+            gro,
+            gso,
+        )
+    });
+    FlowSum {
+        flow,
+        streams: of.len() as u32,
+        sender_bytes,
+        receiver_bytes,
+        sender_seconds,
+        receiver_seconds,
+        sender_bits_per_second: rate(sender_bytes, sender_seconds),
+        receiver_bits_per_second: rate(receiver_bytes, receiver_seconds),
+        retransmits: of
             .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                interval_record(side, m, i.checked_sub(1).map(|j| &r.intervals[j]), &flows)
-            })
-            .collect()
-    };
-    let mut notes = notes;
-    for s in &streams {
+            .map(|s| s.sender.tcp.map(|t| t.retransmits))
+            .sum::<Option<u64>>(),
+        udp,
+        kernel,
+        fairness: spec.flows.and_then(|_| fairness(of)),
+    }
+}
+
+/// The notes a stream test's figures call for: a sender that fell behind,
+/// loss counted without the final count, datagrams beyond the window, a
+/// path that never segments, interval records dropped.
+fn stream_notes(
+    spec: &TestSpec,
+    streams: &[StreamSummary],
+    client: &SideResults,
+    server: &SideResults,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for s in streams {
         let Some(u) = &s.udp else { continue };
         if !u.kept_up {
             notes.push(format!(
@@ -615,26 +677,7 @@ pub fn build_stream(
             ));
         }
     }
-    Report {
-        schema: SCHEMA_VERSION,
-        test: info,
-        streams,
-        sums,
-        cpu,
-        intervals: records(Side::Client, client),
-        server_intervals: records(Side::Server, server),
-        kernel_udp: (client.kernel_udp.is_some() || server.kernel_udp.is_some()).then(|| {
-            KernelSides {
-                client: client.kernel_udp.clone(),
-                server: server.kernel_udp.clone(),
-            }
-        }),
-        notes,
-        rr: None,
-        iface: None,
-        interrupted: false,
-        msg: None,
-    }
+    notes
 }
 
 /// A report with no streams or intervals, for tests measured per message

@@ -16,6 +16,11 @@ use linerate_proto::wire::{self, FrameHeader, Message, HEADER_LEN};
 
 use crate::test_type;
 
+/// How long a server waits for the client to close after its own last
+/// frame ([`ControlConn::close`]): a client closes once that frame has
+/// arrived, which a lossy path can delay by several retransmissions.
+pub const CLOSE_LINGER: Duration = Duration::from_secs(5);
+
 /// A control connection.
 #[derive(Debug)]
 pub struct ControlConn {
@@ -107,6 +112,23 @@ impl ControlConn {
                 Ok(None) | Err(_) => return,
             }
         }
+    }
+
+    /// Ends the connection without losing what is still on its way to the
+    /// peer: a FIN after the last queued byte, then reading (and dropping)
+    /// until the peer closes too, or for at most `limit`.
+    ///
+    /// A plain close is not enough on a congested path (issue 27: a UDP
+    /// test through a tbf with a small queue): the last frame (a server's
+    /// results) can still be waiting for retransmission when the side
+    /// closes, and a socket closed with unread bytes, or that receives
+    /// bytes after its close (the peer's heartbeats, still running until
+    /// it has those results), is aborted by the kernel with a RST that
+    /// discards the unsent tail — the peer reads "connection reset"
+    /// instead of its results.
+    pub fn close(mut self, limit: Duration) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Write);
+        self.wait_closed(limit);
     }
 }
 

@@ -708,7 +708,12 @@ fn run_control(
     // `--once` serves one test: a refused one (busy, parameters out of the
     // limits, version) does not count (issue 13).
     let refused = matches!(test.session.outcome(), Some(ServerOutcome::Refused(_)));
-    if test.admitted && !refused {
+    let ended = test.admitted && !refused;
+    // The test's slots go first: lingering delays no next test (and a
+    // `--once` server exits only after it).
+    drop(test);
+    ctrl.close(control::CLOSE_LINGER);
+    if ended {
         shared.test_ended.store(true, Ordering::Release);
     }
 }

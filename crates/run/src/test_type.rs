@@ -314,6 +314,9 @@ fn attach_udp(
         if role(p.sender, Side::Client) == Role::Receiver {
             // Before the greeting, so the server's first datagrams find GRO on.
             udp::prepare_recv(c.engine, &sock);
+        } else {
+            // Before the greeting: what the engine takes long to set up.
+            udp::prepare_send(c.engine, &sock);
         }
         let mut hello = Vec::new();
         DataHello {

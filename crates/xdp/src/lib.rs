@@ -41,3 +41,11 @@ pub use path::{path_to, Path};
 pub use program::{AttachMode, Program, ProgramOptions, OBJECT};
 pub use queue::{CopyMode, Queue, QueueCounters, QueueOptions, XdpStats};
 pub use readiness::{readiness, Readiness};
+
+/// Whether this process could use AF_XDP at all, whatever the interface:
+/// the capabilities, then a kernel with AF_XDP sockets. Cheap; run before
+/// a test so a refusal comes before any connection.
+pub fn check_host() -> Result<(), XdpError> {
+    caps::check()?;
+    queue::probe_af_xdp()
+}

@@ -28,6 +28,7 @@ pub mod endpoint;
 pub mod sendfile;
 pub mod syscall;
 pub mod uring;
+pub mod xdp;
 pub mod zerocopy;
 
 use std::fmt;
@@ -40,6 +41,7 @@ pub use endpoint::{Interest, KernelUdp, Readiness, UdpEndpoint};
 pub use sendfile::SendFile;
 pub use syscall::Syscall;
 pub use uring::Uring;
+pub use xdp::{Xdp, XdpMode};
 pub use zerocopy::ZeroCopy;
 
 use linerate_proto::measure::{Batching, CallsBytes, EngineUse, ZeroCopyUse};
@@ -72,6 +74,10 @@ pub enum EngineKind {
     /// `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `writev` of large TCP
     /// writes, optionally `MSG_TRUNC` TCP receives; with its options.
     Batch(Batch),
+    /// AF_XDP: UDP datagrams as frames through an AF_XDP socket on the
+    /// peer's interface, past the kernel's UDP/IP stack; with its modes.
+    /// Never picked by `auto` (it takes over a queue of an interface).
+    Xdp(Xdp),
 }
 
 impl EngineKind {
@@ -83,6 +89,10 @@ impl EngineKind {
         EngineKind::Uring { sqpoll: true },
         EngineKind::ZeroCopy { sendfile: false },
         EngineKind::ZeroCopy { sendfile: true },
+        EngineKind::Xdp(Xdp {
+            mode: None,
+            zero_copy: None,
+        }),
     ];
 
     /// The name in `--engine` and in reports.
@@ -94,6 +104,7 @@ impl EngineKind {
             EngineKind::ZeroCopy { sendfile: false } => "zerocopy",
             EngineKind::ZeroCopy { sendfile: true } => "zerocopy:sendfile",
             EngineKind::Batch(_) => "batch",
+            EngineKind::Xdp(_) => "xdp",
         }
     }
 
@@ -118,6 +129,9 @@ impl EngineKind {
             EngineKind::ZeroCopy { sendfile: true } => {
                 "TCP streams only: sendfile(2) from a memory file holding the send buffer, splice(2) receive into /dev/null"
             }
+            EngineKind::Xdp(_) => {
+                "UDP streams, one per side: AF_XDP socket on the peer's interface (a NIC or veth, not loopback), past the kernel's UDP/IP stack; needs root or CAP_NET_RAW+CAP_NET_ADMIN+CAP_BPF"
+            }
         }
     }
 
@@ -138,6 +152,7 @@ impl EngineKind {
             EngineKind::Uring { .. } => uring::caps().map(|_| self),
             EngineKind::ZeroCopy { sendfile: false } => zerocopy::check().map(|()| self),
             EngineKind::ZeroCopy { sendfile: true } => sendfile::check().map(|()| self),
+            EngineKind::Xdp(x) => x.check().map(|()| self),
             EngineKind::Batch(b) => match b.unavailable() {
                 None => Ok(self),
                 Some(reason) => Err(EngineError::EngineUnavailable {
@@ -154,6 +169,9 @@ impl EngineKind {
     /// bytes and nothing else (a UDP datagram or an rr message changes on
     /// every send). Refused by name, never replaced by another engine.
     pub fn refusal(self, spec: &TestSpec) -> Option<String> {
+        if let EngineKind::Xdp(_) = self {
+            return xdp_refusal(spec);
+        }
         if self != (EngineKind::ZeroCopy { sendfile: true }) {
             return None;
         }
@@ -173,15 +191,40 @@ impl EngineKind {
     }
 }
 
+/// Why `xdp` cannot run `spec` this round (`None`: it can): UDP streams
+/// only, one stream per side (its socket takes queue 0 of the interface).
+fn xdp_refusal(spec: &TestSpec) -> Option<String> {
+    use linerate_proto::spec::Direction;
+    if (spec.protocol, spec.kind) != (Protocol::Udp, TestKind::Stream) {
+        return Some(
+            "xdp: UDP stream tests only for now (TCP has no AF_XDP path in linerate; \
+             request/response over AF_XDP is not built yet)"
+                .into(),
+        );
+    }
+    if spec.streams > 1 || spec.direction == Direction::Bidir {
+        return Some(
+            "xdp: one UDP stream per side for now (its AF_XDP socket binds queue 0 of the \
+             interface; -P N and --bidir need a queue per stream with the flows steered to \
+             them: `ethtool -L` / veth numrxqueues, `ethtool -N`)"
+                .into(),
+        );
+    }
+    None
+}
+
 /// The name and the options that differ from the engine's defaults, as
 /// flags (`batch --no-gso`): what reports name as a side's engine.
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())?;
-        if let EngineKind::Batch(b) = self {
-            for flag in b.flags() {
-                write!(f, " {flag}")?;
-            }
+        let flags = match self {
+            EngineKind::Batch(b) => b.flags().collect(),
+            EngineKind::Xdp(x) => x.flags(),
+            _ => Vec::new(),
+        };
+        for flag in flags {
+            write!(f, " {flag}")?;
         }
         Ok(())
     }
@@ -228,6 +271,10 @@ macro_rules! with_engine {
                 let $e = options;
                 $body
             }
+            $crate::engines::EngineKind::Xdp(options) => {
+                let $e = options;
+                $body
+            }
         }
     };
 }
@@ -265,6 +312,7 @@ pub(crate) fn merge_use(into: &mut Option<EngineUse>, u: EngineUse) {
             };
             a.sendfile = add_calls(a.sendfile, u.sendfile);
             a.splice_recv = add_calls(a.splice_recv, u.splice_recv);
+            a.xdp = a.xdp.or(u.xdp);
             for n in u.notes {
                 if !a.notes.contains(&n) {
                     a.notes.push(n);
@@ -344,6 +392,13 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// Best effort and idempotent: [`Self::udp_rx`] sets them again and
     /// reports or refuses what failed. Default: nothing to set.
     fn udp_rx_attach(self, _sock: &UdpSocket) {}
+    /// Prepares what a sender's endpoint needs that takes long to set up
+    /// (`xdp`'s program), on the connected kernel socket when the client
+    /// attaches it, before the greeting handshake and the test start, so
+    /// the sender's time is not spent on it. Best effort:
+    /// [`Self::udp_endpoint`] sets up what was not prepared. Default:
+    /// nothing to prepare.
+    fn udp_tx_attach(self, _sock: &UdpSocket) {}
     /// Prepares a TCP stream for writing.
     fn tcp_tx(self, sock: &TcpStream) -> Result<Self::TcpTx, EngineError>;
     /// Prepares a TCP stream for reading; `skip_copy`: consume the bytes
@@ -596,8 +651,56 @@ mod tests {
         let e = "warp".parse::<EngineKind>().expect_err("unknown");
         assert_eq!(
             e.to_string(),
-            "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy, zerocopy:sendfile"
+            "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy, zerocopy:sendfile, xdp"
         );
+    }
+
+    #[test]
+    fn issue_25_xdp_runs_single_udp_streams_and_refuses_the_rest_by_name() {
+        use linerate_proto::spec::Direction;
+        let xdp = EngineKind::Xdp(Xdp::default());
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            ..TestSpec::default()
+        };
+        assert_eq!(xdp.refusal(&udp), None);
+        let reverse = TestSpec {
+            direction: Direction::Reverse,
+            ..udp.clone()
+        };
+        assert_eq!(xdp.refusal(&reverse), None);
+        let tcp = TestSpec::default();
+        assert!(xdp
+            .refusal(&tcp)
+            .is_some_and(|w| w.contains("UDP stream tests only")));
+        let rr = TestSpec {
+            kind: TestKind::Rr,
+            ..udp.clone()
+        };
+        assert!(xdp
+            .refusal(&rr)
+            .is_some_and(|w| w.contains("UDP stream tests only")));
+        let two = TestSpec {
+            streams: 2,
+            ..udp.clone()
+        };
+        assert!(two_refused(xdp, &two));
+        let bidir = TestSpec {
+            direction: Direction::Bidir,
+            ..udp
+        };
+        assert!(two_refused(xdp, &bidir));
+        // The options a report names, as flags.
+        let k = EngineKind::Xdp(Xdp {
+            mode: Some(XdpMode::Generic),
+            zero_copy: Some(false),
+        });
+        assert_eq!(k.to_string(), "xdp --xdp-mode generic --xdp-copy");
+        assert_eq!(xdp.to_string(), "xdp");
+    }
+
+    fn two_refused(k: EngineKind, spec: &TestSpec) -> bool {
+        k.refusal(spec).is_some_and(|w| w.contains("ethtool -L"))
     }
 
     #[test]

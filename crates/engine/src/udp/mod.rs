@@ -33,6 +33,14 @@ use crate::EngineError;
 
 pub use live::UdpCounters;
 pub use recv::{prepare as prepare_recv, recv, RecvJob};
+
+/// Prepares a client's sending socket when it is attached, before the
+/// greeting and the test start: what engine `kind` takes long to set up
+/// ([`crate::engines::Engine::udp_tx_attach`]).
+pub fn prepare_send(kind: crate::engines::EngineKind, sock: &std::net::UdpSocket) {
+    use crate::engines::Engine;
+    crate::engines::with_engine!(kind, e => e.udp_tx_attach(sock))
+}
 pub(crate) use recv::{realtime_at, recv_batches, stream_rx};
 pub use send::{iperf3_format, send, SendJob};
 

@@ -316,118 +316,9 @@ impl ClientSession {
 
     fn handle(&mut self, msg: Message, now: Instant) {
         match (&mut self.state, msg) {
-            (State::AwaitAccept, Message::AuthChallenge(c)) => {
-                let Some((auth, hello)) = self.auth.take() else {
-                    return self.fail(SessionError::Unexpected {
-                        message: "AuthChallenge (this client has no key)",
-                        state: "waiting for the server to accept",
-                    });
-                };
-                match auth.on_challenge(&c) {
-                    Ok(proof) => {
-                        self.outbox.push(&Message::AuthProof(proof));
-                        self.outbox.append(hello);
-                    }
-                    Err(e) => {
-                        // Tell the server why we hang up, for its log.
-                        self.outbox.push(&Message::Abort(Abort {
-                            reason: format!("the client refuses the server: {e}"),
-                        }));
-                        self.fail(SessionError::Refused {
-                            code: crate::wire::RefuseCode::Auth,
-                            message: e.to_string(),
-                        })
-                    }
-                }
-            }
-            (State::AwaitAccept, Message::Accept(a)) => {
-                if let Err(why) = crate::check::check_accept(&self.asked, &a.spec) {
-                    return self.refuse_peer("Accept", why);
-                }
-                if let Some(e) = self
-                    .asked_engine
-                    .as_ref()
-                    .filter(|e| a.server_engine.as_ref() != Some(*e))
-                {
-                    let why = format!(
-                        "the server did not take --server-engine {e} (it answered {}; a server without --server-engine support ignores it)",
-                        a.server_engine.as_deref().unwrap_or("nothing")
-                    );
-                    return self.refuse_peer("Accept", why);
-                }
-                if let (Some(_), Some(ms)) = (self.heartbeat_offer, a.heartbeat_ms) {
-                    if !HEARTBEAT_MS_RANGE.contains(&ms) {
-                        let why = format!(
-                            "heartbeat interval {ms} ms is outside {}..={} ms",
-                            HEARTBEAT_MS_RANGE.start(),
-                            HEARTBEAT_MS_RANGE.end()
-                        );
-                        return self.refuse_peer("Accept", why);
-                    }
-                    self.heartbeat_agreed = Some(ms);
-                }
-                if a.spec.tcp.unix
-                    && !a
-                        .unix_name
-                        .as_deref()
-                        .is_some_and(crate::wire::is_unix_data_name)
-                {
-                    let why = "--transport unix: the server sent no valid data socket name \
-                               (an older server: upgrade it)"
-                        .to_owned();
-                    return self.refuse_peer("Accept", why);
-                }
-                self.spec = Some(a.spec.clone());
-
-                self.deadline = Some(now + HANDSHAKE_TIMEOUT);
-                if a.spec.kind == TestKind::Rr {
-                    self.state = State::Syncing(Box::new(Sync {
-                        accept: a,
-                        samples: Vec::new(),
-                        outstanding: None,
-                    }));
-                    self.actions.push_back(ClientAction::SendClockProbe);
-                } else {
-                    self.open_streams(a, now);
-                }
-            }
-            (State::Syncing(sync), Message::ClockReply(r)) => {
-                if sync.outstanding != Some(r.t1) {
-                    return self.fail(SessionError::Unexpected {
-                        message: "ClockReply (for no probe)",
-                        state: "measuring the clock offset to the server",
-                    });
-                }
-                let Some(t4) = self.rx_ns else {
-                    return self.fail(SessionError::Unexpected {
-                        message: "ClockReply (without an arrival time)",
-                        state: "measuring the clock offset to the server",
-                    });
-                };
-                let ClockReply {
-                    t1,
-                    t2,
-                    t3,
-                    boot_id,
-                } = r;
-                sync.samples.push(ClockSample { t1, t2, t3, t4 });
-                sync.outstanding = None;
-                let same_host = boot_id.is_some() && boot_id == self.boot_id;
-                let clock = if same_host {
-                    Some(ClockOffset::same_host(sync.samples.len() as u32))
-                } else if sync.samples.len() >= clock::PROBES {
-                    ClockOffset::estimate(&sync.samples)
-                } else {
-                    self.actions.push_back(ClientAction::SendClockProbe);
-                    return;
-                };
-                self.clock = clock;
-                let State::Syncing(sync) = std::mem::replace(&mut self.state, State::Connecting)
-                else {
-                    unreachable!("matched Syncing above");
-                };
-                self.open_streams(sync.accept, now);
-            }
+            (State::AwaitAccept, Message::AuthChallenge(c)) => self.on_auth_challenge(&c),
+            (State::AwaitAccept, Message::Accept(a)) => self.on_accept(a, now),
+            (State::Syncing(_), Message::ClockReply(r)) => self.on_clock_reply(r, now),
             (State::AwaitAccept, Message::Refuse(r)) => self.fail(SessionError::Refused {
                 code: r.code,
                 message: r.message,
@@ -476,6 +367,129 @@ impl ClientSession {
                 })
             }
         }
+    }
+
+    /// The server asks for proof of the key: answer it and send the hello
+    /// held back, or hang up if the server's own proof fails.
+    fn on_auth_challenge(&mut self, c: &crate::auth::AuthChallenge) {
+        let Some((auth, hello)) = self.auth.take() else {
+            return self.fail(SessionError::Unexpected {
+                message: "AuthChallenge (this client has no key)",
+                state: "waiting for the server to accept",
+            });
+        };
+        match auth.on_challenge(c) {
+            Ok(proof) => {
+                self.outbox.push(&Message::AuthProof(proof));
+                self.outbox.append(hello);
+            }
+            Err(e) => {
+                // Tell the server why we hang up, for its log.
+                self.outbox.push(&Message::Abort(Abort {
+                    reason: format!("the client refuses the server: {e}"),
+                }));
+                self.fail(SessionError::Refused {
+                    code: crate::wire::RefuseCode::Auth,
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
+    /// The server accepted: check what it agreed to, then measure the clock
+    /// (rr) or open the data connections.
+    fn on_accept(&mut self, a: Accept, now: Instant) {
+        if let Err(why) = crate::check::check_accept(&self.asked, &a.spec) {
+            return self.refuse_peer("Accept", why);
+        }
+        if let Some(e) = self
+            .asked_engine
+            .as_ref()
+            .filter(|e| a.server_engine.as_ref() != Some(*e))
+        {
+            let why = format!(
+                "the server did not take --server-engine {e} (it answered {}; a server without --server-engine support ignores it)",
+                a.server_engine.as_deref().unwrap_or("nothing")
+            );
+            return self.refuse_peer("Accept", why);
+        }
+        if let (Some(_), Some(ms)) = (self.heartbeat_offer, a.heartbeat_ms) {
+            if !HEARTBEAT_MS_RANGE.contains(&ms) {
+                let why = format!(
+                    "heartbeat interval {ms} ms is outside {}..={} ms",
+                    HEARTBEAT_MS_RANGE.start(),
+                    HEARTBEAT_MS_RANGE.end()
+                );
+                return self.refuse_peer("Accept", why);
+            }
+            self.heartbeat_agreed = Some(ms);
+        }
+        if a.spec.tcp.unix
+            && !a
+                .unix_name
+                .as_deref()
+                .is_some_and(crate::wire::is_unix_data_name)
+        {
+            let why = "--transport unix: the server sent no valid data socket name \
+                       (an older server: upgrade it)"
+                .to_owned();
+            return self.refuse_peer("Accept", why);
+        }
+        self.spec = Some(a.spec.clone());
+
+        self.deadline = Some(now + HANDSHAKE_TIMEOUT);
+        if a.spec.kind == TestKind::Rr {
+            self.state = State::Syncing(Box::new(Sync {
+                accept: a,
+                samples: Vec::new(),
+                outstanding: None,
+            }));
+            self.actions.push_back(ClientAction::SendClockProbe);
+        } else {
+            self.open_streams(a, now);
+        }
+    }
+
+    /// One clock probe answered: keep the sample, and once there are enough
+    /// (or both ends share a kernel) settle the offset and open the streams.
+    fn on_clock_reply(&mut self, r: ClockReply, now: Instant) {
+        let State::Syncing(sync) = &mut self.state else {
+            return;
+        };
+        if sync.outstanding != Some(r.t1) {
+            return self.fail(SessionError::Unexpected {
+                message: "ClockReply (for no probe)",
+                state: "measuring the clock offset to the server",
+            });
+        }
+        let Some(t4) = self.rx_ns else {
+            return self.fail(SessionError::Unexpected {
+                message: "ClockReply (without an arrival time)",
+                state: "measuring the clock offset to the server",
+            });
+        };
+        let ClockReply {
+            t1,
+            t2,
+            t3,
+            boot_id,
+        } = r;
+        sync.samples.push(ClockSample { t1, t2, t3, t4 });
+        sync.outstanding = None;
+        let same_host = boot_id.is_some() && boot_id == self.boot_id;
+        let clock = if same_host {
+            Some(ClockOffset::same_host(sync.samples.len() as u32))
+        } else if sync.samples.len() >= clock::PROBES {
+            ClockOffset::estimate(&sync.samples)
+        } else {
+            self.actions.push_back(ClientAction::SendClockProbe);
+            return;
+        };
+        self.clock = clock;
+        let State::Syncing(sync) = std::mem::replace(&mut self.state, State::Connecting) else {
+            unreachable!("matched Syncing above");
+        };
+        self.open_streams(sync.accept, now);
     }
 
     fn open_streams(&mut self, a: Accept, now: Instant) {

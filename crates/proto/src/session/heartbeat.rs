@@ -23,7 +23,7 @@
 //! suspended, when it could not have read the peer's beats either, so the
 //! gap beyond one interval is not held against the peer.
 //! All of it runs on the `now` the I/O layer passes in, so it is tested
-//! on the simulated clock (`tests/sim.rs`).
+//! on the simulated clock (`tests/sim/heartbeat.rs`).
 
 use std::time::{Duration, Instant};
 

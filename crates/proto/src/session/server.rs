@@ -547,6 +547,18 @@ impl ServerSession {
                 );
             }
         }
+        if let Some(why) = &self.limits.own_engine_udp_streams_only {
+            let served = (h.spec.kind, h.spec.protocol) == (TestKind::Stream, Protocol::Udp);
+            if !served && h.server_engine.is_none() {
+                return self.refuse(
+                    RefuseCode::Invalid,
+                    format!(
+                        "server --engine {why}; ask for another engine with \
+                         --server-engine, or run the server with --engine auto"
+                    ),
+                );
+            }
+        }
         self.heartbeat_agreed = h
             .heartbeat_ms
             .zip(self.heartbeat_offer)

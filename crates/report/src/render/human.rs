@@ -15,8 +15,8 @@ use super::columns::Columns;
 use super::engine_use::engine_use_words;
 use super::{rr_table, side_name, wrap, Sink, SweepSink, WIDTH};
 use crate::model::{
-    BatchingSummary, Endpoint, IntervalRecord, KernelView, Report, SideCpu, SweepInfo, SweepReport,
-    SweepTrial, TestInfo, UdpSummary,
+    BatchingSummary, Endpoint, FlowSum, IntervalRecord, KernelView, Report, SideCpu, SweepInfo,
+    SweepReport, SweepTrial, TestInfo, UdpSummary,
 };
 
 pub(super) struct Human<'a> {
@@ -477,62 +477,95 @@ impl Sink for Human<'_> {
 
     fn finish(&mut self, r: &Report) -> io::Result<()> {
         if let Some(cells) = &r.msg {
-            // `linerate msg HOST` prints its own tables (report::msg); this
-            // is the one-line-per-size form, for the server's log.
-            for c in cells {
-                let rate = |s: &Option<linerate_stats::trials::TrialStats>,
-                            f: fn(f64) -> String| {
-                    s.as_ref().map_or("-".into(), |s| f(s.mean))
-                };
-                writeln!(
-                    self.out,
-                    "msg ×{} {:>9}: {} messages/s, {} (mean of {} trials); received {} of {} \
-                     messages{}",
-                    c.concurrency,
-                    format_size(c.size),
-                    rate(
-                        &c.messages_per_sec,
-                        linerate_stats::units::format_count_rate
-                    ),
-                    rate(&c.throughput_bps, linerate_stats::units::format_rate),
-                    c.trials,
-                    c.received.messages,
-                    c.sent.messages,
-                    c.corrupt
-                        .map_or(String::new(), |n| format!(", {n} corrupt")),
-                )?;
-            }
-            writeln!(self.out, "CPU:")?;
-            self.cpu_line("client", &r.cpu.client, &[], false)?;
-            self.cpu_line("server", &r.cpu.server, &[], false)?;
-            for n in &r.notes {
-                self.words(&format!("note: {n}"), 6)?;
-            }
-            return self.out.flush();
+            return self.finish_msg(r, cells);
         }
         if let Some(rr) = &r.rr {
-            rr_table::tables(&mut self.out, r, rr)?;
-            writeln!(self.out, "CPU:")?;
-            self.cpu_line("client", &r.cpu.client, &[], false)?;
-            self.cpu_line("server", &r.cpu.server, &[], false)?;
-            for (side, v) in [
-                ("client", rr.client_cpu_us_per_transaction),
-                ("server", rr.server_cpu_us_per_transaction),
-            ] {
-                if let Some(v) = v {
-                    writeln!(self.out, "  {side:<7} {v:.2} CPU µs per transaction")?;
-                }
-            }
-            self.preload(&r.test)?;
-            for n in &r.notes {
-                self.words(&format!("note: {n}"), 6)?;
-            }
-            return self.out.flush();
+            return self.finish_rr(r, rr);
         }
         writeln!(
             self.out,
             "- - - - - - - - - - - - - - - - - - - - - - - - -"
         )?;
+        self.summary_header(r)?;
+        for flow_sum in &r.sums {
+            self.flow_block(r, flow_sum)?;
+        }
+        writeln!(self.out, "CPU:")?;
+        let met = paced_rate_met(r);
+        self.cpu_line("client", &r.cpu.client, &r.intervals, met)?;
+        self.cpu_line("server", &r.cpu.server, &r.server_intervals, met)?;
+        self.server_cpu_intervals(r)?;
+        if let Some(cc) = &r.test.congestion_used {
+            writeln!(self.out, "TCP congestion control: {cc}")?;
+        }
+        if r.test.tcp.skip_rx_copy {
+            self.words(
+                "--skip-rx-copy: the receivers consumed the data with MSG_TRUNC, never \
+                 copying it to user space (bytes counted, not read)",
+                2,
+            )?;
+        }
+        self.preload(&r.test)?;
+        self.notes(r)?;
+        self.out.flush()
+    }
+}
+
+/// The pieces of a finished report, in the order [`Sink::finish`] prints them.
+impl Human<'_> {
+    /// `linerate msg HOST` prints its own tables (report::msg); this is the
+    /// one-line-per-size form, for the server's log.
+    fn finish_msg(&mut self, r: &Report, cells: &[crate::msg::MsgCell]) -> io::Result<()> {
+        for c in cells {
+            let rate = |s: &Option<linerate_stats::trials::TrialStats>, f: fn(f64) -> String| {
+                s.as_ref().map_or("-".into(), |s| f(s.mean))
+            };
+            writeln!(
+                self.out,
+                "msg ×{} {:>9}: {} messages/s, {} (mean of {} trials); received {} of {} \
+                 messages{}",
+                c.concurrency,
+                format_size(c.size),
+                rate(
+                    &c.messages_per_sec,
+                    linerate_stats::units::format_count_rate
+                ),
+                rate(&c.throughput_bps, linerate_stats::units::format_rate),
+                c.trials,
+                c.received.messages,
+                c.sent.messages,
+                c.corrupt
+                    .map_or(String::new(), |n| format!(", {n} corrupt")),
+            )?;
+        }
+        writeln!(self.out, "CPU:")?;
+        self.cpu_line("client", &r.cpu.client, &[], false)?;
+        self.cpu_line("server", &r.cpu.server, &[], false)?;
+        self.notes(r)?;
+        self.out.flush()
+    }
+
+    /// An rr/crr report: its latency tables, CPU and CPU per transaction.
+    fn finish_rr(&mut self, r: &Report, rr: &crate::model::RrReport) -> io::Result<()> {
+        rr_table::tables(&mut self.out, r, rr)?;
+        writeln!(self.out, "CPU:")?;
+        self.cpu_line("client", &r.cpu.client, &[], false)?;
+        self.cpu_line("server", &r.cpu.server, &[], false)?;
+        for (side, v) in [
+            ("client", rr.client_cpu_us_per_transaction),
+            ("server", rr.server_cpu_us_per_transaction),
+        ] {
+            if let Some(v) = v {
+                writeln!(self.out, "  {side:<7} {v:.2} CPU µs per transaction")?;
+            }
+        }
+        self.preload(&r.test)?;
+        self.notes(r)?;
+        self.out.flush()
+    }
+
+    /// The column heads of the end-of-test table (UDP has no TCP columns).
+    fn summary_header(&mut self, r: &Report) -> io::Result<()> {
         if r.test.udp.is_some() {
             writeln!(
                 self.out,
@@ -546,75 +579,81 @@ impl Sink for Human<'_> {
                 "Role", "Side", "Transfer", "Time", "Bitrate", "Retr", "Cwnd", "RTT"
             )?;
         }
-        for flow_sum in &r.sums {
-            writeln!(
-                self.out,
-                "{} ({} stream{}):",
-                flow_sum.flow.arrow(),
-                flow_sum.streams,
-                if flow_sum.streams == 1 { "" } else { "s" }
-            )?;
-            let per_stream = r.test.flows.is_none();
-            for s in r
-                .streams
-                .iter()
-                .filter(|s| per_stream && s.flow == flow_sum.flow)
-            {
-                let id = s.id.to_string();
-                self.endpoint_line(&id, "sender", &s.sender)?;
-                if let Some(u) = &s.udp {
-                    self.words(&format!("         {}", udp_sender_words(u)), 9)?;
-                }
-                if let Some(e) = &s.sender.engine_use {
-                    self.words(&format!("         {}", engine_use_words(e)), 9)?;
-                }
-                self.busy_poll_line(&s.sender)?;
-                self.endpoint_line(&id, "receiver", &s.receiver)?;
-                if let Some(u) = &s.udp {
-                    self.words(&format!("         {}", udp_receiver_words(u)), 9)?;
-                }
-                if let Some(e) = &s.receiver.engine_use {
-                    self.words(&format!("         {}", engine_use_words(e)), 9)?;
-                }
-                self.busy_poll_line(&s.receiver)?;
+        Ok(())
+    }
+
+    /// One direction: each stream's sender and receiver lines with their
+    /// words, then the direction's sums and the kernel's view.
+    fn flow_block(&mut self, r: &Report, flow_sum: &FlowSum) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "{} ({} stream{}):",
+            flow_sum.flow.arrow(),
+            flow_sum.streams,
+            if flow_sum.streams == 1 { "" } else { "s" }
+        )?;
+        // With --flows, the sums and the fairness line stand for the
+        // flows: never a row per flow.
+        let per_stream = r.test.flows.is_none();
+        for s in r
+            .streams
+            .iter()
+            .filter(|s| per_stream && s.flow == flow_sum.flow)
+        {
+            let id = s.id.to_string();
+            self.endpoint_line(&id, "sender", &s.sender)?;
+            if let Some(u) = &s.udp {
+                self.words(&format!("         {}", udp_sender_words(u)), 9)?;
             }
-            let line = format!(
-                "[ SUM] sender    {:>19}  {:>8.2} s  {:>15}  {}",
-                format_bytes(flow_sum.sender_bytes),
-                flow_sum.sender_seconds,
-                format_rate(flow_sum.sender_bits_per_second),
-                flow_sum
-                    .retransmits
-                    .map(|x| format!("{x:>6}"))
-                    .unwrap_or_default()
-            );
-            writeln!(self.out, "{}", line.trim_end())?;
-            writeln!(
-                self.out,
-                "[ SUM] receiver  {:>19}  {:>8.2} s  {:>15}",
-                format_bytes(flow_sum.receiver_bytes),
-                flow_sum.receiver_seconds,
-                format_rate(flow_sum.receiver_bits_per_second),
-            )?;
-            if let Some(f) = &flow_sum.fairness {
-                writeln!(self.out, "{}", fairness_line(f))?;
+            if let Some(e) = &s.sender.engine_use {
+                self.words(&format!("         {}", engine_use_words(e)), 9)?;
             }
-            if let Some(u) = &flow_sum.udp {
-                if r.streams.iter().filter(|s| s.flow == flow_sum.flow).count() > 1 {
-                    self.words(&format!("         {}", udp_sender_words(u)), 9)?;
-                    self.words(&format!("         {}", udp_receiver_words(u)), 9)?;
-                }
+            self.busy_poll_line(&s.sender)?;
+            self.endpoint_line(&id, "receiver", &s.receiver)?;
+            if let Some(u) = &s.udp {
+                self.words(&format!("         {}", udp_receiver_words(u)), 9)?;
             }
-            if let Some(k) = &flow_sum.kernel {
-                self.words(&kernel_words(k), 8)?;
+            if let Some(e) = &s.receiver.engine_use {
+                self.words(&format!("         {}", engine_use_words(e)), 9)?;
+            }
+            self.busy_poll_line(&s.receiver)?;
+        }
+        let line = format!(
+            "[ SUM] sender    {:>19}  {:>8.2} s  {:>15}  {}",
+            format_bytes(flow_sum.sender_bytes),
+            flow_sum.sender_seconds,
+            format_rate(flow_sum.sender_bits_per_second),
+            flow_sum
+                .retransmits
+                .map(|x| format!("{x:>6}"))
+                .unwrap_or_default()
+        );
+        writeln!(self.out, "{}", line.trim_end())?;
+        writeln!(
+            self.out,
+            "[ SUM] receiver  {:>19}  {:>8.2} s  {:>15}",
+            format_bytes(flow_sum.receiver_bytes),
+            flow_sum.receiver_seconds,
+            format_rate(flow_sum.receiver_bits_per_second),
+        )?;
+        if let Some(f) = &flow_sum.fairness {
+            writeln!(self.out, "{}", fairness_line(f))?;
+        }
+        if let Some(u) = &flow_sum.udp {
+            if r.streams.iter().filter(|s| s.flow == flow_sum.flow).count() > 1 {
+                self.words(&format!("         {}", udp_sender_words(u)), 9)?;
+                self.words(&format!("         {}", udp_receiver_words(u)), 9)?;
             }
         }
-        writeln!(self.out, "CPU:")?;
-        let met = paced_rate_met(r);
-        self.cpu_line("client", &r.cpu.client, &r.intervals, met)?;
-        self.cpu_line("server", &r.cpu.server, &r.server_intervals, met)?;
-        // The client's own intervals were printed as they ended; the
-        // server's arrive with its results.
+        if let Some(k) = &flow_sum.kernel {
+            self.words(&kernel_words(k), 8)?;
+        }
+        Ok(())
+    }
+
+    /// The server's CPU per interval: the client's own intervals were
+    /// printed as they ended; the server's arrive with its results.
+    fn server_cpu_intervals(&mut self, r: &Report) -> io::Result<()> {
         let server_cpu: Vec<_> = r
             .server_intervals
             .iter()
@@ -629,21 +668,15 @@ impl Sink for Human<'_> {
                 writeln!(self.out, "{line}{tag}")?;
             }
         }
-        if let Some(cc) = &r.test.congestion_used {
-            writeln!(self.out, "TCP congestion control: {cc}")?;
-        }
-        if r.test.tcp.skip_rx_copy {
-            self.words(
-                "--skip-rx-copy: the receivers consumed the data with MSG_TRUNC, never \
-                 copying it to user space (bytes counted, not read)",
-                2,
-            )?;
-        }
-        self.preload(&r.test)?;
+        Ok(())
+    }
+
+    /// The report's notes, one wrapped paragraph each.
+    fn notes(&mut self, r: &Report) -> io::Result<()> {
         for n in &r.notes {
             self.words(&format!("note: {n}"), 6)?;
         }
-        self.out.flush()
+        Ok(())
     }
 }
 

@@ -173,6 +173,20 @@ fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str, crr: bool) -> io::Resul
 /// Everything above the CPU lines of a request/response report.
 pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Result<()> {
     let crr = r.test.kind == TestKind::Crr;
+    how_measured(out, r, rr, crr)?;
+    round_trip_table(out, rr, crr)?;
+    if !crr {
+        one_way_table(out, rr)?;
+    }
+    if rr.phases.iter().any(|p| p.loaded) {
+        load_table(out, rr)?;
+    }
+    transaction_counts(out, rr)
+}
+
+/// How the figures were taken: the limit per size, the timing, busy
+/// polling, each side's engine, spin and sleep counts, the clock offset.
+fn how_measured(out: &mut dyn Write, r: &Report, rr: &RrReport, crr: bool) -> io::Result<()> {
     let per = match rr.limit {
         RrLimit::TimeMs(ms) => format!("{} s per size", ms as f64 / 1e3),
         RrLimit::Count(n) => format!("{n} transactions per flow per size"),
@@ -238,6 +252,12 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
         };
         writeln!(out, "{}", wrap(&line, "; ", 2))?;
     }
+    Ok(())
+}
+
+/// Round trip (or crr's whole exchange) per size and load: rate and
+/// latency percentiles.
+fn round_trip_table(out: &mut dyn Write, rr: &RrReport, crr: bool) -> io::Result<()> {
     writeln!(
         out,
         "{} (µs):",
@@ -280,13 +300,11 @@ pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Resu
             us(l.p99_99_ns as f64),
             us(l.max_ns as f64),
         )
-    })?;
-    if !crr {
-        one_way_table(out, rr)?;
-    }
-    if rr.phases.iter().any(|p| p.loaded) {
-        load_table(out, rr)?;
-    }
+    })
+}
+
+/// The transactions each side counted, those lost, and each size's errors.
+fn transaction_counts(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
     let lost: u64 = rr.phases.iter().map(|p| p.lost).sum();
     let line = format!(
         "transactions: client {} · server {}{}",

@@ -240,6 +240,9 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
         run.abort();
     }
     test.finish();
+    // The test's slot goes first: lingering delays no next test.
+    drop(test);
+    ctrl.close(control::CLOSE_LINGER);
 }
 
 struct Test<'a> {

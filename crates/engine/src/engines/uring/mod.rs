@@ -27,6 +27,7 @@
 //! is cancelled and its final completion awaited, so a datagram or a byte is
 //! never both reported unsent and sent.
 
+mod buf_ring;
 mod tcp;
 mod udp;
 
@@ -152,7 +153,7 @@ fn probe() -> Result<UringCaps, String> {
     let probed = ring.submitter().register_probe(&mut p).is_ok();
     let send_zc = probed && p.is_supported(opcode::SendZc::CODE);
     let sendmsg_zc = probed && p.is_supported(opcode::SendMsgZc::CODE);
-    let multishot = udp::BufRing::new(&ring, 2, 64, 0)
+    let multishot = buf_ring::BufRing::new(&ring, 2, 64, 0)
         .map(|r| r.unregister(&ring))
         .map_err(|e| format!("no provided buffer rings ({e}; Linux 5.19+)"));
     Ok(UringCaps {

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# UDP datagrams/s on a veth pair between two network namespaces it creates
+# (198.18.0.0/15, deleted at exit): `--engine xdp` against `--engine batch`
+# on the client (sender), the server on its default engine, 64 B and
+# 1472 B datagrams unpaced, RUNS interleaved runs each; prints each run and
+# the median with the spread (min..max) of sent and received datagrams/s
+# and the loss (issue 25). Needs root. The reference AF_XDP loop of the
+# issue (bpf-examples) is not run here: `cargo run --release -p
+# linerate-xdp --example veth_pps` is the crate's raw-frames probe.
+#
+# Usage: sudo bench/xdp_veth.sh [LINERATE]   (default: target/release/linerate,
+#        else target/debug/linerate; say which build the figures come from)
+#   RUNS=5   runs per variant     SECS=2   seconds per run
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+lr=${1:-}
+if [ -z "$lr" ]; then
+    for c in target/release/linerate target/debug/linerate; do
+        [ -x "$c" ] && { lr=$c; break; }
+    done
+fi
+[ -x "${lr:-}" ] || { echo "no linerate binary (cargo build --release)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces, AF_XDP)" >&2; exit 2; }
+runs=${RUNS:-5}
+secs=${SECS:-2}
+a=lrxb$$a
+b=lrxb$$b
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null
+    ip netns del "$a" 2>/dev/null || true
+    ip netns del "$b" 2>/dev/null || true
+}
+trap cleanup EXIT
+ip netns add "$a"
+ip netns add "$b"
+ip -n "$a" link add va type veth peer name vb netns "$b"
+for x in "$a va 198.18.0.1" "$b vb 198.18.0.2"; do
+    set -- $x
+    ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
+    ip -n "$1" link set lo up
+    ip -n "$1" addr add "$3/30" dev "$2"
+    ip -n "$1" link set "$2" up
+done
+ip netns exec "$b" "$lr" server -B 198.18.0.2 -p 21950 >/dev/null 2>&1 &
+pid=$!
+sleep 1
+
+# One run: prints "sent_pps received_pps lost".
+run() {
+    ip netns exec "$a" timeout $((secs + 30)) "$lr" udp 198.18.0.2 -p 21950 \
+        -t "$secs" -b 0 -l "$2" --engine "$1" --json |
+        python3 -c '
+import json, sys
+s = json.load(sys.stdin)["sums"][0]
+u = s["udp"]
+print(u["sent_pps"], u["received_pps"], u["lost"])'
+}
+
+declare -A results
+for len in 64 1472; do
+    for ((i = 1; i <= runs; i++)); do
+        for engine in batch xdp; do
+            r=$(run "$engine" "$len") || r="0 0 failed"
+            echo "$engine ${len}B run $i: sent/s received/s lost: $r"
+            results[$engine.$len]+="$r"$'\n'
+        done
+    done
+done
+echo
+for len in 64 1472; do
+    for engine in batch xdp; do
+        printf '%s' "${results[$engine.$len]}" | python3 -c '
+import statistics, sys
+rows = [l.split() for l in sys.stdin if l.strip() and l.split()[2] != "failed"]
+if not rows:
+    print(sys.argv[1], "no successful run"); sys.exit()
+sent = [float(r[0]) for r in rows]; recv = [float(r[1]) for r in rows]
+print(f"{sys.argv[1]:>5} {sys.argv[2]:>4} B: sent {statistics.median(sent):9.0f}/s "
+      f"({min(sent):.0f}..{max(sent):.0f}), received {statistics.median(recv):9.0f}/s "
+      f"({min(recv):.0f}..{max(recv):.0f}), {len(rows)} runs")' "$engine" "$len"
+    done
+done

@@ -1,0 +1,291 @@
+//! Simulated pair: heartbeats (issue 10: a side gives up soon after its
+//! peer's control connection or path goes away; issue 28: not because a
+//! loaded host left either side unscheduled for a while).
+
+use std::time::Duration;
+
+use linerate_proto::limits::ServerLimits;
+use linerate_proto::session::client::ClientSession;
+use linerate_proto::session::server::ServerSession;
+use linerate_proto::session::SessionError;
+use linerate_proto::spec::{Direction, TestSpec};
+use linerate_proto::wire::{self, Message};
+
+use crate::harness::*;
+
+const BEAT: Duration = Duration::from_millis(250);
+
+/// A pair whose sides offer heartbeats as the binary's do (`client`,
+/// `server`: which of them offers; an older peer offers nothing).
+fn heartbeat_pair(spec: TestSpec, client: bool, server: bool) -> Pair {
+    let mut p = Pair::new(spec.clone());
+    if client {
+        p.client = ClientSession::new(spec, CLIENT_SW, p.base).with_heartbeat(BEAT);
+    }
+    if server {
+        p.server = ServerSession::new(ServerLimits::default(), TOKEN, SERVER_SW, p.base)
+            .with_heartbeat(BEAT);
+    }
+    p
+}
+
+/// Moves virtual time on in `step`s for `total`, calling both sides back
+/// and carrying their bytes across when `deliver`.
+fn tick(p: &mut Pair, total: Duration, step: Duration, deliver: (bool, bool)) {
+    let end = p.now + total;
+    while p.now < end {
+        p.advance(step);
+        p.client.handle_timeout(p.now);
+        p.server.handle_timeout(p.now);
+        exchange(p, deliver);
+    }
+}
+
+/// Carries what both sides wrote across (each way when `deliver`).
+fn exchange(p: &mut Pair, deliver: (bool, bool)) {
+    p.drain_actions();
+    let c = p.client.outbox().take();
+    let s = p.server.outbox().take();
+    p.client_sent.extend_from_slice(&c);
+    p.server_sent.extend_from_slice(&s);
+    if deliver.0 {
+        p.deliver_to_server(&c);
+    }
+    if deliver.1 {
+        p.deliver_to_client(&s);
+    }
+}
+
+/// Moves virtual time on by `total` with neither side running (both
+/// descheduled, the host suspended); then, as a thread run late does, each
+/// side's first call is its timeout check, before it reads what is queued.
+fn stall_both(p: &mut Pair, total: Duration) {
+    p.advance(total);
+    p.server.handle_timeout(p.now);
+    p.client.handle_timeout(p.now);
+    exchange(p, (true, true));
+}
+
+fn beats(bytes: &[u8]) -> usize {
+    frames(bytes)
+        .iter()
+        .filter(|m| **m == Message::Heartbeat)
+        .count()
+}
+
+#[test]
+fn issue_10_heartbeats_are_agreed_and_flow_both_ways_while_a_test_runs() {
+    let mut p = heartbeat_pair(timed_spec(), true, true);
+    let spec = p.start();
+    let hello = frames(&p.client_sent);
+    assert!(matches!(&hello[0], Message::Hello(h) if h.heartbeat_ms == Some(250)));
+    let accept = frames(&p.server_sent);
+    assert!(matches!(&accept[0], Message::Accept(a) if a.heartbeat_ms == Some(250)));
+    assert_eq!(beats(&p.client_sent) + beats(&p.server_sent), 0);
+    // 5 s of a running test called back every 10 ms: a beat at the first
+    // call after Start, then every 250 ms (10, 260, …, 4760 ms: 20 each
+    // way), and nobody gives up.
+    tick(
+        &mut p,
+        Duration::from_secs(5),
+        Duration::from_millis(10),
+        (true, true),
+    );
+    assert!(!p.client.is_finished() && !p.server.is_finished());
+    assert_eq!(beats(&p.client_sent), 20);
+    assert_eq!(beats(&p.server_sent), 20);
+    let (cr, sr) = p.finish(&spec, true);
+    assert_completed(&p, &spec, &cr, &sr);
+    // Done: no more beats.
+    let before = (beats(&p.client_sent), beats(&p.server_sent));
+    tick(
+        &mut p,
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+        (true, true),
+    );
+    assert_eq!(before, (beats(&p.client_sent), beats(&p.server_sent)));
+}
+
+#[test]
+fn issue_10_a_server_gives_up_on_a_silent_client_after_the_silence_limit() {
+    for spec in [timed_spec(), spec(Direction::Reverse, 1)] {
+        let mut p = heartbeat_pair(spec, true, true);
+        p.start();
+        // Called back every 250 ms, the client's last beat leaves at 1 s.
+        tick(&mut p, Duration::from_secs(1), BEAT, (true, true));
+        let heard = p.now;
+        // The client's host vanishes: nothing more reaches the server.
+        tick(
+            &mut p,
+            Duration::from_millis(2990),
+            Duration::from_millis(10),
+            (false, true),
+        );
+        assert!(!p.server.is_finished(), "still within the 3 s");
+        assert!(p
+            .server
+            .poll_timeout()
+            .is_some_and(|t| t <= heard + Duration::from_secs(3)));
+        tick(
+            &mut p,
+            Duration::from_millis(10),
+            Duration::from_millis(10),
+            (false, true),
+        );
+        let SessionError::PeerSilent(why) = server_error(&p.server).clone() else {
+            panic!("{:?}", p.server.outcome());
+        };
+        assert!(
+            why.contains("no control bytes from the client for 3000 ms"),
+            "{why}"
+        );
+        assert_eq!(p.server_aborts(), 1, "its senders are stopped");
+        assert!(
+            matches!(frames(&p.server_sent).last(), Some(Message::Abort(a)) if a.reason.contains("gives up")),
+            "the server says why, in case the path comes back"
+        );
+    }
+}
+
+#[test]
+fn issue_10_a_client_gives_up_on_a_silent_server_after_the_silence_limit() {
+    let mut p = heartbeat_pair(timed_spec(), true, true);
+    p.start();
+    tick(
+        &mut p,
+        Duration::from_millis(2990),
+        Duration::from_millis(10),
+        (true, false),
+    );
+    assert!(!p.client.is_finished(), "still within the 3 s");
+    tick(
+        &mut p,
+        Duration::from_millis(10),
+        Duration::from_millis(10),
+        (true, false),
+    );
+    assert!(matches!(client_error(&p.client), SessionError::PeerSilent(w) if w.contains("server")));
+    assert_eq!(p.client_aborts(), 1);
+}
+
+#[test]
+fn issue_28_a_peer_unscheduled_for_two_seconds_is_not_given_up_on() {
+    for spec in [timed_spec(), spec(Direction::Reverse, 1)] {
+        let mut p = heartbeat_pair(spec.clone(), true, true);
+        p.start();
+        tick(&mut p, Duration::from_secs(1), BEAT, (true, true));
+        // The client's process gets no CPU for 2 s (a loaded host): it
+        // neither beats nor reads, while the server runs on.
+        let end = p.now + Duration::from_secs(2);
+        while p.now < end {
+            p.advance(Duration::from_millis(10));
+            p.server.handle_timeout(p.now);
+            exchange(&mut p, (false, false));
+        }
+        assert!(!p.server.is_finished(), "{:?}", p.server.outcome());
+        // It runs again: its beats flow, and the test completes.
+        tick(&mut p, Duration::from_secs(1), BEAT, (true, true));
+        assert!(!p.client.is_finished() && !p.server.is_finished());
+        let (cr, sr) = p.finish(&spec, true);
+        assert_completed(&p, &spec, &cr, &sr);
+    }
+}
+
+#[test]
+fn issue_28_a_side_that_was_not_running_does_not_blame_its_peer() {
+    let spec = timed_spec();
+    let mut p = heartbeat_pair(spec.clone(), true, true);
+    p.start();
+    tick(&mut p, Duration::from_secs(1), BEAT, (true, true));
+    // Neither side runs for 10 s (both descheduled, a suspended VM);
+    // each first checks its timeouts, with the peer's beat still unread.
+    stall_both(&mut p, Duration::from_secs(10));
+    assert!(!p.server.is_finished(), "{:?}", p.server.outcome());
+    assert!(!p.client.is_finished(), "{:?}", p.client.outcome());
+    tick(&mut p, Duration::from_secs(1), BEAT, (true, true));
+    let (cr, sr) = p.finish(&spec, true);
+    assert_completed(&p, &spec, &cr, &sr);
+}
+
+#[test]
+fn issue_28_a_vanished_peer_is_still_found_by_a_side_that_stalls() {
+    let mut p = heartbeat_pair(timed_spec(), true, true);
+    p.start();
+    tick(&mut p, Duration::from_secs(1), BEAT, (true, true));
+    let heard = p.now;
+    // The client vanishes; the server runs, is descheduled for 2 s, runs.
+    tick(
+        &mut p,
+        Duration::from_millis(500),
+        Duration::from_millis(10),
+        (false, true),
+    );
+    p.advance(Duration::from_secs(2));
+    for _ in 0..1000 {
+        if p.server.is_finished() {
+            break;
+        }
+        let step = Duration::from_millis(10);
+        tick(&mut p, step, step, (false, true));
+    }
+    assert!(matches!(
+        server_error(&p.server),
+        SessionError::PeerSilent(_)
+    ));
+    // It gave up after 3 s of silence in its own running time: at most
+    // the stall later than a side that ran throughout.
+    let gave_up = p.now - heard;
+    assert!(
+        gave_up >= Duration::from_secs(3) && gave_up <= Duration::from_secs(5),
+        "{gave_up:?}"
+    );
+}
+
+#[test]
+fn issue_10_older_peers_get_no_heartbeats_and_are_not_timed_out_by_them() {
+    for (client, server) in [(true, false), (false, true), (false, false)] {
+        let mut p = heartbeat_pair(timed_spec(), client, server);
+        p.start();
+        let accept = frames(&p.server_sent);
+        assert!(matches!(&accept[0], Message::Accept(a) if a.heartbeat_ms.is_none()));
+        tick(
+            &mut p,
+            Duration::from_secs(5),
+            Duration::from_millis(50),
+            (false, false),
+        );
+        assert!(!p.client.is_finished() && !p.server.is_finished());
+        assert_eq!(beats(&p.client_sent) + beats(&p.server_sent), 0);
+        // An older peer never expects the frame: it is refused as before.
+        p.deliver_to_server(&wire::to_bytes(&Message::Heartbeat));
+        assert!(matches!(
+            server_error(&p.server),
+            SessionError::Unexpected {
+                message: "Heartbeat",
+                ..
+            }
+        ));
+    }
+}
+
+#[test]
+fn issue_10_a_client_refuses_an_absurd_heartbeat_interval() {
+    let mut p = heartbeat_pair(timed_spec(), true, false);
+    p.shuttle();
+    let mut accept = None;
+    for m in frames(&p.server_sent) {
+        if let Message::Accept(a) = m {
+            accept = Some(a);
+        }
+    }
+    let mut a = accept.expect("accepted");
+    a.heartbeat_ms = Some(1);
+    let mut q = heartbeat_pair(timed_spec(), true, false);
+    q.client.outbox().take();
+    q.deliver_to_client(&wire::to_bytes(&Message::Accept(a)));
+    assert!(matches!(
+        client_error(&q.client),
+        SessionError::Implausible { what: "Accept", why } if why.contains("heartbeat")
+    ));
+}

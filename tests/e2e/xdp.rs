@@ -1,0 +1,255 @@
+//! `--engine xdp` (issue 25): UDP streams over AF_XDP between two network
+//! namespaces joined by veth (198.18.0.0/15), against kernel-engine peers
+//! both ways; loss exact; no XDP program left behind, SIGKILL included;
+//! refusals (loopback, tests it does not run). Needs root; skipped
+//! elsewhere (helpers::skip), except the refusals, which need nothing.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::helpers::*;
+use crate::netns::{NetPair, ADDR_B};
+use crate::udp::{shape_udp, tbf_drops, udp_of};
+
+/// Whether an XDP program is attached to `dev` in namespace `ns`.
+fn has_xdp(ns: &str, dev: &str) -> bool {
+    let out = Command::new("ip")
+        .args(["-n", ns, "link", "show", "dev", dev])
+        .output()
+        .expect("ip link show");
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+fn assert_no_xdp(pair: &NetPair) {
+    // The kernel detaches a BPF link's program when its last descriptor
+    // closes, which may trail the process's exit by a moment.
+    let start = Instant::now();
+    while (has_xdp(&pair.a, "va") || has_xdp(&pair.b, "vb")) && start.elapsed().as_secs() < 5 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!has_xdp(&pair.a, "va"), "an XDP program is left on va");
+    assert!(!has_xdp(&pair.b, "vb"), "an XDP program is left on vb");
+}
+
+/// One test's UDP counts, checked: every datagram accounted, and every
+/// lost one dropped by a socket (kernel or AF_XDP) or a qdisc.
+fn run_checked(pair: &NetPair, port: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["udp", ADDR_B, "-p", port, "-t", "2", "-l", "1200", "--json"];
+    args.extend_from_slice(extra);
+    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let d = udp_of(&r["streams"][0]).clone();
+    let (sent, received, lost) = (u(&d["sent"]), u(&d["received"]), u(&d["lost"]));
+    assert!(sent > 0, "{args:?}: {d}");
+    assert_eq!(received + lost, sent, "{args:?}: {d}");
+    assert_eq!(u(&d["duplicates"]), 0, "{args:?}: {d}");
+    assert_eq!(u(&d["corrupt"]), 0, "{args:?}: {d}");
+    r
+}
+
+#[test]
+fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdp", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let cases: &[&[&str]] = &[
+        &["--engine", "xdp"],
+        &["--engine", "xdp", "--reverse"],
+        &["--engine", "syscall", "--server-engine", "xdp"],
+        &["--engine", "syscall", "--server-engine", "xdp", "--reverse"],
+        &["--engine", "xdp", "--server-engine", "xdp"],
+    ];
+    for case in cases {
+        for rate in [&["--rate", "20M"][..], &["--rate", "0"][..]] {
+            let mut extra = case.to_vec();
+            extra.extend_from_slice(rate);
+            let r = run_checked(&pair, &port, &extra);
+            let d = udp_of(&r["streams"][0]).clone();
+            // Paced well under what veth carries: every loss is a
+            // socket's drop (the kernel socket's while the program was
+            // being attached, or the AF_XDP socket's), counted.
+            assert_eq!(u(&d["lost"]), u(&d["socket_drops"]), "{extra:?}: {d}");
+            let xdp_side = if case.contains(&"--reverse") == (case[1] == "xdp") {
+                "receiver"
+            } else {
+                "sender"
+            };
+            let x = &r["streams"][0][xdp_side]["engine_use"]["xdp"];
+            assert_eq!(x["copy"], "copy", "veth has no zero-copy: {extra:?}: {x}");
+            assert_eq!(x["queue"], 0, "{x}");
+            assert!(x["stats"].is_object(), "XDP_STATISTICS: {x}");
+        }
+    }
+    drop(server);
+    assert_no_xdp(&pair);
+}
+
+#[test]
+fn issue_25_xdp_receiver_loss_through_a_rate_limited_link_is_exact() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdptbf", 1500).expect("create namespaces");
+    if let Err(why) = shape_udp(&pair.a, "va", "100mbit") {
+        return skip(format!("cannot shape the link: {why}"));
+    }
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let drops0 = tbf_drops(&pair.a, "va");
+    // A kernel sender through the tbf (AF_XDP's own sends skip the
+    // qdisc), an AF_XDP receiver behind it.
+    let extra = [
+        "--engine",
+        "batch",
+        "--no-gso",
+        "--server-engine",
+        "xdp",
+        "--rate",
+        "200M",
+    ];
+    let r = run_checked(&pair, &port, &extra);
+    let qdisc = tbf_drops(&pair.a, "va") - drops0;
+    let d = udp_of(&r["streams"][0]).clone();
+    assert!(
+        u(&d["lost"]) > 0,
+        "200 Mbit/s through 100 Mbit/s lost nothing: {d}"
+    );
+    assert_eq!(
+        u(&d["lost"]),
+        qdisc + u(&d["socket_drops"]),
+        "counted loss vs tbf drops {qdisc} + socket drops: {d}"
+    );
+    drop(server);
+    assert_no_xdp(&pair);
+}
+
+#[test]
+fn issue_25_sigkill_leaves_no_xdp_program() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdpkill", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let mut client = Command::new("ip")
+        .args(["netns", "exec", &pair.a, bin()])
+        .args(["udp", ADDR_B, "-p", &port, "-t", "20", "--engine", "xdp"])
+        .args(["--server-engine", "xdp", "--rate", "10M"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn client");
+    let start = Instant::now();
+    while !(has_xdp(&pair.a, "va") && has_xdp(&pair.b, "vb")) && start.elapsed().as_secs() < 10 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        has_xdp(&pair.a, "va"),
+        "the client never attached its program"
+    );
+    let _ = client.kill();
+    let _ = client.wait();
+    // The client's program goes with it; the server's with its stream,
+    // which ends when the client stops answering (or with the server).
+    let start = Instant::now();
+    while has_xdp(&pair.a, "va") && start.elapsed().as_secs() < 5 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !has_xdp(&pair.a, "va"),
+        "SIGKILL left the client's program on va"
+    );
+    drop(server);
+    assert_no_xdp(&pair);
+}
+
+#[test]
+fn issue_25_xdp_refuses_loopback_and_tests_it_does_not_run() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["udp", "127.0.0.1", "--engine", "xdp"], "veth"),
+        (&["udp", "--engine", "xdp"], "loopback"),
+        (&["udp", "127.0.0.1", "--server-engine", "xdp"], "veth"),
+        (
+            &["tcp", "198.18.0.2", "--engine", "xdp"],
+            "UDP stream tests only",
+        ),
+        (
+            &["rr", "198.18.0.2", "--engine", "xdp"],
+            "UDP stream tests only",
+        ),
+        (
+            &["udp", "198.18.0.2", "--engine", "xdp", "-P", "2"],
+            "ethtool -L",
+        ),
+        (
+            &["udp", "198.18.0.2", "--engine", "batch", "--xdp-copy"],
+            "--xdp-copy needs --engine xdp",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = run_client(args, Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out.stderr);
+        // Refused before any connection, as a usage error; never run on
+        // another engine.
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn issue_25_a_server_on_xdp_serves_udp_streams_and_refuses_other_tests() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdpsrv", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &["--engine", "xdp"]);
+    let port = server.port_str();
+    let r = run_checked(&pair, &port, &["--engine", "batch", "--rate", "20M"]);
+    assert_eq!(r["test"]["server_engine"], "xdp", "{}", r["test"]);
+    let args = ["tcp", ADDR_B, "-p", &port, "-t", "1"];
+    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Refused by the server, by name: not served silently by another engine.
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("xdp: UDP stream tests only"), "{err}");
+    drop(server);
+    assert_no_xdp(&pair);
+}
+
+#[test]
+fn issue_25_compare_runs_batch_and_xdp_through_namespaces() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdpcmp", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let args = [
+        "compare",
+        ADDR_B,
+        "udp",
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "-b",
+        "20M",
+        "--engines",
+        "batch,xdp",
+        "--json",
+    ];
+    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(90));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"xdp\""), "{text}");
+    assert!(!text.contains("AF_XDP:"), "a variant failed: {text}");
+    assert!(!text.contains("\"error\""), "a variant failed: {text}");
+    drop(server);
+    assert_no_xdp(&pair);
+}
