@@ -14,7 +14,7 @@ use linerate_proto::interval::CutStream;
 use linerate_proto::measure::StreamMeasurement;
 
 use super::cpu_watch::{self, CpuWatch, Watched};
-use super::sampler::Running;
+use super::running::Running;
 use super::stream::Finished;
 use super::{DataSocket, RunParams, StreamSetup};
 use crate::cpu::{self, CpuTime};

@@ -22,6 +22,7 @@
 
 mod cpu_watch;
 mod loops;
+mod running;
 mod sampler;
 mod stream;
 

@@ -3,10 +3,8 @@
 //! cut the streams' counters into interval records), collects the streams'
 //! ends and assembles the side's [`SideResults`].
 
-use std::net::TcpStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use linerate_proto::interval::{leave_out_warmup, CutStream, IntervalCutter, Sample};
@@ -16,6 +14,7 @@ use linerate_proto::measure::{
 use linerate_proto::wire::SentCount;
 
 use super::cpu_watch::{CpuWatch, Watched};
+use super::running::Running;
 use super::stream::{spawn_stream, Finished, StreamCtx};
 use super::{Channels, CpuScope, DataSocket, RunParams, StreamSetup};
 use crate::cpu::{self, CpuTime};
@@ -24,19 +23,6 @@ use crate::stream::{Signals, StreamCounter};
 use crate::udp::UdpCounters;
 use crate::{netstat, tcp_info};
 
-/// The sampler's hold on its streams while they run.
-pub(super) struct Running {
-    pub(super) counters: Vec<Arc<StreamCounter>>,
-    /// Duplicates of the TCP sending sockets, to read TCP_INFO each interval.
-    pub(super) probes: Vec<Option<TcpStream>>,
-    pub(super) lives: Vec<Option<Arc<UdpCounters>>>,
-    pub(super) handles: Vec<JoinHandle<()>>,
-    pub(super) results: Vec<Option<StreamMeasurement>>,
-    pub(super) finished: usize,
-    /// The stream threads, for the side's CPU per interval.
-    pub(super) threads: Vec<Watched>,
-    pub(super) cpu: CpuWatch,
-}
 
 impl Running {
     /// Every stream's counters now (reads TCP_INFO of the senders).
