@@ -23,7 +23,6 @@ use crate::stream::{Signals, StreamCounter};
 use crate::udp::UdpCounters;
 use crate::{netstat, tcp_info};
 
-
 impl Running {
     /// Every stream's counters now (reads TCP_INFO of the senders).
     fn samples(&self) -> Vec<Sample> {
