@@ -73,6 +73,8 @@ fn plan(cmd: &str, port: u16) -> Plan {
     let cmd = cmd.split(" >").next().unwrap_or(cmd);
     // A pipe's reader (`| jq …`) is the user's, not linerate's.
     let cmd = cmd.split(" |").next().unwrap_or(cmd);
+    // An install step before `&&` (`apt-get install -y clang && …`).
+    let cmd = cmd.rsplit(" && ").next().unwrap_or(cmd);
     let cmd = cmd
         .strip_prefix("cargo run --release -- ")
         .map(|rest| format!("linerate {rest}"))
