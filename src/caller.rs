@@ -20,5 +20,21 @@ impl<T> OrRun<T> for anyhow::Result<T> {
 
 /// An error of the binary's own as the run crate's.
 pub fn caller(e: anyhow::Error) -> RunError {
+    // A closed reader (`| head`) must stay recognisable: main exits quietly
+    // on it. anyhow's boxed form hides its typed causes from downcasts, so
+    // the closed pipe is carried as the run crate's own I/O error.
+    let pipe = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().map(std::io::Error::kind)
+            == Some(std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    });
+    if pipe {
+        return RunError::Io(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            format!("{e:#}"),
+        ));
+    }
     RunError::Caller(e.into())
 }
