@@ -319,8 +319,21 @@ fn issue_27_rfc6349_buffer_delay_grows_with_the_bottleneck_queue() {
     ];
     let buffer_delay =
         |v: &Value| f(&v["runs"][0]["rfc6349"]["directions"][0]["buffer_delay_percent"]);
-    let (out, short) = qualify_in(Some(&path.a), &args, Duration::from_secs(120));
-    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", stderr(&out));
+    // A run that could not run (exit 5: a step refused or stopped, seen
+    // once in CI on a busy host) is tried once more; the second answer is
+    // judged, and its reason printed if it fails too.
+    let (mut out, mut short) = qualify_in(Some(&path.a), &args, Duration::from_secs(120));
+    if out.status.code() == Some(5) {
+        eprintln!("first run could not run: {}", short["runs"][0]["stopped"]);
+        (out, short) = qualify_in(Some(&path.a), &args, Duration::from_secs(120));
+    }
+    assert!(
+        matches!(out.status.code(), Some(0 | 4)),
+        "{:?} {}: {}",
+        out.status.code(),
+        stderr(&out),
+        short["runs"][0]["stopped"]
+    );
     // 200 kB: 160 ms at 10 Mbit/s.
     for dev in ["rb", "ra"] {
         tc(&path.r, &tbf("change", dev, "10mbit", "200000")).expect("tbf change");
