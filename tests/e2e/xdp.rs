@@ -71,10 +71,18 @@ fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
             extra.extend_from_slice(rate);
             let r = run_checked(&pair, &port, &extra);
             let d = udp_of(&r["streams"][0]).clone();
-            // Paced well under what veth carries: every loss is a
+            // Paced well under what veth carries, every loss is a
             // socket's drop (the kernel socket's while the program was
-            // being attached, or the AF_XDP socket's), counted.
-            assert_eq!(u(&d["lost"]), u(&d["socket_drops"]), "{extra:?}: {d}");
+            // being attached, or the AF_XDP socket's), counted. Unpaced,
+            // veth itself may also drop a few before any socket sees
+            // them (seen: 73 of 660,493 in CI), so the drops counted are
+            // then at most the loss.
+            let (lost, drops) = (u(&d["lost"]), u(&d["socket_drops"]));
+            if rate[1] == "0" {
+                assert!(drops <= lost && drops > 0 || lost == 0, "{extra:?}: {d}");
+            } else {
+                assert_eq!(lost, drops, "{extra:?}: {d}");
+            }
             let xdp_side = if case.contains(&"--reverse") == (case[1] == "xdp") {
                 "receiver"
             } else {
