@@ -227,6 +227,8 @@ pub trait ControlSide {
 /// progress, and what the peer sent — with every wait bounded and every
 /// deadline called back. Leaves a final frame (an Abort) written if it can.
 pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()> {
+    // What this side has received: growth is the peer's data arriving.
+    let mut received = 0;
     loop {
         while let Some(action) = side.session().poll_action() {
             side.act(action, ctrl)?;
@@ -241,6 +243,13 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
         }
         if let Some(counts) = side.run().and_then(|r| r.senders_done()) {
             side.session().local_senders_finished(counts);
+        }
+        if let Some(p) = side.run().map(|r| r.progress()) {
+            let now = p.received_bytes + p.received_datagrams;
+            if now > received {
+                received = now;
+                side.session().peer_data_arrived(Instant::now());
+            }
         }
         while let Some(m) = side.run().and_then(|r| r.next_interval()) {
             side.interval(m)?;

@@ -18,7 +18,7 @@
 //! the data streams if they were started).
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::exchange::Exchange;
 use super::heartbeat::{self, Heartbeat, HEARTBEAT_MS_RANGE};
@@ -544,7 +544,9 @@ impl ClientSession {
     pub fn local_finished(&mut self, results: SideResults, now: Instant) {
         if let State::Running { exchange, .. } = &mut self.state {
             if exchange.local_finished(results, &mut self.outbox) {
-                self.deadline = Some(now + RESULTS_TIMEOUT);
+                let recovery =
+                    (self.heartbeat.as_mut()).map_or(Duration::ZERO, |hb| hb.streams_ended(now));
+                self.deadline = Some(now + RESULTS_TIMEOUT + recovery);
                 self.try_complete();
             }
         }
@@ -604,6 +606,15 @@ impl ClientSession {
         if !self.is_finished() {
             let state = self.state.name();
             self.fail(SessionError::PeerClosed(state));
+        }
+    }
+
+    /// Data from the server arrived at `now`: it and the path are alive,
+    /// even when this test's streams starve the control connection
+    /// ([`heartbeat`]'s doc).
+    pub fn peer_data_arrived(&mut self, now: Instant) {
+        if let Some(hb) = &mut self.heartbeat {
+            hb.heard(now);
         }
     }
 

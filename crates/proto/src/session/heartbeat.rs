@@ -22,6 +22,23 @@
 //! gap between two calls is time this side was descheduled, stopped or
 //! suspended, when it could not have read the peer's beats either, so the
 //! gap beyond one interval is not held against the peer.
+//!
+//! A test's own traffic can also silence the control connection: a
+//! stream that outruns a slower link (an unpaced UDP stream through a
+//! 10 Mbit/s router, issue 27's qualify capacity trial) fills the queue
+//! the control connection shares, so its segments and acknowledgements
+//! are dropped, and TCP backs its retransmissions off, each wait twice
+//! the last (RFC 6298 §5.5; Linux up to 120 s). When this side's streams
+//! end, the path clears, but the next retransmission may come about as
+//! long after as the starvation lasted. So at that point the peer's
+//! silence is counted afresh, and it is given the limit plus as long as
+//! the streams ran (at most [`RECOVERY_CAP`]); while streams run, the
+//! limit stays short, as a reverse sender must stop soon after its peer
+//! goes (issue 10). Data from the peer, which the I/O layer reports as
+//! it arrives (`Session::peer_data_arrived`), counts as hearing it: the
+//! receiving side of a stream that starves the control connection knows
+//! its peer lives.
+//!
 //! All of it runs on the `now` the I/O layer passes in, so it is tested
 //! on the simulated clock (`tests/sim/heartbeat.rs`).
 
@@ -36,6 +53,10 @@ pub const SILENCE_INTERVALS: u32 = 6;
 /// can leave a process unscheduled for more than a second (issue 28: a
 /// 1 s limit aborted honest tests on a loaded CI machine).
 pub const SILENCE_FLOOR: Duration = Duration::from_secs(3);
+/// The most a peer is given, beyond the limit, to recover from the data
+/// phase's end (as long as the streams ran, up to this): a data phase a
+/// server allows is shorter, and TCP's own backoff tops out at 120 s.
+pub const RECOVERY_CAP: Duration = Duration::from_secs(60);
 /// The agreed interval must lie in this range (ms); the client refuses an
 /// Accept outside it, as it refuses other absurd values.
 pub const HEARTBEAT_MS_RANGE: std::ops::RangeInclusive<u32> = 50..=5000;
@@ -57,6 +78,11 @@ pub(crate) struct Heartbeat {
     last_heard: Instant,
     /// The latest call into the session ([`Self::awake`]).
     last_call: Instant,
+    /// When the test started running (this state was made).
+    started: Instant,
+    /// Added to the limit once this side's streams ended
+    /// ([`Self::streams_ended`]).
+    recovery: Duration,
 }
 
 impl Heartbeat {
@@ -68,7 +94,21 @@ impl Heartbeat {
             next_beat: now,
             last_heard: now,
             last_call: now,
+            started: now,
+            recovery: Duration::ZERO,
         }
+    }
+
+    /// This side's streams all ended at `now`: the control connection
+    /// they may have starved gets as long as they ran to recover (the
+    /// module's doc), and the peer's silence is counted from now. Returns
+    /// that allowance, which the wait for the peer's results gets too.
+    pub(crate) fn streams_ended(&mut self, now: Instant) -> Duration {
+        self.last_heard = self.last_heard.max(now);
+        self.recovery = now
+            .saturating_duration_since(self.started)
+            .min(RECOVERY_CAP);
+        self.recovery
     }
 
     /// The session is called at `now` (every `receive` and
@@ -94,7 +134,7 @@ impl Heartbeat {
 
     /// How long a silent peer is given.
     pub(crate) fn silence_limit(&self) -> Duration {
-        (self.interval * SILENCE_INTERVALS).max(SILENCE_FLOOR)
+        (self.interval * SILENCE_INTERVALS).max(SILENCE_FLOOR) + self.recovery
     }
 
     /// True when nothing arrived for [`Self::silence_limit`] of this
@@ -123,8 +163,14 @@ impl Heartbeat {
 
 /// The reason a side gives when its peer fell silent, in words.
 pub(crate) fn silence_reason(hb: &Heartbeat, peer: &str) -> String {
+    // While streams run, they may be what silenced it (the module's doc).
+    let hint = if hb.recovery.is_zero() {
+        "; or the test's streams fill a slower path the control connection shares: pace them (-b)"
+    } else {
+        ""
+    };
     format!(
-        "no control bytes from the {peer} for {} ms (heartbeats every {} ms): the {peer}, or the path to it, is gone",
+        "no control bytes from the {peer} for {} ms (heartbeats every {} ms): the {peer}, or the path to it, is gone{hint}",
         hb.silence_limit().as_millis(),
         hb.interval.as_millis()
     )

@@ -93,6 +93,11 @@ pub trait Session {
     fn peer_closed(&mut self);
     /// Call when `now` has reached the session's deadline.
     fn handle_timeout(&mut self, now: Instant);
+    /// The peer's data reached this side at `now` (its received counters
+    /// grew): the peer and the path are alive, whatever the control
+    /// connection says ([`heartbeat`]). Sessions without heartbeats
+    /// ignore it.
+    fn peer_data_arrived(&mut self, _now: Instant) {}
 }
 
 /// Implements [`Session`] with the session's inherent methods.
@@ -130,6 +135,9 @@ macro_rules! impl_session {
             }
             fn handle_timeout(&mut self, now: std::time::Instant) {
                 <$ty>::handle_timeout(self, now)
+            }
+            fn peer_data_arrived(&mut self, now: std::time::Instant) {
+                <$ty>::peer_data_arrived(self, now)
             }
         }
     };

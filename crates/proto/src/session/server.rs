@@ -36,7 +36,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::exchange::Exchange;
 use super::heartbeat::{self, Heartbeat};
@@ -752,7 +752,9 @@ impl ServerSession {
     pub fn local_finished(&mut self, results: SideResults, now: Instant) {
         if let State::Running(x) = &mut self.state {
             if x.local_finished(results, &mut self.outbox) {
-                self.deadline = Some(now + RESULTS_TIMEOUT);
+                let recovery =
+                    (self.heartbeat.as_mut()).map_or(Duration::ZERO, |hb| hb.streams_ended(now));
+                self.deadline = Some(now + RESULTS_TIMEOUT + recovery);
                 self.try_complete();
             }
         }
@@ -813,6 +815,15 @@ impl ServerSession {
         if !self.is_finished() {
             let state = self.state.name();
             self.fail(SessionError::PeerClosed(state));
+        }
+    }
+
+    /// Data from the client arrived at `now`: it and the path are alive,
+    /// even when this test's streams starve the control connection
+    /// ([`heartbeat`]'s doc).
+    pub fn peer_data_arrived(&mut self, now: Instant) {
+        if let Some(hb) = &mut self.heartbeat {
+            hb.heard(now);
         }
     }
 

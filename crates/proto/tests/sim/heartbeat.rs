@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use linerate_proto::limits::ServerLimits;
 use linerate_proto::session::client::ClientSession;
-use linerate_proto::session::server::ServerSession;
+use linerate_proto::session::server::{ServerOutcome, ServerSession};
 use linerate_proto::session::SessionError;
 use linerate_proto::spec::{Direction, TestSpec};
-use linerate_proto::wire::{self, Message};
+use linerate_proto::wire::{self, Message, Side};
 
 use crate::harness::*;
 
@@ -288,4 +288,103 @@ fn issue_10_a_client_refuses_an_absurd_heartbeat_interval() {
         client_error(&q.client),
         SessionError::Implausible { what: "Accept", why } if why.contains("heartbeat")
     ));
+}
+
+/// Issue 27 (CI, qualify through a 10 Mbit/s router): an unpaced stream
+/// filled the queue the control connection shares, so neither side heard
+/// the other while it ran (2 s), and TCP's backed-off retransmissions
+/// brought the control bytes back 2.5 s after it ended: past the 3 s limit
+/// counted from the last beat heard. The silence the streams may have
+/// caused is forgiven when they end, with as long again to recover.
+#[test]
+fn issue_27_a_stream_that_starved_the_control_connection_is_given_time_to_recover() {
+    for spec in [timed_spec(), spec(Direction::Reverse, 1)] {
+        let mut p = heartbeat_pair(spec.clone(), true, true);
+        p.start();
+        tick(&mut p, Duration::from_millis(500), BEAT, (true, true));
+        // The streams starve the path both ways for 2 s, then end.
+        let step = Duration::from_millis(10);
+        tick(&mut p, Duration::from_secs(2), step, (false, false));
+        let (cr, sr) = (results(Side::Client, &spec), results(Side::Server, &spec));
+        p.client.local_finished(cr, p.now);
+        p.server.local_finished(sr, p.now);
+        // TCP retransmits 2.5 s later (4.5 s after the last beat heard),
+        // and what both sides wrote meanwhile arrives then.
+        let end = p.now + Duration::from_millis(2500);
+        while p.now < end {
+            p.advance(step);
+            p.client.handle_timeout(p.now);
+            p.server.handle_timeout(p.now);
+        }
+        assert!(!p.client.is_finished(), "{:?}", p.client.outcome());
+        assert!(!p.server.is_finished(), "{:?}", p.server.outcome());
+        tick(&mut p, step, step, (true, true));
+        assert!(
+            matches!(p.client.outcome(), Some(Ok(_))),
+            "{:?}",
+            p.client.outcome()
+        );
+        assert!(
+            matches!(p.server.outcome(), Some(ServerOutcome::Completed { .. })),
+            "{:?}",
+            p.server.outcome()
+        );
+    }
+}
+
+/// Issue 27: the allowance is bounded. A peer gone for good after the
+/// streams ended is given the limit plus as long as they ran, no more.
+#[test]
+fn issue_27_after_the_streams_end_a_vanished_peer_is_still_found() {
+    let spec = timed_spec();
+    let mut p = heartbeat_pair(spec.clone(), true, true);
+    p.start();
+    let step = Duration::from_millis(10);
+    tick(&mut p, Duration::from_secs(2), step, (true, true));
+    p.client.local_finished(results(Side::Client, &spec), p.now);
+    let ended = p.now;
+    // The server vanishes as the client's streams end.
+    while !p.client.is_finished() && p.now < ended + Duration::from_secs(20) {
+        tick(&mut p, step, step, (false, false));
+    }
+    let SessionError::PeerSilent(why) = client_error(&p.client).clone() else {
+        panic!("{:?}", p.client.outcome());
+    };
+    let gave_up = p.now - ended;
+    // 3 s of limit and the 2 s the streams ran (from the first beat, 10
+    // ms after the start).
+    assert!(
+        gave_up >= Duration::from_millis(4900) && gave_up <= Duration::from_millis(5010),
+        "{gave_up:?}"
+    );
+    assert!(
+        why.contains("for 4990 ms") || why.contains("for 5000 ms"),
+        "{why}"
+    );
+}
+
+/// Issue 27: the side receiving a stream that starves the control
+/// connection hears its peer through the data: the server of an unpaced
+/// upload through a slow link does not give up on the client sending it.
+#[test]
+fn issue_27_data_from_the_peer_counts_as_hearing_it() {
+    let mut p = heartbeat_pair(timed_spec(), true, true);
+    p.start();
+    let step = Duration::from_millis(10);
+    tick(&mut p, Duration::from_millis(500), step, (true, true));
+    // 5 s of the client's data arriving while no control bytes do.
+    let end = p.now + Duration::from_secs(5);
+    while p.now < end {
+        p.advance(step);
+        p.server.peer_data_arrived(p.now);
+        p.server.handle_timeout(p.now);
+    }
+    assert!(!p.server.is_finished(), "{:?}", p.server.outcome());
+    // The data stops too: the usual limit, from the last datagram.
+    let last = p.now;
+    while !p.server.is_finished() {
+        p.advance(step);
+        p.server.handle_timeout(p.now);
+    }
+    assert_eq!(p.now - last, Duration::from_secs(3));
 }
