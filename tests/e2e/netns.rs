@@ -411,3 +411,52 @@ fn issue_27_udp_test_through_a_small_tbf_queue_keeps_its_control_connection() {
         assert!(u(&r["streams"][0]["udp"]["sent"]) > 1000, "{args:?}: {r}");
     }
 }
+
+/// An unpaced UDP stream through a link slower than its sender (a 10
+/// Mbit/s router), for longer than the heartbeat's 3 s: the stream fills
+/// the queue the control connection shares (466-byte datagrams leave it
+/// 28 bytes of room, too little for a TCP segment), so the receiving side
+/// heard no control bytes for 3 s and gave up ("the server gives up: no
+/// control bytes from the client", seen before the fix). It now hears its
+/// peer through the data. The test must complete, each way, with every
+/// datagram accounted.
+#[test]
+fn issue_27_an_unpaced_stream_through_a_slower_link_outlasts_the_silence_limit() {
+    if let Some(why) = unavailable() {
+        return skip(why);
+    }
+    let path = Routed::new("ul").expect("create namespaces");
+    for dev in ["ra", "rb"] {
+        let tbf = [
+            "qdisc", "add", "dev", dev, "root", "tbf", "rate", "10mbit", "burst", "15000", "limit",
+            "30000",
+        ];
+        tc(&path.r, &tbf).expect("tbf");
+    }
+    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &[]);
+    let port = server.port_str();
+    for dir in [&[][..], &["-R"][..]] {
+        let mut args = vec![
+            "udp",
+            ROUTED_SERVER,
+            "-p",
+            &port,
+            "-b",
+            "0",
+            "-l",
+            "466",
+            "-t",
+            "6",
+            "--json",
+        ];
+        args.extend_from_slice(dir);
+        let out = run_client_in(Some(&path.a), &args, Duration::from_secs(60));
+        assert_ok(&out, &args);
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let udp = &r["streams"][0]["udp"];
+        let (issued, received, lost) = (u(&udp["issued"]), u(&udp["received"]), u(&udp["lost"]));
+        assert!(received > 1000 && lost > received, "{args:?}: {udp}");
+        assert_eq!(received + lost, issued, "{args:?}: {udp}");
+        eprintln!("{args:?}: issued {issued}, received {received}, lost {lost}");
+    }
+}
