@@ -50,6 +50,8 @@ pub(crate) struct MemEndpoint {
     timeout: Cell<Duration>,
     /// Control datagrams sent (greeting echoes, ends of phase).
     pub(crate) controls: Cell<u64>,
+    /// Data-path beats sent ([`linerate_proto::data_beat`]).
+    pub(crate) beats: Cell<u64>,
 }
 
 /// Two connected in-memory endpoints.
@@ -60,6 +62,7 @@ pub(crate) fn mem_pair() -> (MemEndpoint, MemEndpoint) {
         tx: Arc::clone(tx),
         timeout: Cell::new(Duration::from_millis(10)),
         controls: Cell::new(0),
+        beats: Cell::new(0),
     };
     (end(&a, &b), end(&b, &a))
 }
@@ -88,7 +91,13 @@ impl UdpEndpoint for MemEndpoint {
         Ok(SocketAddr::from(([198, 18, 0, 2], 1)))
     }
     fn send_control(&self, datagram: &[u8]) -> io::Result<()> {
-        self.controls.set(self.controls.get() + 1);
+        // Beats are counted apart: how many a receiver sends depends on
+        // how long it ran.
+        if linerate_proto::data_beat::is_beat(datagram) {
+            self.beats.set(self.beats.get() + 1);
+        } else {
+            self.controls.set(self.controls.get() + 1);
+        }
         self.tx.push(datagram);
         Ok(())
     }

@@ -46,6 +46,7 @@ pub use side::Side;
 pub mod auth;
 pub mod check;
 pub mod clock;
+pub mod data_beat;
 pub mod datagram;
 #[doc(hidden)]
 pub mod fuzz;

@@ -80,6 +80,14 @@ pub trait UdpEndpoint: Readiness {
     /// Rare, so it may be slow; it must not disturb the I/O objects'
     /// batches in flight.
     fn send_control(&self, datagram: &[u8]) -> io::Result<()>;
+    /// Reads one datagram that arrived outside the engine's data batches,
+    /// without waiting: a sending stream's look for its receiver's beats
+    /// ([`linerate_proto::data_beat`]). `Ok(None)`: nothing is queued, or
+    /// the endpoint cannot read beside its engine (then its sender hears
+    /// its peer only on the control connection).
+    fn recv_control(&self, _buf: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(None)
+    }
     /// A stream receiver's endpoint: attach to each received buffer what
     /// [`super::RecvMeta`] can carry (arrival time, cumulative drops), as
     /// far as the endpoint can. Best effort and idempotent; called before
@@ -160,6 +168,25 @@ impl UdpEndpoint for KernelUdp {
 
     fn send_control(&self, datagram: &[u8]) -> io::Result<()> {
         self.0.send(datagram).map(|_| ())
+    }
+
+    fn recv_control(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        // SAFETY: `buf` is valid for writes of its length; the fd is ours.
+        let n = unsafe {
+            libc::recv(
+                self.0.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if let Ok(n) = usize::try_from(n) {
+            return Ok(Some(n));
+        }
+        match io::Error::last_os_error() {
+            e if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            e => Err(e),
+        }
     }
 
     fn enable_recv_meta(&self) {

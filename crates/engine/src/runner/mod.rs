@@ -239,6 +239,9 @@ pub struct Progress {
     /// UDP: datagrams sent, and valid datagrams read.
     pub sent_datagrams: u64,
     pub received_datagrams: u64,
+    /// UDP senders: beats their receivers sent back
+    /// ([`linerate_proto::data_beat`]).
+    pub peer_beats: u64,
 }
 
 /// Where the sampler reports while a side runs.
@@ -293,6 +296,7 @@ impl SideRun {
                 Role::Sender => {
                     p.sent_bytes += bytes.get();
                     p.sent_datagrams += datagrams;
+                    p.peer_beats += udp.as_ref().map_or(0, |u| u.peer_beats());
                 }
                 Role::Receiver => {
                     p.received_bytes += bytes.get();

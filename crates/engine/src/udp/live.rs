@@ -24,6 +24,8 @@ pub struct UdpCounters {
     /// The peer's issued count for this stream, once its SendDone came
     /// (`u64::MAX` before).
     pub issued: AtomicU64,
+    /// A sender: beats its receiver sent back ([`linerate_proto::data_beat`]).
+    pub peer_beats: AtomicU64,
 }
 
 impl Default for UdpCounters {
@@ -39,6 +41,7 @@ impl Default for UdpCounters {
             jitter_bits: AtomicU64::new(0),
             socket_drops: AtomicU64::new(0),
             issued: AtomicU64::new(u64::MAX),
+            peer_beats: AtomicU64::new(0),
         }
     }
 }
@@ -53,6 +56,9 @@ impl UdpCounters {
     }
     pub fn set_issued(&self, n: u64) {
         self.issued.store(n, Ordering::Relaxed);
+    }
+    pub fn peer_beats(&self) -> u64 {
+        load(&self.peer_beats)
     }
     pub fn jitter_ns(&self) -> f64 {
         f64::from_bits(load(&self.jitter_bits))

@@ -25,6 +25,7 @@ use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use linerate_proto::data_beat::{self, BeatSchedule};
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
 
@@ -161,6 +162,8 @@ pub fn recv<E: Engine>(
         len: job.len,
         verify: job.verify,
     });
+    // Tell the sender its data arrives (`data_beat`'s doc).
+    let (mut beats, beat) = (BeatSchedule::default(), data_beat::beat());
     let mut sink = Sink {
         core: &mut core,
         ep,
@@ -176,7 +179,11 @@ pub fn recv<E: Engine>(
         wait,
         |slots, filled, now, drain_at| {
             sink.deliver(slots, filled, now, drain_at);
-            live.publish(&sink.core.live());
+            let counts = sink.core.live();
+            live.publish(&counts);
+            if beats.due(now, counts.received) {
+                let _ = ep.send_control(&beat);
+            }
         },
     );
     let mut out = core.finish(live.issued(), ep.drops(), rcvbuf);

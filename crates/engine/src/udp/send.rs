@@ -10,6 +10,7 @@ use std::io::ErrorKind;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use linerate_proto::data_beat::{self, PEEK_EVERY_NS};
 use linerate_proto::datagram::Fault;
 use linerate_proto::measure::UdpSend;
 use linerate_proto::pacing::{wait_step, WaitStep};
@@ -69,6 +70,24 @@ fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
     }
 }
 
+/// Counts the beats its receiver sent back since the last look (module
+/// [`linerate_proto::data_beat`]): one non-blocking read per datagram
+/// queued, a few per look. Anything else queued (a late greeting echo) is
+/// read and left.
+fn count_beats<P: crate::engines::UdpEndpoint>(ep: &P, live: &UdpCounters) {
+    let mut buf = [0u8; 64];
+    // Bounded: a peer cannot keep a sender reading.
+    for _ in 0..64 {
+        match ep.recv_control(&mut buf) {
+            Ok(Some(n)) if data_beat::is_beat(&buf[..n.min(buf.len())]) => {
+                live.peer_beats.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
 /// Lets this thread's sleeps end within about a microsecond of their due
 /// time instead of the default 50 µs timer slack.
 fn tighten_timer_slack() {
@@ -113,9 +132,14 @@ pub fn send<E: Engine>(
     let call = waiter.call();
     let mut calls = 0u64;
     let mut now = ns_since(job.start);
+    let mut next_peek = PEEK_EVERY_NS;
     let result = loop {
         if signals.aborted() || signals.stopping() {
             break Ok(());
+        }
+        if now >= next_peek {
+            next_peek = now + PEEK_EVERY_NS;
+            count_beats(ep, live);
         }
         match core.poll_transmit(now) {
             Transmit::Done => break Ok(()),

@@ -37,7 +37,9 @@
 //! goes (issue 10). Data from the peer, which the I/O layer reports as
 //! it arrives (`Session::peer_data_arrived`), counts as hearing it: the
 //! receiving side of a stream that starves the control connection knows
-//! its peer lives.
+//! its peer lives, and the sending side hears the beats its receiver
+//! sends back on the stream's own flow ([`crate::data_beat`]), which the
+//! I/O layer reports the same way.
 //!
 //! All of it runs on the `now` the I/O layer passes in, so it is tested
 //! on the simulated clock (`tests/sim/heartbeat.rs`).
