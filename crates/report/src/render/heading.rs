@@ -12,52 +12,9 @@ use crate::model::TestInfo;
 /// talks to whom, what kind, direction, streams, sizes and rates, limit
 /// and engine (the start of a report, and the head of `--repeat`'s).
 pub(crate) fn test_line(i: &TestInfo) -> String {
-    // Who is talking to whom, from the reporting side's point of view.
-    let (who, route, engine) = match i.reported_by {
-        Side::Server => (
-            "linerate server",
-            format!("from {}", i.client.as_deref().unwrap_or("a client")),
-            &i.server_engine,
-        ),
-        Side::Client => (
-            "linerate",
-            format!(
-                "to {}{}",
-                i.server,
-                if i.embedded_server {
-                    " (embedded server)"
-                } else {
-                    ""
-                }
-            ),
-            &i.client_engine,
-        ),
-    };
+    let (who, route, engine) = speakers(i);
     if i.kind != TestKind::Stream {
-        return format!(
-            "{who}: {} {} {route} · {}{} · engine {}",
-            i.protocol,
-            match i.kind {
-                TestKind::Crr => "connect/request/response (crr)",
-                TestKind::Msg => "acknowledged messages (msg)",
-                _ => "request/response (rr)",
-            },
-            i.flows.map_or(u32::from(i.streams), |f| f.count),
-            match (i.kind, i.flows.map_or(u32::from(i.streams), |f| f.count)) {
-                (TestKind::Msg, 1) => " transfer".to_string(),
-                (TestKind::Msg, _) => " concurrent transfers".to_string(),
-                (_, n) => format!(
-                    " flow{}{}",
-                    if n == 1 { "" } else { "s" },
-                    i.flows.map_or(String::new(), |f| format!(
-                        " on {} event-loop thread{}",
-                        f.threads,
-                        if f.threads == 1 { "" } else { "s" }
-                    ))
-                ),
-            },
-            engine,
-        );
+        return exchange_line(i, who, &route, engine);
     }
     let len = i.len.unwrap_or(0);
     let unit = match &i.udp {
@@ -108,6 +65,60 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
     } else {
         line
     }
+}
+
+/// Who talks to whom, from the reporting side's point of view: the
+/// reporter, the route (`to HOST`, `from CLIENT`) and the reporter's engine.
+fn speakers(i: &TestInfo) -> (&'static str, String, &str) {
+    match i.reported_by {
+        Side::Server => (
+            "linerate server",
+            format!("from {}", i.client.as_deref().unwrap_or("a client")),
+            &i.server_engine,
+        ),
+        Side::Client => (
+            "linerate",
+            format!(
+                "to {}{}",
+                i.server,
+                if i.embedded_server {
+                    " (embedded server)"
+                } else {
+                    ""
+                }
+            ),
+            &i.client_engine,
+        ),
+    }
+}
+
+/// The line of a request/response or message test: its kind and how many
+/// flows or transfers carry it.
+fn exchange_line(i: &TestInfo, who: &str, route: &str, engine: &str) -> String {
+    format!(
+        "{who}: {} {} {route} · {}{} · engine {}",
+        i.protocol,
+        match i.kind {
+            TestKind::Crr => "connect/request/response (crr)",
+            TestKind::Msg => "acknowledged messages (msg)",
+            _ => "request/response (rr)",
+        },
+        i.flows.map_or(u32::from(i.streams), |f| f.count),
+        match (i.kind, i.flows.map_or(u32::from(i.streams), |f| f.count)) {
+            (TestKind::Msg, 1) => " transfer".to_string(),
+            (TestKind::Msg, _) => " concurrent transfers".to_string(),
+            (_, n) => format!(
+                " flow{}{}",
+                if n == 1 { "" } else { "s" },
+                i.flows.map_or(String::new(), |f| format!(
+                    " on {} event-loop thread{}",
+                    f.threads,
+                    if f.threads == 1 { "" } else { "s" }
+                ))
+            ),
+        },
+        engine,
+    )
 }
 
 /// [`test_line`] wrapped for a terminal.

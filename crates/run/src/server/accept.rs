@@ -18,6 +18,10 @@ use linerate_proto::wire::Token;
 
 use super::connection::handle_connection;
 use super::{Route, Shared, SHUTDOWN_GRACE};
+
+/// Accepts connections, each onto a thread of its own (crr transactions
+/// into the pool), until a `--once` test has ended or the server stops;
+/// joins the connection threads before it returns.
 pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()> {
     let mut sessions: Vec<JoinHandle<()>> = Vec::new();
     // crr transactions are answered here or on the pool's one worker, not
@@ -35,49 +39,12 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
             break;
         }
         if shared.stopping() {
-            log!("linerate server: stopping: running tests end now, their clients get what was measured");
-            let until = Instant::now() + SHUTDOWN_GRACE;
-            while Instant::now() < until && sessions.iter().any(|h| !h.is_finished()) {
-                std::thread::sleep(ACCEPT_TICK);
-            }
-            // What did not finish in time ends with the process.
-            sessions.retain(|h| !h.is_finished());
+            wind_down(&mut sessions);
             break;
         }
         sessions.retain(|h| !h.is_finished());
-        let (sock, peer) = match listener.accept() {
-            Ok(x) => {
-                if let Some(s) = spin.as_mut() {
-                    s.accepted();
-                }
-                x
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && spin.is_some() => {
-                let slept = spin
-                    .as_mut()
-                    .is_some_and(|s| s.would_block(listener, ACCEPT_TICK));
-                if slept && crr_spin(shared).is_none() {
-                    spin_listener(listener, &mut spin, None, shared);
-                }
-                continue;
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(e) => {
-                // Per-connection failures (e.g. ECONNABORTED, EMFILE) must
-                // not take the server down; back off briefly.
-                shared.guard.log.log(format_args!("accept: {e}"));
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
+        let Some((sock, peer)) = accept(listener, &mut spin, shared) else {
+            continue;
         };
         let peer = socket::canonical(peer);
         let seq = shared.accepted.fetch_add(1, Ordering::Relaxed);
@@ -126,6 +93,62 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
         let _ = h.join();
     }
     Ok(())
+}
+
+/// One accept: a connection, or `None` after a tick without one (a
+/// spinning listener may go back to blocking then) or an error, logged
+/// and backed off from.
+fn accept(
+    listener: &TcpListener,
+    spin: &mut Option<AcceptSpin>,
+    shared: &Shared,
+) -> Option<(TcpStream, SocketAddr)> {
+    match listener.accept() {
+        Ok(x) => {
+            if let Some(s) = spin.as_mut() {
+                s.accepted();
+            }
+            Some(x)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && spin.is_some() => {
+            let slept = spin
+                .as_mut()
+                .is_some_and(|s| s.would_block(listener, ACCEPT_TICK));
+            if slept && crr_spin(shared).is_none() {
+                spin_listener(listener, spin, None, shared);
+            }
+            None
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::Interrupted
+            ) =>
+        {
+            None
+        }
+        Err(e) => {
+            // Per-connection failures (e.g. ECONNABORTED, EMFILE) must
+            // not take the server down; back off briefly.
+            shared.guard.log.log(format_args!("accept: {e}"));
+            std::thread::sleep(Duration::from_millis(50));
+            None
+        }
+    }
+}
+
+/// The server is stopping: its running tests get [`SHUTDOWN_GRACE`] to
+/// exchange results; what did not finish in time ends with the process.
+fn wind_down(sessions: &mut Vec<JoinHandle<()>>) {
+    log!("linerate server: stopping: running tests end now, their clients get what was measured");
+    let until = Instant::now() + SHUTDOWN_GRACE;
+    while Instant::now() < until && sessions.iter().any(|h| !h.is_finished()) {
+        std::thread::sleep(ACCEPT_TICK);
+    }
+    // What did not finish in time ends with the process.
+    sessions.retain(|h| !h.is_finished());
 }
 
 /// How long a blocking accept waits, so the loop notices the end of a

@@ -21,6 +21,7 @@ use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{DataHello, Side, Token};
 
 use super::{unix_attach, Route, ServerTest};
+
 impl ServerTest<'_> {
     /// This test's engine: the one the client asked for with
     /// `--server-engine` (checked when its Hello was negotiated), else the

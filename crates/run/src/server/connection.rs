@@ -9,10 +9,14 @@ use std::time::Instant;
 use crate::control::read_first_frame;
 use crate::guard::PreAuthSlot;
 use crate::iperf3::server as iperf3_server;
-use linerate_proto::wire::{classify_greeting, Greeting, Message, RefuseCode};
+use linerate_proto::wire::{classify_greeting, DataHello, Greeting, Message, RefuseCode};
 
 use super::{run_control, Route, Shared};
-/// `seq`: the connection's place in the accept order.
+
+/// One accepted connection, on a thread of its own: its first byte tells
+/// iperf3 from linerate; a linerate one's first frame opens a control
+/// session or routes a data connection. `seq`: the connection's place in
+/// the accept order.
 pub(super) fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Shared) {
     // The handshake timeout bounds everything before admission, from here:
     // the first frame, the key's exchange and the Hello together.
@@ -35,25 +39,7 @@ pub(super) fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, sha
     match greeting {
         Greeting::Native => {}
         Greeting::Iperf3 => {
-            let host = iperf3_server::Host {
-                limits: &shared.limits,
-                engine: shared.engine,
-                format: shared.format,
-                quiet: shared.quiet,
-                cpus: &shared.cpus,
-                per_thread_cpu: shared.per_thread_cpu,
-                test_ended: &shared.test_ended,
-                hub: &shared.iperf3,
-                guard: &shared.guard,
-                metrics: &shared.metrics,
-                json_lines: shared.json_lines.as_ref(),
-                auth_required: shared.auth_key.is_some(),
-                rate_budget: shared.rate_budget.as_ref(),
-                stop_signal: shared.stop_signal(),
-            };
-            iperf3_server::handle(sock, peer, seq, started, &host);
-            // The test's threads are joined: what they freed goes back.
-            linerate_engine::memory::release_freed();
+            serve_iperf3(sock, peer, seq, started, shared);
             return;
         }
         Greeting::Unknown | Greeting::NeedMore => {
@@ -83,34 +69,64 @@ pub(super) fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, sha
                 linerate_engine::memory::release_freed();
             }
         }
-        Message::DataHello(h) => {
-            let route = shared
-                .routes
-                .lock()
-                .ok()
-                .and_then(|r| r.get(&h.token).cloned());
-            match route {
-                // No reflection: a test's data connections come from the
-                // address that opened its control connection, or not at all.
-                Some((owner, _)) if owner != peer.ip() => log.log(format_args!(
-                    "{peer}: data connection for a test of {owner}, closing"
-                )),
-                Some((_, Route::Streams(tx))) => {
-                    let _ = tx.send((h, sock));
-                }
-                Some((_, Route::Crr(crr))) => {
-                    if let Err(e) = crr.serve(&h, sock) {
-                        log.log(format_args!("{peer}: crr transaction: {e}"));
-                    }
-                }
-                None => log.log(format_args!(
-                    "{peer}: data connection for no running test, closing"
-                )),
-            }
-        }
+        Message::DataHello(h) => route_data(h, sock, peer, shared),
         other => log.log(format_args!(
             "{peer}: unexpected first frame {}, closing",
             other.name()
+        )),
+    }
+}
+
+/// An iperf3 client's connection: served by the iperf3 server with this
+/// server's limits, engine and guard.
+fn serve_iperf3(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, shared: &Shared) {
+    let host = iperf3_server::Host {
+        limits: &shared.limits,
+        engine: shared.engine,
+        format: shared.format,
+        quiet: shared.quiet,
+        cpus: &shared.cpus,
+        per_thread_cpu: shared.per_thread_cpu,
+        test_ended: &shared.test_ended,
+        hub: &shared.iperf3,
+        guard: &shared.guard,
+        metrics: &shared.metrics,
+        json_lines: shared.json_lines.as_ref(),
+        auth_required: shared.auth_key.is_some(),
+        rate_budget: shared.rate_budget.as_ref(),
+        stop_signal: shared.stop_signal(),
+    };
+    iperf3_server::handle(sock, peer, seq, started, &host);
+    // The test's threads are joined: what they freed goes back.
+    linerate_engine::memory::release_freed();
+}
+
+/// A data connection: to its test's session, or (crr) one transaction for
+/// the crr side; refused unless it comes from the address that opened the
+/// test's control connection.
+fn route_data(h: DataHello, sock: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let log = &shared.guard.log;
+    let route = shared
+        .routes
+        .lock()
+        .ok()
+        .and_then(|r| r.get(&h.token).cloned());
+    match route {
+        // No reflection: a test's data connections come from the
+        // address that opened its control connection, or not at all.
+        Some((owner, _)) if owner != peer.ip() => log.log(format_args!(
+            "{peer}: data connection for a test of {owner}, closing"
+        )),
+        Some((_, Route::Streams(tx))) => {
+            let _ = tx.send((h, sock));
+        }
+        Some((_, Route::Crr(crr))) => {
+            if let Err(e) = crr.serve(&h, sock) {
+                log.log(format_args!("{peer}: crr transaction: {e}"));
+            }
+        }
+        None => log.log(format_args!(
+            "{peer}: data connection for no running test, closing"
         )),
     }
 }
