@@ -291,27 +291,7 @@ impl Trials<'_> {
 pub fn run(cfg: &SweepConfig) -> Result<SweepReport, RunError> {
     let stdout = std::io::stdout();
     let sink = render::sweep_sink(cfg.base.format, Box::new(stdout.lock()));
-    let info = SweepInfo {
-        protocol: "udp".into(),
-        server: match &cfg.base.target {
-            Target::Remote { host, port } => format!("{host}:{port}"),
-            Target::Embedded => "embedded loopback server".into(),
-        },
-        direction: cfg.base.spec.direction,
-        streams: cfg.base.spec.streams,
-        trial_s: match cfg.base.spec.limit {
-            linerate_proto::spec::Limit::TimeMs(ms) => ms as f64 / 1e3,
-            _ => 0.0,
-        },
-        sizes: cfg.sizes.clone(),
-        points: cfg.points.clone(),
-        rates_are_bits: cfg.rates_are_bits,
-        max_loss_percent: cfg.max_loss_percent,
-        client_software: linerate_run::about::software(),
-        start_unix_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-    };
+    let info = sweep_info(cfg);
     let grid = (cfg.sizes.len() * cfg.points.len()) as u64;
     let mut trials = Trials {
         cfg,
@@ -365,23 +345,7 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, RunError> {
     if let Some(b) = &trials.bar {
         b.finish_and_clear();
     }
-    if trials.done.iter().any(|t| !t.kept_up && t.error.is_none()) {
-        notes.push(
-            "where the sender could not keep up, the sent figures are what it achieved, not what was asked"
-                .into(),
-        );
-    }
-    if trials.interrupted {
-        notes.push(format!(
-            "interrupted by the user after {} trial(s): the trial in progress was dropped{}",
-            trials.done.len(),
-            if cfg.find_zero_loss {
-                " and the zero-loss search did not finish"
-            } else {
-                ""
-            }
-        ));
-    }
+    notes.extend(closing_notes(&trials));
     let Trials {
         mut sink,
         done,
@@ -408,6 +372,57 @@ pub fn run(cfg: &SweepConfig) -> Result<SweepReport, RunError> {
         return Err(RunError::Interrupted { reported: true });
     }
     Ok(report)
+}
+
+/// What the sweep's header says about it: the grid, the server, the
+/// trial length.
+fn sweep_info(cfg: &SweepConfig) -> SweepInfo {
+    SweepInfo {
+        protocol: "udp".into(),
+        server: match &cfg.base.target {
+            Target::Remote { host, port } => format!("{host}:{port}"),
+            Target::Embedded => "embedded loopback server".into(),
+        },
+        direction: cfg.base.spec.direction,
+        streams: cfg.base.spec.streams,
+        trial_s: match cfg.base.spec.limit {
+            linerate_proto::spec::Limit::TimeMs(ms) => ms as f64 / 1e3,
+            _ => 0.0,
+        },
+        sizes: cfg.sizes.clone(),
+        points: cfg.points.clone(),
+        rates_are_bits: cfg.rates_are_bits,
+        max_loss_percent: cfg.max_loss_percent,
+        client_software: linerate_run::about::software(),
+        start_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    }
+}
+
+/// The notes that depend on how the trials went: a sender that could not
+/// keep up, and an interrupted sweep.
+fn closing_notes(trials: &Trials<'_>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if trials.done.iter().any(|t| !t.kept_up && t.error.is_none()) {
+        notes.push(
+            "where the sender could not keep up, the sent figures are what it achieved, not what \
+             was asked"
+                .into(),
+        );
+    }
+    if trials.interrupted {
+        notes.push(format!(
+            "interrupted by the user after {} trial(s): the trial in progress was dropped{}",
+            trials.done.len(),
+            if trials.cfg.find_zero_loss {
+                " and the zero-loss search did not finish"
+            } else {
+                ""
+            }
+        ));
+    }
+    notes
 }
 
 /// The zero-loss search at one size, starting from the grid's `verdicts`

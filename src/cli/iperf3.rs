@@ -16,10 +16,11 @@ use linerate_engine::engines::auto::{self, Workload};
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind};
 use linerate_proto::limits::ServerLimits;
-use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
+use linerate_proto::spec::{Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_rate, parse_size};
 
+use super::values::direction;
 use super::{ClientConfig, Command, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 
 /// How the drop-in prints a client test.
@@ -31,6 +32,19 @@ pub enum Style {
     Json,
     /// `--json-stream`: iperf3's JSON events, one a line, as they happen.
     JsonStream,
+}
+
+impl Style {
+    /// `-J`, `--json-stream`, or iperf3's text.
+    fn of(a: &Args) -> Style {
+        if a.json {
+            Style::Json
+        } else if a.json_stream {
+            Style::JsonStream
+        } else {
+            Style::Text
+        }
+    }
 }
 
 /// `linerate iperf3 -c HOST …`.
@@ -375,72 +389,18 @@ fn client(a: Args) -> Result<Iperf3Config> {
         bail!("-l must be at least 1 byte");
     }
     let time = a.time.unwrap_or(10);
-    let limit = match (&a.bytes, &a.blockcount) {
-        (Some(n), _) => Limit::Bytes(size("-n", n)?),
-        (None, Some(k)) if protocol == Protocol::Udp => Limit::Datagrams(size("-k", k)?),
-        (None, Some(k)) => Limit::Bytes(size("-k", k)?.saturating_mul(u64::from(len))),
-        (None, None) if time == 0 => {
-            bail!("-t 0 (run until interrupted) is not supported: give a time, -n or -k")
-        }
-        (None, None) => Limit::TimeMs(u64::from(time) * 1000),
-    };
-    if matches!(limit, Limit::Bytes(0) | Limit::Datagrams(0)) {
-        bail!("-n and -k must be greater than zero");
-    }
+    let limit = limit(&a, protocol, len, time)?;
     if a.parallel == 0 {
         bail!("-P must be at least 1");
     }
-    let (rate, burst) = match (&a.bitrate, protocol) {
-        (Some(b), _) => bitrate(b)?,
-        (None, Protocol::Udp) => (1_000_000, 1),
-        (None, Protocol::Tcp) => (0, 1),
-    };
-    if protocol == Protocol::Tcp && rate != 0 && (rate < 8 || burst != 1) {
-        bail!(
-            "-b {}: TCP is paced by the kernel, at least 8 bit/s and without a /burst",
-            a.bitrate.as_deref().unwrap_or_default()
-        );
-    }
+    let (rate, burst) = send_rate(&a, protocol)?;
     let omit = a.omit.unwrap_or(0);
-    let (interval_ms, intervals) = match a.interval {
-        Some(0.0) => (u64::from(time.max(1) + omit) * 1000 + 1000, false),
-        Some(i) if !(0.01..=60.0).contains(&i) => {
-            bail!("-i must be 0 (none) or between 0.01 and 60 seconds")
-        }
-        Some(i) => ((i * 1000.0).round() as u64, true),
-        None => (1000, true),
-    };
+    let (interval_ms, intervals) = interval(a.interval, time, omit)?;
     let window = a.window.as_deref().map(|w| size_u32("-w", w)).transpose()?;
-    let direction = if a.reverse {
-        Direction::Reverse
-    } else if a.bidir {
-        Direction::Bidir
-    } else {
-        Direction::Forward
-    };
-    let udp_only = [
-        (a.gsro, "--gsro"),
-        (a.udp_counters_64bit, "--udp-counters-64bit"),
-    ];
-    if protocol == Protocol::Tcp {
-        if let Some((_, f)) = udp_only.iter().find(|(set, _)| *set) {
-            bail!("{f} applies to UDP tests (-u)");
-        }
-    } else {
-        let tcp_only = [
-            (a.congestion.is_some(), "-C"),
-            (a.no_delay, "-N"),
-            (a.mss.is_some(), "-M"),
-            (a.zerocopy, "-Z"),
-            (a.skip_rx_copy, "--skip-rx-copy"),
-        ];
-        if let Some((_, f)) = tcp_only.iter().find(|(set, _)| *set) {
-            bail!("{f} applies to TCP tests (without -u)");
-        }
-    }
+    refuse_other_protocol_flags(&a, protocol)?;
     let spec = TestSpec {
         protocol,
-        direction,
+        direction: direction(a.reverse, a.bidir),
         streams: a.parallel,
         limit,
         len,
@@ -471,6 +431,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
     }
     let (engine, engine_note) = engine(&a, protocol)?;
     let (cpus, server_affinity) = affinity(a.affinity.as_deref())?;
+    let style = Style::of(&a);
     Ok(Iperf3Config {
         client: ClientConfig {
             target: Target::Remote {
@@ -501,16 +462,82 @@ fn client(a: Args) -> Result<Iperf3Config> {
             bind: a.bind,
             server_affinity,
         },
-        style: if a.json {
-            Style::Json
-        } else if a.json_stream {
-            Style::JsonStream
-        } else {
-            Style::Text
-        },
+        style,
         intervals,
         logfile: a.logfile,
     })
+}
+
+/// `-n`, `-k` or `-t` (10 s without any): when the test ends.
+fn limit(a: &Args, protocol: Protocol, len: u32, time: u32) -> Result<Limit> {
+    let limit = match (&a.bytes, &a.blockcount) {
+        (Some(n), _) => Limit::Bytes(size("-n", n)?),
+        (None, Some(k)) if protocol == Protocol::Udp => Limit::Datagrams(size("-k", k)?),
+        (None, Some(k)) => Limit::Bytes(size("-k", k)?.saturating_mul(u64::from(len))),
+        (None, None) if time == 0 => {
+            bail!("-t 0 (run until interrupted) is not supported: give a time, -n or -k")
+        }
+        (None, None) => Limit::TimeMs(u64::from(time) * 1000),
+    };
+    if matches!(limit, Limit::Bytes(0) | Limit::Datagrams(0)) {
+        bail!("-n and -k must be greater than zero");
+    }
+    Ok(limit)
+}
+
+/// `-b`, with iperf3's defaults (1 Mbit/s for UDP, unpaced TCP): the
+/// rate in bit/s (0: unpaced) and the burst.
+fn send_rate(a: &Args, protocol: Protocol) -> Result<(u64, u32)> {
+    let (rate, burst) = match (&a.bitrate, protocol) {
+        (Some(b), _) => bitrate(b)?,
+        (None, Protocol::Udp) => (1_000_000, 1),
+        (None, Protocol::Tcp) => (0, 1),
+    };
+    if protocol == Protocol::Tcp && rate != 0 && (rate < 8 || burst != 1) {
+        bail!(
+            "-b {}: TCP is paced by the kernel, at least 8 bit/s and without a /burst",
+            a.bitrate.as_deref().unwrap_or_default()
+        );
+    }
+    Ok((rate, burst))
+}
+
+/// `-i SECONDS`: the interval in ms and whether its lines are printed.
+/// With `-i 0` one interval spans the whole test (omitted part included).
+fn interval(interval: Option<f64>, time: u32, omit: u32) -> Result<(u64, bool)> {
+    Ok(match interval {
+        Some(0.0) => (u64::from(time.max(1) + omit) * 1000 + 1000, false),
+        Some(i) if !(0.01..=60.0).contains(&i) => {
+            bail!("-i must be 0 (none) or between 0.01 and 60 seconds")
+        }
+        Some(i) => ((i * 1000.0).round() as u64, true),
+        None => (1000, true),
+    })
+}
+
+/// The flags of the other protocol's tests, refused by name.
+fn refuse_other_protocol_flags(a: &Args, protocol: Protocol) -> Result<()> {
+    if protocol == Protocol::Tcp {
+        let udp_only = [
+            (a.gsro, "--gsro"),
+            (a.udp_counters_64bit, "--udp-counters-64bit"),
+        ];
+        if let Some((_, f)) = udp_only.iter().find(|(set, _)| *set) {
+            bail!("{f} applies to UDP tests (-u)");
+        }
+    } else {
+        let tcp_only = [
+            (a.congestion.is_some(), "-C"),
+            (a.no_delay, "-N"),
+            (a.mss.is_some(), "-M"),
+            (a.zerocopy, "-Z"),
+            (a.skip_rx_copy, "--skip-rx-copy"),
+        ];
+        if let Some((_, f)) = tcp_only.iter().find(|(set, _)| *set) {
+            bail!("{f} applies to TCP tests (without -u)");
+        }
+    }
+    Ok(())
 }
 
 /// `-A N[,M]`: this side's CPU, and the server's as iperf3 sends it
@@ -526,7 +553,7 @@ fn affinity(v: Option<&str>) -> Result<(Vec<usize>, Option<u32>)> {
     let mine = if mine.contains('-') {
         bail!("-A {v}: one CPU number, as iperf3 takes")
     } else {
-        super::parse_cpus(Some(mine)).context("-A")?
+        super::values::parse_cpus(Some(mine)).context("-A")?
     };
     let server = server
         .map(|m| {
@@ -565,6 +592,7 @@ fn engine(a: &Args, protocol: Protocol) -> Result<(EngineKind, Option<String>)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_proto::spec::Direction;
 
     fn parse_args(a: &[&str]) -> Result<Command, clap::Error> {
         parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>())

@@ -6,8 +6,11 @@
 
 use super::*;
 use crate::qualify::sla::{self, Sla};
+use anyhow::Context;
 use clap::Args;
 use common::DEFAULT_PORT;
+use linerate_engine::engines::batch::Toggle;
+use linerate_stats::units::parse_rate;
 
 /// Exit statuses of `qualify`, in `--help` and the README.
 pub const QUALIFY_EXIT: &str = "Exit status: 0 every judged KPI passed; 4 the \

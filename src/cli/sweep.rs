@@ -1,6 +1,9 @@
 //! Validation of `sweep` flags into a [`SweepConfig`].
 
+use super::values::{parse_pps, parse_range, size_u32};
 use super::*;
+use anyhow::Context;
+use linerate_stats::units::parse_rate;
 
 pub(super) fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
     let mut sizes = Vec::new();

@@ -1,7 +1,12 @@
 //! Tests of the two-stage CLI: flags as typed → validated config.
 
 use super::args::DEFAULT_PORT;
+use super::engine::sqpoll_note;
+use super::values::cpu_list;
 use super::*;
+use linerate_engine::engines::batch::Toggle;
+use linerate_engine::engines::Batch;
+use linerate_proto::spec::{Direction, Limit, Pace, Protocol, RrLimit, DEFAULT_RR_SIZES};
 
 fn parse(args: &str) -> Result<Command, clap::Error> {
     parse_from(

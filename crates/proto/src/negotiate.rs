@@ -17,9 +17,29 @@ pub struct Negotiated {
 
 /// Checks a proposal against the server's limits.
 pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiated, SpecError> {
-    let err = |field, reason: String| Err(SpecError { field, reason });
     let mut spec = proposed.clone();
     let mut notes = Vec::new();
+    check_counts(&spec, limits)?;
+    check_limit(&spec, limits)?;
+    negotiate_protocol(&mut spec, limits, &mut notes)?;
+    check_timing(&spec, limits)?;
+    negotiate_tcp_options(&mut spec.tcp, limits, &mut notes)?;
+    match spec.kind {
+        TestKind::Stream => {}
+        TestKind::Msg => negotiate_msg(&spec, limits)?,
+        TestKind::Rr | TestKind::Crr => negotiate_rr(&spec, limits)?,
+    }
+    if spec.tcp.unix {
+        negotiate_unix(&spec, limits)?;
+    }
+    crate::limits::check(&mut spec, limits, &mut notes)?;
+    Ok(Negotiated { spec, notes })
+}
+
+/// Streams, flows and the write/datagram length within the server's
+/// limits.
+fn check_counts(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
     if spec.streams == 0 {
         return err("streams", "must be at least 1".into());
     }
@@ -33,7 +53,7 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
         );
     }
     if let Some(f) = spec.flows {
-        negotiate_flows(&spec, f, limits)?;
+        negotiate_flows(spec, f, limits)?;
     }
     if spec.len == 0 || spec.len > limits.max_len {
         return err(
@@ -44,7 +64,13 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             ),
         );
     }
-    // Request/response tests carry their own limit (checked in negotiate_rr).
+    Ok(())
+}
+
+/// A stream test's time, byte or datagram limit (request/response tests
+/// carry their own, checked in [`negotiate_rr`]).
+fn check_limit(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
     let limit = match spec.kind {
         TestKind::Stream => Some(spec.limit),
         TestKind::Rr | TestKind::Crr | TestKind::Msg => None,
@@ -66,6 +92,17 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
         Some(Limit::Datagrams(0)) => return err("count", "must be greater than zero".into()),
         Some(_) => {}
     }
+    Ok(())
+}
+
+/// The protocol's parameters fit the test kind (UDP stream parameters
+/// with a UDP stream test only), and a UDP stream's are negotiated.
+fn negotiate_protocol(
+    spec: &mut TestSpec,
+    limits: &ServerLimits,
+    notes: &mut Vec<String>,
+) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
     match (spec.kind, spec.protocol, &mut spec.udp) {
         (_, Protocol::Tcp, None) => {
             if matches!(spec.limit, Limit::Datagrams(_)) {
@@ -95,9 +132,15 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             return err("udp", "missing UDP parameters".into())
         }
         (TestKind::Stream, Protocol::Udp, Some(udp)) => {
-            negotiate_udp(spec.len, &spec.limit, udp, limits, &mut notes)?;
+            negotiate_udp(spec.len, &spec.limit, udp, limits, notes)?;
         }
     }
+    Ok(())
+}
+
+/// The omitted start and the interval within the server's limits.
+fn check_timing(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
     if spec.omit_ms > limits.max_omit_ms {
         return err(
             "omit",
@@ -117,20 +160,27 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             ),
         );
     }
-    if let Some(w) = spec.tcp.window {
+    Ok(())
+}
+
+/// TCP socket options: the window clamped to the server's, the pacing
+/// rate, MSS and congestion algorithm checked.
+fn negotiate_tcp_options(
+    tcp: &mut TcpOptions,
+    limits: &ServerLimits,
+    notes: &mut Vec<String>,
+) -> Result<(), SpecError> {
+    let err = |field, reason: String| Err(SpecError { field, reason });
+    if let Some(w) = tcp.window {
         if w > limits.max_window {
             notes.push(format!(
                 "window clamped from {w} to {} bytes by the server",
                 limits.max_window
             ));
-            spec.tcp.window = Some(limits.max_window);
+            tcp.window = Some(limits.max_window);
         }
     }
-    if let Some(r) = spec
-        .tcp
-        .rate
-        .filter(|&r| r < crate::limits::MIN_TCP_RATE_BPS)
-    {
+    if let Some(r) = tcp.rate.filter(|&r| r < crate::limits::MIN_TCP_RATE_BPS) {
         return err(
             "rate",
             format!(
@@ -140,12 +190,12 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             ),
         );
     }
-    if let Some(mss) = spec.tcp.mss {
+    if let Some(mss) = tcp.mss {
         if !(88..=65535).contains(&mss) {
             return err("mss", format!("{mss} is outside 88..=65535"));
         }
     }
-    if let Some(cc) = &spec.tcp.congestion {
+    if let Some(cc) = &tcp.congestion {
         let valid = !cc.is_empty()
             && cc.len() < 16
             && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
@@ -153,16 +203,7 @@ pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiate
             return err("congestion", format!("{cc:?} is not an algorithm name"));
         }
     }
-    match spec.kind {
-        TestKind::Stream => {}
-        TestKind::Msg => negotiate_msg(&spec, limits)?,
-        TestKind::Rr | TestKind::Crr => negotiate_rr(&spec, limits)?,
-    }
-    if spec.tcp.unix {
-        negotiate_unix(&spec, limits)?;
-    }
-    crate::limits::check(&mut spec, limits, &mut notes)?;
-    Ok(Negotiated { spec, notes })
+    Ok(())
 }
 
 /// Kind `msg`: the plan within the server's limits; messages go client to

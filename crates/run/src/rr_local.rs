@@ -14,10 +14,10 @@ use linerate_local::wait::{Spin, DEFAULT_SPIN};
 use linerate_local::{sock, Channel, Transport};
 use linerate_proto::measure::{CpuMeasurement, RrFlowMeasurement, RrMeasurement, SideResults};
 use linerate_proto::rr_core::SpinMode;
-use linerate_proto::spec::{RrLimit, TestSpec};
+use linerate_proto::spec::{RrLimit, RrSpec, TestSpec};
 use linerate_proto::wire::Side;
 use linerate_report::build;
-use linerate_report::model::{OneWay, Report, TestInfo};
+use linerate_report::model::{OneWay, Report, RrPhaseRecord, TestInfo};
 use linerate_report::render::Sink;
 
 use crate::about::software;
@@ -34,41 +34,7 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         .rr
         .as_ref()
         .ok_or_else(|| RunError::Spec("not an rr test".to_string()))?;
-    let phases: Vec<(usize, usize)> = rr
-        .phases()
-        .iter()
-        .map(|p| (p.request as usize, p.response as usize))
-        .collect();
-    let largest = phases.iter().map(|p| p.0.max(p.1)).max().unwrap_or(1);
-    check_dgram_size(t, largest)?;
-    // Direct slots fit the largest message both ways.
-    let slot = (largest + 8).next_multiple_of(8).max(64) as u32;
-    let spin = Spin {
-        budget: if rr.busy_poll {
-            BUSY_SPIN
-        } else {
-            DEFAULT_SPIN
-        },
-        mode: spin_mode(usize::from(spec.streams), &cfg.client.cpus),
-    };
-    // Which ends spin (and say how in the report): shared memory always,
-    // sockets with --busy-poll.
-    let spun = (t == Transport::ShmDirect || rr.busy_poll).then_some(spin.mode);
-    let opts = Options {
-        slot_size: slot,
-        ack_slot: slot,
-        region: 0,
-        spin,
-        busy_poll: rr.busy_poll,
-    };
-    let plan = lrr::Plan {
-        phases,
-        limit: match rr.limit {
-            RrLimit::TimeMs(ms) => Limit::Time(Duration::from_millis(ms)),
-            RrLimit::Count(n) => Limit::Count(n),
-        },
-        batch: rr.batch,
-    };
+    let layout = Layout::of(t, rr, usize::from(spec.streams), &cfg.client.cpus)?;
     let start_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -76,8 +42,8 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     let (near, peer) = Peer::start(
         t,
         usize::from(spec.streams),
-        &opts,
-        PeerMode::Rr(&plan, cpus),
+        &layout.opts,
+        PeerMode::Rr(&layout.plan, cpus),
     )
     .with_context(|| format!("--transport {t}"))?;
     let info = test_info(t, spec, start_unix_ms);
@@ -86,65 +52,42 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     // a failed write ends nothing here but fails the test afterwards.
     let mut written = Ok(());
     let mut on_phase = |p: usize, outs: Vec<FlowOut>| {
-        let flows = measurement(&outs.into_iter().map(|o| vec![o]).collect::<Vec<_>>()).flows;
-        let flows = flows
-            .into_iter()
-            .map(|f| RrFlowMeasurement {
-                phase: p as u32,
-                ..f
-            })
-            .collect();
-        if let Some(mut rec) = build::phase_record(spec, p as u32, flows, None) {
-            no_one_way(&mut rec.client_to_server);
-            no_one_way(&mut rec.server_to_client);
+        if let Some(rec) = local_phase_record(spec, p, outs) {
             if written.is_ok() {
                 written = sink.rr_phase(&rec);
             }
         }
     };
-    let cpu0 = cpu::process();
-    let host0 = cpu::host();
-    let wall0 = Instant::now();
+    let clock = CpuClock::start();
     let flows = lrr::run_client(
         near,
-        &plan,
+        &layout.plan,
         &|f| pin(cpus, f, 0),
         &|| peer.kill(),
         &crate::outcome::INTERRUPTED,
         &mut on_phase,
     );
-    let wall_ns = wall0.elapsed().as_nanos() as u64;
-    let used = cpu::process().saturating_sub(cpu0);
-    let host = match (host0, cpu::host()) {
-        (Some(a), Some(b)) => Some(cpu::host_delta(a, b, used.user + used.system)),
-        _ => None,
-    };
+    let cpu = clock.stop();
     let (flows, line) = peer
         .finish(flows)
         .with_context(|| format!("--transport {t}"))?;
     written.context("writing output")?;
+    let host = cpu.host.clone();
     let client = SideResults {
         engine: t.name().into(),
-        cpu: CpuMeasurement {
-            scope: "process".into(),
-            user_ns: used.user.as_nanos() as u64,
-            system_ns: used.system.as_nanos() as u64,
-            wall_ns,
-            host: host.clone(),
-            ..CpuMeasurement::default()
-        },
+        cpu,
         rr: Some(RrMeasurement {
-            spin: spun,
+            spin: layout.spun,
             busy_poll: busy_note(t, rr.busy_poll),
             ..measurement(&flows)
         }),
         ..SideResults::default()
     };
-    let server = server_results(t, &line, host, spun, busy_note(t, rr.busy_poll))?;
+    let server = server_results(t, &line, host, layout.spun, busy_note(t, rr.busy_poll))?;
     let notes = notes(
         t,
-        slot,
-        &spin,
+        layout.slot,
+        &layout.opts.spin,
         rr.busy_poll,
         usize::from(spec.streams),
         cpus,
@@ -156,6 +99,114 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
     }
     sink.finish(&report).map_err(RunError::from)?;
     Ok(report)
+}
+
+/// How the local link and its flows are set up for this test: the slot
+/// size, the spinning, the phases and their limit.
+struct Layout {
+    /// Ring slot (shared memory) and ack slot size: the largest message
+    /// both ways, with room for its header.
+    slot: u32,
+    opts: Options,
+    /// Which ends spin, as the report says it: shared memory always,
+    /// sockets with --busy-poll.
+    spun: Option<SpinMode>,
+    plan: lrr::Plan,
+}
+
+impl Layout {
+    fn of(t: Transport, rr: &RrSpec, flows: usize, cpus: &[usize]) -> Result<Layout, RunError> {
+        let phases: Vec<(usize, usize)> = rr
+            .phases()
+            .iter()
+            .map(|p| (p.request as usize, p.response as usize))
+            .collect();
+        let largest = phases.iter().map(|p| p.0.max(p.1)).max().unwrap_or(1);
+        check_dgram_size(t, largest)?;
+        // Direct slots fit the largest message both ways.
+        let slot = (largest + 8).next_multiple_of(8).max(64) as u32;
+        let spin = Spin {
+            budget: if rr.busy_poll {
+                BUSY_SPIN
+            } else {
+                DEFAULT_SPIN
+            },
+            mode: spin_mode(flows, cpus),
+        };
+        let spun = (t == Transport::ShmDirect || rr.busy_poll).then_some(spin.mode);
+        let opts = Options {
+            slot_size: slot,
+            ack_slot: slot,
+            region: 0,
+            spin,
+            busy_poll: rr.busy_poll,
+        };
+        let plan = lrr::Plan {
+            phases,
+            limit: match rr.limit {
+                RrLimit::TimeMs(ms) => Limit::Time(Duration::from_millis(ms)),
+                RrLimit::Count(n) => Limit::Count(n),
+            },
+            batch: rr.batch,
+        };
+        Ok(Layout {
+            slot,
+            opts,
+            spun,
+            plan,
+        })
+    }
+}
+
+/// One phase's record from its flows' results, as it ends.
+fn local_phase_record(spec: &TestSpec, p: usize, outs: Vec<FlowOut>) -> Option<RrPhaseRecord> {
+    let flows = measurement(&outs.into_iter().map(|o| vec![o]).collect::<Vec<_>>()).flows;
+    let flows = flows
+        .into_iter()
+        .map(|f| RrFlowMeasurement {
+            phase: p as u32,
+            ..f
+        })
+        .collect();
+    let mut rec = build::phase_record(spec, p as u32, flows, None)?;
+    no_one_way(&mut rec.client_to_server);
+    no_one_way(&mut rec.server_to_client);
+    Some(rec)
+}
+
+/// This process's CPU time, the host's, and the wall clock, from when the
+/// client's flows start to when they end.
+struct CpuClock {
+    cpu0: cpu::CpuTime,
+    host0: Option<cpu::HostSnapshot>,
+    wall0: Instant,
+}
+
+impl CpuClock {
+    fn start() -> CpuClock {
+        CpuClock {
+            cpu0: cpu::process(),
+            host0: cpu::host(),
+            wall0: Instant::now(),
+        }
+    }
+
+    fn stop(self) -> CpuMeasurement {
+        let wall_ns = self.wall0.elapsed().as_nanos() as u64;
+        let used = cpu::process().saturating_sub(self.cpu0);
+        let host = match (self.host0, cpu::host()) {
+            (Some(a), Some(b)) => Some(cpu::host_delta(a, b, used.user + used.system)),
+            _ => None,
+        };
+        CpuMeasurement {
+            scope: "process".into(),
+            user_ns: used.user.as_nanos() as u64,
+            system_ns: used.system.as_nanos() as u64,
+            wall_ns,
+            host,
+            ..CpuMeasurement::default()
+        }
+    }
 }
 
 /// What the report says about the two ends of a local test.

@@ -66,3 +66,69 @@ pub(crate) fn engine_use_words(u: &EngineUse) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::measure::{CallsBytes, EngineUse};
+
+    #[test]
+    fn issue_8_sendfile_and_splice_counts_are_named() {
+        let u = EngineUse {
+            engine: "zerocopy:sendfile".into(),
+            sendfile: Some(CallsBytes {
+                calls: 3,
+                bytes: 3000,
+            }),
+            ..EngineUse::default()
+        };
+        assert_eq!(
+            engine_use_words(&u),
+            "engine zerocopy:sendfile: sendfile: 3 calls, 3000 bytes"
+        );
+        let u = EngineUse {
+            engine: "zerocopy:sendfile".into(),
+            splice_recv: Some(CallsBytes {
+                calls: 7,
+                bytes: 3000,
+            }),
+            ..EngineUse::default()
+        };
+        assert_eq!(
+            engine_use_words(&u),
+            "engine zerocopy:sendfile: splice receive: 7 calls, 3000 bytes"
+        );
+    }
+
+    #[test]
+    fn issue_8_sends_too_small_for_zero_copy_are_counted_apart() {
+        let u = EngineUse {
+            engine: "uring".into(),
+            zerocopy: Some(linerate_proto::measure::ZeroCopyUse {
+                sends: 2,
+                completed: 2,
+                copied: 2,
+                under_threshold: 5,
+            }),
+            ..EngineUse::default()
+        };
+        assert_eq!(
+            engine_use_words(&u),
+            "engine uring: zero-copy sends: 2 sent, 2 completed, 2 of them copied by the kernel \
+             (every one: loopback or a device without scatter-gather copies); 5 sends too small \
+             for zero copy copied instead"
+        );
+        let u = EngineUse {
+            engine: "uring".into(),
+            zerocopy: Some(linerate_proto::measure::ZeroCopyUse {
+                under_threshold: 7,
+                ..Default::default()
+            }),
+            ..EngineUse::default()
+        };
+        assert_eq!(
+            engine_use_words(&u),
+            "engine uring: no zero-copy sends: all 7 too small for zero copy, copied instead"
+        );
+    }
+}

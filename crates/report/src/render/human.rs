@@ -1,24 +1,26 @@
 //! The human format: a start line, iperf3-style interval rows as they
 //! happen, then per-stream and per-flow summaries, CPU and notes
-//! (request/response tests: the tables of `rr_table`); and the sweep table.
+//! (request/response tests: the tables of `rr_table`). The words of its
+//! lines are `heading`, `stream_words` and `cpu_words`; the sweep table is
+//! `human_sweep`.
 
 use std::io::{self, Write};
 
-use linerate_proto::measure::TcpInfo;
-use linerate_proto::spec::{Direction, Limit, TestKind};
-use linerate_proto::wire::Side;
-use linerate_stats::units::{
-    format_bytes, format_count_rate, format_micros, format_nanos, format_rate, format_size,
-};
+use linerate_proto::spec::TestKind;
+use linerate_stats::units::{format_bytes, format_rate, format_size};
 
 use super::columns::Columns;
+use super::cpu_words::{cpu_interval_line, cpu_line, paced_rate_met};
 use super::engine_use::engine_use_words;
-use super::{rr_table, side_name, wrap, Sink, SweepSink, WIDTH};
-use crate::model::{
-    BatchingSummary, Endpoint, FlowSum, IntervalRecord, KernelView, Report, SideCpu, SweepInfo,
-    SweepReport, SweepTrial, TestInfo, UdpSummary,
+use super::heading::test_heading;
+use super::stream_words::{
+    fairness_line, kernel_words, tcp_cols, udp_receiver_words, udp_sender_words,
 };
+use super::{rr_table, side_name, wrap, Sink};
+use crate::model::{Endpoint, FlowSum, IntervalRecord, Report, SideCpu, TestInfo};
 
+/// The human format's [`Sink`]: interval rows as they come, the summary
+/// at the end.
 pub(super) struct Human<'a> {
     out: Box<dyn Write + 'a>,
     /// The interval table's columns, once known (from the start).
@@ -28,168 +30,6 @@ pub(super) struct Human<'a> {
     interval_lines: bool,
     /// A `--flows` test (from the start): interval lines show sums only.
     flows: bool,
-}
-
-/// A busiest thread at or above this share of a core over the test had a
-/// core to itself: the report says one core is the limit, unless the test
-/// was paced and met its rate ([`core_limit_words`]).
-pub(crate) const CORE_LIMIT_PERCENT: f64 = 90.0;
-
-/// Whether the test was paced and every paced sender kept its requested
-/// rate: then no thread, however busy, was what limited it.
-pub(crate) fn paced_rate_met(r: &Report) -> bool {
-    let mut paced = r
-        .sums
-        .iter()
-        .filter_map(|s| s.udp.as_ref())
-        .filter(|u| u.requested_pps.is_some())
-        .peekable();
-    paced.peek().is_some() && paced.all(|u| u.kept_up)
-}
-
-/// What the CPU line says of a busiest thread at `busiest` % of a core:
-/// from [`CORE_LIMIT_PERCENT`], that one core is the limit, unless the
-/// test was paced and met its rate (issue 28: a sender that kept up
-/// exactly was told its core was the limit).
-pub(crate) fn core_limit_words(busiest: Option<f64>, rate_met: bool) -> Option<&'static str> {
-    match busiest {
-        Some(p) if p >= CORE_LIMIT_PERCENT && rate_met => {
-            Some("the requested rate was met, so that core was not the limit")
-        }
-        Some(p) if p >= CORE_LIMIT_PERCENT => Some("one core is the limit"),
-        _ => None,
-    }
-}
-
-fn udp_sender_words(u: &UdpSummary) -> String {
-    let mut s = format!("{} datagrams, {}/s", u.sent, format_count_rate(u.sent_pps));
-    if let Some(req) = u.requested_pps {
-        s.push_str(&format!(" (requested {}/s)", format_count_rate(req)));
-    }
-    if let Some(g) = &u.gaps {
-        s.push_str(&format!(
-            "; gaps mean {} p50 {} p99 {} max {}",
-            format_nanos(g.mean_ns),
-            format_nanos(g.p50_ns as f64),
-            format_nanos(g.p99_ns as f64),
-            format_nanos(g.max_ns as f64)
-        ));
-        if let Some(want) = u.requested_gap_ns {
-            s.push_str(&format!(" (requested {})", format_nanos(want)));
-        }
-    }
-    if !u.kept_up {
-        s.push_str("; COULD NOT KEEP UP");
-    }
-    if u.send_errors > 0 {
-        s.push_str(&format!("; {} send errors", u.send_errors));
-    }
-    if let Some(b) = &u.sender_batching {
-        s.push_str(&batching_words(b, true));
-    }
-    s
-}
-
-/// What a batching engine did, e.g. "; batch: GSO 44 datagrams/message,
-/// ≤ 4 messages/call, 176.0 datagrams/call".
-fn batching_words(b: &BatchingSummary, sender: bool) -> String {
-    let mut s = String::from("; batch: ");
-    if sender {
-        match b.gso_segments {
-            Some(n) => s.push_str(&format!("GSO {n} datagrams/message, ")),
-            None => s.push_str("no GSO, "),
-        }
-    } else if b.gro {
-        s.push_str(&format!("GRO on ({} super-buffers), ", b.gro_super_buffers));
-    } else {
-        s.push_str("no GRO, ");
-    }
-    s.push_str(&format!(
-        "≤ {} messages/call, {:.1} datagrams/call",
-        b.messages_per_call, b.datagrams_per_call
-    ));
-    for n in &b.notes {
-        s.push_str(&format!(" ({n})"));
-    }
-    s
-}
-
-fn udp_receiver_words(u: &UdpSummary) -> String {
-    let mut s = format!(
-        "{} of {} received, {}/s; lost {} ({:.1} ppm, {:.4}%); reordered {} (max distance {}); duplicates {}; late {}; corrupt {}; jitter {}",
-        u.received,
-        u.issued,
-        format_count_rate(u.received_pps),
-        u.lost,
-        u.loss_ppm,
-        u.loss_percent,
-        u.reordered,
-        u.max_reorder_distance,
-        u.duplicates,
-        u.late,
-        u.corrupt,
-        format_nanos(u.jitter_ns)
-    );
-    if let Some(d) = u.socket_drops {
-        s.push_str(&format!("; socket drops {d}"));
-    }
-    if let Some(c) = &u.first_corrupt {
-        s.push_str(&format!(" (first corrupt: {c})"));
-    }
-    if let Some(b) = &u.receiver_batching {
-        s.push_str(&batching_words(b, false));
-    }
-    if u.receiver_coalesce_waits > 0 {
-        s.push_str(&format!(
-            "; coalesced: {} timer waits after emptying the socket",
-            u.receiver_coalesce_waits
-        ));
-    }
-    s
-}
-
-fn kernel_words(k: &KernelView) -> String {
-    format!("kernel: {}", k.explanation)
-}
-
-pub(super) fn direction_words(d: Direction) -> &'static str {
-    match d {
-        Direction::Forward => "client→server (stream)",
-        Direction::Reverse => "server→client (maerts)",
-        Direction::Bidir => "both ways (bidir)",
-    }
-}
-
-fn pace_words(p: linerate_proto::spec::Pace) -> String {
-    use linerate_proto::spec::Pace;
-    match p {
-        Pace::Unlimited => "full speed (unpaced)".into(),
-        Pace::Rate(bps) => format!("{} per stream", format_rate(bps as f64)),
-        Pace::MilliPps(m) => format!(
-            "{} datagrams/s per stream",
-            format_count_rate(m as f64 / 1000.0)
-        ),
-    }
-}
-
-fn limit_words(l: Limit) -> String {
-    match l {
-        Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
-        Limit::Bytes(b) => format!("{} per direction", format_bytes(b)),
-        Limit::Datagrams(n) => format!("{n} datagrams per direction"),
-    }
-}
-
-fn tcp_cols(t: Option<&TcpInfo>) -> String {
-    match t {
-        Some(t) => format!(
-            "{:>6}  {:>10}  {:>9}",
-            t.retransmits,
-            format_bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)),
-            format_micros(f64::from(t.rtt_us))
-        ),
-        None => String::new(),
-    }
 }
 
 impl<'a> Human<'a> {
@@ -211,9 +51,7 @@ impl<'a> Human<'a> {
         }
     }
 
-    /// A side's CPU line; `intervals` are its interval records (for the
-    /// highest interval share of its busiest thread); `rate_met`: the test
-    /// was paced and met its rate ([`paced_rate_met`]).
+    /// A side's CPU line ([`cpu_line`]).
     fn cpu_line(
         &mut self,
         name: &str,
@@ -221,41 +59,7 @@ impl<'a> Human<'a> {
         intervals: &[IntervalRecord],
         rate_met: bool,
     ) -> io::Result<()> {
-        let mut line = format!(
-            "  {name:<7} {:>6.1}% of a CPU (user {:.2} s, sys {:.2} s, {})",
-            c.percent_of_cpu, c.user_s, c.system_s, c.scope
-        );
-        if let Some(h) = c.host_percent {
-            line.push_str(&format!(
-                "; host {h:.1}% of {} CPUs",
-                c.host_cpus.unwrap_or(0)
-            ));
-        }
-        if let Some(d) = c.service_demand_us_per_kib {
-            line.push_str(&format!("; {d:.3} µs/KiB"));
-        }
-        if let (Some(t), Some(p)) = (&c.busiest_thread, c.busiest_thread_percent) {
-            line.push_str(&format!("; busiest thread {t} {p:.1}% of a core"));
-        }
-        let peak = intervals
-            .iter()
-            .filter(|r| !r.omitted)
-            .filter_map(|r| r.cpu.as_ref())
-            .max_by(|a, b| {
-                a.busiest_thread_percent
-                    .total_cmp(&b.busiest_thread_percent)
-            });
-        if let Some(p) = peak {
-            line.push_str(&format!(
-                "; busiest interval: {} {:.1}%",
-                p.busiest_thread, p.busiest_thread_percent
-            ));
-        }
-        if let Some(w) = core_limit_words(c.busiest_thread_percent, rate_met) {
-            line.push_str("; ");
-            line.push_str(w);
-        }
-        writeln!(self.out, "{}", wrap(&line, "; ", 10))
+        writeln!(self.out, "{}", cpu_line(name, c, intervals, rate_met))
     }
 
     fn endpoint_line(&mut self, id: &str, role: &str, e: &Endpoint) -> io::Result<()> {
@@ -288,7 +92,6 @@ impl<'a> Human<'a> {
         Ok(())
     }
 
-    /// Prose lines (notes, the kernel's view, summaries in words), wrapped.
     /// `--busy-poll`: what the kernel said on this end's socket, and how
     /// many waits slept.
     fn busy_poll_line(&mut self, e: &Endpoint) -> io::Result<()> {
@@ -305,134 +108,10 @@ impl<'a> Human<'a> {
         )
     }
 
+    /// Prose lines (notes, the kernel's view, summaries in words), wrapped.
     fn words(&mut self, text: &str, indent: usize) -> io::Result<()> {
         writeln!(self.out, "{}", wrap(text, "; ", indent))
     }
-}
-
-/// The test in one line, from the reporting side's point of view: who
-/// talks to whom, what kind, direction, streams, sizes and rates, limit
-/// and engine (the start of a report, and the head of `--repeat`'s).
-pub(crate) fn test_line(i: &TestInfo) -> String {
-    // Who is talking to whom, from the reporting side's point of view.
-    let (who, route, engine) = match i.reported_by {
-        Side::Server => (
-            "linerate server",
-            format!("from {}", i.client.as_deref().unwrap_or("a client")),
-            &i.server_engine,
-        ),
-        Side::Client => (
-            "linerate",
-            format!(
-                "to {}{}",
-                i.server,
-                if i.embedded_server {
-                    " (embedded server)"
-                } else {
-                    ""
-                }
-            ),
-            &i.client_engine,
-        ),
-    };
-    if i.kind != TestKind::Stream {
-        return format!(
-            "{who}: {} {} {route} · {}{} · engine {}",
-            i.protocol,
-            match i.kind {
-                TestKind::Crr => "connect/request/response (crr)",
-                TestKind::Msg => "acknowledged messages (msg)",
-                _ => "request/response (rr)",
-            },
-            i.flows.map_or(u32::from(i.streams), |f| f.count),
-            match (i.kind, i.flows.map_or(u32::from(i.streams), |f| f.count)) {
-                (TestKind::Msg, 1) => " transfer".to_string(),
-                (TestKind::Msg, _) => " concurrent transfers".to_string(),
-                (_, n) => format!(
-                    " flow{}{}",
-                    if n == 1 { "" } else { "s" },
-                    i.flows.map_or(String::new(), |f| format!(
-                        " on {} event-loop thread{}",
-                        f.threads,
-                        if f.threads == 1 { "" } else { "s" }
-                    ))
-                ),
-            },
-            engine,
-        );
-    }
-    let len = i.len.unwrap_or(0);
-    let unit = match &i.udp {
-        Some(u) => format!(
-            "{} B datagrams at {}{}{}",
-            len,
-            pace_words(u.pace),
-            if u.burst > 1 {
-                format!(" in bursts of {}", u.burst)
-            } else {
-                String::new()
-            },
-            if u.verify { ", payloads verified" } else { "" }
-        ),
-        None => format!(
-            "{} writes{}",
-            format_size(u64::from(len)),
-            if i.tcp.skip_rx_copy {
-                ", receivers skip the copy (MSG_TRUNC)"
-            } else {
-                ""
-            }
-        ),
-    };
-    let streams = match i.flows {
-        Some(f) => format!(
-            "{} flow{} on {} event-loop thread{}",
-            f.count,
-            if f.count == 1 { "" } else { "s" },
-            f.threads,
-            if f.threads == 1 { "" } else { "s" }
-        ),
-        None => format!(
-            "{} stream{}",
-            i.streams,
-            if i.streams == 1 { "" } else { "s" }
-        ),
-    };
-    let line = format!(
-        "{who}: {} {} {route} · {streams} · {unit} · {} · engine {}",
-        i.protocol,
-        i.direction.map_or("", direction_words),
-        i.limit.map(limit_words).unwrap_or_default(),
-        engine,
-    );
-    if i.busy_poll {
-        format!("{line} · busy polling")
-    } else {
-        line
-    }
-}
-
-/// The one line a `--flows` test gets per direction instead of a row per
-/// flow: Jain's index and the spread of the flows' received rates.
-fn fairness_line(f: &crate::model::Fairness) -> String {
-    let idle = if f.idle_flows > 0 {
-        format!(" · {} flows moved nothing", f.idle_flows)
-    } else {
-        String::new()
-    };
-    format!(
-        "[FAIR] {} flows: Jain's index {:.3} · per flow min {} · median {} · max {}{idle}",
-        f.flows,
-        f.jain_index,
-        format_rate(f.min_bits_per_second),
-        format_rate(f.median_bits_per_second),
-        format_rate(f.max_bits_per_second),
-    )
-}
-
-/// [`test_line`] wrapped for a terminal.
-pub(crate) fn test_heading(i: &TestInfo) -> String {
-    wrap(&test_line(i), " · ", 2)
 }
 
 impl Sink for Human<'_> {
@@ -677,190 +356,5 @@ impl Human<'_> {
             self.words(&format!("note: {n}"), 6)?;
         }
         Ok(())
-    }
-}
-
-/// One interval's CPU line, `[ CPU] span side …`, wrapped.
-fn cpu_interval_line(span: &str, side: Side, c: &crate::model::IntervalCpuRecord) -> String {
-    let line = format!(
-        "[ CPU] {span} {} {:.1}% (usr {:.1}, sys {:.1}) · busiest thread {:.1}% {}",
-        side_name(side),
-        c.percent_of_cpu,
-        c.user_percent,
-        c.system_percent,
-        c.busiest_thread_percent,
-        c.busiest_thread
-    );
-    wrap(&line, " · ", 7)
-}
-
-/// A sweep: a header, a row per trial as it finishes, then each size's
-/// zero-loss result.
-pub(super) struct HumanSweep<'a> {
-    out: Box<dyn Write + 'a>,
-}
-
-impl<'a> HumanSweep<'a> {
-    pub(super) fn new(out: Box<dyn Write + 'a>) -> Self {
-        HumanSweep { out }
-    }
-}
-
-impl SweepSink for HumanSweep<'_> {
-    fn start(&mut self, i: &SweepInfo) -> io::Result<()> {
-        let line = format!(
-            "linerate sweep: udp {} to {} · {} stream{} · sizes {} · {} s per trial",
-            direction_words(i.direction),
-            i.server,
-            i.streams,
-            if i.streams == 1 { "" } else { "s" },
-            i.sizes
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            i.trial_s
-        );
-        writeln!(self.out, "{}", wrap(&line, " · ", 2))?;
-        writeln!(
-            self.out,
-            "{:>6} {:>8} {:>8} {:>8} {:>13} {:>13} {:>13} {:>7} {:>7}  note",
-            "size",
-            "req pps",
-            "sent pps",
-            "recv pps",
-            "requested",
-            "sent",
-            "received",
-            "lost",
-            "loss %"
-        )?;
-        self.out.flush()
-    }
-
-    fn trial(&mut self, t: &SweepTrial) -> io::Result<()> {
-        let note = match (&t.error, t.kept_up, t.search) {
-            (Some(e), _, _) => format!("FAILED: {e}"),
-            (None, false, s) => format!(
-                "sender could not keep up{}",
-                if s { " (search)" } else { "" }
-            ),
-            (None, true, true) => "search".into(),
-            (None, true, false) => String::new(),
-        };
-        let row = format!(
-            "{:>6} {:>8} {:>8} {:>8} {:>13} {:>13} {:>13} {:>7} {:>7.4}",
-            t.len,
-            format_count_rate(t.requested_pps),
-            format_count_rate(t.sent_pps),
-            format_count_rate(t.received_pps),
-            format_rate(t.requested_bits_per_second),
-            format_rate(t.sent_bits_per_second),
-            format_rate(t.received_bits_per_second),
-            t.lost,
-            t.loss_percent
-        );
-        // A note that does not fit beside the row goes under it.
-        if note.is_empty() {
-            writeln!(self.out, "{row}")?;
-        } else if row.chars().count() + 2 + note.chars().count() <= WIDTH {
-            writeln!(self.out, "{row}  {note}")?;
-        } else {
-            writeln!(self.out, "{row}")?;
-            writeln!(self.out, "{}", wrap(&format!("        {note}"), "; ", 8))?;
-        }
-        self.out.flush()
-    }
-
-    fn finish(&mut self, r: &SweepReport) -> io::Result<()> {
-        for z in &r.zero_loss {
-            let line = match (z.pps, z.bits_per_second) {
-                (Some(p), Some(b)) => format!(
-                    "highest rate with loss ≤ {}% at {} B: {}/s requested ({}), {}/s received; {} trials ({})",
-                    z.max_loss_percent,
-                    z.len,
-                    format_count_rate(p),
-                    format_rate(b),
-                    format_count_rate(z.received_pps.unwrap_or(0.0)),
-                    z.trials,
-                    z.note
-                ),
-                _ => format!(
-                    "highest rate with loss ≤ {}% at {} B: none ({}; {} trials)",
-                    z.max_loss_percent, z.len, z.note, z.trials
-                ),
-            };
-            writeln!(self.out, "{}", wrap(&line, "; ", 2))?;
-        }
-        for n in &r.notes {
-            writeln!(self.out, "{}", wrap(&format!("note: {n}"), "; ", 6))?;
-        }
-        self.out.flush()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use linerate_proto::measure::{CallsBytes, EngineUse};
-
-    #[test]
-    fn issue_8_sendfile_and_splice_counts_are_named() {
-        let u = EngineUse {
-            engine: "zerocopy:sendfile".into(),
-            sendfile: Some(CallsBytes {
-                calls: 3,
-                bytes: 3000,
-            }),
-            ..EngineUse::default()
-        };
-        assert_eq!(
-            engine_use_words(&u),
-            "engine zerocopy:sendfile: sendfile: 3 calls, 3000 bytes"
-        );
-        let u = EngineUse {
-            engine: "zerocopy:sendfile".into(),
-            splice_recv: Some(CallsBytes {
-                calls: 7,
-                bytes: 3000,
-            }),
-            ..EngineUse::default()
-        };
-        assert_eq!(
-            engine_use_words(&u),
-            "engine zerocopy:sendfile: splice receive: 7 calls, 3000 bytes"
-        );
-    }
-
-    #[test]
-    fn issue_8_sends_too_small_for_zero_copy_are_counted_apart() {
-        let u = EngineUse {
-            engine: "uring".into(),
-            zerocopy: Some(linerate_proto::measure::ZeroCopyUse {
-                sends: 2,
-                completed: 2,
-                copied: 2,
-                under_threshold: 5,
-            }),
-            ..EngineUse::default()
-        };
-        assert_eq!(
-            engine_use_words(&u),
-            "engine uring: zero-copy sends: 2 sent, 2 completed, 2 of them copied by the kernel \
-             (every one: loopback or a device without scatter-gather copies); 5 sends too small \
-             for zero copy copied instead"
-        );
-        let u = EngineUse {
-            engine: "uring".into(),
-            zerocopy: Some(linerate_proto::measure::ZeroCopyUse {
-                under_threshold: 7,
-                ..Default::default()
-            }),
-            ..EngineUse::default()
-        };
-        assert_eq!(
-            engine_use_words(&u),
-            "engine uring: no zero-copy sends: all 7 too small for zero copy, copied instead"
-        );
     }
 }

@@ -1,8 +1,10 @@
 //! Renderers: each format is a [`Sink`] that receives the start of a test,
 //! interval records as they happen, and the final [`Report`] — and a
 //! [`SweepSink`] for sweeps. One file per format: [`human`] (with the
-//! request/response tables in `rr_table`), [`json`], [`jsonl`] (JSON Lines)
-//! and [`csv`] (with `--histogram`'s CSV). Every figure comes from the model.
+//! request/response tables in `rr_table`, its words in `heading`,
+//! `stream_words` and `cpu_words`, and the sweep table in `human_sweep`),
+//! [`json`], [`jsonl`] (JSON Lines) and [`csv`] (with `--histogram`'s CSV).
+//! Every figure comes from the model.
 
 use std::io::{self, Write};
 
@@ -11,16 +13,20 @@ use crate::model::{
 };
 
 mod columns;
+mod cpu_words;
 mod csv;
 mod engine_use;
+mod heading;
 mod human;
+mod human_sweep;
 mod json;
 mod jsonl;
 pub mod msg;
 mod rr_table;
+mod stream_words;
 
 pub use csv::histogram_csv;
-pub(crate) use human::{test_heading, test_line};
+pub(crate) use heading::{test_heading, test_line};
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +102,7 @@ pub trait SweepSink {
 /// A sweep sink writing `format` to `out`.
 pub fn sweep_sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn SweepSink + 'a> {
     match format {
-        Format::Human => Box::new(human::HumanSweep::new(out)),
+        Format::Human => Box::new(human_sweep::HumanSweep::new(out)),
         Format::Json => Box::new(json::JsonSweep::new(out)),
         Format::JsonLines => Box::new(jsonl::JsonLinesSweep::new(out)),
         Format::Csv => Box::new(csv::CsvSweep::new(out)),

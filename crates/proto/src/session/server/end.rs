@@ -1,0 +1,161 @@
+//! How a session ends: its side's and the client's results, a failed
+//! stream, a shutdown or abort, a silent or closed peer, a deadline.
+
+use std::time::{Duration, Instant};
+
+use super::{ServerAction, ServerSession, State};
+use crate::measure::SideResults;
+use crate::session::heartbeat;
+use crate::session::{EarlyStop, SessionError, RESULTS_TIMEOUT};
+use crate::wire::{Abort, Message, SentCount};
+
+impl ServerSession {
+    /// UDP: every sending stream of this side finished; tell the client how
+    /// many sequence numbers each issued (once).
+    pub fn local_senders_finished(&mut self, streams: Vec<SentCount>) {
+        if let State::Running(x) = &mut self.state {
+            x.senders_finished(streams, &mut self.outbox);
+        }
+    }
+
+    /// This side's streams have all ended.
+    pub fn local_finished(&mut self, results: SideResults, now: Instant) {
+        if let State::Running(x) = &mut self.state {
+            if x.local_finished(results, &mut self.outbox) {
+                let recovery =
+                    (self.heartbeat.as_mut()).map_or(Duration::ZERO, |hb| hb.streams_ended(now));
+                self.deadline = Some(now + RESULTS_TIMEOUT + recovery);
+                self.try_complete();
+            }
+        }
+    }
+
+    pub(super) fn try_complete(&mut self) {
+        if let State::Running(x) = &mut self.state {
+            if let Some((local, remote)) = x.take_both() {
+                self.state = State::Done { local, remote };
+                self.deadline = None;
+                self.heartbeat = None;
+            }
+        }
+    }
+
+    /// A local data stream failed hard; tell the client and stop.
+    pub fn stream_failed(&mut self, why: String) {
+        if !self.is_finished() {
+            self.outbox.push(&Message::Abort(Abort {
+                reason: why.clone(),
+            }));
+            self.fail(SessionError::Stream(why));
+        }
+    }
+
+    /// The server is shutting down (its operator stopped it). A running
+    /// test is stopped as if its limit were reached: the client is told
+    /// with a Stop, stops its senders too, and both sides still exchange
+    /// what they measured (the I/O layer bounds how long it waits for
+    /// that). A test not running yet is aborted with `reason`, which the
+    /// client prints. Does nothing once finished or already stopping.
+    pub fn shutdown(&mut self, reason: &str) {
+        match &self.state {
+            State::Running(x) if x.streams_running() => {
+                if self.stopped_early.is_none() {
+                    self.stopped_early = Some(EarlyStop::ByServer);
+                    self.outbox.push(&Message::Stop);
+                    self.actions.push_back(ServerAction::StopStreams);
+                }
+            }
+            // Its side finished: the results exchange ends it soon.
+            State::Running(_) => {}
+            _ => self.abort(reason),
+        }
+    }
+
+    /// Ends the session now, telling the client `reason`.
+    pub fn abort(&mut self, reason: &str) {
+        if !self.is_finished() {
+            self.outbox.push(&Message::Abort(Abort {
+                reason: reason.to_owned(),
+            }));
+            self.fail(SessionError::Aborted(reason.to_owned()));
+        }
+    }
+
+    pub fn peer_closed(&mut self) {
+        if !self.is_finished() {
+            let state = self.state.name();
+            self.fail(SessionError::PeerClosed(state));
+        }
+    }
+
+    /// Data from the client arrived at `now`: it and the path are alive,
+    /// even when this test's streams starve the control connection
+    /// ([`heartbeat`]'s doc).
+    pub fn peer_data_arrived(&mut self, now: Instant) {
+        if let Some(hb) = &mut self.heartbeat {
+            hb.heard(now);
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(hb) = &mut self.heartbeat {
+            hb.awake(now);
+            if hb.peer_silent(now) {
+                let why = heartbeat::silence_reason(hb, "client");
+                // Written in case the path comes back; the client then
+                // prints why its server left.
+                self.outbox.push(&Message::Abort(Abort {
+                    reason: format!("the server gives up: {why}"),
+                }));
+                return self.fail(SessionError::PeerSilent(why));
+            }
+            if hb.beat_due(now) {
+                self.outbox.push(&Message::Heartbeat);
+            }
+        }
+        if self.deadline.is_some_and(|d| now >= d)
+            && self.at_max_time
+            && matches!(&self.state, State::Running(x) if x.streams_running())
+        {
+            // Tell the client why its test ends, in the server's terms.
+            let why = format!(
+                "the test ran past this server's limit of {} s (--max-time)",
+                self.limits.max_time_ms / 1000
+            );
+            return self.stream_failed(why);
+        }
+        if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
+            let what = match &self.state {
+                State::Running(x) if x.streams_running() => {
+                    "waiting for the data streams to finish"
+                }
+                State::Running(_) => "waiting for the client's results",
+                s => s.name(),
+            };
+            self.fail(SessionError::Timeout(what));
+        }
+    }
+
+    /// The peer sent something impossible or not agreed: tell it why
+    /// (it may log it) and stop.
+    pub(super) fn refuse_peer(&mut self, what: &'static str, why: String) {
+        self.outbox.push(&Message::Abort(Abort {
+            reason: format!("the server refuses the peer's {what}: {why}"),
+        }));
+        self.fail(SessionError::Implausible { what, why });
+    }
+
+    pub(super) fn fail(&mut self, err: SessionError) {
+        let streams_may_run = match &self.state {
+            State::AwaitPorts { .. } | State::AwaitStreams { .. } => true,
+            State::Running(x) => x.streams_running(),
+            _ => false,
+        };
+        if streams_may_run {
+            self.actions.push_back(ServerAction::AbortStreams);
+        }
+        self.state = State::Failed(err);
+        self.deadline = None;
+        self.heartbeat = None;
+    }
+}

@@ -1,0 +1,154 @@
+//! The test in one line, from the reporting side's point of view: the
+//! head of a human report, of `--repeat`'s and of a plot's caption.
+
+use linerate_proto::spec::{Direction, Limit, Pace, TestKind};
+use linerate_proto::wire::Side;
+use linerate_stats::units::{format_bytes, format_count_rate, format_rate, format_size};
+
+use super::wrap;
+use crate::model::TestInfo;
+
+/// The test in one line, from the reporting side's point of view: who
+/// talks to whom, what kind, direction, streams, sizes and rates, limit
+/// and engine (the start of a report, and the head of `--repeat`'s).
+pub(crate) fn test_line(i: &TestInfo) -> String {
+    let (who, route, engine) = speakers(i);
+    if i.kind != TestKind::Stream {
+        return exchange_line(i, who, &route, engine);
+    }
+    let len = i.len.unwrap_or(0);
+    let unit = match &i.udp {
+        Some(u) => format!(
+            "{} B datagrams at {}{}{}",
+            len,
+            pace_words(u.pace),
+            if u.burst > 1 {
+                format!(" in bursts of {}", u.burst)
+            } else {
+                String::new()
+            },
+            if u.verify { ", payloads verified" } else { "" }
+        ),
+        None => format!(
+            "{} writes{}",
+            format_size(u64::from(len)),
+            if i.tcp.skip_rx_copy {
+                ", receivers skip the copy (MSG_TRUNC)"
+            } else {
+                ""
+            }
+        ),
+    };
+    let streams = match i.flows {
+        Some(f) => format!(
+            "{} flow{} on {} event-loop thread{}",
+            f.count,
+            if f.count == 1 { "" } else { "s" },
+            f.threads,
+            if f.threads == 1 { "" } else { "s" }
+        ),
+        None => format!(
+            "{} stream{}",
+            i.streams,
+            if i.streams == 1 { "" } else { "s" }
+        ),
+    };
+    let line = format!(
+        "{who}: {} {} {route} · {streams} · {unit} · {} · engine {}",
+        i.protocol,
+        i.direction.map_or("", direction_words),
+        i.limit.map(limit_words).unwrap_or_default(),
+        engine,
+    );
+    if i.busy_poll {
+        format!("{line} · busy polling")
+    } else {
+        line
+    }
+}
+
+/// Who talks to whom, from the reporting side's point of view: the
+/// reporter, the route (`to HOST`, `from CLIENT`) and the reporter's engine.
+fn speakers(i: &TestInfo) -> (&'static str, String, &str) {
+    match i.reported_by {
+        Side::Server => (
+            "linerate server",
+            format!("from {}", i.client.as_deref().unwrap_or("a client")),
+            &i.server_engine,
+        ),
+        Side::Client => (
+            "linerate",
+            format!(
+                "to {}{}",
+                i.server,
+                if i.embedded_server {
+                    " (embedded server)"
+                } else {
+                    ""
+                }
+            ),
+            &i.client_engine,
+        ),
+    }
+}
+
+/// The line of a request/response or message test: its kind and how many
+/// flows or transfers carry it.
+fn exchange_line(i: &TestInfo, who: &str, route: &str, engine: &str) -> String {
+    format!(
+        "{who}: {} {} {route} · {}{} · engine {}",
+        i.protocol,
+        match i.kind {
+            TestKind::Crr => "connect/request/response (crr)",
+            TestKind::Msg => "acknowledged messages (msg)",
+            _ => "request/response (rr)",
+        },
+        i.flows.map_or(u32::from(i.streams), |f| f.count),
+        match (i.kind, i.flows.map_or(u32::from(i.streams), |f| f.count)) {
+            (TestKind::Msg, 1) => " transfer".to_string(),
+            (TestKind::Msg, _) => " concurrent transfers".to_string(),
+            (_, n) => format!(
+                " flow{}{}",
+                if n == 1 { "" } else { "s" },
+                i.flows.map_or(String::new(), |f| format!(
+                    " on {} event-loop thread{}",
+                    f.threads,
+                    if f.threads == 1 { "" } else { "s" }
+                ))
+            ),
+        },
+        engine,
+    )
+}
+
+/// [`test_line`] wrapped for a terminal.
+pub(crate) fn test_heading(i: &TestInfo) -> String {
+    wrap(&test_line(i), " · ", 2)
+}
+
+pub(super) fn direction_words(d: Direction) -> &'static str {
+    match d {
+        Direction::Forward => "client→server (stream)",
+        Direction::Reverse => "server→client (maerts)",
+        Direction::Bidir => "both ways (bidir)",
+    }
+}
+
+fn pace_words(p: Pace) -> String {
+    match p {
+        Pace::Unlimited => "full speed (unpaced)".into(),
+        Pace::Rate(bps) => format!("{} per stream", format_rate(bps as f64)),
+        Pace::MilliPps(m) => format!(
+            "{} datagrams/s per stream",
+            format_count_rate(m as f64 / 1000.0)
+        ),
+    }
+}
+
+fn limit_words(l: Limit) -> String {
+    match l {
+        Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
+        Limit::Bytes(b) => format!("{} per direction", format_bytes(b)),
+        Limit::Datagrams(n) => format!("{n} datagrams per direction"),
+    }
+}

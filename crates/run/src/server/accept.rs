@@ -1,0 +1,250 @@
+//! The accept loop: admits a connection past the address filter and the
+//! connection limit onto a thread of its own, or hands it to the crr pool
+//! while a crr test runs (and spins on the listener while a busy-polled one
+//! does).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::log::log;
+use linerate_engine::rr::{AcceptSpin, CrrHost, CrrPool, CrrServer, Offer};
+use linerate_engine::socket;
+use linerate_proto::rr_core::SpinMode;
+use linerate_proto::wire::Token;
+
+use super::connection::handle_connection;
+use super::{Route, Shared, SHUTDOWN_GRACE};
+
+/// Accepts connections, each onto a thread of its own (crr transactions
+/// into the pool), until a `--once` test has ended or the server stops;
+/// joins the connection threads before it returns.
+pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) -> Result<()> {
+    let mut sessions: Vec<JoinHandle<()>> = Vec::new();
+    // crr transactions are answered here or on the pool's one worker, not
+    // on a thread of their own (issue 8).
+    let crr = CrrPool::new(Arc::new(CrrRoutes(Arc::clone(shared))));
+    // Accept blocks for at most this long, so the loop notices the end of
+    // a --once test; no poll(2) before each accept (crr accepts one
+    // connection per transaction).
+    socket::set_accept_timeout(listener, ACCEPT_TICK)?;
+    // While a busy-polled crr test runs, the listener is non-blocking and
+    // this thread spins on it (issue 8).
+    let mut spin: Option<AcceptSpin> = None;
+    loop {
+        if once && shared.test_ended.load(Ordering::Acquire) {
+            break;
+        }
+        if shared.stopping() {
+            wind_down(&mut sessions);
+            break;
+        }
+        sessions.retain(|h| !h.is_finished());
+        let Some((sock, peer)) = accept(listener, &mut spin, shared) else {
+            continue;
+        };
+        let peer = socket::canonical(peer);
+        let seq = shared.accepted.fetch_add(1, Ordering::Relaxed);
+        let guard = &shared.guard;
+        if !guard.cfg.filter.permits(peer.ip()) {
+            shared.metrics.rejected("address");
+            guard.log.log(format_args!(
+                "{peer}: address not allowed (--allow/--deny), closing"
+            ));
+            continue;
+        }
+        let sock = match crr_mode(shared) {
+            Some(mode) => {
+                spin_listener(listener, &mut spin, mode, shared);
+                match crr.offer(sock, peer, spin.as_ref().map(AcceptSpin::mode)) {
+                    Offer::Taken => continue,
+                    Offer::NotCrr(sock) => sock,
+                }
+            }
+            None => sock,
+        };
+        let Some(slot) = guard.slots.try_take() else {
+            shared.metrics.rejected("max_connections");
+            shared.metrics.limit_hit("max_connections");
+            guard.log.log(format_args!(
+                "{peer}: {} connections already open (--max-connections), closing",
+                guard.cfg.max_connections
+            ));
+            continue;
+        };
+        let conn_shared = Arc::clone(shared);
+        match std::thread::Builder::new()
+            .name("linerate-conn".into())
+            .spawn(move || {
+                let _slot = slot;
+                handle_connection(sock, peer, seq, &conn_shared)
+            }) {
+            Ok(h) => sessions.push(h),
+            Err(e) => shared
+                .guard
+                .log
+                .log(format_args!("cannot start a thread for {peer}: {e}")),
+        }
+    }
+    for h in sessions {
+        let _ = h.join();
+    }
+    Ok(())
+}
+
+/// One accept: a connection, or `None` after a tick without one (a
+/// spinning listener may go back to blocking then) or an error, logged
+/// and backed off from.
+fn accept(
+    listener: &TcpListener,
+    spin: &mut Option<AcceptSpin>,
+    shared: &Shared,
+) -> Option<(TcpStream, SocketAddr)> {
+    match listener.accept() {
+        Ok(x) => {
+            if let Some(s) = spin.as_mut() {
+                s.accepted();
+            }
+            Some(x)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && spin.is_some() => {
+            let slept = spin
+                .as_mut()
+                .is_some_and(|s| s.would_block(listener, ACCEPT_TICK));
+            if slept && crr_spin(shared).is_none() {
+                spin_listener(listener, spin, None, shared);
+            }
+            None
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::Interrupted
+            ) =>
+        {
+            None
+        }
+        Err(e) => {
+            // Per-connection failures (e.g. ECONNABORTED, EMFILE) must
+            // not take the server down; back off briefly.
+            shared.guard.log.log(format_args!("accept: {e}"));
+            std::thread::sleep(Duration::from_millis(50));
+            None
+        }
+    }
+}
+
+/// The server is stopping: its running tests get [`SHUTDOWN_GRACE`] to
+/// exchange results; what did not finish in time ends with the process.
+fn wind_down(sessions: &mut Vec<JoinHandle<()>>) {
+    log!("linerate server: stopping: running tests end now, their clients get what was measured");
+    let until = Instant::now() + SHUTDOWN_GRACE;
+    while Instant::now() < until && sessions.iter().any(|h| !h.is_finished()) {
+        std::thread::sleep(ACCEPT_TICK);
+    }
+    // What did not finish in time ends with the process.
+    sessions.retain(|h| !h.is_finished());
+}
+
+/// How long a blocking accept waits, so the loop notices the end of a
+/// `--once` test (and a spinning one looks at its routes again).
+const ACCEPT_TICK: Duration = Duration::from_millis(100);
+
+/// Whether a crr test is running (its connections go to the pool): `None`
+/// if not, else how the accepting thread spins (`Some(None)`: it blocks; a
+/// busy-polled test's way wins over a blocking one's).
+fn crr_mode(shared: &Shared) -> Option<Option<SpinMode>> {
+    let routes = shared.routes.lock().ok()?;
+    let mut mode = None;
+    for (_, r) in routes.values() {
+        if let Route::Crr(c) = r {
+            mode = Some(mode.flatten().or_else(|| c.spin_mode()));
+        }
+    }
+    mode
+}
+
+/// How the accepting thread should spin now: `None` unless a busy-polled
+/// crr test runs.
+fn crr_spin(shared: &Shared) -> Option<SpinMode> {
+    crr_mode(shared).flatten()
+}
+
+/// Makes the listener spin (`want`: non-blocking, with an [`AcceptSpin`])
+/// or block again, if it does not already. A listener that cannot be made
+/// non-blocking keeps blocking (logged): the test then runs slower, and
+/// its server side still reports it was asked to spin.
+fn spin_listener(
+    listener: &TcpListener,
+    spin: &mut Option<AcceptSpin>,
+    want: Option<SpinMode>,
+    shared: &Shared,
+) {
+    if spin.as_ref().map(AcceptSpin::mode).is_some() == want.is_some() {
+        return;
+    }
+    match listener.set_nonblocking(want.is_some()) {
+        Ok(()) => *spin = want.map(AcceptSpin::new),
+        Err(e) => shared
+            .guard
+            .log
+            .log(format_args!("busy-polled crr: listener O_NONBLOCK: {e}")),
+    }
+}
+
+/// The server's side of the crr pool: its routes, its usual connection
+/// handling, its log.
+struct CrrRoutes(Arc<Shared>);
+
+impl CrrHost for CrrRoutes {
+    fn crr(&self, token: &Token) -> Option<Arc<CrrServer>> {
+        match self.0.routes.lock().ok()?.get(token) {
+            Some((_, Route::Crr(c))) => Some(Arc::clone(c)),
+            _ => None,
+        }
+    }
+
+    fn not_crr(&self, sock: TcpStream, peer: SocketAddr) {
+        let shared = Arc::clone(&self.0);
+        let seq = shared.accepted.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = shared.guard.slots.try_take() else {
+            shared.metrics.rejected("max_connections");
+            return;
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("linerate-conn".into())
+            .spawn(move || {
+                let _slot = slot;
+                handle_connection(sock, peer, seq, &shared)
+            })
+        {
+            log!("linerate server: cannot start a thread for {peer}: {e}");
+        }
+    }
+
+    fn hold(&self) -> Option<Box<dyn Send>> {
+        let guard = &self.0.guard;
+        let slot = guard.slots.try_take();
+        if slot.is_none() {
+            self.0.metrics.rejected("max_connections");
+            self.0.metrics.limit_hit("max_connections");
+            guard.log.log(format_args!(
+                "crr: {} connections already open (--max-connections), closing a waiting transaction",
+                guard.cfg.max_connections
+            ));
+        }
+        Some(Box::new(slot?))
+    }
+
+    fn failed(&self, peer: SocketAddr, e: &linerate_engine::EngineError) {
+        self.0
+            .guard
+            .log
+            .log(format_args!("{peer}: crr transaction: {e}"));
+    }
+}
