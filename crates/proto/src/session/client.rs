@@ -620,20 +620,10 @@ impl ClientSession {
 
     /// Call when `now` has reached [`Self::poll_timeout`].
     pub fn handle_timeout(&mut self, now: Instant) {
-        if let Some(hb) = &mut self.heartbeat {
-            hb.awake(now);
-            if hb.peer_silent(now) {
-                let why = heartbeat::silence_reason(hb, "server");
-                // Written in case the path comes back; the server then
-                // logs why its client left.
-                self.outbox.push(&Message::Abort(Abort {
-                    reason: format!("the client gives up: {why}"),
-                }));
-                return self.fail(SessionError::PeerSilent(why));
-            }
-            if hb.beat_due(now) {
-                self.outbox.push(&Message::Heartbeat);
-            }
+        let silent = (self.heartbeat.as_mut())
+            .and_then(|hb| heartbeat::on_timeout(hb, now, "client", "server", &mut self.outbox));
+        if let Some(e) = silent {
+            return self.fail(e);
         }
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
             let what = match &self.state {

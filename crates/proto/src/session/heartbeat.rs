@@ -46,6 +46,9 @@
 
 use std::time::{Duration, Instant};
 
+use super::{Outbox, SessionError};
+use crate::wire::{Abort, Message};
+
 /// The interval a side offers and uses.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(250);
 /// Intervals of silence after which the peer is taken to be gone (unless
@@ -161,6 +164,31 @@ impl Heartbeat {
     pub(crate) fn next(&self) -> Instant {
         self.next_beat.min(self.last_heard + self.silence_limit())
     }
+}
+
+/// One side's heartbeat duty at `now` (its `handle_timeout`, before
+/// anything else): sends a beat when one is due; or, when the `peer`
+/// fell silent, writes an Abort saying why (in case the path comes back,
+/// so the peer can tell its user) and returns the error `me` fails with.
+pub(crate) fn on_timeout(
+    hb: &mut Heartbeat,
+    now: Instant,
+    me: &str,
+    peer: &str,
+    outbox: &mut Outbox,
+) -> Option<SessionError> {
+    hb.awake(now);
+    if hb.peer_silent(now) {
+        let why = silence_reason(hb, peer);
+        outbox.push(&Message::Abort(Abort {
+            reason: format!("the {me} gives up: {why}"),
+        }));
+        return Some(SessionError::PeerSilent(why));
+    }
+    if hb.beat_due(now) {
+        outbox.push(&Message::Heartbeat);
+    }
+    None
 }
 
 /// The reason a side gives when its peer fell silent, in words.

@@ -98,20 +98,10 @@ impl ServerSession {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
-        if let Some(hb) = &mut self.heartbeat {
-            hb.awake(now);
-            if hb.peer_silent(now) {
-                let why = heartbeat::silence_reason(hb, "client");
-                // Written in case the path comes back; the client then
-                // prints why its server left.
-                self.outbox.push(&Message::Abort(Abort {
-                    reason: format!("the server gives up: {why}"),
-                }));
-                return self.fail(SessionError::PeerSilent(why));
-            }
-            if hb.beat_due(now) {
-                self.outbox.push(&Message::Heartbeat);
-            }
+        let silent = (self.heartbeat.as_mut())
+            .and_then(|hb| heartbeat::on_timeout(hb, now, "server", "client", &mut self.outbox));
+        if let Some(e) = silent {
+            return self.fail(e);
         }
         if self.deadline.is_some_and(|d| now >= d)
             && self.at_max_time
