@@ -19,7 +19,7 @@ use crate::auth::{AuthChallenge, AuthInit, AuthKey, AuthProof, ClientAuth, Serve
 use crate::clock::{ClockMethod, ClockOffset};
 use crate::datagram::{DatagramHeader, Header, HEADER_LEN, MAX_LEN};
 use crate::interval::{CutStream, IntervalCutter, Sample};
-use crate::iperf3;
+use crate::iperf3_udp;
 use crate::limits::ServerLimits;
 use crate::measure::{Role, SideResults};
 use crate::rr::{RequestRepr, ResponseRepr, RrHeader};
@@ -112,24 +112,12 @@ pub fn data_headers(data: &[u8]) {
         let _ = RequestRepr::parse(&h);
         let _ = ResponseRepr::parse(&h);
     }
-    let _ = iperf3::udp::read_header(data, false);
-    let _ = iperf3::udp::read_header(data, true);
+    let _ = iperf3_udp::read_header(data, false);
+    let _ = iperf3_udp::read_header(data, true);
 }
 
 fn parse_header(d: &[u8]) -> Option<Header> {
     DatagramHeader::new_checked(d).ok()?.parse().ok()
-}
-
-/// iperf3's length-prefixed JSON (parameters, results) as an untrusted
-/// peer sends it: a message is never longer than the limit it was read
-/// under.
-pub fn iperf3_json(data: &[u8]) {
-    let mut buf = data.to_vec();
-    if let Ok(Some(m)) = iperf3::json::take_message(&mut buf, iperf3::json::MAX_PARAMS) {
-        assert!(m.len() <= iperf3::json::MAX_PARAMS);
-    }
-    let _ = iperf3::json::parse_params(data);
-    let _ = iperf3::json::parse_results(data);
 }
 
 /// Pre-shared-key authentication with a peer that sends whatever it
@@ -189,9 +177,9 @@ fn next_event<'a>(i: &mut Input<'a>) -> Event<'a> {
 }
 
 /// Time enough for every deadline a session can set to pass.
-const FOREVER: Duration = Duration::from_secs(100 * 86_400);
+pub const FOREVER: Duration = Duration::from_secs(100 * 86_400);
 /// Most events one input drives (bounds the time per case).
-const MAX_EVENTS: usize = 64;
+pub const MAX_EVENTS: usize = 64;
 
 /// The server's control session (with or without a key) fed a peer's
 /// bytes, its own events and time: it ends by its deadlines whatever
@@ -278,45 +266,6 @@ pub fn client_session(data: &[u8]) {
         c.peer_closed();
     }
     assert!(c.is_finished(), "session runs on");
-}
-
-/// iperf3's server and client sessions fed a peer's byte chunks.
-pub fn iperf3_sessions(data: &[u8]) {
-    let mut i = Input::new(data);
-    let t0 = Instant::now();
-    let mut s =
-        iperf3::server::Iperf3ServerSession::new(iperf3::server::Iperf3Limits::default(), t0);
-    s.admission(Admission::Admit, t0);
-    let mut c = iperf3::client::Iperf3ClientSession::new(
-        iperf3::json::Params::default(),
-        iperf3::Cookie::from_random([1; iperf3::COOKIE_LEN]),
-        t0,
-    );
-    for _ in 0..MAX_EVENTS {
-        if i.is_empty() {
-            break;
-        }
-        let to_server = i.u8() & 1 == 0;
-        let chunk = i.bytes(256);
-        if to_server {
-            s.receive(chunk, t0);
-        } else {
-            c.receive(chunk, t0);
-        }
-        while s.poll_action().is_some() {}
-        while c.poll_action().is_some() {}
-        let _ = s.take_outbox();
-        let _ = c.take_outbox();
-    }
-    s.handle_timeout(t0 + FOREVER);
-    c.handle_timeout(t0 + FOREVER);
-    if !s.is_finished() {
-        s.peer_closed();
-    }
-    if !c.is_finished() {
-        c.peer_closed();
-    }
-    assert!(s.is_finished() && c.is_finished(), "iperf3 session runs on");
 }
 
 /// A UDP receiving stream fed datagrams from anyone: garbage, other
@@ -449,7 +398,7 @@ pub fn udp_sender(data: &[u8]) {
                             assert_eq!((h.stream, h.len as usize), (3, len));
                         }
                         WireFormat::Iperf3 { counters_64bit, .. } => {
-                            let h = crate::iperf3::udp::read_header(d, counters_64bit)
+                            let h = crate::iperf3_udp::read_header(d, counters_64bit)
                                 .expect("an iperf3 datagram has its header");
                             // Numbered from 1 (32-bit counters wrap).
                             assert!(h.seq >= 1 || !counters_64bit, "{h:?}");
@@ -687,16 +636,14 @@ pub fn packets(data: &[u8]) {
 /// A fuzz target: bytes in, a panic when a property breaks.
 pub type Target = fn(&[u8]);
 
-/// Every target by name (the names of `fuzz/corpus/` and the fuzz crate's
-/// binaries).
+/// Every target of this crate by name (the names of `fuzz/corpus/` and
+/// the fuzz crate's binaries; iperf3's are `linerate_iperf3::fuzz::TARGETS`).
 pub const TARGETS: &[(&str, Target)] = &[
     ("control_frames", control_frames),
     ("data_headers", data_headers),
-    ("iperf3_json", iperf3_json),
     ("auth", auth),
     ("server_session", server_session),
     ("client_session", client_session),
-    ("iperf3_sessions", iperf3_sessions),
     ("udp_receiver", udp_receiver),
     ("udp_sender", udp_sender),
     ("interval", interval),

@@ -32,9 +32,10 @@
 //!   arrival time in: classification, sequence tracking, jitter, counters.
 //! - [`interval`]: the interval cutter — boundaries with the warm-up,
 //!   cumulative counters cut into per-interval records.
-//! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
-//!   parameters and results, UDP header and receiver rules) and its client
-//!   and server sessions, so linerate interoperates with real iperf3 peers.
+//! - [`iperf3_udp`]: iperf3's datagram header and receiver rules, which the
+//!   UDP sender core stamps and the engine's iperf3 receive loop counts by.
+//!   iperf3's control protocol, its sessions and JSON live in their own
+//!   crate (`linerate-iperf3`), on top of this one.
 //! - [`packet`]: Ethernet, IPv4, IPv6 and UDP frames built and parsed in
 //!   user space (checked views, checksums), for the AF_XDP engine.
 //! - [`side`]: client or server, the word all of the above share.
@@ -50,7 +51,7 @@ pub mod datagram;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod interval;
-pub mod iperf3;
+pub mod iperf3_udp;
 pub mod limits;
 pub mod measure;
 pub mod negotiate;

@@ -21,7 +21,7 @@
 use linerate_stats::histogram::Histogram;
 
 use crate::datagram::{self, fill_pattern, Fault, Header, SeqSchedule, FLAG_PATTERN, HEADER_LEN};
-use crate::iperf3::udp as iperf3;
+use crate::iperf3_udp as iperf3;
 use crate::measure::UdpSend;
 use crate::pacing::{run_len, Pacer};
 

@@ -8,7 +8,7 @@
 //! 32 or 64 bits). The receiver keeps two accounts of every stream side by
 //! side: linerate's exact one ([`linerate_proto::seq`]: distinct received,
 //! duplicates, reordered) and iperf3's own rules
-//! ([`linerate_proto::iperf3::udp::Iperf3Receiver`]), which is what an
+//! ([`linerate_proto::iperf3_udp::Iperf3Receiver`]), which is what an
 //! iperf3 peer must be sent; the latter travels in [`UdpRecv::iperf3`].
 //!
 //! Sending is the native UDP loop with iperf3's wire format
@@ -29,7 +29,7 @@ use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use linerate_proto::iperf3::udp as wire;
+use linerate_proto::iperf3_udp as wire;
 
 use crate::{udp, EngineError};
 

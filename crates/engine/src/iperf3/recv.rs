@@ -12,7 +12,7 @@
 //! GRO super-buffer carries one timestamp for all its datagrams (they
 //! arrived as one run), as iperf3's own GRO receiver sees them.
 
-use linerate_proto::iperf3::udp::{self as wire, Iperf3Receiver};
+use linerate_proto::iperf3_udp::{self as wire, Iperf3Receiver};
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::seq::{Jitter, SeqTracker};
 use linerate_proto::udp_receiver::{finish_counts, live_counts, LiveCounts};

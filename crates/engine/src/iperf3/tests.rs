@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use linerate_proto::iperf3::udp as wire;
+use linerate_proto::iperf3_udp as wire;
 use linerate_proto::measure::{UdpRecv, UdpSend};
 
 use super::*;

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::error::{fail, no_randomness, Context as _, Result, RunError};
 use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
-use linerate_proto::iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
-use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
-use linerate_proto::iperf3::udp as iudp;
-use linerate_proto::iperf3::{
+use linerate_iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
+use linerate_iperf3::json::{Params, Protocol as IProtocol, Results};
+use linerate_iperf3::udp as iudp;
+use linerate_iperf3::{
     client_role, Cookie, Direction as IDirection, Iperf3Error, Role, COOKIE_LEN,
 };
 use linerate_proto::measure;
@@ -432,9 +432,9 @@ impl Test<'_, '_> {
                 DataSocket::Tcp(t) => DataSocket::Tcp(t.try_clone().context("stream socket")?),
                 DataSocket::Udp(u) => DataSocket::Udp(u.try_clone().context("stream socket")?),
             });
-            let slot = linerate_proto::iperf3::server::StreamSlot {
+            let slot = linerate_iperf3::server::StreamSlot {
                 index,
-                id: linerate_proto::iperf3::stream_id(index),
+                id: linerate_iperf3::stream_id(index),
                 role,
             };
             self.streams.push(StreamInfo { slot });

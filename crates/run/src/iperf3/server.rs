@@ -27,11 +27,11 @@ use linerate_engine::engines::EngineKind;
 use linerate_engine::iperf3::{udp_accept, udp_listener, UdpAccepted};
 use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
-use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
-use linerate_proto::iperf3::server::{
+use linerate_iperf3::json::{Params, Protocol as IProtocol, Results};
+use linerate_iperf3::server::{
     Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot,
 };
-use linerate_proto::iperf3::{code, Cookie, Role, COOKIE_LEN};
+use linerate_iperf3::{code, Cookie, Role, COOKIE_LEN};
 use linerate_proto::limits::{RateBudget, ServerLimits};
 use linerate_proto::measure::{self, IntervalMeasurement, SideResults};
 use linerate_proto::spec::TestSpec;
@@ -532,7 +532,7 @@ impl Test<'_> {
             Err(why) => {
                 let log = &self.host.guard.log;
                 log.log(format_args!("iperf3 data connection refused: {why}"));
-                let _ = sock.write_all(&[linerate_proto::iperf3::State::AccessDenied.byte()]);
+                let _ = sock.write_all(&[linerate_iperf3::State::AccessDenied.byte()]);
                 return;
             }
         };

@@ -1,6 +1,10 @@
-//! The iperf3 3.x control protocol, without I/O: a second session pair beside
-//! the native one ([`crate::session`]), so a linerate server can serve real
-//! iperf3 clients and a linerate client can test against real iperf3 servers.
+//! linerate's iperf3 3.x compatibility, in one crate: what a reader opens to
+//! see iperf3's control protocol, its messages and JSON, how an iperf3 test
+//! maps onto a linerate test, and the fuzz targets over all of it. The
+//! sessions are sans-IO, like the native ones ([`linerate_proto::session`]),
+//! and implement the same [`linerate_proto::session::Session`] interface, so
+//! the run crate's one control driver runs both (its iperf3 glue,
+//! `linerate_run::iperf3`, stays there: it is glue on that driver).
 //!
 //! The reference is `shared/iperf3-protocol.md` (from the iperf3 source and
 //! from captures of Debian's 3.12). In short, on one TCP control connection:
@@ -21,14 +25,17 @@
 //! - [`spec_of`]: the linerate test an iperf3 test is.
 //! - [`server`], [`client`]: the session state machines; they take bytes and
 //!   `now` and hand back bytes, actions and a deadline, as the native ones do.
+//! - `fuzz` (hidden): the iperf3 fuzz targets (`fuzz/`, `tests/fuzz.rs`).
 
 use std::time::Duration;
 
 pub mod client;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod json;
 pub mod server;
 mod spec;
-pub mod udp;
+pub use linerate_proto::iperf3_udp as udp;
 
 pub use spec::spec_of;
 
