@@ -7,12 +7,13 @@
 
 use std::time::Instant;
 
-use linerate_proto::fuzz::{Input, Target, FOREVER, MAX_EVENTS};
+use linerate_proto::fuzz::{self, Input, Target, FOREVER, MAX_EVENTS};
 use linerate_proto::session::server::Admission;
 
 use crate::client::Iperf3ClientSession;
 use crate::json::{self, Params};
 use crate::server::{Iperf3Limits, Iperf3ServerSession};
+use crate::udp::{self, Iperf3Datagrams};
 use crate::{Cookie, COOKIE_LEN};
 
 /// iperf3's length-prefixed JSON (parameters, results) as an untrusted
@@ -62,9 +63,32 @@ pub fn iperf3_sessions(data: &[u8]) {
     assert!(s.is_finished() && c.is_finished(), "iperf3 session runs on");
 }
 
+/// iperf3's datagrams: any bytes read as a header (both widths) without
+/// panicking, and linerate's sender core in iperf3's format under any
+/// configuration, clock and kernel behaviour (as the protocol crate's
+/// `udp_sender`): every datagram it hands out carries iperf3's header,
+/// numbered from 1.
+pub fn iperf3_datagrams(data: &[u8]) {
+    let _ = udp::read_header(data, false);
+    let _ = udp::read_header(data, true);
+    let mut i = Input::new(data);
+    let counters_64bit = i.u8() & 1 == 1;
+    let format = Iperf3Datagrams {
+        counters_64bit,
+        epoch_ns: i.u64(),
+    };
+    let cfg = fuzz::sender_config(&mut i, format);
+    fuzz::udp_sender_runs(&mut i, cfg, |d| {
+        let h = udp::read_header(d, counters_64bit).expect("an iperf3 datagram has its header");
+        // Numbered from 1 (32-bit counters wrap).
+        assert!(h.seq >= 1 || !counters_64bit, "{h:?}");
+    });
+}
+
 /// iperf3's targets by name (the names of `fuzz/corpus/` and the fuzz
 /// crate's binaries).
 pub const TARGETS: &[(&str, Target)] = &[
     ("iperf3_json", iperf3_json),
     ("iperf3_sessions", iperf3_sessions),
+    ("iperf3_datagrams", iperf3_datagrams),
 ];

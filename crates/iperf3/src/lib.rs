@@ -1,7 +1,8 @@
 //! linerate's iperf3 3.x compatibility, in one crate: what a reader opens to
 //! see iperf3's control protocol, its messages and JSON, how an iperf3 test
-//! maps onto a linerate test, and the fuzz targets over all of it. The
-//! sessions are sans-IO, like the native ones ([`linerate_proto::session`]),
+//! maps onto a linerate test, its datagram framing and receive accounting,
+//! and the fuzz targets over all of it. Everything but [`streams`] is
+//! sans-IO. The sessions are sans-IO, like the native ones ([`linerate_proto::session`]),
 //! and implement the same [`linerate_proto::session::Session`] interface, so
 //! the run crate's one control driver runs both (its iperf3 glue,
 //! `linerate_run::iperf3`, stays there: it is glue on that driver).
@@ -20,8 +21,13 @@
 //! - [`json`]: the u32-length-prefixed JSON messages, parameters and results,
 //!   read as untrusted input (caps before allocation, lenient numbers as
 //!   iperf3's cJSON reads them, 3.12's unsigned −1).
-//! - [`udp`]: the datagram header, the connect handshake's magic datagrams
-//!   and iperf3's own receiver accounting (its loss, out-of-order, jitter).
+//! - [`udp`]: the datagram header (the UDP sender core's
+//!   [`udp::Iperf3Datagrams`] format), the connect handshake's magic
+//!   datagrams and iperf3's own receiver accounting (its loss,
+//!   out-of-order, jitter).
+//! - [`streams`]: the part with syscalls, on linerate's engines: the UDP
+//!   stream handshake on iperf3's port and the stream format the runner is
+//!   started with for iperf3 tests (its receive loop keeps both accounts).
 //! - [`spec_of`]: the linerate test an iperf3 test is.
 //! - [`server`], [`client`]: the session state machines; they take bytes and
 //!   `now` and hand back bytes, actions and a deadline, as the native ones do.
@@ -35,7 +41,8 @@ pub mod fuzz;
 pub mod json;
 pub mod server;
 mod spec;
-pub use linerate_proto::iperf3_udp as udp;
+pub mod streams;
+pub mod udp;
 
 pub use spec::spec_of;
 

@@ -10,14 +10,14 @@ use proptest::prelude::*;
 
 #[path = "../../proto/tests/fuzz_support/mod.rs"]
 mod fuzz_support;
-use fuzz_support::{cfg, input};
+use fuzz_support::{cfg, input, noise};
 
 /// The seeds each target starts from.
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     match target {
         "iperf3_json" => json_seeds(),
         "iperf3_sessions" => session_seeds(),
-        _ => Vec::new(),
+        _ => (0..4).map(|k| noise(k + 3, 64 << k)).collect(),
     }
 }
 
@@ -65,5 +65,13 @@ proptest! {
     #[test]
     fn issue_10_fuzz_iperf3_sessions(bytes in input("iperf3_sessions")) {
         fuzz::iperf3_sessions(&bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(10_000))]
+    #[test]
+    fn issue_24_fuzz_iperf3_datagrams(bytes in input("iperf3_datagrams")) {
+        fuzz::iperf3_datagrams(&bytes);
     }
 }

@@ -19,7 +19,6 @@ use crate::auth::{AuthChallenge, AuthInit, AuthKey, AuthProof, ClientAuth, Serve
 use crate::clock::{ClockMethod, ClockOffset};
 use crate::datagram::{DatagramHeader, Header, HEADER_LEN, MAX_LEN};
 use crate::interval::{CutStream, IntervalCutter, Sample};
-use crate::iperf3_udp;
 use crate::limits::ServerLimits;
 use crate::measure::{Role, SideResults};
 use crate::rr::{RequestRepr, ResponseRepr, RrHeader};
@@ -29,7 +28,7 @@ use crate::session::client::ClientSession;
 use crate::session::server::{Admission, ServerAction, ServerSession};
 use crate::spec::{RrLimit, TestSpec};
 use crate::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
-use crate::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
+use crate::udp_sender::{DatagramFormat, Linerate, SenderConfig, Transmit, UdpSender};
 use crate::wire::{self, DataHello, Side, Token};
 
 /// Reads what a target needs from the fuzzer's bytes; past their end it
@@ -98,7 +97,8 @@ pub fn control_frames(data: &[u8]) {
 }
 
 /// The data-plane headers a datagram or TCP message starts with: linerate
-/// datagrams, request/response messages, iperf3's UDP header. A parsed
+/// datagrams, request/response messages (iperf3's UDP header: the iperf3
+/// crate's `iperf3_datagrams`). A parsed
 /// datagram header re-emits to the same bytes.
 pub fn data_headers(data: &[u8]) {
     if let Ok(h) = DatagramHeader::new_checked(data) {
@@ -112,8 +112,6 @@ pub fn data_headers(data: &[u8]) {
         let _ = RequestRepr::parse(&h);
         let _ = ResponseRepr::parse(&h);
     }
-    let _ = iperf3_udp::read_header(data, false);
-    let _ = iperf3_udp::read_header(data, true);
 }
 
 fn parse_header(d: &[u8]) -> Option<Header> {
@@ -337,6 +335,17 @@ pub fn udp_receiver(data: &[u8]) {
 /// time that has already come.
 pub fn udp_sender(data: &[u8]) {
     let mut i = Input::new(data);
+    let cfg = sender_config(&mut i, Linerate);
+    let len = cfg.len;
+    udp_sender_runs(&mut i, cfg, |d| {
+        let h = parse_header(d).expect("a sent datagram parses");
+        assert_eq!((h.stream, h.len as usize), (3, len));
+    });
+}
+
+/// A sending stream's configuration (stream 3) in `format`, from the
+/// fuzzer's bytes (shared with the iperf3 crate's datagram target).
+pub fn sender_config<F: DatagramFormat>(i: &mut Input, format: F) -> SenderConfig<F> {
     // Mostly up to a jumbo frame; now and then the largest datagram (a
     // batch of those costs a megabyte of stamping per poll).
     let len = match i.u8() {
@@ -349,7 +358,7 @@ pub fn udp_sender(data: &[u8]) {
         0 => None,
         _ => Some(i.u64()),
     };
-    let cfg = SenderConfig {
+    SenderConfig {
         stream: 3,
         len,
         millipps,
@@ -362,19 +371,20 @@ pub fn udp_sender(data: &[u8]) {
         } else {
             1 + usize::from(i.u8() % 8)
         },
-        format: match i.u8() % 4 {
-            0 => WireFormat::Iperf3 {
-                counters_64bit: true,
-                epoch_ns: i.u64(),
-            },
-            1 => WireFormat::Iperf3 {
-                counters_64bit: false,
-                epoch_ns: i.u64(),
-            },
-            _ => WireFormat::Linerate,
-        },
-    };
-    let format = cfg.format;
+        format,
+    }
+}
+
+/// Drives a sender built from `cfg` with the fuzzer's clock and kernel
+/// behaviour; `check` looks at every datagram handed out. The sender
+/// never issues past its count, never waits for a time that has come,
+/// and counts what the kernel took.
+pub fn udp_sender_runs<F: DatagramFormat>(
+    i: &mut Input,
+    cfg: SenderConfig<F>,
+    check: impl Fn(&[u8]),
+) {
+    let (len, limit) = (cfg.len, cfg.limit);
     let mut s = UdpSender::new(cfg);
     let mut now = 0u64;
     let mut sent = 0u64;
@@ -391,20 +401,7 @@ pub fn udp_sender(data: &[u8]) {
             Transmit::Send { bytes, segment } => {
                 assert_eq!(segment, len);
                 assert_eq!(bytes.len() % len, 0);
-                for d in bytes.chunks_exact(len) {
-                    match format {
-                        WireFormat::Linerate => {
-                            let h = parse_header(d).expect("a sent datagram parses");
-                            assert_eq!((h.stream, h.len as usize), (3, len));
-                        }
-                        WireFormat::Iperf3 { counters_64bit, .. } => {
-                            let h = crate::iperf3_udp::read_header(d, counters_64bit)
-                                .expect("an iperf3 datagram has its header");
-                            // Numbered from 1 (32-bit counters wrap).
-                            assert!(h.seq >= 1 || !counters_64bit, "{h:?}");
-                        }
-                    }
-                }
+                bytes.chunks_exact(len).for_each(&check);
                 let n = bytes.len() / len;
                 if take % 8 == 0 {
                     s.on_no_buffers();

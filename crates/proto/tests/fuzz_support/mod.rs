@@ -11,6 +11,9 @@ use std::path::PathBuf;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
+/// A fuzz target: bytes in, a panic when a property breaks.
+pub type Target = fn(&[u8]);
+
 /// Where `target`'s committed seeds live.
 pub fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -91,7 +94,7 @@ pub fn input(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
 
 /// Runs every seed of `targets` through its target; with
 /// `LINERATE_WRITE_FUZZ_CORPUS` set, first rewrites the seeds from `seeds`.
-pub fn run_seed_corpus(targets: &[(&str, fn(&[u8]))], seeds: impl Fn(&str) -> Vec<Vec<u8>>) {
+pub fn run_seed_corpus(targets: &[(&str, Target)], seeds: impl Fn(&str) -> Vec<Vec<u8>>) {
     for &(name, target) in targets {
         if std::env::var_os("LINERATE_WRITE_FUZZ_CORPUS").is_some() {
             let dir = corpus_dir(name);

@@ -18,7 +18,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{fail, no_randomness, Context as _, Result, RunError};
-use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
+use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
 use linerate_iperf3::json::{Params, Protocol as IProtocol, Results};
@@ -531,15 +531,19 @@ impl Test<'_, '_> {
         let (out, ctx) = (&mut *self.out, &self.ctx);
         write_unless_closed(&mut self.output_closed, || out.start(&info, ctx))?;
         self.info = Some(info);
-        let wire = Wire::Iperf3 {
-            counters_64bit: p.udp_counters_64bit,
-            side: Side::Client,
-        };
+        let wire = Wire::Iperf3 { side: Side::Client };
         let params = test_type::run_params(spec, &self.cfg.cpus, test_type::cpu_scope(false), wire);
         let now = Instant::now();
         self.started = Some(now);
         let setups = std::mem::take(&mut self.setups);
-        self.run = Some(runner::start(self.cfg.engine, setups, params, now));
+        let (engine, bits) = (self.cfg.engine, p.udp_counters_64bit);
+        self.run = Some(super::start_streams(
+            engine,
+            setups,
+            (spec, params),
+            bits,
+            now,
+        ));
         Ok(())
     }
 

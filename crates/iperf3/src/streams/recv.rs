@@ -12,22 +12,22 @@
 //! GRO super-buffer carries one timestamp for all its datagrams (they
 //! arrived as one run), as iperf3's own GRO receiver sees them.
 
-use linerate_proto::iperf3_udp::{self as wire, Iperf3Receiver};
+use linerate_engine::clock;
+use linerate_engine::engines::{Engine, RecvSlots, UdpEndpoint, UdpRx};
+use linerate_engine::stream::{Signals, StreamCounter, StreamEnd};
+use linerate_engine::udp::{self, ns_since, RecvJob, UdpCounters};
+use linerate_engine::wait::Wait;
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::seq::{Jitter, SeqTracker};
 use linerate_proto::udp_receiver::{finish_counts, live_counts, LiveCounts};
 
-use super::Iperf3Format;
-use crate::clock;
-use crate::engines::{Engine, RecvSlots, UdpEndpoint, UdpRx};
-use crate::stream::{Signals, StreamCounter, StreamEnd};
-use crate::udp::{self, ns_since, RecvJob, UdpCounters};
-use crate::wait::Wait;
+use super::Iperf3Streams;
+use crate::udp::{self as wire, Iperf3Receiver};
 
 /// Both accounts of one stream, fed one datagram at a time.
 struct Accounts<'a> {
     job: &'a RecvJob,
-    cfg: Iperf3Format,
+    cfg: Iperf3Streams,
     iperf: Iperf3Receiver,
     tracker: SeqTracker,
     jitter: Jitter,
@@ -44,7 +44,7 @@ impl<'a> Accounts<'a> {
     /// and monotonic clocks read these.
     fn new(
         job: &'a RecvJob,
-        cfg: Iperf3Format,
+        cfg: Iperf3Streams,
         realtime_at_start: u64,
         mono_at_start: u64,
     ) -> Self {
@@ -123,7 +123,7 @@ pub fn recv<E: Engine>(
     engine: E,
     ep: &E::UdpEndpoint,
     job: &RecvJob,
-    cfg: Iperf3Format,
+    cfg: Iperf3Streams,
     (bytes, live): (&StreamCounter, &UdpCounters),
     signals: &Signals,
     wait: Wait,
@@ -186,7 +186,7 @@ mod tests {
             verify: false,
             start: Instant::now(),
         };
-        let cfg = Iperf3Format {
+        let cfg = Iperf3Streams {
             counters_64bit: false,
             omit: Duration::from_millis(100),
         };
