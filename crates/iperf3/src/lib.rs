@@ -1,8 +1,8 @@
 //! linerate's iperf3 3.x compatibility, in one crate: what a reader opens to
 //! see iperf3's control protocol, its messages and JSON, how an iperf3 test
 //! maps onto a linerate test, its datagram framing and receive accounting,
-//! and the fuzz targets over all of it. Everything but [`streams`] is
-//! sans-IO. The sessions are sans-IO, like the native ones ([`linerate_proto::session`]),
+//! and the fuzz targets over all of it. Everything but `streams` (the
+//! default feature of that name) is sans-IO. The sessions are sans-IO, like the native ones ([`linerate_proto::session`]),
 //! and implement the same [`linerate_proto::session::Session`] interface, so
 //! the run crate's one control driver runs both (its iperf3 glue,
 //! `linerate_run::iperf3`, stays there: it is glue on that driver).
@@ -25,7 +25,7 @@
 //!   [`udp::Iperf3Datagrams`] format), the connect handshake's magic
 //!   datagrams and iperf3's own receiver accounting (its loss,
 //!   out-of-order, jitter).
-//! - [`streams`]: the part with syscalls, on linerate's engines: the UDP
+//! - `streams`: the part with syscalls, on linerate's engines: the UDP
 //!   stream handshake on iperf3's port and the stream format the runner is
 //!   started with for iperf3 tests (its receive loop keeps both accounts).
 //! - [`spec_of`]: the linerate test an iperf3 test is.
@@ -41,6 +41,7 @@ pub mod fuzz;
 pub mod json;
 pub mod server;
 mod spec;
+#[cfg(feature = "streams")]
 pub mod streams;
 pub mod udp;
 
