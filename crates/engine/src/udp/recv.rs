@@ -189,7 +189,7 @@ pub fn recv<E: Engine>(
 #[derive(Debug)]
 pub struct Received {
     pub end: StreamEnd,
-    /// Waits of [`COALESCE`] it made.
+    /// Waits of `COALESCE` it made.
     pub coalesce_waits: u64,
 }
 
@@ -198,7 +198,7 @@ pub struct Received {
 /// with the time read after the call (ns since `start`) and the drain
 /// deadline, and once past that deadline reads what is queued without
 /// waiting, then stops; or stops when the test is aborted. A blocking
-/// receiver with a buffer of at least [`COALESCE_MIN_RCVBUF`], on an
+/// receiver with a buffer of at least `COALESCE_MIN_RCVBUF`, on an
 /// engine whose short batches empty the socket, coalesces (module docs)
 /// after batches the kernel timestamped.
 pub fn recv_batches<P: UdpEndpoint, R: UdpRx<P>>(
