@@ -31,50 +31,12 @@ use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use linerate_engine::engines::Engine;
-use linerate_engine::stream::{Signals, StreamCounter, StreamEnd};
-use linerate_engine::udp::{self, RecvJob, StreamFormat, UdpCounters};
-use linerate_engine::wait::Wait;
-use linerate_engine::{clock, EngineError};
-use linerate_proto::measure::UdpRecv;
+use linerate_engine::udp;
+use linerate_engine::EngineError;
 
-use crate::udp::{self as wire, Iperf3Datagrams};
+use crate::udp as wire;
 
-/// How a side's iperf3 UDP streams run: the stream format the runner is
-/// started with for iperf3 tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Iperf3Streams {
-    /// `udp_counters_64bit`: 64-bit sequence numbers in the header.
-    pub counters_64bit: bool,
-    /// The omit period: iperf3's counters restart at its end.
-    pub omit: Duration,
-}
-
-impl StreamFormat for Iperf3Streams {
-    type Datagram = Iperf3Datagrams;
-
-    /// iperf3's headers carry the sender's monotonic clock: the epoch is
-    /// that clock at `start`.
-    fn sender(self, start: Instant) -> Iperf3Datagrams {
-        Iperf3Datagrams {
-            counters_64bit: self.counters_64bit,
-            epoch_ns: clock::mono_ns().saturating_sub(udp::ns_since(start)),
-        }
-    }
-
-    fn recv<E: Engine>(
-        self,
-        engine: E,
-        ep: &E::UdpEndpoint,
-        job: &RecvJob,
-        bytes: &StreamCounter,
-        live: &UdpCounters,
-        signals: &Signals,
-        wait: Wait,
-    ) -> (UdpRecv, StreamEnd) {
-        recv::recv(engine, ep, job, self, (bytes, live), signals, wait)
-    }
-}
+pub use recv::Iperf3Streams;
 
 /// The UDP socket an iperf3 server listens on for connect datagrams: the
 /// control connection's local address and the server's port, with
