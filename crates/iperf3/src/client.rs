@@ -17,8 +17,8 @@
 
 use std::time::Instant;
 
+use crate::control::{stream_id, Cookie, Iperf3Error, State, STEP_TIMEOUT};
 use crate::json::{self, Params, Results, MAX_RESULTS};
-use crate::{stream_id, Cookie, Iperf3Error, State, STEP_TIMEOUT};
 use linerate_proto::measure::SideResults;
 use linerate_proto::session::{Outbox, Session};
 use linerate_proto::spec::TestSpec;

@@ -23,7 +23,7 @@
 
 use serde_json::{Map, Number, Value};
 
-use crate::{Direction, Iperf3Error, MAX_STREAMS};
+use crate::control::{Direction, Iperf3Error, MAX_STREAMS};
 
 /// Largest parameters message (iperf3 ≥3.18 refuses longer ones).
 pub const MAX_PARAMS: usize = 8192;
@@ -302,7 +302,7 @@ fn flag_int(m: &Map<String, Value>, key: &str, notes: &mut Vec<String>) -> bool 
 /// Reads and range-checks a parameters message body (the ranges of
 /// iperf3's current source; each failure carries the code iperf3 sends).
 pub fn parse_params(body: &[u8]) -> Result<ParsedParams, ParamsError> {
-    use crate::code;
+    use crate::control::code;
     let recv = |e| bad(code::RECV_PARAMS, e);
     let m = parse_object(body).map_err(recv)?;
     let mut notes = Vec::new();
@@ -637,7 +637,7 @@ pub fn results_json(r: &Results) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::code;
+    use crate::control::code;
     use proptest::prelude::*;
 
     fn framed(text: &str) -> Vec<u8> {

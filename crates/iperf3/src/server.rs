@@ -21,11 +21,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
-use crate::{
+use crate::control::{
     code, server_error_bytes, server_role, stream_id, Cookie, Iperf3Error, Role, State, COOKIE_LEN,
     SAFETY_SLACK, STEP_TIMEOUT,
 };
+use crate::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
 use linerate_proto::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
 use linerate_proto::measure::SideResults;
 use linerate_proto::session::server::Admission;
@@ -60,7 +60,7 @@ impl Default for Iperf3Limits {
         Iperf3Limits {
             max_time: Duration::from_secs(86_400),
             max_omit: Duration::from_secs(600),
-            max_streams: crate::MAX_STREAMS,
+            max_streams: crate::control::MAX_STREAMS,
             max_rate_bps: None,
             udp_refused: None,
             auth_required: false,

@@ -3,8 +3,8 @@
 //! (its wake-up period, the runner's parameters, limits and checks) as the
 //! native sessions hand theirs.
 
+use crate::control::Direction as IDirection;
 use crate::json::{Params, Protocol as IProtocol};
-use crate::Direction as IDirection;
 use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
 
 /// The test an iperf3 client's parameters describe, in linerate's terms.
