@@ -3,7 +3,8 @@
 # the committed seeds in fuzz/corpus/TARGET/; new inputs go to a scratch
 # corpus, so the committed one stays the seeds. Needs `cargo install
 # cargo-fuzz` and a nightly toolchain (libFuzzer's sanitizer flags); CI runs
-# the same entry points on stable instead (crates/proto/tests/fuzz.rs).
+# the same entry points on stable instead (crates/proto/tests/fuzz.rs,
+# crates/iperf3/tests/fuzz.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"

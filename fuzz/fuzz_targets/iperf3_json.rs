@@ -1,4 +1,4 @@
-//! `cargo fuzz run iperf3_json`: see `linerate_proto::fuzz::iperf3_json`.
+//! `cargo fuzz run iperf3_json`: see `linerate_iperf3::fuzz::iperf3_json`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| linerate_proto::fuzz::iperf3_json(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| linerate_iperf3::fuzz::iperf3_json(data));

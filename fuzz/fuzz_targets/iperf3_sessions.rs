@@ -1,4 +1,4 @@
-//! `cargo fuzz run iperf3_sessions`: see `linerate_proto::fuzz::iperf3_sessions`.
+//! `cargo fuzz run iperf3_sessions`: see `linerate_iperf3::fuzz::iperf3_sessions`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| linerate_proto::fuzz::iperf3_sessions(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| linerate_iperf3::fuzz::iperf3_sessions(data));

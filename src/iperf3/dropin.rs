@@ -6,7 +6,7 @@
 use crate::caller::OrRun as _;
 use std::io::Write;
 
-use linerate_proto::iperf3::json::Results;
+use linerate_iperf3::json::Results;
 use linerate_report::model::{IntervalRecord, Report, TestInfo};
 use serde_json::{json, Value};
 

@@ -13,10 +13,10 @@
 //! descriptor): unique per stream, the same in `start`, `intervals` and
 //! `end`.
 
-use linerate_proto::iperf3::json::{Params, Protocol as IProtocol};
-use linerate_proto::iperf3::json::{Results, StreamResults};
-use linerate_proto::iperf3::stream_id;
-use linerate_proto::iperf3::Direction as IDirection;
+use linerate_iperf3::json::{Params, Protocol as IProtocol};
+use linerate_iperf3::json::{Results, StreamResults};
+use linerate_iperf3::stream_id;
+use linerate_iperf3::Direction as IDirection;
 use linerate_proto::wire::Side;
 use linerate_report::model::{
     Flow, IntervalRecord, IntervalStreamRecord, IntervalSum, Report, SideCpu, StreamSummary,

@@ -3,11 +3,11 @@
 //! sender and receiver rows of the whole test. Transfers are in 1024-based
 //! units, rates in 1000-based bits/s, as iperf3 prints them.
 
-use linerate_proto::iperf3::json::{Params, Protocol as IProtocol};
-use linerate_proto::iperf3::Direction as IDirection;
+use linerate_iperf3::json::{Params, Protocol as IProtocol};
+use linerate_iperf3::Direction as IDirection;
 use linerate_report::model::{Flow, IntervalRecord, Report, StreamSummary};
 
-use linerate_proto::iperf3::json::Results;
+use linerate_iperf3::json::Results;
 
 use super::json_out;
 use linerate_run::iperf3::client::Connection;

@@ -21,10 +21,9 @@
 //! - [`rr`]: request/response and connect/request/response loops (one
 //!   thread per flow), the bulk load beside them, and one side's results.
 //! - [`udp`]: UDP data sockets, the datagram attach handshake, and the UDP
-//!   send/receive loops, generic over the engine.
-//! - [`iperf3`]: iperf3's UDP stream handshake and UDP loops, generic over
-//!   the engine, that speak iperf3's datagram format (and count by iperf3's
-//!   rules beside linerate's).
+//!   send/receive loops, generic over the engine and over the stream's wire
+//!   format ([`udp::StreamFormat`]: linerate's here, iperf3's in the
+//!   `linerate-iperf3` crate, which owns its handshake and receive loop).
 //! - [`test_hooks`]: what end-to-end tests may switch on through the
 //!   environment (a seccomp filter that denies io_uring).
 //! - [`caps`]: what the kernel lets accelerated engines use, probed once.
@@ -41,7 +40,6 @@ mod cmsg;
 pub mod cpu;
 pub mod engines;
 pub mod event_loop;
-pub mod iperf3;
 pub mod memory;
 pub mod netstat;
 pub mod rr;
@@ -124,7 +122,8 @@ impl From<linerate_proto::rr::RrError> for EngineError {
 }
 
 impl EngineError {
-    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    /// An I/O error while doing `what`.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         EngineError::Io {
             what: what.into(),
             err: source,

@@ -19,7 +19,6 @@ use crate::auth::{AuthChallenge, AuthInit, AuthKey, AuthProof, ClientAuth, Serve
 use crate::clock::{ClockMethod, ClockOffset};
 use crate::datagram::{DatagramHeader, Header, HEADER_LEN, MAX_LEN};
 use crate::interval::{CutStream, IntervalCutter, Sample};
-use crate::iperf3;
 use crate::limits::ServerLimits;
 use crate::measure::{Role, SideResults};
 use crate::rr::{RequestRepr, ResponseRepr, RrHeader};
@@ -29,7 +28,7 @@ use crate::session::client::ClientSession;
 use crate::session::server::{Admission, ServerAction, ServerSession};
 use crate::spec::{RrLimit, TestSpec};
 use crate::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
-use crate::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
+use crate::udp_sender::{DatagramFormat, Linerate, SenderConfig, Transmit, UdpSender};
 use crate::wire::{self, DataHello, Side, Token};
 
 /// Reads what a target needs from the fuzzer's bytes; past their end it
@@ -98,7 +97,8 @@ pub fn control_frames(data: &[u8]) {
 }
 
 /// The data-plane headers a datagram or TCP message starts with: linerate
-/// datagrams, request/response messages, iperf3's UDP header. A parsed
+/// datagrams, request/response messages (iperf3's UDP header: the iperf3
+/// crate's `iperf3_datagrams`). A parsed
 /// datagram header re-emits to the same bytes.
 pub fn data_headers(data: &[u8]) {
     if let Ok(h) = DatagramHeader::new_checked(data) {
@@ -112,24 +112,10 @@ pub fn data_headers(data: &[u8]) {
         let _ = RequestRepr::parse(&h);
         let _ = ResponseRepr::parse(&h);
     }
-    let _ = iperf3::udp::read_header(data, false);
-    let _ = iperf3::udp::read_header(data, true);
 }
 
 fn parse_header(d: &[u8]) -> Option<Header> {
     DatagramHeader::new_checked(d).ok()?.parse().ok()
-}
-
-/// iperf3's length-prefixed JSON (parameters, results) as an untrusted
-/// peer sends it: a message is never longer than the limit it was read
-/// under.
-pub fn iperf3_json(data: &[u8]) {
-    let mut buf = data.to_vec();
-    if let Ok(Some(m)) = iperf3::json::take_message(&mut buf, iperf3::json::MAX_PARAMS) {
-        assert!(m.len() <= iperf3::json::MAX_PARAMS);
-    }
-    let _ = iperf3::json::parse_params(data);
-    let _ = iperf3::json::parse_results(data);
 }
 
 /// Pre-shared-key authentication with a peer that sends whatever it
@@ -189,9 +175,9 @@ fn next_event<'a>(i: &mut Input<'a>) -> Event<'a> {
 }
 
 /// Time enough for every deadline a session can set to pass.
-const FOREVER: Duration = Duration::from_secs(100 * 86_400);
+pub const FOREVER: Duration = Duration::from_secs(100 * 86_400);
 /// Most events one input drives (bounds the time per case).
-const MAX_EVENTS: usize = 64;
+pub const MAX_EVENTS: usize = 64;
 
 /// The server's control session (with or without a key) fed a peer's
 /// bytes, its own events and time: it ends by its deadlines whatever
@@ -280,45 +266,6 @@ pub fn client_session(data: &[u8]) {
     assert!(c.is_finished(), "session runs on");
 }
 
-/// iperf3's server and client sessions fed a peer's byte chunks.
-pub fn iperf3_sessions(data: &[u8]) {
-    let mut i = Input::new(data);
-    let t0 = Instant::now();
-    let mut s =
-        iperf3::server::Iperf3ServerSession::new(iperf3::server::Iperf3Limits::default(), t0);
-    s.admission(Admission::Admit, t0);
-    let mut c = iperf3::client::Iperf3ClientSession::new(
-        iperf3::json::Params::default(),
-        iperf3::Cookie::from_random([1; iperf3::COOKIE_LEN]),
-        t0,
-    );
-    for _ in 0..MAX_EVENTS {
-        if i.is_empty() {
-            break;
-        }
-        let to_server = i.u8() & 1 == 0;
-        let chunk = i.bytes(256);
-        if to_server {
-            s.receive(chunk, t0);
-        } else {
-            c.receive(chunk, t0);
-        }
-        while s.poll_action().is_some() {}
-        while c.poll_action().is_some() {}
-        let _ = s.take_outbox();
-        let _ = c.take_outbox();
-    }
-    s.handle_timeout(t0 + FOREVER);
-    c.handle_timeout(t0 + FOREVER);
-    if !s.is_finished() {
-        s.peer_closed();
-    }
-    if !c.is_finished() {
-        c.peer_closed();
-    }
-    assert!(s.is_finished() && c.is_finished(), "iperf3 session runs on");
-}
-
 /// A UDP receiving stream fed datagrams from anyone: garbage, other
 /// streams' headers, valid headers with any sequence number and send
 /// time, truncated, in any order and time. It counts each valid datagram
@@ -388,6 +335,17 @@ pub fn udp_receiver(data: &[u8]) {
 /// time that has already come.
 pub fn udp_sender(data: &[u8]) {
     let mut i = Input::new(data);
+    let cfg = sender_config(&mut i, Linerate);
+    let len = cfg.len;
+    udp_sender_runs(&mut i, cfg, |d| {
+        let h = parse_header(d).expect("a sent datagram parses");
+        assert_eq!((h.stream, h.len as usize), (3, len));
+    });
+}
+
+/// A sending stream's configuration (stream 3) in `format`, from the
+/// fuzzer's bytes (shared with the iperf3 crate's datagram target).
+pub fn sender_config<F: DatagramFormat>(i: &mut Input, format: F) -> SenderConfig<F> {
     // Mostly up to a jumbo frame; now and then the largest datagram (a
     // batch of those costs a megabyte of stamping per poll).
     let len = match i.u8() {
@@ -400,7 +358,7 @@ pub fn udp_sender(data: &[u8]) {
         0 => None,
         _ => Some(i.u64()),
     };
-    let cfg = SenderConfig {
+    SenderConfig {
         stream: 3,
         len,
         millipps,
@@ -413,19 +371,20 @@ pub fn udp_sender(data: &[u8]) {
         } else {
             1 + usize::from(i.u8() % 8)
         },
-        format: match i.u8() % 4 {
-            0 => WireFormat::Iperf3 {
-                counters_64bit: true,
-                epoch_ns: i.u64(),
-            },
-            1 => WireFormat::Iperf3 {
-                counters_64bit: false,
-                epoch_ns: i.u64(),
-            },
-            _ => WireFormat::Linerate,
-        },
-    };
-    let format = cfg.format;
+        format,
+    }
+}
+
+/// Drives a sender built from `cfg` with the fuzzer's clock and kernel
+/// behaviour; `check` looks at every datagram handed out. The sender
+/// never issues past its count, never waits for a time that has come,
+/// and counts what the kernel took.
+pub fn udp_sender_runs<F: DatagramFormat>(
+    i: &mut Input,
+    cfg: SenderConfig<F>,
+    check: impl Fn(&[u8]),
+) {
+    let (len, limit) = (cfg.len, cfg.limit);
     let mut s = UdpSender::new(cfg);
     let mut now = 0u64;
     let mut sent = 0u64;
@@ -442,20 +401,7 @@ pub fn udp_sender(data: &[u8]) {
             Transmit::Send { bytes, segment } => {
                 assert_eq!(segment, len);
                 assert_eq!(bytes.len() % len, 0);
-                for d in bytes.chunks_exact(len) {
-                    match format {
-                        WireFormat::Linerate => {
-                            let h = parse_header(d).expect("a sent datagram parses");
-                            assert_eq!((h.stream, h.len as usize), (3, len));
-                        }
-                        WireFormat::Iperf3 { counters_64bit, .. } => {
-                            let h = crate::iperf3::udp::read_header(d, counters_64bit)
-                                .expect("an iperf3 datagram has its header");
-                            // Numbered from 1 (32-bit counters wrap).
-                            assert!(h.seq >= 1 || !counters_64bit, "{h:?}");
-                        }
-                    }
-                }
+                bytes.chunks_exact(len).for_each(&check);
                 let n = bytes.len() / len;
                 if take % 8 == 0 {
                     s.on_no_buffers();
@@ -687,16 +633,14 @@ pub fn packets(data: &[u8]) {
 /// A fuzz target: bytes in, a panic when a property breaks.
 pub type Target = fn(&[u8]);
 
-/// Every target by name (the names of `fuzz/corpus/` and the fuzz crate's
-/// binaries).
+/// Every target of this crate by name (the names of `fuzz/corpus/` and
+/// the fuzz crate's binaries; iperf3's are `linerate_iperf3::fuzz::TARGETS`).
 pub const TARGETS: &[(&str, Target)] = &[
     ("control_frames", control_frames),
     ("data_headers", data_headers),
-    ("iperf3_json", iperf3_json),
     ("auth", auth),
     ("server_session", server_session),
     ("client_session", client_session),
-    ("iperf3_sessions", iperf3_sessions),
     ("udp_receiver", udp_receiver),
     ("udp_sender", udp_sender),
     ("interval", interval),

@@ -32,9 +32,10 @@
 //!   arrival time in: classification, sequence tracking, jitter, counters.
 //! - [`interval`]: the interval cutter — boundaries with the warm-up,
 //!   cumulative counters cut into per-interval records.
-//! - [`iperf3`]: the iperf3 3.x protocol (cookie, state bytes, JSON
-//!   parameters and results, UDP header and receiver rules) and its client
-//!   and server sessions, so linerate interoperates with real iperf3 peers.
+//! - iperf3 compatibility (its control protocol, sessions, JSON, datagram
+//!   header and receiver rules) is its own crate, `linerate-iperf3`, on top
+//!   of this one: the UDP sender core takes its datagram format as a
+//!   [`udp_sender::DatagramFormat`].
 //! - [`packet`]: Ethernet, IPv4, IPv6 and UDP frames built and parsed in
 //!   user space (checked views, checksums), for the AF_XDP engine.
 //! - [`side`]: client or server, the word all of the above share.
@@ -51,7 +52,6 @@ pub mod datagram;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod interval;
-pub mod iperf3;
 pub mod limits;
 pub mod measure;
 pub mod negotiate;

@@ -1,7 +1,8 @@
 //! The UDP sender's core, without I/O: what to send when, in which buffer.
-//! One core for both wire formats: linerate's own datagrams and iperf3's
-//! (for iperf3 peers), so pacing, batching and the sender's accounting are
-//! written once.
+//! One core for every wire format ([`DatagramFormat`]): linerate's own
+//! datagrams, and iperf3's (for iperf3 peers, defined in the
+//! `linerate-iperf3` crate), so pacing, batching and the sender's
+//! accounting are written once.
 //!
 //! Driven by `now` (ns since Start) from the caller, it combines the
 //! [`Pacer`] (when each datagram is due), the [`SeqSchedule`] (which
@@ -21,72 +22,70 @@
 use linerate_stats::histogram::Histogram;
 
 use crate::datagram::{self, fill_pattern, Fault, Header, SeqSchedule, FLAG_PATTERN, HEADER_LEN};
-use crate::iperf3::udp as iperf3;
 use crate::measure::UdpSend;
 use crate::pacing::{run_len, Pacer};
 
-/// The header every datagram of a stream carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WireFormat {
-    /// linerate's own ([`Header`]): stream, 64-bit number from 0, send
-    /// time since Start, length and flags; `--verify` payloads and test
-    /// faults apply.
-    #[default]
-    Linerate,
-    /// iperf3's ([`iperf3::Header`]): the send time as seconds and
-    /// microseconds of the sender's monotonic clock (`epoch_ns`, that
-    /// clock at Start, plus `now`), the number from 1, 32 or 64 bits wide;
-    /// a fixed pseudo-random payload (iperf3 sends random bytes, and its
-    /// receivers never look at them). No verify, no faults.
-    Iperf3 { counters_64bit: bool, epoch_ns: u64 },
+/// The header every datagram of a sending stream carries, and what fills
+/// the rest: linerate's own ([`Linerate`]), or another tool's (iperf3's,
+/// in the `linerate-iperf3` crate). The core is generic over it, so the
+/// stamping of each datagram is a direct (inlined) call.
+pub trait DatagramFormat: Copy + std::fmt::Debug + Send + Sync + 'static {
+    /// Whether linerate's own checks apply: the `--verify` payload
+    /// pattern and the test faults of `--inject-faults` (receivers of
+    /// other formats know neither).
+    const CHECKS: bool;
+    /// Whether a peer of this format closes its socket as the test ends,
+    /// so a refused send then ends the stream cleanly (iperf3 does).
+    const PEER_CLOSES_AT_END: bool;
+    /// The shortest datagram the format allows (its header).
+    fn min_len(self) -> usize;
+    /// Fills `buf` (datagrams of `len` bytes back to back) once, before
+    /// any is stamped: the parts of each datagram that never change.
+    fn prepare(self, buf: &mut [u8], len: usize, stream: u32, verify: bool);
+    /// Writes datagram `seq`'s header (sent at `now`, ns since Start)
+    /// and, with `verify`, its payload pattern into `d`.
+    fn stamp(self, d: &mut [u8], seq: u64, now: u64, verify: bool);
 }
 
-impl WireFormat {
-    /// The shortest datagram the format allows (its header).
-    pub fn min_len(self) -> usize {
-        match self {
-            WireFormat::Linerate => HEADER_LEN,
-            WireFormat::Iperf3 { counters_64bit, .. } => iperf3::header_len(counters_64bit),
+/// linerate's own datagrams ([`Header`]): stream, 64-bit number from 0,
+/// send time since Start, length and flags; `--verify` payloads and test
+/// faults apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Linerate;
+
+impl DatagramFormat for Linerate {
+    const CHECKS: bool = true;
+    const PEER_CLOSES_AT_END: bool = false;
+
+    fn min_len(self) -> usize {
+        HEADER_LEN
+    }
+
+    fn prepare(self, buf: &mut [u8], len: usize, stream: u32, verify: bool) {
+        let header = Header {
+            flags: if verify { FLAG_PATTERN } else { 0 },
+            stream,
+            seq: 0,
+            send_ns: 0,
+            len: len as u32,
+        };
+        for d in buf.chunks_exact_mut(len) {
+            header.emit(d);
         }
     }
 
-    /// Writes datagram `seq`'s header (sent at `now`) and, with `verify`,
-    /// its payload pattern into `d`.
     #[inline]
     fn stamp(self, d: &mut [u8], seq: u64, now: u64, verify: bool) {
-        match self {
-            WireFormat::Linerate => {
-                Header::stamp(d, seq, now);
-                if verify {
-                    fill_pattern(&mut d[HEADER_LEN..], seq);
-                }
-            }
-            WireFormat::Iperf3 {
-                counters_64bit,
-                epoch_ns,
-            } => {
-                // iperf3 numbers from 1; the core's schedule from 0.
-                let h = iperf3::Header::at_ns(epoch_ns.saturating_add(now), seq + 1);
-                iperf3::write_header(d, &h, counters_64bit);
-            }
+        Header::stamp(d, seq, now);
+        if verify {
+            fill_pattern(&mut d[HEADER_LEN..], seq);
         }
-    }
-}
-
-/// Fills an iperf3 payload with a fixed pseudo-random pattern (xorshift64).
-fn fill_random(buf: &mut [u8]) {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for b in buf.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
     }
 }
 
 /// A sending UDP stream's parameters.
 #[derive(Debug, Clone)]
-pub struct SenderConfig {
+pub struct SenderConfig<F = Linerate> {
     pub stream: u32,
     /// Whole datagram length, header included (at least [`HEADER_LEN`]).
     pub len: usize,
@@ -103,7 +102,7 @@ pub struct SenderConfig {
     /// engine's batch size; at least 1).
     pub max_batch: usize,
     /// The datagrams' header: linerate's, or iperf3's for iperf3 peers.
-    pub format: WireFormat,
+    pub format: F,
 }
 
 /// What the sender should do now.
@@ -125,9 +124,9 @@ pub enum Transmit<'a> {
 
 /// The sans-IO core of one sending UDP stream.
 #[derive(Debug)]
-pub struct UdpSender {
+pub struct UdpSender<F = Linerate> {
     len: usize,
-    format: WireFormat,
+    format: F,
     verify: bool,
     max_batch: usize,
     /// `max_batch` datagrams back to back, headers emitted once.
@@ -146,30 +145,16 @@ pub struct UdpSender {
     out: UdpSend,
 }
 
-impl UdpSender {
-    pub fn new(mut cfg: SenderConfig) -> Self {
+impl<F: DatagramFormat> UdpSender<F> {
+    pub fn new(mut cfg: SenderConfig<F>) -> Self {
         let len = cfg.len.max(cfg.format.min_len());
         let max_batch = cfg.max_batch.max(1);
         let mut buf = vec![0u8; len * max_batch];
-        match cfg.format {
-            WireFormat::Linerate => {
-                let header = Header {
-                    flags: if cfg.verify { FLAG_PATTERN } else { 0 },
-                    stream: cfg.stream,
-                    seq: 0,
-                    send_ns: 0,
-                    len: len as u32,
-                };
-                for d in buf.chunks_exact_mut(len) {
-                    header.emit(d);
-                }
-            }
-            WireFormat::Iperf3 { .. } => {
-                fill_random(&mut buf);
-                cfg.verify = false;
-                cfg.faults.clear();
-            }
+        if !F::CHECKS {
+            cfg.verify = false;
+            cfg.faults.clear();
         }
+        cfg.format.prepare(&mut buf, len, cfg.stream, cfg.verify);
         let junk: Vec<Fault> = cfg
             .faults
             .iter()
@@ -342,7 +327,7 @@ mod tests {
             faults: parse_faults(faults).expect("faults"),
             limit,
             max_batch,
-            format: WireFormat::Linerate,
+            format: Linerate,
         }
     }
 
@@ -439,7 +424,7 @@ mod tests {
             millipps: Some(1_000_000),
             burst: 4,
             max_batch: 16,
-            format: WireFormat::Linerate,
+            format: Linerate,
             ..cfg("", Some(12), 16)
         });
         let mut now = 0;
@@ -462,44 +447,6 @@ mod tests {
         let r = s.finish(now);
         assert_eq!(r.requested_pps, Some(1000.0));
         assert_eq!((r.first_send_ns, r.last_send_ns), (0, 8_000_000));
-    }
-
-    /// iperf3's format through the same core: numbers from 1 in iperf3's
-    /// header, stamped with the sender's clock (epoch + now), a random
-    /// payload, and no verify or faults even if asked for.
-    #[test]
-    fn iperf3_datagrams_number_from_one_and_carry_the_senders_clock() {
-        for counters_64bit in [false, true] {
-            let epoch_ns = 5_000_000_000_123;
-            let mut s = UdpSender::new(SenderConfig {
-                len: 100,
-                millipps: Some(1_000_000), // 1000/s
-                format: WireFormat::Iperf3 {
-                    counters_64bit,
-                    epoch_ns,
-                },
-                ..cfg("skip:1,magic:2", Some(3), 4)
-            });
-            let mut seen = Vec::new();
-            let mut now = 0;
-            for _ in 0..100 {
-                match s.poll_transmit(now) {
-                    Transmit::Done => break,
-                    Transmit::Wait(t) => now = t,
-                    Transmit::Junk(_) => panic!("no faults in iperf3's format"),
-                    Transmit::Send { bytes, segment } => {
-                        assert_eq!(segment, 100);
-                        let h = iperf3::read_header(bytes, counters_64bit).expect("header");
-                        assert_eq!(h, iperf3::Header::at_ns(epoch_ns + now, h.seq));
-                        assert_ne!(&bytes[20..40], &[0u8; 20][..], "random payload");
-                        seen.push(h.seq);
-                        s.on_sent(1);
-                    }
-                }
-            }
-            assert_eq!(seen, vec![1, 2, 3], "counters_64bit {counters_64bit}");
-            assert_eq!(s.finish(now).issued, 3);
-        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use linerate_proto::datagram::{Fault, FaultKind};
 use linerate_proto::interval::{CutStream, IntervalCutter, Sample};
 use linerate_proto::measure::{Role, UdpRecv, UdpSend};
 use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
-use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
+use linerate_proto::udp_sender::{Linerate, SenderConfig, Transmit, UdpSender};
 use proptest::prelude::*;
 
 const LEN: usize = 200;
@@ -51,7 +51,7 @@ impl Sim {
                 faults,
                 limit: Some(limit),
                 max_batch,
-                format: WireFormat::Linerate,
+                format: Linerate,
             }),
             rx: UdpReceiver::new(ReceiverConfig {
                 stream: 1,
@@ -149,7 +149,7 @@ impl Sim {
                 faults: Vec::new(),
                 limit: Some(0),
                 max_batch: 1,
-                format: WireFormat::Linerate,
+                format: Linerate,
             }),
         );
         tx.finish(self.now)

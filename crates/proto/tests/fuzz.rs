@@ -15,7 +15,6 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::path::PathBuf;
 
 use linerate_proto::auth::{AuthChallenge, AuthInit, AuthProof};
 use linerate_proto::datagram::Header;
@@ -26,7 +25,9 @@ use linerate_proto::wire::{
 };
 use linerate_proto::PROTOCOL_VERSION;
 use proptest::prelude::*;
-use proptest::test_runner::Config;
+
+mod fuzz_support;
+use fuzz_support::{cfg, input, noise};
 
 // ---------------------------------------------------------------------------
 // Allocation accounting (this thread's live bytes and their peak)
@@ -86,12 +87,6 @@ fn peak_allocation(f: impl FnOnce()) -> usize {
 // ---------------------------------------------------------------------------
 // Seed corpus
 // ---------------------------------------------------------------------------
-
-fn corpus_dir(target: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target)
-}
 
 /// Encoded frames a peer could send.
 fn frames() -> Vec<Vec<u8>> {
@@ -165,19 +160,6 @@ fn peer(bytes: &[u8]) -> Vec<u8> {
     e
 }
 
-/// Deterministic bytes (xorshift).
-fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// Driver events of the session targets: a data connection attached,
 /// the data phase finished, the clock advanced, the peer closed.
 const ATTACH: [u8; 3] = [9, 0, 1];
@@ -191,11 +173,9 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     match target {
         "control_frames" => f,
         "data_headers" => data_header_seeds(),
-        "iperf3_json" => iperf3_json_seeds(),
         "auth" => vec![noise(2, 97), vec![0; 97]],
         "server_session" => server_session_seeds(&f),
         "client_session" => client_session_seeds(&f),
-        "iperf3_sessions" => iperf3_session_seeds(),
         "rr_flow" => rr_flow_seeds(),
         "packets" => packet_seeds(),
         _ => (0..4).map(|k| noise(k + 3, 64 << k)).collect(),
@@ -249,18 +229,6 @@ fn data_header_seeds() -> Vec<Vec<u8>> {
     vec![d, rr, resp, noise(1, 16)]
 }
 
-fn iperf3_json_seeds() -> Vec<Vec<u8>> {
-    let json =
-        br#"{"tcp":true,"omit":0,"time":10,"parallel":1,"len":131072,"client_version":"3.12"}"#;
-    let results = br#"{"cpu_util_total":1.0,"cpu_util_user":0.5,"cpu_util_system":0.5,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":1000,"retransmits":0,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":1}]}"#;
-    let framed = |j: &[u8]| {
-        let mut v = (j.len() as u32).to_be_bytes().to_vec();
-        v.extend_from_slice(j);
-        v
-    };
-    vec![framed(json), framed(results), json.to_vec()]
-}
-
 fn server_session_seeds(f: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let hello = wire::to_bytes(&Message::Hello(Hello {
         protocol: PROTOCOL_VERSION,
@@ -309,20 +277,6 @@ fn client_session_seeds(f: &[Vec<u8>]) -> Vec<Vec<u8>> {
     ]
 }
 
-fn iperf3_session_seeds() -> Vec<Vec<u8>> {
-    let cookie = b"abcdefghijklmnopqrstuvwxyz2345672345\0";
-    let chunk = |to_server: bool, b: &[u8]| {
-        let mut v = vec![u8::from(!to_server)];
-        v.extend_from_slice(&(b.len() as u16).to_le_bytes());
-        v.extend_from_slice(b);
-        v
-    };
-    vec![
-        [chunk(true, cookie), chunk(true, &seeds("iperf3_json")[0])].concat(),
-        [chunk(false, &[9]), chunk(false, &[10]), chunk(false, &[1])].concat(),
-    ]
-}
-
 fn rr_flow_seeds() -> Vec<Vec<u8>> {
     // Sizes, reliability, flow; then requests (0), the server's
     // response (2), a timeout (1), a late response (2 after 1).
@@ -344,83 +298,14 @@ fn rr_flow_seeds() -> Vec<Vec<u8>> {
     ]
 }
 
-fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = corpus_dir(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
-        .collect()
-}
-
 #[test]
 fn issue_10_fuzz_seed_corpus_runs_clean() {
-    for &(name, target) in TARGETS {
-        if std::env::var_os("LINERATE_WRITE_FUZZ_CORPUS").is_some() {
-            let dir = corpus_dir(name);
-            std::fs::create_dir_all(&dir).expect("corpus dir");
-            for (k, s) in seeds(name).iter().enumerate() {
-                std::fs::write(dir.join(format!("seed-{k:02}")), s).expect("seed");
-            }
-        }
-        let c = corpus(name);
-        assert!(!c.is_empty(), "no seeds for {name}");
-        for s in &c {
-            target(s);
-        }
-    }
+    fuzz_support::run_seed_corpus(TARGETS, seeds);
 }
 
 // ---------------------------------------------------------------------------
 // Properties
 // ---------------------------------------------------------------------------
-
-fn cfg(cases: u32) -> Config {
-    Config {
-        cases,
-        // Shrinking only runs on failure; keep it bounded then too.
-        max_shrink_iters: 2000,
-        failure_persistence: None,
-        ..Config::default()
-    }
-}
-
-/// Random bytes, or a corpus seed flipped at a few places, cut, and
-/// spliced with another seed.
-fn input(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
-    let seeds = corpus(target);
-    let n = seeds.len();
-    prop_oneof![
-        proptest::collection::vec(any::<u8>(), 0..256),
-        (
-            0..n,
-            0..n,
-            proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
-            any::<usize>(),
-            any::<bool>()
-        )
-            .prop_map(move |(a, b, flips, cut, splice)| {
-                let mut s = seeds[a].clone();
-                if splice {
-                    s.extend_from_slice(&seeds[b]);
-                }
-                for (at, x) in flips {
-                    if !s.is_empty() {
-                        let i = at % s.len();
-                        s[i] ^= x;
-                    }
-                }
-                if cut % 4 == 0 {
-                    s.truncate(cut % (s.len() + 1));
-                }
-                s
-            }),
-    ]
-}
 
 /// Memory a decoder may take for `len` input bytes: proportional to what
 /// arrived (JSON trees cost a multiple of their text), never to what a
@@ -464,14 +349,6 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(cfg(100_000))]
-    #[test]
-    fn issue_10_fuzz_iperf3_json(bytes in input("iperf3_json")) {
-        fuzz::iperf3_json(&bytes);
-    }
-}
-
-proptest! {
     #![proptest_config(cfg(20_000))]
     #[test]
     fn issue_10_fuzz_auth(bytes in input("auth")) {
@@ -493,14 +370,6 @@ proptest! {
     #[test]
     fn issue_10_fuzz_client_session(bytes in input("client_session")) {
         fuzz::client_session(&bytes);
-    }
-}
-
-proptest! {
-    #![proptest_config(cfg(60_000))]
-    #[test]
-    fn issue_10_fuzz_iperf3_sessions(bytes in input("iperf3_sessions")) {
-        fuzz::iperf3_sessions(&bytes);
     }
 }
 

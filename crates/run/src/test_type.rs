@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use crate::error::{fail, Context as _, Result, RunError};
 use linerate_engine::engines::EngineKind;
-use linerate_engine::iperf3::Iperf3Format;
 use linerate_engine::rr::{self, CrrServer, CrrTarget, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
@@ -394,30 +393,23 @@ pub fn server_tcp_stream(
 pub enum Wire {
     /// linerate's own datagrams; each side's senders stop at the planned end.
     Native,
-    /// iperf3's datagrams (`counters_64bit`: 64-bit sequence numbers), and
-    /// iperf3's end: its client decides it (TEST_END), so this `side`'s TCP
+    /// iperf3's (whose datagrams are the runner's stream format, given by
+    /// the iperf3 glue: `crate::iperf3`), and iperf3's end: its client decides it (TEST_END), so this `side`'s TCP
     /// senders run until then on a server (an iperf3 client must not see
     /// its streams end first); UDP senders also stop at the planned end on
     /// the server's clock, which started first, so nothing is sent after
     /// the client stopped counting.
-    Iperf3 { counters_64bit: bool, side: Side },
+    Iperf3 { side: Side },
 }
 
 /// Runner parameters of a side from the agreed spec: the one place they
 /// are built, for native and iperf3 tests alike.
 pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope, wire: Wire) -> RunParams {
     let omit = Duration::from_millis(spec.omit_ms);
-    let iperf3 = match wire {
-        Wire::Native => None,
-        Wire::Iperf3 { counters_64bit, .. } => Some(Iperf3Format {
-            counters_64bit,
-            omit,
-        }),
-    };
     // iperf3's `-t 0` (with neither -n nor -k) has no planned end either.
     let until_test_end = match wire {
         Wire::Native => false,
-        Wire::Iperf3 { side, .. } => {
+        Wire::Iperf3 { side } => {
             spec.limit == Limit::TimeMs(0)
                 || (side == Side::Server && spec.protocol == Protocol::Tcp)
         }
@@ -429,7 +421,6 @@ pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope, wire: Wi
             verify: u.verify,
             faults: u.faults.clone(),
             priority: u.priority,
-            iperf3,
         }),
         len: spec.len as usize,
         time: match spec.limit {

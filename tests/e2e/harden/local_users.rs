@@ -202,7 +202,7 @@ fn issue_28_another_user_cannot_bind_the_iperf3_udp_listener() {
     if let Some(why) = cannot_switch_user() {
         return skip(why);
     }
-    let listener = linerate_engine::iperf3::udp_listener("127.0.0.1:0".parse().expect("addr"))
+    let listener = linerate_iperf3::streams::udp_listener("127.0.0.1:0".parse().expect("addr"))
         .expect("listener");
     let addr = listener.local_addr().expect("address");
     let answer = run_as_nobody(&format!("udp {addr}"));

@@ -3,9 +3,10 @@
 //!
 //! An endpoint is one connected datagram flow (a local and a peer address,
 //! a way to send, a receive queue) as the UDP loops see it: the stream
-//! loops ([`crate::udp`]), iperf3's receive loop ([`crate::iperf3`]) and
-//! rr's datagrams. The engine's I/O objects ([`super::UdpTx`],
-//! [`super::UdpRx`]) move the data batches, each call given the endpoint;
+//! loops ([`crate::udp`]), iperf3's receive loop (in the
+//! `linerate-iperf3` crate) and rr's datagrams. The engine's I/O objects
+//! ([`super::UdpTx`], [`super::UdpRx`]) move the data batches, each call
+//! given the endpoint;
 //! the loops themselves use only the endpoint's few methods, none of them
 //! per data datagram:
 //! - [`UdpEndpoint::send_control`]: a datagram outside the data batches

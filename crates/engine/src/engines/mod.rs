@@ -248,6 +248,8 @@ impl FromStr for EngineKind {
 /// Runs `$body` with `$e` bound to the engine value of `$kind` (a
 /// [`EngineKind`]): the one place that maps kinds to engine types, so the
 /// generic loops are monomorphised per engine and call it directly.
+/// Exported for loops built outside this crate (iperf3's, and their tests).
+#[macro_export]
 macro_rules! with_engine {
     ($kind:expr, $e:ident => $body:expr) => {
         match $kind {
@@ -278,7 +280,7 @@ macro_rules! with_engine {
         }
     };
 }
-pub(crate) use with_engine;
+pub use crate::with_engine;
 
 thread_local! {
     /// What the engine's I/O objects on this thread used, merged: each

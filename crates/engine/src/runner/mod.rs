@@ -38,7 +38,7 @@ use linerate_proto::wire::{SentCount, Side};
 
 use crate::engines::EngineKind;
 use crate::stream::{Signals, StreamCounter};
-use crate::udp::UdpCounters;
+use crate::udp::{Native, StreamFormat, UdpCounters};
 pub(crate) use cpu_watch::ProcessThreads;
 use sampler::sample;
 
@@ -74,8 +74,6 @@ pub struct UdpParams {
     pub faults: Vec<Fault>,
     /// Nice value for receiving threads.
     pub priority: Option<i32>,
-    /// iperf3 tests: datagrams in iperf3's format ([`crate::iperf3`]).
-    pub iperf3: Option<crate::iperf3::Iperf3Format>,
 }
 
 /// Whose CPU time a side reports.
@@ -128,11 +126,24 @@ pub struct SideRun {
     sampler: Option<JoinHandle<()>>,
 }
 
-/// Starts the streams now; `start` is the test's time zero.
+/// Starts the streams now; `start` is the test's time zero. UDP streams
+/// speak linerate's own datagrams.
 pub fn start(
     engine: EngineKind,
     streams: Vec<StreamSetup>,
     params: RunParams,
+    start: Instant,
+) -> SideRun {
+    start_with(engine, streams, params, Native, start)
+}
+
+/// [`start`], with UDP streams in `format` (iperf3's, for iperf3 peers):
+/// the runner is generic over it, so nothing is dispatched per datagram.
+pub fn start_with<F: StreamFormat>(
+    engine: EngineKind,
+    streams: Vec<StreamSetup>,
+    params: RunParams,
+    format: F,
     start: Instant,
 ) -> SideRun {
     let signals = Arc::new(Signals::default());
@@ -165,7 +176,8 @@ pub fn start(
                 intervals: itx,
                 senders_done: stx,
             };
-            let results = sample(engine, streams, counters, &params, start, &sig, &live, &ch);
+            let side = (engine, format, start);
+            let results = sample(side, streams, counters, &params, &sig, &live, &ch);
             let _ = dtx.send(results);
         });
     let (sampler, done) = match sampler {

@@ -20,7 +20,7 @@ use super::{Channels, CpuScope, DataSocket, RunParams, StreamSetup};
 use crate::cpu::{self, CpuTime};
 use crate::engines::EngineKind;
 use crate::stream::{Signals, StreamCounter};
-use crate::udp::UdpCounters;
+use crate::udp::{StreamFormat, UdpCounters};
 use crate::{netstat, tcp_info};
 
 impl Running {
@@ -42,12 +42,11 @@ impl Running {
 /// Starts a thread per stream; a stream whose thread cannot start is
 /// finished at once with that error.
 #[allow(clippy::too_many_arguments)]
-fn spawn_all(
-    engine: EngineKind,
+fn spawn_all<F: StreamFormat>(
+    (engine, format, start): (EngineKind, F, Instant),
     streams: Vec<StreamSetup>,
     counters: Vec<Arc<StreamCounter>>,
     params: &RunParams,
-    start: Instant,
     signals: &Arc<Signals>,
     udp_live: &[(u32, Arc<UdpCounters>)],
     done: &Sender<Finished>,
@@ -95,6 +94,7 @@ fn spawn_all(
         });
         let ctx = StreamCtx {
             engine,
+            format,
             start,
             signals: Arc::clone(signals),
             done: done.clone(),
@@ -251,16 +251,16 @@ impl Baseline {
     }
 }
 
-/// The sampler thread's work: runs the streams and assembles the side's
+/// The sampler thread's work: runs the streams (with this engine, UDP
+/// streams in this format, from this time zero) and assembles the side's
 /// results.
 // The side's pieces, each from its owner; a struct would only rename them.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn sample(
-    engine: EngineKind,
+pub(super) fn sample<F: StreamFormat>(
+    (engine, format, start): (EngineKind, F, Instant),
     streams: Vec<StreamSetup>,
     counters: Vec<Arc<StreamCounter>>,
     params: &RunParams,
-    start: Instant,
     signals: &Arc<Signals>,
     udp_live: &[(u32, Arc<UdpCounters>)],
     ch: &Channels,
@@ -282,7 +282,13 @@ pub(super) fn sample(
             engine, streams, counters, params, threads, start, signals, &ftx,
         ),
         None => spawn_all(
-            engine, streams, counters, params, start, signals, udp_live, &ftx,
+            (engine, format, start),
+            streams,
+            counters,
+            params,
+            signals,
+            udp_live,
+            &ftx,
         ),
     };
     drop(ftx);

@@ -10,14 +10,13 @@ use std::time::Instant;
 
 use linerate_proto::measure::{Role, StreamMeasurement};
 use linerate_proto::rr_core::SpinMode;
-use linerate_proto::udp_sender::WireFormat;
 
 use super::cpu_watch::{self, Ticks};
 use super::{DataSocket, RunParams, StreamSetup, UdpParams};
 use crate::cpu::{self, CpuTime};
 use crate::engines::{with_engine, Engine, EngineKind, UdpEndpoint};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
-use crate::udp::{self, RecvJob, SendJob, UdpCounters};
+use crate::udp::{self, RecvJob, SendJob, StreamFormat, UdpCounters};
 use crate::wait::{self, Wait};
 use crate::{tcp, tcp_info, EngineError};
 
@@ -34,8 +33,10 @@ pub(super) struct Finished {
 }
 
 /// What every stream thread of a side shares with the sampler.
-pub(super) struct StreamCtx {
+pub(super) struct StreamCtx<F> {
     pub(super) engine: EngineKind,
+    /// UDP streams' wire format.
+    pub(super) format: F,
     pub(super) start: Instant,
     pub(super) signals: Arc<Signals>,
     pub(super) done: Sender<Finished>,
@@ -43,8 +44,8 @@ pub(super) struct StreamCtx {
     pub(super) rcvlowat: bool,
 }
 
-pub(super) fn spawn_stream(
-    ctx: StreamCtx,
+pub(super) fn spawn_stream<F: StreamFormat>(
+    ctx: StreamCtx<F>,
     index: usize,
     setup: StreamSetup,
     params: &RunParams,
@@ -129,8 +130,8 @@ fn prepare_thread(pin: Option<usize>, role: Role, nice: Option<i32>) -> Option<S
 }
 
 /// What a stream's loop works with.
-struct StreamIo<'a> {
-    ctx: &'a StreamCtx,
+struct StreamIo<'a, F> {
+    ctx: &'a StreamCtx<F>,
     /// Bytes per buffer or datagram.
     len: usize,
     udp: &'a UdpParams,
@@ -140,7 +141,7 @@ struct StreamIo<'a> {
     live: &'a UdpCounters,
 }
 
-impl StreamIo<'_> {
+impl<F: StreamFormat> StreamIo<'_, F> {
     /// Runs the loop of the stream's transport and role; returns what it
     /// measured beyond the byte count, and how it ended.
     fn run(&self, setup: StreamSetup) -> (StreamMeasurement, StreamEnd) {
@@ -228,10 +229,7 @@ impl StreamIo<'_> {
                     faults: self.udp.faults.clone(),
                     limit: datagrams,
                     start,
-                    format: match self.udp.iperf3 {
-                        Some(f) => udp::iperf3_format(f.counters_64bit, start),
-                        None => WireFormat::Linerate,
-                    },
+                    format: self.ctx.format.sender(start),
                 };
                 let (sent, end) =
                     udp::send(engine, &ep, &job, self.counter, self.live, signals, wait);
@@ -245,13 +243,9 @@ impl StreamIo<'_> {
                     verify: self.udp.verify,
                     start,
                 };
-                let (got, end) = match self.udp.iperf3 {
-                    Some(f) => {
-                        let counters = (self.counter, self.live);
-                        crate::iperf3::recv(engine, &ep, &job, f, counters, signals, wait)
-                    }
-                    None => udp::recv(engine, &ep, &job, self.counter, self.live, signals, wait),
-                };
+                let (c, l) = (self.counter, self.live);
+                let format = self.ctx.format;
+                let (got, end) = format.recv(engine, &ep, &job, c, l, signals, wait);
                 m.udp_recv = Some(got);
                 end
             }

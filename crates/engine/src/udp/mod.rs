@@ -17,6 +17,7 @@
 //! its endpoint), and a
 //! client whose server already sends data takes that as the answer.
 
+mod format;
 mod live;
 mod recv;
 mod send;
@@ -31,6 +32,7 @@ use crate::cmsg::{SO_RCVBUFFORCE, SO_SNDBUFFORCE};
 use crate::socket::set_int;
 use crate::EngineError;
 
+pub use format::{Native, StreamFormat};
 pub use live::UdpCounters;
 pub use recv::{prepare as prepare_recv, recv, RecvJob};
 
@@ -41,8 +43,8 @@ pub fn prepare_send(kind: crate::engines::EngineKind, sock: &std::net::UdpSocket
     use crate::engines::Engine;
     crate::engines::with_engine!(kind, e => e.udp_tx_attach(sock))
 }
-pub(crate) use recv::{realtime_at, recv_batches, stream_rx};
-pub use send::{iperf3_format, send, SendJob};
+pub use recv::{realtime_at, recv_batches, stream_rx, Received};
+pub use send::{send, SendJob};
 
 /// How often the client repeats an unanswered greeting.
 pub const GREET_EVERY: Duration = Duration::from_millis(100);
@@ -60,7 +62,7 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 }
 
 /// Nanoseconds since the test's time zero.
-pub(crate) fn ns_since(start: Instant) -> u64 {
+pub fn ns_since(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
 }
 
@@ -340,7 +342,7 @@ mod tests {
                 .expect("faults"),
             limit: Some(100),
             start,
-            format: Default::default(),
+            format: linerate_proto::udp_sender::Linerate,
         };
         let (sent, end) = super::send(
             engine,

@@ -115,7 +115,7 @@ pub fn prepare(kind: EngineKind, sock: &UdpSocket) {
 
 /// CLOCK_REALTIME ns at `start`: converts the kernel's receive timestamps
 /// (`SO_TIMESTAMPNS`) to ns since `start`.
-pub(crate) fn realtime_at(start: Instant) -> u64 {
+pub fn realtime_at(start: Instant) -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -126,7 +126,7 @@ pub(crate) fn realtime_at(start: Instant) -> u64 {
 /// receiver needs first: per-datagram metadata on, and blocking receives
 /// bounded by [`RECV_POLL`] (so an idle receiver checks its drain deadline
 /// and the abort flag). Shared by linerate's and iperf3's receive loops.
-pub(crate) fn stream_rx<E: Engine>(
+pub fn stream_rx<E: Engine>(
     engine: E,
     ep: &E::UdpEndpoint,
     len: usize,
@@ -193,10 +193,11 @@ pub fn recv<E: Engine>(
 }
 
 /// How [`recv_batches`] ended.
-pub(crate) struct Received {
-    pub(crate) end: StreamEnd,
-    /// Waits of [`COALESCE`] it made.
-    pub(crate) coalesce_waits: u64,
+#[derive(Debug)]
+pub struct Received {
+    pub end: StreamEnd,
+    /// Waits of `COALESCE` it made.
+    pub coalesce_waits: u64,
 }
 
 /// The batch loop every UDP receiver shares (linerate's streams and
@@ -204,10 +205,10 @@ pub(crate) struct Received {
 /// with the time read after the call (ns since `start`) and the drain
 /// deadline, and once past that deadline reads what is queued without
 /// waiting, then stops; or stops when the test is aborted. A blocking
-/// receiver with a buffer of at least [`COALESCE_MIN_RCVBUF`], on an
+/// receiver with a buffer of at least `COALESCE_MIN_RCVBUF`, on an
 /// engine whose short batches empty the socket, coalesces (module docs)
 /// after batches the kernel timestamped.
-pub(crate) fn recv_batches<P: UdpEndpoint, R: UdpRx<P>>(
+pub fn recv_batches<P: UdpEndpoint, R: UdpRx<P>>(
     io: &mut R,
     ep: &P,
     slots: &mut RecvSlots,

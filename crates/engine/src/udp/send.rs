@@ -1,5 +1,5 @@
-//! The send loop of a UDP stream — linerate's own datagrams or iperf3's
-//! (for iperf3 peers): the sans-IO [`UdpSender`] core decides what leaves
+//! The send loop of a UDP stream — linerate's own datagrams or another
+//! format's (iperf3's, for iperf3 peers): the sans-IO [`UdpSender`] core decides what leaves
 //! when, and how to wait for it; this loop reads the clock, sleeps or spins
 //! as told, and hands each batch to the engine.
 //!
@@ -14,7 +14,7 @@ use linerate_proto::data_beat::{self, PEEK_EVERY_NS};
 use linerate_proto::datagram::Fault;
 use linerate_proto::measure::UdpSend;
 use linerate_proto::pacing::{wait_step, WaitStep};
-use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender, WireFormat};
+use linerate_proto::udp_sender::{DatagramFormat, Linerate, SenderConfig, Transmit, UdpSender};
 
 use super::{ns_since, UdpCounters};
 use crate::engines::{self, Engine, Interest, TxBatch, UdpTx};
@@ -24,7 +24,7 @@ use crate::EngineError;
 
 /// A sending UDP stream's parameters.
 #[derive(Debug, Clone)]
-pub struct SendJob {
+pub struct SendJob<F = Linerate> {
     pub stream: u32,
     /// Whole datagram length, header included.
     pub len: usize,
@@ -37,17 +37,8 @@ pub struct SendJob {
     pub limit: Option<u64>,
     /// The test's time zero.
     pub start: Instant,
-    /// linerate's datagrams, or iperf3's (see [`iperf3_format`]).
-    pub format: WireFormat,
-}
-
-/// iperf3's datagram format for a stream whose time zero is `start`: its
-/// headers carry the monotonic clock (the epoch is that clock at `start`).
-pub fn iperf3_format(counters_64bit: bool, start: Instant) -> WireFormat {
-    WireFormat::Iperf3 {
-        counters_64bit,
-        epoch_ns: crate::clock::mono_ns().saturating_sub(ns_since(start)),
-    }
+    /// linerate's datagrams, or another format's (iperf3's).
+    pub format: F,
 }
 
 /// Waits until `due_ns` after `start`, sleeping or spinning as the core's
@@ -100,10 +91,10 @@ fn tighten_timer_slack() {
 /// Sends paced, numbered datagrams on `ep` with `engine` until stopped or
 /// the count is issued. `wait`: blocking sends, or busy polling on a full
 /// send queue (an endpoint switched to it by [`crate::engines::UdpEndpoint::busy_poll`]).
-pub fn send<E: Engine>(
+pub fn send<E: Engine, F: DatagramFormat>(
     engine: E,
     ep: &E::UdpEndpoint,
-    job: &SendJob,
+    job: &SendJob<F>,
     bytes: &StreamCounter,
     live: &UdpCounters,
     signals: &Signals,
@@ -175,10 +166,7 @@ pub fn send<E: Engine>(
                         std::thread::yield_now();
                     }
                     // An iperf3 peer closes its socket at the end of the test.
-                    Err(e)
-                        if e.kind() == ErrorKind::ConnectionRefused
-                            && matches!(job.format, WireFormat::Iperf3 { .. }) =>
-                    {
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused && F::PEER_CLOSES_AT_END => {
                         break Ok(())
                     }
                     Err(e) if e.kind() == ErrorKind::ConnectionRefused => {

@@ -161,14 +161,15 @@ impl Outbox {
         self.buf.append(&mut other.buf);
     }
 
-    /// Bytes queued as they are (the iperf3 sessions' state bytes and
-    /// length-prefixed JSON, which are not native frames).
-    pub(crate) fn from_bytes(buf: Vec<u8>) -> Outbox {
+    /// Bytes queued as they are (another protocol's sessions on the same
+    /// driver: iperf3's state bytes and length-prefixed JSON, in the
+    /// `linerate-iperf3` crate, are not native frames).
+    pub fn from_bytes(buf: Vec<u8>) -> Outbox {
         Outbox { buf }
     }
 
     /// The queue itself, for a session that writes its own framing.
-    pub(crate) fn raw(&mut self) -> &mut Vec<u8> {
+    pub fn raw(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
 

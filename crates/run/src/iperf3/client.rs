@@ -18,12 +18,12 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{fail, no_randomness, Context as _, Result, RunError};
-use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
+use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
-use linerate_proto::iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
-use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
-use linerate_proto::iperf3::udp as iudp;
-use linerate_proto::iperf3::{
+use linerate_iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
+use linerate_iperf3::json::{Params, Protocol as IProtocol, Results};
+use linerate_iperf3::udp as iudp;
+use linerate_iperf3::{
     client_role, Cookie, Direction as IDirection, Iperf3Error, Role, COOKIE_LEN,
 };
 use linerate_proto::measure;
@@ -432,9 +432,9 @@ impl Test<'_, '_> {
                 DataSocket::Tcp(t) => DataSocket::Tcp(t.try_clone().context("stream socket")?),
                 DataSocket::Udp(u) => DataSocket::Udp(u.try_clone().context("stream socket")?),
             });
-            let slot = linerate_proto::iperf3::server::StreamSlot {
+            let slot = linerate_iperf3::server::StreamSlot {
                 index,
-                id: linerate_proto::iperf3::stream_id(index),
+                id: linerate_iperf3::stream_id(index),
                 role,
             };
             self.streams.push(StreamInfo { slot });
@@ -531,15 +531,19 @@ impl Test<'_, '_> {
         let (out, ctx) = (&mut *self.out, &self.ctx);
         write_unless_closed(&mut self.output_closed, || out.start(&info, ctx))?;
         self.info = Some(info);
-        let wire = Wire::Iperf3 {
-            counters_64bit: p.udp_counters_64bit,
-            side: Side::Client,
-        };
+        let wire = Wire::Iperf3 { side: Side::Client };
         let params = test_type::run_params(spec, &self.cfg.cpus, test_type::cpu_scope(false), wire);
         let now = Instant::now();
         self.started = Some(now);
         let setups = std::mem::take(&mut self.setups);
-        self.run = Some(runner::start(self.cfg.engine, setups, params, now));
+        let (engine, bits) = (self.cfg.engine, p.udp_counters_64bit);
+        self.run = Some(super::start_streams(
+            engine,
+            setups,
+            (spec, params),
+            bits,
+            now,
+        ));
         Ok(())
     }
 

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results, StreamResults};
-use linerate_proto::iperf3::udp::Iperf3Counts;
-use linerate_proto::iperf3::{self, client_role, server_role, stream_id, Role};
+use linerate_iperf3::json::{Params, Protocol as IProtocol, Results, StreamResults};
+use linerate_iperf3::udp::Iperf3Counts;
+use linerate_iperf3::{self as iperf3, client_role, server_role, stream_id, Role};
 use linerate_proto::measure::{CpuMeasurement, SideResults, StreamMeasurement, UdpRecv, UdpSend};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
@@ -266,8 +266,8 @@ pub const STOP_WAIT: Duration = Duration::from_secs(10);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_proto::iperf3::json::parse_params;
-    use linerate_proto::iperf3::spec_of;
+    use linerate_iperf3::json::parse_params;
+    use linerate_iperf3::spec_of;
 
     /// Every TCP `-b` an iperf3 client may ask becomes the spec's rate, so
     /// the server's senders are paced to it and `--max-rate`'s watch (the

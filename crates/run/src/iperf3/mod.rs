@@ -2,9 +2,10 @@
 //! on the server's port ([`server`]), driving real iperf3 servers from
 //! `linerate tcp|udp --iperf3` and the binary's `linerate iperf3 -c`
 //! ([`client`]), and the conversions between iperf3's parameters and
-//! results and linerate's spec and report model ([`convert`]). Printing a
-//! test as iperf3 does is the binary's; the protocol itself is
-//! `linerate_proto::iperf3`.
+//! results and linerate's spec and report model ([`convert`]): the glue of
+//! iperf3's sessions on this crate's control driver and runner. Printing a
+//! test as iperf3 does is the binary's; the protocol itself, its datagrams
+//! and its stream handshake are the `linerate-iperf3` crate's.
 
 pub mod client;
 pub mod convert;
@@ -13,9 +14,28 @@ pub mod server;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use linerate_engine::iperf3::end_tcp_receiver;
-use linerate_engine::runner::SideRun;
+use linerate_engine::engines::EngineKind;
+use linerate_engine::runner::{self, RunParams, SideRun, StreamSetup};
+use linerate_iperf3::streams::{end_tcp_receiver, Iperf3Streams};
 use linerate_proto::measure::SideResults;
+use linerate_proto::spec::TestSpec;
+
+/// Starts this side's streams now as an iperf3 test runs them: the runner
+/// with iperf3's stream format (its datagrams, `counters_64bit` wide, and
+/// its receive accounts beside linerate's, restarted after the omit).
+fn start_streams(
+    engine: EngineKind,
+    setups: Vec<StreamSetup>,
+    (spec, params): (&TestSpec, RunParams),
+    counters_64bit: bool,
+    now: Instant,
+) -> SideRun {
+    let format = Iperf3Streams {
+        counters_64bit,
+        omit: Duration::from_millis(spec.omit_ms),
+    };
+    runner::start_with(engine, setups, params, format, now)
+}
 
 /// Ends this side's data phase as iperf3 does, on its client and its
 /// server alike: the TCP receivers read what is queued and end, the

@@ -8,9 +8,9 @@
 //! native test's session is, with this file's `Test` as its side. The streams run on the ordinary
 //! runner on the test's engine (the server's `--engine`, else `auto`'s
 //! choice for the test, noted in the report; UDP in iperf3's datagram
-//! format, [`linerate_engine::iperf3`]); the end of the test is the client's (TEST_END), so senders are
-//! stopped, TCP receivers see their read side shut down and UDP receivers
-//! read what is queued. Each test is recorded in linerate's report model
+//! format, [`linerate_iperf3::streams`]); the end of the test is the
+//! client's (TEST_END), so senders are stopped, TCP receivers see their
+//! read side shut down and UDP receivers read what is queued. Each test is recorded in linerate's report model
 //! and printed like a native one, with what was sent to the client beside
 //! linerate's exact accounting.
 
@@ -24,14 +24,14 @@ use std::time::{Duration, Instant};
 
 use linerate_engine::engines::auto::{self, Configured, Workload};
 use linerate_engine::engines::EngineKind;
-use linerate_engine::iperf3::{udp_accept, udp_listener, UdpAccepted};
-use linerate_engine::runner::{self, DataSocket, SideRun, StreamSetup};
+use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
-use linerate_proto::iperf3::json::{Params, Protocol as IProtocol, Results};
-use linerate_proto::iperf3::server::{
+use linerate_iperf3::json::{Params, Protocol as IProtocol, Results};
+use linerate_iperf3::server::{
     Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot,
 };
-use linerate_proto::iperf3::{code, Cookie, Role, COOKIE_LEN};
+use linerate_iperf3::streams::{udp_accept, udp_listener, UdpAccepted};
+use linerate_iperf3::{code, Cookie, Role, COOKIE_LEN};
 use linerate_proto::limits::{RateBudget, ServerLimits};
 use linerate_proto::measure::{self, IntervalMeasurement, SideResults};
 use linerate_proto::spec::TestSpec;
@@ -532,7 +532,7 @@ impl Test<'_> {
             Err(why) => {
                 let log = &self.host.guard.log;
                 log.log(format_args!("iperf3 data connection refused: {why}"));
-                let _ = sock.write_all(&[linerate_proto::iperf3::State::AccessDenied.byte()]);
+                let _ = sock.write_all(&[linerate_iperf3::State::AccessDenied.byte()]);
                 return;
             }
         };
@@ -638,10 +638,7 @@ impl Test<'_> {
         self.udp_listener = None;
         let p = self.params();
         let spec = self.spec();
-        let wire = Wire::Iperf3 {
-            counters_64bit: p.udp_counters_64bit,
-            side: Side::Server,
-        };
+        let wire = Wire::Iperf3 { side: Side::Server };
         let scope = test_type::cpu_scope(self.host.per_thread_cpu);
         let params = test_type::run_params(&spec, &self.cpus, scope, wire);
         self.start_unix_ms = std::time::SystemTime::now()
@@ -654,7 +651,14 @@ impl Test<'_> {
         self.idle = IdleWatch::new(&spec, self.host.guard.cfg.idle, now);
         self.started = Some(now);
         let engine = self.engine();
-        self.run = Some(runner::start(engine, setups, params, now));
+        let bits = p.udp_counters_64bit;
+        self.run = Some(super::start_streams(
+            engine,
+            setups,
+            (&spec, params),
+            bits,
+            now,
+        ));
     }
 
     /// TEST_END: stop every stream now and collect what they measured.

@@ -21,17 +21,17 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
-use super::{
+use crate::control::{
     code, server_error_bytes, server_role, stream_id, Cookie, Iperf3Error, Role, State, COOKIE_LEN,
     SAFETY_SLACK, STEP_TIMEOUT,
 };
-use crate::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
-use crate::measure::SideResults;
-use crate::session::server::Admission;
-use crate::session::{Outbox, Session};
-use crate::spec::TestSpec;
-use crate::wire::SentCount;
+use crate::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
+use linerate_proto::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
+use linerate_proto::measure::SideResults;
+use linerate_proto::session::server::Admission;
+use linerate_proto::session::{Outbox, Session};
+use linerate_proto::spec::TestSpec;
+use linerate_proto::wire::SentCount;
 
 /// The server's limits as they apply to iperf3 tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,7 @@ impl Default for Iperf3Limits {
         Iperf3Limits {
             max_time: Duration::from_secs(86_400),
             max_omit: Duration::from_secs(600),
-            max_streams: super::MAX_STREAMS,
+            max_streams: crate::control::MAX_STREAMS,
             max_rate_bps: None,
             udp_refused: None,
             auth_required: false,
@@ -84,7 +84,7 @@ pub struct StreamSlot {
 pub enum ServerAction {
     /// Decide whether there is room for this test (the server's one
     /// admission, as for a native session's
-    /// [`crate::session::server::ServerAction::RequestAdmission`]) and
+    /// [`linerate_proto::session::server::ServerAction::RequestAdmission`]) and
     /// answer with [`Iperf3ServerSession::admission`]. Nothing is read
     /// before: a busy server answers ACCESS_DENIED without the cookie.
     RequestAdmission,
@@ -172,7 +172,7 @@ pub struct Iperf3ServerSession {
     deadline: Option<Instant>,
     cookie: Option<Cookie>,
     params: Option<Params>,
-    /// The accepted parameters as linerate's test ([`super::spec_of`]).
+    /// The accepted parameters as linerate's test ([`crate::spec_of`]).
     spec: Option<TestSpec>,
     /// What this side's streams measured, once they have ended.
     measured: Option<SideResults>,
@@ -528,7 +528,7 @@ impl Iperf3ServerSession {
                 Err(why) => return self.refuse(code::TOTAL_RATE, why),
             }
         }
-        self.spec = Some(super::spec_of(&p));
+        self.spec = Some(crate::spec_of(&p));
         self.params = Some(p);
         self.actions.push_back(ServerAction::PrepareStreams);
         self.phase = Phase::Preparing;

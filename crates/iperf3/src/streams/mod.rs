@@ -1,25 +1,27 @@
-//! The syscalls of iperf3 interoperability: the UDP stream handshake on
-//! iperf3's port, and the UDP loops of streams that speak iperf3's datagram
-//! format, run by the ordinary runner when its [`crate::runner::UdpParams`]
-//! carry an [`Iperf3Format`] (threads, interval records, CPU accounting,
-//! stop and drain signals are the runner's as for any test).
+//! iperf3's UDP data streams on linerate's engines: the stream handshake
+//! on iperf3's port ([`udp_listener`], [`udp_accept`]) and the stream
+//! format the ordinary runner is started with for iperf3 tests
+//! ([`Iperf3Streams`], given to `linerate_engine::runner::start_with`:
+//! threads, interval records, CPU accounting, stop and drain signals are
+//! the runner's as for any test).
 //!
-//! The datagrams carry iperf3's header (send time, sequence number from 1,
-//! 32 or 64 bits). The receiver keeps two accounts of every stream side by
-//! side: linerate's exact one ([`linerate_proto::seq`]: distinct received,
-//! duplicates, reordered) and iperf3's own rules
-//! ([`linerate_proto::iperf3::udp::Iperf3Receiver`]), which is what an
+//! The datagrams carry iperf3's header ([`crate::udp`]: send time,
+//! sequence number from 1, 32 or 64 bits). The receiver keeps two accounts
+//! of every stream side by side: linerate's exact one
+//! ([`linerate_proto::seq`]: distinct received, duplicates, reordered) and
+//! iperf3's own rules ([`crate::udp::Iperf3Receiver`]), which is what an
 //! iperf3 peer must be sent; the latter travels in [`UdpRecv::iperf3`].
 //!
-//! Sending is the native UDP loop with iperf3's wire format
-//! ([`crate::udp::iperf3_format`]: one sans-IO sender core for both);
-//! receiving is [`recv`](recv()), generic over the engine as the native
-//! receive loop is: with the `batch` engine many
-//! datagrams per `sendmmsg`/`recvmmsg`, with UDP GSO/GRO where it has them
-//! on (a GRO super-buffer is cut at the kernel's segment size and every
-//! datagram still goes through both accounts one by one); with `syscall`
-//! one call per datagram. The stream's report says what the engine did
-//! (its batching summary: messages and datagrams per call, GSO, GRO).
+//! Sending is the engine's native UDP loop and sans-IO sender core with
+//! iperf3's datagram format ([`Iperf3Datagrams`]); receiving is this
+//! module's loop (`recv`), built on the engine's receive building blocks
+//! and generic over the engine as the native receive loop is: with the
+//! `batch` engine many datagrams per `sendmmsg`/`recvmmsg`, with UDP
+//! GSO/GRO where it has them on (a GRO super-buffer is cut at the kernel's
+//! segment size and every datagram still goes through both accounts one by
+//! one); with `syscall` one call per datagram. The stream's report says
+//! what the engine did (its batching summary: messages and datagrams per
+//! call, GSO, GRO).
 
 mod recv;
 #[cfg(test)]
@@ -29,20 +31,12 @@ use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use linerate_proto::iperf3::udp as wire;
+use linerate_engine::udp;
+use linerate_engine::EngineError;
 
-use crate::{udp, EngineError};
+use crate::udp as wire;
 
-pub use recv::recv;
-
-/// How a side's iperf3 UDP streams run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Iperf3Format {
-    /// `udp_counters_64bit`: 64-bit sequence numbers in the header.
-    pub counters_64bit: bool,
-    /// The omit period: iperf3's counters restart at its end.
-    pub omit: Duration,
-}
+pub use recv::Iperf3Streams;
 
 /// The UDP socket an iperf3 server listens on for connect datagrams: the
 /// control connection's local address and the server's port, with
@@ -53,7 +47,7 @@ pub struct Iperf3Format {
 /// process's uid join a SO_REUSEPORT group, and a connected member still
 /// gets its client's datagrams first.
 pub fn udp_listener(local: SocketAddr) -> Result<UdpSocket, EngineError> {
-    let local = crate::socket::canonical(local);
+    let local = linerate_engine::socket::canonical(local);
     let domain = socket2::Domain::for_address(local);
     let s = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))
         .map_err(|e| EngineError::io("UDP socket", e))?;

@@ -3,9 +3,9 @@
 //! (its wake-up period, the runner's parameters, limits and checks) as the
 //! native sessions hand theirs.
 
-use super::json::{Params, Protocol as IProtocol};
-use super::Direction as IDirection;
-use crate::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
+use crate::control::Direction as IDirection;
+use crate::json::{Params, Protocol as IProtocol};
+use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
 
 /// The test an iperf3 client's parameters describe, in linerate's terms.
 pub fn spec_of(p: &Params) -> TestSpec {
@@ -64,8 +64,8 @@ pub fn spec_of(p: &Params) -> TestSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iperf3::json::parse_params;
-    use crate::wire::Side;
+    use crate::json::parse_params;
+    use linerate_proto::wire::Side;
 
     #[test]
     fn iperf3_parameters_become_a_linerate_spec() {

@@ -4,16 +4,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use linerate_proto::iperf3::udp as wire;
+use linerate_engine::caps::caps;
+use linerate_engine::engines::batch::Toggle;
+use linerate_engine::engines::{with_engine, Batch, Engine, EngineKind};
+use linerate_engine::stream::{Signals, StreamCounter, StreamEnd};
+use linerate_engine::udp::{self, RecvJob, SendJob, StreamFormat, UdpCounters};
+use linerate_engine::wait::Wait;
 use linerate_proto::measure::{UdpRecv, UdpSend};
 
 use super::*;
-use crate::caps::caps;
-use crate::engines::batch::Toggle;
-use crate::engines::{with_engine, Batch, Engine, EngineKind};
-use crate::stream::{Signals, StreamCounter, StreamEnd};
-use crate::udp::{self, RecvJob, SendJob, UdpCounters};
-use crate::wait::Wait;
+use crate::udp as wire;
 
 fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
@@ -23,7 +23,7 @@ const LOCALHOST: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOC
 
 /// The stream socket and next listener of an accepted connect datagram.
 fn stream(
-    r: Result<UdpAccepted, crate::EngineError>,
+    r: Result<UdpAccepted, linerate_engine::EngineError>,
 ) -> (std::net::UdpSocket, std::net::UdpSocket) {
     match r.expect("io") {
         UdpAccepted::Stream { stream, next } => (stream, next),
@@ -121,7 +121,7 @@ fn run(
     queued: bool,
 ) -> ((UdpSend, StreamEnd), (UdpRecv, StreamEnd)) {
     let (tx, rx) = pair(rx_engine);
-    let cfg = Iperf3Format {
+    let cfg = Iperf3Streams {
         counters_64bit: true,
         omit: Duration::ZERO,
     };
@@ -137,8 +137,8 @@ fn run(
     let receive = move || {
         with_engine!(rx_engine, e => {
             let rx = e.udp_endpoint(rx).expect("endpoint");
-            let counters = (&StreamCounter::default(), &UdpCounters::default());
-            recv(e, &rx, &rjob, cfg, counters, &s2, Wait::Block)
+            let (bytes, live) = (&StreamCounter::default(), &UdpCounters::default());
+            cfg.recv(e, &rx, &rjob, bytes, live, &s2, Wait::Block)
         })
     };
     let job = SendJob {
@@ -150,7 +150,7 @@ fn run(
         faults: Vec::new(),
         limit: Some(count),
         start,
-        format: udp::iperf3_format(cfg.counters_64bit, start),
+        format: cfg.sender(start),
     };
     let sender = || {
         with_engine!(tx_engine, e => {
@@ -252,7 +252,9 @@ fn issue_9_iperf3_streams_move_many_datagrams_per_call_with_the_batch_engine() {
     assert_exact(&got, count, len);
     let b = sent.batching.as_ref().expect("GSO batching");
     // 128 segments where the kernel takes them, else 64 (noted).
-    use crate::engines::batch::mmsg::{segments_per_send, GSO_MAX_SEGMENTS, GSO_PORTABLE_SEGMENTS};
+    use linerate_engine::engines::batch::mmsg::{
+        segments_per_send, GSO_MAX_SEGMENTS, GSO_PORTABLE_SEGMENTS,
+    };
     let segs =
         [GSO_MAX_SEGMENTS, GSO_PORTABLE_SEGMENTS].map(|m| Some(segments_per_send(len, m) as u32));
     assert!(segs.contains(&b.gso_segments), "{b:?}");

@@ -1,3 +1,6 @@
+//! iperf3's stream format ([`Iperf3Streams`]: its datagrams for the
+//! sender core, and this receive loop) as the runner takes it.
+//!
 //! The receive loop of an iperf3 UDP stream, generic over the engine: the
 //! engine fills receive slots (many datagrams per `recvmmsg`, GRO
 //! super-buffers cut at the kernel's segment size, for the batch engine),
@@ -12,22 +15,59 @@
 //! GRO super-buffer carries one timestamp for all its datagrams (they
 //! arrived as one run), as iperf3's own GRO receiver sees them.
 
-use linerate_proto::iperf3::udp::{self as wire, Iperf3Receiver};
+use std::time::{Duration, Instant};
+
+use linerate_engine::clock;
+use linerate_engine::engines::{Engine, RecvSlots, UdpEndpoint, UdpRx};
+use linerate_engine::stream::{Signals, StreamCounter, StreamEnd};
+use linerate_engine::udp::{self, ns_since, RecvJob, StreamFormat, UdpCounters};
+use linerate_engine::wait::Wait;
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::seq::{Jitter, SeqTracker};
 use linerate_proto::udp_receiver::{finish_counts, live_counts, LiveCounts};
 
-use super::Iperf3Format;
-use crate::clock;
-use crate::engines::{Engine, RecvSlots, UdpEndpoint, UdpRx};
-use crate::stream::{Signals, StreamCounter, StreamEnd};
-use crate::udp::{self, ns_since, RecvJob, UdpCounters};
-use crate::wait::Wait;
+use crate::udp::{self as wire, Iperf3Datagrams, Iperf3Receiver};
+
+/// How a side's iperf3 UDP streams run: the stream format the runner is
+/// started with for iperf3 tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Iperf3Streams {
+    /// `udp_counters_64bit`: 64-bit sequence numbers in the header.
+    pub counters_64bit: bool,
+    /// The omit period: iperf3's counters restart at its end.
+    pub omit: Duration,
+}
+
+impl StreamFormat for Iperf3Streams {
+    type Datagram = Iperf3Datagrams;
+
+    /// iperf3's headers carry the sender's monotonic clock: the epoch is
+    /// that clock at `start`.
+    fn sender(self, start: Instant) -> Iperf3Datagrams {
+        Iperf3Datagrams {
+            counters_64bit: self.counters_64bit,
+            epoch_ns: clock::mono_ns().saturating_sub(ns_since(start)),
+        }
+    }
+
+    fn recv<E: Engine>(
+        self,
+        engine: E,
+        ep: &E::UdpEndpoint,
+        job: &RecvJob,
+        bytes: &StreamCounter,
+        live: &UdpCounters,
+        signals: &Signals,
+        wait: Wait,
+    ) -> (UdpRecv, StreamEnd) {
+        recv(engine, ep, job, self, (bytes, live), signals, wait)
+    }
+}
 
 /// Both accounts of one stream, fed one datagram at a time.
 struct Accounts<'a> {
     job: &'a RecvJob,
-    cfg: Iperf3Format,
+    cfg: Iperf3Streams,
     iperf: Iperf3Receiver,
     tracker: SeqTracker,
     jitter: Jitter,
@@ -44,7 +84,7 @@ impl<'a> Accounts<'a> {
     /// and monotonic clocks read these.
     fn new(
         job: &'a RecvJob,
-        cfg: Iperf3Format,
+        cfg: Iperf3Streams,
         realtime_at_start: u64,
         mono_at_start: u64,
     ) -> Self {
@@ -119,11 +159,11 @@ impl<'a> Accounts<'a> {
 
 /// Receives iperf3 datagrams on `ep` with `engine` until the drain
 /// deadline (then reads what is queued) or abort, counting them both ways.
-pub fn recv<E: Engine>(
+fn recv<E: Engine>(
     engine: E,
     ep: &E::UdpEndpoint,
     job: &RecvJob,
-    cfg: Iperf3Format,
+    cfg: Iperf3Streams,
     (bytes, live): (&StreamCounter, &UdpCounters),
     signals: &Signals,
     wait: Wait,
@@ -186,7 +226,7 @@ mod tests {
             verify: false,
             start: Instant::now(),
         };
-        let cfg = Iperf3Format {
+        let cfg = Iperf3Streams {
             counters_64bit: false,
             omit: Duration::from_millis(100),
         };

@@ -1,39 +1,9 @@
-//! The iperf3 3.x control protocol, without I/O: a second session pair beside
-//! the native one ([`crate::session`]), so a linerate server can serve real
-//! iperf3 clients and a linerate client can test against real iperf3 servers.
-//!
-//! The reference is `shared/iperf3-protocol.md` (from the iperf3 source and
-//! from captures of Debian's 3.12). In short, on one TCP control connection:
-//!
-//! ```text
-//! C cookie(37) → S 09 → C params JSON → S 0A → data streams (in order)
-//! → S 01 02 → data → C 04 → S 0D → C results JSON → S results JSON + 0E → C 10
-//! ```
-//!
-//! - [`State`]: the one-byte state messages (a *signed* char: −1 busy,
-//!   −2 server error followed by two big-endian i32).
-//! - [`Cookie`]: 36 characters of `[a-z2-7]` and a NUL; opaque to a server.
-//! - [`json`]: the u32-length-prefixed JSON messages, parameters and results,
-//!   read as untrusted input (caps before allocation, lenient numbers as
-//!   iperf3's cJSON reads them, 3.12's unsigned −1).
-//! - [`udp`]: the datagram header, the connect handshake's magic datagrams
-//!   and iperf3's own receiver accounting (its loss, out-of-order, jitter).
-//! - [`spec_of`]: the linerate test an iperf3 test is.
-//! - [`server`], [`client`]: the session state machines; they take bytes and
-//!   `now` and hand back bytes, actions and a deadline, as the native ones do.
+//! iperf3's control-connection vocabulary: the constants, the one-byte
+//! state messages, iperf3's error codes, the cookie, and the stream roles
+//! and ids both sessions and the JSON share. Imports nothing from the rest
+//! of the crate.
 
 use std::time::Duration;
-
-pub mod client;
-pub mod json;
-pub mod server;
-mod spec;
-pub mod udp;
-
-pub use spec::spec_of;
-
-#[cfg(test)]
-mod session_tests;
 
 /// iperf3's default port (linerate's too: one port serves both).
 pub const DEFAULT_PORT: u16 = 5201;

@@ -9,7 +9,7 @@
 //! not use one up. Every datagram is exactly `len` bytes.
 //!
 //! iperf3's receiver rules (per stream), which linerate's own sequence
-//! tracker ([`crate::seq`]) deliberately does not follow:
+//! tracker ([`linerate_proto::seq`]) deliberately does not follow:
 //! - forward (`seq > max`): `lost += seq − max − 1`, `max = seq`;
 //! - otherwise (late or duplicate): `out_of_order += 1`, and `lost −= 1` if
 //!   positive — so a duplicate cancels a loss;
@@ -17,6 +17,8 @@
 //! - jitter: RFC 1889's `J += (|D| − J)/16` over transit times
 //!   `|arrival − send|` in seconds, restarted at the first datagram counted
 //!   (at the start and again after the omit period).
+
+use linerate_proto::udp_sender::DatagramFormat;
 
 /// A client's connect datagram (iperf3 ≥3.12: ASCII "9876").
 pub const CONNECT: [u8; 4] = *b"9876";
@@ -26,6 +28,49 @@ pub const REPLY: [u8; 4] = *b"6789";
 pub const LEGACY_REPLY: [u8; 4] = [0xB1, 0x68, 0xDE, 0x3A];
 /// Smallest datagram iperf3 allows (the 64-bit header fits).
 pub const MIN_LEN: usize = 16;
+
+/// iperf3's datagrams as linerate's UDP sender core writes them: the
+/// header ([`write_header`]) with the send time as seconds and
+/// microseconds of the sender's monotonic clock (`epoch_ns`, that clock at
+/// Start, plus the core's `now`), the number from 1, 32 or 64 bits wide;
+/// a fixed pseudo-random payload (iperf3 sends random bytes, and its
+/// receivers never look at them). No verify, no faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Iperf3Datagrams {
+    pub counters_64bit: bool,
+    pub epoch_ns: u64,
+}
+
+impl DatagramFormat for Iperf3Datagrams {
+    const CHECKS: bool = false;
+    const PEER_CLOSES_AT_END: bool = true;
+
+    fn min_len(self) -> usize {
+        header_len(self.counters_64bit)
+    }
+
+    fn prepare(self, buf: &mut [u8], _len: usize, _stream: u32, _verify: bool) {
+        fill_random(buf);
+    }
+
+    #[inline]
+    fn stamp(self, d: &mut [u8], seq: u64, now: u64, _verify: bool) {
+        // iperf3 numbers from 1; the core's schedule from 0.
+        let h = Header::at_ns(self.epoch_ns.saturating_add(now), seq + 1);
+        write_header(d, &h, self.counters_64bit);
+    }
+}
+
+/// Fills an iperf3 payload with a fixed pseudo-random pattern (xorshift64).
+fn fill_random(buf: &mut [u8]) {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for b in buf.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+}
 
 /// True for a reply a client should accept.
 pub fn is_reply(d: &[u8]) -> bool {
@@ -99,7 +144,7 @@ pub fn read_header(d: &[u8], counters_64bit: bool) -> Option<Header> {
     })
 }
 
-pub use crate::measure::Iperf3Counts;
+pub use linerate_proto::measure::Iperf3Counts;
 
 /// One UDP receiving stream, accounted as iperf3 does.
 #[derive(Debug, Clone, Default)]
@@ -166,6 +211,51 @@ impl Iperf3Receiver {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// iperf3's format through linerate's sender core: numbers from 1 in
+    /// iperf3's header, stamped with the sender's clock (epoch + now), a
+    /// random payload, and no verify or faults even if asked for.
+    #[test]
+    fn iperf3_datagrams_number_from_one_and_carry_the_senders_clock() {
+        use linerate_proto::datagram::parse_faults;
+        use linerate_proto::udp_sender::{SenderConfig, Transmit, UdpSender};
+        for counters_64bit in [false, true] {
+            let epoch_ns = 5_000_000_000_123;
+            let mut s = UdpSender::new(SenderConfig {
+                stream: 7,
+                len: 100,
+                millipps: Some(1_000_000), // 1000/s
+                burst: 1,
+                verify: true,
+                faults: parse_faults("skip:1,magic:2").expect("faults"),
+                limit: Some(3),
+                max_batch: 4,
+                format: Iperf3Datagrams {
+                    counters_64bit,
+                    epoch_ns,
+                },
+            });
+            let mut seen = Vec::new();
+            let mut now = 0;
+            for _ in 0..100 {
+                match s.poll_transmit(now) {
+                    Transmit::Done => break,
+                    Transmit::Wait(t) => now = t,
+                    Transmit::Junk(_) => panic!("no faults in iperf3's format"),
+                    Transmit::Send { bytes, segment } => {
+                        assert_eq!(segment, 100);
+                        let h = read_header(bytes, counters_64bit).expect("header");
+                        assert_eq!(h, Header::at_ns(epoch_ns + now, h.seq));
+                        assert_ne!(&bytes[20..40], &[0u8; 20][..], "random payload");
+                        seen.push(h.seq);
+                        s.on_sent(1);
+                    }
+                }
+            }
+            assert_eq!(seen, vec![1, 2, 3], "counters_64bit {counters_64bit}");
+            assert_eq!(s.finish(now).issued, 3);
+        }
+    }
 
     fn dgram(seq: u64, sent_s: f64, len: usize, wide: bool) -> Vec<u8> {
         let mut d = vec![0u8; len];

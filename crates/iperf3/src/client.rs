@@ -17,12 +17,12 @@
 
 use std::time::Instant;
 
-use super::json::{self, Params, Results, MAX_RESULTS};
-use super::{stream_id, Cookie, Iperf3Error, State, STEP_TIMEOUT};
-use crate::measure::SideResults;
-use crate::session::{Outbox, Session};
-use crate::spec::TestSpec;
-use crate::wire::SentCount;
+use crate::control::{stream_id, Cookie, Iperf3Error, State, STEP_TIMEOUT};
+use crate::json::{self, Params, Results, MAX_RESULTS};
+use linerate_proto::measure::SideResults;
+use linerate_proto::session::{Outbox, Session};
+use linerate_proto::spec::TestSpec;
+use linerate_proto::wire::SentCount;
 
 /// What the client's I/O layer must do next.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,7 +92,7 @@ pub enum ClientOutcome<'a> {
 pub struct Iperf3ClientSession {
     phase: Phase,
     params: Params,
-    /// The test in linerate's terms (the caller's, else [`super::spec_of`]).
+    /// The test in linerate's terms (the caller's, else [`crate::spec_of`]).
     spec: TestSpec,
     /// What this side's streams measured, once they have ended.
     measured: Option<SideResults>,
@@ -110,7 +110,7 @@ impl Iperf3ClientSession {
     pub fn new(params: Params, cookie: Cookie, now: Instant) -> Self {
         Iperf3ClientSession {
             phase: Phase::AwaitParamExchange,
-            spec: super::spec_of(&params),
+            spec: crate::spec_of(&params),
             measured: None,
             params,
             cookie,

@@ -11,7 +11,7 @@ use super::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
 use super::json::{self, Params, Protocol, Results, StreamResults};
 use super::server::{Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot};
 use super::{code, Cookie, Direction, Iperf3Error, Role};
-use crate::session::server::Admission;
+use linerate_proto::session::server::Admission;
 
 mod client;
 
@@ -335,7 +335,7 @@ fn issue_8_tcp_only_server_engine_refuses_iperf3_udp_up_front() {
 #[test]
 fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
     let t0 = Instant::now();
-    let budget = crate::limits::RateBudget::new(100_000_000);
+    let budget = linerate_proto::limits::RateBudget::new(100_000_000);
     let start = |params: &str| {
         let mut s = decided(Iperf3Limits::default(), Admission::Admit, t0)
             .with_rate_budget(Some(budget.clone()));
@@ -624,8 +624,8 @@ fn issue_28_client_results_are_capped_small() {
 /// a closed connection.
 #[test]
 fn issue_24_iperf3_sessions_offer_the_drivers_session_interface() {
-    use crate::session::Session;
-    use crate::spec::Limit;
+    use linerate_proto::session::Session;
+    use linerate_proto::spec::Limit;
     fn pass<A: Session, B: Session>(from: &mut A, to: &mut B, now: Instant) {
         let bytes = from.outbox().take();
         to.receive_at(&bytes, now, 0);
@@ -653,7 +653,7 @@ fn issue_24_iperf3_sessions_offer_the_drivers_session_interface() {
         Session::poll_action(&mut s),
         Some(ServerAction::PrepareStreams)
     );
-    let limit = |spec: Option<&crate::spec::TestSpec>| spec.map(|x| x.limit);
+    let limit = |spec: Option<&linerate_proto::spec::TestSpec>| spec.map(|x| x.limit);
     assert_eq!(limit(Session::spec(&s)), Some(Limit::TimeMs(2000)));
     assert_eq!(limit(Session::spec(&c)), Some(Limit::TimeMs(2000)));
     Session::peer_closed(&mut s);

@@ -23,7 +23,7 @@
 
 use serde_json::{Map, Number, Value};
 
-use super::{Direction, Iperf3Error, MAX_STREAMS};
+use crate::control::{Direction, Iperf3Error, MAX_STREAMS};
 
 /// Largest parameters message (iperf3 ≥3.18 refuses longer ones).
 pub const MAX_PARAMS: usize = 8192;
@@ -72,7 +72,7 @@ pub fn put_message(value: &Value, out: &mut Vec<u8>) {
 }
 
 /// Parses a message body into its object, every string in it sanitised
-/// as the native codec does ([`crate::sanitize`]): nothing past here holds
+/// as the native codec does ([`linerate_proto::sanitize`]): nothing past here holds
 /// a peer's raw control characters (a `client_version` with CR/LF would
 /// forge a server log line). `server_output_text` keeps its newlines: it
 /// is the server's report, printed as lines.
@@ -82,15 +82,17 @@ fn parse_object(body: &[u8]) -> Result<Map<String, Value>, Iperf3Error> {
         Ok(_) => return Err(Iperf3Error::Json("not a JSON object".into())),
         Err(e) => return Err(Iperf3Error::Json(e.to_string())),
     };
-    if crate::sanitize::json_may_need(body) {
+    if linerate_proto::sanitize::json_may_need(body) {
         for (k, v) in m.iter_mut() {
             match v {
                 Value::String(s) if k == "server_output_text" => {
-                    if let std::borrow::Cow::Owned(clean) = crate::sanitize::sanitize_lines(s) {
+                    if let std::borrow::Cow::Owned(clean) =
+                        linerate_proto::sanitize::sanitize_lines(s)
+                    {
                         *s = clean;
                     }
                 }
-                v => crate::sanitize::sanitize_json(v),
+                v => linerate_proto::sanitize::sanitize_json(v),
             }
         }
     }
@@ -300,7 +302,7 @@ fn flag_int(m: &Map<String, Value>, key: &str, notes: &mut Vec<String>) -> bool 
 /// Reads and range-checks a parameters message body (the ranges of
 /// iperf3's current source; each failure carries the code iperf3 sends).
 pub fn parse_params(body: &[u8]) -> Result<ParsedParams, ParamsError> {
-    use super::code;
+    use crate::control::code;
     let recv = |e| bad(code::RECV_PARAMS, e);
     let m = parse_object(body).map_err(recv)?;
     let mut notes = Vec::new();
@@ -635,7 +637,7 @@ pub fn results_json(r: &Results) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iperf3::code;
+    use crate::control::code;
     use proptest::prelude::*;
 
     fn framed(text: &str) -> Vec<u8> {
