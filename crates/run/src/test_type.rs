@@ -341,9 +341,13 @@ fn attach_udp(
     Ok(streams)
 }
 
-/// Server: prepares a freshly bound UDP socket for its stream (before the
-/// client can greet it, so before the test can start). Only a UDP stream's
-/// receiver wants the drop counter and arrival stamps: rr times its
+/// Server: prepares a UDP socket for its stream once the client's greeting
+/// connected it, before the server's Start goes out (so before the client
+/// sends data): what the engine needs on before the first datagram, and
+/// what takes long to set up (`xdp`'s program and AF_XDP socket, which
+/// need the route to the peer: attached after Start, a receiver's kernel
+/// socket overflowed meanwhile, counted as the first half second's loss).
+/// Only a UDP stream's receiver wants the drop counter and arrival stamps: rr times its
 /// messages itself, and with either option on every receive becomes a
 /// `recvmsg` with control messages (and `SO_TIMESTAMPNS` turns on
 /// timestamping of every packet the host receives): busy-polled UDP rr
@@ -354,7 +358,9 @@ pub fn server_udp_socket(
     plan: &linerate_proto::spec::StreamPlan,
     sock: &std::net::UdpSocket,
 ) {
-    if spec.kind == TestKind::Stream && role(plan.sender, Side::Server) == Role::Receiver {
+    if role(plan.sender, Side::Server) == Role::Sender {
+        udp::prepare_send(engine, sock);
+    } else if spec.kind == TestKind::Stream {
         udp::prepare_recv(engine, sock);
     }
 }

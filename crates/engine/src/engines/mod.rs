@@ -393,8 +393,9 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// reports or refuses what failed. Default: nothing to set.
     fn udp_rx_attach(self, _sock: &UdpSocket) {}
     /// Prepares what a sender's endpoint needs that takes long to set up
-    /// (`xdp`'s program), on the connected kernel socket when the client
-    /// attaches it, before the greeting handshake and the test start, so
+    /// (`xdp`'s program), on the connected kernel socket when a side
+    /// attaches it (the client before its greeting, the server once the
+    /// greeting connected it), before the test starts, so
     /// the sender's time is not spent on it. Best effort:
     /// [`Self::udp_endpoint`] sets up what was not prepared. Default:
     /// nothing to prepare.

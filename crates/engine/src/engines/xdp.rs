@@ -524,12 +524,11 @@ impl Engine for Xdp {
 
     /// A receiver's parts are made now, before the test starts (their
     /// loading takes about half a second, during which the flow would
-    /// reach only the kernel socket); best effort: the endpoint makes them
-    /// itself, and reports the failure, when none were prepared. Only a
-    /// connected socket (a client's) can be prepared: the route to the
-    /// peer names the interface; a server's socket is not connected yet,
-    /// and its first datagrams wait in the kernel socket (read first,
-    /// drops counted).
+    /// reach only the kernel socket, which overflows); best effort: the
+    /// endpoint makes them itself, and reports the failure, when none were
+    /// prepared. The socket is connected (the client's before its
+    /// greeting, the server's once the greeting came, before its Start):
+    /// the route to the peer names the interface.
     fn udp_rx_attach(self, sock: &UdpSocket) {
         prepare(self, sock);
     }
