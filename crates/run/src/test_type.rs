@@ -327,6 +327,10 @@ fn attach_udp(
         .encode(&mut hello);
         udp::greet(&sock, &hello)
             .with_context(|| format!("attaching UDP stream {} to {to}", p.id))?;
+        if role(p.sender, Side::Client) == Role::Receiver {
+            // The echo came: what arrives from now on is the test's.
+            udp::greeted(c.engine, &sock);
+        }
         sock.set_write_timeout(Some(POLL))
             .context("UDP write timeout")?;
         streams.push(StreamSetup {
@@ -362,6 +366,7 @@ pub fn server_udp_socket(
         udp::prepare_send(engine, sock);
     } else if spec.kind == TestKind::Stream {
         udp::prepare_recv(engine, sock);
+        udp::greeted(engine, sock);
     }
 }
 
