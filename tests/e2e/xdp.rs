@@ -116,6 +116,8 @@ fn issue_25_an_xdp_server_receiver_is_ready_before_the_data_phase() {
     let cases: &[&[&str]] = &[
         &["--engine", "syscall", "--server-engine", "xdp"],
         &["--engine", "xdp", "--server-engine", "xdp"],
+        // And a client receiver, whose flow is redirected once greeted.
+        &["--engine", "xdp", "--reverse"],
     ];
     for case in cases {
         let mut extra = case.to_vec();
@@ -124,6 +126,10 @@ fn issue_25_an_xdp_server_receiver_is_ready_before_the_data_phase() {
         let d = udp_of(&r["streams"][0]).clone();
         assert_eq!(u(&d["lost"]), 0, "{extra:?}: {d}");
         assert_eq!(u(&d["socket_drops"]), 0, "{extra:?}: {d}");
+        // Redirected before the peer's first datagram: none took the
+        // kernel socket.
+        let x = &r["streams"][0]["receiver"]["engine_use"]["xdp"];
+        assert_eq!(x["via_kernel"], 0, "{extra:?}: {x}");
     }
     drop(server);
     assert_no_xdp(&pair);

@@ -332,3 +332,27 @@ impl Inbox {
         self.queued.push_back(buf);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_25_an_inbox_keeps_arrival_order_and_counts_what_overflows() {
+        let mut inbox = Inbox::default();
+        for i in 0..INBOX_MAX + 3 {
+            inbox.keep(&(i as u64).to_be_bytes());
+        }
+        assert_eq!(inbox.queued.len(), INBOX_MAX);
+        assert_eq!(inbox.dropped, 3);
+        let first = inbox.queued.pop_front().unwrap_or_default();
+        assert_eq!(first, 0u64.to_be_bytes());
+        assert_eq!(inbox.queued[0], 1u64.to_be_bytes());
+        // A buffer given back is reused for the next copy.
+        inbox.spare.push(first);
+        inbox.queued.clear();
+        inbox.keep(b"x");
+        assert!(inbox.spare.is_empty());
+        assert_eq!(inbox.queued[0], b"x");
+    }
+}
