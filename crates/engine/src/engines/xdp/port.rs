@@ -120,9 +120,10 @@ impl Port {
         {
             if p.opts != opts {
                 return Err(EngineError::Xdp(format!(
-                    "{} is in use by another test of this process with other xdp options \
-                     ({:?}); one interface takes one XDP program",
-                    path.link.name, p.opts
+                    "{} is in use by another test of this process as `{}`; one interface \
+                     takes one XDP program, so its tests share the options",
+                    path.link.name,
+                    crate::engines::EngineKind::Xdp(p.opts)
                 )));
             }
             return Ok(p);
