@@ -326,6 +326,10 @@ fn attach_udp(
         .encode(&mut hello);
         udp::greet(&sock, &hello)
             .with_context(|| format!("attaching UDP stream {} to {to}", p.id))?;
+        if role(p.sender, Side::Client) == Role::Receiver {
+            // The echo came: what arrives from now on is the test's.
+            udp::greeted(c.engine, &sock);
+        }
         sock.set_write_timeout(Some(POLL))
             .context("UDP write timeout")?;
         streams.push(StreamSetup {
@@ -340,9 +344,13 @@ fn attach_udp(
     Ok(streams)
 }
 
-/// Server: prepares a freshly bound UDP socket for its stream (before the
-/// client can greet it, so before the test can start). Only a UDP stream's
-/// receiver wants the drop counter and arrival stamps: rr times its
+/// Server: prepares a UDP socket for its stream once the client's greeting
+/// connected it, before the server's Start goes out (so before the client
+/// sends data): what the engine needs on before the first datagram, and
+/// what takes long to set up (`xdp`'s program and AF_XDP socket, which
+/// need the route to the peer: attached after Start, a receiver's kernel
+/// socket overflowed meanwhile, counted as the first half second's loss).
+/// Only a UDP stream's receiver wants the drop counter and arrival stamps: rr times its
 /// messages itself, and with either option on every receive becomes a
 /// `recvmsg` with control messages (and `SO_TIMESTAMPNS` turns on
 /// timestamping of every packet the host receives): busy-polled UDP rr
@@ -353,8 +361,11 @@ pub fn server_udp_socket(
     plan: &linerate_proto::spec::StreamPlan,
     sock: &std::net::UdpSocket,
 ) {
-    if spec.kind == TestKind::Stream && role(plan.sender, Side::Server) == Role::Receiver {
+    if role(plan.sender, Side::Server) == Role::Sender {
+        udp::prepare_send(engine, sock);
+    } else if spec.kind == TestKind::Stream {
         udp::prepare_recv(engine, sock);
+        udp::greeted(engine, sock);
     }
 }
 

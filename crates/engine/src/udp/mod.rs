@@ -33,6 +33,13 @@ use crate::socket::set_int;
 use crate::EngineError;
 
 pub use format::{Native, StreamFormat};
+/// A receiving socket's greeting handshake is done: what arrives from now
+/// on is the test's ([`crate::engines::Engine::udp_rx_greeted`]).
+pub fn greeted(kind: crate::engines::EngineKind, sock: &std::net::UdpSocket) {
+    use crate::engines::Engine;
+    crate::engines::with_engine!(kind, e => e.udp_rx_greeted(sock))
+}
+
 pub use live::UdpCounters;
 pub use recv::{prepare as prepare_recv, recv, RecvJob};
 

@@ -42,7 +42,6 @@ impl ServerTest<'_> {
                     self.notes.push(format!("server: {note}"));
                 }
             }
-            crate::test_type::server_udp_socket(self.engine(), spec, &plan, &sock);
             ports.push(sock.local_addr()?.port());
             self.udp_pending.push(PendingDatagram {
                 plan,
@@ -92,12 +91,18 @@ impl ServerTest<'_> {
                 }
                 match self.session.stream_attached(&hello, Instant::now()) {
                     Ok(_) => {
+                        let engine = self.engine();
+                        let spec = self.session.spec().cloned().unwrap_or_default();
                         let p = &mut self.udp_pending[i];
                         if let Err(e) = udp::accept_greeting(&p.sock, from, bytes) {
                             self.session
                                 .stream_failed(format!("stream {}: {e}", p.plan.id));
                             return;
                         }
+                        // Connected now, so its route and peer are known;
+                        // done before this turn ends, so before the Start
+                        // the last stream's attachment queued is written.
+                        crate::test_type::server_udp_socket(engine, &spec, &p.plan, &p.sock);
                         p.greeting = Some(bytes.to_vec());
                         // The peer sends data only after Start.
                         udp::drop_queued(&p.sock);

@@ -1,0 +1,363 @@
+//! One stream's side over AF_XDP: its flow on the interface's shared
+//! [`Port`], and the kernel socket the control plane attached (it holds
+//! the port number; what reached it before the flow was redirected is
+//! received from it first).
+
+use std::cell::Cell;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use linerate_proto::measure::{EngineUse, XdpStatistics, XdpUse};
+use linerate_xdp::{path_to, UdpFlow};
+
+use super::port::Port;
+use super::{io_error, xdp_error, Xdp};
+use crate::engines::{Interest, Readiness, RecvMeta, RecvSlots, UdpEndpoint, Wait};
+use crate::EngineError;
+
+/// How long the next hop's MAC may take to resolve.
+const RESOLVE: Duration = Duration::from_secs(3);
+/// How long a blocking send waits for a free frame before `WouldBlock`.
+const SEND_WAIT: Duration = Duration::from_millis(10);
+/// How long a closing endpoint waits for its frames to leave.
+const FLUSH: Duration = Duration::from_secs(1);
+/// The longest a reader sleeps in poll while another flow shares its
+/// port: that flow's reader may move this one's datagrams to its inbox,
+/// which wakes no poll.
+const SHARED_POLL: Duration = Duration::from_millis(1);
+
+/// The socket's local and peer addresses.
+fn flow_addrs(sock: &UdpSocket) -> Result<(SocketAddr, SocketAddr), EngineError> {
+    let local = sock
+        .local_addr()
+        .map_err(|e| EngineError::io("udp local address", e))?;
+    let peer = sock
+        .peer_addr()
+        .map_err(|e| EngineError::io("udp peer address", e))?;
+    Ok((local, peer))
+}
+
+/// The port of the interface the route to `peer` leaves by (attached now
+/// where none is live), and the flow's frame addresses.
+fn port_for(
+    opts: Xdp,
+    local: SocketAddr,
+    peer: SocketAddr,
+) -> Result<(Arc<Port>, UdpFlow), EngineError> {
+    let path = path_to(peer.ip(), RESOLVE).map_err(|e| xdp_error(e, opts))?;
+    let flow = UdpFlow {
+        src_mac: path.src_mac,
+        dst_mac: path.dst_mac,
+        src: local,
+        dst: peer,
+    };
+    Ok((Port::get(opts, &path)?, flow))
+}
+
+/// Attaches a connected socket's port now, before its test starts, and
+/// keeps it for the endpoint (best effort: the endpoint attaches what was
+/// not prepared, and reports the failure).
+pub(super) fn prepare(opts: Xdp, sock: &UdpSocket) {
+    let Ok((local, peer)) = flow_addrs(sock) else {
+        return;
+    };
+    if let Ok((port, _)) = port_for(opts, local, peer) {
+        Port::keep_prepared(opts, local, peer, port);
+    }
+}
+
+/// Redirects a prepared flow to its port now (best effort: the endpoint
+/// does it where this did not).
+pub(super) fn redirect(opts: Xdp, sock: &UdpSocket) {
+    if let Ok((local, peer)) = flow_addrs(sock) {
+        Port::redirect_prepared(opts, local, peer);
+    }
+}
+
+/// One stream's AF_XDP side (module docs).
+pub struct XdpEndpoint {
+    port: Arc<Port>,
+    pub(super) flow: UdpFlow,
+    sock: UdpSocket,
+    timeout: Cell<Duration>,
+    /// Datagrams that reached the kernel socket before the flow was
+    /// redirected are older than any on the RX ring: read first, until the
+    /// socket is found empty once.
+    kernel_drained: Cell<bool>,
+    foreign: Cell<u64>,
+    via_kernel: Cell<u64>,
+}
+
+impl std::fmt::Debug for XdpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpEndpoint")
+            .field("flow", &self.flow)
+            .field("mode", &self.port.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpEndpoint {
+    pub(super) fn new(opts: Xdp, sock: UdpSocket) -> Result<XdpEndpoint, EngineError> {
+        let (local, peer) = flow_addrs(&sock)?;
+        let (port, flow) = match Port::take_prepared(opts, local, peer) {
+            // The path again (a netlink read): the port was all that took long.
+            Some(port) => (port, port_for(opts, local, peer)?.1),
+            None => port_for(opts, local, peer)?,
+        };
+        // Not before the greeting: its echo belongs to the kernel socket.
+        // (Where it was prepared for a receiver, the flow is redirected
+        // already; adding it again keeps its inbox.)
+        port.add_flow(local, peer)?;
+        sock.set_nonblocking(true)
+            .map_err(|e| EngineError::io("udp set_nonblocking", e))?;
+        Ok(XdpEndpoint {
+            port,
+            flow,
+            sock,
+            timeout: Cell::new(Duration::from_millis(100)),
+            kernel_drained: Cell::new(false),
+            foreign: Cell::new(0),
+            via_kernel: Cell::new(0),
+        })
+    }
+
+    /// The AF_XDP socket's frame size.
+    pub(super) fn frame_size(&self) -> usize {
+        self.port.queue_opts.frame_size as usize
+    }
+
+    /// Sends `payloads` as frames; how many went, from the first on.
+    pub(super) fn send(&self, payloads: &[&[u8]], wait: Wait) -> io::Result<usize> {
+        let start = Instant::now();
+        loop {
+            let n = self
+                .port
+                .queue()
+                .send(&self.flow, payloads)
+                .map_err(io_error)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if wait == Wait::DontWait || start.elapsed() >= SEND_WAIT {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            // Frames come free as the kernel completes sends (`send`
+            // collects completions and kicks the TX ring each time).
+            std::thread::yield_now();
+        }
+    }
+
+    /// Moves this flow's received datagrams into the slots.
+    fn take(&self, slots: &mut RecvSlots) -> usize {
+        let mut filled = 0;
+        let (_, foreign) = self.port.recv(
+            self.flow.src.port(),
+            self.flow.dst,
+            slots.count(),
+            |payload| {
+                let (buf, meta) = slots.slot_mut(filled);
+                let len = payload.len().min(buf.len());
+                buf[..len].copy_from_slice(&payload[..len]);
+                *meta = RecvMeta {
+                    len,
+                    truncated: payload.len() > buf.len(),
+                    ..RecvMeta::default()
+                };
+                filled += 1;
+            },
+        );
+        self.foreign.set(self.foreign.get() + foreign);
+        filled
+    }
+
+    /// A datagram that reached the kernel socket (before the flow was
+    /// redirected), if any.
+    fn take_from_kernel(&self, slots: &mut RecvSlots) -> io::Result<usize> {
+        let (buf, meta) = slots.slot_mut(0);
+        match self.sock.recv(buf) {
+            Ok(len) => {
+                *meta = RecvMeta {
+                    len,
+                    ..RecvMeta::default()
+                };
+                self.via_kernel.set(self.via_kernel.get() + 1);
+                Ok(1)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn recv(&self, slots: &mut RecvSlots, wait: Wait) -> io::Result<usize> {
+        let start = Instant::now();
+        loop {
+            if !self.kernel_drained.get() {
+                if self.take_from_kernel(slots)? > 0 {
+                    return Ok(1);
+                }
+                self.kernel_drained.set(true);
+            }
+            let n = self.take(slots);
+            if n > 0 {
+                return Ok(n);
+            }
+            let left = self.timeout.get().saturating_sub(start.elapsed());
+            if wait == Wait::DontWait || left.is_zero() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.wait_ready(Interest::Recv, left)?;
+        }
+    }
+
+    /// What this endpoint used and counted, for the stream's report (the
+    /// rings' counters and statistics are the shared socket's).
+    fn engine_use(&self) -> EngineUse {
+        let q = self.port.queue();
+        let (o, c) = (q.options(), q.counters());
+        let stats = q.stats().ok().map(|s| XdpStatistics {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            tx_invalid_descs: s.tx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            fill_ring_empty: s.fill_ring_empty,
+            tx_ring_empty: s.tx_ring_empty,
+        });
+        EngineUse {
+            engine: "xdp".into(),
+            xdp: Some(XdpUse {
+                iface: q.link().name.clone(),
+                queue: q.queue_id(),
+                mode: self.port.mode.to_string(),
+                copy: o.copy.to_string(),
+                need_wakeup: o.need_wakeup,
+                umem_bytes: o.umem_bytes() as u64,
+                frame_size: o.frame_size,
+                fill_ring: o.fill_size,
+                completion_ring: o.completion_size,
+                rx_ring: o.rx_size,
+                tx_ring: o.tx_size,
+                tx_ring_full: c.tx_ring_full,
+                tx_no_frame: c.tx_no_frame,
+                fill_starved: c.fill_starved,
+                rx_unparsed: c.rx_unparsed,
+                rx_foreign: self.foreign.get(),
+                rx_bad_checksum: c.rx_bad_checksum,
+                via_kernel: self.via_kernel.get(),
+                wakeups: c.wakeups,
+                stats,
+            }),
+            ..EngineUse::default()
+        }
+    }
+}
+
+impl Drop for XdpEndpoint {
+    fn drop(&mut self) {
+        self.port.remove_flow(self.flow.src);
+        // Frames still in the TX ring leave only while the socket is open
+        // (the port's other flows' frames are waited for too: bounded).
+        let start = Instant::now();
+        loop {
+            let mut q = self.port.queue();
+            if q.in_flight() == 0 || start.elapsed() >= FLUSH {
+                break;
+            }
+            q.complete();
+            drop(q);
+            std::thread::yield_now();
+        }
+        crate::engines::record_use(self.engine_use());
+    }
+}
+
+impl Readiness for XdpEndpoint {
+    fn wait_ready(&self, interest: Interest, timeout: Duration) -> io::Result<bool> {
+        if interest == Interest::Send {
+            // Room comes from completions, which `send` collects itself.
+            std::thread::yield_now();
+            return Ok(true);
+        }
+        if self.port.has_queued(self.flow.src.port()) {
+            return Ok(true);
+        }
+        let timeout = if self.port.shared() {
+            timeout.min(SHARED_POLL)
+        } else {
+            timeout
+        };
+        let mut fds = [
+            libc::pollfd {
+                fd: self.port.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: two valid pollfds.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        match rc {
+            r if r < 0 => {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+            0 => Ok(false),
+            _ => Ok(true),
+        }
+    }
+}
+
+impl UdpEndpoint for XdpEndpoint {
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.flow.src)
+    }
+
+    fn peer_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.flow.dst)
+    }
+
+    fn send_control(&self, datagram: &[u8]) -> io::Result<()> {
+        let start = Instant::now();
+        loop {
+            match self.send(&[datagram], Wait::Block) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && start.elapsed() < FLUSH => {}
+                other => return other.map(drop),
+            }
+        }
+    }
+
+    fn enable_recv_meta(&self) {}
+
+    fn set_recv_timeout(&self, poll: Duration) -> io::Result<()> {
+        self.timeout.set(poll);
+        Ok(())
+    }
+
+    fn busy_poll(&self) -> Result<String, EngineError> {
+        Ok("spinning on the AF_XDP rings".into())
+    }
+
+    /// The kernel socket's drops (what arrived before the flow was
+    /// redirected and overflowed it), and the port's for this flow
+    /// ([`Port::drops`]).
+    fn drops(&self) -> Option<u64> {
+        let kernel = crate::engines::endpoint::socket_drops(&self.sock).unwrap_or(0);
+        Some(kernel + self.port.drops(self.flow.src.port()))
+    }
+
+    fn recv_buffer(&self) -> Option<u64> {
+        None
+    }
+}

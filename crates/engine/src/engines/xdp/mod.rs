@@ -1,0 +1,231 @@
+//! `xdp`: UDP datagrams through an AF_XDP socket (issue 25), the kernel's
+//! own bypass path, on any interface with an XDP path (a NIC, veth).
+//!
+//! The endpoint ([`XdpEndpoint`]) is made from the kernel socket the
+//! control plane attached: its local and peer addresses give the route
+//! and the next hop's MAC ([`linerate_xdp::path_to`]). The interface the
+//! route leaves by has one port in this process (`port.rs`): an AF_XDP
+//! socket ([`linerate_xdp::Queue`]) bound to its queue 0 and the XDP
+//! program ([`linerate_xdp::Program`], attached through a BPF link, so
+//! gone when the process is, however it ends), shared by every flow on it
+//! (`-P N`, `--bidir`); the program redirects each flow's local address
+//! and port to the socket. The kernel socket stays bound: it holds the
+//! port, and whatever reached it before the flow was redirected is still
+//! received from it (counted as `via_kernel`). Frames
+//! are built in place in the UMEM; received datagrams are copied into the
+//! receive slots, so the same receive core counts loss, reordering,
+//! duplicates and corruption as for every engine.
+//!
+//! Modes: what `--xdp-mode` and `--xdp-copy`/`--xdp-zerocopy` ask for,
+//! exactly; unasked, the fastest the driver says it has (native XDP where
+//! it redirects, zero-copy where it offers it; tried where the kernel does
+//! not say). What fails is refused with the reason and the option to ask
+//! for instead, never replaced by another mode or engine.
+
+mod endpoint;
+mod port;
+
+use std::io;
+use std::net::{TcpStream, UdpSocket};
+
+use linerate_xdp::{AttachMode, CopyMode, XdpError};
+
+pub use endpoint::XdpEndpoint;
+
+use super::syscall::{SyscallTcp, SyscallTcpRx};
+use super::{Engine, RecvSlots, Syscall, TxBatch, UdpRx, UdpTx, Wait};
+use crate::EngineError;
+
+/// Datagrams per send or receive call.
+const BATCH: usize = 64;
+
+/// Where the XDP program runs (`--xdp-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum XdpMode {
+    Native,
+    Generic,
+}
+
+/// The `xdp` engine and its options; `None`: the fastest the driver has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Xdp {
+    pub mode: Option<XdpMode>,
+    /// `Some(true)`: `--xdp-zerocopy`; `Some(false)`: `--xdp-copy`.
+    pub zero_copy: Option<bool>,
+}
+
+impl Xdp {
+    /// The options as flags, for reports (`xdp --xdp-mode generic`).
+    pub fn flags(self) -> Vec<&'static str> {
+        let mut f = Vec::new();
+        match self.mode {
+            Some(XdpMode::Native) => f.push("--xdp-mode native"),
+            Some(XdpMode::Generic) => f.push("--xdp-mode generic"),
+            None => {}
+        }
+        match self.zero_copy {
+            Some(true) => f.push("--xdp-zerocopy"),
+            Some(false) => f.push("--xdp-copy"),
+            None => {}
+        }
+        f
+    }
+
+    /// This host can use AF_XDP at all (capabilities, the kernel's socket
+    /// family); the interface is known only per stream.
+    pub fn check(self) -> Result<(), EngineError> {
+        linerate_xdp::check_host().map_err(|e| xdp_error(e, self))
+    }
+
+    /// The modes to use on `iface`: as asked, else the fastest its driver
+    /// says it has.
+    fn modes(self, iface: &str) -> (AttachMode, CopyMode) {
+        let found = (self.mode.is_none() || self.zero_copy.is_none())
+            .then(|| linerate_xdp::readiness(iface));
+        let mode = match (self.mode, found.as_ref().and_then(|r| r.native)) {
+            (Some(XdpMode::Native), _) | (None, Some(true) | None) => AttachMode::Native,
+            (Some(XdpMode::Generic), _) | (None, Some(false)) => AttachMode::Generic,
+        };
+        let copy = match (self.zero_copy, found.as_ref().and_then(|r| r.zero_copy)) {
+            (Some(true), _) | (None, Some(true) | None) => CopyMode::ZeroCopy,
+            (Some(false), _) | (None, Some(false)) => CopyMode::Copy,
+        };
+        (mode, copy)
+    }
+}
+
+/// Why a test over loopback cannot run on `xdp`, for a refusal before
+/// any connection.
+pub fn loopback_refusal() -> String {
+    XdpError::Loopback("lo".into()).to_string()
+}
+
+/// An AF_XDP failure as an engine refusal, with the option that asks for
+/// the other mode where the mode was the trouble.
+fn xdp_error(e: XdpError, opts: Xdp) -> EngineError {
+    let hint = match &e {
+        XdpError::Attach {
+            mode: AttachMode::Native,
+            ..
+        } if opts.mode.is_none() => "; --xdp-mode generic asks for generic XDP",
+        XdpError::Bind {
+            copy: CopyMode::ZeroCopy,
+            ..
+        } if opts.zero_copy.is_none() => "; --xdp-copy asks for copy mode",
+        _ => "",
+    };
+    EngineError::Xdp(format!("{e}{hint}"))
+}
+
+fn io_error(e: XdpError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Sends datagrams as frames built in the UMEM.
+#[derive(Debug)]
+pub struct XdpTx;
+
+/// Receives the flow's datagrams from the RX ring.
+#[derive(Debug)]
+pub struct XdpRx {
+    size: usize,
+}
+
+impl Engine for Xdp {
+    type UdpEndpoint = XdpEndpoint;
+    type UdpTx = XdpTx;
+    type UdpRx = XdpRx;
+    type TcpTx = SyscallTcp;
+    type TcpRx = SyscallTcpRx;
+
+    fn udp_endpoint(self, sock: UdpSocket) -> Result<XdpEndpoint, EngineError> {
+        XdpEndpoint::new(self, sock)
+    }
+
+    /// The interface's port (program and AF_XDP socket) is attached now,
+    /// before the test starts (loading takes about half a second, during
+    /// which the flow would reach only the kernel socket, which
+    /// overflows). Best effort: the endpoint attaches what was not
+    /// prepared, and reports the failure. The socket is connected: the
+    /// route to the peer names the interface.
+    fn udp_rx_attach(self, sock: &UdpSocket) {
+        endpoint::prepare(self, sock);
+    }
+
+    /// The flow goes to the prepared port from now on, not only from when
+    /// its endpoint is made (the peer may send before that).
+    fn udp_rx_greeted(self, sock: &UdpSocket) {
+        endpoint::redirect(self, sock);
+    }
+
+    fn udp_tx_attach(self, sock: &UdpSocket) {
+        endpoint::prepare(self, sock);
+    }
+
+    fn udp_tx(self, ep: &XdpEndpoint, len: usize) -> Result<XdpTx, EngineError> {
+        let frame = ep.frame_size();
+        if len + ep.flow.header_len() > frame {
+            return Err(EngineError::Xdp(format!(
+                "a {len}-byte datagram does not fit a {frame}-byte AF_XDP frame with its \
+                 {}-byte headers",
+                ep.flow.header_len()
+            )));
+        }
+        Ok(XdpTx)
+    }
+
+    fn udp_rx(self, ep: &XdpEndpoint, len: usize) -> Result<XdpRx, EngineError> {
+        let frame = ep.frame_size();
+        Ok(XdpRx {
+            size: (len + 1).min(frame),
+        })
+    }
+
+    fn tcp_tx(self, sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
+        Syscall.tcp_tx(sock)
+    }
+
+    fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<SyscallTcpRx, EngineError> {
+        Syscall.tcp_rx(sock, skip_copy)
+    }
+}
+
+impl UdpTx<XdpEndpoint> for XdpTx {
+    fn max_batch(&self) -> usize {
+        BATCH
+    }
+
+    fn send_batch(
+        &mut self,
+        ep: &XdpEndpoint,
+        batch: TxBatch<'_>,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        let mut refs: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut n = 0;
+        for (slot, d) in refs.iter_mut().zip(batch.datagrams()) {
+            *slot = d;
+            n += 1;
+        }
+        ep.send(&refs[..n], wait)
+    }
+}
+
+impl UdpRx<XdpEndpoint> for XdpRx {
+    fn slots(&self) -> RecvSlots {
+        RecvSlots::new(BATCH, self.size)
+    }
+
+    fn recv_batch(
+        &mut self,
+        ep: &XdpEndpoint,
+        slots: &mut RecvSlots,
+        wait: Wait,
+    ) -> io::Result<usize> {
+        ep.recv(slots, wait)
+    }
+
+    fn short_batch_empties_socket(&self) -> bool {
+        true
+    }
+}
