@@ -296,6 +296,7 @@ fn client_config(
         report: None,
         plot: None,
         quiet_intervals: false,
+        beside: linerate_run::config::Beside::Alone,
     })
 }
 

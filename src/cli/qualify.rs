@@ -19,8 +19,8 @@ reported, marked interrupted).";
 #[derive(Debug, Args)]
 #[command(after_help = QUALIFY_EXIT)]
 pub struct QualifyArgs {
-    /// The linerate server (start it with `linerate server --max-concurrent
-    /// 2`: latency under load is measured by probes beside the load).
+    /// The linerate server (`linerate server`, defaults will do: the
+    /// latency probes beside a load run as part of the load's test).
     pub host: String,
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]

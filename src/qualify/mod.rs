@@ -113,19 +113,7 @@ fn methods(c: &Ctx<'_>, run: &mut QualifyRun) -> Result<(), (String, Stop)> {
 fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Stop>) {
     let mut run = QualifyRun {
         engine: t.name.clone(),
-        preflight: Preflight {
-            address: cfg.host.clone(),
-            ping: None,
-            ping_error: None,
-            interface: None,
-            doctor: None,
-            path_mtu: None,
-            one_way_delay: false,
-            one_way_unavailable: None,
-            probes_beside_load: false,
-            probe: None,
-            notes: Vec::new(),
-        },
+        preflight: preflight::blank(cfg.host.clone()),
         rfc2544: None,
         y1564: None,
         rfc6349: None,

@@ -4,13 +4,15 @@
 //! ends the whole run (a refusal, Ctrl-C) comes back as a [`Stop`].
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use linerate_proto::spec::{Direction, Limit, Pace, RrLimit};
 use linerate_report::model::SweepTrial;
 use linerate_report::Report;
 
 use crate::cli::{ClientConfig, QualifyEngine};
+use linerate_run::config::Beside;
 use linerate_run::error::RunError;
 use linerate_run::outcome::INTERRUPTED;
 
@@ -163,12 +165,18 @@ pub fn tcp(c: &ClientConfig) -> Result<Report, Stop> {
 
 /// How long a load starts before its probes, and runs on after them.
 const BESIDE_MARGIN: Duration = Duration::from_millis(300);
+/// The longest wait for a load's streams to start (a busy server is asked
+/// again for up to 5 s by `run_trial`), checked this often.
+const LOAD_START_WAIT: Duration = Duration::from_secs(15);
+const LOAD_START_POLL: Duration = Duration::from_millis(10);
 
 /// Runs `probe` while the stream `load` runs: the load is lengthened by
-/// twice [`BESIDE_MARGIN`] and the probes start one margin in, so they see
-/// the loaded path only. The probes need the server to run two tests at
-/// once; their error (a busy refusal) is returned beside the load's
-/// result, which alone decides whether the run goes on.
+/// twice [`BESIDE_MARGIN`] and the probes start one margin after its
+/// streams, so they see the loaded path only. The probes name the load's
+/// test ([`Beside`]), so the server admits them as part of it, even one
+/// that runs a single test at a time. Their error (an older server's
+/// busy refusal) is returned beside the load's result, which alone
+/// decides whether the run goes on.
 pub fn beside(
     load: &ClientConfig,
     probe: &ClientConfig,
@@ -178,12 +186,25 @@ pub fn beside(
     if let Limit::TimeMs(ms) = &mut load.spec.limit {
         *ms += 2 * BESIDE_MARGIN.as_millis() as u64;
     }
+    let started = Arc::new(OnceLock::new());
+    load.beside = Beside::Load(Arc::clone(&started));
     std::thread::scope(|s| {
         let l = s.spawn(|| udp(&load, reruns));
-        std::thread::sleep(BESIDE_MARGIN);
-        // One try: a busy server would otherwise run the probes after the
-        // load, on the idle path.
-        let p = linerate_run::run::run_to_quietly(probe).map_err(|e| e.chain().to_string());
+        let waited = Instant::now();
+        while started.get().is_none() && !l.is_finished() && waited.elapsed() < LOAD_START_WAIT {
+            std::thread::sleep(LOAD_START_POLL);
+        }
+        let p = match started.get() {
+            Some(&token) => {
+                std::thread::sleep(BESIDE_MARGIN);
+                let mut probe = probe.clone();
+                probe.beside = Beside::Probe(token);
+                // One try: a busy server would otherwise run the probes
+                // after the load, on the idle path.
+                linerate_run::run::run_to_quietly(&probe).map_err(|e| e.chain().to_string())
+            }
+            None => Err("the load's streams did not start".into()),
+        };
         let l = l
             .join()
             .unwrap_or_else(|_| Err(Stop::Failed("the load thread panicked".into())));

@@ -112,6 +112,7 @@ fn frames() -> Vec<Vec<u8>> {
             server_engine: None,
             heartbeat_ms: None,
             unix_uid: None,
+            beside: None,
         }),
         Message::Hello(Hello {
             protocol: PROTOCOL_VERSION,
@@ -120,6 +121,7 @@ fn frames() -> Vec<Vec<u8>> {
             server_engine: None,
             heartbeat_ms: None,
             unix_uid: None,
+            beside: None,
         }),
         Message::DataHello(DataHello {
             token,
@@ -269,6 +271,7 @@ fn server_session_seeds(f: &[Vec<u8>]) -> Vec<Vec<u8>> {
         server_engine: None,
         heartbeat_ms: None,
         unix_uid: None,
+        beside: None,
     }));
     let results = f[4].clone();
     vec![

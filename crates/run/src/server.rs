@@ -738,7 +738,8 @@ struct ServerTest<'a> {
     /// session ends (before its last frame goes out, so a client that
     /// starts its next test at once is not told the server is busy).
     slot: Option<Held<'a>>,
-    /// The session was admitted (took a test slot).
+    /// The session was admitted as a test of its own (took a test slot;
+    /// not a probe beside another test).
     admitted: bool,
     /// This connection's place among its address's connections before
     /// admission, until its session asks for admission.
@@ -881,13 +882,20 @@ impl ServerTest<'_> {
                     return;
                 };
                 let shared = self.shared;
+                let ask = guard::Ask {
+                    token: Some(slot.token),
+                    beside: self.session.beside(),
+                };
                 let decision = guard::decide(
                     &shared.guard,
                     &shared.metrics,
                     self.peer_ip,
+                    ask,
                     &mut slot.admitted,
                 );
-                self.admitted = slot.admitted.is_some();
+                // A probe beside a test is part of it: its end is not the
+                // end `--once` waits for.
+                self.admitted = slot.admitted.as_ref().is_some_and(|a| !a.is_beside());
                 self.session.admission(decision, Instant::now());
             }
             ServerAction::ExpectStreams { token, spec } => {

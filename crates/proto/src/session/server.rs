@@ -308,6 +308,15 @@ impl ServerSession {
         self.server_engine.as_deref()
     }
 
+    /// The client's running test that the Hello waiting for admission
+    /// runs beside ([`Hello::beside`]), for the I/O layer's admission.
+    pub fn beside(&self) -> Option<Token> {
+        match &self.state {
+            State::AwaitAdmission(h) => h.beside,
+            _ => None,
+        }
+    }
+
     /// The peer's software string from its Hello.
     pub fn client_software(&self) -> Option<&str> {
         self.client_software.as_deref()
@@ -413,6 +422,14 @@ impl ServerSession {
                             "client speaks protocol version {}, this server speaks {} ({})",
                             h.protocol, PROTOCOL_VERSION, self.software
                         ),
+                    );
+                }
+                if h.beside.is_some() && !is_probe(&h.spec) {
+                    return self.refuse(
+                        RefuseCode::Invalid,
+                        "only request/response probes (rr, without --under-load) may run \
+                         beside another test"
+                            .into(),
                     );
                 }
                 self.state = State::AwaitAdmission(Box::new(h));
@@ -908,4 +925,11 @@ fn max_time_allowance(spec: Option<&TestSpec>, limits: &ServerLimits) -> std::ti
 /// The server's time limit for each handshake step (`--handshake-timeout`).
 fn handshake(limits: &ServerLimits) -> std::time::Duration {
     std::time::Duration::from_millis(limits.handshake_timeout_ms)
+}
+
+/// Whether `spec` is a probe that may run beside another test
+/// ([`Hello::beside`]): request/response transactions, one at a time per
+/// flow, with no bulk load of their own.
+fn is_probe(spec: &TestSpec) -> bool {
+    spec.kind == TestKind::Rr && spec.rr.as_ref().is_some_and(|r| r.under_load == 0)
 }
