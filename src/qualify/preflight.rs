@@ -79,6 +79,7 @@ pub fn run(cfg: &QualifyConfig, t: &QualifyEngine) -> Result<Found, Stop> {
                 Some(o) => Some(o.unavailable.clone().unwrap_or_else(|| "no samples".into())),
                 None => Some("the probe measured no phase".into()),
             };
+            notes.push(trials::pacing_words());
             (why.is_none(), why, true, Some(r))
         }
         Err(e) => {

@@ -188,6 +188,11 @@ pub fn beside(
     }
     let started = Arc::new(OnceLock::new());
     load.beside = Beside::Load(Arc::clone(&started));
+    let mut probe = probe.clone();
+    if let (Some(rr), Some(u)) = (&mut probe.spec.rr, &load.spec.udp) {
+        let probe_len = rr.sizes.iter().copied().max().unwrap_or(1);
+        rr.rate = Some(probe_rate(u.pace, load.spec.len, probe_len));
+    }
     std::thread::scope(|s| {
         let l = s.spawn(|| udp(&load, reruns));
         let waited = Instant::now();
@@ -197,7 +202,6 @@ pub fn beside(
         let p = match started.get() {
             Some(&token) => {
                 std::thread::sleep(BESIDE_MARGIN);
-                let mut probe = probe.clone();
                 probe.beside = Beside::Probe(token);
                 // One try: a busy server would otherwise run the probes
                 // after the load, on the idle path.
@@ -210,4 +214,56 @@ pub fn beside(
             .unwrap_or_else(|_| Err(Stop::Failed("the load thread panicked".into())));
         (l, p)
     })
+}
+
+/// Probes beside a load send at most this share of its bit rate in
+/// requests ([`probe_rate`]) …
+const PROBE_SHARE: f64 = 0.01;
+/// … and between these many per second: enough samples in a short trial,
+/// and a bound on a fast one.
+const PROBE_RATE_MIN: u32 = 10;
+const PROBE_RATE_MAX: u32 = 1000;
+
+/// Requests per second of `probe_len` bytes beside a load of `load_len`-
+/// byte datagrams paced at `pace` (`RrSpec::rate`): [`PROBE_SHARE`] of
+/// the load's bits, within [`PROBE_RATE_MIN`] and [`PROBE_RATE_MAX`]. An
+/// unpaced probe (a round trip after another) would add a load of its
+/// own, up to tens of thousands a second on a short path.
+pub fn probe_rate(pace: Pace, load_len: u32, probe_len: u32) -> u32 {
+    let load_bps = match pace {
+        Pace::Rate(bps) => bps as f64,
+        Pace::MilliPps(m) => m as f64 / 1e3 * f64::from(load_len) * 8.0,
+        Pace::Unlimited => f64::INFINITY,
+    };
+    let r = PROBE_SHARE * load_bps / (8.0 * f64::from(probe_len.max(1)));
+    r.clamp(f64::from(PROBE_RATE_MIN), f64::from(PROBE_RATE_MAX)) as u32
+}
+
+/// How probes beside a load are paced, in words (the report's note).
+pub fn pacing_words() -> String {
+    format!(
+        "latency probes beside a load are paced to {}% of its bit rate in requests, \
+         {PROBE_RATE_MIN} to {PROBE_RATE_MAX} per second (each probe's rate: rr.rate in the JSON)",
+        PROBE_SHARE * 100.0
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_27_probes_beside_a_load_take_a_bounded_share_of_it() {
+        // 1 % of 100 Mbit/s in 1250-byte requests: 100 per second.
+        assert_eq!(probe_rate(Pace::Rate(100_000_000), 1472, 1250), 100);
+        // A slow load: the floor (10/s of 64 bytes beside 1 Mbit/s is 0.5 %).
+        assert_eq!(probe_rate(Pace::Rate(1_000_000), 64, 64), 19);
+        assert_eq!(probe_rate(Pace::Rate(1_000_000), 1472, 1472), 10);
+        // A fast or unpaced load: the ceiling.
+        assert_eq!(probe_rate(Pace::Rate(40_000_000_000), 1472, 64), 1000);
+        assert_eq!(probe_rate(Pace::Unlimited, 1472, 64), 1000);
+        // 100,000 datagrams/s of 1000 bytes: 800 Mbit/s, 1 % in 1000-byte requests.
+        assert_eq!(probe_rate(Pace::MilliPps(100_000_000), 1000, 1000), 1000);
+        assert_eq!(probe_rate(Pace::MilliPps(10_000_000), 1000, 1000), 100);
+    }
 }

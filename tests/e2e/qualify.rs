@@ -54,9 +54,11 @@ fn issue_27_bad_sla_is_a_usage_error_naming_the_key() {
 /// A server with the defaults (one test at a time) runs the latency
 /// probes beside a load as part of the load's test: the preflight finds
 /// them admitted, an SLA on one-way delay is measurable (one host: offset
-/// 0), and RFC 2544 measures latency at the throughput rate. Before, the
-/// probes were refused as a second test and the run stopped before any
-/// method (exit 5, "SLA delay … cannot be measured").
+/// 0), and RFC 2544 measures latency at the throughput rate, with probes
+/// paced to a bounded share of the load. Before, the probes were refused
+/// as a second test and the run stopped before any method (exit 5, "SLA
+/// delay … cannot be measured"); and once admitted, unpaced, they ran
+/// thousands of round trips a second beside the load they measured.
 #[test]
 fn issue_27_qualify_measures_latency_under_load_against_a_default_server() {
     let server = Server::start(&[]);
@@ -91,6 +93,18 @@ fn issue_27_qualify_measures_latency_under_load_against_a_default_server() {
     let size = &run["rfc2544"]["sizes"][0];
     assert!(size["latency"]["rtt"].is_object(), "{size}");
     assert!(size["latency"]["one_way"].is_object(), "{size}");
+    // The probes are paced (a bounded share of the load), not a round
+    // trip after another: a few per trial of 300 ms, not thousands.
+    let rr = &size["latency"]["probe"]["rr"];
+    let rate = rr["rate"].as_f64().expect("the probes' rate is reported");
+    let sent = rr["phases"][0]["transactions"].as_f64().unwrap_or(0.0);
+    assert!(
+        (1.0..=rate * 0.3 + 2.0).contains(&sent),
+        "{sent} probes in 0.3 s at {rate}/s"
+    );
+    assert!(size["latency_note"]
+        .as_str()
+        .is_some_and(|n| n.contains("probes/s")));
 }
 
 /// The whole default sequence, short, on loopback: every method reports,
