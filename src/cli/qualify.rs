@@ -65,7 +65,8 @@ pub struct QualifyArgs {
     #[arg(long, value_name = "DURATION")]
     pub tcp_time: Option<String>,
     /// Ceiling of the RFC 2544 throughput search, payload bit/s (default:
-    /// what an unpaced stream of each size delivers).
+    /// what an unpaced stream of each size delivers, raised while the rate
+    /// at it passes).
     #[arg(long, value_name = "RATE")]
     pub max_rate: Option<String>,
     /// Run the whole qualification once per engine (e.g. syscall,batch).
