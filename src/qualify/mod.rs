@@ -26,7 +26,8 @@ use linerate_report::qualify::{
     HEADER_CONVENTION, QUALIFY_SCHEMA, Y1564,
 };
 
-use crate::cli::{QualifyConfig, QualifyEngine};
+use crate::cli::{PreloadRun, QualifyConfig, QualifyEngine};
+use linerate_run::error::RunError;
 use linerate_run::outcome::INTERRUPTED;
 use trials::Stop;
 
@@ -109,10 +110,10 @@ fn methods(c: &Ctx<'_>, run: &mut QualifyRun) -> Result<(), (String, Stop)> {
     Ok(())
 }
 
-/// The whole qualification with one engine; the `Stop` that ended it early.
-fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Stop>) {
-    let mut run = QualifyRun {
-        engine: t.name.clone(),
+/// A run of `engine` that has found nothing yet.
+fn blank_run(cfg: &QualifyConfig, engine: &str) -> QualifyRun {
+    QualifyRun {
+        engine: engine.to_owned(),
         preflight: preflight::blank(cfg.host.clone()),
         rfc2544: None,
         y1564: None,
@@ -121,7 +122,12 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         notes: Vec::new(),
         stopped: None,
         verdict: Verdict::NotRun,
-    };
+    }
+}
+
+/// The whole qualification with one engine; the `Stop` that ended it early.
+fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Stop>) {
+    let mut run = blank_run(cfg, &t.name);
     let found = match preflight::run(cfg, t) {
         Ok(f) => f,
         Err(s) => {
@@ -180,6 +186,9 @@ fn qualify(cfg: &QualifyConfig) -> QualifyReport {
             break;
         }
     }
+    if let (Some(p), false) = (&cfg.preload, interrupted) {
+        interrupted = preloaded(cfg, p, &mut runs);
+    }
     let verdict = Verdict::all(runs.iter().map(|r| r.verdict));
     let exit_code = match verdict {
         _ if interrupted => EXIT_INTERRUPTED,
@@ -209,6 +218,33 @@ fn qualify(cfg: &QualifyConfig) -> QualifyReport {
         verdict,
         interrupted,
         exit_code,
+    }
+}
+
+/// `--preload`: the qualification of a child process under `LD_PRELOAD`
+/// (the syscall engine), its run added as `syscall+preload`; a child that
+/// could not run is a run that says why. Whether it was interrupted.
+fn preloaded(cfg: &QualifyConfig, p: &PreloadRun, runs: &mut Vec<QualifyRun>) -> bool {
+    let ok = [0, EXIT_SLA_FAILED.into(), EXIT_COULD_NOT_RUN.into()];
+    match crate::compare::run_preloaded::<QualifyReport>(p, None, &ok) {
+        Ok(child) => {
+            runs.extend(child.runs.into_iter().map(|mut r| {
+                r.engine = format!("{}+preload", r.engine);
+                r
+            }));
+            child.interrupted
+        }
+        Err(RunError::Interrupted { .. }) => true,
+        Err(e) => {
+            let mut run = blank_run(cfg, "syscall+preload");
+            run.stopped = Some(format!(
+                "the run under LD_PRELOAD={} could not run: {}",
+                p.lib.display(),
+                e.chain()
+            ));
+            runs.push(run);
+            false
+        }
     }
 }
 

@@ -432,3 +432,66 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
     );
     assert_eq!(v["verdict"], "pass");
 }
+
+/// `--preload LIB` adds the qualification of a child process under
+/// `LD_PRELOAD` (the syscall engine), as compare does: a run named
+/// `syscall+preload` whose trials went through the library.
+#[test]
+fn issue_27_preload_adds_a_run_through_the_library() {
+    let dir = scratch("qualify-preload");
+    let lib = match crate::compare::counting_preload(&dir) {
+        Ok(lib) => lib,
+        Err(why) => return skip(why),
+    };
+    let lib_s = lib.display().to_string();
+    let counts = dir.join("counts");
+    let counts_s = counts.display().to_string();
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let args = [
+        "qualify",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--quick",
+        "--method",
+        "rfc2544",
+        "--sizes",
+        "1472",
+        "--max-rate",
+        "20M",
+        "--trial",
+        "300ms",
+        "--engines",
+        "syscall",
+        "--preload",
+        &lib_s,
+        "--json",
+    ];
+    let env = [("LR_PRELOAD_COUNT_FILE", counts_s.as_str())];
+    let out = run_client_env(None, &env, &args, Duration::from_secs(180));
+    assert!(
+        matches!(out.status.code(), Some(0 | 4)),
+        "{:?}: {}",
+        out.status,
+        stderr(&out)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    let engines: Vec<&str> = v["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|r| r["engine"].as_str())
+        .collect();
+    assert_eq!(engines, ["syscall", "syscall+preload"], "{v}");
+    let size = &v["runs"][1]["rfc2544"]["sizes"][0];
+    assert!(size["search"].as_array().is_some_and(|s| !s.is_empty()));
+    assert_eq!(
+        size["latency"]["probe"]["test"]["client_ld_preload"], lib_s,
+        "{size}"
+    );
+    // The parent is not preloaded: the counts are the child's sends.
+    let n = crate::compare::preload_counts(&counts);
+    assert!(n.get("sendto").copied().unwrap_or(0) > 0, "{n:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
