@@ -17,7 +17,7 @@ mod y1564;
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -29,7 +29,7 @@ use linerate_report::qualify::{
 use crate::cli::{PreloadRun, QualifyConfig, QualifyEngine};
 use linerate_run::error::RunError;
 use linerate_run::outcome::INTERRUPTED;
-use trials::Stop;
+use trials::{Stalls, Stop};
 
 /// Exit statuses (also in `--help` and the README).
 pub const EXIT_SLA_FAILED: u8 = 4;
@@ -42,8 +42,8 @@ pub struct Ctx<'a> {
     pub t: &'a QualifyEngine,
     pub v6: bool,
     pub pre: &'a Preflight,
-    /// Trials run again because their sender stalled (`trials::udp`).
-    pub reruns: AtomicU32,
+    /// Trials the sending host's stalls spoilt (`trials::udp`).
+    pub stalls: Stalls,
 }
 
 /// Words for a stop, naming the step.
@@ -146,19 +146,13 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         t,
         v6: found.v6,
         pre: &pre,
-        reruns: AtomicU32::new(0),
+        stalls: Stalls::default(),
     };
     let stop = methods(&c, &mut run).err().map(|(step, s)| {
         run.stopped = Some(stopped(&step, &s));
         s
     });
-    let reruns = c.reruns.load(Ordering::Relaxed);
-    if reruns > 0 {
-        run.notes.push(format!(
-            "{reruns} trial(s) lost datagrams or fell behind while the sending host stalled \
-             (a catch-up burst) and ran again: the tester's loss, not the path's"
-        ));
-    }
+    run.notes.extend(c.stalls.notes());
     let verdicts = [
         run.rfc2544.as_ref().map(|m| m.verdict),
         run.y1564.as_ref().map(|m| m.verdict),

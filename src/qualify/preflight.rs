@@ -64,8 +64,8 @@ pub fn run(cfg: &QualifyConfig, t: &QualifyEngine) -> Result<Found, Stop> {
     let (ping, ping_error) = ping_server(&cfg.host, dest, cfg.quick);
     let mut notes = Vec::new();
     let load = trials::udp_at(t, 64, 1e6, PROBE_MS);
-    let reruns = std::sync::atomic::AtomicU32::new(0);
-    let (l, p) = trials::beside(&load, &trials::probe_config(t, 64, PROBE_MS), &reruns);
+    let stalls = trials::Stalls::default();
+    let (l, p) = trials::beside(&load, &trials::probe_config(t, 64, PROBE_MS), &stalls);
     // The server refusing or unreachable ends the run here.
     l?.0.error.map_or(Ok(()), |e| Err(Stop::Failed(e)))?;
     let (one_way_delay, one_way_unavailable, probes_beside_load, probe) = match p {

@@ -98,7 +98,7 @@ fn throughput(
         ceiling,
         raises,
     } = search_throughput(*hi, c.cfg.max_rate.is_none(), |rate| {
-        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
         let pass = passes(&t, 0.0);
         search_trials.push(t);
         Ok(pass)
@@ -142,7 +142,7 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
     let (l, p) = trials::beside(
         &load,
         &trials::probe_config(c.t, len.max(MIN_PROBE_LEN), c.cfg.trial_ms),
-        &c.reruns,
+        &c.stalls,
     );
     l?;
     let probe = match p {
@@ -174,7 +174,7 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
 /// §26.3: from the ceiling down in tenths, until two steps lose nothing.
 fn loss_vs_load(c: &Ctx<'_>, len: u32, hi: f64, out: &mut Vec<SweepTrial>) -> Result<(), Stop> {
     for rate in method::loss_steps(hi) {
-        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
         out.push(t);
         let n = out.len();
         if n >= 2 && out[n - 2..].iter().all(|t| passes(t, 0.0)) {
@@ -197,7 +197,7 @@ fn back_to_back(
         let n = n.round();
         let (t, _) = trials::udp(
             &trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n as u64)),
-            &c.reruns,
+            &c.stalls,
         )?;
         search.record(n, t.error.is_none() && t.issued > 0 && t.lost == 0);
         done.push(t);
@@ -210,7 +210,7 @@ fn back_to_back(
 fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size) -> Result<(), Stop> {
     let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
-    let (capacity, _) = trials::udp(&unpaced, &c.reruns)?;
+    let (capacity, _) = trials::udp(&unpaced, &c.stalls)?;
     let mut hi = c.cfg.max_rate.unwrap_or(capacity.received_bits_per_second);
     let capacity_pps = capacity.received_pps;
     if hi <= 0.0 {
