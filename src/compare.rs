@@ -164,14 +164,20 @@ fn run_variant(v: &CompareVariantConfig) -> Result<Report, RunError> {
                 ),
                 Target::Remote { .. } => None,
             };
-            run_preloaded(p, embedded.as_ref().map(|e| e.port()))
+            run_preloaded(p, embedded.as_ref().map(|e| e.port()), &[0])
         }
     }
 }
 
 /// Runs the test in a child process under `LD_PRELOAD` and reads its JSON
-/// report. `port`: the embedded server's, which the child is pointed at.
-fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, RunError> {
+/// report (a test's, or qualify's). `port`: the embedded server's, which
+/// the child is pointed at; `ok`: the exit statuses that come with a
+/// report.
+pub(crate) fn run_preloaded<T: serde::de::DeserializeOwned>(
+    p: &PreloadRun,
+    port: Option<u16>,
+    ok: &[i32],
+) -> Result<T, RunError> {
     let exe = std::env::current_exe()
         .context("finding this program to run it preloaded")
         .or_run()?;
@@ -199,7 +205,7 @@ fn run_preloaded(p: &PreloadRun, port: Option<u16>) -> Result<Report, RunError> 
             p.lib.display()
         )));
     }
-    if !out.status.success() {
+    if !out.status.code().is_some_and(|c| ok.contains(&c)) {
         let err = String::from_utf8_lossy(&out.stderr);
         let why = err
             .lines()

@@ -83,6 +83,7 @@ pub(super) fn client_config(
         report: None,
         plot: None,
         quiet_intervals: false,
+        beside: linerate_run::config::Beside::Alone,
     })
 }
 

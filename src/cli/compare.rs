@@ -86,7 +86,7 @@ fn take_own_flags(rest: &mut Vec<String>, a: &mut args::CompareArgs) -> Result<(
 }
 
 /// `--preload LIB`: an existing file, as an absolute path.
-fn preload_lib(lib: &Path) -> Result<PathBuf> {
+pub(super) fn preload_lib(lib: &Path) -> Result<PathBuf> {
     if !lib.is_file() {
         bail!(
             "--preload: {} does not exist or is not a file (give the path of the LD_PRELOAD library)",

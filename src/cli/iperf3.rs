@@ -451,6 +451,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
             report: None,
             plot: None,
             quiet_intervals: false,
+            beside: linerate_run::config::Beside::Alone,
         },
         extras: Extras {
             get_server_output: a.get_server_output,

@@ -241,6 +241,7 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
         report: None,
         plot: None,
         quiet_intervals: false,
+        beside: linerate_run::config::Beside::Alone,
     });
     Ok(Command::Msg(MsgConfig {
         remote,

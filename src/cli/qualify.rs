@@ -22,8 +22,8 @@ reported, marked interrupted).";
 #[derive(Debug, Args)]
 #[command(after_help = QUALIFY_EXIT)]
 pub struct QualifyArgs {
-    /// The linerate server (start it with `linerate server --max-concurrent
-    /// 2`: latency under load is measured by probes beside the load).
+    /// The linerate server (`linerate server`, defaults will do: the
+    /// latency probes beside a load run as part of the load's test).
     pub host: String,
     /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
@@ -68,12 +68,17 @@ pub struct QualifyArgs {
     #[arg(long, value_name = "DURATION")]
     pub tcp_time: Option<String>,
     /// Ceiling of the RFC 2544 throughput search, payload bit/s (default:
-    /// what an unpaced stream of each size delivers).
+    /// what an unpaced stream of each size delivers, raised while the rate
+    /// at it passes).
     #[arg(long, value_name = "RATE")]
     pub max_rate: Option<String>,
     /// Run the whole qualification once per engine (e.g. syscall,batch).
     #[arg(long, value_name = "LIST", default_value = "auto")]
     pub engines: String,
+    /// Also run it with the syscall engine under LD_PRELOAD=LIB (a
+    /// kernel-bypass library), in a child process, as compare does.
+    #[arg(long, value_name = "LIB")]
+    pub preload: Option<PathBuf>,
     /// Give up connecting after this long.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
@@ -122,6 +127,8 @@ pub struct QualifyConfig {
     pub tcp_ms: u64,
     pub max_rate: Option<f64>,
     pub engines: Vec<QualifyEngine>,
+    /// `--preload LIB`: the child process that runs it preloaded.
+    pub preload: Option<PreloadRun>,
     pub json: bool,
     pub report: Option<PathBuf>,
 }
@@ -262,6 +269,7 @@ pub(super) fn validate_qualify(a: QualifyArgs) -> Result<Command> {
         bail!("--engines: no engine given");
     }
     let q = a.quick;
+    let preload = preload_run(&a)?;
     Ok(Command::Qualify(QualifyConfig {
         trial_ms: dur("--trial", a.trial.as_deref(), 1000, 500, q)?,
         step_ms: dur("--step-time", a.step_time.as_deref(), 2000, 1000, q)?,
@@ -277,7 +285,147 @@ pub(super) fn validate_qualify(a: QualifyArgs) -> Result<Command> {
         eir,
         sla: thresholds,
         engines,
+        preload,
         json: a.json,
         report: a.report,
     }))
+}
+
+/// `--preload LIB`: this qualification with the syscall engine, run by a
+/// child process under `LD_PRELOAD` that prints its JSON (compare's
+/// [`PreloadRun`]). Every flag that shapes the run goes along (a flag
+/// added to [`QualifyArgs`] goes here too, and into the test's `shape`).
+fn preload_run(a: &QualifyArgs) -> Result<Option<PreloadRun>> {
+    let Some(lib) = &a.preload else {
+        return Ok(None);
+    };
+    let mut tail: Vec<String> = vec![
+        "-p".into(),
+        a.port.to_string(),
+        "--method".into(),
+        a.method.clone(),
+        "--connect-timeout".into(),
+        a.connect_timeout.clone(),
+    ];
+    if a.quick {
+        tail.push("--quick".into());
+    }
+    let valued = [
+        ("--sizes", &a.sizes),
+        ("--cir", &a.cir),
+        ("--eir", &a.eir),
+        ("--sla", &a.sla),
+        ("--trial", &a.trial),
+        ("--step-time", &a.step_time),
+        ("--duration", &a.duration),
+        ("--tcp-time", &a.tcp_time),
+        ("--max-rate", &a.max_rate),
+    ];
+    for (flag, v) in valued {
+        if let Some(v) = v {
+            tail.extend([flag.to_owned(), v.clone()]);
+        }
+    }
+    if let Some(f) = &a.sla_file {
+        tail.extend(["--sla-file".into(), f.to_string_lossy().into_owned()]);
+    }
+    tail.extend(["--engines".into(), "syscall".into(), "--json".into()]);
+    Ok(Some(PreloadRun {
+        lib: compare::preload_lib(lib)?,
+        head: vec!["qualify".into(), a.host.clone()],
+        tail,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qualify(argv: &[String]) -> QualifyConfig {
+        let argv = std::iter::once("linerate".to_owned()).chain(argv.iter().cloned());
+        match parse_from(argv).expect("parses") {
+            Command::Qualify(q) => q,
+            other => panic!("not qualify: {other:?}"),
+        }
+    }
+
+    /// What a qualification measures and judges (not how it prints).
+    fn shape(q: &QualifyConfig) -> String {
+        format!(
+            "{} {} {:?} {} {:?} {:?} {} {:?} {} {} {} {} {:?}",
+            q.host,
+            q.port,
+            q.methods,
+            q.quick,
+            q.sizes,
+            q.cir,
+            q.eir,
+            q.sla,
+            q.trial_ms,
+            q.step_ms,
+            q.perf_ms,
+            q.tcp_ms,
+            q.max_rate
+        )
+    }
+
+    /// Issue 27: `--preload`'s child runs the same qualification, with
+    /// the syscall engine, printing JSON for the parent to read.
+    #[test]
+    fn issue_27_preload_child_runs_the_same_qualification() {
+        let dir = std::env::temp_dir().join(format!("lr-qp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (lib, sla) = (dir.join("lib.so"), dir.join("sla.toml"));
+        std::fs::write(&lib, b"").expect("lib");
+        std::fs::write(&sla, "jitter = \"2ms\"\n").expect("sla");
+        let argv: Vec<String> = [
+            "qualify",
+            "192.0.2.1",
+            "-p",
+            "5299",
+            "--method",
+            "rfc2544,y1564",
+            "--quick",
+            "--sizes",
+            "64,1472",
+            "--cir",
+            "10M",
+            "--eir",
+            "2M",
+            "--sla",
+            "loss=0.1%",
+            "--trial",
+            "300ms",
+            "--step-time",
+            "400ms",
+            "--duration",
+            "2s",
+            "--tcp-time",
+            "1s",
+            "--max-rate",
+            "50M",
+            "--connect-timeout",
+            "3s",
+            "--engines",
+            "syscall,batch",
+            "--json",
+            "--report",
+            "q.html",
+            "--preload",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([lib.display().to_string(), "--sla-file".into()])
+        .chain([sla.display().to_string()])
+        .collect();
+        let parent = qualify(&argv);
+        let p = parent.preload.as_ref().expect("a preload run");
+        assert!(p.lib.is_absolute());
+        let child = qualify(&[p.head.clone(), p.tail.clone()].concat());
+        assert_eq!(shape(&child), shape(&parent));
+        assert!(child.json && child.report.is_none() && child.preload.is_none());
+        let engines: Vec<&str> = child.engines.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(engines, ["syscall"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -120,6 +120,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
             batch: r.batch,
             busy_poll: r.busy_poll,
             under_load,
+            rate: None,
         }),
         ..TestSpec::default()
     };

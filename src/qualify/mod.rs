@@ -17,7 +17,7 @@ mod y1564;
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -26,9 +26,10 @@ use linerate_report::qualify::{
     HEADER_CONVENTION, QUALIFY_SCHEMA, Y1564,
 };
 
-use crate::cli::{QualifyConfig, QualifyEngine};
+use crate::cli::{PreloadRun, QualifyConfig, QualifyEngine};
+use linerate_run::error::RunError;
 use linerate_run::outcome::INTERRUPTED;
-use trials::Stop;
+use trials::{Stalls, Stop};
 
 /// Exit statuses (also in `--help` and the README).
 pub const EXIT_SLA_FAILED: u8 = 4;
@@ -41,8 +42,8 @@ pub struct Ctx<'a> {
     pub t: &'a QualifyEngine,
     pub v6: bool,
     pub pre: &'a Preflight,
-    /// Trials run again because their sender stalled (`trials::udp`).
-    pub reruns: AtomicU32,
+    /// Trials the sending host's stalls spoilt (`trials::udp`).
+    pub stalls: Stalls,
 }
 
 /// Words for a stop, naming the step.
@@ -109,23 +110,11 @@ fn methods(c: &Ctx<'_>, run: &mut QualifyRun) -> Result<(), (String, Stop)> {
     Ok(())
 }
 
-/// The whole qualification with one engine; the `Stop` that ended it early.
-fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Stop>) {
-    let mut run = QualifyRun {
-        engine: t.name.clone(),
-        preflight: Preflight {
-            address: cfg.host.clone(),
-            ping: None,
-            ping_error: None,
-            interface: None,
-            doctor: None,
-            path_mtu: None,
-            one_way_delay: false,
-            one_way_unavailable: None,
-            probes_beside_load: false,
-            probe: None,
-            notes: Vec::new(),
-        },
+/// A run of `engine` that has found nothing yet.
+fn blank_run(cfg: &QualifyConfig, engine: &str) -> QualifyRun {
+    QualifyRun {
+        engine: engine.to_owned(),
+        preflight: preflight::blank(cfg.host.clone()),
         rfc2544: None,
         y1564: None,
         rfc6349: None,
@@ -133,7 +122,12 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         notes: Vec::new(),
         stopped: None,
         verdict: Verdict::NotRun,
-    };
+    }
+}
+
+/// The whole qualification with one engine; the `Stop` that ended it early.
+fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Stop>) {
+    let mut run = blank_run(cfg, &t.name);
     let found = match preflight::run(cfg, t) {
         Ok(f) => f,
         Err(s) => {
@@ -152,19 +146,13 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         t,
         v6: found.v6,
         pre: &pre,
-        reruns: AtomicU32::new(0),
+        stalls: Stalls::default(),
     };
     let stop = methods(&c, &mut run).err().map(|(step, s)| {
         run.stopped = Some(stopped(&step, &s));
         s
     });
-    let reruns = c.reruns.load(Ordering::Relaxed);
-    if reruns > 0 {
-        run.notes.push(format!(
-            "{reruns} trial(s) lost datagrams or fell behind while the sending host stalled \
-             (a catch-up burst) and ran again: the tester's loss, not the path's"
-        ));
-    }
+    run.notes.extend(c.stalls.notes());
     let verdicts = [
         run.rfc2544.as_ref().map(|m| m.verdict),
         run.y1564.as_ref().map(|m| m.verdict),
@@ -191,6 +179,9 @@ fn qualify(cfg: &QualifyConfig) -> QualifyReport {
             interrupted = true;
             break;
         }
+    }
+    if let (Some(p), false) = (&cfg.preload, interrupted) {
+        interrupted = preloaded(cfg, p, &mut runs);
     }
     let verdict = Verdict::all(runs.iter().map(|r| r.verdict));
     let exit_code = match verdict {
@@ -221,6 +212,33 @@ fn qualify(cfg: &QualifyConfig) -> QualifyReport {
         verdict,
         interrupted,
         exit_code,
+    }
+}
+
+/// `--preload`: the qualification of a child process under `LD_PRELOAD`
+/// (the syscall engine), its run added as `syscall+preload`; a child that
+/// could not run is a run that says why. Whether it was interrupted.
+fn preloaded(cfg: &QualifyConfig, p: &PreloadRun, runs: &mut Vec<QualifyRun>) -> bool {
+    let ok = [0, EXIT_SLA_FAILED.into(), EXIT_COULD_NOT_RUN.into()];
+    match crate::compare::run_preloaded::<QualifyReport>(p, None, &ok) {
+        Ok(child) => {
+            runs.extend(child.runs.into_iter().map(|mut r| {
+                r.engine = format!("{}+preload", r.engine);
+                r
+            }));
+            child.interrupted
+        }
+        Err(RunError::Interrupted { .. }) => true,
+        Err(e) => {
+            let mut run = blank_run(cfg, "syscall+preload");
+            run.stopped = Some(format!(
+                "the run under LD_PRELOAD={} could not run: {}",
+                p.lib.display(),
+                e.chain()
+            ));
+            runs.push(run);
+            false
+        }
     }
 }
 

@@ -40,6 +40,23 @@ fn ping_server(host: &str, dest: IpAddr, quick: bool) -> (Option<PingSummary>, O
     }
 }
 
+/// A preflight that found nothing yet (the run's record until it ran).
+pub fn blank(address: String) -> Preflight {
+    Preflight {
+        address,
+        ping: None,
+        ping_error: None,
+        interface: None,
+        doctor: None,
+        path_mtu: None,
+        one_way_delay: false,
+        one_way_unavailable: None,
+        probes_beside_load: false,
+        probe: None,
+        notes: Vec::new(),
+    }
+}
+
 /// Runs the checks; `Err` when the server cannot be reached or refuses.
 pub fn run(cfg: &QualifyConfig, t: &QualifyEngine) -> Result<Found, Stop> {
     let dest = linerate_host::route::resolve(&cfg.host).map_err(|e| Stop::Failed(e.to_string()))?;
@@ -47,8 +64,8 @@ pub fn run(cfg: &QualifyConfig, t: &QualifyEngine) -> Result<Found, Stop> {
     let (ping, ping_error) = ping_server(&cfg.host, dest, cfg.quick);
     let mut notes = Vec::new();
     let load = trials::udp_at(t, 64, 1e6, PROBE_MS);
-    let reruns = std::sync::atomic::AtomicU32::new(0);
-    let (l, p) = trials::beside(&load, &trials::probe_config(t, 64, PROBE_MS), &reruns);
+    let stalls = trials::Stalls::default();
+    let (l, p) = trials::beside(&load, &trials::probe_config(t, 64, PROBE_MS), &stalls);
     // The server refusing or unreachable ends the run here.
     l?.0.error.map_or(Ok(()), |e| Err(Stop::Failed(e)))?;
     let (one_way_delay, one_way_unavailable, probes_beside_load, probe) = match p {
@@ -62,12 +79,13 @@ pub fn run(cfg: &QualifyConfig, t: &QualifyEngine) -> Result<Found, Stop> {
                 Some(o) => Some(o.unavailable.clone().unwrap_or_else(|| "no samples".into())),
                 None => Some("the probe measured no phase".into()),
             };
+            notes.push(trials::pacing_words());
             (why.is_none(), why, true, Some(r))
         }
         Err(e) => {
             notes.push(format!(
-                "probes beside a stream were refused ({e}): latency under load is not measured; \
-                 start the server with --max-concurrent 2"
+                "probes beside a stream were refused ({e}): latency under load is not measured \
+                 (a server older than this client runs them only with --max-concurrent 2)"
             ));
             (
                 false,
@@ -110,9 +128,41 @@ pub fn unmeasurable(sla: &Sla, p: &Preflight) -> Option<String> {
     if sla.rtt_ns.is_some() && !p.probes_beside_load {
         return Some(
             "SLA rtt (delay under load) cannot be measured: the server refused probes beside \
-             a stream (start it with --max-concurrent 2)"
+             a stream (see the preflight's note)"
                 .into(),
         );
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A threshold the preflight showed unmeasurable is refused naming
+    /// its KPI (`run_engine` then stops before any method).
+    #[test]
+    fn issue_27_an_unmeasurable_sla_names_its_kpi() {
+        let mut p = blank("192.0.2.1".into());
+        p.one_way_unavailable = Some("no clock offset".into());
+        let delay = Sla {
+            delay_ns: Some(5_000_000),
+            ..Sla::default()
+        };
+        let why = unmeasurable(&delay, &p).expect("refused");
+        assert!(
+            why.starts_with("SLA delay") && why.contains("no clock offset"),
+            "{why}"
+        );
+        let rtt = Sla {
+            rtt_ns: Some(5_000_000),
+            ..Sla::default()
+        };
+        assert!(unmeasurable(&rtt, &p).is_some_and(|w| w.starts_with("SLA rtt")));
+        p.one_way_delay = true;
+        p.probes_beside_load = true;
+        assert_eq!(unmeasurable(&delay, &p), None);
+        assert_eq!(unmeasurable(&rtt, &p), None);
+        assert_eq!(unmeasurable(&Sla::default(), &blank(String::new())), None);
+    }
 }

@@ -1,6 +1,6 @@
 //! RFC 2544 over UDP, per datagram size: throughput (§26.1, the binary
 //! search of `sweep --find-zero-loss` between 1/64 of and the rate an
-//! unpaced stream delivers), latency at that rate (§26.2, UDP
+//! unpaced stream delivers, raised while the rate at it passes), latency at that rate (§26.2, UDP
 //! request/response probes beside a stream at the throughput rate), frame
 //! loss against offered load (§26.3, 100 % down in 10 % steps until two
 //! steps in a row lose nothing) and back-to-back frames (§26.4, the
@@ -30,27 +30,89 @@ const MAX_BURST: f64 = 100_000.0;
 /// The search's words, for the report.
 pub fn search_words(trial_ms: u64) -> String {
     format!(
-        "throughput: binary search between 1/64 of and the rate an unpaced {:.1} s stream delivers, \
-         to 1/64 of that range (about 1.5 %), each pass confirmed by a second trial, no loss allowed",
+        "throughput: binary search between 1/64 of and the rate an unpaced {:.1} s stream delivers \
+         (raised by a quarter while the rate at it passes), to 1/64 of that range (about 1.5 %), \
+         each pass confirmed by a second trial, no loss allowed",
         trial_ms as f64 / 1e3
     )
 }
 
+/// When the rate at the search's ceiling passes, the ceiling was low: the
+/// unpaced stream that measured it delivered less than the path carries
+/// (on a busy host its sender stalls, and its flood competes for the CPU
+/// that forwards it). The search then goes on above it, up to this many
+/// times, each ceiling this factor above the last.
+const CEILING_RAISES: u32 = 3;
+const CEILING_STEP: f64 = 1.25;
+
+/// A throughput search's outcome: the last search, its ceiling, and how
+/// many times the ceiling was raised.
+struct Searched {
+    search: ZeroLossSearch,
+    ceiling: f64,
+    raises: u32,
+}
+
+/// The §26.1 search between `hi`/64 and `hi`, `try_rate` running a trial
+/// (whether it passed); with `raise`, a ceiling that passes is raised
+/// ([`CEILING_RAISES`]) and the search goes on between it and the next,
+/// the passed ceiling not tried again.
+fn search_throughput(
+    hi: f64,
+    raise: bool,
+    mut try_rate: impl FnMut(f64) -> Result<bool, Stop>,
+) -> Result<Searched, Stop> {
+    let mut search = ZeroLossSearch::new(hi / SEARCH_FLOOR, hi);
+    let (mut ceiling, mut raises, mut known) = (hi, 0, None);
+    loop {
+        while let Some(rate) = search.next() {
+            // The last ceiling passed its confirmations in the search below.
+            let pass = known == Some(rate) || try_rate(rate)?;
+            search.record(rate, pass);
+        }
+        if !raise || raises == CEILING_RAISES || search.best() != Some(ceiling) {
+            return Ok(Searched {
+                search,
+                ceiling,
+                raises,
+            });
+        }
+        raises += 1;
+        known = Some(ceiling);
+        search = ZeroLossSearch::new(ceiling, ceiling * CEILING_STEP);
+        ceiling *= CEILING_STEP;
+    }
+}
+
 /// §26.1: the throughput search at one size, its trials kept in
-/// `search_trials`.
+/// `search_trials`; `hi` becomes the ceiling it ended with (a user's
+/// `--max-rate` is never raised).
 fn throughput(
     c: &Ctx<'_>,
     len: u32,
-    hi: f64,
+    hi: &mut f64,
     search_trials: &mut Vec<SweepTrial>,
 ) -> Result<ZeroLoss, Stop> {
-    let mut search = ZeroLossSearch::new(hi / SEARCH_FLOOR, hi);
-    while let Some(rate) = search.next() {
-        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
-        search.record(rate, passes(&t, 0.0));
+    let Searched {
+        search,
+        ceiling,
+        raises,
+    } = search_throughput(*hi, c.cfg.max_rate.is_none(), |rate| {
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
+        let pass = passes(&t, 0.0);
         search_trials.push(t);
-    }
+        Ok(pass)
+    })?;
+    *hi = ceiling;
     let best = search.best();
+    let raised = match raises {
+        0 => String::new(),
+        n => format!(
+            "the ceiling was raised {n} time(s) to {}: the rate at it passed, so the unpaced \
+             stream that measured it delivered less than the path carries; ",
+            format_rate(ceiling)
+        ),
+    };
     Ok(ZeroLoss {
         len,
         max_loss_percent: 0.0,
@@ -63,8 +125,8 @@ fn throughput(
                 .find(|t| (t.requested_bits_per_second - b).abs() < 1.0 && passes(t, 0.0))
                 .map(|t| t.received_pps)
         }),
-        trials: search.trials(),
-        note: search.note(&|r| format_rate(r)),
+        trials: search_trials.len() as u32,
+        note: raised + &search.note(&|r| format_rate(r)),
     })
 }
 
@@ -80,7 +142,7 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
     let (l, p) = trials::beside(
         &load,
         &trials::probe_config(c.t, len.max(MIN_PROBE_LEN), c.cfg.trial_ms),
-        &c.reruns,
+        &c.stalls,
     );
     l?;
     let probe = match p {
@@ -90,11 +152,14 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
     let Some(ph) = probe.rr.as_ref().and_then(|rr| rr.phases.first()).cloned() else {
         return Ok((None, Some("the probes measured no phase".into())));
     };
-    let note = ph
-        .client_to_server
-        .unavailable
-        .clone()
-        .map(|w| format!("one-way delay unavailable ({w}); round trip only"));
+    let rate = probe.rr.as_ref().and_then(|rr| rr.rate);
+    let one_way = ph.client_to_server.unavailable.as_ref();
+    let note: Vec<String> = rate
+        .map(|r| format!("{r} probes/s beside the load"))
+        .into_iter()
+        .chain(one_way.map(|w| format!("one-way delay unavailable ({w}), round trip only")))
+        .collect();
+    let note = (!note.is_empty()).then(|| note.join("; "));
     Ok((
         Some(Latency {
             rtt: ph.latency,
@@ -109,7 +174,7 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
 /// §26.3: from the ceiling down in tenths, until two steps lose nothing.
 fn loss_vs_load(c: &Ctx<'_>, len: u32, hi: f64, out: &mut Vec<SweepTrial>) -> Result<(), Stop> {
     for rate in method::loss_steps(hi) {
-        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.reruns)?;
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
         out.push(t);
         let n = out.len();
         if n >= 2 && out[n - 2..].iter().all(|t| passes(t, 0.0)) {
@@ -132,7 +197,7 @@ fn back_to_back(
         let n = n.round();
         let (t, _) = trials::udp(
             &trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n as u64)),
-            &c.reruns,
+            &c.stalls,
         )?;
         search.record(n, t.error.is_none() && t.issued > 0 && t.lost == 0);
         done.push(t);
@@ -145,8 +210,8 @@ fn back_to_back(
 fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size) -> Result<(), Stop> {
     let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
-    let (capacity, _) = trials::udp(&unpaced, &c.reruns)?;
-    let hi = c.cfg.max_rate.unwrap_or(capacity.received_bits_per_second);
+    let (capacity, _) = trials::udp(&unpaced, &c.stalls)?;
+    let mut hi = c.cfg.max_rate.unwrap_or(capacity.received_bits_per_second);
     let capacity_pps = capacity.received_pps;
     if hi <= 0.0 {
         let why = capacity.error.as_deref().unwrap_or("nothing arrived");
@@ -155,7 +220,7 @@ fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size) -> Result<(), Stop> {
         return Ok(());
     }
     s.capacity = Some(capacity);
-    s.throughput = throughput(c, len, hi, &mut s.search)?;
+    s.throughput = throughput(c, len, &mut hi, &mut s.search)?;
     s.throughput_fps = s.throughput.pps;
     s.throughput_frame_bps = s
         .throughput
@@ -255,4 +320,50 @@ pub fn run(c: &Ctx<'_>, sizes: &[u32], out: &mut Rfc2544) -> Result<(), Stop> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path that passes every rate up to `limit`.
+    fn path(limit: f64) -> impl FnMut(f64) -> Result<bool, Stop> {
+        move |rate| Ok(rate <= limit)
+    }
+
+    /// Issue 27 (the shaped router's 2 % test, flaky on a busy host): an
+    /// unpaced stream measured the ceiling 10 % below what the path
+    /// carries; the rate at it passed, so the search goes on above it and
+    /// finds the limit within its resolution, not the low ceiling.
+    #[test]
+    fn issue_27_a_ceiling_that_passes_is_raised_to_the_limit() {
+        let (ceiling, limit) = (8.77e6, 9.72e6);
+        let s = search_throughput(ceiling, true, path(limit)).expect("runs");
+        let best = s.search.best().expect("a rate passed");
+        assert!(best <= limit && (limit - best) / limit < 0.01, "{best}");
+        assert_eq!(s.raises, 1);
+        assert!((s.ceiling - ceiling * CEILING_STEP).abs() < 1.0);
+        // The passed ceiling is not tried again; the user's ceiling stays.
+        let mut tried = Vec::new();
+        search_throughput(ceiling, true, |r| {
+            tried.push(r);
+            Ok(r <= limit)
+        })
+        .expect("runs");
+        assert_eq!(
+            tried.iter().filter(|&&r| r == ceiling).count(),
+            2,
+            "{tried:?}"
+        );
+        let fixed = search_throughput(ceiling, false, path(limit)).expect("runs");
+        assert_eq!(fixed.search.best(), Some(ceiling));
+        // A ceiling above the limit is searched below as before.
+        let s = search_throughput(11e6, true, path(limit)).expect("runs");
+        assert_eq!(s.raises, 0);
+        assert!(s.search.best().is_some_and(|b| (limit - b) / limit < 0.02));
+        // A path faster than every raise ends at the last ceiling.
+        let s = search_throughput(1e6, true, path(1e9)).expect("runs");
+        assert_eq!(s.raises, CEILING_RAISES);
+        assert_eq!(s.search.best(), Some(s.ceiling));
+    }
 }

@@ -161,7 +161,7 @@ pub fn run(c: &Ctx<'_>, out: &mut Rfc6349) -> Result<(), Stop> {
     let bb_ms = c.cfg.trial_ms.max(1000);
     let (bb, _) = trials::udp(
         &trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(bb_ms)),
-        &c.reruns,
+        &c.stalls,
     )?;
     out.bottleneck_how = bottleneck_how(len, bb_ms);
     out.bottleneck_bps = (bb.received_bits_per_second > 0.0)

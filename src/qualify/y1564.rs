@@ -71,14 +71,14 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
     let sla = &c.cfg.sla;
     let want_delay = sla.delay_ns.is_some() || sla.rtt_ns.is_some();
     let ((trial, report), probe, note) = if want_delay && c.pre.probes_beside_load {
-        let (l, p) = trials::beside(&load, &trials::probe_config(c.t, PROBE_LEN, ms), &c.reruns);
+        let (l, p) = trials::beside(&load, &trials::probe_config(c.t, PROBE_LEN, ms), &c.stalls);
         let (p, note) = match p {
             Ok(p) => (Some(p), None),
             Err(e) => (None, Some(format!("probes failed: {e}"))),
         };
         (l?, p, note)
     } else {
-        (trials::udp(&load, &c.reruns)?, None, None)
+        (trials::udp(&load, &c.stalls)?, None, None)
     };
     let ph = probe.as_ref().and_then(|p| p.rr.as_ref()?.phases.first());
     let ftd = ph

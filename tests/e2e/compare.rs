@@ -252,7 +252,7 @@ __attribute__((destructor)) static void report(void) {
 "#;
 
 /// Builds the counting library with `cc`, or says why it cannot.
-fn counting_preload(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
+pub(crate) fn counting_preload(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
     let src = dir.join("count.c");
     let lib = dir.join("libcount.so");
     std::fs::write(&src, COUNTING_PRELOAD_C).map_err(|e| e.to_string())?;
@@ -273,7 +273,7 @@ fn counting_preload(dir: &std::path::Path) -> Result<std::path::PathBuf, String>
 }
 
 /// The counts the library wrote: name → calls.
-fn preload_counts(path: &std::path::Path) -> std::collections::HashMap<String, u64> {
+pub(crate) fn preload_counts(path: &std::path::Path) -> std::collections::HashMap<String, u64> {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("the preload library wrote no counts to {path:?}: {e}"));
     text.lines()

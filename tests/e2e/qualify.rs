@@ -51,12 +51,16 @@ fn issue_27_bad_sla_is_a_usage_error_naming_the_key() {
     assert!(stderr(&out).contains("needs --cir"), "{}", stderr(&out));
 }
 
-/// A one-way delay threshold on a path whose one-way delay cannot be
-/// measured is refused before any method runs, naming the KPI: a server
-/// that runs one test at a time refuses the probes beside a load, so no
-/// clock check runs either.
+/// A server with the defaults (one test at a time) runs the latency
+/// probes beside a load as part of the load's test: the preflight finds
+/// them admitted, an SLA on one-way delay is measurable (one host: offset
+/// 0), and RFC 2544 measures latency at the throughput rate, with probes
+/// paced to a bounded share of the load. Before, the probes were refused
+/// as a second test and the run stopped before any method (exit 5, "SLA
+/// delay … cannot be measured"); and once admitted, unpaced, they ran
+/// thousands of round trips a second beside the load they measured.
 #[test]
-fn issue_27_unmeasurable_sla_is_refused_before_anything_runs() {
+fn issue_27_qualify_measures_latency_under_load_against_a_default_server() {
     let server = Server::start(&[]);
     let port = server.port_str();
     let (out, v) = qualify_in(
@@ -66,23 +70,48 @@ fn issue_27_unmeasurable_sla_is_refused_before_anything_runs() {
             "-p",
             &port,
             "--quick",
+            "--method",
+            "rfc2544",
+            "--sizes",
+            "1472",
+            "--max-rate",
+            "20M",
+            "--trial",
+            "300ms",
             "--sla",
-            "delay=5ms",
+            "delay=1s",
             "--json",
         ],
-        Duration::from_secs(60),
+        Duration::from_secs(120),
     );
-    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
-    let stopped = v["runs"][0]["stopped"].as_str().unwrap_or_default();
-    assert!(stopped.contains("SLA delay"), "{v}");
-    assert!(v["runs"][0]["rfc2544"].is_null(), "nothing ran: {v}");
+    let code = out.status.code();
+    assert!(matches!(code, Some(0 | 4)), "{code:?}: {}", stderr(&out));
+    let run = &v["runs"][0];
+    assert!(run["stopped"].is_null(), "{run}");
+    assert_eq!(run["preflight"]["probes_beside_load"], true, "{run}");
+    assert_eq!(run["preflight"]["one_way_delay"], true, "{run}");
+    let size = &run["rfc2544"]["sizes"][0];
+    assert!(size["latency"]["rtt"].is_object(), "{size}");
+    assert!(size["latency"]["one_way"].is_object(), "{size}");
+    // The probes are paced (a bounded share of the load), not a round
+    // trip after another: a few per trial of 300 ms, not thousands.
+    let rr = &size["latency"]["probe"]["rr"];
+    let rate = rr["rate"].as_f64().expect("the probes' rate is reported");
+    let sent = rr["phases"][0]["transactions"].as_f64().unwrap_or(0.0);
+    assert!(
+        (1.0..=rate * 0.3 + 2.0).contains(&sent),
+        "{sent} probes in 0.3 s at {rate}/s"
+    );
+    assert!(size["latency_note"]
+        .as_str()
+        .is_some_and(|n| n.contains("probes/s")));
 }
 
 /// The whole default sequence, short, on loopback: every method reports,
 /// the JSON carries trials and verdicts, and the page is self-contained.
 #[test]
 fn issue_27_quick_run_on_loopback_reports_every_method() {
-    let server = Server::start(&["--max-concurrent", "2"]);
+    let server = Server::start(&[]);
     let port = server.port_str();
     let dir = scratch("qualify");
     let page = dir.join("qualify.html");
@@ -165,7 +194,7 @@ fn issue_27_quick_run_on_loopback_reports_every_method() {
 /// what ran before is reported, and the exit status says it could not run.
 #[test]
 fn issue_27_a_refused_step_ends_the_run_marked() {
-    let server = Server::start(&["--max-concurrent", "2", "--max-time", "2"]);
+    let server = Server::start(&["--max-time", "2"]);
     let port = server.port_str();
     let (out, v) = qualify_in(
         None,
@@ -224,7 +253,7 @@ fn shaped(tag: &str, rate: &str, limit: &str) -> Option<(Routed, Server)> {
     for dev in ["rb", "ra"] {
         tc(&path.r, &tbf("add", dev, rate, limit)).expect("tbf");
     }
-    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &["--max-concurrent", "2"]);
+    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &[]);
     Some((path, server))
 }
 
@@ -402,4 +431,67 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
         stderr(&out)
     );
     assert_eq!(v["verdict"], "pass");
+}
+
+/// `--preload LIB` adds the qualification of a child process under
+/// `LD_PRELOAD` (the syscall engine), as compare does: a run named
+/// `syscall+preload` whose trials went through the library.
+#[test]
+fn issue_27_preload_adds_a_run_through_the_library() {
+    let dir = scratch("qualify-preload");
+    let lib = match crate::compare::counting_preload(&dir) {
+        Ok(lib) => lib,
+        Err(why) => return skip(why),
+    };
+    let lib_s = lib.display().to_string();
+    let counts = dir.join("counts");
+    let counts_s = counts.display().to_string();
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    let args = [
+        "qualify",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--quick",
+        "--method",
+        "rfc2544",
+        "--sizes",
+        "1472",
+        "--max-rate",
+        "20M",
+        "--trial",
+        "300ms",
+        "--engines",
+        "syscall",
+        "--preload",
+        &lib_s,
+        "--json",
+    ];
+    let env = [("LR_PRELOAD_COUNT_FILE", counts_s.as_str())];
+    let out = run_client_env(None, &env, &args, Duration::from_secs(180));
+    assert!(
+        matches!(out.status.code(), Some(0 | 4)),
+        "{:?}: {}",
+        out.status,
+        stderr(&out)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    let engines: Vec<&str> = v["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|r| r["engine"].as_str())
+        .collect();
+    assert_eq!(engines, ["syscall", "syscall+preload"], "{v}");
+    let size = &v["runs"][1]["rfc2544"]["sizes"][0];
+    assert!(size["search"].as_array().is_some_and(|s| !s.is_empty()));
+    assert_eq!(
+        size["latency"]["probe"]["test"]["client_ld_preload"], lib_s,
+        "{size}"
+    );
+    // The parent is not preloaded: the counts are the child's sends.
+    let n = crate::compare::preload_counts(&counts);
+    assert!(n.get("sendto").copied().unwrap_or(0) > 0, "{n:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

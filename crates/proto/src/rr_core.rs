@@ -39,6 +39,9 @@ pub struct RrPlan {
     pub load_streams: u32,
     /// Bytes per write of the load streams.
     pub load_len: u32,
+    /// The client's pace: ns from one transaction's start to the next's,
+    /// per flow (0: unpaced; [`RrSpec::rate`]).
+    pub gap_ns: u64,
 }
 
 impl TestSpec {
@@ -68,6 +71,7 @@ impl TestSpec {
                 0
             },
             load_len: self.len,
+            gap_ns: rr.rate.map_or(0, |r| 1_000_000_000 / u64::from(r.max(1))),
         })
     }
 }
@@ -142,6 +146,9 @@ pub struct PhaseClock {
     end_ns: u64,
     count: u64,
     next: u64,
+    start_ns: u64,
+    /// [`RrPlan::gap_ns`]: the pace (0: none).
+    gap_ns: u64,
 }
 
 impl PhaseClock {
@@ -157,7 +164,30 @@ impl PhaseClock {
             end_ns,
             count,
             next: 0,
+            start_ns: now,
+            gap_ns: 0,
         }
+    }
+
+    /// Paced at one transaction per `gap_ns` ([`RrPlan::gap_ns`]; 0: unpaced).
+    pub fn paced(mut self, gap_ns: u64) -> Self {
+        self.gap_ns = gap_ns;
+        self
+    }
+
+    /// How long after `now` the next batch is due under the pace (never
+    /// past the phase's time limit); `None` when it is due now. Late
+    /// batches are not made up in a burst beyond the schedule's slots:
+    /// a batch is due at the phase's start plus its first sequence's gaps.
+    pub fn wait_ns(&self, now: u64) -> Option<u64> {
+        if self.gap_ns == 0 {
+            return None;
+        }
+        let due = self
+            .start_ns
+            .saturating_add(self.next.saturating_mul(self.gap_ns))
+            .min(self.end_ns);
+        (due > now).then(|| due - now)
     }
 
     /// The next batch, starting at `now`, or `None` when the phase's time
@@ -603,6 +633,38 @@ mod tests {
         assert!(c.next(1_000).is_some());
         assert!(c.next(1_000_999).is_some());
         assert!(c.next(1_001_000).is_none());
+    }
+
+    /// Issue 27: a paced phase (qualify's probes beside a load) hands out
+    /// a transaction per gap from its start, never a catch-up burst past
+    /// the schedule, and never waits past its time limit.
+    #[test]
+    fn issue_27_a_paced_phase_is_due_once_per_gap() {
+        let spec = TestSpec {
+            kind: TestKind::Rr,
+            rr: Some(RrSpec {
+                rate: Some(100),
+                ..RrSpec::default()
+            }),
+            ..TestSpec::default()
+        };
+        let gap = spec.rr_plan().expect("rr").gap_ns;
+        assert_eq!(gap, 10_000_000, "100/s: every 10 ms");
+        let mut c = PhaseClock::new(RrLimit::TimeMs(25), 1, 1_000).paced(gap);
+        assert_eq!(c.wait_ns(1_000), None, "the first is due at once");
+        assert!(c.next(1_000).is_some());
+        assert_eq!(c.wait_ns(1_000), Some(gap));
+        assert_eq!(c.wait_ns(1_000 + gap), None);
+        assert!(c.next(1_000 + gap).is_some());
+        // Late (a stalled host): the next is due at once, then on schedule.
+        assert_eq!(c.wait_ns(1_000 + 2 * gap + 4_000_000), None);
+        assert!(c.next(1_000 + 2 * gap + 4_000_000).is_some());
+        // The third gap ends past the 25 ms limit: wait only to the end.
+        assert_eq!(c.wait_ns(1_000 + 2 * gap + 4_000_000), Some(1_000_000));
+        assert!(c.next(1_000 + 25_000_000).is_none());
+        // Unpaced: never a wait.
+        let c = PhaseClock::new(RrLimit::Count(3), 1, 0);
+        assert_eq!(c.wait_ns(0), None);
     }
 
     #[test]

@@ -154,6 +154,11 @@ pub struct RrSpec {
     /// Bulk TCP streams (client → server) run during a second, loaded pass
     /// over the sizes; 0: no loaded pass.
     pub under_load: u16,
+    /// Transactions per second per flow, at most (qualify's probes beside
+    /// a load, so they do not perturb what they measure; 0 counts as 1).
+    /// Absent: as fast as the round trips allow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<u32>,
 }
 
 impl Default for RrSpec {
@@ -165,6 +170,7 @@ impl Default for RrSpec {
             batch: 1,
             busy_poll: false,
             under_load: 0,
+            rate: None,
         }
     }
 }

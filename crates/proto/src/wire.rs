@@ -168,6 +168,13 @@ pub struct Hello {
     /// without it (an older client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unix_uid: Option<u32>,
+    /// This test runs beside the client's running test with this token,
+    /// as part of it (qualify's latency probes under load): the server
+    /// admits it under that test's admission, not a slot of its own
+    /// (`linerate_run::guard`). Only request/response probes may. An older
+    /// server ignores the field and admits it as a test of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<Token>,
 }
 
 /// Server's answer to an acceptable `Hello`.
@@ -645,6 +652,7 @@ mod tests {
                 server_engine: Some("uring".into()),
                 heartbeat_ms: Some(250),
                 unix_uid: Some(1000),
+                beside: Some(Token([9; TOKEN_LEN])),
             }),
             Message::Accept(Accept {
                 spec: TestSpec::default(),

@@ -107,6 +107,7 @@ fn frames() -> Vec<Vec<u8>> {
             server_engine: None,
             heartbeat_ms: None,
             unix_uid: None,
+            beside: None,
         }),
         Message::Hello(Hello {
             protocol: PROTOCOL_VERSION,
@@ -115,6 +116,7 @@ fn frames() -> Vec<Vec<u8>> {
             server_engine: None,
             heartbeat_ms: None,
             unix_uid: None,
+            beside: None,
         }),
         Message::DataHello(DataHello {
             token,
@@ -237,6 +239,7 @@ fn server_session_seeds(f: &[Vec<u8>]) -> Vec<Vec<u8>> {
         server_engine: None,
         heartbeat_ms: None,
         unix_uid: None,
+        beside: None,
     }));
     let results = f[4].clone();
     vec![

@@ -642,6 +642,10 @@ pub struct RrReport {
     pub flows: u32,
     pub limit: RrLimit,
     pub timing: RrTiming,
+    /// Transactions per second per flow the client paced to (qualify's
+    /// probes beside a load); absent: as fast as the round trips allow.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rate: Option<u32>,
     pub busy_poll: bool,
     /// With busy polling: what the kernel said to SO_BUSY_POLL on each side.
     #[serde(skip_serializing_if = "Option::is_none", default)]

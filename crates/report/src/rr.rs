@@ -252,6 +252,7 @@ pub(crate) fn build(
         } else {
             RrTiming::Batch { batch: rr.batch }
         },
+        rate: spec.rr.as_ref().and_then(|r| r.rate),
         busy_poll: rr.busy_poll,
         busy_poll_client: c.busy_poll.clone(),
         busy_poll_server: s.busy_poll.clone(),

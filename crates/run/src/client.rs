@@ -27,7 +27,7 @@ use linerate_report::render::Sink;
 use linerate_report::Report;
 
 use crate::about::software;
-use crate::config::{ClientConfig, Target};
+use crate::config::{Beside, ClientConfig, Target};
 use crate::control::{self, ControlConn, ControlSide};
 use crate::server;
 use crate::test_type::{self, ClientSide};
@@ -74,7 +74,11 @@ pub fn run_native(
         .with_boot_id(boot_id)
         .with_server_engine(cfg.server_engine.clone())
         .with_heartbeat(HEARTBEAT_INTERVAL)
-        .with_unix_uid(socket::own_uid());
+        .with_unix_uid(socket::own_uid())
+        .with_beside(match cfg.beside {
+            Beside::Probe(t) => Some(t),
+            Beside::Alone | Beside::Load(_) => None,
+        });
     if let Some(key) = &cfg.auth_key {
         session = session.with_auth(ClientAuth::new(key.clone(), crate::control::nonce()?));
     }
@@ -284,6 +288,9 @@ impl<'a> ClientTest<'a, '_> {
                     .ok_or_else(|| RunError::Protocol("test started without a token".into()))?;
                 let side = self.side(token);
                 self.run = Some((test_type::of(&spec).start_client)(&side, &spec, pending)?);
+                if let Beside::Load(started) = &self.cfg.beside {
+                    let _ = started.set(token);
+                }
             }
             ClientAction::SendClockProbe => {
                 self.session.clock_probe(clock::mono_ns());

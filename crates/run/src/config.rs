@@ -52,6 +52,23 @@ pub struct ClientConfig {
     pub plot: Option<PathBuf>,
     /// `-i 0`: print no interval lines (they are still measured).
     pub quiet_intervals: bool,
+    /// A probe beside this test, or this test beside another ([`Beside`]).
+    pub beside: Beside,
+}
+
+/// Latency probes beside a load (qualify, issue 27), admitted by the
+/// server as part of the load's test (`crate::guard::Ask::beside`), so a
+/// server that runs one test at a time runs them.
+#[derive(Debug, Clone, Default)]
+pub enum Beside {
+    /// A test on its own.
+    #[default]
+    Alone,
+    /// The load: its token is set here once its streams start, for the
+    /// probe to name.
+    Load(std::sync::Arc<std::sync::OnceLock<linerate_proto::wire::Token>>),
+    /// The probe beside the running test with this token.
+    Probe(linerate_proto::wire::Token),
 }
 
 #[derive(Debug, Clone)]

@@ -6,7 +6,8 @@
 //! has in the authentication exchange ([`PreAuth`]). Also the log throttle,
 //! so a flood of bad connections costs a bounded number of log lines, and
 //! the one admission of a test ([`admit`], [`Admitted`]) that every
-//! protocol (linerate and iperf3) and test kind passes through.
+//! protocol (linerate and iperf3) and test kind passes through, a probe
+//! beside a running test of the same client included ([`Ask::beside`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use linerate_proto::session::server::Admission;
+use linerate_proto::wire::Token;
 
 use crate::error::{Result, RunError};
 use crate::log::log;
@@ -77,7 +79,7 @@ impl Guard {
         Guard {
             slots: ConnSlots::new(cfg.max_connections),
             tests: TestSlots {
-                running: Mutex::new(0),
+                running: Mutex::default(),
                 max: max_concurrent,
             },
             rate: TestRate::new(cfg.max_tests_per_minute),
@@ -88,26 +90,83 @@ impl Guard {
     }
 }
 
-/// `--max-concurrent`: the tests running now, of every protocol.
+/// `--max-concurrent`: the tests running now, of every protocol, and the
+/// admissions of native tests by token, so that a probe beside one of
+/// them ([`Ask::beside`]) runs under that test's admission.
 #[derive(Debug)]
 pub struct TestSlots {
-    running: Mutex<usize>,
+    running: Mutex<Running>,
     max: usize,
 }
 
-/// One admitted test's place among [`TestSlots`]; released when dropped.
+#[derive(Debug, Default)]
+struct Running {
+    /// Admissions held: a test and the probe beside it hold one together.
+    n: usize,
+    /// Native tests' admissions by token.
+    by_token: HashMap<Token, Holders>,
+}
+
+/// Who holds one native test's admission: the test, and one probe beside
+/// it while the test runs (so probes cannot keep it alive after the test).
+#[derive(Debug)]
+struct Holders {
+    /// The client's address: only it may run a probe beside the test.
+    ip: IpAddr,
+    test: bool,
+    probe: bool,
+}
+
+/// What a test asks to be admitted as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ask {
+    /// The test's own token (native tests), under which a probe may
+    /// later run beside it.
+    pub token: Option<Token>,
+    /// The same client's running test this one runs beside
+    /// ([`linerate_proto::wire::Hello::beside`]).
+    pub beside: Option<Token>,
+}
+
+/// One admitted test's place among [`TestSlots`]; released when dropped
+/// by the last of the test and the probe beside it.
 #[derive(Debug)]
 pub struct Admitted<'a> {
     tests: &'a TestSlots,
     metrics: &'a Metrics,
+    /// The token of the admission held (the test's own, or the one it
+    /// runs beside).
+    token: Option<Token>,
+    beside: bool,
+}
+
+impl Admitted<'_> {
+    /// Whether this test runs beside another, under its admission.
+    pub fn is_beside(&self) -> bool {
+        self.beside
+    }
 }
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
-        if let Ok(mut n) = self.tests.running.lock() {
-            *n -= 1;
-            self.metrics.active(*n);
+        let Ok(mut r) = self.tests.running.lock() else {
+            return;
+        };
+        if let Some(t) = self.token {
+            if let Some(h) = r.by_token.get_mut(&t) {
+                if self.beside {
+                    h.probe = false;
+                } else {
+                    h.test = false;
+                }
+                if h.test || h.probe {
+                    return;
+                }
+                r.by_token.remove(&t);
+            }
         }
+        r.n -= 1;
+        self.metrics.active(r.n);
     }
 }
 
@@ -117,17 +176,24 @@ impl Drop for Admitted<'_> {
 /// is refused without asking), so only real test attempts count against
 /// `--max-tests-per-minute` and only they take a slot. An admitted test
 /// holds its slot until its [`Admitted`] is dropped; a refusal says why.
+/// A probe beside a running test ([`Ask::beside`]) takes no slot and no
+/// count of its own: it joins that test's admission, if the test is
+/// running, from the same address, with no other probe beside it.
 pub fn admit<'a>(
     guard: &'a Guard,
     metrics: &'a Metrics,
     ip: IpAddr,
+    ask: Ask,
 ) -> Result<Admitted<'a>, Admission> {
+    if let Some(lead) = ask.beside {
+        return join(&guard.tests, metrics, ip, lead);
+    }
     let rate = guard.rate.admit(ip, Instant::now());
     if rate.is_err() {
         metrics.limit_hit("max_tests_per_minute");
     }
     let tests = &guard.tests;
-    let Ok(mut n) = tests.running.lock() else {
+    let Ok(mut r) = tests.running.lock() else {
         return Err(Admission::Limited(
             "the server cannot count its tests".into(),
         ));
@@ -139,15 +205,60 @@ pub fn admit<'a>(
             guard.rate.per_minute(),
             wait.as_secs() + 1
         ))),
-        Ok(()) if *n < tests.max => {
-            *n += 1;
-            metrics.active(*n);
-            Ok(Admitted { tests, metrics })
+        Ok(()) if r.n < tests.max => {
+            r.n += 1;
+            metrics.active(r.n);
+            if let Some(t) = ask.token {
+                let ip = canonical_ip(ip);
+                let h = Holders {
+                    ip,
+                    test: true,
+                    probe: false,
+                };
+                r.by_token.insert(t, h);
+            }
+            Ok(Admitted {
+                tests,
+                metrics,
+                token: ask.token,
+                beside: false,
+            })
         }
         Ok(()) => Err(Admission::Busy {
-            running: *n,
+            running: r.n,
             max: tests.max,
         }),
+    }
+}
+
+/// A probe from `ip` joins the admission of its running test `lead`.
+fn join<'a>(
+    tests: &'a TestSlots,
+    metrics: &'a Metrics,
+    ip: IpAddr,
+    lead: Token,
+) -> Result<Admitted<'a>, Admission> {
+    let Ok(mut r) = tests.running.lock() else {
+        return Err(Admission::Limited(
+            "the server cannot count its tests".into(),
+        ));
+    };
+    match r.by_token.get_mut(&lead) {
+        Some(h) if h.ip == canonical_ip(ip) && h.test && !h.probe => {
+            h.probe = true;
+            Ok(Admitted {
+                tests,
+                metrics,
+                token: Some(lead),
+                beside: true,
+            })
+        }
+        Some(h) if h.ip == canonical_ip(ip) && h.test => Err(Admission::Limited(
+            "a probe already runs beside that test".into(),
+        )),
+        _ => Err(Admission::Limited(
+            "the test this probe runs beside is not running (from this address)".into(),
+        )),
     }
 }
 
@@ -157,9 +268,10 @@ pub fn decide<'a>(
     guard: &'a Guard,
     metrics: &'a Metrics,
     ip: IpAddr,
+    ask: Ask,
     held: &mut Option<Admitted<'a>>,
 ) -> Admission {
-    match admit(guard, metrics, ip) {
+    match admit(guard, metrics, ip, ask) {
         Ok(a) => {
             *held = Some(a);
             Admission::Admit
@@ -496,5 +608,64 @@ mod tests {
         assert_eq!(wait, Duration::from_secs(58));
         assert!(r.admit(b, t + Duration::from_secs(2)).is_ok());
         assert!(r.admit(a, t + Duration::from_secs(61)).is_ok());
+    }
+
+    #[test]
+    fn issue_27_a_probe_beside_a_test_shares_its_admission() {
+        let cfg = GuardConfig {
+            max_tests_per_minute: 1,
+            ..GuardConfig::default()
+        };
+        let g = Guard::new(cfg, 1);
+        let m = Metrics::default();
+        let ip: IpAddr = "192.0.2.1".parse().expect("ip");
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().expect("ip");
+        let other: IpAddr = "192.0.2.2".parse().expect("ip");
+        let (t, unknown) = (Token([1; 16]), Token([2; 16]));
+        let lead = admit(
+            &g,
+            &m,
+            ip,
+            Ask {
+                token: Some(t),
+                beside: None,
+            },
+        )
+        .expect("lead");
+        let probe_of = |from: IpAddr, token: Token| {
+            admit(
+                &g,
+                &m,
+                from,
+                Ask {
+                    token: None,
+                    beside: Some(token),
+                },
+            )
+        };
+        assert!(matches!(
+            admit(&g, &m, other, Ask::default()),
+            Err(Admission::Busy { running: 1, max: 1 })
+        ));
+        assert!(probe_of(other, t).is_err(), "another address");
+        assert!(probe_of(ip, unknown).is_err(), "no such test");
+        // Not counted against --max-tests-per-minute (1, spent by the lead).
+        let probe = probe_of(mapped, t).expect("the probe joins");
+        assert!(probe.is_beside() && !lead.is_beside());
+        assert!(probe_of(ip, t).is_err(), "one probe at a time");
+        drop(lead);
+        // (Each address once: a busy refusal counts per minute too.)
+        let third: IpAddr = "192.0.2.3".parse().expect("ip");
+        assert!(
+            matches!(
+                admit(&g, &m, third, Ask::default()),
+                Err(Admission::Busy { .. })
+            ),
+            "the probe still holds the admission"
+        );
+        assert!(probe_of(ip, t).is_err(), "its test ended");
+        drop(probe);
+        let fourth: IpAddr = "192.0.2.4".parse().expect("ip");
+        assert!(admit(&g, &m, fourth, Ask::default()).is_ok(), "released");
     }
 }

@@ -24,7 +24,7 @@
 //! use linerate_engine::engines::EngineKind;
 //! use linerate_proto::spec::TestSpec;
 //! use linerate_report::render::{self, Format};
-//! use linerate_run::config::{ClientConfig, Target};
+//! use linerate_run::config::{Beside, ClientConfig, Target};
 //!
 //! let cfg = ClientConfig {
 //!     target: Target::Embedded,
@@ -41,6 +41,7 @@
 //!     report: None,
 //!     plot: None,
 //!     quiet_intervals: false,
+//!     beside: Beside::Alone,
 //! };
 //! let mut sink = render::sink(Format::Json, Box::new(std::io::stdout()));
 //! let report = linerate_run::run::run_to(&cfg, &mut *sink)?;

@@ -391,7 +391,8 @@ struct ServerTest<'a> {
     /// session ends (before its last frame goes out, so a client that
     /// starts its next test at once is not told the server is busy).
     slot: Option<Held<'a>>,
-    /// The session was admitted (took a test slot).
+    /// The session was admitted as a test of its own (took a test slot;
+    /// not a probe beside another test).
     admitted: bool,
     /// This connection's place among its address's connections before
     /// admission, until its session asks for admission.

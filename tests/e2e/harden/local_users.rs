@@ -157,6 +157,7 @@ fn issue_28_another_user_gets_nothing_from_a_unix_test() {
         server_engine: None,
         heartbeat_ms: None,
         unix_uid: Some(linerate_engine::socket::own_uid()),
+        beside: None,
     }));
     let accept = match raw.recv(Duration::from_secs(10)) {
         Some(Message::Accept(a)) => a,

@@ -50,6 +50,7 @@ fn hello(spec: TestSpec) -> Vec<u8> {
         server_engine: None,
         heartbeat_ms: None,
         unix_uid: None,
+        beside: None,
     }))
 }
 

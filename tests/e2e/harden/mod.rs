@@ -56,6 +56,7 @@ impl Raw {
             server_engine: None,
             heartbeat_ms: None,
             unix_uid: None,
+            beside: None,
         }));
     }
 

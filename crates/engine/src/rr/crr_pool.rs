@@ -616,6 +616,7 @@ mod tests {
             busy_poll: false,
             load_streams: 0,
             load_len: 0,
+            gap_ns: 0,
         }
     }
 

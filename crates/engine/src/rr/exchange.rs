@@ -8,6 +8,8 @@ use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::{PhaseClock, Tally};
 use linerate_proto::rr_flow::{Response, Transaction};
 
+use std::time::Duration;
+
 use crate::clock::mono_ns;
 use crate::EngineError;
 
@@ -35,6 +37,9 @@ pub(super) fn reliable_answer(r: Response) -> Result<Transaction, EngineError> {
     }
 }
 
+/// The longest sleep of a paced flow between two checks of its signals.
+const PACE_SLEEP: Duration = Duration::from_millis(20);
+
 /// The one client phase loop: batches from the phase's clock, a
 /// transaction per sequence number, the tally, then the end of the phase.
 pub(super) fn run_phase(
@@ -44,7 +49,7 @@ pub(super) fn run_phase(
 ) -> Result<(), EngineError> {
     let plan = &cx.p.plan;
     let per_message = plan.per_message();
-    let mut clock = PhaseClock::new(plan.limit, plan.batch, mono_ns());
+    let mut clock = PhaseClock::new(plan.limit, plan.batch, mono_ns()).paced(plan.gap_ns);
     loop {
         if cx.signals.aborted() {
             return Err(EngineError::Aborted);
@@ -54,6 +59,12 @@ pub(super) fn run_phase(
         // transactions; the phases after it end at once, with none.
         if cx.signals.stopping() {
             break;
+        }
+        // Paced (`RrSpec::rate`): wait for the next slot in short sleeps,
+        // so a stop or an abort is seen on the way.
+        if let Some(wait) = clock.wait_ns(mono_ns()) {
+            std::thread::sleep(Duration::from_nanos(wait).min(PACE_SLEEP));
+            continue;
         }
         let Some(batch) = clock.next(mono_ns()) else {
             break;

@@ -139,6 +139,9 @@ pub struct ClientSession {
     heartbeat: Option<Heartbeat>,
     /// `--transport unix`: this process's uid, announced in the Hello.
     unix_uid: Option<u32>,
+    /// The token of the running test this one runs beside, announced in
+    /// the Hello ([`Hello::beside`]).
+    beside: Option<Token>,
 }
 
 impl ClientSession {
@@ -163,6 +166,7 @@ impl ClientSession {
             heartbeat_agreed: None,
             heartbeat: None,
             unix_uid: None,
+            beside: None,
         };
         session.queue_hello();
         session
@@ -179,7 +183,19 @@ impl ClientSession {
             server_engine: self.asked_engine.clone(),
             heartbeat_ms: self.heartbeat_offer,
             unix_uid: self.unix_uid,
+            beside: self.beside,
         }));
+    }
+
+    /// Runs this test beside the client's running test whose token is
+    /// `token` ([`Hello::beside`]: a probe admitted as part of that test).
+    /// Call before [`Self::with_auth`]: it rewrites the queued Hello.
+    pub fn with_beside(mut self, token: Option<Token>) -> Self {
+        if token.is_some() {
+            self.beside = token;
+            self.queue_hello();
+        }
+        self
     }
 
     /// `--transport unix`: announces this process's `uid`, the only one

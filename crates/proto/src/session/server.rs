@@ -50,7 +50,7 @@ use crate::limits::ServerLimits;
 use crate::limits::{RateBudget, RateReservation};
 use crate::measure::SideResults;
 use crate::spec::Protocol;
-use crate::spec::{StreamPlan, TestSpec};
+use crate::spec::{StreamPlan, TestKind, TestSpec};
 use crate::wire::{
     Abort, ClockReply, Hello, Message, Refuse, RefuseCode, SendDone, Token, WireError,
 };
@@ -301,6 +301,15 @@ impl ServerSession {
         self.server_engine.as_deref()
     }
 
+    /// The client's running test that the Hello waiting for admission
+    /// runs beside ([`Hello::beside`]), for the I/O layer's admission.
+    pub fn beside(&self) -> Option<Token> {
+        match &self.state {
+            State::AwaitAdmission(h) => h.beside,
+            _ => None,
+        }
+    }
+
     /// The peer's software string from its Hello.
     pub fn client_software(&self) -> Option<&str> {
         self.client_software.as_deref()
@@ -408,6 +417,14 @@ impl ServerSession {
                         ),
                     );
                 }
+                if h.beside.is_some() && !is_probe(&h.spec) {
+                    return self.refuse(
+                        RefuseCode::Invalid,
+                        "only request/response probes (rr, without --under-load) may run \
+                         beside another test"
+                            .into(),
+                    );
+                }
                 self.state = State::AwaitAdmission(Box::new(h));
                 self.actions.push_back(ServerAction::RequestAdmission);
             }
@@ -470,4 +487,11 @@ impl ServerSession {
 /// The server's time limit for each handshake step (`--handshake-timeout`).
 fn handshake(limits: &ServerLimits) -> std::time::Duration {
     std::time::Duration::from_millis(limits.handshake_timeout_ms)
+}
+
+/// Whether `spec` is a probe that may run beside another test
+/// ([`Hello::beside`]): request/response transactions, one at a time per
+/// flow, with no bulk load of their own.
+fn is_probe(spec: &TestSpec) -> bool {
+    spec.kind == TestKind::Rr && spec.rr.as_ref().is_some_and(|r| r.under_load == 0)
 }

@@ -178,6 +178,7 @@ fn unexpected_frames_end_the_session() {
         server_engine: None,
         heartbeat_ms: None,
         unix_uid: None,
+        beside: None,
     })));
     assert_eq!(
         *server_error(&p.server),

@@ -117,6 +117,7 @@ fn issue_28_frames_after_the_hello_wait_for_the_admission_decision() {
         server_engine: None,
         heartbeat_ms: None,
         unix_uid: None,
+        beside: None,
     }));
     bytes.extend(wire::to_bytes(&Message::Start));
     let now = Instant::now();
@@ -166,6 +167,7 @@ fn protocol_version_mismatch_is_refused_with_version() {
         server_engine: None,
         heartbeat_ms: None,
         unix_uid: None,
+        beside: None,
     }));
     p.deliver_to_server(&hello);
     let r = server_refusal(&p.server);

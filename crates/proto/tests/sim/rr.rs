@@ -146,3 +146,45 @@ fn clock_probe_before_hello_ends_the_session() {
         Some(ServerOutcome::Failed(SessionError::Unexpected { .. }))
     ));
 }
+
+/// Issue 27: a probe beside the client's running test names that test's
+/// token in its Hello, and the server holds it for the admission (made
+/// by the I/O layer: `linerate_run::guard`); anything but a probe beside a
+/// test is refused before any admission.
+#[test]
+fn issue_27_a_probe_beside_a_test_names_it_and_only_probes_may() {
+    use linerate_proto::session::server::{Admission, ServerAction};
+    use linerate_proto::wire::{RefuseCode, Token};
+    const LEAD: Token = Token([3; linerate_proto::wire::TOKEN_LEN]);
+    let mut p = Pair::new(rr_spec(TestKind::Rr));
+    p.client = ClientSession::new(rr_spec(TestKind::Rr), CLIENT_SW, p.base).with_beside(Some(LEAD));
+    let hello = p.client.outbox().take();
+    match frames(&hello).first() {
+        Some(Message::Hello(h)) => assert_eq!(h.beside, Some(LEAD)),
+        m => panic!("expected the Hello, got {m:?}"),
+    }
+    p.server.receive_at(&hello, p.now, 0);
+    assert_eq!(p.server.poll_action(), Some(ServerAction::RequestAdmission));
+    assert_eq!(p.server.beside(), Some(LEAD));
+    p.server.admission(Admission::Admit, p.now);
+    assert_eq!(p.server.beside(), None, "only while it waits for admission");
+
+    for spec in [
+        TestSpec::default(),
+        TestSpec {
+            rr: Some(RrSpec {
+                under_load: 1,
+                ..RrSpec::default()
+            }),
+            ..rr_spec(TestKind::Rr)
+        },
+    ] {
+        let mut p = Pair::with(spec.clone(), ServerLimits::default(), Admission::Admit);
+        p.client = ClientSession::new(spec, CLIENT_SW, p.base).with_beside(Some(LEAD));
+        p.shuttle();
+        let r = server_refusal(&p.server);
+        assert_eq!(r.code, RefuseCode::Invalid, "{r:?}");
+        assert!(r.message.contains("beside"), "{r:?}");
+        assert_eq!(p.admission_requests, 0, "refused before admission");
+    }
+}

@@ -402,7 +402,9 @@ impl Test<'_> {
             ServerAction::RequestAdmission => {
                 let host = self.host;
                 let ip = self.peer.ip();
-                let decision = guard::decide(host.guard, host.metrics, ip, &mut self.slot.admitted);
+                let ask = guard::Ask::default();
+                let decision =
+                    guard::decide(host.guard, host.metrics, ip, ask, &mut self.slot.admitted);
                 self.session.admission(decision, Instant::now());
             }
             ServerAction::PrepareStreams => self.prepare(),

@@ -100,13 +100,20 @@ impl ServerTest<'_> {
             return;
         };
         let shared = self.shared;
+        let ask = guard::Ask {
+            token: Some(slot.token),
+            beside: self.session.beside(),
+        };
         let decision = guard::decide(
             &shared.guard,
             &shared.metrics,
             self.peer_ip,
+            ask,
             &mut slot.admitted,
         );
-        self.admitted = slot.admitted.is_some();
+        // A probe beside a test is part of it: its end is not the end
+        // `--once` waits for.
+        self.admitted = slot.admitted.as_ref().is_some_and(|a| !a.is_beside());
         self.session.admission(decision, Instant::now());
     }
 
