@@ -354,7 +354,9 @@ pub struct ServerArgs {
     /// Exit after the first test (completed or failed).
     #[arg(short = '1', long)]
     pub once: bool,
-    /// Tests allowed at once; further clients are refused as busy.
+    /// Tests allowed at once; further clients are refused as busy. It
+    /// counts tests, not streams or flows: a --flows test is one test
+    /// (--max-flows bounds each test's flows).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub max_concurrent: usize,
     /// Refuse tests with more streams per direction than this (default 128).

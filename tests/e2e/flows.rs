@@ -147,3 +147,72 @@ fn issue_26_thousand_rr_flows_on_two_threads_all_complete_transactions() {
     let (lo, hi) = (f(&per_flow["p99_ns"]["min"]), f(&per_flow["p99_ns"]["max"]));
     assert!(lo > 0.0 && lo <= hi, "{per_flow}");
 }
+
+#[test]
+fn issue_26_rr_flows_report_their_count_and_loop_threads() {
+    let r = json_client(&[
+        "rr",
+        "--json",
+        "--flows",
+        "8",
+        "--threads",
+        "2",
+        "-t",
+        "0.5",
+    ]);
+    // The flows are the test's streams per direction, not -P's default 1.
+    assert_eq!(u(&r["test"]["streams"]), 8, "{}", r["test"]);
+    // The busiest thread is a loop of several flows, named as such.
+    for side in ["client", "server"] {
+        let t = r["cpu"][side]["busiest_thread"].as_str().unwrap_or("");
+        assert!(t.starts_with("event loop "), "{side}: {t:?}");
+    }
+}
+
+#[test]
+fn issue_26_json_lines_gives_each_flow_a_record_per_interval() {
+    let out = run_client(
+        &[
+            "tcp",
+            "--json-lines",
+            "--flows",
+            "6",
+            "--threads",
+            "2",
+            "-t",
+            "1",
+            "-i",
+            "0.5",
+            "-l",
+            "16K",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["tcp --json-lines --flows 6"]);
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(u(&records[0]["streams"]), 6, "{}", records[0]);
+    let mut intervals = 0;
+    for (k, rec) in records.iter().enumerate() {
+        if rec["type"] != "interval" {
+            continue;
+        }
+        intervals += 1;
+        // The interval carries the sums; its flows follow, one line each.
+        assert_eq!(rec["streams"].as_array().map(Vec::len), Some(0), "{rec}");
+        let flows = &records[k + 1..k + 7];
+        let ids: Vec<u64> = flows.iter().map(|r| u(&r["id"])).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5, 6], "{flows:?}");
+        assert!(flows.iter().all(|r| r["type"] == "flow_interval"
+            && r["start_s"] == rec["start_s"]
+            && r["end_s"] == rec["end_s"]));
+        let bytes: u64 = flows.iter().map(|r| u(&r["bytes"])).sum();
+        assert_eq!(bytes, u(&rec["sums"][0]["bytes"]), "{rec}");
+    }
+    assert!(intervals >= 2, "{records:?}");
+    // The summary keeps every flow.
+    let last = records.last().expect("summary");
+    assert_eq!(last["streams"].as_array().map(Vec::len), Some(6));
+}

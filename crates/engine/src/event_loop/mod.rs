@@ -15,7 +15,7 @@
 //! - [`fds`]: raising `RLIMIT_NOFILE` for thousands of sockets.
 //! - [`tcp`]: TCP stream flows (senders to a limit or stop, receivers
 //!   to end of stream); rr flows are `crate::rr::loops`.
-//! - [`split`]: which loop thread serves which flow.
+//! - [`split`]: which loop thread serves which flow, and its name.
 
 mod driver;
 pub mod fds;
@@ -23,4 +23,4 @@ mod split;
 pub mod tcp;
 
 pub use driver::{drive, LoopFlow, Turn};
-pub use split::split;
+pub use split::{label, split};

@@ -103,7 +103,9 @@ fn run_side(
     let watch_ref = &watch;
     let runs: Vec<_> = event_loop::split(socks, threads)
         .into_iter()
-        .map(|share| {
+        .enumerate()
+        .map(|(t, share)| {
+            let label = event_loop::label(t, share.len());
             move || {
                 let cpu0 = crate::cpu::thread();
                 let measurements = with_engine!(engine, e => {
@@ -114,6 +116,7 @@ fn run_side(
                     cpu: crate::cpu::thread().saturating_sub(cpu0),
                     busy_poll: None,
                     engine_use: crate::engines::take_use(),
+                    label: Some(label),
                 }
             }
         })

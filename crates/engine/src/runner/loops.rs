@@ -84,7 +84,7 @@ pub(super) fn spawn_loops(
         let tid = Arc::default();
         run.threads.push(Watched {
             tid: Arc::clone(&tid),
-            label: format!("event loop {} ({} flows)", t + 1, share.len()),
+            label: event_loop::label(t, share.len()),
             last: None,
         });
         let pin = (!params.cpus.is_empty()).then(|| params.cpus[t % params.cpus.len()]);
