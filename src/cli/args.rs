@@ -530,6 +530,15 @@ pub struct UdpArgs {
     /// Parallel streams per direction, one thread each.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
+    /// N flows per direction on --threads event-loop threads per side
+    /// (epoll, paced on one timer heap per thread; each flow's loss its
+    /// own), in place of -P.
+    #[arg(long, value_name = "N", conflicts_with = "parallel")]
+    pub flows: Option<u32>,
+    /// Event-loop threads for --flows on this side (default 1; the server
+    /// uses its own --threads, else this number).
+    #[arg(long, value_name = "T", requires = "flows")]
+    pub threads: Option<u16>,
     /// Server sends, client receives.
     #[arg(short = 'R', long)]
     pub reverse: bool,

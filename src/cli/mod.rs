@@ -544,6 +544,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     if u.parallel == 0 {
         bail!("--parallel must be at least 1");
     }
+    let flows = flows_spec(u.flows, u.threads, u.busy_poll, u.iperf3)?;
     let len = size_u32("--len", &u.len)?;
     let (min, max) = (
         linerate_proto::datagram::HEADER_LEN as u32,
@@ -610,6 +611,7 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
             faults,
         }),
         busy_poll: u.busy_poll,
+        flows,
         ..TestSpec::default()
     };
     if u.iperf3 {
@@ -679,7 +681,7 @@ fn validate(cli: args::Cli) -> Result<Command> {
 }
 
 /// `--flows N --threads T`: the spec's flows (`None` without `--flows`).
-pub(super) fn tcp_flows(
+pub(super) fn flows_spec(
     flows: Option<u32>,
     threads: Option<u16>,
     busy_poll: bool,
@@ -799,7 +801,7 @@ fn validate_command(mut cli: args::Cli) -> Result<Command> {
             if t.parallel == 0 {
                 bail!("--parallel must be at least 1");
             }
-            let flows = tcp_flows(t.flows, t.threads, t.busy_poll, t.iperf3)?;
+            let flows = flows_spec(t.flows, t.threads, t.busy_poll, t.iperf3)?;
             let len = size_u32("--len", &t.len)?;
             if len == 0 {
                 bail!("--len must be at least 1 byte");

@@ -62,7 +62,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
         bail!("--batch must be at least 1");
     }
     let flows = match kind {
-        TestKind::Rr => super::tcp_flows(r.flows, r.threads, r.busy_poll, false)?,
+        TestKind::Rr => super::flows_spec(r.flows, r.threads, r.busy_poll, false)?,
         _ if r.flows.is_some() => bail!("--flows: crr on event loops is not available yet"),
         _ => None,
     };

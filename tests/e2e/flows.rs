@@ -216,3 +216,80 @@ fn issue_26_json_lines_gives_each_flow_a_record_per_interval() {
     let last = records.last().expect("summary");
     assert_eq!(last["streams"].as_array().map(Vec::len), Some(6));
 }
+
+/// Every UDP flow's loss is its own and exact: its received and lost
+/// datagrams add up to what its sender issued.
+fn assert_udp_flows_account(r: &serde_json::Value, flows: usize) {
+    let streams = r["streams"].as_array().expect("streams");
+    assert_eq!(streams.len(), flows, "{}", r["test"]);
+    for s in streams {
+        let udp = &s["udp"];
+        assert!(
+            u(&udp["received"]) > 0,
+            "flow {} moved nothing: {udp}",
+            s["id"]
+        );
+        assert_eq!(
+            u(&udp["received"]) + u(&udp["lost"]),
+            u(&udp["issued"]),
+            "flow {}: {udp}",
+            s["id"]
+        );
+        assert_eq!(
+            u(&udp["issued"]),
+            u(&udp["sent"]),
+            "flow {}: {udp}",
+            s["id"]
+        );
+        for side in ["sender", "receiver"] {
+            assert!(s[side].get("error").is_none(), "{side}: {s}");
+        }
+    }
+}
+
+#[test]
+fn issue_26_udp_flows_count_each_flows_loss_exactly() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    // Timed, both ways: 32 paced flows per direction on 2 loops per side.
+    let r = json_client(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "--flows",
+        "32",
+        "--threads",
+        "2",
+        "-t",
+        "1",
+        "-b",
+        "2M",
+        "--bidir",
+    ]);
+    assert_eq!(u(&r["test"]["streams"]), 32);
+    assert_udp_flows_account(&r, 64);
+    let fair = &r["sums"][0]["fairness"];
+    assert_eq!(u(&fair["flows"]), 32, "{fair}");
+    // Counted: 3,200 datagrams split over 32 flows, 100 each, paced.
+    let r = json_client(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "--flows",
+        "32",
+        "--threads",
+        "2",
+        "-k",
+        "3200",
+        "--pps",
+        "2000",
+    ]);
+    assert_udp_flows_account(&r, 32);
+    for s in r["streams"].as_array().expect("streams") {
+        assert_eq!(u(&s["udp"]["issued"]), 100, "{s}");
+    }
+}

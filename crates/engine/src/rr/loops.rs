@@ -12,6 +12,7 @@
 
 use std::net::{Shutdown, TcpStream};
 use std::ops::Range;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -430,8 +431,8 @@ fn unreachable_end() -> Result<(), EngineError> {
 impl<E: Engine> LoopFlow for ClientFlow<'_, E> {
     type Shared = ();
 
-    fn sock(&self) -> &TcpStream {
-        &self.io.sock
+    fn sock(&self) -> BorrowedFd<'_> {
+        self.io.sock.as_fd()
     }
 
     fn ended(&self) -> bool {
@@ -558,8 +559,8 @@ impl<'a, E: Engine> ServerFlow<'a, E> {
 impl<E: Engine> LoopFlow for ServerFlow<'_, E> {
     type Shared = ();
 
-    fn sock(&self) -> &TcpStream {
-        &self.io.sock
+    fn sock(&self) -> BorrowedFd<'_> {
+        self.io.sock.as_fd()
     }
 
     fn ended(&self) -> bool {
