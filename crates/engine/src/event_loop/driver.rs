@@ -7,7 +7,7 @@
 //! Flows that wait for a time as well as for their socket (a paced UDP
 //! sender's next datagram, a UDP receiver's drain deadline) say so with
 //! [`Turn::Until`]: one heap of due times per loop, not a timer per flow,
-//! and the epoll wait never sleeps past the earliest.
+//! and one timerfd that ends the epoll wait at the earliest.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -80,6 +80,7 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
             return;
         }
     };
+    let mut alarm = Alarm::new(&ep);
     // Every flow starts ready: its first call finds out.
     let mut queued: Vec<bool> = done.iter().map(|d| !d).collect();
     let mut ready: VecDeque<usize> = (0..flows.len()).filter(|&i| queued[i]).collect();
@@ -143,12 +144,16 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
         // or until the earliest due time.
         let timeout = match timers.next() {
             _ if !ready.is_empty() => Duration::ZERO,
-            Some(due) => due.saturating_duration_since(Instant::now()).min(WAIT),
+            Some(due) => alarm.wait_for(due),
             None => WAIT,
         };
         events.clear();
         let woke = wait(&ep, &mut events, timeout);
         for ev in &events {
+            if ev.data.u64() == ALARM {
+                alarm.rang();
+                continue;
+            }
             let i = ev.data.u64() as usize;
             if i < flows.len() && !queued[i] && !done[i] {
                 queued[i] = true;
@@ -166,6 +171,72 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
             }
             return;
         }
+    }
+}
+
+/// The epoll data of the loop's [`Alarm`] (flows are their positions).
+const ALARM: u64 = u64::MAX;
+
+/// The loop's one timerfd, in its epoll set: it wakes the wait at the
+/// earliest due time to the nanosecond (epoll's own timeout counts whole
+/// milliseconds, rounded up: a paced flow would leave up to 1 ms late).
+/// Without it (timerfd refused) the epoll timeout stands in.
+struct Alarm {
+    fd: Option<OwnedFd>,
+    /// The time it is set for, until it rings.
+    set: Option<Instant>,
+}
+
+impl Alarm {
+    fn new(ep: &OwnedFd) -> Alarm {
+        use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+        let flags = TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC;
+        let fd = timerfd_create(TimerfdClockId::Monotonic, flags)
+            .ok()
+            .filter(|fd| {
+                let ev = epoll::EventFlags::IN | epoll::EventFlags::ET;
+                epoll::add(ep, fd, epoll::EventData::new_u64(ALARM), ev).is_ok()
+            });
+        Alarm { fd, set: None }
+    }
+
+    /// How long to wait in epoll for a flow due at `due`: set to ring
+    /// then, the longest wait; else until then by epoll's own timeout.
+    fn wait_for(&mut self, due: Instant) -> Duration {
+        use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags};
+        let left = due.saturating_duration_since(Instant::now());
+        let Some(fd) = &self.fd else {
+            return left.min(WAIT);
+        };
+        if left.is_zero() {
+            return Duration::ZERO;
+        }
+        if self.set != Some(due) {
+            let at = Itimerspec {
+                it_interval: rustix::time::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: rustix::time::Timespec {
+                    tv_sec: left.as_secs() as _,
+                    tv_nsec: left.subsec_nanos() as _,
+                },
+            };
+            if timerfd_settime(fd, TimerfdTimerFlags::empty(), &at).is_err() {
+                return left.min(WAIT);
+            }
+            self.set = Some(due);
+        }
+        WAIT
+    }
+
+    /// It rang: read it (so it can ring again) and forget its time.
+    fn rang(&mut self) {
+        if let Some(fd) = &self.fd {
+            let mut n = [0u8; 8];
+            let _ = rustix::io::read(fd, &mut n);
+        }
+        self.set = None;
     }
 }
 
