@@ -269,6 +269,10 @@ fn issue_26_udp_flows_count_each_flows_loss_exactly() {
         "--bidir",
     ]);
     assert_eq!(u(&r["test"]["streams"]), 32);
+    // The report names the engine the loops ran, on both sides.
+    for side in ["client_engine", "server_engine"] {
+        assert_eq!(r["test"][side], "syscall", "{}", r["test"]);
+    }
     assert_udp_flows_account(&r, 64);
     let fair = &r["sums"][0]["fairness"];
     assert_eq!(u(&fair["flows"]), 32, "{fair}");
