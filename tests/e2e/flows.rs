@@ -297,3 +297,52 @@ fn issue_26_udp_flows_count_each_flows_loss_exactly() {
         assert_eq!(u(&s["udp"]["issued"]), 100, "{s}");
     }
 }
+
+/// UDP flows through a bottleneck that drops a share of their datagrams
+/// (a tbf on the router's egress towards the server, in namespaces this
+/// test creates): each flow's loss is exactly what its sender issued less
+/// what its receiver counted, and every flow loses some — a loop's flows
+/// are paced at phases spread over the tick (were they all due at its
+/// start, leaving in the loop's order, the first flows would take the
+/// queue's room every time and lose nothing).
+#[test]
+fn issue_26_udp_flows_count_their_own_loss_through_a_bottleneck() {
+    use crate::netns::{tc, unavailable, Routed, ROUTED_SERVER};
+    if let Some(why) = unavailable() {
+        return skip(why);
+    }
+    let path = Routed::new("uf").expect("create namespaces");
+    let tbf = [
+        "qdisc", "add", "dev", "rb", "root", "tbf", "rate", "10mbit", "burst", "6000", "limit",
+        "30000",
+    ];
+    tc(&path.r, &tbf).expect("tbf");
+    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &["--threads", "2"]);
+    let port = server.port_str();
+    // 32 flows × 0.5 Mbit/s = 16 Mbit/s into 10 Mbit/s.
+    let args = [
+        "udp",
+        ROUTED_SERVER,
+        "-p",
+        &port,
+        "--flows",
+        "32",
+        "--threads",
+        "2",
+        "-b",
+        "500K",
+        "-t",
+        "2",
+        "--json",
+    ];
+    let out = run_client_in(Some(&path.a), &args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_udp_flows_account(&r, 32);
+    let streams = r["streams"].as_array().expect("streams");
+    let lost: Vec<u64> = streams.iter().map(|s| u(&s["udp"]["lost"])).collect();
+    // The flows' losses add up to the direction's.
+    let total: u64 = lost.iter().sum();
+    assert!(lost.iter().all(|&l| l > 0), "a flow lost nothing: {lost:?}");
+    assert_eq!(u(&r["sums"][0]["udp"]["lost"]), total, "{}", r["sums"][0]);
+}

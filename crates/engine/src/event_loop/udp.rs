@@ -93,9 +93,11 @@ pub fn run(
     // Due times are met within a few µs, not the default 50 µs slack.
     crate::udp::tighten_timer_slack();
     let mut slots = None;
+    let of = flows.len() as u64;
     let mut states: Vec<State> = flows
         .into_iter()
-        .map(|flow| State::open(flow, params, &mut slots))
+        .enumerate()
+        .map(|(pos, flow)| State::open(flow, params, (pos as u64, of), &mut slots))
         .collect();
     let mut shared = Shared {
         slots: slots.unwrap_or_else(|| RecvSlots::new(1, params.len.max(1))),
@@ -143,9 +145,16 @@ enum Io {
 }
 
 impl State {
-    /// The flow's endpoint and core, made once; the first receiver's
-    /// receive slots become its loop's (`slots`).
-    fn open(flow: UdpFlow, p: &UdpLoopParams, slots: &mut Option<RecvSlots>) -> State {
+    /// The flow's endpoint and core, made once; a sender paced at its
+    /// `phase` (position, flows) of the loop's ticks, so the loop's flows
+    /// leave spread over each tick; the first receiver's receive slots
+    /// become its loop's (`slots`).
+    fn open(
+        flow: UdpFlow,
+        p: &UdpLoopParams,
+        phase: (u64, u64),
+        slots: &mut Option<RecvSlots>,
+    ) -> State {
         let UdpFlow {
             index,
             id,
@@ -184,7 +193,8 @@ impl State {
                             limit: flow.limit,
                             max_batch: tx.max_batch(),
                             format: WireFormat::Linerate,
-                        });
+                        })
+                        .with_phase(phase.0, phase.1);
                         Io::Tx(Box::new(core), tx)
                     }
                     Role::Receiver => {
