@@ -554,6 +554,11 @@ fn validate_udp(u: args::UdpArgs) -> Result<Command> {
         bail!("--parallel must be at least 1");
     }
     let flows = flows_spec(u.flows, u.threads, u.busy_poll, u.iperf3)?;
+    if flows.is_some() && u.priority.is_some() {
+        bail!(
+            "--priority renices receiving stream threads (-P); an event loop of --flows is not one"
+        );
+    }
     let len = size_u32("--len", &u.len)?;
     let (min, max) = (
         linerate_proto::datagram::HEADER_LEN as u32,
