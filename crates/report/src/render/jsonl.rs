@@ -109,3 +109,36 @@ impl SweepSink for JsonLinesSweep<'_> {
         line(&mut self.out, &SweepRecord::Summary(r))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Flow, IntervalStreamRecord};
+    use linerate_proto::wire::Side;
+
+    #[test]
+    fn issue_26_a_flow_interval_record_reads_back() {
+        let rec = Record::FlowInterval(Box::new(FlowIntervalRecord {
+            side: Side::Client,
+            start_s: 0.5,
+            end_s: 1.0,
+            omitted: false,
+            stream: IntervalStreamRecord {
+                id: 7,
+                flow: Flow::ServerToClient,
+                bytes: 1234,
+                bits_per_second: 19744.0,
+                retransmits: None,
+                tcp: None,
+                udp: None,
+            },
+        }));
+        let line = serde_json::to_string(&rec).expect("serialises");
+        assert!(
+            line.starts_with(r#"{"type":"flow_interval","side":"client""#),
+            "{line}"
+        );
+        let back: Record = serde_json::from_str(&line).expect("reads back");
+        assert_eq!(back, rec);
+    }
+}
