@@ -354,7 +354,9 @@ pub struct ServerArgs {
     /// Exit after the first test (completed or failed).
     #[arg(short = '1', long)]
     pub once: bool,
-    /// Tests allowed at once; further clients are refused as busy.
+    /// Tests allowed at once; further clients are refused as busy. It
+    /// counts tests, not streams or flows: a --flows test is one test
+    /// (--max-flows bounds each test's flows).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub max_concurrent: usize,
     /// Refuse tests with more streams per direction than this (default 128).
@@ -528,6 +530,15 @@ pub struct UdpArgs {
     /// Parallel streams per direction, one thread each.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
+    /// N flows per direction on --threads event-loop threads per side
+    /// (epoll, paced on one timer heap per thread; each flow's loss its
+    /// own), in place of -P.
+    #[arg(long, value_name = "N", conflicts_with = "parallel")]
+    pub flows: Option<u32>,
+    /// Event-loop threads for --flows on this side (default 1; the server
+    /// uses its own --threads, else this number).
+    #[arg(long, value_name = "T", requires = "flows")]
+    pub threads: Option<u16>,
     /// Server sends, client receives.
     #[arg(short = 'R', long)]
     pub reverse: bool,

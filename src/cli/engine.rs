@@ -121,7 +121,16 @@ pub(super) fn client_engine(
     }
     let w = Workload::of(spec);
     let c = auto::choose(w);
-    Ok((c.kind, Some(c.note(w))))
+    let mut note = c.note(w);
+    // Event loops run the engines whose per-socket I/O costs nothing.
+    let runs = match spec.flows {
+        Some(_) => linerate_engine::event_loop::engine_for(c.kind, spec.protocol),
+        None => c.kind,
+    };
+    if runs != c.kind {
+        note.push_str(&format!("; event-loop flows (--flows) run {runs}"));
+    }
+    Ok((c.kind, Some(note)))
 }
 
 /// `uring:sqpoll` on a host with too few CPUs: each ring's kernel thread

@@ -1,8 +1,7 @@
 //! Validation of `rr` and `crr` flags into an [`RrConfig`].
 
 use super::client::client_config;
-use super::tcp::tcp_flows;
-use super::values::size_u32;
+use super::values::{flows_spec, size_u32};
 use super::*;
 use linerate_local::Transport;
 use linerate_proto::spec::{Limit, Protocol, RrLimit, RrSpec, TcpOptions, DEFAULT_RR_SIZES};
@@ -66,7 +65,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
         bail!("--batch must be at least 1");
     }
     let flows = match kind {
-        TestKind::Rr => tcp_flows(r.flows, r.threads, r.busy_poll, false)?,
+        TestKind::Rr => flows_spec(r.flows, r.threads, r.busy_poll, false)?,
         _ if r.flows.is_some() => bail!("--flows: crr on event loops is not available yet"),
         _ => None,
     };

@@ -6,7 +6,7 @@ use linerate_stats::units::{parse_rate, parse_size};
 
 use super::args;
 use super::client::{client_config, iperf3_refuses};
-use super::values::{direction, duration_ms, interval_flag, omit_ms, size_u32};
+use super::values::{direction, duration_ms, flows_spec, interval_flag, omit_ms, size_u32};
 use super::Command;
 
 /// `linerate tcp`: the test spec from its flags, and the client config
@@ -19,7 +19,7 @@ pub(super) fn validate_tcp(t: args::TcpArgs) -> Result<Command> {
     if t.parallel == 0 {
         bail!("--parallel must be at least 1");
     }
-    let flows = tcp_flows(t.flows, t.threads, t.busy_poll, t.iperf3)?;
+    let flows = flows_spec(t.flows, t.threads, t.busy_poll, t.iperf3)?;
     let len = size_u32("--len", &t.len)?;
     if len == 0 {
         bail!("--len must be at least 1 byte");
@@ -88,32 +88,6 @@ fn tcp_limit(t: &args::TcpArgs) -> Result<Limit> {
         }
         (None, None) => Limit::TimeMs(10_000),
     })
-}
-
-/// `--flows N --threads T`: the spec's flows (`None` without `--flows`).
-pub(super) fn tcp_flows(
-    flows: Option<u32>,
-    threads: Option<u16>,
-    busy_poll: bool,
-    iperf3: bool,
-) -> Result<Option<linerate_proto::spec::Flows>> {
-    let Some(count) = flows else {
-        return Ok(None);
-    };
-    if count == 0 {
-        bail!("--flows must be at least 1");
-    }
-    let threads = threads.unwrap_or(1);
-    if threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    if busy_poll {
-        bail!("--flows waits in epoll; --busy-poll spins per-thread streams (-P) only");
-    }
-    if iperf3 {
-        bail!("--flows is linerate's own protocol; an iperf3 server takes -P");
-    }
-    Ok(Some(linerate_proto::spec::Flows { count, threads }))
 }
 
 /// `tcp --rate`: bit/s per sending stream; `0` or absent: unpaced. The

@@ -549,3 +549,31 @@ fn issue_28_iperf3_habits_get_the_linerate_spelling() {
     let e = parse("tcp -i 5ms").expect_err("too short").to_string();
     assert!(e.contains("or 0: no interval lines"), "{e}");
 }
+
+#[test]
+fn issue_26_udp_flows_parse_and_refuse_what_loops_do_not_do() {
+    let Command::Udp(c) = parse("udp --flows 64 --threads 2 -b 1M").expect("parses") else {
+        panic!("not udp");
+    };
+    assert_eq!(
+        c.spec.flows,
+        Some(linerate_proto::spec::Flows {
+            count: 64,
+            threads: 2
+        })
+    );
+    assert_eq!(c.spec.protocol, linerate_proto::spec::Protocol::Udp);
+    for (args, needle) in [
+        ("udp --flows 4 --priority -5", "--priority"),
+        ("udp --flows 4 --busy-poll", "--busy-poll"),
+        (
+            "udp 198.18.0.1 --flows 4 --iperf3",
+            "iperf3 server takes -P",
+        ),
+        ("udp --flows 0", "--flows"),
+        ("udp --threads 2", "--flows"),
+    ] {
+        let e = parse(args).expect_err(args).to_string();
+        assert!(e.contains(needle), "{args}: {e}");
+    }
+}

@@ -6,7 +6,9 @@ use linerate_stats::units::parse_rate;
 
 use super::args;
 use super::client::{client_config, iperf3_refuses};
-use super::values::{direction, duration_ms, interval_flag, omit_ms, parse_pps, size_u32};
+use super::values::{
+    direction, duration_ms, flows_spec, interval_flag, omit_ms, parse_pps, size_u32,
+};
 use super::Command;
 
 pub(super) fn validate_udp(u: args::UdpArgs) -> Result<Command> {
@@ -24,6 +26,12 @@ pub(super) fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     };
     if u.parallel == 0 {
         bail!("--parallel must be at least 1");
+    }
+    let flows = flows_spec(u.flows, u.threads, u.busy_poll, u.iperf3)?;
+    if flows.is_some() && u.priority.is_some() {
+        bail!(
+            "--priority renices receiving stream threads (-P); an event loop of --flows is not one"
+        );
     }
     let len = size_u32("--len", &u.len)?;
     let (min, max) = (
@@ -73,6 +81,7 @@ pub(super) fn validate_udp(u: args::UdpArgs) -> Result<Command> {
             faults,
         }),
         busy_poll: u.busy_poll,
+        flows,
         ..TestSpec::default()
     };
     if u.iperf3 {

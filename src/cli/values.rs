@@ -178,3 +178,29 @@ pub(super) fn direction(reverse: bool, bidir: bool) -> Direction {
         Direction::Forward
     }
 }
+
+/// `--flows N --threads T`: the spec's flows (`None` without `--flows`).
+pub(super) fn flows_spec(
+    flows: Option<u32>,
+    threads: Option<u16>,
+    busy_poll: bool,
+    iperf3: bool,
+) -> Result<Option<linerate_proto::spec::Flows>> {
+    let Some(count) = flows else {
+        return Ok(None);
+    };
+    if count == 0 {
+        bail!("--flows must be at least 1");
+    }
+    let threads = threads.unwrap_or(1);
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if busy_poll {
+        bail!("--flows waits in epoll; --busy-poll spins per-thread streams (-P) only");
+    }
+    if iperf3 {
+        bail!("--flows is linerate's own protocol; an iperf3 server takes -P");
+    }
+    Ok(Some(linerate_proto::spec::Flows { count, threads }))
+}

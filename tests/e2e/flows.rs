@@ -147,3 +147,202 @@ fn issue_26_thousand_rr_flows_on_two_threads_all_complete_transactions() {
     let (lo, hi) = (f(&per_flow["p99_ns"]["min"]), f(&per_flow["p99_ns"]["max"]));
     assert!(lo > 0.0 && lo <= hi, "{per_flow}");
 }
+
+#[test]
+fn issue_26_rr_flows_report_their_count_and_loop_threads() {
+    let r = json_client(&[
+        "rr",
+        "--json",
+        "--flows",
+        "8",
+        "--threads",
+        "2",
+        "-t",
+        "0.5",
+    ]);
+    // The flows are the test's streams per direction, not -P's default 1.
+    assert_eq!(u(&r["test"]["streams"]), 8, "{}", r["test"]);
+    // The busiest thread is a loop of several flows, named as such.
+    for side in ["client", "server"] {
+        let t = r["cpu"][side]["busiest_thread"].as_str().unwrap_or("");
+        assert!(t.starts_with("event loop "), "{side}: {t:?}");
+    }
+}
+
+#[test]
+fn issue_26_json_lines_gives_each_flow_a_record_per_interval() {
+    let out = run_client(
+        &[
+            "tcp",
+            "--json-lines",
+            "--flows",
+            "6",
+            "--threads",
+            "2",
+            "-t",
+            "1",
+            "-i",
+            "0.5",
+            "-l",
+            "16K",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_ok(&out, &["tcp --json-lines --flows 6"]);
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(u(&records[0]["streams"]), 6, "{}", records[0]);
+    let mut intervals = 0;
+    for (k, rec) in records.iter().enumerate() {
+        if rec["type"] != "interval" {
+            continue;
+        }
+        intervals += 1;
+        // The interval carries the sums; its flows follow, one line each.
+        assert_eq!(rec["streams"].as_array().map(Vec::len), Some(0), "{rec}");
+        let flows = &records[k + 1..k + 7];
+        let ids: Vec<u64> = flows.iter().map(|r| u(&r["id"])).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5, 6], "{flows:?}");
+        assert!(flows.iter().all(|r| r["type"] == "flow_interval"
+            && r["start_s"] == rec["start_s"]
+            && r["end_s"] == rec["end_s"]));
+        let bytes: u64 = flows.iter().map(|r| u(&r["bytes"])).sum();
+        assert_eq!(bytes, u(&rec["sums"][0]["bytes"]), "{rec}");
+    }
+    assert!(intervals >= 2, "{records:?}");
+    // The summary keeps every flow.
+    let last = records.last().expect("summary");
+    assert_eq!(last["streams"].as_array().map(Vec::len), Some(6));
+}
+
+/// Every UDP flow's loss is its own and exact: its received and lost
+/// datagrams add up to what its sender issued.
+fn assert_udp_flows_account(r: &serde_json::Value, flows: usize) {
+    let streams = r["streams"].as_array().expect("streams");
+    assert_eq!(streams.len(), flows, "{}", r["test"]);
+    for s in streams {
+        let udp = &s["udp"];
+        assert!(
+            u(&udp["received"]) > 0,
+            "flow {} moved nothing: {udp}",
+            s["id"]
+        );
+        assert_eq!(
+            u(&udp["received"]) + u(&udp["lost"]),
+            u(&udp["issued"]),
+            "flow {}: {udp}",
+            s["id"]
+        );
+        assert_eq!(
+            u(&udp["issued"]),
+            u(&udp["sent"]),
+            "flow {}: {udp}",
+            s["id"]
+        );
+        for side in ["sender", "receiver"] {
+            assert!(s[side].get("error").is_none(), "{side}: {s}");
+        }
+    }
+}
+
+#[test]
+fn issue_26_udp_flows_count_each_flows_loss_exactly() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    // Timed, both ways: 32 paced flows per direction on 2 loops per side.
+    let r = json_client(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "--flows",
+        "32",
+        "--threads",
+        "2",
+        "-t",
+        "1",
+        "-b",
+        "2M",
+        "--bidir",
+    ]);
+    assert_eq!(u(&r["test"]["streams"]), 32);
+    // The report names the engine the loops ran, on both sides.
+    for side in ["client_engine", "server_engine"] {
+        assert_eq!(r["test"][side], "syscall", "{}", r["test"]);
+    }
+    assert_udp_flows_account(&r, 64);
+    let fair = &r["sums"][0]["fairness"];
+    assert_eq!(u(&fair["flows"]), 32, "{fair}");
+    // Counted: 3,200 datagrams split over 32 flows, 100 each, paced.
+    let r = json_client(&[
+        "udp",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "--flows",
+        "32",
+        "--threads",
+        "2",
+        "-k",
+        "3200",
+        "--pps",
+        "2000",
+    ]);
+    assert_udp_flows_account(&r, 32);
+    for s in r["streams"].as_array().expect("streams") {
+        assert_eq!(u(&s["udp"]["issued"]), 100, "{s}");
+    }
+}
+
+/// UDP flows through a bottleneck that drops a share of their datagrams
+/// (a tbf on the router's egress towards the server, in namespaces this
+/// test creates): each flow's loss is exactly what its sender issued less
+/// what its receiver counted, and every flow loses some — a loop's flows
+/// are paced at phases spread over the tick (were they all due at its
+/// start, leaving in the loop's order, the first flows would take the
+/// queue's room every time and lose nothing).
+#[test]
+fn issue_26_udp_flows_count_their_own_loss_through_a_bottleneck() {
+    use crate::netns::{tc, unavailable, Routed, ROUTED_SERVER};
+    if let Some(why) = unavailable() {
+        return skip(why);
+    }
+    let path = Routed::new("uf").expect("create namespaces");
+    let tbf = [
+        "qdisc", "add", "dev", "rb", "root", "tbf", "rate", "10mbit", "burst", "6000", "limit",
+        "30000",
+    ];
+    tc(&path.r, &tbf).expect("tbf");
+    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &["--threads", "2"]);
+    let port = server.port_str();
+    // 32 flows × 0.5 Mbit/s = 16 Mbit/s into 10 Mbit/s.
+    let args = [
+        "udp",
+        ROUTED_SERVER,
+        "-p",
+        &port,
+        "--flows",
+        "32",
+        "--threads",
+        "2",
+        "-b",
+        "500K",
+        "-t",
+        "2",
+        "--json",
+    ];
+    let out = run_client_in(Some(&path.a), &args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_udp_flows_account(&r, 32);
+    let streams = r["streams"].as_array().expect("streams");
+    let lost: Vec<u64> = streams.iter().map(|s| u(&s["udp"]["lost"])).collect();
+    // The flows' losses add up to the direction's.
+    let total: u64 = lost.iter().sum();
+    assert!(lost.iter().all(|&l| l > 0), "a flow lost nothing: {lost:?}");
+    assert_eq!(u(&r["sums"][0]["udp"]["lost"]), total, "{}", r["sums"][0]);
+}

@@ -207,7 +207,7 @@ fn assert_matches_docs(
 /// The runs whose `--json` reports the golden test checks: the schema's
 /// test kind, then the command line after `HOST -p PORT --json`, its first
 /// word the subcommand.
-fn golden_runs() -> [(&'static str, &'static [&'static str]); 14] {
+fn golden_runs() -> [(&'static str, &'static [&'static str]); 15] {
     [
         ("tcp", &["tcp", "-t", "0.4", "-i", "0.2", "--iface", "lo"]),
         ("tcp", &["tcp", "-n", "20M", "-i", "0.2"]),
@@ -215,6 +215,21 @@ fn golden_runs() -> [(&'static str, &'static [&'static str]); 14] {
         (
             "tcp",
             &["tcp", "-t", "0.4", "-i", "0.2", "--bidir", "-P", "2"],
+        ),
+        // Event-loop flows: fairness in the sums, flow_interval records.
+        (
+            "tcp",
+            &[
+                "tcp",
+                "-t",
+                "0.4",
+                "-i",
+                "0.2",
+                "--flows",
+                "3",
+                "--threads",
+                "2",
+            ],
         ),
         ("udp", &["udp", "-t", "0.4", "-i", "0.2", "-P", "2"]),
         (
@@ -305,6 +320,7 @@ fn check_json_lines(
         let root = match ty.as_str() {
             "start" => "test",
             "interval" => "intervals[]",
+            "flow_interval" => "flow_interval",
             "rr_phase" => "rr_phase",
             "summary" => "",
             other => panic!("{args:?}: unknown record type {other}"),

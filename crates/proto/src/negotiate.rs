@@ -253,7 +253,8 @@ fn negotiate_msg(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError
     Ok(())
 }
 
-/// `--flows N --threads T`: what event loops run (TCP streams, for now),
+/// `--flows N --threads T`: what event loops run (TCP and UDP streams, TCP
+/// rr),
 /// and no more flows than the server's `--max-flows`, refused before any
 /// data connection opens.
 fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(), SpecError> {
@@ -282,7 +283,7 @@ fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(
         );
     }
     match (spec.kind, spec.protocol, &spec.rr) {
-        (TestKind::Stream, Protocol::Tcp, _) => {}
+        (TestKind::Stream, Protocol::Tcp | Protocol::Udp, _) => {}
         (TestKind::Rr, Protocol::Tcp, Some(rr)) => {
             if rr.phases().len() != 1 || rr.busy_poll {
                 return err(
@@ -296,7 +297,7 @@ fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(
         _ => {
             return err(
                 "flows",
-                "event-loop flows run TCP stream and TCP rr tests for now (not UDP, crr or msg)"
+                "event-loop flows run TCP and UDP stream and TCP rr tests for now (not UDP rr, crr or msg)"
                     .into(),
             )
         }
@@ -586,6 +587,14 @@ mod tests {
             ..flows(10, Direction::Forward)
         };
         assert_eq!(negotiate(&rr, &l).expect_err("refused").field, "flows");
+        // UDP streams run on the loops too.
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            udp: Some(UdpSpec::default()),
+            len: 1472,
+            ..flows(256, Direction::Bidir)
+        };
+        assert!(negotiate(&udp, &l).is_ok(), "{:?}", negotiate(&udp, &l));
     }
     use crate::side::Side;
 

@@ -81,6 +81,8 @@ pub struct Pacer {
     burst: u64,
     /// Datagrams sent so far (the index of the next one).
     k: u64,
+    /// The schedule's shift from the start, ns ([`Pacer::phase`]).
+    offset_ns: u64,
 }
 
 /// Converts a bit rate of UDP payload to datagrams per 1000 s for `len`-byte
@@ -100,7 +102,21 @@ impl Pacer {
             millipps: millipps.filter(|&m| m > 0),
             burst: u64::from(burst.max(1)),
             k: 0,
+            offset_ns: 0,
         }
+    }
+
+    /// Shifts the schedule by `pos`/`of` of one tick (`burst` datagrams):
+    /// the paced flows of one event loop, each at its own phase, leave
+    /// spread over the tick instead of all at its start (which would also
+    /// give the first flows in the loop's order the room in every queue).
+    pub fn phase(&mut self, pos: u64, of: u64) {
+        let Some(m) = self.millipps.filter(|_| of > 1) else {
+            return;
+        };
+        let tick = NS_PER_KILOSECOND * u128::from(self.burst) / u128::from(m);
+        let shift = tick * u128::from(pos % of) / u128::from(of);
+        self.offset_ns = u64::try_from(shift).unwrap_or(0);
     }
 
     /// Requested gap between datagrams, ns (`None` when unpaced).
@@ -121,6 +137,7 @@ impl Pacer {
                 let tick = u128::from(k / self.burst * self.burst);
                 u64::try_from((tick * NS_PER_KILOSECOND).div_ceil(u128::from(m)))
                     .unwrap_or(u64::MAX)
+                    .saturating_add(self.offset_ns)
             }
         }
     }
@@ -153,6 +170,10 @@ impl Pacer {
     /// come); `None` when unpaced.
     pub fn due_count(&self, elapsed_ns: u64) -> Option<u64> {
         let m = u128::from(self.millipps?);
+        // A shifted schedule counts from its own start.
+        let Some(elapsed_ns) = elapsed_ns.checked_sub(self.offset_ns) else {
+            return Some(0);
+        };
         let ticks = u128::from(elapsed_ns) * m / (NS_PER_KILOSECOND * u128::from(self.burst)) + 1;
         Some(u64::try_from(ticks * u128::from(self.burst)).unwrap_or(u64::MAX))
     }
@@ -200,6 +221,31 @@ mod tests {
         assert_eq!(due, vec![0, 1_000_000, 2_000_000, 3_000_000]);
         assert_eq!(p.due_count(2_500_000), Some(3));
         assert_eq!(p.behind(10_000_000), 11 - 4);
+    }
+
+    #[test]
+    fn issue_26_a_phased_schedule_is_shifted_and_counts_from_its_own_start() {
+        // 1000 datagrams/s, phase 1 of 4: a quarter of a gap later.
+        let mut p = Pacer::new(Some(1_000_000), 1);
+        p.phase(1, 4);
+        let mut due = Vec::new();
+        for _ in 0..3 {
+            due.push(p.due_ns());
+            p.sent();
+        }
+        assert_eq!(due, vec![250_000, 1_250_000, 2_250_000]);
+        // Nothing is due before its own start; on time, it is not behind.
+        assert_eq!(p.due_count(100_000), Some(0));
+        assert_eq!(p.due_count(2_500_000), Some(3));
+        assert_eq!(p.behind(2_500_000), 0);
+        // Phase 0, one flow, or unpaced: unchanged.
+        let mut q = Pacer::new(Some(1_000_000), 1);
+        q.phase(0, 4);
+        q.phase(3, 1);
+        assert_eq!(q.due_ns(), 0);
+        let mut u = Pacer::new(None, 1);
+        u.phase(1, 2);
+        assert_eq!(u.due_ns(), 0);
     }
 
     #[test]

@@ -146,6 +146,13 @@ pub struct UdpSender<F = Linerate> {
 }
 
 impl<F: DatagramFormat> UdpSender<F> {
+    /// Shifts this sender's schedule to phase `pos` of `of` within a tick
+    /// ([`Pacer::phase`]): the flows of one event loop, spread.
+    pub fn with_phase(mut self, pos: u64, of: u64) -> Self {
+        self.pacer.phase(pos, of);
+        self
+    }
+
     pub fn new(mut cfg: SenderConfig<F>) -> Self {
         let len = cfg.len.max(cfg.format.min_len());
         let max_batch = cfg.max_batch.max(1);

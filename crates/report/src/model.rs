@@ -63,9 +63,10 @@ pub struct TestInfo {
     /// tests say what they ran in `rr`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub direction: Option<Direction>,
-    /// Streams per sending direction (request/response: flows).
-    pub streams: u16,
-    /// `--flows N --threads T`: the flows per direction (in place of
+    /// Streams per sending direction (request/response: flows; `--flows`:
+    /// the flows, as `flows.count`).
+    pub streams: u32,
+    /// `--flows N --threads T`: the flows per direction (also in
     /// `streams`) and the client's event-loop threads.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub flows: Option<linerate_proto::spec::Flows>,
@@ -140,7 +141,7 @@ impl TestInfo {
             reported_by,
             protocol: spec.protocol.name().into(),
             direction: stream.map(|s| s.direction),
-            streams: spec.streams,
+            streams: spec.per_direction(),
             flows: spec.flows,
             limit: stream.map(|s| s.limit),
             len: stream.map(|s| s.len),
@@ -490,6 +491,18 @@ pub struct IntervalSum {
     pub udp: Option<UdpIntervalRecord>,
 }
 
+/// `--json-lines` with `--flows`: one flow's figures in one interval (the
+/// interval's own fields, then the flow's as in `streams[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowIntervalRecord {
+    pub side: Side,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub omitted: bool,
+    #[serde(flatten)]
+    pub stream: IntervalStreamRecord,
+}
+
 /// One interval as measured by `side`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntervalRecord {
@@ -749,7 +762,12 @@ pub struct KernelSides {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
     Start(Box<TestInfo>),
+    /// With `--flows`, its `streams` is empty: each flow's interval
+    /// follows it as a [`Record::FlowInterval`].
     Interval(IntervalRecord),
+    /// `--flows`: one flow's interval, a record of its own (a line of
+    /// 10,000 flows would be megabytes), right after its interval's sums.
+    FlowInterval(Box<FlowIntervalRecord>),
     /// rr/crr: one phase (message size) as it ended.
     RrPhase(Box<RrPhaseRecord>),
     Summary(Box<Report>),

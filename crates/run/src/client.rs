@@ -359,7 +359,12 @@ impl<'a> ClientTest<'a, '_> {
             embedded_server: self.embedded,
             client_software: software(),
             server_software,
-            client_engine: self.engine.to_string(),
+            client_engine: match spec.flows {
+                // What the event loops run (the report's engine).
+                Some(_) => linerate_engine::event_loop::engine_for(self.engine, spec.protocol),
+                None => self.engine,
+            }
+            .to_string(),
             server_engine_requested: self.cfg.server_engine.clone(),
             client_ld_preload: crate::about::ld_preload(),
             ..TestInfo::from_spec(spec, Side::Client)

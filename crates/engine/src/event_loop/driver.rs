@@ -3,10 +3,15 @@
 //! that are ready, a bounded turn each (the flow's own logic, through
 //! [`LoopFlow::turn`]), the side's stop and abort signals looked at before
 //! every turn, and a stall limit when nothing moves.
+//!
+//! Flows that wait for a time as well as for their socket (a paced UDP
+//! sender's next datagram, a UDP receiver's drain deadline) say so with
+//! [`Turn::Until`]: one heap of due times per loop, not a timer per flow,
+//! and one timerfd that ends the epoll wait at the earliest.
 
-use std::collections::VecDeque;
-use std::net::TcpStream;
-use std::os::fd::OwnedFd;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use rustix::event::epoll;
@@ -26,6 +31,9 @@ pub enum Turn {
     Again,
     /// Would block: it waits for its socket's next edge.
     Wait,
+    /// It waits for its socket's next edge or this time, whichever comes
+    /// first.
+    Until(Instant),
     /// The flow has ended (its own record says how).
     Done,
 }
@@ -34,7 +42,11 @@ pub enum Turn {
 pub trait LoopFlow {
     /// What the flows of one loop share (buffers).
     type Shared;
-    fn sock(&self) -> &TcpStream;
+    /// False for flows that may rightly see nothing for long (a UDP
+    /// receiver whose datagrams are all lost ends at its drain deadline):
+    /// their loop has no stall limit.
+    const STALLS: bool = true;
+    fn sock(&self) -> BorrowedFd<'_>;
     /// True when the flow ended before the loop started (it failed to
     /// set up).
     fn ended(&self) -> bool;
@@ -68,13 +80,29 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
             return;
         }
     };
+    let mut alarm = Alarm::new(&ep);
     // Every flow starts ready: its first call finds out.
     let mut queued: Vec<bool> = done.iter().map(|d| !d).collect();
     let mut ready: VecDeque<usize> = (0..flows.len()).filter(|&i| queued[i]).collect();
     let mut events = Vec::with_capacity(EVENTS);
+    let mut timers = Timers::new(flows.len());
     let mut stopped = false;
+    let mut drain_at = signals.drain_deadline();
     let mut idle_since: Option<Instant> = None;
     while open > 0 && !signals.aborted() {
+        // The side's time is up or its drain deadline became known: every
+        // open flow gets a turn to look at it (a waiting receiver has no
+        // edge to wake it).
+        if signals.drain_deadline() != drain_at {
+            drain_at = signals.drain_deadline();
+            wake_all(&done, &mut queued, &mut ready);
+        }
+        while let Some(i) = timers.pop_due(Instant::now()) {
+            if !queued[i] && !done[i] {
+                queued[i] = true;
+                ready.push_back(i);
+            }
+        }
         let mut progressed = false;
         for _ in 0..ready.len().max(1) {
             // Before every turn: a turn over thousands of flows takes long
@@ -90,6 +118,7 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
                         open -= 1;
                     }
                 }
+                wake_all(&done, &mut queued, &mut ready);
             }
             let Some(i) = ready.pop_front() else { break };
             queued[i] = false;
@@ -103,6 +132,7 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
                     ready.push_back(i);
                 }
                 Turn::Wait => {}
+                Turn::Until(due) => timers.arm(i, due),
                 Turn::Done => {
                     done[i] = true;
                     open -= 1;
@@ -110,22 +140,27 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
             }
             progressed |= flows[i].progress() != before;
         }
-        // Flows still ready only need new edges; otherwise sleep for one.
-        let timeout = if ready.is_empty() {
-            WAIT
-        } else {
-            Duration::ZERO
+        // Flows still ready only need new edges; otherwise sleep for one,
+        // or until the earliest due time.
+        let timeout = match timers.next() {
+            _ if !ready.is_empty() => Duration::ZERO,
+            Some(due) => alarm.wait_for(due),
+            None => WAIT,
         };
         events.clear();
         let woke = wait(&ep, &mut events, timeout);
         for ev in &events {
+            if ev.data.u64() == ALARM {
+                alarm.rang();
+                continue;
+            }
             let i = ev.data.u64() as usize;
             if i < flows.len() && !queued[i] && !done[i] {
                 queued[i] = true;
                 ready.push_back(i);
             }
         }
-        if progressed || woke > 0 {
+        if progressed || woke > 0 || !F::STALLS {
             idle_since = None;
         } else if ready.is_empty()
             && idle_since.get_or_insert_with(Instant::now).elapsed() >= IDLE_LIMIT
@@ -135,6 +170,127 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
                 f.fail(EngineError::Stalled(IDLE_LIMIT.as_secs()));
             }
             return;
+        }
+    }
+}
+
+/// The epoll data of the loop's [`Alarm`] (flows are their positions).
+const ALARM: u64 = u64::MAX;
+
+/// The loop's one timerfd, in its epoll set: it wakes the wait at the
+/// earliest due time to the nanosecond (epoll's own timeout counts whole
+/// milliseconds, rounded up: a paced flow would leave up to 1 ms late).
+/// Without it (timerfd refused) the epoll timeout stands in.
+struct Alarm {
+    fd: Option<OwnedFd>,
+    /// The time it is set for, until it rings.
+    set: Option<Instant>,
+}
+
+impl Alarm {
+    fn new(ep: &OwnedFd) -> Alarm {
+        use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+        let flags = TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC;
+        let fd = timerfd_create(TimerfdClockId::Monotonic, flags)
+            .ok()
+            .filter(|fd| {
+                let ev = epoll::EventFlags::IN | epoll::EventFlags::ET;
+                epoll::add(ep, fd, epoll::EventData::new_u64(ALARM), ev).is_ok()
+            });
+        Alarm { fd, set: None }
+    }
+
+    /// How long to wait in epoll for a flow due at `due`: set to ring
+    /// then, the longest wait; else until then by epoll's own timeout.
+    fn wait_for(&mut self, due: Instant) -> Duration {
+        use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags};
+        let left = due.saturating_duration_since(Instant::now());
+        let Some(fd) = &self.fd else {
+            return left.min(WAIT);
+        };
+        if left.is_zero() {
+            return Duration::ZERO;
+        }
+        if self.set != Some(due) {
+            let at = Itimerspec {
+                it_interval: rustix::time::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: rustix::time::Timespec {
+                    tv_sec: left.as_secs() as _,
+                    tv_nsec: left.subsec_nanos() as _,
+                },
+            };
+            if timerfd_settime(fd, TimerfdTimerFlags::empty(), &at).is_err() {
+                return left.min(WAIT);
+            }
+            self.set = Some(due);
+        }
+        WAIT
+    }
+
+    /// It rang: read it (so it can ring again) and forget its time.
+    fn rang(&mut self) {
+        if let Some(fd) = &self.fd {
+            let mut n = [0u8; 8];
+            let _ = rustix::io::read(fd, &mut n);
+        }
+        self.set = None;
+    }
+}
+
+/// The loop's due times: one heap for all its flows, each flow armed at
+/// most once (a flow woken by an edge before its time leaves its entry
+/// behind, skipped when it comes up).
+struct Timers {
+    heap: BinaryHeap<Reverse<(Instant, usize)>>,
+    armed: Vec<Option<Instant>>,
+}
+
+impl Timers {
+    fn new(flows: usize) -> Self {
+        Timers {
+            heap: BinaryHeap::new(),
+            armed: vec![None; flows],
+        }
+    }
+
+    /// Flow `i` waits until `due` (at the latest).
+    fn arm(&mut self, i: usize, due: Instant) {
+        if self.armed[i] != Some(due) {
+            self.armed[i] = Some(due);
+            self.heap.push(Reverse((due, i)));
+        }
+    }
+
+    /// The earliest due time.
+    fn next(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((due, _))| *due)
+    }
+
+    /// A flow whose armed time is at or before `now`, disarmed.
+    fn pop_due(&mut self, now: Instant) -> Option<usize> {
+        while let Some(Reverse((due, i))) = self.heap.peek().copied() {
+            if due > now {
+                return None;
+            }
+            self.heap.pop();
+            if self.armed[i] == Some(due) {
+                self.armed[i] = None;
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
+/// Queues every open flow that is not queued yet.
+fn wake_all(done: &[bool], queued: &mut [bool], ready: &mut VecDeque<usize>) {
+    for (i, (d, q)) in done.iter().zip(queued.iter_mut()).enumerate() {
+        if !*d && !*q {
+            *q = true;
+            ready.push_back(i);
         }
     }
 }
@@ -161,4 +317,28 @@ fn wait(ep: &OwnedFd, events: &mut Vec<epoll::Event>, timeout: Duration) -> usiz
         tv_nsec: timeout.subsec_nanos() as _,
     };
     epoll::wait(ep, rustix::buffer::spare_capacity(events), Some(&ts)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_26_timers_come_up_in_order_once_per_arming() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut t = Timers::new(3);
+        t.arm(0, ms(5));
+        t.arm(1, ms(1));
+        t.arm(2, ms(3));
+        // Re-armed later: the earlier entry is stale and skipped.
+        t.arm(1, ms(9));
+        assert_eq!(t.next(), Some(ms(1)));
+        assert_eq!(t.pop_due(ms(4)), Some(2));
+        assert_eq!(t.pop_due(ms(4)), None);
+        assert_eq!(t.pop_due(ms(10)), Some(0));
+        assert_eq!(t.pop_due(ms(10)), Some(1));
+        assert_eq!(t.pop_due(ms(10)), None);
+        assert_eq!(t.next(), None);
+    }
 }

@@ -15,12 +15,27 @@
 //! - [`fds`]: raising `RLIMIT_NOFILE` for thousands of sockets.
 //! - [`tcp`]: TCP stream flows (senders to a limit or stop, receivers
 //!   to end of stream); rr flows are `crate::rr::loops`.
-//! - [`split`]: which loop thread serves which flow.
+//! - [`udp`]: UDP stream flows (paced senders on the loop's timer heap,
+//!   receivers to their drain deadline, each flow's loss its own).
+//! - [`split`]: which loop thread serves which flow, and its name.
 
 mod driver;
 pub mod fds;
 mod split;
 pub mod tcp;
+pub mod udp;
 
 pub use driver::{drive, LoopFlow, Turn};
-pub use split::split;
+
+use crate::engines::EngineKind;
+use linerate_proto::spec::Protocol;
+
+/// The engine a side's loops run when asked for `kind`: what the report
+/// names (TCP: [`tcp::engine_for`]; UDP: [`udp::ENGINE`]).
+pub fn engine_for(kind: EngineKind, protocol: Protocol) -> EngineKind {
+    match protocol {
+        Protocol::Udp => udp::ENGINE,
+        Protocol::Tcp => tcp::engine_for(kind),
+    }
+}
+pub use split::{label, split};

@@ -13,6 +13,16 @@ pub fn split<T>(items: Vec<T>, threads: usize) -> Vec<Vec<T>> {
     out
 }
 
+/// How the report names loop `t` (from 0) of `flows` flows: its CPU
+/// figures (the busiest thread) are the loop's, not one flow's.
+pub fn label(t: usize, flows: usize) -> String {
+    format!(
+        "event loop {} ({flows} flow{})",
+        t + 1,
+        if flows == 1 { "" } else { "s" }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

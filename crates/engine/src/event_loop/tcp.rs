@@ -7,6 +7,7 @@
 //! write, the receivers never at what they read).
 
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -146,8 +147,8 @@ impl Shared {
 impl<E: Engine> LoopFlow for State<E> {
     type Shared = Shared;
 
-    fn sock(&self) -> &TcpStream {
-        &self.flow.sock
+    fn sock(&self) -> BorrowedFd<'_> {
+        self.flow.sock.as_fd()
     }
 
     fn ended(&self) -> bool {

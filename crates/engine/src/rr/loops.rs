@@ -12,6 +12,7 @@
 
 use std::net::{Shutdown, TcpStream};
 use std::ops::Range;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -103,7 +104,9 @@ fn run_side(
     let watch_ref = &watch;
     let runs: Vec<_> = event_loop::split(socks, threads)
         .into_iter()
-        .map(|share| {
+        .enumerate()
+        .map(|(t, share)| {
+            let label = event_loop::label(t, share.len());
             move || {
                 let cpu0 = crate::cpu::thread();
                 let measurements = with_engine!(engine, e => {
@@ -114,6 +117,7 @@ fn run_side(
                     cpu: crate::cpu::thread().saturating_sub(cpu0),
                     busy_poll: None,
                     engine_use: crate::engines::take_use(),
+                    label: Some(label),
                 }
             }
         })
@@ -427,8 +431,8 @@ fn unreachable_end() -> Result<(), EngineError> {
 impl<E: Engine> LoopFlow for ClientFlow<'_, E> {
     type Shared = ();
 
-    fn sock(&self) -> &TcpStream {
-        &self.io.sock
+    fn sock(&self) -> BorrowedFd<'_> {
+        self.io.sock.as_fd()
     }
 
     fn ended(&self) -> bool {
@@ -555,8 +559,8 @@ impl<'a, E: Engine> ServerFlow<'a, E> {
 impl<E: Engine> LoopFlow for ServerFlow<'_, E> {
     type Shared = ();
 
-    fn sock(&self) -> &TcpStream {
-        &self.io.sock
+    fn sock(&self) -> BorrowedFd<'_> {
+        self.io.sock.as_fd()
     }
 
     fn ended(&self) -> bool {

@@ -24,6 +24,9 @@ pub(super) struct FlowEnd {
     pub(super) busy_poll: Option<String>,
     /// What the engine's I/O objects on this flow's thread used.
     pub(super) engine_use: Option<EngineUse>,
+    /// The thread's name in the report when it is not one flow's (an
+    /// event loop's: `event loop N (K flows)`, as stream loops say).
+    pub(super) label: Option<String>,
 }
 
 /// What a load stream's thread returns.
@@ -166,7 +169,10 @@ where
         }
     };
     for (f, e) in &ends {
-        busiest(&|| format!("flow {f}"), e.cpu);
+        busiest(
+            &|| e.label.clone().unwrap_or_else(|| format!("flow {f}")),
+            e.cpu,
+        );
     }
     for (id, (_, c)) in &load_ends {
         busiest(&|| format!("load stream {id}"), *c);

@@ -1,4 +1,4 @@
-//! A side's TCP streams as flows on event-loop threads
+//! A side's TCP or UDP streams as flows on event-loop threads
 //! (`RunParams::loops`): deals the flows out to the loops
 //! ([`crate::event_loop::split`]), starts one thread per loop, and hands
 //! the sampler the same hold it has on per-stream threads — a counter per
@@ -19,12 +19,14 @@ use super::stream::Finished;
 use super::{DataSocket, RunParams, StreamSetup};
 use crate::cpu::{self, CpuTime};
 use crate::engines::EngineKind;
-use crate::event_loop::{self, tcp::LoopParams, tcp::TcpFlow};
+use crate::event_loop;
+use crate::event_loop::tcp::{LoopParams, TcpFlow};
+use crate::event_loop::udp::{UdpFlow, UdpLoopParams};
 use crate::stream::{Signals, StreamCounter};
+use crate::udp::UdpCounters;
 
-/// Starts `threads` loops over `streams` (TCP only: a stream of another
-/// transport ends at once with an error); returns the sampler's hold and
-/// the streams to cut.
+/// Starts `threads` loops over `streams` (all TCP or all UDP: a test has
+/// one protocol); returns the sampler's hold and the streams to cut.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn spawn_loops(
     engine: EngineKind,
@@ -34,15 +36,25 @@ pub(super) fn spawn_loops(
     threads: usize,
     start: Instant,
     signals: &Arc<Signals>,
+    udp_live: &[(u32, Arc<UdpCounters>)],
     done: &Sender<Finished>,
 ) -> (Running, Vec<CutStream>) {
     let n = streams.len();
+    let lives: Vec<Option<Arc<UdpCounters>>> = streams
+        .iter()
+        .map(|s| {
+            udp_live
+                .iter()
+                .find(|(id, _)| *id == s.id)
+                .map(|(_, l)| Arc::clone(l))
+        })
+        .collect();
     let mut run = Running {
         counters,
         // TCP_INFO is read once per flow at its end: a duplicate of every
         // socket for per-interval reads would double the descriptors.
         probes: (0..n).map(|_| None).collect(),
-        lives: vec![None; n],
+        lives: lives.clone(),
         handles: Vec::new(),
         results: vec![None; n],
         finished: 0,
@@ -56,40 +68,109 @@ pub(super) fn spawn_loops(
             role: s.role,
         })
         .collect();
-    let mut flows = Vec::with_capacity(n);
-    for (index, s) in streams.into_iter().enumerate() {
+    let ctx = LoopCtx {
+        params,
+        signals,
+        done,
+    };
+    let mut tcp = Vec::new();
+    let mut udp = Vec::new();
+    for ((index, s), live) in streams.into_iter().enumerate().zip(lives) {
+        let counter = Arc::clone(&run.counters[index]);
         match s.sock {
-            DataSocket::Tcp(sock) => flows.push(TcpFlow {
+            DataSocket::Tcp(sock) => tcp.push(TcpFlow {
                 index,
                 id: s.id,
                 role: s.role,
                 sender: s.sender,
                 limit: s.bytes,
                 sock,
-                counter: Arc::clone(&run.counters[index]),
+                counter,
             }),
-            DataSocket::Udp(_) => {
-                run.results[index] = Some(failed(s.id, "event loops run TCP flows only"));
-                run.finished += 1;
-            }
+            DataSocket::Udp(sock) => udp.push(UdpFlow {
+                index,
+                id: s.id,
+                role: s.role,
+                sender: s.sender,
+                limit: s.datagrams,
+                sock,
+                counter,
+                live: live.unwrap_or_default(),
+            }),
         }
     }
-    let lp = LoopParams {
-        engine,
-        len: params.len,
-        skip_rx_copy: params.skip_rx_copy,
-        start,
-    };
-    for (t, share) in event_loop::split(flows, threads).into_iter().enumerate() {
+    if !tcp.is_empty() {
+        let lp = LoopParams {
+            engine,
+            len: params.len,
+            skip_rx_copy: params.skip_rx_copy,
+            start,
+        };
+        let shares = event_loop::split(tcp, threads)
+            .into_iter()
+            .map(|share| {
+                let ids = share.iter().map(|f| (f.index, f.id)).collect();
+                let body = move |sig: &Arc<Signals>, mut ended: Ended| {
+                    for (index, m) in event_loop::tcp::run(&lp, share, sig) {
+                        ended(index, m);
+                    }
+                };
+                (ids, body)
+            })
+            .collect();
+        spawn_shares(&ctx, &mut run, shares);
+    }
+    if !udp.is_empty() {
+        let up = UdpLoopParams {
+            len: params.len,
+            udp: params.udp.clone().unwrap_or_default(),
+            start,
+        };
+        let shares = event_loop::split(udp, threads)
+            .into_iter()
+            .map(|share| {
+                let ids = share.iter().map(|f| (f.index, f.id)).collect();
+                let up = up.clone();
+                let body = move |sig: &Arc<Signals>, ended: Ended| {
+                    event_loop::udp::run(&up, share, sig, ended)
+                };
+                (ids, body)
+            })
+            .collect();
+        spawn_shares(&ctx, &mut run, shares);
+    }
+    (run, cut)
+}
+
+/// What every loop thread of a side is started with.
+struct LoopCtx<'a> {
+    params: &'a RunParams,
+    signals: &'a Arc<Signals>,
+    done: &'a Sender<Finished>,
+}
+
+/// Where a loop hands each flow's measurement as the flow ends.
+type Ended = Box<dyn FnMut(usize, StreamMeasurement)>;
+
+/// Starts a thread per share: each share's flows (by index and id) and the
+/// loop that runs them, handing each flow's measurement on as it ends (the
+/// last one carries the loop's CPU).
+fn spawn_shares<F>(ctx: &LoopCtx<'_>, run: &mut Running, shares: Vec<(Vec<(usize, u32)>, F)>)
+where
+    F: FnOnce(&Arc<Signals>, Ended) + Send + 'static,
+{
+    for (ids, body) in shares {
+        let t = run.threads.len();
         let tid = Arc::default();
         run.threads.push(Watched {
             tid: Arc::clone(&tid),
-            label: format!("event loop {} ({} flows)", t + 1, share.len()),
+            label: event_loop::label(t, ids.len()),
             last: None,
         });
-        let pin = (!params.cpus.is_empty()).then(|| params.cpus[t % params.cpus.len()]);
-        let ids: Vec<(usize, u32)> = share.iter().map(|f| (f.index, f.id)).collect();
-        let (signals, done) = (Arc::clone(signals), done.clone());
+        let flows = ids.len();
+        let cpus = &ctx.params.cpus;
+        let pin = (!cpus.is_empty()).then(|| cpus[t % cpus.len()]);
+        let (signals, done) = (Arc::clone(ctx.signals), ctx.done.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("linerate-loop-{}", t + 1))
             .spawn(move || {
@@ -98,13 +179,13 @@ pub(super) fn spawn_loops(
                     .and_then(|c| cpu::pin_current_thread(c).err())
                     .map(|e| format!("could not pin to CPU: {e}"));
                 let cpu0 = cpu::thread();
-                let ends = event_loop::tcp::run(&lp, share, &signals);
-                let last = ends.len().saturating_sub(1);
-                for (k, (index, mut m)) in ends.into_iter().enumerate() {
+                let mut left = flows;
+                let ended = move |index, mut m: StreamMeasurement| {
                     if m.error.is_none() {
                         m.error.clone_from(&pin_error);
                     }
-                    let tail = k == last;
+                    left = left.saturating_sub(1);
+                    let tail = left == 0;
                     let _ = done.send(Finished {
                         index,
                         thread: t,
@@ -120,7 +201,8 @@ pub(super) fn spawn_loops(
                             None
                         },
                     });
-                }
+                };
+                body(&signals, Box::new(ended));
             });
         match spawned {
             Ok(h) => run.handles.push(h),
@@ -132,7 +214,6 @@ pub(super) fn spawn_loops(
             }
         }
     }
-    (run, cut)
 }
 
 /// A flow that could not run.

@@ -11,7 +11,7 @@
 //! at a drain deadline set when the peer's senders finished
 //! ([`SideRun::peer_send_done`]).
 //!
-//! With `RunParams::loops` the TCP streams run as flows on a few event-loop
+//! With `RunParams::loops` the TCP or UDP streams run as flows on a few event-loop
 //! threads instead (`loops`), cut into intervals the same way.
 //!
 //! `cpu_watch`: the side's CPU and busiest thread per interval, from
@@ -103,7 +103,7 @@ pub struct RunParams {
     pub skip_rx_copy: bool,
     /// `--busy-poll`: how the stream loops spin; `None`: blocking sockets.
     pub busy_poll: Option<linerate_proto::rr_core::SpinMode>,
-    /// `--flows`/`--threads`: the TCP streams run as flows on this many
+    /// `--flows`/`--threads`: the TCP or UDP streams run as flows on this many
     /// event-loop threads ([`crate::event_loop`]); `None`: a thread each.
     pub loops: Option<usize>,
 }

@@ -11,6 +11,7 @@ use linerate_proto::interval::{leave_out_warmup, CutStream, IntervalCutter, Samp
 use linerate_proto::measure::{
     CpuMeasurement, IntervalMeasurement, Role, SideResults, StreamMeasurement,
 };
+use linerate_proto::spec::Protocol;
 use linerate_proto::wire::SentCount;
 
 use super::cpu_watch::{CpuWatch, Watched};
@@ -267,7 +268,11 @@ pub(super) fn sample<F: StreamFormat>(
 ) -> SideResults {
     // Event loops run the engines whose per-socket I/O is free.
     let engine = match params.loops {
-        Some(_) => crate::event_loop::tcp::engine_for(engine),
+        Some(_) => {
+            let udp = params.udp.is_some();
+            let protocol = if udp { Protocol::Udp } else { Protocol::Tcp };
+            crate::event_loop::engine_for(engine, protocol)
+        }
         None => engine,
     };
     let baseline = Baseline::take(params, &streams);
@@ -279,7 +284,7 @@ pub(super) fn sample<F: StreamFormat>(
     let (ftx, frx) = mpsc::channel::<Finished>();
     let (mut run, cut) = match params.loops {
         Some(threads) => super::loops::spawn_loops(
-            engine, streams, counters, params, threads, start, signals, &ftx,
+            engine, streams, counters, params, threads, start, signals, udp_live, &ftx,
         ),
         None => spawn_all(
             (engine, format, start),

@@ -50,7 +50,9 @@ pub fn prepare_send(kind: crate::engines::EngineKind, sock: &std::net::UdpSocket
     use crate::engines::Engine;
     crate::engines::with_engine!(kind, e => e.udp_tx_attach(sock))
 }
+pub(crate) use recv::Sink;
 pub use recv::{realtime_at, recv_batches, stream_rx, Received};
+pub(crate) use send::tighten_timer_slack;
 pub use send::{send, SendJob};
 
 /// How often the client repeats an unanswered greeting.

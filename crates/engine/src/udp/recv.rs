@@ -64,20 +64,21 @@ pub struct RecvJob {
     pub start: Instant,
 }
 
-/// Where one batch's datagrams go.
-struct Sink<'a, P> {
-    core: &'a mut UdpReceiver,
-    ep: &'a P,
-    bytes: &'a StreamCounter,
+/// Where one batch's datagrams go (a stream's thread, or a flow of an
+/// event loop: [`crate::event_loop::udp`]).
+pub(crate) struct Sink<'a, P> {
+    pub(crate) core: &'a mut UdpReceiver,
+    pub(crate) ep: &'a P,
+    pub(crate) bytes: &'a StreamCounter,
     /// CLOCK_REALTIME ns at Start: converts kernel timestamps.
-    realtime_at_start: u64,
+    pub(crate) realtime_at_start: u64,
 }
 
 impl<P: UdpEndpoint> Sink<'_, P> {
     /// Feeds the first `filled` slots to the core; `now` stands in for a
     /// missing kernel timestamp.
     #[inline]
-    fn deliver(&mut self, slots: &RecvSlots, filled: usize, now: u64, drain_at: u64) {
+    pub(crate) fn deliver(&mut self, slots: &RecvSlots, filled: usize, now: u64, drain_at: u64) {
         for slot in 0..filled {
             let (_, m) = slots.get(slot);
             if let Some(d) = m.drops {

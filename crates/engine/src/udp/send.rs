@@ -81,7 +81,7 @@ fn count_beats<P: crate::engines::UdpEndpoint>(ep: &P, live: &UdpCounters) {
 
 /// Lets this thread's sleeps end within about a microsecond of their due
 /// time instead of the default 50 µs timer slack.
-fn tighten_timer_slack() {
+pub(crate) fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an unsigned long; no pointers.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);

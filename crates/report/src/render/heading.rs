@@ -103,8 +103,8 @@ fn exchange_line(i: &TestInfo, who: &str, route: &str, engine: &str) -> String {
             TestKind::Msg => "acknowledged messages (msg)",
             _ => "request/response (rr)",
         },
-        i.flows.map_or(u32::from(i.streams), |f| f.count),
-        match (i.kind, i.flows.map_or(u32::from(i.streams), |f| f.count)) {
+        i.streams,
+        match (i.kind, i.streams) {
             (TestKind::Msg, 1) => " transfer".to_string(),
             (TestKind::Msg, _) => " concurrent transfers".to_string(),
             (_, n) => format!(

@@ -1,0 +1,421 @@
+//! One loop thread's UDP stream flows (`udp --flows N --threads T`): each
+//! flow keeps the sans-IO cores a stream thread has — a sender's
+//! [`UdpSender`] (pacer, its own 64-bit sequence numbers), a receiver's
+//! [`UdpReceiver`] (the flow's own loss, reordering and duplicates) — so
+//! every flow's loss is exact; the loop only moves datagrams, without
+//! blocking. A paced sender waits for its next due time on the loop's
+//! timer heap ([`Turn::Until`]); a receiver reads until its side's drain
+//! deadline, then reads what is queued and ends, as a stream thread does
+//! ([`crate::udp::recv`]).
+//!
+//! The flows run the `syscall` engine (one datagram per call): `batch`
+//! keeps arrays of slots per socket, which thousands of flows would
+//! multiply. One receive buffer per thread, shared by its receivers.
+
+use std::io::ErrorKind;
+use std::net::UdpSocket;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use linerate_proto::measure::{Role, StreamMeasurement, UdpRecv, UdpSend};
+use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver};
+use linerate_proto::udp_sender::{DatagramFormat, Linerate, SenderConfig, Transmit, UdpSender};
+use linerate_proto::wire::Side;
+
+use super::driver::{drive, LoopFlow, Turn};
+use crate::engines::syscall::{Syscall, SyscallUdpRx, SyscallUdpTx};
+use crate::engines::{
+    Engine, EngineKind, KernelUdp, RecvSlots, TxBatch, UdpEndpoint, UdpRx, UdpTx, Wait,
+};
+use crate::runner::UdpParams;
+use crate::stream::{Signals, StreamCounter};
+use crate::udp::{ns_since, realtime_at, stream_rx, Sink, UdpCounters};
+use crate::EngineError;
+
+/// The engine UDP flows run (module docs).
+pub const ENGINE: EngineKind = EngineKind::Syscall;
+
+/// Calls one ready flow gets per turn before the next ready flow's turn.
+const CALLS_PER_TURN: u32 = 8;
+
+/// One UDP flow of a loop: an attached (connected) socket and what this
+/// side does on it.
+#[derive(Debug)]
+pub struct UdpFlow {
+    /// The flow's position in its side's list (the runner's index).
+    pub index: usize,
+    pub id: u32,
+    pub role: Role,
+    /// Which side sends on it.
+    pub sender: Side,
+    /// Senders of a count-limited test: datagrams to issue.
+    pub limit: Option<u64>,
+    pub sock: UdpSocket,
+    pub counter: Arc<StreamCounter>,
+    pub live: Arc<UdpCounters>,
+}
+
+/// A flow's own figures and counters (its socket is its endpoint's).
+#[derive(Debug)]
+struct Meta {
+    index: usize,
+    id: u32,
+    role: Role,
+    sender: Side,
+    limit: Option<u64>,
+    counter: Arc<StreamCounter>,
+    live: Arc<UdpCounters>,
+}
+
+/// What every loop of a side shares.
+#[derive(Debug, Clone)]
+pub struct UdpLoopParams {
+    /// Whole datagram length, header included.
+    pub len: usize,
+    pub udp: UdpParams,
+    /// The test's time zero.
+    pub start: Instant,
+}
+
+/// Runs `flows` to their ends on this thread, handing each flow's index
+/// and measurement (datagrams, the sender's or receiver's UDP figures,
+/// calls, elapsed, error) to `ended` as soon as it ends: a side's
+/// receivers drain only once the peer's senders have ended, and in a
+/// bidirectional test both sides' loops hold both.
+pub fn run(
+    params: &UdpLoopParams,
+    flows: Vec<UdpFlow>,
+    signals: &Arc<Signals>,
+    ended: Box<dyn FnMut(usize, StreamMeasurement)>,
+) {
+    // Due times are met within a few µs, not the default 50 µs slack.
+    crate::udp::tighten_timer_slack();
+    let mut slots = None;
+    let of = flows.len() as u64;
+    let mut states: Vec<State> = flows
+        .into_iter()
+        .enumerate()
+        .map(|(pos, flow)| State::open(flow, params, (pos as u64, of), &mut slots))
+        .collect();
+    let mut shared = Shared {
+        slots: slots.unwrap_or_else(|| RecvSlots::new(1, params.len.max(1))),
+        start: params.start,
+        realtime_at_start: realtime_at(params.start),
+        signals: Arc::clone(signals),
+        ended,
+    };
+    drive(&mut states, &mut shared, signals);
+    let now = ns_since(params.start);
+    for s in states.iter_mut().filter(|s| !s.reported) {
+        let (index, m) = s.measurement(now, signals);
+        (shared.ended)(index, m);
+    }
+}
+
+/// A loop's receive buffer, clock and signals, shared by its flows.
+struct Shared {
+    slots: RecvSlots,
+    start: Instant,
+    realtime_at_start: u64,
+    signals: Arc<Signals>,
+    ended: Box<dyn FnMut(usize, StreamMeasurement)>,
+}
+
+/// A flow's endpoint, core and progress.
+struct State {
+    flow: Meta,
+    /// The flow's socket (the syscall engine's endpoint is the socket).
+    ep: KernelUdp,
+    /// `None` when the flow could not be set up or has ended.
+    io: Option<Io>,
+    calls: u64,
+    /// How it ended (`at_ns`: when, since Start).
+    end: Option<(Result<(), EngineError>, u64)>,
+    sent: Option<UdpSend>,
+    received: Option<UdpRecv>,
+    /// Its measurement has gone to the loop's `ended`.
+    reported: bool,
+}
+
+enum Io {
+    Tx(Box<UdpSender>, SyscallUdpTx),
+    Rx(Box<UdpReceiver>, SyscallUdpRx, Option<u64>),
+}
+
+impl State {
+    /// The flow's endpoint and core, made once; a sender paced at its
+    /// `phase` (position, flows) of the loop's ticks, so the loop's flows
+    /// leave spread over each tick; the first receiver's receive slots
+    /// become its loop's (`slots`).
+    fn open(
+        flow: UdpFlow,
+        p: &UdpLoopParams,
+        phase: (u64, u64),
+        slots: &mut Option<RecvSlots>,
+    ) -> State {
+        let UdpFlow {
+            index,
+            id,
+            role,
+            sender,
+            limit,
+            sock,
+            counter,
+            live,
+        } = flow;
+        let flow = Meta {
+            index,
+            id,
+            role,
+            sender,
+            limit,
+            counter,
+            live,
+        };
+        let nonblocking = sock.set_nonblocking(true);
+        let ep = KernelUdp::new(sock);
+        let made = nonblocking
+            .map_err(|e| EngineError::io("making a flow's UDP socket non-blocking", e))
+            .and_then(|()| {
+                let io = match flow.role {
+                    Role::Sender => {
+                        let len = p.len.max(Linerate.min_len());
+                        let tx = Syscall.udp_tx(&ep, len)?;
+                        let core = UdpSender::new(SenderConfig {
+                            stream: flow.id,
+                            len,
+                            millipps: p.udp.millipps,
+                            burst: p.udp.burst,
+                            verify: p.udp.verify,
+                            faults: p.udp.faults.clone(),
+                            limit: flow.limit,
+                            max_batch: tx.max_batch(),
+                            format: Linerate,
+                        })
+                        .with_phase(phase.0, phase.1);
+                        Io::Tx(Box::new(core), tx)
+                    }
+                    Role::Receiver => {
+                        let rx = stream_rx(Syscall, &ep, p.len)?;
+                        if slots.is_none() {
+                            *slots = Some(rx.slots());
+                        }
+                        let core = UdpReceiver::new(ReceiverConfig {
+                            stream: flow.id,
+                            len: p.len,
+                            verify: p.udp.verify,
+                        });
+                        let rcvbuf = ep.recv_buffer();
+                        Io::Rx(Box::new(core), rx, rcvbuf)
+                    }
+                };
+                Ok(io)
+            });
+        let (io, end) = match made {
+            Ok(io) => (Some(io), None),
+            Err(e) => (None, Some((Err(e), 0))),
+        };
+        State {
+            flow,
+            ep,
+            io,
+            calls: 0,
+            end,
+            sent: None,
+            received: None,
+            reported: false,
+        }
+    }
+
+    /// A sender's turn: what is due goes out; then it waits for its next
+    /// due time, or for room in its socket buffer.
+    fn send(&mut self, sh: &Shared) -> Result<Turn, Result<(), EngineError>> {
+        let ep = &self.ep;
+        let Some(Io::Tx(core, tx)) = &mut self.io else {
+            return Err(Err(EngineError::Aborted));
+        };
+        let mut now = ns_since(sh.start);
+        for _ in 0..CALLS_PER_TURN {
+            match core.poll_transmit(now) {
+                Transmit::Done => return Err(Ok(())),
+                Transmit::Wait(due) => {
+                    return Ok(Turn::Until(sh.start + Duration::from_nanos(due)))
+                }
+                Transmit::Junk(d) => {
+                    // Test faults: whatever becomes of it, it was sent.
+                    let _ = tx.send_batch(ep, TxBatch::new(d, d.len()), Wait::DontWait);
+                    core.on_junk_sent();
+                }
+                Transmit::Send { bytes, segment } => {
+                    self.calls += 1;
+                    match tx.send_batch(ep, TxBatch::new(bytes, segment), Wait::DontWait) {
+                        Ok(n) => {
+                            self.flow.counter.add(core.on_sent(n));
+                            let d = core.datagrams();
+                            self.flow.live.datagrams.store(d, Ordering::Relaxed);
+                        }
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Turn::Wait),
+                        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                            core.on_no_buffers();
+                            return Ok(Turn::Again);
+                        }
+                        Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                            return Err(Err(EngineError::PeerReset(
+                                "the receiver's UDP port is closed (ICMP port unreachable)".into(),
+                            )))
+                        }
+                        Err(e) => return Err(Err(EngineError::io("UDP send", e))),
+                    }
+                    now = ns_since(sh.start);
+                }
+            }
+        }
+        Ok(Turn::Again)
+    }
+
+    /// A receiver's turn: what is queued goes to its core; once its
+    /// side's drain deadline has passed and the socket is empty, it ends.
+    fn recv(&mut self, sh: &mut Shared) -> Result<Turn, Result<(), EngineError>> {
+        let ep = &self.ep;
+        let Some(Io::Rx(core, rx, _)) = &mut self.io else {
+            return Err(Err(EngineError::Aborted));
+        };
+        for _ in 0..CALLS_PER_TURN {
+            self.calls += 1;
+            let r = rx.recv_batch(ep, &mut sh.slots, Wait::DontWait);
+            let now = ns_since(sh.start);
+            let drain_at = sh.signals.drain_deadline();
+            match r {
+                Ok(filled) => {
+                    let mut sink = Sink {
+                        core,
+                        ep,
+                        bytes: &self.flow.counter,
+                        realtime_at_start: sh.realtime_at_start,
+                    };
+                    sink.deliver(&sh.slots, filled, now, drain_at);
+                    self.flow.live.publish(&core.live());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // An ICMP error queued on the connected socket: not data.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    return match drain_at {
+                        u64::MAX => Ok(Turn::Wait),
+                        d if now >= d => Err(Ok(())),
+                        d => Ok(Turn::Until(sh.start + Duration::from_nanos(d))),
+                    };
+                }
+                Err(e) => return Err(Err(EngineError::io("UDP receive", e))),
+            }
+        }
+        Ok(Turn::Again)
+    }
+
+    /// Ends the flow: the sender's or receiver's figures from its core.
+    fn close(&mut self, result: Result<(), EngineError>, at_ns: u64) {
+        match self.io.take() {
+            Some(Io::Tx(core, tx)) => {
+                let mut out = core.finish(at_ns);
+                out.batching = tx.batching();
+                self.sent = Some(out);
+            }
+            Some(Io::Rx(core, rx, rcvbuf)) => {
+                let mut out = core.finish(self.flow.live.issued(), self.ep.drops(), rcvbuf);
+                out.batching = rx.batching();
+                self.received = Some(out);
+            }
+            None => {}
+        }
+        self.end = Some((result, at_ns));
+    }
+
+    /// Ends the flow now and hands its measurement to the loop's `ended`.
+    fn end_now(&mut self, result: Result<(), EngineError>, sh: &mut Shared) {
+        let now = ns_since(sh.start);
+        self.close(result, now);
+        let (index, m) = self.measurement(now, &sh.signals);
+        (sh.ended)(index, m);
+    }
+
+    /// The flow's measurement; a flow the loop left running (abort) ends
+    /// with "aborted".
+    fn measurement(&mut self, now: u64, signals: &Signals) -> (usize, StreamMeasurement) {
+        self.reported = true;
+        if self.end.is_none() {
+            self.close(Ok(()), now);
+        }
+        let (result, at_ns) = self.end.take().unwrap_or((Ok(()), now));
+        let error = match result {
+            Err(e) => Some(e.to_string()),
+            Ok(()) if signals.aborted() => Some("aborted".to_string()),
+            Ok(()) => None,
+        };
+        // A receiver's time ends at its last datagram before the drain
+        // deadline, as on a stream thread.
+        let elapsed_ns = match &self.received {
+            Some(r) if r.last_recv_ns > 0 => r.last_recv_ns,
+            _ if at_ns == 0 => now,
+            _ => at_ns,
+        };
+        let m = StreamMeasurement {
+            id: self.flow.id,
+            sender: Some(self.flow.sender),
+            bytes: self.flow.counter.get(),
+            elapsed_ns,
+            calls: self.calls,
+            udp_send: self.sent.take(),
+            udp_recv: self.received.take(),
+            error,
+            ..StreamMeasurement::default()
+        };
+        (self.flow.index, m)
+    }
+}
+
+impl LoopFlow for State {
+    type Shared = Shared;
+    const STALLS: bool = false;
+
+    fn sock(&self) -> BorrowedFd<'_> {
+        self.ep.as_fd()
+    }
+
+    fn ended(&self) -> bool {
+        self.end.is_some()
+    }
+
+    fn turn(&mut self, sh: &mut Self::Shared) -> Turn {
+        let r = match self.flow.role {
+            Role::Sender => self.send(sh),
+            Role::Receiver => self.recv(sh),
+        };
+        match r {
+            Ok(t) => t,
+            Err(result) => {
+                self.end_now(result, sh);
+                Turn::Done
+            }
+        }
+    }
+
+    /// Time is up: a sender finishes now, wherever it was.
+    fn stop(&mut self, sh: &mut Self::Shared) -> bool {
+        if self.flow.role != Role::Sender {
+            return false;
+        }
+        self.end_now(Ok(()), sh);
+        true
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.close(Err(e), 0);
+    }
+
+    fn progress(&self) -> u64 {
+        self.flow.counter.get()
+    }
+}
