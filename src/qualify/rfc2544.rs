@@ -145,30 +145,7 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
         &c.stalls,
     );
     l?;
-    let probe = match p {
-        Ok(r) => r,
-        Err(e) => return Ok((None, Some(format!("probes failed: {e}")))),
-    };
-    let Some(ph) = probe.rr.as_ref().and_then(|rr| rr.phases.first()).cloned() else {
-        return Ok((None, Some("the probes measured no phase".into())));
-    };
-    let rate = probe.rr.as_ref().and_then(|rr| rr.rate);
-    let one_way = ph.client_to_server.unavailable.as_ref();
-    let note: Vec<String> = rate
-        .map(|r| format!("{r} probes/s beside the load"))
-        .into_iter()
-        .chain(one_way.map(|w| format!("one-way delay unavailable ({w}), round trip only")))
-        .collect();
-    let note = (!note.is_empty()).then(|| note.join("; "));
-    Ok((
-        Some(Latency {
-            rtt: ph.latency,
-            one_way: ph.client_to_server.latency,
-            one_way_uncertainty_ns: ph.client_to_server.uncertainty_ns,
-            probe,
-        }),
-        note,
-    ))
+    Ok(trials::probe_latency(p))
 }
 
 /// §26.3: from the ceiling down in tenths, until two steps lose nothing.

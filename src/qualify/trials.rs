@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use linerate_proto::spec::{Direction, Limit, Pace, RrLimit};
 use linerate_report::model::SweepTrial;
+use linerate_report::qualify::Latency;
 use linerate_report::Report;
 
 use crate::cli::{ClientConfig, QualifyEngine};
@@ -215,18 +216,33 @@ const BESIDE_MARGIN: Duration = Duration::from_millis(300);
 const LOAD_START_WAIT: Duration = Duration::from_secs(15);
 const LOAD_START_POLL: Duration = Duration::from_millis(10);
 
-/// Runs `probe` while the stream `load` runs: the load is lengthened by
-/// twice [`BESIDE_MARGIN`] and the probes start one margin after its
-/// streams, so they see the loaded path only. The probes name the load's
-/// test ([`Beside`]), so the server admits them as part of it, even one
-/// that runs a single test at a time. Their error (an older server's
-/// busy refusal) is returned beside the load's result, which alone
-/// decides whether the run goes on.
+/// Runs `probe` while the UDP stream `load` runs ([`beside_with`]), the
+/// probes paced to a share of the load's rate ([`probe_rate`]).
 pub fn beside(
     load: &ClientConfig,
     probe: &ClientConfig,
     stalls: &Stalls,
 ) -> (UdpOutcome, Result<Report, String>) {
+    let mut probe = probe.clone();
+    if let (Some(rr), Some(u)) = (&mut probe.spec.rr, &load.spec.udp) {
+        let probe_len = rr.sizes.iter().copied().max().unwrap_or(1);
+        rr.rate = Some(probe_rate(u.pace, load.spec.len, probe_len));
+    }
+    beside_with(load, &probe, |l| udp(l, stalls))
+}
+
+/// Runs `probe` while `run` runs the test `load`: the load is lengthened
+/// by twice [`BESIDE_MARGIN`] and the probes start one margin after its
+/// streams, so they see the loaded path only. The probes name the load's
+/// test ([`Beside`]), so the server admits them as part of it, even one
+/// that runs a single test at a time. Their error (an older server's
+/// busy refusal) is returned beside the load's result, which alone
+/// decides whether the run goes on.
+pub fn beside_with<T: Send>(
+    load: &ClientConfig,
+    probe: &ClientConfig,
+    run: impl FnOnce(&ClientConfig) -> Result<T, Stop> + Send,
+) -> (Result<T, Stop>, Result<Report, String>) {
     let mut load = load.clone();
     if let Limit::TimeMs(ms) = &mut load.spec.limit {
         *ms += 2 * BESIDE_MARGIN.as_millis() as u64;
@@ -234,12 +250,8 @@ pub fn beside(
     let started = Arc::new(OnceLock::new());
     load.beside = Beside::Load(Arc::clone(&started));
     let mut probe = probe.clone();
-    if let (Some(rr), Some(u)) = (&mut probe.spec.rr, &load.spec.udp) {
-        let probe_len = rr.sizes.iter().copied().max().unwrap_or(1);
-        rr.rate = Some(probe_rate(u.pace, load.spec.len, probe_len));
-    }
     std::thread::scope(|s| {
-        let l = s.spawn(|| udp(&load, stalls));
+        let l = s.spawn(|| run(&load));
         let waited = Instant::now();
         while started.get().is_none() && !l.is_finished() && waited.elapsed() < LOAD_START_WAIT {
             std::thread::sleep(LOAD_START_POLL);
@@ -259,6 +271,36 @@ pub fn beside(
             .unwrap_or_else(|_| Err(Stop::Failed("the load thread panicked".into())));
         (l, p)
     })
+}
+
+/// The latency a probe run beside a load measured (its first phase), with
+/// a note of its rate and of a one-way delay it could not give; or why
+/// there is none.
+pub fn probe_latency(probe: Result<Report, String>) -> (Option<Latency>, Option<String>) {
+    let probe = match probe {
+        Ok(r) => r,
+        Err(e) => return (None, Some(format!("probes failed: {e}"))),
+    };
+    let Some(ph) = probe.rr.as_ref().and_then(|rr| rr.phases.first()).cloned() else {
+        return (None, Some("the probes measured no phase".into()));
+    };
+    let rate = probe.rr.as_ref().and_then(|rr| rr.rate);
+    let one_way = ph.client_to_server.unavailable.as_ref();
+    let note: Vec<String> = rate
+        .map(|r| format!("{r} probes/s beside the load"))
+        .into_iter()
+        .chain(one_way.map(|w| format!("one-way delay unavailable ({w}), round trip only")))
+        .collect();
+    let note = (!note.is_empty()).then(|| note.join("; "));
+    (
+        Some(Latency {
+            rtt: ph.latency,
+            one_way: ph.client_to_server.latency,
+            one_way_uncertainty_ns: ph.client_to_server.uncertainty_ns,
+            probe,
+        }),
+        note,
+    )
 }
 
 /// Probes beside a load send at most this share of its bit rate in

@@ -49,13 +49,24 @@ fn assert_udp_accounting(r: &Value) {
         assert!(s["sender"].get("error").is_none(), "{s}");
         assert!(s["receiver"].get("error").is_none(), "{s}");
         // On loopback the only place a datagram can be lost is a full
-        // socket buffer, which the kernel counts.
-        assert_eq!(
-            lost,
-            u(&d["socket_drops"]),
-            "stream {}: loss not explained by socket drops: {d}",
-            s["id"]
-        );
+        // socket buffer, which the kernel counts: one drop a datagram, or
+        // one a GRO super-buffer of up to 128 on loopback (seen on a
+        // loaded host: 467 lost in 11 drops of 44-datagram GSO runs; the
+        // report's kernel explanation says so).
+        let drops = u(&d["socket_drops"]);
+        if d["receiver_batching"]["gro"] == true {
+            assert!(
+                drops <= lost && lost <= drops * 128,
+                "stream {}: loss not explained by socket drops: {d}",
+                s["id"]
+            );
+        } else {
+            assert_eq!(
+                lost, drops,
+                "stream {}: loss not explained by socket drops: {d}",
+                s["id"]
+            );
+        }
     }
     for sum in r["sums"].as_array().expect("sums") {
         let k = &sum["kernel"];

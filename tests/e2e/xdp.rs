@@ -83,7 +83,11 @@ fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
             if rate[1] == "0" {
                 assert!(drops <= lost && drops > 0 || lost == 0, "{extra:?}: {d}");
             } else {
-                assert_eq!((lost, drops), (0, 0), "{extra:?}: {d}");
+                // A receiver descheduled for longer than its ring or
+                // buffer holds (seen: 3.9 s on a loaded 2-CPU host) drops,
+                // counted, and its gaps show the stall.
+                let stalled = u(&d["gaps"]["max_ns"]) > 500_000_000;
+                assert!(lost == drops && (lost == 0 || stalled), "{extra:?}: {d}");
             }
             let xdp_side = if case.contains(&"--reverse") == (case[1] == "xdp") {
                 "receiver"
