@@ -246,6 +246,15 @@ fn issue_25_xdp_receiver_loss_through_a_rate_limited_link_is_exact() {
     assert_no_xdp(&pair);
 }
 
+/// An AF_XDP sender (and, reversed, receiver) with an unpaced stream
+/// through a 10 Mbit/s router for 6 s (issue 27): the xdp sender hears its
+/// receiver's beats (`data_beat`) off its flow's RX ring, so neither side
+/// gives up on the starved control connection.
+#[test]
+fn issue_27_an_xdp_sender_through_a_slower_link_hears_its_receiver() {
+    crate::netns::unpaced_through_a_slower_link("ux", &["--engine", "xdp"]);
+}
+
 #[test]
 fn issue_25_sigkill_leaves_no_xdp_program() {
     if let Some(why) = crate::netns::unavailable() {

@@ -16,7 +16,9 @@
 //! waiting every [`PEEK_EVERY_NS`] and counts each beat ([`is_beat`]) as
 //! its peer's proof of life, as the receiver counts the data. A beat is
 //! the control frame `Heartbeat` sent as a datagram: its magic `"LR"` is
-//! not data's `"LU"`, so nothing takes it for data. iperf3 peers get none
+//! not data's `"LU"`, so nothing takes it for data. Stream threads and
+//! event-loop flows beat and count alike, on every engine (an AF_XDP
+//! sender reads its beats off its redirected flow). iperf3 peers get none
 //! (their receive loop is iperf3's); an older linerate sender never reads
 //! them, and its socket drops what it does not read.
 

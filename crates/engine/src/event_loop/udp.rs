@@ -8,6 +8,11 @@
 //! deadline, then reads what is queued and ends, as a stream thread does
 //! ([`crate::udp::recv`]).
 //!
+//! Flows beat as stream threads do ([`linerate_proto::data_beat`]): a
+//! receiver sends its sender a beat each interval while data arrives, a
+//! sender looks for beats on its turns at most each peek interval (a
+//! beat's arrival is an edge that gives a waiting sender a turn).
+//!
 //! The flows run the `syscall` engine (one datagram per call): `batch`
 //! keeps arrays of slots per socket, which thousands of flows would
 //! multiply. One receive buffer per thread, shared by its receivers.
@@ -19,6 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use linerate_proto::data_beat::{self, BeatSchedule, PEEK_EVERY_NS};
 use linerate_proto::measure::{Role, StreamMeasurement, UdpRecv, UdpSend};
 use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver};
 use linerate_proto::udp_sender::{DatagramFormat, Linerate, SenderConfig, Transmit, UdpSender};
@@ -31,7 +37,7 @@ use crate::engines::{
 };
 use crate::runner::UdpParams;
 use crate::stream::{Signals, StreamCounter};
-use crate::udp::{ns_since, realtime_at, stream_rx, Sink, UdpCounters};
+use crate::udp::{count_beats, ns_since, realtime_at, stream_rx, Sink, UdpCounters};
 use crate::EngineError;
 
 /// The engine UDP flows run (module docs).
@@ -103,6 +109,7 @@ pub fn run(
         slots: slots.unwrap_or_else(|| RecvSlots::new(1, params.len.max(1))),
         start: params.start,
         realtime_at_start: realtime_at(params.start),
+        beat: data_beat::beat(),
         signals: Arc::clone(signals),
         ended,
     };
@@ -119,6 +126,8 @@ struct Shared {
     slots: RecvSlots,
     start: Instant,
     realtime_at_start: u64,
+    /// A beat's bytes, sent by every receiver of the loop.
+    beat: Vec<u8>,
     signals: Arc<Signals>,
     ended: Box<dyn FnMut(usize, StreamMeasurement)>,
 }
@@ -140,8 +149,10 @@ struct State {
 }
 
 enum Io {
-    Tx(Box<UdpSender>, SyscallUdpTx),
-    Rx(Box<UdpReceiver>, SyscallUdpRx, Option<u64>),
+    /// The core, its engine object, and when it next looks for beats.
+    Tx(Box<UdpSender>, SyscallUdpTx, u64),
+    /// The core, its engine object, its receive buffer, its beats.
+    Rx(Box<UdpReceiver>, SyscallUdpRx, Option<u64>, BeatSchedule),
 }
 
 impl State {
@@ -195,7 +206,7 @@ impl State {
                             format: Linerate,
                         })
                         .with_phase(phase.0, phase.1);
-                        Io::Tx(Box::new(core), tx)
+                        Io::Tx(Box::new(core), tx, PEEK_EVERY_NS)
                     }
                     Role::Receiver => {
                         let rx = stream_rx(Syscall, &ep, p.len)?;
@@ -208,7 +219,7 @@ impl State {
                             verify: p.udp.verify,
                         });
                         let rcvbuf = ep.recv_buffer();
-                        Io::Rx(Box::new(core), rx, rcvbuf)
+                        Io::Rx(Box::new(core), rx, rcvbuf, BeatSchedule::default())
                     }
                 };
                 Ok(io)
@@ -233,10 +244,14 @@ impl State {
     /// due time, or for room in its socket buffer.
     fn send(&mut self, sh: &Shared) -> Result<Turn, Result<(), EngineError>> {
         let ep = &self.ep;
-        let Some(Io::Tx(core, tx)) = &mut self.io else {
+        let Some(Io::Tx(core, tx, next_peek)) = &mut self.io else {
             return Err(Err(EngineError::Aborted));
         };
         let mut now = ns_since(sh.start);
+        if now >= *next_peek {
+            *next_peek = now + PEEK_EVERY_NS;
+            count_beats(ep, &self.flow.live);
+        }
         for _ in 0..CALLS_PER_TURN {
             match core.poll_transmit(now) {
                 Transmit::Done => return Err(Ok(())),
@@ -280,7 +295,7 @@ impl State {
     /// side's drain deadline has passed and the socket is empty, it ends.
     fn recv(&mut self, sh: &mut Shared) -> Result<Turn, Result<(), EngineError>> {
         let ep = &self.ep;
-        let Some(Io::Rx(core, rx, _)) = &mut self.io else {
+        let Some(Io::Rx(core, rx, _, beats)) = &mut self.io else {
             return Err(Err(EngineError::Aborted));
         };
         for _ in 0..CALLS_PER_TURN {
@@ -297,7 +312,11 @@ impl State {
                         realtime_at_start: sh.realtime_at_start,
                     };
                     sink.deliver(&sh.slots, filled, now, drain_at);
-                    self.flow.live.publish(&core.live());
+                    let counts = core.live();
+                    self.flow.live.publish(&counts);
+                    if beats.due(now, counts.received) {
+                        let _ = ep.send_control(&sh.beat);
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // An ICMP error queued on the connected socket: not data.
@@ -318,12 +337,12 @@ impl State {
     /// Ends the flow: the sender's or receiver's figures from its core.
     fn close(&mut self, result: Result<(), EngineError>, at_ns: u64) {
         match self.io.take() {
-            Some(Io::Tx(core, tx)) => {
+            Some(Io::Tx(core, tx, _)) => {
                 let mut out = core.finish(at_ns);
                 out.batching = tx.batching();
                 self.sent = Some(out);
             }
-            Some(Io::Rx(core, rx, rcvbuf)) => {
+            Some(Io::Rx(core, rx, rcvbuf, _)) => {
                 let mut out = core.finish(self.flow.live.issued(), self.ep.drops(), rcvbuf);
                 out.batching = rx.batching();
                 self.received = Some(out);

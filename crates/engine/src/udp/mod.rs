@@ -52,7 +52,7 @@ pub fn prepare_send(kind: crate::engines::EngineKind, sock: &std::net::UdpSocket
 }
 pub(crate) use recv::Sink;
 pub use recv::{realtime_at, recv_batches, stream_rx, Received};
-pub(crate) use send::tighten_timer_slack;
+pub(crate) use send::{count_beats, tighten_timer_slack};
 pub use send::{send, SendJob};
 
 /// How often the client repeats an unanswered greeting.

@@ -64,8 +64,8 @@ fn wait_until(start: Instant, due_ns: u64, signals: &Signals) -> Option<u64> {
 /// Counts the beats its receiver sent back since the last look (module
 /// [`linerate_proto::data_beat`]): one non-blocking read per datagram
 /// queued, a few per look. Anything else queued (a late greeting echo) is
-/// read and left.
-fn count_beats<P: crate::engines::UdpEndpoint>(ep: &P, live: &UdpCounters) {
+/// read and left. Shared by stream threads and event-loop flows.
+pub(crate) fn count_beats<P: crate::engines::UdpEndpoint>(ep: &P, live: &UdpCounters) {
     let mut buf = [0u8; 64];
     // Bounded: a peer cannot keep a sender reading.
     for _ in 0..64 {

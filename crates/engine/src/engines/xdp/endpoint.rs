@@ -338,6 +338,28 @@ impl UdpEndpoint for XdpEndpoint {
         }
     }
 
+    /// A sender's beats ([`linerate_proto::data_beat`]) come on its
+    /// redirected flow, as a receiver's data does: from the kernel socket
+    /// while it holds any (sent before the redirect), then from the flow's
+    /// inbox or the RX ring. A sender's flow has no data to take for it.
+    fn recv_control(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        match self.sock.recv(buf) {
+            Ok(n) => return Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        let mut got = None;
+        let (_, foreign) = self
+            .port
+            .recv(self.flow.src.port(), self.flow.dst, 1, |payload| {
+                let n = payload.len().min(buf.len());
+                buf[..n].copy_from_slice(&payload[..n]);
+                got = Some(n);
+            });
+        self.foreign.set(self.foreign.get() + foreign);
+        Ok(got)
+    }
+
     fn enable_recv_meta(&self) {}
 
     fn set_recv_timeout(&self, poll: Duration) -> io::Result<()> {
