@@ -20,9 +20,11 @@ const SIGFIGS: u8 = 3;
 /// buckets (and so every figure) does not depend on where the counts end.
 const INITIAL_MAX_NS: u64 = 1 << 12;
 /// Precision of [`Histogram::coarse`]: 1 significant digit, i.e. 16
-/// sub-buckets per power of two (HdrHistogram rounds the 2·10¹ distinct
-/// values a digit needs up to 32 sub-buckets, half of them per octave), so
-/// a value is known within 1/16 = 6.25% of itself instead of 0.1%, in
+/// sub-buckets per power of two (HdrHistogram keeps unit resolution up to
+/// 2·10^sigfigs, rounded up to a power of two: 32 sub-buckets, half of
+/// them per doubling above the first — `hdrhistogram` 7.6
+/// `Histogram::new_with_bounds`, after Gil Tene's HdrHistogram), so a
+/// value is known within 1/16 = 6.25% of itself instead of 1/1024, in
 /// counts 64 times smaller.
 const COARSE_SIGFIGS: u8 = 1;
 
