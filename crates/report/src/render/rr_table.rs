@@ -336,8 +336,8 @@ fn per_flow_line(f: &crate::model::RrPerFlow) -> String {
         String::new()
     };
     format!(
-        "[FAIR] {} flows: Jain's index {:.3} (transactions/s) · per-flow p50 µs (to 6%) min {} \
-         median {} max {} · per-flow p99 µs (to 6%) min {} median {} max {}{idle}",
+        "[FAIR] {} flows: Jain's index {:.3} (transactions/s) · per-flow p50 µs (within 6.25%) min {} \
+         median {} max {} · per-flow p99 µs (within 6.25%) min {} median {} max {}{idle}",
         f.transactions.len(),
         f.jain_index,
         us(f.p50_ns.min),
