@@ -754,6 +754,34 @@ mod tests {
         assert_eq!(m.elapsed_ns, 1_000_000_000);
     }
 
+    /// An event-loop flow's tally keeps a coarse histogram of its own and
+    /// records the same round trips in its loop's precise one.
+    #[test]
+    fn issue_26_a_loop_tally_is_coarse_and_feeds_its_loops_histogram() {
+        let (mut t, mut overall, mut fine) = (Tally::coarse(), Histogram::new(), Histogram::new());
+        for (i, span) in [1_000_003u64, 2_345_678, 987_654_321]
+            .into_iter()
+            .enumerate()
+        {
+            let t0 = i as u64 * 10_000_000_000;
+            t.start(Batch {
+                t0,
+                first: i as u64,
+                len: 1,
+            });
+            t.answered(None);
+            assert!(t.finish_into(t0 + span, &mut overall));
+            fine.record(span);
+        }
+        assert_eq!(overall.to_buckets(), fine.to_buckets());
+        let m = t.into_measurement(&phase(1, 1), 0, None);
+        let own = Histogram::from_buckets(&m.rtt);
+        assert_eq!(own.count(), 3);
+        assert!(m.rtt.len() <= 3 && m.rtt != fine.to_buckets());
+        assert!(own.summary().max_ns >= 987_654_321);
+        assert!(own.summary().max_ns as f64 <= 987_654_321.0 * 1.0625);
+    }
+
     #[test]
     fn negative_one_way_samples_are_counted_apart() {
         // The offset estimate is 100 ns off the truth: one direction comes
