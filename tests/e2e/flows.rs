@@ -148,6 +148,50 @@ fn issue_26_thousand_rr_flows_on_two_threads_all_complete_transactions() {
     assert!(lo > 0.0 && lo <= hi, "{per_flow}");
 }
 
+/// The client's peak resident memory at 2,000 rr flows stays small: each
+/// flow keeps a coarse histogram, its loop the precise one (before, every
+/// flow's full-precision histogram grew to its p99: 80–200 KB a flow). Its figures stay whole: every transaction in the merged
+/// percentiles, every flow's p99 in the spread.
+#[test]
+fn issue_26_two_thousand_rr_flows_keep_the_client_small() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let args = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "--flows",
+        "2000",
+        "--threads",
+        "2",
+        "-t",
+        "1",
+    ];
+    let mut peak_kib = 0;
+    let out = run_client_watched(None, &[], &args, Duration::from_secs(60), &mut |pid| {
+        peak_kib = peak_kib.max(proc_status_kib(pid, "VmHWM"));
+    });
+    assert_ok(&out, &args);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let p = &r["rr"]["phases"][0];
+    let per_flow = &p["per_flow"];
+    assert_eq!(u(&per_flow["idle_flows"]), 0, "{per_flow}");
+    assert_eq!(u(&p["latency"]["count"]), u(&p["transactions"]));
+    assert!(f(&per_flow["p99_ns"]["max"]) >= f(&per_flow["p99_ns"]["min"]));
+    assert!(peak_kib > 0, "the client's memory was never sampled");
+    assert!(
+        peak_kib < MAX_CLIENT_KIB_AT_2000_FLOWS,
+        "client peak RSS {peak_kib} KiB at 2,000 rr flows"
+    );
+}
+
+/// Measured (debug build, 2-CPU host under load, 2026-11-27): 32 MB peak
+/// after, 346 MB before; the bound leaves room for a slower host's longer
+/// round trips (a coarse histogram grows by 128 bytes per doubling).
+const MAX_CLIENT_KIB_AT_2000_FLOWS: u64 = 96 * 1024;
+
 #[test]
 fn issue_26_rr_flows_report_their_count_and_loop_threads() {
     let r = json_client(&[

@@ -154,6 +154,18 @@ pub fn run_client_env(
     args: &[&str],
     limit: Duration,
 ) -> Output {
+    run_client_watched(netns, env, args, limit, &mut |_| {})
+}
+
+/// [`run_client_env`], calling `watch` with the client's process id every
+/// 20 ms while it runs (to sample its memory, say).
+pub fn run_client_watched(
+    netns: Option<&str>,
+    env: &[(&str, &str)],
+    args: &[&str],
+    limit: Duration,
+    watch: &mut dyn FnMut(u32),
+) -> Output {
     let mut cmd = match netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -207,7 +219,10 @@ pub fn run_client_env(
                     String::from_utf8_lossy(&stderr)
                 );
             }
-            None => std::thread::sleep(Duration::from_millis(20)),
+            None => {
+                watch(child.id());
+                std::thread::sleep(Duration::from_millis(20))
+            }
         }
     };
     Output {
@@ -215,6 +230,20 @@ pub fn run_client_env(
         stdout: out_t.join().unwrap_or_default(),
         stderr: err_t.join().unwrap_or_default(),
     }
+}
+
+/// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`, …); 0 when the
+/// process is gone.
+pub fn proc_status_kib(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.split(':').next() == Some(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// Runs a client that must succeed and print one JSON document.

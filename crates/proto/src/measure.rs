@@ -533,9 +533,17 @@ pub struct RrFlowMeasurement {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
     /// Client only: round-trip histogram, sparse `(value_ns, count)` buckets.
-    /// In batch mode each transaction is recorded as its batch's mean.
+    /// In batch mode each transaction is recorded as its batch's mean. An
+    /// event-loop flow's (`--flows`) is coarse (within 6.25%:
+    /// `Histogram::coarse`) to keep thousands of flows small; its loop's
+    /// full-precision one is in [`Self::loop_rtt`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rtt: Vec<(u64, u64)>,
+    /// Event-loop client only, on the first flow of each loop: every round
+    /// trip of the loop's flows at full precision (the same buckets as
+    /// `rtt`'s); a phase's percentiles merge these when present.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loop_rtt: Vec<(u64, u64)>,
     /// Client only, where timestamps and a clock offset allow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_to_server: Option<OneWayMeasurement>,

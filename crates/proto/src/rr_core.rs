@@ -297,8 +297,20 @@ impl Tally {
     /// A tally recording one-way delays with `offset` (`None`: round trips
     /// only).
     pub fn new(offset: Option<ClockOffset>) -> Self {
+        Self::with_rtt(Histogram::new(), offset)
+    }
+
+    /// An event-loop flow's tally (`--flows`, thousands per thread): round
+    /// trips only, in a [`Histogram::coarse`] for the flow's own
+    /// percentiles; its loop keeps the full-precision histogram of all its
+    /// flows ([`Self::finish_into`]).
+    pub fn coarse() -> Self {
+        Self::with_rtt(Histogram::coarse(), None)
+    }
+
+    fn with_rtt(rtt: Histogram, offset: Option<ClockOffset>) -> Self {
         Tally {
-            rtt: Histogram::new(),
+            rtt,
             one_way: offset.map(|o| (o, [OneWayHist::new(), OneWayHist::new()])),
             transactions: 0,
             lost: 0,
@@ -344,6 +356,16 @@ impl Tally {
     /// The open batch ended at `t1`. Returns true when it had an answer
     /// (the flow made progress).
     pub fn finish(&mut self, t1: u64) -> bool {
+        self.finish_with(t1, None)
+    }
+
+    /// [`Self::finish`], recording the batch's round trips in `overall`
+    /// too (an event loop's histogram of all its flows).
+    pub fn finish_into(&mut self, t1: u64, overall: &mut Histogram) -> bool {
+        self.finish_with(t1, Some(overall))
+    }
+
+    fn finish_with(&mut self, t1: u64, overall: Option<&mut Histogram>) -> bool {
         let Some(o) = self.open.take() else {
             return false;
         };
@@ -356,10 +378,12 @@ impl Tally {
             return true;
         }
         let span = t1.saturating_sub(o.batch.t0);
-        if k == 1 {
-            self.rtt.record(span);
-        } else {
-            self.rtt.record_n(span / k, k);
+        for h in std::iter::once(&mut self.rtt).chain(overall) {
+            if k == 1 {
+                h.record(span);
+            } else {
+                h.record_n(span / k, k);
+            }
         }
         if let (Some((offset, [c2s, s2c])), Some(server), 1) = (&mut self.one_way, o.server, k) {
             let [up, down] = one_way(offset, o.batch.t0, t1, server);
@@ -728,6 +752,34 @@ mod tests {
         );
         assert!(m.rtt.is_empty());
         assert_eq!(m.elapsed_ns, 1_000_000_000);
+    }
+
+    /// An event-loop flow's tally keeps a coarse histogram of its own and
+    /// records the same round trips in its loop's precise one.
+    #[test]
+    fn issue_26_a_loop_tally_is_coarse_and_feeds_its_loops_histogram() {
+        let (mut t, mut overall, mut fine) = (Tally::coarse(), Histogram::new(), Histogram::new());
+        for (i, span) in [1_000_003u64, 2_345_678, 987_654_321]
+            .into_iter()
+            .enumerate()
+        {
+            let t0 = i as u64 * 10_000_000_000;
+            t.start(Batch {
+                t0,
+                first: i as u64,
+                len: 1,
+            });
+            t.answered(None);
+            assert!(t.finish_into(t0 + span, &mut overall));
+            fine.record(span);
+        }
+        assert_eq!(overall.to_buckets(), fine.to_buckets());
+        let m = t.into_measurement(&phase(1, 1), 0, None);
+        let own = Histogram::from_buckets(&m.rtt);
+        assert_eq!(own.count(), 3);
+        assert!(m.rtt.len() <= 3 && m.rtt != fine.to_buckets());
+        assert!(own.summary().max_ns >= 987_654_321);
+        assert!(own.summary().max_ns as f64 <= 987_654_321.0 * 1.0625);
     }
 
     #[test]

@@ -385,8 +385,12 @@ pub struct RrPerFlow {
     /// Jain's index of the flows' transactions per second.
     pub jain_index: f64,
     /// Least, median and greatest of the flows' own p50 round trips, ns.
+    /// Each flow's percentiles come from its coarse histogram (event
+    /// loops keep 1 significant digit per flow): the top of a bucket 6.25%
+    /// wide, so up to 6.25% above the flow's exact figure.
     pub p50_ns: Spread,
-    /// Least, median and greatest of the flows' own p99 round trips, ns.
+    /// Least, median and greatest of the flows' own p99 round trips, ns
+    /// (as coarse as `p50_ns`).
     pub p99_ns: Spread,
 }
 

@@ -113,9 +113,12 @@ fn phase_report(
     };
     let (cf, sf) = (of(client), of(server));
     let cref: Vec<&RrFlowMeasurement> = cf.iter().collect();
+    // Event-loop flows' own histograms are coarse; their loops' are not.
+    let loops = cf.iter().any(|f| !f.loop_rtt.is_empty());
     let mut rtt = Histogram::new();
     for f in &cf {
-        rtt.merge(&Histogram::from_buckets(&f.rtt));
+        let buckets = if loops { &f.loop_rtt } else { &f.rtt };
+        rtt.merge(&Histogram::from_buckets(buckets));
     }
     let clock = client.clock.as_ref();
     let why = one_way_unavailable(spec, rr, phase, clock);
@@ -427,6 +430,39 @@ mod tests {
         .phases[0]
             .per_flow
             .is_none());
+    }
+
+    /// Event-loop flows carry coarse histograms of their own and, on each
+    /// loop's first flow, the loop's precise one: the phase's figures are
+    /// exactly those of every value recorded at full precision (as a
+    /// thread per flow gives), not the coarse flows' merge.
+    #[test]
+    fn issue_26_loop_flows_merge_their_loops_precise_histograms() {
+        let values = |k: u64| (1..=200).map(move |v| v * 997 * k).collect::<Vec<u64>>();
+        let (mut loops, mut all) = ([Histogram::new(), Histogram::new()], Histogram::new());
+        let mut flows: Vec<RrFlowMeasurement> = (0..4u32)
+            .map(|f| {
+                let mut own = Histogram::coarse();
+                for v in values(u64::from(f) + 1) {
+                    own.record(v);
+                    loops[f as usize % 2].record(v);
+                    all.record(v);
+                }
+                RrFlowMeasurement {
+                    flow: f,
+                    transactions: own.count(),
+                    elapsed_ns: 1_000_000_000,
+                    rtt: own.to_buckets(),
+                    ..RrFlowMeasurement::default()
+                }
+            })
+            .collect();
+        flows[0].loop_rtt = loops[0].to_buckets();
+        flows[1].loop_rtt = loops[1].to_buckets();
+        let r = build(&spec(4), &side(flows, None), &side(vec![], None)).expect("rr");
+        let p = &r.phases[0];
+        assert_eq!(p.latency, all.summary());
+        assert_eq!(p.histogram, all.to_buckets());
     }
 
     proptest! {

@@ -19,6 +19,14 @@ const SIGFIGS: u8 = 3;
 /// `--flows`, and the full range would cost 188 KB each. The layout of
 /// buckets (and so every figure) does not depend on where the counts end.
 const INITIAL_MAX_NS: u64 = 1 << 12;
+/// Precision of [`Histogram::coarse`]: 1 significant digit, i.e. 16
+/// sub-buckets per power of two (HdrHistogram keeps unit resolution up to
+/// 2·10^sigfigs, rounded up to a power of two: 32 sub-buckets, half of
+/// them per doubling above the first — `hdrhistogram` 7.6
+/// `Histogram::new_with_bounds`, after Gil Tene's HdrHistogram), so a
+/// value is known within 1/16 = 6.25% of itself instead of 1/1024, in
+/// counts 64 times smaller.
+const COARSE_SIGFIGS: u8 = 1;
 
 /// A histogram of durations in nanoseconds.
 #[derive(Debug, Clone)]
@@ -49,13 +57,32 @@ pub struct Summary {
 
 impl Histogram {
     pub fn new() -> Self {
+        Self::with_sigfigs(SIGFIGS)
+    }
+
+    /// A low-precision histogram (values within 6.25%, see
+    /// [`COARSE_SIGFIGS`]) for state kept per flow by the thousand: about
+    /// 3.5 KB of counts at round trips of a second where [`Self::new`]
+    /// takes 172 KB. Its percentiles are the top of their bucket, so read
+    /// up to 6.25% high. Merged into a full-precision histogram its values
+    /// keep that error.
+    pub fn coarse() -> Self {
+        Self::with_sigfigs(COARSE_SIGFIGS)
+    }
+
+    fn with_sigfigs(sigfigs: u8) -> Self {
         // The bounds are constants known to be valid for HdrHistogram; it
         // grows (`auto`) up to the recorded values, which `record_n`
         // clamps to MAX_NS.
-        let mut h = hdrhistogram::Histogram::new_with_bounds(1, INITIAL_MAX_NS, SIGFIGS)
+        let mut h = hdrhistogram::Histogram::new_with_bounds(1, INITIAL_MAX_NS, sigfigs)
             .unwrap_or_else(|e| unreachable!("valid histogram bounds: {e}"));
         h.auto(true);
         Histogram { h }
+    }
+
+    /// Bytes its counts take (what it costs to keep, less a fixed header).
+    pub fn counts_bytes(&self) -> usize {
+        self.h.distinct_values() * std::mem::size_of::<u64>()
     }
 
     /// Records one duration; values beyond an hour are clamped to an hour
@@ -159,6 +186,24 @@ mod tests {
         assert!((s.p99_ns as f64 - 990_000.0).abs() / 990_000.0 < 0.001);
         assert!((s.max_ns as f64 - 1_000_000.0).abs() / 1_000_000.0 < 0.001);
         assert!((s.mean_ns - 500_500.0).abs() / 500_500.0 < 0.001);
+    }
+
+    #[test]
+    fn issue_26_coarse_histogram_is_small_and_within_its_precision() {
+        let (mut fine, mut coarse) = (Histogram::new(), Histogram::coarse());
+        for v in 1..=1000u64 {
+            // 1 ms … 1 s: a loaded loop's round trips.
+            fine.record(v * 1_000_000);
+            coarse.record(v * 1_000_000);
+        }
+        assert!(coarse.counts_bytes() <= 4096, "{}", coarse.counts_bytes());
+        assert!(fine.counts_bytes() >= 32 * coarse.counts_bytes());
+        let (f, c) = (fine.summary(), coarse.summary());
+        assert_eq!(c.count, f.count);
+        for (exact, est) in [(f.p50_ns, c.p50_ns), (f.p99_ns, c.p99_ns)] {
+            let err = (est as f64 - exact as f64) / exact as f64;
+            assert!((-0.001..=0.0625).contains(&err), "{exact} {est}");
+        }
     }
 
     proptest! {

@@ -23,7 +23,7 @@ use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{self, Hello, Message};
 use linerate_proto::PROTOCOL_VERSION;
 
-use crate::helpers::{bin, Server};
+use crate::helpers::{bin, proc_status_kib, Server};
 
 /// A hand-driven control connection: sends and reads frames exactly as
 /// the test says, which a real client never would.
@@ -131,15 +131,7 @@ pub fn threads_and_fds(pid: u32) -> (usize, usize) {
 
 /// Resident memory of `pid` in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    proc_status_kib(pid, "VmRSS")
 }
 
 /// A TCP connection to `port` on 127.0.0.1 from `local` (another loopback

@@ -21,6 +21,7 @@ use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::{PhaseClock, Tally};
 use linerate_proto::rr_flow::{RrClient, RrServer};
 use linerate_proto::spec::RrPhase;
+use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
 use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx, Wait};
@@ -170,8 +171,15 @@ fn run_loop<E: Engine>(
                 .into_iter()
                 .map(|io| ClientFlow::new(io, p, phase, per_message, watch))
                 .collect();
-            drive(&mut v, &mut (), signals);
+            // The loop's round trips at full precision, for the phase's
+            // percentiles; each flow keeps a coarse histogram of its own.
+            let mut overall = Histogram::new();
+            drive(&mut v, &mut overall, signals);
+            let first = out.len();
             out.extend(v.into_iter().map(|c| c.measurement(phase)));
+            if let Some(m) = out.get_mut(first) {
+                m.loop_rtt = overall.to_buckets();
+            }
         }
         Role::Server => {
             let mut v: Vec<ServerFlow<E>> = flows
@@ -314,9 +322,9 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
         let flow = io.flow;
         ClientFlow {
             core: RrClient::new(flow, phase.response as usize, None),
-            // Round trips only: one-way delays would add two histograms
-            // per flow (the report says why they are absent).
-            tally: Tally::new(None),
+            // Round trips only, coarse: one-way delays would add two
+            // histograms per flow (the report says why they are absent).
+            tally: Tally::coarse(),
             clock: None,
             limit: p.plan.limit,
             batch: p.plan.batch,
@@ -333,12 +341,13 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
     }
 
     /// Starts the next request: the next sequence number of the open
-    /// batch, or of a new one; false when the phase is over.
-    fn next_request(&mut self) -> bool {
+    /// batch, or of a new one; false when the phase is over. A finished
+    /// batch's round trips go to `overall` too (the loop's histogram).
+    fn next_request(&mut self, overall: &mut Histogram) -> bool {
         if self.seqs.is_empty() {
             if self.batch_open {
                 self.batch_open = false;
-                if self.tally.finish(mono_ns()) {
+                if self.tally.finish_into(mono_ns(), overall) {
                     self.watch.tick(self.io.flow);
                 }
             }
@@ -365,11 +374,11 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
         true
     }
 
-    fn step(&mut self) -> Result<Turn, EngineError> {
+    fn step(&mut self, overall: &mut Histogram) -> Result<Turn, EngineError> {
         for _ in 0..CALLS_PER_TURN {
             match self.step {
                 Step::Request => {
-                    if self.io.off == 0 && !self.next_request() {
+                    if self.io.off == 0 && !self.next_request(overall) {
                         self.io
                             .sock
                             .shutdown(Shutdown::Write)
@@ -429,7 +438,8 @@ fn unreachable_end() -> Result<(), EngineError> {
 }
 
 impl<E: Engine> LoopFlow for ClientFlow<'_, E> {
-    type Shared = ();
+    /// The loop's full-precision round-trip histogram.
+    type Shared = Histogram;
 
     fn sock(&self) -> BorrowedFd<'_> {
         self.io.sock.as_fd()
@@ -439,8 +449,8 @@ impl<E: Engine> LoopFlow for ClientFlow<'_, E> {
         self.step == Step::Done
     }
 
-    fn turn(&mut self, _: &mut ()) -> Turn {
-        match self.step() {
+    fn turn(&mut self, overall: &mut Histogram) -> Turn {
+        match self.step(overall) {
             Ok(t) => t,
             Err(e) => {
                 self.fail(e);
@@ -450,7 +460,7 @@ impl<E: Engine> LoopFlow for ClientFlow<'_, E> {
     }
 
     /// The user stopped the test: the phase ends after the open batch.
-    fn stop(&mut self, _: &mut ()) -> bool {
+    fn stop(&mut self, _: &mut Histogram) -> bool {
         self.stopping = true;
         false
     }
