@@ -4,10 +4,11 @@
 //! there) and what its driver says it can do (native mode, zero-copy).
 //! Read only: nothing is attached or bound (`linerate_xdp::readiness`).
 
-use super::{Check, Status};
+use super::{Check, Place, Status};
 
-/// The AF_XDP check of interface `dev`.
-pub fn af_xdp(dev: &str) -> Check {
+/// The AF_XDP check of interface `dev`, its `ip` commands for `at` (the
+/// other fixes are advice, or host-wide like a file's capabilities).
+pub fn af_xdp(dev: &str, at: &Place) -> Check {
     let r = linerate_xdp::readiness(dev);
     let mode = |v: Option<bool>, yes: &str, no: &str| match v {
         Some(true) => yes.to_owned(),
@@ -36,7 +37,9 @@ pub fn af_xdp(dev: &str) -> Check {
         status: if r.usable { Status::Ok } else { Status::Warn },
         value: Some(value),
         why,
-        fix: r.fix,
+        fix: r
+            .fix
+            .map(|f| if f.starts_with("ip ") { at.cmd(f) } else { f }),
         apply: None,
     }
 }
@@ -47,7 +50,7 @@ mod tests {
 
     #[test]
     fn issue_25_doctor_says_why_af_xdp_would_not_work_on_loopback() {
-        let c = af_xdp("lo");
+        let c = af_xdp("lo", &Place::default());
         assert_eq!(c.name, "lo AF_XDP");
         assert_eq!(c.status, Status::Warn);
         assert_eq!(c.value.as_deref(), Some("not usable"));
