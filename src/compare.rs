@@ -21,8 +21,9 @@ use std::sync::atomic::Ordering;
 use anyhow::{anyhow, Context, Result};
 use linerate_engine::engines::{auto, EngineKind};
 use linerate_report::compare::{
-    render, set_ratios, summarise, CompareReport, CompareVariant, COMPARE_SCHEMA,
+    set_ratios, summarise, CompareReport, CompareVariant, COMPARE_SCHEMA,
 };
+use linerate_report::render::export;
 use linerate_report::Report;
 
 use crate::cli::{CompareConfig, CompareVariantConfig, PreloadRun, Target};
@@ -92,7 +93,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, RunError> {
     };
     // One write for the whole table or document, not one per line.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    render(&report, cfg.format, &mut out)
+    export(&report, cfg.format, &mut out)
         .and_then(|()| out.flush())
         .context("writing output")
         .or_run()?;

@@ -10,8 +10,8 @@ use linerate_host::iface;
 use linerate_report::compare::CompareReport;
 use linerate_report::html::{Page, Section};
 use linerate_report::model::SweepReport;
-use linerate_report::render::{self, Format};
-use linerate_report::repeat::{self, RepeatReport};
+use linerate_report::render::{self, export, Format};
+use linerate_report::repeat::RepeatReport;
 use linerate_report::{plot, plot_extra, plot_rr, Report};
 
 use crate::cli::{ClientConfig, CompareConfig, Target};
@@ -269,7 +269,7 @@ pub fn repeated(cfg: &ClientConfig, r: &RepeatReport, last: Option<&Report>) -> 
         kind,
     );
     let mut buf = Vec::new();
-    repeat::render(&mut buf, Format::Human, r)?;
+    export(r, Format::Human, &mut buf)?;
     p.sections.push(Section {
         heading: format!("{} trials", r.completed),
         text: Some(String::from_utf8_lossy(&buf).into_owned()),
@@ -316,7 +316,7 @@ pub fn compare(cfg: &CompareConfig, r: &CompareReport) -> Result<()> {
         kind,
     );
     let mut buf = Vec::new();
-    linerate_report::compare::render(r, Format::Human, &mut buf)?;
+    export(r, Format::Human, &mut buf)?;
     p.sections.push(Section {
         heading: "Comparison".into(),
         text: Some(String::from_utf8_lossy(&buf).into_owned()),

@@ -14,7 +14,7 @@ use linerate_report::msg::{
     build_cell, skipped_cell, CellInput, MsgCell, MsgCounts, MsgReport, MsgTimer, MsgVerify,
     TrialInput,
 };
-use linerate_report::render::msg::render;
+use linerate_report::render::export;
 use linerate_stats::histogram::Histogram;
 
 use crate::cli::MsgConfig;
@@ -52,7 +52,7 @@ fn run_inner(cfg: &MsgConfig) -> Result<()> {
 /// Prints the report and writes the plot asked for.
 fn output(cfg: &MsgConfig, report: &MsgReport) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    render(report, cfg.format, &mut out)?;
+    export(report, cfg.format, &mut out)?;
     out.flush()?;
     if let Some(path) = &cfg.plot {
         linerate_report::msg_plot::svg(report, path)

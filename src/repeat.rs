@@ -8,7 +8,7 @@ use std::io::Write;
 
 use anyhow::{anyhow, Context};
 
-use linerate_report::render::Format;
+use linerate_report::render::{export, Format};
 use linerate_report::repeat::{self, RepeatRecord, RepeatReport};
 
 use crate::cli::{ClientConfig, Command, RepeatConfig};
@@ -110,7 +110,7 @@ pub fn run(cfg: &RepeatConfig) -> Result<RepeatReport, RunError> {
     };
     {
         let mut out = stdout.lock();
-        repeat::render(&mut out, test.format, &report)
+        export(&report, test.format, &mut out)
             .and_then(|()| out.flush())
             .context("writing output")
             .or_run()?;

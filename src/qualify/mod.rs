@@ -22,9 +22,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use linerate_report::qualify::{
-    self as model, Preflight, QualifyReport, QualifyRun, Rfc2544, Rfc6349, Verdict,
-    HEADER_CONVENTION, QUALIFY_SCHEMA, Y1564,
+    Preflight, QualifyReport, QualifyRun, Rfc2544, Rfc6349, Verdict, HEADER_CONVENTION,
+    QUALIFY_SCHEMA, Y1564,
 };
+use linerate_report::render::{export, Format};
 
 use crate::cli::{PreloadRun, QualifyConfig, QualifyEngine};
 use linerate_run::error::RunError;
@@ -246,14 +247,12 @@ fn preloaded(cfg: &QualifyConfig, p: &PreloadRun, runs: &mut Vec<QualifyRun>) ->
 pub fn main(cfg: &QualifyConfig) -> ExitCode {
     let report = qualify(cfg);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let written = if cfg.json {
-        serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
+    let format = if cfg.json {
+        Format::Json
     } else {
-        model::human(&report, &mut out)
-    }
-    .and_then(|()| out.flush());
+        Format::Human
+    };
+    let written = export(&report, format, &mut out).and_then(|()| out.flush());
     drop(out);
     let page = cfg.report.as_ref().map(|path| {
         // The command line as typed, for the page's record of the run.

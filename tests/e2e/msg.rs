@@ -495,6 +495,42 @@ fn issue_12_msg_plot_csv_and_spin() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Every report written whole goes through one exporter (issue 24 §6):
+/// `msg --json-lines` is one compact JSON line, the same document as
+/// `--json` (it used to print the pretty document over many lines).
+#[test]
+fn issue_24_msg_json_lines_is_one_line_of_the_json_document() {
+    let base = [
+        "msg",
+        "--transport",
+        "unix",
+        "--sizes",
+        "56",
+        "--trials",
+        "2",
+        "--messages",
+        "20",
+    ];
+    let run = |format: &str| {
+        let args: Vec<&str> = base.iter().copied().chain([format]).collect();
+        let out = run_client(&args, Duration::from_secs(60));
+        assert_ok(&out, &args);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let lines = run("--json-lines");
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    let line: serde_json::Value = serde_json::from_str(&lines).expect("one JSON document");
+    let doc: serde_json::Value = serde_json::from_str(&run("--json")).expect("json");
+    let keys = |v: &serde_json::Value| {
+        v.as_object()
+            .expect("object")
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys(&line), keys(&doc), "same document in both formats");
+}
+
 /// Ctrl-C (SIGINT to the client) ends a msg run as interrupted (exit 130)
 /// within seconds, and its receiving process with it.
 #[test]

@@ -15,7 +15,7 @@ use linerate_stats::units::{format_count_rate, format_nanos, format_rate};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Report;
-use crate::render::Format;
+use crate::render::Document;
 
 /// Bumped on incompatible changes to [`CompareReport`].
 pub const COMPARE_SCHEMA: u32 = 1;
@@ -247,19 +247,14 @@ pub fn format_value(name: &str, v: f64) -> String {
     }
 }
 
-/// Writes `r` in `format` (`JsonLines` writes one JSON line).
-pub fn render(r: &CompareReport, format: Format, out: &mut dyn Write) -> io::Result<()> {
-    match format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, r)?;
-            writeln!(out)
-        }
-        Format::JsonLines => {
-            serde_json::to_writer(&mut *out, r)?;
-            writeln!(out)
-        }
-        Format::Csv => csv(r, out),
-        Format::Human => table(r, out),
+/// `compare`'s table and CSV; its JSON (and JSON Lines, one line) is the
+/// report itself.
+impl Document for CompareReport {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        table(self, out)
+    }
+    fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
+        csv(self, out)
     }
 }
 
@@ -405,6 +400,7 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::{export, Format};
 
     fn variant(name: &str, bps: f64) -> CompareVariant {
         CompareVariant {
@@ -461,12 +457,12 @@ mod tests {
             variants: vs,
         };
         let mut t = Vec::new();
-        render(&r, Format::Human, &mut t).expect("table");
+        export(&r, Format::Human, &mut t).expect("table");
         let t = String::from_utf8(t).expect("utf8");
         assert!(t.contains("syscall") && t.contains("uring"), "{t}");
         assert!(t.contains("×1.50"), "{t}");
         let mut c = Vec::new();
-        render(&r, Format::Csv, &mut c).expect("csv");
+        export(&r, Format::Csv, &mut c).expect("csv");
         let c = String::from_utf8(c).expect("utf8");
         assert_eq!(c.lines().count(), 3, "{c}");
         assert!(c.contains("uring,uring,false,receiver_bits_per_second,bit/s,3000000000,1.5,"));

@@ -223,8 +223,7 @@ fn cpu(c: &CellInput) -> Option<MsgCpu> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::msg::render;
-    use crate::render::Format;
+    use crate::render::{export, Format};
 
     fn input(verify: bool) -> CellInput {
         let trial = |wall_ns| {
@@ -299,7 +298,7 @@ mod tests {
             ],
         };
         let mut h = Vec::new();
-        render(&r, Format::Human, &mut h).expect("human");
+        export(&r, Format::Human, &mut h).expect("human");
         let h = String::from_utf8(h).expect("utf8");
         assert!(h.contains("outside the timed section"), "{h}");
         assert!(
@@ -316,12 +315,12 @@ mod tests {
             "{h}"
         );
         let mut c = Vec::new();
-        render(&r, Format::Csv, &mut c).expect("csv");
+        export(&r, Format::Csv, &mut c).expect("csv");
         let c = String::from_utf8(c).expect("utf8");
         let cols = c.lines().next().map(|l| l.split(',').count());
         assert!(c.lines().all(|l| Some(l.split(',').count()) == cols), "{c}");
         let mut j = Vec::new();
-        render(&r, Format::Json, &mut j).expect("json");
+        export(&r, Format::Json, &mut j).expect("json");
         let back: MsgReport = serde_json::from_slice(&j).expect("parse");
         assert_eq!(back.cells.len(), 2);
     }

@@ -574,8 +574,16 @@ fn preflight_human(p: &Preflight, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// `qualify`'s summary; its JSON is the report itself (no CSV: a verdict
+/// per method with its KPIs does not fit one table).
+impl crate::render::Document for QualifyReport {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        human(self, out)
+    }
+}
+
 /// The human summary.
-pub fn human(r: &QualifyReport, out: &mut dyn Write) -> io::Result<()> {
+fn human(r: &QualifyReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "Qualification of {} ({})",

@@ -13,7 +13,8 @@ use crate::chart_style::series_colour;
 use crate::html::{page as html_page, Page, Section};
 use crate::model::{SweepInfo, SweepReport, SCHEMA_VERSION};
 use crate::plot_text::{caption, err, utc, PlotError, CAPTION_H};
-use crate::qualify::{human, QualifyReport, QualifyRun};
+use crate::qualify::{QualifyReport, QualifyRun};
+use crate::render::Document;
 use linerate_proto::spec::Direction;
 
 fn caption_lines(r: &QualifyReport, what: &str) -> Vec<String> {
@@ -141,7 +142,7 @@ fn rtt_svg(r: &QualifyReport, run: &QualifyRun) -> Option<Result<String, PlotErr
 /// The page; `command_line` as the user typed it.
 pub fn page(r: &QualifyReport, command_line: &str) -> Result<String, PlotError> {
     let mut text = Vec::new();
-    human(r, &mut text).map_err(err)?;
+    r.human(&mut text).map_err(err)?;
     // The verdict is in the title; the plots come first, then the tables.
     let mut sections = Vec::new();
     if r.runs.iter().any(|run| run.rfc2544.is_some()) {

@@ -10,7 +10,7 @@ use linerate_stats::units::{format_count_rate, format_nanos, format_rate};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{TestInfo, SCHEMA_VERSION};
-use crate::render::Format;
+use crate::render::Document;
 use crate::Report;
 
 /// One figure over the trials.
@@ -161,44 +161,41 @@ fn show(unit: &str, v: f64) -> String {
     }
 }
 
-/// Writes the summary in `format` (JSON Lines: the summary record; the
-/// trial records are written as the trials finish).
-pub fn render(out: &mut dyn Write, format: Format, r: &RepeatReport) -> io::Result<()> {
-    match format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, r)?;
-            writeln!(out)
-        }
-        Format::JsonLines => {
-            serde_json::to_writer(&mut *out, &RepeatRecord::Summary(Box::new(r.clone())))?;
-            writeln!(out)
-        }
-        Format::Csv => {
+/// `--repeat`'s table and CSV; its JSON is the summary itself, and its
+/// JSON Lines record the summary record that follows the trials' records
+/// (written as the trials finish).
+impl Document for RepeatReport {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        human(out, self)
+    }
+    fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "group,figure,unit,n,mean,sd,min,max,ci95_low,ci95_high"
+        )?;
+        for f in &self.figures {
+            let s = &f.stats;
+            let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
             writeln!(
                 out,
-                "group,figure,unit,n,mean,sd,min,max,ci95_low,ci95_high"
+                "{},{},{},{},{},{},{},{},{},{}",
+                f.group,
+                f.name,
+                f.unit,
+                s.n,
+                s.mean,
+                s.sd,
+                s.min,
+                s.max,
+                opt(s.ci95_low),
+                opt(s.ci95_high)
             )?;
-            for f in &r.figures {
-                let s = &f.stats;
-                let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
-                writeln!(
-                    out,
-                    "{},{},{},{},{},{},{},{},{},{}",
-                    f.group,
-                    f.name,
-                    f.unit,
-                    s.n,
-                    s.mean,
-                    s.sd,
-                    s.min,
-                    s.max,
-                    opt(s.ci95_low),
-                    opt(s.ci95_high)
-                )?;
-            }
-            Ok(())
         }
-        Format::Human => human(out, r),
+        Ok(())
+    }
+    fn json_line(&self, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer(&mut *out, &RepeatRecord::Summary(Box::new(self.clone())))?;
+        writeln!(out)
     }
 }
 
@@ -264,6 +261,7 @@ fn human(out: &mut dyn Write, r: &RepeatReport) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::{export, Format};
     use linerate_proto::spec::{Pace, Protocol, TestSpec, UdpSpec};
     use linerate_proto::wire::Side;
 
@@ -313,7 +311,7 @@ mod tests {
     #[test]
     fn issue_28_repeat_names_the_test_and_prints_counts_whole() {
         let mut out = Vec::new();
-        render(&mut out, Format::Human, &udp_repeat()).expect("render");
+        export(&udp_repeat(), Format::Human, &mut out).expect("render");
         let text = String::from_utf8(out).expect("utf-8");
         let head = text.lines().take(2).collect::<Vec<_>>().join(" ");
         for needle in [

@@ -386,7 +386,7 @@ fn issue_13_repeat_table_keeps_within_100_columns() {
         b.cpu.client.percent_of_cpu *= 3.0;
         let r = linerate_report::repeat::build(2, &[a, b], vec![]).expect("a repeat report");
         let mut out = Vec::new();
-        linerate_report::repeat::render(&mut out, Format::Human, &r).expect("render");
+        linerate_report::render::export(&r, Format::Human, &mut out).expect("render");
         let text = String::from_utf8(out).expect("utf-8");
         for line in text.lines() {
             assert!(line.chars().count() <= 100, "{name}: {line:?}");

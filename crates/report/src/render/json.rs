@@ -15,7 +15,10 @@ impl<'a> Json<'a> {
     }
 }
 
-fn document<T: serde::Serialize>(out: &mut dyn Write, value: &T) -> io::Result<()> {
+pub(super) fn document<T: serde::Serialize + ?Sized>(
+    out: &mut dyn Write,
+    value: &T,
+) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value)?;
     writeln!(out)?;
     out.flush()

@@ -4,7 +4,8 @@
 //! request/response tables in `rr_table`, its words in `heading`,
 //! `stream_words` and `cpu_words`, and the sweep table in `human_sweep`),
 //! [`json`], [`jsonl`] (JSON Lines) and [`csv`] (with `--histogram`'s CSV).
-//! Every figure comes from the model.
+//! Reports written whole (compare, repeat, msg, qualify) are a
+//! [`Document`] written by [`export`]. Every figure comes from the model.
 
 use std::io::{self, Write};
 
@@ -16,6 +17,7 @@ mod columns;
 mod cpu_words;
 mod csv;
 mod engine_use;
+mod export;
 mod heading;
 mod human;
 mod human_sweep;
@@ -26,6 +28,7 @@ mod rr_table;
 mod stream_words;
 
 pub use csv::histogram_csv;
+pub use export::{export, Document};
 pub(crate) use heading::{test_heading, test_line};
 
 /// Output formats.

@@ -1,24 +1,21 @@
-//! The message test's renderers: human tables, JSON, CSV.
+//! The message test's renderers: human tables and CSV (its JSON is the
+//! model's serde form), as a [`Document`].
 
 use std::io::{self, Write};
 
 use linerate_stats::trials::TrialStats;
 use linerate_stats::units::{format_count_rate, format_nanos, format_rate, format_size};
 
-use super::Format;
+use super::Document;
 use crate::msg::{MsgCell, MsgReport, MIN_TRIAL_NS};
 
-/// Writes the report in `format` (JSON Lines writes the JSON document).
-pub fn render(r: &MsgReport, format: Format, out: &mut dyn Write) -> io::Result<()> {
-    match format {
-        Format::Human => human(r, out),
-        Format::Json | Format::JsonLines => {
-            // `From` keeps a write error's kind (a closed stdout stays
-            // `BrokenPipe`); `io::Error::other` would hide it.
-            serde_json::to_writer_pretty(&mut *out, r)?;
-            writeln!(out)
-        }
-        Format::Csv => csv(r, out),
+/// The message test's tables and CSV; its JSON is the report itself.
+impl Document for MsgReport {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        human(self, out)
+    }
+    fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
+        csv(self, out)
     }
 }
 
