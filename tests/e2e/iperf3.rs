@@ -87,11 +87,14 @@ pub(crate) fn iperf3_json_of(bin: &str, port: u16, args: &[&str]) -> Value {
 
 /// Bytes the receiver reported are at most what was sent and close to it
 /// (what was in flight at TEST_END is not counted, as with iperf3's own
-/// server), and not zero.
+/// server), and not zero. An iperf3 3.16+ sender's own count can fall
+/// short of what it wrote (it cancels its sender threads inside a write and
+/// does not count that write; seen against iperf3 3.21's own server too),
+/// so the receiver may exceed it by a sliver, never by more than 1%.
 fn assert_bytes_agree(sent: &Value, received: &Value, what: &str) {
     let (s, r) = (u(&sent["bytes"]), u(&received["bytes"]));
     assert!(r > 0, "{what}: nothing received");
-    assert!(r <= s, "{what}: received {r} > sent {s}");
+    assert!(r <= s + s / 100, "{what}: received {r} > sent {s}");
     assert!(
         r as f64 >= s as f64 * 0.5,
         "{what}: received {r} far below sent {s}"
@@ -404,9 +407,16 @@ fn issue_9_linerate_client_against_a_real_iperf3_server() {
         ("udp", &["-t", "1", "-b", "5M", "-R"]),
     ] {
         let report = server.linerate_json(proto, args);
+        let notes = report["notes"].to_string();
         for sum in report["sums"].as_array().expect("sums") {
             let (s, r) = (u(&sum["sender_bytes"]), u(&sum["receiver_bytes"]));
-            assert!(r > 0 && r <= s, "{proto} {args:?}: sent {s}, received {r}");
+            assert!(r > 0, "{proto} {args:?}: nothing received");
+            // An iperf3 3.16+ sender's count can be short of what it wrote
+            // (see `assert_bytes_agree`): by a sliver, and the report says so.
+            assert!(
+                r <= s || (r <= s + s / 100 && notes.contains("fewer than arrived")),
+                "{proto} {args:?}: sent {s}, received {r}; notes {notes}"
+            );
         }
         let streams = report["streams"].as_array().expect("streams");
         assert!(!streams.is_empty(), "{proto} {args:?}");

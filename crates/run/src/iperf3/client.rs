@@ -615,9 +615,10 @@ impl Test<'_, '_> {
             .map_err(|why| RunError::Protocol(format!("iperf3 server at {}: {why}", self.peer)))?;
         conv::apply_sender_counts(&mut local, &remote);
         conv::apply_sender_counts(&mut remote, &local);
-        let notes = vec![
+        let mut notes = vec![
             "server: its figures came over iperf3's protocol (bytes after the omit period, CPU from its percentages, UDP loss and jitter by iperf3's rules)".to_string(),
         ];
+        notes.extend(conv::short_sender_notes(&local, &remote, Side::Client));
         let info = self
             .info
             .clone()

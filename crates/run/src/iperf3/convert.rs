@@ -237,6 +237,32 @@ pub fn apply_sender_counts(local: &mut SideResults, remote: &SideResults) {
     }
 }
 
+/// Notes for streams whose iperf3 sender reported fewer bytes than this
+/// side received. TCP cannot deliver bytes that were not sent, so the
+/// sender's count is short: iperf3 3.16 and later end each sender thread
+/// with `pthread_cancel`, which takes effect inside a blocked `write`
+/// (a cancellation point), so what that write had already sent is never
+/// added to the stream's count (`iperf_client_api.c`; seen against iperf3
+/// 3.21, with iperf3's own server too: a partial block per stream). The receiver's count is the measurement; the
+/// note keeps the gap from reading as linerate's.
+pub fn short_sender_notes(local: &SideResults, remote: &SideResults, here: Side) -> Vec<String> {
+    local
+        .streams
+        .iter()
+        .filter(|m| m.sender.is_some_and(|s| s != here) && m.udp_recv.is_none())
+        .filter_map(|m| {
+            let sent = remote.streams.iter().find(|r| r.id == m.id)?.bytes;
+            (m.bytes > sent).then(|| {
+                format!(
+                    "stream {}: the iperf3 sender reported {sent} bytes sent, {} fewer than arrived; the receiver's count is the measurement (iperf3 3.16 and later end a sender thread with pthread_cancel, inside its write, and do not count what that write had sent)",
+                    m.id,
+                    m.bytes - sent
+                )
+            })
+        })
+        .collect()
+}
+
 /// Lines for the server's report: what the iperf3 client was told for its
 /// UDP streams (iperf3's rules), beside linerate's exact counts.
 pub fn sent_to_client_notes(p: &Params, sent: &Results, streams: &[StreamInfo]) -> Vec<String> {
@@ -266,6 +292,41 @@ pub const STOP_WAIT: Duration = Duration::from_secs(10);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_iperf3_sender_count_is_named_and_an_exact_one_is_not() {
+        let stream = |id, sender, bytes| StreamMeasurement {
+            id,
+            sender: Some(sender),
+            bytes,
+            ..StreamMeasurement::default()
+        };
+        let side = |streams| SideResults {
+            streams,
+            ..SideResults::default()
+        };
+        // Stream 1 the server sends (short by 4096), stream 2 the client
+        // sends (equal), stream 3 the server sends (equal).
+        let here = side(vec![
+            stream(1, Side::Server, 10_000),
+            stream(2, Side::Client, 7_000),
+            stream(3, Side::Server, 5_000),
+        ]);
+        let peer = side(vec![
+            stream(1, Side::Server, 5_904),
+            stream(2, Side::Client, 7_000),
+            stream(3, Side::Server, 5_000),
+        ]);
+        let notes = short_sender_notes(&here, &peer, Side::Client);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0]
+                .starts_with("stream 1: the iperf3 sender reported 5904 bytes sent, 4096 fewer"),
+            "{}",
+            notes[0]
+        );
+        assert!(short_sender_notes(&peer, &here, Side::Server).is_empty());
+    }
     use linerate_iperf3::json::parse_params;
     use linerate_iperf3::spec_of;
 

@@ -717,6 +717,7 @@ impl Test<'_> {
         notes.extend(self.notes.iter().cloned());
         notes.extend(self.session.notes().iter().cloned());
         notes.extend(conv::sent_to_client_notes(&p, &ours, &self.streams));
+        notes.extend(conv::short_sender_notes(&local, &remote, Side::Server));
         let info = TestInfo {
             server: self.local_addr.map(|a| a.to_string()).unwrap_or_default(),
             client: Some(self.peer.to_string()),
