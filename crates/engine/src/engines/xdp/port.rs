@@ -15,6 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -67,6 +68,9 @@ pub(super) struct Port {
     /// receiver that reports its drops takes the socket's too, so a sum
     /// over the streams counts them once.
     drops_claimed: Mutex<bool>,
+    /// The most flows redirected to it at once (for the report: how many
+    /// shared the socket's counts).
+    peak_flows: AtomicU32,
     fd: i32,
 }
 
@@ -155,6 +159,7 @@ impl Port {
             queue: Mutex::new(queue),
             inboxes: Mutex::new(HashMap::new()),
             drops_claimed: Mutex::new(false),
+            peak_flows: AtomicU32::new(0),
         });
         ports.push(Arc::downgrade(&port));
         Ok(port)
@@ -224,13 +229,17 @@ impl Port {
     /// still: a flow added already keeps its inbox).
     pub(super) fn add_flow(&self, local: SocketAddr, peer: SocketAddr) -> Result<(), EngineError> {
         let base = self.queue().stats().unwrap_or_default();
-        lock(&self.inboxes)
+        let mut inboxes = lock(&self.inboxes);
+        inboxes
             .entry(local.port())
             .or_insert_with(|| Inbox {
                 base,
                 ..Inbox::default()
             })
             .peer = Some(peer);
+        let flows = u32::try_from(inboxes.len()).unwrap_or(u32::MAX);
+        self.peak_flows.fetch_max(flows, Ordering::Relaxed);
+        drop(inboxes);
         lock(&self.program)
             .allow(local)
             .map_err(|e| xdp_error(e, self.opts))
@@ -255,25 +264,31 @@ impl Port {
             .is_some_and(|b| !b.queued.is_empty())
     }
 
+    /// The most flows that shared this port at once.
+    pub(super) fn peak_flows(&self) -> u32 {
+        self.peak_flows.load(Ordering::Relaxed)
+    }
+
     /// The flow's drops past the kernel socket: its inbox's, and the
     /// AF_XDP socket's since the flow joined it for the first flow that
-    /// asks (module docs), none for the others.
-    pub(super) fn drops(&self, local: u16) -> u64 {
+    /// asks (module docs), none for the others; and whether this flow took
+    /// the socket's.
+    pub(super) fn drops(&self, local: u16) -> (u64, bool) {
         let socket = self.queue().stats().ok();
         let inboxes = lock(&self.inboxes);
         let Some(inbox) = inboxes.get(&local) else {
-            return 0;
+            return (0, false);
         };
         let mut claimed = lock(&self.drops_claimed);
         let own = match socket {
             Some(s) if !*claimed => {
                 *claimed = true;
                 let b = inbox.base;
-                (s.rx_dropped + s.rx_ring_full).saturating_sub(b.rx_dropped + b.rx_ring_full)
+                Some((s.rx_dropped + s.rx_ring_full).saturating_sub(b.rx_dropped + b.rx_ring_full))
             }
-            _ => 0,
+            _ => None,
         };
-        inbox.dropped + own
+        (inbox.dropped + own.unwrap_or(0), own.is_some())
     }
 
     /// Up to `max` of the flow (`local` port, from `peer`)'s datagrams, in
