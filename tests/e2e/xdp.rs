@@ -395,6 +395,50 @@ fn issue_25_sigkill_leaves_no_xdp_program() {
     assert_no_xdp(&pair);
 }
 
+/// A client killed in the middle of a UDP rr test against an xdp server
+/// (its later phases' sockets prepared, each holding the interface's
+/// port): the server, still running, keeps no XDP program once the test's
+/// sockets are closed.
+#[test]
+fn issue_25_a_killed_rr_client_leaves_no_xdp_program_on_the_server() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdprrkill", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let mut client = Command::new("ip")
+        .args(["netns", "exec", &pair.a, bin()])
+        .args(["rr", ADDR_B, "-p", &port, "--proto", "udp", "-t", "5"])
+        .args(["--sizes", "1,64,160", "--server-engine", "xdp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn client");
+    let start = Instant::now();
+    while !has_xdp(&pair.b, "vb") && start.elapsed().as_secs() < 10 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        has_xdp(&pair.b, "vb"),
+        "the server never attached its program"
+    );
+    // In the first phase: the other two are prepared.
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = client.kill();
+    let _ = client.wait();
+    let start = Instant::now();
+    while has_xdp(&pair.b, "vb") && start.elapsed().as_secs() < 10 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !has_xdp(&pair.b, "vb"),
+        "the running server kept its program after the client was killed"
+    );
+    drop(server);
+    assert_no_xdp(&pair);
+}
+
 #[test]
 fn issue_25_xdp_refuses_loopback_and_tests_it_does_not_run() {
     let cases: &[(&[&str], &str)] = &[

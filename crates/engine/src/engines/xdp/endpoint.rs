@@ -65,7 +65,7 @@ pub(super) fn prepare(opts: Xdp, sock: &UdpSocket) {
         return;
     };
     if let Ok((port, _)) = port_for(opts, local, peer) {
-        Port::keep_prepared(opts, local, peer, port);
+        Port::keep_prepared(opts, sock, local, peer, port);
     }
 }
 
