@@ -142,7 +142,10 @@ fn issue_25_an_xdp_server_receiver_is_ready_before_the_data_phase() {
 
 /// `-P 2` and `--bidir` over AF_XDP: the flows of one side share its
 /// interface's socket; every stream's datagrams are accounted, in order,
-/// and paced well under what veth carries none is lost.
+/// and paced well under what veth carries none is lost. The shared
+/// socket's own drops go into exactly one receiving stream's socket drops
+/// per socket, which says so, and each stream says how many flows shared
+/// its socket.
 #[test]
 fn issue_25_xdp_runs_several_streams_and_both_directions_on_one_socket() {
     if let Some(why) = crate::netns::unavailable() {
@@ -186,6 +189,23 @@ fn issue_25_xdp_runs_several_streams_and_both_directions_on_one_socket() {
             let r: Value = serde_json::from_slice(&out.stdout).expect("json");
             let all = r["streams"].as_array().expect("streams");
             assert_eq!(all.len(), *streams, "{args:?}");
+            // Per interface: how many xdp receivers, and how many of them
+            // took the socket's drops.
+            let mut claims: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+            for s in all {
+                let x = &s["receiver"]["engine_use"]["xdp"];
+                if x.is_object() {
+                    let c = claims.entry(x["iface"].to_string()).or_default();
+                    c.0 += 1;
+                    c.1 += u64::from(x["socket_drops_claimed"] == true);
+                    assert!(u(&x["flows"]) >= 1, "{args:?}: {x}");
+                }
+                let y = &s["sender"]["engine_use"]["xdp"];
+                assert_ne!(y["socket_drops_claimed"], true, "a sender: {args:?}: {y}");
+            }
+            for (iface, (receivers, claimed)) in &claims {
+                assert_eq!(*claimed, 1, "{args:?}: {iface}: {receivers} receivers");
+            }
             for s in all {
                 let d = udp_of(s);
                 let (sent, received, lost) = (u(&d["sent"]), u(&d["received"]), u(&d["lost"]));
