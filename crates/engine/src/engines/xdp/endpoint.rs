@@ -143,16 +143,7 @@ impl XdpEndpoint {
     pub(super) fn send(&self, payloads: &[&[u8]], wait: Wait) -> io::Result<usize> {
         let start = Instant::now();
         loop {
-            let n = {
-                let mut q = self.port.queue();
-                let before = q.counters();
-                let n = q.send(&self.flow, payloads).map_err(io_error)?;
-                let after = q.counters();
-                let add = |c: &Cell<u64>, by: u64| c.set(c.get() + by);
-                add(&self.tx_ring_full, after.tx_ring_full - before.tx_ring_full);
-                add(&self.tx_no_frame, after.tx_no_frame - before.tx_no_frame);
-                n
-            };
+            let n = self.send_once(payloads)?;
             if n > 0 {
                 return Ok(n);
             }
@@ -163,6 +154,19 @@ impl XdpEndpoint {
             // collects completions and kicks the TX ring each time).
             std::thread::yield_now();
         }
+    }
+
+    /// One send on the shared socket; what its ring counted on this call
+    /// (TX ring full, no free frame) is this flow's.
+    fn send_once(&self, payloads: &[&[u8]]) -> io::Result<usize> {
+        let mut q = self.port.queue();
+        let before = q.counters();
+        let n = q.send(&self.flow, payloads).map_err(io_error)?;
+        let after = q.counters();
+        let add = |c: &Cell<u64>, by: u64| c.set(c.get() + by);
+        add(&self.tx_ring_full, after.tx_ring_full - before.tx_ring_full);
+        add(&self.tx_no_frame, after.tx_no_frame - before.tx_no_frame);
+        Ok(n)
     }
 
     /// Moves this flow's received datagrams into the slots.
