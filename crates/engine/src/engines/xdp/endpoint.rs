@@ -334,7 +334,16 @@ impl Readiness for XdpEndpoint {
                 }
             }
             0 => Ok(false),
-            _ => Ok(true),
+            _ => {
+                if fds[1].revents & libc::POLLIN != 0 {
+                    // A datagram that passed the program just before the
+                    // flow was redirected can land on the kernel socket
+                    // after it was found empty (an rr phase's first
+                    // request, microseconds late): read it again.
+                    self.kernel_drained.set(false);
+                }
+                Ok(true)
+            }
         }
     }
 }
