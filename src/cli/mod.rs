@@ -273,7 +273,10 @@ fn own_engine_limits(k: EngineKind, limits: &mut ServerLimits) {
         .refusal(&udp)
         .map(|_| format!("{}: TCP stream tests only", k.name()));
     if let EngineKind::Xdp(_) = k {
-        limits.own_engine_udp_streams_only = Some(format!("{}: UDP stream tests only", k.name()));
+        limits.own_engine_udp_only = Some(format!(
+            "{}: UDP tests only (streams and request/response)",
+            k.name()
+        ));
     }
 }
 

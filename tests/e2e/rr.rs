@@ -19,12 +19,12 @@ fn rr_args<'a>(port: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     a
 }
 
-fn phases(r: &Value) -> &Vec<Value> {
+pub(crate) fn phases(r: &Value) -> &Vec<Value> {
     r["rr"]["phases"].as_array().expect("rr.phases")
 }
 
 /// Both sides counted the same transactions and bytes in every phase.
-fn assert_phases_agree(r: &Value) {
+pub(crate) fn assert_phases_agree(r: &Value) {
     for p in phases(r) {
         let n = u(&p["transactions"]);
         assert!(n > 0, "phase moved nothing: {p}");

@@ -1,6 +1,7 @@
-//! `--engine xdp` (issue 25): UDP streams over AF_XDP between two network
-//! namespaces joined by veth (198.18.0.0/15), against kernel-engine peers
-//! both ways; loss exact; no XDP program left behind, SIGKILL included;
+//! `--engine xdp` (issue 25): UDP streams and UDP request/response over
+//! AF_XDP between two network namespaces joined by veth (198.18.0.0/15),
+//! against kernel-engine peers both ways; loss exact; no XDP program left
+//! behind, SIGKILL included;
 //! refusals (loopback, tests it does not run). Needs root; skipped
 //! elsewhere (helpers::skip), except the refusals, which need nothing.
 
@@ -141,7 +142,10 @@ fn issue_25_an_xdp_server_receiver_is_ready_before_the_data_phase() {
 
 /// `-P 2` and `--bidir` over AF_XDP: the flows of one side share its
 /// interface's socket; every stream's datagrams are accounted, in order,
-/// and paced well under what veth carries none is lost.
+/// and paced well under what veth carries none is lost. The shared
+/// socket's own drops go into exactly one receiving stream's socket drops
+/// per socket, which says so, and each stream says how many flows shared
+/// its socket.
 #[test]
 fn issue_25_xdp_runs_several_streams_and_both_directions_on_one_socket() {
     if let Some(why) = crate::netns::unavailable() {
@@ -185,6 +189,23 @@ fn issue_25_xdp_runs_several_streams_and_both_directions_on_one_socket() {
             let r: Value = serde_json::from_slice(&out.stdout).expect("json");
             let all = r["streams"].as_array().expect("streams");
             assert_eq!(all.len(), *streams, "{args:?}");
+            // Per interface: how many xdp receivers, and how many of them
+            // took the socket's drops.
+            let mut claims: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+            for s in all {
+                let x = &s["receiver"]["engine_use"]["xdp"];
+                if x.is_object() {
+                    let c = claims.entry(x["iface"].to_string()).or_default();
+                    c.0 += 1;
+                    c.1 += u64::from(x["socket_drops_claimed"] == true);
+                    assert!(u(&x["flows"]) >= 1, "{args:?}: {x}");
+                }
+                let y = &s["sender"]["engine_use"]["xdp"];
+                assert_ne!(y["socket_drops_claimed"], true, "a sender: {args:?}: {y}");
+            }
+            for (iface, (receivers, claimed)) in &claims {
+                assert_eq!(*claimed, 1, "{args:?}: {iface}: {receivers} receivers");
+            }
             for s in all {
                 let d = udp_of(s);
                 let (sent, received, lost) = (u(&d["sent"]), u(&d["received"]), u(&d["lost"]));
@@ -197,6 +218,105 @@ fn issue_25_xdp_runs_several_streams_and_both_directions_on_one_socket() {
                     assert_eq!(u(&d["reordered"]), 0, "{args:?}: {s}");
                 }
             }
+        }
+    }
+    drop(server);
+    assert_no_xdp(&pair);
+}
+
+/// UDP request/response over AF_XDP: an xdp client against a kernel-engine
+/// server, a kernel client against an xdp server, and xdp on both (busy
+/// polled, two flows), through the same rr loops and histograms as every
+/// engine: every transaction completes, both sides count the same, the
+/// percentiles are sane, and the report names each xdp side's socket.
+#[test]
+fn issue_25_udp_rr_over_xdp_against_kernel_engines_and_itself() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdprr", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    // (flags, flows, client on xdp, server on xdp)
+    let cases: &[(&[&str], u64, bool, bool)] = &[
+        (&["--engine", "xdp"], 1, true, false),
+        (
+            &["--engine", "syscall", "--server-engine", "xdp"],
+            1,
+            false,
+            true,
+        ),
+        (
+            &["--engine", "xdp", "--server-engine", "xdp"],
+            1,
+            true,
+            true,
+        ),
+        (
+            &[
+                "--engine",
+                "xdp",
+                "--server-engine",
+                "xdp",
+                "--busy-poll",
+                "-P",
+                "2",
+            ],
+            2,
+            true,
+            true,
+        ),
+    ];
+    for &(case, flows, client_xdp, server_xdp) in cases {
+        let mut args = vec![
+            "rr",
+            ADDR_B,
+            "-p",
+            &port,
+            "--proto",
+            "udp",
+            "--sizes",
+            "1,64,1400",
+            "-n",
+            "200",
+            "--json",
+        ];
+        args.extend_from_slice(case);
+        let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(60));
+        assert_ok(&out, &args);
+        let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+        crate::rr::assert_phases_agree(&r);
+        for p in crate::rr::phases(&r) {
+            assert_eq!(u(&p["transactions"]), 200 * flows, "{case:?}: {p}");
+            assert!(p.get("lost").is_none(), "{case:?}: {p}");
+            let l = &p["latency"];
+            let (min, p50, p99, max) = (
+                u(&l["min_ns"]),
+                u(&l["p50_ns"]),
+                u(&l["p99_ns"]),
+                u(&l["max_ns"]),
+            );
+            // A veth round trip: microseconds, never past the 1 s
+            // response timeout (which would have counted it lost).
+            assert!(
+                0 < min && min <= p50 && p50 <= p99 && p99 <= max,
+                "{case:?}: {l}"
+            );
+            assert!(max < 1_000_000_000, "{case:?}: {l}");
+        }
+        for (on_xdp, key, iface) in [
+            (client_xdp, "engine_use_client", "va"),
+            (server_xdp, "engine_use_server", "vb"),
+        ] {
+            let x = &r["rr"][key]["xdp"];
+            if !on_xdp {
+                assert!(x.is_null(), "{case:?} {key}: {x}");
+                continue;
+            }
+            assert_eq!(x["iface"], iface, "{case:?}: {x}");
+            assert_eq!(x["queue"], 0, "{case:?}: {x}");
+            assert_eq!(x["copy"], "copy", "veth has no zero-copy: {x}");
+            assert_eq!(u(&x["flows"]), flows, "{case:?}: {x}");
         }
     }
     drop(server);
@@ -295,19 +415,62 @@ fn issue_25_sigkill_leaves_no_xdp_program() {
     assert_no_xdp(&pair);
 }
 
+/// A client killed in the middle of a UDP rr test against an xdp server
+/// (its later phases' sockets prepared, each holding the interface's
+/// port): the server, still running, keeps no XDP program once the test's
+/// sockets are closed.
+#[test]
+fn issue_25_a_killed_rr_client_leaves_no_xdp_program_on_the_server() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("xdprrkill", 1500).expect("create namespaces");
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let mut client = Command::new("ip")
+        .args(["netns", "exec", &pair.a, bin()])
+        .args(["rr", ADDR_B, "-p", &port, "--proto", "udp", "-t", "5"])
+        .args(["--sizes", "1,64,160", "--server-engine", "xdp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn client");
+    let start = Instant::now();
+    while !has_xdp(&pair.b, "vb") && start.elapsed().as_secs() < 10 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        has_xdp(&pair.b, "vb"),
+        "the server never attached its program"
+    );
+    // In the first phase: the other two are prepared.
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = client.kill();
+    let _ = client.wait();
+    let start = Instant::now();
+    while has_xdp(&pair.b, "vb") && start.elapsed().as_secs() < 10 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !has_xdp(&pair.b, "vb"),
+        "the running server kept its program after the client was killed"
+    );
+    drop(server);
+    assert_no_xdp(&pair);
+}
+
 #[test]
 fn issue_25_xdp_refuses_loopback_and_tests_it_does_not_run() {
     let cases: &[(&[&str], &str)] = &[
         (&["udp", "127.0.0.1", "--engine", "xdp"], "veth"),
         (&["udp", "--engine", "xdp"], "loopback"),
         (&["udp", "127.0.0.1", "--server-engine", "xdp"], "veth"),
+        (&["tcp", "198.18.0.2", "--engine", "xdp"], "UDP tests only"),
+        (&["rr", "198.18.0.2", "--engine", "xdp"], "UDP tests only"),
+        (&["crr", "198.18.0.2", "--engine", "xdp"], "UDP tests only"),
         (
-            &["tcp", "198.18.0.2", "--engine", "xdp"],
-            "UDP stream tests only",
-        ),
-        (
-            &["rr", "198.18.0.2", "--engine", "xdp"],
-            "UDP stream tests only",
+            &["rr", "127.0.0.1", "--proto", "udp", "--engine", "xdp"],
+            "veth",
         ),
         (
             &["udp", "198.18.0.2", "--engine", "batch", "--xdp-copy"],
@@ -339,7 +502,19 @@ fn issue_25_a_server_on_xdp_serves_udp_streams_and_refuses_other_tests() {
     let err = String::from_utf8_lossy(&out.stderr);
     // Refused by the server, by name: not served silently by another engine.
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(err.contains("xdp: UDP stream tests only"), "{err}");
+    assert!(err.contains("xdp: UDP tests only"), "{err}");
+    // UDP request/response it serves.
+    let args = [
+        "rr", ADDR_B, "-p", &port, "--proto", "udp", "--sizes", "64", "-n", "100", "--json",
+    ];
+    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(30));
+    assert_ok(&out, &args);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        r["rr"]["engine_use_server"]["xdp"]["iface"], "vb",
+        "{}",
+        r["rr"]
+    );
     drop(server);
     assert_no_xdp(&pair);
 }
@@ -370,7 +545,6 @@ fn issue_25_compare_runs_batch_and_xdp_through_namespaces() {
     assert_ok(&out, &args);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("\"xdp\""), "{text}");
-    assert!(!text.contains("AF_XDP:"), "a variant failed: {text}");
     assert!(!text.contains("\"error\""), "a variant failed: {text}");
     drop(server);
     assert_no_xdp(&pair);
@@ -426,6 +600,7 @@ fn issue_25_xdp_without_capabilities_is_refused_naming_them() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "--drop={drop}: {err}");
         assert!(err.contains(want), "--drop={drop}: {err}");
+        assert!(!err.contains("AF_XDP: AF_XDP"), "said twice: {err}");
         assert!(err.contains("setcap"), "how to get them: {err}");
     }
     // A server asked to use xdp for its own side refuses to start.

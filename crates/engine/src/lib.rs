@@ -102,8 +102,10 @@ pub enum EngineError {
     Pin(String),
     #[error("aborted")]
     Aborted,
-    /// AF_XDP could not be set up: the reason, and what to do about it.
-    #[error("AF_XDP: {0}")]
+    /// AF_XDP could not be set up: the reason, and what to do about it
+    /// (each message names AF_XDP or XDP itself, as `linerate doctor`
+    /// shows them, so nothing is prefixed here).
+    #[error("{0}")]
     Xdp(String),
     #[error("request/response: {0}")]
     Rr(linerate_proto::rr::RrError),

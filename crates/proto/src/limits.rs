@@ -69,10 +69,10 @@ pub struct ServerLimits {
     /// engine with `--server-engine` is refused with this reason, which
     /// names the engine (crr is served without an engine, so it runs).
     pub own_engine_tcp_streams_only: Option<String>,
-    /// The server's own engine serves UDP stream tests only (`xdp`): any
-    /// other test that does not ask for another engine is refused with
-    /// this reason, which names the engine.
-    pub own_engine_udp_streams_only: Option<String>,
+    /// The server's own engine serves UDP tests only, streams and
+    /// request/response (`xdp`): any other test that does not ask for
+    /// another engine is refused with this reason, which names the engine.
+    pub own_engine_udp_only: Option<String>,
 }
 
 impl Default for ServerLimits {
@@ -94,7 +94,7 @@ impl Default for ServerLimits {
             handshake_timeout_ms: HANDSHAKE_TIMEOUT.as_millis() as u64,
             server_engines: Vec::new(),
             own_engine_tcp_streams_only: None,
-            own_engine_udp_streams_only: None,
+            own_engine_udp_only: None,
         }
     }
 }

@@ -150,7 +150,11 @@ pub struct ZeroCopyUse {
 }
 
 /// One stream's AF_XDP socket (`--engine xdp`): where it was bound, how,
-/// and what its rings and the kernel's `XDP_STATISTICS` counted.
+/// and what its rings and the kernel's `XDP_STATISTICS` counted. The
+/// flows of one interface share its socket (`flows`): the counts marked
+/// "this flow's" are the stream's own; the others, and the statistics,
+/// are the socket's, for all its flows together (the kernel counts a drop
+/// before any flow is known).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct XdpUse {
     /// The interface the route to the peer leaves by.
@@ -171,29 +175,76 @@ pub struct XdpUse {
     pub completion_ring: u32,
     pub rx_ring: u32,
     pub tx_ring: u32,
-    /// Send calls that found the TX ring full.
+    /// The most flows of this process that shared the socket while this
+    /// one ran (0: not reported, from before it was).
+    #[serde(default)]
+    pub flows: u32,
+    /// This flow's send calls that found the TX ring full.
     pub tx_ring_full: u64,
-    /// Send calls that found no free frame (completions lagging).
+    /// This flow's send calls that found no free frame (completions
+    /// lagging).
     pub tx_no_frame: u64,
-    /// Receive calls after which the fill ring was empty (the kernel had
-    /// no frame to receive into).
+    /// The socket's receive calls after which the fill ring was empty (the
+    /// kernel had no frame to receive into).
     pub fill_starved: u64,
-    /// Redirected frames that were not one whole UDP datagram, and
-    /// datagrams of another flow (not counted as received).
+    /// Redirected frames that were not one whole UDP datagram (the
+    /// socket's), and datagrams of no flow that this flow's reader took
+    /// off the ring (not counted as received).
     pub rx_unparsed: u64,
     pub rx_foreign: u64,
-    /// Datagrams delivered whose UDP checksum did not match (veth passes
-    /// a kernel sender's unfinished offload checksum on; linerate's own
-    /// datagram check still catches corruption).
+    /// The socket's delivered datagrams whose UDP checksum did not match
+    /// (veth passes a kernel sender's unfinished offload checksum on;
+    /// linerate's own datagram check still catches corruption).
     pub rx_bad_checksum: u64,
-    /// Datagrams that reached the kernel socket instead (before the
-    /// program was attached), received from it.
+    /// This flow's datagrams that reached the kernel socket instead
+    /// (before the flow was redirected), received from it.
     pub via_kernel: u64,
-    /// Syscalls made to move a ring.
+    /// The socket's syscalls made to move a ring.
     pub wakeups: u64,
     /// The socket's `XDP_STATISTICS` (absent where the kernel gave none).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub stats: Option<XdpStatistics>,
+    /// This flow's socket drops include the socket's own (`rx_dropped` +
+    /// `rx_ring_full` since the flow joined it): one flow of a shared
+    /// socket takes them, so a sum over the streams counts them once; the
+    /// others' socket drops are their own only (their kernel socket's and
+    /// their inbox's).
+    #[serde(default)]
+    pub socket_drops_claimed: bool,
+}
+
+impl XdpUse {
+    /// Adds what another endpoint of the same side recorded (an rr flow's
+    /// next phase, another flow): on the same socket, its counts are
+    /// cumulative, so the later (larger) reading stands, and this flow's
+    /// own counts add up. Another socket's (another interface) is left
+    /// out: the first socket stands for the side.
+    pub fn merge(&mut self, o: &XdpUse) {
+        if (&self.iface, self.queue) != (&o.iface, o.queue) {
+            return;
+        }
+        self.flows = self.flows.max(o.flows);
+        self.tx_ring_full += o.tx_ring_full;
+        self.tx_no_frame += o.tx_no_frame;
+        self.rx_foreign += o.rx_foreign;
+        self.via_kernel += o.via_kernel;
+        self.socket_drops_claimed |= o.socket_drops_claimed;
+        self.fill_starved = self.fill_starved.max(o.fill_starved);
+        self.rx_unparsed = self.rx_unparsed.max(o.rx_unparsed);
+        self.rx_bad_checksum = self.rx_bad_checksum.max(o.rx_bad_checksum);
+        self.wakeups = self.wakeups.max(o.wakeups);
+        self.stats = match (self.stats, o.stats) {
+            (Some(a), Some(b)) => Some(XdpStatistics {
+                rx_dropped: a.rx_dropped.max(b.rx_dropped),
+                rx_invalid_descs: a.rx_invalid_descs.max(b.rx_invalid_descs),
+                tx_invalid_descs: a.tx_invalid_descs.max(b.tx_invalid_descs),
+                rx_ring_full: a.rx_ring_full.max(b.rx_ring_full),
+                fill_ring_empty: a.fill_ring_empty.max(b.fill_ring_empty),
+                tx_ring_empty: a.tx_ring_empty.max(b.tx_ring_empty),
+            }),
+            (a, b) => a.or(b),
+        };
+    }
 }
 
 /// `getsockopt(XDP_STATISTICS)` of one AF_XDP socket.
@@ -698,6 +749,38 @@ pub struct Iperf3Counts {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn issue_25_xdp_use_merges_a_sockets_readings_and_adds_each_flows_own() {
+        let stats = |d| {
+            Some(XdpStatistics {
+                rx_dropped: d,
+                ..XdpStatistics::default()
+            })
+        };
+        let phase = |n: u64, flows| XdpUse {
+            iface: "va".into(),
+            flows,
+            tx_ring_full: 1,
+            via_kernel: n,
+            wakeups: 10 * n,
+            stats: stats(n),
+            ..XdpUse::default()
+        };
+        // An rr flow's phases, one endpoint each, on one socket.
+        let mut a = phase(1, 1);
+        a.merge(&phase(3, 2));
+        assert_eq!((a.flows, a.tx_ring_full, a.via_kernel), (2, 2, 4));
+        assert_eq!((a.wakeups, a.stats), (30, stats(3)));
+        // Another interface's socket is not mixed in.
+        let other = XdpUse {
+            iface: "vb".into(),
+            ..phase(9, 5)
+        };
+        let before = a.clone();
+        a.merge(&other);
+        assert_eq!(a, before);
+    }
+
     use super::*;
 
     /// Reports written before `zerocopy:sendfile` lack its counts and still

@@ -354,16 +354,18 @@ fn attach_udp(
 /// messages itself, and with either option on every receive becomes a
 /// `recvmsg` with control messages (and `SO_TIMESTAMPNS` turns on
 /// timestamping of every packet the host receives): busy-polled UDP rr
-/// p50 was 6.24 µs with them, 5.60 µs without (round 10).
+/// p50 was 6.24 µs with them, 5.60 µs without (round 10). An rr socket,
+/// which sends the responses, is prepared as a sender's (so every phase's
+/// socket holds `xdp`'s port until its phase runs).
 pub fn server_udp_socket(
     engine: EngineKind,
     spec: &TestSpec,
     plan: &linerate_proto::spec::StreamPlan,
     sock: &std::net::UdpSocket,
 ) {
-    if role(plan.sender, Side::Server) == Role::Sender {
+    if role(plan.sender, Side::Server) == Role::Sender || spec.kind != TestKind::Stream {
         udp::prepare_send(engine, sock);
-    } else if spec.kind == TestKind::Stream {
+    } else {
         udp::prepare_recv(engine, sock);
         udp::greeted(engine, sock);
     }

@@ -1,5 +1,7 @@
 //! Why AF_XDP cannot run here, in words that say what is missing and how
-//! to get it: every refusal is one of these, never a silent fallback.
+//! to get it: every refusal is one of these, never a silent fallback. Each
+//! message names AF_XDP or XDP itself (the engine and `linerate doctor`
+//! show them as they are, with no prefix).
 
 use std::io;
 use std::net::IpAddr;
@@ -20,7 +22,7 @@ pub enum XdpError {
          CONFIG_XDP_SOCKETS=y (Linux 4.18 or later)"
     )]
     NoAfXdp(io::Error),
-    #[error("no network interface {0}")]
+    #[error("no network interface {0} for AF_XDP")]
     NoInterface(String),
     #[error(
         "{0} is a loopback interface: AF_XDP cannot bind there (no XDP receive path); \
@@ -59,7 +61,7 @@ pub enum XdpError {
         hint: &'static str,
     },
     #[error(
-        "cannot register {bytes} bytes of UMEM: {source}; raise the locked-memory limit \
+        "cannot register {bytes} bytes of AF_XDP UMEM: {source}; raise the locked-memory limit \
          (`ulimit -l`, systemd's LimitMEMLOCK=) or grant CAP_IPC_LOCK"
     )]
     Umem {
@@ -79,15 +81,15 @@ pub enum XdpError {
     Options(String),
     #[error("XDP map {map}: {reason}")]
     Map { map: &'static str, reason: String },
-    #[error("netlink: {0}")]
+    #[error("AF_XDP's netlink request: {0}")]
     Netlink(String),
-    #[error("the kernel refused the netlink request: {0}")]
+    #[error("the kernel refused AF_XDP's netlink request: {0}")]
     NetlinkRefused(io::Error),
-    #[error("no route to {0}: {1}")]
+    #[error("no route to {0} for AF_XDP frames: {1}")]
     NoRoute(IpAddr, String),
     #[error(
-        "no link-layer address for next hop {hop} on {iface}: neighbour resolution did \
-         not complete within {waited_ms} ms (is the peer up?)"
+        "no link-layer address for AF_XDP frames to next hop {hop} on {iface}: neighbour \
+         resolution did not complete within {waited_ms} ms (is the peer up?)"
     )]
     Neighbour {
         hop: IpAddr,
@@ -99,4 +101,72 @@ pub enum XdpError {
 /// An `errno` as returned by xdpilone, as an `io::Error`.
 pub(crate) fn errno(e: xdpilone::Errno) -> io::Error {
     io::Error::from_raw_os_error(e.get_raw().abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shown as they are (no prefix added by the engine or the doctor),
+    /// every message says it is about AF_XDP or XDP, once at its head at
+    /// most: never "AF_XDP: AF_XDP needs …".
+    #[test]
+    fn issue_25_every_af_xdp_error_names_xdp_and_no_prefix_repeats() {
+        let io = || io::Error::from_raw_os_error(libc::EPERM);
+        let all = [
+            XdpError::Capabilities {
+                missing: "CAP_NET_RAW".into(),
+            },
+            XdpError::NoAfXdp(io()),
+            XdpError::NoInterface("eth9".into()),
+            XdpError::Loopback("lo".into()),
+            XdpError::AlreadyAttached {
+                iface: "va".into(),
+                prog_id: 7,
+                mode: "native",
+            },
+            XdpError::Load("x".into()),
+            XdpError::Attach {
+                iface: "va".into(),
+                mode: AttachMode::Native,
+                source: io(),
+                hint: "",
+            },
+            XdpError::Bind {
+                iface: "va".into(),
+                queue: 0,
+                copy: CopyMode::Copy,
+                source: io(),
+                hint: "",
+            },
+            XdpError::Umem {
+                bytes: 1,
+                source: io(),
+            },
+            XdpError::Socket {
+                iface: "va".into(),
+                queue: 0,
+                step: "bind",
+                source: io(),
+            },
+            XdpError::Options("x".into()),
+            XdpError::Map {
+                map: "m",
+                reason: "x".into(),
+            },
+            XdpError::Netlink("x".into()),
+            XdpError::NetlinkRefused(io()),
+            XdpError::NoRoute("198.18.0.2".parse().expect("ip"), "x".into()),
+            XdpError::Neighbour {
+                hop: "198.18.0.2".parse().expect("ip"),
+                iface: "va".into(),
+                waited_ms: 1,
+            },
+        ];
+        for e in all {
+            let s = e.to_string();
+            assert!(s.contains("XDP"), "{s}");
+            assert!(!s.starts_with("AF_XDP:"), "{s}");
+        }
+    }
 }

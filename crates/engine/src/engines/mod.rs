@@ -130,7 +130,7 @@ impl EngineKind {
                 "TCP streams only: sendfile(2) from a memory file holding the send buffer, splice(2) receive into /dev/null"
             }
             EngineKind::Xdp(_) => {
-                "UDP streams (-P N, --bidir): AF_XDP socket on the peer's interface (a NIC or veth, not loopback), past the kernel's UDP/IP stack; needs root or CAP_NET_RAW+CAP_NET_ADMIN+CAP_BPF"
+                "UDP streams (-P N, --bidir) and UDP rr: AF_XDP socket on the peer's interface (a NIC or veth, not loopback), past the kernel's UDP/IP stack; needs root or CAP_NET_RAW+CAP_NET_ADMIN+CAP_BPF"
             }
         }
     }
@@ -191,18 +191,18 @@ impl EngineKind {
     }
 }
 
-/// Why `xdp` cannot run `spec` this round (`None`: it can): UDP streams
-/// only, any number and both directions (the flows of one interface share
-/// its AF_XDP socket on queue 0: `engines/xdp/port.rs`).
+/// Why `xdp` cannot run `spec` (`None`: it can): UDP streams, any number
+/// and both directions, and UDP request/response (the flows of one
+/// interface share its AF_XDP socket on queue 0: `engines/xdp/port.rs`).
 fn xdp_refusal(spec: &TestSpec) -> Option<String> {
-    if (spec.protocol, spec.kind) != (Protocol::Udp, TestKind::Stream) {
-        return Some(
-            "xdp: UDP stream tests only for now (TCP has no AF_XDP path in linerate; \
-             request/response over AF_XDP is not built yet)"
+    match (spec.protocol, spec.kind) {
+        (Protocol::Udp, TestKind::Stream | TestKind::Rr) => None,
+        _ => Some(
+            "xdp: UDP tests only (streams and request/response; TCP has no AF_XDP \
+             path in linerate)"
                 .into(),
-        );
+        ),
     }
-    None
 }
 
 /// The name and the options that differ from the engine's defaults, as
@@ -306,7 +306,13 @@ pub(crate) fn merge_use(into: &mut Option<EngineUse>, u: EngineUse) {
             };
             a.sendfile = add_calls(a.sendfile, u.sendfile);
             a.splice_recv = add_calls(a.splice_recv, u.splice_recv);
-            a.xdp = a.xdp.or(u.xdp);
+            a.xdp = match (a.xdp, u.xdp) {
+                (Some(mut x), Some(y)) => {
+                    x.merge(&y);
+                    Some(x)
+                }
+                (x, y) => x.or(y),
+            };
             for n in u.notes {
                 if !a.notes.contains(&n) {
                     a.notes.push(n);
@@ -661,7 +667,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_25_xdp_runs_udp_streams_and_refuses_the_rest_by_name() {
+    fn issue_25_xdp_runs_udp_streams_and_rr_and_refuses_the_rest_by_name() {
         use linerate_proto::spec::Direction;
         let xdp = EngineKind::Xdp(Xdp::default());
         let udp = TestSpec {
@@ -677,14 +683,21 @@ mod tests {
         let tcp = TestSpec::default();
         assert!(xdp
             .refusal(&tcp)
-            .is_some_and(|w| w.contains("UDP stream tests only")));
+            .is_some_and(|w| w.contains("UDP tests only")));
         let rr = TestSpec {
             kind: TestKind::Rr,
             ..udp.clone()
         };
-        assert!(xdp
-            .refusal(&rr)
-            .is_some_and(|w| w.contains("UDP stream tests only")));
+        assert_eq!(xdp.refusal(&rr), None);
+        for kind in [TestKind::Rr, TestKind::Crr] {
+            let tcp = TestSpec {
+                kind,
+                ..TestSpec::default()
+            };
+            assert!(xdp
+                .refusal(&tcp)
+                .is_some_and(|w| w.contains("UDP tests only")));
+        }
         let two = TestSpec {
             streams: 2,
             ..udp.clone()

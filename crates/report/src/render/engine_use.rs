@@ -1,9 +1,68 @@
 //! The words for what an accelerated engine used on one end (registered
-//! buffers, multishot receive, SQPOLL, zero-copy sends), shared by the
-//! stream report (`human.rs`) and the request/response table
-//! (`rr_table.rs`).
+//! buffers, multishot receive, SQPOLL, zero-copy sends, the AF_XDP
+//! socket), shared by the stream report (`human.rs`) and the
+//! request/response table (`rr_table.rs`).
 
-use linerate_proto::measure::EngineUse;
+use linerate_proto::measure::{EngineUse, XdpUse};
+
+/// The AF_XDP socket an `xdp` end ran on: where, how, what its rings and
+/// the kernel counted, and which counts are the flow's own and which the
+/// socket's (shared by the interface's flows).
+fn xdp_words(x: &XdpUse) -> String {
+    let mut s = format!(
+        "AF_XDP on {} queue {}: {} XDP, {} mode{}; UMEM {} KiB in {}-byte frames; \
+         rings: fill {}, completion {}, RX {}, TX {}",
+        x.iface,
+        x.queue,
+        x.mode,
+        x.copy,
+        if x.need_wakeup { ", need-wakeup" } else { "" },
+        x.umem_bytes >> 10,
+        x.frame_size,
+        x.fill_ring,
+        x.completion_ring,
+        x.rx_ring,
+        x.tx_ring
+    );
+    if x.flows > 1 {
+        s.push_str(&format!(
+            "; socket shared by {} flows: its socket counts and XDP_STATISTICS cover them all",
+            x.flows
+        ));
+    }
+    if x.socket_drops_claimed {
+        // One stream of a shared socket takes its drops, so a sum over the
+        // streams counts them once; the others' are their own only.
+        s.push_str("; this stream's socket drops include the AF_XDP socket's");
+    }
+    s.push_str(&format!(
+        "; own counts: TX ring full {}, no free frame {}, via the kernel socket {}, \
+         datagrams of no flow {}; socket counts: fill ring starved {}, unparsed frames {}, \
+         bad UDP checksums {}, ring wakeups {}",
+        x.tx_ring_full,
+        x.tx_no_frame,
+        x.via_kernel,
+        x.rx_foreign,
+        x.fill_starved,
+        x.rx_unparsed,
+        x.rx_bad_checksum,
+        x.wakeups
+    ));
+    match &x.stats {
+        Some(t) => s.push_str(&format!(
+            "; XDP_STATISTICS: rx_dropped {}, rx_invalid_descs {}, tx_invalid_descs {}, \
+             rx_ring_full {}, fill_ring_empty {}, tx_ring_empty {}",
+            t.rx_dropped,
+            t.rx_invalid_descs,
+            t.tx_invalid_descs,
+            t.rx_ring_full,
+            t.fill_ring_empty,
+            t.tx_ring_empty
+        )),
+        None => s.push_str("; XDP_STATISTICS: not given by the kernel"),
+    }
+    s
+}
 
 /// What an accelerated engine used on one end, from its own counts.
 pub(crate) fn engine_use_words(u: &EngineUse) -> String {
@@ -52,6 +111,9 @@ pub(crate) fn engine_use_words(u: &EngineUse) -> String {
             c.calls, c.bytes
         ));
     }
+    if let Some(x) = &u.xdp {
+        used.push(xdp_words(x));
+    }
     let mut s = format!(
         "engine {}: {}",
         u.engine,
@@ -98,6 +160,49 @@ mod tests {
             engine_use_words(&u),
             "engine zerocopy:sendfile: splice receive: 7 calls, 3000 bytes"
         );
+    }
+
+    #[test]
+    fn issue_25_an_xdp_end_names_its_socket_and_whose_counts_are_whose() {
+        let x = XdpUse {
+            iface: "vb".into(),
+            queue: 0,
+            mode: "native".into(),
+            copy: "copy".into(),
+            need_wakeup: true,
+            umem_bytes: 8 << 20,
+            frame_size: 4096,
+            fill_ring: 2048,
+            completion_ring: 2048,
+            rx_ring: 2048,
+            tx_ring: 2048,
+            flows: 2,
+            tx_ring_full: 3,
+            ..XdpUse::default()
+        };
+        let u = EngineUse {
+            engine: "xdp".into(),
+            xdp: Some(x.clone()),
+            ..EngineUse::default()
+        };
+        let w = engine_use_words(&u);
+        assert!(
+            w.starts_with(
+                "engine xdp: AF_XDP on vb queue 0: native XDP, copy mode, need-wakeup; \
+                 UMEM 8192 KiB in 4096-byte frames; rings: fill 2048, completion 2048, \
+                 RX 2048, TX 2048; socket shared by 2 flows"
+            ),
+            "{w}"
+        );
+        assert!(w.contains("own counts: TX ring full 3,"), "{w}");
+        assert!(w.contains("XDP_STATISTICS: not given by the kernel"), "{w}");
+        assert!(!w.contains("plain requests"), "{w}");
+        // A flow alone on its socket says nothing of sharing.
+        let alone = EngineUse {
+            xdp: Some(XdpUse { flows: 1, ..x }),
+            ..u
+        };
+        assert!(!engine_use_words(&alone).contains("shared"));
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub(super) fn prepare(opts: Xdp, sock: &UdpSocket) {
         return;
     };
     if let Ok((port, _)) = port_for(opts, local, peer) {
-        Port::keep_prepared(opts, local, peer, port);
+        Port::keep_prepared(opts, sock, local, peer, port);
     }
 }
 
@@ -89,6 +89,12 @@ pub struct XdpEndpoint {
     kernel_drained: Cell<bool>,
     foreign: Cell<u64>,
     via_kernel: Cell<u64>,
+    /// This flow's send calls that found the TX ring full, or no free
+    /// frame (the queue counts the socket's).
+    tx_ring_full: Cell<u64>,
+    tx_no_frame: Cell<u64>,
+    /// This flow's drops took the shared socket's ([`Port::drops`]).
+    drops_claimed: Cell<bool>,
 }
 
 impl std::fmt::Debug for XdpEndpoint {
@@ -122,6 +128,9 @@ impl XdpEndpoint {
             kernel_drained: Cell::new(false),
             foreign: Cell::new(0),
             via_kernel: Cell::new(0),
+            tx_ring_full: Cell::new(0),
+            tx_no_frame: Cell::new(0),
+            drops_claimed: Cell::new(false),
         })
     }
 
@@ -134,11 +143,7 @@ impl XdpEndpoint {
     pub(super) fn send(&self, payloads: &[&[u8]], wait: Wait) -> io::Result<usize> {
         let start = Instant::now();
         loop {
-            let n = self
-                .port
-                .queue()
-                .send(&self.flow, payloads)
-                .map_err(io_error)?;
+            let n = self.send_once(payloads)?;
             if n > 0 {
                 return Ok(n);
             }
@@ -149,6 +154,19 @@ impl XdpEndpoint {
             // collects completions and kicks the TX ring each time).
             std::thread::yield_now();
         }
+    }
+
+    /// One send on the shared socket; what its ring counted on this call
+    /// (TX ring full, no free frame) is this flow's.
+    fn send_once(&self, payloads: &[&[u8]]) -> io::Result<usize> {
+        let mut q = self.port.queue();
+        let before = q.counters();
+        let n = q.send(&self.flow, payloads).map_err(io_error)?;
+        let after = q.counters();
+        let add = |c: &Cell<u64>, by: u64| c.set(c.get() + by);
+        add(&self.tx_ring_full, after.tx_ring_full - before.tx_ring_full);
+        add(&self.tx_no_frame, after.tx_no_frame - before.tx_no_frame);
+        Ok(n)
     }
 
     /// Moves this flow's received datagrams into the slots.
@@ -213,8 +231,8 @@ impl XdpEndpoint {
         }
     }
 
-    /// What this endpoint used and counted, for the stream's report (the
-    /// rings' counters and statistics are the shared socket's).
+    /// What this endpoint used and counted, for the stream's report (this
+    /// flow's own counts, and the shared socket's: [`XdpUse`]).
     fn engine_use(&self) -> EngineUse {
         let q = self.port.queue();
         let (o, c) = (q.options(), q.counters());
@@ -240,8 +258,9 @@ impl XdpEndpoint {
                 completion_ring: o.completion_size,
                 rx_ring: o.rx_size,
                 tx_ring: o.tx_size,
-                tx_ring_full: c.tx_ring_full,
-                tx_no_frame: c.tx_no_frame,
+                flows: self.port.peak_flows(),
+                tx_ring_full: self.tx_ring_full.get(),
+                tx_no_frame: self.tx_no_frame.get(),
                 fill_starved: c.fill_starved,
                 rx_unparsed: c.rx_unparsed,
                 rx_foreign: self.foreign.get(),
@@ -249,6 +268,7 @@ impl XdpEndpoint {
                 via_kernel: self.via_kernel.get(),
                 wakeups: c.wakeups,
                 stats,
+                socket_drops_claimed: self.drops_claimed.get(),
             }),
             ..EngineUse::default()
         }
@@ -314,7 +334,16 @@ impl Readiness for XdpEndpoint {
                 }
             }
             0 => Ok(false),
-            _ => Ok(true),
+            _ => {
+                if fds[1].revents & libc::POLLIN != 0 {
+                    // A datagram that passed the program just before the
+                    // flow was redirected can land on the kernel socket
+                    // after it was found empty (an rr phase's first
+                    // request, microseconds late): read it again.
+                    self.kernel_drained.set(false);
+                }
+                Ok(true)
+            }
         }
     }
 }
@@ -376,7 +405,9 @@ impl UdpEndpoint for XdpEndpoint {
     /// ([`Port::drops`]).
     fn drops(&self) -> Option<u64> {
         let kernel = crate::engines::endpoint::socket_drops(&self.sock).unwrap_or(0);
-        Some(kernel + self.port.drops(self.flow.src.port()))
+        let (port, claimed) = self.port.drops(self.flow.src.port());
+        self.drops_claimed.set(self.drops_claimed.get() || claimed);
+        Some(kernel + port)
     }
 
     fn recv_buffer(&self) -> Option<u64> {

@@ -229,3 +229,23 @@ impl UdpRx<XdpEndpoint> for XdpRx {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The refusal for missing capabilities reads "AF_XDP needs …" once,
+    /// not "AF_XDP: AF_XDP needs …" (the engine's error adds no prefix).
+    #[test]
+    fn issue_25_a_refusal_names_af_xdp_once() {
+        let e = xdp_error(
+            XdpError::Capabilities {
+                missing: "CAP_NET_RAW".into(),
+            },
+            Xdp::default(),
+        );
+        let s = e.to_string();
+        assert!(s.starts_with("AF_XDP needs CAP_NET_RAW:"), "{s}");
+        assert_eq!(s.matches("AF_XDP").count(), 1, "{s}");
+    }
+}

@@ -10,13 +10,20 @@
 //! found empty, so no flow sees its datagrams out of order.
 //!
 //! Ports live while a flow (or a preparation) holds them: the last one
-//! gone detaches the program and closes the socket.
+//! gone detaches the program and closes the socket. A preparation lives
+//! as long as the kernel socket it was made for (an rr test prepares
+//! every phase's socket at once, so the port stays attached from the
+//! first phase to the last): a reaper thread, running while any
+//! preparation is kept, drops those whose socket is closed (a test that
+//! ended before its phases or streams ran, a peer killed mid-test).
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use linerate_xdp::{
     AttachMode, Datagram, Path, Program, ProgramOptions, Queue, QueueOptions, XdpStats,
@@ -31,10 +38,8 @@ const QUEUE_ID: u32 = 0;
 /// Datagrams an inbox holds for a flow whose reader lags; past this they
 /// are dropped and counted in that flow's drops.
 const INBOX_MAX: usize = 8192;
-/// How long a prepared port waits for its endpoint: a test that ended
-/// before its streams ran leaves none attached past this (a test's
-/// streams attach within its greeting handshake).
-const PREPARED_TTL: Duration = Duration::from_secs(10);
+/// How often the reaper looks for preparations whose socket is closed.
+const REAP_EVERY: Duration = Duration::from_millis(250);
 
 /// (network namespace inode, interface index): an interface, process-wide.
 type PortKey = (u64, u32);
@@ -67,6 +72,9 @@ pub(super) struct Port {
     /// receiver that reports its drops takes the socket's too, so a sum
     /// over the streams counts them once.
     drops_claimed: Mutex<bool>,
+    /// The most flows redirected to it at once (for the report: how many
+    /// shared the socket's counts).
+    peak_flows: AtomicU32,
     fd: i32,
 }
 
@@ -74,12 +82,12 @@ pub(super) struct Port {
 static PORTS: Mutex<Vec<Weak<Port>>> = Mutex::new(Vec::new());
 
 /// A port prepared for a flow before its test started, until the flow's
-/// endpoint takes it (`Engine::udp_rx_attach`).
+/// endpoint takes it (`Engine::udp_rx_attach`) or its socket closes.
 struct Prepared {
     opts: Xdp,
     local: SocketAddr,
     peer: SocketAddr,
-    at: Instant,
+    sock: SockId,
     /// `None` once taken.
     port: Option<Arc<Port>>,
     /// Whether the flow was redirected: undone if nobody takes it.
@@ -95,6 +103,67 @@ impl Drop for Prepared {
 }
 
 static PREPARED: Mutex<Vec<Prepared>> = Mutex::new(Vec::new());
+/// Whether the reaper thread runs (it stops once no preparation is left).
+static REAPING: AtomicBool = AtomicBool::new(false);
+
+/// A kernel socket's descriptor and inode: a descriptor closed, or reused
+/// by another socket (another inode), no longer names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SockId {
+    fd: RawFd,
+    ino: u64,
+}
+
+impl SockId {
+    fn of(sock: &UdpSocket) -> Option<SockId> {
+        let fd = sock.as_raw_fd();
+        Some(SockId {
+            fd,
+            ino: inode(fd)?,
+        })
+    }
+
+    fn open(self) -> bool {
+        inode(self.fd) == Some(self.ino)
+    }
+}
+
+/// The inode of descriptor `fd`, if it is open.
+fn inode(fd: RawFd) -> Option<u64> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: fstat writes at most one `stat` into the buffer; a closed
+    // descriptor is answered with EBADF, nothing written.
+    let rc = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
+    // SAFETY: fstat succeeded, so it filled the buffer (zeroed before).
+    (rc == 0).then(|| unsafe { st.assume_init() }.st_ino)
+}
+
+/// Drops, every [`REAP_EVERY`], the preparations whose socket is closed
+/// (their ports detach with the last holder); runs while any is kept.
+/// Called after a preparation was added.
+fn reap_closed() {
+    if REAPING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let reaper = std::thread::Builder::new()
+        .name("xdp-prepared".into())
+        .spawn(|| loop {
+            std::thread::sleep(REAP_EVERY);
+            let mut prepared = lock(&PREPARED);
+            prepared.retain(|p| p.sock.open());
+            if prepared.is_empty() {
+                // Under the lock: a preparation added after this starts
+                // another reaper.
+                REAPING.store(false, Ordering::Release);
+                return;
+            }
+        });
+    if reaper.is_err() {
+        // Without a reaper, closed sockets' preparations go when the next
+        // one is kept (`Port::keep_prepared`).
+        REAPING.store(false, Ordering::Release);
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -155,30 +224,44 @@ impl Port {
             queue: Mutex::new(queue),
             inboxes: Mutex::new(HashMap::new()),
             drops_claimed: Mutex::new(false),
+            peak_flows: AtomicU32::new(0),
         });
         ports.push(Arc::downgrade(&port));
         Ok(port)
     }
 
-    /// Keeps `port` for the flow (local, peer) until its endpoint takes
-    /// it; drops the preparations nobody took in time.
-    pub(super) fn keep_prepared(opts: Xdp, local: SocketAddr, peer: SocketAddr, port: Arc<Port>) {
-        let mut prepared = lock(&PREPARED);
-        prepared.retain(|p| p.at.elapsed() < PREPARED_TTL);
-        if prepared
-            .iter()
-            .any(|p| (p.opts, p.local, p.peer) == (opts, local, peer))
-        {
+    /// Keeps `port` for the flow (local, peer) of `sock` until its
+    /// endpoint takes it or `sock` is closed; drops the preparations whose
+    /// socket is closed.
+    pub(super) fn keep_prepared(
+        opts: Xdp,
+        sock: &UdpSocket,
+        local: SocketAddr,
+        peer: SocketAddr,
+        port: Arc<Port>,
+    ) {
+        let Some(id) = SockId::of(sock) else {
             return;
+        };
+        {
+            let mut prepared = lock(&PREPARED);
+            prepared.retain(|p| p.sock.open());
+            if prepared
+                .iter()
+                .any(|p| (p.opts, p.local, p.peer) == (opts, local, peer))
+            {
+                return;
+            }
+            prepared.push(Prepared {
+                opts,
+                local,
+                peer,
+                sock: id,
+                port: Some(port),
+                redirected: false,
+            });
         }
-        prepared.push(Prepared {
-            opts,
-            local,
-            peer,
-            at: Instant::now(),
-            port: Some(port),
-            redirected: false,
-        });
+        reap_closed();
     }
 
     /// Redirects the prepared flow (local, peer) to its port now.
@@ -224,13 +307,17 @@ impl Port {
     /// still: a flow added already keeps its inbox).
     pub(super) fn add_flow(&self, local: SocketAddr, peer: SocketAddr) -> Result<(), EngineError> {
         let base = self.queue().stats().unwrap_or_default();
-        lock(&self.inboxes)
+        let mut inboxes = lock(&self.inboxes);
+        inboxes
             .entry(local.port())
             .or_insert_with(|| Inbox {
                 base,
                 ..Inbox::default()
             })
             .peer = Some(peer);
+        let flows = u32::try_from(inboxes.len()).unwrap_or(u32::MAX);
+        self.peak_flows.fetch_max(flows, Ordering::Relaxed);
+        drop(inboxes);
         lock(&self.program)
             .allow(local)
             .map_err(|e| xdp_error(e, self.opts))
@@ -255,25 +342,31 @@ impl Port {
             .is_some_and(|b| !b.queued.is_empty())
     }
 
+    /// The most flows that shared this port at once.
+    pub(super) fn peak_flows(&self) -> u32 {
+        self.peak_flows.load(Ordering::Relaxed)
+    }
+
     /// The flow's drops past the kernel socket: its inbox's, and the
     /// AF_XDP socket's since the flow joined it for the first flow that
-    /// asks (module docs), none for the others.
-    pub(super) fn drops(&self, local: u16) -> u64 {
+    /// asks (module docs), none for the others; and whether this flow took
+    /// the socket's.
+    pub(super) fn drops(&self, local: u16) -> (u64, bool) {
         let socket = self.queue().stats().ok();
         let inboxes = lock(&self.inboxes);
         let Some(inbox) = inboxes.get(&local) else {
-            return 0;
+            return (0, false);
         };
         let mut claimed = lock(&self.drops_claimed);
         let own = match socket {
             Some(s) if !*claimed => {
                 *claimed = true;
                 let b = inbox.base;
-                (s.rx_dropped + s.rx_ring_full).saturating_sub(b.rx_dropped + b.rx_ring_full)
+                Some((s.rx_dropped + s.rx_ring_full).saturating_sub(b.rx_dropped + b.rx_ring_full))
             }
-            _ => 0,
+            _ => None,
         };
-        inbox.dropped + own
+        (inbox.dropped + own.unwrap_or(0), own.is_some())
     }
 
     /// Up to `max` of the flow (`local` port, from `peer`)'s datagrams, in
@@ -337,6 +430,18 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A preparation lives as long as its kernel socket: once the socket
+    /// is closed (its descriptor free, or reused by another socket), the
+    /// reaper drops it and its hold on the port.
+    #[test]
+    fn issue_25_a_preparation_knows_when_its_socket_is_closed() {
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let id = SockId::of(&sock).expect("an open socket's id");
+        assert!(id.open());
+        drop(sock);
+        assert!(!id.open());
+    }
 
     #[test]
     fn issue_25_an_inbox_keeps_arrival_order_and_counts_what_overflows() {

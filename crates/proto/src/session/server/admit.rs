@@ -134,8 +134,8 @@ impl ServerSession {
                 matches!(test, (TestKind::Stream, Protocol::Tcp) | (TestKind::Crr, _)),
             ),
             (
-                &self.limits.own_engine_udp_streams_only,
-                test == (TestKind::Stream, Protocol::Udp),
+                &self.limits.own_engine_udp_only,
+                matches!(test, (TestKind::Stream | TestKind::Rr, Protocol::Udp)),
             ),
         ];
         let why = only
