@@ -641,13 +641,19 @@ pub struct RrArgs {
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
     /// N flows on --threads event-loop threads per side (epoll; rr over
-    /// TCP, one size: default 1 byte), in place of -P.
+    /// TCP and crr, one size: default 1 byte), in place of -P; crr: N
+    /// connections in flight, answered by the server's crr pool.
     #[arg(long, value_name = "N", conflicts_with = "parallel")]
     pub flows: Option<u32>,
-    /// Event-loop threads for --flows on this side (default 1; the server
-    /// uses its own --threads, else this number).
+    /// Event-loop threads for --flows on this side (default 1; rr: the
+    /// server uses its own --threads, else this number).
     #[arg(long, value_name = "T", requires = "flows")]
     pub threads: Option<u16>,
+    /// crr: SO_LINGER 0 on the client's connections, so each ends with a
+    /// reset and leaves no TIME_WAIT on either host (for connection rates
+    /// the ephemeral port range cannot hold otherwise).
+    #[arg(long)]
+    pub linger0: bool,
     /// Time K back-to-back transactions per pair of clock reads and report
     /// per-message figures (each transaction counts as its batch's mean).
     #[arg(long, value_name = "K", default_value_t = 1)]

@@ -35,7 +35,7 @@ const ACCEPT_SPIN_NOTE: &str = "the accepting thread spins on its non-blocking l
      the server's sockets";
 
 /// How long a crr transaction's connect may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a crr client connects, and how it greets the server.
 #[derive(Debug, Clone)]
