@@ -367,7 +367,8 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N")]
     pub max_flows: Option<u32>,
     /// Event-loop threads serving a --flows test (default: the client's
-    /// --threads).
+    /// --threads); crr's connections are answered by the accepting thread
+    /// and its crr pool instead.
     #[arg(long, value_name = "T")]
     pub threads: Option<u16>,
     /// Refuse tests longer than this (default 24h).

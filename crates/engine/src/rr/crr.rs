@@ -1,7 +1,10 @@
 //! crr (connect/request/response): every transaction is a new connection,
 //! greeted with the test's token and the (phase, flow) stream id, then one
 //! request, one response, and the server's close (the server closes first,
-//! so the client keeps no TIME_WAIT and cannot run out of ephemeral ports).
+//! so the client keeps no TIME_WAIT: its ephemeral ports run out only with
+//! more connections in flight than its range holds, reported as
+//! [`EngineError::PortsExhausted`]). `crr --flows` runs the same
+//! transactions on event loops (`super::loops`).
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
