@@ -481,7 +481,8 @@ pub struct TcpArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
     /// Write an SVG plot here: throughput per interval (with --repeat:
-    /// each flow's mean ± 1 sd over the trials).
+    /// each flow's mean ± 1 sd over the trials; with --flows, the CDF of
+    /// the flows' rates too, in FILE-flows.svg).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]
@@ -587,7 +588,8 @@ pub struct UdpArgs {
     #[arg(long, hide = true, value_name = "SCHEDULE")]
     pub inject_faults: Option<String>,
     /// Write an SVG plot here: throughput per interval (with --repeat:
-    /// each flow's mean ± 1 sd over the trials).
+    /// each flow's mean ± 1 sd over the trials; with --flows, the CDF of
+    /// the flows' rates too, in FILE-flows.svg).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]
@@ -676,7 +678,8 @@ pub struct RrArgs {
     /// Write every size's full round-trip (and one-way) histogram as CSV.
     #[arg(long, value_name = "FILE")]
     pub histogram: Option<std::path::PathBuf>,
-    /// Write an SVG plot: latency percentiles vs size, and the CDF per size.
+    /// Write an SVG plot: latency percentiles vs size, and the CDF per size
+    /// (with --flows, the CDF of the flows' rates too, in FILE-flows.svg).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
     /// Estimate the clock offset with probes over the control connection
