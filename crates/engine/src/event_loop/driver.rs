@@ -278,6 +278,17 @@ impl Timers {
         if self.armed[i] != Some(due) {
             self.armed[i] = Some(due);
             self.heap.push(Reverse((due, i)));
+            // Re-arming leaves the old entry behind (a crr flow arms each
+            // connection's timeout): rebuilt from the armed times before
+            // the stale ones outgrow the flows, so the heap stays O(flows).
+            if self.heap.len() > 4 * self.armed.len() + 64 {
+                self.heap = self
+                    .armed
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, a)| a.map(|due| Reverse((due, i))))
+                    .collect();
+            }
         }
     }
 
@@ -372,5 +383,21 @@ mod tests {
         assert_eq!(t.pop_due(ms(10)), Some(1));
         assert_eq!(t.pop_due(ms(10)), None);
         assert_eq!(t.next(), None);
+    }
+
+    #[test]
+    fn issue_26_re_arming_keeps_the_heap_as_small_as_the_flows() {
+        let t0 = Instant::now();
+        let mut t = Timers::new(2);
+        // A crr flow arms each of 10,000 connections' timeouts in turn.
+        for k in 1..=10_000u64 {
+            t.arm(0, t0 + Duration::from_micros(k));
+        }
+        t.arm(1, t0 + Duration::from_secs(1));
+        assert!(t.heap.len() <= 4 * 2 + 64 + 1, "{}", t.heap.len());
+        let end = t0 + Duration::from_secs(2);
+        assert_eq!(t.pop_due(end), Some(0));
+        assert_eq!(t.pop_due(end), Some(1));
+        assert_eq!(t.pop_due(end), None);
     }
 }
