@@ -367,8 +367,7 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N")]
     pub max_flows: Option<u32>,
     /// Event-loop threads serving a --flows test (default: the client's
-    /// --threads); crr's connections are answered by the accepting thread
-    /// and its crr pool instead.
+    /// --threads); crr: threads accepting and answering its connections.
     #[arg(long, value_name = "T")]
     pub threads: Option<u16>,
     /// Refuse tests longer than this (default 24h).
@@ -645,11 +644,11 @@ pub struct RrArgs {
     pub parallel: u16,
     /// N flows on --threads event-loop threads per side (epoll; rr over
     /// TCP and crr, one size: default 1 byte), in place of -P; crr: N
-    /// connections in flight, answered by the server's crr pool.
+    /// connections in flight, accepted on the server's threads too.
     #[arg(long, value_name = "N", conflicts_with = "parallel")]
     pub flows: Option<u32>,
-    /// Event-loop threads for --flows on this side (default 1; rr: the
-    /// server uses its own --threads, else this number).
+    /// Event-loop threads for --flows on this side (default 1; the server
+    /// uses its own --threads, else this number).
     #[arg(long, value_name = "T", requires = "flows")]
     pub threads: Option<u16>,
     /// crr: SO_LINGER 0 on the client's connections, so each ends with a

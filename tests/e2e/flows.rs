@@ -527,3 +527,56 @@ fn issue_26_crr_flows_beyond_the_ephemeral_port_range_name_the_remedy() {
         assert!(!text.contains("completed none"), "{args}: {text}");
     }
 }
+
+/// Threads of process `pid` named `name` now.
+fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The server accepts a crr --flows test's connections on as many threads
+/// as its --threads (its accept loop and two more here) while the test
+/// runs, and on its accept loop alone after it.
+#[test]
+fn issue_26_a_server_accepts_crr_flows_on_its_threads() {
+    let mut server = Server::start(&["--threads", "3"]);
+    let (port, spid) = (server.port_str(), server.child.id());
+    let args = [
+        "crr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "--flows",
+        "32",
+        "--threads",
+        "2",
+        "-t",
+        "1",
+    ];
+    let mut most = 0;
+    let out = run_client_watched(None, &[], &args, Duration::from_secs(60), &mut |_| {
+        most = most.max(threads_named(spid, "linerate-accept"));
+    });
+    assert_ok(&out, &args);
+    assert_eq!(most, 2, "accepting threads beside the accept loop");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let p = &r["rr"]["phases"][0];
+    assert_eq!(u(&p["server_transactions"]), u(&p["transactions"]), "{p}");
+    assert!(
+        eventually(Duration::from_secs(5), || threads_named(
+            spid,
+            "linerate-accept"
+        ) == 0),
+        "the accepting threads outlived the test"
+    );
+    assert!(server.alive());
+}

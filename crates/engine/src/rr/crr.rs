@@ -208,6 +208,9 @@ pub struct CrrServer {
     /// Busy poll: how the accepting thread spins, decided once (the
     /// accept loop asks on every connection).
     spin_mode: Option<SpinMode>,
+    /// Threads that accept the test's connections: `crr --flows` on T
+    /// loops, the server's accepting thread and T − 1 more; else 1.
+    accepting: usize,
 }
 
 /// One transaction being served: counted as active until dropped, and
@@ -262,6 +265,12 @@ impl Drop for Ticket {
 
 impl CrrServer {
     pub fn new(plan: RrPlan) -> Arc<CrrServer> {
+        Self::accepted_on(plan, 1)
+    }
+
+    /// A crr test whose connections `threads` threads accept (`crr
+    /// --flows`: as many as the side's event loops).
+    pub fn accepted_on(plan: RrPlan, threads: usize) -> Arc<CrrServer> {
         let n = plan.phases.len() * plan.flows as usize;
         Arc::new(CrrServer {
             counters: (0..n).map(|_| CrrCounter::default()).collect(),
@@ -272,7 +281,13 @@ impl CrrServer {
                 .busy_poll
                 .then(|| crate::wait::side_spin_mode(plan.flows, &[])),
             plan,
+            accepting: threads.max(1),
         })
+    }
+
+    /// How many threads should accept this test's connections.
+    pub fn accepting(&self) -> usize {
+        self.accepting
     }
 
     /// The (phase, flow) a greeting names, with the index of its counter.

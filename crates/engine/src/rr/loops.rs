@@ -14,8 +14,9 @@
 //! connection per transaction, as [`super::crr`] does on a thread: a
 //! non-blocking connect (the loop watches each new socket), the greeting
 //! and request in one write, the response, then the server's close; the
-//! clock is read before the connect and after the close. The server side
-//! is the server's crr pool ([`super::CrrPool`]), as for crr on threads.
+//! clock is read before the connect and after the close. The server
+//! answers them with its crr pools ([`super::CrrPool`]), as for crr on
+//! threads, accepting on as many threads as it has loops.
 
 use std::net::{Shutdown, TcpStream};
 use std::ops::Range;
