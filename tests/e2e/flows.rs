@@ -571,11 +571,25 @@ fn issue_26_a_server_accepts_crr_flows_on_its_threads() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     let p = &r["rr"]["phases"][0];
     assert_eq!(u(&p["server_transactions"]), u(&p["transactions"]), "{p}");
+    // The next tests' connections, some accepted by a thread that is
+    // ending, are all answered (an ending thread's pool closed those it
+    // held: 3 of 6 such tests failed).
+    for _ in 0..6 {
+        let args = [
+            "crr",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--flows",
+            "64",
+            "-t",
+            "0.2",
+        ];
+        assert_ok(&run_client(&args, Duration::from_secs(60)), &args);
+    }
+    let gone = || threads_named(spid, "linerate-accept") == 0;
     assert!(
-        eventually(Duration::from_secs(5), || threads_named(
-            spid,
-            "linerate-accept"
-        ) == 0),
+        eventually(Duration::from_secs(15), gone),
         "the accepting threads outlived the test"
     );
     assert!(server.alive());

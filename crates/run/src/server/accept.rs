@@ -196,6 +196,12 @@ fn accept_crr(listener: &TcpListener, shared: &Arc<Shared>, wanted: &AtomicUsize
             routes.not_crr(sock, peer);
         }
     }
+    // Its pool may still hold connections waiting for their requests (the
+    // last ones it accepted may be the next test's): dropped, they would
+    // close unanswered. They are answered or expire, and the worker ends.
+    while !crr.drained() && !shared.stopping() {
+        std::thread::sleep(ACCEPT_TICK);
+    }
 }
 
 /// One accept: a connection, or `None` after a tick without one (a
