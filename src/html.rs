@@ -216,6 +216,13 @@ pub fn test(cfg: &ClientConfig, r: &Report) -> Result<()> {
         text: Some(human_text(r)?),
         svg,
     });
+    if r.test.flows.is_some() {
+        p.sections.push(Section {
+            heading: "Per-flow rates".into(),
+            text: None,
+            svg: linerate_report::plot_flows::svg(r).ok(),
+        });
+    }
     write(path, &p)
 }
 

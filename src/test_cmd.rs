@@ -37,6 +37,7 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, RunError> {
             std::fs::write(path, svg)
                 .with_context(|| format!("writing {}", path.display()))
                 .or_run()?;
+            flows_plot(path, report)?;
         }
     }
     result
@@ -111,6 +112,22 @@ fn export(cfg: &RrConfig, report: &Report) -> Result<(), RunError> {
         std::fs::write(path, svg)
             .with_context(|| format!("writing {}", path.display()))
             .or_run()?;
+        flows_plot(path, report)?;
     }
     Ok(())
+}
+
+/// `--plot FILE` of a `--flows` test: the CDF of the flows' rates beside
+/// FILE (`linerate_report::plot_flows::beside`).
+fn flows_plot(path: &std::path::Path, report: &Report) -> Result<(), RunError> {
+    if report.test.flows.is_none() {
+        return Ok(());
+    }
+    let beside = linerate_report::plot_flows::beside(path);
+    let svg = linerate_report::plot_flows::svg(report)
+        .with_context(|| format!("plotting {}", beside.display()))
+        .or_run()?;
+    std::fs::write(&beside, svg)
+        .with_context(|| format!("writing {}", beside.display()))
+        .or_run()
 }

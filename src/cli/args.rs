@@ -367,7 +367,7 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N")]
     pub max_flows: Option<u32>,
     /// Event-loop threads serving a --flows test (default: the client's
-    /// --threads).
+    /// --threads); crr: threads accepting and answering its connections.
     #[arg(long, value_name = "T")]
     pub threads: Option<u16>,
     /// Refuse tests longer than this (default 24h).
@@ -480,7 +480,8 @@ pub struct TcpArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub connect_timeout: String,
     /// Write an SVG plot here: throughput per interval (with --repeat:
-    /// each flow's mean ± 1 sd over the trials).
+    /// each flow's mean ± 1 sd over the trials; with --flows, the CDF of
+    /// the flows' rates too, in FILE-flows.svg).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]
@@ -586,7 +587,8 @@ pub struct UdpArgs {
     #[arg(long, hide = true, value_name = "SCHEDULE")]
     pub inject_faults: Option<String>,
     /// Write an SVG plot here: throughput per interval (with --repeat:
-    /// each flow's mean ± 1 sd over the trials).
+    /// each flow's mean ± 1 sd over the trials; with --flows, the CDF of
+    /// the flows' rates too, in FILE-flows.svg).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
     #[command(flatten)]
@@ -641,13 +643,19 @@ pub struct RrArgs {
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
     /// N flows on --threads event-loop threads per side (epoll; rr over
-    /// TCP, one size: default 1 byte), in place of -P.
+    /// TCP and crr, one size: default 1 byte), in place of -P; crr: N
+    /// connections in flight, accepted on the server's threads too.
     #[arg(long, value_name = "N", conflicts_with = "parallel")]
     pub flows: Option<u32>,
     /// Event-loop threads for --flows on this side (default 1; the server
     /// uses its own --threads, else this number).
     #[arg(long, value_name = "T", requires = "flows")]
     pub threads: Option<u16>,
+    /// crr: SO_LINGER 0 on the client's connections, so each ends with a
+    /// reset and leaves no TIME_WAIT on either host (for connection rates
+    /// the ephemeral port range cannot hold otherwise).
+    #[arg(long)]
+    pub linger0: bool,
     /// Time K back-to-back transactions per pair of clock reads and report
     /// per-message figures (each transaction counts as its batch's mean).
     #[arg(long, value_name = "K", default_value_t = 1)]
@@ -669,7 +677,8 @@ pub struct RrArgs {
     /// Write every size's full round-trip (and one-way) histogram as CSV.
     #[arg(long, value_name = "FILE")]
     pub histogram: Option<std::path::PathBuf>,
-    /// Write an SVG plot: latency percentiles vs size, and the CDF per size.
+    /// Write an SVG plot: latency percentiles vs size, and the CDF per size
+    /// (with --flows, the CDF of the flows' rates too, in FILE-flows.svg).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
     /// Estimate the clock offset with probes over the control connection

@@ -414,6 +414,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
             rate: (protocol == Protocol::Tcp && rate != 0).then_some(rate),
             skip_rx_copy: a.skip_rx_copy,
             unix: false,
+            linger0: false,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match rate {

@@ -64,11 +64,10 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
     if r.batch == 0 {
         bail!("--batch must be at least 1");
     }
-    let flows = match kind {
-        TestKind::Rr => flows_spec(r.flows, r.threads, r.busy_poll, false)?,
-        _ if r.flows.is_some() => bail!("--flows: crr on event loops is not available yet"),
-        _ => None,
-    };
+    if r.linger0 && kind != TestKind::Crr {
+        bail!("--linger0 is for crr (a connection per transaction); rr keeps its connections");
+    }
+    let flows = flows_spec(r.flows, r.threads, r.busy_poll, false)?;
     let sizes = match (&r.size, &r.sizes) {
         (Some(s), _) => parse_sizes("--size", s)?,
         (None, Some(l)) => parse_sizes("--sizes", l)?,
@@ -110,6 +109,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
         tcp: TcpOptions {
             // Nagle would hold every small message for the previous one's ACK.
             no_delay: true,
+            linger0: r.linger0,
             ..TcpOptions::default()
         },
         rr: Some(RrSpec {

@@ -46,6 +46,7 @@ pub(super) fn validate_tcp(t: args::TcpArgs) -> Result<Command> {
             mss: t.mss,
             rate: tcp_rate(t.rate.as_deref())?,
             skip_rx_copy: t.skip_rx_copy,
+            linger0: false,
         },
         busy_poll: t.busy_poll,
         flows,

@@ -577,3 +577,28 @@ fn issue_26_udp_flows_parse_and_refuse_what_loops_do_not_do() {
         assert!(e.contains(needle), "{args}: {e}");
     }
 }
+
+#[test]
+fn issue_26_crr_flows_and_linger0_parse_and_refuse_what_loops_do_not_do() {
+    let c = rr("crr --flows 64 --threads 2 --linger0");
+    let spec = &c.client.spec;
+    assert_eq!(spec.kind, TestKind::Crr);
+    assert_eq!(
+        spec.flows,
+        Some(linerate_proto::spec::Flows {
+            count: 64,
+            threads: 2
+        })
+    );
+    assert!(spec.tcp.linger0);
+    assert!(!rr("crr --flows 4").client.spec.tcp.linger0);
+    for (args, needle) in [
+        ("crr --flows 4 --busy-poll", "--busy-poll"),
+        ("crr --flows 0", "--flows"),
+        ("crr --threads 2", "--flows"),
+        ("rr --linger0", "--linger0 is for crr"),
+    ] {
+        let e = parse(args).expect_err(args).to_string();
+        assert!(e.contains(needle), "{args}: {e}");
+    }
+}

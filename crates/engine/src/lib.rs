@@ -115,6 +115,20 @@ pub enum EngineError {
          (ulimit -Hn, or LimitNOFILE= in a systemd unit) or ask for fewer flows"
     )]
     TooFewFds { needed: u64, hard: u64 },
+    /// `connect` found no free local port (`EADDRNOTAVAIL`): every
+    /// ephemeral port towards the peer is taken, by connections open or in
+    /// TIME_WAIT ([`socket::connect_error`] says which range).
+    #[error(
+        "connect to {addr}: no free local port (EADDRNOTAVAIL): the ephemeral ports \
+         ({range}) are all taken by connections open or in TIME_WAIT; remedies: a wider range \
+         (sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\"), fewer connections in flight \
+         (--flows), or crr --linger0 (SO_LINGER 0 on the client: each connection ends with a \
+         reset, leaving no TIME_WAIT on either host)"
+    )]
+    PortsExhausted {
+        addr: std::net::SocketAddr,
+        range: String,
+    },
 }
 
 impl From<linerate_proto::rr::RrError> for EngineError {

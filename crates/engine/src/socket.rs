@@ -54,7 +54,7 @@ pub fn connect_from(
     }
     apply_pre_connect(&sock, opts)?;
     sock.connect_timeout(&SockAddr::from(addr), timeout)
-        .map_err(|e| EngineError::io(format!("connect to {addr}"), e))?;
+        .map_err(|e| connect_error(addr, e))?;
     let stream: TcpStream = sock.into();
     apply_post_connect(&stream, opts)?;
     Ok(stream)
@@ -78,7 +78,7 @@ pub fn connect_with_timeouts(
     sock.set_read_timeout(Some(io))
         .and_then(|()| sock.set_write_timeout(Some(io)))
         .map_err(|e| EngineError::io("socket timeouts", e))?;
-    let failed = |e| EngineError::io(format!("connect to {addr}"), e);
+    let failed = |e| connect_error(addr, e);
     match sock.connect(&SockAddr::from(addr)) {
         Ok(()) => {}
         Err(e)
@@ -126,7 +126,7 @@ pub fn start_connect(
     let done = match sock.connect(&SockAddr::from(addr)) {
         Ok(()) => true,
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
-        Err(e) => return Err(EngineError::io(format!("connect to {addr}"), e)),
+        Err(e) => return Err(connect_error(addr, e)),
     };
     Ok((sock.into(), done))
 }
@@ -138,11 +138,46 @@ pub fn finish_connect(
     addr: SocketAddr,
     opts: &TcpOptions,
 ) -> Result<(), EngineError> {
-    let failed = |e| EngineError::io(format!("connect to {addr}"), e);
+    let failed = |e| connect_error(addr, e);
     if let Some(e) = stream.take_error().map_err(failed)? {
         return Err(failed(e));
     }
     apply_post_connect(stream, opts)
+}
+
+/// What a failed `connect` to `addr` reports: `EADDRNOTAVAIL` (no free
+/// ephemeral port) as [`EngineError::PortsExhausted`], naming the range
+/// and the remedies, the rest as they are.
+pub fn connect_error(addr: SocketAddr, e: std::io::Error) -> EngineError {
+    if e.raw_os_error() != Some(libc::EADDRNOTAVAIL) {
+        return EngineError::io(format!("connect to {addr}"), e);
+    }
+    let range = std::fs::read_to_string(PORT_RANGE)
+        .ok()
+        .and_then(|s| port_range(&s))
+        .map_or_else(
+            || "net.ipv4.ip_local_port_range".to_string(),
+            |(lo, hi)| {
+                format!(
+                    "net.ipv4.ip_local_port_range {lo}-{hi}: {} ports",
+                    u32::from(hi.saturating_sub(lo)) + 1
+                )
+            },
+        );
+    EngineError::PortsExhausted { addr, range }
+}
+
+/// Where the kernel keeps the ephemeral port range (of this network
+/// namespace).
+const PORT_RANGE: &str = "/proc/sys/net/ipv4/ip_local_port_range";
+
+/// The two numbers of `ip_local_port_range` ("32768\t60999").
+fn port_range(s: &str) -> Option<(u16, u16)> {
+    let mut it = s.split_whitespace().map(str::parse::<u16>);
+    match (it.next(), it.next()) {
+        (Some(Ok(lo)), Some(Ok(hi))) if lo <= hi => Some((lo, hi)),
+        _ => None,
+    }
 }
 
 /// Tries each address in turn and returns the first connection.
@@ -186,6 +221,10 @@ fn set_window(sock: &Socket, window: Option<u32>) -> Result<(), EngineError> {
 
 fn apply_pre_connect(sock: &Socket, opts: &TcpOptions) -> Result<(), EngineError> {
     set_window(sock, opts.window)?;
+    if opts.linger0 {
+        sock.set_linger(Some(Duration::ZERO))
+            .map_err(|e| EngineError::io("SO_LINGER 0", e))?;
+    }
     if let Some(mss) = opts.mss {
         sock.set_mss(mss)
             .map_err(|e| EngineError::io(format!("TCP_MAXSEG {mss}"), e))?;
@@ -557,5 +596,43 @@ mod tests {
             s.read_timeout().expect("read timeout"),
             Some(Duration::from_millis(100))
         );
+    }
+
+    #[test]
+    fn issue_26_no_free_local_port_names_the_range_and_the_remedies() {
+        assert_eq!(port_range("40000\t40010\n"), Some((40000, 40010)));
+        assert_eq!(port_range("9 1"), None);
+        assert_eq!(port_range(""), None);
+        let addr: SocketAddr = "127.0.0.1:5201".parse().expect("addr");
+        let e = connect_error(addr, std::io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
+        assert!(matches!(e, EngineError::PortsExhausted { .. }), "{e:?}");
+        let msg = e.to_string();
+        for want in [
+            "127.0.0.1:5201",
+            "ip_local_port_range",
+            "TIME_WAIT",
+            "--linger0",
+            "--flows",
+        ] {
+            assert!(msg.contains(want), "{want}: {msg}");
+        }
+        // Other failures say what they are.
+        let e = connect_error(addr, std::io::Error::from_raw_os_error(libc::ECONNREFUSED));
+        assert!(matches!(e, EngineError::Io { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn issue_26_linger0_sets_so_linger_zero_on_the_client() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let opts = TcpOptions {
+            linger0: true,
+            ..TcpOptions::default()
+        };
+        let addr = l.local_addr().expect("addr");
+        let s = connect(addr, &opts, Duration::from_secs(5)).expect("connect");
+        let linger = |s: &TcpStream| socket2::SockRef::from(s).linger().expect("SO_LINGER");
+        assert_eq!(linger(&s), Some(Duration::ZERO));
+        let s = connect(addr, &TcpOptions::default(), Duration::from_secs(5)).expect("connect");
+        assert_eq!(linger(&s), None);
     }
 }

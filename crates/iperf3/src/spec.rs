@@ -47,6 +47,7 @@ pub fn spec_of(p: &Params) -> TestSpec {
             // iperf3 3.21's --skip-rx-copy: its receivers use MSG_TRUNC, so ours do.
             skip_rx_copy: protocol == Protocol::Tcp && p.skip_rx_copy,
             unix: false,
+            linger0: false,
         },
         udp: (protocol == Protocol::Udp).then(|| UdpSpec {
             pace: match p.bandwidth {

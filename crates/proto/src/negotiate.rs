@@ -284,23 +284,22 @@ fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(
     }
     match (spec.kind, spec.protocol, &spec.rr) {
         (TestKind::Stream, Protocol::Tcp | Protocol::Udp, _) => {}
-        (TestKind::Rr, Protocol::Tcp, Some(rr)) => {
+        (TestKind::Rr | TestKind::Crr, Protocol::Tcp, Some(rr)) => {
             if rr.phases().len() != 1 || rr.busy_poll {
                 return err(
                     "flows",
-                    "rr on event-loop flows runs one size, without --under-load or --busy-poll, \
-                     for now"
+                    "rr and crr on event-loop flows run one size, without --under-load or \
+                     --busy-poll, for now"
                         .into(),
                 );
             }
         }
-        _ => {
-            return err(
-                "flows",
-                "event-loop flows run TCP and UDP stream and TCP rr tests for now (not UDP rr, crr or msg)"
-                    .into(),
-            )
-        }
+        _ => return err(
+            "flows",
+            "event-loop flows run TCP and UDP stream, TCP rr and crr tests for now (not UDP rr \
+                 or msg)"
+                .into(),
+        ),
     }
     if spec.busy_poll {
         return err(

@@ -84,6 +84,12 @@ pub struct TcpOptions {
     /// the client refuses as a changed spec).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unix: bool,
+    /// `crr --linger0`: the client's connections carry `SO_LINGER` 0, so
+    /// each ends with a reset instead of a FIN: neither host keeps it in
+    /// TIME_WAIT (which holds its port pair for a minute). Client only;
+    /// absent from older peers' specs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub linger0: bool,
 }
 
 /// What a test measures.

@@ -25,6 +25,7 @@ pub mod msg_net;
 pub mod msg_plot;
 pub mod plot;
 pub mod plot_extra;
+pub mod plot_flows;
 pub mod plot_rr;
 mod plot_text;
 pub mod qualify;

@@ -124,7 +124,7 @@ pub(crate) fn time_lines_svg(
 }
 
 /// What a stream test measured: tool, test, host, date; its parameters.
-fn stream_caption(r: &Report) -> Vec<String> {
+pub(crate) fn stream_caption(r: &Report) -> Vec<String> {
     let t = &r.test;
     let direction = match t.direction {
         Some(linerate_proto::spec::Direction::Reverse) => "server → client",

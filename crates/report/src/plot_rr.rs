@@ -57,7 +57,7 @@ pub fn svg(r: &Report) -> Result<String, PlotError> {
 }
 
 /// What was measured: tool, test, host, date; then the parameters.
-fn caption_lines(r: &Report, rr: &RrReport) -> Vec<String> {
+pub(crate) fn caption_lines(r: &Report, rr: &RrReport) -> Vec<String> {
     let t = &r.test;
     let kind = serde_json::to_value(t.kind)
         .ok()

@@ -123,16 +123,7 @@ fn phase_report(
     let clock = client.clock.as_ref();
     let why = one_way_unavailable(spec, rr, phase, clock);
     let sum = |v: &[RrFlowMeasurement], f: fn(&RrFlowMeasurement) -> u64| v.iter().map(f).sum();
-    let errors = cf
-        .iter()
-        .map(|f| ("client", f))
-        .chain(sf.iter().map(|f| ("server", f)))
-        .filter_map(|(side, f)| {
-            f.error
-                .as_ref()
-                .map(|e| format!("{side}, flow {}: {e}", f.flow))
-        })
-        .collect();
+    let errors = errors(&cf, &sf);
     RrPhaseReport {
         request_size: phase.request,
         response_size: phase.response,
@@ -161,6 +152,43 @@ fn phase_report(
         server_spin_yielded: spin_yielded(&sf),
         errors,
     }
+}
+
+/// A phase's errors, one per side and message: flows that failed alike
+/// are named together (thousands of flows out of ports are one line).
+fn errors(client: &[RrFlowMeasurement], server: &[RrFlowMeasurement]) -> Vec<String> {
+    let mut groups: Vec<(&str, &str, Vec<u32>)> = Vec::new();
+    let mut index: std::collections::HashMap<(&str, &str), usize> = Default::default();
+    let sides = client.iter().map(|f| ("client", f));
+    for (side, f) in sides.chain(server.iter().map(|f| ("server", f))) {
+        let Some(e) = f.error.as_deref() else {
+            continue;
+        };
+        let i = *index.entry((side, e)).or_insert_with(|| {
+            groups.push((side, e, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].2.push(f.flow);
+    }
+    const NAMED: usize = 5;
+    groups
+        .into_iter()
+        .map(|(side, e, flows)| match flows.as_slice() {
+            [one] => format!("{side}, flow {one}: {e}"),
+            _ => {
+                let named: Vec<String> = flows.iter().take(NAMED).map(u32::to_string).collect();
+                let more = match flows.len().saturating_sub(NAMED) {
+                    0 => String::new(),
+                    n => format!(" and {n} more"),
+                };
+                format!(
+                    "{side}, {} flows ({}{more}): {e}",
+                    flows.len(),
+                    named.join(", ")
+                )
+            }
+        })
+        .collect()
 }
 
 /// `--flows`: each flow's transactions (in flow order), their fairness,
@@ -382,6 +410,34 @@ mod tests {
             }),
             ..SideResults::default()
         }
+    }
+
+    #[test]
+    fn issue_26_flows_failing_alike_are_one_error_line() {
+        let out_of_ports = "connect: no free local port";
+        let mut flows: Vec<RrFlowMeasurement> = (0..60u32)
+            .map(|i| RrFlowMeasurement {
+                flow: i,
+                transactions: 1,
+                error: (i >= 3).then(|| out_of_ports.to_string()),
+                ..RrFlowMeasurement::default()
+            })
+            .collect();
+        flows[1].error = Some("reset".into());
+        let server = vec![RrFlowMeasurement {
+            flow: 7,
+            error: Some(out_of_ports.into()),
+            ..RrFlowMeasurement::default()
+        }];
+        let r = build(&spec(60), &side(flows, None), &side(server, None)).expect("rr");
+        assert_eq!(
+            r.phases[0].errors,
+            vec![
+                "client, flow 1: reset".to_string(),
+                format!("client, 57 flows (3, 4, 5, 6, 7 and 52 more): {out_of_ports}"),
+                format!("server, flow 7: {out_of_ports}"),
+            ]
+        );
     }
 
     #[test]

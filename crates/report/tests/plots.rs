@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use linerate_report::model::{Report, SweepReport};
-use linerate_report::{plot, plot_extra, plot_rr};
+use linerate_report::{plot, plot_extra, plot_flows, plot_rr};
 use resvg::{tiny_skia, usvg};
 
 fn fixture<T: serde::de::DeserializeOwned>(name: &str) -> T {
@@ -75,6 +75,7 @@ fn texts(svg: &str) -> Vec<String> {
                 .trim()
                 .replace("&gt;", ">")
                 .replace("&lt;", "<")
+                .replace("&apos;", "'")
                 .replace("&amp;", "&"),
         );
         rest = &rest[close..];
@@ -382,4 +383,43 @@ fn issue_8_compare_plot_has_a_labelled_bar_per_variant() {
         v.metrics.clear();
     }
     assert!(linerate_report::compare_plot::svg(&r).is_err());
+}
+
+/// `--flows` reports (captured from the binary: crr with 8 flows on 2
+/// threads, tcp with 8 flows): the CDF of the flows' rates, a line with
+/// its flows and Jain's index as the report gives them, the unit, the
+/// caption; a report without flows has none to draw.
+#[test]
+fn issue_26_flows_plot_the_cdf_of_their_rates() {
+    for (name, unit, line) in [
+        (
+            "crr_flows",
+            "rate of a flow (connections/s)",
+            "1 B requests: 8 flows, Jain's index 0.998",
+        ),
+        (
+            "tcp_flows",
+            "rate of a flow (Mbit/s)",
+            "client→server: 8 flows, Jain's index 0.999",
+        ),
+    ] {
+        let r: Report = fixture(name);
+        let svg = plot_flows::svg(&r).expect("draws");
+        let p = pixels(&svg);
+        assert_panels_inked(&p, 1, 0.15, 0.95, name);
+        let t = texts(&svg);
+        for needle in [
+            "per-flow rate distribution (CDF)",
+            "share of flows at or below",
+            unit,
+            line,
+            "linerate",
+            "UTC",
+        ] {
+            assert!(has(&t, needle), "{name}: no {needle:?} in {t:?}");
+        }
+        assert_readable_ticks(&t, name);
+    }
+    let e = plot_flows::svg(&fixture("crr")).expect_err("no flows");
+    assert!(e.to_string().contains("--flows"), "{e}");
 }

@@ -213,17 +213,7 @@ fn attach_tcp(
 ) -> Result<Vec<StreamSetup>> {
     let mut streams = Vec::new();
     if spec.flows.is_some() {
-        // A socket per flow on this side, and as many again for the server
-        // when it shares this process (embedded: the CPU is counted per
-        // thread for the same reason).
-        let sides = if c.cpu_scope == CpuScope::Threads {
-            2
-        } else {
-            1
-        };
-        let needed =
-            sides * spec.connection_count() as u64 + linerate_engine::event_loop::fds::SPARE_FDS;
-        linerate_engine::event_loop::fds::ensure(needed)?;
+        room_for_flows(c, spec.connection_count() as u64)?;
     }
     if spec.tcp.unix {
         notes.push(
@@ -262,6 +252,20 @@ fn attach_tcp(
         });
     }
     Ok(streams)
+}
+
+/// `--flows`: room for `connections` sockets on this side (`RLIMIT_NOFILE`
+/// raised, or the test refused with the number), and as many again for
+/// the server when it shares this process (embedded: the CPU is counted
+/// per thread for the same reason).
+fn room_for_flows(c: &ClientSide<'_>, connections: u64) -> Result<()> {
+    let sides = if c.cpu_scope == CpuScope::Threads {
+        2
+    } else {
+        1
+    };
+    let needed = sides * connections + linerate_engine::event_loop::fds::SPARE_FDS;
+    Ok(linerate_engine::event_loop::fds::ensure(needed)?)
 }
 
 /// `--transport unix`: data connection `id` to the server's abstract
@@ -525,12 +529,14 @@ fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) ->
         tcp: spec.tcp.clone(),
         token: c.token,
     };
-    Ok(rr::start_client(
-        c.engine,
-        RrConns::default(),
-        Some(target),
-        params,
-    ))
+    Ok(match spec.flows {
+        Some(f) => {
+            // A connection per flow in flight.
+            room_for_flows(c, u64::from(f.count))?;
+            rr::loops::start_crr_client(c.engine, target, params, usize::from(f.threads))
+        }
+        None => rr::start_client(c.engine, RrConns::default(), Some(target), params),
+    })
 }
 
 fn start_crr_server(s: &ServerSide<'_>, _: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {

@@ -34,6 +34,10 @@ pub enum Turn {
     /// It waits for its socket's next edge or this time, whichever comes
     /// first.
     Until(Instant),
+    /// It has a new socket (a crr flow's next connection): the loop adds
+    /// it to the epoll set (which reports it at once if it is ready) and
+    /// the flow waits for its edge or this time.
+    Watch(Instant),
     /// The flow has ended (its own record says how).
     Done,
 }
@@ -46,7 +50,9 @@ pub trait LoopFlow {
     /// receiver whose datagrams are all lost ends at its drain deadline):
     /// their loop has no stall limit.
     const STALLS: bool = true;
-    fn sock(&self) -> BorrowedFd<'_>;
+    /// Its socket now; `None` while it has none (a crr flow between
+    /// connections, or before its first).
+    fn sock(&self) -> Option<BorrowedFd<'_>>;
     /// True when the flow ended before the loop started (it failed to
     /// set up).
     fn ended(&self) -> bool;
@@ -133,6 +139,17 @@ pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Sig
                 }
                 Turn::Wait => {}
                 Turn::Until(due) => timers.arm(i, due),
+                Turn::Watch(due) => match watch(&ep, &flows[i], i) {
+                    Ok(()) => timers.arm(i, due),
+                    Err(e) => {
+                        flows[i].fail(EngineError::io(
+                            "adding a flow's socket to its epoll set",
+                            e,
+                        ));
+                        done[i] = true;
+                        open -= 1;
+                    }
+                },
                 Turn::Done => {
                     done[i] = true;
                     open -= 1;
@@ -261,6 +278,17 @@ impl Timers {
         if self.armed[i] != Some(due) {
             self.armed[i] = Some(due);
             self.heap.push(Reverse((due, i)));
+            // Re-arming leaves the old entry behind (a crr flow arms each
+            // connection's timeout): rebuilt from the armed times before
+            // the stale ones outgrow the flows, so the heap stays O(flows).
+            if self.heap.len() > 4 * self.armed.len() + 64 {
+                self.heap = self
+                    .armed
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, a)| a.map(|due| Reverse((due, i))))
+                    .collect();
+            }
         }
     }
 
@@ -299,14 +327,29 @@ fn wake_all(done: &[bool], queued: &mut [bool], ready: &mut VecDeque<usize>) {
 /// position as its data.
 fn register<F: LoopFlow>(flows: &[F]) -> std::io::Result<OwnedFd> {
     let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+    for (i, f) in flows.iter().enumerate().filter(|(_, f)| !f.ended()) {
+        watch(&ep, f, i)?;
+    }
+    Ok(ep)
+}
+
+/// Adds flow `i`'s socket, if it has one, to the epoll set `ep`:
+/// edge-triggered, the flow's position as its data. A socket leaves the
+/// set by itself when it is closed.
+fn watch<F: LoopFlow>(ep: &OwnedFd, f: &F, i: usize) -> std::io::Result<()> {
     let flags = epoll::EventFlags::IN
         | epoll::EventFlags::OUT
         | epoll::EventFlags::RDHUP
         | epoll::EventFlags::ET;
-    for (i, f) in flows.iter().enumerate().filter(|(_, f)| !f.ended()) {
-        epoll::add(&ep, f.sock(), epoll::EventData::new_u64(i as u64), flags)?;
+    match f.sock() {
+        Some(fd) => Ok(epoll::add(
+            ep,
+            fd,
+            epoll::EventData::new_u64(i as u64),
+            flags,
+        )?),
+        None => Ok(()),
     }
-    Ok(ep)
 }
 
 /// Waits up to `timeout` for readiness edges; returns how many arrived (an
@@ -340,5 +383,21 @@ mod tests {
         assert_eq!(t.pop_due(ms(10)), Some(1));
         assert_eq!(t.pop_due(ms(10)), None);
         assert_eq!(t.next(), None);
+    }
+
+    #[test]
+    fn issue_26_re_arming_keeps_the_heap_as_small_as_the_flows() {
+        let t0 = Instant::now();
+        let mut t = Timers::new(2);
+        // A crr flow arms each of 10,000 connections' timeouts in turn.
+        for k in 1..=10_000u64 {
+            t.arm(0, t0 + Duration::from_micros(k));
+        }
+        t.arm(1, t0 + Duration::from_secs(1));
+        assert!(t.heap.len() <= 4 * 2 + 64 + 1, "{}", t.heap.len());
+        let end = t0 + Duration::from_secs(2);
+        assert_eq!(t.pop_due(end), Some(0));
+        assert_eq!(t.pop_due(end), Some(1));
+        assert_eq!(t.pop_due(end), None);
     }
 }

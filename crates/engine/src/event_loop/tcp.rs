@@ -147,8 +147,8 @@ impl Shared {
 impl<E: Engine> LoopFlow for State<E> {
     type Shared = Shared;
 
-    fn sock(&self) -> BorrowedFd<'_> {
-        self.flow.sock.as_fd()
+    fn sock(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.flow.sock.as_fd())
     }
 
     fn ended(&self) -> bool {

@@ -399,8 +399,8 @@ impl LoopFlow for State {
     type Shared = Shared;
     const STALLS: bool = false;
 
-    fn sock(&self) -> BorrowedFd<'_> {
-        self.ep.as_fd()
+    fn sock(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.ep.as_fd())
     }
 
     fn ended(&self) -> bool {

@@ -1,7 +1,10 @@
 //! crr (connect/request/response): every transaction is a new connection,
 //! greeted with the test's token and the (phase, flow) stream id, then one
 //! request, one response, and the server's close (the server closes first,
-//! so the client keeps no TIME_WAIT and cannot run out of ephemeral ports).
+//! so the client keeps no TIME_WAIT: its ephemeral ports run out only with
+//! more connections in flight than its range holds, reported as
+//! [`EngineError::PortsExhausted`]). `crr --flows` runs the same
+//! transactions on event loops (`super::loops`).
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -35,7 +38,7 @@ const ACCEPT_SPIN_NOTE: &str = "the accepting thread spins on its non-blocking l
      the server's sockets";
 
 /// How long a crr transaction's connect may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a crr client connects, and how it greets the server.
 #[derive(Debug, Clone)]
@@ -205,6 +208,9 @@ pub struct CrrServer {
     /// Busy poll: how the accepting thread spins, decided once (the
     /// accept loop asks on every connection).
     spin_mode: Option<SpinMode>,
+    /// Threads that accept the test's connections: `crr --flows` on T
+    /// loops, the server's accepting thread and T − 1 more; else 1.
+    accepting: usize,
 }
 
 /// One transaction being served: counted as active until dropped, and
@@ -259,6 +265,12 @@ impl Drop for Ticket {
 
 impl CrrServer {
     pub fn new(plan: RrPlan) -> Arc<CrrServer> {
+        Self::accepted_on(plan, 1)
+    }
+
+    /// A crr test whose connections `threads` threads accept (`crr
+    /// --flows`: as many as the side's event loops).
+    pub fn accepted_on(plan: RrPlan, threads: usize) -> Arc<CrrServer> {
         let n = plan.phases.len() * plan.flows as usize;
         Arc::new(CrrServer {
             counters: (0..n).map(|_| CrrCounter::default()).collect(),
@@ -269,7 +281,13 @@ impl CrrServer {
                 .busy_poll
                 .then(|| crate::wait::side_spin_mode(plan.flows, &[])),
             plan,
+            accepting: threads.max(1),
         })
+    }
+
+    /// How many threads should accept this test's connections.
+    pub fn accepting(&self) -> usize {
+        self.accepting
     }
 
     /// The (phase, flow) a greeting names, with the index of its counter.

@@ -378,6 +378,13 @@ impl CrrPool {
         }
     }
 
+    /// True when no connection waits in the pool (its worker, which ends
+    /// after [`WORKER_IDLE`] without any, has ended): dropping the pool
+    /// now closes none.
+    pub fn drained(&self) -> bool {
+        self.worker.lock().map_or(true, |w| w.is_none())
+    }
+
     /// Gives a waiting connection to the worker (starting it if need be);
     /// its socket back if there is no worker. Over `--max-connections` it is closed
     /// instead: waiting connections hold descriptors as threads do.

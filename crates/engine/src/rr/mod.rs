@@ -50,7 +50,9 @@
 //! - `exchange`, `serve`: the one client phase loop over an
 //!   [`exchange::Exchange`] (TCP, UDP, crr), and the one server phase loop
 //!   over a [`serve::Serve`] (TCP, UDP): leaves the transports implement.
-//! - `client`, `server`: each side's flow threads and coordination.
+//! - `client`, `server`: each side's flow threads and coordination;
+//!   `loops`: rr's flows and crr's client flows on event loops
+//!   (`--flows N --threads T`).
 //! - `tcp`, `udp`, `crr`: each transport's exchange and serving;
 //!   `crr_pool`: the server's crr connections served without a thread each.
 //! - `load`: the bulk load streams; `side`: a side's threads and results.

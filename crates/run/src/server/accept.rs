@@ -1,10 +1,13 @@
 //! The accept loop: admits a connection past the address filter and the
 //! connection limit onto a thread of its own, or hands it to the crr pool
 //! while a crr test runs (and spins on the listener while a busy-polled one
-//! does).
+//! does). While a `crr --flows` test on T loops runs, T − 1 more threads
+//! accept on the same listener, each with a crr pool of its own
+//! ([`Acceptors`]), so the connections in flight are accepted and answered
+//! on T threads.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -34,6 +37,7 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
     // While a busy-polled crr test runs, the listener is non-blocking and
     // this thread spins on it (issue 8).
     let mut spin: Option<AcceptSpin> = None;
+    let mut acceptors = Acceptors::default();
     loop {
         if once && shared.test_ended.load(Ordering::Acquire) {
             break;
@@ -43,17 +47,14 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
             break;
         }
         sessions.retain(|h| !h.is_finished());
+        acceptors.follow(listener, shared);
         let Some((sock, peer)) = accept(listener, &mut spin, shared) else {
             continue;
         };
         let peer = socket::canonical(peer);
         let seq = shared.accepted.fetch_add(1, Ordering::Relaxed);
         let guard = &shared.guard;
-        if !guard.cfg.filter.permits(peer.ip()) {
-            shared.metrics.rejected("address");
-            guard.log.log(format_args!(
-                "{peer}: address not allowed (--allow/--deny), closing"
-            ));
+        if !permitted(shared, peer) {
             continue;
         }
         let sock = match crr_mode(shared) {
@@ -89,10 +90,118 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
                 .log(format_args!("cannot start a thread for {peer}: {e}")),
         }
     }
+    acceptors.end();
     for h in sessions {
         let _ = h.join();
     }
     Ok(())
+}
+
+/// Whether the address filter (`--allow`/`--deny`) lets `peer` in; a
+/// refusal is counted and logged.
+fn permitted(shared: &Shared, peer: SocketAddr) -> bool {
+    let guard = &shared.guard;
+    if guard.cfg.filter.permits(peer.ip()) {
+        return true;
+    }
+    shared.metrics.rejected("address");
+    guard.log.log(format_args!(
+        "{peer}: address not allowed (--allow/--deny), closing"
+    ));
+    false
+}
+
+/// The threads that accept beside the accept loop while a `crr --flows`
+/// test wants them: as many as its loops less one (the most any running
+/// crr test wants). Each ends when fewer are wanted than its place.
+#[derive(Default)]
+struct Acceptors {
+    wanted: Arc<AtomicUsize>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// The most threads that accept beside the accept loop.
+const MAX_ACCEPTORS: usize = 63;
+
+impl Acceptors {
+    /// Starts or ends acceptors to match the running crr tests.
+    fn follow(&mut self, listener: &TcpListener, shared: &Arc<Shared>) {
+        let want = crr_accepting(shared).saturating_sub(1).min(MAX_ACCEPTORS);
+        self.wanted.store(want, Ordering::Release);
+        self.threads.retain(|h| !h.is_finished());
+        while self.threads.len() < want {
+            let place = self.threads.len();
+            let (Ok(listener), wanted) = (listener.try_clone(), Arc::clone(&self.wanted)) else {
+                return;
+            };
+            let shared = Arc::clone(shared);
+            match std::thread::Builder::new()
+                .name("linerate-accept".into())
+                .spawn(move || accept_crr(&listener, &shared, &wanted, place))
+            {
+                Ok(h) => self.threads.push(h),
+                Err(e) => {
+                    log!("linerate server: cannot start an accepting thread: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Ends them all (the accept loop is ending).
+    fn end(self) {
+        self.wanted.store(0, Ordering::Release);
+        for h in self.threads {
+            let _ = h.join();
+        }
+    }
+}
+
+/// An acceptor at `place` (from 0): accepts on its copy of the listener
+/// while more than `place` are wanted, answers crr transactions through a
+/// crr pool of its own and hands anything else to the usual handling.
+fn accept_crr(listener: &TcpListener, shared: &Arc<Shared>, wanted: &AtomicUsize, place: usize) {
+    let routes = Arc::new(CrrRoutes(Arc::clone(shared)));
+    let crr = CrrPool::new(Arc::clone(&routes) as Arc<dyn CrrHost>);
+    while wanted.load(Ordering::Acquire) > place && !shared.stopping() {
+        let (sock, peer) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // The listener is shared: a busy-polled test's accept loop
+                // may have made it non-blocking.
+                let _ = socket::wait_readable(listener, ACCEPT_TICK);
+                continue;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                // As the accept loop does: per-connection failures
+                // (EMFILE…) must not spin this thread.
+                shared.guard.log.log(format_args!("accept: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let peer = socket::canonical(peer);
+        if !permitted(shared, peer) {
+            continue;
+        }
+        if let Offer::NotCrr(sock) = crr.offer(sock, peer, None) {
+            routes.not_crr(sock, peer);
+        }
+    }
+    // Its pool may still hold connections waiting for their requests (the
+    // last ones it accepted may be the next test's): dropped, they would
+    // close unanswered. They are answered or expire, and the worker ends.
+    while !crr.drained() && !shared.stopping() {
+        std::thread::sleep(ACCEPT_TICK);
+    }
 }
 
 /// One accept: a connection, or `None` after a tick without one (a
@@ -167,6 +276,22 @@ fn crr_mode(shared: &Shared) -> Option<Option<SpinMode>> {
         }
     }
     mode
+}
+
+/// How many threads should accept now: the most any running crr test
+/// wants (1 without one).
+fn crr_accepting(shared: &Shared) -> usize {
+    let Ok(routes) = shared.routes.lock() else {
+        return 1;
+    };
+    routes
+        .values()
+        .filter_map(|(_, r)| match r {
+            Route::Crr(c) => Some(c.accepting()),
+            Route::Streams(_) => None,
+        })
+        .max()
+        .unwrap_or(1)
 }
 
 /// How the accepting thread should spin now: `None` unless a busy-polled

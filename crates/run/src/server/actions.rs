@@ -121,7 +121,15 @@ impl ServerTest<'_> {
     /// or (crr) each is one transaction for the crr pool.
     fn expect_streams(&mut self, token: Token, spec: &TestSpec) {
         let per_transaction = test_type::of(spec).connection_per_transaction;
-        let route = match spec.rr_plan().map(CrrServer::new) {
+        // crr --flows: the server accepts on as many threads as it has
+        // loops for the test (its --threads, else the client's).
+        let accepting = spec.flows.map_or(1, |f| {
+            usize::from(self.shared.flow_threads.unwrap_or(f.threads))
+        });
+        let route = match spec
+            .rr_plan()
+            .map(|plan| CrrServer::accepted_on(plan, accepting))
+        {
             Some(crr) if per_transaction => {
                 self.crr = Some(Arc::clone(&crr));
                 Route::Crr(crr)
