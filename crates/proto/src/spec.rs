@@ -24,6 +24,13 @@ impl Protocol {
             Protocol::Udp => "udp",
         }
     }
+
+    /// The protocol of a [`Protocol::name`] (a report keeps it by name).
+    pub fn named(name: &str) -> Option<Protocol> {
+        [Protocol::Tcp, Protocol::Udp]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
 }
 
 /// Who sends: the client (netperf STREAM), the server (MAERTS) or both.
@@ -102,6 +109,18 @@ pub enum TestKind {
     /// HOST`): parameters in [`TestSpec::msg`], one data connection per
     /// concurrent transfer, the client sends.
     Msg,
+}
+
+impl TestKind {
+    /// The name used in reports (its serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            TestKind::Stream => "stream",
+            TestKind::Rr => "rr",
+            TestKind::Crr => "crr",
+            TestKind::Msg => "msg",
+        }
+    }
 }
 
 /// The message test's plan (kind `msg`): both ends walk it in step, so the
@@ -499,6 +518,17 @@ mod tests {
     use crate::limits::ServerLimits;
     use crate::negotiate::{negotiate, MAX_DRAIN_MS};
     use proptest::prelude::*;
+
+    /// A kind's report name is its serde (wire) name.
+    #[test]
+    fn kind_names_are_their_wire_names() {
+        for k in [TestKind::Stream, TestKind::Rr, TestKind::Crr, TestKind::Msg] {
+            assert_eq!(serde_json::to_value(k).expect("serialises"), k.name());
+        }
+        for p in [Protocol::Tcp, Protocol::Udp] {
+            assert_eq!(Protocol::named(p.name()), Some(p));
+        }
+    }
 
     #[test]
     fn plan_orders_client_senders_first_and_numbers_from_one() {

@@ -45,7 +45,8 @@ pub use xdp::{Xdp, XdpMode};
 pub use zerocopy::ZeroCopy;
 
 use linerate_proto::measure::{Batching, CallsBytes, EngineUse, ZeroCopyUse};
-use linerate_proto::spec::{Protocol, TestKind, TestSpec};
+use linerate_proto::spec::{Protocol, TestSpec};
+use linerate_proto::test_type::Workload;
 
 use crate::EngineError;
 
@@ -175,9 +176,10 @@ impl EngineKind {
         if self != (EngineKind::ZeroCopy { sendfile: true }) {
             return None;
         }
-        match (spec.protocol, spec.kind) {
-            (Protocol::Tcp, TestKind::Stream) => None,
-            (Protocol::Udp, _) => Some(format!(
+        match (Workload::of(spec), spec.protocol) {
+            (Workload::TcpStream, _) => None,
+            // Worded by what moves: datagrams, or changing messages.
+            (_, Protocol::Udp) => Some(format!(
                 "{}: TCP stream tests only (sendfile and splice move a byte stream; \
                  for UDP zero-copy sends use --engine zerocopy)",
                 self.name()
@@ -195,7 +197,7 @@ impl EngineKind {
 /// only, any number and both directions (the flows of one interface share
 /// its AF_XDP socket on queue 0: `engines/xdp/port.rs`).
 fn xdp_refusal(spec: &TestSpec) -> Option<String> {
-    if (spec.protocol, spec.kind) != (Protocol::Udp, TestKind::Stream) {
+    if Workload::of(spec) != Workload::UdpStream {
         return Some(
             "xdp: UDP stream tests only for now (TCP has no AF_XDP path in linerate; \
              request/response over AF_XDP is not built yet)"
@@ -647,6 +649,7 @@ impl<'a> Iterator for Segments<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_proto::spec::TestKind;
 
     #[test]
     fn kinds_parse_from_their_names_and_unknown_names_are_refused() {

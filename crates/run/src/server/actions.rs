@@ -120,7 +120,8 @@ impl ServerTest<'_> {
     /// Opens the test's data route: its connections attach to this session,
     /// or (crr) each is one transaction for the crr pool.
     fn expect_streams(&mut self, token: Token, spec: &TestSpec) {
-        let per_transaction = test_type::of(spec).connection_per_transaction;
+        let per_transaction =
+            test_type::of(spec).rules.attach == linerate_proto::test_type::Attach::PerTransaction;
         let route = match spec.rr_plan().map(CrrServer::new) {
             Some(crr) if per_transaction => {
                 self.crr = Some(Arc::clone(&crr));
@@ -166,7 +167,7 @@ impl ServerTest<'_> {
             Ok(run) => self.run = Some(run),
             Err(e) => self.session.stream_failed(format!(
                 "server cannot start the {} test: {}",
-                entry.name,
+                entry.rules.name,
                 e.chain()
             )),
         }

@@ -8,7 +8,8 @@ use super::{Admission, ServerAction, ServerSession, State};
 use crate::limits::{check_server_engine, SpecError};
 use crate::negotiate::{negotiate, Negotiated};
 use crate::session::heartbeat;
-use crate::spec::{Protocol, TestKind, TestSpec};
+use crate::spec::TestSpec;
+use crate::test_type::{self, Attach, Workload};
 use crate::wire::{Hello, Message, RefuseCode};
 
 impl ServerSession {
@@ -82,7 +83,7 @@ impl ServerSession {
             // The server's rate budget is taken by running tests.
             Err(e) if e.field == "total_rate" => self.refuse(RefuseCode::Busy, e.to_string()),
             Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
-            Ok(n) if n.spec.protocol == Protocol::Udp => {
+            Ok(n) if test_type::of(&n.spec).attach == Attach::Datagrams => {
                 self.actions.push_back(ServerAction::BindDatagramSockets {
                     token: self.token,
                     spec: n.spec.clone(),
@@ -127,17 +128,20 @@ impl ServerSession {
         if h.server_engine.is_some() {
             return None;
         }
-        let test = (h.spec.kind, h.spec.protocol);
+        let rules = test_type::of(&h.spec);
+        // A test whose server side runs without the server's engine (crr)
+        // is served whatever that engine is.
         let only = [
             (
                 &self.limits.own_engine_tcp_streams_only,
-                matches!(test, (TestKind::Stream, Protocol::Tcp) | (TestKind::Crr, _)),
+                Workload::TcpStream,
             ),
             (
                 &self.limits.own_engine_udp_streams_only,
-                test == (TestKind::Stream, Protocol::Udp),
+                Workload::UdpStream,
             ),
-        ];
+        ]
+        .map(|(why, moves)| (why, !rules.server_engine || rules.workload == moves));
         let why = only
             .into_iter()
             .find_map(|(why, served)| why.as_ref().filter(|_| !served))?;
