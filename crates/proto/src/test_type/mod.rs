@@ -2,6 +2,9 @@
 //! udp stream, rr over tcp, rr over udp, crr, msg — holding everything the
 //! sans-IO layers and the crates above them decide differently for it, as
 //! data and small functions over shared building blocks (neper's model):
+//! - the data: the connections the client opens (`plan`, `connections`)
+//!   and how long the data phase can last (`data_phase_ms`), behind
+//!   `TestSpec::{stream_plan, connection_count, data_phase_ms}`;
 //! - negotiation hooks: the protocol's parameters (`params`: UDP stream
 //!   parameters only with a UDP stream test, and negotiated there) and
 //!   the type's own (`negotiate`: rr's sizes and phases, msg's plan), what
@@ -30,7 +33,7 @@ mod stream;
 pub use stream::{MAX_BURST, MAX_DRAIN_MS, MAX_FAULTS};
 
 use crate::limits::{Budget, ServerLimits, SpecError};
-use crate::spec::{Protocol, TestKind, TestSpec};
+use crate::spec::{Protocol, StreamPlan, TestKind, TestSpec};
 
 /// What a test moves, as far as `--engine auto`'s rule and the engines'
 /// refusals care.
@@ -84,6 +87,15 @@ pub struct Rules {
     pub shape: Shape,
     pub attach: Attach,
     pub workload: Workload,
+    /// The data connections the client opens, in order
+    /// ([`TestSpec::stream_plan`]).
+    pub plan: fn(&TestSpec) -> Vec<StreamPlan>,
+    /// How many data connections the test opens
+    /// ([`TestSpec::connection_count`]).
+    pub connections: fn(&TestSpec) -> usize,
+    /// How long the data phase can last, if known in advance
+    /// ([`TestSpec::data_phase_ms`]).
+    pub data_phase_ms: fn(&TestSpec) -> Option<u64>,
     /// The protocol's parameters fit the type (and a UDP stream's are
     /// negotiated), checked where the shared checks reach the protocol.
     pub params: ParamsFn,
@@ -118,6 +130,9 @@ pub const TCP_STREAM: Rules = Rules {
     shape: Shape::Stream,
     attach: Attach::Connections,
     workload: Workload::TcpStream,
+    plan: stream::plan,
+    connections: stream::connections,
+    data_phase_ms: stream::data_phase_ms,
     params: stream::tcp_params,
     negotiate: |_, _| Ok(()),
     flows: |_| Ok(()),
@@ -147,6 +162,9 @@ pub const RR_TCP: Rules = Rules {
     shape: Shape::Exchange,
     attach: Attach::Connections,
     workload: Workload::RequestResponse,
+    plan: rr::plan,
+    connections: rr::connections,
+    data_phase_ms: rr::data_phase_ms,
     params: stream::tcp_params,
     negotiate: rr::negotiate_tcp,
     flows: rr::flows,
@@ -174,6 +192,9 @@ pub const RR_UDP: Rules = Rules {
 pub const CRR: Rules = Rules {
     name: "crr",
     attach: Attach::PerTransaction,
+    // Every transaction opens its own connection as it runs.
+    plan: |_| Vec::new(),
+    connections: |_| 0,
     params: rr::crr_params,
     negotiate: rr::negotiate_crr,
     flows: |_| Err(rr::NO_FLOWS),
@@ -191,6 +212,11 @@ pub const MSG: Rules = Rules {
     shape: Shape::Exchange,
     attach: Attach::Connections,
     workload: Workload::RequestResponse,
+    // A connection per concurrent transfer, counted by its own budget.
+    plan: stream::plan,
+    connections: |_| 0,
+    // Messages until the plan is done: no end known in advance.
+    data_phase_ms: |_| None,
     params: msg::params,
     negotiate: msg::negotiate,
     flows: |_| Err(rr::NO_FLOWS),
@@ -220,6 +246,27 @@ pub fn lookup(kind: TestKind, protocol: Protocol) -> &'static Rules {
         (TestKind::Rr, Protocol::Udp) => &RR_UDP,
         (TestKind::Crr, _) => &CRR,
         (TestKind::Msg, _) => &MSG,
+    }
+}
+
+/// What a spec's entry says about its data connections and data phase.
+impl TestSpec {
+    /// The data connections of this test, in the order the client opens
+    /// them (stream tests: client-sending streams first, then
+    /// server-sending ones).
+    pub fn stream_plan(&self) -> Vec<StreamPlan> {
+        (of(self).plan)(self)
+    }
+
+    /// Total data connections.
+    pub fn connection_count(&self) -> usize {
+        (of(self).connections)(self)
+    }
+
+    /// Upper bound on how long the data phase can legitimately last, if
+    /// the test is time-limited (used for the peers' safety deadlines).
+    pub fn data_phase_ms(&self) -> Option<u64> {
+        (of(self).data_phase_ms)(self)
     }
 }
 

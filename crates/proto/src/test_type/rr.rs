@@ -3,7 +3,10 @@
 //! test asks of the server's budgets.
 
 use crate::limits::{Budget, ServerLimits, SpecError};
-use crate::spec::{Protocol, RrLimit, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS, MAX_RR_SIZES};
+use crate::spec::{
+    Protocol, RrLimit, StreamPlan, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS, MAX_RR_SIZES,
+};
+use crate::wire::Side;
 
 /// rr over UDP: a message is a datagram; no UDP stream parameters.
 pub(super) fn udp_params(
@@ -199,4 +202,43 @@ fn largest_message(spec: &TestSpec) -> u32 {
             .unwrap_or(spec.len)
             .max(spec.len)
     })
+}
+
+/// Allowance per request/response phase for starting and draining.
+const RR_PHASE_SLACK_MS: u64 = 1000;
+
+/// rr's data connections: a connection per flow per phase, then the load
+/// streams; the client opens them all and writes first (see `rr_conn` for
+/// what each one carries).
+pub(super) fn plan(spec: &TestSpec) -> Vec<StreamPlan> {
+    (1..=connections(spec) as u32)
+        .map(|id| StreamPlan {
+            id,
+            sender: Side::Client,
+            bytes: None,
+            datagrams: None,
+        })
+        .collect()
+}
+
+/// rr's data connections, counted as [`plan`] opens them.
+pub(super) fn connections(spec: &TestSpec) -> usize {
+    spec.rr.as_ref().map_or(0, |rr| {
+        rr.phases().len() * spec.per_direction() as usize + usize::from(rr.under_load)
+    })
+}
+
+/// How long the phases can last at their time limit (each may also take
+/// a moment to start and drain); a count has no bound known in advance.
+pub(super) fn data_phase_ms(spec: &TestSpec) -> Option<u64> {
+    let Some(rr) = &spec.rr else {
+        return super::stream::data_phase_ms(spec);
+    };
+    match rr.limit {
+        RrLimit::TimeMs(t) => {
+            let phases = rr.phases().len() as u64;
+            Some(t.saturating_add(RR_PHASE_SLACK_MS).saturating_mul(phases))
+        }
+        RrLimit::Count(_) => None,
+    }
 }

@@ -3,7 +3,8 @@
 //! stream asks of the server's budgets.
 
 use crate::limits::{Budget, Clamp, ServerLimits, SpecError, MIN_TCP_RATE_BPS};
-use crate::spec::{Limit, Pace, TestSpec, UdpSpec};
+use crate::spec::{Direction, Limit, Pace, StreamPlan, TestSpec, UdpSpec};
+use crate::wire::Side;
 
 /// A TCP test's protocol parameters: none of UDP's, and no datagram count.
 pub(super) fn tcp_params(
@@ -153,4 +154,62 @@ fn udp_rate(spec: &TestSpec) -> Option<Option<u64>> {
             Some(u64::try_from(u128::from(m) * u128::from(spec.len) * 8 / 1000).unwrap_or(u64::MAX))
         }
     })
+}
+
+/// A stream test's data connections, in the order the client opens them:
+/// client-sending streams first, then server-sending ones, each with its
+/// share of a byte or datagram count.
+pub(super) fn plan(spec: &TestSpec) -> Vec<StreamPlan> {
+    let senders: &[Side] = match spec.direction {
+        Direction::Forward => &[Side::Client],
+        Direction::Reverse => &[Side::Server],
+        Direction::Bidir => &[Side::Client, Side::Server],
+    };
+    let n = u64::from(spec.per_direction());
+    let mut plan = Vec::new();
+    for &sender in senders {
+        for i in 0..n {
+            // Split a total evenly; the first streams take the remainder.
+            let share = |total: u64| Some(total / n + u64::from(i < total % n));
+            let (bytes, datagrams) = match spec.limit {
+                Limit::Bytes(total) => (share(total), None),
+                Limit::Datagrams(total) => (None, share(total)),
+                Limit::TimeMs(_) => (None, None),
+            };
+            plan.push(StreamPlan {
+                id: plan.len() as u32 + 1,
+                sender,
+                bytes,
+                datagrams,
+            });
+        }
+    }
+    plan
+}
+
+/// A stream test's data connections: one per stream per direction.
+pub(super) fn connections(spec: &TestSpec) -> usize {
+    let per = spec.per_direction() as usize;
+    match spec.direction {
+        Direction::Bidir => 2 * per,
+        _ => per,
+    }
+}
+
+/// How long a stream test's data phase can last, if its limit says.
+pub(super) fn data_phase_ms(spec: &TestSpec) -> Option<u64> {
+    let drain = spec.udp.as_ref().map_or(0, |u| u.drain_ms);
+    match spec.limit {
+        Limit::TimeMs(t) => Some(t.saturating_add(spec.omit_ms).saturating_add(drain)),
+        Limit::Bytes(_) => None,
+        // A paced count takes count × gap; an unpaced one has no bound
+        // known in advance.
+        Limit::Datagrams(total) => {
+            let n = u64::from(spec.per_direction());
+            let per_stream = total.div_ceil(n);
+            let m = spec.udp.as_ref()?.millipps(spec.len)?;
+            let ms = u128::from(per_stream) * 1_000_000 / u128::from(m);
+            Some(u64::try_from(ms).unwrap_or(u64::MAX).saturating_add(drain))
+        }
+    }
 }

@@ -129,19 +129,19 @@ impl ServerSession {
             return None;
         }
         let rules = test_type::of(&h.spec);
-        // A test whose server side runs without the server's engine (crr)
-        // is served whatever that engine is.
         let only = [
+            // A test whose server side runs without the server's engine
+            // (crr) is served whatever that engine sends with.
             (
                 &self.limits.own_engine_tcp_streams_only,
-                Workload::TcpStream,
+                !rules.server_engine || rules.workload == Workload::TcpStream,
             ),
+            // `xdp` serves UDP streams and refuses every other test.
             (
                 &self.limits.own_engine_udp_streams_only,
-                Workload::UdpStream,
+                rules.workload == Workload::UdpStream,
             ),
-        ]
-        .map(|(why, moves)| (why, !rules.server_engine || rules.workload == moves));
+        ];
         let why = only
             .into_iter()
             .find_map(|(why, served)| why.as_ref().filter(|_| !served))?;
