@@ -155,15 +155,6 @@ fn kind_of(r: &Report) -> Kind {
     }
 }
 
-fn kind_name(k: linerate_proto::spec::TestKind) -> &'static str {
-    match k {
-        linerate_proto::spec::TestKind::Stream => "stream",
-        linerate_proto::spec::TestKind::Rr => "rr",
-        linerate_proto::spec::TestKind::Crr => "crr",
-        linerate_proto::spec::TestKind::Msg => "msg",
-    }
-}
-
 fn engines(r: &Report) -> String {
     format!(
         "client {}, server {}",
@@ -199,7 +190,7 @@ pub fn test(cfg: &ClientConfig, r: &Report) -> Result<()> {
         format!(
             "linerate {} {} test to {}",
             r.test.protocol,
-            kind_name(r.test.kind),
+            r.test.kind.name(),
             r.test.server
         ),
         engines(r),
@@ -264,7 +255,7 @@ pub fn repeated(cfg: &ClientConfig, r: &RepeatReport, last: Option<&Report>) -> 
         format!(
             "linerate {} {} test to {}, {} trials",
             r.test.protocol,
-            kind_name(r.test.kind),
+            r.test.kind.name(),
             r.test.server,
             r.repeat
         ),

@@ -430,7 +430,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
     if let Err(e) = linerate_proto::negotiate::negotiate(&spec, &ServerLimits::unlimited()) {
         bail!("{}: {}", e.field, e.reason);
     }
-    let (engine, engine_note) = engine(&a, protocol)?;
+    let (engine, engine_note) = engine(&a, &spec)?;
     let (cpus, server_affinity) = affinity(a.affinity.as_deref())?;
     let style = Style::of(&a);
     Ok(Iperf3Config {
@@ -572,7 +572,7 @@ fn affinity(v: Option<&str>) -> Result<(Vec<usize>, Option<u32>)> {
 }
 
 /// `-Z` and `--gsro` name linerate engines; otherwise `auto` picks one.
-fn engine(a: &Args, protocol: Protocol) -> Result<(EngineKind, Option<String>)> {
+fn engine(a: &Args, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
     let kind = if a.zerocopy {
         EngineKind::ZeroCopy { sendfile: false }
     } else if a.gsro {
@@ -581,10 +581,7 @@ fn engine(a: &Args, protocol: Protocol) -> Result<(EngineKind, Option<String>)> 
             gro: Toggle::On,
         })
     } else {
-        let w = match protocol {
-            Protocol::Tcp => Workload::TcpStream,
-            Protocol::Udp => Workload::UdpStream,
-        };
+        let w = Workload::of(spec);
         let c = auto::choose(w);
         return Ok((c.kind, Some(c.note(w))));
     };

@@ -10,6 +10,8 @@
 //!   first-bytes classifier that lets one port serve linerate and iperf3 peers.
 //! - [`spec`]: the test both sides agree on, and the server's negotiation.
 //! - [`limits`]: the server's limits on a whole test (memory, rate, duration).
+//! - [`test_type`]: the table of what varies by type of test (negotiation
+//!   hooks, rate and memory budget, report shape, engine workload).
 //! - [`measure`]: what each side measured, exchanged at the end of a test.
 //! - [`auth`]: pre-shared-key challenge–response (`--auth-key`).
 //! - [`check`]: what a side checks in its peer's Accept and Results.
@@ -65,6 +67,7 @@ pub mod seq;
 pub mod session;
 pub mod side;
 pub mod spec;
+pub mod test_type;
 pub mod udp_receiver;
 pub mod udp_sender;
 pub mod wire;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use crate::spec::{Direction, Limit, Pace, Protocol, TestKind, TestSpec};
+use crate::spec::{Direction, Limit, TestSpec};
 
 /// How long each handshake step may take (the server's default for
 /// `--handshake-timeout`; the client's own limit on each step).
@@ -188,32 +188,47 @@ pub fn unpaced_udp_window(connections: usize, max_test_memory: u64) -> Option<u3
     (w >= 1 << 20).then_some(w as u32)
 }
 
+/// What one type of test asks of a server's budgets: each entry of the
+/// test-type table (`crate::test_type`) carries one, and the checks below
+/// read it rather than the test's kind.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// The payload bit rate one sending stream asks for: `Some(None)`
+    /// unpaced bulk, `None` not bulk (request/response: one message per
+    /// flow in flight).
+    pub stream_rate: fn(&TestSpec) -> Option<Option<u64>>,
+    /// How a server paces the test's own senders down to its rate limit
+    /// when only it sends; `None`: it cannot, and a test over the limit is
+    /// refused.
+    pub clamp: Option<Clamp>,
+    /// The largest I/O buffer one data connection holds.
+    pub io_len: fn(&TestSpec) -> u32,
+    /// The data connections the test holds at once.
+    pub connections: fn(&TestSpec) -> u64,
+}
+
+/// How a server's rate limit paces a test's senders (stream tests).
+#[derive(Debug, Clone, Copy)]
+pub struct Clamp {
+    /// The least a stream can be paced at (TCP: the kernel paces whole
+    /// bytes per second).
+    pub min_bps: u64,
+    /// Sets the pace of every sending stream to `bps`.
+    pub apply: fn(&mut TestSpec, bps: u64),
+}
+
 /// What one test's buffers cost the server, roughly: per data connection
 /// one I/O buffer of the largest message plus its socket buffers (the
 /// kernel doubles a requested window, once for each direction).
-pub fn test_memory(spec: &TestSpec) -> u64 {
-    let len = match (&spec.rr, spec.kind) {
-        (Some(rr), TestKind::Rr | TestKind::Crr) => rr
-            .sizes
-            .iter()
-            .copied()
-            .chain(rr.response_size)
-            .max()
-            .unwrap_or(spec.len)
-            .max(spec.len),
-        _ => spec.len,
-    };
+pub fn test_memory(spec: &TestSpec, budget: &Budget) -> u64 {
+    let len = (budget.io_len)(spec);
     let window = spec
         .udp
         .as_ref()
         .and_then(|u| u.window)
         .or(spec.tcp.window)
         .unwrap_or(0);
-    let conns = match spec.kind {
-        // crr: one connection per flow at a time.
-        TestKind::Crr => u64::from(spec.per_direction()),
-        _ => spec.connection_count() as u64,
-    };
+    let conns = (budget.connections)(spec);
     // Event loops hold one I/O buffer per thread, not per flow; each
     // flow's socket buffers still count.
     let buffers = match spec.flows {
@@ -227,8 +242,12 @@ pub fn test_memory(spec: &TestSpec) -> u64 {
 
 /// Checks what `spec`'s buffers cost against `--max-test-memory`: every
 /// test's, whatever its protocol (an iperf3 client's `-w` too).
-pub fn check_memory(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    let mem = test_memory(spec);
+pub fn check_memory(
+    spec: &TestSpec,
+    budget: &Budget,
+    limits: &ServerLimits,
+) -> Result<(), SpecError> {
+    let mem = test_memory(spec, budget);
     if mem > limits.max_test_memory {
         return Err(SpecError {
             field: "memory",
@@ -248,11 +267,12 @@ pub fn check_memory(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecEr
 /// `max_rate_bps`, with a note.
 pub fn check(
     spec: &mut TestSpec,
+    budget: &Budget,
     limits: &ServerLimits,
     notes: &mut Vec<String>,
 ) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
-    check_memory(spec, limits)?;
+    check_memory(spec, budget, limits)?;
     if spec.interval_ms > limits.max_interval_ms {
         return err(
             "interval",
@@ -262,7 +282,8 @@ pub fn check(
             ),
         );
     }
-    if let (TestKind::Stream, Limit::Datagrams(_)) = (spec.kind, spec.limit) {
+    // Only a UDP stream test carries UDP parameters (negotiated before).
+    if let (Limit::Datagrams(_), Some(_)) = (spec.limit, &spec.udp) {
         // A paced count has a known duration: refuse it up front rather
         // than cut it at --max-time. (Unpaced counts are cut when the
         // limit passes; see the session's data deadline.)
@@ -279,33 +300,7 @@ pub fn check(
             }
         }
     }
-    check_rate(spec, limits, notes)
-}
-
-/// The payload bit rate one sending stream of a stream test asks for:
-/// `Some(None)` unpaced, `None` for request/response tests (not bulk:
-/// one message per flow in flight), whose load streams count as unpaced.
-fn stream_rate(spec: &TestSpec) -> Option<Option<u64>> {
-    match (spec.kind, spec.protocol) {
-        (TestKind::Rr | TestKind::Crr, _) => {
-            let load = spec.rr.as_ref().is_some_and(|r| r.under_load > 0);
-            load.then_some(None)
-        }
-        (TestKind::Stream, Protocol::Tcp) => Some(spec.tcp.rate),
-        // Messages go as fast as they are acknowledged: unpaced.
-        (TestKind::Msg, _) => Some(None),
-        (TestKind::Stream, Protocol::Udp) => {
-            let pace = spec.udp.as_ref().map_or(Pace::Unlimited, |u| u.pace);
-            Some(match pace {
-                Pace::Unlimited => None,
-                Pace::Rate(bps) => Some(bps),
-                Pace::MilliPps(m) => Some(
-                    u64::try_from(u128::from(m) * u128::from(spec.len) * 8 / 1000)
-                        .unwrap_or(u64::MAX),
-                ),
-            })
-        }
-    }
+    check_rate(spec, budget, limits, notes)
 }
 
 /// Sending streams of a stream test, both directions together.
@@ -320,8 +315,8 @@ fn sending_streams(spec: &TestSpec) -> u64 {
 /// The bit rate `spec` may use, all its sending streams together: what a
 /// server reserves of its `--max-total-rate` for it. `None`: unpaced bulk
 /// (unbounded); request/response tests without load count as 0.
-pub fn test_rate(spec: &TestSpec) -> Option<u64> {
-    match stream_rate(spec) {
+pub fn test_rate(spec: &TestSpec, budget: &Budget) -> Option<u64> {
+    match (budget.stream_rate)(spec) {
         None => Some(0),
         Some(per) => per.map(|b| b.saturating_mul(sending_streams(spec))),
     }
@@ -334,6 +329,7 @@ pub fn test_rate(spec: &TestSpec) -> Option<u64> {
 /// the server's TCP senders or the pace of its UDP senders.
 fn check_rate(
     spec: &mut TestSpec,
+    budget: &Budget,
     limits: &ServerLimits,
     notes: &mut Vec<String>,
 ) -> Result<(), SpecError> {
@@ -346,7 +342,7 @@ fn check_rate(
         (Some(m), _) => (m, false),
         (None, Some(l)) => (l, true),
     };
-    let Some(per_stream) = stream_rate(spec) else {
+    let Some(per_stream) = (budget.stream_rate)(spec) else {
         return Ok(());
     };
     let streams = sending_streams(spec);
@@ -378,16 +374,13 @@ fn check_rate(
         format!("{} in all ({streams} streams)", rate(t))
     });
     let per = max / streams;
-    let min = match spec.protocol {
-        Protocol::Tcp => MIN_TCP_RATE_BPS,
-        Protocol::Udp => 1,
-    };
-    if spec.kind != TestKind::Stream {
+    let Some(clamp) = budget.clamp else {
         return Err(SpecError {
             field,
             reason: format!("load streams are unpaced bulk TCP; {cap}"),
         });
-    }
+    };
+    let min = clamp.min_bps;
     if spec.direction != Direction::Reverse || per < min {
         let hint = if per < min {
             String::new()
@@ -400,10 +393,7 @@ fn check_rate(
         });
     }
     // Only the server sends: pace it within the limit.
-    match (spec.protocol, spec.udp.as_mut()) {
-        (Protocol::Udp, Some(udp)) => udp.pace = Pace::Rate(per),
-        _ => spec.tcp.rate = Some(per),
-    }
+    (clamp.apply)(spec, per);
     notes.push(format!(
         "rate clamped from {asked} to {} per stream by the server ({flag} {})",
         rate(per),
@@ -501,7 +491,7 @@ fn mib(bytes: u64) -> String {
 mod tests {
     use super::*;
     use crate::negotiate::negotiate;
-    use crate::spec::UdpSpec;
+    use crate::spec::{Pace, Protocol, TestKind, UdpSpec};
 
     fn udp(direction: Direction, pace: Pace, streams: u16) -> TestSpec {
         TestSpec {

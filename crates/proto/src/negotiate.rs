@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use crate::limits::{test_rate, RateBudget, RateReservation, ServerLimits, SpecError};
 use crate::spec::*;
+use crate::test_type::{self, Rules, Shape};
+pub use crate::test_type::{MAX_BURST, MAX_DRAIN_MS, MAX_FAULTS};
 
 /// The spec the server will run and what it changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,26 +21,23 @@ pub struct Negotiated {
 pub fn negotiate(proposed: &TestSpec, limits: &ServerLimits) -> Result<Negotiated, SpecError> {
     let mut spec = proposed.clone();
     let mut notes = Vec::new();
-    check_counts(&spec, limits)?;
-    check_limit(&spec, limits)?;
-    negotiate_protocol(&mut spec, limits, &mut notes)?;
+    let rules = test_type::of(&spec);
+    check_counts(&spec, rules, limits)?;
+    check_limit(&spec, rules, limits)?;
+    (rules.params)(&mut spec, limits, &mut notes)?;
     check_timing(&spec, limits)?;
     negotiate_tcp_options(&mut spec.tcp, limits, &mut notes)?;
-    match spec.kind {
-        TestKind::Stream => {}
-        TestKind::Msg => negotiate_msg(&spec, limits)?,
-        TestKind::Rr | TestKind::Crr => negotiate_rr(&spec, limits)?,
-    }
+    (rules.negotiate)(&spec, limits)?;
     if spec.tcp.unix {
-        negotiate_unix(&spec, limits)?;
+        negotiate_unix(&spec, rules, limits)?;
     }
-    crate::limits::check(&mut spec, limits, &mut notes)?;
+    crate::limits::check(&mut spec, &rules.budget, limits, &mut notes)?;
     Ok(Negotiated { spec, notes })
 }
 
 /// Streams, flows and the write/datagram length within the server's
 /// limits.
-fn check_counts(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+fn check_counts(spec: &TestSpec, rules: &Rules, limits: &ServerLimits) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
     if spec.streams == 0 {
         return err("streams", "must be at least 1".into());
@@ -53,7 +52,7 @@ fn check_counts(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError>
         );
     }
     if let Some(f) = spec.flows {
-        negotiate_flows(spec, f, limits)?;
+        negotiate_flows(spec, rules, f, limits)?;
     }
     if spec.len == 0 || spec.len > limits.max_len {
         return err(
@@ -67,14 +66,11 @@ fn check_counts(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError>
     Ok(())
 }
 
-/// A stream test's time, byte or datagram limit (request/response tests
-/// carry their own, checked in [`negotiate_rr`]).
-fn check_limit(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+/// A stream test's time, byte or datagram limit (request/response
+/// and msg tests carry their own, checked by their entry's `negotiate`).
+fn check_limit(spec: &TestSpec, rules: &Rules, limits: &ServerLimits) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
-    let limit = match spec.kind {
-        TestKind::Stream => Some(spec.limit),
-        TestKind::Rr | TestKind::Crr | TestKind::Msg => None,
-    };
+    let limit = (rules.shape == Shape::Stream).then_some(spec.limit);
     match limit {
         None => {}
         Some(Limit::TimeMs(0)) => return err("time", "must be greater than zero".into()),
@@ -91,49 +87,6 @@ fn check_limit(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> 
         Some(Limit::Bytes(0)) => return err("bytes", "must be greater than zero".into()),
         Some(Limit::Datagrams(0)) => return err("count", "must be greater than zero".into()),
         Some(_) => {}
-    }
-    Ok(())
-}
-
-/// The protocol's parameters fit the test kind (UDP stream parameters
-/// with a UDP stream test only), and a UDP stream's are negotiated.
-fn negotiate_protocol(
-    spec: &mut TestSpec,
-    limits: &ServerLimits,
-    notes: &mut Vec<String>,
-) -> Result<(), SpecError> {
-    let err = |field, reason: String| Err(SpecError { field, reason });
-    match (spec.kind, spec.protocol, &mut spec.udp) {
-        (_, Protocol::Tcp, None) => {
-            if matches!(spec.limit, Limit::Datagrams(_)) {
-                return err("count", "a datagram count applies to UDP tests only".into());
-            }
-        }
-        (_, Protocol::Tcp, Some(_)) => {
-            return err("udp", "UDP parameters in a TCP test".into());
-        }
-        (TestKind::Crr, Protocol::Udp, _) => {
-            return err(
-                "protocol",
-                "crr opens TCP connections; it has no UDP form".into(),
-            );
-        }
-        (TestKind::Rr, Protocol::Udp, Some(_)) => {
-            return err(
-                "udp",
-                "UDP stream parameters in a request/response test".into(),
-            );
-        }
-        (TestKind::Rr, Protocol::Udp, None) => {}
-        (TestKind::Msg, Protocol::Udp, _) => {
-            return err("protocol", "messages go over TCP".into());
-        }
-        (TestKind::Stream, Protocol::Udp, None) => {
-            return err("udp", "missing UDP parameters".into())
-        }
-        (TestKind::Stream, Protocol::Udp, Some(udp)) => {
-            negotiate_udp(spec.len, &spec.limit, udp, limits, notes)?;
-        }
     }
     Ok(())
 }
@@ -206,58 +159,16 @@ fn negotiate_tcp_options(
     Ok(())
 }
 
-/// Kind `msg`: the plan within the server's limits; messages go client to
-/// server on TCP, one connection per concurrent transfer.
-fn negotiate_msg(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    let err = |reason: String| {
-        Err(SpecError {
-            field: "msg",
-            reason,
-        })
-    };
-    let Some(m) = &spec.msg else {
-        return err("a msg test without its parameters".into());
-    };
-    if spec.protocol != Protocol::Tcp || spec.direction != Direction::Forward {
-        return err("messages go from client to server over TCP".into());
-    }
-    if m.sizes.is_empty() || m.sizes.len() != m.messages.len() || m.sizes.len() > 64 {
-        return err("1 to 64 sizes, each with its message count".into());
-    }
-    if let Some(s) = m.sizes.iter().find(|&&s| s == 0 || s > MAX_MSG_SIZE) {
-        return err(format!(
-            "a {s}-byte message: sizes must be 1 to {MAX_MSG_SIZE} bytes"
-        ));
-    }
-    if m.trials == 0 || m.trials > MAX_MSG_TRIALS {
-        return err(format!(
-            "{} trials: 1 to {MAX_MSG_TRIALS} allowed",
-            m.trials
-        ));
-    }
-    if let Some(n) = m.messages.iter().find(|&&n| n == 0 || n > MAX_MSG_MESSAGES) {
-        return err(format!(
-            "{n} messages per trial: 1 to {MAX_MSG_MESSAGES} allowed"
-        ));
-    }
-    // Each receiving connection holds one message.
-    let largest = u64::from(m.sizes.iter().copied().max().unwrap_or(0));
-    let memory = largest * u64::from(spec.streams.max(1));
-    if memory > limits.max_test_memory {
-        return err(format!(
-            "{} connections × {largest}-byte messages need {memory} bytes of receive buffers; \
-             this server allows {} per test (--max-test-memory)",
-            spec.streams, limits.max_test_memory
-        ));
-    }
-    Ok(())
-}
-
 /// `--flows N --threads T`: what event loops run (TCP and UDP streams, TCP
 /// rr),
 /// and no more flows than the server's `--max-flows`, refused before any
 /// data connection opens.
-fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(), SpecError> {
+fn negotiate_flows(
+    spec: &TestSpec,
+    rules: &Rules,
+    f: Flows,
+    limits: &ServerLimits,
+) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
     if f.count == 0 || f.threads == 0 {
         return err("flows", "flows and threads must be at least 1".into());
@@ -282,24 +193,8 @@ fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(
             ),
         );
     }
-    match (spec.kind, spec.protocol, &spec.rr) {
-        (TestKind::Stream, Protocol::Tcp | Protocol::Udp, _) => {}
-        (TestKind::Rr | TestKind::Crr, Protocol::Tcp, Some(rr)) => {
-            if rr.phases().len() != 1 || rr.busy_poll {
-                return err(
-                    "flows",
-                    "rr and crr on event-loop flows run one size, without --under-load or \
-                     --busy-poll, for now"
-                        .into(),
-                );
-            }
-        }
-        _ => return err(
-            "flows",
-            "event-loop flows run TCP and UDP stream, TCP rr and crr tests for now (not UDP rr \
-                 or msg)"
-                .into(),
-        ),
+    if let Err(why) = (rules.flows)(spec) {
+        return err("flows", why.into());
     }
     if spec.busy_poll {
         return err(
@@ -311,14 +206,14 @@ fn negotiate_flows(spec: &TestSpec, f: Flows, limits: &ServerLimits) -> Result<(
 }
 
 /// `--transport unix`: a TCP stream test with no TCP socket option.
-fn negotiate_unix(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
+fn negotiate_unix(spec: &TestSpec, rules: &Rules, limits: &ServerLimits) -> Result<(), SpecError> {
     let err = |reason: &str| {
         Err(SpecError {
             field: "transport",
             reason: format!("unix: {reason}"),
         })
     };
-    if spec.kind != TestKind::Stream || spec.protocol != Protocol::Tcp {
+    if !rules.unix {
         return err("Unix stream sockets carry tcp stream tests only");
     }
     let t = &spec.tcp;
@@ -335,185 +230,6 @@ fn negotiate_unix(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecErro
             "this server limits test rates (--max-rate/--max-total-rate) by TCP pacing, which \
              a Unix socket cannot do",
         );
-    }
-    Ok(())
-}
-
-/// Checks the request/response part of a spec.
-fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    let err = |field, reason: String| Err(SpecError { field, reason });
-    let Some(rr) = &spec.rr else {
-        return err("rr", "a request/response test needs its parameters".into());
-    };
-    if rr.sizes.is_empty() || rr.sizes.len() > MAX_RR_SIZES {
-        return err(
-            "sizes",
-            format!("{} sizes given, must be 1..={MAX_RR_SIZES}", rr.sizes.len()),
-        );
-    }
-    for (field, size) in rr
-        .sizes
-        .iter()
-        .map(|&s| ("sizes", s))
-        .chain(rr.response_size.map(|s| ("response_size", s)))
-    {
-        if size == 0 || size > limits.max_len {
-            return err(
-                field,
-                format!("{size} bytes requested, must be 1..={}", limits.max_len),
-            );
-        }
-    }
-    match rr.limit {
-        RrLimit::TimeMs(0) => return err("time", "must be greater than zero".into()),
-        RrLimit::TimeMs(t) => {
-            let total = t.saturating_mul(rr.phases().len() as u64);
-            if total > limits.max_time_ms {
-                return err(
-                    "time",
-                    format!(
-                        "{} s in all ({} per size × {} phases), this server allows at most {} s",
-                        total / 1000,
-                        t as f64 / 1000.0,
-                        rr.phases().len(),
-                        limits.max_time_ms / 1000
-                    ),
-                );
-            }
-        }
-        RrLimit::Count(0) => return err("count", "must be greater than zero".into()),
-        RrLimit::Count(_) => {}
-    }
-    if rr.batch == 0 || rr.batch > MAX_RR_BATCH {
-        return err(
-            "batch",
-            format!("{} requested, must be 1..={MAX_RR_BATCH}", rr.batch),
-        );
-    }
-    if spec.protocol == Protocol::Udp {
-        let max = crate::datagram::MAX_LEN as u32;
-        for (field, size) in rr
-            .sizes
-            .iter()
-            .map(|&s| ("sizes", s))
-            .chain(rr.response_size.map(|s| ("response_size", s)))
-        {
-            if size > max {
-                return err(
-                    field,
-                    format!("{size} bytes requested; a UDP message is one datagram of at most {max} bytes"),
-                );
-            }
-        }
-        if rr.under_load > 0 {
-            return err(
-                "under_load",
-                "load streams are TCP; they are not available with UDP request/response yet".into(),
-            );
-        }
-    }
-    if rr.under_load > 0 && spec.kind == TestKind::Crr {
-        return err(
-            "under_load",
-            "load streams are available with request/response (rr) tests only".into(),
-        );
-    }
-    if rr.under_load > limits.max_streams {
-        return err(
-            "under_load",
-            format!(
-                "{} load streams requested, this server allows at most {}",
-                rr.under_load, limits.max_streams
-            ),
-        );
-    }
-    let conns = spec.connection_count();
-    // Event-loop flows are held to --max-flows instead (negotiate_flows).
-    if conns > MAX_RR_CONNECTIONS && spec.flows.is_none() {
-        return err(
-            "streams",
-            format!(
-                "{conns} data connections (sizes × load passes × flows + load streams), at most {MAX_RR_CONNECTIONS}"
-            ),
-        );
-    }
-    Ok(())
-}
-
-/// Most faults a test may schedule (a test-only feature; bounded so a spec
-/// stays small).
-pub const MAX_FAULTS: usize = 10_000;
-/// Longest drain period a server accepts.
-pub const MAX_DRAIN_MS: u64 = 60_000;
-/// Most datagrams per pacing tick.
-pub const MAX_BURST: u32 = 65_536;
-
-fn negotiate_udp(
-    len: u32,
-    limit: &Limit,
-    udp: &mut UdpSpec,
-    limits: &ServerLimits,
-    notes: &mut Vec<String>,
-) -> Result<(), SpecError> {
-    let err = |field, reason: String| Err(SpecError { field, reason });
-    let (min, max) = (
-        crate::datagram::HEADER_LEN as u32,
-        crate::datagram::MAX_LEN as u32,
-    );
-    if !(min..=max).contains(&len) {
-        return err(
-            "len",
-            format!("{len} bytes requested; a UDP datagram must be {min}..={max} bytes"),
-        );
-    }
-    if matches!(limit, Limit::Bytes(_)) {
-        return err(
-            "bytes",
-            "UDP tests are limited by time or datagram count".into(),
-        );
-    }
-    match udp.pace {
-        Pace::Rate(0) => return err("rate", "must be greater than zero".into()),
-        Pace::MilliPps(0) => return err("pps", "must be greater than zero".into()),
-        Pace::MilliPps(m) if m > 1_000_000_000_000 => {
-            return err("pps", format!("{} requested, at most 10^9", m / 1000))
-        }
-        _ => {}
-    }
-    if udp.burst == 0 || udp.burst > MAX_BURST {
-        return err(
-            "burst",
-            format!("{} requested, must be 1..={MAX_BURST}", udp.burst),
-        );
-    }
-    if udp.drain_ms > MAX_DRAIN_MS {
-        return err(
-            "drain",
-            format!("{} ms requested, at most {MAX_DRAIN_MS} ms", udp.drain_ms),
-        );
-    }
-    if let Some(p) = udp.priority {
-        if !(-20..=19).contains(&p) {
-            return err("priority", format!("nice value {p} is outside -20..=19"));
-        }
-    }
-    if udp.faults.len() > MAX_FAULTS {
-        return err(
-            "faults",
-            format!("{} scheduled, at most {MAX_FAULTS}", udp.faults.len()),
-        );
-    }
-    if let Err(e) = crate::datagram::check_faults(&udp.faults) {
-        return err("faults", e);
-    }
-    if let Some(w) = udp.window {
-        if w > limits.max_window {
-            notes.push(format!(
-                "window clamped from {w} to {} bytes by the server",
-                limits.max_window
-            ));
-            udp.window = Some(limits.max_window);
-        }
     }
     Ok(())
 }
@@ -537,7 +253,7 @@ impl RateBudget {
         };
         let n = negotiate(proposed, &limits)?;
         // check_rate held the test within what is left: never unbounded.
-        let bps = test_rate(&n.spec).unwrap_or(u64::MAX);
+        let bps = test_rate(&n.spec, &test_type::of(&n.spec).budget).unwrap_or(u64::MAX);
         *in_use = in_use.saturating_add(bps);
         Ok((
             n,
@@ -714,7 +430,7 @@ mod tests {
             protocol: Protocol::Udp,
             ..TestSpec::default()
         };
-        assert!(negotiate_unix(&udp, &l).is_err());
+        assert!(negotiate_unix(&udp, test_type::of(&udp), &l).is_err());
         let capped = ServerLimits {
             max_rate_bps: Some(1_000_000_000),
             ..ServerLimits::default()

@@ -22,7 +22,7 @@ use linerate_stats::histogram::Histogram;
 
 use crate::clock::ClockOffset;
 use crate::measure::{OneWayMeasurement, RrFlowMeasurement};
-use crate::spec::{RrConn, RrLimit, RrPhase, TestKind, TestSpec};
+use crate::spec::{RrConn, RrLimit, RrPhase, TestSpec};
 
 /// One side's view of a request/response test.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +65,7 @@ impl TestSpec {
             limit: rr.limit,
             batch: rr.batch.max(1),
             busy_poll: rr.busy_poll,
-            load_streams: if self.kind == TestKind::Rr {
+            load_streams: if crate::test_type::of(self).load_streams {
                 u32::from(rr.under_load)
             } else {
                 0
@@ -619,7 +619,7 @@ impl SpinBudget {
 mod tests {
     use super::*;
     use crate::clock::ClockMethod;
-    use crate::spec::RrSpec;
+    use crate::spec::{RrSpec, TestKind};
     use proptest::prelude::*;
 
     const FULL: Duration = Duration::from_micros(50);

@@ -24,6 +24,13 @@ impl Protocol {
             Protocol::Udp => "udp",
         }
     }
+
+    /// The protocol of a [`Protocol::name`] (a report keeps it by name).
+    pub fn named(name: &str) -> Option<Protocol> {
+        [Protocol::Tcp, Protocol::Udp]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
 }
 
 /// Who sends: the client (netperf STREAM), the server (MAERTS) or both.
@@ -108,6 +115,18 @@ pub enum TestKind {
     /// HOST`): parameters in [`TestSpec::msg`], one data connection per
     /// concurrent transfer, the client sends.
     Msg,
+}
+
+impl TestKind {
+    /// The name used in reports (its serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            TestKind::Stream => "stream",
+            TestKind::Rr => "rr",
+            TestKind::Crr => "crr",
+            TestKind::Msg => "msg",
+        }
+    }
 }
 
 /// The message test's plan (kind `msg`): both ends walk it in step, so the
@@ -387,97 +406,8 @@ impl TestSpec {
             None => u32::from(self.streams.max(1)),
         }
     }
-
-    /// The data connections of this test, in the order the client opens them:
-    /// client-sending streams first, then server-sending ones.
-    pub fn stream_plan(&self) -> Vec<StreamPlan> {
-        if matches!(self.kind, TestKind::Rr | TestKind::Crr) {
-            // Request/response connections: the client opens them all and
-            // writes first; see `rr_conn` for what each one carries.
-            return (1..=self.rr_connection_count() as u32)
-                .map(|id| StreamPlan {
-                    id,
-                    sender: Side::Client,
-                    bytes: None,
-                    datagrams: None,
-                })
-                .collect();
-        }
-        let senders: &[Side] = match self.direction {
-            Direction::Forward => &[Side::Client],
-            Direction::Reverse => &[Side::Server],
-            Direction::Bidir => &[Side::Client, Side::Server],
-        };
-        let n = u64::from(self.per_direction());
-        let mut plan = Vec::new();
-        for &sender in senders {
-            for i in 0..n {
-                // Split a total evenly; the first streams take the remainder.
-                let share = |total: u64| Some(total / n + u64::from(i < total % n));
-                let (bytes, datagrams) = match self.limit {
-                    Limit::Bytes(total) => (share(total), None),
-                    Limit::Datagrams(total) => (None, share(total)),
-                    Limit::TimeMs(_) => (None, None),
-                };
-                plan.push(StreamPlan {
-                    id: plan.len() as u32 + 1,
-                    sender,
-                    bytes,
-                    datagrams,
-                });
-            }
-        }
-        plan
-    }
-
-    /// Total data connections.
-    pub fn connection_count(&self) -> usize {
-        if self.kind != TestKind::Stream {
-            return self.rr_connection_count();
-        }
-        let per = self.per_direction() as usize;
-        match self.direction {
-            Direction::Bidir => 2 * per,
-            _ => per,
-        }
-    }
-
-    /// Upper bound on how long the data phase can legitimately last, if the
-    /// test is time-limited (used for the peers' safety deadlines).
-    pub fn data_phase_ms(&self) -> Option<u64> {
-        if self.kind == TestKind::Msg {
-            // Messages until the plan is done: no end known in advance.
-            return None;
-        }
-        if let (TestKind::Rr | TestKind::Crr, Some(rr)) = (self.kind, &self.rr) {
-            return match rr.limit {
-                // Each phase may also take a moment to start and drain.
-                RrLimit::TimeMs(t) => {
-                    let phases = rr.phases().len() as u64;
-                    Some(t.saturating_add(RR_PHASE_SLACK_MS).saturating_mul(phases))
-                }
-                RrLimit::Count(_) => None,
-            };
-        }
-        let drain = self.udp.as_ref().map_or(0, |u| u.drain_ms);
-        match self.limit {
-            Limit::TimeMs(t) => Some(t.saturating_add(self.omit_ms).saturating_add(drain)),
-            Limit::Bytes(_) => None,
-            // A paced count takes count × gap; an unpaced one has no bound
-            // known in advance.
-            Limit::Datagrams(total) => {
-                let n = u64::from(self.per_direction());
-                let per_stream = total.div_ceil(n);
-                let m = self.udp.as_ref()?.millipps(self.len)?;
-                let ms = u128::from(per_stream) * 1_000_000 / u128::from(m);
-                Some(u64::try_from(ms).unwrap_or(u64::MAX).saturating_add(drain))
-            }
-        }
-    }
 }
 
-/// Allowance per request/response phase for starting and draining.
-const RR_PHASE_SLACK_MS: u64 = 1000;
 /// Most request/response data connections one test may open (phases ×
 /// flows + load streams), so a spec cannot ask for unbounded sockets.
 pub const MAX_RR_CONNECTIONS: usize = 4096;
@@ -486,25 +416,23 @@ pub const MAX_RR_SIZES: usize = 64;
 /// Largest `batch`.
 pub const MAX_RR_BATCH: u32 = 1_000_000;
 
-impl TestSpec {
-    /// Request/response connections: a connection per flow per phase (rr
-    /// only; crr opens its own per transaction), then the load streams.
-    fn rr_connection_count(&self) -> usize {
-        match (self.kind, &self.rr) {
-            (TestKind::Rr, Some(rr)) => {
-                rr.phases().len() * self.per_direction() as usize + usize::from(rr.under_load)
-            }
-            _ => 0,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::limits::ServerLimits;
     use crate::negotiate::{negotiate, MAX_DRAIN_MS};
     use proptest::prelude::*;
+
+    /// A kind's report name is its serde (wire) name.
+    #[test]
+    fn kind_names_are_their_wire_names() {
+        for k in [TestKind::Stream, TestKind::Rr, TestKind::Crr, TestKind::Msg] {
+            assert_eq!(serde_json::to_value(k).expect("serialises"), k.name());
+        }
+        for p in [Protocol::Tcp, Protocol::Udp] {
+            assert_eq!(Protocol::named(p.name()), Some(p));
+        }
+    }
 
     #[test]
     fn plan_orders_client_senders_first_and_numbers_from_one() {

@@ -8,7 +8,10 @@ use linerate_host::counters::Traffic;
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::{EngineUse, KernelUdp, TcpInfo, UdpInterval};
 use linerate_proto::rr_core::SpinMode;
-use linerate_proto::spec::{Direction, Limit, RrLimit, TcpOptions, TestKind, TestSpec, UdpSpec};
+use linerate_proto::spec::{
+    Direction, Limit, Protocol, RrLimit, TcpOptions, TestKind, TestSpec, UdpSpec,
+};
+use linerate_proto::test_type::{self, Rules, Shape};
 use linerate_proto::wire::Side;
 use linerate_stats::histogram::Summary;
 use serde::{Deserialize, Serialize};
@@ -130,12 +133,19 @@ fn client_side() -> Side {
 }
 
 impl TestInfo {
+    /// The test-type rules of the test described (what its report shows
+    /// and how it is worded). The report keeps the protocol by name.
+    pub fn rules(&self) -> &'static Rules {
+        let protocol = Protocol::named(&self.protocol).unwrap_or_default();
+        test_type::lookup(self.kind, protocol)
+    }
+
     /// The fields that follow from the agreed spec; who ran it, where and
     /// with what are left empty for the caller to fill in.
     pub fn from_spec(spec: &TestSpec, reported_by: Side) -> TestInfo {
         // A request/response test has no direction, write size, limit,
         // warm-up or intervals of its own (issue 13): `rr` has its figures.
-        let stream = (spec.kind == TestKind::Stream).then_some(spec);
+        let stream = (test_type::of(spec).shape == Shape::Stream).then_some(spec);
         TestInfo {
             kind: spec.kind,
             reported_by,

@@ -6,7 +6,7 @@
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::{OneWayMeasurement, RrFlowMeasurement, RrMeasurement, SideResults};
 use linerate_proto::rr::RESPONSE_HEADER_LEN;
-use linerate_proto::spec::{RrPhase, RrSpec, TestKind, TestSpec};
+use linerate_proto::spec::{RrPhase, RrSpec, TestSpec};
 use linerate_stats::histogram::Histogram;
 
 use crate::model::{LoadReport, OneWay, RrPhaseRecord, RrPhaseReport, RrReport, RrTiming};
@@ -18,7 +18,7 @@ fn one_way_unavailable(
     phase: &RrPhase,
     clock: Option<&ClockOffset>,
 ) -> Option<String> {
-    if spec.kind == TestKind::Crr {
+    if !linerate_proto::test_type::of(spec).one_way {
         return Some("crr times the whole exchange; one-way delays come from rr".into());
     }
     if spec.flows.is_some() {
@@ -370,7 +370,7 @@ pub fn keep_phases_run(rr: &mut RrReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_proto::spec::RrLimit;
+    use linerate_proto::spec::{RrLimit, TestKind};
     use proptest::prelude::*;
 
     fn flow(phase: u32, flow: u32, values: &[u64]) -> RrFlowMeasurement {

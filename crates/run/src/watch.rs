@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use linerate_engine::runner::Progress;
 use linerate_proto::measure::IntervalMeasurement;
-use linerate_proto::spec::{TestKind, TestSpec};
+use linerate_proto::spec::TestSpec;
+use linerate_proto::test_type::{self, Shape};
 use linerate_proto::wire::Side;
 
 /// Progress of one running stream or msg test.
@@ -32,7 +33,7 @@ impl IdleWatch {
     /// own (request/response flows have a stall watchdog in the engine).
     /// The limit stretches to cover two datagram gaps of a slow pace.
     pub fn new(spec: &TestSpec, idle: Duration, now: Instant) -> Option<Self> {
-        if !matches!(spec.kind, TestKind::Stream | TestKind::Msg) {
+        if !test_type::of(spec).idle_watch {
             return None;
         }
         let gap = spec
@@ -96,7 +97,7 @@ impl RateWatch {
     /// A watch for `spec` when the server caps rates (`capped`) and the
     /// client sends at an agreed pace; `None` otherwise.
     pub fn new(spec: &TestSpec, capped: bool) -> Option<Self> {
-        if !capped || spec.kind != TestKind::Stream {
+        if !capped || test_type::of(spec).shape != Shape::Stream {
             return None;
         }
         let client_streams: Vec<u32> = spec
@@ -146,6 +147,7 @@ impl RateWatch {
 mod tests {
     use super::*;
     use linerate_proto::measure::IntervalStream;
+    use linerate_proto::spec::TestKind;
 
     #[test]
     fn issue_10_a_silent_stream_test_expires() {

@@ -21,28 +21,12 @@
 
 use std::fmt;
 
-use linerate_proto::spec::{Protocol, TestKind, TestSpec};
+use linerate_proto::spec::TestSpec;
+/// What a test moves, as far as `auto`'s rule cares: each entry of the
+/// test-type table names its own.
+pub use linerate_proto::test_type::Workload;
 
 use super::{Batch, EngineKind};
-
-/// What a test moves, as far as `auto`'s rule cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Workload {
-    TcpStream,
-    UdpStream,
-    RequestResponse,
-}
-
-impl Workload {
-    /// The workload of a test, as far as the rule cares.
-    pub fn of(spec: &TestSpec) -> Workload {
-        match (spec.kind, spec.protocol) {
-            (TestKind::Stream, Protocol::Tcp) => Workload::TcpStream,
-            (TestKind::Stream, Protocol::Udp) => Workload::UdpStream,
-            _ => Workload::RequestResponse,
-        }
-    }
-}
 
 /// A side's `--engine` as configured: one engine for every test, or
 /// `auto`'s rule applied to each test when its spec is known (a server

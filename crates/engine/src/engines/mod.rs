@@ -46,6 +46,7 @@ pub use zerocopy::ZeroCopy;
 
 use linerate_proto::measure::{Batching, CallsBytes, EngineUse, ZeroCopyUse};
 use linerate_proto::spec::{Protocol, TestKind, TestSpec};
+use linerate_proto::test_type::Workload;
 
 use crate::EngineError;
 
@@ -175,9 +176,10 @@ impl EngineKind {
         if self != (EngineKind::ZeroCopy { sendfile: true }) {
             return None;
         }
-        match (spec.protocol, spec.kind) {
-            (Protocol::Tcp, TestKind::Stream) => None,
-            (Protocol::Udp, _) => Some(format!(
+        match (Workload::of(spec), spec.protocol) {
+            (Workload::TcpStream, _) => None,
+            // Worded by what moves: datagrams, or changing messages.
+            (_, Protocol::Udp) => Some(format!(
                 "{}: TCP stream tests only (sendfile and splice move a byte stream; \
                  for UDP zero-copy sends use --engine zerocopy)",
                 self.name()
@@ -653,6 +655,7 @@ impl<'a> Iterator for Segments<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_proto::spec::TestKind;
 
     #[test]
     fn kinds_parse_from_their_names_and_unknown_names_are_refused() {

@@ -28,7 +28,8 @@ use super::{
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
 use crate::measure::SideResults;
-use crate::spec::{Protocol, TestKind, TestSpec};
+use crate::spec::TestSpec;
+use crate::test_type::{self, Attach};
 use crate::wire::{Abort, Accept, ClockReply, Hello, Message, SendDone, SentCount, Token};
 use crate::PROTOCOL_VERSION;
 
@@ -370,7 +371,10 @@ impl ClientSession {
                 }
             }
             (State::Running { .. }, Message::SendDone(d))
-                if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>
+                if self
+                    .spec
+                    .as_ref()
+                    .is_some_and(|s| test_type::of(s).attach == Attach::Datagrams) =>
             {
                 self.actions.push_back(ClientAction::PeerSendDone(d));
             }
@@ -454,7 +458,7 @@ impl ClientSession {
         self.spec = Some(a.spec.clone());
 
         self.deadline = Some(now + HANDSHAKE_TIMEOUT);
-        if a.spec.kind == TestKind::Rr {
+        if crate::test_type::of(&a.spec).one_way {
             self.state = State::Syncing(Box::new(Sync {
                 accept: a,
                 samples: Vec::new(),

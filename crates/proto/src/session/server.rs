@@ -49,8 +49,8 @@ use crate::auth::ServerAuth;
 use crate::limits::ServerLimits;
 use crate::limits::{RateBudget, RateReservation};
 use crate::measure::SideResults;
-use crate::spec::Protocol;
-use crate::spec::{StreamPlan, TestKind, TestSpec};
+use crate::spec::{StreamPlan, TestSpec};
+use crate::test_type::{self, Attach};
 use crate::wire::{
     Abort, ClockReply, Hello, Message, Refuse, RefuseCode, SendDone, Token, WireError,
 };
@@ -468,7 +468,10 @@ impl ServerSession {
                 }
             }
             (State::Running(_), Message::SendDone(d))
-                if self.spec.as_ref().map(|s| s.protocol) == Some(Protocol::Udp) =>
+                if self
+                    .spec
+                    .as_ref()
+                    .is_some_and(|s| test_type::of(s).attach == Attach::Datagrams) =>
             {
                 self.actions.push_back(ServerAction::PeerSendDone(d));
             }
@@ -493,5 +496,5 @@ fn handshake(limits: &ServerLimits) -> std::time::Duration {
 /// ([`Hello::beside`]): request/response transactions, one at a time per
 /// flow, with no bulk load of their own.
 fn is_probe(spec: &TestSpec) -> bool {
-    spec.kind == TestKind::Rr && spec.rr.as_ref().is_some_and(|r| r.under_load == 0)
+    crate::test_type::of(spec).probe && spec.rr.as_ref().is_some_and(|r| r.under_load == 0)
 }

@@ -8,7 +8,8 @@
 
 use std::io::{self, Write};
 
-use linerate_proto::spec::{Pace, TestKind};
+use linerate_proto::spec::Pace;
+use linerate_proto::test_type::Shape;
 use linerate_proto::wire::Side;
 
 use super::{side_name, Sink, SweepSink};
@@ -311,7 +312,7 @@ fn interval_rows(
 impl Sink for Csv<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
         self.info = Some(i.clone());
-        if i.kind != TestKind::Stream {
+        if i.rules().shape != Shape::Stream {
             self.printed_header = true;
             return writeln!(self.out, "{RR_CSV_HEADER}");
         }

@@ -1,7 +1,8 @@
 //! The test in one line, from the reporting side's point of view: the
 //! head of a human report, of `--repeat`'s and of a plot's caption.
 
-use linerate_proto::spec::{Direction, Limit, Pace, TestKind};
+use linerate_proto::spec::{Direction, Limit, Pace};
+use linerate_proto::test_type::Shape;
 use linerate_proto::wire::Side;
 use linerate_stats::units::{format_bytes, format_count_rate, format_rate, format_size};
 
@@ -13,7 +14,7 @@ use crate::model::TestInfo;
 /// and engine (the start of a report, and the head of `--repeat`'s).
 pub(crate) fn test_line(i: &TestInfo) -> String {
     let (who, route, engine) = speakers(i);
-    if i.kind != TestKind::Stream {
+    if i.rules().shape != Shape::Stream {
         return exchange_line(i, who, &route, engine);
     }
     let len = i.len.unwrap_or(0);
@@ -95,28 +96,19 @@ fn speakers(i: &TestInfo) -> (&'static str, String, &str) {
 /// The line of a request/response or message test: its kind and how many
 /// flows or transfers carry it.
 fn exchange_line(i: &TestInfo, who: &str, route: &str, engine: &str) -> String {
+    let rules = i.rules();
+    let (one, many) = rules.unit;
     format!(
-        "{who}: {} {} {route} · {}{} · engine {}",
+        "{who}: {} {} {route} · {} {}{} · engine {}",
         i.protocol,
-        match i.kind {
-            TestKind::Crr => "connect/request/response (crr)",
-            TestKind::Msg => "acknowledged messages (msg)",
-            _ => "request/response (rr)",
-        },
+        rules.title,
         i.streams,
-        match (i.kind, i.streams) {
-            (TestKind::Msg, 1) => " transfer".to_string(),
-            (TestKind::Msg, _) => " concurrent transfers".to_string(),
-            (_, n) => format!(
-                " flow{}{}",
-                if n == 1 { "" } else { "s" },
-                i.flows.map_or(String::new(), |f| format!(
-                    " on {} event-loop thread{}",
-                    f.threads,
-                    if f.threads == 1 { "" } else { "s" }
-                ))
-            ),
-        },
+        if i.streams == 1 { one } else { many },
+        i.flows.map_or(String::new(), |f| format!(
+            " on {} event-loop thread{}",
+            f.threads,
+            if f.threads == 1 { "" } else { "s" }
+        )),
         engine,
     )
 }

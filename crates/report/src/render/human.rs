@@ -6,7 +6,7 @@
 
 use std::io::{self, Write};
 
-use linerate_proto::spec::TestKind;
+use linerate_proto::test_type::Shape;
 use linerate_stats::units::{format_bytes, format_rate, format_size};
 
 use super::columns::Columns;
@@ -117,7 +117,7 @@ impl<'a> Human<'a> {
 impl Sink for Human<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
         self.flows = i.flows.is_some();
-        if i.kind == TestKind::Stream {
+        if i.rules().shape == Shape::Stream {
             self.cols = Some(Columns::for_test(i));
         }
         writeln!(self.out, "{}", test_heading(i))?;

@@ -5,7 +5,8 @@ use std::io::{self, Write};
 
 use linerate_proto::clock::ClockMethod;
 use linerate_proto::rr_core::SpinMode;
-use linerate_proto::spec::{RrLimit, TestKind};
+use linerate_proto::spec::RrLimit;
+use linerate_proto::test_type::Attach;
 use linerate_stats::histogram::Summary;
 use linerate_stats::units::format_rate;
 
@@ -172,7 +173,8 @@ fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str, crr: bool) -> io::Resul
 
 /// Everything above the CPU lines of a request/response report.
 pub(super) fn tables(out: &mut dyn Write, r: &Report, rr: &RrReport) -> io::Result<()> {
-    let crr = r.test.kind == TestKind::Crr;
+    // A connection per transaction: its whole exchange is timed.
+    let crr = r.test.rules().attach == Attach::PerTransaction;
     how_measured(out, r, rr, crr)?;
     round_trip_table(out, rr, crr)?;
     if !crr {

@@ -352,10 +352,7 @@ impl Test<'_> {
         let kind = match self.host.engine {
             Configured::Fixed(kind) => kind,
             Configured::Auto => {
-                let w = match self.params().protocol {
-                    IProtocol::Tcp => Workload::TcpStream,
-                    IProtocol::Udp => Workload::UdpStream,
-                };
+                let w = Workload::of(&self.spec());
                 let c = auto::choose(w);
                 self.notes
                     .push(format!("{} for this iperf3 client", c.note(w)));
@@ -434,7 +431,9 @@ impl Test<'_> {
         let now = Instant::now();
         // The same budget as a linerate client's test: a -w that would
         // take the host's socket memory is refused, never forced.
-        if let Err(e) = linerate_proto::limits::check_memory(&self.spec(), self.host.limits) {
+        let spec = self.spec();
+        let budget = &linerate_proto::test_type::of(&spec).budget;
+        if let Err(e) = linerate_proto::limits::check_memory(&spec, budget, self.host.limits) {
             return self
                 .session
                 .prepare_failed(code::BUF_SIZE, 0, e.to_string());

@@ -120,7 +120,8 @@ impl ServerTest<'_> {
     /// Opens the test's data route: its connections attach to this session,
     /// or (crr) each is one transaction for the crr pool.
     fn expect_streams(&mut self, token: Token, spec: &TestSpec) {
-        let per_transaction = test_type::of(spec).connection_per_transaction;
+        let per_transaction =
+            test_type::of(spec).rules.attach == linerate_proto::test_type::Attach::PerTransaction;
         // crr --flows: the server accepts on as many threads as it has
         // loops for the test (its --threads, else the client's).
         let accepting = spec.flows.map_or(1, |f| {
@@ -174,7 +175,7 @@ impl ServerTest<'_> {
             Ok(run) => self.run = Some(run),
             Err(e) => self.session.stream_failed(format!(
                 "server cannot start the {} test: {}",
-                entry.name,
+                entry.rules.name,
                 e.chain()
             )),
         }

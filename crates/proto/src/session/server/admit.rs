@@ -8,7 +8,8 @@ use super::{Admission, ServerAction, ServerSession, State};
 use crate::limits::{check_server_engine, SpecError};
 use crate::negotiate::{negotiate, Negotiated};
 use crate::session::heartbeat;
-use crate::spec::{Protocol, TestKind, TestSpec};
+use crate::spec::TestSpec;
+use crate::test_type::{self, Attach, Workload};
 use crate::wire::{Hello, Message, RefuseCode};
 
 impl ServerSession {
@@ -82,7 +83,7 @@ impl ServerSession {
             // The server's rate budget is taken by running tests.
             Err(e) if e.field == "total_rate" => self.refuse(RefuseCode::Busy, e.to_string()),
             Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
-            Ok(n) if n.spec.protocol == Protocol::Udp => {
+            Ok(n) if test_type::of(&n.spec).attach == Attach::Datagrams => {
                 self.actions.push_back(ServerAction::BindDatagramSockets {
                     token: self.token,
                     spec: n.spec.clone(),
@@ -127,15 +128,18 @@ impl ServerSession {
         if h.server_engine.is_some() {
             return None;
         }
-        let test = (h.spec.kind, h.spec.protocol);
+        let rules = test_type::of(&h.spec);
         let only = [
+            // A test whose server side runs without the server's engine
+            // (crr) is served whatever that engine sends with.
             (
                 &self.limits.own_engine_tcp_streams_only,
-                matches!(test, (TestKind::Stream, Protocol::Tcp) | (TestKind::Crr, _)),
+                !rules.server_engine || rules.workload == Workload::TcpStream,
             ),
+            // `xdp` serves UDP tests (streams, rr) and refuses every other.
             (
                 &self.limits.own_engine_udp_only,
-                matches!(test, (TestKind::Stream | TestKind::Rr, Protocol::Udp)),
+                rules.attach == Attach::Datagrams,
             ),
         ];
         let why = only

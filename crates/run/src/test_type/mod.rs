@@ -1,9 +1,14 @@
-//! One entry per type of test — tcp stream, udp stream, rr over tcp, rr over
-//! udp, crr, msg — holding everything the control loops do differently for it:
-//! how the client attaches its data connections, how each side starts its
-//! data phase, how often the control loop wakes while it runs, how the
-//! report is built, and what the client checks the two sides agree on. A new type of test (an
-//! iperf3 wire mode) is a new entry here, not a branch in every file.
+//! The test-type table's I/O half: one entry per type of test — tcp
+//! stream, udp stream, rr over tcp, rr over udp, crr, msg — holding what
+//! the control loops do differently for it: how the client attaches its
+//! data connections, how each side starts its data phase, how often the
+//! control loop wakes while it runs, how the report is built, and what the
+//! client checks the two sides agree on. Each entry carries its rules
+//! (`linerate_proto::test_type`: negotiation hooks, rate and memory budget,
+//! report shape, engine workload, how the server attaches data), so one
+//! lookup gives both halves. A new type of test (an iperf3 wire mode) is a
+//! new entry here and in the rules, plus its own module, not a branch in
+//! every file.
 //!
 //! Also what both sides share: the software string and a side's runner
 //! parameters.
@@ -12,6 +17,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod checks;
 
 use crate::error::{fail, Context as _, Result, RunError};
 use linerate_engine::engines::EngineKind;
@@ -23,9 +30,10 @@ use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::Role;
 use linerate_proto::measure::SideResults;
 use linerate_proto::spec::{Limit, Protocol, TestKind, TestSpec};
+use linerate_proto::test_type::{self as rules, Rules, Workload};
 use linerate_proto::wire::{DataHello, Side, Token};
 use linerate_report::build;
-use linerate_report::model::{Endpoint, TestInfo};
+use linerate_report::model::TestInfo;
 use linerate_report::Report;
 
 /// What the client knows when it attaches and starts its side.
@@ -78,7 +86,8 @@ type BuildFn = fn(TestInfo, &TestSpec, &SideResults, &SideResults, Vec<String>) 
 /// One type of test.
 #[derive(Debug)]
 pub struct TestType {
-    pub name: &'static str,
+    /// What the layers below decide by type of test (its name included).
+    pub rules: &'static Rules,
     pub attach: AttachFn,
     pub start_client: ClientStartFn,
     pub start_server: ServerStartFn,
@@ -88,24 +97,20 @@ pub struct TestType {
     pub wake: Duration,
     pub build: BuildFn,
     pub check: CheckFn,
-    /// Server: each data connection is one transaction, served where it
-    /// is accepted, rather than attached before Start.
-    pub connection_per_transaction: bool,
 }
 
 const TCP_STREAM: TestType = TestType {
-    name: "tcp stream",
+    rules: &rules::TCP_STREAM,
     attach: attach_tcp,
     start_client: start_stream_client,
     start_server: start_stream_server,
     wake: Duration::from_millis(20),
     build: build::build_stream,
-    check: check_tcp_totals,
-    connection_per_transaction: false,
+    check: checks::tcp_totals,
 };
 
 const UDP_STREAM: TestType = TestType {
-    name: "udp stream",
+    rules: &rules::UDP_STREAM,
     attach: attach_udp,
     start_client: start_stream_client,
     start_server: start_stream_server,
@@ -113,52 +118,49 @@ const UDP_STREAM: TestType = TestType {
     build: build::build_stream,
     // Loss is measured, not an error; the report says what arrived.
     check: |_, _| Ok(()),
-    connection_per_transaction: false,
 };
 
 const RR_TCP: TestType = TestType {
-    name: "rr",
+    rules: &rules::RR_TCP,
     attach: attach_tcp,
     start_client: start_rr_client,
     start_server: start_rr_server,
     wake: Duration::from_millis(100),
     build: build::build_rr,
-    check: |_, r| check_rr(r, false),
-    connection_per_transaction: false,
+    check: |_, r| checks::rr(r, false),
 };
 
 const RR_UDP: TestType = TestType {
-    name: "rr (udp)",
+    rules: &rules::RR_UDP,
     attach: attach_udp,
-    check: |_, r| check_rr(r, true),
+    check: |_, r| checks::rr(r, true),
     ..RR_TCP
 };
 
 const CRR: TestType = TestType {
-    name: "crr",
+    rules: &rules::CRR,
     // Every transaction opens its own connection as it runs.
     attach: |_, _, _, _| Ok(Vec::new()),
     start_client: start_crr_client,
     start_server: start_crr_server,
     wake: Duration::from_millis(100),
     build: build::build_rr,
-    check: |_, r| check_rr(r, false),
-    connection_per_transaction: true,
+    check: |_, r| checks::rr(r, false),
 };
 
 const MSG: TestType = TestType {
-    name: "msg",
+    rules: &rules::MSG,
     attach: attach_tcp,
     start_client: |_, spec, streams| crate::msg_net::start_client(spec, streams),
     start_server: |_, spec, streams| crate::msg_net::start_server(spec, streams),
     // No interval records: the control loops wait long.
     wake: Duration::from_millis(100),
     build: linerate_report::msg_net::build_msg,
-    check: check_msg,
-    connection_per_transaction: false,
+    check: checks::msg,
 };
 
-/// The entry for an agreed spec.
+/// The entry for an agreed spec (keyed as the rules are: a test checks
+/// that each entry carries the rules `linerate_proto::test_type::of` gives).
 pub fn of(spec: &TestSpec) -> &'static TestType {
     match (spec.kind, spec.protocol) {
         (TestKind::Stream, Protocol::Tcp) => &TCP_STREAM,
@@ -367,7 +369,8 @@ pub fn server_udp_socket(
     plan: &linerate_proto::spec::StreamPlan,
     sock: &std::net::UdpSocket,
 ) {
-    if role(plan.sender, Side::Server) == Role::Sender || spec.kind != TestKind::Stream {
+    if role(plan.sender, Side::Server) == Role::Sender || Workload::of(spec) != Workload::UdpStream
+    {
         udp::prepare_send(engine, sock);
     } else {
         udp::prepare_recv(engine, sock);
@@ -545,127 +548,12 @@ fn start_crr_server(s: &ServerSide<'_>, _: &TestSpec, _: Vec<StreamSetup>) -> Re
         .ok_or_else(|| RunError::Spec("crr test without its server side".to_string()))
 }
 
-/// A completed TCP test must have moved every byte it wrote: anything else
-/// is a bug or a broken path, and the numbers would be wrong.
-/// msg: both sides ran the whole plan and the receiver got every message
-/// the sender sent, whole (`--verify`'s corrupt ones are counted, not an
-/// error).
-fn check_msg(spec: &TestSpec, report: &Report) -> Result<()> {
-    if report.interrupted {
-        // Stopped by its user: incomplete by design (the caller says so).
-        return Ok(());
-    }
-    let cells = report.msg.as_deref().unwrap_or_default();
-    let sizes = spec.msg.as_ref().map_or(0, |m| m.sizes.len());
-    if cells.len() != sizes {
-        fail!(
-            Check,
-            "the message test did not complete ({} of {sizes} sizes)",
-            cells.len()
-        );
-    }
-    for c in cells {
-        if c.sent != c.received {
-            fail!(
-                Check,
-                "{}-byte messages: the sender sent {} ({} bytes), the receiver received {} ({} \
-                 bytes)",
-                c.size,
-                c.sent.messages,
-                c.sent.bytes,
-                c.received.messages,
-                c.received.bytes
-            );
-        }
-    }
-    Ok(())
-}
-
-fn check_tcp_totals(spec: &TestSpec, report: &Report) -> Result<()> {
-    // Every byte written was read: the whole streams, warm-up included
-    // (each side ends its warm-up on its own clock, so the measured parts
-    // differ by what was in flight then).
-    let whole = |e: &Endpoint| e.bytes + e.omitted_bytes;
-    for s in &report.streams {
-        if whole(&s.sender) != whole(&s.receiver) {
-            return Err(RunError::Check(format!(
-                "stream {}: sender wrote {} bytes but receiver read {}",
-                s.id,
-                whole(&s.sender),
-                whole(&s.receiver)
-            )));
-        }
-    }
-    if let Limit::Bytes(total) = spec.limit {
-        for f in &report.sums {
-            let arrived: u64 = report
-                .streams
-                .iter()
-                .filter(|s| s.flow == f.flow)
-                .map(|s| whole(&s.receiver))
-                .sum();
-            if arrived != total {
-                return Err(RunError::Check(format!(
-                    "{}: {arrived} bytes arrived, {total} requested",
-                    f.flow.arrow(),
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A completed request/response test: no flow failed, and both sides
-/// counted the same transactions and bytes in every phase (over UDP, up to
-/// the datagrams counted lost).
-fn check_rr(report: &Report, udp: bool) -> Result<()> {
-    let Some(rr) = &report.rr else {
-        return Ok(());
-    };
-    for p in &rr.phases {
-        let what = format!(
-            "{}-byte requests{}",
-            p.request_size,
-            if p.loaded { " under load" } else { "" }
-        );
-        if let Some(e) = p.errors.first() {
-            return Err(RunError::Check(format!("{what}: {e}")));
-        }
-        // UDP may lose datagrams (counted in `lost`): the server then
-        // answered at least what the client completed, never fewer.
-        let counts_agree = if udp {
-            p.server_transactions >= p.transactions
-                && p.server_transactions <= p.transactions + p.lost
-        } else {
-            p.transactions == p.server_transactions
-        };
-        if !counts_agree {
-            return Err(RunError::Check(format!(
-                "{what}: the client completed {} transactions ({} lost) but the server answered {}",
-                p.transactions, p.lost, p.server_transactions
-            )));
-        }
-        if !udp
-            && (p.client_sent_bytes != p.server_received_bytes
-                || p.server_sent_bytes != p.client_received_bytes)
-        {
-            return Err(RunError::Check(format!(
-                "{what}: byte counts differ (requests {} sent, {} received; responses {} sent, {} received)",
-                p.client_sent_bytes,
-                p.server_received_bytes,
-                p.server_sent_bytes,
-                p.client_received_bytes
-            )));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every kind and protocol has exactly the entry its name says.
+    /// Every kind and protocol has the entry its name says, carrying the
+    /// rules the layers below look up for the same spec.
     #[test]
     fn every_spec_has_its_entry() {
         let spec = |kind, protocol| TestSpec {
@@ -673,18 +561,29 @@ mod tests {
             protocol,
             ..TestSpec::default()
         };
-        let names: Vec<&str> = [
+        let all = [
             (TestKind::Stream, Protocol::Tcp),
             (TestKind::Stream, Protocol::Udp),
             (TestKind::Rr, Protocol::Tcp),
             (TestKind::Rr, Protocol::Udp),
             (TestKind::Crr, Protocol::Tcp),
-        ]
-        .into_iter()
-        .map(|(k, p)| of(&spec(k, p)).name)
-        .collect();
-        assert_eq!(names, ["tcp stream", "udp stream", "rr", "rr (udp)", "crr"]);
-        assert!(of(&spec(TestKind::Crr, Protocol::Tcp)).connection_per_transaction);
+            (TestKind::Msg, Protocol::Tcp),
+        ];
+        let names: Vec<&str> = all
+            .iter()
+            .map(|&(k, p)| of(&spec(k, p)).rules.name)
+            .collect();
+        assert_eq!(
+            names,
+            ["tcp stream", "udp stream", "rr", "rr (udp)", "crr", "msg"]
+        );
+        for (k, p) in all {
+            assert_eq!(of(&spec(k, p)).rules.name, rules::of(&spec(k, p)).name);
+        }
+        assert_eq!(
+            of(&spec(TestKind::Crr, Protocol::Tcp)).rules.attach,
+            rules::Attach::PerTransaction
+        );
         assert!(
             of(&spec(TestKind::Rr, Protocol::Tcp)).wake
                 > of(&spec(TestKind::Stream, Protocol::Tcp)).wake,
