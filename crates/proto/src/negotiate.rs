@@ -385,6 +385,7 @@ fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError>
         RrLimit::Count(0) => return err("count", "must be greater than zero".into()),
         RrLimit::Count(_) => {}
     }
+    check_rr_rate(spec, rr)?;
     if rr.batch == 0 || rr.batch > MAX_RR_BATCH {
         return err(
             "batch",
@@ -437,6 +438,36 @@ fn negotiate_rr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError>
                 "{conns} data connections (sizes × load passes × flows + load streams), at most {MAX_RR_CONNECTIONS}"
             ),
         );
+    }
+    Ok(())
+}
+
+/// A paced request/response rate (`RrSpec::rate`): within
+/// 1..=[`MAX_RR_RATE`] (0 would be a gap of forever, more rounds to no
+/// gap), and only where flows are paced: thread-per-flow rr, not crr's
+/// connection pool or event-loop flows. Paced or not, a request/response
+/// test holds one message per flow in flight and takes nothing of
+/// `--max-rate` ([`crate::limits::test_rate`]).
+fn check_rr_rate(spec: &TestSpec, rr: &RrSpec) -> Result<(), SpecError> {
+    let Some(rate) = rr.rate else {
+        return Ok(());
+    };
+    let refuse = |reason: String| {
+        Err(SpecError {
+            field: "rate",
+            reason,
+        })
+    };
+    if rate == 0 || rate > MAX_RR_RATE {
+        return refuse(format!(
+            "{rate} transactions/s per flow requested, must be 1..={MAX_RR_RATE}"
+        ));
+    }
+    if spec.kind == TestKind::Crr {
+        return refuse("crr is not paced (a connection per transaction)".into());
+    }
+    if spec.flows.is_some() {
+        return refuse("event-loop flows are not paced; use parallel flows (-P)".into());
     }
     Ok(())
 }
@@ -731,5 +762,37 @@ mod tests {
         assert!(e.reason.contains("--max-rate"), "{e:?}");
         let plain = serde_json::to_string(&TestSpec::default()).expect("json");
         assert!(!plain.contains("unix"), "{plain}");
+    }
+
+    /// Issue 27: a paced request/response rate is checked as other rates
+    /// are: a zero or one past the pacing's resolution is refused, and so
+    /// is one where nothing would pace it (crr).
+    #[test]
+    fn issue_27_an_rr_rate_is_checked_in_negotiation() {
+        let l = ServerLimits::default();
+        let rr = |kind, rate| TestSpec {
+            kind,
+            protocol: Protocol::Udp,
+            rr: Some(RrSpec {
+                rate,
+                ..RrSpec::default()
+            }),
+            ..TestSpec::default()
+        };
+        for rate in [Some(1), Some(1000), Some(MAX_RR_RATE), None] {
+            let n = negotiate(&rr(TestKind::Rr, rate), &l).expect("accepted");
+            assert_eq!(n.spec.rr.expect("rr").rate, rate);
+        }
+        for (kind, rate, needle) in [
+            (TestKind::Rr, 0, "must be 1..="),
+            (TestKind::Rr, MAX_RR_RATE + 1, "must be 1..="),
+            (TestKind::Crr, 100, "crr is not paced"),
+        ] {
+            let mut s = rr(kind, Some(rate));
+            s.protocol = Protocol::Tcp;
+            let e = negotiate(&s, &l).expect_err("refused");
+            assert_eq!(e.field, "rate", "{e:?}");
+            assert!(e.reason.contains(needle), "{e}");
+        }
     }
 }
