@@ -665,6 +665,11 @@ pub struct RrArgs {
     /// server's accept spin too.
     #[arg(long)]
     pub busy_poll: bool,
+    /// Transactions per second per flow, at most: paced, one every 1/N s
+    /// (rr over the network with -P flows; not crr, --flows or a local
+    /// --transport) [default: as fast as the round trips allow].
+    #[arg(long, value_name = "N")]
+    pub rate: Option<u32>,
     /// Run every size again while N bulk TCP streams load the same path,
     /// and report both side by side.
     #[arg(long, value_name = "N")]

@@ -93,6 +93,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
         }
         (None, None) => RrLimit::TimeMs(1000),
     };
+    check_rate(&r, kind)?;
     let under_load = r.under_load.unwrap_or(0);
     if r.under_load == Some(0) {
         bail!("--under-load needs at least 1 stream");
@@ -119,7 +120,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
             batch: r.batch,
             busy_poll: r.busy_poll,
             under_load,
-            rate: None,
+            rate: r.rate,
         }),
         ..TestSpec::default()
     };
@@ -138,6 +139,25 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
         probe_clock: r.probe_clock,
         local,
     })
+}
+
+/// `--rate`: paced thread-per-flow rr only (what the server accepts,
+/// `linerate_proto::negotiate`), refused here before anything connects.
+fn check_rate(r: &args::RrArgs, kind: TestKind) -> Result<()> {
+    let Some(rate) = r.rate else {
+        return Ok(());
+    };
+    let max = linerate_proto::spec::MAX_RR_RATE;
+    if rate == 0 || rate > max {
+        bail!("--rate: {rate} transactions/s per flow, must be 1..={max}");
+    }
+    if kind == TestKind::Crr {
+        bail!("--rate: crr is not paced (a connection per transaction)");
+    }
+    if r.flows.is_some() {
+        bail!("--rate: event-loop flows (--flows) are not paced; use -P");
+    }
+    Ok(())
 }
 
 /// `--transport`: tcp and udp set the protocol (as `--proto`); a local
@@ -171,6 +191,9 @@ fn local_transport(r: &mut args::RrArgs, kind: TestKind) -> Result<Option<Transp
     }
     if r.under_load.is_some() {
         bail!("--under-load: the load streams are TCP; not available with --transport {t}");
+    }
+    if r.rate.is_some() {
+        bail!("--rate: a local --transport {t} is not paced");
     }
     if r.proto != "tcp" {
         bail!("--transport {t} replaces --proto");

@@ -398,6 +398,14 @@ fn rr_defaults_and_flags() {
     assert_eq!(c.client.spec.rr.expect("rr").sizes, vec![1]);
 }
 
+/// Issue 27: `rr --rate` paces each flow, as qualify's probes are.
+#[test]
+fn issue_27_rr_rate_paces_each_flow() {
+    let c = rr("rr 127.0.0.1 --rate 250 -P 2 --proto udp");
+    assert_eq!(c.client.spec.rr.expect("rr").rate, Some(250));
+    assert_eq!(rr("rr 127.0.0.1").client.spec.rr.expect("rr").rate, None);
+}
+
 #[test]
 fn rr_refusals_name_the_flag() {
     for (args, needle) in [
@@ -415,6 +423,11 @@ fn rr_refusals_name_the_flag() {
         ("rr --under-load 0", "--under-load"),
         ("crr --under-load 1", "--under-load"),
         ("crr --server-engine uring", "crr has no server engine"),
+        ("rr --rate 0", "--rate"),
+        ("rr --rate 1000001", "--rate"),
+        ("crr --rate 10", "--rate"),
+        ("rr --flows 10 --rate 10", "--rate"),
+        ("rr --transport unix --rate 10", "--rate"),
     ] {
         let e = parse(args).expect_err(args).to_string();
         assert!(e.contains(needle), "{args}: {e}");

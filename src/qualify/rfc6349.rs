@@ -5,7 +5,8 @@
 //! Ethernet frame bit/s), the BDP, then a TCP stream each way with socket
 //! buffers of at least the BDP, judged by the RFC's metrics (§4): transfer
 //! time ratio, TCP efficiency and buffer delay, the latter from the
-//! sender's TCP_INFO RTT sampled every interval.
+//! sender's TCP_INFO RTT sampled every interval and, as a second source,
+//! from request/response probes beside the transfer (§3.3.3).
 
 use linerate_proto::spec::{Direction, Limit, Pace};
 use linerate_report::qualify::{Kpi, Rfc6349, Rfc6349Direction, Verdict};
@@ -67,7 +68,24 @@ fn direction(
     window: u32,
     reverse: bool,
 ) -> Result<Rfc6349Direction, Stop> {
-    let report = trials::tcp(&trials::tcp_config(c.t, window, reverse, c.cfg.tcp_ms))?;
+    let load = trials::tcp_config(c.t, window, reverse, c.cfg.tcp_ms);
+    let (report, probe_rtt, probe_note) = if c.pre.probes_beside_load {
+        // The baseline's probes, beside the transfer, at a share of the
+        // bottleneck (or the most, when it is not known).
+        let mut probe = trials::probe_config(c.t, PROBE_LEN, c.cfg.tcp_ms);
+        if let Some(rr) = &mut probe.spec.rr {
+            let pace = out
+                .bottleneck_bps
+                .map_or(Pace::Unlimited, |b| Pace::Rate(b as u64));
+            rr.rate = Some(trials::probe_rate(pace, PROBE_LEN, PROBE_LEN));
+        }
+        let (l, p) = trials::beside_with(&load, &probe, trials::tcp);
+        let (rtt, note) = trials::probe_latency(p);
+        (l?, rtt, note)
+    } else {
+        let why = "not measured: the server refused probes beside a test";
+        (trials::tcp(&load)?, None, Some(why.to_string()))
+    };
     let sum = report.sums.first();
     let sender_tcp = report.streams.first().and_then(|s| s.sender.tcp);
     let mss = sender_tcp.as_ref().map_or(1448, |t| t.snd_mss.max(1));
@@ -89,6 +107,9 @@ fn direction(
     let buffer_delay = avg_rtt
         .zip(out.baseline_rtt_ns)
         .and_then(|(a, b)| method::buffer_delay_percent(a, b as f64));
+    let probe_buffer_delay = (probe_rtt.as_ref())
+        .zip(out.baseline_rtt_ns)
+        .and_then(|(p, b)| method::buffer_delay_percent(p.rtt.mean_ns, b as f64));
     let frame_rate = throughput * f64::from(mtu + method::ETHERNET_FRAME_OVERHEAD) / f64::from(mss);
     let kpis = vec![Kpi::judge(
         "TCP throughput",
@@ -126,6 +147,9 @@ fn direction(
         buffer_delay_percent: buffer_delay,
         avg_rtt_ns: avg_rtt,
         rtt_samples: samples,
+        probe_rtt,
+        probe_buffer_delay_percent: probe_buffer_delay,
+        probe_note,
         retransmits,
         sent_bytes: sent,
         kpis,

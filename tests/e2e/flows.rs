@@ -519,11 +519,14 @@ fn issue_26_crr_flows_beyond_the_ephemeral_port_range_name_the_remedy() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.matches("ERROR (").count(), 1, "{text}");
     assert!(server.alive());
+    // Flows well within the range run. (8 flows on the 10 ports left
+    // beside the control connection failed one connect in ~12,000 once,
+    // on a loaded host, with --linger0: too thin a margin to assert.)
     for extra in [&[][..], &["--linger0"][..]] {
-        let (args, out) = crr("8", extra);
+        let (args, out) = crr("4", extra);
         assert_ok(&out, &[&args]);
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("[FAIR] 8 flows"), "{args}: {text}");
+        assert!(text.contains("[FAIR] 4 flows"), "{args}: {text}");
         assert!(!text.contains("completed none"), "{args}: {text}");
     }
 }

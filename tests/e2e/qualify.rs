@@ -323,6 +323,21 @@ fn issue_27_rfc2544_throughput_and_rfc6349_bottleneck_through_a_shaped_router() 
         // bottleneck drops, TCP retransmits.
         let eff = f(&d["efficiency_percent"]);
         assert!(eff < 100.0, "{}: efficiency {eff}", d["direction"]);
+        // §3.3.3's second RTT source: probes beside the transfer, which a
+        // default server admits as part of it.
+        assert!(
+            d["probe_rtt"]["rtt"]["count"]
+                .as_u64()
+                .is_some_and(|n| n > 0),
+            "{}: no probes beside the transfer: {}",
+            d["direction"],
+            d["probe_note"]
+        );
+        assert!(
+            d["probe_buffer_delay_percent"].as_f64().is_some(),
+            "{}",
+            d["probe_note"]
+        );
     }
 }
 

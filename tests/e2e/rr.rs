@@ -94,6 +94,46 @@ fn issue_4_asymmetric_sizes_move_the_right_bytes() {
     }
 }
 
+/// Issue 27: `rr --rate` paces each flow (TCP and UDP): no more than the
+/// rate's transactions in the time, and the report says so.
+#[test]
+fn issue_27_rr_rate_paces_each_flow() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for proto in ["tcp", "udp"] {
+        let extra = [
+            "--proto", proto, "-s", "64", "-t", "1", "-P", "2", "--rate", "100",
+        ];
+        let r = json_client(&rr_args(&port, &extra));
+        assert_phases_agree(&r);
+        assert_eq!(r["rr"]["rate"], 100, "{proto}");
+        let n = u(&phases(&r)[0]["transactions"]);
+        // 2 flows × 100/s × 1 s, one more per flow at the start; a busy
+        // host may fall short, never over.
+        assert!((20..=202).contains(&n), "{proto}: {n} transactions");
+    }
+    let out = run_client(
+        &[
+            "rr",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-s",
+            "1",
+            "-n",
+            "5",
+            "--rate",
+            "50",
+        ],
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("paced: at most 50 transactions/s per flow"),
+        "{text}"
+    );
+}
+
 #[test]
 fn issue_4_parallel_flows_merge_and_time_limit_holds() {
     let server = Server::start(&[]);

@@ -447,4 +447,36 @@ mod tests {
         let plain = serde_json::to_string(&TestSpec::default()).expect("json");
         assert!(!plain.contains("unix"), "{plain}");
     }
+
+    /// Issue 27: a paced request/response rate is checked as other rates
+    /// are: a zero or one past the pacing's resolution is refused, and so
+    /// is one where nothing would pace it (crr).
+    #[test]
+    fn issue_27_an_rr_rate_is_checked_in_negotiation() {
+        let l = ServerLimits::default();
+        let rr = |kind, rate| TestSpec {
+            kind,
+            protocol: Protocol::Udp,
+            rr: Some(RrSpec {
+                rate,
+                ..RrSpec::default()
+            }),
+            ..TestSpec::default()
+        };
+        for rate in [Some(1), Some(1000), Some(MAX_RR_RATE), None] {
+            let n = negotiate(&rr(TestKind::Rr, rate), &l).expect("accepted");
+            assert_eq!(n.spec.rr.expect("rr").rate, rate);
+        }
+        for (kind, rate, needle) in [
+            (TestKind::Rr, 0, "must be 1..="),
+            (TestKind::Rr, MAX_RR_RATE + 1, "must be 1..="),
+            (TestKind::Crr, 100, "crr is not paced"),
+        ] {
+            let mut s = rr(kind, Some(rate));
+            s.protocol = Protocol::Tcp;
+            let e = negotiate(&s, &l).expect_err("refused");
+            assert_eq!(e.field, "rate", "{e:?}");
+            assert!(e.reason.contains(needle), "{e}");
+        }
+    }
 }

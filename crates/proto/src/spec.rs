@@ -179,9 +179,10 @@ pub struct RrSpec {
     /// Bulk TCP streams (client → server) run during a second, loaded pass
     /// over the sizes; 0: no loaded pass.
     pub under_load: u16,
-    /// Transactions per second per flow, at most (qualify's probes beside
-    /// a load, so they do not perturb what they measure; 0 counts as 1).
-    /// Absent: as fast as the round trips allow.
+    /// Transactions per second per flow, at most (`rr --rate`; qualify's
+    /// probes beside a load, so they do not perturb what they measure):
+    /// 1..=[`MAX_RR_RATE`], thread-per-flow rr only. Absent: as fast as
+    /// the round trips allow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<u32>,
 }
@@ -415,6 +416,10 @@ pub const MAX_RR_CONNECTIONS: usize = 4096;
 pub const MAX_RR_SIZES: usize = 64;
 /// Largest `batch`.
 pub const MAX_RR_BATCH: u32 = 1_000_000;
+/// Highest paced request/response rate per flow: a transaction a
+/// microsecond, the pacing gap's resolution (a faster one would round to
+/// no gap at all: unpaced).
+pub const MAX_RR_RATE: u32 = 1_000_000;
 
 #[cfg(test)]
 mod tests {

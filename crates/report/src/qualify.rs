@@ -307,6 +307,18 @@ pub struct Rfc6349Direction {
     pub avg_rtt_ns: Option<f64>,
     /// (seconds into the test, TCP_INFO RTT ns) per interval.
     pub rtt_samples: Vec<(f64, f64)>,
+    /// §3.3.3's other RTT source: request/response probes beside the
+    /// transfer (the baseline's size, paced to a share of the bottleneck),
+    /// when the server allows them.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub probe_rtt: Option<Latency>,
+    /// Buffer delay from the probes' mean RTT against the baseline (which
+    /// the same probes measured on the idle path).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub probe_buffer_delay_percent: Option<f64>,
+    /// The probes' rate, or why there are no probe figures.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub probe_note: Option<String>,
     pub retransmits: u64,
     pub sent_bytes: u64,
     pub kpis: Vec<Kpi>,
@@ -517,6 +529,19 @@ fn rfc6349_human(m: &Rfc6349, out: &mut dyn Write) -> io::Result<()> {
             d.buffer_delay_percent.map_or("-".into(), |b| format!("{b:.1}%")),
             d.verdict.word()
         )?;
+        if let Some(p) = &d.probe_rtt {
+            writeln!(
+                out,
+                "        probes beside it: RTT mean {}, p99 {}; buffer delay {}",
+                format_nanos(p.rtt.mean_ns),
+                format_nanos(p.rtt.p99_ns as f64),
+                d.probe_buffer_delay_percent
+                    .map_or("-".into(), |b| format!("{b:.1}%")),
+            )?;
+        }
+        if let Some(n) = &d.probe_note {
+            writeln!(out, "        probes: {n}")?;
+        }
         if let Some(n) = &d.transfer_time_note {
             writeln!(out, "        transfer time ratio: {n}")?;
         }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use super::exchange::Exchange;
 use super::heartbeat::{self, Heartbeat, HEARTBEAT_MS_RANGE};
 use super::{
-    data_deadline, EarlyStop, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT,
+    DataDeadline, EarlyStop, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT,
 };
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
@@ -125,6 +125,8 @@ pub struct ClientSession {
     outbox: Outbox,
     actions: VecDeque<ClientAction>,
     deadline: Option<Instant>,
+    /// The running test's data-phase deadline, while it has a planned end.
+    data_deadline: Option<DataDeadline>,
     /// This host's boot id, compared with the server's.
     boot_id: Option<String>,
     /// Arrival time (monotonic ns) of the bytes being received.
@@ -159,6 +161,7 @@ impl ClientSession {
             outbox: Outbox::default(),
             actions: VecDeque::new(),
             deadline: Some(now + HANDSHAKE_TIMEOUT),
+            data_deadline: None,
             boot_id: None,
             rx_ns: None,
             clock: None,
@@ -341,7 +344,8 @@ impl ClientSession {
                 message: r.message,
             }),
             (State::AwaitStart, Message::Start) => {
-                self.deadline = self.spec.as_ref().and_then(|s| data_deadline(s, now));
+                self.data_deadline = self.spec.as_ref().and_then(|s| DataDeadline::new(s, now));
+                self.deadline = self.data_deadline.map(|d| d.at());
                 self.state = State::Running {
                     started: now,
                     exchange: Exchange::default(),
@@ -631,10 +635,16 @@ impl ClientSession {
 
     /// Data from the server arrived at `now`: it and the path are alive,
     /// even when this test's streams starve the control connection
-    /// ([`heartbeat`]'s doc).
+    /// ([`heartbeat`]'s doc), and a data phase still receiving is not
+    /// stalled ([`super::DataDeadline`]).
     pub fn peer_data_arrived(&mut self, now: Instant) {
         if let Some(hb) = &mut self.heartbeat {
             hb.heard(now);
+        }
+        if let (State::Running { exchange, .. }, Some(d)) = (&self.state, &mut self.data_deadline) {
+            if exchange.streams_running() {
+                self.deadline = Some(d.progressed(now));
+            }
         }
     }
 

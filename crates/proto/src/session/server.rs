@@ -44,7 +44,7 @@ use std::time::Instant;
 
 use super::exchange::Exchange;
 use super::heartbeat::Heartbeat;
-use super::{EarlyStop, Inbox, Outbox, SessionError};
+use super::{DataDeadline, EarlyStop, Inbox, Outbox, SessionError};
 use crate::auth::ServerAuth;
 use crate::limits::ServerLimits;
 use crate::limits::{RateBudget, RateReservation};
@@ -177,6 +177,9 @@ pub struct ServerSession {
     rx_ns: Option<u64>,
     /// The running test's deadline is `--max-time`'s, not its own plan's.
     at_max_time: bool,
+    /// The running test's data-phase deadline, while it has a planned end
+    /// (moved on while the client's data arrives, within `--max-time`).
+    data_deadline: Option<DataDeadline>,
     /// `--auth-key`: the Hello is refused until the client proved the key.
     auth: Option<ServerAuth>,
     /// Who stopped the test before its limit, if anyone did.
@@ -215,6 +218,7 @@ impl ServerSession {
             boot_id: None,
             rx_ns: None,
             at_max_time: false,
+            data_deadline: None,
             auth: None,
             stopped_early: None,
             rate_budget: None,

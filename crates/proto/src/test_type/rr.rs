@@ -4,7 +4,8 @@
 
 use crate::limits::{Budget, ServerLimits, SpecError};
 use crate::spec::{
-    Protocol, RrLimit, StreamPlan, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS, MAX_RR_SIZES,
+    Protocol, RrLimit, RrSpec, StreamPlan, TestKind, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS,
+    MAX_RR_RATE, MAX_RR_SIZES,
 };
 use crate::wire::Side;
 
@@ -118,6 +119,7 @@ fn negotiate_rr(
         RrLimit::Count(0) => return err("count", "must be greater than zero".into()),
         RrLimit::Count(_) => {}
     }
+    check_rr_rate(spec, rr)?;
     if rr.batch == 0 || rr.batch > MAX_RR_BATCH {
         return err(
             "batch",
@@ -242,4 +244,34 @@ pub(super) fn data_phase_ms(spec: &TestSpec) -> Option<u64> {
         }
         RrLimit::Count(_) => None,
     }
+}
+
+/// A paced request/response rate (`RrSpec::rate`): within
+/// 1..=[`MAX_RR_RATE`] (0 would be a gap of forever, more rounds to no
+/// gap), and only where flows are paced: thread-per-flow rr, not crr's
+/// connection pool or event-loop flows. Paced or not, a request/response
+/// test holds one message per flow in flight and takes nothing of
+/// `--max-rate` ([`crate::limits::test_rate`]).
+fn check_rr_rate(spec: &TestSpec, rr: &RrSpec) -> Result<(), SpecError> {
+    let Some(rate) = rr.rate else {
+        return Ok(());
+    };
+    let refuse = |reason: String| {
+        Err(SpecError {
+            field: "rate",
+            reason,
+        })
+    };
+    if rate == 0 || rate > MAX_RR_RATE {
+        return refuse(format!(
+            "{rate} transactions/s per flow requested, must be 1..={MAX_RR_RATE}"
+        ));
+    }
+    if spec.kind == TestKind::Crr {
+        return refuse("crr is not paced (a connection per transaction)".into());
+    }
+    if spec.flows.is_some() {
+        return refuse("event-loop flows are not paced; use parallel flows (-P)".into());
+    }
+    Ok(())
 }

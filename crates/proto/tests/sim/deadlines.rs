@@ -2,7 +2,11 @@
 
 use std::time::Duration;
 
-use linerate_proto::session::{SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE};
+use linerate_proto::limits::ServerLimits;
+use linerate_proto::session::server::Admission;
+use linerate_proto::session::{
+    SessionError, DRAIN_CAP, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE,
+};
 use linerate_proto::spec::{Direction, TestSpec};
 use linerate_proto::wire::Side;
 
@@ -97,6 +101,67 @@ fn running_deadline_is_start_plus_time_omit_and_grace() {
     assert_eq!(*server_error(&p.server), stalled);
     assert_eq!(p.client_aborts(), 1);
     assert_eq!(p.server_aborts(), 1);
+}
+
+/// Issue 27: what a sender queued before its planned end can take long to
+/// cross a lossy bottleneck (a TCP transfer through qualify's 3000-byte
+/// tbf queue read its last byte 7–10 s after the planned end): while the
+/// peer's data still arrives, the phase is not stalled, on either side.
+#[test]
+fn issue_27_a_data_phase_still_receiving_is_not_stalled() {
+    let mut p = Pair::new(timed_spec());
+    p.start();
+    let planned = p.now + Duration::from_millis(7_000) + STALL_GRACE;
+    p.now = planned - Duration::from_secs(1);
+    let mut last = p.now;
+    while p.now < planned + Duration::from_secs(5) {
+        p.client.peer_data_arrived(p.now);
+        p.server.peer_data_arrived(p.now);
+        last = p.now;
+        p.advance(Duration::from_secs(1));
+        p.client.handle_timeout(p.now);
+        p.server.handle_timeout(p.now);
+        assert!(
+            !p.client.is_finished() && !p.server.is_finished(),
+            "stalled {:?} after the planned deadline with data arriving",
+            p.now - planned
+        );
+    }
+    // Then nothing arrives: stalled the grace after the last data.
+    assert_eq!(p.client.poll_timeout(), Some(last + STALL_GRACE));
+    assert_eq!(p.server.poll_timeout(), Some(last + STALL_GRACE));
+    p.client.handle_timeout(last + STALL_GRACE - NS);
+    p.server.handle_timeout(last + STALL_GRACE - NS);
+    assert!(!p.client.is_finished() && !p.server.is_finished());
+    p.now = last + STALL_GRACE;
+    p.client.handle_timeout(p.now);
+    p.server.handle_timeout(p.now);
+    let stalled = SessionError::Timeout("waiting for the data streams to finish");
+    assert_eq!(*client_error(&p.client), stalled);
+    assert_eq!(*server_error(&p.server), stalled);
+}
+
+/// Issue 27: a peer that keeps trickling data holds a side at most
+/// [`DRAIN_CAP`] past the planned deadline, and a server no longer than
+/// its `--max-time` allows (though never less than the plan).
+#[test]
+fn issue_27_data_arriving_holds_a_side_only_up_to_its_cap() {
+    let limits = ServerLimits {
+        max_time_ms: 30_000,
+        ..ServerLimits::default()
+    };
+    let mut p = Pair::with(timed_spec(), limits, Admission::Admit);
+    p.start();
+    let planned = p.now + Duration::from_millis(7_000) + STALL_GRACE;
+    // --max-time 30 s, plus the spec's 2 s omit, plus a second.
+    let server_cap = p.now + Duration::from_secs(33);
+    for _ in 0..200 {
+        p.client.peer_data_arrived(p.now);
+        p.server.peer_data_arrived(p.now);
+        p.advance(Duration::from_secs(1));
+    }
+    assert_eq!(p.client.poll_timeout(), Some(planned + DRAIN_CAP));
+    assert_eq!(p.server.poll_timeout(), Some(server_cap));
 }
 
 #[test]

@@ -206,7 +206,11 @@ fn how_measured(out: &mut dyn Write, r: &Report, rr: &RrReport, crr: bool) -> io
             "timed in batches of {batch} back-to-back transactions (figures are batch means per transaction)"
         ),
     };
-    writeln!(out, "{}", wrap(&format!("{per}; {timing}"), "; ", 2))?;
+    let paced = rr
+        .rate
+        .map(|n| format!("; paced: at most {n} transactions/s per flow"))
+        .unwrap_or_default();
+    writeln!(out, "{}", wrap(&format!("{per}{paced}; {timing}"), "; ", 2))?;
     for p in &rr.phases {
         if let Some(f) = &p.per_flow {
             writeln!(out, "{}", wrap(&per_flow_line(f), " · ", 7))?;

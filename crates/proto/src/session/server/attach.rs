@@ -10,7 +10,7 @@ use crate::limits::ServerLimits;
 use crate::negotiate::Negotiated;
 use crate::session::exchange::Exchange;
 use crate::session::heartbeat::Heartbeat;
-use crate::session::{data_deadline, SessionError};
+use crate::session::{DataDeadline, SessionError};
 use crate::spec::{StreamPlan, TestSpec};
 use crate::wire::{Accept, DataHello, Message, Refuse, RefuseCode};
 
@@ -142,9 +142,11 @@ impl ServerSession {
         // bounds them too, whatever the client does. (Timed tests were
         // checked against it in negotiation.)
         let cap = now + max_time_allowance(self.spec.as_ref(), &self.limits);
-        let planned = self.spec.as_ref().and_then(|s| data_deadline(s, now));
-        self.at_max_time = planned.is_none();
-        self.deadline = Some(planned.unwrap_or(cap));
+        self.data_deadline = (self.spec.as_ref())
+            .and_then(|s| DataDeadline::new(s, now))
+            .map(|d| d.capped(cap));
+        self.at_max_time = self.data_deadline.is_none();
+        self.deadline = Some(self.data_deadline.map_or(cap, |d| d.at()));
         self.state = State::Running(Exchange::default());
         self.heartbeat = self.heartbeat_agreed.map(|ms| Heartbeat::new(ms, now));
     }

@@ -90,10 +90,16 @@ impl ServerSession {
 
     /// Data from the client arrived at `now`: it and the path are alive,
     /// even when this test's streams starve the control connection
-    /// ([`heartbeat`]'s doc).
+    /// ([`heartbeat`]'s doc), and a data phase still receiving is not
+    /// stalled ([`crate::session::DataDeadline`]).
     pub fn peer_data_arrived(&mut self, now: Instant) {
         if let Some(hb) = &mut self.heartbeat {
             hb.heard(now);
+        }
+        if let (State::Running(x), Some(d)) = (&self.state, &mut self.data_deadline) {
+            if x.streams_running() {
+                self.deadline = Some(d.progressed(now));
+            }
         }
     }
 
