@@ -233,6 +233,8 @@ impl<F: DatagramFormat> UdpSender<F> {
         if due > now {
             return Transmit::Wait(due);
         }
+        // After a stall: a bounded burst, the rest given up.
+        self.pacer.slip(now);
         let first = self.sched.current();
         self.stamp(0, first, now);
         if let Some(f) = self.junk_before(first) {
