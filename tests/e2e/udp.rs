@@ -533,6 +533,35 @@ fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
     );
 }
 
+/// Issue 28: a sweep the server refuses exits 3, as every refused test
+/// does (README's exit status table), not 1.
+#[test]
+fn issue_28_a_refused_sweep_exits_3() {
+    let mut server = Server::start(&["--max-streams", "1"]);
+    let port = server.port_str();
+    let out = run_client(
+        &[
+            "sweep",
+            "udp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-P",
+            "2",
+            "--sizes",
+            "64",
+            "--pps",
+            "1k",
+            "-t",
+            "300ms",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("streams"), "{}", stderr(&out));
+    assert!(server.alive());
+}
+
 #[test]
 fn issue_3_sweep_runs_the_grid_plots_and_finds_the_zero_loss_rate() {
     let server = Server::start(&[]);

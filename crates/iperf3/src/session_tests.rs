@@ -12,6 +12,7 @@ use super::json::{self, Params, Protocol, Results, StreamResults};
 use super::server::{Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot};
 use super::{code, Cookie, Direction, Iperf3Error, Role};
 use linerate_proto::session::server::Admission;
+use linerate_proto::session::Ended;
 
 mod client;
 
@@ -656,7 +657,23 @@ fn issue_24_iperf3_sessions_offer_the_drivers_session_interface() {
     let limit = |spec: Option<&linerate_proto::spec::TestSpec>| spec.map(|x| x.limit);
     assert_eq!(limit(Session::spec(&s)), Some(Limit::TimeMs(2000)));
     assert_eq!(limit(Session::spec(&c)), Some(Limit::TimeMs(2000)));
-    Session::peer_closed(&mut s);
-    Session::peer_closed(&mut c);
+    Session::connection_ended(&mut s, Ended::Reset);
+    Session::connection_ended(&mut c, Ended::Closed);
     assert!(Session::is_finished(&s) && Session::is_finished(&c));
+}
+
+/// Issue 28: an iperf3 session says a reset control connection as a reset,
+/// in the native sessions' words; end of file stays "peer closed".
+#[test]
+fn issue_28_a_reset_is_not_said_as_the_peers_close() {
+    let reset = Iperf3Error::ended(Ended::Reset, "running the test").to_string();
+    assert!(
+        reset.starts_with("the peer reset the control connection while running the test"),
+        "{reset}"
+    );
+    let closed = Iperf3Error::ended(Ended::Closed, "running the test").to_string();
+    assert_eq!(
+        closed,
+        "peer closed the control connection while running the test"
+    );
 }
