@@ -539,24 +539,11 @@ fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
 fn issue_28_a_refused_sweep_exits_3() {
     let mut server = Server::start(&["--max-streams", "1"]);
     let port = server.port_str();
-    let out = run_client(
-        &[
-            "sweep",
-            "udp",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-P",
-            "2",
-            "--sizes",
-            "64",
-            "--pps",
-            "1k",
-            "-t",
-            "300ms",
-        ],
-        Duration::from_secs(30),
-    );
+    let mut args: Vec<&str> = "sweep udp 127.0.0.1 -P 2 --sizes 64 --pps 1k -t 300ms"
+        .split(' ')
+        .collect();
+    args.extend(["-p", &port]);
+    let out = run_client(&args, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("streams"), "{}", stderr(&out));
     assert!(server.alive());
