@@ -533,6 +533,57 @@ fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
     );
 }
 
+/// Issue 28: a paced sender stalled for 300 ms (SIGSTOP, as a loaded
+/// host's scheduler can) sends at most 10 ms of its schedule at once when
+/// it runs again, not the 300 ms it missed: at 20 Mbit/s through a
+/// 200 Mbit/s tbf (64 KB burst, 256 KB queue) that catch-up burst
+/// (~750 KB) was dropped. Nothing is lost, and the report says the sender
+/// fell behind.
+#[test]
+fn issue_28_a_stalled_paced_sender_does_not_burst_into_a_tbf() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::new("stall", 1500).expect("create namespaces");
+    if let Err(why) = shape_udp(&pair.a, "va", "200mbit") {
+        return skip(format!("cannot shape the link: {why}"));
+    }
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let args = [
+        "udp", ADDR_B, "-p", &port, "-t", "2", "-l", "1472", "--rate", "20M", "-w", "4M",
+        "--engine", "batch", "--no-gso", "--json",
+    ];
+    let started = std::time::Instant::now();
+    let mut stalled = false;
+    let out = run_client_watched(
+        Some(&pair.a),
+        &[],
+        &args,
+        Duration::from_secs(60),
+        &mut |pid| {
+            if !stalled && started.elapsed() >= Duration::from_millis(1200) {
+                stalled = true;
+                // `ip netns exec` execs the client: `pid` is linerate's.
+                let pid = pid as libc::pid_t;
+                // SAFETY: signals to the child this test spawned and waits on.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                std::thread::sleep(Duration::from_millis(300));
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+        },
+    );
+    assert_ok(&out, &args);
+    assert!(stalled, "the client ended before the stall");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let d = udp_of(&r["streams"][0]);
+    assert_eq!(u(&d["lost"]), 0, "{d}");
+    assert_eq!(u(&d["received"]), u(&d["sent"]), "{d}");
+    // ~290 ms of the schedule given up (1,700 datagrams/s).
+    assert_eq!(d["kept_up"], false, "{d}");
+    assert!(u(&d["behind"]) > 100, "{d}");
+}
+
 /// Issue 28: a sweep the server refuses exits 3, as every refused test
 /// does (README's exit status table), not 1.
 #[test]
