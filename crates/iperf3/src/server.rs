@@ -289,6 +289,12 @@ impl Iperf3ServerSession {
     /// This side's streams have ended; the first results count.
     pub fn local_finished(&mut self, results: SideResults) {
         self.measured.get_or_insert(results);
+        // This side's streams have ended: its share of --max-total-rate
+        // goes back now, not when the connection closes. An iperf3 client
+        // exits before that (it cannot wait for the server's close as a
+        // linerate client does), and a test it starts right after must
+        // not be told the bandwidth is in use.
+        self.rate_held = None;
     }
 
     /// What was odd about the parameters (values real clients never send).

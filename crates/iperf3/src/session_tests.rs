@@ -11,6 +11,7 @@ use super::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
 use super::json::{self, Params, Protocol, Results, StreamResults};
 use super::server::{Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot};
 use super::{code, Cookie, Direction, Iperf3Error, Role};
+use linerate_proto::measure::SideResults;
 use linerate_proto::session::server::Admission;
 use linerate_proto::session::Ended;
 
@@ -375,6 +376,26 @@ fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
         start(r#"{"tcp":true,"time":1,"reverse":true,"parallel":2,"bandwidth":30000000}"#);
     assert!(!refused(&out));
     assert_eq!(budget.in_use(), 60_000_000);
+}
+
+/// Issue 28: an iperf3 test's share of `--max-total-rate` goes back when
+/// its streams end, before the client has gone: iperf3 exits without
+/// waiting for the server's close, and its next test came too early.
+#[test]
+fn issue_28_an_iperf3_tests_rate_share_goes_back_when_its_streams_end() {
+    let t0 = Instant::now();
+    let budget = linerate_proto::limits::RateBudget::new(100_000_000);
+    let mut s = decided(Iperf3Limits::default(), Admission::Admit, t0)
+        .with_rate_budget(Some(budget.clone()));
+    s.receive(COOKIE, t0);
+    s.receive(
+        &framed(r#"{"udp":true,"time":1,"len":1400,"bandwidth":60000000}"#),
+        t0,
+    );
+    assert_eq!(budget.in_use(), 60_000_000);
+    s.local_finished(SideResults::default());
+    assert_eq!(budget.in_use(), 0);
+    assert!(!s.is_finished(), "the results exchange is still to come");
 }
 
 #[test]
