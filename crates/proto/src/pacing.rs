@@ -4,12 +4,13 @@
 //! an absolute schedule, so the rate never drifts the way "sleep one gap
 //! after each send" does (that adds the send time and the sleep overshoot to
 //! every gap). A sender that falls behind (descheduled on a busy host)
-//! sends at once at most [`MAX_CATCH_UP_NS`] of its schedule and gives up
+//! sends at once at most [`MAX_CATCH_UP_NS`] of its schedule and skips
 //! the rest ([`Pacer::slip`]): a shaper or a receiver's buffer sized for
-//! the rate never sees a burst of a long stall's datagrams (a 150 ms stall
-//! at 20 Mbit/s made 250 KB leave at once, which a 64 KB-burst tbf
-//! dropped). Datagrams given up, and those still due when the sender
-//! stops, are behind: [`Pacer::behind`] says how many.
+//! the rate never sees a burst of a long stall's datagrams (a 300 ms stall
+//! at 20 Mbit/s made 750 KB leave at once, which a 64 KB-burst tbf
+//! dropped). [`Pacer::slipped`] counts the datagrams skipped so; one that
+//! cannot keep up at all is behind its (slipped) schedule at the end, and
+//! [`Pacer::behind`] says by how many datagrams.
 //!
 //! The rate is kept as an integer number of datagrams per 1000 s
 //! ("millipps"), so the schedule is exact integer arithmetic from 0.001
@@ -162,7 +163,7 @@ impl Pacer {
     /// Gives up, at `now`, the datagrams due more than [`MAX_CATCH_UP_NS`]
     /// (at least one tick) ago, in whole ticks: a sender calls it before
     /// sending, so catching up after a stall is one bounded burst. They
-    /// stay in [`Pacer::behind`].
+    /// are counted in [`Pacer::slipped`].
     pub fn slip(&mut self, now: u64) {
         let Some(m) = self.millipps else { return };
         let Some(due) = self.due_count(now) else {
@@ -208,11 +209,16 @@ impl Pacer {
         Some(u64::try_from(ticks * u128::from(self.burst)).unwrap_or(u64::MAX))
     }
 
-    /// How many due datagrams were not sent by `elapsed_ns` (given up
-    /// after a stall, or not yet sent).
+    /// How many due datagrams were not yet sent at `elapsed_ns` (those
+    /// skipped after stalls aside: [`Self::slipped`]).
     pub fn behind(&self, elapsed_ns: u64) -> u64 {
         self.due_count(elapsed_ns)
-            .map_or(0, |d| d.saturating_sub(self.k))
+            .map_or(0, |d| d.saturating_sub(self.k + self.slipped))
+    }
+
+    /// Datagrams of the schedule skipped after stalls ([`Self::slip`]).
+    pub fn slipped(&self) -> u64 {
+        self.slipped
     }
 
     /// Whether a sender that stopped at `elapsed_ns` kept up with the
@@ -353,8 +359,8 @@ mod tests {
     }
 
     /// Issue 28: a sender 100 ms late at 1000 datagrams/s sends the last
-    /// 10 ms of its schedule at once, not 100 datagrams; the 90 it gave up
-    /// count as behind, and it is back on its schedule after.
+    /// 10 ms of its schedule at once, not 100 datagrams; it skipped 90,
+    /// and it is back on its schedule after, so it kept up.
     #[test]
     fn issue_28_a_late_sender_catches_up_at_most_max_catch_up() {
         let ms = 1_000_000;
@@ -368,9 +374,18 @@ mod tests {
         }
         assert_eq!(burst, 10, "the datagrams due 91..=100 ms");
         assert_eq!(p.count(), 11);
-        assert_eq!(p.behind(100 * ms), 90);
+        assert_eq!(p.slipped(), 90);
+        assert_eq!(p.behind(100 * ms), 0);
         assert_eq!(p.due_ns(), 101 * ms);
-        assert!(!p.kept_up(100 * ms));
+        assert!(p.kept_up(100 * ms));
+        // One that cannot keep up at all stays 10 ms behind: not kept up.
+        let mut slow = Pacer::new(Some(1_000_000), 1);
+        for t in 1..=50 {
+            slow.slip(t * 2 * ms);
+            slow.sent();
+        }
+        assert_eq!(slow.behind(100 * ms), 9);
+        assert!(!slow.kept_up(100 * ms));
         // A late wake within the limit gives nothing up.
         let mut q = Pacer::new(Some(1_000_000), 4);
         q.slip(9 * ms);

@@ -306,6 +306,7 @@ impl<F: DatagramFormat> UdpSender<F> {
             gaps: self.gaps.summary(),
             behind,
             kept_up: self.pacer.within_tolerance(behind),
+            slipped: self.pacer.slipped(),
             last_send_ns: self.last_send.unwrap_or(0),
             ..self.out
         }
