@@ -449,17 +449,29 @@ pub(crate) fn tbf_drops(ns: &str, dev: &str) -> u64 {
         .unwrap_or_else(|| panic!("no drop count in {text}"))
 }
 
-#[test]
-fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
+/// Two namespaces named after `name` whose UDP from a to b goes through a
+/// 200 Mbit/s tbf ([`shape_udp`]), and a server in b; `None` (the reason
+/// printed) where namespaces or the qdiscs are not to be had.
+fn shaped_pair(name: &str) -> Option<(NetPair, Server)> {
     if let Some(why) = crate::netns::unavailable() {
-        return skip(why);
+        skip(why);
+        return None;
     }
-    let pair = NetPair::new("tbf", 1500).expect("create namespaces");
+    let pair = NetPair::new(name, 1500).expect("create namespaces");
     if let Err(why) = shape_udp(&pair.a, "va", "200mbit") {
         // A kernel without htb, tbf or u32 cannot build this path.
-        return skip(format!("cannot shape the link: {why}"));
+        skip(format!("cannot shape the link: {why}"));
+        return None;
     }
     let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    Some((pair, server))
+}
+
+#[test]
+fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
+    let Some((pair, server)) = shaped_pair("tbf") else {
+        return;
+    };
     let port = server.port_str();
     // One datagram per packet (`--no-gso`): the tbf counts packets, and a
     // GSO run it drops whole is one drop (checked at the end).
@@ -541,14 +553,9 @@ fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
 /// sender skipped; back on its schedule, it kept up.
 #[test]
 fn issue_28_a_stalled_paced_sender_does_not_burst_into_a_tbf() {
-    if let Some(why) = crate::netns::unavailable() {
-        return skip(why);
-    }
-    let pair = NetPair::new("stall", 1500).expect("create namespaces");
-    if let Err(why) = shape_udp(&pair.a, "va", "200mbit") {
-        return skip(format!("cannot shape the link: {why}"));
-    }
-    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let Some((pair, server)) = shaped_pair("stall") else {
+        return;
+    };
     let port = server.port_str();
     let args = [
         "udp", ADDR_B, "-p", &port, "-t", "2", "-l", "1472", "--rate", "20M", "-w", "4M",
