@@ -18,8 +18,14 @@ impl<T> OrRun<T> for anyhow::Result<T> {
     }
 }
 
-/// An error of the binary's own as the run crate's.
+/// An error of the binary's own as the run crate's. One that is a
+/// [`RunError`] carried through `anyhow` (a sweep's refused trial) is that
+/// error again, so its exit status holds (3 for a refusal, not 1).
 pub fn caller(e: anyhow::Error) -> RunError {
+    let e = match e.downcast::<RunError>() {
+        Ok(run) => return run,
+        Err(e) => e,
+    };
     // A closed reader (`| head`) must stay recognisable: main exits quietly
     // on it. anyhow's boxed form hides its typed causes from downcasts, so
     // the closed pipe is carried as the run crate's own I/O error.

@@ -449,17 +449,29 @@ pub(crate) fn tbf_drops(ns: &str, dev: &str) -> u64 {
         .unwrap_or_else(|| panic!("no drop count in {text}"))
 }
 
-#[test]
-fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
+/// Two namespaces named after `name` whose UDP from a to b goes through a
+/// 200 Mbit/s tbf ([`shape_udp`]), and a server in b; `None` (the reason
+/// printed) where namespaces or the qdiscs are not to be had.
+fn shaped_pair(name: &str) -> Option<(NetPair, Server)> {
     if let Some(why) = crate::netns::unavailable() {
-        return skip(why);
+        skip(why);
+        return None;
     }
-    let pair = NetPair::new("tbf", 1500).expect("create namespaces");
+    let pair = NetPair::new(name, 1500).expect("create namespaces");
     if let Err(why) = shape_udp(&pair.a, "va", "200mbit") {
         // A kernel without htb, tbf or u32 cannot build this path.
-        return skip(format!("cannot shape the link: {why}"));
+        skip(format!("cannot shape the link: {why}"));
+        return None;
     }
     let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    Some((pair, server))
+}
+
+#[test]
+fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
+    let Some((pair, server)) = shaped_pair("tbf") else {
+        return;
+    };
     let port = server.port_str();
     // One datagram per packet (`--no-gso`): the tbf counts packets, and a
     // GSO run it drops whole is one drop (checked at the end).
@@ -531,6 +543,69 @@ fn issue_3_tbf_bottleneck_loss_equals_the_kernels_drops() {
         e.starts_with("all ") || e.contains("the sender used GSO"),
         "{k}"
     );
+}
+
+/// Issue 28: a paced sender stalled for 300 ms (SIGSTOP, as a loaded
+/// host's scheduler can) sends at most 10 ms of its schedule at once when
+/// it runs again, not the 300 ms it missed: at 20 Mbit/s through a
+/// 200 Mbit/s tbf (64 KB burst, 256 KB queue) that catch-up burst
+/// (~750 KB) was dropped. Nothing is lost, and the report says what the
+/// sender skipped; back on its schedule, it kept up.
+#[test]
+fn issue_28_a_stalled_paced_sender_does_not_burst_into_a_tbf() {
+    let Some((pair, server)) = shaped_pair("stall") else {
+        return;
+    };
+    let port = server.port_str();
+    let args = [
+        "udp", ADDR_B, "-p", &port, "-t", "2", "-l", "1472", "--rate", "20M", "-w", "4M",
+        "--engine", "batch", "--no-gso", "--json",
+    ];
+    let started = std::time::Instant::now();
+    let mut stalled = false;
+    let out = run_client_watched(
+        Some(&pair.a),
+        &[],
+        &args,
+        Duration::from_secs(60),
+        &mut |pid| {
+            if !stalled && started.elapsed() >= Duration::from_millis(1200) {
+                stalled = true;
+                // `ip netns exec` execs the client: `pid` is linerate's.
+                let pid = pid as libc::pid_t;
+                // SAFETY: signals to the child this test spawned and waits on.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                std::thread::sleep(Duration::from_millis(300));
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+        },
+    );
+    assert_ok(&out, &args);
+    assert!(stalled, "the client ended before the stall");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let d = udp_of(&r["streams"][0]);
+    assert_eq!(u(&d["lost"]), 0, "{d}");
+    assert_eq!(u(&d["received"]), u(&d["sent"]), "{d}");
+    // ~290 ms of the schedule skipped (1,700 datagrams/s).
+    assert!(u(&d["slipped"]) > 100, "{d}");
+    assert_eq!(d["kept_up"], true, "{d}");
+    assert!(r["notes"].to_string().contains("skipped"), "{}", r["notes"]);
+}
+
+/// Issue 28: a sweep the server refuses exits 3, as every refused test
+/// does (README's exit status table), not 1.
+#[test]
+fn issue_28_a_refused_sweep_exits_3() {
+    let mut server = Server::start(&["--max-streams", "1"]);
+    let port = server.port_str();
+    let mut args: Vec<&str> = "sweep udp 127.0.0.1 -P 2 --sizes 64 --pps 1k -t 300ms"
+        .split(' ')
+        .collect();
+    args.extend(["-p", &port]);
+    let out = run_client(&args, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("streams"), "{}", stderr(&out));
+    assert!(server.alive());
 }
 
 #[test]

@@ -485,3 +485,32 @@ fn issue_28_closed_stdout_ends_an_iperf3_test_quietly() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 28: a control connection reset by the peer (ECONNRESET) is said
+/// as a reset, not as "peer closed" (kept for end of file): a server that
+/// reads the client's hello and aborts the connection.
+#[test]
+fn issue_28_a_reset_control_connection_is_not_said_as_a_close() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port().to_string();
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().expect("accept");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut hello = [0u8; 16];
+        let _ = c.read(&mut hello);
+        // SO_LINGER 0: the close sends a RST.
+        socket2::SockRef::from(&c)
+            .set_linger(Some(Duration::ZERO))
+            .expect("linger");
+    });
+    let out = run_client(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "1"],
+        Duration::from_secs(20),
+    );
+    server.join().expect("fake server");
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("reset the control connection"), "{err}");
+    assert!(!err.contains("peer closed"), "{err}");
+}

@@ -20,7 +20,7 @@ use std::time::Instant;
 use crate::control::{stream_id, Cookie, Iperf3Error, State, STEP_TIMEOUT};
 use crate::json::{self, Params, Results, MAX_RESULTS};
 use linerate_proto::measure::SideResults;
-use linerate_proto::session::{Outbox, Session};
+use linerate_proto::session::{Ended, Outbox, Session};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::SentCount;
 
@@ -363,8 +363,13 @@ impl Iperf3ClientSession {
         }
     }
 
-    /// The control connection reached end of file (or failed).
+    /// The control connection reached end of file.
     pub fn peer_closed(&mut self) {
+        self.connection_ended(Ended::Closed);
+    }
+
+    /// The control connection reached end of file or failed.
+    pub fn connection_ended(&mut self, how: Ended) {
         if self.is_finished() {
             return;
         }
@@ -377,7 +382,7 @@ impl Iperf3ClientSession {
             }
         }
         let state = self.phase.name();
-        self.fail(Iperf3Error::PeerClosed(state));
+        self.fail(Iperf3Error::ended(how, state));
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -416,8 +421,8 @@ impl Session for Iperf3ClientSession {
     fn local_finished(&mut self, results: SideResults, _: Instant) {
         Iperf3ClientSession::local_finished(self, results)
     }
-    fn peer_closed(&mut self) {
-        Iperf3ClientSession::peer_closed(self)
+    fn connection_ended(&mut self, how: Ended) {
+        Iperf3ClientSession::connection_ended(self, how)
     }
     fn handle_timeout(&mut self, now: Instant) {
         Iperf3ClientSession::handle_timeout(self, now)

@@ -29,7 +29,7 @@ use crate::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
 use linerate_proto::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
 use linerate_proto::measure::SideResults;
 use linerate_proto::session::server::Admission;
-use linerate_proto::session::{Outbox, Session};
+use linerate_proto::session::{Ended, Outbox, Session};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::SentCount;
 
@@ -289,6 +289,12 @@ impl Iperf3ServerSession {
     /// This side's streams have ended; the first results count.
     pub fn local_finished(&mut self, results: SideResults) {
         self.measured.get_or_insert(results);
+        // This side's streams have ended: its share of --max-total-rate
+        // goes back now, not when the connection closes. An iperf3 client
+        // exits before that (it cannot wait for the server's close as a
+        // linerate client does), and a test it starts right after must
+        // not be told the bandwidth is in use.
+        self.rate_held = None;
     }
 
     /// What was odd about the parameters (values real clients never send).
@@ -665,10 +671,16 @@ impl Iperf3ServerSession {
         }
     }
 
-    /// The control connection reached end of file (or failed).
+    /// The control connection reached end of file.
     pub fn peer_closed(&mut self) {
+        self.connection_ended(Ended::Closed);
+    }
+
+    /// The control connection reached end of file or failed.
+    pub fn connection_ended(&mut self, how: Ended) {
         match self.phase {
-            // After our results, a close is how a 3.21 client says goodbye.
+            // After our results, a close is how a 3.21 client says goodbye
+            // (a reset too: a client closing with bytes unread).
             Phase::AwaitDone => {
                 self.phase = Phase::Done;
                 self.deadline = None;
@@ -676,7 +688,7 @@ impl Iperf3ServerSession {
             _ if self.is_finished() => {}
             _ => {
                 let state = self.phase.name();
-                self.fail(Iperf3Error::PeerClosed(state));
+                self.fail(Iperf3Error::ended(how, state));
             }
         }
     }
@@ -750,8 +762,8 @@ impl Session for Iperf3ServerSession {
     fn local_finished(&mut self, results: SideResults, _: Instant) {
         Iperf3ServerSession::local_finished(self, results)
     }
-    fn peer_closed(&mut self) {
-        Iperf3ServerSession::peer_closed(self)
+    fn connection_ended(&mut self, how: Ended) {
+        Iperf3ServerSession::connection_ended(self, how)
     }
     fn handle_timeout(&mut self, now: Instant) {
         Iperf3ServerSession::handle_timeout(self, now)

@@ -11,7 +11,9 @@ use super::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
 use super::json::{self, Params, Protocol, Results, StreamResults};
 use super::server::{Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot};
 use super::{code, Cookie, Direction, Iperf3Error, Role};
+use linerate_proto::measure::SideResults;
 use linerate_proto::session::server::Admission;
+use linerate_proto::session::Ended;
 
 mod client;
 
@@ -376,6 +378,26 @@ fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
     assert_eq!(budget.in_use(), 60_000_000);
 }
 
+/// Issue 28: an iperf3 test's share of `--max-total-rate` goes back when
+/// its streams end, before the client has gone: iperf3 exits without
+/// waiting for the server's close, and its next test came too early.
+#[test]
+fn issue_28_an_iperf3_tests_rate_share_goes_back_when_its_streams_end() {
+    let t0 = Instant::now();
+    let budget = linerate_proto::limits::RateBudget::new(100_000_000);
+    let mut s = decided(Iperf3Limits::default(), Admission::Admit, t0)
+        .with_rate_budget(Some(budget.clone()));
+    s.receive(COOKIE, t0);
+    s.receive(
+        &framed(r#"{"udp":true,"time":1,"len":1400,"bandwidth":60000000}"#),
+        t0,
+    );
+    assert_eq!(budget.in_use(), 60_000_000);
+    s.local_finished(SideResults::default());
+    assert_eq!(budget.in_use(), 0);
+    assert!(!s.is_finished(), "the results exchange is still to come");
+}
+
 #[test]
 fn data_connection_with_another_cookie_is_refused_and_the_test_goes_on() {
     let t0 = Instant::now();
@@ -656,7 +678,23 @@ fn issue_24_iperf3_sessions_offer_the_drivers_session_interface() {
     let limit = |spec: Option<&linerate_proto::spec::TestSpec>| spec.map(|x| x.limit);
     assert_eq!(limit(Session::spec(&s)), Some(Limit::TimeMs(2000)));
     assert_eq!(limit(Session::spec(&c)), Some(Limit::TimeMs(2000)));
-    Session::peer_closed(&mut s);
-    Session::peer_closed(&mut c);
+    Session::connection_ended(&mut s, Ended::Reset);
+    Session::connection_ended(&mut c, Ended::Closed);
     assert!(Session::is_finished(&s) && Session::is_finished(&c));
+}
+
+/// Issue 28: an iperf3 session says a reset control connection as a reset,
+/// in the native sessions' words; end of file stays "peer closed".
+#[test]
+fn issue_28_a_reset_is_not_said_as_the_peers_close() {
+    let reset = Iperf3Error::ended(Ended::Reset, "running the test").to_string();
+    assert!(
+        reset.starts_with("the peer reset the control connection while running the test"),
+        "{reset}"
+    );
+    let closed = Iperf3Error::ended(Ended::Closed, "running the test").to_string();
+    assert_eq!(
+        closed,
+        "peer closed the control connection while running the test"
+    );
 }

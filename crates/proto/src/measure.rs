@@ -290,6 +290,10 @@ pub struct UdpSend {
     /// False when the sender could not keep up with the schedule (it ended
     /// more than one burst or 1 ms worth of datagrams behind).
     pub kept_up: bool,
+    /// Datagrams of the schedule skipped after stalls: a sender that fell
+    /// behind catches up at most `pacing::MAX_CATCH_UP_NS` at once.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slipped: u64,
     /// From Start to the first and to the last send, ns.
     pub first_send_ns: u64,
     pub last_send_ns: u64,

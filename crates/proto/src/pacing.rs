@@ -3,9 +3,14 @@
 //! Datagram `k` of a stream is due at `start + ⌊k / burst⌋ · burst · gap`:
 //! an absolute schedule, so the rate never drifts the way "sleep one gap
 //! after each send" does (that adds the send time and the sleep overshoot to
-//! every gap). A sender that falls behind sends at once until it has caught
-//! up; one that cannot catch up is behind at the end, and [`Pacer::behind`]
-//! says by how many datagrams.
+//! every gap). A sender that falls behind (descheduled on a busy host)
+//! sends at once at most [`MAX_CATCH_UP_NS`] of its schedule and skips
+//! the rest ([`Pacer::slip`]): a shaper or a receiver's buffer sized for
+//! the rate never sees a burst of a long stall's datagrams (a 300 ms stall
+//! at 20 Mbit/s made 750 KB leave at once, which a 64 KB-burst tbf
+//! dropped). [`Pacer::slipped`] counts the datagrams skipped so; one that
+//! cannot keep up at all is behind its (slipped) schedule at the end, and
+//! [`Pacer::behind`] says by how many datagrams.
 //!
 //! The rate is kept as an integer number of datagrams per 1000 s
 //! ("millipps"), so the schedule is exact integer arithmetic from 0.001
@@ -35,6 +40,9 @@ pub const RUN_BYTES: u64 = 65_536;
 /// the rest: a `nanosleep` with 1 ns timer slack wakes a few µs late on an
 /// idle host.
 pub const SPIN_NS: u64 = 10_000;
+/// Most of its schedule a late sender sends at once, ns: a scheduler
+/// slice or two; a longer stall's datagrams are given up, not burst.
+pub const MAX_CATCH_UP_NS: u64 = 10_000_000;
 /// Longest single sleep, so a stop or abort is seen within this.
 pub const MAX_SLEEP_NS: u64 = 20_000_000;
 
@@ -79,8 +87,11 @@ pub struct Pacer {
     /// Datagrams per 1000 s; `None`: as fast as the sender can.
     millipps: Option<u64>,
     burst: u64,
-    /// Datagrams sent so far (the index of the next one).
+    /// Datagrams sent so far.
     k: u64,
+    /// Datagrams given up after stalls ([`Pacer::slip`]): the next one's
+    /// place in the schedule is `k + slipped`.
+    slipped: u64,
     /// The schedule's shift from the start, ns ([`Pacer::phase`]).
     offset_ns: u64,
 }
@@ -102,6 +113,7 @@ impl Pacer {
             millipps: millipps.filter(|&m| m > 0),
             burst: u64::from(burst.max(1)),
             k: 0,
+            slipped: 0,
             offset_ns: 0,
         }
     }
@@ -145,14 +157,33 @@ impl Pacer {
     /// When the next datagram may leave, ns since start.
     #[inline]
     pub fn due_ns(&self) -> u64 {
-        self.due_of(self.k)
+        self.due_of(self.k + self.slipped)
+    }
+
+    /// Gives up, at `now`, the datagrams due more than [`MAX_CATCH_UP_NS`]
+    /// (at least one tick) ago, in whole ticks: a sender calls it before
+    /// sending, so catching up after a stall is one bounded burst. They
+    /// are counted in [`Pacer::slipped`].
+    pub fn slip(&mut self, now: u64) {
+        let Some(m) = self.millipps else { return };
+        let Some(due) = self.due_count(now) else {
+            return;
+        };
+        let per_catch_up = u128::from(MAX_CATCH_UP_NS) * u128::from(m) / NS_PER_KILOSECOND;
+        let cap = u64::try_from(per_catch_up)
+            .unwrap_or(u64::MAX)
+            .max(self.burst);
+        let backlog = due.saturating_sub(self.k + self.slipped);
+        if backlog > cap {
+            self.slipped += (backlog - cap) / self.burst * self.burst;
+        }
     }
 
     /// When the datagram `i` places after the next may leave (`i` = 0: the
     /// next one), ns since start: for a sender filling a batch.
     #[inline]
     pub fn due_after(&self, i: u64) -> u64 {
-        self.due_of(self.k.saturating_add(i))
+        self.due_of((self.k + self.slipped).saturating_add(i))
     }
 
     /// The next datagram left.
@@ -178,10 +209,16 @@ impl Pacer {
         Some(u64::try_from(ticks * u128::from(self.burst)).unwrap_or(u64::MAX))
     }
 
-    /// How many due datagrams were not yet sent at `elapsed_ns`.
+    /// How many due datagrams were not yet sent at `elapsed_ns` (those
+    /// skipped after stalls aside: [`Self::slipped`]).
     pub fn behind(&self, elapsed_ns: u64) -> u64 {
         self.due_count(elapsed_ns)
-            .map_or(0, |d| d.saturating_sub(self.k))
+            .map_or(0, |d| d.saturating_sub(self.k + self.slipped))
+    }
+
+    /// Datagrams of the schedule skipped after stalls ([`Self::slip`]).
+    pub fn slipped(&self) -> u64 {
+        self.slipped
     }
 
     /// Whether a sender that stopped at `elapsed_ns` kept up with the
@@ -319,6 +356,47 @@ mod tests {
         assert_eq!(run(100_000_000, 64), 40);
         assert_eq!(run_len(Some(1_000_000), 1472), 1);
         assert_eq!(run_len(None, 1472), 1);
+    }
+
+    /// Issue 28: a sender 100 ms late at 1000 datagrams/s sends the last
+    /// 10 ms of its schedule at once, not 100 datagrams; it skipped 90,
+    /// and it is back on its schedule after, so it kept up.
+    #[test]
+    fn issue_28_a_late_sender_catches_up_at_most_max_catch_up() {
+        let ms = 1_000_000;
+        let mut p = Pacer::new(Some(1_000_000), 1);
+        p.sent();
+        p.slip(100 * ms);
+        let mut burst = 0;
+        while p.due_ns() <= 100 * ms {
+            p.sent();
+            burst += 1;
+        }
+        assert_eq!(burst, 10, "the datagrams due 91..=100 ms");
+        assert_eq!(p.count(), 11);
+        assert_eq!(p.slipped(), 90);
+        assert_eq!(p.behind(100 * ms), 0);
+        assert_eq!(p.due_ns(), 101 * ms);
+        assert!(p.kept_up(100 * ms));
+        // One that cannot keep up at all stays 10 ms behind: not kept up.
+        let mut slow = Pacer::new(Some(1_000_000), 1);
+        for t in 1..=50 {
+            slow.slip(t * 2 * ms);
+            slow.sent();
+        }
+        assert_eq!(slow.behind(100 * ms), 9);
+        assert!(!slow.kept_up(100 * ms));
+        // A late wake within the limit gives nothing up.
+        let mut q = Pacer::new(Some(1_000_000), 4);
+        q.slip(9 * ms);
+        assert_eq!(q.due_ns(), 0);
+        // Ticks of 4 stay whole: 50 ms late at tick 0 gives up 40 ms.
+        q.slip(50 * ms);
+        assert_eq!(q.due_ns(), 40 * ms);
+        // Unpaced: nothing to give up.
+        let mut u = Pacer::new(None, 1);
+        u.slip(u64::MAX);
+        assert_eq!(u.due_ns(), 0);
     }
 
     proptest! {

@@ -233,6 +233,8 @@ impl<F: DatagramFormat> UdpSender<F> {
         if due > now {
             return Transmit::Wait(due);
         }
+        // After a stall: a bounded burst, the rest given up.
+        self.pacer.slip(now);
         let first = self.sched.current();
         self.stamp(0, first, now);
         if let Some(f) = self.junk_before(first) {
@@ -304,6 +306,7 @@ impl<F: DatagramFormat> UdpSender<F> {
             gaps: self.gaps.summary(),
             behind,
             kept_up: self.pacer.within_tolerance(behind),
+            slipped: self.pacer.slipped(),
             last_send_ns: self.last_send.unwrap_or(0),
             ..self.out
         }

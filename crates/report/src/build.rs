@@ -242,6 +242,12 @@ fn stream_notes(
                 u.behind
             ));
         }
+        if u.slipped > 0 {
+            notes.push(format!(
+                "stream {}: the sender was held up (a busy host?) and skipped {} due datagrams rather than send them in one burst (it catches up at most 10 ms of its schedule at once)",
+                s.id, u.slipped
+            ));
+        }
         if !u.receiver_had_final_count {
             notes.push(format!(
                 "stream {}: the receiver did not learn the sender's final count before it stopped; loss is counted against the sender's {} issued sequence numbers",

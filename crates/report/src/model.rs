@@ -263,6 +263,10 @@ pub struct UdpSummary {
     pub kept_up: bool,
     /// Datagrams due but not sent when the sender stopped.
     pub behind: u64,
+    /// Datagrams of the schedule the sender skipped after stalls instead
+    /// of sending them in a burst.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slipped: u64,
     // --- receiver ---
     /// Distinct sequence numbers received before the drain deadline.
     pub received: u64,

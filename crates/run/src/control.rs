@@ -11,7 +11,7 @@ use crate::error::{fail, no_randomness, Context as _, Result, RunError};
 use linerate_engine::runner::SideRun;
 use linerate_engine::{clock, socket};
 use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement, SideResults};
-use linerate_proto::session::Session;
+use linerate_proto::session::{Ended, Session};
 use linerate_proto::wire::{self, FrameHeader, Message, HEADER_LEN};
 
 use crate::test_type;
@@ -278,7 +278,7 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
                 side.session().receive_at(bytes, Instant::now(), t);
             }
             Ok(None) => {}
-            Err(_) => side.session().peer_closed(),
+            Err(e) => side.session().connection_ended(ended(&e)),
         }
         // Called at least every `wait` (≤ 100 ms while a test runs): a
         // longer gap, this thread descheduled on a loaded host, is not
@@ -289,6 +289,16 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
     let bytes = side.session().outbox().take();
     let _ = ctrl.send(&bytes);
     Ok(())
+}
+
+/// How the control connection ended, from the error [`ControlConn::recv`]
+/// returned: end of file is the peer's close, a reset is said as one.
+fn ended(e: &std::io::Error) -> Ended {
+    match e.kind() {
+        ErrorKind::UnexpectedEof => Ended::Closed,
+        ErrorKind::ConnectionReset => Ended::Reset,
+        _ => Ended::Failed(e.to_string()),
+    }
 }
 
 /// A side's results as its data phase left them, completed with what the

@@ -3,6 +3,7 @@
 //! the wire hold it), refuses clients that ask to send more or unpaced,
 //! and shares a total among concurrent tests.
 
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -278,9 +279,25 @@ fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
             .stderr(Stdio::piped());
         c
     };
-    // An iperf3 client holds 60 of the 100 Mbit/s for 3 s…
-    let first = iperf("3", &["-u", "-b", "60M"]).spawn().expect("iperf3");
-    std::thread::sleep(Duration::from_millis(1000));
+    // An iperf3 client holds 60 of the 100 Mbit/s for 6 s, from the
+    // moment its stream connected (the server admitted it): on a busy host
+    // that takes longer than any fixed sleep, and the refusals below need
+    // it running throughout.
+    let mut first = iperf("6", &["-u", "-b", "60M", "--forceflush"])
+        .spawn()
+        .expect("iperf3");
+    let mut said = BufReader::new(first.stdout.take().expect("stdout"));
+    let mut head = String::new();
+    while !head.contains("connected") && said.read_line(&mut head).unwrap_or(0) > 0 {}
+    assert!(
+        head.contains("connected"),
+        "the first test did not start: {head}"
+    );
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = said.read_to_string(&mut s);
+        s
+    });
     // …so neither another iperf3 client nor a linerate one gets 60 more,
     // and an unpaced iperf3 test (TCP's default) is refused too.
     for extra in [
@@ -303,19 +320,23 @@ fn issue_10_max_total_rate_is_shared_with_iperf3_clients() {
         err.contains("--max-total-rate") && err.contains("in use by running tests"),
         "{err}"
     );
-    let first = first.wait_with_output().expect("first");
     assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stdout)
+        first.try_wait().is_ok_and(|s| s.is_none()),
+        "the refusals above ran after the first test ended"
     );
-    // Its share is back once it ended: the same test runs now.
+    let status = first.wait().expect("first");
+    let rest = rest.join().unwrap_or_default();
+    assert!(status.success(), "{head}{rest}");
+    // Its share is back once it ended (the server gives it back when its
+    // streams end, before the results that let the client exit): the
+    // same test runs now.
     let out = iperf("1", &["-R", "-b", "30M", "-P", "2"])
         .output()
         .expect("iperf3");
     assert!(
         out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
     );
 }

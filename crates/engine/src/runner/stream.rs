@@ -243,9 +243,15 @@ impl<F: StreamFormat> StreamIo<'_, F> {
                     verify: self.udp.verify,
                     start,
                 };
-                let (c, l) = (self.counter, self.live);
-                let format = self.ctx.format;
-                let (got, end) = format.recv(engine, &ep, &job, c, l, signals, wait);
+                let (got, end) = self.ctx.format.recv(udp::RecvStream {
+                    engine,
+                    ep: &ep,
+                    job: &job,
+                    bytes: self.counter,
+                    live: self.live,
+                    signals,
+                    wait,
+                });
                 m.udp_recv = Some(got);
                 end
             }

@@ -2,8 +2,8 @@
 //! sender frames each datagram and how the receiver counts them.
 //! linerate's own streams are [`Native`]; iperf3's
 //! (`linerate_iperf3::streams::Iperf3Streams`) live in the iperf3 crate,
-//! which builds its receive loop from this module's building blocks
-//! ([`super::stream_rx`], [`super::recv_batches`]). The runner is generic
+//! which builds its receive loop on the same shared loop
+//! ([`RecvStream::run`]). The runner is generic
 //! over the format ([`crate::runner::start_with`]): monomorphised, nothing
 //! dispatched per datagram or per batch.
 
@@ -13,10 +13,9 @@ use std::time::Instant;
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::udp_sender::{DatagramFormat, Linerate};
 
-use super::{RecvJob, UdpCounters};
+use super::RecvStream;
 use crate::engines::Engine;
-use crate::stream::{Signals, StreamCounter, StreamEnd};
-use crate::wait::Wait;
+use crate::stream::StreamEnd;
 
 /// A UDP stream's wire format, as the runner's stream threads use it.
 pub trait StreamFormat: Copy + Debug + Send + Sync + 'static {
@@ -26,20 +25,10 @@ pub trait StreamFormat: Copy + Debug + Send + Sync + 'static {
     /// The sender's format for a test whose time zero is `start`.
     fn sender(self, start: Instant) -> Self::Datagram;
 
-    /// Receives the stream on `ep` with `engine` until the drain deadline
-    /// (then reads what is queued) or abort, counting bytes in `bytes`
-    /// and datagrams in `live` as it goes.
-    #[allow(clippy::too_many_arguments)]
-    fn recv<E: Engine>(
-        self,
-        engine: E,
-        ep: &E::UdpEndpoint,
-        job: &RecvJob,
-        bytes: &StreamCounter,
-        live: &UdpCounters,
-        signals: &Signals,
-        wait: Wait,
-    ) -> (UdpRecv, StreamEnd);
+    /// Receives the stream until the drain deadline (then reads what is
+    /// queued) or abort, counting bytes and datagrams in its counters as
+    /// it goes ([`RecvStream::run`]).
+    fn recv<E: Engine>(self, s: RecvStream<'_, E>) -> (UdpRecv, StreamEnd);
 }
 
 /// linerate's own datagrams ([`Linerate`]) and receive loop ([`super::recv`]).
@@ -53,16 +42,7 @@ impl StreamFormat for Native {
         Linerate
     }
 
-    fn recv<E: Engine>(
-        self,
-        engine: E,
-        ep: &E::UdpEndpoint,
-        job: &RecvJob,
-        bytes: &StreamCounter,
-        live: &UdpCounters,
-        signals: &Signals,
-        wait: Wait,
-    ) -> (UdpRecv, StreamEnd) {
-        super::recv(engine, ep, job, bytes, live, signals, wait)
+    fn recv<E: Engine>(self, s: RecvStream<'_, E>) -> (UdpRecv, StreamEnd) {
+        super::recv(s)
     }
 }

@@ -41,7 +41,7 @@ pub fn greeted(kind: crate::engines::EngineKind, sock: &std::net::UdpSocket) {
 }
 
 pub use live::UdpCounters;
-pub use recv::{prepare as prepare_recv, recv, RecvJob};
+pub use recv::{prepare as prepare_recv, recv, RecvJob, RecvStream};
 
 /// Prepares a client's sending socket when it is attached, before the
 /// greeting and the test start: what engine `kind` takes long to set up
@@ -338,7 +338,15 @@ mod tests {
         };
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live_rx));
         let receiver = std::thread::spawn(move || {
-            let (got, end) = recv(engine, &rx, &job, &StreamCounter::default(), &l2, &s2, wait);
+            let (got, end) = recv(RecvStream {
+                engine,
+                ep: &rx,
+                job: &job,
+                bytes: &StreamCounter::default(),
+                live: &l2,
+                signals: &s2,
+                wait,
+            });
             (got, end, rx)
         });
         let send = SendJob {

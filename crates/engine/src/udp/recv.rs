@@ -137,60 +137,97 @@ pub fn stream_rx<E: Engine>(
     engine.udp_rx(ep, len)
 }
 
-/// Receives and checks datagrams on `ep` with `engine` until the drain
-/// deadline in `signals` passes, then reads what is already queued, and
-/// stops; or until the test is aborted. `wait`: blocking calls bounded by
-/// [`RECV_POLL`], or busy polling (an endpoint switched to it by
-/// [`UdpEndpoint::busy_poll`]).
-pub fn recv<E: Engine>(
-    engine: E,
-    ep: &E::UdpEndpoint,
-    job: &RecvJob,
-    bytes: &StreamCounter,
-    live: &UdpCounters,
-    signals: &Signals,
-    wait: Wait,
-) -> (UdpRecv, StreamEnd) {
+/// One receiving stream as the runner hands it to a format's receive loop
+/// ([`super::StreamFormat::recv`]): the engine and its endpoint, the job,
+/// the counters the loop publishes to, the test's signals and how it waits.
+pub struct RecvStream<'a, E: Engine> {
+    pub engine: E,
+    pub ep: &'a E::UdpEndpoint,
+    pub job: &'a RecvJob,
+    pub bytes: &'a StreamCounter,
+    pub live: &'a UdpCounters,
+    pub signals: &'a Signals,
+    /// Blocking calls bounded by [`RECV_POLL`], or busy polling (an
+    /// endpoint switched to it by [`UdpEndpoint::busy_poll`]).
+    pub wait: Wait,
+}
+
+impl<E: Engine> std::fmt::Debug for RecvStream<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvStream")
+            .field("job", self.job)
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Engine> RecvStream<'_, E> {
+    /// The receive loop every stream format shares: makes the engine's
+    /// receiving I/O ([`stream_rx`]), reads batches until the drain
+    /// deadline, then what is queued, or until abort ([`recv_batches`]),
+    /// handing each to `deliver` with the format's accounts `acc`; then
+    /// `finish` turns the accounts into the stream's result, to which
+    /// what the engine did (batching, coalescing) is added. A setup
+    /// failure ends the stream failed, with nothing counted.
+    pub fn run<A>(
+        &self,
+        mut acc: A,
+        mut deliver: impl FnMut(&mut A, &RecvSlots, usize, u64, u64),
+        finish: impl FnOnce(A) -> UdpRecv,
+    ) -> (UdpRecv, StreamEnd) {
+        let mut io = match stream_rx(self.engine, self.ep, self.job.len) {
+            Ok(io) => io,
+            Err(e) => return (UdpRecv::default(), StreamEnd::failed(e)),
+        };
+        let mut slots = io.slots();
+        let done = recv_batches(
+            &mut io,
+            self.ep,
+            &mut slots,
+            self.job.start,
+            self.signals,
+            self.wait,
+            |slots, filled, now, drain_at| deliver(&mut acc, slots, filled, now, drain_at),
+        );
+        let mut out = finish(acc);
+        out.batching = io.batching();
+        out.coalesce_waits = done.coalesce_waits;
+        (out, done.end)
+    }
+}
+
+/// Receives and checks linerate's datagrams on `s` until the drain
+/// deadline passes, then reads what is already queued, and stops; or until
+/// the test is aborted ([`RecvStream::run`]).
+pub fn recv<E: Engine>(s: RecvStream<'_, E>) -> (UdpRecv, StreamEnd) {
+    let (ep, job, live) = (s.ep, s.job, s.live);
     let realtime_at_start = realtime_at(job.start);
-    let mut io = match stream_rx(engine, ep, job.len) {
-        Ok(io) => io,
-        Err(e) => return (UdpRecv::default(), StreamEnd::failed(e)),
-    };
     let rcvbuf = ep.recv_buffer();
-    let mut slots = io.slots();
-    let mut core = UdpReceiver::new(ReceiverConfig {
+    let core = UdpReceiver::new(ReceiverConfig {
         stream: job.stream,
         len: job.len,
         verify: job.verify,
     });
     // Tell the sender its data arrives (`data_beat`'s doc).
-    let (mut beats, beat) = (BeatSchedule::default(), data_beat::beat());
-    let mut sink = Sink {
-        core: &mut core,
-        ep,
-        bytes,
-        realtime_at_start,
-    };
-    let done = recv_batches(
-        &mut io,
-        ep,
-        &mut slots,
-        job.start,
-        signals,
-        wait,
-        |slots, filled, now, drain_at| {
+    let (beats, beat) = (BeatSchedule::default(), data_beat::beat());
+    s.run(
+        (core, beats),
+        |(core, beats), slots, filled, now, drain_at| {
+            let mut sink = Sink {
+                core,
+                ep,
+                bytes: s.bytes,
+                realtime_at_start,
+            };
             sink.deliver(slots, filled, now, drain_at);
-            let counts = sink.core.live();
+            let counts = core.live();
             live.publish(&counts);
             if beats.due(now, counts.received) {
                 let _ = ep.send_control(&beat);
             }
         },
-    );
-    let mut out = core.finish(live.issued(), ep.drops(), rcvbuf);
-    out.batching = io.batching();
-    out.coalesce_waits = done.coalesce_waits;
-    (out, done.end)
+        |(core, _)| core.finish(live.issued(), ep.drops(), rcvbuf),
+    )
 }
 
 /// How [`recv_batches`] ended.

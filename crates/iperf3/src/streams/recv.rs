@@ -18,10 +18,9 @@
 use std::time::{Duration, Instant};
 
 use linerate_engine::clock;
-use linerate_engine::engines::{Engine, RecvSlots, UdpEndpoint, UdpRx};
-use linerate_engine::stream::{Signals, StreamCounter, StreamEnd};
-use linerate_engine::udp::{self, ns_since, RecvJob, StreamFormat, UdpCounters};
-use linerate_engine::wait::Wait;
+use linerate_engine::engines::{Engine, RecvSlots, UdpEndpoint};
+use linerate_engine::stream::{StreamCounter, StreamEnd};
+use linerate_engine::udp::{self, ns_since, RecvJob, RecvStream, StreamFormat};
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::seq::{Jitter, SeqTracker};
 use linerate_proto::udp_receiver::{finish_counts, live_counts, LiveCounts};
@@ -50,17 +49,8 @@ impl StreamFormat for Iperf3Streams {
         }
     }
 
-    fn recv<E: Engine>(
-        self,
-        engine: E,
-        ep: &E::UdpEndpoint,
-        job: &RecvJob,
-        bytes: &StreamCounter,
-        live: &UdpCounters,
-        signals: &Signals,
-        wait: Wait,
-    ) -> (UdpRecv, StreamEnd) {
-        recv(engine, ep, job, self, (bytes, live), signals, wait)
+    fn recv<E: Engine>(self, s: RecvStream<'_, E>) -> (UdpRecv, StreamEnd) {
+        recv(s, self)
     }
 }
 
@@ -157,24 +147,13 @@ impl<'a> Accounts<'a> {
     }
 }
 
-/// Receives iperf3 datagrams on `ep` with `engine` until the drain
-/// deadline (then reads what is queued) or abort, counting them both ways.
-fn recv<E: Engine>(
-    engine: E,
-    ep: &E::UdpEndpoint,
-    job: &RecvJob,
-    cfg: Iperf3Streams,
-    (bytes, live): (&StreamCounter, &UdpCounters),
-    signals: &Signals,
-    wait: Wait,
-) -> (UdpRecv, StreamEnd) {
-    // Timestamps and GRO (where the engine has it): already on when the
-    // socket was accepted; asked again for sockets nobody prepared.
-    let mut io = match udp::stream_rx(engine, ep, job.len) {
-        Ok(io) => io,
-        Err(e) => return (UdpRecv::default(), StreamEnd::failed(e)),
-    };
-    let mut slots = io.slots();
+/// Receives iperf3 datagrams on `s` until the drain deadline (then reads
+/// what is queued) or abort, counting them both ways ([`RecvStream::run`]).
+/// Timestamps and GRO (where the engine has it) are already on when the
+/// socket was accepted; the shared loop asks again for sockets nobody
+/// prepared.
+fn recv<E: Engine>(s: RecvStream<'_, E>, cfg: Iperf3Streams) -> (UdpRecv, StreamEnd) {
+    let (ep, job, bytes, live) = (s.ep, s.job, s.bytes, s.live);
     let mut acc = Accounts::new(
         job,
         cfg,
@@ -182,31 +161,26 @@ fn recv<E: Engine>(
         clock::mono_ns().saturating_sub(ns_since(job.start)),
     );
     acc.out.rcvbuf = ep.recv_buffer();
-    let done = udp::recv_batches(
-        &mut io,
-        ep,
-        &mut slots,
-        job.start,
-        signals,
-        wait,
-        |slots, filled, now, _| {
+    s.run(
+        acc,
+        |acc, slots, filled, now, _| {
             acc.deliver(slots, filled, now, bytes);
             live.publish(&acc.live());
         },
-    );
-    let rcvbuf = acc.out.rcvbuf;
-    let mut out = finish_counts(
-        &acc.tracker,
-        &acc.jitter,
-        acc.out,
-        live.issued(),
-        ep.drops(),
-        rcvbuf,
-    );
-    out.iperf3 = Some(acc.iperf.counts());
-    out.batching = io.batching();
-    out.coalesce_waits = done.coalesce_waits;
-    (out, done.end)
+        |acc| {
+            let rcvbuf = acc.out.rcvbuf;
+            let mut out = finish_counts(
+                &acc.tracker,
+                &acc.jitter,
+                acc.out,
+                live.issued(),
+                ep.drops(),
+                rcvbuf,
+            );
+            out.iperf3 = Some(acc.iperf.counts());
+            out
+        },
+    )
 }
 
 #[cfg(test)]

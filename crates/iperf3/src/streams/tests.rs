@@ -137,8 +137,15 @@ fn run(
     let receive = move || {
         with_engine!(rx_engine, e => {
             let rx = e.udp_endpoint(rx).expect("endpoint");
-            let (bytes, live) = (&StreamCounter::default(), &UdpCounters::default());
-            cfg.recv(e, &rx, &rjob, bytes, live, &s2, Wait::Block)
+            cfg.recv(udp::RecvStream {
+                engine: e,
+                ep: &rx,
+                job: &rjob,
+                bytes: &StreamCounter::default(),
+                live: &UdpCounters::default(),
+                signals: &s2,
+                wait: Wait::Block,
+            })
         })
     };
     let job = SendJob {

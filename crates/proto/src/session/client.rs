@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use super::exchange::Exchange;
 use super::heartbeat::{self, Heartbeat, HEARTBEAT_MS_RANGE};
 use super::{
-    DataDeadline, EarlyStop, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT,
+    DataDeadline, EarlyStop, Ended, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT,
 };
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
@@ -625,11 +625,16 @@ impl ClientSession {
         }
     }
 
-    /// The control connection reached end of file or failed.
+    /// The control connection reached end of file.
     pub fn peer_closed(&mut self) {
+        self.connection_ended(Ended::Closed);
+    }
+
+    /// The control connection reached end of file or failed.
+    pub fn connection_ended(&mut self, how: Ended) {
         if !self.is_finished() {
             let state = self.state.name();
-            self.fail(SessionError::PeerClosed(state));
+            self.fail(how.error(state));
         }
     }
 

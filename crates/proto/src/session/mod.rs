@@ -58,6 +58,11 @@ pub enum SessionError {
     Timeout(&'static str),
     #[error("peer closed the control connection while {0}")]
     PeerClosed(&'static str),
+    /// ECONNRESET: not a close, so not said as one.
+    #[error("the peer reset the control connection while {0} (connection reset: its process ended with bytes unread, or its host or a firewall on the path dropped the connection)")]
+    PeerReset(&'static str),
+    #[error("the control connection failed while {state}: {why}")]
+    ControlFailed { state: &'static str, why: String },
     #[error("peer aborted the test: {0}")]
     PeerAborted(String),
     /// The peer sent no control bytes for the heartbeat's silence limit
@@ -72,6 +77,29 @@ pub enum SessionError {
     /// ([`crate::check`]); it is not obeyed or reported.
     #[error("refusing the peer's {what}: {why}")]
     Implausible { what: &'static str, why: String },
+}
+
+/// How a control connection ended, as the I/O layer read it: each has its
+/// own words, so a reset is never reported as the peer's close.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// End of file: the peer closed it.
+    Closed,
+    /// ECONNRESET.
+    Reset,
+    /// Any other failure, in the system's words.
+    Failed(String),
+}
+
+impl Ended {
+    /// The error of a session whose connection ended so while `state`.
+    pub fn error(self, state: &'static str) -> SessionError {
+        match self {
+            Ended::Closed => SessionError::PeerClosed(state),
+            Ended::Reset => SessionError::PeerReset(state),
+            Ended::Failed(why) => SessionError::ControlFailed { state, why },
+        }
+    }
 }
 
 /// What both sessions offer the I/O layer's control loop, so client and
@@ -95,8 +123,8 @@ pub trait Session {
     fn local_senders_finished(&mut self, streams: Vec<SentCount>);
     /// This side's streams have all ended; `results` is what it measured.
     fn local_finished(&mut self, results: SideResults, now: Instant);
-    /// The control connection reached end of file or failed.
-    fn peer_closed(&mut self);
+    /// The control connection reached end of file or failed ([`Ended`]).
+    fn connection_ended(&mut self, how: Ended);
     /// Call when `now` has reached the session's deadline.
     fn handle_timeout(&mut self, now: Instant);
     /// The peer's data reached this side at `now` (its received counters
@@ -136,8 +164,8 @@ macro_rules! impl_session {
             ) {
                 <$ty>::local_finished(self, results, now)
             }
-            fn peer_closed(&mut self) {
-                <$ty>::peer_closed(self)
+            fn connection_ended(&mut self, how: $crate::session::Ended) {
+                <$ty>::connection_ended(self, how)
             }
             fn handle_timeout(&mut self, now: std::time::Instant) {
                 <$ty>::handle_timeout(self, now)

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use linerate_proto::session::SessionError;
+use linerate_proto::session::{Ended, SessionError};
 use linerate_proto::spec::{Direction, TestSpec};
 use linerate_proto::wire::Side;
 
@@ -87,6 +87,28 @@ fn server_peer_closed_in_every_state() {
         assert_eq!(*server_error(&p.server), SessionError::PeerClosed(state));
         assert!(p.server.outbox().is_empty(), "nothing sent after the end");
     }
+}
+
+/// Issue 28: a reset control connection (ECONNRESET) and other failures
+/// have their own words on both sides; only end of file is "peer closed".
+#[test]
+fn issue_28_a_reset_is_not_said_as_the_peers_close() {
+    let (mut p, _) = pair_at(Stage::Running, spec(Direction::Forward, 1));
+    p.client.connection_ended(Ended::Reset);
+    let e = client_error(&p.client);
+    assert_eq!(*e, SessionError::PeerReset("running the test"));
+    let words = e.to_string();
+    assert!(
+        words.contains("reset the control connection while running the test"),
+        "{words}"
+    );
+    assert!(!words.contains("closed"), "{words}");
+    p.server
+        .connection_ended(Ended::Failed("No route to host (os error 113)".into()));
+    assert_eq!(
+        server_error(&p.server).to_string(),
+        "the control connection failed while running the test: No route to host (os error 113)"
+    );
 }
 
 #[test]

@@ -549,15 +549,15 @@ mod tests {
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live));
         let receiver = std::thread::spawn(move || {
             let rx = KernelUdp::new(rx);
-            udp::recv(
-                kind,
-                &rx,
-                &job,
-                &StreamCounter::default(),
-                &l2,
-                &s2,
-                crate::wait::Wait::Block,
-            )
+            udp::recv(udp::RecvStream {
+                engine: kind,
+                ep: &rx,
+                job: &job,
+                bytes: &StreamCounter::default(),
+                live: &l2,
+                signals: &s2,
+                wait: crate::wait::Wait::Block,
+            })
         });
         let mut gso = MmsgTx::new(1);
         for s in &sends {

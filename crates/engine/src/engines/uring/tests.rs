@@ -116,6 +116,12 @@ fn issue_8_uring_gso_and_gro_move_every_datagram_in_order() {
         r.recv_batch(&rx, &mut slots, Wait::DontWait).is_err(),
         "nothing yet"
     );
+    // The sender waits for the reader to catch up before each batch: on a
+    // busy host the reader can be off its CPU for longer than the
+    // socket's default buffer lasts, and the kernel would drop a whole
+    // run (this test checks order and counts, not a starved receiver).
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let read = std::sync::Arc::clone(&progress);
     let reader = std::thread::spawn(move || {
         let mut got = Vec::new();
         let mut waits = 0;
@@ -136,6 +142,7 @@ fn issue_8_uring_gso_and_gro_move_every_datagram_in_order() {
                     got.push(seq);
                 }
             }
+            read.store(got.len(), std::sync::atomic::Ordering::Release);
         }
         let rb = r.batching().expect("rx batching");
         drop(r);
@@ -150,8 +157,14 @@ fn issue_8_uring_gso_and_gro_move_every_datagram_in_order() {
         sent += t
             .send_batch(&tx, TxBatch::new(&buf[sent * LEN..], LEN), Wait::Block)
             .expect("sent");
-        // Paced a little: the test checks order and counts, not the rate.
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        // Bounded: a lost datagram must not hang the test (the order check
+        // below then says which).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while progress.load(std::sync::atomic::Ordering::Acquire) < sent
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
     }
     assert_eq!(sent, N);
     let (got, rb) = reader.join().expect("reader");

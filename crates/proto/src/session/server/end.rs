@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::{ServerAction, ServerSession, State};
 use crate::measure::SideResults;
 use crate::session::heartbeat;
-use crate::session::{EarlyStop, SessionError, RESULTS_TIMEOUT};
+use crate::session::{EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
 use crate::wire::{Abort, Message, SentCount};
 
 impl ServerSession {
@@ -81,10 +81,16 @@ impl ServerSession {
         }
     }
 
+    /// The control connection reached end of file.
     pub fn peer_closed(&mut self) {
+        self.connection_ended(Ended::Closed);
+    }
+
+    /// The control connection reached end of file or failed.
+    pub fn connection_ended(&mut self, how: Ended) {
         if !self.is_finished() {
             let state = self.state.name();
-            self.fail(SessionError::PeerClosed(state));
+            self.fail(how.error(state));
         }
     }
 
