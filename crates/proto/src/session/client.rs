@@ -644,7 +644,7 @@ impl ClientSession {
     /// stalled ([`super::DataDeadline`]).
     pub fn peer_data_arrived(&mut self, now: Instant) {
         if let Some(hb) = &mut self.heartbeat {
-            hb.heard(now);
+            hb.data_arrived(now);
         }
         if let (State::Running { exchange, .. }, Some(d)) = (&self.state, &mut self.data_deadline) {
             if exchange.streams_running() {

@@ -39,7 +39,13 @@
 //! receiving side of a stream that starves the control connection knows
 //! its peer lives, and the sending side hears the beats its receiver
 //! sends back on the stream's own flow ([`crate::data_beat`]), which the
-//! I/O layer reports the same way.
+//! I/O layer reports the same way. When the peer's data stops, its
+//! streams ended, and the control connection may be as far into its
+//! backoff as it went unheard while data arrived: so the limit counted
+//! from the last data grows by that much too (at most [`RECOVERY_CAP`];
+//! a receiver of a reverse stream through a slower link, waiting for its
+//! sender's end over a starved control connection, gave up after 3 s on
+//! a loaded host).
 //!
 //! All of it runs on the `now` the I/O layer passes in, so it is tested
 //! on the simulated clock (`tests/sim/heartbeat.rs`).
@@ -88,6 +94,12 @@ pub(crate) struct Heartbeat {
     /// Added to the limit once this side's streams ended
     /// ([`Self::streams_ended`]).
     recovery: Duration,
+    /// When control bytes last arrived (data from the peer not counted).
+    last_control: Instant,
+    /// The longest the control connection went unheard while the peer's
+    /// data kept arriving ([`Self::data_arrived`]); added to the limit
+    /// unless `recovery` is longer.
+    starved: Duration,
 }
 
 impl Heartbeat {
@@ -101,6 +113,8 @@ impl Heartbeat {
             last_call: now,
             started: now,
             recovery: Duration::ZERO,
+            last_control: now,
+            starved: Duration::ZERO,
         }
     }
 
@@ -135,11 +149,21 @@ impl Heartbeat {
     /// Control bytes arrived at `now`.
     pub(crate) fn heard(&mut self, now: Instant) {
         self.last_heard = self.last_heard.max(now);
+        self.last_control = self.last_control.max(now);
+    }
+
+    /// The peer's data (or its receivers' beats on the data path) arrived
+    /// at `now`: the peer lives, and the control connection has been
+    /// unheard meanwhile for as long as it has (the module's doc).
+    pub(crate) fn data_arrived(&mut self, now: Instant) {
+        self.last_heard = self.last_heard.max(now);
+        let unheard = now.saturating_duration_since(self.last_control);
+        self.starved = self.starved.max(unheard.min(RECOVERY_CAP));
     }
 
     /// How long a silent peer is given.
     pub(crate) fn silence_limit(&self) -> Duration {
-        (self.interval * SILENCE_INTERVALS).max(SILENCE_FLOOR) + self.recovery
+        (self.interval * SILENCE_INTERVALS).max(SILENCE_FLOOR) + self.recovery.max(self.starved)
     }
 
     /// True when nothing arrived for [`Self::silence_limit`] of this

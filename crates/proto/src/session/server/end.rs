@@ -100,7 +100,7 @@ impl ServerSession {
     /// stalled ([`crate::session::DataDeadline`]).
     pub fn peer_data_arrived(&mut self, now: Instant) {
         if let Some(hb) = &mut self.heartbeat {
-            hb.heard(now);
+            hb.data_arrived(now);
         }
         if let (State::Running(x), Some(d)) = (&self.state, &mut self.data_deadline) {
             if x.streams_running() {
