@@ -7,6 +7,8 @@
 use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 
+use crate::plot_text::{err, PlotError};
+
 /// Series colours in order: distinct hues, every one dark enough for a
 /// 2-pixel line on white.
 const SERIES: [RGBColor; 10] = [
@@ -85,6 +87,25 @@ where
         .into_iter()
         .min_by_key(|&(_, x0, y0)| covered(x0, y0))
         .map_or(SeriesLabelPosition::UpperLeft, |b| b.0)
+}
+
+/// Draws `chart`'s legend in `corner` (from [`quiet_corner`]): the same
+/// box on every chart, translucent over what it covers.
+pub(crate) fn legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    corner: SeriesLabelPosition,
+) -> Result<(), PlotError>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(corner)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(err)
 }
 
 #[cfg(test)]

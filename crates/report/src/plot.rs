@@ -18,7 +18,7 @@ use plotters::prelude::*;
 
 use linerate_proto::spec::Direction;
 
-use crate::chart_style::{quiet_corner, series_colour};
+use crate::chart_style::{legend, quiet_corner, series_colour};
 use crate::model::{SweepReport, SweepTrial};
 use crate::plot_text::{caption, decade, si, tick, utc, CAPTION_H};
 
@@ -108,13 +108,7 @@ where
     // The legend: a line per size, the reference line, the crosses.
     let longest = if any { NOT_KEPT_UP_LABEL.len() } else { 16 };
     let corner = quiet_corner(chart, &drawn, sizes.len() + 1 + usize::from(any), longest);
-    chart
-        .configure_series_labels()
-        .position(corner)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK.mix(0.3))
-        .draw()
-        .map_err(err)?;
+    legend(chart, corner)?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 use plotters::prelude::*;
 
 use crate::chart_bars::{self, Bar, BarChart, BarValue};
-use crate::chart_style::{quiet_corner, series_colour};
+use crate::chart_style::{legend, quiet_corner, series_colour};
 use crate::model::Report;
 use crate::plot_text::{caption, err, si, tick, utc, PlotError, CAPTION_H};
 use crate::repeat::RepeatReport;
@@ -111,13 +111,7 @@ pub(crate) fn time_lines_svg(
                     PathElement::new([(x, y), (x + 20, y)], color.stroke_width(3))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(corner)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK.mix(0.3))
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, corner)?;
         root.present().map_err(err)?;
     }
     Ok(out)
