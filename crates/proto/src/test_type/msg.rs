@@ -10,13 +10,7 @@ pub(super) fn params(
     limits: &ServerLimits,
     notes: &mut Vec<String>,
 ) -> Result<(), SpecError> {
-    if spec.protocol == Protocol::Udp {
-        return Err(SpecError {
-            field: "protocol",
-            reason: "messages go over TCP".into(),
-        });
-    }
-    super::stream::tcp_params(spec, limits, notes)
+    super::stream::tcp_only(spec, limits, notes, "messages go over TCP")
 }
 
 /// Kind `msg`: the plan within the server's limits; messages go client to

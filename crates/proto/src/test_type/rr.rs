@@ -4,8 +4,8 @@
 
 use crate::limits::{Budget, ServerLimits, SpecError};
 use crate::spec::{
-    Protocol, RrLimit, RrSpec, StreamPlan, TestKind, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS,
-    MAX_RR_RATE, MAX_RR_SIZES,
+    RrLimit, RrSpec, StreamPlan, TestKind, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS, MAX_RR_RATE,
+    MAX_RR_SIZES,
 };
 use crate::wire::Side;
 
@@ -30,13 +30,12 @@ pub(super) fn crr_params(
     limits: &ServerLimits,
     notes: &mut Vec<String>,
 ) -> Result<(), SpecError> {
-    if spec.protocol == Protocol::Udp {
-        return Err(SpecError {
-            field: "protocol",
-            reason: "crr opens TCP connections; it has no UDP form".into(),
-        });
-    }
-    super::stream::tcp_params(spec, limits, notes)
+    super::stream::tcp_only(
+        spec,
+        limits,
+        notes,
+        "crr opens TCP connections; it has no UDP form",
+    )
 }
 
 pub(super) fn negotiate_tcp(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {

@@ -27,6 +27,23 @@ pub(super) fn tcp_params(
     Ok(())
 }
 
+/// A TCP-only test's parameters: a UDP spec is refused with `why`, the
+/// rest is [`tcp_params`].
+pub(super) fn tcp_only(
+    spec: &mut TestSpec,
+    limits: &ServerLimits,
+    notes: &mut Vec<String>,
+    why: &str,
+) -> Result<(), SpecError> {
+    if spec.protocol == crate::spec::Protocol::Udp {
+        return Err(SpecError {
+            field: "protocol",
+            reason: why.into(),
+        });
+    }
+    tcp_params(spec, limits, notes)
+}
+
 /// A UDP stream's parameters, negotiated.
 pub(super) fn udp_params(
     spec: &mut TestSpec,

@@ -561,14 +561,7 @@ mod tests {
             protocol,
             ..TestSpec::default()
         };
-        let all = [
-            (TestKind::Stream, Protocol::Tcp),
-            (TestKind::Stream, Protocol::Udp),
-            (TestKind::Rr, Protocol::Tcp),
-            (TestKind::Rr, Protocol::Udp),
-            (TestKind::Crr, Protocol::Tcp),
-            (TestKind::Msg, Protocol::Tcp),
-        ];
+        let all = linerate_proto::test_type::ALL;
         let names: Vec<&str> = all
             .iter()
             .map(|&(k, p)| of(&spec(k, p)).rules.name)
