@@ -305,9 +305,17 @@ pub struct SweepUdpArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Engines to run, comma-separated; ratios are to the first.
-    #[arg(long, default_value = "syscall,batch,uring,zerocopy")]
-    pub engines: String,
+    /// Engines to run, comma-separated; ratios are to the first
+    /// [default: syscall,batch,uring,zerocopy; with --threading: syscall].
+    #[arg(long, value_name = "A,B,…")]
+    pub engines: Option<String>,
+    /// Threading models to run the test's N flows under (N from its
+    /// --flows N or -P N), comma-separated: per-flow (a thread per flow
+    /// per side, as -P N) or loop:T (T event-loop threads per side, as
+    /// --flows N --threads T), e.g. per-flow,loop:2,loop:1. With --engines
+    /// too: every engine under every model.
+    #[arg(long, value_name = "MODELS")]
+    pub threading: Option<String>,
     /// `both` runs every engine without and with --busy-poll (`on`: with
     /// it only), for a test that takes --busy-poll (tcp, udp, rr).
     #[arg(long, value_name = "both|on|off")]
