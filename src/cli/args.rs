@@ -188,12 +188,13 @@ pub enum Cmd {
     /// Run one test once per engine (and with and without busy polling)
     /// and print one table: each figure with its ratio to the first variant.
     ///
-    /// `linerate compare [HOST] tcp|udp|rr [test flags] --engines
-    /// syscall,batch,uring,zerocopy [--busy-poll both] [--preload LIB] [--repeat
-    /// N] [--plot FILE.svg] [--report FILE.html]`. Without HOST, each
-    /// variant runs against an embedded loopback server using the same
-    /// engine; with HOST, the server's own engine serves every variant.
-    /// --json and --csv carry every figure with its ratio to the first.
+    /// `linerate compare [HOST] tcp|udp|rr|crr [test flags] --engines
+    /// syscall,batch,uring,zerocopy [--threading per-flow,loop:T]
+    /// [--busy-poll both] [--preload LIB] [--repeat N] [--plot FILE.svg]
+    /// [--report FILE.html]`. Without HOST, each variant runs against an
+    /// embedded loopback server using the same engine; with HOST, the
+    /// server's own engine serves every variant. --json and --csv carry
+    /// every figure with its ratio to the first.
     Compare(CompareArgs),
     /// Run a test over a grid of sizes × rates: a table, an SVG plot of
     /// received vs sent, and optionally the highest zero-loss rate per size.

@@ -523,19 +523,14 @@ mod tests {
                 "compare tcp -t 1 --threading per-flow",
                 "needs the flow count",
             ),
-            // No event loops for UDP rr (yet) or with busy polling.
-            (
-                "compare rr --proto udp --flows 4 --threading per-flow,loop:1",
-                "--threading loop:1: --flows: event-loop flows run",
-            ),
+            // What the test refuses on event loops, refused per model.
             (
                 "compare tcp --flows 4 --threading per-flow,loop:1 --busy-poll both",
                 "--threading loop:1: --flows waits in epoll",
             ),
-            // rr's event loops run one size.
             (
-                "compare rr --sizes 1,64 --flows 4 --threading loop:1",
-                "--threading loop:1: --flows: rr and crr on event-loop flows run one size",
+                "compare udp --flows 4 --priority 5 --threading per-flow,loop:2",
+                "--threading loop:2: --priority renices receiving stream threads",
             ),
             // Local transports: no event loops, and not compare's to run.
             (

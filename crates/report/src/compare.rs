@@ -449,8 +449,8 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
     if let Some(n) = r.flows {
         writeln!(
             out,
-            "threading: {n} flows per side in each model: per-flow runs a thread per flow \
-             (-P {n}), loop:T runs them on T event-loop threads (--flows {n} --threads T)"
+            "threading: {n} flows per side; per-flow: a thread each (-P {n}); \
+             loop:T: T event-loop threads (--flows {n} --threads T)"
         )?;
     }
     if r.interrupted {
@@ -489,6 +489,56 @@ mod tests {
                 stats: None,
             }],
         }
+    }
+
+    fn fixture(json: &str) -> Report {
+        serde_json::from_str(json).expect("a report fixture")
+    }
+
+    #[test]
+    fn issue_26_fairness_is_jains_index_of_any_run_with_flows() {
+        // Event-loop flows: the index of their own sums.
+        let loops = fixture(include_str!("../tests/fixtures/tcp_flows.json"));
+        let sum = loops.sums[0].fairness.as_ref().map(|f| f.jain_index);
+        assert!(sum.is_some());
+        assert_eq!(jain_index(&loops), sum);
+        // Thread-per-flow streams (-P 2 each way): the same index from
+        // each stream's received rate, the least even direction.
+        let bidir = fixture(include_str!("../tests/fixtures/tcp_bidir.json"));
+        assert!(bidir.sums.iter().all(|s| s.fairness.is_none()));
+        let want = bidir
+            .sums
+            .iter()
+            .filter_map(|sum| {
+                let rates: Vec<f64> = bidir
+                    .streams
+                    .iter()
+                    .filter(|s| s.flow == sum.flow)
+                    .map(|s| s.receiver.bits_per_second)
+                    .collect();
+                linerate_stats::fairness::jain_index(&rates)
+            })
+            .reduce(f64::min);
+        assert!(want.is_some_and(|j| j > 0.0 && j <= 1.0));
+        assert_eq!(jain_index(&bidir), want);
+        // One flow has no fairness to speak of.
+        assert_eq!(
+            jain_index(&fixture(include_str!("../tests/fixtures/tcp.json"))),
+            None
+        );
+        // crr on event loops: its flows' transactions/s, and its CPU per
+        // transaction, in the figures.
+        let crr = fixture(include_str!("../tests/fixtures/crr_flows.json"));
+        let names: Vec<String> = metrics_of(&crr).into_iter().map(|m| m.name).collect();
+        for m in [
+            "transactions_per_second",
+            "client_cpu_us_per_transaction",
+            "jain_index",
+        ] {
+            assert!(names.iter().any(|n| n == m), "{m}: {names:?}");
+        }
+        let rr = fixture(include_str!("../tests/fixtures/rr.json"));
+        assert_eq!(jain_index(&rr), None);
     }
 
     #[test]
