@@ -505,6 +505,36 @@ mod tests {
                 "batch/loop:1"
             ]
         );
+        // --preload: the preloaded run under every model, its child
+        // given the model's flags.
+        let lib = std::env::temp_dir().join(format!("lr-preload3-{}.so", std::process::id()));
+        std::fs::write(&lib, b"x").expect("temp file");
+        let c = compare(&format!(
+            "compare rr -p 5999 --flows 2 --threading per-flow,loop:1 --preload {}",
+            lib.display()
+        ));
+        let _ = std::fs::remove_file(&lib);
+        let names: Vec<&str> = c.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["per-flow", "per-flow+preload", "loop:1", "loop:1+preload"]
+        );
+        assert_eq!(c.variants[3].threading.as_deref(), Some("loop:1"));
+        let p = c.variants[3].preload.as_ref().expect("a preload run");
+        assert_eq!(
+            p.tail,
+            [
+                "--sizes",
+                "1",
+                "--flows",
+                "2",
+                "--threads",
+                "1",
+                "--engine",
+                "syscall",
+                "--json"
+            ]
+        );
         // Without --threading nothing changes.
         let c = compare("compare tcp -P 2 --engines syscall");
         assert_eq!((c.flows, c.variants[0].threading.clone()), (None, None));
