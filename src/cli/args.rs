@@ -185,8 +185,9 @@ pub enum Cmd {
     /// The receiving process of `linerate msg` (started by it).
     #[command(name = "__msg-peer", hide = true)]
     MsgPeer(super::msg::MsgPeerArgs),
-    /// Run one test once per engine (and with and without busy polling)
-    /// and print one table: each figure with its ratio to the first variant.
+    /// Run one test once per engine (with and without busy polling, under
+    /// each --threading model) and print one table: each figure with its
+    /// ratio to the first variant.
     ///
     /// `linerate compare [HOST] tcp|udp|rr|crr [test flags] --engines
     /// syscall,batch,uring,zerocopy [--threading per-flow,loop:T]
@@ -318,7 +319,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "MODELS")]
     pub threading: Option<String>,
     /// `both` runs every engine without and with --busy-poll (`on`: with
-    /// it only), for a test that takes --busy-poll (tcp, udp, rr).
+    /// it only), for a test that takes --busy-poll (tcp, udp, rr, crr).
     #[arg(long, value_name = "both|on|off")]
     pub busy_poll: Option<String>,
     /// Add a run of the syscall engine with LD_PRELOAD=LIB on the client
@@ -342,7 +343,7 @@ pub struct CompareArgs {
     pub report: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// [HOST] tcp|udp|rr, then the test's flags (e.g. `udp -b 0 -l 1472 -t 2`).
+    /// [HOST] tcp|udp|rr|crr, then the test's flags (e.g. `udp -b 0 -l 1472 -t 2`).
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
