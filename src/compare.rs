@@ -88,6 +88,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, RunError> {
         server,
         start_unix_ms,
         args: cfg.args.clone(),
+        flows: cfg.flows,
         repeat: cfg.repeat,
         variants,
     };
@@ -138,6 +139,7 @@ fn variant(
                 .cloned()
         }),
         busy_poll: v.busy_poll,
+        threading: v.threading.clone(),
         preload: v.preload.as_ref().map(|p| p.lib.display().to_string()),
         client_ld_preload: last.and_then(|r| r.test.client_ld_preload.clone()),
         server_ld_preload: last.and_then(|r| r.test.server_ld_preload.clone()),

@@ -294,7 +294,7 @@ pub fn compare(cfg: &CompareConfig, r: &CompareReport) -> Result<()> {
         anyhow::bail!("--report: no variant could run, so there is nothing to report");
     };
     let kind = match r.test.as_str() {
-        "rr" => Kind::Latency,
+        "rr" | "crr" => Kind::Latency,
         "udp" => Kind::Udp,
         _ => Kind::Tcp,
     };

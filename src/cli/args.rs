@@ -185,15 +185,17 @@ pub enum Cmd {
     /// The receiving process of `linerate msg` (started by it).
     #[command(name = "__msg-peer", hide = true)]
     MsgPeer(super::msg::MsgPeerArgs),
-    /// Run one test once per engine (and with and without busy polling)
-    /// and print one table: each figure with its ratio to the first variant.
+    /// Run one test once per engine (with and without busy polling, under
+    /// each --threading model) and print one table: each figure with its
+    /// ratio to the first variant.
     ///
-    /// `linerate compare [HOST] tcp|udp|rr [test flags] --engines
-    /// syscall,batch,uring,zerocopy [--busy-poll both] [--preload LIB] [--repeat
-    /// N] [--plot FILE.svg] [--report FILE.html]`. Without HOST, each
-    /// variant runs against an embedded loopback server using the same
-    /// engine; with HOST, the server's own engine serves every variant.
-    /// --json and --csv carry every figure with its ratio to the first.
+    /// `linerate compare [HOST] tcp|udp|rr|crr [test flags] --engines
+    /// syscall,batch,uring,zerocopy [--threading per-flow,loop:T]
+    /// [--busy-poll both] [--preload LIB] [--repeat N] [--plot FILE.svg]
+    /// [--report FILE.html]`. Without HOST, each variant runs against an
+    /// embedded loopback server using the same engine; with HOST, the
+    /// server's own engine serves every variant. --json and --csv carry
+    /// every figure with its ratio to the first.
     Compare(CompareArgs),
     /// Run a test over a grid of sizes × rates: a table, an SVG plot of
     /// received vs sent, and optionally the highest zero-loss rate per size.
@@ -305,11 +307,19 @@ pub struct SweepUdpArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Engines to run, comma-separated; ratios are to the first.
-    #[arg(long, default_value = "syscall,batch,uring,zerocopy")]
-    pub engines: String,
+    /// Engines to run, comma-separated; ratios are to the first
+    /// [default: syscall,batch,uring,zerocopy; with --threading: syscall].
+    #[arg(long, value_name = "A,B,…")]
+    pub engines: Option<String>,
+    /// Threading models to run the test's N flows under (N from its
+    /// --flows N or -P N), comma-separated: per-flow (a thread per flow
+    /// per side, as -P N) or loop:T (T event-loop threads per side, as
+    /// --flows N --threads T), e.g. per-flow,loop:2,loop:1. With --engines
+    /// too: every engine under every model.
+    #[arg(long, value_name = "MODELS")]
+    pub threading: Option<String>,
     /// `both` runs every engine without and with --busy-poll (`on`: with
-    /// it only), for a test that takes --busy-poll (tcp, udp, rr).
+    /// it only), for a test that takes --busy-poll (tcp, udp, rr, crr).
     #[arg(long, value_name = "both|on|off")]
     pub busy_poll: Option<String>,
     /// Add a run of the syscall engine with LD_PRELOAD=LIB on the client
@@ -333,7 +343,7 @@ pub struct CompareArgs {
     pub report: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// [HOST] tcp|udp|rr, then the test's flags (e.g. `udp -b 0 -l 1472 -t 2`).
+    /// [HOST] tcp|udp|rr|crr, then the test's flags (e.g. `udp -b 0 -l 1472 -t 2`).
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,

@@ -26,6 +26,7 @@ mod server;
 mod sweep;
 use sweep::validate_sweep;
 mod tcp;
+mod threading;
 mod udp;
 mod values;
 
@@ -72,10 +73,12 @@ pub use host::{DoctorConfig, HostFormat, IfaceConfig, PingConfig};
 /// `linerate compare`: one test, run once per variant.
 #[derive(Debug, Clone)]
 pub struct CompareConfig {
-    /// `tcp`, `udp` or `rr`.
+    /// `tcp`, `udp`, `rr` or `crr`.
     pub test: String,
     /// The test's flags as given.
     pub args: Vec<String>,
+    /// `--threading`: the flows every model runs.
+    pub flows: Option<u32>,
     pub variants: Vec<CompareVariantConfig>,
     pub format: Format,
     /// `--repeat N`: runs per variant (1 without it).
@@ -93,6 +96,9 @@ pub struct CompareVariantConfig {
     pub name: String,
     pub engine: String,
     pub busy_poll: bool,
+    /// `--threading`: the model this variant runs its flows under
+    /// (`per-flow`, `loop:T`).
+    pub threading: Option<String>,
     pub config: Result<ClientConfig, String>,
     /// `--preload LIB`: this variant's client runs in a child process with
     /// `LD_PRELOAD=LIB` (a library is only loaded when a process starts).

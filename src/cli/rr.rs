@@ -195,6 +195,12 @@ fn local_transport(r: &mut args::RrArgs, kind: TestKind) -> Result<Option<Transp
     if r.rate.is_some() {
         bail!("--rate: a local --transport {t} is not paced");
     }
+    if r.flows.is_some() {
+        bail!(
+            "--flows: a local --transport {t} runs a thread per flow on each end (-P N); \
+             event-loop flows (--flows) run over the network"
+        );
+    }
     if r.proto != "tcp" {
         bail!("--transport {t} replaces --proto");
     }

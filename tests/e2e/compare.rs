@@ -726,3 +726,171 @@ fn issue_8_compare_rr_busy_poll_both_is_a_variant_axis() {
         );
     }
 }
+
+/// The metric `name` of a compare variant (JSON), if it has it.
+fn metric(v: &Value, name: &str) -> Option<f64> {
+    v["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .find(|m| m["name"] == name)
+        .map(|m| f(&m["value"]))
+}
+
+/// `compare --threading`: the same flows thread-per-flow and on event
+/// loops, one after the other against one server, a variant per model
+/// with its throughput, both sides' CPU and the flows' fairness.
+#[test]
+fn issue_26_compare_threading_runs_each_model_against_one_server() {
+    let mut server = Server::start(&[]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "compare",
+        "127.0.0.1",
+        "tcp",
+        "-p",
+        &port,
+        "--flows",
+        "8",
+        "--threading",
+        "per-flow,loop:2,loop:1",
+        "-t",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(r["flows"], 8, "{r}");
+    let vs = r["variants"].as_array().expect("variants");
+    let names: Vec<&str> = vs.iter().filter_map(|v| v["name"].as_str()).collect();
+    assert_eq!(names, ["per-flow", "loop:2", "loop:1"], "{r}");
+    for v in vs {
+        assert!(v.get("error").is_none(), "{v}");
+        assert_eq!(v["threading"], v["name"], "{v}");
+        assert_eq!(v["client_engine"], "syscall", "{v}");
+        for m in [
+            "receiver_bits_per_second",
+            "client_cpu_percent",
+            "server_cpu_percent",
+            "client_service_demand_us_per_kib",
+            "server_service_demand_us_per_kib",
+        ] {
+            assert!(metric(v, m).is_some_and(|x| x > 0.0), "{m}: {v}");
+        }
+        // Eight flows each way: how evenly they shared, every model.
+        let j = metric(v, "jain_index").expect("fairness");
+        assert!(j > 0.0 && j <= 1.0 + 1e-9, "{v}");
+    }
+    assert!(server.alive());
+}
+
+/// rr over threading models: transactions/s and CPU per transaction per
+/// model, in CSV, with the bar chart and page labelled per model; and the
+/// models a test cannot run, refused before anything runs.
+#[test]
+fn issue_26_compare_threading_rr_plots_each_model_and_refuses_bad_models() {
+    let dir = std::env::temp_dir().join(format!("linerate-threading-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let (svg, html) = (dir.join("t.svg"), dir.join("t.html"));
+    let (svg_s, html_s) = (
+        svg.to_str().expect("path").to_owned(),
+        html.to_str().expect("path").to_owned(),
+    );
+    let mut server = Server::start(&[]);
+    let port = server.port_str();
+    let args = [
+        "compare",
+        "127.0.0.1",
+        "rr",
+        "-p",
+        &port,
+        "-P",
+        "4",
+        "-t",
+        "0.5",
+        "--threading",
+        "per-flow,loop:1",
+        "--plot",
+        &svg_s,
+        "--report",
+        &html_s,
+        "--csv",
+    ];
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = text.lines().next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (variant, metric_col, value, threading) = (
+        col("variant"),
+        col("metric"),
+        col("value"),
+        col("threading"),
+    );
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    for model in ["per-flow", "loop:1"] {
+        for m in [
+            "transactions_per_second",
+            "client_cpu_percent",
+            "server_cpu_percent",
+            "client_cpu_us_per_transaction",
+        ] {
+            let row = rows
+                .iter()
+                .find(|r| r[variant] == model && r[metric_col] == m)
+                .unwrap_or_else(|| panic!("no {model} {m} in {text}"));
+            assert_eq!(row[threading], model, "{row:?}");
+            let v: f64 = row[value].parse().expect("a number");
+            assert!(v > 0.0, "{row:?}");
+        }
+    }
+    let plot = std::fs::read_to_string(&svg).expect("plot written");
+    assert!(
+        plot.contains("per-flow") && plot.contains("loop:1"),
+        "{plot}"
+    );
+    let page = std::fs::read_to_string(&html).expect("page written");
+    assert!(page.contains("loop:1"), "no model in the page");
+    let _ = std::fs::remove_dir_all(&dir);
+    for (args, why) in [
+        (
+            &["compare", "tcp", "--flows", "4", "--threading", "loop:0"][..],
+            "whole number",
+        ),
+        (
+            &[
+                "compare",
+                "tcp",
+                "--flows",
+                "4",
+                "--threading",
+                "per-flow,epoll",
+            ][..],
+            "\"epoll\" is not a threading model",
+        ),
+        (
+            &[
+                "compare",
+                "udp",
+                "--flows",
+                "4",
+                "--priority",
+                "5",
+                "--threading",
+                "per-flow,loop:1",
+            ][..],
+            "--threading loop:1: --priority",
+        ),
+        (
+            &["compare", "tcp", "-t", "1", "--threading", "per-flow"][..],
+            "needs the flow count",
+        ),
+    ] {
+        let out = run_client(args, Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{args:?}: {}", stderr(&out));
+    }
+    assert!(server.alive());
+}

@@ -321,9 +321,9 @@ pub fn build_rr(
     }
 }
 
-/// `--flows`: how evenly `of` (one direction's flows) shared the path,
-/// by each flow's received rate.
-fn fairness(of: &[&StreamSummary]) -> Option<crate::model::Fairness> {
+/// `--flows` (and compare's thread-per-flow rows): how evenly `of` (one
+/// direction's flows) shared the path, by each flow's received rate.
+pub(crate) fn fairness(of: &[&StreamSummary]) -> Option<crate::model::Fairness> {
     use linerate_stats::fairness::{jain_index, min_median_max};
     let rates: Vec<f64> = of.iter().map(|s| s.receiver.bits_per_second).collect();
     let (min, median, max) = min_median_max(&rates)?;

@@ -1,5 +1,5 @@
 //! `linerate compare`: the same test once per variant (engine, busy
-//! polling), reduced to the figures a user compares, each with its ratio to
+//! polling, threading model), reduced to the figures a user compares, each with its ratio to
 //! the first variant; and its renderers (a table, JSON, CSV).
 //!
 //! Every figure is taken from that variant's own [`Report`]s; a figure the
@@ -24,7 +24,7 @@ pub const COMPARE_SCHEMA: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareReport {
     pub schema: u32,
-    /// The test run for every variant: `tcp`, `udp` or `rr`.
+    /// The test run for every variant: `tcp`, `udp`, `rr` or `crr`.
     pub test: String,
     /// The server as the first completed run connected to it (`host:port`;
     /// absent when nothing ran).
@@ -35,6 +35,10 @@ pub struct CompareReport {
     pub start_unix_ms: u64,
     /// The test's flags, as given (the same for every variant).
     pub args: Vec<String>,
+    /// `--threading`: the flows every threading model ran (absent
+    /// without it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub flows: Option<u32>,
     /// Runs per variant (`--repeat N`; 1 without it). Runs are interleaved:
     /// every variant's first run, then every variant's second, …
     #[serde(default = "one")]
@@ -50,7 +54,8 @@ pub struct CompareReport {
 /// One variant's run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareVariant {
-    /// `ENGINE` or `ENGINE+busy-poll`.
+    /// `ENGINE` or `ENGINE+busy-poll`; with `--threading`, `MODEL` (or
+    /// `ENGINE/MODEL` with `--engines` too), e.g. `loop:2`.
     pub name: String,
     /// The engine asked for (`auto` included).
     pub engine: String,
@@ -64,6 +69,11 @@ pub struct CompareVariant {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub engine_note: Option<String>,
     pub busy_poll: bool,
+    /// `--threading`: the model this variant ran its flows under:
+    /// `per-flow` (a thread per flow per side, `-P N`) or `loop:T` (T
+    /// event-loop threads per side, `--flows N --threads T`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub threading: Option<String>,
     /// `--preload LIB`: the library this variant's client ran under
     /// (`LD_PRELOAD`, in a process of its own).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -111,7 +121,7 @@ fn one() -> u32 {
 /// compares first.
 pub fn headline(test: &str) -> &'static str {
     match test {
-        "rr" => "transactions_per_second",
+        "rr" | "crr" => "transactions_per_second",
         "udp" => "received_datagrams_per_second",
         _ => "receiver_bits_per_second",
     }
@@ -164,6 +174,9 @@ pub const METRICS: &[(&str, &str)] = &[
     ("server_busiest_thread_percent", "% of a core"),
     ("client_service_demand_us_per_kib", "µs/KiB"),
     ("server_service_demand_us_per_kib", "µs/KiB"),
+    ("client_cpu_us_per_transaction", "µs"),
+    ("server_cpu_us_per_transaction", "µs"),
+    ("jain_index", "1 = even"),
 ];
 
 /// The figures of one report (see [`METRICS`]). Request/response tests
@@ -208,6 +221,21 @@ pub fn metrics_of(r: &Report) -> Vec<Metric> {
     if let Some(d) = r.cpu.server.service_demand_us_per_kib {
         v.push(("server_service_demand_us_per_kib", d));
     }
+    if let Some(rr) = &r.rr {
+        for (name, d) in [
+            (
+                "client_cpu_us_per_transaction",
+                rr.client_cpu_us_per_transaction,
+            ),
+            (
+                "server_cpu_us_per_transaction",
+                rr.server_cpu_us_per_transaction,
+            ),
+        ] {
+            v.extend(d.map(|d| (name, d)));
+        }
+    }
+    v.extend(jain_index(r).map(|j| ("jain_index", j)));
     v.into_iter()
         .map(|(name, value)| Metric {
             name: name.into(),
@@ -216,6 +244,35 @@ pub fn metrics_of(r: &Report) -> Vec<Metric> {
             stats: None,
         })
         .collect()
+}
+
+/// How evenly the test's flows shared the path, where it had more than
+/// one: Jain's index of the flows' received rates (the least even
+/// direction), or of their transactions/s (rr and crr on event loops,
+/// whose reports keep per-flow counts). Thread-per-flow streams get the
+/// same index from their per-stream figures as event-loop flows get in
+/// their sums.
+fn jain_index(r: &Report) -> Option<f64> {
+    if let Some(rr) = &r.rr {
+        return rr
+            .phases
+            .first()
+            .and_then(|p| p.per_flow.as_ref())
+            .filter(|f| f.transactions.len() > 1)
+            .map(|f| f.jain_index);
+    }
+    r.sums
+        .iter()
+        .filter_map(|sum| match &sum.fairness {
+            Some(f) => Some(f.clone()),
+            None => {
+                let of: Vec<_> = r.streams.iter().filter(|s| s.flow == sum.flow).collect();
+                crate::build::fairness(&of)
+            }
+        })
+        .filter(|f| f.flows > 1)
+        .map(|f| f.jain_index)
+        .reduce(f64::min)
 }
 
 /// Fills every metric's ratio to the first variant's.
@@ -262,7 +319,7 @@ fn csv(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "variant,engine,busy_poll,metric,unit,value,ratio,error,n,sd,ci95_low,ci95_high,\
-         client_ld_preload,server_ld_preload"
+         client_ld_preload,server_ld_preload,threading"
     )?;
     let opt = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
     // A path may hold a comma or a quote: quote it, doubling quotes (RFC 4180).
@@ -272,9 +329,10 @@ fn csv(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
     };
     for v in &r.variants {
         let preload = format!(
-            "{},{}",
+            "{},{},{}",
             text(&v.client_ld_preload),
-            text(&v.server_ld_preload)
+            text(&v.server_ld_preload),
+            v.threading.as_deref().unwrap_or_default()
         );
         if let Some(e) = &v.error {
             let e = e.replace('"', "'");
@@ -388,6 +446,13 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "{}: {f}", v.name)?;
         }
     }
+    if let Some(n) = r.flows {
+        writeln!(
+            out,
+            "threading: {n} flows per side; per-flow: a thread each (-P {n}); \
+             loop:T: T event-loop threads (--flows {n} --threads T)"
+        )?;
+    }
     if r.interrupted {
         writeln!(
             out,
@@ -410,6 +475,7 @@ mod tests {
             server_engine: Some(name.into()),
             engine_note: None,
             busy_poll: false,
+            threading: None,
             preload: None,
             client_ld_preload: None,
             server_ld_preload: None,
@@ -423,6 +489,56 @@ mod tests {
                 stats: None,
             }],
         }
+    }
+
+    fn fixture(json: &str) -> Report {
+        serde_json::from_str(json).expect("a report fixture")
+    }
+
+    #[test]
+    fn issue_26_fairness_is_jains_index_of_any_run_with_flows() {
+        // Event-loop flows: the index of their own sums.
+        let loops = fixture(include_str!("../tests/fixtures/tcp_flows.json"));
+        let sum = loops.sums[0].fairness.as_ref().map(|f| f.jain_index);
+        assert!(sum.is_some());
+        assert_eq!(jain_index(&loops), sum);
+        // Thread-per-flow streams (-P 2 each way): the same index from
+        // each stream's received rate, the least even direction.
+        let bidir = fixture(include_str!("../tests/fixtures/tcp_bidir.json"));
+        assert!(bidir.sums.iter().all(|s| s.fairness.is_none()));
+        let want = bidir
+            .sums
+            .iter()
+            .filter_map(|sum| {
+                let rates: Vec<f64> = bidir
+                    .streams
+                    .iter()
+                    .filter(|s| s.flow == sum.flow)
+                    .map(|s| s.receiver.bits_per_second)
+                    .collect();
+                linerate_stats::fairness::jain_index(&rates)
+            })
+            .reduce(f64::min);
+        assert!(want.is_some_and(|j| j > 0.0 && j <= 1.0));
+        assert_eq!(jain_index(&bidir), want);
+        // One flow has no fairness to speak of.
+        assert_eq!(
+            jain_index(&fixture(include_str!("../tests/fixtures/tcp.json"))),
+            None
+        );
+        // crr on event loops: its flows' transactions/s, and its CPU per
+        // transaction, in the figures.
+        let crr = fixture(include_str!("../tests/fixtures/crr_flows.json"));
+        let names: Vec<String> = metrics_of(&crr).into_iter().map(|m| m.name).collect();
+        for m in [
+            "transactions_per_second",
+            "client_cpu_us_per_transaction",
+            "jain_index",
+        ] {
+            assert!(names.iter().any(|n| n == m), "{m}: {names:?}");
+        }
+        let rr = fixture(include_str!("../tests/fixtures/rr.json"));
+        assert_eq!(jain_index(&rr), None);
     }
 
     #[test]
@@ -453,6 +569,7 @@ mod tests {
             start_unix_ms: 0,
             interrupted: false,
             args: vec!["-t".into(), "2".into()],
+            flows: None,
             repeat: 1,
             variants: vs,
         };
@@ -470,7 +587,7 @@ mod tests {
         assert!(c
             .lines()
             .next()
-            .is_some_and(|h| h.ends_with(",client_ld_preload,server_ld_preload")));
+            .is_some_and(|h| h.ends_with(",client_ld_preload,server_ld_preload,threading")));
         assert!(c.contains(",\"/opt/x,y/libonload.so\","), "{c}");
     }
 }

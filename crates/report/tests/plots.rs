@@ -319,6 +319,7 @@ fn comparison(test: &str, fixture_name: &str) -> linerate_report::compare::Compa
         server_engine: None,
         engine_note: None,
         busy_poll: false,
+        threading: None,
         preload: None,
         client_ld_preload: None,
         server_ld_preload: None,
@@ -340,6 +341,7 @@ fn comparison(test: &str, fixture_name: &str) -> linerate_report::compare::Compa
         interrupted: false,
         start_unix_ms: base.test.start_unix_ms,
         args: vec!["-t".into(), "2".into()],
+        flows: None,
         repeat: 2,
         variants,
     }
