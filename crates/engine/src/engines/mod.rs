@@ -169,9 +169,15 @@ impl EngineKind {
     /// sends one unchanging buffer from a file, which is a TCP stream's
     /// bytes and nothing else (a UDP datagram or an rr message changes on
     /// every send). Refused by name, never replaced by another engine.
+    /// `uring` with `--flows` runs the completion loop, which covers the
+    /// kinds of flows [`crate::event_loop::ring::refusal`] says, where
+    /// this kernel has multishot receives.
     pub fn refusal(self, spec: &TestSpec) -> Option<String> {
         if let EngineKind::Xdp(_) = self {
             return xdp_refusal(spec);
+        }
+        if let (EngineKind::Uring { .. }, Some(_)) = (self, spec.flows) {
+            return crate::event_loop::ring::refusal(spec);
         }
         if self != (EngineKind::ZeroCopy { sendfile: true }) {
             return None;
