@@ -676,6 +676,44 @@ mod tests {
     }
 
     #[test]
+    fn issue_26_uring_flows_run_streams_and_refuse_rr_and_crr_by_name() {
+        use linerate_proto::spec::Flows;
+        let uring = EngineKind::Uring { sqpoll: false };
+        let flows = Some(Flows {
+            count: 8,
+            threads: 2,
+        });
+        // Where this kernel runs them, TCP and UDP stream flows run.
+        let here = crate::event_loop::ring::unavailable();
+        for protocol in [Protocol::Tcp, Protocol::Udp] {
+            let spec = TestSpec {
+                protocol,
+                flows,
+                ..TestSpec::default()
+            };
+            assert_eq!(uring.refusal(&spec), here, "{protocol:?}");
+        }
+        for kind in [TestKind::Rr, TestKind::Crr] {
+            let spec = TestSpec {
+                kind,
+                flows,
+                ..TestSpec::default()
+            };
+            let why = uring.refusal(&spec).expect("refused");
+            assert!(
+                why.contains("rr and crr flows have no completion loop"),
+                "{why}"
+            );
+            // Without --flows, uring runs rr on its own threads.
+            let one = TestSpec {
+                flows: None,
+                ..spec
+            };
+            assert_eq!(uring.refusal(&one), None);
+        }
+    }
+
+    #[test]
     fn issue_25_xdp_runs_udp_streams_and_rr_and_refuses_the_rest_by_name() {
         use linerate_proto::spec::Direction;
         let xdp = EngineKind::Xdp(Xdp::default());

@@ -13,7 +13,7 @@
 //!   buffer is never written, so every sender of the thread shares it);
 //!   its completion counts the bytes and gives the flow its next turn. At
 //!   the side's stop (or its byte count) it shuts down its write side
-//!   once its send is in, as the epoll loop does.
+//!   once its send is in (at the stop, cancelled), as the epoll loop does.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -239,13 +239,17 @@ impl RingFlow for RingTcp {
         self.settle(r, sh)
     }
 
-    /// Time is up: a sender finishes now, or once its send is in.
-    fn stop(&mut self, _me: usize, _io: &mut RingIo, sh: &mut RingShared) -> bool {
+    /// Time is up: a sender finishes now, or once its send is in (asked
+    /// to cancel: a send waiting for room in a full socket buffer would
+    /// hold the flow's end past the side's).
+    fn stop(&mut self, me: usize, io: &mut RingIo, sh: &mut RingShared) -> bool {
         let Some(Io::Tx(tx)) = &mut self.st.io else {
             return false;
         };
         if self.sending {
             self.stopping = true;
+            // Failing to ask only means waiting for the send to complete.
+            let _ = io.cancel(me, OP_SEND);
             return false;
         }
         let r = finish(tx, &self.st.flow.sock);
