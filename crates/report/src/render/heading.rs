@@ -73,7 +73,7 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
 /// (`linerate_engine::event_loop::LoopKind`): `uring` runs io_uring
 /// completion loops, every other engine epoll readiness loops.
 fn loop_kind(engine: &str) -> &'static str {
-    if engine.split(|c: char| c == ':' || c == ' ').next() == Some("uring") {
+    if engine.split([':', ' ']).next() == Some("uring") {
         "io_uring"
     } else {
         "epoll"
