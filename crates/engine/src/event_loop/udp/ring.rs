@@ -17,8 +17,8 @@
 //!   completions say how many went out, and the flow gets its next turn.
 //!   The connected socket needs no address, so each is a plain `SEND` (a
 //!   `sendmsg` without a header). Paced flows wait on the loop's timer
-//!   heap. At the side's stop a sender with sends in flight ends when
-//!   their completions are in.
+//!   heap. At the side's stop a sender with sends in flight cancels them
+//!   and ends when their completions are in.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -350,13 +350,16 @@ impl RingFlow for RingUdp {
         self.settle(r, &mut sh.sh)
     }
 
-    /// Time is up: a sender finishes now, or once its sends are in.
-    fn stop(&mut self, _me: usize, _io: &mut RingIo, sh: &mut RingShared) -> bool {
+    /// Time is up: a sender finishes now, or once its sends are in (asked
+    /// to cancel: the first's cancel ends the rest of its linked batch).
+    fn stop(&mut self, me: usize, io: &mut RingIo, sh: &mut RingShared) -> bool {
         if self.st.flow.role != Role::Sender {
             return false;
         }
         if self.sending > 0 {
             self.stopping = true;
+            // Failing to ask only means waiting for the sends to complete.
+            let _ = io.cancel(me, OP_SEND);
             return false;
         }
         self.st.end_now(Ok(()), &mut sh.sh);
