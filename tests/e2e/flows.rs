@@ -263,7 +263,7 @@ fn issue_26_json_lines_gives_each_flow_a_record_per_interval() {
 
 /// Every UDP flow's loss is its own and exact: its received and lost
 /// datagrams add up to what its sender issued.
-fn assert_udp_flows_account(r: &serde_json::Value, flows: usize) {
+pub(crate) fn assert_udp_flows_account(r: &serde_json::Value, flows: usize) {
     let streams = r["streams"].as_array().expect("streams");
     assert_eq!(streams.len(), flows, "{}", r["test"]);
     for s in streams {

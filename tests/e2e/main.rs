@@ -27,5 +27,6 @@ mod speed;
 mod tcp;
 mod udp;
 mod uring_engines;
+mod uring_flows;
 mod ux;
 mod xdp;

@@ -169,9 +169,15 @@ impl EngineKind {
     /// sends one unchanging buffer from a file, which is a TCP stream's
     /// bytes and nothing else (a UDP datagram or an rr message changes on
     /// every send). Refused by name, never replaced by another engine.
+    /// `uring` with `--flows` runs the completion loop, which covers the
+    /// kinds of flows [`crate::event_loop::ring::refusal`] says, where
+    /// this kernel has multishot receives.
     pub fn refusal(self, spec: &TestSpec) -> Option<String> {
         if let EngineKind::Xdp(_) = self {
             return xdp_refusal(spec);
+        }
+        if let (EngineKind::Uring { .. }, Some(_)) = (self, spec.flows) {
+            return crate::event_loop::ring::refusal(spec);
         }
         if self != (EngineKind::ZeroCopy { sendfile: true }) {
             return None;
@@ -667,6 +673,44 @@ mod tests {
             e.to_string(),
             "unknown engine \"warp\"; this build has: syscall, batch, uring, uring:sqpoll, zerocopy, zerocopy:sendfile, xdp"
         );
+    }
+
+    #[test]
+    fn issue_26_uring_flows_run_streams_and_refuse_rr_and_crr_by_name() {
+        use linerate_proto::spec::Flows;
+        let uring = EngineKind::Uring { sqpoll: false };
+        let flows = Some(Flows {
+            count: 8,
+            threads: 2,
+        });
+        // Where this kernel runs them, TCP and UDP stream flows run.
+        let here = crate::event_loop::ring::unavailable();
+        for protocol in [Protocol::Tcp, Protocol::Udp] {
+            let spec = TestSpec {
+                protocol,
+                flows,
+                ..TestSpec::default()
+            };
+            assert_eq!(uring.refusal(&spec), here, "{protocol:?}");
+        }
+        for kind in [TestKind::Rr, TestKind::Crr] {
+            let spec = TestSpec {
+                kind,
+                flows,
+                ..TestSpec::default()
+            };
+            let why = uring.refusal(&spec).expect("refused");
+            assert!(
+                why.contains("rr and crr flows have no completion loop"),
+                "{why}"
+            );
+            // Without --flows, uring runs rr on its own threads.
+            let one = TestSpec {
+                flows: None,
+                ..spec
+            };
+            assert_eq!(uring.refusal(&one), None);
+        }
     }
 
     #[test]

@@ -260,13 +260,13 @@ impl Alarm {
 /// The loop's due times: one heap for all its flows, each flow armed at
 /// most once (a flow woken by an edge before its time leaves its entry
 /// behind, skipped when it comes up).
-struct Timers {
+pub(super) struct Timers {
     heap: BinaryHeap<Reverse<(Instant, usize)>>,
     armed: Vec<Option<Instant>>,
 }
 
 impl Timers {
-    fn new(flows: usize) -> Self {
+    pub(super) fn new(flows: usize) -> Self {
         Timers {
             heap: BinaryHeap::new(),
             armed: vec![None; flows],
@@ -274,7 +274,7 @@ impl Timers {
     }
 
     /// Flow `i` waits until `due` (at the latest).
-    fn arm(&mut self, i: usize, due: Instant) {
+    pub(super) fn arm(&mut self, i: usize, due: Instant) {
         if self.armed[i] != Some(due) {
             self.armed[i] = Some(due);
             self.heap.push(Reverse((due, i)));
@@ -293,12 +293,12 @@ impl Timers {
     }
 
     /// The earliest due time.
-    fn next(&self) -> Option<Instant> {
+    pub(super) fn next(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((due, _))| *due)
     }
 
     /// A flow whose armed time is at or before `now`, disarmed.
-    fn pop_due(&mut self, now: Instant) -> Option<usize> {
+    pub(super) fn pop_due(&mut self, now: Instant) -> Option<usize> {
         while let Some(Reverse((due, i))) = self.heap.peek().copied() {
             if due > now {
                 return None;
@@ -314,7 +314,7 @@ impl Timers {
 }
 
 /// Queues every open flow that is not queued yet.
-fn wake_all(done: &[bool], queued: &mut [bool], ready: &mut VecDeque<usize>) {
+pub(super) fn wake_all(done: &[bool], queued: &mut [bool], ready: &mut VecDeque<usize>) {
     for (i, (d, q)) in done.iter().zip(queued.iter_mut()).enumerate() {
         if !*d && !*q {
             *q = true;

@@ -18,9 +18,14 @@
 //! - [`udp`]: UDP stream flows (paced senders on the loop's timer heap,
 //!   receivers to their drain deadline, each flow's loss its own).
 //! - [`split`]: which loop thread serves which flow, and its name.
+//! - [`ring`]: the completion loop `--engine uring` runs instead of the
+//!   readiness loop (one io_uring per thread, multishot receives into the
+//!   thread's provided buffers, queued sends); the TCP and UDP flows keep
+//!   their epoll kinds' state, cores and measurements.
 
 mod driver;
 pub mod fds;
+pub mod ring;
 mod split;
 pub mod tcp;
 pub mod udp;
@@ -30,12 +35,38 @@ pub use driver::{drive, LoopFlow, Turn};
 use crate::engines::EngineKind;
 use linerate_proto::spec::Protocol;
 
-/// The engine a side's loops run when asked for `kind`: what the report
-/// names (TCP: [`tcp::engine_for`]; UDP: [`udp::ENGINE`]).
+/// The engine a side's stream loops run when asked for `kind`: what the
+/// report names. `uring` runs the completion loop ([`ring`]); the rest
+/// run on epoll (TCP: [`tcp::engine_for`]; UDP: [`udp::ENGINE`]).
 pub fn engine_for(kind: EngineKind, protocol: Protocol) -> EngineKind {
-    match protocol {
-        Protocol::Udp => udp::ENGINE,
-        Protocol::Tcp => tcp::engine_for(kind),
+    match (protocol, kind) {
+        (_, EngineKind::Uring { .. }) => kind,
+        (Protocol::Udp, _) => udp::ENGINE,
+        (Protocol::Tcp, _) => tcp::engine_for(kind),
     }
 }
-pub use split::{label, split};
+
+/// How a loop waits for its flows: readiness (epoll) or completions
+/// (io_uring), by the engine it runs ([`engine_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopKind {
+    Epoll,
+    IoUring,
+}
+
+impl LoopKind {
+    pub fn of(engine: EngineKind) -> LoopKind {
+        match engine {
+            EngineKind::Uring { .. } => LoopKind::IoUring,
+            _ => LoopKind::Epoll,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LoopKind::Epoll => "epoll",
+            LoopKind::IoUring => "io_uring",
+        }
+    }
+}
+pub use split::{label, label_of, split};

@@ -1,5 +1,7 @@
 //! Spreading a side's flows over its loop threads.
 
+use super::LoopKind;
+
 /// Deals `items` out to `threads` loops round-robin (flow `i` to loop
 /// `i % threads`), so each direction's flows spread evenly; never more
 /// loops than items, never an empty one.
@@ -13,12 +15,18 @@ pub fn split<T>(items: Vec<T>, threads: usize) -> Vec<Vec<T>> {
     out
 }
 
-/// How the report names loop `t` (from 0) of `flows` flows: its CPU
-/// figures (the busiest thread) are the loop's, not one flow's.
+/// How the report names loop `t` (from 0) of `flows` flows on epoll: its
+/// CPU figures (the busiest thread) are the loop's, not one flow's.
 pub fn label(t: usize, flows: usize) -> String {
+    label_of(LoopKind::Epoll, t, flows)
+}
+
+/// [`label`] for a loop of `kind`, which it names.
+pub fn label_of(kind: LoopKind, t: usize, flows: usize) -> String {
     format!(
-        "event loop {} ({flows} flow{})",
+        "event loop {} ({}, {flows} flow{})",
         t + 1,
+        kind.name(),
         if flows == 1 { "" } else { "s" }
     )
 }

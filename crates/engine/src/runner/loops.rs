@@ -69,6 +69,7 @@ pub(super) fn spawn_loops(
         })
         .collect();
     let ctx = LoopCtx {
+        kind: event_loop::LoopKind::of(engine),
         params,
         signals,
         done,
@@ -122,6 +123,7 @@ pub(super) fn spawn_loops(
     }
     if !udp.is_empty() {
         let up = UdpLoopParams {
+            engine,
             len: params.len,
             udp: params.udp.clone().unwrap_or_default(),
             start,
@@ -144,6 +146,8 @@ pub(super) fn spawn_loops(
 
 /// What every loop thread of a side is started with.
 struct LoopCtx<'a> {
+    /// What the loops wait with (named in their threads' labels).
+    kind: event_loop::LoopKind,
     params: &'a RunParams,
     signals: &'a Arc<Signals>,
     done: &'a Sender<Finished>,
@@ -164,7 +168,7 @@ where
         let tid = Arc::default();
         run.threads.push(Watched {
             tid: Arc::clone(&tid),
-            label: event_loop::label(t, ids.len()),
+            label: event_loop::label_of(ctx.kind, t, ids.len()),
             last: None,
         });
         let flows = ids.len();

@@ -42,11 +42,12 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
     };
     let streams = match i.flows {
         Some(f) => format!(
-            "{} flow{} on {} event-loop thread{}",
+            "{} flow{} on {} event-loop thread{} ({})",
             f.count,
             if f.count == 1 { "" } else { "s" },
             f.threads,
-            if f.threads == 1 { "" } else { "s" }
+            if f.threads == 1 { "" } else { "s" },
+            loop_kind(engine)
         ),
         None => format!(
             "{} stream{}",
@@ -65,6 +66,17 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
         format!("{line} · busy polling")
     } else {
         line
+    }
+}
+
+/// What a side's stream loops waited with, by the engine they ran
+/// (`linerate_engine::event_loop::LoopKind`): `uring` runs io_uring
+/// completion loops, every other engine epoll readiness loops.
+fn loop_kind(engine: &str) -> &'static str {
+    if engine.split([':', ' ']).next() == Some("uring") {
+        "io_uring"
+    } else {
+        "epoll"
     }
 }
 

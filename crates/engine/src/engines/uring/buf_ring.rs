@@ -9,7 +9,7 @@ use io_uring::{types, IoUring};
 
 /// A provided buffer ring: `entries` buffers of `size` bytes that the
 /// kernel picks from for each received datagram.
-pub(super) struct BufRing {
+pub(crate) struct BufRing {
     /// The ring of `io_uring_buf` entries, page-aligned as the kernel needs.
     entries: *mut types::BufRingEntry,
     layout: std::alloc::Layout,
@@ -27,7 +27,7 @@ unsafe impl Send for BufRing {}
 impl BufRing {
     /// Allocates `entries` (a power of two) buffers of `size` bytes,
     /// registers them with `ring` as group `bgid` and provides them all.
-    pub(super) fn new(ring: &IoUring, entries: u16, size: usize, bgid: u16) -> io::Result<Self> {
+    pub(crate) fn new(ring: &IoUring, entries: u16, size: usize, bgid: u16) -> io::Result<Self> {
         let layout = std::alloc::Layout::from_size_align(
             usize::from(entries) * std::mem::size_of::<types::BufRingEntry>(),
             4096,
@@ -61,7 +61,7 @@ impl BufRing {
     }
 
     /// Gives buffer `bid` (back) to the kernel.
-    pub(super) fn provide(&mut self, bid: u16) {
+    pub(crate) fn provide(&mut self, bid: u16) {
         let at = usize::from(bid) * self.size;
         // SAFETY: the index is masked into the ring; the entry is ours to
         // write until the tail below publishes it.
@@ -79,12 +79,12 @@ impl BufRing {
     }
 
     /// Buffer `bid`'s first `len` bytes.
-    pub(super) fn get(&self, bid: u16, len: usize) -> &[u8] {
+    pub(crate) fn get(&self, bid: u16, len: usize) -> &[u8] {
         let at = usize::from(bid) * self.size;
         &self.data[at..at + len.min(self.size)]
     }
 
-    pub(super) fn unregister(self, ring: &IoUring) {
+    pub(crate) fn unregister(self, ring: &IoUring) {
         let _ = ring.submitter().unregister_buf_ring(self.bgid);
     }
 }

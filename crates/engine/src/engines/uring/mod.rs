@@ -27,7 +27,7 @@
 //! is cancelled and its final completion awaited, so a datagram or a byte is
 //! never both reported unsent and sent.
 
-mod buf_ring;
+pub(crate) mod buf_ring;
 mod tcp;
 mod udp;
 
@@ -42,6 +42,7 @@ use super::{Engine, EngineKind, KernelUdp};
 use crate::EngineError;
 
 pub use tcp::{UringTcpRx, UringTcpTx};
+pub(crate) use udp::{fill, RECVMSG_OUT};
 pub use udp::{UringUdpRx, UringUdpTx};
 
 /// Longest blocking wait for a completion: the period at which the loops
@@ -190,8 +191,9 @@ fn refusal(e: &io::Error) -> String {
     }
 }
 
-/// One ring and the calls the engine's I/O objects make on it.
-struct Ring {
+/// One ring and the calls the engine's I/O objects make on it (and the
+/// completion-based event loops, [`crate::event_loop::ring`]).
+pub(crate) struct Ring {
     ring: IoUring,
     sqpoll: bool,
 }
@@ -206,14 +208,19 @@ impl std::fmt::Debug for Ring {
 
 impl Ring {
     fn new(engine: Uring) -> Result<Ring, EngineError> {
+        Ring::sized(engine, RING_ENTRIES, CQ_ENTRIES)
+    }
+
+    /// A ring of `entries` submission and `cq` completion entries.
+    pub(crate) fn sized(engine: Uring, entries: u32, cq: u32) -> Result<Ring, EngineError> {
         caps()?;
         let mut b = IoUring::builder();
-        b.setup_cqsize(CQ_ENTRIES);
+        b.setup_cqsize(cq);
         if engine.sqpoll {
             b.setup_sqpoll(SQPOLL_IDLE_MS);
         }
         let ring = b
-            .build(RING_ENTRIES)
+            .build(entries)
             .map_err(|e| EngineError::EngineUnavailable {
                 engine: EngineKind::Uring {
                     sqpoll: engine.sqpoll,
@@ -231,7 +238,7 @@ impl Ring {
     }
 
     /// Queues `e`, submitting what is queued first when the queue is full.
-    fn push(&mut self, e: &squeue::Entry) -> io::Result<()> {
+    pub(crate) fn push(&mut self, e: &squeue::Entry) -> io::Result<()> {
         loop {
             // SAFETY: every buffer and msghdr an entry points to is owned by
             // the I/O object that pushes it and outlives the request: the
@@ -249,7 +256,7 @@ impl Ring {
     /// boundary (the kernel would end the chain there and run the rest
     /// beside it, out of order). Submits what is queued first if the
     /// queue has no room for all of them.
-    fn push_all(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
+    pub(crate) fn push_all(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
         loop {
             // SAFETY: as in `push`: what the entries point to outlives the
             // requests.
@@ -266,7 +273,7 @@ impl Ring {
     /// Submits what is queued and waits up to `timeout` for `want`
     /// completions (`None`: do not wait). Timing out is not an error: the
     /// caller looks at what completed.
-    fn submit_wait(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
+    pub(crate) fn submit_wait(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
         let r = match timeout {
             None => self.ring.submit(),
             Some(t) => {
@@ -290,13 +297,38 @@ impl Ring {
     }
 
     /// The next completion, if one is there.
-    fn next(&mut self) -> Option<cqueue::Entry> {
+    pub(crate) fn next(&mut self) -> Option<cqueue::Entry> {
         self.ring.completion().next()
+    }
+
+    /// A provided buffer ring of `entries` buffers of `size` bytes, group
+    /// `bgid`, registered with this ring.
+    pub(crate) fn buf_ring(
+        &self,
+        entries: u16,
+        size: usize,
+        bgid: u16,
+    ) -> io::Result<buf_ring::BufRing> {
+        buf_ring::BufRing::new(&self.ring, entries, size, bgid)
+    }
+
+    /// Unregisters `bufs` (no request may still write to them).
+    pub(crate) fn drop_buf_ring(&self, bufs: buf_ring::BufRing) {
+        bufs.unregister(&self.ring);
+    }
+
+    /// Asks the kernel to cancel every request in flight on this ring.
+    pub(crate) fn cancel_all(&mut self) -> io::Result<()> {
+        let e = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+            .build()
+            .user_data(TAG_CANCEL);
+        self.push(&e)?;
+        self.submit_wait(0, None)
     }
 
     /// Asks the kernel to cancel the request tagged `user_data`; its final
     /// completion (done or `-ECANCELED`) still comes through [`Self::next`].
-    fn cancel(&mut self, user_data: u64) -> io::Result<()> {
+    pub(crate) fn cancel(&mut self, user_data: u64) -> io::Result<()> {
         let e = opcode::AsyncCancel::new(user_data)
             .build()
             .user_data(TAG_CANCEL);
@@ -331,7 +363,7 @@ impl CancelAfter {
 }
 
 /// Completions of cancel requests carry this tag and are ignored.
-const TAG_CANCEL: u64 = u64::MAX;
+pub(crate) const TAG_CANCEL: u64 = u64::MAX;
 
 /// Zero-copy send bookkeeping shared by the TCP and UDP senders.
 #[derive(Debug, Default, Clone, Copy)]
@@ -386,7 +418,7 @@ fn engine_use(
 }
 
 /// An io error from a negative CQE result.
-fn cqe_err(res: i32) -> io::Error {
+pub(crate) fn cqe_err(res: i32) -> io::Error {
     io::Error::from_raw_os_error(-res)
 }
 

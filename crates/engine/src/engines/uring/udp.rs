@@ -56,7 +56,7 @@ const BGID: u16 = 0;
 
 /// Room in each provided buffer before the payload: the kernel's
 /// `io_uring_recvmsg_out` header, then the control messages.
-const RECVMSG_OUT: usize = 16;
+pub(crate) const RECVMSG_OUT: usize = 16;
 
 /// The message header of one staging slot's GSO send. The kernel reads it
 /// (and the iovec and control message it points to, all inside this value)
@@ -669,7 +669,12 @@ impl UringUdpRx {
 
 /// Copies one provided buffer's datagram into slot `i`; returns its
 /// metadata (`None`: a malformed buffer, which the kernel never writes).
-fn fill(buf: &[u8], tmpl: &libc::msghdr, slots: &mut RecvSlots, i: usize) -> Option<RecvMeta> {
+pub(crate) fn fill(
+    buf: &[u8],
+    tmpl: &libc::msghdr,
+    slots: &mut RecvSlots,
+    i: usize,
+) -> Option<RecvMeta> {
     let out = types::RecvMsgOut::parse(buf, tmpl).ok()?;
     let payload = out.payload_data();
     let (dst, _) = slots.slot_mut(i);

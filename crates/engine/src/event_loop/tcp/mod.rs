@@ -4,12 +4,16 @@
 //! thread-per-stream loops ([`crate::tcp`]), over non-blocking sockets in
 //! one edge-triggered epoll set. One send and one receive buffer per
 //! thread, shared by its flows (the senders never look at what they
-//! write, the receivers never at what they read).
+//! write, the receivers never at what they read). With `--engine uring`
+//! the same flows run on a completion loop instead ([`ring`]: multishot
+//! receives into the thread's provided buffers, queued sends).
 
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Instant;
+
+mod ring;
 
 use super::driver::{drive, LoopFlow, Turn};
 use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx, Wait};
@@ -51,11 +55,12 @@ pub struct LoopParams {
     pub start: Instant,
 }
 
-/// The engine a loop runs for a side asked to use `kind`: the engines
-/// whose per-socket I/O objects cost nothing beyond the socket (plain
-/// calls, `batch`) run as asked; the others keep per-socket rings or
-/// completion queues, so a loop of thousands of flows runs `syscall`
-/// (io_uring multishot loops are a later step).
+/// The engine an epoll loop runs for a side asked to use `kind`: the
+/// engines whose per-socket I/O objects cost nothing beyond the socket
+/// (plain calls, `batch`) run as asked; the others keep per-socket rings
+/// or completion queues, so a loop of thousands of flows runs `syscall`
+/// (`uring` stream flows run the completion loop instead, [`ring`]; rr
+/// flows have none).
 pub fn engine_for(kind: EngineKind) -> EngineKind {
     match kind {
         EngineKind::Syscall | EngineKind::Batch(_) => kind,
@@ -70,6 +75,9 @@ pub fn run(
     flows: Vec<TcpFlow>,
     signals: &Signals,
 ) -> Vec<(usize, StreamMeasurement)> {
+    if let Some(engine) = super::ring::uring(params.engine) {
+        return ring::run(engine, params, flows, signals);
+    }
     with_engine!(engine_for(params.engine), e => run_with(e, params, flows, signals))
 }
 
@@ -102,9 +110,26 @@ fn run_with<E: Engine>(
 ) -> Vec<(usize, StreamMeasurement)> {
     let tx_buf = vec![0u8; params.len];
     let rx_buf = vec![0u8; params.len];
+    let mut states = open_all(engine, flows, &tx_buf, params.skip_rx_copy);
+    let mut shared = Shared {
+        tx_buf,
+        rx_buf,
+        start: params.start,
+    };
+    drive(&mut states, &mut shared, signals);
+    measurements(states, params.start, signals)
+}
+
+/// Every flow's I/O object and progress.
+fn open_all<E: Engine>(
+    engine: E,
+    flows: Vec<TcpFlow>,
+    tx_buf: &[u8],
+    skip_rx_copy: bool,
+) -> Vec<State<E>> {
     let mut states: Vec<State<E>> = Vec::with_capacity(flows.len());
     for flow in flows {
-        let (io, end) = match open(engine, &flow, &tx_buf, params.skip_rx_copy) {
+        let (io, end) = match open(engine, &flow, tx_buf, skip_rx_copy) {
             Ok(io) => (Some(io), None),
             Err(e) => (
                 None,
@@ -122,13 +147,7 @@ fn run_with<E: Engine>(
             flow,
         });
     }
-    let mut shared = Shared {
-        tx_buf,
-        rx_buf,
-        start: params.start,
-    };
-    drive(&mut states, &mut shared, signals);
-    measurements(states, params.start, signals)
+    states
 }
 
 /// A loop's buffers and clock zero, shared by its flows.

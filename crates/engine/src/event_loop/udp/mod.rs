@@ -16,6 +16,9 @@
 //! The flows run the `syscall` engine (one datagram per call): `batch`
 //! keeps arrays of slots per socket, which thousands of flows would
 //! multiply. One receive buffer per thread, shared by its receivers.
+//! With `--engine uring` the same flows run on a completion loop instead
+//! ([`ring`]: multishot receives into the thread's provided buffers,
+//! queued sends).
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
@@ -30,6 +33,8 @@ use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver};
 use linerate_proto::udp_sender::{DatagramFormat, Linerate, SenderConfig, Transmit, UdpSender};
 use linerate_proto::wire::Side;
 
+mod ring;
+
 use super::driver::{drive, LoopFlow, Turn};
 use crate::engines::syscall::{Syscall, SyscallUdpRx, SyscallUdpTx};
 use crate::engines::{
@@ -40,7 +45,7 @@ use crate::stream::{Signals, StreamCounter};
 use crate::udp::{count_beats, ns_since, realtime_at, stream_rx, Sink, UdpCounters};
 use crate::EngineError;
 
-/// The engine UDP flows run (module docs).
+/// The engine UDP flows run on epoll loops (module docs).
 pub const ENGINE: EngineKind = EngineKind::Syscall;
 
 /// Calls one ready flow gets per turn before the next ready flow's turn.
@@ -78,6 +83,8 @@ struct Meta {
 /// What every loop of a side shares.
 #[derive(Debug, Clone)]
 pub struct UdpLoopParams {
+    /// The engine the side asked for ([`engine_for`] says what runs).
+    pub engine: EngineKind,
     /// Whole datagram length, header included.
     pub len: usize,
     pub udp: UdpParams,
@@ -98,26 +105,60 @@ pub fn run(
 ) {
     // Due times are met within a few µs, not the default 50 µs slack.
     crate::udp::tighten_timer_slack();
+    if let Some(engine) = super::ring::uring(params.engine) {
+        return ring::run(engine, params, flows, signals, ended);
+    }
     let mut slots = None;
+    let (mut states, _) = open_all(flows, params, None, &mut slots);
+    let mut shared = Shared::new(params, slots, signals, ended);
+    drive(&mut states, &mut shared, signals);
+    report_rest(&mut states, &mut shared, params);
+}
+
+/// Every flow's endpoint and core; senders hand out at most `tx_batch`
+/// datagrams at once (`None`: what the engine sends per call). Returns
+/// them and the datagram size receivers take (one more byte than the
+/// test's, so a longer one shows as truncated).
+fn open_all(
+    flows: Vec<UdpFlow>,
+    params: &UdpLoopParams,
+    tx_batch: Option<usize>,
+    slots: &mut Option<RecvSlots>,
+) -> (Vec<State>, usize) {
     let of = flows.len() as u64;
-    let mut states: Vec<State> = flows
+    let states = flows
         .into_iter()
         .enumerate()
-        .map(|(pos, flow)| State::open(flow, params, (pos as u64, of), &mut slots))
+        .map(|(pos, flow)| State::open(flow, params, (pos as u64, of), tx_batch, slots))
         .collect();
-    let mut shared = Shared {
-        slots: slots.unwrap_or_else(|| RecvSlots::new(1, params.len.max(1))),
-        start: params.start,
-        realtime_at_start: realtime_at(params.start),
-        beat: data_beat::beat(),
-        signals: Arc::clone(signals),
-        ended,
-    };
-    drive(&mut states, &mut shared, signals);
+    let size = slots.as_ref().map_or(params.len + 1, RecvSlots::size);
+    (states, size)
+}
+
+/// Hands on the measurement of every flow the loop left running.
+fn report_rest(states: &mut [State], shared: &mut Shared, params: &UdpLoopParams) {
     let now = ns_since(params.start);
     for s in states.iter_mut().filter(|s| !s.reported) {
-        let (index, m) = s.measurement(now, signals);
+        let (index, m) = s.measurement(now, &shared.signals);
         (shared.ended)(index, m);
+    }
+}
+
+impl Shared {
+    fn new(
+        params: &UdpLoopParams,
+        slots: Option<RecvSlots>,
+        signals: &Arc<Signals>,
+        ended: Box<dyn FnMut(usize, StreamMeasurement)>,
+    ) -> Shared {
+        Shared {
+            slots: slots.unwrap_or_else(|| RecvSlots::new(1, params.len.max(1))),
+            start: params.start,
+            realtime_at_start: realtime_at(params.start),
+            beat: data_beat::beat(),
+            signals: Arc::clone(signals),
+            ended,
+        }
     }
 }
 
@@ -164,6 +205,7 @@ impl State {
         flow: UdpFlow,
         p: &UdpLoopParams,
         phase: (u64, u64),
+        tx_batch: Option<usize>,
         slots: &mut Option<RecvSlots>,
     ) -> State {
         let UdpFlow {
@@ -202,7 +244,7 @@ impl State {
                             verify: p.udp.verify,
                             faults: p.udp.faults.clone(),
                             limit: flow.limit,
-                            max_batch: tx.max_batch(),
+                            max_batch: tx_batch.unwrap_or_else(|| tx.max_batch()),
                             format: Linerate,
                         })
                         .with_phase(phase.0, phase.1);
@@ -266,11 +308,7 @@ impl State {
                 Transmit::Send { bytes, segment } => {
                     self.calls += 1;
                     match tx.send_batch(ep, TxBatch::new(bytes, segment), Wait::DontWait) {
-                        Ok(n) => {
-                            self.flow.counter.add(core.on_sent(n));
-                            let d = core.datagrams();
-                            self.flow.live.datagrams.store(d, Ordering::Relaxed);
-                        }
+                        Ok(n) => count_sent(core, &self.flow, n),
                         Err(e) if e.kind() == ErrorKind::Interrupted => {}
                         Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Turn::Wait),
                         Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
@@ -278,9 +316,7 @@ impl State {
                             return Ok(Turn::Again);
                         }
                         Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
-                            return Err(Err(EngineError::PeerReset(
-                                "the receiver's UDP port is closed (ICMP port unreachable)".into(),
-                            )))
+                            return Err(Err(refused()))
                         }
                         Err(e) => return Err(Err(EngineError::io("UDP send", e))),
                     }
@@ -304,20 +340,7 @@ impl State {
             let now = ns_since(sh.start);
             let drain_at = sh.signals.drain_deadline();
             match r {
-                Ok(filled) => {
-                    let mut sink = Sink {
-                        core,
-                        ep,
-                        bytes: &self.flow.counter,
-                        realtime_at_start: sh.realtime_at_start,
-                    };
-                    sink.deliver(&sh.slots, filled, now, drain_at);
-                    let counts = core.live();
-                    self.flow.live.publish(&counts);
-                    if beats.due(now, counts.received) {
-                        let _ = ep.send_control(&sh.beat);
-                    }
-                }
+                Ok(filled) => deliver((core, beats), ep, &self.flow, sh, filled, (now, drain_at)),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // An ICMP error queued on the connected socket: not data.
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
@@ -392,6 +415,45 @@ impl State {
             ..StreamMeasurement::default()
         };
         (self.flow.index, m)
+    }
+}
+
+/// A connected sender's datagrams came back as ICMP port unreachable.
+fn refused() -> EngineError {
+    EngineError::PeerReset("the receiver's UDP port is closed (ICMP port unreachable)".into())
+}
+
+/// A sender's `n` datagrams went out (the rest of its batch is offered
+/// again): its core and counters move on.
+fn count_sent(core: &mut UdpSender, flow: &Meta, n: usize) {
+    flow.counter.add(core.on_sent(n));
+    flow.live
+        .datagrams
+        .store(core.datagrams(), Ordering::Relaxed);
+}
+
+/// Feeds a receiver's `filled` slots of the loop's buffer to its core
+/// (at `now`, before the side's drain deadline), publishes its counts and
+/// sends its sender a beat when one is due.
+fn deliver(
+    (core, beats): (&mut UdpReceiver, &mut BeatSchedule),
+    ep: &KernelUdp,
+    flow: &Meta,
+    sh: &Shared,
+    filled: usize,
+    (now, drain_at): (u64, u64),
+) {
+    let mut sink = Sink {
+        core,
+        ep,
+        bytes: &flow.counter,
+        realtime_at_start: sh.realtime_at_start,
+    };
+    sink.deliver(&sh.slots, filled, now, drain_at);
+    let counts = core.live();
+    flow.live.publish(&counts);
+    if beats.due(now, counts.received) {
+        let _ = ep.send_control(&sh.beat);
     }
 }
 
