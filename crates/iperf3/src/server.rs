@@ -26,8 +26,9 @@ use crate::control::{
     SAFETY_SLACK, STEP_TIMEOUT,
 };
 use crate::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
-use linerate_proto::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
+use linerate_proto::limits::{RateBudget, RateReservation, ServerLimits, MIN_TCP_RATE_BPS};
 use linerate_proto::measure::SideResults;
+use linerate_proto::negotiate;
 use linerate_proto::session::server::Admission;
 use linerate_proto::session::{Ended, Outbox, Session};
 use linerate_proto::spec::TestSpec;
@@ -45,6 +46,11 @@ pub struct Iperf3Limits {
     pub max_streams: u32,
     /// `--max-rate`: most bit/s of all streams together; `None`: no limit.
     pub max_rate_bps: Option<u64>,
+    /// The server's limits on a test's sizes (`--max-len`,
+    /// `--max-window`, `--max-test-memory`), checked by the functions
+    /// native negotiation checks them with
+    /// ([`linerate_proto::negotiate::check_sizes`]).
+    pub sizes: ServerLimits,
     /// The server's own engine serves TCP only (`zerocopy:sendfile`): a
     /// UDP test is refused with this reason (an iperf3 client cannot ask
     /// for another engine).
@@ -62,6 +68,7 @@ impl Default for Iperf3Limits {
             max_omit: Duration::from_secs(600),
             max_streams: crate::control::MAX_STREAMS,
             max_rate_bps: None,
+            sizes: ServerLimits::default(),
             udp_refused: None,
             auth_required: false,
         }
@@ -511,6 +518,16 @@ impl Iperf3ServerSession {
                 ),
             );
         }
+        let mut spec = crate::spec_of(&p);
+        let mut notes = Vec::new();
+        if let Err(e) = negotiate::check_sizes(&mut spec, &self.limits.sizes, &mut notes) {
+            let code = match e.field {
+                "len" => code::BLOCK_SIZE,
+                _ => code::BUF_SIZE,
+            };
+            return self.refuse(code, e.to_string());
+        }
+        self.notes.extend(notes);
         if let Some(budget) = &self.rate_budget {
             // As with --max-rate: no clamp an iperf3 client would know of,
             // so a test that does not fit what is left is refused.
@@ -534,7 +551,7 @@ impl Iperf3ServerSession {
                 Err(why) => return self.refuse(code::TOTAL_RATE, why),
             }
         }
-        self.spec = Some(crate::spec_of(&p));
+        self.spec = Some(spec);
         self.params = Some(p);
         self.actions.push_back(ServerAction::PrepareStreams);
         self.phase = Phase::Preparing;
