@@ -518,16 +518,10 @@ impl Iperf3ServerSession {
                 ),
             );
         }
-        let mut spec = crate::spec_of(&p);
-        let mut notes = Vec::new();
-        if let Err(e) = negotiate::check_sizes(&mut spec, &self.limits.sizes, &mut notes) {
-            let code = match e.field {
-                "len" => code::BLOCK_SIZE,
-                _ => code::BUF_SIZE,
-            };
-            return self.refuse(code, e.to_string());
-        }
-        self.notes.extend(notes);
+        let spec = match self.sized_spec(&p) {
+            Ok(spec) => spec,
+            Err((code, why)) => return self.refuse(code, why),
+        };
         if let Some(budget) = &self.rate_budget {
             // As with --max-rate: no clamp an iperf3 client would know of,
             // so a test that does not fit what is left is refused.
@@ -556,6 +550,23 @@ impl Iperf3ServerSession {
         self.actions.push_back(ServerAction::PrepareStreams);
         self.phase = Phase::Preparing;
         self.deadline = None;
+    }
+
+    /// The client's parameters as the test's spec, held to the server's
+    /// size limits by the functions native negotiation holds a spec to (a
+    /// window clamped with a note); `Err`: the iperf3 error code and why.
+    fn sized_spec(&mut self, p: &Params) -> Result<TestSpec, (i32, String)> {
+        let mut spec = crate::spec_of(p);
+        let mut notes = Vec::new();
+        if let Err(e) = negotiate::check_sizes(&mut spec, &self.limits.sizes, &mut notes) {
+            let code = match e.field {
+                "len" => code::BLOCK_SIZE,
+                _ => code::BUF_SIZE,
+            };
+            return Err((code, e.to_string()));
+        }
+        self.notes.extend(notes);
+        Ok(spec)
     }
 
     /// The data listener is ready: tells the client to open its streams,

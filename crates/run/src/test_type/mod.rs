@@ -30,7 +30,7 @@ use linerate_iperf3::streams::Iperf3Streams;
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::Role;
 use linerate_proto::measure::SideResults;
-use linerate_proto::spec::{Limit, Protocol, TestKind, TestSpec};
+use linerate_proto::spec::{Limit, Protocol, TestSpec};
 use linerate_proto::test_type::{self as rules, Rules, Workload};
 use linerate_proto::wire::{DataHello, Side, Token};
 use linerate_report::build;
@@ -172,17 +172,18 @@ const MSG: TestType = TestType {
     check: checks::msg,
 };
 
-/// The entry for an agreed spec (keyed as the rules are: a test checks
-/// that each entry carries the rules `linerate_proto::test_type::of` gives).
+/// Every entry, one per entry of the rules.
+const ALL: [&TestType; 6] = [&TCP_STREAM, &UDP_STREAM, &RR_TCP, &RR_UDP, &CRR, &MSG];
+
+/// The entry for an agreed spec: the one carrying the rules
+/// `linerate_proto::test_type::of` gives, so the kind and protocol are
+/// looked up in one place (a test checks every rules entry has its
+/// entry here).
 pub fn of(spec: &TestSpec) -> &'static TestType {
-    match (spec.kind, spec.protocol) {
-        (TestKind::Stream, Protocol::Tcp) => &TCP_STREAM,
-        (TestKind::Stream, Protocol::Udp) => &UDP_STREAM,
-        (TestKind::Rr, Protocol::Tcp) => &RR_TCP,
-        (TestKind::Rr, Protocol::Udp) => &RR_UDP,
-        (TestKind::Crr, _) => &CRR,
-        (TestKind::Msg, _) => &MSG,
-    }
+    let rules = rules::of(spec);
+    ALL.into_iter()
+        .find(|t| t.rules.name == rules.name)
+        .unwrap_or(&TCP_STREAM)
 }
 
 impl ClientSide<'_> {
@@ -615,6 +616,7 @@ fn start_crr_server(s: &ServerSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_proto::spec::TestKind;
 
     /// Every kind and protocol has the entry its name says, carrying the
     /// rules the layers below look up for the same spec.
