@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use anyhow::{bail, Context, Result};
-use linerate_engine::engines::auto::{self, Workload};
+use linerate_engine::engines::auto;
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind, Xdp, XdpMode};
 use linerate_proto::spec::TestSpec;
@@ -119,18 +119,16 @@ pub(super) fn client_engine(
     if let Some((flag, engine)) = engine_only_flag(a) {
         bail!("{flag} needs --engine {engine} (auto picks an engine, and its options, per test)");
     }
-    let w = Workload::of(spec);
-    let c = auto::choose(w);
-    let mut note = c.note(w);
+    let (kind, mut note) = auto::choose_for(spec);
     // Event loops run the engines whose per-socket I/O costs nothing.
     let runs = match spec.flows {
-        Some(_) => linerate_engine::event_loop::engine_for(c.kind, spec.protocol),
-        None => c.kind,
+        Some(_) => linerate_engine::event_loop::engine_for(kind, spec.protocol),
+        None => kind,
     };
-    if runs != c.kind {
+    if runs != kind {
         note.push_str(&format!("; event-loop flows (--flows) run {runs}"));
     }
-    Ok((c.kind, Some(note)))
+    Ok((kind, Some(note)))
 }
 
 /// `uring:sqpoll` on a host with too few CPUs: each ring's kernel thread

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use linerate_engine::engines::auto::{self, Workload};
+use linerate_engine::engines::auto;
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind};
 use linerate_proto::limits::ServerLimits;
@@ -581,9 +581,8 @@ fn engine(a: &Args, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
             gro: Toggle::On,
         })
     } else {
-        let w = Workload::of(spec);
-        let c = auto::choose(w);
-        return Ok((c.kind, Some(c.note(w))));
+        let (kind, note) = auto::choose_for(spec);
+        return Ok((kind, Some(note)));
     };
     Ok((kind.check()?, None))
 }

@@ -26,8 +26,9 @@ use crate::control::{
     SAFETY_SLACK, STEP_TIMEOUT,
 };
 use crate::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
-use linerate_proto::limits::{RateBudget, RateReservation, MIN_TCP_RATE_BPS};
+use linerate_proto::limits::{RateBudget, RateReservation, ServerLimits, MIN_TCP_RATE_BPS};
 use linerate_proto::measure::SideResults;
+use linerate_proto::negotiate;
 use linerate_proto::session::server::Admission;
 use linerate_proto::session::{Ended, Outbox, Session};
 use linerate_proto::spec::TestSpec;
@@ -45,6 +46,11 @@ pub struct Iperf3Limits {
     pub max_streams: u32,
     /// `--max-rate`: most bit/s of all streams together; `None`: no limit.
     pub max_rate_bps: Option<u64>,
+    /// The server's limits on a test's sizes (`--max-len`,
+    /// `--max-window`, `--max-test-memory`), checked by the functions
+    /// native negotiation checks them with
+    /// ([`linerate_proto::negotiate::check_sizes`]).
+    pub sizes: ServerLimits,
     /// The server's own engine serves TCP only (`zerocopy:sendfile`): a
     /// UDP test is refused with this reason (an iperf3 client cannot ask
     /// for another engine).
@@ -62,6 +68,7 @@ impl Default for Iperf3Limits {
             max_omit: Duration::from_secs(600),
             max_streams: crate::control::MAX_STREAMS,
             max_rate_bps: None,
+            sizes: ServerLimits::default(),
             udp_refused: None,
             auth_required: false,
         }
@@ -511,6 +518,10 @@ impl Iperf3ServerSession {
                 ),
             );
         }
+        let spec = match self.sized_spec(&p) {
+            Ok(spec) => spec,
+            Err((code, why)) => return self.refuse(code, why),
+        };
         if let Some(budget) = &self.rate_budget {
             // As with --max-rate: no clamp an iperf3 client would know of,
             // so a test that does not fit what is left is refused.
@@ -534,11 +545,28 @@ impl Iperf3ServerSession {
                 Err(why) => return self.refuse(code::TOTAL_RATE, why),
             }
         }
-        self.spec = Some(crate::spec_of(&p));
+        self.spec = Some(spec);
         self.params = Some(p);
         self.actions.push_back(ServerAction::PrepareStreams);
         self.phase = Phase::Preparing;
         self.deadline = None;
+    }
+
+    /// The client's parameters as the test's spec, held to the server's
+    /// size limits by the functions native negotiation holds a spec to (a
+    /// window clamped with a note); `Err`: the iperf3 error code and why.
+    fn sized_spec(&mut self, p: &Params) -> Result<TestSpec, (i32, String)> {
+        let mut spec = crate::spec_of(p);
+        let mut notes = Vec::new();
+        if let Err(e) = negotiate::check_sizes(&mut spec, &self.limits.sizes, &mut notes) {
+            let code = match e.field {
+                "len" => code::BLOCK_SIZE,
+                _ => code::BUF_SIZE,
+            };
+            return Err((code, e.to_string()));
+        }
+        self.notes.extend(notes);
+        Ok(spec)
     }
 
     /// The data listener is ready: tells the client to open its streams,

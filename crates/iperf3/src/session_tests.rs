@@ -16,6 +16,7 @@ use linerate_proto::session::server::Admission;
 use linerate_proto::session::Ended;
 
 mod client;
+mod sizes;
 
 const COOKIE: &[u8; 37] = b"agiuwt4j3wkxt75cjjjzvef6aiwf6uxc3ydp\0";
 
@@ -211,8 +212,7 @@ fn server_limits_apply_to_iperf3_clients() {
         max_omit: Duration::from_secs(1),
         max_streams: 2,
         max_rate_bps: None,
-        udp_refused: None,
-        auth_required: false,
+        ..Iperf3Limits::default()
     };
     for (params, want) in [
         (r#"{"tcp":true,"time":6}"#, code::MAX_SERVER_DURATION),

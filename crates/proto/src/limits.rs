@@ -240,6 +240,17 @@ pub fn test_memory(spec: &TestSpec, budget: &Budget) -> u64 {
         .saturating_add(conns.saturating_mul(4 * u64::from(window)))
 }
 
+/// A socket window clamped to `--max-window`, with a note.
+pub fn clamp_window(window: &mut Option<u32>, limits: &ServerLimits, notes: &mut Vec<String>) {
+    if let Some(w) = window.filter(|&w| w > limits.max_window) {
+        notes.push(format!(
+            "window clamped from {w} to {} bytes by the server",
+            limits.max_window
+        ));
+        *window = Some(limits.max_window);
+    }
+}
+
 /// Checks what `spec`'s buffers cost against `--max-test-memory`: every
 /// test's, whatever its protocol (an iperf3 client's `-w` too).
 pub fn check_memory(

@@ -54,16 +54,39 @@ fn check_counts(spec: &TestSpec, rules: &Rules, limits: &ServerLimits) -> Result
     if let Some(f) = spec.flows {
         negotiate_flows(spec, rules, f, limits)?;
     }
-    if spec.len == 0 || spec.len > limits.max_len {
-        return err(
-            "len",
-            format!(
-                "{} bytes requested, must be 1..={}",
-                spec.len, limits.max_len
-            ),
-        );
+    check_len(spec.len, limits)
+}
+
+/// The write/datagram length within `--max-len`.
+fn check_len(len: u32, limits: &ServerLimits) -> Result<(), SpecError> {
+    if len == 0 || len > limits.max_len {
+        return Err(SpecError {
+            field: "len",
+            reason: format!("{len} bytes requested, must be 1..={}", limits.max_len),
+        });
     }
     Ok(())
+}
+
+/// The limits on a test's sizes whatever its wire format, from the same
+/// functions native negotiation reaches them through: the write/datagram
+/// length within `--max-len`, socket windows clamped to `--max-window`
+/// (noted), the buffers within `--max-test-memory`. An iperf3 client's
+/// parameters, as a spec, come here (its session checks the rest in
+/// iperf3's terms: streams, time, omit, rates).
+pub fn check_sizes(
+    spec: &mut TestSpec,
+    limits: &ServerLimits,
+    notes: &mut Vec<String>,
+) -> Result<(), SpecError> {
+    check_len(spec.len, limits)?;
+    crate::limits::clamp_window(&mut spec.tcp.window, limits, notes);
+    if let Some(u) = spec.udp.as_mut() {
+        crate::limits::clamp_window(&mut u.window, limits, notes);
+    }
+    // One note where a UDP spec carries its window twice.
+    notes.dedup();
+    crate::limits::check_memory(spec, &test_type::of(spec).budget, limits)
 }
 
 /// A stream test's time, byte or datagram limit (request/response
@@ -124,15 +147,7 @@ fn negotiate_tcp_options(
     notes: &mut Vec<String>,
 ) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
-    if let Some(w) = tcp.window {
-        if w > limits.max_window {
-            notes.push(format!(
-                "window clamped from {w} to {} bytes by the server",
-                limits.max_window
-            ));
-            tcp.window = Some(limits.max_window);
-        }
-    }
+    crate::limits::clamp_window(&mut tcp.window, limits, notes);
     if let Some(r) = tcp.rate.filter(|&r| r < crate::limits::MIN_TCP_RATE_BPS) {
         return err(
             "rate",

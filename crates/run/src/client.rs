@@ -324,8 +324,9 @@ impl<'a> ClientTest<'a, '_> {
         let cfg: &'a ClientConfig = self.cfg;
         ClientSide {
             engine: self.engine,
+            wire: test_type::Wire::Native,
             peer: self.peer,
-            token,
+            token: Some(token),
             cpus: &cfg.cpus,
             cpu_scope: test_type::cpu_scope(self.embedded),
             connect_timeout: cfg.connect_timeout,

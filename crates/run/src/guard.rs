@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -327,6 +327,23 @@ impl AddressFilter {
     }
 }
 
+/// The one rule for every data connection a server takes (a native
+/// test's stream, a crr transaction's connection, an iperf3 stream): only
+/// from the address that opened the test's control connection, compared
+/// as the rule for datagrams compares them
+/// ([`linerate_engine::udp::from_client`]: an IPv4-mapped address as
+/// IPv4), so no one attaches to another's test or has the server send its
+/// data to a third host. `Err`: the line to log (`what` names the
+/// connection).
+pub fn data_from_owner(
+    owner: IpAddr,
+    peer: SocketAddr,
+    what: &str,
+) -> std::result::Result<(), String> {
+    linerate_engine::udp::from_client(peer, owner)
+        .map_err(|_| format!("{peer}: {what} for a test of {owner}, closing"))
+}
+
 /// IPv4-mapped IPv6 addresses (from a dual-stack listener) as IPv4, so
 /// `--allow 10.0.0.0/8` matches them.
 pub fn canonical_ip(ip: IpAddr) -> IpAddr {
@@ -548,6 +565,24 @@ impl LogThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 24: data connections were held to their test's address with
+    /// a plain `!=` in two copies (native and iperf3), datagrams with
+    /// `udp::from_client`, which compares an IPv4-mapped address as IPv4.
+    /// One rule now: the same host by either spelling may attach, another
+    /// may not.
+    #[test]
+    fn issue_24_data_connections_and_datagrams_share_one_address_rule() {
+        let owner: IpAddr = "127.0.0.1".parse().expect("ip");
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:5000".parse().expect("addr");
+        assert_eq!(data_from_owner(owner, mapped, "data connection"), Ok(()));
+        let other: SocketAddr = "127.0.0.2:5000".parse().expect("addr");
+        let why = data_from_owner(owner, other, "data connection").expect_err("another host");
+        assert!(
+            why.contains("data connection for a test of 127.0.0.1"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn filter_allows_and_denies_by_cidr() {

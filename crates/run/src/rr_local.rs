@@ -2,7 +2,10 @@
 //! two processes on this host over a local transport. The client starts
 //! the serving process itself (no server, no control protocol), runs the
 //! flows, and builds the same request/response report as every rr test
-//! from both processes' measurements.
+//! from both processes' measurements. What varies by test type comes from
+//! the rr entry of the test-type table, as for a network rr: the run
+//! parameters (`TestSpec::rr_plan`), the report's builder and the check
+//! that both sides agree.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,8 +16,8 @@ use linerate_local::rr::{self as lrr, FlowOut, Limit};
 use linerate_local::wait::{Spin, DEFAULT_SPIN};
 use linerate_local::{sock, Channel, Transport};
 use linerate_proto::measure::{CpuMeasurement, RrFlowMeasurement, RrMeasurement, SideResults};
-use linerate_proto::rr_core::SpinMode;
-use linerate_proto::spec::{RrLimit, RrSpec, TestSpec};
+use linerate_proto::rr_core::{RrPlan, SpinMode};
+use linerate_proto::spec::{RrLimit, TestSpec};
 use linerate_proto::wire::Side;
 use linerate_report::build;
 use linerate_report::model::{OneWay, Report, RrPhaseRecord, TestInfo};
@@ -30,18 +33,18 @@ const BUSY_SPIN: Duration = Duration::from_micros(50);
 /// Runs the test and hands its report to `sink`.
 pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, RunError> {
     let spec = &cfg.client.spec;
-    let rr = spec
-        .rr
-        .as_ref()
+    let plan = spec
+        .rr_plan()
         .ok_or_else(|| RunError::Spec("not an rr test".to_string()))?;
-    let layout = Layout::of(t, rr, usize::from(spec.streams), &cfg.client.cpus)?;
+    let flow_count = plan.flows as usize;
+    let layout = Layout::of(t, &plan, &cfg.client.cpus)?;
     let start_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let cpus = &cfg.client.cpus;
     let (near, peer) = Peer::start(
         t,
-        usize::from(spec.streams),
+        flow_count,
         &layout.opts,
         PeerMode::Rr(&layout.plan, cpus),
     )
@@ -78,26 +81,42 @@ pub fn run(cfg: &RrConfig, t: Transport, sink: &mut dyn Sink) -> Result<Report, 
         cpu,
         rr: Some(RrMeasurement {
             spin: layout.spun,
-            busy_poll: busy_note(t, rr.busy_poll),
+            busy_poll: busy_note(t, plan.busy_poll),
             ..measurement(&flows)
         }),
         ..SideResults::default()
     };
-    let server = server_results(t, &line, host, layout.spun, busy_note(t, rr.busy_poll))?;
+    let server = server_results(t, &line, host, layout.spun, busy_note(t, plan.busy_poll))?;
     let notes = notes(
         t,
         layout.slot,
         &layout.opts.spin,
-        rr.busy_poll,
-        usize::from(spec.streams),
+        plan.busy_poll,
+        flow_count,
         cpus,
     );
-    let mut report = build::build_rr(info, spec, &client, &server, notes);
+    finish(info, spec, (&client, &server), notes, sink)
+}
+
+/// The report from both processes' results, built by the test's entry in
+/// the test-type table as a network rr's is, handed to `sink`, then
+/// checked by the entry: both processes counted the same transactions and
+/// bytes in every phase, or the figures are wrong.
+fn finish(
+    info: TestInfo,
+    spec: &TestSpec,
+    (client, server): (&SideResults, &SideResults),
+    notes: Vec<String>,
+    sink: &mut dyn Sink,
+) -> Result<Report, RunError> {
+    let entry = crate::test_type::of(spec);
+    let mut report = (entry.build)(info, spec, client, server, notes);
     for p in report.rr.iter_mut().flat_map(|r| r.phases.iter_mut()) {
         no_one_way(&mut p.client_to_server);
         no_one_way(&mut p.server_to_client);
     }
     sink.finish(&report).map_err(RunError::from)?;
+    (entry.check)(spec, &report)?;
     Ok(report)
 }
 
@@ -115,9 +134,10 @@ struct Layout {
 }
 
 impl Layout {
-    fn of(t: Transport, rr: &RrSpec, flows: usize, cpus: &[usize]) -> Result<Layout, RunError> {
+    fn of(t: Transport, rr: &RrPlan, cpus: &[usize]) -> Result<Layout, RunError> {
+        let flows = rr.flows as usize;
         let phases: Vec<(usize, usize)> = rr
-            .phases()
+            .phases
             .iter()
             .map(|p| (p.request as usize, p.response as usize))
             .collect();
@@ -482,4 +502,70 @@ pub fn serve(
         }
     }
     Ok(recs.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::spec::{RrSpec, TestKind};
+
+    /// Takes the report and prints nothing.
+    struct Nowhere;
+
+    impl Sink for Nowhere {
+        fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn interval(&mut self, _: &linerate_report::model::IntervalRecord) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn finish(&mut self, _: &Report) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn side(transactions: u64) -> SideResults {
+        SideResults {
+            rr: Some(RrMeasurement {
+                flows: vec![RrFlowMeasurement {
+                    transactions,
+                    bytes_sent: transactions,
+                    bytes_received: transactions,
+                    elapsed_ns: 1_000_000,
+                    ..RrFlowMeasurement::default()
+                }],
+                ..RrMeasurement::default()
+            }),
+            ..SideResults::default()
+        }
+    }
+
+    /// Issue 24: a local rr built its report beside the test-type table and
+    /// skipped the rr entry's check that both sides agree, which every
+    /// network rr passes through: a serving process that answered fewer
+    /// transactions than the client completed was reported as a result.
+    #[test]
+    fn issue_24_local_rr_results_pass_the_rr_entrys_check() {
+        let spec = TestSpec {
+            kind: TestKind::Rr,
+            rr: Some(RrSpec {
+                sizes: vec![1],
+                ..RrSpec::default()
+            }),
+            ..TestSpec::default()
+        };
+        let run = |server: u64| {
+            let info = TestInfo::from_spec(&spec, Side::Client);
+            finish(
+                info,
+                &spec,
+                (&side(100), &side(server)),
+                Vec::new(),
+                &mut Nowhere,
+            )
+        };
+        assert!(run(100).is_ok(), "both sides agree");
+        let e = run(99).expect_err("the sides disagree").to_string();
+        assert!(e.contains("the server answered 99"), "{e}");
+    }
 }

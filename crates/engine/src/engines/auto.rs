@@ -127,6 +127,16 @@ pub fn choose(w: Workload) -> AutoChoice {
     })
 }
 
+/// `auto` for `spec`'s test on this kernel (its workload is its entry's
+/// in the test-type table), and the report's note on the choice: every
+/// side that applies the rule to a test (a client, an iperf3 client, a
+/// server serving an iperf3 client) asks here.
+pub fn choose_for(spec: &TestSpec) -> (EngineKind, String) {
+    let w = Workload::of(spec);
+    let c = choose(w);
+    (c.kind, c.note(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

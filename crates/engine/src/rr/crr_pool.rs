@@ -46,8 +46,9 @@ const WORKER_IDLE: Duration = Duration::from_secs(1);
 
 /// What the pool needs from the server that owns it.
 pub trait CrrHost: Send + Sync + 'static {
-    /// The crr test that `token` names, if one is running.
-    fn crr(&self, token: &Token) -> Option<Arc<CrrServer>>;
+    /// The crr test that `token` names, if one is running and `peer` may
+    /// take part in it (else the connection goes the usual way).
+    fn crr(&self, token: &Token, peer: SocketAddr) -> Option<Arc<CrrServer>>;
     /// A connection that is not a crr transaction, its bytes unread: the
     /// server's usual handling takes it.
     fn not_crr(&self, sock: TcpStream, peer: SocketAddr);
@@ -190,7 +191,7 @@ fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<S
             DataGreeting::Other => return Ok(Step::Other),
             DataGreeting::Hello(h, used) => (h, used),
         };
-        let Some(crr) = host.crr(&hello.token) else {
+        let Some(crr) = host.crr(&hello.token, conn.peer) else {
             return Ok(Step::Other);
         };
         let (req_len, resp_len) = crr.sizes(&hello)?;
@@ -581,7 +582,7 @@ mod tests {
     }
 
     impl CrrHost for Host {
-        fn crr(&self, token: &Token) -> Option<Arc<CrrServer>> {
+        fn crr(&self, token: &Token, _: SocketAddr) -> Option<Arc<CrrServer>> {
             (*token == self.token).then(|| Arc::clone(&self.crr))
         }
         fn not_crr(&self, sock: TcpStream, _: SocketAddr) {

@@ -125,15 +125,7 @@ fn negotiate_udp(
     if let Err(e) = crate::datagram::check_faults(&udp.faults) {
         return err("faults", e);
     }
-    if let Some(w) = udp.window {
-        if w > limits.max_window {
-            notes.push(format!(
-                "window clamped from {w} to {} bytes by the server",
-                limits.max_window
-            ));
-            udp.window = Some(limits.max_window);
-        }
-    }
+    crate::limits::clamp_window(&mut udp.window, limits, notes);
     Ok(())
 }
 

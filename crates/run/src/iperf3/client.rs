@@ -40,7 +40,7 @@ use crate::config::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family
 use crate::control::{self, ControlConn, ControlSide};
 use crate::iperf3::convert::{self as conv, linerate_id, StreamInfo};
 use crate::outcome::INTERRUPTED;
-use crate::test_type::{self, Wire};
+use crate::test_type::{self, ClientSide, Wire};
 
 /// How long a UDP stream waits for the server's connect reply (iperf3: 30 s).
 const UDP_REPLY_WAIT: Duration = Duration::from_secs(30);
@@ -531,19 +531,24 @@ impl Test<'_, '_> {
         let (out, ctx) = (&mut *self.out, &self.ctx);
         write_unless_closed(&mut self.output_closed, || out.start(&info, ctx))?;
         self.info = Some(info);
-        let wire = Wire::Iperf3 { side: Side::Client };
-        let params = test_type::run_params(spec, &self.cfg.cpus, test_type::cpu_scope(false), wire);
-        let now = Instant::now();
-        self.started = Some(now);
+        // The data phase starts through the test's entry, as a native
+        // client's does, in iperf3's wire format.
+        let side = ClientSide {
+            engine: self.cfg.engine,
+            wire: Wire::Iperf3 {
+                counters_64bit: p.udp_counters_64bit,
+            },
+            peer: self.peer,
+            token: None,
+            cpus: &self.cfg.cpus,
+            cpu_scope: test_type::cpu_scope(false),
+            connect_timeout: self.cfg.connect_timeout,
+            clock: None,
+            unix_name: None,
+        };
+        self.started = Some(Instant::now());
         let setups = std::mem::take(&mut self.setups);
-        let (engine, bits) = (self.cfg.engine, p.udp_counters_64bit);
-        self.run = Some(super::start_streams(
-            engine,
-            setups,
-            (spec, params),
-            bits,
-            now,
-        ));
+        self.run = Some((test_type::of(spec).start_client)(&side, spec, setups)?);
         Ok(())
     }
 
@@ -623,7 +628,8 @@ impl Test<'_, '_> {
             .info
             .clone()
             .unwrap_or_else(|| TestInfo::from_spec(&self.cfg.spec, Side::Client));
-        let report = build::build_stream(info, &self.cfg.spec, &local, &remote, notes);
+        let spec = &self.cfg.spec;
+        let report = (test_type::of(spec).build)(info, spec, &local, &remote, notes);
         let out = &mut *self.out;
         write_unless_closed(&mut self.output_closed, || out.finish(&report, &server))?;
         if self.output_closed {

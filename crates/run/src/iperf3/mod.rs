@@ -5,7 +5,9 @@
 //! results and linerate's spec and report model ([`convert`]): the glue of
 //! iperf3's sessions on this crate's control driver and runner. Printing a
 //! test as iperf3 does is the binary's; the protocol itself, its datagrams
-//! and its stream handshake are the `linerate-iperf3` crate's.
+//! and its stream handshake are the `linerate-iperf3` crate's. Each side
+//! starts its data phase through the test-type table's stream entry
+//! ([`crate::test_type`]) with `Wire::Iperf3`, as a native side does.
 
 pub mod client;
 pub mod convert;
@@ -14,28 +16,9 @@ pub mod server;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use linerate_engine::engines::EngineKind;
-use linerate_engine::runner::{self, RunParams, SideRun, StreamSetup};
-use linerate_iperf3::streams::{end_tcp_receiver, Iperf3Streams};
+use linerate_engine::runner::SideRun;
+use linerate_iperf3::streams::end_tcp_receiver;
 use linerate_proto::measure::SideResults;
-use linerate_proto::spec::TestSpec;
-
-/// Starts this side's streams now as an iperf3 test runs them: the runner
-/// with iperf3's stream format (its datagrams, `counters_64bit` wide, and
-/// its receive accounts beside linerate's, restarted after the omit).
-fn start_streams(
-    engine: EngineKind,
-    setups: Vec<StreamSetup>,
-    (spec, params): (&TestSpec, RunParams),
-    counters_64bit: bool,
-    now: Instant,
-) -> SideRun {
-    let format = Iperf3Streams {
-        counters_64bit,
-        omit: Duration::from_millis(spec.omit_ms),
-    };
-    runner::start_with(engine, setups, params, format, now)
-}
 
 /// Ends this side's data phase as iperf3 does, on its client and its
 /// server alike: the TCP receivers read what is queued and end, the

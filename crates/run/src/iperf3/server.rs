@@ -22,7 +22,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use linerate_engine::engines::auto::{self, Configured, Workload};
+use linerate_engine::engines::auto::{self, Configured};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
@@ -36,7 +36,6 @@ use linerate_proto::limits::{RateBudget, ServerLimits};
 use linerate_proto::measure::{self, IntervalMeasurement, SideResults};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
-use linerate_report::build;
 use linerate_report::model::TestInfo;
 use linerate_report::render::{self, Format};
 
@@ -46,7 +45,7 @@ use crate::error::Result;
 use crate::guard::{self, Guard};
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::metrics::{JsonLines, Metrics};
-use crate::test_type::{self, Wire};
+use crate::test_type::{self, ServerSide, Wire};
 use crate::watch::{IdleWatch, RateWatch};
 
 /// How long a stopping server waits for an iperf3 client to read
@@ -130,12 +129,12 @@ pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, hos
         .lock()
         .ok()
         .and_then(|r| r.get(&cookie.0).cloned());
-    if let Some((owner, _)) = route.as_ref().filter(|(owner, _)| *owner != peer.ip()) {
-        // No reflection: a test's data connections come from the address
-        // that opened its control connection, or not at all.
-        host.guard.log.log(format_args!(
-            "{peer}: iperf3 data connection for a test of {owner}, closing"
-        ));
+    // No reflection: a test's data connections come from the address that
+    // opened its control connection, or not at all.
+    let owner = route.as_ref().map(|(owner, _)| *owner);
+    if let Some(Err(why)) = owner.map(|o| guard::data_from_owner(o, peer, "iperf3 data connection"))
+    {
+        host.guard.log.log(format_args!("{why}"));
         return;
     }
     if let Some((_, tx)) = route {
@@ -180,6 +179,7 @@ fn limits(host: &Host<'_>) -> Iperf3Limits {
         max_omit: Duration::from_millis(l.max_omit_ms),
         max_streams: u32::from(l.max_streams),
         max_rate_bps: l.max_rate_bps,
+        sizes: l.clone(),
         udp_refused: l.own_engine_tcp_streams_only.clone(),
         auth_required: host.auth_required,
     }
@@ -352,11 +352,9 @@ impl Test<'_> {
         let kind = match self.host.engine {
             Configured::Fixed(kind) => kind,
             Configured::Auto => {
-                let w = Workload::of(&self.spec());
-                let c = auto::choose(w);
-                self.notes
-                    .push(format!("{} for this iperf3 client", c.note(w)));
-                c.kind
+                let (kind, note) = auto::choose_for(&self.spec());
+                self.notes.push(format!("{note} for this iperf3 client"));
+                kind
             }
         };
         self.engine = Some(kind);
@@ -429,15 +427,6 @@ impl Test<'_> {
     fn prepare(&mut self) {
         let p = self.params();
         let now = Instant::now();
-        // The same budget as a linerate client's test: a -w that would
-        // take the host's socket memory is refused, never forced.
-        let spec = self.spec();
-        let budget = &linerate_proto::test_type::of(&spec).budget;
-        if let Err(e) = linerate_proto::limits::check_memory(&spec, budget, self.host.limits) {
-            return self
-                .session
-                .prepare_failed(code::BUF_SIZE, 0, e.to_string());
-        }
         let (cpus, note) = test_cpus(self.host.cpus, p.server_affinity);
         if let Some(note) = note {
             self.host
@@ -577,9 +566,11 @@ impl Test<'_> {
             }
         };
         let p = self.params();
+        // Its -w as the session agreed it (clamped to --max-window).
+        let window = self.spec().udp.and_then(|u| u.window);
         // An unpaced client given no -w outruns the receiver in bursts:
         // deep receive buffers, by linerate's own rule for unpaced tests.
-        let deep = (p.window.is_none() && p.bandwidth == 0 && slot.role == Role::Receiver)
+        let deep = (window.is_none() && p.bandwidth == 0 && slot.role == Role::Receiver)
             .then(|| {
                 let streams = p.direction.stream_count(p.parallel) as usize;
                 linerate_proto::limits::unpaced_udp_window(
@@ -588,7 +579,7 @@ impl Test<'_> {
                 )
             })
             .flatten();
-        if let Some(w) = p.window.or(deep) {
+        if let Some(w) = window.or(deep) {
             match udp::set_buffers(&sock, w) {
                 Ok(note) if deep.is_some() && !self.notes.iter().any(|n| n.contains("-b 0")) => {
                     self.notes.push(format!(
@@ -639,9 +630,6 @@ impl Test<'_> {
         self.udp_listener = None;
         let p = self.params();
         let spec = self.spec();
-        let wire = Wire::Iperf3 { side: Side::Server };
-        let scope = test_type::cpu_scope(self.host.per_thread_cpu);
-        let params = test_type::run_params(&spec, &self.cpus, scope, wire);
         self.start_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -651,15 +639,24 @@ impl Test<'_> {
         let now = Instant::now();
         self.idle = IdleWatch::new(&spec, self.host.guard.cfg.idle, now);
         self.started = Some(now);
-        let engine = self.engine();
-        let bits = p.udp_counters_64bit;
-        self.run = Some(super::start_streams(
-            engine,
-            setups,
-            (&spec, params),
-            bits,
-            now,
-        ));
+        // The data phase starts through the test's entry, as a native
+        // test's does, in iperf3's wire format.
+        let side = ServerSide {
+            engine: self.engine(),
+            wire: Wire::Iperf3 {
+                counters_64bit: p.udp_counters_64bit,
+            },
+            cpus: &self.cpus,
+            cpu_scope: test_type::cpu_scope(self.host.per_thread_cpu),
+            crr: None,
+            flow_threads: None,
+        };
+        match (test_type::of(&spec).start_server)(&side, &spec, setups) {
+            Ok(run) => self.run = Some(run),
+            Err(e) => self
+                .session
+                .stream_failed(code::STREAM_ACCEPT, format!("{}", e.chain())),
+        }
     }
 
     /// TEST_END: stop every stream now and collect what they measured.
@@ -732,7 +729,7 @@ impl Test<'_> {
             congestion_used: self.congestion.clone(),
             ..TestInfo::from_spec(&spec, Side::Server)
         };
-        let report = build::build_stream(info, &spec, &remote, &local, notes);
+        let report = (test_type::of(&spec).build)(info, &spec, &remote, &local, notes);
         if p.get_server_output {
             if self.host.format == Format::Json {
                 ours.server_output_json = serde_json::to_value(&report).ok();

@@ -6,13 +6,15 @@
 //! ([`Acceptors`]), so the connections in flight are accepted and answered
 //! on T threads.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
+use crate::guard;
 use crate::log::log;
 use linerate_engine::rr::{AcceptSpin, CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::socket;
@@ -322,16 +324,31 @@ fn spin_listener(
     }
 }
 
+/// The crr test `token` names, for a transaction's connection from
+/// `peer`: only from the address that opened the test's control
+/// connection ([`guard::data_from_owner`], every data connection's rule);
+/// any other goes the usual way ([`super::connection`]), which refuses
+/// and logs it.
+fn crr_route(
+    routes: &Mutex<HashMap<Token, (IpAddr, Route)>>,
+    token: &Token,
+    peer: SocketAddr,
+) -> Option<Arc<CrrServer>> {
+    match routes.lock().ok()?.get(token) {
+        Some((owner, Route::Crr(c))) if guard::data_from_owner(*owner, peer, "").is_ok() => {
+            Some(Arc::clone(c))
+        }
+        _ => None,
+    }
+}
+
 /// The server's side of the crr pool: its routes, its usual connection
 /// handling, its log.
 struct CrrRoutes(Arc<Shared>);
 
 impl CrrHost for CrrRoutes {
-    fn crr(&self, token: &Token) -> Option<Arc<CrrServer>> {
-        match self.0.routes.lock().ok()?.get(token) {
-            Some((_, Route::Crr(c))) => Some(Arc::clone(c)),
-            _ => None,
-        }
+    fn crr(&self, token: &Token, peer: SocketAddr) -> Option<Arc<CrrServer>> {
+        crr_route(&self.0.routes, token, peer)
     }
 
     fn not_crr(&self, sock: TcpStream, peer: SocketAddr) {
@@ -371,5 +388,32 @@ impl CrrHost for CrrRoutes {
             .guard
             .log
             .log(format_args!("{peer}: crr transaction: {e}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::spec::{TestKind, TestSpec};
+
+    /// Issue 24: a crr transaction's connection taken by the crr pool
+    /// (`server --busy-poll`, or crr served while others run) found its
+    /// test by token alone, skipping the address check every other data
+    /// connection passes; from another address it now goes the usual way,
+    /// which refuses and logs it.
+    #[test]
+    fn issue_24_crr_pool_connections_pass_the_data_address_rule() {
+        let spec = TestSpec {
+            kind: TestKind::Crr,
+            rr: Some(linerate_proto::spec::RrSpec::default()),
+            ..TestSpec::default()
+        };
+        let crr = CrrServer::new(spec.rr_plan().expect("crr plan"));
+        let token = Token([7; linerate_proto::wire::TOKEN_LEN]);
+        let owner: IpAddr = "127.0.0.1".parse().expect("ip");
+        let routes = Mutex::new(HashMap::from([(token, (owner, Route::Crr(crr)))]));
+        let from = |a: &str| a.parse::<SocketAddr>().expect("addr");
+        assert!(crr_route(&routes, &token, from("127.0.0.1:4000")).is_some());
+        assert!(crr_route(&routes, &token, from("127.0.0.2:4000")).is_none());
     }
 }

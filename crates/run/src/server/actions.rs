@@ -162,6 +162,7 @@ impl ServerTest<'_> {
         let attached = std::mem::take(&mut self.attached);
         let side = ServerSide {
             engine: self.engine(),
+            wire: test_type::Wire::Native,
             cpus: &self.shared.cpus,
             cpu_scope: test_type::cpu_scope(self.shared.per_thread_cpu),
             crr: self.crr.as_ref(),

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
 use crate::control::read_first_frame;
-use crate::guard::PreAuthSlot;
+use crate::guard::{self, PreAuthSlot};
 use crate::iperf3::server as iperf3_server;
 use linerate_proto::wire::{classify_greeting, DataHello, Greeting, Message, RefuseCode};
 
@@ -111,12 +111,13 @@ fn route_data(h: DataHello, sock: TcpStream, peer: SocketAddr, shared: &Shared) 
         .lock()
         .ok()
         .and_then(|r| r.get(&h.token).cloned());
+    // No reflection: a test's data connections come from the address that
+    // opened its control connection, or not at all.
+    let owner = route.as_ref().map(|(owner, _)| *owner);
+    if let Some(Err(why)) = owner.map(|o| guard::data_from_owner(o, peer, "data connection")) {
+        return log.log(format_args!("{why}"));
+    }
     match route {
-        // No reflection: a test's data connections come from the
-        // address that opened its control connection, or not at all.
-        Some((owner, _)) if owner != peer.ip() => log.log(format_args!(
-            "{peer}: data connection for a test of {owner}, closing"
-        )),
         Some((_, Route::Streams(tx))) => {
             let _ = tx.send((h, sock));
         }

@@ -26,10 +26,11 @@ use linerate_engine::rr::{self, CrrServer, CrrTarget, RrConns, RrParams};
 use linerate_engine::runner::{self, CpuScope, DataSocket, RunParams, SideRun, StreamSetup};
 use linerate_engine::stream::POLL;
 use linerate_engine::{socket, udp};
+use linerate_iperf3::streams::Iperf3Streams;
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::Role;
 use linerate_proto::measure::SideResults;
-use linerate_proto::spec::{Limit, Protocol, TestKind, TestSpec};
+use linerate_proto::spec::{Limit, Protocol, TestSpec};
 use linerate_proto::test_type::{self as rules, Rules, Workload};
 use linerate_proto::wire::{DataHello, Side, Token};
 use linerate_report::build;
@@ -40,10 +41,14 @@ use linerate_report::Report;
 #[derive(Debug)]
 pub struct ClientSide<'a> {
     pub engine: EngineKind,
+    /// The data streams' wire format (an iperf3 client's streams too).
+    pub wire: Wire,
     /// The server's control address (data connections go to its port;
     /// UDP streams to the ports it sent).
     pub peer: SocketAddr,
-    pub token: Token,
+    /// The test's token from the server's Accept (none for an iperf3
+    /// server, whose streams carry its cookie).
+    pub token: Option<Token>,
     pub cpus: &'a [usize],
     pub cpu_scope: CpuScope,
     pub connect_timeout: Duration,
@@ -58,6 +63,8 @@ pub struct ClientSide<'a> {
 #[derive(Debug)]
 pub struct ServerSide<'a> {
     pub engine: EngineKind,
+    /// The data streams' wire format (an iperf3 client's streams too).
+    pub wire: Wire,
     pub cpus: &'a [usize],
     pub cpu_scope: CpuScope,
     /// The crr side, created when the test was accepted (crr only).
@@ -151,24 +158,39 @@ const CRR: TestType = TestType {
 const MSG: TestType = TestType {
     rules: &rules::MSG,
     attach: attach_tcp,
-    start_client: |_, spec, streams| crate::msg_net::start_client(spec, streams),
-    start_server: |_, spec, streams| crate::msg_net::start_server(spec, streams),
+    start_client: |c, spec, streams| {
+        native_only(c.wire, spec)?;
+        crate::msg_net::start_client(spec, streams)
+    },
+    start_server: |s, spec, streams| {
+        native_only(s.wire, spec)?;
+        crate::msg_net::start_server(spec, streams)
+    },
     // No interval records: the control loops wait long.
     wake: Duration::from_millis(100),
     build: linerate_report::msg_net::build_msg,
     check: checks::msg,
 };
 
-/// The entry for an agreed spec (keyed as the rules are: a test checks
-/// that each entry carries the rules `linerate_proto::test_type::of` gives).
+/// Every entry, one per entry of the rules.
+const ALL: [&TestType; 6] = [&TCP_STREAM, &UDP_STREAM, &RR_TCP, &RR_UDP, &CRR, &MSG];
+
+/// The entry for an agreed spec: the one carrying the rules
+/// `linerate_proto::test_type::of` gives, so the kind and protocol are
+/// looked up in one place (a test checks every rules entry has its
+/// entry here).
 pub fn of(spec: &TestSpec) -> &'static TestType {
-    match (spec.kind, spec.protocol) {
-        (TestKind::Stream, Protocol::Tcp) => &TCP_STREAM,
-        (TestKind::Stream, Protocol::Udp) => &UDP_STREAM,
-        (TestKind::Rr, Protocol::Tcp) => &RR_TCP,
-        (TestKind::Rr, Protocol::Udp) => &RR_UDP,
-        (TestKind::Crr, _) => &CRR,
-        (TestKind::Msg, _) => &MSG,
+    let rules = rules::of(spec);
+    ALL.into_iter()
+        .find(|t| t.rules.name == rules.name)
+        .unwrap_or(&TCP_STREAM)
+}
+
+impl ClientSide<'_> {
+    /// The test's token, which every native data connection carries.
+    fn token(&self) -> Result<Token> {
+        self.token
+            .ok_or_else(|| RunError::Protocol("data streams without the test's token".into()))
     }
 }
 
@@ -235,7 +257,7 @@ fn attach_tcp(
         };
         let mut hello = Vec::new();
         DataHello {
-            token: c.token,
+            token: c.token()?,
             stream: p.id,
             sender: p.sender,
         }
@@ -325,7 +347,7 @@ fn attach_udp(
         }
         let mut hello = Vec::new();
         DataHello {
-            token: c.token,
+            token: c.token()?,
             stream: p.id,
             sender: p.sender,
         }
@@ -408,28 +430,50 @@ pub fn server_tcp_stream(
     }
 }
 
-/// The data streams' wire format and ending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The data streams' wire format and ending: a parameter of every entry's
+/// start hooks, so native and iperf3 sessions start their data phase
+/// through the same entry, with the same runner parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Wire {
     /// linerate's own datagrams; each side's senders stop at the planned end.
+    #[default]
     Native,
-    /// iperf3's (whose datagrams are the runner's stream format, given by
-    /// the iperf3 glue: `crate::iperf3`), and iperf3's end: its client decides it (TEST_END), so this `side`'s TCP
-    /// senders run until then on a server (an iperf3 client must not see
-    /// its streams end first); UDP senders also stop at the planned end on
+    /// iperf3's: its datagrams ([`Iperf3Streams`], sequence numbers
+    /// `counters_64bit` wide, its receive accounts restarted after the
+    /// omit) and its end: its client decides it (TEST_END), so a server's
+    /// TCP senders run until then (an iperf3 client must not see its
+    /// streams end first); UDP senders also stop at the planned end on
     /// the server's clock, which started first, so nothing is sent after
-    /// the client stopped counting.
-    Iperf3 { side: Side },
+    /// the client stopped counting. Only stream tests have this form.
+    Iperf3 { counters_64bit: bool },
 }
 
-/// Runner parameters of a side from the agreed spec: the one place they
-/// are built, for native and iperf3 tests alike.
-pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope, wire: Wire) -> RunParams {
+/// The entries without an iperf3 form (iperf3 carries only streams).
+fn native_only(wire: Wire, spec: &TestSpec) -> Result<()> {
+    match wire {
+        Wire::Native => Ok(()),
+        Wire::Iperf3 { .. } => fail!(
+            Spec,
+            "iperf3 has no {} test (it carries only streams)",
+            rules::of(spec).name
+        ),
+    }
+}
+
+/// Runner parameters of `side` from the agreed spec: the one place they
+/// are built, for native and iperf3 tests alike (reached only through the
+/// stream entries' start hooks).
+fn run_params(
+    spec: &TestSpec,
+    (cpus, cpu_scope): (&[usize], CpuScope),
+    wire: Wire,
+    side: Side,
+) -> RunParams {
     let omit = Duration::from_millis(spec.omit_ms);
     // iperf3's `-t 0` (with neither -n nor -k) has no planned end either.
     let until_test_end = match wire {
         Wire::Native => false,
-        Wire::Iperf3 { side } => {
+        Wire::Iperf3 { .. } => {
             spec.limit == Limit::TimeMs(0)
                 || (side == Side::Server && spec.protocol == Protocol::Tcp)
         }
@@ -460,13 +504,33 @@ pub fn run_params(spec: &TestSpec, cpus: &[usize], cpu_scope: CpuScope, wire: Wi
     }
 }
 
+/// A side's streams, started now in `wire`'s format.
+fn start_streams(
+    engine: EngineKind,
+    wire: Wire,
+    streams: Vec<StreamSetup>,
+    (spec, params): (&TestSpec, RunParams),
+) -> SideRun {
+    let now = Instant::now();
+    match wire {
+        Wire::Native => runner::start(engine, streams, params, now),
+        Wire::Iperf3 { counters_64bit } => {
+            let format = Iperf3Streams {
+                counters_64bit,
+                omit: Duration::from_millis(spec.omit_ms),
+            };
+            runner::start_with(engine, streams, params, format, now)
+        }
+    }
+}
+
 fn start_stream_client(
     c: &ClientSide<'_>,
     spec: &TestSpec,
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
-    let params = run_params(spec, c.cpus, c.cpu_scope, Wire::Native);
-    Ok(runner::start(c.engine, streams, params, Instant::now()))
+    let params = run_params(spec, (c.cpus, c.cpu_scope), c.wire, Side::Client);
+    Ok(start_streams(c.engine, c.wire, streams, (spec, params)))
 }
 
 fn start_stream_server(
@@ -474,20 +538,20 @@ fn start_stream_server(
     spec: &TestSpec,
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
-    let mut params = run_params(spec, s.cpus, s.cpu_scope, Wire::Native);
+    let mut params = run_params(spec, (s.cpus, s.cpu_scope), s.wire, Side::Server);
     if let (Some(_), Some(t)) = (params.loops, s.flow_threads) {
         // The server serves a client's flows on its own thread budget.
         params.loops = Some(usize::from(t.max(1)));
     }
-    Ok(runner::start(s.engine, streams, params, Instant::now()))
+    Ok(start_streams(s.engine, s.wire, streams, (spec, params)))
 }
 
 fn rr_params(
     spec: &TestSpec,
-    cpus: &[usize],
-    scope: CpuScope,
+    (cpus, scope, wire): (&[usize], CpuScope, Wire),
     clock: Option<ClockOffset>,
 ) -> Result<RrParams> {
+    native_only(wire, spec)?;
     spec.rr_plan()
         .map(|plan| RrParams::new(plan, cpus, scope, clock))
         .ok_or_else(|| RunError::Spec("request/response test without its parameters".to_string()))
@@ -499,7 +563,7 @@ fn start_rr_client(
     spec: &TestSpec,
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
-    let params = rr_params(spec, c.cpus, c.cpu_scope, c.clock)?;
+    let params = rr_params(spec, (c.cpus, c.cpu_scope, c.wire), c.clock)?;
     let conns = RrConns::sort(&params.plan, streams)?;
     Ok(match spec.flows {
         Some(f) => rr::loops::start_client(c.engine, conns, params, usize::from(f.threads)),
@@ -512,7 +576,7 @@ fn start_rr_server(
     spec: &TestSpec,
     streams: Vec<StreamSetup>,
 ) -> Result<SideRun> {
-    let params = rr_params(spec, s.cpus, s.cpu_scope, None)?;
+    let params = rr_params(spec, (s.cpus, s.cpu_scope, s.wire), None)?;
     let conns = RrConns::sort(&params.plan, streams)?;
     Ok(match spec.flows {
         // The server serves a client's flows on its own thread budget.
@@ -526,11 +590,11 @@ fn start_rr_server(
 
 /// crr: a connection per transaction, greeted with the test's token.
 fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
-    let params = rr_params(spec, c.cpus, c.cpu_scope, c.clock)?;
+    let params = rr_params(spec, (c.cpus, c.cpu_scope, c.wire), c.clock)?;
     let target = CrrTarget {
         addr: c.peer,
         tcp: spec.tcp.clone(),
-        token: c.token,
+        token: c.token()?,
     };
     Ok(match spec.flows {
         Some(f) => {
@@ -542,7 +606,8 @@ fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) ->
     })
 }
 
-fn start_crr_server(s: &ServerSide<'_>, _: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
+fn start_crr_server(s: &ServerSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
+    native_only(s.wire, spec)?;
     s.crr
         .map(|c| c.start())
         .ok_or_else(|| RunError::Spec("crr test without its server side".to_string()))
@@ -551,6 +616,7 @@ fn start_crr_server(s: &ServerSide<'_>, _: &TestSpec, _: Vec<StreamSetup>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_proto::spec::TestKind;
 
     /// Every kind and protocol has the entry its name says, carrying the
     /// rules the layers below look up for the same spec.
