@@ -643,8 +643,9 @@ pub struct RrArgs {
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
     /// N flows on --threads event-loop threads per side (epoll; rr over
-    /// TCP and crr, one size: default 1 byte), in place of -P; crr: N
-    /// connections in flight, accepted on the server's threads too.
+    /// TCP or UDP and crr, one size: default 1 byte), in place of -P; crr:
+    /// N connections in flight, accepted on the server's threads too; UDP:
+    /// each flow's lost requests counted as its own.
     #[arg(long, value_name = "N", conflicts_with = "parallel")]
     pub flows: Option<u32>,
     /// Event-loop threads for --flows on this side (default 1; the server
