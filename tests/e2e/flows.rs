@@ -756,3 +756,43 @@ fn issue_26_udp_rr_flows_count_their_own_losses_through_a_bottleneck() {
         "{p}"
     );
 }
+
+/// rr flows over several sizes, on TCP and UDP: a phase per size, as
+/// flow threads run them; in each, every flow completes transactions and
+/// both ends count the same. Refused before (one size with --flows).
+#[test]
+fn issue_26_rr_flows_run_a_phase_per_size() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    for proto in ["tcp", "udp"] {
+        let r = json_client(&[
+            "rr",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--proto",
+            proto,
+            "--json",
+            "--flows",
+            "64",
+            "--threads",
+            "2",
+            "--sizes",
+            "1,200",
+            "-t",
+            "0.5",
+        ]);
+        let phases = r["rr"]["phases"].as_array().expect("phases");
+        let sizes: Vec<u64> = phases.iter().map(|p| u(&p["request_size"])).collect();
+        assert_eq!(sizes, [1, 200], "{proto}");
+        for p in phases {
+            assert!(p.get("errors").is_none(), "{proto}: {p}");
+            let counts = p["per_flow"]["transactions"].as_array().expect("per flow");
+            assert_eq!(counts.len(), 64, "{proto}: {p}");
+            assert!(counts.iter().all(|c| u(c) > 0), "{proto}: {p}");
+            let total: u64 = counts.iter().map(u).sum();
+            assert_eq!(u(&p["transactions"]), total, "{proto}");
+            assert_eq!(u(&p["server_transactions"]), total, "{proto}");
+        }
+    }
+}

@@ -3,8 +3,10 @@
 //! [`RrClient`], [`Tally`] and [`PhaseClock`], the server's [`RrServer`] —
 //! exactly as a flow thread does ([`super::exchange`], [`super::serve`]);
 //! the loop ([`crate::event_loop::drive`]) only moves the bytes, a
-//! message at a time, without blocking. One phase (one size, no load):
-//! the negotiation refuses more with flows for now.
+//! message at a time, without blocking. A phase per size (no load: the
+//! negotiation refuses it with flows for now): each loop runs its flows
+//! through the phases, and the client's flows move from one to the next
+//! together, as flow threads do (the side's coordinator opens each).
 //!
 //! The phase ends as on a flow thread: the client shuts down its write
 //! side after its last transaction, the server answers by closing, the
@@ -23,7 +25,7 @@
 
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
@@ -39,9 +41,11 @@ use crate::runner::{spawn_side, SideRun};
 use crate::stream::{is_timeout, map_err, Signals};
 use crate::{socket, EngineError};
 
+use super::client::coordinate;
 use super::conns::{Conn, RrConns};
 use super::crr::{CrrTarget, CONNECT_TIMEOUT};
 use super::exchange::reliable_answer;
+use super::gate::Gate;
 use super::loop_tally::{served, with_loop_rtt, Transactions};
 use super::params::RrParams;
 use super::side::{run_threads, CpuStart, FlowEnd, LoadEnd};
@@ -91,12 +95,7 @@ fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Ro
     let engine = event_loop::engine_for(engine, if udp { Protocol::Udp } else { Protocol::Tcp });
     let (tx, rx) = mpsc::channel();
     let run = spawn_side(engine.name(), move |signals| {
-        let r = run_side(engine, flows, &p, (threads, udp), role, signals);
-        if role == Role::Client {
-            // The one phase's measurements, for JSON Lines' rr_phase record.
-            let _ = tx.send(r.rr.as_ref().map(|m| m.flows.clone()).unwrap_or_default());
-        }
-        r
+        run_side(engine, flows, &p, (threads, udp), (role, &tx), signals)
     });
     match role {
         Role::Client => run.with_phases(rx),
@@ -104,29 +103,37 @@ fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Ro
     }
 }
 
-/// `(threads, udp)`: the side's loops, and whether its flows are UDP.
+/// `(threads, udp)`: the side's loops, and whether its flows are UDP;
+/// `(role, phases)`: the side, and where a client sends each phase's
+/// measurements as the phase ends (JSON Lines' rr_phase records).
 fn run_side(
     engine: EngineKind,
     flows: Flows,
     p: &RrParams,
     (threads, udp): (usize, bool),
-    role: Role,
+    (role, phases): (Role, &mpsc::Sender<Vec<RrFlowMeasurement>>),
     signals: &Signals,
 ) -> SideResults {
     let start = CpuStart::now();
     let watch = Watch::new(p.plan.flows as usize);
-    let phase = p.plan.phases.first().copied().unwrap_or(RrPhase {
-        index: 0,
-        request: 1,
-        response: 1,
-        loaded: false,
-    });
     let (socks, crr) = match flows {
-        Flows::Rr(conns) => (first_connections(conns), None),
+        Flows::Rr(conns) => (per_flow(conns), None),
         // crr flows connect as they go.
-        Flows::Crr(target) => ((0..p.plan.flows).map(|f| (f, None)).collect(), Some(target)),
+        Flows::Crr(target) => {
+            let socks = (0..p.plan.flows).map(|f| (f, Vec::new())).collect();
+            (socks, Some(target))
+        }
     };
-    let (watch_ref, crr) = (&watch, crr.as_ref());
+    let (gate, ended) = (Gate::default(), Mutex::new(Vec::new()));
+    let side = Phases {
+        p,
+        signals,
+        watch: &watch,
+        crr: crr.as_ref(),
+        gate: (role == Role::Client).then_some(&gate),
+        ended: &ended,
+    };
+    let side = &side;
     let runs: Vec<_> = event_loop::split(socks, threads)
         .into_iter()
         .enumerate()
@@ -134,18 +141,13 @@ fn run_side(
             let label = event_loop::label(t, share.len());
             move || {
                 let cpu0 = crate::cpu::thread();
-                let cx = LoopCtx {
-                    p,
-                    phase: &phase,
-                    signals,
-                    watch: watch_ref,
-                    crr,
-                };
-                let measurements = if udp {
-                    super::udp_loops::run_loop(share, &cx, role)
-                } else {
-                    with_engine!(engine, e => run_loop(e, share, &cx, role))
-                };
+                let measurements = side.run_phases(share, |share, cx| {
+                    if udp {
+                        super::udp_loops::run_loop(share, cx, role)
+                    } else {
+                        with_engine!(engine, e => run_loop(e, share, cx, role))
+                    }
+                });
                 FlowEnd {
                     measurements,
                     cpu: crate::cpu::thread().saturating_sub(cpu0),
@@ -157,7 +159,18 @@ fn run_side(
         })
         .collect();
     let no_load: Vec<(u32, fn() -> LoadEnd)> = Vec::new();
-    let g = run_threads(signals, &watch, runs, no_load, |_| {});
+    let g = run_threads(signals, &watch, runs, no_load, |dog| {
+        if role == Role::Client {
+            // The flows move from phase to phase together, as flow
+            // threads do.
+            coordinate(p, signals, &gate, &watch, dog, || {
+                if let Ok(mut v) = ended.lock() {
+                    let _ = phases.send(std::mem::take(&mut *v));
+                }
+            });
+            gate.update(|s| s.closed = true);
+        }
+    });
     start.results(
         engine.name(),
         p.cpu_scope,
@@ -175,14 +188,65 @@ fn run_side(
     )
 }
 
-/// Phase 0's connection of every rr flow (the only phase with flows).
-fn first_connections(conns: RrConns) -> Vec<(u32, Option<Conn>)> {
+/// Every rr flow's connections, one per phase in phase order.
+fn per_flow(conns: RrConns) -> Vec<(u32, Vec<Conn>)> {
     conns
         .flows
         .into_iter()
         .enumerate()
-        .map(|(f, phases)| (f as u32, phases.into_iter().next()))
+        .map(|(f, phases)| (f as u32, phases))
         .collect()
+}
+
+/// What a side's loops share across phases.
+struct Phases<'a> {
+    p: &'a RrParams,
+    signals: &'a Signals,
+    watch: &'a Watch,
+    crr: Option<&'a CrrTarget>,
+    /// Client: the phases open one after the other, each when every flow
+    /// has ended the one before (the side's coordinator opens them).
+    gate: Option<&'a Gate>,
+    /// Client: the flows' measurements of the phase that is ending.
+    ended: &'a Mutex<Vec<RrFlowMeasurement>>,
+}
+
+impl Phases<'_> {
+    /// One loop's flows (`share`: each flow's connections, by phase)
+    /// through every phase, each driven to its end by `run`.
+    fn run_phases(
+        &self,
+        share: Vec<(u32, Vec<Conn>)>,
+        run: impl Fn(Vec<(u32, Option<Conn>)>, &LoopCtx<'_>) -> Vec<RrFlowMeasurement>,
+    ) -> Vec<RrFlowMeasurement> {
+        let mut conns: Vec<_> = share.into_iter().map(|(f, c)| (f, c.into_iter())).collect();
+        let mut out = Vec::new();
+        for phase in &self.p.plan.phases {
+            if let Some(g) = self.gate {
+                if !g.wait(self.signals, |g| g.open > phase.index) {
+                    break;
+                }
+            }
+            let this: Vec<_> = conns.iter_mut().map(|(f, c)| (*f, c.next())).collect();
+            let n = this.len() as u32;
+            let cx = LoopCtx {
+                p: self.p,
+                phase,
+                signals: self.signals,
+                watch: self.watch,
+                crr: self.crr,
+            };
+            let m = run(this, &cx);
+            if let Some(g) = self.gate {
+                if let Ok(mut v) = self.ended.lock() {
+                    v.extend(m.iter().cloned());
+                }
+                g.update(|g| g.done += n);
+            }
+            out.extend(m);
+        }
+        out
+    }
 }
 
 /// What every loop of a side shares.
