@@ -1,10 +1,10 @@
-//! What every event-loop client flow keeps of its transactions, whatever
-//! moves them (TCP rr and crr in `loops`, UDP rr in `udp_loops`): its
-//! [`RrClient`] core, its [`Tally`] and [`PhaseClock`], the open batch,
-//! and the flow's measurement; and the server flow's measurement. The
-//! loops only move the bytes; what is counted, and when the clock is
-//! read, is decided here, as [`super::exchange::run_phase`] decides it on
-//! a flow thread.
+//! What every event-loop rr flow shares, whatever moves its bytes (TCP
+//! rr and crr in `loops`, UDP rr in `udp_loops`): the side's context and
+//! role; a client flow's transactions — its [`RrClient`] core, its
+//! [`Tally`] and [`PhaseClock`], the open batch, its measurement — and a
+//! server flow's measurement. The loops only move the bytes; what is
+//! counted, and when the clock is read, is decided here, as
+//! [`super::exchange::run_phase`] decides it on a flow thread.
 
 use std::ops::Range;
 
@@ -16,9 +16,38 @@ use linerate_proto::spec::{RrLimit, RrPhase};
 use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
+use crate::stream::Signals;
 
+use super::crr::CrrTarget;
 use super::params::RrParams;
 use super::watch::Watch;
+
+/// Which side a loop serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Client,
+    Server,
+}
+
+/// What every loop of a side shares in a phase.
+pub(super) struct LoopCtx<'a> {
+    pub(super) p: &'a RrParams,
+    pub(super) phase: &'a RrPhase,
+    pub(super) signals: &'a Signals,
+    pub(super) watch: &'a Watch,
+    /// crr: where each transaction connects.
+    pub(super) crr: Option<&'a CrrTarget>,
+}
+
+/// The measurement of a flow that could not start, saying `why`.
+pub(super) fn failed(phase: &RrPhase, flow: u32, why: &str) -> RrFlowMeasurement {
+    RrFlowMeasurement {
+        phase: phase.index,
+        flow,
+        error: Some(why.into()),
+        ..RrFlowMeasurement::default()
+    }
+}
 
 /// A client flow's transactions in one phase.
 pub(super) struct Transactions<'a> {

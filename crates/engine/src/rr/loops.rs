@@ -46,20 +46,13 @@ use super::conns::{Conn, RrConns};
 use super::crr::{CrrTarget, CONNECT_TIMEOUT};
 use super::exchange::reliable_answer;
 use super::gate::Gate;
-use super::loop_tally::{served, with_loop_rtt, Transactions};
+use super::loop_tally::{failed, served, with_loop_rtt, LoopCtx, Role, Transactions};
 use super::params::RrParams;
 use super::side::{run_threads, CpuStart, FlowEnd, LoadEnd};
 use super::watch::Watch;
 
 /// Calls one ready flow gets per turn (a message is one or two calls).
 const CALLS_PER_TURN: u32 = 8;
-
-/// Which side a loop serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
-    Client,
-    Server,
-}
 
 /// Starts the client side of an rr test on `threads` event loops.
 pub fn start_client(engine: EngineKind, conns: RrConns, p: RrParams, threads: usize) -> SideRun {
@@ -249,16 +242,6 @@ impl Phases<'_> {
     }
 }
 
-/// What every loop of a side shares.
-pub(super) struct LoopCtx<'a> {
-    pub(super) p: &'a RrParams,
-    pub(super) phase: &'a RrPhase,
-    pub(super) signals: &'a Signals,
-    pub(super) watch: &'a Watch,
-    /// crr: where each transaction connects.
-    pub(super) crr: Option<&'a CrrTarget>,
-}
-
 /// One loop: its flows of `phase`, driven to their ends.
 fn run_loop<E: Engine>(
     engine: E,
@@ -308,15 +291,6 @@ fn run_loop<E: Engine>(
         }
     }
     out
-}
-
-pub(super) fn failed(phase: &RrPhase, flow: u32, why: &str) -> RrFlowMeasurement {
-    RrFlowMeasurement {
-        phase: phase.index,
-        flow,
-        error: Some(why.into()),
-        ..RrFlowMeasurement::default()
-    }
 }
 
 /// A flow's socket, engine I/O and message buffers: moves one whole

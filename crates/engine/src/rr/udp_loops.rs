@@ -37,8 +37,7 @@ use crate::EngineError;
 
 use super::conns::Conn;
 use super::datagram_io::port_closed;
-use super::loop_tally::{served, with_loop_rtt, Transactions};
-use super::loops::{failed, LoopCtx, Role};
+use super::loop_tally::{failed, served, with_loop_rtt, LoopCtx, Role, Transactions};
 use super::udp::{end_unanswered, UDP_END_ACKS, UDP_END_EVERY, UDP_END_TRIES};
 use super::watch::Watch;
 
