@@ -656,9 +656,11 @@ pub struct RrArgs {
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
     /// N flows on --threads event-loop threads per side (epoll; --engine
-    /// uring is refused: no completion loop for rr yet; rr over
-    /// TCP and crr, one size: default 1 byte), in place of -P; crr: N
-    /// connections in flight, accepted on the server's threads too.
+    /// uring is refused: no completion loop for rr yet; rr over TCP or UDP
+    /// and crr; default one size, 1 byte; with --sizes a phase per size),
+    /// in place of -P; crr: N connections in flight, accepted on the
+    /// server's threads too; UDP: each flow's lost requests counted as its
+    /// own.
     #[arg(long, value_name = "N", conflicts_with = "parallel")]
     pub flows: Option<u32>,
     /// Event-loop threads for --flows on this side (default 1; the server

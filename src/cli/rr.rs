@@ -71,7 +71,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
     let sizes = match (&r.size, &r.sizes) {
         (Some(s), _) => parse_sizes("--size", s)?,
         (None, Some(l)) => parse_sizes("--sizes", l)?,
-        // Event-loop flows run one size (neper's tcp_rr default).
+        // Event-loop flows default to one size (neper's tcp_rr default).
         (None, None) if kind == TestKind::Crr || flows.is_some() => vec![1],
         (None, None) => DEFAULT_RR_SIZES.to_vec(),
     };

@@ -597,3 +597,202 @@ fn issue_26_a_server_accepts_crr_flows_on_its_threads() {
     );
     assert!(server.alive());
 }
+
+/// rr over UDP on event loops: 256 flows on 2 threads per side each
+/// complete transactions; the flows' counts add up to the phase's, which
+/// the server counted too (loopback loses nothing), and the merged
+/// percentiles cover every transaction. Refused before (the negotiation
+/// had no UDP rr on loops).
+#[test]
+fn issue_26_udp_rr_flows_on_two_threads_all_complete_transactions() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--proto",
+        "udp",
+        "--json",
+        "--flows",
+        "256",
+        "--threads",
+        "2",
+        "-t",
+        "1",
+    ]);
+    assert_eq!(u(&r["test"]["streams"]), 256, "{}", r["test"]);
+    // The loops run the syscall engine, as UDP stream flows do.
+    for side in ["client_engine", "server_engine"] {
+        assert_eq!(r["test"][side], "syscall", "{}", r["test"]);
+    }
+    let p = &r["rr"]["phases"][0];
+    assert!(p.get("errors").is_none(), "{p}");
+    let per_flow = &p["per_flow"];
+    let counts = per_flow["transactions"]
+        .as_array()
+        .expect("per-flow transactions");
+    assert_eq!(counts.len(), 256, "{per_flow}");
+    assert!(counts.iter().all(|c| u(c) > 0), "{per_flow}");
+    assert_eq!(u(&per_flow["idle_flows"]), 0);
+    let total: u64 = counts.iter().map(u).sum();
+    assert_eq!(u(&p["transactions"]), total);
+    assert_eq!(u(&p["server_transactions"]), total);
+    assert_eq!(u(&p["latency"]["count"]), total);
+    let j = f(&per_flow["jain_index"]);
+    assert!(j > 0.0 && j <= 1.0, "{per_flow}");
+    let (lo, hi) = (f(&per_flow["p99_ns"]["min"]), f(&per_flow["p99_ns"]["max"]));
+    assert!(lo > 0.0 && lo <= hi, "{per_flow}");
+    for side in ["client", "server"] {
+        let t = r["cpu"][side]["busiest_thread"].as_str().unwrap_or("");
+        assert!(t.starts_with("event loop "), "{side}: {t:?}");
+    }
+}
+
+/// A server with a low flow limit refuses more UDP rr flows before any
+/// socket is attached (both ends say why), and serves the next test on
+/// its loops. Before, every UDP rr --flows test was refused alike.
+#[test]
+fn issue_26_a_server_refuses_more_udp_rr_flows_than_its_limit_and_serves_on() {
+    let mut server = Server::start(&["--max-flows", "16"]);
+    let port = server.port_str();
+    let rr = |flows: &'static str| {
+        [
+            "rr",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--proto",
+            "udp",
+            "--json",
+            "--flows",
+            flows,
+            "-t",
+            "0.5",
+        ]
+        .map(String::from)
+    };
+    let args = rr("64");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_client(&args, Duration::from_secs(30));
+    assert!(!out.status.success(), "64 flows accepted");
+    let err = stderr(&out);
+    assert!(
+        err.contains("64 flows requested") && err.contains("at most 16"),
+        "{err}"
+    );
+    assert!(server.alive());
+    let args = rr("16");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = json_client(&args);
+    let p = &r["rr"]["phases"][0];
+    assert!(p.get("errors").is_none(), "{p}");
+    assert_eq!(u(&p["per_flow"]["idle_flows"]), 0, "{p}");
+    assert_eq!(u(&p["server_transactions"]), u(&p["transactions"]), "{p}");
+}
+
+/// UDP rr flows through a bottleneck that drops requests (a tbf on the
+/// router's egress towards the server, in namespaces this test creates):
+/// each flow counts its own lost requests (a response missing after the
+/// timeout), as a flow thread does, in the report's per-flow `lost`
+/// (before, UDP rr was refused with --flows); the flows' losses add up to the
+/// phase's, and the server answered no fewer than the client completed
+/// nor more than it completed and lost.
+#[test]
+fn issue_26_udp_rr_flows_count_their_own_losses_through_a_bottleneck() {
+    use crate::netns::{tc, unavailable, Routed, ROUTED_SERVER};
+    if let Some(why) = unavailable() {
+        return skip(why);
+    }
+    let path = Routed::new("ur").expect("create namespaces");
+    // About 240 1 KB requests a second with room for 7 queued: the 32
+    // flows' requests, one in flight each, overflow it.
+    let tbf = [
+        "qdisc", "add", "dev", "rb", "root", "tbf", "rate", "2mbit", "burst", "3000", "limit",
+        "8000",
+    ];
+    tc(&path.r, &tbf).expect("tbf");
+    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &["--threads", "2"]);
+    let port = server.port_str();
+    let args = [
+        "rr",
+        ROUTED_SERVER,
+        "-p",
+        &port,
+        "--proto",
+        "udp",
+        "--size",
+        "1K",
+        "--flows",
+        "32",
+        "--threads",
+        "2",
+        "-t",
+        "3",
+        "--json",
+    ];
+    let out = run_client_in(Some(&path.a), &args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let p = &r["rr"]["phases"][0];
+    assert!(p.get("errors").is_none(), "{p}");
+    let per_flow = &p["per_flow"];
+    let lost: Vec<u64> = per_flow["lost"]
+        .as_array()
+        .expect("per-flow losses")
+        .iter()
+        .map(u)
+        .collect();
+    assert_eq!(lost.len(), 32, "{per_flow}");
+    // Which flows the queue drops depends on their order in it: many
+    // flows lose some, each counting its own.
+    let losing = lost.iter().filter(|&&l| l > 0).count();
+    assert!(losing >= 8, "only {losing} flows lost requests: {lost:?}");
+    assert_eq!(u(&p["lost"]), lost.iter().sum::<u64>(), "{p}");
+    let (done, served) = (u(&p["transactions"]), u(&p["server_transactions"]));
+    assert!(
+        done > 0 && served >= done && served <= done + u(&p["lost"]),
+        "{p}"
+    );
+}
+
+/// rr flows over several sizes, on TCP and UDP: a phase per size, as
+/// flow threads run them; in each, every flow completes transactions and
+/// both ends count the same. Refused before (one size with --flows).
+#[test]
+fn issue_26_rr_flows_run_a_phase_per_size() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    for proto in ["tcp", "udp"] {
+        let r = json_client(&[
+            "rr",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--proto",
+            proto,
+            "--json",
+            "--flows",
+            "64",
+            "--threads",
+            "2",
+            "--sizes",
+            "1,200",
+            "-t",
+            "0.5",
+        ]);
+        let phases = r["rr"]["phases"].as_array().expect("phases");
+        let sizes: Vec<u64> = phases.iter().map(|p| u(&p["request_size"])).collect();
+        assert_eq!(sizes, [1, 200], "{proto}");
+        for p in phases {
+            assert!(p.get("errors").is_none(), "{proto}: {p}");
+            let counts = p["per_flow"]["transactions"].as_array().expect("per flow");
+            assert_eq!(counts.len(), 64, "{proto}: {p}");
+            assert!(counts.iter().all(|c| u(c) > 0), "{proto}: {p}");
+            let total: u64 = counts.iter().map(u).sum();
+            assert_eq!(u(&p["transactions"]), total, "{proto}");
+            assert_eq!(u(&p["server_transactions"]), total, "{proto}");
+        }
+    }
+}

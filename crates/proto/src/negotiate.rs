@@ -326,6 +326,39 @@ mod tests {
         };
         assert!(negotiate(&udp, &l).is_ok(), "{:?}", negotiate(&udp, &l));
     }
+
+    /// rr over UDP runs on event loops as over TCP: a phase per size, held
+    /// to `--max-flows` and the descriptor limit (every phase's sockets)
+    /// like any flows.
+    #[test]
+    fn issue_26_udp_rr_flows_are_negotiated_within_the_flow_limits() {
+        let l = ServerLimits {
+            max_flows: 1000,
+            max_fds: Some(1050),
+            ..ServerLimits::default()
+        };
+        let rr = |count, sizes: Vec<u32>| TestSpec {
+            kind: TestKind::Rr,
+            protocol: Protocol::Udp,
+            flows: Some(Flows { count, threads: 2 }),
+            rr: Some(RrSpec {
+                sizes,
+                ..RrSpec::default()
+            }),
+            ..TestSpec::default()
+        };
+        let ok = negotiate(&rr(256, vec![1]), &l);
+        assert!(ok.is_ok(), "{ok:?}");
+        let e = negotiate(&rr(2000, vec![1]), &l).expect_err("over --max-flows");
+        assert!(e.reason.contains("2000 flows requested"), "{e}");
+        let e = negotiate(&rr(1000, vec![1]), &l).expect_err("over the fd limit");
+        assert!(e.reason.contains("file descriptors"), "{e}");
+        let sizes = negotiate(&rr(8, vec![1, 64]), &l);
+        assert!(sizes.is_ok(), "{sizes:?}");
+        // 2 sizes × 500 flows are 1,000 sockets.
+        let e = negotiate(&rr(500, vec![1, 64]), &l).expect_err("over the fd limit");
+        assert!(e.reason.contains("1064 file descriptors"), "{e}");
+    }
     use crate::side::Side;
 
     /// Kind `msg`: the plan within the server's limits, each refusal

@@ -394,6 +394,10 @@ pub struct FlowSum {
 pub struct RrPerFlow {
     /// The client's transactions per flow, in flow order.
     pub transactions: Vec<u64>,
+    /// rr over UDP, when any flow lost requests: each flow's lost
+    /// requests, in flow order (absent when none was lost).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub lost: Vec<u64>,
     /// Flows that completed no transaction.
     pub idle_flows: u32,
     /// Jain's index of the flows' transactions per second.

@@ -212,6 +212,11 @@ fn per_flow(flows: &[RrFlowMeasurement]) -> Option<crate::model::RrPerFlow> {
     };
     Some(crate::model::RrPerFlow {
         transactions: by_flow.iter().map(|f| f.transactions).collect(),
+        lost: if by_flow.iter().any(|f| f.lost > 0) {
+            by_flow.iter().map(|f| f.lost).collect()
+        } else {
+            Vec::new()
+        },
         idle_flows: by_flow.iter().filter(|f| f.transactions == 0).count() as u32,
         jain_index: jain_index(&rates).unwrap_or(0.0),
         p50_ns: spread(|s| s.p50_ns)?,

@@ -193,7 +193,7 @@ fn run_client(
 /// the one before; starts the load [`LOAD_WARMUP`] before the first loaded
 /// phase; calls `phase_ended` as each phase ends on every flow. Returns
 /// when the load started, if it did.
-fn coordinate(
+pub(super) fn coordinate(
     p: &RrParams,
     signals: &Signals,
     gate: &Gate,

@@ -26,6 +26,15 @@ pub struct RrConns {
 }
 
 impl RrConns {
+    /// True when the flows' sockets are UDP (rr over UDP).
+    pub(super) fn datagrams(&self) -> bool {
+        self.flows
+            .iter()
+            .flatten()
+            .next()
+            .is_some_and(|c| matches!(c, Conn::Udp(_)))
+    }
+
     /// Sorts the attached connections using the plan's numbering; every
     /// (phase, flow) must be present.
     pub fn sort(plan: &RrPlan, streams: Vec<StreamSetup>) -> Result<RrConns, EngineError> {

@@ -33,7 +33,8 @@ pub(super) struct DatagramIo<'a, E: Engine> {
     poll: Duration,
 }
 
-fn port_closed() -> EngineError {
+/// A send or receive refused: the peer's UDP port is closed.
+pub(super) fn port_closed() -> EngineError {
     EngineError::PeerReset("the peer's UDP port is closed".into())
 }
 

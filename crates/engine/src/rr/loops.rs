@@ -3,12 +3,17 @@
 //! [`RrClient`], [`Tally`] and [`PhaseClock`], the server's [`RrServer`] —
 //! exactly as a flow thread does ([`super::exchange`], [`super::serve`]);
 //! the loop ([`crate::event_loop::drive`]) only moves the bytes, a
-//! message at a time, without blocking. One phase (one size, no load):
-//! the negotiation refuses more with flows for now.
+//! message at a time, without blocking. A phase per size (no load: the
+//! negotiation refuses it with flows for now): each loop runs its flows
+//! through the phases, and the client's flows move from one to the next
+//! together, as flow threads do (the side's coordinator opens each).
 //!
 //! The phase ends as on a flow thread: the client shuts down its write
 //! side after its last transaction, the server answers by closing, the
 //! client reads to end of stream.
+//!
+//! rr over UDP runs the same side ([`super::udp_loops`] drives its
+//! flows): a datagram per message, its client core with its timeouts.
 //!
 //! crr (`crr --flows N --threads T`) runs the same client flows with a
 //! connection per transaction, as [`super::crr`] does on a thread: a
@@ -19,16 +24,13 @@
 //! threads, accepting on as many threads as it has loops.
 
 use std::net::{Shutdown, TcpStream};
-use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
-use linerate_proto::rr::RequestRepr;
-use linerate_proto::rr_core::{PhaseClock, Tally};
-use linerate_proto::rr_flow::{RrClient, RrServer, Transaction};
-use linerate_proto::spec::RrPhase;
+use linerate_proto::rr_flow::{RrServer, Transaction};
+use linerate_proto::spec::{Protocol, RrPhase};
 use linerate_proto::wire::{DataHello, Side};
 use linerate_stats::histogram::Histogram;
 
@@ -39,22 +41,18 @@ use crate::runner::{spawn_side, SideRun};
 use crate::stream::{is_timeout, map_err, Signals};
 use crate::{socket, EngineError};
 
+use super::client::coordinate;
 use super::conns::{Conn, RrConns};
 use super::crr::{CrrTarget, CONNECT_TIMEOUT};
 use super::exchange::reliable_answer;
+use super::gate::Gate;
+use super::loop_tally::{failed, served, with_loop_rtt, LoopCtx, Role, Transactions};
 use super::params::RrParams;
 use super::side::{run_threads, CpuStart, FlowEnd, LoadEnd};
 use super::watch::Watch;
 
 /// Calls one ready flow gets per turn (a message is one or two calls).
 const CALLS_PER_TURN: u32 = 8;
-
-/// Which side a loop serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Client,
-    Server,
-}
 
 /// Starts the client side of an rr test on `threads` event loops.
 pub fn start_client(engine: EngineKind, conns: RrConns, p: RrParams, threads: usize) -> SideRun {
@@ -77,23 +75,20 @@ pub fn start_crr_client(
     start(engine, Flows::Crr(target), p, threads, Role::Client)
 }
 
-/// What a side's flows run on: rr's connections, attached before the
-/// test; crr's target, connected to once per transaction.
+/// What a side's flows run on: rr's connections (TCP, or UDP sockets run
+/// by [`super::udp_loops`]), attached before the test; crr's target,
+/// connected to once per transaction.
 enum Flows {
     Rr(RrConns),
     Crr(CrrTarget),
 }
 
 fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Role) -> SideRun {
-    let engine = event_loop::tcp::engine_for(engine);
+    let udp = matches!(&flows, Flows::Rr(c) if c.datagrams());
+    let engine = event_loop::engine_for(engine, if udp { Protocol::Udp } else { Protocol::Tcp });
     let (tx, rx) = mpsc::channel();
     let run = spawn_side(engine.name(), move |signals| {
-        let r = run_side(engine, flows, &p, threads, role, signals);
-        if role == Role::Client {
-            // The one phase's measurements, for JSON Lines' rr_phase record.
-            let _ = tx.send(r.rr.as_ref().map(|m| m.flows.clone()).unwrap_or_default());
-        }
-        r
+        run_side(engine, flows, &p, (threads, udp), (role, &tx), signals)
     });
     match role {
         Role::Client => run.with_phases(rx),
@@ -101,28 +96,37 @@ fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Ro
     }
 }
 
+/// `(threads, udp)`: the side's loops, and whether its flows are UDP;
+/// `(role, phases)`: the side, and where a client sends each phase's
+/// measurements as the phase ends (JSON Lines' rr_phase records).
 fn run_side(
     engine: EngineKind,
     flows: Flows,
     p: &RrParams,
-    threads: usize,
-    role: Role,
+    (threads, udp): (usize, bool),
+    (role, phases): (Role, &mpsc::Sender<Vec<RrFlowMeasurement>>),
     signals: &Signals,
 ) -> SideResults {
     let start = CpuStart::now();
     let watch = Watch::new(p.plan.flows as usize);
-    let phase = p.plan.phases.first().copied().unwrap_or(RrPhase {
-        index: 0,
-        request: 1,
-        response: 1,
-        loaded: false,
-    });
     let (socks, crr) = match flows {
-        Flows::Rr(conns) => (first_connections(conns), None),
+        Flows::Rr(conns) => (per_flow(conns), None),
         // crr flows connect as they go.
-        Flows::Crr(target) => ((0..p.plan.flows).map(|f| (f, None)).collect(), Some(target)),
+        Flows::Crr(target) => {
+            let socks = (0..p.plan.flows).map(|f| (f, Vec::new())).collect();
+            (socks, Some(target))
+        }
     };
-    let (watch_ref, crr) = (&watch, crr.as_ref());
+    let (gate, ended) = (Gate::default(), Mutex::new(Vec::new()));
+    let side = Phases {
+        p,
+        signals,
+        watch: &watch,
+        crr: crr.as_ref(),
+        gate: (role == Role::Client).then_some(&gate),
+        ended: &ended,
+    };
+    let side = &side;
     let runs: Vec<_> = event_loop::split(socks, threads)
         .into_iter()
         .enumerate()
@@ -130,9 +134,12 @@ fn run_side(
             let label = event_loop::label(t, share.len());
             move || {
                 let cpu0 = crate::cpu::thread();
-                let measurements = with_engine!(engine, e => {
-                    let cx = LoopCtx { p, phase: &phase, signals, watch: watch_ref, crr };
-                    run_loop(e, share, &cx, role)
+                let measurements = side.run_phases(share, |share, cx| {
+                    if udp {
+                        super::udp_loops::run_loop(share, cx, role)
+                    } else {
+                        with_engine!(engine, e => run_loop(e, share, cx, role))
+                    }
                 });
                 FlowEnd {
                     measurements,
@@ -145,7 +152,18 @@ fn run_side(
         })
         .collect();
     let no_load: Vec<(u32, fn() -> LoadEnd)> = Vec::new();
-    let g = run_threads(signals, &watch, runs, no_load, |_| {});
+    let g = run_threads(signals, &watch, runs, no_load, |dog| {
+        if role == Role::Client {
+            // The flows move from phase to phase together, as flow
+            // threads do.
+            coordinate(p, signals, &gate, &watch, dog, || {
+                if let Ok(mut v) = ended.lock() {
+                    let _ = phases.send(std::mem::take(&mut *v));
+                }
+            });
+            gate.update(|s| s.closed = true);
+        }
+    });
     start.results(
         engine.name(),
         p.cpu_scope,
@@ -163,36 +181,71 @@ fn run_side(
     )
 }
 
-/// Phase 0's connection of every rr flow (the only phase with flows).
-fn first_connections(conns: RrConns) -> Vec<(u32, Option<TcpStream>)> {
+/// Every rr flow's connections, one per phase in phase order.
+fn per_flow(conns: RrConns) -> Vec<(u32, Vec<Conn>)> {
     conns
         .flows
         .into_iter()
         .enumerate()
-        .map(|(f, phases)| {
-            let sock = phases.into_iter().next().and_then(|c| match c {
-                Conn::Tcp(t) => Some(t),
-                Conn::Udp(_) => None,
-            });
-            (f as u32, sock)
-        })
+        .map(|(f, phases)| (f as u32, phases))
         .collect()
 }
 
-/// What every loop of a side shares.
-struct LoopCtx<'a> {
+/// What a side's loops share across phases.
+struct Phases<'a> {
     p: &'a RrParams,
-    phase: &'a RrPhase,
     signals: &'a Signals,
     watch: &'a Watch,
-    /// crr: where each transaction connects.
     crr: Option<&'a CrrTarget>,
+    /// Client: the phases open one after the other, each when every flow
+    /// has ended the one before (the side's coordinator opens them).
+    gate: Option<&'a Gate>,
+    /// Client: the flows' measurements of the phase that is ending.
+    ended: &'a Mutex<Vec<RrFlowMeasurement>>,
+}
+
+impl Phases<'_> {
+    /// One loop's flows (`share`: each flow's connections, by phase)
+    /// through every phase, each driven to its end by `run`.
+    fn run_phases(
+        &self,
+        share: Vec<(u32, Vec<Conn>)>,
+        run: impl Fn(Vec<(u32, Option<Conn>)>, &LoopCtx<'_>) -> Vec<RrFlowMeasurement>,
+    ) -> Vec<RrFlowMeasurement> {
+        let mut conns: Vec<_> = share.into_iter().map(|(f, c)| (f, c.into_iter())).collect();
+        let mut out = Vec::new();
+        for phase in &self.p.plan.phases {
+            if let Some(g) = self.gate {
+                if !g.wait(self.signals, |g| g.open > phase.index) {
+                    break;
+                }
+            }
+            let this: Vec<_> = conns.iter_mut().map(|(f, c)| (*f, c.next())).collect();
+            let n = this.len() as u32;
+            let cx = LoopCtx {
+                p: self.p,
+                phase,
+                signals: self.signals,
+                watch: self.watch,
+                crr: self.crr,
+            };
+            let m = run(this, &cx);
+            if let Some(g) = self.gate {
+                if let Ok(mut v) = self.ended.lock() {
+                    v.extend(m.iter().cloned());
+                }
+                g.update(|g| g.done += n);
+            }
+            out.extend(m);
+        }
+        out
+    }
 }
 
 /// One loop: its flows of `phase`, driven to their ends.
 fn run_loop<E: Engine>(
     engine: E,
-    share: Vec<(u32, Option<TcpStream>)>,
+    share: Vec<(u32, Option<Conn>)>,
     cx: &LoopCtx<'_>,
     role: Role,
 ) -> Vec<RrFlowMeasurement> {
@@ -202,9 +255,9 @@ fn run_loop<E: Engine>(
     for (flow, sock) in share {
         let mut io = Msg::new(engine, flow, phase, cx.crr.map(|t| (t, cx.p)));
         let opened = match (sock, cx.crr) {
-            (Some(sock), _) => io.attach(sock),
+            (Some(Conn::Tcp(sock)), _) => io.attach(sock),
             (None, Some(_)) => Ok(()),
-            (None, None) => Err(EngineError::Protocol(
+            (Some(Conn::Udp(_)), _) | (None, None) => Err(EngineError::Protocol(
                 "no TCP connection for this flow".into(),
             )),
         };
@@ -218,7 +271,7 @@ fn run_loop<E: Engine>(
         Role::Client => {
             let mut v: Vec<ClientFlow<E>> = flows
                 .into_iter()
-                .map(|io| ClientFlow::new(io, cx, per_message))
+                .map(|io| ClientFlow::new(io, cx))
                 .collect();
             // The loop's round trips at full precision, for the phase's
             // percentiles; each flow keeps a coarse histogram of its own.
@@ -226,9 +279,7 @@ fn run_loop<E: Engine>(
             drive(&mut v, &mut overall, signals);
             let first = out.len();
             out.extend(v.into_iter().map(|c| c.measurement(phase)));
-            if let Some(m) = out.get_mut(first) {
-                m.loop_rtt = overall.to_buckets();
-            }
+            with_loop_rtt(&mut out[first..], &overall);
         }
         Role::Server => {
             let mut v: Vec<ServerFlow<E>> = flows
@@ -240,15 +291,6 @@ fn run_loop<E: Engine>(
         }
     }
     out
-}
-
-fn failed(phase: &RrPhase, flow: u32, why: &str) -> RrFlowMeasurement {
-    RrFlowMeasurement {
-        phase: phase.index,
-        flow,
-        error: Some(why.into()),
-        ..RrFlowMeasurement::default()
-    }
 }
 
 /// A flow's socket, engine I/O and message buffers: moves one whole
@@ -393,92 +435,37 @@ enum Step {
 
 struct ClientFlow<'a, E: Engine> {
     io: Msg<E>,
-    core: RrClient,
-    tally: Tally,
-    /// The phase's budget, from the flow's first request (as a flow
-    /// thread starts its clock when it starts the phase).
-    clock: Option<PhaseClock>,
-    limit: linerate_proto::spec::RrLimit,
-    batch: u32,
-    /// The open batch's sequence numbers not yet answered, and its start.
-    seqs: Range<u64>,
-    t0: u64,
-    batch_open: bool,
+    /// Its core, tally, phase clock and open batch.
+    tx: Transactions<'a>,
     step: Step,
     /// crr: where each transaction connects.
     crr: Option<&'a CrrTarget>,
     /// crr: the response read, counted once the server has closed.
     answer: Option<Transaction>,
-    stopping: bool,
-    per_message: bool,
-    watch: &'a Watch,
     error: Option<EngineError>,
 }
 
 impl<'a, E: Engine> ClientFlow<'a, E> {
-    fn new(io: Msg<E>, cx: &LoopCtx<'a>, per_message: bool) -> Self {
-        let flow = io.flow;
+    fn new(io: Msg<E>, cx: &LoopCtx<'a>) -> Self {
         ClientFlow {
-            core: RrClient::new(flow, cx.phase.response as usize, None),
-            // Round trips only, coarse: one-way delays would add two
-            // histograms per flow (the report says why they are absent).
-            tally: Tally::coarse(),
-            clock: None,
-            limit: cx.p.plan.limit,
-            batch: cx.p.plan.batch,
-            seqs: 0..0,
-            t0: 0,
-            batch_open: false,
+            tx: Transactions::new(io.flow, cx.phase, cx.p, cx.watch, None),
             step: Step::Next,
             crr: cx.crr,
             answer: None,
-            stopping: false,
-            per_message,
-            watch: cx.watch,
             error: None,
             io,
         }
     }
 
-    /// Starts the next request: the next sequence number of the open
-    /// batch, or of a new one; false when the phase is over.
+    /// Starts the next request; false when the phase is over.
     fn next_request(&mut self) -> bool {
-        if self.seqs.is_empty() {
-            let now = mono_ns();
-            let (limit, batch) = (self.limit, self.batch);
-            let clock = self
-                .clock
-                .get_or_insert_with(|| PhaseClock::new(limit, batch, now));
-            let next = if self.stopping { None } else { clock.next(now) };
-            let Some(batch) = next else {
-                return false;
-            };
-            self.tally.start(batch);
-            self.batch_open = true;
-            self.seqs = batch.sequences();
-            self.t0 = batch.t0;
-        }
-        let header = RequestRepr {
-            flow: self.io.flow,
-            sequence: self.seqs.start,
-            sent_ns: self.per_message.then_some(self.t0),
-        };
         let hello = self.io.hello_len;
-        self.core.request(&header, &mut self.io.bufs[REQ][hello..]);
-        true
+        self.tx.next_request(&mut self.io.bufs[REQ][hello..])
     }
 
-    /// A transaction is done: counted, and a finished batch's round trips
-    /// go to `overall` too (the loop's histogram), timed now.
+    /// A transaction is done (see [`Transactions::complete`]).
     fn complete(&mut self, t: Transaction, overall: &mut Histogram) {
-        self.tally.record(t);
-        self.seqs.start += 1;
-        if self.seqs.is_empty() && self.batch_open {
-            self.batch_open = false;
-            if self.tally.finish_into(mono_ns(), overall) {
-                self.watch.tick(self.io.flow);
-            }
-        }
+        self.tx.complete(t, overall);
     }
 
     /// crr: opens the next transaction's connection, non-blocking; the
@@ -537,7 +524,7 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
                 },
                 Step::Response => match self.io.read(RESP)? {
                     Piece::Whole => {
-                        let r = self.core.on_response(&self.io.bufs[RESP])?;
+                        let r = self.tx.core.on_response(&self.io.bufs[RESP])?;
                         let t = reliable_answer(r)?;
                         if self.crr.is_some() {
                             // The server closes first: counted after that.
@@ -599,8 +586,8 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
     }
 
     fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
-        let error = self.error.map(|e| e.to_string());
-        self.tally.into_measurement(phase, self.io.flow, error)
+        self.tx
+            .measurement(phase, self.error.map(|e| e.to_string()))
     }
 }
 
@@ -633,7 +620,7 @@ impl<E: Engine> LoopFlow for ClientFlow<'_, E> {
 
     /// The user stopped the test: the phase ends after the open batch.
     fn stop(&mut self, _: &mut Histogram) -> bool {
-        self.stopping = true;
+        self.tx.stopping = true;
         false
     }
 
@@ -645,7 +632,7 @@ impl<E: Engine> LoopFlow for ClientFlow<'_, E> {
     }
 
     fn progress(&self) -> u64 {
-        self.tally.transactions()
+        self.tx.answered()
     }
 }
 
@@ -656,8 +643,6 @@ struct ServerFlow<'a, E: Engine> {
     reading: bool,
     done: bool,
     timed: bool,
-    request: usize,
-    response: usize,
     answered: u64,
     first: Option<Instant>,
     elapsed_ns: u64,
@@ -672,8 +657,6 @@ impl<'a, E: Engine> ServerFlow<'a, E> {
             reading: true,
             done: false,
             timed,
-            request: phase.request as usize,
-            response: phase.response as usize,
             answered: 0,
             first: None,
             elapsed_ns: 0,
@@ -728,17 +711,8 @@ impl<'a, E: Engine> ServerFlow<'a, E> {
     }
 
     fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
-        let n = self.answered;
-        RrFlowMeasurement {
-            phase: phase.index,
-            flow: self.io.flow,
-            transactions: n,
-            bytes_sent: n * self.response as u64,
-            bytes_received: n * self.request as u64,
-            elapsed_ns: self.elapsed_ns,
-            error: self.error.map(|e| e.to_string()),
-            ..RrFlowMeasurement::default()
-        }
+        let error = self.error.map(|e| e.to_string());
+        served(phase, self.io.flow, self.answered, self.elapsed_ns, error)
     }
 }
 

@@ -52,7 +52,8 @@
 //!   over a [`serve::Serve`] (TCP, UDP): leaves the transports implement.
 //! - `client`, `server`: each side's flow threads and coordination;
 //!   `loops`: rr's flows and crr's client flows on event loops
-//!   (`--flows N --threads T`).
+//!   (`--flows N --threads T`), `udp_loops` moving rr's datagrams there,
+//!   `loop_tally` what their client flows count.
 //! - `tcp`, `udp`, `crr`: each transport's exchange and serving;
 //!   `crr_pool`: the server's crr connections served without a thread each.
 //! - `load`: the bulk load streams; `side`: a side's threads and results.
@@ -65,6 +66,7 @@ mod datagram_io;
 mod exchange;
 mod gate;
 mod load;
+mod loop_tally;
 pub mod loops;
 mod params;
 mod serve;
@@ -73,6 +75,7 @@ mod side;
 mod stream_io;
 mod tcp;
 mod udp;
+mod udp_loops;
 mod watch;
 
 pub use crate::wait::{SPIN_BUDGET, SPIN_CHECK};

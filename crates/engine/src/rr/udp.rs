@@ -26,11 +26,11 @@ use crate::wait::{prepare_udp, Waiter};
 const UDP_POLL: Duration = Duration::from_millis(20);
 /// How often (and how many times) a UDP client repeats its end-of-phase
 /// datagram until the server answers.
-const UDP_END_EVERY: Duration = Duration::from_millis(100);
-const UDP_END_TRIES: u32 = 50;
+pub(super) const UDP_END_EVERY: Duration = Duration::from_millis(100);
+pub(super) const UDP_END_TRIES: u32 = 50;
 /// Empty datagrams a UDP server sends to answer an end of phase (any one
 /// arriving is enough).
-const UDP_END_ACKS: u32 = 3;
+pub(super) const UDP_END_ACKS: u32 = 3;
 
 /// A client flow's transactions on its phase socket.
 struct UdpExchange<'a, E: Engine> {
@@ -70,11 +70,16 @@ impl<E: Engine> Exchange for UdpExchange<'_, E> {
                 }
             }
         }
-        Err(EngineError::Unanswered(format!(
-            "the server did not answer the end of the phase in {} s",
-            (UDP_END_EVERY * UDP_END_TRIES).as_secs()
-        )))
+        Err(end_unanswered())
     }
+}
+
+/// The server answered none of a client's end-of-phase datagrams.
+pub(super) fn end_unanswered() -> EngineError {
+    EngineError::Unanswered(format!(
+        "the server did not answer the end of the phase in {} s",
+        (UDP_END_EVERY * UDP_END_TRIES).as_secs()
+    ))
 }
 
 /// Runs one phase of a client flow on `sock`, taken over as `engine`'s

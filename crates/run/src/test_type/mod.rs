@@ -327,6 +327,9 @@ fn attach_udp(
             plan.len()
         );
     }
+    if spec.flows.is_some() {
+        room_for_flows(c, plan.len() as u64)?;
+    }
     let window = spec.udp.as_ref().and_then(|u| u.window);
     let mut streams = Vec::new();
     for (p, &port) in plan.iter().zip(ports) {

@@ -1,0 +1,181 @@
+//! What every event-loop rr flow shares, whatever moves its bytes (TCP
+//! rr and crr in `loops`, UDP rr in `udp_loops`): the side's context and
+//! role; a client flow's transactions — its [`RrClient`] core, its
+//! [`Tally`] and [`PhaseClock`], the open batch, its measurement — and a
+//! server flow's measurement. The loops only move the bytes; what is
+//! counted, and when the clock is read, is decided here, as
+//! [`super::exchange::run_phase`] decides it on a flow thread.
+
+use std::ops::Range;
+
+use linerate_proto::measure::RrFlowMeasurement;
+use linerate_proto::rr::RequestRepr;
+use linerate_proto::rr_core::{PhaseClock, Tally};
+use linerate_proto::rr_flow::{RrClient, Transaction};
+use linerate_proto::spec::{RrLimit, RrPhase};
+use linerate_stats::histogram::Histogram;
+
+use crate::clock::mono_ns;
+use crate::stream::Signals;
+
+use super::crr::CrrTarget;
+use super::params::RrParams;
+use super::watch::Watch;
+
+/// Which side a loop serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Client,
+    Server,
+}
+
+/// What every loop of a side shares in a phase.
+pub(super) struct LoopCtx<'a> {
+    pub(super) p: &'a RrParams,
+    pub(super) phase: &'a RrPhase,
+    pub(super) signals: &'a Signals,
+    pub(super) watch: &'a Watch,
+    /// crr: where each transaction connects.
+    pub(super) crr: Option<&'a CrrTarget>,
+}
+
+/// The measurement of a flow that could not start, saying `why`.
+pub(super) fn failed(phase: &RrPhase, flow: u32, why: &str) -> RrFlowMeasurement {
+    RrFlowMeasurement {
+        phase: phase.index,
+        flow,
+        error: Some(why.into()),
+        ..RrFlowMeasurement::default()
+    }
+}
+
+/// A client flow's transactions in one phase.
+pub(super) struct Transactions<'a> {
+    pub(super) flow: u32,
+    /// Writes the requests' headers and judges the responses.
+    pub(super) core: RrClient,
+    tally: Tally,
+    /// The phase's budget, from the flow's first request (as a flow
+    /// thread starts its clock when it starts the phase).
+    clock: Option<PhaseClock>,
+    limit: RrLimit,
+    batch: u32,
+    /// The open batch's sequence numbers not yet ended, and its start.
+    seqs: Range<u64>,
+    t0: u64,
+    batch_open: bool,
+    /// The user stopped the test: the phase ends after the open batch.
+    pub(super) stopping: bool,
+    per_message: bool,
+    watch: &'a Watch,
+}
+
+impl<'a> Transactions<'a> {
+    /// Flow `flow`'s transactions of `phase`; `timeout_ns`: how long a
+    /// response may take over an unreliable transport (`None`: reliable).
+    pub(super) fn new(
+        flow: u32,
+        phase: &RrPhase,
+        p: &RrParams,
+        watch: &'a Watch,
+        timeout_ns: Option<u64>,
+    ) -> Self {
+        Transactions {
+            flow,
+            core: RrClient::new(flow, phase.response as usize, timeout_ns),
+            // Round trips only, coarse: one-way delays would add two
+            // histograms per flow (the report says why they are absent).
+            tally: Tally::coarse(),
+            clock: None,
+            limit: p.plan.limit,
+            batch: p.plan.batch,
+            seqs: 0..0,
+            t0: 0,
+            batch_open: false,
+            stopping: false,
+            per_message: p.plan.per_message(),
+            watch,
+        }
+    }
+
+    /// Writes the next request into `req`: the next sequence number of
+    /// the open batch, or of a new one; false when the phase is over.
+    pub(super) fn next_request(&mut self, req: &mut [u8]) -> bool {
+        if self.seqs.is_empty() {
+            let now = mono_ns();
+            let (limit, batch) = (self.limit, self.batch);
+            let clock = self
+                .clock
+                .get_or_insert_with(|| PhaseClock::new(limit, batch, now));
+            let next = if self.stopping { None } else { clock.next(now) };
+            let Some(batch) = next else {
+                return false;
+            };
+            self.tally.start(batch);
+            self.batch_open = true;
+            self.seqs = batch.sequences();
+            self.t0 = batch.t0;
+        }
+        let header = RequestRepr {
+            flow: self.flow,
+            sequence: self.seqs.start,
+            sent_ns: self.per_message.then_some(self.t0),
+        };
+        self.core.request(&header, req);
+        true
+    }
+
+    /// A transaction ended (answered or lost): counted, and a finished
+    /// batch's round trips go to `overall` too (the loop's histogram),
+    /// timed now.
+    pub(super) fn complete(&mut self, t: Transaction, overall: &mut Histogram) {
+        self.tally.record(t);
+        self.seqs.start += 1;
+        if self.seqs.is_empty() && self.batch_open {
+            self.batch_open = false;
+            if self.tally.finish_into(mono_ns(), overall) {
+                self.watch.tick(self.flow);
+            }
+        }
+    }
+
+    /// Transactions answered so far.
+    pub(super) fn answered(&self) -> u64 {
+        self.tally.transactions()
+    }
+
+    /// The flow's measurement of `phase`.
+    pub(super) fn measurement(self, phase: &RrPhase, error: Option<String>) -> RrFlowMeasurement {
+        self.tally.into_measurement(phase, self.flow, error)
+    }
+}
+
+/// A server flow's measurement of `phase`: `answered` responses sent,
+/// from its first request for `elapsed_ns`.
+pub(super) fn served(
+    phase: &RrPhase,
+    flow: u32,
+    answered: u64,
+    elapsed_ns: u64,
+    error: Option<String>,
+) -> RrFlowMeasurement {
+    RrFlowMeasurement {
+        phase: phase.index,
+        flow,
+        transactions: answered,
+        bytes_sent: answered * u64::from(phase.response),
+        bytes_received: answered * u64::from(phase.request),
+        elapsed_ns,
+        error,
+        ..RrFlowMeasurement::default()
+    }
+}
+
+/// A client loop's flows ended: the loop's full-precision round trips
+/// (`overall`) go on its first flow's measurement, for the phase's
+/// percentiles (each flow's own histogram is coarse).
+pub(super) fn with_loop_rtt(flows: &mut [RrFlowMeasurement], overall: &Histogram) {
+    if let Some(m) = flows.first_mut() {
+        m.loop_rtt = overall.to_buckets();
+    }
+}
