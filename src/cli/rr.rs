@@ -141,8 +141,9 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
     })
 }
 
-/// `--rate`: paced thread-per-flow rr only (what the server accepts,
-/// `linerate_proto::negotiate`), refused here before anything connects.
+/// `--rate`: paced rr only, on flow threads or TCP event-loop flows (what
+/// the server accepts, `linerate_proto::negotiate`), refused here before
+/// anything connects.
 fn check_rate(r: &args::RrArgs, kind: TestKind) -> Result<()> {
     let Some(rate) = r.rate else {
         return Ok(());
@@ -154,8 +155,8 @@ fn check_rate(r: &args::RrArgs, kind: TestKind) -> Result<()> {
     if kind == TestKind::Crr {
         bail!("--rate: crr is not paced (a connection per transaction)");
     }
-    if r.flows.is_some() {
-        bail!("--rate: event-loop flows (--flows) are not paced; use -P");
+    if r.flows.is_some() && r.proto == "udp" {
+        bail!("--rate: UDP rr on event-loop flows (--flows) is not paced; use -P");
     }
     Ok(())
 }

@@ -478,5 +478,20 @@ mod tests {
             assert_eq!(e.field, "rate", "{e:?}");
             assert!(e.reason.contains(needle), "{e}");
         }
+        // TCP rr on event-loop flows is paced on the loops' timer heaps;
+        // UDP rr there is not (yet).
+        let mut flows = rr(TestKind::Rr, Some(200));
+        flows.protocol = Protocol::Tcp;
+        flows.flows = Some(Flows {
+            count: 16,
+            threads: 2,
+        });
+        if let Some(rr) = &mut flows.rr {
+            rr.sizes = vec![1];
+        }
+        let n = negotiate(&flows, &l).expect("paced TCP flows accepted");
+        assert_eq!(n.spec.rr.expect("rr").rate, Some(200));
+        flows.protocol = Protocol::Udp;
+        assert!(negotiate(&flows, &l).is_err());
     }
 }

@@ -4,7 +4,9 @@
 //! exactly as a flow thread does ([`super::exchange`], [`super::serve`]);
 //! the loop ([`crate::event_loop::drive`]) only moves the bytes, a
 //! message at a time, without blocking. One phase (one size, no load):
-//! the negotiation refuses more with flows for now.
+//! the negotiation refuses more with flows for now. A paced client flow
+//! (`rr --rate N`) waits for its next slot on the loop's timer heap
+//! ([`Turn::Until`]), as a paced UDP flow waits for its next datagram.
 //!
 //! The phase ends as on a flow thread: the client shuts down its write
 //! side after its last transaction, the server answers by closing, the
@@ -400,6 +402,8 @@ struct ClientFlow<'a, E: Engine> {
     clock: Option<PhaseClock>,
     limit: linerate_proto::spec::RrLimit,
     batch: u32,
+    /// [`linerate_proto::rr_core::RrPlan::gap_ns`]: the pace (0: none).
+    gap_ns: u64,
     /// The open batch's sequence numbers not yet answered, and its start.
     seqs: Range<u64>,
     t0: u64,
@@ -426,6 +430,7 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
             clock: None,
             limit: cx.p.plan.limit,
             batch: cx.p.plan.batch,
+            gap_ns: cx.p.plan.gap_ns,
             seqs: 0..0,
             t0: 0,
             batch_open: false,
@@ -445,10 +450,10 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
     fn next_request(&mut self) -> bool {
         if self.seqs.is_empty() {
             let now = mono_ns();
-            let (limit, batch) = (self.limit, self.batch);
+            let (limit, batch, gap) = (self.limit, self.batch, self.gap_ns);
             let clock = self
                 .clock
-                .get_or_insert_with(|| PhaseClock::new(limit, batch, now));
+                .get_or_insert_with(|| PhaseClock::new(limit, batch, now).paced(gap));
             let next = if self.stopping { None } else { clock.next(now) };
             let Some(batch) = next else {
                 return false;
@@ -466,6 +471,17 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
         let hello = self.io.hello_len;
         self.core.request(&header, &mut self.io.bufs[REQ][hello..]);
         true
+    }
+
+    /// Paced: how long until the next batch is due (none while a batch is
+    /// open, before the first, or once stopping ends the phase).
+    fn pace_wait(&self) -> Option<Duration> {
+        match &self.clock {
+            Some(c) if self.seqs.is_empty() && !self.stopping => {
+                c.wait_ns(mono_ns()).map(Duration::from_nanos)
+            }
+            _ => None,
+        }
     }
 
     /// A transaction is done: counted, and a finished batch's round trips
@@ -517,6 +533,9 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
         for _ in 0..CALLS_PER_TURN {
             match self.step {
                 Step::Next => {
+                    if let Some(wait) = self.pace_wait() {
+                        return Ok(Turn::Until(Instant::now() + wait));
+                    }
                     if !self.next_request() {
                         return self.end_phase();
                     }
