@@ -83,8 +83,8 @@ pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
 /// trial that lost datagrams or fell behind while its sender stalled (a
 /// gap between two sends of [`STALL_GAPS`] scheduled gaps and at least
 /// [`STALL_MIN`]: the catch-up leaves as a burst) is the tester's, not the
-/// path's: it runs again, at most [`STALL_RERUNS`] times, counted in
-/// `stalls`.
+/// path's: it runs again, at most [`STALL_RERUNS`] times and while the
+/// run's reruns last ([`Stalls::new`]), counted in `stalls`.
 pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
     let mut left = STALL_RERUNS;
     loop {
@@ -97,7 +97,7 @@ pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
         if !failed || !out.1.as_ref().is_some_and(sender_stalled) {
             return Ok(out);
         }
-        if left == 0 {
+        if left == 0 || !stalls.take_rerun() {
             stalls.exhausted.fetch_add(1, Ordering::Relaxed);
             return Ok(out);
         }
@@ -107,15 +107,41 @@ pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
 }
 
 /// Trials the sending host's stalls spoilt ([`udp`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stalls {
     /// Runs again of a trial whose sender stalled.
     pub reruns: AtomicU32,
-    /// Trials whose sender stalled on every try: their loss is counted.
+    /// Trials whose sender stalled on every try (or after the run's
+    /// reruns ran out): their loss is counted.
     pub exhausted: AtomicU32,
+    /// Reruns the run has left: a host that stalls all the time would
+    /// otherwise run every trial up to seven times.
+    left: AtomicU32,
 }
 
+/// Reruns of stalled trials in a whole run: `--quick` keeps a few, so its
+/// minute holds on a busy host (a loaded loopback run stalled 108 times);
+/// a full run more.
+const QUICK_RUN_RERUNS: u32 = 6;
+const RUN_RERUNS: u32 = 60;
+
 impl Stalls {
+    /// A run's count, with its reruns (`--quick`'s or a full run's).
+    pub fn for_run(quick: bool) -> Self {
+        Stalls {
+            reruns: AtomicU32::new(0),
+            exhausted: AtomicU32::new(0),
+            left: AtomicU32::new(if quick { QUICK_RUN_RERUNS } else { RUN_RERUNS }),
+        }
+    }
+
+    /// Takes one of the run's reruns; false when none is left.
+    fn take_rerun(&self) -> bool {
+        self.left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
     /// The run's notes about them.
     pub fn notes(&self) -> Vec<String> {
         let (reruns, exhausted) = (
@@ -132,9 +158,10 @@ impl Stalls {
         if exhausted > 0 {
             notes.push(format!(
                 "{exhausted} trial(s) lost datagrams or fell behind with the sending host stalled \
-                 on all {} tries: counted as failed, so the rates near them may be low \
-                 (a less busy tester would tell)",
-                STALL_RERUNS + 1
+                 on all {} tries or once the run's {} reruns were spent: counted as failed, \
+                 so the rates near them may be low (a less busy tester would tell)",
+                STALL_RERUNS + 1,
+                self.reruns.load(Ordering::Relaxed) + self.left.load(Ordering::Relaxed)
             ));
         }
         notes
