@@ -31,26 +31,20 @@ const MAX_BURST: f64 = 100_000.0;
 
 /// The search's words, for the report.
 pub fn search_words(trial_ms: u64, quick: bool) -> String {
-    let quick = if quick {
-        format!(
-            "; --quick: all sizes within about {:.0} s, each search stopping at its best \
-             confirmed rate when its size's share is spent",
-            quick_time(trial_ms).as_secs_f64()
-        )
-    } else {
-        String::new()
-    };
     format!(
         "throughput: binary search between 1/64 of and the rate an unpaced {:.1} s stream delivers \
          (raised by a quarter while the rate at it passes), to 1/64 of that range (about 1.5 %), \
-         each pass confirmed by a second trial, no loss allowed{quick}",
-        trial_ms as f64 / 1e3
+         each pass confirmed by a second trial, no loss allowed; all sizes within about {:.0} s, \
+         each search stopping at its best confirmed rate when its size's share is spent",
+        trial_ms as f64 / 1e3,
+        method_time(trial_ms, quick).as_secs_f64()
     )
 }
 
-/// `--quick`'s time for the whole method ([`QUICK_TRIALS`]).
-fn quick_time(trial_ms: u64) -> Duration {
-    (Duration::from_millis(trial_ms) + TRIAL_SETUP) * QUICK_TRIALS
+/// The whole method's time ([`QUICK_TRIALS`], [`FULL_TRIALS`]).
+fn method_time(trial_ms: u64, quick: bool) -> Duration {
+    let trials = if quick { QUICK_TRIALS } else { FULL_TRIALS };
+    (Duration::from_millis(trial_ms) + TRIAL_SETUP) * trials
 }
 
 /// When the rate at the search's ceiling passes, the ceiling was low: the
@@ -61,18 +55,21 @@ fn quick_time(trial_ms: u64) -> Duration {
 const CEILING_RAISES: u32 = 3;
 const CEILING_STEP: f64 = 1.25;
 
-/// `--quick`: RFC 2544's share of the run's minute, as this many trials of
-/// the run's length, each with [`TRIAL_SETUP`] (a test's connections and
-/// results: about 0.3 s on loopback), split between the sizes as they
-/// come. Within a size's share the throughput search may take
-/// [`SEARCH_SHARE`]; loss against load and back-to-back the rest. Each
-/// runs at least its first trials; a search cut short keeps its best
-/// confirmed rate and says so.
+/// RFC 2544's share of the run's time, as this many trials of the run's
+/// length (`--quick`'s minute, a full run's 5 minutes), each with
+/// [`TRIAL_SETUP`] (a test's connections and results: about 0.3 s on
+/// loopback), split between the sizes as they come. Within a size's share
+/// the throughput search may take [`SEARCH_SHARE`]; loss against load and
+/// back-to-back the rest. Each runs at least its first trials; a search
+/// cut short keeps its best confirmed rate and says so. (Without it, a
+/// full run of the 7 sizes through a 10 Mbit/s router took over 10
+/// minutes, some 90 trials a size.)
 const QUICK_TRIALS: u32 = 36;
+const FULL_TRIALS: u32 = 120;
 const TRIAL_SETUP: Duration = Duration::from_millis(300);
 const SEARCH_SHARE: f64 = 0.6;
 
-/// When a step's trials stop (`--quick`'s time), if they do.
+/// When a step's trials stop (its share of [`method_time`]), if they do.
 #[derive(Debug, Clone, Copy)]
 struct Until(Option<Instant>);
 
@@ -92,7 +89,7 @@ impl Until {
 }
 
 /// A throughput search's outcome: the last search, its ceiling, how
-/// many times the ceiling was raised, and whether `--quick`'s time cut it.
+/// many times the ceiling was raised, and whether its time cut it.
 struct Searched {
     search: ZeroLossSearch,
     ceiling: f64,
@@ -189,8 +186,8 @@ fn throughput(
         note: raised
             + &search.note(&|r| format_rate(r))
             + if cut {
-                "; --quick: stopped at the best confirmed rate when this size's share of the \
-                 minute was spent"
+                "; stopped at the best confirmed rate when this size's share of the method's \
+                 time was spent"
             } else {
                 ""
             },
@@ -224,7 +221,7 @@ fn loss_vs_load(
     until: Until,
 ) -> Result<(), Stop> {
     for rate in method::loss_steps(hi) {
-        // `--quick`: at least the two steps the stopping rule looks at.
+        // Out of time: at least the two steps the stopping rule looks at.
         if out.len() >= 2 && until.passed() {
             break;
         }
@@ -264,7 +261,7 @@ fn back_to_back(
 }
 
 /// Every test of §26 at one size, filling `s` as each ends (so a stop
-/// keeps what ran), within `until` (`--quick`).
+/// keeps what ran), within `until`.
 fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size, until: Until) -> Result<(), Stop> {
     let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
@@ -369,10 +366,7 @@ fn size(c: &Ctx<'_>, len: u32, until: Until) -> (Rfc2544Size, Option<Stop>) {
 /// Runs every size; what ran before a stop (the size in progress too) is
 /// kept in `out`.
 pub fn run(c: &Ctx<'_>, sizes: &[u32], out: &mut Rfc2544) -> Result<(), Stop> {
-    let end = c
-        .cfg
-        .quick
-        .then(|| Instant::now() + quick_time(c.cfg.trial_ms));
+    let end = Some(Instant::now() + method_time(c.cfg.trial_ms, c.cfg.quick));
     for (i, &len) in sizes.iter().enumerate() {
         // What is left of the method's time, shared by the sizes left.
         let until = Until(end).share(1.0 / (sizes.len() - i) as f64);

@@ -86,20 +86,36 @@ pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
 /// path's: it runs again, at most [`STALL_RERUNS`] times and while the
 /// run's reruns last ([`Stalls::new`]), counted in `stalls`.
 pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
+    until_unspoilt(stalls, || (udp_once(c), ())).0
+}
+
+/// One UDP stream's trial, as it came.
+fn udp_once(c: &ClientConfig) -> UdpOutcome {
+    match crate::sweep::udp_trial(c, false) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(Stop::Interrupted),
+        Err(e) => Err(Stop::of_anyhow(e)),
+    }
+}
+
+/// Runs `run` (a UDP trial and what ran beside it) again while its trial
+/// is spoilt by the sender's stalls ([`udp`]): the whole of it, so a
+/// load's rerun never starts while the probes beside it still run (the
+/// server, running one test at a time, refused it as busy and logged it).
+fn until_unspoilt<T>(stalls: &Stalls, mut run: impl FnMut() -> (UdpOutcome, T)) -> (UdpOutcome, T) {
     let mut left = STALL_RERUNS;
     loop {
-        let out = match crate::sweep::udp_trial(c, false) {
-            Ok(Some(t)) => t,
-            Ok(None) => return Err(Stop::Interrupted),
-            Err(e) => return Err(Stop::of_anyhow(e)),
+        let (out, beside) = run();
+        let spoilt = match &out {
+            Ok((t, r)) => (t.lost > 0 || !t.kept_up) && r.as_ref().is_some_and(sender_stalled),
+            Err(_) => false,
         };
-        let failed = out.0.lost > 0 || !out.0.kept_up;
-        if !failed || !out.1.as_ref().is_some_and(sender_stalled) {
-            return Ok(out);
+        if !spoilt {
+            return (out, beside);
         }
         if left == 0 || !stalls.take_rerun() {
             stalls.exhausted.fetch_add(1, Ordering::Relaxed);
-            return Ok(out);
+            return (out, beside);
         }
         left -= 1;
         stalls.reruns.fetch_add(1, Ordering::Relaxed);
@@ -244,7 +260,9 @@ const LOAD_START_WAIT: Duration = Duration::from_secs(15);
 const LOAD_START_POLL: Duration = Duration::from_millis(10);
 
 /// Runs `probe` while the UDP stream `load` runs ([`beside_with`]), the
-/// probes paced to a share of the load's rate ([`probe_rate`]).
+/// probes paced to a share of the load's rate ([`probe_rate`]); a load
+/// its sender's stalls spoilt runs again with its probes, after both
+/// ended ([`until_unspoilt`]).
 pub fn beside(
     load: &ClientConfig,
     probe: &ClientConfig,
@@ -255,7 +273,7 @@ pub fn beside(
         let probe_len = rr.sizes.iter().copied().max().unwrap_or(1);
         rr.rate = Some(probe_rate(u.pace, load.spec.len, probe_len));
     }
-    beside_with(load, &probe, |l| udp(l, stalls))
+    until_unspoilt(stalls, || beside_with(load, &probe, udp_once))
 }
 
 /// Runs `probe` while `run` runs the test `load`: the load is lengthened
