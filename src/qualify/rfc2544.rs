@@ -148,7 +148,7 @@ fn throughput(
     hi: &mut f64,
     search_trials: &mut Vec<SweepTrial>,
     until: Until,
-) -> Result<ZeroLoss, Stop> {
+) -> Result<(ZeroLoss, bool), Stop> {
     let Searched {
         search,
         ceiling,
@@ -170,7 +170,7 @@ fn throughput(
             format_rate(ceiling)
         ),
     };
-    Ok(ZeroLoss {
+    let zero_loss = ZeroLoss {
         len,
         max_loss_percent: 0.0,
         pps: best.map(|b| method::frames_per_second(b, len)),
@@ -191,7 +191,8 @@ fn throughput(
             } else {
                 ""
             },
-    })
+    };
+    Ok((zero_loss, cut))
 }
 
 /// §26.2: probes beside a stream at `rate` (payload bit/s).
@@ -275,7 +276,8 @@ fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size, until: Until) -> Result<(), Stop> {
         return Ok(());
     }
     s.capacity = Some(capacity);
-    s.throughput = throughput(c, len, &mut hi, &mut s.search, until.share(SEARCH_SHARE))?;
+    (s.throughput, s.search_cut) =
+        throughput(c, len, &mut hi, &mut s.search, until.share(SEARCH_SHARE))?;
     s.throughput_fps = s.throughput.pps;
     s.throughput_frame_bps = s
         .throughput
@@ -347,6 +349,7 @@ fn size(c: &Ctx<'_>, len: u32, until: Until) -> (Rfc2544Size, Option<Stop>) {
         throughput_frame_bps: None,
         throughput_fps: None,
         search: Vec::new(),
+        search_cut: false,
         latency: None,
         latency_note: None,
         loss_vs_load: Vec::new(),
