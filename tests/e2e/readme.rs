@@ -3,7 +3,8 @@
 //! added), with a time limit added only where the example has none, in a
 //! scratch directory for the files it writes. Each must exit 0 and finish
 //! well under a minute, except `qualify --quick`, which runs as written
-//! and must keep its own promise: about a minute. Commands that are not linerate's (cargo, iperf3,
+//! and must keep its own promise: about a minute (and may exit 4: it ran,
+//! and judged the SLA of a loaded loopback failed). Commands that are not linerate's (cargo, iperf3,
 //! mandb) are named and skipped.
 
 use std::io::Read;
@@ -219,7 +220,11 @@ fn check(dir: &Path, port: u16, line: usize, cmd: &str) -> Option<String> {
         Plan::Run(args) => {
             let (status, took, err) = run_in(dir, &args);
             println!("README:{line}: {took:.1?} {status:?}: {args:?}");
-            if !status.is_some_and(|s| s.success()) || took > limit(&args) {
+            // A qualification that ran to its end may judge the SLA failed
+            // (exit 4): on a loaded host a step's sender may stall past its
+            // reruns. It ran; what is checked is that, and its time.
+            let qualified = args[0] == "qualify" && status.and_then(|s| s.code()) == Some(4);
+            if !(status.is_some_and(|s| s.success()) || qualified) || took > limit(&args) {
                 return Some(format!(
                     "README:{line}: {cmd}\n    ran {args:?}: {status:?} after {took:.1?}\n    {}",
                     err.trim().replace('\n', "\n    ")
