@@ -33,7 +33,10 @@ pub struct QualifyArgs {
     /// performance test; needs --cir), rfc6349 (TCP throughput).
     #[arg(long, value_name = "LIST", default_value = "rfc2544,y1564,rfc6349")]
     pub method: String,
-    /// Short durations and three frame sizes: about a minute.
+    /// Short durations and three frame sizes: about a minute (RFC 2544
+    /// gets 36 trials' time for all sizes, each search stopping at its
+    /// best confirmed rate when its share is spent; 6 reruns of stalled
+    /// trials in all).
     #[arg(long)]
     pub quick: bool,
     /// RFC 2544 datagram sizes, bytes, the 28-byte header included (default:

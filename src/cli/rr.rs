@@ -141,8 +141,9 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
     })
 }
 
-/// `--rate`: paced thread-per-flow rr only (what the server accepts,
-/// `linerate_proto::negotiate`), refused here before anything connects.
+/// `--rate`: paced rr only, on flow threads or TCP event-loop flows (what
+/// the server accepts, `linerate_proto::negotiate`), refused here before
+/// anything connects.
 fn check_rate(r: &args::RrArgs, kind: TestKind) -> Result<()> {
     let Some(rate) = r.rate else {
         return Ok(());
@@ -153,9 +154,6 @@ fn check_rate(r: &args::RrArgs, kind: TestKind) -> Result<()> {
     }
     if kind == TestKind::Crr {
         bail!("--rate: crr is not paced (a connection per transaction)");
-    }
-    if r.flows.is_some() {
-        bail!("--rate: event-loop flows (--flows) are not paced; use -P");
     }
     Ok(())
 }

@@ -426,12 +426,21 @@ fn rr_refusals_name_the_flag() {
         ("rr --rate 0", "--rate"),
         ("rr --rate 1000001", "--rate"),
         ("crr --rate 10", "--rate"),
-        ("rr --flows 10 --rate 10", "--rate"),
+        ("rr --proto udp --flows 10 --rate 10", "--rate: UDP rr"),
         ("rr --transport unix --rate 10", "--rate"),
     ] {
         let e = parse(args).expect_err(args).to_string();
         assert!(e.contains(needle), "{args}: {e}");
     }
+}
+
+/// `rr --rate` with TCP event-loop flows is paced on the loops, not refused.
+#[test]
+fn issue_27_rr_rate_goes_with_tcp_flows() {
+    let c = rr("rr --flows 16 --threads 2 --rate 200");
+    assert_eq!(c.client.spec.rr.expect("rr").rate, Some(200));
+    let c = rr("rr --proto udp --flows 16 --threads 2 --rate 200");
+    assert_eq!(c.client.spec.rr.expect("rr").rate, Some(200));
 }
 
 #[test]

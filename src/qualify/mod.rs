@@ -70,7 +70,7 @@ fn methods(c: &Ctx<'_>, run: &mut QualifyRun) -> Result<(), (String, Stop)> {
         });
         let m = run.rfc2544.insert(Rfc2544 {
             trial_s: cfg.trial_ms as f64 / 1e3,
-            search: rfc2544::search_words(cfg.trial_ms),
+            search: rfc2544::search_words(cfg.trial_ms, cfg.quick),
             sizes: Vec::new(),
             verdict: Verdict::NotRun,
         });
@@ -147,7 +147,7 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         t,
         v6: found.v6,
         pre: &pre,
-        stalls: Stalls::default(),
+        stalls: Stalls::for_run(cfg.quick),
     };
     let stop = methods(&c, &mut run).err().map(|(step, s)| {
         run.stopped = Some(stopped(&step, &s));

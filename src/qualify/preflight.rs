@@ -64,7 +64,7 @@ pub fn run(cfg: &QualifyConfig, t: &QualifyEngine) -> Result<Found, Stop> {
     let (ping, ping_error) = ping_server(&cfg.host, dest, cfg.quick);
     let mut notes = Vec::new();
     let load = trials::udp_at(t, 64, 1e6, PROBE_MS);
-    let stalls = trials::Stalls::default();
+    let stalls = trials::Stalls::for_run(cfg.quick);
     let (l, p) = trials::beside(&load, &trials::probe_config(t, 64, PROBE_MS), &stalls);
     // The server refusing or unreachable ends the run here.
     l?.0.error.map_or(Ok(()), |e| Err(Stop::Failed(e)))?;

@@ -7,6 +7,8 @@
 //! longest unpaced burst that arrives whole, by the same search over the
 //! burst length).
 
+use std::time::{Duration, Instant};
+
 use linerate_proto::spec::{Limit, Pace};
 use linerate_report::model::{SweepTrial, ZeroLoss};
 use linerate_report::qualify::{Kpi, Latency, Rfc2544, Rfc2544Size, Verdict};
@@ -28,13 +30,21 @@ const MIN_BURST: f64 = 16.0;
 const MAX_BURST: f64 = 100_000.0;
 
 /// The search's words, for the report.
-pub fn search_words(trial_ms: u64) -> String {
+pub fn search_words(trial_ms: u64, quick: bool) -> String {
     format!(
         "throughput: binary search between 1/64 of and the rate an unpaced {:.1} s stream delivers \
          (raised by a quarter while the rate at it passes), to 1/64 of that range (about 1.5 %), \
-         each pass confirmed by a second trial, no loss allowed",
-        trial_ms as f64 / 1e3
+         each pass confirmed by a second trial, no loss allowed; all sizes within about {:.0} s, \
+         each search stopping at its best confirmed rate when its size's share is spent",
+        trial_ms as f64 / 1e3,
+        method_time(trial_ms, quick).as_secs_f64()
     )
+}
+
+/// The whole method's time ([`QUICK_TRIALS`], [`FULL_TRIALS`]).
+fn method_time(trial_ms: u64, quick: bool) -> Duration {
+    let trials = if quick { QUICK_TRIALS } else { FULL_TRIALS };
+    (Duration::from_millis(trial_ms) + TRIAL_SETUP) * trials
 }
 
 /// When the rate at the search's ceiling passes, the ceiling was low: the
@@ -45,27 +55,71 @@ pub fn search_words(trial_ms: u64) -> String {
 const CEILING_RAISES: u32 = 3;
 const CEILING_STEP: f64 = 1.25;
 
-/// A throughput search's outcome: the last search, its ceiling, and how
-/// many times the ceiling was raised.
+/// RFC 2544's share of the run's time, as this many trials of the run's
+/// length (`--quick`'s minute, a full run's 5 minutes), each with
+/// [`TRIAL_SETUP`] (a test's connections and results: about 0.3 s on
+/// loopback), split between the sizes as they come. Within a size's share
+/// the throughput search may take [`SEARCH_SHARE`]; loss against load and
+/// back-to-back the rest. Each runs at least its first trials; a search
+/// cut short keeps its best confirmed rate and says so. (Without it, a
+/// full run of the 7 sizes through a 10 Mbit/s router took over 10
+/// minutes, some 90 trials a size.)
+const QUICK_TRIALS: u32 = 36;
+const FULL_TRIALS: u32 = 120;
+const TRIAL_SETUP: Duration = Duration::from_millis(300);
+const SEARCH_SHARE: f64 = 0.6;
+
+/// When a step's trials stop (its share of [`method_time`]), if they do.
+#[derive(Debug, Clone, Copy)]
+struct Until(Option<Instant>);
+
+impl Until {
+    fn passed(self) -> bool {
+        self.0.is_some_and(|t| Instant::now() >= t)
+    }
+
+    /// `share` of the time from now to this one.
+    fn share(self, share: f64) -> Until {
+        let now = Instant::now();
+        Until(
+            self.0
+                .map(|t| now + t.saturating_duration_since(now).mul_f64(share)),
+        )
+    }
+}
+
+/// A throughput search's outcome: the last search, its ceiling, how
+/// many times the ceiling was raised, and whether its time cut it.
 struct Searched {
     search: ZeroLossSearch,
     ceiling: f64,
     raises: u32,
+    cut: bool,
 }
 
 /// The §26.1 search between `hi`/64 and `hi`, `try_rate` running a trial
 /// (whether it passed); with `raise`, a ceiling that passes is raised
 /// ([`CEILING_RAISES`]) and the search goes on between it and the next,
-/// the passed ceiling not tried again.
+/// the passed ceiling not tried again; after `until`, no more trials once
+/// a rate has passed.
 fn search_throughput(
     hi: f64,
     raise: bool,
+    until: Until,
     mut try_rate: impl FnMut(f64) -> Result<bool, Stop>,
 ) -> Result<Searched, Stop> {
     let mut search = ZeroLossSearch::new(hi / SEARCH_FLOOR, hi);
     let (mut ceiling, mut raises, mut known) = (hi, 0, None);
     loop {
         while let Some(rate) = search.next() {
+            if search.best().is_some() && until.passed() {
+                return Ok(Searched {
+                    search,
+                    ceiling,
+                    raises,
+                    cut: true,
+                });
+            }
             // The last ceiling passed its confirmations in the search below.
             let pass = known == Some(rate) || try_rate(rate)?;
             search.record(rate, pass);
@@ -75,6 +129,7 @@ fn search_throughput(
                 search,
                 ceiling,
                 raises,
+                cut: false,
             });
         }
         raises += 1;
@@ -92,12 +147,14 @@ fn throughput(
     len: u32,
     hi: &mut f64,
     search_trials: &mut Vec<SweepTrial>,
-) -> Result<ZeroLoss, Stop> {
+    until: Until,
+) -> Result<(ZeroLoss, bool), Stop> {
     let Searched {
         search,
         ceiling,
         raises,
-    } = search_throughput(*hi, c.cfg.max_rate.is_none(), |rate| {
+        cut,
+    } = search_throughput(*hi, c.cfg.max_rate.is_none(), until, |rate| {
         let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
         let pass = passes(&t, 0.0);
         search_trials.push(t);
@@ -113,7 +170,7 @@ fn throughput(
             format_rate(ceiling)
         ),
     };
-    Ok(ZeroLoss {
+    let zero_loss = ZeroLoss {
         len,
         max_loss_percent: 0.0,
         pps: best.map(|b| method::frames_per_second(b, len)),
@@ -126,8 +183,16 @@ fn throughput(
                 .map(|t| t.received_pps)
         }),
         trials: search_trials.len() as u32,
-        note: raised + &search.note(&|r| format_rate(r)),
-    })
+        note: raised
+            + &search.note(&|r| format_rate(r))
+            + if cut {
+                "; stopped at the best confirmed rate when this size's share of the method's \
+                 time was spent"
+            } else {
+                ""
+            },
+    };
+    Ok((zero_loss, cut))
 }
 
 /// §26.2: probes beside a stream at `rate` (payload bit/s).
@@ -149,8 +214,18 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
 }
 
 /// §26.3: from the ceiling down in tenths, until two steps lose nothing.
-fn loss_vs_load(c: &Ctx<'_>, len: u32, hi: f64, out: &mut Vec<SweepTrial>) -> Result<(), Stop> {
+fn loss_vs_load(
+    c: &Ctx<'_>,
+    len: u32,
+    hi: f64,
+    out: &mut Vec<SweepTrial>,
+    until: Until,
+) -> Result<(), Stop> {
     for rate in method::loss_steps(hi) {
+        // Out of time: at least the two steps the stopping rule looks at.
+        if out.len() >= 2 && until.passed() {
+            break;
+        }
         let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
         out.push(t);
         let n = out.len();
@@ -167,10 +242,14 @@ fn back_to_back(
     len: u32,
     capacity_pps: f64,
     done: &mut Vec<SweepTrial>,
+    until: Until,
 ) -> Result<Option<u64>, Stop> {
     let hi = (capacity_pps * c.cfg.trial_ms as f64 / 1e3).clamp(MIN_BURST, MAX_BURST);
     let mut search = ZeroLossSearch::new(MIN_BURST, hi.round());
     while let Some(n) = search.next() {
+        if search.best().is_some() && until.passed() {
+            break;
+        }
         let n = n.round();
         let (t, _) = trials::udp(
             &trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n as u64)),
@@ -183,8 +262,8 @@ fn back_to_back(
 }
 
 /// Every test of §26 at one size, filling `s` as each ends (so a stop
-/// keeps what ran).
-fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size) -> Result<(), Stop> {
+/// keeps what ran), within `until`.
+fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size, until: Until) -> Result<(), Stop> {
     let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
     let (capacity, _) = trials::udp(&unpaced, &c.stalls)?;
@@ -197,7 +276,8 @@ fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size) -> Result<(), Stop> {
         return Ok(());
     }
     s.capacity = Some(capacity);
-    s.throughput = throughput(c, len, &mut hi, &mut s.search)?;
+    (s.throughput, s.search_cut) =
+        throughput(c, len, &mut hi, &mut s.search, until.share(SEARCH_SHARE))?;
     s.throughput_fps = s.throughput.pps;
     s.throughput_frame_bps = s
         .throughput
@@ -210,8 +290,8 @@ fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size) -> Result<(), Stop> {
             Some("no rate passed: no throughput to measure latency at".into()),
         ),
     };
-    loss_vs_load(c, len, hi, &mut s.loss_vs_load)?;
-    s.back_to_back = back_to_back(c, len, capacity_pps, &mut s.back_to_back_trials)?;
+    loss_vs_load(c, len, hi, &mut s.loss_vs_load, until.share(0.5))?;
+    s.back_to_back = back_to_back(c, len, capacity_pps, &mut s.back_to_back_trials, until)?;
     Ok(())
 }
 
@@ -252,7 +332,7 @@ fn judge(c: &Ctx<'_>, s: &mut Rfc2544Size) {
 }
 
 /// One size: what was measured (all of it, or up to a stop) and judged.
-fn size(c: &Ctx<'_>, len: u32) -> (Rfc2544Size, Option<Stop>) {
+fn size(c: &Ctx<'_>, len: u32, until: Until) -> (Rfc2544Size, Option<Stop>) {
     let mut s = Rfc2544Size {
         len,
         frame_len: method::frame_len(len, c.v6),
@@ -269,6 +349,7 @@ fn size(c: &Ctx<'_>, len: u32) -> (Rfc2544Size, Option<Stop>) {
         throughput_frame_bps: None,
         throughput_fps: None,
         search: Vec::new(),
+        search_cut: false,
         latency: None,
         latency_note: None,
         loss_vs_load: Vec::new(),
@@ -277,7 +358,7 @@ fn size(c: &Ctx<'_>, len: u32) -> (Rfc2544Size, Option<Stop>) {
         kpis: Vec::new(),
         verdict: Verdict::NotRun,
     };
-    let stop = measure(c, &mut s).err();
+    let stop = measure(c, &mut s, until).err();
     judge(c, &mut s);
     if stop.is_some() && s.verdict != Verdict::Fail {
         s.verdict = Verdict::NotRun;
@@ -288,8 +369,11 @@ fn size(c: &Ctx<'_>, len: u32) -> (Rfc2544Size, Option<Stop>) {
 /// Runs every size; what ran before a stop (the size in progress too) is
 /// kept in `out`.
 pub fn run(c: &Ctx<'_>, sizes: &[u32], out: &mut Rfc2544) -> Result<(), Stop> {
-    for &len in sizes {
-        let (s, stop) = size(c, len);
+    let end = Some(Instant::now() + method_time(c.cfg.trial_ms, c.cfg.quick));
+    for (i, &len) in sizes.iter().enumerate() {
+        // What is left of the method's time, shared by the sizes left.
+        let until = Until(end).share(1.0 / (sizes.len() - i) as f64);
+        let (s, stop) = size(c, len, until);
         out.sizes.push(s);
         out.verdict = Verdict::all(out.sizes.iter().map(|s| s.verdict));
         if let Some(stop) = stop {
@@ -315,14 +399,14 @@ mod tests {
     #[test]
     fn issue_27_a_ceiling_that_passes_is_raised_to_the_limit() {
         let (ceiling, limit) = (8.77e6, 9.72e6);
-        let s = search_throughput(ceiling, true, path(limit)).expect("runs");
+        let s = search_throughput(ceiling, true, Until(None), path(limit)).expect("runs");
         let best = s.search.best().expect("a rate passed");
         assert!(best <= limit && (limit - best) / limit < 0.01, "{best}");
         assert_eq!(s.raises, 1);
         assert!((s.ceiling - ceiling * CEILING_STEP).abs() < 1.0);
         // The passed ceiling is not tried again; the user's ceiling stays.
         let mut tried = Vec::new();
-        search_throughput(ceiling, true, |r| {
+        search_throughput(ceiling, true, Until(None), |r| {
             tried.push(r);
             Ok(r <= limit)
         })
@@ -332,15 +416,37 @@ mod tests {
             2,
             "{tried:?}"
         );
-        let fixed = search_throughput(ceiling, false, path(limit)).expect("runs");
+        let fixed = search_throughput(ceiling, false, Until(None), path(limit)).expect("runs");
         assert_eq!(fixed.search.best(), Some(ceiling));
         // A ceiling above the limit is searched below as before.
-        let s = search_throughput(11e6, true, path(limit)).expect("runs");
+        let s = search_throughput(11e6, true, Until(None), path(limit)).expect("runs");
         assert_eq!(s.raises, 0);
         assert!(s.search.best().is_some_and(|b| (limit - b) / limit < 0.02));
         // A path faster than every raise ends at the last ceiling.
-        let s = search_throughput(1e6, true, path(1e9)).expect("runs");
+        let s = search_throughput(1e6, true, Until(None), path(1e9)).expect("runs");
         assert_eq!(s.raises, CEILING_RAISES);
         assert_eq!(s.search.best(), Some(s.ceiling));
+    }
+
+    /// `--quick` (issue 27: 26–48 s for one size on a loaded host): once
+    /// its time is spent, the search stops at its best confirmed rate,
+    /// after no more trials than that takes; with time left it goes on.
+    #[test]
+    fn issue_27_a_quick_search_stops_at_its_best_confirmed_rate_when_its_time_is_spent() {
+        let mut tried = 0;
+        let spent = Until(Some(Instant::now()));
+        let s = search_throughput(1e6, true, spent, |r| {
+            tried += 1;
+            Ok(r <= 0.5e6)
+        })
+        .expect("runs");
+        // The ceiling fails, the floor passes twice (confirmed): cut there.
+        assert!(s.cut);
+        assert_eq!(tried, 3);
+        assert_eq!(s.search.best(), Some(1e6 / SEARCH_FLOOR));
+        let later = Until(Some(Instant::now() + Duration::from_secs(60)));
+        let s = search_throughput(1e6, true, later, path(0.5e6)).expect("runs");
+        assert!(!s.cut);
+        assert!(s.search.best().is_some_and(|b| (0.5e6 - b) / 0.5e6 < 0.02));
     }
 }

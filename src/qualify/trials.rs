@@ -83,23 +83,39 @@ pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
 /// trial that lost datagrams or fell behind while its sender stalled (a
 /// gap between two sends of [`STALL_GAPS`] scheduled gaps and at least
 /// [`STALL_MIN`]: the catch-up leaves as a burst) is the tester's, not the
-/// path's: it runs again, at most [`STALL_RERUNS`] times, counted in
-/// `stalls`.
+/// path's: it runs again, at most [`STALL_RERUNS`] times and while the
+/// run's reruns last ([`Stalls::new`]), counted in `stalls`.
 pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
+    until_unspoilt(stalls, || (udp_once(c), ())).0
+}
+
+/// One UDP stream's trial, as it came.
+fn udp_once(c: &ClientConfig) -> UdpOutcome {
+    match crate::sweep::udp_trial(c, false) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(Stop::Interrupted),
+        Err(e) => Err(Stop::of_anyhow(e)),
+    }
+}
+
+/// Runs `run` (a UDP trial and what ran beside it) again while its trial
+/// is spoilt by the sender's stalls ([`udp`]): the whole of it, so a
+/// load's rerun never starts while the probes beside it still run (the
+/// server, running one test at a time, refused it as busy and logged it).
+fn until_unspoilt<T>(stalls: &Stalls, mut run: impl FnMut() -> (UdpOutcome, T)) -> (UdpOutcome, T) {
     let mut left = STALL_RERUNS;
     loop {
-        let out = match crate::sweep::udp_trial(c, false) {
-            Ok(Some(t)) => t,
-            Ok(None) => return Err(Stop::Interrupted),
-            Err(e) => return Err(Stop::of_anyhow(e)),
+        let (out, beside) = run();
+        let spoilt = match &out {
+            Ok((t, r)) => (t.lost > 0 || !t.kept_up) && r.as_ref().is_some_and(sender_stalled),
+            Err(_) => false,
         };
-        let failed = out.0.lost > 0 || !out.0.kept_up;
-        if !failed || !out.1.as_ref().is_some_and(sender_stalled) {
-            return Ok(out);
+        if !spoilt {
+            return (out, beside);
         }
-        if left == 0 {
+        if left == 0 || !stalls.take_rerun() {
             stalls.exhausted.fetch_add(1, Ordering::Relaxed);
-            return Ok(out);
+            return (out, beside);
         }
         left -= 1;
         stalls.reruns.fetch_add(1, Ordering::Relaxed);
@@ -107,15 +123,41 @@ pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
 }
 
 /// Trials the sending host's stalls spoilt ([`udp`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stalls {
     /// Runs again of a trial whose sender stalled.
     pub reruns: AtomicU32,
-    /// Trials whose sender stalled on every try: their loss is counted.
+    /// Trials whose sender stalled on every try (or after the run's
+    /// reruns ran out): their loss is counted.
     pub exhausted: AtomicU32,
+    /// Reruns the run has left: a host that stalls all the time would
+    /// otherwise run every trial up to seven times.
+    left: AtomicU32,
 }
 
+/// Reruns of stalled trials in a whole run: `--quick` keeps a few, so its
+/// minute holds on a busy host (a loaded loopback run stalled 108 times);
+/// a full run more.
+const QUICK_RUN_RERUNS: u32 = 6;
+const RUN_RERUNS: u32 = 60;
+
 impl Stalls {
+    /// A run's count, with its reruns (`--quick`'s or a full run's).
+    pub fn for_run(quick: bool) -> Self {
+        Stalls {
+            reruns: AtomicU32::new(0),
+            exhausted: AtomicU32::new(0),
+            left: AtomicU32::new(if quick { QUICK_RUN_RERUNS } else { RUN_RERUNS }),
+        }
+    }
+
+    /// Takes one of the run's reruns; false when none is left.
+    fn take_rerun(&self) -> bool {
+        self.left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
     /// The run's notes about them.
     pub fn notes(&self) -> Vec<String> {
         let (reruns, exhausted) = (
@@ -132,9 +174,10 @@ impl Stalls {
         if exhausted > 0 {
             notes.push(format!(
                 "{exhausted} trial(s) lost datagrams or fell behind with the sending host stalled \
-                 on all {} tries: counted as failed, so the rates near them may be low \
-                 (a less busy tester would tell)",
-                STALL_RERUNS + 1
+                 on all {} tries or once the run's {} reruns were spent: counted as failed, \
+                 so the rates near them may be low (a less busy tester would tell)",
+                STALL_RERUNS + 1,
+                self.reruns.load(Ordering::Relaxed) + self.left.load(Ordering::Relaxed)
             ));
         }
         notes
@@ -217,7 +260,9 @@ const LOAD_START_WAIT: Duration = Duration::from_secs(15);
 const LOAD_START_POLL: Duration = Duration::from_millis(10);
 
 /// Runs `probe` while the UDP stream `load` runs ([`beside_with`]), the
-/// probes paced to a share of the load's rate ([`probe_rate`]).
+/// probes paced to a share of the load's rate ([`probe_rate`]); a load
+/// its sender's stalls spoilt runs again with its probes, after both
+/// ended ([`until_unspoilt`]).
 pub fn beside(
     load: &ClientConfig,
     probe: &ClientConfig,
@@ -228,7 +273,7 @@ pub fn beside(
         let probe_len = rr.sizes.iter().copied().max().unwrap_or(1);
         rr.rate = Some(probe_rate(u.pace, load.spec.len, probe_len));
     }
-    beside_with(load, &probe, |l| udp(l, stalls))
+    until_unspoilt(stalls, || beside_with(load, &probe, udp_once))
 }
 
 /// Runs `probe` while `run` runs the test `load`: the load is lengthened

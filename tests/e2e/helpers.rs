@@ -69,7 +69,13 @@ pub fn bin() -> &'static str {
 pub struct Server {
     pub child: Child,
     pub port: u16,
+    /// What it has logged on stderr so far (the first [`LOG_KEPT`] bytes).
+    pub log: std::sync::Arc<Mutex<String>>,
 }
+
+/// Bytes of a server's stderr kept for [`Server::log`]; the rest is read
+/// and dropped (a test that provokes many log lines must not block it).
+const LOG_KEPT: usize = 1 << 20;
 
 impl Server {
     pub fn start(extra: &[&str]) -> Server {
@@ -101,11 +107,18 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn server");
-        // Drain the server's stderr: a test that provokes many log lines
-        // must not block the server on a full pipe.
-        if let Some(mut err) = child.stderr.take() {
+        // Drain the server's stderr, keeping its start for `log`.
+        let log = std::sync::Arc::new(Mutex::new(String::new()));
+        if let Some(err) = child.stderr.take() {
+            let log = std::sync::Arc::clone(&log);
             std::thread::spawn(move || {
-                let _ = std::io::copy(&mut err, &mut std::io::sink());
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    let mut l = log.lock().unwrap_or_else(PoisonError::into_inner);
+                    if l.len() < LOG_KEPT {
+                        l.push_str(&line);
+                        l.push('\n');
+                    }
+                }
             });
         }
         let stdout = child.stdout.take().expect("server stdout");
@@ -118,7 +131,15 @@ impl Server {
             .split_whitespace()
             .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
             .unwrap_or_else(|| panic!("no port in {line:?}"));
-        Server { child, port }
+        Server { child, port, log }
+    }
+
+    /// The server's stderr so far: its log.
+    pub fn log(&self) -> String {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub fn port_str(&self) -> String {

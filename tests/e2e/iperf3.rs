@@ -631,7 +631,14 @@ pub(crate) fn logging_server(extra: &[&str]) -> (Server, Arc<Mutex<String>>) {
         .split_whitespace()
         .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
         .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (Server { child, port }, log)
+    (
+        Server {
+            child,
+            port,
+            log: Arc::clone(&log),
+        },
+        log,
+    )
 }
 
 /// A connection that sends an iperf3 cookie of letter `c`.

@@ -448,6 +448,48 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
     assert_eq!(v["verdict"], "pass");
 }
 
+/// A qualification leaves nothing in the server's log: no busy refusal
+/// and no failed test. A load beside probes that its sender's stalls
+/// spoilt ran again at once, while the probes beside the first try still
+/// held the test's admission: the server refused the rerun as busy (and
+/// the client asked again until the probes ended). Through the shaped
+/// router on a busy host that happened in about one beside-trial in three;
+/// each Y.1564 step with a delay SLA runs one.
+#[test]
+fn issue_27_a_qualification_leaves_no_refusal_or_failure_in_the_server_log() {
+    let Some((path, server)) = shaped("q4", "10mbit", "30000") else {
+        return;
+    };
+    let port = server.port_str();
+    let (out, v) = qualify_in(
+        Some(&path.a),
+        &[
+            ROUTED_SERVER,
+            "-p",
+            &port,
+            "--quick",
+            "--method",
+            "rfc2544,y1564",
+            "--sizes",
+            "1472",
+            "--cir",
+            "5M",
+            "--sla",
+            "delay=1s",
+            "--json",
+        ],
+        Duration::from_secs(180),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", stderr(&out));
+    assert!(v["runs"][0]["stopped"].is_null(), "{}", v["runs"][0]);
+    let log = server.log();
+    let noise: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("refused") || l.contains("failed"))
+        .collect();
+    assert!(noise.is_empty(), "the server logged:\n{}", noise.join("\n"));
+}
+
 /// `--preload LIB` adds the qualification of a child process under
 /// `LD_PRELOAD` (the syscall engine), as compare does: a run named
 /// `syscall+preload` whose trials went through the library.

@@ -2,7 +2,9 @@
 //! 13): against a server on loopback (HOST is 127.0.0.1, the server's port
 //! added), with a time limit added only where the example has none, in a
 //! scratch directory for the files it writes. Each must exit 0 and finish
-//! well under a minute. Commands that are not linerate's (cargo, iperf3,
+//! well under a minute, except `qualify --quick`, which runs as written
+//! and must keep its own promise: about a minute (and may exit 4: it ran,
+//! and judged the SLA of a loaded loopback failed). Commands that are not linerate's (cargo, iperf3,
 //! mandb) are named and skipped.
 
 use std::io::Read;
@@ -14,6 +16,10 @@ use crate::helpers::*;
 
 /// "Well under a minute".
 const LIMIT: Duration = Duration::from_secs(45);
+/// `qualify --quick`: "about a minute" (issue 27), with room for a loaded
+/// host: its RFC 2544 search has a fixed share of the minute and the run
+/// a fixed number of reruns, so only set-up times grow with the load.
+const QUICK_QUALIFY_LIMIT: Duration = Duration::from_secs(90);
 
 /// `(README line, command)` for every command line in a `sh` block, with
 /// its comment cut off.
@@ -117,7 +123,9 @@ fn plan(cmd: &str, port: u16) -> Plan {
     match sub.as_str() {
         "tcp" | "udp" | "iperf3" if !limited => args.extend(["-t".into(), "1".into()]),
         "rr" | "crr" if !limited => args.extend(["-t".into(), "0.2".into()]),
-        // Each method's trials short, and one size.
+        // `--quick` as written: its minute is what is checked.
+        "qualify" if has_any(&args, &["--quick"]) => {}
+        // A full run: each method's trials short, and one size.
         "qualify" => args.extend(
             [
                 "--sizes",
@@ -139,6 +147,15 @@ fn plan(cmd: &str, port: u16) -> Plan {
         _ => {}
     }
     Plan::Run(args)
+}
+
+/// How long a README command may take.
+fn limit(args: &[String]) -> Duration {
+    if args.first().is_some_and(|a| a == "qualify") && has_any(args, &["--quick"]) {
+        QUICK_QUALIFY_LIMIT
+    } else {
+        LIMIT
+    }
 }
 
 /// Runs `args` in `dir`, draining its output; `None` when it ran past the
@@ -168,7 +185,7 @@ fn run_in(dir: &Path, args: &[String]) -> (Option<std::process::ExitStatus>, Dur
         if let Ok(Some(s)) = child.try_wait() {
             break Some(s);
         }
-        if started.elapsed() > LIMIT + Duration::from_secs(15) {
+        if started.elapsed() > limit(args) + Duration::from_secs(15) {
             let _ = child.kill();
             let _ = child.wait();
             break None;
@@ -203,7 +220,11 @@ fn check(dir: &Path, port: u16, line: usize, cmd: &str) -> Option<String> {
         Plan::Run(args) => {
             let (status, took, err) = run_in(dir, &args);
             println!("README:{line}: {took:.1?} {status:?}: {args:?}");
-            if !status.is_some_and(|s| s.success()) || took > LIMIT {
+            // A qualification that ran to its end may judge the SLA failed
+            // (exit 4): on a loaded host a step's sender may stall past its
+            // reruns. It ran; what is checked is that, and its time.
+            let qualified = args[0] == "qualify" && status.and_then(|s| s.code()) == Some(4);
+            if !(status.is_some_and(|s| s.success()) || qualified) || took > limit(&args) {
                 return Some(format!(
                     "README:{line}: {cmd}\n    ran {args:?}: {status:?} after {took:.1?}\n    {}",
                     err.trim().replace('\n', "\n    ")

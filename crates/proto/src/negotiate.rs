@@ -534,5 +534,21 @@ mod tests {
             assert_eq!(e.field, "rate", "{e:?}");
             assert!(e.reason.contains(needle), "{e}");
         }
+        // rr on event-loop flows is paced on the loops' timer heaps, over
+        // TCP and over UDP.
+        let mut flows = rr(TestKind::Rr, Some(200));
+        flows.protocol = Protocol::Tcp;
+        flows.flows = Some(Flows {
+            count: 16,
+            threads: 2,
+        });
+        if let Some(rr) = &mut flows.rr {
+            rr.sizes = vec![1];
+        }
+        let n = negotiate(&flows, &l).expect("paced TCP flows accepted");
+        assert_eq!(n.spec.rr.expect("rr").rate, Some(200));
+        flows.protocol = Protocol::Udp;
+        let n = negotiate(&flows, &l).expect("paced UDP flows accepted");
+        assert_eq!(n.spec.rr.expect("rr").rate, Some(200));
     }
 }

@@ -210,6 +210,10 @@ pub struct Rfc2544Size {
     pub throughput_fps: Option<f64>,
     /// The search's trials (sweep trials).
     pub search: Vec<SweepTrial>,
+    /// The search stopped at its best confirmed rate, short of its
+    /// resolution, when this size's share of the method's time was spent.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub search_cut: bool,
     /// §26.2: latency of probes beside a stream at the throughput rate.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub latency: Option<Latency>,
@@ -444,6 +448,13 @@ fn rfc2544_human(m: &Rfc2544, out: &mut dyn Write) -> io::Result<()> {
         )?;
         for k in s.kpis.iter().filter(|k| k.threshold.is_some()) {
             writeln!(out, "        {}", kpi_line(k))?;
+        }
+        if s.search_cut {
+            writeln!(
+                out,
+                "        throughput: the search stopped at its best confirmed rate when this \
+                 size's share of the time was spent (short of its resolution)"
+            )?;
         }
         if let Some(n) = &s.latency_note {
             writeln!(out, "        latency: {n}")?;

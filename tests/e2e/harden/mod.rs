@@ -117,7 +117,14 @@ pub fn logged_server(extra: &[&str]) -> (Server, Arc<Mutex<String>>) {
         .split_whitespace()
         .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
         .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (Server { child, port }, log)
+    (
+        Server {
+            child,
+            port,
+            log: Arc::clone(&log),
+        },
+        log,
+    )
 }
 
 /// Threads and open file descriptors of process `pid`.

@@ -17,6 +17,7 @@ use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
 use crate::stream::Signals;
+use std::time::Duration;
 
 use super::crr::CrrTarget;
 use super::params::RrParams;
@@ -60,6 +61,8 @@ pub(super) struct Transactions<'a> {
     clock: Option<PhaseClock>,
     limit: RrLimit,
     batch: u32,
+    /// [`linerate_proto::rr_core::RrPlan::gap_ns`]: the pace (0: none).
+    gap_ns: u64,
     /// The open batch's sequence numbers not yet ended, and its start.
     seqs: Range<u64>,
     t0: u64,
@@ -89,6 +92,7 @@ impl<'a> Transactions<'a> {
             clock: None,
             limit: p.plan.limit,
             batch: p.plan.batch,
+            gap_ns: p.plan.gap_ns,
             seqs: 0..0,
             t0: 0,
             batch_open: false,
@@ -103,10 +107,10 @@ impl<'a> Transactions<'a> {
     pub(super) fn next_request(&mut self, req: &mut [u8]) -> bool {
         if self.seqs.is_empty() {
             let now = mono_ns();
-            let (limit, batch) = (self.limit, self.batch);
+            let (limit, batch, gap) = (self.limit, self.batch, self.gap_ns);
             let clock = self
                 .clock
-                .get_or_insert_with(|| PhaseClock::new(limit, batch, now));
+                .get_or_insert_with(|| PhaseClock::new(limit, batch, now).paced(gap));
             let next = if self.stopping { None } else { clock.next(now) };
             let Some(batch) = next else {
                 return false;
@@ -123,6 +127,17 @@ impl<'a> Transactions<'a> {
         };
         self.core.request(&header, req);
         true
+    }
+
+    /// Paced: how long until the next batch is due (none while a batch is
+    /// open, before the first, or once stopping ends the phase).
+    pub(super) fn pace_wait(&self) -> Option<Duration> {
+        match &self.clock {
+            Some(c) if self.seqs.is_empty() && !self.stopping => {
+                c.wait_ns(mono_ns()).map(Duration::from_nanos)
+            }
+            _ => None,
+        }
     }
 
     /// A transaction ended (answered or lost): counted, and a finished

@@ -6,7 +6,10 @@
 //! message at a time, without blocking. A phase per size (no load: the
 //! negotiation refuses it with flows for now): each loop runs its flows
 //! through the phases, and the client's flows move from one to the next
-//! together, as flow threads do (the side's coordinator opens each).
+//! together, as flow threads do (the side's coordinator opens each). A
+//! paced client flow (`rr --rate N`) waits for its next slot on the
+//! loop's timer heap ([`Turn::Until`]), as a paced UDP flow waits for its
+//! next datagram.
 //!
 //! The phase ends as on a flow thread: the client shuts down its write
 //! side after its last transaction, the server answers by closing, the
@@ -504,6 +507,9 @@ impl<'a, E: Engine> ClientFlow<'a, E> {
         for _ in 0..CALLS_PER_TURN {
             match self.step {
                 Step::Next => {
+                    if let Some(wait) = self.tx.pace_wait() {
+                        return Ok(Turn::Until(Instant::now() + wait));
+                    }
                     if !self.next_request() {
                         return self.end_phase();
                     }

@@ -208,12 +208,20 @@ impl<'a> Client<'a> {
     fn step(&mut self, sh: &mut ClientShared) -> Result<Turn, EngineError> {
         for _ in 0..CALLS_PER_TURN {
             match self.step {
-                Step::Next if self.tx.next_request(&mut self.req) => self.step = Step::Send,
                 Step::Next => {
-                    self.step = Step::End {
-                        tries: 0,
-                        next_ns: 0,
+                    // Paced (`rr --rate`): the next slot on the loop's
+                    // timer heap.
+                    if let Some(wait) = self.tx.pace_wait() {
+                        return Ok(Turn::Until(Instant::now() + wait));
                     }
+                    self.step = if self.tx.next_request(&mut self.req) {
+                        Step::Send
+                    } else {
+                        Step::End {
+                            tries: 0,
+                            next_ns: 0,
+                        }
+                    };
                 }
                 Step::Send => {
                     if !self.io.send(&self.req)? {
