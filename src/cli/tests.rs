@@ -426,7 +426,6 @@ fn rr_refusals_name_the_flag() {
         ("rr --rate 0", "--rate"),
         ("rr --rate 1000001", "--rate"),
         ("crr --rate 10", "--rate"),
-        ("rr --proto udp --flows 10 --rate 10", "--rate: UDP rr"),
         ("rr --transport unix --rate 10", "--rate"),
     ] {
         let e = parse(args).expect_err(args).to_string();
