@@ -156,15 +156,17 @@ fn issue_9_iperf3_byte_and_block_limits_and_options() {
     let bps = f(&doc["end"]["sum_received"]["bits_per_second"]);
     assert!((20e6..60e6).contains(&bps), "-b 40M -R: {bps} bit/s");
     // With -O each side ends its omit period on its own timer (as between
-    // two iperf3s), so the totals agree only roughly.
-    let doc = iperf3_json(server.port, &["-t", "1", "-O", "1"]);
+    // two iperf3s), so the totals agree only roughly: by the scheduling
+    // delay between the two ends' starts (0.16 s seen at load 12), a
+    // smaller share of a 3 s test than of a 1 s one.
+    let doc = iperf3_json(server.port, &["-t", "3", "-O", "1"]);
     let (s, r) = (
         u(&doc["end"]["sum_sent"]["bytes"]) as f64,
         u(&doc["end"]["sum_received"]["bytes"]) as f64,
     );
     assert!((r - s).abs() <= s * 0.1, "-O 1: sent {s}, received {r}");
     let secs = f(&doc["end"]["sum_received"]["seconds"]);
-    assert!((0.8..2.0).contains(&secs), "-O 1: receiver seconds {secs}");
+    assert!((2.8..4.0).contains(&secs), "-O 1: receiver seconds {secs}");
 }
 
 #[test]
