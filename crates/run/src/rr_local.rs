@@ -509,21 +509,6 @@ mod tests {
     use super::*;
     use linerate_proto::spec::{RrSpec, TestKind};
 
-    /// Takes the report and prints nothing.
-    struct Nowhere;
-
-    impl Sink for Nowhere {
-        fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn interval(&mut self, _: &linerate_report::model::IntervalRecord) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn finish(&mut self, _: &Report) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     fn side(transactions: u64) -> SideResults {
         SideResults {
             rr: Some(RrMeasurement {
@@ -561,7 +546,7 @@ mod tests {
                 &spec,
                 (&side(100), &side(server)),
                 Vec::new(),
-                &mut Nowhere,
+                &mut crate::run::Quiet,
             )
         };
         assert!(run(100).is_ok(), "both sides agree");

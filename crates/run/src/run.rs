@@ -44,7 +44,7 @@ const BUSY_RETRY: Duration = Duration::from_millis(200);
 const BUSY_TRIES: u32 = 25;
 
 /// Prints nothing: the caller (a sweep, `--repeat`) prints its own rows.
-struct Quiet;
+pub(crate) struct Quiet;
 
 impl Sink for Quiet {
     fn start(&mut self, _: &TestInfo) -> std::io::Result<()> {
