@@ -406,7 +406,7 @@ fn closing_notes(trials: &Trials<'_>) -> Vec<String> {
     let mut notes = Vec::new();
     if trials.done.iter().any(|t| !t.kept_up && t.error.is_none()) {
         notes.push(
-            "where the sender could not keep up (or skipped part of its schedule after a stall), \
+            "where the sender could not keep up (or skipped over 0.5 % of its schedule after stalls), \
              the sent figures are what it achieved, not what was asked, and the trial did not \
              pass at the asked rate"
                 .into(),

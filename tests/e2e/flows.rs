@@ -351,17 +351,10 @@ fn issue_26_udp_flows_count_each_flows_loss_exactly() {
 /// queue's room every time and lose nothing).
 #[test]
 fn issue_26_udp_flows_count_their_own_loss_through_a_bottleneck() {
-    use crate::netns::{tc, unavailable, Routed, ROUTED_SERVER};
-    if let Some(why) = unavailable() {
-        return skip(why);
-    }
-    let path = Routed::new("uf").expect("create namespaces");
-    let tbf = [
-        "qdisc", "add", "dev", "rb", "root", "tbf", "rate", "10mbit", "burst", "6000", "limit",
-        "30000",
-    ];
-    tc(&path.r, &tbf).expect("tbf");
-    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &["--threads", "2"]);
+    use crate::netns::ROUTED_SERVER;
+    let Some((path, server)) = bottleneck("uf", "10mbit", "6000", "30000") else {
+        return;
+    };
     let port = server.port_str();
     // 32 flows × 0.5 Mbit/s = 16 Mbit/s into 10 Mbit/s.
     let args = [
@@ -701,19 +694,12 @@ fn issue_26_a_server_refuses_more_udp_rr_flows_than_its_limit_and_serves_on() {
 /// nor more than it completed and lost.
 #[test]
 fn issue_26_udp_rr_flows_count_their_own_losses_through_a_bottleneck() {
-    use crate::netns::{tc, unavailable, Routed, ROUTED_SERVER};
-    if let Some(why) = unavailable() {
-        return skip(why);
-    }
-    let path = Routed::new("ur").expect("create namespaces");
+    use crate::netns::ROUTED_SERVER;
     // About 240 1 KB requests a second with room for 7 queued: the 32
     // flows' requests, one in flight each, overflow it.
-    let tbf = [
-        "qdisc", "add", "dev", "rb", "root", "tbf", "rate", "2mbit", "burst", "3000", "limit",
-        "8000",
-    ];
-    tc(&path.r, &tbf).expect("tbf");
-    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &["--threads", "2"]);
+    let Some((path, server)) = bottleneck("ur", "2mbit", "3000", "8000") else {
+        return;
+    };
     let port = server.port_str();
     let args = [
         "rr",
@@ -795,4 +781,28 @@ fn issue_26_rr_flows_run_a_phase_per_size() {
             assert_eq!(u(&p["server_transactions"]), total, "{proto}");
         }
     }
+}
+
+/// Namespaces `name` joined through a router whose egress towards the
+/// server is a tbf of `rate`, `burst` and `limit`, with a `--threads 2`
+/// server in the server's namespace; `None` (said) where namespaces are
+/// unavailable.
+fn bottleneck(
+    name: &str,
+    rate: &str,
+    burst: &str,
+    limit: &str,
+) -> Option<(crate::netns::Routed, Server)> {
+    use crate::netns::{tc, unavailable, Routed, ROUTED_SERVER};
+    if let Some(why) = unavailable() {
+        skip(why);
+        return None;
+    }
+    let path = Routed::new(name).expect("create namespaces");
+    let tbf = [
+        "qdisc", "add", "dev", "rb", "root", "tbf", "rate", rate, "burst", burst, "limit", limit,
+    ];
+    tc(&path.r, &tbf).expect("tbf");
+    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &["--threads", "2"]);
+    Some((path, server))
 }

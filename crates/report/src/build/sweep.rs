@@ -14,14 +14,19 @@ fn received_on_sender_clock(u: &UdpSummary) -> f64 {
     u.received as f64 * u.sent_pps / u.sent as f64
 }
 
-/// Whether a stream's sender offered the whole rate it was asked for: it
-/// kept up with its schedule and skipped none of it after a stall. A
-/// trial whose sender skipped part of its schedule tested a lower rate than
-/// the one asked, so it may neither pass nor fail at the asked one (a
-/// zero-loss search credited a rate above a tbf's with 92 datagrams
-/// skipped on a loaded host).
+/// Share of its schedule a paced sender may skip after stalls and still
+/// count as having offered the asked rate: the rate a trial credits is then
+/// at most this much above what it sent (1/200: 0.5 %).
+pub const SLIP_TOLERANCE: u64 = 200;
+
+/// Whether a stream's sender offered the rate it was asked for: it kept up
+/// with its schedule and skipped at most 1/[`SLIP_TOLERANCE`] of it after
+/// stalls. A trial whose sender skipped more tested a lower rate than the
+/// one asked, so it may neither pass nor fail at the asked one (a zero-loss
+/// search credited 9.42 Mbit/s through a tbf that carries 9.17 on a loaded
+/// host, whose sender had skipped part of its schedule).
 pub fn offered_its_rate(u: &UdpSummary) -> bool {
-    u.kept_up && u.slipped == 0
+    u.kept_up && u.slipped.saturating_mul(SLIP_TOLERANCE) <= u.issued
 }
 
 /// One sweep trial from its test's report. Requested rates are the sender's
@@ -76,7 +81,9 @@ mod tests {
             "socket_drops":0}"#;
         let mut u: UdpSummary = serde_json::from_str(json).expect("a stream's summary");
         assert!(u.kept_up);
-        assert!(!offered_its_rate(&u));
+        assert!(!offered_its_rate(&u), "92 of 3397 skipped");
+        u.slipped = 3397 / SLIP_TOLERANCE;
+        assert!(offered_its_rate(&u), "a stall's few skipped");
         u.slipped = 0;
         assert!(offered_its_rate(&u));
         u.kept_up = false;
