@@ -682,8 +682,8 @@ pub struct RrArgs {
     #[arg(long)]
     pub busy_poll: bool,
     /// Transactions per second per flow, at most: paced, one every 1/N s
-    /// (rr over the network with -P or TCP --flows; not crr, UDP --flows
-    /// or a local --transport) [default: as fast as the round trips allow].
+    /// (rr over the network with -P or --flows; not crr or a local
+    /// --transport) [default: as fast as the round trips allow].
     #[arg(long, value_name = "N")]
     pub rate: Option<u32>,
     /// Run every size again while N bulk TCP streams load the same path,
