@@ -182,3 +182,45 @@ fn issue_26_uring_flows_name_their_loop_and_refuse_rr() {
         );
     }
 }
+
+/// A server whose own `--engine` is uring serves rr flows (TCP and UDP)
+/// on its epoll loops, where rr runs, and names the engine those loops ran
+/// (the review found it naming uring, and giving each TCP flow uring's
+/// per-socket I/O, after the loop engines were merged).
+#[test]
+fn issue_26_a_uring_server_serves_rr_flows_on_epoll_and_says_so() {
+    if !crate::uring_engines::runs_here("uring") {
+        return;
+    }
+    let server = Server::start(&["--engine", "uring", "--threads", "2"]);
+    let port = server.port_str();
+    for proto in ["tcp", "udp"] {
+        let args = [
+            "rr",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--proto",
+            proto,
+            "--flows",
+            "8",
+            "--threads",
+            "2",
+            "-t",
+            "1",
+            "--json",
+        ];
+        let out = run_client(&args, Duration::from_secs(60));
+        assert_ok(&out, &args);
+        let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(
+            r["test"]["server_engine"], "syscall",
+            "{proto}: {}",
+            r["test"]
+        );
+        let p = &r["rr"]["phases"][0];
+        assert!(p.get("errors").is_none(), "{proto}: {p}");
+        let counts = p["per_flow"]["transactions"].as_array().expect("per flow");
+        assert!(counts.iter().all(|c| u(c) > 0), "{proto}: {p}");
+    }
+}

@@ -132,6 +132,9 @@ impl<'a> Transactions<'a> {
     /// Paced: how long until the next batch is due (none while a batch is
     /// open, before the first, or once stopping ends the phase).
     pub(super) fn pace_wait(&self) -> Option<Duration> {
+        if self.gap_ns == 0 {
+            return None;
+        }
         match &self.clock {
             Some(c) if self.seqs.is_empty() && !self.stopping => {
                 c.wait_ns(mono_ns()).map(Duration::from_nanos)

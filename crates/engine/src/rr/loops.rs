@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
 use linerate_proto::rr_flow::{RrServer, Transaction};
-use linerate_proto::spec::{Protocol, RrPhase};
+use linerate_proto::spec::RrPhase;
 use linerate_proto::wire::{DataHello, Side};
 use linerate_stats::histogram::Histogram;
 
@@ -88,7 +88,14 @@ enum Flows {
 
 fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Role) -> SideRun {
     let udp = matches!(&flows, Flows::Rr(c) if c.datagrams());
-    let engine = event_loop::engine_for(engine, if udp { Protocol::Udp } else { Protocol::Tcp });
+    // rr's loops are epoll loops whatever the engine (io_uring has no rr
+    // loop): TCP flows run the engine where it fits one, UDP flows the
+    // syscall engine (`udp_loops`), and the side is named for that.
+    let engine = if udp {
+        event_loop::udp::ENGINE
+    } else {
+        event_loop::tcp::engine_for(engine)
+    };
     let (tx, rx) = mpsc::channel();
     let run = spawn_side(engine.name(), move |signals| {
         run_side(engine, flows, &p, (threads, udp), (role, &tx), signals)

@@ -212,8 +212,9 @@ impl RingUdp {
             return Err(Ok(()));
         }
         match self.err.take() {
-            // The rest of the batch is offered again.
-            Some(_) if self.ok > 0 => {}
+            // The rest of the batch is offered again; an error that ends
+            // the flow ends it even after part of the batch went out (the
+            // kernel reports a refused port once per socket).
             None | Some(libc::EAGAIN | libc::EINTR | libc::ECANCELED) => {}
             Some(libc::ENOBUFS) => core.on_no_buffers(),
             Some(libc::ECONNREFUSED) => return Err(Err(refused())),
