@@ -588,7 +588,8 @@ fn issue_28_a_stalled_paced_sender_does_not_burst_into_a_tbf() {
     assert_eq!(u(&d["received"]), u(&d["sent"]), "{d}");
     // ~290 ms of the schedule skipped (1,700 datagrams/s).
     assert!(u(&d["slipped"]) > 100, "{d}");
-    assert_eq!(d["kept_up"], true, "{d}");
+    // Over 0.5 % of its schedule skipped: it did not offer the asked rate.
+    assert_eq!(d["kept_up"], false, "{d}");
     assert!(r["notes"].to_string().contains("skipped"), "{}", r["notes"]);
 }
 

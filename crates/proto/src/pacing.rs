@@ -43,6 +43,13 @@ pub const SPIN_NS: u64 = 10_000;
 /// Most of its schedule a late sender sends at once, ns: a scheduler
 /// slice or two; a longer stall's datagrams are given up, not burst.
 pub const MAX_CATCH_UP_NS: u64 = 10_000_000;
+
+/// A paced sender that skipped more than 1/200 (0.5 %) of its schedule
+/// after stalls did not keep up: it offered less than the asked rate, so a
+/// zero-loss search must not pass that rate on its trial (one did, through
+/// a tbf 2.7 % slower, on a loaded host). Fewer skipped, the rate a trial
+/// credits is at most 0.5 % above what it sent.
+pub const SLIP_TOLERANCE: u64 = 200;
 /// Longest single sleep, so a stop or abort is seen within this.
 pub const MAX_SLEEP_NS: u64 = 20_000_000;
 
@@ -224,7 +231,9 @@ impl Pacer {
     /// Whether a sender that stopped at `elapsed_ns` kept up with the
     /// schedule: it was at most one burst or 1 ms worth of datagrams behind
     /// (whichever is more), so a single late wake-up does not count as
-    /// "could not keep up" but a sustained shortfall does.
+    /// "could not keep up" but a sustained shortfall does; and it skipped
+    /// at most 1/[`SLIP_TOLERANCE`] of what was due after stalls
+    /// ([`Self::slip`]), or it sent less than the asked rate.
     pub fn kept_up(&self, elapsed_ns: u64) -> bool {
         self.within_tolerance(self.behind(elapsed_ns))
     }
@@ -237,7 +246,8 @@ impl Pacer {
         };
         // Datagrams per millisecond = millipps / 1e6.
         let per_ms = m.div_ceil(1_000_000);
-        behind <= self.burst.max(per_ms)
+        let due = self.k.saturating_add(self.slipped);
+        behind <= self.burst.max(per_ms) && self.slipped.saturating_mul(SLIP_TOLERANCE) <= due
     }
 }
 
@@ -377,7 +387,9 @@ mod tests {
         assert_eq!(p.slipped(), 90);
         assert_eq!(p.behind(100 * ms), 0);
         assert_eq!(p.due_ns(), 101 * ms);
-        assert!(p.kept_up(100 * ms));
+        // Back on its schedule, but it skipped 90 of the 101 due: it did
+        // not offer the asked rate.
+        assert!(!p.kept_up(100 * ms));
         // One that cannot keep up at all stays 10 ms behind: not kept up.
         let mut slow = Pacer::new(Some(1_000_000), 1);
         for t in 1..=50 {
@@ -393,6 +405,24 @@ mod tests {
         // Ticks of 4 stay whole: 50 ms late at tick 0 gives up 40 ms.
         q.slip(50 * ms);
         assert_eq!(q.due_ns(), 40 * ms);
+        // One stall in a long run: 90 skipped of 18,091 due (under 0.5 %)
+        // still kept up; 91 of 17,992 is over it.
+        let mut long = Pacer::new(Some(1_000_000), 1);
+        long.sent();
+        long.slip(100 * ms);
+        for _ in 0..18_000 {
+            long.sent();
+        }
+        assert_eq!(long.slipped(), 90);
+        assert!(long.within_tolerance(0), "90 of 18,091");
+        let mut longer = Pacer::new(Some(1_000_000), 1);
+        longer.sent();
+        longer.slip(101 * ms);
+        for _ in 0..17_900 {
+            longer.sent();
+        }
+        assert_eq!(longer.slipped(), 91);
+        assert!(!longer.within_tolerance(0), "91 of 17,992");
         // Unpaced: nothing to give up.
         let mut u = Pacer::new(None, 1);
         u.slip(u64::MAX);
