@@ -141,7 +141,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
     })
 }
 
-/// `--rate`: paced rr only, on flow threads or TCP event-loop flows (what
+/// `--rate`: paced rr only, on flow threads or event-loop flows (what
 /// the server accepts, `linerate_proto::negotiate`), refused here before
 /// anything connects.
 fn check_rate(r: &args::RrArgs, kind: TestKind) -> Result<()> {

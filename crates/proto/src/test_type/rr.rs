@@ -247,9 +247,9 @@ pub(super) fn data_phase_ms(spec: &TestSpec) -> Option<u64> {
 
 /// A paced request/response rate (`RrSpec::rate`): within
 /// 1..=[`MAX_RR_RATE`] (0 would be a gap of forever, more rounds to no
-/// gap), and only where flows are paced: rr on flow threads and TCP rr on
-/// event-loop flows (each flow's next slot on its loop's timer heap), not
-/// crr's connection pool nor (yet) UDP rr on event loops. Paced or not, a request/response
+/// gap), and only where flows are paced: rr on flow threads and on
+/// event-loop flows, TCP or UDP (each flow's next slot on its loop's timer
+/// heap), not crr's connection pool. Paced or not, a request/response
 /// test holds one message per flow in flight and takes nothing of
 /// `--max-rate` ([`crate::limits::test_rate`]).
 fn check_rr_rate(spec: &TestSpec, rr: &RrSpec) -> Result<(), SpecError> {
