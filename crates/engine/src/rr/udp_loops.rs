@@ -314,6 +314,12 @@ impl LoopFlow for Client<'_> {
     }
 
     fn fail(&mut self, e: EngineError) {
+        // One end datagram, best effort: the server's flow ends its phase
+        // now rather than at its idle limit, so its loop's other flows go
+        // on to the next size with the client's.
+        if self.step != Step::Done {
+            let _ = self.io.send_end();
+        }
         self.error = Some(e);
         self.step = Step::Done;
     }
