@@ -7,6 +7,7 @@
 //! summary (human or `--json`), an optional HTML page, and an exit status
 //! a pipeline can gate on.
 
+mod ctx;
 pub mod method;
 mod preflight;
 mod rfc2544;
@@ -22,8 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use linerate_report::qualify::{
-    Preflight, QualifyReport, QualifyRun, Rfc2544, Rfc6349, Verdict, HEADER_CONVENTION,
-    QUALIFY_SCHEMA, Y1564,
+    QualifyReport, QualifyRun, Rfc2544, Rfc6349, Verdict, HEADER_CONVENTION, QUALIFY_SCHEMA, Y1564,
 };
 use linerate_report::render::{export, Format};
 
@@ -32,20 +32,12 @@ use linerate_run::error::RunError;
 use linerate_run::outcome::INTERRUPTED;
 use trials::{Stalls, Stop};
 
+pub use ctx::Ctx;
+
 /// Exit statuses (also in `--help` and the README).
 pub const EXIT_SLA_FAILED: u8 = 4;
 pub const EXIT_COULD_NOT_RUN: u8 = 5;
 const EXIT_INTERRUPTED: u8 = 130;
-
-/// What every method's steps need.
-pub struct Ctx<'a> {
-    pub cfg: &'a QualifyConfig,
-    pub t: &'a QualifyEngine,
-    pub v6: bool,
-    pub pre: &'a Preflight,
-    /// Trials the sending host's stalls spoilt (`trials::udp`).
-    pub stalls: Stalls,
-}
 
 /// Words for a stop, naming the step.
 fn stopped(step: &str, s: &Stop) -> String {

@@ -14,9 +14,9 @@ use linerate_report::model::{SweepTrial, ZeroLoss};
 use linerate_report::qualify::{Kpi, Latency, Rfc2544, Rfc2544Size, Verdict};
 use linerate_stats::units::format_rate;
 
+use super::ctx::Ctx;
 use super::method;
 use super::trials::{self, Stop};
-use super::Ctx;
 use crate::sweep::{passes, ZeroLossSearch};
 
 /// The search's floor: this fraction of its ceiling. The resolution is

@@ -12,9 +12,9 @@ use linerate_proto::spec::{Direction, Limit, Pace};
 use linerate_report::qualify::{Kpi, Rfc6349, Rfc6349Direction, Verdict};
 use linerate_report::Report;
 
+use super::ctx::Ctx;
 use super::method;
 use super::trials::{self, Stop};
-use super::Ctx;
 
 /// Socket buffers below this are not asked for, however small the BDP.
 const MIN_WINDOW: u64 = 64 << 10;

@@ -12,9 +12,9 @@ use linerate_report::model::{IntervalRecord, SweepTrial};
 use linerate_report::qualify::{Kpi, Verdict, Y1564Step, Y1564};
 use linerate_report::Report;
 
+use super::ctx::Ctx;
 use super::method::{self, Step};
 use super::trials::{self, Stop};
-use super::Ctx;
 
 /// The pacer's share of the information rate a step may fall short by.
 pub const IR_TOLERANCE: f64 = 0.01;

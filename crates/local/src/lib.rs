@@ -22,6 +22,8 @@
 #[cfg(not(loom))]
 pub mod channel;
 #[cfg(not(loom))]
+pub mod error;
+#[cfg(not(loom))]
 pub mod link;
 #[cfg(not(loom))]
 pub mod msg;
@@ -35,50 +37,13 @@ pub mod shm;
 #[cfg(not(loom))]
 pub mod sock;
 #[cfg(not(loom))]
+pub mod transport;
+#[cfg(not(loom))]
 pub mod wait;
 
 #[cfg(not(loom))]
-pub use channel::{Channel, Transport};
-
+pub use channel::Channel;
 #[cfg(not(loom))]
-use std::io;
-
-/// What can go wrong on a local transport.
+pub use error::LocalError;
 #[cfg(not(loom))]
-#[derive(Debug, thiserror::Error)]
-pub enum LocalError {
-    #[error("{what}: {source}")]
-    Io {
-        what: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    /// The other process closed its end or exited.
-    #[error("the peer process is gone ({0})")]
-    PeerGone(&'static str),
-    /// A message the transport cannot carry whole.
-    #[error("{transport}: a {len}-byte message exceeds the {limit}-byte limit ({why})")]
-    TooLong {
-        transport: Transport,
-        len: usize,
-        limit: usize,
-        why: &'static str,
-    },
-    #[error("protocol: {0}")]
-    Protocol(String),
-    /// The user interrupted the run.
-    #[error("interrupted")]
-    Aborted,
-}
-
-#[cfg(not(loom))]
-impl LocalError {
-    pub(crate) fn io(what: &'static str) -> impl FnOnce(io::Error) -> LocalError {
-        move |source| match source.kind() {
-            io::ErrorKind::UnexpectedEof
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionReset => LocalError::PeerGone(what),
-            _ => LocalError::Io { what, source },
-        }
-    }
-}
+pub use transport::Transport;

@@ -45,12 +45,12 @@ fn missing_from(eff: u64) -> Vec<&'static str> {
 }
 
 /// Refuses when a capability is missing.
-pub(crate) fn check() -> Result<(), crate::XdpError> {
+pub(crate) fn check() -> Result<(), crate::error::XdpError> {
     let missing = missing();
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(crate::XdpError::Capabilities {
+        Err(crate::error::XdpError::Capabilities {
             missing: missing.join(", "),
         })
     }

@@ -6,7 +6,7 @@
 use std::io;
 use std::net::IpAddr;
 
-use crate::{AttachMode, CopyMode};
+use crate::modes::{AttachMode, CopyMode};
 
 /// Failure to set up or use AF_XDP.
 #[derive(Debug, thiserror::Error)]

@@ -27,6 +27,7 @@
 mod caps;
 mod error;
 mod features;
+mod modes;
 mod netlink;
 mod path;
 mod program;
@@ -36,10 +37,11 @@ mod readiness;
 pub use caps::missing as missing_capabilities;
 pub use error::XdpError;
 pub use linerate_proto::packet::{Datagram, Mac, UdpFlow};
+pub use modes::{AttachMode, CopyMode};
 pub use netlink::{link, link_by_name, AttachedProgram, LinkInfo};
 pub use path::{path_to, Path};
-pub use program::{AttachMode, Program, ProgramOptions, OBJECT};
-pub use queue::{CopyMode, Queue, QueueCounters, QueueOptions, XdpStats};
+pub use program::{Program, ProgramOptions, OBJECT};
+pub use queue::{Queue, QueueCounters, QueueOptions, XdpStats};
 pub use readiness::{readiness, Readiness};
 
 /// Whether this process could use AF_XDP at all, whatever the interface:

@@ -19,7 +19,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use crate::error::XdpError;
-use crate::Mac;
+use linerate_proto::packet::Mac;
 
 /// Sends `msg` and collects the replies: one for a plain request, all
 /// parts up to `Done` for a dump, none for an acknowledged change.

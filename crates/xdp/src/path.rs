@@ -6,8 +6,9 @@
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use crate::error::XdpError;
 use crate::netlink::{self, LinkInfo};
-use crate::{Mac, XdpError};
+use linerate_proto::packet::Mac;
 
 /// Everything a frame to the peer needs besides ports and payload.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,8 +12,10 @@ use aya::maps::{HashMap, MapData, XskMap};
 use aya::programs::{ProgramError, Xdp, XdpFlags};
 use aya::Ebpf;
 
+use crate::error::XdpError;
+use crate::modes::AttachMode;
 use crate::netlink::{self, LinkInfo};
-use crate::{caps, XdpError};
+use crate::{caps, queue::Queue};
 
 /// The compiled program, embedded (aligned as aya's ELF parser wants it).
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/redirect.o"));
@@ -21,31 +23,12 @@ pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), 
 /// The program's function name in `bpf/redirect.c`.
 const PROGRAM: &str = "linerate_redirect";
 
-/// Where the program runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AttachMode {
-    /// In the driver, before an skb exists (the fast path).
-    #[default]
-    Native,
-    /// After the kernel built an skb: works on any interface, slower.
-    Generic,
-}
-
 impl AttachMode {
     fn flags(self) -> XdpFlags {
         match self {
             AttachMode::Native => XdpFlags::DRV_MODE,
             AttachMode::Generic => XdpFlags::SKB_MODE,
         }
-    }
-}
-
-impl fmt::Display for AttachMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AttachMode::Native => "native",
-            AttachMode::Generic => "generic",
-        })
     }
 }
 
@@ -158,7 +141,7 @@ impl Program {
 
     /// Sends what arrives on `queue`'s queue (and passes the filters) to
     /// its socket.
-    pub fn register(&mut self, queue: &crate::Queue) -> Result<(), XdpError> {
+    pub fn register(&mut self, queue: &Queue) -> Result<(), XdpError> {
         let fd = queue.as_raw_fd();
         self.xsks
             .set(queue.queue_id(), fd, 0)

@@ -15,28 +15,11 @@ use linerate_proto::packet::{self, Datagram, UdpChecksum, UdpFlow};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
 
+use crate::caps;
 use crate::error::errno;
+use crate::error::XdpError;
+use crate::modes::CopyMode;
 use crate::netlink::{self, LinkInfo};
-use crate::{caps, XdpError};
-
-/// Whether the kernel copies frames between the driver and the UMEM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CopyMode {
-    /// The driver works in the UMEM directly (needs driver support).
-    #[default]
-    ZeroCopy,
-    /// The kernel copies each frame (any interface).
-    Copy,
-}
-
-impl fmt::Display for CopyMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CopyMode::ZeroCopy => "zero-copy",
-            CopyMode::Copy => "copy",
-        })
-    }
-}
 
 /// Sizes and modes of one queue. Ring sizes are powers of two; frames are
 /// a power of two from 2048 bytes to the page size.

@@ -54,13 +54,13 @@ pub fn readiness(iface: &str) -> Readiness {
         }
     };
     if link.loopback {
-        let e = crate::XdpError::Loopback(link.name.clone());
+        let e = crate::error::XdpError::Loopback(link.name.clone());
         let fix = "test a peer reached over a real interface or a veth pair";
         refuse(&mut r, e.to_string(), fix.into());
         return r;
     }
     if let Some(p) = link.xdp {
-        let e = crate::XdpError::AlreadyAttached {
+        let e = crate::error::XdpError::AlreadyAttached {
             iface: link.name.clone(),
             prog_id: p.prog_id,
             mode: p.mode,

@@ -44,8 +44,10 @@ use std::sync::OnceLock;
 
 use linerate_proto::measure::{CallsBytes, EngineUse};
 
+use super::endpoint::KernelUdp;
+use super::kind::EngineKind;
 use super::syscall::{SyscallTcp, SyscallTcpRx, SyscallUdpRx, SyscallUdpTx};
-use super::{Engine, EngineKind, KernelUdp, TcpRx, TcpTx, Wait};
+use super::traits::{Engine, TcpRx, TcpTx, Wait};
 use crate::EngineError;
 
 /// This engine's kind.
@@ -315,7 +317,7 @@ impl Drop for SendFileTx {
                 ..EngineUse::default()
             },
         };
-        crate::engines::record_use(u);
+        super::usage::record_use(u);
     }
 }
 
@@ -472,7 +474,7 @@ impl TcpRx for SpliceRx {
 
 impl Drop for SpliceRx {
     fn drop(&mut self) {
-        crate::engines::record_use(EngineUse {
+        super::usage::record_use(EngineUse {
             engine: NAME.into(),
             splice_recv: self.pipe.is_some().then_some(self.used),
             notes: std::mem::take(&mut self.notes),

@@ -7,8 +7,9 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 
-use super::{
-    Engine, KernelUdp, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait, RECV_BUF,
+use super::endpoint::KernelUdp;
+use super::traits::{
+    Engine, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait, RECV_BUF,
 };
 use crate::cmsg::{self, ControlBuf, RECV_CMSG};
 use crate::EngineError;

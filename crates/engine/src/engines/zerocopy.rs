@@ -39,8 +39,11 @@ use linerate_proto::measure::{Batching, EngineUse, ZeroCopyUse};
 
 use super::batch::mmsg::{MmsgTx, GSO_MSGS_PER_CALL};
 use super::batch::{gso_plan, Batch, BatchUdpRx, GsoSends};
+use super::endpoint::KernelUdp;
+use super::kind::EngineKind;
+use super::syscall::Syscall;
 use super::syscall::SyscallTcpRx;
-use super::{Engine, EngineKind, KernelUdp, Syscall, TcpTx, TxBatch, UdpTx, Wait};
+use super::traits::{Engine, TcpTx, TxBatch, UdpTx, Wait};
 use crate::EngineError;
 
 /// `SO_ZEROCOPY` (include/uapi/asm-generic/socket.h).
@@ -383,7 +386,7 @@ impl Drop for ZcTcpTx {
                 self.pending()
             ));
         }
-        crate::engines::record_use(engine_use(self.zc, notes));
+        super::usage::record_use(engine_use(self.zc, notes));
     }
 }
 
@@ -551,7 +554,7 @@ impl Drop for ZcUdpTx {
                 "{pending} MSG_ZEROCOPY completions had not arrived when the stream ended"
             ));
         }
-        crate::engines::record_use(engine_use(self.zc, notes));
+        super::usage::record_use(engine_use(self.zc, notes));
     }
 }
 

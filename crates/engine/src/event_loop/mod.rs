@@ -17,6 +17,7 @@
 //!   to end of stream); rr flows are `crate::rr::loops`.
 //! - [`udp`]: UDP stream flows (paced senders on the loop's timer heap,
 //!   receivers to their drain deadline, each flow's loss its own).
+//! - [`kind`]: which waiting a loop does (epoll or io_uring).
 //! - [`split`]: which loop thread serves which flow, and its name.
 //! - [`ring`]: the completion loop `--engine uring` runs instead of the
 //!   readiness loop (one io_uring per thread, multishot receives into the
@@ -25,12 +26,15 @@
 
 mod driver;
 pub mod fds;
+mod kind;
 pub mod ring;
 mod split;
 pub mod tcp;
 pub mod udp;
 
 pub use driver::{drive, LoopFlow, Turn};
+pub use kind::LoopKind;
+pub use split::{label, label_of, split};
 
 use crate::engines::EngineKind;
 use linerate_proto::spec::Protocol;
@@ -45,28 +49,3 @@ pub fn engine_for(kind: EngineKind, protocol: Protocol) -> EngineKind {
         (Protocol::Tcp, _) => tcp::engine_for(kind),
     }
 }
-
-/// How a loop waits for its flows: readiness (epoll) or completions
-/// (io_uring), by the engine it runs ([`engine_for`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoopKind {
-    Epoll,
-    IoUring,
-}
-
-impl LoopKind {
-    pub fn of(engine: EngineKind) -> LoopKind {
-        match engine {
-            EngineKind::Uring { .. } => LoopKind::IoUring,
-            _ => LoopKind::Epoll,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            LoopKind::Epoll => "epoll",
-            LoopKind::IoUring => "io_uring",
-        }
-    }
-}
-pub use split::{label, label_of, split};

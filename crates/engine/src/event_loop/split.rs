@@ -1,6 +1,6 @@
 //! Spreading a side's flows over its loop threads.
 
-use super::LoopKind;
+use super::kind::LoopKind;
 
 /// Deals `items` out to `threads` loops round-robin (flow `i` to loop
 /// `i % threads`), so each direction's flows spread evenly; never more

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use linerate_proto::measure::IntervalCpu;
 
-use super::CpuScope;
+use super::params::CpuScope;
 use crate::cpu::ticks_to_ns;
 
 /// User and kernel clock ticks.

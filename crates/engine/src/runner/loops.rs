@@ -14,9 +14,9 @@ use linerate_proto::interval::CutStream;
 use linerate_proto::measure::StreamMeasurement;
 
 use super::cpu_watch::{self, CpuWatch, Watched};
+use super::params::{DataSocket, RunParams, StreamSetup};
 use super::running::Running;
 use super::stream::Finished;
-use super::{DataSocket, RunParams, StreamSetup};
 use crate::cpu::{self, CpuTime};
 use crate::engines::EngineKind;
 use crate::event_loop;

@@ -22,91 +22,25 @@
 
 mod cpu_watch;
 mod loops;
+mod params;
 mod running;
 mod sampler;
 mod stream;
 
-use std::net::{TcpStream, UdpSocket};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use linerate_proto::datagram::Fault;
 use linerate_proto::measure::{IntervalMeasurement, Role, RrFlowMeasurement, SideResults};
-use linerate_proto::wire::{SentCount, Side};
+use linerate_proto::wire::SentCount;
 
 use crate::engines::EngineKind;
 use crate::stream::{Signals, StreamCounter};
 use crate::udp::{Native, StreamFormat, UdpCounters};
 pub(crate) use cpu_watch::ProcessThreads;
-use sampler::sample;
-
-/// A stream's socket.
-#[derive(Debug)]
-pub enum DataSocket {
-    Tcp(TcpStream),
-    /// Connected to the peer's data socket.
-    Udp(UdpSocket),
-}
-
-/// One established data connection and what this side does on it.
-#[derive(Debug)]
-pub struct StreamSetup {
-    pub id: u32,
-    /// Which side sends on this stream.
-    pub sender: Side,
-    pub role: Role,
-    /// For senders of a byte-limited test: bytes to send.
-    pub bytes: Option<u64>,
-    /// For senders of a datagram-limited test: sequence numbers to issue.
-    pub datagrams: Option<u64>,
-    pub sock: DataSocket,
-}
-
-/// How this side's UDP streams run.
-#[derive(Debug, Clone, Default)]
-pub struct UdpParams {
-    /// Datagrams per 1000 s per stream; `None`: unpaced.
-    pub millipps: Option<u64>,
-    pub burst: u32,
-    pub verify: bool,
-    pub faults: Vec<Fault>,
-    /// Nice value for receiving threads.
-    pub priority: Option<i32>,
-}
-
-/// Whose CPU time a side reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CpuScope {
-    /// The whole process (client and server in separate processes).
-    Process,
-    /// Only this side's threads (client and server share a process).
-    Threads,
-}
-
-/// How this side runs.
-#[derive(Debug, Clone)]
-pub struct RunParams {
-    /// Bytes per read/write call.
-    pub len: usize,
-    /// Senders stop after `omit + time`; `None` for byte-limited tests.
-    pub time: Option<Duration>,
-    pub omit: Duration,
-    pub interval: Duration,
-    /// Pin stream `i` to `cpus[i % cpus.len()]` when not empty.
-    pub cpus: Vec<usize>,
-    pub cpu_scope: CpuScope,
-    /// UDP tests: pacing and checks.
-    pub udp: Option<UdpParams>,
-    /// TCP receivers consume data with `MSG_TRUNC` (`--skip-rx-copy`).
-    pub skip_rx_copy: bool,
-    /// `--busy-poll`: how the stream loops spin; `None`: blocking sockets.
-    pub busy_poll: Option<linerate_proto::rr_core::SpinMode>,
-    /// `--flows`/`--threads`: the TCP or UDP streams run as flows on this many
-    /// event-loop threads ([`crate::event_loop`]); `None`: a thread each.
-    pub loops: Option<usize>,
-}
+pub use params::{CpuScope, DataSocket, RunParams, StreamSetup, UdpParams};
+use sampler::{sample, Channels};
 
 /// A side's test in progress.
 #[derive(Debug)]
@@ -254,12 +188,6 @@ pub struct Progress {
     /// UDP senders: beats their receivers sent back
     /// ([`linerate_proto::data_beat`]).
     pub peer_beats: u64,
-}
-
-/// Where the sampler reports while a side runs.
-pub(crate) struct Channels {
-    pub(crate) intervals: Sender<IntervalMeasurement>,
-    pub(crate) senders_done: Sender<Vec<SentCount>>,
 }
 
 impl SideRun {

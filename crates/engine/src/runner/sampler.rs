@@ -15,14 +15,20 @@ use linerate_proto::spec::Protocol;
 use linerate_proto::wire::SentCount;
 
 use super::cpu_watch::{CpuWatch, Watched};
+use super::params::{CpuScope, DataSocket, RunParams, StreamSetup};
 use super::running::Running;
 use super::stream::{spawn_stream, Finished, StreamCtx};
-use super::{Channels, CpuScope, DataSocket, RunParams, StreamSetup};
 use crate::cpu::{self, CpuTime};
 use crate::engines::EngineKind;
 use crate::stream::{Signals, StreamCounter};
 use crate::udp::{StreamFormat, UdpCounters};
 use crate::{netstat, tcp_info};
+
+/// Where the sampler reports while a side runs.
+pub(crate) struct Channels {
+    pub(crate) intervals: Sender<IntervalMeasurement>,
+    pub(crate) senders_done: Sender<Vec<SentCount>>,
+}
 
 impl Running {
     /// Every stream's counters now (reads TCP_INFO of the senders).

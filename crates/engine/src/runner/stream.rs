@@ -12,7 +12,7 @@ use linerate_proto::measure::{Role, StreamMeasurement};
 use linerate_proto::rr_core::SpinMode;
 
 use super::cpu_watch::{self, Ticks};
-use super::{DataSocket, RunParams, StreamSetup, UdpParams};
+use super::params::{DataSocket, RunParams, StreamSetup, UdpParams};
 use crate::cpu::{self, CpuTime};
 use crate::engines::{with_engine, Engine, EngineKind, UdpEndpoint};
 use crate::stream::{Signals, StreamCounter, StreamEnd};

@@ -13,7 +13,7 @@ use std::time::Instant;
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::udp_sender::{DatagramFormat, Linerate};
 
-use super::RecvStream;
+use super::recv::RecvStream;
 use crate::engines::Engine;
 use crate::stream::StreamEnd;
 

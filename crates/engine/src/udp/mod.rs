@@ -21,6 +21,7 @@ mod format;
 mod live;
 mod recv;
 mod send;
+mod timing;
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -54,25 +55,18 @@ pub(crate) use recv::Sink;
 pub use recv::{realtime_at, recv_batches, stream_rx, Received};
 pub(crate) use send::{count_beats, tighten_timer_slack};
 pub use send::{send, SendJob};
+pub use timing::{ns_since, RECV_POLL};
 
 /// How often the client repeats an unanswered greeting.
 pub const GREET_EVERY: Duration = Duration::from_millis(100);
 /// Greetings sent before the client gives up on a stream.
 pub const GREET_TRIES: u32 = 50;
-/// Receive timeout of UDP receivers: how often an idle receiver checks its
-/// drain deadline and the abort flag.
-pub const RECV_POLL: Duration = Duration::from_millis(10);
 
 fn canonical_ip(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,
     }
-}
-
-/// Nanoseconds since the test's time zero.
-pub fn ns_since(start: Instant) -> u64 {
-    start.elapsed().as_nanos() as u64
 }
 
 /// Binds a data socket to `local` (canonicalised: an IPv4-mapped address

@@ -29,7 +29,8 @@ use linerate_proto::data_beat::{self, BeatSchedule};
 use linerate_proto::measure::UdpRecv;
 use linerate_proto::udp_receiver::{ReceiverConfig, UdpReceiver, Verdict};
 
-use super::{ns_since, UdpCounters, RECV_POLL};
+use super::live::UdpCounters;
+use super::timing::{ns_since, RECV_POLL};
 use crate::engines::endpoint::enable_recv_meta;
 use crate::engines::{
     self, with_engine, Engine, EngineKind, Interest, RecvSlots, UdpEndpoint, UdpRx,

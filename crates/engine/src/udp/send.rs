@@ -16,7 +16,8 @@ use linerate_proto::measure::UdpSend;
 use linerate_proto::pacing::{wait_step, WaitStep};
 use linerate_proto::udp_sender::{DatagramFormat, Linerate, SenderConfig, Transmit, UdpSender};
 
-use super::{ns_since, UdpCounters};
+use super::live::UdpCounters;
+use super::timing::{ns_since, RECV_POLL};
 use crate::engines::{self, Engine, Interest, TxBatch, UdpTx};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::wait::{stream_end, Wait, Waiter};
@@ -155,9 +156,7 @@ pub fn send<E: Engine, F: DatagramFormat>(
                     Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                         // The socket buffer is full: spin (busy polling) or
                         // go round again (a blocking send timed out).
-                        if let Err(e) =
-                            waiter.would_block(ep, Interest::Send, super::RECV_POLL, None)
-                        {
+                        if let Err(e) = waiter.would_block(ep, Interest::Send, RECV_POLL, None) {
                             break stream_end(e);
                         }
                     }

@@ -4,7 +4,7 @@
 //! there) and what its driver says it can do (native mode, zero-copy).
 //! Read only: nothing is attached or bound (`linerate_xdp::readiness`).
 
-use super::{Check, Place, Status};
+use super::check::{Check, Place, Status};
 
 /// The AF_XDP check of interface `dev`, its `ip` commands for `at` (the
 /// other fixes are advice, or host-wide like a file's capabilities).

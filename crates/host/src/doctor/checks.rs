@@ -3,7 +3,7 @@
 //! and pinning advice that UDP receive studies end with); each check's
 //! `why` says what the number does to a test of the kind asked about.
 
-use super::{Check, Kind, Place, Setting, Status};
+use super::check::{Check, Kind, Place, Setting, Status};
 use crate::{ethtool, route, sysctl, sysfs};
 
 const MIB: u64 = 1 << 20;

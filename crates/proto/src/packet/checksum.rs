@@ -2,6 +2,8 @@
 
 use std::net::IpAddr;
 
+use super::fields::{mapped, IPPROTO_UDP};
+
 /// The one's-complement sum of `data` as 16-bit big-endian words (an odd
 /// last byte padded with zero), folded, starting from `initial`; not
 /// complemented.
@@ -34,8 +36,8 @@ pub fn internet_checksum(data: &[u8]) -> u16 {
 pub fn pseudo_header_sum(src: IpAddr, dst: IpAddr, udp_len: u32) -> u32 {
     let addrs = match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => sum(sum(0, &s.octets()), &d.octets()),
-        (s, d) => sum(sum(0, &super::mapped(s)), &super::mapped(d)),
+        (s, d) => sum(sum(0, &mapped(s)), &mapped(d)),
     };
     let len = u64::from(udp_len);
-    fold(u64::from(addrs) + (len >> 16) + (len & 0xffff) + u64::from(super::IPPROTO_UDP))
+    fold(u64::from(addrs) + (len >> 16) + (len & 0xffff) + u64::from(IPPROTO_UDP))
 }

@@ -1,6 +1,7 @@
 //! The Ethernet II header (no VLAN tag, no FCS: the NIC adds and strips it).
 
-use super::{Mac, PacketError};
+use super::error::PacketError;
+use super::fields::Mac;
 
 pub const ETH_HEADER_LEN: usize = 14;
 pub const ETHERTYPE_IPV4: u16 = 0x0800;

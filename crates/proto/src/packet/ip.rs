@@ -3,11 +3,11 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::checksum::internet_checksum;
-use super::PacketError;
+use super::error::PacketError;
+use super::fields::IPPROTO_UDP;
 
 pub const IPV4_HEADER_LEN: usize = 20;
 pub const IPV6_HEADER_LEN: usize = 40;
-pub const IPPROTO_UDP: u8 = 17;
 
 /// A checked view of an IPv4 packet: the header length and total length
 /// fields fit the buffer (bytes past the total length are link padding).

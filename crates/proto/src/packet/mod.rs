@@ -10,44 +10,20 @@
 //! `cargo fuzz` reach it without a socket.
 
 mod checksum;
+mod error;
 mod ethernet;
+mod fields;
 mod ip;
 mod udp;
 
 pub use checksum::{internet_checksum, pseudo_header_sum};
+pub use error::PacketError;
 pub use ethernet::{EthernetFrame, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_HEADER_LEN};
-pub use ip::{Ipv4Packet, Ipv6Packet, IPPROTO_UDP, IPV4_HEADER_LEN, IPV6_HEADER_LEN};
+pub use fields::{mapped, unspecified_like, Mac, IPPROTO_UDP};
+pub use ip::{Ipv4Packet, Ipv6Packet, IPV4_HEADER_LEN, IPV6_HEADER_LEN};
 pub use udp::{UdpPacket, UDP_HEADER_LEN};
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-
-/// A MAC address.
-pub type Mac = [u8; 6];
-
-/// Why a frame could not be built or parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum PacketError {
-    #[error("frame too short: {have} bytes, {need} needed")]
-    Truncated { have: usize, need: usize },
-    #[error("ethertype {0:#06x} is neither IPv4 nor IPv6")]
-    EtherType(u16),
-    #[error("IP version {0} where the ethertype says otherwise")]
-    Version(u8),
-    #[error("IPv4 header length {0} is below 20 bytes")]
-    HeaderLength(usize),
-    #[error("IP protocol {0} is not UDP")]
-    NotUdp(u8),
-    #[error("IPv4 fragment (only whole datagrams are parsed)")]
-    Fragment,
-    #[error("IPv4 header checksum does not match")]
-    Ipv4Checksum,
-    #[error("length field {field} does not fit the {have} bytes present")]
-    Length { field: usize, have: usize },
-    #[error("source and destination address families differ")]
-    Family,
-    #[error("payload of {0} bytes does not fit one IP datagram")]
-    TooLong(usize),
-}
+use std::net::{IpAddr, SocketAddr};
 
 /// The UDP checksum of a parsed datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,23 +172,6 @@ pub fn parse(frame: &[u8]) -> Result<Datagram<'_>, PacketError> {
         checksum,
         payload: udp.into_payload(),
     })
-}
-
-/// `ip` as the 16 bytes of an IPv6 address (IPv4-mapped for IPv4): the
-/// form the XDP program's filter keys use.
-pub fn mapped(ip: IpAddr) -> [u8; 16] {
-    match ip {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    }
-}
-
-/// The unspecified address of `ip`'s family.
-pub fn unspecified_like(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 
 use super::checksum::{pseudo_header_sum, sum};
-use super::PacketError;
+use super::error::PacketError;
 
 pub const UDP_HEADER_LEN: usize = 8;
 

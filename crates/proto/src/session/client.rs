@@ -20,13 +20,14 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::deadline::DataDeadline;
 use super::exchange::Exchange;
+use super::frames::{Inbox, Outbox};
 use super::heartbeat::{self, Heartbeat, HEARTBEAT_MS_RANGE};
-use super::{
-    DataDeadline, EarlyStop, Ended, Inbox, Outbox, SessionError, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT,
-};
+use super::outcome::{EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
+use crate::limits::HANDSHAKE_TIMEOUT;
 use crate::measure::SideResults;
 use crate::spec::TestSpec;
 use crate::test_type::{self, Attach};
@@ -641,7 +642,7 @@ impl ClientSession {
     /// Data from the server arrived at `now`: it and the path are alive,
     /// even when this test's streams starve the control connection
     /// ([`heartbeat`]'s doc), and a data phase still receiving is not
-    /// stalled ([`super::DataDeadline`]).
+    /// stalled ([`super::deadline::DataDeadline`]).
     pub fn peer_data_arrived(&mut self, now: Instant) {
         if let Some(hb) = &mut self.heartbeat {
             hb.data_arrived(now);

@@ -3,7 +3,7 @@
 //! streams have ended, and the test is complete when it also has the
 //! peer's. Client and server differ only in what surrounds this.
 
-use super::Outbox;
+use super::frames::Outbox;
 use crate::measure::SideResults;
 use crate::wire::{Message, SendDone, SentCount, MAX_RESULTS_PAYLOAD};
 

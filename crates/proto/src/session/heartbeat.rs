@@ -52,7 +52,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Outbox, SessionError};
+use super::frames::Outbox;
+use super::outcome::SessionError;
 use crate::wire::{Abort, Message};
 
 /// The interval a side offers and uses.

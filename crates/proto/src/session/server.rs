@@ -42,9 +42,11 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::deadline::DataDeadline;
 use super::exchange::Exchange;
+use super::frames::{Inbox, Outbox};
 use super::heartbeat::Heartbeat;
-use super::{DataDeadline, EarlyStop, Inbox, Outbox, SessionError};
+use super::outcome::{EarlyStop, SessionError};
 use crate::auth::ServerAuth;
 use crate::limits::ServerLimits;
 use crate::limits::{RateBudget, RateReservation};

@@ -3,7 +3,7 @@
 
 use linerate_proto::wire::Side;
 
-use super::{side_name, wrap};
+use super::text::{side_name, wrap};
 use crate::model::{IntervalCpuRecord, IntervalRecord, Report, SideCpu};
 
 /// A busiest thread at or above this share of a core over the test had a

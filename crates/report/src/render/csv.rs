@@ -12,7 +12,8 @@ use linerate_proto::spec::Pace;
 use linerate_proto::test_type::Shape;
 use linerate_proto::wire::Side;
 
-use super::{side_name, Sink, SweepSink};
+use super::format::{Sink, SweepSink};
+use super::text::side_name;
 use crate::model::{
     IntervalCpuRecord, IntervalRecord, OneWay, Report, RrReport, SweepInfo, SweepReport,
     SweepTrial, TestInfo, UdpIntervalRecord, UdpSummary,

@@ -9,7 +9,7 @@
 
 use std::io::{self, Write};
 
-use super::Format;
+use super::format::Format;
 
 /// A report written whole, in any [`Format`].
 pub trait Document: serde::Serialize {

@@ -6,7 +6,7 @@ use linerate_proto::test_type::Shape;
 use linerate_proto::wire::Side;
 use linerate_stats::units::{format_bytes, format_count_rate, format_rate, format_size};
 
-use super::wrap;
+use super::text::wrap;
 use crate::model::TestInfo;
 
 /// The test in one line, from the reporting side's point of view: who

@@ -12,11 +12,13 @@ use linerate_stats::units::{format_bytes, format_rate, format_size};
 use super::columns::Columns;
 use super::cpu_words::{cpu_interval_line, cpu_line, paced_rate_met};
 use super::engine_use::engine_use_words;
+use super::format::Sink;
 use super::heading::test_heading;
+use super::rr_table;
 use super::stream_words::{
     fairness_line, kernel_words, tcp_cols, udp_receiver_words, udp_sender_words,
 };
-use super::{rr_table, side_name, wrap, Sink};
+use super::text::{side_name, wrap};
 use crate::model::{Endpoint, FlowSum, IntervalRecord, Report, SideCpu, TestInfo};
 
 /// The human format's [`Sink`]: interval rows as they come, the summary

@@ -5,8 +5,9 @@ use std::io::{self, Write};
 
 use linerate_stats::units::{format_count_rate, format_rate};
 
+use super::format::SweepSink;
 use super::heading::direction_words;
-use super::{wrap, SweepSink, WIDTH};
+use super::text::{wrap, WIDTH};
 use crate::model::{SweepInfo, SweepReport, SweepTrial};
 
 /// A sweep: a header, a row per trial as it finishes, then each size's

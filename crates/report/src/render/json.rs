@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::{Sink, SweepSink};
+use super::format::{Sink, SweepSink};
 use crate::model::{IntervalRecord, Report, SweepInfo, SweepReport, SweepTrial, TestInfo};
 
 pub(super) struct Json<'a> {

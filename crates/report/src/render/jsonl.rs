@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use super::{Sink, SweepSink};
+use super::format::{Sink, SweepSink};
 use crate::model::{
     FlowIntervalRecord, IntervalRecord, Record, Report, RrPhaseRecord, SweepInfo, SweepReport,
     SweepTrial, TestInfo,

@@ -9,15 +9,14 @@
 
 use std::io::{self, Write};
 
-use crate::model::{
-    IntervalRecord, Report, RrPhaseRecord, SweepInfo, SweepReport, SweepTrial, TestInfo,
-};
+use crate::model::{IntervalRecord, Report, RrPhaseRecord, TestInfo};
 
 mod columns;
 mod cpu_words;
 mod csv;
 mod engine_use;
 mod export;
+mod format;
 mod heading;
 mod human;
 mod human_sweep;
@@ -26,32 +25,12 @@ mod jsonl;
 pub mod msg;
 mod rr_table;
 mod stream_words;
+mod text;
 
 pub use csv::histogram_csv;
 pub use export::{export, Document};
+pub use format::{Format, Sink, SweepSink};
 pub(crate) use heading::{test_heading, test_line};
-
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Human,
-    Json,
-    JsonLines,
-    Csv,
-}
-
-/// Receives a test's records in order.
-pub trait Sink {
-    fn start(&mut self, info: &TestInfo) -> io::Result<()>;
-    fn interval(&mut self, rec: &IntervalRecord) -> io::Result<()>;
-    /// rr/crr: a phase (message size) ended; only `--json-lines` prints
-    /// it (the others print every size in the final report). A sink that
-    /// wraps another passes it on.
-    fn rr_phase(&mut self, _rec: &RrPhaseRecord) -> io::Result<()> {
-        Ok(())
-    }
-    fn finish(&mut self, report: &Report) -> io::Result<()>;
-}
 
 /// A sink writing `format` to `out`. Machine formats are buffered and
 /// flushed once per record (issue 8: a report went out one line per
@@ -95,13 +74,6 @@ impl Sink for NoIntervals<'_> {
     }
 }
 
-/// Receives a sweep's records in order.
-pub trait SweepSink {
-    fn start(&mut self, info: &SweepInfo) -> io::Result<()>;
-    fn trial(&mut self, t: &SweepTrial) -> io::Result<()>;
-    fn finish(&mut self, r: &SweepReport) -> io::Result<()>;
-}
-
 /// A sweep sink writing `format` to `out`.
 pub fn sweep_sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn SweepSink + 'a> {
     match format {
@@ -112,60 +84,9 @@ pub fn sweep_sink<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Sweep
     }
 }
 
-fn side_name(s: linerate_proto::wire::Side) -> &'static str {
-    match s {
-        linerate_proto::wire::Side::Client => "client",
-        linerate_proto::wire::Side::Server => "server",
-    }
-}
-
-/// The widest line the human format writes (issue 13).
-pub(super) const WIDTH: usize = 100;
-
-/// `text` as lines of at most [`WIDTH`] columns, each after the first
-/// indented by `indent` spaces: broken after a `sep` where it can, else at
-/// a space. Ends without a newline.
-pub(super) fn wrap(text: &str, sep: &str, indent: usize) -> String {
-    let cols = |s: &str| s.chars().count();
-    let pad = " ".repeat(indent);
-    let mut lines: Vec<String> = vec![String::new()];
-    let mut pieces: Vec<String> = Vec::new();
-    // Pieces keep their separator, so joining them gives the text back.
-    let mut rest = text;
-    while let Some(i) = rest.find(sep) {
-        pieces.push(rest[..i + sep.len()].to_string());
-        rest = &rest[i + sep.len()..];
-    }
-    pieces.push(rest.to_string());
-    for piece in pieces {
-        for (k, word) in piece.split(' ').enumerate() {
-            let word = if k == 0 {
-                word.to_string()
-            } else {
-                format!(" {word}")
-            };
-            let line = lines.last_mut().expect("one line at least");
-            let fits = cols(line) + cols(&word) <= WIDTH;
-            // A new piece starts a new line when it would not fit whole.
-            let piece_fits = k > 0 || cols(line) + cols(piece.trim_end()) <= WIDTH;
-            if line.trim().is_empty() || (fits && piece_fits) {
-                line.push_str(&word);
-            } else {
-                let trimmed = line.trim_end().to_string();
-                *line = trimmed;
-                lines.push(format!("{pad}{}", word.trim_start()));
-            }
-        }
-    }
-    lines
-        .iter()
-        .map(|l| l.trim_end())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[cfg(test)]
 mod tests {
+    use super::text::{wrap, WIDTH};
     use super::*;
 
     #[test]

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use linerate_stats::trials::TrialStats;
 use linerate_stats::units::{format_count_rate, format_nanos, format_rate, format_size};
 
-use super::Document;
+use super::export::Document;
 use crate::msg::{MsgCell, MsgReport, MIN_TRIAL_NS};
 
 /// The message test's tables and CSV; its JSON is the report itself.

@@ -10,7 +10,7 @@ use linerate_proto::test_type::Attach;
 use linerate_stats::histogram::Summary;
 use linerate_stats::units::format_rate;
 
-use super::wrap;
+use super::text::wrap;
 use crate::model::{OneWay, Report, RrPhaseReport, RrReport, RrTiming};
 
 /// Microseconds for latency tables: two decimals below 1 ms, fewer above,

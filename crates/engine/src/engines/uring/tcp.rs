@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 
 use io_uring::{cqueue, opcode, types};
 
-use super::{
+use super::ring::{
     caps, cqe_err, engine_use, register, zc_worth, CancelAfter, Ring, Uring, ZcCount, WAIT,
     ZC_REPORT_USAGE,
 };

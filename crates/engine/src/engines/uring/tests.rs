@@ -222,7 +222,7 @@ fn issue_8_uring_small_tcp_writes_copy_and_large_ones_go_zero_copy() {
     let mut w = Uring::default().tcp_tx(&a).expect("tx");
     let buf = vec![5u8; 64 * 1024];
     let mut moved = 0;
-    for len in [64, 64, 64, super::ZC_MIN_LEN, 64 * 1024] {
+    for len in [64, 64, 64, super::ring::ZC_MIN_LEN, 64 * 1024] {
         let mut off = 0;
         while off < len {
             match w.write(&a, &buf[off..len], Wait::Block) {

@@ -18,7 +18,7 @@ use io_uring::{cqueue, opcode, squeue, types};
 use linerate_proto::measure::Batching;
 
 use super::buf_ring::BufRing;
-use super::{
+use super::ring::{
     caps, cqe_err, engine_use, register, zc_worth, CancelAfter, Ring, Uring, ZcCount, TAG_CANCEL,
     WAIT, ZC_REPORT_USAGE,
 };

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use linerate_proto::measure::{EngineUse, XdpStatistics, XdpUse};
 use linerate_xdp::{path_to, UdpFlow};
 
+use super::options::{io_error, xdp_error, Xdp};
 use super::port::Port;
-use super::{io_error, xdp_error, Xdp};
 use crate::engines::{Interest, Readiness, RecvMeta, RecvSlots, UdpEndpoint, Wait};
 use crate::EngineError;
 

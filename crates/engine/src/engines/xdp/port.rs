@@ -29,7 +29,7 @@ use linerate_xdp::{
     AttachMode, Datagram, Path, Program, ProgramOptions, Queue, QueueOptions, XdpStats,
 };
 
-use super::{xdp_error, Xdp};
+use super::options::{xdp_error, Xdp};
 use crate::EngineError;
 
 /// The queue a port's socket binds to; a NIC's flows must be steered

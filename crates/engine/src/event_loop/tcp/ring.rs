@@ -1,6 +1,6 @@
 //! TCP stream flows on the completion loop ([`crate::event_loop::ring`],
 //! `--engine uring`): the same flows, ends and measurements as the epoll
-//! loop's ([`super::State`], [`super::measurements`]), with the bytes
+//! loop's ([`super::epoll::State`], [`super::epoll::measurements`]), with the bytes
 //! moved by io_uring.
 //!
 //! - A receiver arms one multishot `RECV` that takes the thread's provided
@@ -22,7 +22,7 @@ use std::time::Instant;
 use io_uring::{cqueue, opcode, types};
 use linerate_proto::measure::StreamMeasurement;
 
-use super::{finish, measurements, open_all, End, Io, LoopParams, State, TcpFlow};
+use super::epoll::{finish, measurements, open_all, End, Io, LoopParams, State, TcpFlow};
 use crate::engines::syscall::Syscall;
 use crate::engines::uring::Uring;
 use crate::event_loop::driver::Turn;

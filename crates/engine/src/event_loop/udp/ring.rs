@@ -1,6 +1,6 @@
 //! UDP stream flows on the completion loop ([`crate::event_loop::ring`],
 //! `--engine uring`): the same flows, cores and measurements as the epoll
-//! loop's ([`super::State`]), with their datagrams moved by io_uring.
+//! loop's ([`super::epoll::State`]), with their datagrams moved by io_uring.
 //!
 //! - A receiver arms one multishot `RECVMSG` (`RECVMSG`, not `RECV`: the
 //!   control messages carry the kernel's arrival stamp, drop counter and
@@ -10,7 +10,7 @@
 //!   (the buffers ran dry) the next turn re-arms it. At the side's drain
 //!   deadline the request is cancelled and, once its last completion is
 //!   in, what the socket still holds is read as the epoll loop reads it
-//!   ([`super::State::recv`]), so both end alike.
+//!   ([`super::epoll::State::recv`]), so both end alike.
 //! - A sender queues the datagrams its core hands out, up to [`TX_BATCH`]
 //!   at once, linked so they leave in order, straight from the core's
 //!   buffer (the core is not polled again before their completions); the
@@ -30,7 +30,7 @@ use linerate_proto::data_beat::PEEK_EVERY_NS;
 use linerate_proto::measure::{Role, StreamMeasurement};
 use linerate_proto::udp_sender::Transmit;
 
-use super::{
+use super::epoll::{
     count_sent, deliver, open_all, refused, report_rest, Io, Shared, State, UdpFlow, UdpLoopParams,
 };
 use crate::cmsg::RECV_CMSG;

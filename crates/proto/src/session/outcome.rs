@@ -1,0 +1,79 @@
+//! How a session ends: which side stopped a test early, what went wrong,
+//! and the outcome a finished session reports.
+
+use std::time::Duration;
+
+use crate::wire::{RefuseCode, WireError};
+
+/// How long a side that has finished waits for the peer's results.
+pub const RESULTS_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Which side stopped a running test before its limit. Either side may:
+/// the client when its user interrupts it or its output is closed, the
+/// server when its operator stops the server. The test then ends as if
+/// its limit were reached and both sides still exchange what they measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlyStop {
+    ByClient,
+    ByServer,
+}
+
+/// Why a session ended without results.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SessionError {
+    #[error("server refused the test ({code:?}): {message}")]
+    Refused { code: RefuseCode, message: String },
+    #[error("protocol error: {0}")]
+    Wire(#[from] WireError),
+    #[error("unexpected {message} frame while {state}")]
+    Unexpected {
+        message: &'static str,
+        state: &'static str,
+    },
+    #[error("timed out while {0}")]
+    Timeout(&'static str),
+    #[error("peer closed the control connection while {0}")]
+    PeerClosed(&'static str),
+    /// ECONNRESET: not a close, so not said as one.
+    #[error("the peer reset the control connection while {0} (connection reset: its process ended with bytes unread, or its host or a firewall on the path dropped the connection)")]
+    PeerReset(&'static str),
+    #[error("the control connection failed while {state}: {why}")]
+    ControlFailed { state: &'static str, why: String },
+    #[error("peer aborted the test: {0}")]
+    PeerAborted(String),
+    /// The peer sent no control bytes for the heartbeat's silence limit
+    /// while the test ran ([`heartbeat`]); the reason is in words.
+    #[error("{0}")]
+    PeerSilent(String),
+    #[error("test aborted: {0}")]
+    Aborted(String),
+    #[error("data stream failed: {0}")]
+    Stream(String),
+    /// The peer sent something impossible or other than agreed
+    /// ([`crate::check`]); it is not obeyed or reported.
+    #[error("refusing the peer's {what}: {why}")]
+    Implausible { what: &'static str, why: String },
+}
+
+/// How a control connection ended, as the I/O layer read it: each has its
+/// own words, so a reset is never reported as the peer's close.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// End of file: the peer closed it.
+    Closed,
+    /// ECONNRESET.
+    Reset,
+    /// Any other failure, in the system's words.
+    Failed(String),
+}
+
+impl Ended {
+    /// The error of a session whose connection ended so while `state`.
+    pub fn error(self, state: &'static str) -> SessionError {
+        match self {
+            Ended::Closed => SessionError::PeerClosed(state),
+            Ended::Reset => SessionError::PeerReset(state),
+            Ended::Failed(why) => SessionError::ControlFailed { state, why },
+        }
+    }
+}
