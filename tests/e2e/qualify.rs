@@ -263,6 +263,26 @@ fn payload_share(rate: f64, len: f64) -> f64 {
     rate * len / (len + 42.0)
 }
 
+/// Whether each RFC 2544 size's throughput in `run` is within `tol` of
+/// the payload rate a tbf of `rate` allows; the first that is not, said.
+fn rfc2544_within(run: &serde_json::Value, rate: f64, tol: f64) -> Result<(), String> {
+    let sizes = run["rfc2544"]["sizes"].as_array().ok_or("no sizes")?;
+    for s in sizes {
+        let len = f(&s["len"]);
+        let want = payload_share(rate, len);
+        let Some(got) = s["throughput"]["bits_per_second"].as_f64() else {
+            return Err(format!("{len} B: no throughput: {}", s["throughput"]));
+        };
+        if (got - want).abs() / want > tol {
+            return Err(format!(
+                "{len} B: throughput {got:.0} bit/s, the tbf allows {want:.0} bit/s of payload: {}",
+                s["throughput"]
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn issue_27_rfc2544_throughput_and_rfc6349_bottleneck_through_a_shaped_router() {
     // A queue of 30 kB holds 24 ms at 10 Mbit/s: a trial of 2 s a rate
@@ -273,43 +293,48 @@ fn issue_27_rfc2544_throughput_and_rfc6349_bottleneck_through_a_shaped_router() 
         return;
     };
     let port = server.port_str();
-    let started = std::time::Instant::now();
-    let (out, v) = qualify_in(
-        Some(&path.a),
-        &[
-            ROUTED_SERVER,
-            "-p",
-            &port,
-            "--method",
-            "rfc2544,rfc6349",
-            "--sizes",
-            "466,1472",
-            "--trial",
-            "2s",
-            "--tcp-time",
-            "2s",
-            "--json",
-        ],
-        Duration::from_secs(400),
-    );
-    eprintln!(
-        "shaped qualify took {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    assert!(matches!(out.status.code(), Some(0 | 4)), "{}", stderr(&out));
-    let run = &v["runs"][0];
-    for s in run["rfc2544"]["sizes"].as_array().expect("sizes") {
-        let len = f(&s["len"]);
-        let want = payload_share(RATE, len);
-        let got = s["throughput"]["bits_per_second"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("{len} B: no throughput: {}", s["throughput"]));
-        assert!(
-            (got - want).abs() / want <= 0.02,
-            "{len} B: throughput {got:.0} bit/s, the tbf allows {want:.0} bit/s of payload: {}",
-            s["throughput"]
+    // A run whose sender stalled beyond its reruns says so in its notes
+    // (its trials "counted as failed", the rates near them maybe low):
+    // such a run, and only such a run, is tried once more. A wrong figure
+    // from a run that reports no stall fails at once.
+    let mut tries = 0;
+    let v = loop {
+        tries += 1;
+        let started = std::time::Instant::now();
+        let (out, v) = qualify_in(
+            Some(&path.a),
+            &[
+                ROUTED_SERVER,
+                "-p",
+                &port,
+                "--method",
+                "rfc2544,rfc6349",
+                "--sizes",
+                "466,1472",
+                "--trial",
+                "2s",
+                "--tcp-time",
+                "2s",
+                "--json",
+            ],
+            Duration::from_secs(400),
         );
-    }
+        eprintln!(
+            "shaped qualify took {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+        assert!(matches!(out.status.code(), Some(0 | 4)), "{}", stderr(&out));
+        match rfc2544_within(&v["runs"][0], RATE, 0.02) {
+            Ok(()) => break v,
+            Err(why) => {
+                let notes = v["runs"][0]["notes"].to_string();
+                let stalled = notes.contains("sending host stalled");
+                assert!(stalled && tries < 2, "{why} (notes: {notes})");
+                eprintln!("the tester stalled ({notes}); once more: {why}");
+            }
+        }
+    };
+    let run = &v["runs"][0];
     let m = &run["rfc6349"];
     let bb = f(&m["bottleneck_bps"]);
     assert!(
