@@ -72,7 +72,7 @@ fn issue_26_the_human_report_has_one_fairness_line_not_a_row_per_flow() {
 
 #[test]
 fn issue_26_a_server_with_a_low_flow_limit_refuses_more_and_serves_the_next() {
-    let (mut server, log) = crate::iperf3::logging_server(&["--max-flows", "1000"]);
+    let (mut server, log) = crate::helpers::logged_server(&["--max-flows", "1000"]);
     let port = server.port_str();
     let args = [
         "tcp",

@@ -112,20 +112,30 @@ impl Server {
         if let Some(err) = child.stderr.take() {
             let log = std::sync::Arc::clone(&log);
             std::thread::spawn(move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                // Lossy, so a line with bytes that are not UTF-8 is kept
+                // (tests of sanitised peer text read it) and ends no drain.
+                let mut r = BufReader::new(err);
+                let mut line = Vec::new();
+                while r.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
                     let mut l = log.lock().unwrap_or_else(PoisonError::into_inner);
                     if l.len() < LOG_KEPT {
-                        l.push_str(&line);
-                        l.push('\n');
+                        l.push_str(&String::from_utf8_lossy(&line));
                     }
+                    line.clear();
                 }
             });
         }
         let stdout = child.stdout.take().expect("server stdout");
         let mut line = String::new();
-        BufReader::new(stdout)
+        let mut reader = BufReader::new(stdout);
+        reader
             .read_line(&mut line)
             .expect("server prints its address");
+        // Keep draining stdout (reports), so the server never writes into
+        // a closed pipe.
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
         // "linerate server listening on 127.0.0.1:PORT (engine syscall)"
         let port = line
             .split_whitespace()
@@ -157,6 +167,14 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A server and a handle on its log (its stderr, as [`Server::log`]), for
+/// tests that watch what it logs while it runs.
+pub fn logged_server(extra: &[&str]) -> (Server, std::sync::Arc<Mutex<String>>) {
+    let server = Server::start(extra);
+    let log = std::sync::Arc::clone(&server.log);
+    (server, log)
 }
 
 /// Runs the client with `args`, bounded by `limit`.

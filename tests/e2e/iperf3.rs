@@ -3,10 +3,9 @@
 //! iperf3's own `-J` output. Skipped, with the reason printed, where iperf3
 //! is not installed.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -576,7 +575,7 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
 #[test]
 fn issue_28_a_stalled_iperf3_client_is_ended_by_the_idle_timeout() {
     let Some(_) = iperf3() else { return };
-    let (server, log) = crate::harden::logged_server(&["--idle-timeout", "2s"]);
+    let (server, log) = crate::helpers::logged_server(&["--idle-timeout", "2s"]);
     let port = server.port.to_string();
     let mut stalled = Command::new("iperf3")
         .args(["-c", "127.0.0.1", "-p", &port, "-u", "-b", "1M", "-t", "60"])
@@ -602,47 +601,6 @@ fn issue_28_a_stalled_iperf3_client_is_ended_by_the_idle_timeout() {
     assert!(u(&doc["end"]["sum"]["packets"]) > 0, "{doc}");
 }
 
-/// A server whose log (its standard error) is collected, for tests of
-/// what it logs.
-pub(crate) fn logging_server(extra: &[&str]) -> (Server, Arc<Mutex<String>>) {
-    let mut child = Command::new(crate::helpers::bin())
-        .args(["server", "--port", "0", "--bind", "127.0.0.1"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
-    let log = Arc::new(Mutex::new(String::new()));
-    if let Some(err) = child.stderr.take() {
-        let log = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if let Ok(mut l) = log.lock() {
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            }
-        });
-    }
-    let mut line = String::new();
-    let stdout = child.stdout.take().expect("server stdout");
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("server prints its address");
-    let port = line
-        .split_whitespace()
-        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (
-        Server {
-            child,
-            port,
-            log: Arc::clone(&log),
-        },
-        log,
-    )
-}
-
 /// A connection that sends an iperf3 cookie of letter `c`.
 fn cookie_conn(port: u16, c: char) -> TcpStream {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
@@ -656,7 +614,7 @@ fn cookie_conn(port: u16, c: char) -> TcpStream {
 /// each.
 #[test]
 fn issue_28_iperf3_refusals_go_through_the_log_throttle() {
-    let (mut server, log) = logging_server(&[]);
+    let (mut server, log) = crate::helpers::logged_server(&[]);
     // Admitted, then silent: the one test slot is held while the server
     // waits for its parameters.
     let _holder = cookie_conn(server.port, 'a');

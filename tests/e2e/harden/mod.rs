@@ -13,17 +13,16 @@ mod malformed;
 mod rate;
 mod soak;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{self, Hello, Message};
 use linerate_proto::PROTOCOL_VERSION;
 
-use crate::helpers::{bin, proc_status_kib, Server};
+pub use crate::helpers::logged_server;
+use crate::helpers::proc_status_kib;
 
 /// A hand-driven control connection: sends and reads frames exactly as
 /// the test says, which a real client never would.
@@ -80,51 +79,6 @@ impl Raw {
             }
         }
     }
-}
-
-/// A server whose stderr is kept for the test to read.
-pub fn logged_server(extra: &[&str]) -> (Server, Arc<Mutex<String>>) {
-    let mut child = Command::new(bin())
-        .args(["server", "--port", "0", "--bind", "127.0.0.1"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
-    let log = Arc::new(Mutex::new(String::new()));
-    if let Some(err) = child.stderr.take() {
-        let log = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(err);
-            let mut line = Vec::new();
-            while r.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
-                if let Ok(mut l) = log.lock() {
-                    l.push_str(&String::from_utf8_lossy(&line));
-                }
-                line.clear();
-            }
-        });
-    }
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    let mut reader = BufReader::new(stdout);
-    reader.read_line(&mut line).expect("address line");
-    // Keep draining stdout (reports) so the server never blocks on it.
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut reader, &mut std::io::sink());
-    });
-    let port = line
-        .split_whitespace()
-        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (
-        Server {
-            child,
-            port,
-            log: Arc::clone(&log),
-        },
-        log,
-    )
 }
 
 /// Threads and open file descriptors of process `pid`.
