@@ -241,35 +241,50 @@ mod tests {
     }
 
     #[test]
-    fn issue_26_uring_flows_run_streams_and_refuse_rr_and_crr_by_name() {
+    fn issue_26_uring_flows_run_streams_and_tcp_rr_and_refuse_the_rest_by_name() {
         use linerate_proto::spec::Flows;
         let uring = EngineKind::Uring { sqpoll: false };
         let flows = Some(Flows {
             count: 8,
             threads: 2,
         });
-        // Where this kernel runs them, TCP and UDP stream flows run.
+        // Where this kernel runs them, TCP and UDP stream flows and rr
+        // over TCP run.
         let here = crate::event_loop::ring::unavailable();
-        for protocol in [Protocol::Tcp, Protocol::Udp] {
+        for (kind, protocol) in [
+            (TestKind::Stream, Protocol::Tcp),
+            (TestKind::Stream, Protocol::Udp),
+            (TestKind::Rr, Protocol::Tcp),
+        ] {
             let spec = TestSpec {
+                kind,
                 protocol,
                 flows,
                 ..TestSpec::default()
             };
-            assert_eq!(uring.refusal(&spec), here, "{protocol:?}");
+            assert_eq!(uring.refusal(&spec), here, "{kind:?} {protocol:?}");
         }
-        for kind in [TestKind::Rr, TestKind::Crr] {
+        for (kind, protocol, what) in [
+            (
+                TestKind::Rr,
+                Protocol::Udp,
+                "rr over UDP flows have no completion loop",
+            ),
+            (
+                TestKind::Crr,
+                Protocol::Tcp,
+                "crr flows have no completion loop",
+            ),
+        ] {
             let spec = TestSpec {
                 kind,
+                protocol,
                 flows,
                 ..TestSpec::default()
             };
             let why = uring.refusal(&spec).expect("refused");
-            assert!(
-                why.contains("rr and crr flows have no completion loop"),
-                "{why}"
-            );
-            // Without --flows, uring runs rr on its own threads.
+            assert!(why.contains(what), "{why}");
+            // Without --flows, uring runs them on its own threads.
             let one = TestSpec {
                 flows: None,
                 ..spec

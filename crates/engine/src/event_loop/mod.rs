@@ -34,7 +34,7 @@ pub mod udp;
 
 pub use driver::{drive, LoopFlow, Turn};
 pub use kind::LoopKind;
-pub use split::{label, label_of, split};
+pub use split::{label_of, split};
 
 use crate::engines::EngineKind;
 use linerate_proto::spec::Protocol;

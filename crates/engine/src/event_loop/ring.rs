@@ -9,7 +9,8 @@
 //! (the same [`Timers`] as the readiness loop's, to the nanosecond).
 //!
 //! The flows' logic is their kind's ([`super::udp::ring`],
-//! [`super::tcp::ring`]): this module only runs the ring, the ready
+//! [`super::tcp::ring`], and rr's TCP flows in `crate::rr`'s
+//! `ring_loops`): this module only runs the ring, the ready
 //! queue, the timers, the side's signals and the stall limit, as
 //! [`super::driver`] does for epoll.
 
@@ -26,8 +27,8 @@ use crate::engines::EngineKind;
 use crate::stream::{Signals, IDLE_LIMIT};
 use crate::EngineError;
 use linerate_proto::measure::EngineUse;
-use linerate_proto::spec::TestSpec;
-use linerate_proto::test_type::Workload;
+use linerate_proto::spec::{TestKind, TestSpec};
+use linerate_proto::test_type::{self, Attach, Workload};
 
 /// Longest wait for a completion: how often an idle loop looks at its
 /// signals.
@@ -68,17 +69,25 @@ pub fn unavailable() -> Option<String> {
 }
 
 /// Why `--engine uring --flows` cannot run `spec` (`None`: it can): the
-/// kinds of flows that have a completion loop, and this host's io_uring
-/// ([`unavailable`]). Never replaced by the epoll loop: the user asked
-/// for io_uring.
+/// kinds of flows that have a completion loop (TCP and UDP streams, rr
+/// over TCP), and this host's io_uring ([`unavailable`]). Never replaced
+/// by the epoll loop: the user asked for io_uring.
 pub fn refusal(spec: &TestSpec) -> Option<String> {
-    match Workload::of(spec) {
+    let rules = test_type::of(spec);
+    let tcp_rr = spec.kind == TestKind::Rr && rules.attach == Attach::Connections;
+    match rules.workload {
         Workload::UdpStream | Workload::TcpStream => unavailable(),
-        Workload::RequestResponse => Some(
-            "uring: --flows runs TCP and UDP streams on io_uring completion loops; rr and crr \
-             flows have no completion loop yet (run them on epoll with --engine syscall)"
-                .into(),
-        ),
+        Workload::RequestResponse if tcp_rr => unavailable(),
+        Workload::RequestResponse => Some(format!(
+            "uring: --flows runs TCP and UDP streams and rr over TCP on io_uring completion \
+             loops; {} flows have no completion loop yet (run them on epoll with --engine \
+             syscall)",
+            if rules.attach == Attach::Datagrams {
+                "rr over UDP"
+            } else {
+                rules.name
+            }
+        )),
     }
 }
 

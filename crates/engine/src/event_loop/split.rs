@@ -15,13 +15,9 @@ pub fn split<T>(items: Vec<T>, threads: usize) -> Vec<Vec<T>> {
     out
 }
 
-/// How the report names loop `t` (from 0) of `flows` flows on epoll: its
-/// CPU figures (the busiest thread) are the loop's, not one flow's.
-pub fn label(t: usize, flows: usize) -> String {
-    label_of(LoopKind::Epoll, t, flows)
-}
-
-/// [`label`] for a loop of `kind`, which it names.
+/// How the report names loop `t` (from 0) of `flows` flows, waiting with
+/// `kind`: its CPU figures (the busiest thread) are the loop's, not one
+/// flow's.
 pub fn label_of(kind: LoopKind, t: usize, flows: usize) -> String {
     format!(
         "event loop {} ({}, {flows} flow{})",

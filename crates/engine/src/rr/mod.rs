@@ -52,8 +52,10 @@
 //!   over a [`serve::Serve`] (TCP, UDP): leaves the transports implement.
 //! - `client`, `server`: each side's flow threads and coordination;
 //!   `loops`: rr's flows and crr's client flows on event loops
-//!   (`--flows N --threads T`), `udp_loops` moving rr's datagrams there,
-//!   `loop_tally` what their client flows count.
+//!   (`--flows N --threads T`): `tcp_flows` their TCP flows whatever the
+//!   loop, moved by the flow's engine on epoll (`loops`) or by io_uring
+//!   (`ring_loops`, `--engine uring`); `udp_loops` moving rr's datagrams
+//!   on epoll; `loop_tally` what their client flows count.
 //! - `tcp`, `udp`, `crr`: each transport's exchange and serving;
 //!   `crr_pool`: the server's crr connections served without a thread each.
 //! - `load`: the bulk load streams; `side`: a side's threads and results.
@@ -69,11 +71,13 @@ mod load;
 mod loop_tally;
 pub mod loops;
 mod params;
+mod ring_loops;
 mod serve;
 mod server;
 mod side;
 mod stream_io;
 mod tcp;
+mod tcp_flows;
 mod udp;
 mod udp_loops;
 mod watch;

@@ -69,7 +69,7 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
     }
 }
 
-/// What a side's stream loops waited with, by the engine they ran
+/// What a side's loops waited with, by the engine they ran
 /// (`linerate_engine::event_loop::LoopKind`): `uring` runs io_uring
 /// completion loops, every other engine epoll readiness loops.
 fn loop_kind(engine: &str) -> &'static str {
@@ -117,9 +117,10 @@ fn exchange_line(i: &TestInfo, who: &str, route: &str, engine: &str) -> String {
         i.streams,
         if i.streams == 1 { one } else { many },
         i.flows.map_or(String::new(), |f| format!(
-            " on {} event-loop thread{}",
+            " on {} event-loop thread{} ({})",
             f.threads,
-            if f.threads == 1 { "" } else { "s" }
+            if f.threads == 1 { "" } else { "s" },
+            loop_kind(engine)
         )),
         engine,
     )

@@ -1,0 +1,288 @@
+//! rr's TCP flows on io_uring completion loops (`rr --flows N --engine
+//! uring`, and a server whose engine is `uring`): the same flows as on
+//! epoll ([`super::tcp_flows`]: their cores, tally, pacing on the loop's
+//! timer heap, phase ends), with their bytes moved by the loop thread's
+//! ring ([`crate::event_loop::ring`]).
+//!
+//! - Each flow arms one multishot `RECV` when it first waits to read; it
+//!   takes the thread's provided buffers (one buffer ring per thread, not
+//!   per flow) and posts a completion per chunk that arrives. The chunk
+//!   is copied into the flow's inbox and its buffer goes straight back
+//!   to the kernel; the flow reads its messages from the inbox. When the
+//!   request ends (the buffers ran dry) the flow's next read re-arms it;
+//!   end of stream (a zero-length completion) is the peer's close.
+//! - A write queues one `SEND` of the rest of the message, straight from
+//!   the flow's buffer (not touched until its completion); the completion
+//!   says how much went, and the flow goes on from there.
+//!
+//! crr's flows stay on epoll: their connects are watched there.
+
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+
+use io_uring::{cqueue, opcode, types};
+use linerate_proto::measure::RrFlowMeasurement;
+use linerate_stats::histogram::Histogram;
+
+use crate::engines::record_use;
+use crate::engines::uring::Uring;
+use crate::event_loop::ring::{buffers, drive, loop_use, RingFlow, RingIo, BGID};
+use crate::event_loop::Turn;
+use crate::stream::{map_err, Signals};
+use crate::EngineError;
+
+use super::conns::Conn;
+use super::loop_tally::{LoopCtx, Role};
+use super::tcp_flows::{self, ClientFlow, LoopDrive, ServerFlow, Transport};
+
+/// Largest provided buffer: a message larger than this arrives in pieces.
+const RX_BUF_MAX: usize = 64 * 1024;
+/// A flow's requests: its send, its multishot receive.
+const OP_SEND: u8 = 1;
+const OP_RECV: u8 = 2;
+
+/// One io_uring loop: its flows of `cx.phase`, on `engine`'s ring, with
+/// the thread's provided buffers sized for the phase's largest message.
+pub(super) fn run_loop(
+    engine: Uring,
+    share: Vec<(u32, Option<Conn>)>,
+    cx: &LoopCtx<'_>,
+    role: Role,
+) -> Vec<RrFlowMeasurement> {
+    let size = (cx.phase.request.max(cx.phase.response) as usize).clamp(1, RX_BUF_MAX);
+    let bufs = Some((buffers(size), size));
+    let ring = Ring {
+        engine,
+        bufs,
+        signals: cx.signals,
+    };
+    let out = tcp_flows::run_loop(share, cx, role, RingConn::new, ring);
+    // The side's report says what its loops ran on.
+    record_use(loop_use(engine, bufs));
+    out
+}
+
+/// Drives a loop's flows on one ring ([`drive`]).
+struct Ring<'s> {
+    engine: Uring,
+    bufs: Option<(u16, usize)>,
+    signals: &'s Signals,
+}
+
+impl LoopDrive<RingConn> for Ring<'_> {
+    fn clients(&mut self, flows: &mut [ClientFlow<'_, RingConn>], overall: &mut Histogram) {
+        drive(self.engine, flows, overall, self.bufs, self.signals);
+    }
+
+    fn servers(&mut self, flows: &mut [ServerFlow<'_, RingConn>]) {
+        drive(self.engine, flows, &mut (), self.bufs, self.signals);
+    }
+}
+
+/// A flow's requests on the ring and what their completions brought.
+struct RingConn {
+    /// The flow's position in its loop: the tag of its requests.
+    me: usize,
+    /// Its send is in flight; its result, once it completed.
+    sending: bool,
+    sent: Option<i32>,
+    /// Its multishot receive is armed.
+    armed: bool,
+    /// Bytes received and not read yet, from `at`.
+    inbox: Vec<u8>,
+    at: usize,
+    /// The peer ended the stream.
+    eof: bool,
+    /// A receive failed (its errno), told at the next read.
+    failed: Option<i32>,
+}
+
+impl RingConn {
+    fn new(me: usize) -> RingConn {
+        RingConn {
+            me,
+            sending: false,
+            sent: None,
+            armed: false,
+            inbox: Vec::new(),
+            at: 0,
+            eof: false,
+            failed: None,
+        }
+    }
+
+    /// Request `op` completed (or its multishot receive posted a chunk).
+    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
+        match op {
+            OP_SEND => {
+                self.sending = false;
+                self.sent = Some(c.result());
+            }
+            OP_RECV => self.received(c, io),
+            _ => {}
+        }
+    }
+
+    /// A chunk goes to the inbox and its buffer back to the kernel; end
+    /// of stream and errors are kept for the next read.
+    fn received(&mut self, c: &cqueue::Entry, io: &mut RingIo) {
+        self.armed &= cqueue::more(c.flags());
+        let res = c.result();
+        if let (Some(b), Some(bid)) = (io.bufs.as_mut(), cqueue::buffer_select(c.flags())) {
+            if res > 0 {
+                self.inbox.extend_from_slice(b.get(bid, res as usize));
+            }
+            b.provide(bid);
+        }
+        match -res {
+            r if r < 0 => {}
+            0 => self.eof = true,
+            // Out of buffers, or interrupted: the next read re-arms.
+            libc::ENOBUFS | libc::EAGAIN | libc::EINTR | libc::ECANCELED => {}
+            e => self.failed = Some(e),
+        }
+    }
+}
+
+/// A request's result worth asking again for.
+fn again(errno: i32) -> bool {
+    matches!(errno, libc::EAGAIN | libc::EINTR | libc::ECANCELED)
+}
+
+impl Transport for RingConn {
+    type Cx = RingIo;
+
+    /// The socket stays blocking: io_uring waits for it itself.
+    fn attach(&mut self, _: &TcpStream) -> Result<(), EngineError> {
+        *self = RingConn::new(self.me);
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        io: &mut RingIo,
+        sock: &TcpStream,
+        buf: &[u8],
+    ) -> Result<Option<usize>, EngineError> {
+        match self.sent.take() {
+            Some(r) if r >= 0 => return Ok(Some(r as usize)),
+            Some(r) if !again(-r) => {
+                return Err(map_err("write", io::Error::from_raw_os_error(-r)))
+            }
+            _ => {}
+        }
+        if !self.sending {
+            let len = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+            // The message's buffer is not touched until the completion.
+            let e = opcode::Send::new(types::Fd(sock.as_raw_fd()), buf.as_ptr(), len)
+                .flags(libc::MSG_NOSIGNAL)
+                .build();
+            io.push(self.me, OP_SEND, e)
+                .map_err(|e| EngineError::io("queueing an rr send", e))?;
+            self.sending = true;
+        }
+        Ok(None)
+    }
+
+    fn read(
+        &mut self,
+        io: &mut RingIo,
+        sock: &TcpStream,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, EngineError> {
+        if self.at < self.inbox.len() {
+            let k = buf.len().min(self.inbox.len() - self.at);
+            buf[..k].copy_from_slice(&self.inbox[self.at..self.at + k]);
+            self.at += k;
+            if self.at == self.inbox.len() {
+                self.inbox.clear();
+                self.at = 0;
+            }
+            return Ok(Some(k));
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(map_err("read", io::Error::from_raw_os_error(e)));
+        }
+        if self.eof {
+            return Ok(Some(0));
+        }
+        if !self.armed {
+            let e = opcode::RecvMulti::new(types::Fd(sock.as_raw_fd()), BGID).build();
+            io.push(self.me, OP_RECV, e)
+                .map_err(|e| EngineError::io("arming a multishot receive", e))?;
+            self.armed = true;
+        }
+        Ok(None)
+    }
+}
+
+impl RingFlow for ClientFlow<'_, RingConn> {
+    /// The loop's full-precision round-trip histogram.
+    type Shared = Histogram;
+
+    fn ended(&self) -> bool {
+        self.is_done()
+    }
+
+    fn turn(&mut self, _: usize, io: &mut RingIo, overall: &mut Histogram) -> Turn {
+        self.go(io, overall)
+    }
+
+    fn complete(
+        &mut self,
+        _: usize,
+        op: u8,
+        c: &cqueue::Entry,
+        io: &mut RingIo,
+        overall: &mut Histogram,
+    ) -> Turn {
+        self.io.t.completed(op, c, io);
+        self.go(io, overall)
+    }
+
+    fn stop(&mut self, _: usize, _: &mut RingIo, _: &mut Histogram) -> bool {
+        self.end_after_batch();
+        false
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.give_up(e);
+    }
+
+    fn progress(&self) -> u64 {
+        self.answered()
+    }
+}
+
+impl RingFlow for ServerFlow<'_, RingConn> {
+    type Shared = ();
+
+    fn ended(&self) -> bool {
+        self.is_done()
+    }
+
+    fn turn(&mut self, _: usize, io: &mut RingIo, _: &mut ()) -> Turn {
+        self.go(io)
+    }
+
+    fn complete(
+        &mut self,
+        _: usize,
+        op: u8,
+        c: &cqueue::Entry,
+        io: &mut RingIo,
+        _: &mut (),
+    ) -> Turn {
+        self.io.t.completed(op, c, io);
+        self.go(io)
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.give_up(e);
+    }
+
+    fn progress(&self) -> u64 {
+        self.answered()
+    }
+}

@@ -1,0 +1,552 @@
+//! rr's and crr's TCP flows on event loops, whatever the loop waits with:
+//! a flow's message buffers and connection ([`Msg`]), its client steps
+//! ([`ClientFlow`]: pace, request, response, the phase's end; crr's
+//! connect and close) and its server steps ([`ServerFlow`]), each moving
+//! a message a piece at a time without blocking. What is counted, and
+//! when the clock is read, is the shared tally's ([`Transactions`],
+//! [`served`]); what moves the bytes is the loop kind's [`Transport`]: the
+//! flow's engine on an epoll loop ([`super::loops`]), queued requests and
+//! multishot receives on an io_uring loop ([`super::ring_loops`]). Each
+//! loop kind only says how its flows wait ([`LoopDrive`]).
+
+use std::net::{Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+use linerate_proto::measure::RrFlowMeasurement;
+use linerate_proto::rr_flow::{RrServer, Transaction};
+use linerate_proto::spec::RrPhase;
+use linerate_proto::wire::{DataHello, Side};
+use linerate_stats::histogram::Histogram;
+
+use crate::clock::mono_ns;
+use crate::event_loop::Turn;
+use crate::stream::{is_timeout, map_err};
+use crate::{socket, EngineError};
+
+use super::conns::Conn;
+use super::crr::{CrrTarget, CONNECT_TIMEOUT};
+use super::exchange::reliable_answer;
+use super::loop_tally::{failed, served, with_loop_rtt, LoopCtx, Role, Transactions};
+use super::params::RrParams;
+use super::watch::Watch;
+
+/// Calls one ready flow gets per turn (a message is one or two calls).
+const CALLS_PER_TURN: u32 = 8;
+
+/// How a loop kind moves a flow's bytes on its connection, without
+/// blocking: `Ok(None)` when it would block (the loop wakes the flow when
+/// it can go on), `Ok(Some(0))` at the peer's end of stream.
+pub(super) trait Transport {
+    /// What the loop lends every call (an io_uring loop's queue).
+    type Cx;
+    /// `sock` is the flow's connection now (crr: each transaction's).
+    fn attach(&mut self, sock: &TcpStream) -> Result<(), EngineError>;
+    /// Writes on from `buf`: how many of its bytes went.
+    fn write(
+        &mut self,
+        cx: &mut Self::Cx,
+        sock: &TcpStream,
+        buf: &[u8],
+    ) -> Result<Option<usize>, EngineError>;
+    /// Reads on into `buf`: how many bytes came.
+    fn read(
+        &mut self,
+        cx: &mut Self::Cx,
+        sock: &TcpStream,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, EngineError>;
+}
+
+/// A non-blocking call's result of `what` as a [`Transport`]'s: `None`
+/// when it would block or was interrupted.
+pub(super) fn nonblocking(
+    what: &str,
+    r: std::io::Result<usize>,
+) -> Result<Option<usize>, EngineError> {
+    match r {
+        Ok(k) => Ok(Some(k)),
+        Err(e) if is_timeout(&e) || e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
+        Err(e) => Err(map_err(what, e)),
+    }
+}
+
+/// How a loop kind drives a loop's flows to their ends.
+pub(super) trait LoopDrive<T: Transport> {
+    /// Client flows; `overall`: the loop's full-precision round trips.
+    fn clients(&mut self, flows: &mut [ClientFlow<'_, T>], overall: &mut Histogram);
+    fn servers(&mut self, flows: &mut [ServerFlow<'_, T>]);
+}
+
+/// One loop: its flows of `cx.phase` (each with its connection, or none
+/// for crr), each with the transport `new(position)` makes, driven to
+/// their ends by `d`.
+pub(super) fn run_loop<T: Transport>(
+    share: Vec<(u32, Option<Conn>)>,
+    cx: &LoopCtx<'_>,
+    role: Role,
+    new: impl Fn(usize) -> T,
+    mut d: impl LoopDrive<T>,
+) -> Vec<RrFlowMeasurement> {
+    let phase = cx.phase;
+    let mut out = Vec::with_capacity(share.len());
+    let mut flows = Vec::with_capacity(share.len());
+    for (flow, sock) in share {
+        let mut io = Msg::new(new(flows.len()), flow, phase, cx.crr.map(|t| (t, cx.p)));
+        let opened = match (sock, cx.crr) {
+            (Some(Conn::Tcp(sock)), _) => io.attach(sock),
+            (None, Some(_)) => Ok(()),
+            (Some(Conn::Udp(_)), _) | (None, None) => Err(EngineError::Protocol(
+                "no TCP connection for this flow".into(),
+            )),
+        };
+        match opened {
+            Ok(()) => flows.push(io),
+            Err(e) => out.push(failed(phase, flow, &e.to_string())),
+        }
+    }
+    match role {
+        Role::Client => {
+            let mut v: Vec<ClientFlow<'_, T>> = flows
+                .into_iter()
+                .map(|io| ClientFlow::new(io, cx))
+                .collect();
+            // The loop's round trips at full precision, for the phase's
+            // percentiles; each flow keeps a coarse histogram of its own.
+            let mut overall = Histogram::new();
+            d.clients(&mut v, &mut overall);
+            let first = out.len();
+            out.extend(v.into_iter().map(|c| c.measurement(phase)));
+            with_loop_rtt(&mut out[first..], &overall);
+        }
+        Role::Server => {
+            let per_message = cx.p.plan.per_message();
+            let mut v: Vec<ServerFlow<'_, T>> = flows
+                .into_iter()
+                .map(|io| ServerFlow::new(io, phase, per_message, cx.watch))
+                .collect();
+            d.servers(&mut v);
+            out.extend(v.into_iter().map(|s| s.measurement(phase)));
+        }
+    }
+    out
+}
+
+/// A flow's connection, transport and message buffers: moves one whole
+/// message at a time in pieces, without blocking.
+pub(super) struct Msg<T> {
+    pub(super) flow: u32,
+    /// Its connection (crr: the transaction's; none between two).
+    pub(super) sock: Option<TcpStream>,
+    pub(super) t: T,
+    /// The request ([`REQ`]: crr's greeting first) and the response
+    /// ([`RESP`]).
+    bufs: [Vec<u8>; 2],
+    /// Where the request starts in its buffer (after crr's greeting).
+    hello_len: usize,
+    /// How much of the message in flight is done.
+    off: usize,
+}
+
+const REQ: usize = 0;
+const RESP: usize = 1;
+
+/// What a piece of a message came to.
+enum Piece {
+    Whole,
+    Partial,
+    WouldBlock,
+    /// The peer ended the stream.
+    End,
+}
+
+impl<T: Transport> Msg<T> {
+    /// A flow without a connection yet; crr's request buffer starts with
+    /// the flow's greeting (the test's token and the flow's stream id).
+    fn new(t: T, flow: u32, phase: &RrPhase, crr: Option<(&CrrTarget, &RrParams)>) -> Self {
+        let mut req = Vec::new();
+        if let Some((target, p)) = crr {
+            DataHello {
+                token: target.token,
+                stream: p.plan.conn_id(phase.index, flow),
+                sender: Side::Client,
+            }
+            .encode(&mut req);
+        }
+        let hello_len = req.len();
+        req.resize(hello_len + phase.request as usize, 0);
+        Msg {
+            flow,
+            sock: None,
+            t,
+            bufs: [req, vec![0; phase.response as usize]],
+            hello_len,
+            off: 0,
+        }
+    }
+
+    /// Makes `sock` the flow's connection.
+    fn attach(&mut self, sock: TcpStream) -> Result<(), EngineError> {
+        self.t.attach(&sock)?;
+        self.sock = Some(sock);
+        Ok(())
+    }
+
+    /// Writes on from buffer `b` (all of it makes the message whole).
+    fn write(&mut self, cx: &mut T::Cx, b: usize) -> Result<Piece, EngineError> {
+        let (len, off) = (self.bufs[b].len(), self.off);
+        let sock = self.sock.as_ref().ok_or_else(no_connection)?;
+        match self.t.write(cx, sock, &self.bufs[b][off..])? {
+            None => Ok(Piece::WouldBlock),
+            Some(0) => Err(EngineError::PeerReset("write returned 0".into())),
+            Some(k) => Ok(self.advance(k, len)),
+        }
+    }
+
+    /// Reads on into buffer `b` (full makes the message whole).
+    fn read(&mut self, cx: &mut T::Cx, b: usize) -> Result<Piece, EngineError> {
+        let (len, off) = (self.bufs[b].len(), self.off);
+        let sock = self.sock.as_ref().ok_or_else(no_connection)?;
+        match self.t.read(cx, sock, &mut self.bufs[b][off..])? {
+            None => Ok(Piece::WouldBlock),
+            Some(0) => Ok(Piece::End),
+            Some(k) => Ok(self.advance(k, len)),
+        }
+    }
+
+    fn advance(&mut self, k: usize, len: usize) -> Piece {
+        self.off += k;
+        if self.off >= len {
+            self.off = 0;
+            Piece::Whole
+        } else {
+            Piece::Partial
+        }
+    }
+}
+
+pub(super) fn no_connection() -> EngineError {
+    EngineError::Protocol("the flow has no connection".into())
+}
+
+/// Where a client flow is in its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Choosing the next request (or ending the phase).
+    Next,
+    /// crr: the transaction's connection is being made (since when).
+    Connecting(Instant),
+    Request,
+    Response,
+    /// Reading to the server's close: after crr's response (its answer
+    /// is counted then), or after rr's last one (its write side shut).
+    Closing,
+    Done,
+}
+
+/// A client flow of either loop kind.
+pub(super) struct ClientFlow<'a, T> {
+    pub(super) io: Msg<T>,
+    /// Its core, tally, phase clock and open batch.
+    tx: Transactions<'a>,
+    step: Step,
+    /// crr: where each transaction connects.
+    crr: Option<&'a CrrTarget>,
+    /// crr: the response read, counted once the server has closed.
+    answer: Option<Transaction>,
+    error: Option<EngineError>,
+}
+
+impl<'a, T: Transport> ClientFlow<'a, T> {
+    fn new(io: Msg<T>, cx: &LoopCtx<'a>) -> Self {
+        ClientFlow {
+            tx: Transactions::new(io.flow, cx.phase, cx.p, cx.watch, None),
+            step: Step::Next,
+            crr: cx.crr,
+            answer: None,
+            error: None,
+            io,
+        }
+    }
+
+    /// Starts the next request; false when the phase is over.
+    fn next_request(&mut self) -> bool {
+        let hello = self.io.hello_len;
+        self.tx.next_request(&mut self.io.bufs[REQ][hello..])
+    }
+
+    /// crr: opens the next transaction's connection, non-blocking; the
+    /// loop watches it from now on.
+    fn connect(&mut self, target: &CrrTarget) -> Result<Turn, EngineError> {
+        let (sock, _) = socket::start_connect(target.addr, &target.tcp)?;
+        self.io.attach(sock)?;
+        let now = Instant::now();
+        self.step = Step::Connecting(now);
+        Ok(Turn::Watch(now + CONNECT_TIMEOUT))
+    }
+
+    /// crr: whether the connection begun at `since` is made (an error if
+    /// it failed or took too long); `Some(turn)` while it is not.
+    fn connected(&mut self, since: Instant) -> Result<Option<Turn>, EngineError> {
+        let (Some(sock), Some(target)) = (&self.io.sock, self.crr) else {
+            return Err(no_connection());
+        };
+        let ready = socket::wait_ready(sock, libc::POLLOUT, Duration::ZERO)
+            .map_err(|e| socket::connect_error(target.addr, e))?;
+        if !ready {
+            let due = since + CONNECT_TIMEOUT;
+            if Instant::now() >= due {
+                return Err(socket::connect_error(
+                    target.addr,
+                    std::io::ErrorKind::TimedOut.into(),
+                ));
+            }
+            return Ok(Some(Turn::Until(due)));
+        }
+        socket::finish_connect(sock, target.addr, &target.tcp)?;
+        Ok(None)
+    }
+
+    /// A few calls' worth of the flow's transactions, without blocking.
+    fn step(&mut self, cx: &mut T::Cx, overall: &mut Histogram) -> Result<Turn, EngineError> {
+        for _ in 0..CALLS_PER_TURN {
+            match self.step {
+                Step::Next => {
+                    // Paced (`rr --rate`): the next slot on the loop's
+                    // timer heap.
+                    if let Some(wait) = self.tx.pace_wait() {
+                        return Ok(Turn::Until(Instant::now() + wait));
+                    }
+                    if !self.next_request() {
+                        return self.end_phase();
+                    }
+                    match self.crr {
+                        Some(target) => return self.connect(target),
+                        None => self.step = Step::Request,
+                    }
+                }
+                Step::Connecting(since) => match self.connected(since)? {
+                    Some(turn) => return Ok(turn),
+                    None => self.step = Step::Request,
+                },
+                Step::Request => match self.io.write(cx, REQ)? {
+                    Piece::Whole => self.step = Step::Response,
+                    Piece::Partial => {}
+                    Piece::WouldBlock => return Ok(Turn::Wait),
+                    Piece::End => unreachable_end()?,
+                },
+                Step::Response => match self.io.read(cx, RESP)? {
+                    Piece::Whole => {
+                        let r = self.tx.core.on_response(&self.io.bufs[RESP])?;
+                        let t = reliable_answer(r)?;
+                        if self.crr.is_some() {
+                            // The server closes first: counted after that.
+                            self.answer = Some(t);
+                            self.step = Step::Closing;
+                        } else {
+                            self.tx.complete(t, overall);
+                            self.step = Step::Next;
+                        }
+                    }
+                    Piece::Partial => {}
+                    Piece::WouldBlock => return Ok(Turn::Wait),
+                    Piece::End => {
+                        return Err(EngineError::PeerReset(
+                            "server closed the connection mid-phase".into(),
+                        ))
+                    }
+                },
+                Step::Closing => match self.io.read(cx, RESP)? {
+                    Piece::End => {
+                        // Closed here, after the server: no TIME_WAIT on
+                        // this side.
+                        self.io.sock = None;
+                        let Some(t) = self.answer.take() else {
+                            self.step = Step::Done;
+                            return Ok(Turn::Done);
+                        };
+                        self.tx.complete(t, overall);
+                        self.step = Step::Next;
+                    }
+                    Piece::WouldBlock => return Ok(Turn::Wait),
+                    Piece::Whole | Piece::Partial => {
+                        return Err(EngineError::Protocol(
+                            "the server sent bytes after its response".into(),
+                        ))
+                    }
+                },
+                Step::Done => return Ok(Turn::Done),
+            }
+        }
+        Ok(Turn::Again)
+    }
+
+    /// The phase's last transaction is done: rr shuts down its write side
+    /// and reads to the server's close; crr has no connection left.
+    fn end_phase(&mut self) -> Result<Turn, EngineError> {
+        match (&self.io.sock, self.crr) {
+            (Some(sock), None) => {
+                sock.shutdown(Shutdown::Write)
+                    .map_err(|e| map_err("shutdown", e))?;
+                self.step = Step::Closing;
+                Ok(Turn::Again)
+            }
+            _ => {
+                self.step = Step::Done;
+                Ok(Turn::Done)
+            }
+        }
+    }
+
+    /// The flow's turn: its steps, or its end on an error.
+    pub(super) fn go(&mut self, cx: &mut T::Cx, overall: &mut Histogram) -> Turn {
+        match self.step(cx, overall) {
+            Ok(t) => t,
+            Err(e) => {
+                self.give_up(e);
+                Turn::Done
+            }
+        }
+    }
+
+    /// True once the flow has ended.
+    pub(super) fn is_done(&self) -> bool {
+        self.step == Step::Done
+    }
+
+    /// The user stopped the test: the phase ends after the open batch.
+    pub(super) fn end_after_batch(&mut self) {
+        self.tx.stopping = true;
+    }
+
+    /// The flow ends with `e`.
+    pub(super) fn give_up(&mut self, e: EngineError) {
+        self.error = Some(e);
+        self.step = Step::Done;
+        // A crr connection in flight closes now.
+        self.io.sock = None;
+    }
+
+    /// Transactions answered so far.
+    pub(super) fn answered(&self) -> u64 {
+        self.tx.answered()
+    }
+
+    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
+        self.tx
+            .measurement(phase, self.error.map(|e| e.to_string()))
+    }
+}
+
+/// A write never reports end of stream.
+fn unreachable_end() -> Result<(), EngineError> {
+    Err(EngineError::Protocol("a write saw end of stream".into()))
+}
+
+/// A server flow of either loop kind.
+pub(super) struct ServerFlow<'a, T> {
+    pub(super) io: Msg<T>,
+    core: RrServer,
+    /// Reading a request (else writing its response).
+    reading: bool,
+    done: bool,
+    timed: bool,
+    answered: u64,
+    first: Option<Instant>,
+    elapsed_ns: u64,
+    watch: &'a Watch,
+    error: Option<EngineError>,
+}
+
+impl<'a, T: Transport> ServerFlow<'a, T> {
+    fn new(io: Msg<T>, phase: &RrPhase, timed: bool, watch: &'a Watch) -> Self {
+        ServerFlow {
+            core: RrServer::new(io.flow, phase.request as usize, true),
+            reading: true,
+            done: false,
+            timed,
+            answered: 0,
+            first: None,
+            elapsed_ns: 0,
+            watch,
+            error: None,
+            io,
+        }
+    }
+
+    fn step(&mut self, cx: &mut T::Cx) -> Result<Turn, EngineError> {
+        for _ in 0..CALLS_PER_TURN {
+            if self.reading {
+                match self.io.read(cx, REQ)? {
+                    Piece::Whole => {
+                        let t_rx = self.timed.then(mono_ns);
+                        self.first.get_or_insert_with(Instant::now);
+                        let [req, resp] = &mut self.io.bufs;
+                        self.core.on_request(req, t_rx, mono_ns, resp)?;
+                        self.reading = false;
+                    }
+                    Piece::Partial => {}
+                    Piece::WouldBlock => return Ok(Turn::Wait),
+                    Piece::End if self.io.off == 0 => {
+                        // The client ended the phase: answer by closing.
+                        self.elapsed_ns = self.first.map_or(0, |f| f.elapsed().as_nanos() as u64);
+                        if let Some(sock) = &self.io.sock {
+                            let _ = sock.shutdown(Shutdown::Both);
+                        }
+                        self.done = true;
+                        return Ok(Turn::Done);
+                    }
+                    Piece::End => {
+                        return Err(EngineError::PeerReset(
+                            "client closed the connection mid-request".into(),
+                        ))
+                    }
+                }
+            } else {
+                match self.io.write(cx, RESP)? {
+                    Piece::Whole => {
+                        self.answered += 1;
+                        self.watch.tick(self.io.flow);
+                        self.reading = true;
+                    }
+                    Piece::Partial => {}
+                    Piece::WouldBlock => return Ok(Turn::Wait),
+                    Piece::End => unreachable_end()?,
+                }
+            }
+        }
+        Ok(Turn::Again)
+    }
+
+    /// The flow's turn: its steps, or its end on an error.
+    pub(super) fn go(&mut self, cx: &mut T::Cx) -> Turn {
+        match self.step(cx) {
+            Ok(t) => t,
+            Err(e) => {
+                self.give_up(e);
+                Turn::Done
+            }
+        }
+    }
+
+    /// True once the flow has ended.
+    pub(super) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The flow ends with `e`.
+    pub(super) fn give_up(&mut self, e: EngineError) {
+        self.elapsed_ns = self.first.map_or(0, |f| f.elapsed().as_nanos() as u64);
+        self.error = Some(e);
+        self.done = true;
+    }
+
+    /// Responses sent so far.
+    pub(super) fn answered(&self) -> u64 {
+        self.answered
+    }
+
+    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
+        let error = self.error.map(|e| e.to_string());
+        served(phase, self.io.flow, self.answered, self.elapsed_ns, error)
+    }
+}
