@@ -332,18 +332,20 @@ fn transaction_counts(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
     Ok(())
 }
 
-/// `--flows`: the one line of per-flow figures (never a row per flow). The
-/// flows' own percentiles come from coarse histograms (up to 6.25% high:
-/// `Histogram::coarse`), which the line says.
+/// More than one flow, or `--flows`: the one line of per-flow figures
+/// (never a row per flow). Event-loop flows' own percentiles come from
+/// coarse histograms (up to 6.25% high: `Histogram::coarse`), which the
+/// line says.
 fn per_flow_line(f: &crate::model::RrPerFlow) -> String {
     let idle = if f.idle_flows > 0 {
         format!(" · {} flows completed none", f.idle_flows)
     } else {
         String::new()
     };
+    let within = if f.coarse { " (within 6.25%)" } else { "" };
     format!(
-        "[FAIR] {} flows: Jain's index {:.3} (transactions/s) · per-flow p50 µs (within 6.25%) min {} \
-         median {} max {} · per-flow p99 µs (within 6.25%) min {} median {} max {}{idle}",
+        "[FAIR] {} flows: Jain's index {:.3} (transactions/s) · per-flow p50 µs{within} min {} \
+         median {} max {} · per-flow p99 µs{within} min {} median {} max {}{idle}",
         f.transactions.len(),
         f.jain_index,
         us(f.p50_ns.min),
