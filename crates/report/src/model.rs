@@ -622,6 +622,10 @@ pub struct RrPhaseReport {
     /// timeout (either datagram lost); not in `transactions` or `latency`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
+    /// UDP: responses that came after their request was counted `lost`
+    /// (or came twice), dropped by the client.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late: u64,
     /// Longest flow's time from first request to last response, seconds.
     pub seconds: f64,
     /// Sum over flows of each flow's transactions ÷ its seconds
@@ -815,6 +819,8 @@ pub struct RrPhaseRecord {
     pub transactions: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late: u64,
     pub seconds: f64,
     pub transactions_per_second: f64,
     /// Round-trip time, ns.

@@ -131,6 +131,7 @@ fn phase_report(
         transactions: sum(&cf, |f| f.transactions),
         server_transactions: sum(&sf, |f| f.transactions),
         lost: sum(&cf, |f| f.lost),
+        late: sum(&cf, |f| f.late),
         seconds: cf.iter().map(|f| f.elapsed_ns).max().unwrap_or(0) as f64 / 1e9,
         transactions_per_second: cf
             .iter()
@@ -339,6 +340,7 @@ pub fn phase_record(
         loaded: p.loaded,
         transactions: p.transactions,
         lost: p.lost,
+        late: p.late,
         seconds: p.seconds,
         transactions_per_second: p.transactions_per_second,
         latency: p.latency,

@@ -309,15 +309,22 @@ fn round_trip_table(out: &mut dyn Write, rr: &RrReport, crr: bool) -> io::Result
     })
 }
 
-/// The transactions each side counted, those lost, and each size's errors.
+/// The transactions each side counted, those lost, the late responses,
+/// and each size's errors.
 fn transaction_counts(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
     let lost: u64 = rr.phases.iter().map(|p| p.lost).sum();
+    let late: u64 = rr.phases.iter().map(|p| p.late).sum();
     let line = format!(
-        "transactions: client {} · server {}{}",
+        "transactions: client {} · server {}{}{}",
         rr.phases.iter().map(|p| p.transactions).sum::<u64>(),
         rr.phases.iter().map(|p| p.server_transactions).sum::<u64>(),
         if lost > 0 {
             format!(" · {lost} lost (no response within the timeout; left out of the figures)")
+        } else {
+            String::new()
+        },
+        if late > 0 {
+            format!(" · {late} late responses (came after their request was counted lost; dropped)")
         } else {
             String::new()
         }
