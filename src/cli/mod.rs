@@ -36,7 +36,7 @@ use anyhow::{bail, Result};
 use clap::{CommandFactory, Parser};
 use linerate_engine::engines::auto;
 use linerate_engine::engines::EngineKind;
-use linerate_proto::limits::ServerLimits;
+use linerate_proto::limits::{EngineRefusal, ServerLimits};
 use linerate_proto::spec::{TestKind, TestSpec};
 use linerate_report::render::Format;
 
@@ -284,6 +284,9 @@ fn own_engine_limits(k: EngineKind, limits: &mut ServerLimits) {
             k.name()
         ));
     }
+    // Whatever else the engine refuses for a given test (`uring --flows`
+    // on a host without multishot receives), as its client would.
+    limits.own_engine_refusal = Some(EngineRefusal::new(move |spec| k.server_refusal(spec)));
 }
 
 #[cfg(test)]

@@ -623,3 +623,35 @@ fn issue_26_crr_flows_and_linger0_parse_and_refuse_what_loops_do_not_do() {
         assert!(e.contains(needle), "{args}: {e}");
     }
 }
+
+/// Issue 26: a server's own `--engine` is asked about each test at
+/// admission with the refusal its client gives (`uring --flows` on a host
+/// without multishot receives failed at run time).
+#[test]
+fn issue_26_a_servers_own_engine_refuses_at_admission_what_its_client_would() {
+    use linerate_proto::spec::Flows;
+    // Where this kernel has no io_uring, `--engine uring` is refused
+    // when parsed: nothing to ask.
+    let Ok(Command::Server(s)) = parse("server --engine uring") else {
+        return;
+    };
+    let uring = EngineKind::Uring { sqpoll: false };
+    let refusal = s
+        .limits
+        .own_engine_refusal
+        .as_ref()
+        .expect("asked at admission");
+    let spec = TestSpec {
+        flows: Some(Flows {
+            count: 8,
+            threads: 2,
+        }),
+        ..TestSpec::default()
+    };
+    assert_eq!(refusal.of(&spec), uring.refusal(&spec));
+    let udp = TestSpec {
+        protocol: Protocol::Udp,
+        ..spec
+    };
+    assert_eq!(refusal.of(&udp), uring.refusal(&udp));
+}

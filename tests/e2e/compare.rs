@@ -836,6 +836,8 @@ fn issue_26_compare_threading_rr_plots_each_model_and_refuses_bad_models() {
             "client_cpu_percent",
             "server_cpu_percent",
             "client_cpu_us_per_transaction",
+            // Both models keep per-flow counts: thread-per-flow too.
+            "jain_index",
         ] {
             let row = rows
                 .iter()

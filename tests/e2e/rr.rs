@@ -196,6 +196,59 @@ fn issue_4_parallel_flows_merge_and_time_limit_holds() {
     assert_eq!(r["rr"]["flows"], 3);
 }
 
+/// A thread per flow (`-P 4`, rr over TCP and UDP, and crr) reports each
+/// flow's transactions, summing to the phase's, and their fairness, as
+/// event-loop flows do (before: no per-flow counts at all).
+#[test]
+fn issue_26_thread_per_flow_rr_reports_per_flow_counts_and_fairness() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for test in [["rr", "tcp"], ["rr", "udp"], ["crr", "tcp"]] {
+        let args = [
+            test[0],
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--proto",
+            test[1],
+            "--sizes",
+            "64",
+            "-n",
+            "200",
+            "-P",
+            "4",
+        ];
+        let mut json = args.to_vec();
+        json.push("--json");
+        let r = json_client(&json);
+        let p = &phases(&r)[0];
+        let per_flow = &p["per_flow"];
+        let counts: Vec<u64> = per_flow["transactions"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{test:?}: no per-flow counts in {p}"))
+            .iter()
+            .map(u)
+            .collect();
+        assert_eq!(counts, [200; 4], "{test:?}: {per_flow}");
+        assert_eq!(
+            counts.iter().sum::<u64>(),
+            u(&p["transactions"]),
+            "{test:?}"
+        );
+        let j = f(&per_flow["jain_index"]);
+        assert!(j > 0.0 && j <= 1.0 + 1e-9, "{test:?}: {per_flow}");
+        // The flows' own percentiles are exact on a thread per flow.
+        assert!(per_flow.get("coarse").is_none(), "{test:?}: {per_flow}");
+        let out = run_client(&args, Duration::from_secs(60));
+        assert_ok(&out, &args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("[FAIR] 4 flows: Jain's index") && !text.contains("within 6.25%"),
+            "{test:?}: {text}"
+        );
+    }
+}
+
 #[test]
 fn issue_4_crr_counts_agree_and_report_connections() {
     let server = Server::start(&[]);

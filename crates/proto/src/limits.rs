@@ -73,7 +73,47 @@ pub struct ServerLimits {
     /// request/response (`xdp`): any other test that does not ask for
     /// another engine is refused with this reason, which names the engine.
     pub own_engine_udp_only: Option<String>,
+    /// Why the server's own engine cannot run a test that does not ask
+    /// for another engine (the engine's own refusal, the one its client
+    /// asks: e.g. `uring` on a host without multishot receives); asked at
+    /// admission, so the test is refused, not failed at run time.
+    pub own_engine_refusal: Option<EngineRefusal>,
 }
+
+/// A server engine's refusal of a test ([`ServerLimits::own_engine_refusal`]):
+/// the reason it cannot run a spec, or `None`. The engine crate decides;
+/// this crate only asks.
+#[derive(Clone)]
+pub struct EngineRefusal(Arc<RefuseFn>);
+
+/// Why an engine cannot run a spec (`None`: it can).
+type RefuseFn = dyn Fn(&TestSpec) -> Option<String> + Send + Sync;
+
+impl EngineRefusal {
+    pub fn new(f: impl Fn(&TestSpec) -> Option<String> + Send + Sync + 'static) -> Self {
+        EngineRefusal(Arc::new(f))
+    }
+
+    /// Why `spec` cannot run (`None`: it can).
+    pub fn of(&self, spec: &TestSpec) -> Option<String> {
+        (self.0)(spec)
+    }
+}
+
+impl std::fmt::Debug for EngineRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EngineRefusal")
+    }
+}
+
+/// The same refusal (one engine's), not an equal-looking one.
+impl PartialEq for EngineRefusal {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for EngineRefusal {}
 
 impl Default for ServerLimits {
     fn default() -> Self {
@@ -95,6 +135,7 @@ impl Default for ServerLimits {
             server_engines: Vec::new(),
             own_engine_tcp_streams_only: None,
             own_engine_udp_only: None,
+            own_engine_refusal: None,
         }
     }
 }

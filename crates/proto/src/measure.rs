@@ -587,6 +587,10 @@ pub struct RrFlowMeasurement {
     /// response timeout); not in `transactions` or the histograms.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
+    /// UDP, client: responses that came after their request was counted
+    /// lost (or twice), dropped ([`crate::rr_flow::Response::Late`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late: u64,
     /// Client only: round-trip histogram, sparse `(value_ns, count)` buckets.
     /// In batch mode each transaction is recorded as its batch's mean. An
     /// event-loop flow's (`--flows`) is coarse (within 6.25%:

@@ -288,6 +288,8 @@ pub struct Tally {
     one_way: Option<(ClockOffset, [OneWayHist; 2])>,
     transactions: u64,
     lost: u64,
+    /// The flow's late responses ([`crate::rr_flow::RrClient::late`]).
+    late: u64,
     first_ns: Option<u64>,
     last_ns: u64,
     open: Option<Open>,
@@ -314,6 +316,7 @@ impl Tally {
             one_way: offset.map(|o| (o, [OneWayHist::new(), OneWayHist::new()])),
             transactions: 0,
             lost: 0,
+            late: 0,
             first_ns: None,
             last_ns: 0,
             open: None,
@@ -403,6 +406,12 @@ impl Tally {
         self.lost
     }
 
+    /// The phase ended with `n` late responses dropped (its client core's
+    /// [`crate::rr_flow::RrClient::late`]), for the measurement.
+    pub fn set_late(&mut self, n: u64) {
+        self.late = n;
+    }
+
     /// The phase's measurement for flow `flow`.
     pub fn into_measurement(
         self,
@@ -423,6 +432,7 @@ impl Tally {
             bytes_received: n * u64::from(phase.response),
             elapsed_ns: self.first_ns.map_or(0, |f| self.last_ns.saturating_sub(f)),
             lost: self.lost,
+            late: self.late,
             rtt: self.rtt.to_buckets(),
             client_to_server: c2s,
             server_to_client: s2c,
@@ -752,6 +762,24 @@ mod tests {
         );
         assert!(m.rtt.is_empty());
         assert_eq!(m.elapsed_ns, 1_000_000_000);
+    }
+
+    /// Late responses (counted by the client core, not the tally) reach
+    /// the flow's measurement, apart from its lost ones.
+    #[test]
+    fn issue_26_late_responses_reach_the_measurement() {
+        let mut t = Tally::new(None);
+        t.start(Batch {
+            t0: 0,
+            first: 0,
+            len: 2,
+        });
+        t.lost();
+        t.answered(None);
+        t.finish(1_000);
+        t.set_late(1);
+        let m = t.into_measurement(&phase(10, 20), 0, None);
+        assert_eq!((m.transactions, m.lost, m.late), (1, 1, 1));
     }
 
     /// An event-loop flow's tally keeps a coarse histogram of its own and

@@ -248,10 +248,10 @@ pub fn metrics_of(r: &Report) -> Vec<Metric> {
 
 /// How evenly the test's flows shared the path, where it had more than
 /// one: Jain's index of the flows' received rates (the least even
-/// direction), or of their transactions/s (rr and crr on event loops,
-/// whose reports keep per-flow counts). Thread-per-flow streams get the
-/// same index from their per-stream figures as event-loop flows get in
-/// their sums.
+/// direction), or of their transactions/s (rr and crr, thread-per-flow
+/// or on event loops, from the phase's per-flow counts). Thread-per-flow
+/// streams get the same index from their per-stream figures as
+/// event-loop flows get in their sums.
 fn jain_index(r: &Report) -> Option<f64> {
     if let Some(rr) = &r.rr {
         return rr

@@ -387,9 +387,10 @@ pub struct FlowSum {
     pub fairness: Option<Fairness>,
 }
 
-/// A `--flows` rr phase, flow by flow: what each completed, and the spread
-/// of the flows' own round-trip percentiles (the phase's `latency` merges
-/// every transaction of every flow).
+/// An rr phase of more than one flow (a thread each with `-P N`, or
+/// event loops with `--flows`), flow by flow: what each completed, and the
+/// spread of the flows' own round-trip percentiles (the phase's `latency`
+/// merges every transaction of every flow).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RrPerFlow {
     /// The client's transactions per flow, in flow order.
@@ -403,13 +404,17 @@ pub struct RrPerFlow {
     /// Jain's index of the flows' transactions per second.
     pub jain_index: f64,
     /// Least, median and greatest of the flows' own p50 round trips, ns.
-    /// Each flow's percentiles come from its coarse histogram (event
-    /// loops keep 1 significant digit per flow): the top of a bucket 6.25%
-    /// wide, so up to 6.25% above the flow's exact figure.
+    /// On event loops (`coarse`) each flow's percentiles come from its
+    /// coarse histogram (1 significant digit per flow): the top of a
+    /// bucket 6.25% wide, so up to 6.25% above the flow's exact figure.
     pub p50_ns: Spread,
     /// Least, median and greatest of the flows' own p99 round trips, ns
     /// (as coarse as `p50_ns`).
     pub p99_ns: Spread,
+    /// The flows' own percentiles are event loops' coarse ones (up to
+    /// 6.25% high); absent: exact (a thread per flow).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coarse: bool,
 }
 
 /// Least, median and greatest of a figure over flows.
@@ -617,6 +622,10 @@ pub struct RrPhaseReport {
     /// timeout (either datagram lost); not in `transactions` or `latency`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
+    /// UDP: responses that came after their request was counted `lost`
+    /// (or came twice), dropped by the client.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late: u64,
     /// Longest flow's time from first request to last response, seconds.
     pub seconds: f64,
     /// Sum over flows of each flow's transactions ÷ its seconds
@@ -635,8 +644,9 @@ pub struct RrPhaseReport {
     /// The round-trip histogram, merged over flows: sparse
     /// `[value_ns, count]` buckets (HdrHistogram, 3 significant digits).
     pub histogram: Vec<(u64, u64)>,
-    /// `--flows` tests: each flow's transactions and how its round trips
-    /// compare with the other flows' (absent otherwise).
+    /// Tests of more than one flow (`-P N`) or on event loops (`--flows`):
+    /// each flow's transactions and how its round trips compare with the
+    /// other flows' (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_flow: Option<RrPerFlow>,
     /// With busy polling, per flow (in flow order): waits that outlasted
@@ -809,6 +819,8 @@ pub struct RrPhaseRecord {
     pub transactions: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late: u64,
     pub seconds: f64,
     pub transactions_per_second: f64,
     /// Round-trip time, ns.

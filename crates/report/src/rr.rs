@@ -131,6 +131,7 @@ fn phase_report(
         transactions: sum(&cf, |f| f.transactions),
         server_transactions: sum(&sf, |f| f.transactions),
         lost: sum(&cf, |f| f.lost),
+        late: sum(&cf, |f| f.late),
         seconds: cf.iter().map(|f| f.elapsed_ns).max().unwrap_or(0) as f64 / 1e9,
         transactions_per_second: cf
             .iter()
@@ -145,7 +146,7 @@ fn phase_report(
         client_to_server: one_way(&cref, |f| f.client_to_server.as_ref(), why.clone(), clock),
         server_to_client: one_way(&cref, |f| f.server_to_client.as_ref(), why, clock),
         histogram: rtt.to_buckets(),
-        per_flow: spec.flows.and_then(|_| per_flow(&cf)),
+        per_flow: per_flow(spec, &cf),
         client_poll_sleeps: poll_sleeps(&cf),
         server_poll_sleeps: poll_sleeps(&sf),
         client_spin_yielded: spin_yielded(&cf),
@@ -191,10 +192,14 @@ fn errors(client: &[RrFlowMeasurement], server: &[RrFlowMeasurement]) -> Vec<Str
         .collect()
 }
 
-/// `--flows`: each flow's transactions (in flow order), their fairness,
+/// With more than one flow (a thread each, `-P N`) or on event loops
+/// (`--flows`): each flow's transactions (in flow order), their fairness,
 /// and the spread of the flows' own p50 and p99 round trips.
-fn per_flow(flows: &[RrFlowMeasurement]) -> Option<crate::model::RrPerFlow> {
+fn per_flow(spec: &TestSpec, flows: &[RrFlowMeasurement]) -> Option<crate::model::RrPerFlow> {
     use linerate_stats::fairness::{jain_index, min_median_max};
+    if spec.flows.is_none() && spec.per_direction() < 2 {
+        return None;
+    }
     let mut by_flow: Vec<&RrFlowMeasurement> = flows.iter().collect();
     by_flow.sort_by_key(|f| f.flow);
     let rates: Vec<f64> = by_flow
@@ -221,6 +226,8 @@ fn per_flow(flows: &[RrFlowMeasurement]) -> Option<crate::model::RrPerFlow> {
         jain_index: jain_index(&rates).unwrap_or(0.0),
         p50_ns: spread(|s| s.p50_ns)?,
         p99_ns: spread(|s| s.p99_ns)?,
+        // Event-loop flows keep coarse histograms of their own.
+        coarse: spec.flows.is_some(),
     })
 }
 
@@ -333,6 +340,7 @@ pub fn phase_record(
         loaded: p.loaded,
         transactions: p.transactions,
         lost: p.lost,
+        late: p.late,
         seconds: p.seconds,
         transactions_per_second: p.transactions_per_second,
         latency: p.latency,
@@ -481,9 +489,9 @@ mod tests {
         let direct = all[(0.99 * all.len() as f64).ceil() as usize - 1] as f64;
         let merged = p.latency.p99_ns as f64;
         assert!(within(merged, direct), "{merged} vs {direct}");
-        // Without --flows there is no per-flow section.
+        // One flow (`-P 1`, no --flows) has no per-flow section.
         assert!(build(
-            &spec(3),
+            &spec(1),
             &side(vec![flow(0, 0, &a)], None),
             &side(vec![], None)
         )
@@ -491,6 +499,32 @@ mod tests {
         .phases[0]
             .per_flow
             .is_none());
+    }
+
+    /// A thread per flow (`-P 3`, no `--flows`) gets the same per-flow
+    /// section as event loops, its percentiles exact (not coarse).
+    #[test]
+    fn issue_26_thread_per_flow_reports_per_flow_counts_and_fairness() {
+        let a: Vec<u64> = (1..=100).collect();
+        let b: Vec<u64> = (1..=300).collect();
+        let c: Vec<u64> = (1..=200).collect();
+        let flows = vec![flow(0, 1, &b), flow(0, 0, &a), flow(0, 2, &c)];
+        let r = build(&spec(3), &side(flows.clone(), None), &side(flows, None)).expect("rr");
+        let f = r.phases[0]
+            .per_flow
+            .as_ref()
+            .expect("per-flow figures with -P 3");
+        assert_eq!(f.transactions, vec![100, 300, 200]);
+        assert_eq!(f.transactions.iter().sum::<u64>(), r.phases[0].transactions);
+        let direct = linerate_stats::fairness::jain_index(&[100.0, 300.0, 200.0]).expect("index");
+        assert!((f.jain_index - direct).abs() < 1e-12);
+        assert!(!f.coarse);
+        assert_eq!(
+            f.p50_ns.max,
+            Histogram::from_buckets(&flow(0, 1, &b).rtt)
+                .summary()
+                .p50_ns as f64
+        );
     }
 
     /// Event-loop flows carry coarse histograms of their own and, on each

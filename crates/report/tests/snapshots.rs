@@ -233,6 +233,27 @@ fn issue_13_crr_header_names_connect_and_close() {
     assert!(!text.contains("before the request"), "{text}");
 }
 
+/// Late responses (after their request was counted lost) are reported in
+/// JSON and, only when there are any, on the transactions line.
+#[test]
+fn issue_26_late_responses_are_reported_only_when_there_are_some() {
+    let mut r = fixture("rr_udp");
+    let text = render(Format::Human, &r);
+    assert!(!text.contains("late"), "{text}");
+    let rr = r.rr.as_mut().expect("rr");
+    rr.phases[0].lost = 3;
+    rr.phases[0].late = 2;
+    let text = render(Format::Human, &r);
+    assert!(
+        text.contains("3 lost (no response within the timeout")
+            && text.contains("2 late responses (came after their request was counted lost"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&render(Format::Json, &r)).expect("json report");
+    assert_eq!(json["rr"]["phases"][0]["late"], 2, "{json}");
+}
+
 /// Everything the human format prints, for every kind of test, on either
 /// side, and for sweeps.
 fn all_human_outputs() -> Vec<(String, String)> {

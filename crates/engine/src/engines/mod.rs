@@ -170,6 +170,24 @@ impl EngineKind {
             )),
         }
     }
+
+    /// Why a server whose own `--engine` is this one cannot serve `spec`
+    /// (`None`: it can), asked at admission: the client's
+    /// [`Self::refusal`], of what the server runs on its engine. A
+    /// server's rr over TCP `--flows` run on its io_uring completion loop
+    /// when its engine is `uring` (so the host's io_uring is asked); its
+    /// other rr and crr `--flows` run on epoll loops whatever its engine
+    /// (`rr::loops::Runs`: `udp_loops`' engine, or
+    /// [`crate::event_loop::tcp::engine_for`]), so those are not asked.
+    pub fn server_refusal(self, spec: &TestSpec) -> Option<String> {
+        if spec.flows.is_some() && Workload::of(spec) == Workload::RequestResponse {
+            let on_ring = crate::event_loop::ring::uring(self).is_some()
+                && spec.kind == TestKind::Rr
+                && spec.protocol == Protocol::Tcp;
+            return if on_ring { self.refusal(spec) } else { None };
+        }
+        self.refusal(spec)
+    }
 }
 
 /// Why `xdp` cannot run `spec` (`None`: it can): UDP streams, any number
@@ -291,6 +309,62 @@ mod tests {
             };
             assert_eq!(uring.refusal(&one), None);
         }
+    }
+
+    /// A uring server refuses stream `--flows` exactly where its client
+    /// would (this host's io_uring); its rr and crr flows run on epoll,
+    /// so those are served.
+    #[test]
+    fn issue_26_a_uring_server_refuses_what_its_client_would() {
+        use linerate_proto::spec::Flows;
+        let uring = EngineKind::Uring { sqpoll: false };
+        let flows = Some(Flows {
+            count: 8,
+            threads: 2,
+        });
+        for protocol in [Protocol::Tcp, Protocol::Udp] {
+            let spec = TestSpec {
+                protocol,
+                flows,
+                ..TestSpec::default()
+            };
+            assert_eq!(uring.server_refusal(&spec), uring.refusal(&spec));
+            assert_eq!(
+                uring.server_refusal(&spec),
+                crate::event_loop::ring::unavailable()
+            );
+        }
+        // rr over TCP runs on the server's io_uring loop: the host is asked.
+        let tcp_rr = TestSpec {
+            kind: TestKind::Rr,
+            flows,
+            ..TestSpec::default()
+        };
+        assert_eq!(
+            uring.server_refusal(&tcp_rr),
+            crate::event_loop::ring::unavailable()
+        );
+        // rr over UDP and crr run on epoll loops whatever the engine.
+        for (kind, protocol) in [
+            (TestKind::Rr, Protocol::Udp),
+            (TestKind::Crr, Protocol::Tcp),
+        ] {
+            let spec = TestSpec {
+                kind,
+                protocol,
+                flows,
+                ..TestSpec::default()
+            };
+            assert_eq!(uring.server_refusal(&spec), None, "{kind:?}");
+        }
+        // The other engines' refusals are the client's.
+        let sendfile = EngineKind::ZeroCopy { sendfile: true };
+        let udp = TestSpec {
+            protocol: Protocol::Udp,
+            ..TestSpec::default()
+        };
+        assert_eq!(sendfile.server_refusal(&udp), sendfile.refusal(&udp));
+        assert!(sendfile.server_refusal(&udp).is_some());
     }
 
     #[test]

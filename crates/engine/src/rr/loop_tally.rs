@@ -163,7 +163,12 @@ impl<'a> Transactions<'a> {
     }
 
     /// The flow's measurement of `phase`.
-    pub(super) fn measurement(self, phase: &RrPhase, error: Option<String>) -> RrFlowMeasurement {
+    pub(super) fn measurement(
+        mut self,
+        phase: &RrPhase,
+        error: Option<String>,
+    ) -> RrFlowMeasurement {
+        self.tally.set_late(self.core.late());
         self.tally.into_measurement(phase, self.flow, error)
     }
 }

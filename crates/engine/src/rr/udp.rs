@@ -111,6 +111,7 @@ pub(super) fn client_phase<E: Engine>(
         core: RrClient::new(cx.flow, resp_len, Some(RESPONSE_TIMEOUT_NS)),
     };
     let result = run_phase(&mut x, cx, tally);
+    tally.set_late(x.core.late());
     PhaseOut {
         result,
         busy_poll: said,

@@ -211,3 +211,55 @@ fn future_frame_version_is_refused_with_version() {
     ));
     assert!(p.server_actions.is_empty());
 }
+
+/// Issue 26: a server's own engine is asked about the test at admission,
+/// with the refusal its client would give (`uring --flows` without
+/// multishot receives), so the test is refused with the reason, not
+/// failed at run time; a test whose server side runs without the engine
+/// (crr) is not asked.
+#[test]
+fn issue_26_admission_asks_the_servers_own_engine_about_the_test() {
+    use linerate_proto::limits::EngineRefusal;
+    use linerate_proto::spec::{Flows, TestKind};
+    let limits = ServerLimits {
+        own_engine_refusal: Some(EngineRefusal::new(|spec: &TestSpec| {
+            spec.flows
+                .map(|_| "uring: --flows loops need multishot receives".to_string())
+        })),
+        ..ServerLimits::default()
+    };
+    let flows = TestSpec {
+        flows: Some(Flows {
+            count: 8,
+            threads: 2,
+        }),
+        ..TestSpec::default()
+    };
+    let mut p = Pair::with(flows.clone(), limits.clone(), Admission::Admit);
+    p.shuttle();
+    let r = server_refusal(&p.server);
+    assert_eq!(r.code, RefuseCode::Invalid);
+    assert!(
+        r.message
+            .contains("server --engine uring: --flows loops need multishot receives"),
+        "{}",
+        r.message
+    );
+    assert!(p.server_actions.is_empty(), "{:?}", p.server_actions);
+    // crr's server side accepts without the engine: not asked.
+    let crr = TestSpec {
+        kind: TestKind::Crr,
+        rr: Some(Default::default()),
+        ..flows
+    };
+    let mut p = Pair::with(crr, limits, Admission::Admit);
+    p.shuttle();
+    assert!(
+        !matches!(
+            p.server.outcome(),
+            Some(linerate_proto::session::server::ServerOutcome::Refused(_))
+        ),
+        "{:?}",
+        p.server.outcome()
+    );
+}

@@ -309,15 +309,22 @@ fn round_trip_table(out: &mut dyn Write, rr: &RrReport, crr: bool) -> io::Result
     })
 }
 
-/// The transactions each side counted, those lost, and each size's errors.
+/// The transactions each side counted, those lost, the late responses,
+/// and each size's errors.
 fn transaction_counts(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
     let lost: u64 = rr.phases.iter().map(|p| p.lost).sum();
+    let late: u64 = rr.phases.iter().map(|p| p.late).sum();
     let line = format!(
-        "transactions: client {} · server {}{}",
+        "transactions: client {} · server {}{}{}",
         rr.phases.iter().map(|p| p.transactions).sum::<u64>(),
         rr.phases.iter().map(|p| p.server_transactions).sum::<u64>(),
         if lost > 0 {
             format!(" · {lost} lost (no response within the timeout; left out of the figures)")
+        } else {
+            String::new()
+        },
+        if late > 0 {
+            format!(" · {late} late responses (came after their request was counted lost; dropped)")
         } else {
             String::new()
         }
@@ -332,18 +339,20 @@ fn transaction_counts(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
     Ok(())
 }
 
-/// `--flows`: the one line of per-flow figures (never a row per flow). The
-/// flows' own percentiles come from coarse histograms (up to 6.25% high:
-/// `Histogram::coarse`), which the line says.
+/// More than one flow, or `--flows`: the one line of per-flow figures
+/// (never a row per flow). Event-loop flows' own percentiles come from
+/// coarse histograms (up to 6.25% high: `Histogram::coarse`), which the
+/// line says.
 fn per_flow_line(f: &crate::model::RrPerFlow) -> String {
     let idle = if f.idle_flows > 0 {
         format!(" · {} flows completed none", f.idle_flows)
     } else {
         String::new()
     };
+    let within = if f.coarse { " (within 6.25%)" } else { "" };
     format!(
-        "[FAIR] {} flows: Jain's index {:.3} (transactions/s) · per-flow p50 µs (within 6.25%) min {} \
-         median {} max {} · per-flow p99 µs (within 6.25%) min {} median {} max {}{idle}",
+        "[FAIR] {} flows: Jain's index {:.3} (transactions/s) · per-flow p50 µs{within} min {} \
+         median {} max {} · per-flow p99 µs{within} min {} median {} max {}{idle}",
         f.transactions.len(),
         f.jain_index,
         us(f.p50_ns.min),

@@ -144,7 +144,13 @@ impl ServerSession {
         ];
         let why = only
             .into_iter()
-            .find_map(|(why, served)| why.as_ref().filter(|_| !served))?;
+            .find_map(|(why, served)| why.as_ref().filter(|_| !served).cloned())
+            // What the engine itself refuses, where the server's side runs
+            // on it.
+            .or_else(|| {
+                let refusal = self.limits.own_engine_refusal.as_ref()?;
+                rules.server_engine.then(|| refusal.of(&h.spec)).flatten()
+            })?;
         Some(format!(
             "server --engine {why}; ask for another engine with \
              --server-engine, or run the server with --engine auto"
