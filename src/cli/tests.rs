@@ -2,11 +2,16 @@
 
 use super::args::DEFAULT_PORT;
 use super::engine::sqpoll_note;
-use super::values::cpu_list;
+use std::path::PathBuf;
+
+use super::values::{cpu_list, parse_cpus};
 use super::*;
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::Batch;
-use linerate_proto::spec::{Direction, Limit, Pace, Protocol, RrLimit, DEFAULT_RR_SIZES};
+use linerate_engine::engines::{auto, EngineKind};
+use linerate_proto::spec::{Direction, Limit, Pace, Protocol, RrLimit, TestKind, DEFAULT_RR_SIZES};
+use linerate_report::render::Format;
+use linerate_run::config::{RrConfig, AUTO};
 
 fn parse(args: &str) -> Result<Command, clap::Error> {
     parse_from(
