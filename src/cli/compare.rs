@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::threading::{self, Model};
-use super::{
-    args, format_of, validate, ClientConfig, Command, CompareConfig, CompareVariantConfig,
-    PreloadRun, Target,
-};
+use linerate_run::config::{ClientConfig, Target};
+
+use super::args;
+use super::command::{Command, CompareConfig, CompareVariantConfig, PreloadRun};
+use super::test_line;
+use super::values::format_of;
 
 /// The test kinds compare runs.
 const KINDS: &[&str] = &["tcp", "udp", "rr", "crr"];
@@ -304,7 +306,7 @@ impl Test {
             argv.push("--busy-poll".into());
         }
         let cli = <args::Cli as clap::Parser>::try_parse_from(argv)?;
-        match validate(cli)? {
+        match test_line::validate(cli)? {
             Command::Tcp(c) | Command::Udp(c) => Ok(c),
             // Its client config would run the test over TCP instead.
             Command::Rr(r) if r.local.is_some() => bail!(

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use clap_complete::Shell;
 
-use super::Command;
+use super::command::Command;
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {

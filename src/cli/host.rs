@@ -9,7 +9,7 @@ use clap::Args;
 use linerate_host::doctor::Kind;
 use linerate_stats::units::parse_duration;
 
-use super::Command;
+use linerate_run::config::ClientConfig;
 
 /// Output of the host commands: human text, one JSON document, or JSON Lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +135,7 @@ pub struct PingConfig {
     pub json: bool,
 }
 
-pub fn validate_ping(a: PingArgs) -> Result<Command> {
+pub fn validate_ping(a: PingArgs) -> Result<PingConfig> {
     let dest = linerate_host::route::resolve(&a.host).context("ping")?;
     let interval = parse_duration(&a.interval).context("--interval")?;
     if interval < Duration::from_millis(1) {
@@ -152,7 +152,7 @@ pub fn validate_ping(a: PingArgs) -> Result<Command> {
             a.size
         );
     }
-    Ok(Command::Ping(PingConfig {
+    Ok(PingConfig {
         host: a.host,
         params: linerate_host::ping::PingParams {
             dest,
@@ -163,7 +163,7 @@ pub fn validate_ping(a: PingArgs) -> Result<Command> {
             force_raw: a.raw,
         },
         json: a.json,
-    }))
+    })
 }
 
 fn check_dev(dev: &str) -> Result<()> {
@@ -176,7 +176,7 @@ fn check_dev(dev: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn validate_iface(a: IfaceArgs) -> Result<Command> {
+pub fn validate_iface(a: IfaceArgs) -> Result<IfaceConfig> {
     if let Some(dev) = &a.dev {
         check_dev(dev).context("iface")?;
     }
@@ -198,47 +198,47 @@ pub fn validate_iface(a: IfaceArgs) -> Result<Command> {
     if watch.is_some() && format == HostFormat::Json {
         bail!("--watch streams records: use --json-lines (one record per interface and interval)");
     }
-    Ok(Command::Iface(IfaceConfig {
+    Ok(IfaceConfig {
         dev: a.dev,
         watch,
         count: a.count,
         format,
-    }))
+    })
 }
 
-pub fn validate_doctor(a: DoctorArgs) -> Result<Command> {
+pub fn validate_doctor(a: DoctorArgs) -> Result<DoctorConfig> {
     let Some(kind) = Kind::parse(&a.kind) else {
         bail!("--for: {:?} is not one of tcp, udp, latency", a.kind);
     };
-    Ok(Command::Doctor(DoctorConfig {
+    Ok(DoctorConfig {
         kind,
         host: a.host,
         apply: a.apply,
         json: a.json,
-    }))
+    })
 }
 
-/// Adds the validated host flags to a test's config.
-pub fn attach(mut cmd: Command, flags: TestHostArgs) -> Result<Command> {
-    if let Some(dev) = flags.iface {
-        check_dev(&dev).context("--iface")?;
-        match &mut cmd {
-            Command::Tcp(c) | Command::Udp(c) => {
-                if c.format == linerate_report::render::Format::Csv {
-                    bail!("--iface: the interface counters are not in CSV output; use --json or --json-lines");
-                }
-                c.iface = Some(dev)
-            }
-            _ => bail!("--iface applies to tcp and udp tests"),
-        }
+/// Adds the validated host flags to a stream test's config (`stream`:
+/// `None` when the command is not a tcp or udp test).
+pub fn attach(stream: Option<&mut ClientConfig>, flags: TestHostArgs) -> Result<()> {
+    let Some(dev) = flags.iface else {
+        return Ok(());
+    };
+    check_dev(&dev).context("--iface")?;
+    let Some(c) = stream else {
+        bail!("--iface applies to tcp and udp tests");
+    };
+    if c.format == linerate_report::render::Format::Csv {
+        bail!("--iface: the interface counters are not in CSV output; use --json or --json-lines");
     }
-    Ok(cmd)
+    c.iface = Some(dev);
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::parse_from;
+    use crate::cli::{parse_from, Command};
 
     fn parse(args: &str) -> Result<Command, clap::Error> {
         parse_from(

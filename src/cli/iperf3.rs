@@ -21,18 +21,11 @@ use linerate_report::render::Format;
 use linerate_stats::units::{parse_rate, parse_size};
 
 use super::values::direction;
-use super::{ClientConfig, Command, Iperf3Extras as Extras, Iperf3Family as Family, Target};
+use linerate_run::config::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 
-/// How the drop-in prints a client test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
-    /// iperf3's human layout.
-    Text,
-    /// `-J`: one iperf3 JSON document at the end.
-    Json,
-    /// `--json-stream`: iperf3's JSON events, one a line, as they happen.
-    JsonStream,
-}
+use super::args;
+use super::command::{Command, Iperf3Config, Iperf3Style as Style};
+use super::test_line;
 
 impl Style {
     /// `-J`, `--json-stream`, or iperf3's text.
@@ -45,19 +38,6 @@ impl Style {
             Style::Text
         }
     }
-}
-
-/// `linerate iperf3 -c HOST …`.
-#[derive(Debug, Clone)]
-pub struct Iperf3Config {
-    /// The test, with `iperf3` set: spoken over iperf3's protocol.
-    pub client: ClientConfig,
-    pub extras: Extras,
-    pub style: Style,
-    /// False with `-i 0`: no interval rows or records.
-    pub intervals: bool,
-    /// `--logfile`: output appended there instead of stdout.
-    pub logfile: Option<PathBuf>,
 }
 
 /// iperf3's flags, as iperf3 spells them.
@@ -341,8 +321,9 @@ fn server(a: Args) -> Result<Command> {
         // iperf3's server -A N pins the server: linerate's --cpus N.
         argv.extend(["--cpus".to_owned(), n.clone()]);
     }
-    let mut command =
-        super::parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+    let mut command = args::Cli::try_parse_from(argv)
+        .and_then(|cli| test_line::validate(cli).map_err(test_line::usage_error))
+        .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
     if let Command::Server(s) = &mut command {
         s.logfile = a.logfile;
     }

@@ -16,7 +16,7 @@ use linerate_report::render::Format;
 use linerate_stats::units::{parse_duration, parse_size};
 
 use super::common::{OutputArgs, DEFAULT_PORT};
-use super::{format_of, Command};
+use super::values::format_of;
 
 #[derive(Debug, Args)]
 pub struct MsgArgs {
@@ -120,7 +120,7 @@ pub struct MsgConfig {
     pub plot: Option<PathBuf>,
     pub format: Format,
     /// `msg HOST`: the server, its port and how long to wait connecting.
-    pub remote: Option<super::ClientConfig>,
+    pub remote: Option<linerate_run::config::ClientConfig>,
 }
 
 impl MsgConfig {
@@ -154,7 +154,7 @@ pub struct MsgPeerConfig {
 /// The largest message `msg` takes (a bulk region per channel is this big).
 const MAX_SIZE: u64 = 1 << 30;
 
-pub fn validate_msg(a: MsgArgs) -> Result<Command> {
+pub fn validate_msg(a: MsgArgs) -> Result<MsgConfig> {
     let transport = match (&a.host, a.transport.as_deref()) {
         (None, t) => t.unwrap_or("unix").to_owned(),
         (Some(_), None | Some("tcp")) => "tcp".to_owned(),
@@ -216,8 +216,8 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
         bail!("--spin: at most 1s");
     }
     let format = format_of(&a.output);
-    let remote = a.host.map(|host| super::ClientConfig {
-        target: super::Target::Remote { host, port: a.port },
+    let remote = a.host.map(|host| linerate_run::config::ClientConfig {
+        target: linerate_run::config::Target::Remote { host, port: a.port },
         // Per concurrency, the client fills in streams and the plan.
         spec: linerate_proto::spec::TestSpec {
             kind: linerate_proto::spec::TestKind::Msg,
@@ -243,7 +243,7 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
         quiet_intervals: false,
         beside: linerate_run::config::Beside::Alone,
     });
-    Ok(Command::Msg(MsgConfig {
+    Ok(MsgConfig {
         remote,
         transports,
         opts: Options {
@@ -273,11 +273,11 @@ pub fn validate_msg(a: MsgArgs) -> Result<Command> {
         verify: a.verify,
         plot: a.plot,
         format,
-    }))
+    })
 }
 
-pub fn validate_peer(a: MsgPeerArgs) -> Result<Command> {
-    Ok(Command::MsgPeer(MsgPeerConfig {
+pub fn validate_peer(a: MsgPeerArgs) -> Result<MsgPeerConfig> {
+    Ok(MsgPeerConfig {
         transport: a
             .transport
             .parse()
@@ -306,5 +306,5 @@ pub fn validate_peer(a: MsgPeerArgs) -> Result<Command> {
             },
             busy_poll: a.busy_poll,
         },
-    }))
+    })
 }

@@ -6,7 +6,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 
-use super::Command;
+use super::command::{Command, RepeatConfig};
 
 /// Flags of repeated tests.
 #[derive(Debug, Args, Default)]
@@ -21,17 +21,6 @@ pub struct RepeatArgs {
     /// version and both sides' engines.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<std::path::PathBuf>,
-}
-
-/// A test to run `n` times.
-#[derive(Debug, Clone)]
-pub struct RepeatConfig {
-    pub n: u32,
-    /// The validated test (Tcp, Udp or Rr).
-    pub test: Box<Command>,
-    /// `--plot FILE`: mean ± 1 sd of the headline figure (transactions/s
-    /// per size, receiver bit/s per flow).
-    pub plot: Option<std::path::PathBuf>,
 }
 
 /// Adds `--report` to the test's config and wraps a test given `--repeat`.

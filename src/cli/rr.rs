@@ -1,8 +1,12 @@
 //! Validation of `rr` and `crr` flags into an [`RrConfig`].
 
 use super::client::client_config;
-use super::values::{flows_spec, size_u32};
-use super::*;
+use super::values::{duration_ms, flows_spec, size_u32};
+use anyhow::{bail, Result};
+use linerate_proto::spec::{TestKind, TestSpec};
+use linerate_run::config::{RrConfig, AUTO};
+
+use super::args;
 use linerate_local::Transport;
 use linerate_proto::spec::{Limit, Protocol, RrLimit, RrSpec, TcpOptions, DEFAULT_RR_SIZES};
 
@@ -49,7 +53,7 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
             .engine
             .server_engine
             .as_deref()
-            .filter(|e| *e != "syscall" && *e != super::AUTO)
+            .filter(|e| *e != "syscall" && *e != AUTO)
         {
             bail!(
                 "--server-engine {e}: a server answers crr connections on its accepting thread \

@@ -1,8 +1,12 @@
 //! Validation of `sweep` flags into a [`SweepConfig`].
 
 use super::values::{parse_pps, parse_range, size_u32};
-use super::*;
-use anyhow::Context;
+use anyhow::{bail, Context, Result};
+
+use super::args;
+use super::command::{Command, SweepConfig};
+use super::test_line;
+use super::values::format_of;
 use linerate_stats::units::parse_rate;
 
 pub(super) fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
@@ -71,7 +75,9 @@ pub(super) fn validate_sweep(a: args::SweepUdpArgs) -> Result<Command> {
         }
     }
     // The trial template goes through the same validation as `linerate udp`.
-    let Command::Udp(mut base) = validate(args::Cli::try_parse_from(argv)?)? else {
+    let Command::Udp(mut base) =
+        test_line::validate(<args::Cli as clap::Parser>::try_parse_from(argv)?)?
+    else {
         bail!("internal: sweep template is not a UDP test");
     };
     base.format = format_of(&a.output);

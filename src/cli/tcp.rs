@@ -6,8 +6,8 @@ use linerate_stats::units::{parse_rate, parse_size};
 
 use super::args;
 use super::client::{client_config, iperf3_refuses};
+use super::command::Command;
 use super::values::{direction, duration_ms, flows_spec, interval_flag, omit_ms, size_u32};
-use super::Command;
 
 /// `linerate tcp`: the test spec from its flags, and the client config
 /// every client command shares.

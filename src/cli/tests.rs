@@ -2,11 +2,16 @@
 
 use super::args::DEFAULT_PORT;
 use super::engine::sqpoll_note;
-use super::values::cpu_list;
+use std::path::PathBuf;
+
+use super::values::{cpu_list, parse_cpus};
 use super::*;
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::Batch;
-use linerate_proto::spec::{Direction, Limit, Pace, Protocol, RrLimit, DEFAULT_RR_SIZES};
+use linerate_engine::engines::{auto, EngineKind};
+use linerate_proto::spec::{Direction, Limit, Pace, Protocol, RrLimit, TestKind, DEFAULT_RR_SIZES};
+use linerate_report::render::Format;
+use linerate_run::config::{RrConfig, AUTO};
 
 fn parse(args: &str) -> Result<Command, clap::Error> {
     parse_from(
@@ -629,7 +634,7 @@ fn issue_26_crr_flows_and_linger0_parse_and_refuse_what_loops_do_not_do() {
 /// without multishot receives failed at run time).
 #[test]
 fn issue_26_a_servers_own_engine_refuses_at_admission_what_its_client_would() {
-    use linerate_proto::spec::Flows;
+    use linerate_proto::spec::{Flows, TestSpec};
     // Where this kernel has no io_uring, `--engine uring` is refused
     // when parsed: nothing to ask.
     let Ok(Command::Server(s)) = parse("server --engine uring") else {

@@ -6,10 +6,10 @@ use linerate_stats::units::parse_rate;
 
 use super::args;
 use super::client::{client_config, iperf3_refuses};
+use super::command::Command;
 use super::values::{
     direction, duration_ms, flows_spec, interval_flag, omit_ms, parse_pps, size_u32,
 };
-use super::Command;
 
 pub(super) fn validate_udp(u: args::UdpArgs) -> Result<Command> {
     let limit = match (&u.time, u.count) {

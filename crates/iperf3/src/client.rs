@@ -20,7 +20,7 @@ use std::time::Instant;
 use crate::control::{stream_id, Cookie, Iperf3Error, State, STEP_TIMEOUT};
 use crate::json::{self, Params, Results, MAX_RESULTS};
 use linerate_proto::measure::SideResults;
-use linerate_proto::session::{Ended, Outbox, Session};
+use linerate_proto::session::{ControlIoError, Ended, Outbox, Session};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::SentCount;
 
@@ -382,13 +382,13 @@ impl Iperf3ClientSession {
             }
         }
         let state = self.phase.name();
-        self.fail(Iperf3Error::ended(how, state));
+        self.fail(how.error(state).into());
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
             let what = self.phase.name();
-            self.fail(Iperf3Error::Timeout(what));
+            self.fail(ControlIoError::Timeout(what).into());
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use linerate_proto::session::Ended;
+use linerate_proto::session::ControlIoError;
 
 /// iperf3's default port (linerate's too: one port serves both).
 pub const DEFAULT_PORT: u16 = 5201;
@@ -179,32 +179,16 @@ pub enum Iperf3Error {
     ServerTerminated,
     #[error("the client has terminated")]
     ClientTerminated,
-    #[error("peer closed the control connection while {0}")]
-    PeerClosed(&'static str),
-    #[error("the peer reset the control connection while {0} (connection reset: its process ended with bytes unread, or its host or a firewall on the path dropped the connection)")]
-    PeerReset(&'static str),
-    #[error("the control connection failed while {state}: {why}")]
-    ControlFailed { state: &'static str, why: String },
-    #[error("timed out while {0}")]
-    Timeout(&'static str),
+    /// The control connection timed out or ended (the native sessions'
+    /// type and words).
+    #[error(transparent)]
+    Control(#[from] ControlIoError),
     #[error("results name stream {0}, which this test does not have")]
     UnknownStream(i64),
     #[error("{0}")]
     Refused(String),
     #[error("test aborted: {0}")]
     Aborted(String),
-}
-
-impl Iperf3Error {
-    /// The error of a session whose connection ended as `how` says while
-    /// `state` (the native sessions' words, [`Ended::error`]).
-    pub fn ended(how: Ended, state: &'static str) -> Self {
-        match how {
-            Ended::Closed => Iperf3Error::PeerClosed(state),
-            Ended::Reset => Iperf3Error::PeerReset(state),
-            Ended::Failed(why) => Iperf3Error::ControlFailed { state, why },
-        }
-    }
 }
 
 fn text_suffix(code: i32) -> String {

@@ -30,7 +30,7 @@ use linerate_proto::limits::{RateBudget, RateReservation, ServerLimits, MIN_TCP_
 use linerate_proto::measure::SideResults;
 use linerate_proto::negotiate;
 use linerate_proto::session::server::Admission;
-use linerate_proto::session::{Ended, Outbox, Session};
+use linerate_proto::session::{ControlIoError, Ended, Outbox, Session};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::SentCount;
 
@@ -716,7 +716,7 @@ impl Iperf3ServerSession {
             _ if self.is_finished() => {}
             _ => {
                 let state = self.phase.name();
-                self.fail(Iperf3Error::ended(how, state));
+                self.fail(how.error(state).into());
             }
         }
     }
@@ -734,10 +734,10 @@ impl Iperf3ServerSession {
                 self.deadline = None;
             }
             // iperf3 3.21's safety timer (code 160).
-            Phase::Running => self.error(160, Iperf3Error::Timeout("running the test")),
+            Phase::Running => self.error(160, ControlIoError::Timeout("running the test").into()),
             _ => {
                 let what = self.phase.name();
-                self.error(code::MESSAGE, Iperf3Error::Timeout(what));
+                self.error(code::MESSAGE, ControlIoError::Timeout(what).into());
             }
         }
     }

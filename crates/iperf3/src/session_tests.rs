@@ -687,12 +687,12 @@ fn issue_24_iperf3_sessions_offer_the_drivers_session_interface() {
 /// in the native sessions' words; end of file stays "peer closed".
 #[test]
 fn issue_28_a_reset_is_not_said_as_the_peers_close() {
-    let reset = Iperf3Error::ended(Ended::Reset, "running the test").to_string();
+    let reset = Iperf3Error::from(Ended::Reset.error("running the test")).to_string();
     assert!(
         reset.starts_with("the peer reset the control connection while running the test"),
         "{reset}"
     );
-    let closed = Iperf3Error::ended(Ended::Closed, "running the test").to_string();
+    let closed = Iperf3Error::from(Ended::Closed.error("running the test")).to_string();
     assert_eq!(
         closed,
         "peer closed the control connection while running the test"

@@ -91,7 +91,10 @@ fn client_reports_busy_server_errors_and_closes() {
     );
     assert_eq!(fails(&[0x09, 0x0B], false), Iperf3Error::ServerTerminated);
     assert_eq!(fails(&[0x09, 0x03], false), Iperf3Error::UnknownState(3));
-    assert!(matches!(fails(&[0x09], true), Iperf3Error::PeerClosed(_)));
+    assert!(matches!(
+        fails(&[0x09], true),
+        Iperf3Error::Control(linerate_proto::session::ControlIoError::PeerClosed(_))
+    ));
     assert!(matches!(
         fails(&[0x0A], false),
         Iperf3Error::Unexpected { .. }

@@ -24,7 +24,7 @@ use super::deadline::DataDeadline;
 use super::exchange::Exchange;
 use super::frames::{Inbox, Outbox};
 use super::heartbeat::{self, Heartbeat, HEARTBEAT_MS_RANGE};
-use super::outcome::{EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
+use super::outcome::{ControlIoError, EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
 use crate::limits::HANDSHAKE_TIMEOUT;
@@ -635,7 +635,7 @@ impl ClientSession {
     pub fn connection_ended(&mut self, how: Ended) {
         if !self.is_finished() {
             let state = self.state.name();
-            self.fail(how.error(state));
+            self.fail(how.error(state).into());
         }
     }
 
@@ -669,7 +669,7 @@ impl ClientSession {
                 State::Running { .. } => "waiting for the server's results",
                 s => s.name(),
             };
-            self.fail(SessionError::Timeout(what));
+            self.fail(ControlIoError::Timeout(what).into());
         }
     }
 

@@ -27,7 +27,7 @@ pub use crate::limits::HANDSHAKE_TIMEOUT;
 pub(crate) use deadline::DataDeadline;
 pub use deadline::{DRAIN_CAP, STALL_GRACE};
 pub use frames::Outbox;
-pub use outcome::{EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
+pub use outcome::{ControlIoError, EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
 
 /// What both sessions offer the I/O layer's control loop, so client and
 /// server drive theirs with one loop: carry out actions, write the outbox,

@@ -30,15 +30,9 @@ pub enum SessionError {
         message: &'static str,
         state: &'static str,
     },
-    #[error("timed out while {0}")]
-    Timeout(&'static str),
-    #[error("peer closed the control connection while {0}")]
-    PeerClosed(&'static str),
-    /// ECONNRESET: not a close, so not said as one.
-    #[error("the peer reset the control connection while {0} (connection reset: its process ended with bytes unread, or its host or a firewall on the path dropped the connection)")]
-    PeerReset(&'static str),
-    #[error("the control connection failed while {state}: {why}")]
-    ControlFailed { state: &'static str, why: String },
+    /// The control connection timed out or ended.
+    #[error(transparent)]
+    Control(#[from] ControlIoError),
     #[error("peer aborted the test: {0}")]
     PeerAborted(String),
     /// The peer sent no control bytes for the heartbeat's silence limit
@@ -55,6 +49,22 @@ pub enum SessionError {
     Implausible { what: &'static str, why: String },
 }
 
+/// The control connection timed out or ended while a session ran: one
+/// type, with one wording, for every wire protocol's sessions (native
+/// here, iperf3's `Iperf3Error` embeds it too).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlIoError {
+    #[error("timed out while {0}")]
+    Timeout(&'static str),
+    #[error("peer closed the control connection while {0}")]
+    PeerClosed(&'static str),
+    /// ECONNRESET: not a close, so not said as one.
+    #[error("the peer reset the control connection while {0} (connection reset: its process ended with bytes unread, or its host or a firewall on the path dropped the connection)")]
+    PeerReset(&'static str),
+    #[error("the control connection failed while {state}: {why}")]
+    Failed { state: &'static str, why: String },
+}
+
 /// How a control connection ended, as the I/O layer read it: each has its
 /// own words, so a reset is never reported as the peer's close.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,11 +79,11 @@ pub enum Ended {
 
 impl Ended {
     /// The error of a session whose connection ended so while `state`.
-    pub fn error(self, state: &'static str) -> SessionError {
+    pub fn error(self, state: &'static str) -> ControlIoError {
         match self {
-            Ended::Closed => SessionError::PeerClosed(state),
-            Ended::Reset => SessionError::PeerReset(state),
-            Ended::Failed(why) => SessionError::ControlFailed { state, why },
+            Ended::Closed => ControlIoError::PeerClosed(state),
+            Ended::Reset => ControlIoError::PeerReset(state),
+            Ended::Failed(why) => ControlIoError::Failed { state, why },
         }
     }
 }

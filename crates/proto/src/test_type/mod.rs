@@ -247,16 +247,50 @@ pub const ALL: [(TestKind, Protocol); 6] = [
     (TestKind::Msg, Protocol::Tcp),
 ];
 
+/// The entries of the table, one per type of test. Each half of the
+/// table (these rules, and linerate-run's I/O half) maps an `Entry` to its
+/// entry by an exhaustive `match`, so every type has an entry in both by
+/// construction: a new variant does not compile until both have one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    TcpStream,
+    UdpStream,
+    RrTcp,
+    RrUdp,
+    Crr,
+    Msg,
+}
+
+impl Entry {
+    /// The entry of a kind of test over a protocol (crr and msg have one
+    /// entry whatever the protocol; its hooks refuse UDP).
+    pub fn of(kind: TestKind, protocol: Protocol) -> Entry {
+        match (kind, protocol) {
+            (TestKind::Stream, Protocol::Tcp) => Entry::TcpStream,
+            (TestKind::Stream, Protocol::Udp) => Entry::UdpStream,
+            (TestKind::Rr, Protocol::Tcp) => Entry::RrTcp,
+            (TestKind::Rr, Protocol::Udp) => Entry::RrUdp,
+            (TestKind::Crr, _) => Entry::Crr,
+            (TestKind::Msg, _) => Entry::Msg,
+        }
+    }
+
+    /// This entry's rules.
+    pub fn rules(self) -> &'static Rules {
+        match self {
+            Entry::TcpStream => &TCP_STREAM,
+            Entry::UdpStream => &UDP_STREAM,
+            Entry::RrTcp => &RR_TCP,
+            Entry::RrUdp => &RR_UDP,
+            Entry::Crr => &CRR,
+            Entry::Msg => &MSG,
+        }
+    }
+}
+
 /// The entry for a kind of test over a protocol.
 pub fn lookup(kind: TestKind, protocol: Protocol) -> &'static Rules {
-    match (kind, protocol) {
-        (TestKind::Stream, Protocol::Tcp) => &TCP_STREAM,
-        (TestKind::Stream, Protocol::Udp) => &UDP_STREAM,
-        (TestKind::Rr, Protocol::Tcp) => &RR_TCP,
-        (TestKind::Rr, Protocol::Udp) => &RR_UDP,
-        (TestKind::Crr, _) => &CRR,
-        (TestKind::Msg, _) => &MSG,
-    }
+    Entry::of(kind, protocol).rules()
 }
 
 /// What a spec's entry says about its data connections and data phase.

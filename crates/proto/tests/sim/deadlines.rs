@@ -5,7 +5,7 @@ use std::time::Duration;
 use linerate_proto::limits::ServerLimits;
 use linerate_proto::session::server::Admission;
 use linerate_proto::session::{
-    SessionError, DRAIN_CAP, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE,
+    ControlIoError, SessionError, DRAIN_CAP, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE,
 };
 use linerate_proto::spec::{Direction, TestSpec};
 use linerate_proto::wire::Side;
@@ -42,7 +42,10 @@ fn client_times_out_at_each_handshake_step() {
         assert!(!p.client.is_finished(), "{stage:?} fired early");
         p.now = deadline;
         p.client.handle_timeout(p.now);
-        assert_eq!(*client_error(&p.client), SessionError::Timeout(state));
+        assert_eq!(
+            *client_error(&p.client),
+            SessionError::Control(ControlIoError::Timeout(state))
+        );
         assert_eq!(p.client_aborts(), aborts, "{stage:?}");
         assert_eq!(p.client.poll_timeout(), None);
     }
@@ -71,7 +74,10 @@ fn server_times_out_at_each_handshake_step() {
         p.server.handle_timeout(deadline - NS);
         assert!(!p.server.is_finished(), "{stage:?} fired early");
         p.server.handle_timeout(deadline + Duration::from_millis(5));
-        assert_eq!(*server_error(&p.server), SessionError::Timeout(state));
+        assert_eq!(
+            *server_error(&p.server),
+            SessionError::Control(ControlIoError::Timeout(state))
+        );
         assert_eq!(p.server_aborts(), aborts, "{stage:?}");
         assert!(p.server.outbox().is_empty(), "a timeout sends nothing");
     }
@@ -96,7 +102,9 @@ fn running_deadline_is_start_plus_time_omit_and_grace() {
     p.now = expect;
     p.client.handle_timeout(p.now);
     p.server.handle_timeout(p.now);
-    let stalled = SessionError::Timeout("waiting for the data streams to finish");
+    let stalled = SessionError::Control(ControlIoError::Timeout(
+        "waiting for the data streams to finish",
+    ));
     assert_eq!(*client_error(&p.client), stalled);
     assert_eq!(*server_error(&p.server), stalled);
     assert_eq!(p.client_aborts(), 1);
@@ -136,7 +144,9 @@ fn issue_27_a_data_phase_still_receiving_is_not_stalled() {
     p.now = last + STALL_GRACE;
     p.client.handle_timeout(p.now);
     p.server.handle_timeout(p.now);
-    let stalled = SessionError::Timeout("waiting for the data streams to finish");
+    let stalled = SessionError::Control(ControlIoError::Timeout(
+        "waiting for the data streams to finish",
+    ));
     assert_eq!(*client_error(&p.client), stalled);
     assert_eq!(*server_error(&p.server), stalled);
 }
@@ -182,7 +192,7 @@ fn after_local_finished_the_deadline_is_the_results_timeout() {
             p.client.handle_timeout(d);
             assert_eq!(
                 *client_error(&p.client),
-                SessionError::Timeout("waiting for the server's results")
+                SessionError::Control(ControlIoError::Timeout("waiting for the server's results"))
             );
             assert_eq!(p.client_aborts(), 0, "streams already ended");
         } else {
@@ -195,7 +205,7 @@ fn after_local_finished_the_deadline_is_the_results_timeout() {
             p.server.handle_timeout(d);
             assert_eq!(
                 *server_error(&p.server),
-                SessionError::Timeout("waiting for the client's results")
+                SessionError::Control(ControlIoError::Timeout("waiting for the client's results"))
             );
             assert_eq!(p.server_aborts(), 0, "streams already ended");
         }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use linerate_proto::session::{Ended, SessionError};
+use linerate_proto::session::{ControlIoError, Ended, SessionError};
 use linerate_proto::spec::{Direction, TestSpec};
 use linerate_proto::wire::Side;
 
@@ -31,7 +31,7 @@ fn client_peer_closed_in_every_state() {
         p.client.peer_closed();
         assert_eq!(
             *client_error(&p.client),
-            SessionError::PeerClosed(state),
+            SessionError::Control(ControlIoError::PeerClosed(state)),
             "{stage:?}"
         );
         assert_eq!(
@@ -47,7 +47,10 @@ fn client_peer_closed_in_every_state() {
         p.client.receive(b"garbage", p.now);
         p.client.streams_failed("late stream error".into());
         assert_eq!(p.client_aborts(), aborts, "{stage:?} second abort");
-        assert_eq!(*client_error(&p.client), SessionError::PeerClosed(state));
+        assert_eq!(
+            *client_error(&p.client),
+            SessionError::Control(ControlIoError::PeerClosed(state))
+        );
     }
 }
 
@@ -69,7 +72,7 @@ fn server_peer_closed_in_every_state() {
         p.server.peer_closed();
         assert_eq!(
             *server_error(&p.server),
-            SessionError::PeerClosed(state),
+            SessionError::Control(ControlIoError::PeerClosed(state)),
             "{stage:?}"
         );
         assert_eq!(
@@ -84,7 +87,10 @@ fn server_peer_closed_in_every_state() {
         p.server.handle_timeout(p.now + Duration::from_secs(3600));
         p.server.receive(b"garbage", p.now);
         assert_eq!(p.server_aborts(), aborts, "{stage:?} second abort");
-        assert_eq!(*server_error(&p.server), SessionError::PeerClosed(state));
+        assert_eq!(
+            *server_error(&p.server),
+            SessionError::Control(ControlIoError::PeerClosed(state))
+        );
         assert!(p.server.outbox().is_empty(), "nothing sent after the end");
     }
 }
@@ -96,7 +102,10 @@ fn issue_28_a_reset_is_not_said_as_the_peers_close() {
     let (mut p, _) = pair_at(Stage::Running, spec(Direction::Forward, 1));
     p.client.connection_ended(Ended::Reset);
     let e = client_error(&p.client);
-    assert_eq!(*e, SessionError::PeerReset("running the test"));
+    assert_eq!(
+        *e,
+        SessionError::Control(ControlIoError::PeerReset("running the test"))
+    );
     let words = e.to_string();
     assert!(
         words.contains("reset the control connection while running the test"),

@@ -7,7 +7,7 @@ use linerate_proto::auth::{AuthKey, ClientAuth, ServerAuth, NONCE_LEN};
 use linerate_proto::limits::ServerLimits;
 use linerate_proto::session::client::ClientSession;
 use linerate_proto::session::server::{Admission, ServerAction, ServerSession};
-use linerate_proto::session::SessionError;
+use linerate_proto::session::{ControlIoError, SessionError};
 use linerate_proto::spec::{Direction, TestSpec};
 use linerate_proto::wire::{self, Hello, Message, RefuseCode, FRAME_VERSION};
 use linerate_proto::PROTOCOL_VERSION;
@@ -98,7 +98,7 @@ fn issue_28_a_session_that_got_only_auth_init_does_not_request_admission() {
     p.server.handle_timeout(p.now);
     assert!(matches!(
         server_error(&p.server),
-        SessionError::Timeout("waiting for the client's hello")
+        SessionError::Control(ControlIoError::Timeout("waiting for the client's hello"))
     ));
     p.drain_actions();
     assert_eq!(p.admission_requests, 0);

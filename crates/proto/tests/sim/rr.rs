@@ -5,7 +5,7 @@ use linerate_proto::clock::ClockMethod;
 use linerate_proto::limits::ServerLimits;
 use linerate_proto::session::client::ClientSession;
 use linerate_proto::session::server::{ServerOutcome, ServerSession};
-use linerate_proto::session::{SessionError, HANDSHAKE_TIMEOUT};
+use linerate_proto::session::{ControlIoError, SessionError, HANDSHAKE_TIMEOUT};
 use linerate_proto::spec::{RrSpec, TestKind, TestSpec};
 use linerate_proto::wire::{self, ClockReply, Message, Side};
 
@@ -127,7 +127,9 @@ fn rr_unanswered_clock_probe_times_out_naming_the_step() {
     p.client.handle_timeout(now);
     assert_eq!(
         client_error(&p.client),
-        &SessionError::Timeout("measuring the clock offset to the server")
+        &SessionError::Control(ControlIoError::Timeout(
+            "measuring the clock offset to the server"
+        ))
     );
     // No streams were opened, so none are aborted.
     assert_eq!(p.client_aborts(), 0);

@@ -172,18 +172,18 @@ const MSG: TestType = TestType {
     check: checks::msg,
 };
 
-/// Every entry, one per entry of the rules.
-const ALL: [&TestType; 6] = [&TCP_STREAM, &UDP_STREAM, &RR_TCP, &RR_UDP, &CRR, &MSG];
-
-/// The entry for an agreed spec: the one carrying the rules
-/// `linerate_proto::test_type::of` gives, so the kind and protocol are
-/// looked up in one place (a test checks every rules entry has its
-/// entry here).
+/// The entry for an agreed spec: its rules' [`rules::Entry`], matched
+/// exhaustively, so every entry of the rules has its entry here by
+/// construction (and the kind and protocol are mapped in one place).
 pub fn of(spec: &TestSpec) -> &'static TestType {
-    let rules = rules::of(spec);
-    ALL.into_iter()
-        .find(|t| t.rules.name == rules.name)
-        .unwrap_or(&TCP_STREAM)
+    match rules::Entry::of(spec.kind, spec.protocol) {
+        rules::Entry::TcpStream => &TCP_STREAM,
+        rules::Entry::UdpStream => &UDP_STREAM,
+        rules::Entry::RrTcp => &RR_TCP,
+        rules::Entry::RrUdp => &RR_UDP,
+        rules::Entry::Crr => &CRR,
+        rules::Entry::Msg => &MSG,
+    }
 }
 
 impl ClientSide<'_> {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::{ServerAction, ServerSession, State};
 use crate::measure::SideResults;
 use crate::session::heartbeat;
-use crate::session::{EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
+use crate::session::{ControlIoError, EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
 use crate::wire::{Abort, Message, SentCount};
 
 impl ServerSession {
@@ -90,7 +90,7 @@ impl ServerSession {
     pub fn connection_ended(&mut self, how: Ended) {
         if !self.is_finished() {
             let state = self.state.name();
-            self.fail(how.error(state));
+            self.fail(how.error(state).into());
         }
     }
 
@@ -134,7 +134,7 @@ impl ServerSession {
                 State::Running(_) => "waiting for the client's results",
                 s => s.name(),
             };
-            self.fail(SessionError::Timeout(what));
+            self.fail(ControlIoError::Timeout(what).into());
         }
     }
 
