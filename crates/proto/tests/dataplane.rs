@@ -329,21 +329,6 @@ fn issue_28_both_ends_count_the_same_measured_datagrams_when_the_receiver_lags()
     });
     let cutter = |role| IntervalCutter::new(vec![CutStream { id: 1, role }], OMIT, 5 * MS, None);
     let (mut tx_cut, mut rx_cut) = (cutter(Role::Sender), cutter(Role::Receiver));
-    let tx_sample = |tx: &UdpSender| {
-        [Sample {
-            bytes: tx.datagrams() * LEN as u64,
-            udp: Some(tx.live()),
-            tcp: None,
-        }]
-    };
-    let rx_sample = |rx: &UdpReceiver| {
-        let l = rx.live();
-        [Sample {
-            bytes: l.datagrams * LEN as u64,
-            udp: Some(l),
-            tcp: None,
-        }]
-    };
     // (arrival, bytes), delivered in arrival order.
     let mut link: Vec<(u64, Vec<u8>)> = Vec::new();
     let (mut tx_records, mut rx_records) = (Vec::new(), Vec::new());
@@ -362,11 +347,8 @@ fn issue_28_both_ends_count_the_same_measured_datagrams_when_the_receiver_lags()
             Transmit::Junk(_) => unreachable!("no faults"),
             Transmit::Send { bytes, segment } => {
                 for d in bytes.chunks(segment) {
-                    let extra = if (OMIT - 10_000..OMIT).contains(&now) {
-                        3 * MS
-                    } else {
-                        0
-                    };
+                    let late = (OMIT - 10_000..OMIT).contains(&now);
+                    let extra = if late { 3 * MS } else { 0 };
                     if now >= OMIT && !dropped_first_measured {
                         dropped_first_measured = true;
                     } else {
@@ -416,18 +398,35 @@ fn issue_28_both_ends_count_the_same_measured_datagrams_when_the_receiver_lags()
     assert_eq!(r.received + 1, s.datagrams, "sender {s:?}\nreceiver {r:?}");
     assert_eq!((r.issued, r.lost), (Some(s.datagrams), Some(1)), "{r:?}");
     assert_eq!(r.reordered, 0, "the late warm-up datagram is the warm-up's");
-    let measured = |records: &[linerate_proto::measure::IntervalMeasurement]| {
-        records
-            .iter()
-            .filter(|r| !r.omitted)
-            .map(|r| {
-                (
-                    r.streams[0].bytes,
-                    r.streams[0].udp.as_ref().map_or(0, |u| u.datagrams),
-                )
-            })
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
-    };
     assert_eq!(measured(&tx_records), (sender.bytes, s.datagrams));
     assert_eq!(measured(&rx_records), (receiver.bytes, r.datagrams));
+}
+
+/// A sender's live counters as its side's sampler reads them.
+fn tx_sample(tx: &UdpSender) -> [Sample; 1] {
+    [Sample {
+        bytes: tx.datagrams() * LEN as u64,
+        udp: Some(tx.live()),
+        tcp: None,
+    }]
+}
+
+/// A receiver's live counters as its side's sampler reads them.
+fn rx_sample(rx: &UdpReceiver) -> [Sample; 1] {
+    let l = rx.live();
+    [Sample {
+        bytes: l.datagrams * LEN as u64,
+        udp: Some(l),
+        tcp: None,
+    }]
+}
+
+/// The bytes and datagrams of the non-omitted intervals.
+fn measured(records: &[linerate_proto::measure::IntervalMeasurement]) -> (u64, u64) {
+    let stream = |r: &linerate_proto::measure::IntervalMeasurement| {
+        let s = &r.streams[0];
+        (s.bytes, s.udp.as_ref().map_or(0, |u| u.datagrams))
+    };
+    let kept = records.iter().filter(|r| !r.omitted).map(stream);
+    kept.fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
 }
