@@ -585,7 +585,8 @@ pub struct UdpArgs {
     /// Warm-up before the measured --time, left out of every total: loss,
     /// reordering and duplicates count only the datagrams after it (the
     /// test runs omit + time; its intervals show as "(omitted)"), as
-    /// iperf3's -O.
+    /// iperf3's -O. Both ends cut it by each datagram's send time, so
+    /// they count the same datagrams.
     #[arg(short = 'O', long, value_name = "DURATION")]
     pub omit: Option<String>,
     /// Interval between interval lines (0: none, the summary only, as

@@ -234,6 +234,7 @@ mod tests {
                     counters_64bit,
                     epoch_ns,
                 },
+                omit_ns: 0,
             });
             let mut seen = Vec::new();
             let mut now = 0;

@@ -277,6 +277,7 @@ pub fn udp_receiver(data: &[u8]) {
         stream: 1,
         len,
         verify: i.u8() & 1 == 1,
+        omit_ns: u64::from(i.u8()) * 1_000,
     };
     let mut r = UdpReceiver::new(cfg);
     let mut arrival = 0u64;
@@ -321,7 +322,7 @@ pub fn udp_receiver(data: &[u8]) {
     assert!(live.datagrams <= fed && live.datagrams == valid);
     assert!(live.received <= live.datagrams, "{live:?}");
     let issued = u64::from(i.u16());
-    let out = r.finish(Some(issued), None, None);
+    let out = r.finish((Some(issued), 0), None, None);
     assert!(out.received <= valid);
     if let Some(lost) = out.lost {
         assert!(lost <= issued, "lost {lost} of {issued}");
@@ -372,6 +373,7 @@ pub fn sender_config<F: DatagramFormat>(i: &mut Input, format: F) -> SenderConfi
             1 + usize::from(i.u8() % 8)
         },
         format,
+        omit_ns: u64::from(i.u8()) * 1_000,
     }
 }
 

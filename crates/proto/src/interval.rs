@@ -9,7 +9,12 @@
 //! are what each stream moved in the warm-up, and [`leave_out_warmup`]
 //! takes them out of the stream's totals, so every report and format
 //! (linerate's, iperf3's) counts the measured period only, exactly as the
-//! non-omitted intervals add up. The last interval of a timed test is not cut at the planned end:
+//! non-omitted intervals add up. Streams that tell their warm-up by the
+//! datagrams' send stamps (linerate's UDP: [`Warmup`]) are cut by those
+//! instead of this side's clock, so both ends leave out the same
+//! datagrams: an omitted interval counts the warm-up's datagrams, a
+//! measured one the others (the first measured interval all of them since
+//! the start), and the totals leave out the warm-up's final counts. The last interval of a timed test is not cut at the planned end:
 //! it runs to the real end of the streams (the senders' final write, the
 //! receivers' drain) so the intervals always add up to the totals.
 //!
@@ -19,7 +24,7 @@
 use crate::measure::{
     IntervalMeasurement, IntervalStream, Role, StreamMeasurement, TcpInfo, UdpInterval,
 };
-use crate::udp_receiver::LiveCounts;
+use crate::udp_receiver::{LiveCounts, Warmup};
 
 /// One stream's counters at a cut.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -56,6 +61,9 @@ pub struct IntervalCutter {
     boundary: u64,
     /// End of the last interval cut.
     prev_end: u64,
+    /// Whether the last interval cut was omitted (with a warm-up, before
+    /// the first cut too).
+    prev_omitted: bool,
 }
 
 /// The boundary after `prev`: every `interval` up to `omit`, a cut at
@@ -89,6 +97,7 @@ impl IntervalCutter {
             stopped: false,
             boundary: next_boundary(0, omit_ns, interval_ns),
             prev_end: 0,
+            prev_omitted: omit_ns > 0,
         }
     }
 
@@ -151,13 +160,38 @@ impl IntervalCutter {
         moved.then(|| self.record(end, end, samples))
     }
 
-    /// Each stream's counters at the end of the omitted warm-up (zeros
-    /// without one): what [`leave_out_warmup`] takes out of its totals.
-    pub fn at_omit(&self) -> &[Sample] {
-        &self.at_omit
+    /// Each stream's warm-up (zeros without one): what [`leave_out_warmup`]
+    /// takes out of its totals. A stream cut by this side's clock: its
+    /// counters at the cut at `omit`; one cut by its datagrams' stamps:
+    /// the warm-up's counts as of the last sample (its end, once
+    /// [`Self::finish`] saw it), its corrupt datagrams and socket drops
+    /// (no stamp tells whose they are) still by the clock.
+    pub fn at_omit(&self) -> Vec<Sample> {
+        self.at_omit
+            .iter()
+            .zip(&self.prev)
+            .map(|(clock, last)| match last.udp.and_then(|u| u.warmup) {
+                Some(w) => {
+                    let c = clock.udp.unwrap_or_default();
+                    Sample {
+                        bytes: w.bytes,
+                        udp: Some(LiveCounts {
+                            corrupt: c.corrupt,
+                            socket_drops: c.socket_drops,
+                            ..warmup_counts(&w)
+                        }),
+                        tcp: None,
+                    }
+                }
+                None => *clock,
+            })
+            .collect()
     }
 
     fn record(&mut self, end: u64, planned: u64, samples: &[Sample]) -> IntervalMeasurement {
+        let omitted = planned <= self.omit_ns && self.omit_ns > 0;
+        // The first measured interval holds every measured datagram so far.
+        let first_measured = self.prev_omitted && !omitted;
         let streams = self
             .streams
             .iter()
@@ -165,6 +199,11 @@ impl IntervalCutter {
             .zip(samples)
             .map(|((st, prev), now)| {
                 let before = std::mem::replace(prev, *now);
+                let before = match first_measured {
+                    true => measured_baseline(&before),
+                    false => share(&before, omitted),
+                };
+                let now = share(now, omitted);
                 IntervalStream {
                     id: st.id,
                     bytes: now.bytes.saturating_sub(before.bytes),
@@ -178,22 +217,93 @@ impl IntervalCutter {
         let rec = IntervalMeasurement {
             start_ns: self.prev_end,
             end_ns: end,
-            omitted: planned <= self.omit_ns && self.omit_ns > 0,
+            omitted,
             streams,
             cpu: None,
         };
         self.prev_end = end;
+        self.prev_omitted = omitted;
         rec
     }
 }
 
-/// A stream's totals `m` with what it counted in the warm-up (`at`, its
-/// counters at the cut at `omit`) left out, as iperf3 restarts its counters
+/// A warm-up's counts as a stream's live counters.
+fn warmup_counts(w: &Warmup) -> LiveCounts {
+    LiveCounts {
+        datagrams: w.datagrams,
+        received: w.received,
+        next_expected: w.numbers,
+        duplicates: w.duplicates,
+        reordered: w.reordered,
+        late: w.late,
+        warmup: Some(*w),
+        ..LiveCounts::default()
+    }
+}
+
+/// The share of `s` an interval counts: for a stream cut by its
+/// datagrams' stamps, the warm-up's counts (an `omitted` interval) or the
+/// rest (a measured one); for one cut by the clock, all of it.
+fn share(s: &Sample, omitted: bool) -> Sample {
+    let Some((u, w)) = s.udp.and_then(|u| Some((u, u.warmup?))) else {
+        return *s;
+    };
+    let (bytes, counts) = if omitted {
+        (w.bytes, warmup_counts(&w))
+    } else {
+        let less = |a: u64, b: u64| a.saturating_sub(b);
+        let counts = LiveCounts {
+            datagrams: less(u.datagrams, w.datagrams),
+            received: less(u.received, w.received),
+            next_expected: less(u.next_expected, w.numbers),
+            duplicates: less(u.duplicates, w.duplicates),
+            reordered: less(u.reordered, w.reordered),
+            late: less(u.late, w.late),
+            ..u
+        };
+        (less(s.bytes, w.bytes), counts)
+    };
+    Sample {
+        bytes,
+        udp: Some(LiveCounts {
+            corrupt: u.corrupt,
+            jitter_ns: u.jitter_ns,
+            socket_drops: u.socket_drops,
+            ..counts
+        }),
+        tcp: s.tcp,
+    }
+}
+
+/// What the first measured interval counts from: nothing of a stream cut
+/// by its datagrams' stamps (every measured datagram so far is in it, on
+/// whichever side of this side's omit timer it arrived), but its corrupt
+/// datagrams and socket drops since the last cut; a stream cut by the
+/// clock, its counters at the last cut.
+fn measured_baseline(before: &Sample) -> Sample {
+    match before.udp {
+        Some(u) if u.warmup.is_some() => Sample {
+            bytes: 0,
+            udp: Some(LiveCounts {
+                corrupt: u.corrupt,
+                socket_drops: u.socket_drops,
+                warmup: u.warmup,
+                ..LiveCounts::default()
+            }),
+            tcp: before.tcp,
+        },
+        _ => *before,
+    }
+}
+
+/// A stream's totals `m` with what it counted in the warm-up (`at`, from
+/// [`IntervalCutter::at_omit`]) left out, as iperf3 restarts its counters
 /// there: bytes (kept apart in `omitted_bytes`), TCP retransmits, UDP
 /// datagrams sent and read, and a receiver's sequence accounts. A
-/// receiver's measured numbers start above the highest one seen by the end
-/// of the warm-up (iperf3's rule), so datagrams sent in the warm-up are
-/// never counted lost. Jitter, an average that forgets the warm-up within
+/// receiver's measured numbers start at the sender's cut (linerate's
+/// datagrams, from its SendDone) or, cut by the clock, above the highest
+/// one seen by the end of the warm-up (iperf3's rule), so datagrams sent
+/// in the warm-up are never counted lost. Jitter, an average that forgets the warm-up within
 /// a few dozen datagrams, is left as it ends.
 pub fn leave_out_warmup(mut m: StreamMeasurement, at: &Sample) -> StreamMeasurement {
     m.omitted_bytes = at.bytes.min(m.bytes);
@@ -216,9 +326,12 @@ pub fn leave_out_warmup(mut m: StreamMeasurement, at: &Sample) -> StreamMeasurem
         if let (Some(d), Some(b)) = (r.socket_drops.as_mut(), u.socket_drops) {
             less(d, b);
         }
-        // `issued` still counts from 0 here (the sender's whole count).
-        let issued = r.issued;
-        r.omitted_numbers = u.next_expected;
+        // `issued` counts from `omitted_numbers` here: the sender's cut, or
+        // 0 (a stream cut by the clock, or a sender that did not say).
+        let issued = r.issued.map(|i| i + r.omitted_numbers);
+        if r.omitted_numbers == 0 {
+            r.omitted_numbers = u.next_expected;
+        }
         r.count_loss(issued);
     }
     m

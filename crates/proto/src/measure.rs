@@ -273,6 +273,11 @@ pub struct UdpSend {
     /// Sequence numbers issued: `0..issued` were sent or skipped on purpose.
     /// The receiver's loss is counted against this.
     pub issued: u64,
+    /// With an omitted warm-up cut by the datagrams' send stamps
+    /// (linerate's): numbers `0..omitted_numbers` were issued in it (sent
+    /// before the first batch stamped at or past `omit`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_numbers: u64,
     /// Send calls that failed; the datagram was retried with the same number.
     pub send_errors: u64,
     /// Requested datagrams per second (absent: unpaced).
@@ -347,9 +352,10 @@ pub struct UdpRecv {
     pub first_corrupt: Option<String>,
     /// One past the highest sequence number seen.
     pub next_expected: u64,
-    /// With an omitted warm-up: numbers `0..omitted_numbers` (up to the
-    /// highest seen by its end) belong to it; `issued`, `received` and
-    /// `lost` count only the numbers from it on.
+    /// With an omitted warm-up: numbers `0..omitted_numbers` belong to it
+    /// (the sender's cut by the datagrams' stamps; for iperf3's streams, up
+    /// to the highest seen by this end's omit timer); `issued`, `received`
+    /// and `lost` count only the numbers from it on.
     #[serde(skip_serializing_if = "is_zero", default)]
     pub omitted_numbers: u64,
     /// Numbers the sender issued after the warm-up, from its SendDone

@@ -11,6 +11,12 @@
 //! queue is in arrival order, so everything after it is late too), and late
 //! datagrams count neither toward jitter nor the stream's end time.
 //!
+//! `-O`: a datagram's own send stamp says whether it belongs to the
+//! omitted warm-up (stamped before `omit` on the sender's clock) or is
+//! measured, whenever it arrives ([`Warmup`]); the sender's core cuts by
+//! the same rule from the same stamps, so both ends leave out exactly the
+//! same datagrams, however late either end's own timer fires.
+//!
 //! The I/O loop feeds every datagram to [`UdpReceiver::on_datagram`],
 //! publishes [`UdpReceiver::live`] for the sampler once per batch, and
 //! takes the stream's [`UdpRecv`] from [`UdpReceiver::finish`]. Nothing is
@@ -22,7 +28,7 @@ use crate::datagram::{
     check_pattern, DatagramError, DatagramHeader, Header, FLAG_PATTERN, HEADER_LEN,
 };
 use crate::measure::UdpRecv;
-use crate::seq::{Jitter, SeqTracker};
+use crate::seq::{Arrival, Jitter, SeqTracker};
 use crate::wire;
 
 /// A receiving UDP stream's parameters.
@@ -33,6 +39,9 @@ pub struct ReceiverConfig {
     pub len: usize,
     /// Check every payload against its sequence number's pattern.
     pub verify: bool,
+    /// The omitted warm-up, ns on the sender's clock (0: none): datagrams
+    /// stamped before it are the warm-up's.
+    pub omit_ns: u64,
 }
 
 /// What one datagram was.
@@ -91,6 +100,55 @@ pub struct LiveCounts {
     pub jitter_ns: f64,
     /// The socket's drop counter as last reported (SO_RXQ_OVFL).
     pub socket_drops: Option<u64>,
+    /// What of the counts above is the omitted warm-up's, told by the
+    /// datagrams' send stamps (linerate's datagrams); `None`: the stream
+    /// cuts its warm-up by its own clock (iperf3's rule, and TCP).
+    pub warmup: Option<Warmup>,
+}
+
+/// The omitted warm-up's share of a UDP stream's counts, by the sender's
+/// send stamp in each datagram: one stamped before `omit` is the
+/// warm-up's, one stamped at or past it is measured, on both ends alike.
+/// The sender stamps a batch with one time, so its cut falls between
+/// batches; a warm-up datagram that arrives after measured ones (reordered,
+/// or late) is still the warm-up's, and numbers below the sender's cut are
+/// never measured loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Warmup {
+    /// Bytes and datagrams sent, or valid ones read, stamped before `omit`.
+    pub bytes: u64,
+    pub datagrams: u64,
+    /// Receiver: of those, distinct numbers before the drain deadline,
+    /// duplicates, reordered and late ones.
+    pub received: u64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    pub late: u64,
+    /// Numbers `0..numbers` are the warm-up's: the sender's first number
+    /// stamped at or past `omit` (every number issued, until one is); the
+    /// receiver's one past the highest warm-up number seen.
+    pub numbers: u64,
+}
+
+impl Warmup {
+    /// Counts one valid datagram of `len` bytes, number `seq`, stamped
+    /// before `omit`, that the tracker saw as `arrival`.
+    #[inline]
+    fn record(&mut self, len: usize, seq: u64, arrival: Arrival) {
+        self.bytes += len as u64;
+        self.datagrams += 1;
+        match arrival {
+            Arrival::InOrder { .. } => self.received += 1,
+            Arrival::Reordered { .. } => {
+                self.received += 1;
+                self.reordered += 1;
+            }
+            Arrival::Duplicate => self.duplicates += 1,
+            Arrival::Late => self.late += 1,
+            Arrival::BeyondWindow => {}
+        }
+        self.numbers = self.numbers.max(seq + 1);
+    }
 }
 
 /// The sans-IO core of one receiving UDP stream.
@@ -102,6 +160,7 @@ pub struct UdpReceiver {
     /// Past the drain deadline by arrival time: what arrives now is late.
     late: bool,
     drops: Option<u32>,
+    warmup: Warmup,
     out: UdpRecv,
 }
 
@@ -113,6 +172,7 @@ impl UdpReceiver {
             jitter: Jitter::default(),
             late: false,
             drops: None,
+            warmup: Warmup::default(),
             out: UdpRecv::default(),
         }
     }
@@ -178,7 +238,10 @@ impl UdpReceiver {
                 return Verdict::Corrupt(why);
             }
         };
-        self.tracker.record(h.seq);
+        let seen = self.tracker.record(h.seq);
+        if h.send_ns < self.cfg.omit_ns {
+            self.warmup.record(d.len(), h.seq, seen);
+        }
         if !self.late {
             self.jitter.record(h.send_ns, arrival);
             self.out.last_recv_ns = arrival;
@@ -199,22 +262,27 @@ impl UdpReceiver {
     /// The counters now.
     #[inline]
     pub fn live(&self) -> LiveCounts {
-        live_counts(
-            &self.tracker,
-            &self.jitter,
-            &self.out,
-            self.drops.map(u64::from),
-        )
+        LiveCounts {
+            warmup: Some(self.warmup),
+            ..live_counts(
+                &self.tracker,
+                &self.jitter,
+                &self.out,
+                self.drops.map(u64::from),
+            )
+        }
     }
 
-    /// What the stream measured. `issued`: the sender's count from its
-    /// SendDone; `meminfo_drops`: the socket's drop counter read at the end
+    /// What the stream measured, the warm-up still in (the sampler takes
+    /// it out: [`crate::interval::leave_out_warmup`]). `issued` and
+    /// `omitted`: the sender's counts from its SendDone (numbers
+    /// `0..issued` issued, `0..omitted` in the warm-up); `meminfo_drops`: the socket's drop counter read at the end
     /// (SO_MEMINFO also sees drops after the last datagram delivered; the
     /// SO_RXQ_OVFL message only rides on delivered ones); `rcvbuf`: the
     /// receive buffer in effect.
     pub fn finish(
         self,
-        issued: Option<u64>,
+        (issued, omitted): (Option<u64>, u64),
         meminfo_drops: Option<u64>,
         rcvbuf: Option<u64>,
     ) -> UdpRecv {
@@ -222,10 +290,14 @@ impl UdpReceiver {
         let socket_drops = meminfo_drops
             .map(|m| m.max(cmsg_drops.unwrap_or(0)))
             .or(cmsg_drops);
+        let out = UdpRecv {
+            omitted_numbers: omitted,
+            ..self.out
+        };
         finish_counts(
             &self.tracker,
             &self.jitter,
-            self.out,
+            out,
             issued,
             socket_drops,
             rcvbuf,
@@ -254,6 +326,7 @@ pub fn live_counts(
         corrupt: out.corrupt,
         jitter_ns: jitter.ns(),
         socket_drops,
+        warmup: None,
     }
 }
 
@@ -310,6 +383,7 @@ mod tests {
             stream: 3,
             len: 100,
             verify,
+            omit_ns: 0,
         })
     }
 
@@ -370,7 +444,7 @@ mod tests {
         let live = r.live();
         assert_eq!((live.datagrams, live.received, live.late), (4, 2, 2));
         assert_eq!(live.socket_drops, Some(4));
-        let out = r.finish(Some(4), Some(2), Some(1 << 20));
+        let out = r.finish((Some(4), 0), Some(2), Some(1 << 20));
         assert_eq!(out.received, 2);
         assert_eq!(out.late, 2);
         assert_eq!(out.lost, Some(2), "late datagrams are not subtracted");
@@ -388,7 +462,7 @@ mod tests {
             let v = r.on_datagram(&[0u8; 5], false, 1, u64::MAX);
             assert!(matches!(v, Verdict::Corrupt(Corrupt::Datagram(_))));
         }
-        let out = r.finish(None, None, None);
+        let out = r.finish((None, 0), None, None);
         assert_eq!(out.corrupt, 3);
         assert_eq!(
             out.first_corrupt.as_deref(),

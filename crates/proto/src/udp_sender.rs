@@ -11,6 +11,12 @@
 //! `--inject-faults`; it counts what left, records the achieved gaps and
 //! says at the end whether the sender kept up ([`UdpSend`]).
 //!
+//! `-O`: with linerate's datagrams ([`DatagramFormat::OMIT_BY_STAMP`])
+//! the core splits its counts at the first batch it stamps at or past
+//! `omit` — the rule the receiver's core applies to the same stamps
+//! ([`crate::udp_receiver::Warmup`]), so both ends' measured datagrams are
+//! the same ones.
+//!
 //! The I/O loop asks [`UdpSender::poll_transmit`] what to do at `now`:
 //! wait until a time, send a batch of datagrams (up to the engine's batch
 //! size, every one of them due at `now`, all stamped with that one `now`),
@@ -24,6 +30,7 @@ use linerate_stats::histogram::Histogram;
 use crate::datagram::{self, fill_pattern, Fault, Header, SeqSchedule, FLAG_PATTERN, HEADER_LEN};
 use crate::measure::UdpSend;
 use crate::pacing::{run_len, Pacer};
+use crate::udp_receiver::{LiveCounts, Warmup};
 
 /// The header every datagram of a sending stream carries, and what fills
 /// the rest: linerate's own ([`Linerate`]), or another tool's (iperf3's,
@@ -37,6 +44,10 @@ pub trait DatagramFormat: Copy + std::fmt::Debug + Send + Sync + 'static {
     /// Whether a peer of this format closes its socket as the test ends,
     /// so a refused send then ends the stream cleanly (iperf3 does).
     const PEER_CLOSES_AT_END: bool;
+    /// Whether the omitted warm-up is cut by each datagram's send stamp,
+    /// alike on both ends (linerate's); otherwise each end cuts by its own
+    /// clock (iperf3's peers do: their rule is kept).
+    const OMIT_BY_STAMP: bool = false;
     /// The shortest datagram the format allows (its header).
     fn min_len(self) -> usize;
     /// Fills `buf` (datagrams of `len` bytes back to back) once, before
@@ -56,6 +67,7 @@ pub struct Linerate;
 impl DatagramFormat for Linerate {
     const CHECKS: bool = true;
     const PEER_CLOSES_AT_END: bool = false;
+    const OMIT_BY_STAMP: bool = true;
 
     fn min_len(self) -> usize {
         HEADER_LEN
@@ -103,6 +115,8 @@ pub struct SenderConfig<F = Linerate> {
     pub max_batch: usize,
     /// The datagrams' header: linerate's, or iperf3's for iperf3 peers.
     pub format: F,
+    /// The omitted warm-up, ns since Start (0: none).
+    pub omit_ns: u64,
 }
 
 /// What the sender should do now.
@@ -142,6 +156,12 @@ pub struct UdpSender<F = Linerate> {
     /// The stamp of the batch last handed out.
     batch_now: u64,
     last_send: Option<u64>,
+    omit_ns: u64,
+    /// What was sent stamped before `omit_ns` (`None`: the format's peers
+    /// cut by their own clock), and the first number stamped at or past
+    /// it, once one is.
+    warmup: Option<Warmup>,
+    cut: Option<u64>,
     out: UdpSend,
 }
 
@@ -198,6 +218,9 @@ impl<F: DatagramFormat> UdpSender<F> {
             limit: cfg.limit,
             batch_now: 0,
             last_send: None,
+            omit_ns: cfg.omit_ns,
+            warmup: F::OMIT_BY_STAMP.then(Warmup::default),
+            cut: None,
             out,
         }
     }
@@ -206,6 +229,30 @@ impl<F: DatagramFormat> UdpSender<F> {
     #[inline]
     pub fn datagrams(&self) -> u64 {
         self.out.datagrams
+    }
+
+    /// The counters now: datagrams sent, and the warm-up's share.
+    #[inline]
+    pub fn live(&self) -> LiveCounts {
+        LiveCounts {
+            datagrams: self.out.datagrams,
+            warmup: self.warmup.map(|w| Warmup {
+                numbers: self.omitted_numbers(),
+                ..w
+            }),
+            ..LiveCounts::default()
+        }
+    }
+
+    /// Numbers `0..n` are the warm-up's: those issued before the first
+    /// batch stamped at or past `omit` (all so far, until one is); 0 when
+    /// the format's peers cut by their own clock.
+    fn omitted_numbers(&self) -> u64 {
+        match (self.warmup, self.cut) {
+            (None, _) => 0,
+            (Some(_), Some(c)) => c,
+            (Some(_), None) => self.sched.issued(),
+        }
     }
 
     /// The malformed datagram due before `seq`, if one is.
@@ -236,6 +283,10 @@ impl<F: DatagramFormat> UdpSender<F> {
         // After a stall: a bounded burst, the rest given up.
         self.pacer.slip(now);
         let first = self.sched.current();
+        if self.cut.is_none() && now >= self.omit_ns {
+            // Everything stamped from here on is measured.
+            self.cut = Some(first);
+        }
         self.stamp(0, first, now);
         if let Some(f) = self.junk_before(first) {
             // Built from the good datagram it precedes, as stamped now.
@@ -278,7 +329,14 @@ impl<F: DatagramFormat> UdpSender<F> {
             self.last_send = Some(now);
         }
         self.out.datagrams += n as u64;
-        (n * self.len) as u64
+        let bytes = (n * self.len) as u64;
+        if now < self.omit_ns {
+            if let Some(w) = self.warmup.as_mut() {
+                w.datagrams += n as u64;
+                w.bytes += bytes;
+            }
+        }
+        bytes
     }
 
     /// The malformed datagram handed out was sent (or failed; either way
@@ -303,6 +361,7 @@ impl<F: DatagramFormat> UdpSender<F> {
         };
         UdpSend {
             issued,
+            omitted_numbers: self.omitted_numbers(),
             gaps: self.gaps.summary(),
             behind,
             kept_up: self.pacer.within_tolerance(behind),
@@ -338,6 +397,7 @@ mod tests {
             limit,
             max_batch,
             format: Linerate,
+            omit_ns: 0,
         }
     }
 

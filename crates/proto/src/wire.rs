@@ -261,6 +261,14 @@ pub struct SentCount {
     pub stream: u32,
     /// Sequence numbers `0..issued` were sent (or skipped on purpose).
     pub issued: u64,
+    /// `-O`: numbers `0..omitted` were issued in the warm-up (the sender's
+    /// cut by the datagrams' stamps); absent from older peers.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// UDP tests: every sending stream of this side has finished; the peer's
@@ -689,6 +697,7 @@ mod tests {
             }),
             Message::SendDone(SendDone {
                 streams: vec![SentCount {
+                    omitted: 5,
                     stream: 1,
                     issued: 1 << 40,
                 }],

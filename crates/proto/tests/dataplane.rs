@@ -52,11 +52,13 @@ impl Sim {
                 limit: Some(limit),
                 max_batch,
                 format: Linerate,
+                omit_ns: 0,
             }),
             rx: UdpReceiver::new(ReceiverConfig {
                 stream: 1,
                 len: LEN,
                 verify: true,
+                omit_ns: 0,
             }),
             cutter: IntervalCutter::new(
                 vec![CutStream {
@@ -150,6 +152,7 @@ impl Sim {
                 limit: Some(0),
                 max_batch: 1,
                 format: Linerate,
+                omit_ns: 0,
             }),
         );
         tx.finish(self.now)
@@ -168,7 +171,7 @@ impl Sim {
         }
         let s = self.sample();
         self.records.extend(self.cutter.finish(self.now, &s));
-        (self.rx.finish(Some(issued), None, None), self.records)
+        (self.rx.finish((Some(issued), 0), None, None), self.records)
     }
 }
 
@@ -288,4 +291,143 @@ fn issue_7_datagrams_arriving_after_the_drain_deadline_are_late_not_lost() {
         "late ones are not subtracted from the loss"
     );
     assert!(got.last_recv_ns < deadline);
+}
+
+/// Issue 28: `udp -O` with the receiver's sampler descheduled. The sender
+/// (paced, a datagram per 10 µs) and its cutter run on the sender's clock;
+/// the receiver's cutter sees its clock `LAG` behind, so its omit cut
+/// comes 2.3 ms (230 datagrams) late. One datagram stamped just before the
+/// omit arrives 3 ms late (after measured ones), and the link drops the
+/// 100th datagram (the warm-up's) and the first stamped at or past the
+/// omit. Both ends must count the same measured datagrams: the receiver's
+/// are the sender's less the one measured dropped, its loss that one (not
+/// the warm-up's), and each end's intervals add up to its totals.
+#[test]
+fn issue_28_both_ends_count_the_same_measured_datagrams_when_the_receiver_lags() {
+    use linerate_proto::interval::leave_out_warmup;
+    use linerate_proto::measure::StreamMeasurement;
+    const MS: u64 = 1_000_000;
+    const OMIT: u64 = 10 * MS;
+    const LAG: u64 = 2_300_000;
+    let mut tx = UdpSender::new(SenderConfig {
+        stream: 1,
+        len: LEN,
+        millipps: Some(100_000_000),
+        burst: 1,
+        verify: true,
+        faults: Vec::new(),
+        limit: Some(3_000),
+        max_batch: 1,
+        format: Linerate,
+        omit_ns: OMIT,
+    });
+    let mut rx = UdpReceiver::new(ReceiverConfig {
+        stream: 1,
+        len: LEN,
+        verify: true,
+        omit_ns: OMIT,
+    });
+    let cutter = |role| IntervalCutter::new(vec![CutStream { id: 1, role }], OMIT, 5 * MS, None);
+    let (mut tx_cut, mut rx_cut) = (cutter(Role::Sender), cutter(Role::Receiver));
+    // (arrival, bytes), delivered in arrival order.
+    let mut link: Vec<(u64, Vec<u8>)> = Vec::new();
+    let (mut tx_records, mut rx_records) = (Vec::new(), Vec::new());
+    let (mut now, mut dropped_first_measured, mut sent_good) = (0u64, false, 0u64);
+    let receive = |now: u64, link: &mut Vec<(u64, Vec<u8>)>, rx: &mut UdpReceiver| {
+        link.sort_by_key(|d| d.0);
+        let n = link.iter().take_while(|d| d.0 <= now).count();
+        for (at, d) in link.drain(..n) {
+            assert_eq!(rx.on_datagram(&d, false, at, u64::MAX), Verdict::Data);
+        }
+    };
+    loop {
+        match tx.poll_transmit(now) {
+            Transmit::Done => break,
+            Transmit::Wait(t) => now = t,
+            Transmit::Junk(_) => unreachable!("no faults"),
+            Transmit::Send { bytes, segment } => {
+                for d in bytes.chunks(segment) {
+                    let late = (OMIT - 10_000..OMIT).contains(&now);
+                    let extra = if late { 3 * MS } else { 0 };
+                    sent_good += 1;
+                    if now >= OMIT && !dropped_first_measured {
+                        dropped_first_measured = true;
+                    } else if sent_good != 100 {
+                        link.push((now + DELAY + extra, d.to_vec()));
+                    }
+                }
+                let n = bytes.len() / segment;
+                tx.on_sent(n);
+                now += 1_000;
+            }
+        }
+        if tx_cut.cut_due(now) {
+            tx_records.push(tx_cut.cut(now, &tx_sample(&tx)));
+        }
+        receive(now, &mut link, &mut rx);
+        let rx_now = now.saturating_sub(LAG);
+        if rx_cut.cut_due(rx_now) {
+            rx_records.push(rx_cut.cut(rx_now, &rx_sample(&rx)));
+        }
+    }
+    tx_records.extend(tx_cut.finish(now, &tx_sample(&tx)));
+    let sent = tx.finish(now);
+    let sender = leave_out_warmup(
+        StreamMeasurement {
+            id: 1,
+            bytes: sent.datagrams * LEN as u64,
+            udp_send: Some(sent.clone()),
+            ..StreamMeasurement::default()
+        },
+        &tx_cut.at_omit()[0],
+    );
+    now += 10 * MS;
+    receive(now, &mut link, &mut rx);
+    rx_records.extend(rx_cut.finish(now, &rx_sample(&rx)));
+    let got = rx.finish((Some(sent.issued), sent.omitted_numbers), None, None);
+    let receiver = leave_out_warmup(
+        StreamMeasurement {
+            id: 1,
+            bytes: got.datagrams * LEN as u64,
+            udp_recv: Some(got),
+            ..StreamMeasurement::default()
+        },
+        &rx_cut.at_omit()[0],
+    );
+    let s = sender.udp_send.clone().expect("sender");
+    let r = receiver.udp_recv.clone().expect("receiver");
+    assert_eq!(r.received + 1, s.datagrams, "sender {s:?}\nreceiver {r:?}");
+    assert_eq!((r.issued, r.lost), (Some(s.datagrams), Some(1)), "{r:?}");
+    assert_eq!(r.reordered, 0, "the late warm-up datagram is the warm-up's");
+    assert_eq!(measured(&tx_records), (sender.bytes, s.datagrams));
+    assert_eq!(measured(&rx_records), (receiver.bytes, r.datagrams));
+}
+
+/// A sender's live counters as its side's sampler reads them.
+fn tx_sample(tx: &UdpSender) -> [Sample; 1] {
+    [Sample {
+        bytes: tx.datagrams() * LEN as u64,
+        udp: Some(tx.live()),
+        tcp: None,
+    }]
+}
+
+/// A receiver's live counters as its side's sampler reads them.
+fn rx_sample(rx: &UdpReceiver) -> [Sample; 1] {
+    let l = rx.live();
+    [Sample {
+        bytes: l.datagrams * LEN as u64,
+        udp: Some(l),
+        tcp: None,
+    }]
+}
+
+/// The bytes and datagrams of the non-omitted intervals.
+fn measured(records: &[linerate_proto::measure::IntervalMeasurement]) -> (u64, u64) {
+    let stream = |r: &linerate_proto::measure::IntervalMeasurement| {
+        let s = &r.streams[0];
+        (s.bytes, s.udp.as_ref().map_or(0, |u| u.datagrams))
+    };
+    let kept = records.iter().filter(|r| !r.omitted).map(stream);
+    kept.fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
 }

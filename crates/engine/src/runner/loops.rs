@@ -127,6 +127,7 @@ pub(super) fn spawn_loops(
             len: params.len,
             udp: params.udp.clone().unwrap_or_default(),
             start,
+            omit_ns: params.omit.as_nanos() as u64,
         };
         let shares = event_loop::split(udp, threads)
             .into_iter()

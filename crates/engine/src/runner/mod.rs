@@ -221,6 +221,7 @@ impl SideRun {
         for c in counts {
             if let Some((_, live)) = self.udp_live.iter().find(|(id, _)| *id == c.stream) {
                 live.set_issued(c.issued);
+                live.set_peer_omitted(c.omitted);
             }
         }
         let at = self.start.elapsed() + drain;

@@ -141,6 +141,7 @@ impl Ends<'_> {
             self.senders_finished.push(SentCount {
                 stream: f.measurement.id,
                 issued: sent.issued,
+                omitted: sent.omitted_numbers,
             });
             if self.senders_finished.len() == self.udp_senders {
                 let _ = self
@@ -335,7 +336,7 @@ pub(super) fn sample<F: StreamFormat>(
         .results
         .into_iter()
         .zip(cutter.at_omit())
-        .map(|(m, at)| leave_out_warmup(m.unwrap_or_default(), at))
+        .map(|(m, at)| leave_out_warmup(m.unwrap_or_default(), &at))
         .collect();
     SideResults {
         engine: engine.to_string(),

@@ -57,6 +57,7 @@ pub(super) fn spawn_stream<F: StreamFormat>(
     let (skip_rx_copy, busy_poll) = (params.skip_rx_copy, params.busy_poll);
     let pin = (!params.cpus.is_empty()).then(|| params.cpus[index % params.cpus.len()]);
     let udp = params.udp.clone().unwrap_or_default();
+    let omit_ns = params.omit.as_nanos() as u64;
     std::thread::Builder::new()
         .name(format!("linerate-stream-{}", setup.id))
         .spawn(move || {
@@ -68,6 +69,7 @@ pub(super) fn spawn_stream<F: StreamFormat>(
                 ctx: &ctx,
                 len,
                 udp: &udp,
+                omit_ns,
                 skip_rx_copy,
                 busy_poll,
                 counter: &counter,
@@ -135,6 +137,8 @@ struct StreamIo<'a, F> {
     /// Bytes per buffer or datagram.
     len: usize,
     udp: &'a UdpParams,
+    /// The omitted warm-up, ns since Start.
+    omit_ns: u64,
     skip_rx_copy: bool,
     busy_poll: Option<SpinMode>,
     counter: &'a StreamCounter,
@@ -230,6 +234,7 @@ impl<F: StreamFormat> StreamIo<'_, F> {
                     limit: datagrams,
                     start,
                     format: self.ctx.format.sender(start),
+                    omit_ns: self.omit_ns,
                 };
                 let (sent, end) =
                     udp::send(engine, &ep, &job, self.counter, self.live, signals, wait);
@@ -242,6 +247,7 @@ impl<F: StreamFormat> StreamIo<'_, F> {
                     len: self.len,
                     verify: self.udp.verify,
                     start,
+                    omit_ns: self.omit_ns,
                 };
                 let (got, end) = self.ctx.format.recv(udp::RecvStream {
                     engine,

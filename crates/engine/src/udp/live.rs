@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use linerate_proto::udp_receiver::LiveCounts;
+use linerate_proto::udp_receiver::{LiveCounts, Warmup};
 
 /// Live counters of one UDP stream, for the sampler's interval records.
 /// Only the stream's own thread writes them.
@@ -26,6 +26,12 @@ pub struct UdpCounters {
     pub issued: AtomicU64,
     /// A sender: beats its receiver sent back ([`linerate_proto::data_beat`]).
     pub peer_beats: AtomicU64,
+    /// The peer sender's numbers issued in the warm-up, from its SendDone.
+    pub peer_omitted: AtomicU64,
+    /// The warm-up's share by the datagrams' stamps (`warmup_on`: the
+    /// stream's core tells one), published before the counts above.
+    pub warmup_on: AtomicU64,
+    pub warmup: [AtomicU64; 7],
 }
 
 impl Default for UdpCounters {
@@ -42,6 +48,9 @@ impl Default for UdpCounters {
             socket_drops: AtomicU64::new(0),
             issued: AtomicU64::new(u64::MAX),
             peer_beats: AtomicU64::new(0),
+            peer_omitted: AtomicU64::new(0),
+            warmup_on: AtomicU64::new(0),
+            warmup: Default::default(),
         }
     }
 }
@@ -57,6 +66,13 @@ impl UdpCounters {
     pub fn set_issued(&self, n: u64) {
         self.issued.store(n, Ordering::Relaxed);
     }
+    /// The peer sender's warm-up numbers (0 before its SendDone came).
+    pub fn peer_omitted(&self) -> u64 {
+        load(&self.peer_omitted)
+    }
+    pub fn set_peer_omitted(&self, n: u64) {
+        self.peer_omitted.store(n, Ordering::Relaxed);
+    }
     pub fn peer_beats(&self) -> u64 {
         load(&self.peer_beats)
     }
@@ -64,11 +80,28 @@ impl UdpCounters {
         f64::from_bits(load(&self.jitter_bits))
     }
 
-    /// A receiver publishes its core's counters (once per batch).
+    /// A stream publishes its core's counters (once per batch): the
+    /// warm-up's share first, so a sampler that reads the datagrams count
+    /// sees a share at least as new.
     #[inline]
     pub fn publish(&self, c: &LiveCounts) {
         let st = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
-        st(&self.datagrams, c.datagrams);
+        if let Some(w) = c.warmup {
+            let v = [
+                w.bytes,
+                w.datagrams,
+                w.received,
+                w.duplicates,
+                w.reordered,
+                w.late,
+                w.numbers,
+            ];
+            for (a, v) in self.warmup.iter().zip(v) {
+                st(a, v);
+            }
+            st(&self.warmup_on, 1);
+        }
+        self.datagrams.store(c.datagrams, Ordering::Release);
         st(&self.received, c.received);
         st(&self.next_expected, c.next_expected);
         st(&self.duplicates, c.duplicates);
@@ -83,8 +116,23 @@ impl UdpCounters {
 
     /// The counters now, for the interval cutter.
     pub fn totals(&self) -> LiveCounts {
+        let datagrams = self.datagrams.load(Ordering::Acquire);
+        let warmup = (load(&self.warmup_on) == 1).then(|| {
+            let [bytes, datagrams, received, duplicates, reordered, late, numbers] =
+                self.warmup.each_ref().map(load);
+            Warmup {
+                bytes,
+                datagrams,
+                received,
+                duplicates,
+                reordered,
+                late,
+                numbers,
+            }
+        });
         LiveCounts {
-            datagrams: load(&self.datagrams),
+            datagrams,
+            warmup,
             received: load(&self.received),
             next_expected: load(&self.next_expected),
             reordered: load(&self.reordered),

@@ -329,6 +329,7 @@ mod tests {
             len: 200,
             verify: true,
             start,
+            omit_ns: 0,
         };
         let (s2, l2) = (Arc::clone(&signals), Arc::clone(&live_rx));
         let receiver = std::thread::spawn(move || {
@@ -354,6 +355,7 @@ mod tests {
             limit: Some(100),
             start,
             format: linerate_proto::udp_sender::Linerate,
+            omit_ns: 0,
         };
         let (sent, end) = super::send(
             engine,

@@ -63,6 +63,8 @@ pub struct RecvJob {
     pub len: usize,
     pub verify: bool,
     pub start: Instant,
+    /// The omitted warm-up, ns on the sender's clock (0: none).
+    pub omit_ns: u64,
 }
 
 /// Where one batch's datagrams go (a stream's thread, or a flow of an
@@ -208,6 +210,7 @@ pub fn recv<E: Engine>(s: RecvStream<'_, E>) -> (UdpRecv, StreamEnd) {
         stream: job.stream,
         len: job.len,
         verify: job.verify,
+        omit_ns: job.omit_ns,
     });
     // Tell the sender its data arrives (`data_beat`'s doc).
     let (beats, beat) = (BeatSchedule::default(), data_beat::beat());
@@ -227,7 +230,7 @@ pub fn recv<E: Engine>(s: RecvStream<'_, E>) -> (UdpRecv, StreamEnd) {
                 let _ = ep.send_control(&beat);
             }
         },
-        |(core, _)| core.finish(live.issued(), ep.drops(), rcvbuf),
+        |(core, _)| core.finish((live.issued(), live.peer_omitted()), ep.drops(), rcvbuf),
     )
 }
 

@@ -40,6 +40,8 @@ pub struct SendJob<F = Linerate> {
     pub start: Instant,
     /// linerate's datagrams, or another format's (iperf3's).
     pub format: F,
+    /// The omitted warm-up, ns since `start` (0: none).
+    pub omit_ns: u64,
 }
 
 /// Waits until `due_ns` after `start`, sleeping or spinning as the core's
@@ -119,6 +121,7 @@ pub fn send<E: Engine, F: DatagramFormat>(
         limit: job.limit,
         max_batch: io.max_batch(),
         format: job.format,
+        omit_ns: job.omit_ns,
     });
     let mut waiter = Waiter::new(wait, signals, false);
     let call = waiter.call();
@@ -149,7 +152,7 @@ pub fn send<E: Engine, F: DatagramFormat>(
                 match io.send_batch(ep, TxBatch::new(b, segment), call) {
                     Ok(n) => {
                         bytes.add(core.on_sent(n));
-                        live.datagrams.store(core.datagrams(), Ordering::Relaxed);
+                        live.publish(&core.live());
                         waiter.progressed();
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}

@@ -199,6 +199,7 @@ mod tests {
             len: 100,
             verify: false,
             start: Instant::now(),
+            omit_ns: 0,
         };
         let cfg = Iperf3Streams {
             counters_64bit: false,

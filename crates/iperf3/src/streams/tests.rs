@@ -132,6 +132,7 @@ fn run(
         len,
         verify: false,
         start,
+        omit_ns: 0,
     };
     let s2 = Arc::clone(&signals);
     let receive = move || {
@@ -158,6 +159,7 @@ fn run(
         limit: Some(count),
         start,
         format: cfg.sender(start),
+        omit_ns: 0,
     };
     let sender = || {
         with_engine!(tx_engine, e => {

@@ -56,7 +56,11 @@ fn issue_3_udp_handshake_carries_ports_and_send_done_both_ways() {
         p.shuttle();
         assert_eq!(count(&p.client_actions, &ClientAction::StartStreams), 1);
         let done = |stream| SendDone {
-            streams: vec![SentCount { stream, issued: 77 }],
+            streams: vec![SentCount {
+                stream,
+                issued: 77,
+                omitted: 0,
+            }],
         };
         // Each side's senders finish: the peer is told, once.
         p.client.local_senders_finished(done(1).streams);

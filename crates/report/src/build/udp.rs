@@ -24,9 +24,14 @@ pub(super) fn udp_stream(
     let s = s.unwrap_or_default();
     let r = r.unwrap_or_default();
     let bits = f64::from(len) * 8.0;
-    // The numbers after the warm-up: from the first the receiver counted on
-    // (iperf3's rule), so none sent in the warm-up is counted lost.
-    let issued = s.issued.saturating_sub(r.omitted_numbers);
+    // The numbers after the warm-up: from the sender's cut by the
+    // datagrams' stamps (linerate's), else from the first the receiver
+    // counted on (iperf3's rule), so none sent in the warm-up is lost.
+    let omitted = match s.omitted_numbers {
+        0 => r.omitted_numbers,
+        n => n,
+    };
+    let issued = s.issued.saturating_sub(omitted);
     let lost = issued.saturating_sub(r.received);
     let g = s.gaps;
     Some(UdpSummary {

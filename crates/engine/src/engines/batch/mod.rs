@@ -541,6 +541,7 @@ mod tests {
             len,
             verify: true,
             start,
+            omit_ns: 0,
         };
         let kind = Batch {
             gro: Toggle::On,

@@ -19,7 +19,6 @@ use linerate_proto::wire::Side;
 use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,8 +65,9 @@ pub struct UdpLoopParams {
     /// Whole datagram length, header included.
     pub len: usize,
     pub udp: UdpParams,
-    /// The test's time zero.
+    /// The test's time zero, and its omitted warm-up (ns since it).
     pub start: Instant,
+    pub omit_ns: u64,
 }
 
 /// Every flow's endpoint and core; senders hand out at most `tx_batch`
@@ -201,6 +201,7 @@ impl State {
                             limit: flow.limit,
                             max_batch: tx_batch.unwrap_or_else(|| tx.max_batch()),
                             format: Linerate,
+                            omit_ns: p.omit_ns,
                         })
                         .with_phase(phase.0, phase.1);
                         Io::Tx(Box::new(core), tx, PEEK_EVERY_NS)
@@ -214,6 +215,7 @@ impl State {
                             stream: flow.id,
                             len: p.len,
                             verify: p.udp.verify,
+                            omit_ns: p.omit_ns,
                         });
                         let rcvbuf = ep.recv_buffer();
                         Io::Rx(Box::new(core), rx, rcvbuf, BeatSchedule::default())
@@ -321,7 +323,11 @@ impl State {
                 self.sent = Some(out);
             }
             Some(Io::Rx(core, rx, rcvbuf, _)) => {
-                let mut out = core.finish(self.flow.live.issued(), self.ep.drops(), rcvbuf);
+                let mut out = core.finish(
+                    (self.flow.live.issued(), self.flow.live.peer_omitted()),
+                    self.ep.drops(),
+                    rcvbuf,
+                );
                 out.batching = rx.batching();
                 self.received = Some(out);
             }
@@ -386,9 +392,7 @@ pub(super) fn refused() -> EngineError {
 /// again): its core and counters move on.
 pub(super) fn count_sent(core: &mut UdpSender, flow: &Meta, n: usize) {
     flow.counter.add(core.on_sent(n));
-    flow.live
-        .datagrams
-        .store(core.datagrams(), Ordering::Relaxed);
+    flow.live.publish(&core.live());
 }
 
 /// Feeds a receiver's `filled` slots of the loop's buffer to its core
