@@ -166,6 +166,25 @@ pub fn tcp_efficiency(sent_bytes: u64, retransmitted_bytes: u64) -> Option<f64> 
     })
 }
 
+/// The TCP MSS a path of `mtu` carries (no options).
+pub fn mss(mtu: u32, v6: bool) -> u32 {
+    mtu.saturating_sub(ip_header(v6) + 20)
+}
+
+/// A BDP below one MSS (a µs baseline RTT: loopback, namespaces on one
+/// host) means less than one segment fills the path: any window fills
+/// the bottleneck and builds a queue there, so the window is set by the
+/// floor `window`, not the BDP; said so. `None` for a usual BDP.
+pub fn bdp_note(bdp: u64, mss: u32, window: u32) -> Option<String> {
+    (bdp < u64::from(mss)).then(|| {
+        format!(
+            "{bdp} B is below one MSS ({mss} B): the baseline RTT is too short for a window \
+             to matter, so the TCP test uses the {window}-byte minimum, which overfills the \
+             bottleneck by design; its queue shows as buffer delay"
+        )
+    })
+}
+
 /// RFC 6349 §4.3: buffer delay percentage: (average RTT during the
 /// transfer − baseline RTT) / baseline RTT × 100 (both in one unit).
 pub fn buffer_delay_percent(avg_rtt_s: f64, baseline_rtt_s: f64) -> Option<f64> {
@@ -175,6 +194,25 @@ pub fn buffer_delay_percent(avg_rtt_s: f64, baseline_rtt_s: f64) -> Option<f64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 27: the shaped-router run's BDP (11.7 µs × 10.36 Mbit/s = 16 B)
+    /// is below one MSS, and the summary says why the window is 64 KiB.
+    #[test]
+    fn issue_27_a_bdp_below_one_mss_is_said() {
+        let bdp = bdp_bytes(10.36e6, 11.7e-6);
+        assert_eq!(bdp, 16);
+        let mss = mss(1500, false);
+        assert_eq!(mss, 1460);
+        let note = bdp_note(bdp, mss, 65_536).expect("said");
+        assert!(
+            note.contains("below one MSS") && note.contains("65536"),
+            "{note}"
+        );
+        assert_eq!(bdp_note(bdp_bytes(10e6, 0.02), mss, 65_536), None);
+        // Buffer delay stays the RFC's figure.
+        let p = buffer_delay_percent(15.1e-3 + 11.7e-6, 11.7e-6).expect("baseline");
+        assert!((p - 129_059.8).abs() < 1.0, "{p}");
+    }
 
     #[test]
     fn issue_27_rfc2544_sizes_are_the_standard_frames_that_fit() {

@@ -37,6 +37,8 @@ pub use ctx::Ctx;
 /// Exit statuses (also in `--help` and the README).
 pub const EXIT_SLA_FAILED: u8 = 4;
 pub const EXIT_COULD_NOT_RUN: u8 = 5;
+/// It ran, but the tester's own stalls left a verdict undecided.
+pub const EXIT_INCONCLUSIVE: u8 = 6;
 const EXIT_INTERRUPTED: u8 = 130;
 
 /// Words for a stop, naming the step.
@@ -93,6 +95,7 @@ fn methods(c: &Ctx<'_>, run: &mut QualifyRun) -> Result<(), (String, Stop)> {
             bottleneck_bps: None,
             bottleneck_how: String::new(),
             bdp_bytes: None,
+            bdp_note: None,
             directions: Vec::new(),
             verdict: Verdict::NotRun,
             baseline_probe: None,
@@ -152,7 +155,7 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         run.rfc6349.as_ref().map(|m| m.verdict),
     ];
     run.verdict = Verdict::all(verdicts.into_iter().flatten());
-    if stop.is_some() && run.verdict == Verdict::Pass {
+    if stop.is_some() && matches!(run.verdict, Verdict::Pass | Verdict::Inconclusive) {
         run.verdict = Verdict::NotRun;
     }
     (run, stop)
@@ -181,6 +184,7 @@ fn qualify(cfg: &QualifyConfig) -> QualifyReport {
         _ if interrupted => EXIT_INTERRUPTED,
         Verdict::Fail => EXIT_SLA_FAILED,
         Verdict::NotRun => EXIT_COULD_NOT_RUN,
+        Verdict::Inconclusive => EXIT_INCONCLUSIVE,
         Verdict::Pass | Verdict::NotJudged => 0,
     };
     let m = cfg.methods;
@@ -212,7 +216,12 @@ fn qualify(cfg: &QualifyConfig) -> QualifyReport {
 /// (the syscall engine), its run added as `syscall+preload`; a child that
 /// could not run is a run that says why. Whether it was interrupted.
 fn preloaded(cfg: &QualifyConfig, p: &PreloadRun, runs: &mut Vec<QualifyRun>) -> bool {
-    let ok = [0, EXIT_SLA_FAILED.into(), EXIT_COULD_NOT_RUN.into()];
+    let ok = [
+        0,
+        EXIT_SLA_FAILED.into(),
+        EXIT_COULD_NOT_RUN.into(),
+        EXIT_INCONCLUSIVE.into(),
+    ];
     match crate::compare::run_preloaded::<QualifyReport>(p, None, &ok) {
         Ok(child) => {
             runs.extend(child.runs.into_iter().map(|mut r| {

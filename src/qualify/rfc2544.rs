@@ -88,54 +88,133 @@ impl Until {
     }
 }
 
-/// A throughput search's outcome: the last search, its ceiling, how
-/// many times the ceiling was raised, and whether its time cut it.
+/// A search trial's outcome. A trial the tester's own stalls spoilt past
+/// their reruns (`trials::spoilt`) is neither: its loss is the sending
+/// host's, so it says nothing about the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trial {
+    Pass,
+    Fail,
+    Inconclusive,
+}
+
+/// Inconclusive trials a search takes (each at the rate it would have
+/// decided, tried again) before it stops at its best confirmed rate: a
+/// host that stalls that often would spend the size's time on reruns.
+const MAX_INCONCLUSIVE: u32 = 2;
+
+/// A throughput search's outcome: the last search, its floor and ceiling,
+/// how many times the ceiling was raised, whether its time cut it, its
+/// inconclusive trials and whether they ended it (`undecided`).
 struct Searched {
     search: ZeroLossSearch,
+    floor: f64,
     ceiling: f64,
     raises: u32,
     cut: bool,
+    inconclusive: u32,
+    undecided: bool,
 }
 
-/// The §26.1 search between `hi`/64 and `hi`, `try_rate` running a trial
-/// (whether it passed); with `raise`, a ceiling that passes is raised
-/// ([`CEILING_RAISES`]) and the search goes on between it and the next,
-/// the passed ceiling not tried again; after `until`, no more trials once
-/// a rate has passed.
+/// The §26.1 search between `hi`/64 and `hi`, `try_rate` running a trial;
+/// with `raise`, a ceiling that passes is raised ([`CEILING_RAISES`]) and
+/// the search goes on between it and the next, the passed ceiling not
+/// tried again; after `until`, no more trials once a rate has passed. An
+/// inconclusive trial is not recorded (it lowers no bound): the rate is
+/// tried again, and after [`MAX_INCONCLUSIVE`] of them the search stops.
 fn search_throughput(
     hi: f64,
     raise: bool,
     until: Until,
-    mut try_rate: impl FnMut(f64) -> Result<bool, Stop>,
+    mut try_rate: impl FnMut(f64) -> Result<Trial, Stop>,
 ) -> Result<Searched, Stop> {
-    let mut search = ZeroLossSearch::new(hi / SEARCH_FLOOR, hi);
-    let (mut ceiling, mut raises, mut known) = (hi, 0, None);
+    let mut out = Searched {
+        search: ZeroLossSearch::new(hi / SEARCH_FLOOR, hi),
+        floor: hi / SEARCH_FLOOR,
+        ceiling: hi,
+        raises: 0,
+        cut: false,
+        inconclusive: 0,
+        undecided: false,
+    };
+    let mut known = None;
     loop {
-        while let Some(rate) = search.next() {
-            if search.best().is_some() && until.passed() {
-                return Ok(Searched {
-                    search,
-                    ceiling,
-                    raises,
-                    cut: true,
-                });
+        while let Some(rate) = out.search.next() {
+            if out.search.best().is_some() && until.passed() {
+                out.cut = true;
+                return Ok(out);
             }
             // The last ceiling passed its confirmations in the search below.
-            let pass = known == Some(rate) || try_rate(rate)?;
-            search.record(rate, pass);
+            let trial = if known == Some(rate) {
+                Trial::Pass
+            } else {
+                try_rate(rate)?
+            };
+            if trial == Trial::Inconclusive {
+                out.inconclusive += 1;
+                if out.inconclusive >= MAX_INCONCLUSIVE {
+                    out.undecided = true;
+                    return Ok(out);
+                }
+                continue;
+            }
+            out.search.record(rate, trial == Trial::Pass);
         }
-        if !raise || raises == CEILING_RAISES || search.best() != Some(ceiling) {
-            return Ok(Searched {
-                search,
-                ceiling,
-                raises,
-                cut: false,
-            });
+        let ceiling = out.ceiling;
+        if !raise || out.raises == CEILING_RAISES || out.search.best() != Some(ceiling) {
+            return Ok(out);
         }
-        raises += 1;
+        out.raises += 1;
         known = Some(ceiling);
-        search = ZeroLossSearch::new(ceiling, ceiling * CEILING_STEP);
-        ceiling *= CEILING_STEP;
+        out.search = ZeroLossSearch::new(ceiling, ceiling * CEILING_STEP);
+        out.ceiling *= CEILING_STEP;
+    }
+}
+
+/// What a size's throughput alone says, before any SLA: the verdict and
+/// why, or `None` when a rate above the floor was confirmed and the SLA
+/// (or nothing) judges it. With an SLA rate, its KPI judges (a rate below
+/// it failing, or inconclusive when stalls ended the search); without one,
+/// no confirmed rate, or only the search's floor (1/64 of what an unpaced
+/// stream delivered: everything above it lost), is FAIL, or INCONCLUSIVE
+/// when the tester's stalls ended the search; a confirmed rate whose
+/// search the stalls ended is INCONCLUSIVE (it is a lower bound only).
+fn throughput_verdict(
+    best: Option<f64>,
+    floor: f64,
+    undecided: bool,
+    sla_met: Option<bool>,
+) -> Option<(Verdict, String)> {
+    const STALLS: &str = "the tester's own stalls spoilt the trials that would have decided it \
+        (rerun on a less busy host)";
+    let at_floor = best.is_some_and(|b| b <= floor * (1.0 + 1e-9));
+    match (sla_met, best) {
+        (Some(true), _) => None,
+        (Some(false), _) if undecided => Some((
+            Verdict::Inconclusive,
+            format!("below the SLA rate, but {STALLS}"),
+        )),
+        (Some(false), _) => None,
+        (None, None) if undecided => Some((
+            Verdict::Inconclusive,
+            format!("no zero-loss rate confirmed: {STALLS}"),
+        )),
+        (None, None) => Some((Verdict::Fail, "no zero-loss rate found".into())),
+        (None, Some(_)) if at_floor && undecided => Some((
+            Verdict::Inconclusive,
+            format!("only the search's floor passed: {STALLS}"),
+        )),
+        (None, Some(_)) if at_floor => Some((
+            Verdict::Fail,
+            "no zero-loss rate above the search's floor (1/64 of what an unpaced stream \
+             delivered): every higher rate lost"
+                .into(),
+        )),
+        (None, Some(_)) if undecided => Some((
+            Verdict::Inconclusive,
+            format!("the search stopped short of the limit: {STALLS}"),
+        )),
+        (None, Some(_)) => None,
     }
 }
 
@@ -148,29 +227,47 @@ fn throughput(
     hi: &mut f64,
     search_trials: &mut Vec<SweepTrial>,
     until: Until,
-) -> Result<(ZeroLoss, bool), Stop> {
-    let Searched {
-        search,
-        ceiling,
-        raises,
-        cut,
-    } = search_throughput(*hi, c.cfg.max_rate.is_none(), until, |rate| {
-        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
-        let pass = passes(&t, 0.0);
+) -> Result<Searched, Stop> {
+    let searched = search_throughput(*hi, c.cfg.max_rate.is_none(), until, |rate| {
+        let (t, r) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
+        let trial = if passes(&t, 0.0) {
+            Trial::Pass
+        } else if trials::spoilt(&t, r.as_ref()) {
+            Trial::Inconclusive
+        } else {
+            Trial::Fail
+        };
         search_trials.push(t);
-        Ok(pass)
+        Ok(trial)
     })?;
-    *hi = ceiling;
-    let best = search.best();
-    let raised = match raises {
+    *hi = searched.ceiling;
+    Ok(searched)
+}
+
+/// The search's figure and how it ended, in words.
+fn zero_loss(s: &Searched, len: u32, search_trials: &[SweepTrial]) -> ZeroLoss {
+    let best = s.search.best();
+    let raised = match s.raises {
         0 => String::new(),
         n => format!(
             "the ceiling was raised {n} time(s) to {}: the rate at it passed, so the unpaced \
              stream that measured it delivered less than the path carries; ",
-            format_rate(ceiling)
+            format_rate(s.ceiling)
         ),
     };
-    let zero_loss = ZeroLoss {
+    let inconclusive = match s.inconclusive {
+        0 => String::new(),
+        n => format!(
+            "; {n} trial(s) inconclusive (the sending host stalled past its reruns): not \
+             counted as loss{}",
+            if s.undecided {
+                ", and the search stopped on them"
+            } else {
+                ""
+            }
+        ),
+    };
+    ZeroLoss {
         len,
         max_loss_percent: 0.0,
         pps: best.map(|b| method::frames_per_second(b, len)),
@@ -184,15 +281,15 @@ fn throughput(
         }),
         trials: search_trials.len() as u32,
         note: raised
-            + &search.note(&|r| format_rate(r))
-            + if cut {
+            + &s.search.note(&|r| format_rate(r))
+            + &inconclusive
+            + if s.cut {
                 "; stopped at the best confirmed rate when this size's share of the method's \
                  time was spent"
             } else {
                 ""
             },
-    };
-    Ok((zero_loss, cut))
+    }
 }
 
 /// §26.2: probes beside a stream at `rate` (payload bit/s).
@@ -262,8 +359,14 @@ fn back_to_back(
 }
 
 /// Every test of §26 at one size, filling `s` as each ends (so a stop
-/// keeps what ran), within `until`.
-fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size, until: Until) -> Result<(), Stop> {
+/// keeps what ran), within `until`; `found` gets the search's floor and
+/// whether inconclusive trials ended it.
+fn measure(
+    c: &Ctx<'_>,
+    s: &mut Rfc2544Size,
+    found: &mut Option<(f64, bool)>,
+    until: Until,
+) -> Result<(), Stop> {
     let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
     let (capacity, _) = trials::udp(&unpaced, &c.stalls)?;
@@ -273,11 +376,15 @@ fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size, until: Until) -> Result<(), Stop> {
         let why = capacity.error.as_deref().unwrap_or("nothing arrived");
         s.throughput.note = format!("the unpaced stream delivered nothing ({why})");
         s.capacity = Some(capacity);
+        *found = Some((0.0, false));
         return Ok(());
     }
     s.capacity = Some(capacity);
-    (s.throughput, s.search_cut) =
-        throughput(c, len, &mut hi, &mut s.search, until.share(SEARCH_SHARE))?;
+    let searched = throughput(c, len, &mut hi, &mut s.search, until.share(SEARCH_SHARE))?;
+    s.throughput = zero_loss(&searched, len, &s.search);
+    s.search_cut = searched.cut;
+    s.inconclusive_trials = searched.inconclusive;
+    *found = Some((searched.floor, searched.undecided));
     s.throughput_fps = s.throughput.pps;
     s.throughput_frame_bps = s
         .throughput
@@ -295,8 +402,9 @@ fn measure(c: &Ctx<'_>, s: &mut Rfc2544Size, until: Until) -> Result<(), Stop> {
     Ok(())
 }
 
-/// The KPIs of a size against the SLA, and its verdict.
-fn judge(c: &Ctx<'_>, s: &mut Rfc2544Size) {
+/// The KPIs of a size against the SLA, and its verdict ([`throughput_verdict`]
+/// from the search's `found` floor and whether stalls ended it).
+fn judge(c: &Ctx<'_>, s: &mut Rfc2544Size, found: Option<(f64, bool)>) {
     let sla = &c.cfg.sla;
     let lat = s.latency.as_ref();
     s.kpis = vec![
@@ -329,6 +437,22 @@ fn judge(c: &Ctx<'_>, s: &mut Rfc2544Size) {
             .filter(|k| k.threshold.is_some() || k.value.is_some())
             .map(|k| k.verdict),
     );
+    // The throughput alone, where it decides (a search that ran, or an
+    // unpaced stream that delivered nothing, found no rate).
+    let Some((floor, undecided)) = found else {
+        return;
+    };
+    let sla_met = sla.rate_bps.map(|_| s.kpis[0].verdict == Verdict::Pass);
+    if let Some((v, why)) =
+        throughput_verdict(s.throughput.bits_per_second, floor, undecided, sla_met)
+    {
+        let others = s.kpis[1..]
+            .iter()
+            .filter(|k| k.threshold.is_some() || k.value.is_some())
+            .map(|k| k.verdict);
+        s.verdict = Verdict::all(others.chain([v]));
+        s.verdict_note = Some(why);
+    }
 }
 
 /// One size: what was measured (all of it, or up to a stop) and judged.
@@ -350,6 +474,8 @@ fn size(c: &Ctx<'_>, len: u32, until: Until) -> (Rfc2544Size, Option<Stop>) {
         throughput_fps: None,
         search: Vec::new(),
         search_cut: false,
+        inconclusive_trials: 0,
+        verdict_note: None,
         latency: None,
         latency_note: None,
         loss_vs_load: Vec::new(),
@@ -358,8 +484,9 @@ fn size(c: &Ctx<'_>, len: u32, until: Until) -> (Rfc2544Size, Option<Stop>) {
         kpis: Vec::new(),
         verdict: Verdict::NotRun,
     };
-    let stop = measure(c, &mut s, until).err();
-    judge(c, &mut s);
+    let mut found = None;
+    let stop = measure(c, &mut s, &mut found, until).err();
+    judge(c, &mut s, found);
     if stop.is_some() && s.verdict != Verdict::Fail {
         s.verdict = Verdict::NotRun;
     }
@@ -388,8 +515,16 @@ mod tests {
     use super::*;
 
     /// A path that passes every rate up to `limit`.
-    fn path(limit: f64) -> impl FnMut(f64) -> Result<bool, Stop> {
-        move |rate| Ok(rate <= limit)
+    fn path(limit: f64) -> impl FnMut(f64) -> Result<Trial, Stop> {
+        move |rate| Ok(pass(rate <= limit))
+    }
+
+    fn pass(ok: bool) -> Trial {
+        if ok {
+            Trial::Pass
+        } else {
+            Trial::Fail
+        }
     }
 
     /// Issue 27 (the shaped router's 2 % test, flaky on a busy host): an
@@ -408,7 +543,7 @@ mod tests {
         let mut tried = Vec::new();
         search_throughput(ceiling, true, Until(None), |r| {
             tried.push(r);
-            Ok(r <= limit)
+            Ok(pass(r <= limit))
         })
         .expect("runs");
         assert_eq!(
@@ -437,7 +572,7 @@ mod tests {
         let spent = Until(Some(Instant::now()));
         let s = search_throughput(1e6, true, spent, |r| {
             tried += 1;
-            Ok(r <= 0.5e6)
+            Ok(pass(r <= 0.5e6))
         })
         .expect("runs");
         // The ceiling fails, the floor passes twice (confirmed): cut there.
@@ -448,5 +583,75 @@ mod tests {
         let s = search_throughput(1e6, true, later, path(0.5e6)).expect("runs");
         assert!(!s.cut);
         assert!(s.search.best().is_some_and(|b| (0.5e6 - b) / 0.5e6 < 0.02));
+    }
+
+    /// Issue 27 (a loaded host: "18 trial(s) … counted as failed", the
+    /// search left far below the link): a trial the tester's stalls spoilt
+    /// past its reruns lowers no bound; the rate is tried again and the
+    /// search finds the limit, saying how many were inconclusive.
+    #[test]
+    fn issue_27_inconclusive_trials_do_not_lower_the_search() {
+        let (ceiling, limit) = (8.77e6, 9.72e6);
+        let mut spoilt = 1;
+        let s = search_throughput(ceiling, true, Until(None), |r| {
+            if r == ceiling && spoilt > 0 {
+                spoilt -= 1;
+                return Ok(Trial::Inconclusive);
+            }
+            Ok(pass(r <= limit))
+        })
+        .expect("runs");
+        let best = s.search.best().expect("a rate passed");
+        assert!(
+            (limit - best) / limit < 0.01,
+            "{best}: the spoilt ceiling lowered it"
+        );
+        assert_eq!((s.inconclusive, s.undecided), (1, false));
+        // Stalls at every rate above 5 Mbit/s: the search stops on them,
+        // its best confirmed rate below, and the size is inconclusive.
+        let s = search_throughput(ceiling, true, Until(None), |r| {
+            Ok(if r > 5e6 {
+                Trial::Inconclusive
+            } else {
+                pass(r <= limit)
+            })
+        })
+        .expect("runs");
+        assert_eq!((s.inconclusive, s.undecided), (MAX_INCONCLUSIVE, true));
+        let v = throughput_verdict(s.search.best(), s.floor, s.undecided, None);
+        assert_eq!(v.map(|v| v.0), Some(Verdict::Inconclusive));
+    }
+
+    /// Issue 27 ("none … PASS", "162.89 kbit/s … PASS" at the floor): a
+    /// size with no zero-loss rate, or only the search's floor, is not a
+    /// pass without an SLA rate: FAIL, or INCONCLUSIVE when stalls ended
+    /// its search; an SLA rate's KPI judges where one is given.
+    #[test]
+    fn issue_27_floor_and_none_sizes_are_not_pass() {
+        let floor = 10e6 / SEARCH_FLOOR;
+        let verdict = |best, undecided, sla| {
+            throughput_verdict(best, floor, undecided, sla).map(|(v, why)| {
+                assert!(!why.is_empty());
+                v
+            })
+        };
+        assert_eq!(verdict(None, false, None), Some(Verdict::Fail));
+        assert_eq!(verdict(Some(floor), false, None), Some(Verdict::Fail));
+        assert_eq!(verdict(None, true, None), Some(Verdict::Inconclusive));
+        assert_eq!(
+            verdict(Some(floor), true, None),
+            Some(Verdict::Inconclusive)
+        );
+        // A rate above the floor: the SLA (or nothing) judges it …
+        assert_eq!(verdict(Some(9e6), false, None), None);
+        assert_eq!(verdict(Some(9e6), false, Some(false)), None);
+        assert_eq!(verdict(Some(floor), false, Some(true)), None);
+        // … unless stalls stopped its search short of deciding.
+        assert_eq!(verdict(Some(9e6), true, None), Some(Verdict::Inconclusive));
+        assert_eq!(
+            verdict(Some(5e6), true, Some(false)),
+            Some(Verdict::Inconclusive)
+        );
+        assert_eq!(verdict(Some(9e6), true, Some(true)), None);
     }
 }

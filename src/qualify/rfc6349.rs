@@ -145,6 +145,7 @@ fn direction(
         transfer_time_note,
         efficiency_percent: method::tcp_efficiency(sent, retransmits * u64::from(mss)),
         buffer_delay_percent: buffer_delay,
+        added_delay_ns: avg_rtt.zip(out.baseline_rtt_ns).map(|(a, b)| a - b as f64),
         avg_rtt_ns: avg_rtt,
         rtt_samples: samples,
         probe_rtt,
@@ -200,6 +201,8 @@ pub fn run(c: &Ctx<'_>, out: &mut Rfc6349) -> Result<(), Stop> {
         .unwrap_or(0)
         .max(MIN_WINDOW)
         .min(u64::from(u32::MAX / 4)) as u32;
+    let mss = method::mss(out.path_mtu.unwrap_or(1500), c.v6);
+    out.bdp_note = out.bdp_bytes.and_then(|b| method::bdp_note(b, mss, window));
     for reverse in [false, true] {
         let d = direction(c, out, window, reverse)?;
         out.directions.push(d);

@@ -106,10 +106,7 @@ fn until_unspoilt<T>(stalls: &Stalls, mut run: impl FnMut() -> (UdpOutcome, T)) 
     let mut left = STALL_RERUNS;
     loop {
         let (out, beside) = run();
-        let spoilt = match &out {
-            Ok((t, r)) => (t.lost > 0 || !t.kept_up) && r.as_ref().is_some_and(sender_stalled),
-            Err(_) => false,
-        };
+        let spoilt = out.as_ref().is_ok_and(|(t, r)| spoilt(t, r.as_ref()));
         if !spoilt {
             return (out, beside);
         }
@@ -120,6 +117,13 @@ fn until_unspoilt<T>(stalls: &Stalls, mut run: impl FnMut() -> (UdpOutcome, T)) 
         left -= 1;
         stalls.reruns.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Whether trial `t` (its report `r`) lost datagrams or fell behind while
+/// its sender stalled: the tester's loss, not the path's ([`udp`]). One
+/// [`udp`] returns was so on every try, or once the run's reruns ran out.
+pub fn spoilt(t: &SweepTrial, r: Option<&Report>) -> bool {
+    (t.lost > 0 || !t.kept_up) && r.is_some_and(sender_stalled)
 }
 
 /// Trials the sending host's stalls spoilt ([`udp`]).
@@ -174,8 +178,9 @@ impl Stalls {
         if exhausted > 0 {
             notes.push(format!(
                 "{exhausted} trial(s) lost datagrams or fell behind with the sending host stalled \
-                 on all {} tries or once the run's {} reruns were spent: counted as failed, \
-                 so the rates near them may be low (a less busy tester would tell)",
+                 on all {} tries or once the run's {} reruns were spent: the RFC 2544 search \
+                 took them as inconclusive (not as loss), other steps report their loss as \
+                 measured (a less busy tester would tell)",
                 STALL_RERUNS + 1,
                 self.reruns.load(Ordering::Relaxed) + self.left.load(Ordering::Relaxed)
             ));

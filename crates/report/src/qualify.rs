@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 use crate::model::{SweepTrial, ZeroLoss};
 use crate::Report;
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// `schema` of `qualify --json`.
 pub const QUALIFY_SCHEMA: u32 = 1;
 
@@ -36,16 +40,23 @@ pub enum Verdict {
     /// Not measured (refused, interrupted, failed): the qualification is
     /// incomplete.
     NotRun,
+    /// Measured, but the tester's own stalls (its sender skipping its
+    /// schedule on a busy host) spoilt the trials that would have decided
+    /// it: neither the path's pass nor its failure. Rerun on a less busy
+    /// tester.
+    Inconclusive,
 }
 
 impl Verdict {
-    /// Fail if any failed, else not run if any did not run, else pass.
+    /// Fail if any failed, else not run if any did not run, else
+    /// inconclusive if any was, else pass.
     pub fn all(vs: impl IntoIterator<Item = Verdict>) -> Verdict {
         let mut out = Verdict::Pass;
         for v in vs {
             match (out, v) {
                 (_, Verdict::Fail) => return Verdict::Fail,
                 (_, Verdict::NotRun) => out = Verdict::NotRun,
+                (Verdict::Pass, Verdict::Inconclusive) => out = Verdict::Inconclusive,
                 _ => {}
             }
         }
@@ -58,6 +69,7 @@ impl Verdict {
             Verdict::Fail => "FAIL",
             Verdict::NotJudged => "-",
             Verdict::NotRun => "NOT RUN",
+            Verdict::Inconclusive => "INCONCLUSIVE",
         }
     }
 }
@@ -214,6 +226,15 @@ pub struct Rfc2544Size {
     /// resolution, when this size's share of the method's time was spent.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub search_cut: bool,
+    /// Search trials the tester's own stalls spoilt past their reruns:
+    /// neither a pass nor a loss, so they did not move the search.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub inconclusive_trials: u32,
+    /// Why the size's verdict is what it is when the throughput alone
+    /// decided it (no zero-loss rate, only the search's floor, or a search
+    /// the inconclusive trials ended).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub verdict_note: Option<String>,
     /// §26.2: latency of probes beside a stream at the throughput rate.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub latency: Option<Latency>,
@@ -306,6 +327,10 @@ pub struct Rfc6349Direction {
     pub efficiency_percent: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub buffer_delay_percent: Option<f64>,
+    /// The same as an absolute figure: the mean RTT during the transfer
+    /// less the baseline, ns (a µs baseline makes the percentage huge).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub added_delay_ns: Option<f64>,
     /// Mean of the sender's TCP_INFO smoothed RTT over the intervals, ns.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub avg_rtt_ns: Option<f64>,
@@ -344,6 +369,9 @@ pub struct Rfc6349 {
     pub bottleneck_how: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bdp_bytes: Option<u64>,
+    /// What the BDP means for the window, when it is below one MSS.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bdp_note: Option<String>,
     pub directions: Vec<Rfc6349Direction>,
     pub verdict: Verdict,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -449,6 +477,9 @@ fn rfc2544_human(m: &Rfc2544, out: &mut dyn Write) -> io::Result<()> {
         for k in s.kpis.iter().filter(|k| k.threshold.is_some()) {
             writeln!(out, "        {}", kpi_line(k))?;
         }
+        if let Some(n) = &s.verdict_note {
+            writeln!(out, "        verdict: {n}")?;
+        }
         if s.search_cut {
             writeln!(
                 out,
@@ -514,6 +545,28 @@ fn y1564_human(m: &Y1564, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "  verdict: {}", m.verdict.word())
 }
 
+/// RFC 6349's buffer delay: the RFC's percentage beside the delay it
+/// stands for ("+15.1 ms over a 11.7 µs baseline"), which stays readable
+/// when a µs baseline makes the percentage run to thousands.
+fn buffer_delay_words(
+    percent: Option<f64>,
+    added_ns: Option<f64>,
+    baseline_ns: Option<u64>,
+) -> String {
+    let Some(p) = percent else {
+        return "-".into();
+    };
+    match added_ns.zip(baseline_ns) {
+        Some((a, b)) => format!(
+            "{p:.1}% ({}{} over a {} baseline)",
+            if a < 0.0 { "-" } else { "+" },
+            format_nanos(a.abs()),
+            format_nanos(b as f64)
+        ),
+        None => format!("{p:.1}%"),
+    }
+}
+
 fn rfc6349_human(m: &Rfc6349, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "RFC 6349 (TCP)")?;
     writeln!(
@@ -527,6 +580,9 @@ fn rfc6349_human(m: &Rfc6349, out: &mut dyn Write) -> io::Result<()> {
         m.bottleneck_how,
         m.bdp_bytes.map_or("-".into(), format_bytes)
     )?;
+    if let Some(n) = &m.bdp_note {
+        writeln!(out, "  BDP: {n}")?;
+    }
     for d in &m.directions {
         writeln!(
             out,
@@ -537,7 +593,7 @@ fn rfc6349_human(m: &Rfc6349, out: &mut dyn Write) -> io::Result<()> {
             format_rate(d.ideal_bps),
             d.transfer_time_ratio.map_or("-".into(), |r| format!("{r:.2}")),
             d.efficiency_percent.map_or("-".into(), |e| format!("{e:.2}%")),
-            d.buffer_delay_percent.map_or("-".into(), |b| format!("{b:.1}%")),
+            buffer_delay_words(d.buffer_delay_percent, d.added_delay_ns, m.baseline_rtt_ns),
             d.verdict.word()
         )?;
         if let Some(p) = &d.probe_rtt {
@@ -669,6 +725,28 @@ fn human(r: &QualifyReport, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_27_buffer_delay_shows_the_absolute_delay_beside_the_percentage() {
+        // The shaped-router run: an 11.7 µs loopback baseline, 15.1 ms of
+        // tbf queue during the transfer.
+        let w = buffer_delay_words(Some(129_000.3), Some(15.1e6), Some(11_700));
+        assert!(w.starts_with("129000.3%"), "{w}");
+        assert!(w.contains("+15.1") && w.contains("ms over a 11.7"), "{w}");
+        assert!(w.contains("baseline"), "{w}");
+        assert_eq!(buffer_delay_words(None, None, Some(11_700)), "-");
+        assert_eq!(buffer_delay_words(Some(3.0), None, None), "3.0%");
+    }
+
+    #[test]
+    fn issue_27_inconclusive_ranks_below_fail_and_not_run() {
+        use Verdict::*;
+        assert_eq!(Verdict::all([Pass, Inconclusive, NotJudged]), Inconclusive);
+        assert_eq!(Verdict::all([Inconclusive, Fail]), Fail);
+        assert_eq!(Verdict::all([Inconclusive, NotRun, Pass]), NotRun);
+        assert_eq!(Verdict::all([NotRun, Inconclusive]), NotRun);
+        assert_eq!(Inconclusive.word(), "INCONCLUSIVE");
+    }
 
     #[test]
     fn issue_27_verdicts_combine_fail_first_then_not_run() {
