@@ -806,3 +806,52 @@ fn bottleneck(
     let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &["--threads", "2"]);
     Some((path, server))
 }
+
+/// Issue 28: many rr flows of two sizes on a loaded host. The client's
+/// control loop built each phase's record (every flow's histograms) for
+/// seconds, sending no heartbeat, and the server gave up on a live client
+/// ("no control bytes from the client for 3000 ms"); the records are built
+/// beside the loop now. Two busy loops, each ended by its guard and bounded
+/// by `timeout` besides, load both CPUs while it runs.
+#[test]
+fn issue_28_many_rr_flows_of_two_sizes_on_a_loaded_host_keep_their_control_connection() {
+    /// A busy loop, ended when dropped (and by `timeout` at the latest).
+    struct Busy(std::process::Child);
+    impl Drop for Busy {
+        fn drop(&mut self) {
+            let pid = self.0.id().to_string();
+            // SIGTERM: `timeout` passes it on to its loop.
+            let _ = std::process::Command::new("kill").arg(&pid).status();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Server::start(&[]);
+    let port = server.port_str();
+    let busy: Vec<Busy> = (0..2)
+        .filter_map(|_| {
+            std::process::Command::new("timeout")
+                .args(["120", "sh", "-c", "while :; do :; done"])
+                .spawn()
+                .ok()
+                .map(Busy)
+        })
+        .collect();
+    let args = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--flows",
+        "5000",
+        "--threads",
+        "2",
+        "--sizes",
+        "1,8K",
+        "-t",
+        "2",
+    ];
+    let out = run_client(&args, Duration::from_secs(100));
+    drop(busy);
+    assert_ok(&out, &args);
+    assert!(server.alive());
+}

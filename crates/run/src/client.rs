@@ -6,8 +6,10 @@
 //! start, abort) with the test's entry in [`crate::test_type`], and turns
 //! the outcome into a report.
 
+use std::collections::VecDeque;
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Context as _, Result, RunError};
@@ -22,7 +24,7 @@ use linerate_proto::session::{EarlyStop, SessionError};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::{RefuseCode, Side, Token};
 use linerate_report::build;
-use linerate_report::model::TestInfo;
+use linerate_report::model::{RrPhaseRecord, TestInfo};
 use linerate_report::render::Sink;
 use linerate_report::Report;
 
@@ -97,6 +99,7 @@ pub fn run_native(
         token: None,
         last_interval: None,
         output_closed: false,
+        phases: PhaseRecords::default(),
     };
     let driven = control::drive(&mut test, &mut ctrl);
     // The server closes after it released the test's slot: a next test
@@ -160,6 +163,47 @@ struct ClientTest<'a, 's> {
     /// reader has what it wanted, so the test stops as for Ctrl-C and ends
     /// quietly (issue 28).
     output_closed: bool,
+    /// rr phase records being built beside the control loop.
+    phases: PhaseRecords,
+}
+
+/// rr phase records built beside the control loop, a thread each. A
+/// record sums every flow's histograms: with thousands of flows on a
+/// loaded host that took seconds (5,000 flows, two sizes), in which the
+/// loop sent no heartbeat and the server gave up on a live client
+/// (issue 28). The loop writes each record once it is built, in phase
+/// order, and all of them before the final report.
+/// A phase whose thread could not be had gets no line (the final report
+/// still has it).
+#[derive(Default)]
+struct PhaseRecords(VecDeque<Option<JoinHandle<Option<RrPhaseRecord>>>>);
+
+impl PhaseRecords {
+    fn build(&mut self, job: impl FnOnce() -> Option<RrPhaseRecord> + Send + 'static) {
+        let spawned = std::thread::Builder::new()
+            .name("linerate-phase".into())
+            .spawn(job);
+        self.0.push_back(spawned.ok());
+    }
+
+    /// The next record in phase order once built (`None` inside when the
+    /// phase has none); with `wait`, waits for it. `None`: none left, or
+    /// the next is not built yet.
+    fn next(&mut self, wait: bool) -> Option<Option<RrPhaseRecord>> {
+        let building = self.0.front()?.as_ref();
+        if !wait && building.is_some_and(|h| !h.is_finished()) {
+            return None;
+        }
+        // A builder that panicked leaves its phase without a record.
+        Some(self.0.pop_front()?.and_then(|h| h.join().ok().flatten()))
+    }
+}
+
+impl Drop for PhaseRecords {
+    /// Leaves no thread behind: a failed test's builders finish first.
+    fn drop(&mut self) {
+        while self.next(true).is_some() {}
+    }
 }
 
 impl ControlSide for ClientTest<'_, '_> {
@@ -174,7 +218,11 @@ impl ControlSide for ClientTest<'_, '_> {
     }
 
     fn send_failed(&mut self, e: std::io::Error) -> Result<()> {
-        Err(e).context("writing to the control connection")
+        // The connection ended: the session says how (not an I/O error
+        // here, whose broken pipe main would take for a closed stdout and
+        // exit 0 in silence, issue 28).
+        self.session.connection_ended(control::ended(&e));
+        Ok(())
     }
 
     fn turn(&mut self, _: &mut ControlConn) -> bool {
@@ -212,19 +260,22 @@ impl ControlSide for ClientTest<'_, '_> {
     }
 
     fn rr_phase(&mut self, flows: Vec<RrFlowMeasurement>) -> Result<()> {
-        let (Some(spec), Some(index)) = (self.session.spec(), flows.first().map(|f| f.phase))
-        else {
+        let Some(spec) = self.session.spec().cloned() else {
             return Ok(());
         };
         let clock = self.session.clock().copied();
-        let Some(rec) = build::phase_record(spec, index, flows, clock) else {
-            return Ok(());
-        };
-        // After a Ctrl-C the remaining phases end at once, with nothing.
-        if self.session.stopped_early() && rec.transactions == 0 && rec.lost == 0 {
-            return Ok(());
-        }
-        self.write_out(|sink| sink.rr_phase(&rec))
+        let stopped_early = self.session.stopped_early();
+        self.phases.build(move || {
+            let index = flows.first().map(|f| f.phase)?;
+            let rec = build::phase_record(&spec, index, flows, clock)?;
+            // After a Ctrl-C the remaining phases end at once, with nothing.
+            (!(stopped_early && rec.transactions == 0 && rec.lost == 0)).then_some(rec)
+        });
+        Ok(())
+    }
+
+    fn output_ready(&mut self) -> Result<()> {
+        self.write_phases(false)
     }
 
     fn idle_wait(&self) -> Duration {
@@ -372,7 +423,19 @@ impl<'a> ClientTest<'a, '_> {
         }
     }
 
+    /// Writes the rr phase records built so far, in phase order; with
+    /// `all`, waits for the rest too.
+    fn write_phases(&mut self, all: bool) -> Result<()> {
+        while let Some(rec) = self.phases.next(all) {
+            if let Some(rec) = rec {
+                self.write_out(|sink| sink.rr_phase(&rec))?;
+            }
+        }
+        Ok(())
+    }
+
     fn finish(&mut self) -> Result<Report, RunError> {
+        self.write_phases(true)?;
         match self.session.outcome() {
             Some(Ok((local, remote))) => {
                 let spec = self.session.spec().cloned().unwrap_or_default();

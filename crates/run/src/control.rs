@@ -217,6 +217,11 @@ pub trait ControlSide {
     fn rr_phase(&mut self, _flows: Vec<RrFlowMeasurement>) -> Result<()> {
         Ok(())
     }
+    /// Writes output made ready beside the loop since the last turn (the
+    /// client's rr phase records).
+    fn output_ready(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// How long to wait for the peer before the data phase.
     fn idle_wait(&self) -> Duration;
 }
@@ -237,6 +242,12 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
         side.actions_done();
         let bytes = side.session().outbox().take();
         if let Err(e) = ctrl.send(&bytes) {
+            // A peer that gave up wrote why (an Abort) before it closed:
+            // that, not the failed write, is the test's outcome.
+            if let Ok(Some(bytes)) = ctrl.recv(Duration::from_millis(1)) {
+                side.session()
+                    .receive_at(bytes, Instant::now(), clock::mono_ns());
+            }
             side.send_failed(e)?;
         }
         if side.turn(ctrl) {
@@ -258,6 +269,7 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
         while let Some(p) = side.run().and_then(|r| r.next_phase()) {
             side.rr_phase(p)?;
         }
+        side.output_ready()?;
         if let Some(results) = side.run().and_then(|r| r.try_finish()) {
             side.session()
                 .local_finished(completed(results), Instant::now());
@@ -293,7 +305,7 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
 
 /// How the control connection ended, from the error [`ControlConn::recv`]
 /// returned: end of file is the peer's close, a reset is said as one.
-fn ended(e: &std::io::Error) -> Ended {
+pub(crate) fn ended(e: &std::io::Error) -> Ended {
     match e.kind() {
         ErrorKind::UnexpectedEof => Ended::Closed,
         ErrorKind::ConnectionReset => Ended::Reset,
