@@ -168,15 +168,8 @@ fn issue_27_rr_rate_paces_each_event_loop_flow() {
             .map(u)
             .collect();
         assert_eq!(counts.len(), 16, "{proto}: {per_flow}");
-        // 200/s for 2 s from each flow's first request, that one at once:
-        // 401 at most; late slots are made up, so a busy host stays within
-        // a few percent. Unpaced, a loopback flow makes thousands.
-        for (flow, &n) in counts.iter().enumerate() {
-            assert!(
-                (385..=401).contains(&n),
-                "{proto} flow {flow}: {n} transactions in 2 s at 200/s"
-            );
-        }
+        // Unpaced, a loopback flow makes thousands.
+        crate::helpers::assert_paced_at_200_for_2s(proto, &r, &counts);
     }
 }
 

@@ -313,10 +313,12 @@ pub fn build_rr(
     spec: &TestSpec,
     client: &SideResults,
     server: &SideResults,
-    notes: Vec<String>,
+    mut notes: Vec<String>,
 ) -> Report {
+    let rr = crate::rr::build(spec, client, server);
+    notes.extend(rr.iter().flat_map(crate::rr::notes));
     Report {
-        rr: crate::rr::build(spec, client, server),
+        rr,
         ..per_message_report(info, client, server, notes)
     }
 }
