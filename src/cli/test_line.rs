@@ -69,6 +69,9 @@ fn give_key(cmd: &mut Command, key: Option<AuthKey>, key_file: Option<&std::path
         Command::Tcp(c) | Command::Udp(c) => c.auth_key = key,
         Command::Rr(r) => r.client.auth_key = key,
         Command::Sweep(s) => s.base.auth_key = key,
+        // `--repeat` wraps the test before the key is given: it is the
+        // repeated test that needs it (it was lost here: issue 28).
+        Command::Repeat(r) => give_key(&mut r.test, key, key_file),
         Command::Qualify(q) => {
             for e in &mut q.engines {
                 for c in [&mut e.udp, &mut e.tcp, &mut e.rr] {

@@ -660,3 +660,34 @@ fn issue_26_a_servers_own_engine_refuses_at_admission_what_its_client_would() {
     };
     assert_eq!(refusal.of(&udp), uring.refusal(&udp));
 }
+
+/// Issue 28 (found this round): `--repeat N --auth-key FILE` lost the key,
+/// since `--repeat` wrapped the test before the key was given, so every
+/// trial against a keyed server failed authentication. The key reaches
+/// the repeated test, whichever kind.
+#[test]
+fn issue_28_repeat_keeps_the_auth_key() {
+    let dir = std::env::temp_dir().join(format!("lr-repeat-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("k.key");
+    std::fs::write(&key, "Zq4vN0p7Rk2Xw9sLm3Tb8Yc1Hd6Ej5Fa").expect("key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("mode");
+    }
+    let k = key.display();
+    for test in ["tcp 127.0.0.1", "udp 127.0.0.1", "rr 127.0.0.1"] {
+        let cmd = parse(&format!("{test} --repeat 2 --auth-key {k}")).expect("parses");
+        let Command::Repeat(r) = cmd else {
+            panic!("{test}: not a repeat: {cmd:?}");
+        };
+        let has_key = match *r.test {
+            Command::Tcp(c) | Command::Udp(c) => c.auth_key.is_some(),
+            Command::Rr(r) => r.client.auth_key.is_some(),
+            other => panic!("{test}: {other:?}"),
+        };
+        assert!(has_key, "{test}: the repeated test has no key");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
