@@ -230,6 +230,12 @@ fn throughput(
 ) -> Result<Searched, Stop> {
     let searched = search_throughput(*hi, c.cfg.max_rate.is_none(), until, |rate| {
         let (t, r) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
+        // A trial that failed (its connection, not the path) measured
+        // nothing: the step could not run, not a loss.
+        if let Some(why) = trials::failed(&t, len) {
+            search_trials.push(t);
+            return Err(why);
+        }
         let trial = if passes(&t, 0.0) {
             Trial::Pass
         } else if trials::spoilt(&t, r.as_ref()) {
@@ -370,6 +376,10 @@ fn measure(
     let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
     let (capacity, _) = trials::udp(&unpaced, &c.stalls)?;
+    if let Some(why) = trials::failed(&capacity, len) {
+        s.capacity = Some(capacity);
+        return Err(why);
+    }
     let mut hi = c.cfg.max_rate.unwrap_or(capacity.received_bits_per_second);
     let capacity_pps = capacity.received_pps;
     if hi <= 0.0 {
@@ -486,8 +496,11 @@ fn size(c: &Ctx<'_>, len: u32, until: Until) -> (Rfc2544Size, Option<Stop>) {
     };
     let mut found = None;
     let stop = measure(c, &mut s, &mut found, until).err();
+    // A stop before the search decided leaves nothing to judge: its
+    // throughput (0 unmeasured) failing an SLA rate is no FAIL.
+    let decided = found.is_some();
     judge(c, &mut s, found);
-    if stop.is_some() && s.verdict != Verdict::Fail {
+    if stop.is_some() && (s.verdict != Verdict::Fail || !decided) {
         s.verdict = Verdict::NotRun;
     }
     (s, stop)

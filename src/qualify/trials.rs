@@ -119,6 +119,16 @@ fn until_unspoilt<T>(stalls: &Stalls, mut run: impl FnMut() -> (UdpOutcome, T)) 
     }
 }
 
+/// The stop for trial `t` of `len`-byte datagrams when it failed as a
+/// test (its row has an error: a connection that timed out, a server
+/// that went away), not as a path: it measured nothing, so a method
+/// must not count it as loss (the size would FAIL, exit 4, for what is a
+/// step that could not run: NOT RUN, exit 5).
+pub fn failed(t: &SweepTrial, len: u32) -> Option<Stop> {
+    let why = t.error.as_deref()?;
+    Some(Stop::Failed(format!("a {len} B trial failed: {why}")))
+}
+
 /// Whether trial `t` (its report `r`) lost datagrams or fell behind while
 /// its sender stalled: the tester's loss, not the path's ([`udp`]). One
 /// [`udp`] returns was so on every try, or once the run's reruns ran out.
@@ -388,6 +398,27 @@ pub fn pacing_words() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 27 (review of this round): a trial that failed as a test (a
+    /// connection timed out, the server went away) measured nothing; a
+    /// method stops on it (NOT RUN, exit 5) instead of counting it as the
+    /// path's loss (a FAIL, exit 4). A trial that ran is no failure.
+    #[test]
+    fn issue_27_a_trial_that_failed_as_a_test_stops_the_method() {
+        let ran = SweepTrial {
+            lost: 10,
+            ..SweepTrial::default()
+        };
+        assert!(failed(&ran, 64).is_none());
+        let broken = SweepTrial {
+            error: Some("no control bytes from the server for 3000 ms".into()),
+            ..SweepTrial::default()
+        };
+        match failed(&broken, 64) {
+            Some(Stop::Failed(m)) => assert!(m.contains("64 B trial failed: no control"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn issue_27_probes_beside_a_load_take_a_bounded_share_of_it() {

@@ -14,7 +14,11 @@
 //! instead of this side's clock, so both ends leave out the same
 //! datagrams: an omitted interval counts the warm-up's datagrams, a
 //! measured one the others (the first measured interval all of them since
-//! the start), and the totals leave out the warm-up's final counts. The last interval of a timed test is not cut at the planned end:
+//! the start), and the totals leave out the warm-up's final counts. One
+//! exception: the totals count loss from the sender's cut (in its
+//! SendDone), the intervals from the highest warm-up number this side saw,
+//! so warm-up datagrams lost on the link just before the cut show as loss
+//! in the first measured interval but not in the total. The last interval of a timed test is not cut at the planned end:
 //! it runs to the real end of the streams (the senders' final write, the
 //! receivers' drain) so the intervals always add up to the totals.
 //!

@@ -154,7 +154,7 @@ impl SeqTracker {
             self.set(seq, true);
             let c = &mut self.counts;
             c.received += 1;
-            c.next_expected = seq + 1;
+            c.next_expected = seq.saturating_add(1);
             return Arrival::InOrder { gap };
         }
         let distance = c.next_expected - 1 - seq;
@@ -298,6 +298,10 @@ mod tests {
         t.record(u64::MAX - 2);
         t.record(u64::MAX - 3);
         assert_eq!(t.counts().reordered, 1);
+        // A datagram numbered u64::MAX (a forged header) is counted, with
+        // no overflow (a panic in debug builds before: issue 28 review).
+        t.record(u64::MAX);
+        assert_eq!(t.counts().next_expected, u64::MAX);
     }
 
     #[test]

@@ -147,7 +147,7 @@ impl Warmup {
             Arrival::Late => self.late += 1,
             Arrival::BeyondWindow => {}
         }
-        self.numbers = self.numbers.max(seq + 1);
+        self.numbers = self.numbers.max(seq.saturating_add(1));
     }
 }
 

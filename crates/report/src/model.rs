@@ -855,7 +855,7 @@ pub struct SweepInfo {
 }
 
 /// One trial of a sweep (a whole UDP test, summed over its flows).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SweepTrial {
     pub len: u32,
     /// True for the trials of a zero-loss search (not part of the grid).

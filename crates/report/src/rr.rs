@@ -327,9 +327,16 @@ pub(crate) fn notes(rr: &RrReport) -> Vec<String> {
     let mut notes = Vec::new();
     for p in &rr.phases {
         let slots = f64::from(rate) * p.seconds;
+        // A lost transaction (UDP) used its slot too: the pace is kept by
+        // the transactions started, answered or not.
         let counts: Vec<u64> = match &p.per_flow {
-            Some(f) => f.transactions.clone(),
-            None => vec![p.transactions],
+            Some(f) => f
+                .transactions
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| n + f.lost.get(i).copied().unwrap_or(0))
+                .collect(),
+            None => vec![p.transactions + p.lost],
         };
         let short: Vec<u64> = counts
             .iter()
@@ -599,6 +606,13 @@ mod tests {
             "{n:?}"
         );
         assert!(n[0].contains("slowest 125/s"), "{n:?}");
+        // Lost transactions (UDP) kept their slots: no shortfall.
+        let mut lossy = paced(&[200, 150]);
+        lossy.phases[0].lost = 50;
+        if let Some(f) = lossy.phases[0].per_flow.as_mut() {
+            f.lost = vec![0, 50];
+        }
+        assert!(notes(&lossy).is_empty(), "{:?}", notes(&lossy));
         // Unpaced: nothing to fall behind.
         let flows = vec![flow(0, 0, &[1, 2, 3])];
         let r = build(&spec(1), &side(flows.clone(), None), &side(flows, None)).expect("rr");
