@@ -298,9 +298,11 @@ fn issue_27_rfc2544_throughput_and_rfc6349_bottleneck_through_a_shaped_router() 
     };
     let port = server.port_str();
     // A run whose sender stalled beyond its reruns says so in its notes
-    // (its trials "counted as failed", the rates near them maybe low):
-    // such a run, and only such a run, is tried once more. A wrong figure
-    // from a run that reports no stall fails at once.
+    // (its trials inconclusive or rerun, the rates near them maybe low):
+    // such a run, and only such a run, is tried again, twice at most (a
+    // clean-clone CI run saw two in a row under the suite's own load: 7.43
+    // of 9.72 Mbit/s at 1472 B, 44 stalled trials). A wrong figure from a
+    // run that reports no stall fails at once.
     let mut tries = 0;
     let v = loop {
         tries += 1;
@@ -337,7 +339,7 @@ fn issue_27_rfc2544_throughput_and_rfc6349_bottleneck_through_a_shaped_router() 
             Err(why) => {
                 let notes = v["runs"][0]["notes"].to_string();
                 let stalled = notes.contains("sending host stalled");
-                assert!(stalled && tries < 2, "{why} (notes: {notes})");
+                assert!(stalled && tries < 3, "{why} (notes: {notes})");
                 eprintln!("the tester stalled ({notes}); once more: {why}");
             }
         }
