@@ -419,3 +419,13 @@ pub fn assert_paced_at_200_for_2s(what: &str, report: &Value, counts: &[u64]) {
         );
     }
 }
+
+/// Runs `linerate qualify ARGS` (in namespace `ns` if given) and parses
+/// its JSON (`Null` where stdout is not JSON).
+pub fn qualify_in(ns: Option<&str>, args: &[&str], limit: Duration) -> (Output, Value) {
+    let mut argv = vec!["qualify"];
+    argv.extend_from_slice(args);
+    let out = run_client_in(ns, &argv, limit);
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, v)
+}

@@ -29,4 +29,5 @@ mod udp;
 mod uring_engines;
 mod uring_flows;
 mod ux;
+mod veth;
 mod xdp;

@@ -1,14 +1,14 @@
-//! A real network path: two network namespaces joined by a veth pair,
-//! addressed from 198.18.0.0/15 (RFC 2544's benchmarking range). Tests here
-//! check linerate's byte counts against the kernel's interface counters.
+//! Real network paths for the tests: two network namespaces joined by a
+//! veth pair, or through a router namespace, addressed from 198.18.0.0/15
+//! (RFC 2544's benchmarking range), and the `tc` a test shapes them with.
+//! Shared by the e2e binary and the `alone` binary (tests/alone).
 //!
 //! Needs root (CI runs as root); elsewhere each test skips, and the skips
 //! are listed with their reasons after the test summary (helpers::skip).
 
 use std::process::Command;
-use std::time::Duration;
 
-use crate::helpers::*;
+use crate::helpers::{skip, Server};
 
 /// Two namespaces `a` (client, 198.18.0.1) and `b` (server, 198.18.0.2)
 /// joined by veth `va` ↔ `vb`. Deleted on drop.
@@ -200,291 +200,28 @@ impl Drop for Routed {
     }
 }
 
-/// Bytes a TCP flow may add on the wire per segment: Ethernet (14), IPv4
-/// (20), TCP with timestamps (32). veth counts frames without FCS.
-const PER_SEGMENT: u64 = 14 + 20 + 32;
-/// Handshakes, the control connection's frames (results with intervals),
-/// FINs: a generous fixed allowance.
-const FIXED_SLACK: u64 = 256 * 1024;
+/// `tc qdisc VERB dev DEV root tbf …`: a bucket of ten full frames (a
+/// host stalled for a few ms by other load sends a short burst), a queue
+/// of `limit` bytes.
+pub fn tbf<'a>(verb: &'a str, dev: &'a str, rate: &'a str, limit: &'a str) -> Vec<&'a str> {
+    vec![
+        "qdisc", verb, "dev", dev, "root", "tbf", "rate", rate, "burst", "15000", "limit", limit,
+    ]
+}
 
-fn check_against_counters(mtu: u32, reverse: bool) {
+/// The rate-limited router: tbf at `rate` on the router's egress both
+/// ways, with a queue of `limit` bytes, and a default server in `b`;
+/// `None` (skipped, said) where namespaces are unavailable.
+pub fn shaped(tag: &str, rate: &str, limit: &str) -> Option<(Routed, Server)> {
     if let Some(why) = unavailable() {
-        return skip(why);
+        skip(why);
+        return None;
     }
-    let pair =
-        NetPair::new(&format!("{mtu}{}", u8::from(reverse)), mtu).expect("create namespaces");
-    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
-    // The receiving side's veth counts every byte of the data direction.
-    let (rx_ns, rx_dev) = if reverse {
-        (&pair.a, "va")
-    } else {
-        (&pair.b, "vb")
-    };
-    let before = NetPair::counter(rx_ns, rx_dev, "rx_bytes");
-    let port = server.port_str();
-    let mut args = vec!["tcp", ADDR_B, "-p", &port, "-t", "2", "-P", "2", "--json"];
-    if reverse {
-        args.push("--reverse");
-    }
-    let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(60));
-    assert_ok(&out, &args);
-    let after = NetPair::counter(rx_ns, rx_dev, "rx_bytes");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_streams_balanced(&report);
-    let payload = u(&report["sums"][0]["receiver_bytes"]);
-    let mss = report["streams"]
-        .as_array()
-        .expect("streams")
-        .iter()
-        .map(|s| u(&s["sender"]["tcp"]["snd_mss"]))
-        .min()
-        .expect("an mss");
-    let wire = after - before;
-    // The path's MSS follows the MTU (timestamps take 12 of the 40+ bytes).
-    assert!(
-        mss <= u64::from(mtu) - 40 && mss >= u64::from(mtu) - 40 - 40,
-        "mss {mss} for mtu {mtu}"
-    );
-    assert!(
-        wire >= payload,
-        "interface saw {wire} bytes, less than the {payload} bytes of payload reported"
-    );
-    let max_overhead = payload.div_ceil(mss) * PER_SEGMENT + FIXED_SLACK;
-    assert!(
-        wire <= payload + max_overhead,
-        "interface saw {wire} bytes for {payload} bytes of payload: more than {max_overhead} bytes of headers at MSS {mss}"
-    );
-}
-
-#[test]
-fn issue_2_veth_counters_agree_with_payload_mtu_1500() {
-    check_against_counters(1500, false);
-}
-
-#[test]
-fn issue_2_veth_counters_agree_with_payload_mtu_9000() {
-    check_against_counters(9000, false);
-}
-
-#[test]
-fn issue_2_veth_counters_agree_with_payload_reverse() {
-    check_against_counters(1500, true);
-}
-
-/// On a 1500-byte IPv4 path a 1472-byte datagram is a full-size packet:
-/// GSO takes it (segments that need no fragmentation, one packet each on
-/// the wire), and every datagram is counted; one byte more does not fit,
-/// and the report says why GSO is off instead of failing the sends.
-#[test]
-fn issue_8_gso_takes_full_size_datagrams_on_a_1500_byte_ipv4_path() {
-    if let Some(why) = unavailable() {
-        return skip(why);
-    }
-    let pair = NetPair::new("gso", 1500).expect("create namespaces");
-    let server = Server::start_in(Some(&pair.b), ADDR_B, &["--engine", "batch"]);
-    let port = server.port_str();
-    for (len, gso) in [("1472", true), ("1473", false)] {
-        let before = NetPair::counter(&pair.b, "vb", "rx_packets");
-        let args = [
-            "udp", ADDR_B, "-p", &port, "-l", len, "-b", "100M", "-t", "1", "--engine", "batch",
-            "--json",
-        ];
-        let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(30));
-        assert_ok(&out, &args);
-        let packets = NetPair::counter(&pair.b, "vb", "rx_packets") - before;
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        let d = &r["streams"][0]["udp"];
-        let sent = u(&d["sent"]);
-        assert!(sent > 1000, "{d}");
-        // Every datagram is counted: received or lost, exactly. On a quiet
-        // host nothing is lost; on a loaded one the receiving socket (the
-        // namespace's default 208 KiB) overflows, or a starved receiver
-        // has not read the last datagrams by the end of the drain: lost by
-        // linerate's definition, and still counted.
-        assert_eq!(
-            u(&d["received"]) + u(&d["lost"]),
-            sent,
-            "every datagram counted: {d}"
-        );
-        assert!(
-            u(&d["lost"]) >= d["socket_drops"].as_u64().unwrap_or(0),
-            "the socket's drops are among the losses: {d}"
-        );
-        let b = &d["sender_batching"];
-        // The path saw the test (veth passes GSO runs whole, so its
-        // packet count is not a datagram count). The kernel refuses a GSO
-        // send whose segments would need fragmenting, so sends that
-        // succeeded with GSO on were never fragmented.
-        assert!(packets > 0, "no packets on vb");
-        if gso {
-            assert!(u(&b["gso_segments"]) > 1, "GSO on at {len} B: {b}");
-        } else {
-            assert!(b["gso_segments"].is_null(), "GSO off at {len} B: {b}");
-            assert!(
-                b["notes"].to_string().contains("path MTU (1500 bytes)"),
-                "the reason is reported: {b}"
-            );
-        }
-    }
-}
-
-/// Without root the namespace tests cannot run (issue 28): each is listed
-/// after libtest's summary as skipped, with its reason and a count, instead
-/// of passing as a bare `ok`. Runs one of them in this test binary as a user
-/// without root (`nobody` through setpriv when this one is root).
-#[test]
-fn issue_28_namespace_tests_without_root_are_listed_as_skipped() {
-    let exe = std::env::current_exe().expect("test binary");
-    // SAFETY: geteuid has no failure mode.
-    let mut cmd = if unsafe { libc::geteuid() } == 0 {
-        let setpriv = Command::new("setpriv").arg("--version").output();
-        if !setpriv.is_ok_and(|o| o.status.success()) {
-            return skip("needs setpriv (util-linux) to run a test without root");
-        }
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-            .arg(exe);
-        c
-    } else {
-        Command::new(exe)
-    };
-    let test = "netns::issue_8_gso_takes_full_size_datagrams_on_a_1500_byte_ipv4_path";
-    let out = cmd
-        .args(["--exact", test, "--test-threads=1"])
-        .output()
-        .expect("run the test binary");
-    let err = stderr(&out);
-    assert!(out.status.success(), "{err}");
-    assert!(
-        err.contains("skipped at run time (passed without running): 1 test(s), 0 part(s)"),
-        "{err}"
-    );
-    assert!(
-        err.contains(&format!(
-            "skipped: {test}: needs root to create network namespaces"
-        )),
-        "{err}"
-    );
-}
-
-/// A UDP test above a bottleneck's rate, through a tbf whose queue holds
-/// two frames, with the control connection on the same link: the UDP
-/// data fills the queue, so the control connection's segments are dropped
-/// and retransmitted. The server's results used to be still in flight
-/// when it closed, and its close (with the client's heartbeats arriving)
-/// became a RST that discarded them: "peer closed the control connection"
-/// (issue 27, seen at `-i 200ms`). The test must complete, native and on
-/// the iperf3 wire.
-#[test]
-fn issue_27_udp_test_through_a_small_tbf_queue_keeps_its_control_connection() {
-    if let Some(why) = unavailable() {
-        return skip(why);
-    }
-    let path = Routed::new("tq").expect("create namespaces");
-    for dev in ["ra", "rb"] {
-        let tbf = [
-            "qdisc", "add", "dev", dev, "root", "tbf", "rate", "20mbit", "burst", "3000", "limit",
-            "3000",
-        ];
-        tc(&path.r, &tbf).expect("tbf");
+    let path = Routed::new(tag).expect("create namespaces");
+    // Both ways: the router's egress to the server and to the client.
+    for dev in ["rb", "ra"] {
+        tc(&path.r, &tbf("add", dev, rate, limit)).expect("tbf");
     }
     let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &[]);
-    let port = server.port_str();
-    for wire in [&[][..], &["--iperf3"][..]] {
-        let mut args = vec![
-            "udp",
-            ROUTED_SERVER,
-            "-p",
-            &port,
-            "-b",
-            "30M",
-            "-t",
-            "3",
-            "-i",
-            "200ms",
-            "--json",
-        ];
-        args.extend_from_slice(wire);
-        let out = run_client_in(Some(&path.a), &args, Duration::from_secs(30));
-        assert_ok(&out, &args);
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        assert!(u(&r["streams"][0]["udp"]["sent"]) > 1000, "{args:?}: {r}");
-    }
-}
-
-/// An unpaced UDP stream through a link slower than its sender (a 10
-/// Mbit/s router), for longer than the heartbeat's 3 s: the stream fills
-/// the queue the control connection shares (466-byte datagrams leave it
-/// 28 bytes of room, too little for a TCP segment), so the receiving side
-/// heard no control bytes for 3 s and gave up ("the server gives up: no
-/// control bytes from the client", seen before the fix), and so, in 2 of
-/// 3 runs, did the sending side. The receiver now hears its peer through
-/// the data, the sender through the receiver's beats (`data_beat`). The
-/// test must complete, each way, with every datagram accounted.
-#[test]
-fn issue_27_an_unpaced_stream_through_a_slower_link_outlasts_the_silence_limit() {
-    unpaced_through_a_slower_link("ul", &[]);
-}
-
-/// The same with event-loop flows (`--flows 4`): their receivers beat and
-/// their senders count the beats as a stream thread's do. Before they did,
-/// a side gave up after 3 s of silence here too.
-#[test]
-fn issue_27_unpaced_flows_through_a_slower_link_outlast_the_silence_limit() {
-    unpaced_through_a_slower_link("uk", &["--flows", "4", "--threads", "2"]);
-}
-
-/// Runs a 6 s UDP test of 466-byte datagrams each way through a 10
-/// Mbit/s router at a hundred times its rate (namespaces named from `prefix`),
-/// with `extra` arguments: it must complete, every stream's datagrams
-/// accounted. Paced, not unpaced: the full queue is what starves the
-/// control connection, and an unpaced sender's spinning core slowed the
-/// tests CI runs beside it (a qualify search failed in CI).
-pub fn unpaced_through_a_slower_link(prefix: &str, extra: &[&str]) {
-    if let Some(why) = unavailable() {
-        return skip(why);
-    }
-    let path = Routed::new(prefix).expect("create namespaces");
-    for dev in ["ra", "rb"] {
-        let tbf = [
-            "qdisc", "add", "dev", dev, "root", "tbf", "rate", "10mbit", "burst", "15000", "limit",
-            "30000",
-        ];
-        tc(&path.r, &tbf).expect("tbf");
-    }
-    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &[]);
-    let port = server.port_str();
-    for dir in [&[][..], &["-R"][..]] {
-        let mut args = vec![
-            "udp",
-            ROUTED_SERVER,
-            "-p",
-            &port,
-            "-b",
-            "1G",
-            "-l",
-            "466",
-            "-t",
-            "6",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(dir);
-        let out = run_client_in(Some(&path.a), &args, Duration::from_secs(60));
-        assert_ok(&out, &args);
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        let streams = r["streams"].as_array().expect("streams");
-        let (mut all_received, mut all_lost) = (0, 0);
-        for s in streams {
-            let udp = &s["udp"];
-            let (issued, received, lost) =
-                (u(&udp["issued"]), u(&udp["received"]), u(&udp["lost"]));
-            assert_eq!(received + lost, issued, "{args:?}: {udp}");
-            (all_received, all_lost) = (all_received + received, all_lost + lost);
-        }
-        assert!(
-            all_received > 1000 && all_lost > all_received,
-            "{args:?}: {r}"
-        );
-    }
+    Some((path, server))
 }

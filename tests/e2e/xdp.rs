@@ -372,7 +372,7 @@ fn issue_25_xdp_receiver_loss_through_a_rate_limited_link_is_exact() {
 /// gives up on the starved control connection.
 #[test]
 fn issue_27_an_xdp_sender_through_a_slower_link_hears_its_receiver() {
-    crate::netns::unpaced_through_a_slower_link("ux", &["--engine", "xdp"]);
+    crate::veth::unpaced_through_a_slower_link("ux", &["--engine", "xdp"]);
 }
 
 #[test]
