@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::helpers::*;
-use crate::netns::{tc, unavailable, NetPair, Routed, ADDR_B, ROUTED_SERVER};
+use crate::netns::{shaped, tc, unavailable, NetPair, Routed, ADDR_B, ROUTED_SERVER};
 
 /// Bytes a TCP flow may add on the wire per segment: Ethernet (14), IPv4
 /// (20), TCP with timestamps (32). veth counts frames without FCS.
@@ -249,18 +249,9 @@ fn issue_27_unpaced_flows_through_a_slower_link_outlast_the_silence_limit() {
 /// control connection, and an unpaced sender's spinning core slowed the
 /// tests CI runs beside it (a qualify search failed in CI).
 pub fn unpaced_through_a_slower_link(prefix: &str, extra: &[&str]) {
-    if let Some(why) = unavailable() {
-        return skip(why);
-    }
-    let path = Routed::new(prefix).expect("create namespaces");
-    for dev in ["ra", "rb"] {
-        let tbf = [
-            "qdisc", "add", "dev", dev, "root", "tbf", "rate", "10mbit", "burst", "15000", "limit",
-            "30000",
-        ];
-        tc(&path.r, &tbf).expect("tbf");
-    }
-    let server = Server::start_in(Some(&path.b), ROUTED_SERVER, &[]);
+    let Some((path, server)) = shaped(prefix, "10mbit", "30000") else {
+        return;
+    };
     let port = server.port_str();
     for dir in [&[][..], &["-R"][..]] {
         let mut args = vec![
