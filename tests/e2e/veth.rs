@@ -156,7 +156,7 @@ fn issue_28_namespace_tests_without_root_are_listed_as_skipped() {
     } else {
         Command::new(exe)
     };
-    let test = "netns::issue_8_gso_takes_full_size_datagrams_on_a_1500_byte_ipv4_path";
+    let test = "veth::issue_8_gso_takes_full_size_datagrams_on_a_1500_byte_ipv4_path";
     let out = cmd
         .args(["--exact", test, "--test-threads=1"])
         .output()
