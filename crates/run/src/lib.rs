@@ -7,11 +7,12 @@
 //! and hands the records and the final report to a
 //! [`Sink`](linerate_report::render::Sink) — through a
 //! [`printer::Printer`] where the sink can block (stdout), so the control
-//! loop keeps its heartbeats going while nobody reads. The server ([`server`]) serves
-//! native and iperf3 clients on one port behind its guard ([`guard`]:
-//! address filters, connection caps, rates), watches every running test
-//! ([`watch`]) and counts what it served ([`metrics`]). How a client run
-//! ends maps to an exit status ([`error::RunError`]).
+//! loop keeps its heartbeats going while nobody reads. The server
+//! ([`server`]) serves native and iperf3 clients on one port behind its
+//! guard ([`guard`]: address filters, connection caps, rates), watches
+//! every running test ([`watch`]) and counts what it served
+//! ([`metrics`]). How a client run ends maps to an exit status
+//! ([`error::RunError`]).
 //!
 //! The binary crate parses and validates its flags into [`config`]'s
 //! plain types and orchestrates series of tests (sweep, compare, repeat)
