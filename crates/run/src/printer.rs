@@ -34,9 +34,11 @@ use linerate_report::Report;
 
 use crate::iperf3::client::{Connection, Output};
 
-/// The most interval rows waiting to be written (a few hundred bytes
-/// each: some MiB): at 1 s intervals, over 7 hours of one stream's lines,
-/// or 4 minutes of `-P 128`'s.
+/// The most interval rows waiting to be written. A row is at most about
+/// 270 bytes in memory (a stream's record with its TCP_INFO), so what
+/// waits stays under 20 MiB; at 1 s intervals that is 6 hours of one
+/// stream's records (3 rows each: the stream, its sum, the record), or
+/// 4 minutes of `-P 128`'s.
 pub const QUEUED_ROWS_MAX: usize = 1 << 16;
 
 /// One hand-over: what to do with the output.
