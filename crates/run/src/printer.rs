@@ -38,7 +38,7 @@ use crate::iperf3::client::{Connection, Output};
 /// 270 bytes in memory (a stream's record with its TCP_INFO), so what
 /// waits stays under 20 MiB; at 1 s intervals that is 6 hours of one
 /// stream's records (3 rows each: the stream, its sum, the record), or
-/// 4 minutes of `-P 128`'s.
+/// 8 minutes of `-P 128`'s.
 pub const QUEUED_ROWS_MAX: usize = 1 << 16;
 
 /// One hand-over: what to do with the output.
