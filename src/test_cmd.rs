@@ -12,24 +12,34 @@ use linerate_report::render::{self, Sink};
 use linerate_report::Report;
 use linerate_run::config::{ClientConfig, RrConfig};
 use linerate_run::error::RunError;
+use linerate_run::printer::Printer;
 use linerate_run::run::{run_rr_to, run_to};
 
 /// Runs one test and renders it to stdout. Returns the report.
 pub fn run(cfg: &ClientConfig) -> Result<Report, RunError> {
-    let stdout = std::io::stdout();
-    let sink = if cfg.quiet_intervals {
-        render::sink_without_intervals(cfg.format, Box::new(stdout.lock()))
-    } else {
-        render::sink(cfg.format, Box::new(stdout.lock()))
-    };
-    let sink = crate::host::iface_sink::wrap(sink, cfg.iface.as_deref(), cfg.format);
+    let (format, quiet, dev) = (cfg.format, cfg.quiet_intervals, cfg.iface.clone());
+    let printer = printer(move || {
+        let stdout = Box::new(std::io::stdout());
+        let sink = if quiet {
+            render::sink_without_intervals(format, stdout)
+        } else {
+            render::sink(format, stdout)
+        };
+        crate::host::iface_sink::lines(sink, dev.as_deref(), format)
+    })?;
+    // The interface's counters are read on the control loop's thread, on
+    // time, whenever the output is written.
     let mut sink = Kept {
-        inner: sink,
+        inner: crate::host::iface_sink::wrap(printer, cfg.iface.as_deref()),
         report: None,
     };
     let result = run_to(cfg, &mut sink);
+    // Everything printed is out before the files, and before main says
+    // how the test failed.
+    let Kept { inner, report } = sink;
+    drop(inner);
     // `--plot`: of the test, or of what an interrupted one measured.
-    if let (Some(path), Some(report)) = (&cfg.plot, &sink.report) {
+    if let (Some(path), Some(report)) = (&cfg.plot, &report) {
         if result.as_ref().map_or_else(RunError::reported, |_| true) {
             let svg = linerate_report::plot_extra::intervals_svg(report)
                 .with_context(|| format!("plotting {}", path.display()))
@@ -45,14 +55,19 @@ pub fn run(cfg: &ClientConfig) -> Result<Report, RunError> {
 
 /// Runs a request/response test, then writes the files it asked for.
 pub fn run_rr(cfg: &RrConfig) -> Result<Report, RunError> {
-    let stdout = std::io::stdout();
-    let sink = render::sink(cfg.client.format, Box::new(stdout.lock()));
-    let sink = crate::progress::rr_sink(sink, &cfg.client.spec, cfg.client.format);
+    let (format, spec) = (cfg.client.format, cfg.client.spec.clone());
+    let printer = printer(move || {
+        let sink = render::sink(format, Box::new(std::io::stdout()));
+        crate::progress::rr_sink(sink, &spec, format)
+    })?;
     let mut sink = Kept {
-        inner: sink,
+        inner: printer,
         report: None,
     };
-    match run_rr_to(cfg, &mut sink) {
+    let result = run_rr_to(cfg, &mut sink);
+    let Kept { inner, report } = sink;
+    drop(inner);
+    match result {
         Ok(report) => {
             export(cfg, &report)?;
             Ok(report)
@@ -60,13 +75,25 @@ pub fn run_rr(cfg: &RrConfig) -> Result<Report, RunError> {
         // Interrupted with a report of what was measured: the files asked
         // for hold that too (issue 13).
         Err(e) if e.reported() => {
-            if let Some(report) = &sink.report {
+            if let Some(report) = &report {
                 export(cfg, report)?;
             }
             Err(e)
         }
         Err(e) => Err(e),
     }
+}
+
+/// The sink `make` builds, on a printer thread
+/// ([`linerate_run::printer`]): a stdout nobody reads never stops the
+/// control loop, whose heartbeats keep the test alive (issue 28).
+fn printer(
+    make: impl FnOnce() -> Box<dyn Sink> + Send + 'static,
+) -> Result<Box<dyn Sink>, RunError> {
+    let printer = Printer::spawn(make)
+        .context("starting the output thread")
+        .or_run()?;
+    Ok(Box::new(printer))
 }
 
 /// Passes everything on to `inner` and keeps the report it was given.

@@ -1,9 +1,13 @@
 //! `--iface DEV` on a test: a [`Sink`] wrapper that reads the interface's
 //! counters when the test starts, at every interval record the client
 //! relays (within a control-loop tick, ≤ 20 ms, of the interval's cut) and
-//! at the end, and adds them to the records and the report. The renderers
-//! stay unaware of it: machine formats get the fields, human output gets
-//! a line per interval and a block after the summary.
+//! at the end, and adds them to the records and the report. It runs on
+//! the control loop's thread, so the counters are read on time however
+//! long the output takes to be written. The renderers stay unaware of it:
+//! machine formats print the fields, and human output gets a line per
+//! interval and a block after the summary from [`lines`], which runs with
+//! the renderer on the printer's thread
+//! ([`linerate_run::printer`]).
 
 use std::io::{self, Write};
 use std::time::Instant;
@@ -18,7 +22,6 @@ use linerate_stats::units::format_bytes;
 pub struct IfaceSink<'a> {
     inner: Box<dyn Sink + 'a>,
     dev: String,
-    format: Format,
     start: Option<(Instant, Counters)>,
     last: Option<(Instant, Counters)>,
     /// Per relayed interval, for the final report's interval records.
@@ -26,21 +29,70 @@ pub struct IfaceSink<'a> {
 }
 
 /// Wraps `inner` when `dev` is given.
-pub fn wrap<'a>(
-    inner: Box<dyn Sink + 'a>,
-    dev: Option<&str>,
-    format: Format,
-) -> Box<dyn Sink + 'a> {
+pub fn wrap<'a>(inner: Box<dyn Sink + 'a>, dev: Option<&str>) -> Box<dyn Sink + 'a> {
     match dev {
         Some(dev) => Box::new(IfaceSink {
             inner,
             dev: dev.to_owned(),
-            format,
             start: None,
             last: None,
             seen: Vec::new(),
         }),
         None => inner,
+    }
+}
+
+/// Human output's lines for the counters [`IfaceSink`] added: wraps the
+/// human renderer `inner` when `dev` is given.
+pub fn lines<'a>(
+    inner: Box<dyn Sink + 'a>,
+    dev: Option<&str>,
+    format: Format,
+) -> Box<dyn Sink + 'a> {
+    match dev {
+        Some(dev) if format == Format::Human => Box::new(IfaceLines {
+            inner,
+            dev: dev.to_owned(),
+            header: false,
+        }),
+        _ => inner,
+    }
+}
+
+struct IfaceLines<'a> {
+    inner: Box<dyn Sink + 'a>,
+    dev: String,
+    /// The traffic lines' header was printed.
+    header: bool,
+}
+
+impl Sink for IfaceLines<'_> {
+    fn start(&mut self, info: &TestInfo) -> io::Result<()> {
+        self.inner.start(info)
+    }
+
+    fn interval(&mut self, rec: &IntervalRecord) -> io::Result<()> {
+        self.inner.interval(rec)?;
+        let Some(traffic) = &rec.iface else {
+            return Ok(());
+        };
+        let mut out = super::Clean(io::stdout().lock());
+        if !std::mem::replace(&mut self.header, true) {
+            writeln!(out, "        {}", render::TRAFFIC_HEADER)?;
+        }
+        writeln!(out, "  iface {}", render::traffic_line(traffic))
+    }
+
+    fn finish(&mut self, report: &Report) -> io::Result<()> {
+        self.inner.finish(report)?;
+        if let Some(i) = &report.iface {
+            let mut out = super::Clean(io::stdout().lock());
+            writeln!(out, "Interface {} over the test:", self.dev)?;
+            writeln!(out, "  {}", render::TRAFFIC_HEADER)?;
+            writeln!(out, "  {}", render::traffic_line(&i.traffic))?;
+            writeln!(out, "  {}", i.explanation)?;
+        }
+        Ok(())
     }
 }
 
@@ -71,21 +123,9 @@ impl Sink for IfaceSink<'_> {
         };
         let traffic = Traffic::between(&self.dev, &c0, &c1, t1.duration_since(t0).as_secs_f64());
         self.seen.push((rec.start_s, traffic.clone()));
-        match self.format {
-            Format::Human => {
-                self.inner.interval(rec)?;
-                let mut out = super::Clean(io::stdout().lock());
-                if self.seen.len() == 1 {
-                    writeln!(out, "        {}", render::TRAFFIC_HEADER)?;
-                }
-                writeln!(out, "  iface {}", render::traffic_line(&traffic))
-            }
-            _ => {
-                let mut rec = rec.clone();
-                rec.iface = Some(traffic);
-                self.inner.interval(&rec)
-            }
-        }
+        let mut rec = rec.clone();
+        rec.iface = Some(traffic);
+        self.inner.interval(&rec)
     }
 
     fn finish(&mut self, report: &Report) -> io::Result<()> {
@@ -107,17 +147,7 @@ impl Sink for IfaceSink<'_> {
                 rec.iface = Some(t.clone());
             }
         }
-        self.inner.finish(&report)?;
-        if self.format == Format::Human {
-            if let Some(i) = &report.iface {
-                let mut out = super::Clean(io::stdout().lock());
-                writeln!(out, "Interface {} over the test:", self.dev)?;
-                writeln!(out, "  {}", render::TRAFFIC_HEADER)?;
-                writeln!(out, "  {}", render::traffic_line(&i.traffic))?;
-                writeln!(out, "  {}", i.explanation)?;
-            }
-        }
-        Ok(())
+        self.inner.finish(&report)
     }
 }
 

@@ -14,16 +14,19 @@ use super::{json_out, text_out};
 use crate::cli::{Iperf3Config, Iperf3Style as Style};
 use linerate_run::error::RunError;
 use linerate_run::iperf3::client::{self, Connection, Output};
+use linerate_run::printer::Printer;
 
-/// The drop-in's [`Output`].
-struct DropIn<'w> {
+/// The drop-in's [`Output`], written on a printer thread
+/// ([`linerate_run::printer`]: a stdout nobody reads never stops the
+/// control loop).
+struct DropIn {
     style: Style,
-    out: Box<dyn Write + 'w>,
+    out: Box<dyn Write + Send>,
     intervals: bool,
     ctx: Option<Connection>,
 }
 
-impl DropIn<'_> {
+impl DropIn {
     fn line(&mut self, v: &Value) -> std::io::Result<()> {
         writeln!(self.out, "{v}")?;
         self.out.flush()
@@ -34,7 +37,7 @@ impl DropIn<'_> {
     }
 }
 
-impl Output for DropIn<'_> {
+impl Output for DropIn {
     fn start(&mut self, info: &TestInfo, ctx: &Connection) -> std::io::Result<()> {
         self.ctx = Some(ctx.clone());
         match self.style {
@@ -103,7 +106,7 @@ impl Output for DropIn<'_> {
 /// Runs the test; a failure is also written in the chosen JSON style
 /// (iperf3's `error` document or event) before it is returned.
 pub fn run(cfg: &Iperf3Config) -> Result<(), RunError> {
-    let out: Box<dyn Write> = match &cfg.logfile {
+    let out: Box<dyn Write + Send> = match &cfg.logfile {
         Some(path) => Box::new(
             std::fs::OpenOptions::new()
                 .create(true)
@@ -114,20 +117,25 @@ pub fn run(cfg: &Iperf3Config) -> Result<(), RunError> {
         ),
         None => Box::new(std::io::stdout()),
     };
-    let mut o = DropIn {
-        style: cfg.style,
+    let (style, intervals) = (cfg.style, cfg.intervals);
+    let mut o = Printer::spawn(move || DropIn {
+        style,
         out,
-        intervals: cfg.intervals,
+        intervals,
         ctx: None,
-    };
+    })
+    .map_err(|e| anyhow::anyhow!("starting the output thread: {e}"))
+    .or_run()?;
     let result = client::run(&cfg.client, &cfg.extras, &mut o);
     if let Err(e) = &result {
         let message = e.chain().to_string();
-        let _ = match cfg.style {
+        let _ = o.send(move |o| match style {
             Style::Json => o.line(&json_out::error_document(&message)),
             Style::JsonStream => o.event("error", message.into()),
             Style::Text => Ok(()),
-        };
+        });
     }
+    // Everything is written before main says how the test ended.
+    drop(o);
     result.map(drop)
 }

@@ -514,3 +514,113 @@ fn issue_28_a_reset_control_connection_is_not_said_as_a_close() {
     assert!(err.contains("reset the control connection"), "{err}");
     assert!(!err.contains("peer closed"), "{err}");
 }
+
+/// A pipe whose buffer is already full, so that the first write into it
+/// blocks until the reader reads: the reader, the writer, and how many
+/// filler bytes come before what is written next.
+fn full_pipe() -> (std::fs::File, std::fs::File, usize) {
+    use std::io::Write as _;
+    use std::os::fd::{AsRawFd as _, FromRawFd as _};
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given
+    // (close-on-exec: the child gets the writer through Stdio only).
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors were just opened, and nothing else owns them.
+    let (r, mut w) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    // SAFETY: fcntl on a descriptor this test owns; no memory is involved.
+    let size = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    let size = usize::try_from(size).expect("pipe size");
+    // Exactly the pipe's capacity fits without blocking.
+    w.write_all(&vec![b'\n'; size]).expect("fill the pipe");
+    (r, w, size)
+}
+
+/// `linerate tcp HOST -t 3 | (sleep 5; cat)` (issue 28): a client whose
+/// stdout nobody reads for longer than the server's silence limit (3 s)
+/// still sends its heartbeats, because what it prints is written off its
+/// control loop; once the reader reads, every line comes out, in order,
+/// and the test completes with status 0 on both sides. The same for the
+/// iperf3 protocol's client, whose control loop must still end the test
+/// on time.
+#[test]
+fn issue_28_an_unread_stdout_does_not_stop_the_control_loop() {
+    let server = Server::start(&[]);
+    let p = server.port_str();
+    let modes: [&[&str]; 3] = [
+        &["tcp", "127.0.0.1", "--port", &p, "-t", "3"],
+        &["tcp", "127.0.0.1", "--port", &p, "-t", "3", "--json-lines"],
+        &["iperf3", "-c", "127.0.0.1", "-p", &p, "-t", "3"],
+    ];
+    for args in modes {
+        let (mut r, w, filler) = full_pipe();
+        let started = std::time::Instant::now();
+        let mut child = Command::new(bin())
+            .args(args)
+            .stdout(w)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_secs(5));
+        let reader = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = r.read_to_end(&mut text);
+            text
+        });
+        let exited = eventually(Duration::from_secs(20), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
+        if !exited {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("wait");
+        let text = reader.join().expect("reader");
+        let text = String::from_utf8_lossy(&text[filler.min(text.len())..]).into_owned();
+        assert!(exited, "{args:?}: the client did not exit");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}");
+        // Done soon after the first read, 5 s in: the test ran its 3 s
+        // while nobody read (a stalled control loop takes 5 + 3 s).
+        assert!(
+            started.elapsed() < Duration::from_millis(7500),
+            "{args:?}: took {:?}",
+            started.elapsed()
+        );
+        if args.contains(&"--json-lines") {
+            let types: Vec<String> = text
+                .lines()
+                .map(|l| {
+                    let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+                    v["type"].as_str().unwrap_or_default().to_owned()
+                })
+                .collect();
+            assert_eq!(types.first().map(String::as_str), Some("start"), "{text}");
+            assert_eq!(types.last().map(String::as_str), Some("summary"), "{text}");
+            let intervals = types.iter().filter(|t| *t == "interval").count();
+            assert!(intervals >= 2, "{args:?}: {intervals} intervals: {text}");
+        } else {
+            // "[   1]   1.00-2.00   s …" (iperf3's: "… sec …").
+            let intervals = text
+                .lines()
+                .filter(|l| l.starts_with('[') && (l.contains("   s ") || l.contains(" sec ")))
+                .filter(|l| !l.contains("sender") && !l.contains("receiver") && !l.contains("CPU"))
+                .count();
+            assert!(text.contains("receiver"), "{args:?}: {text}");
+            assert!(
+                intervals >= 2,
+                "{args:?}: {intervals} interval lines: {text}"
+            );
+        }
+    }
+    let log = server.log();
+    let failures: Vec<&str> = log.lines().filter(|l| l.contains("failed")).collect();
+    assert!(
+        failures.is_empty(),
+        "the server logged:\n{}",
+        failures.join("\n")
+    );
+}

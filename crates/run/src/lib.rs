@@ -5,18 +5,21 @@
 //! driver ([`control`]) what its entry in the test-type table
 //! ([`test_type`]) says the test needs, runs its data phase on an engine,
 //! and hands the records and the final report to a
-//! [`Sink`](linerate_report::render::Sink). The server ([`server`]) serves
-//! native and iperf3 clients on one port behind its guard ([`guard`]:
-//! address filters, connection caps, rates), watches every running test
-//! ([`watch`]) and counts what it served ([`metrics`]). How a client run
-//! ends maps to an exit status ([`error::RunError`]).
+//! [`Sink`](linerate_report::render::Sink) — through a
+//! [`printer::Printer`] where the sink can block (stdout), so the control
+//! loop keeps its heartbeats going while nobody reads. The server
+//! ([`server`]) serves native and iperf3 clients on one port behind its
+//! guard ([`guard`]: address filters, connection caps, rates), watches
+//! every running test ([`watch`]) and counts what it served
+//! ([`metrics`]). How a client run ends maps to an exit status
+//! ([`error::RunError`]).
 //!
 //! The binary crate parses and validates its flags into [`config`]'s
 //! plain types and orchestrates series of tests (sweep, compare, repeat)
 //! and their reports; everything that runs a test lives here.
 //!
 //! Running a TCP test against an embedded server and printing its JSON
-//! report:
+//! report (written by a printer thread):
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -43,8 +46,10 @@
 //!     quiet_intervals: false,
 //!     beside: Beside::Alone,
 //! };
-//! let mut sink = render::sink(Format::Json, Box::new(std::io::stdout()));
-//! let report = linerate_run::run::run_to(&cfg, &mut *sink)?;
+//! let mut sink = linerate_run::printer::Printer::spawn(|| {
+//!     render::sink(Format::Json, Box::new(std::io::stdout()))
+//! })?;
+//! let report = linerate_run::run::run_to(&cfg, &mut sink)?;
 //! for sum in &report.sums {
 //!     eprintln!("{:?}: {:.0} bit/s", sum.flow, sum.receiver_bits_per_second);
 //! }
@@ -63,6 +68,7 @@ mod log;
 mod metrics;
 mod msg_net;
 pub mod outcome;
+pub mod printer;
 pub mod rr_local;
 pub mod run;
 pub mod server;

@@ -1,0 +1,306 @@
+//! A client's output, written off its control loop's thread (issue 28).
+//!
+//! The control loop sends the heartbeats that keep a test alive. While it
+//! waited on a blocked write to stdout (a paused pager,
+//! `linerate tcp HOST | (sleep 20; cat)`, a full pipe nobody reads) it
+//! sent none, and the server gave up on a live client. So what a test
+//! prints — its start, interval records, rr sizes and the final report,
+//! in linerate's formats ([`Sink`]) and iperf3's ([`Output`]) — is handed
+//! to a [`Printer`]: one thread that owns the output and does the
+//! blocking writes, in the order handed over. The final report's hand-over
+//! waits until everything is written (a test ends once its output is out,
+//! and a closed stdout's broken pipe still ends it quietly); so does
+//! dropping the printer. A write error comes back from the next hand-over,
+//! so the control loop stops the test as when it wrote itself.
+//!
+//! Memory stays bounded however long nobody reads. What waits is records,
+//! not text, and only interval records come without end (at most 100 a
+//! second per test): they wait up to [`QUEUED_ROWS_MAX`] rows (a row per
+//! stream and per sum of a record). Beyond that, the next ones are left
+//! out — the control loop never waits — and the printer says on stderr how
+//! many once it writes again; the totals and the final report are
+//! unaffected. Everything else (the start, a record per rr size, the final
+//! report) is a handful per test and always waits its turn.
+
+use std::io::{self, Write as _};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use linerate_iperf3::json::Results;
+use linerate_report::model::{IntervalRecord, RrPhaseRecord, TestInfo};
+use linerate_report::render::Sink;
+use linerate_report::Report;
+
+use crate::iperf3::client::{Connection, Output};
+
+/// The most interval rows waiting to be written. A row is at most about
+/// 270 bytes in memory (a stream's record with its TCP_INFO), so what
+/// waits stays under 20 MiB; at 1 s intervals that is 6 hours of one
+/// stream's records (3 rows each: the stream, its sum, the record), or
+/// 8 minutes of `-P 128`'s.
+pub const QUEUED_ROWS_MAX: usize = 1 << 16;
+
+/// One hand-over: what to do with the output.
+type Job<S> = Box<dyn FnOnce(&mut S) -> io::Result<()> + Send>;
+
+/// A thread writing to an output `S` (a [`Sink`], an iperf3 [`Output`]),
+/// fed in order through a queue.
+pub struct Printer<S> {
+    /// Jobs with their interval rows (0 for the others).
+    queue: Option<mpsc::Sender<(usize, Job<S>)>>,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the printer thread and its feeder share.
+#[derive(Default)]
+struct Shared {
+    /// Interval rows queued and not written yet.
+    queued_rows: AtomicUsize,
+    /// Interval records left out since the printer last said so.
+    left_out: AtomicUsize,
+    /// The first write error (its kind and words); nothing is written
+    /// after it.
+    failed: Mutex<Option<(io::ErrorKind, String)>>,
+}
+
+impl Shared {
+    fn failure(&self) -> Option<io::Error> {
+        let failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        failed
+            .as_ref()
+            .map(|(kind, why)| io::Error::new(*kind, why.clone()))
+    }
+
+    fn fail(&self, e: &io::Error) {
+        let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        failed.get_or_insert_with(|| (e.kind(), e.to_string()));
+    }
+
+    /// Says on stderr how many interval records were left out since it
+    /// last said so: never silently.
+    fn say_left_out(&self) {
+        let n = self.left_out.swap(0, Ordering::Relaxed);
+        if n > 0 {
+            let _ = writeln!(
+                io::stderr().lock(),
+                "linerate: standard output was not read for a while: {n} interval record{} \
+                 left out (the totals are unaffected)",
+                if n == 1 { " was" } else { "s were" }
+            );
+        }
+    }
+}
+
+impl<S: 'static> Printer<S> {
+    /// Starts the printer thread, whose output `make` builds there (so it
+    /// need not be `Send`: a sink holding stdout, a progress bar).
+    pub fn spawn(make: impl FnOnce() -> S + Send + 'static) -> io::Result<Self> {
+        let (queue, jobs) = mpsc::channel::<(usize, Job<S>)>();
+        let shared = Arc::new(Shared::default());
+        let ours = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("linerate-print".into())
+            .spawn(move || {
+                let mut out = make();
+                for (rows, job) in jobs {
+                    // After a failure the rest is dropped unwritten.
+                    if ours.failure().is_none() {
+                        ours.say_left_out();
+                        if let Err(e) = job(&mut out) {
+                            ours.fail(&e);
+                        }
+                    }
+                    ours.queued_rows.fetch_sub(rows, Ordering::Relaxed);
+                }
+                if ours.failure().is_none() {
+                    ours.say_left_out();
+                }
+            })?;
+        Ok(Printer {
+            queue: Some(queue),
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `job`, which is never left out. Fails with the printer's
+    /// first write error once it had one.
+    pub fn send(
+        &self,
+        job: impl FnOnce(&mut S) -> io::Result<()> + Send + 'static,
+    ) -> io::Result<()> {
+        self.queue_job(0, Box::new(job))
+    }
+
+    /// Queues the `job` of an interval record of `rows` rows, unless the
+    /// queue already holds [`QUEUED_ROWS_MAX`] rows: then it is left out
+    /// (and said on stderr). A record bigger than that still goes when
+    /// nothing waits.
+    pub fn send_interval(
+        &self,
+        rows: usize,
+        job: impl FnOnce(&mut S) -> io::Result<()> + Send + 'static,
+    ) -> io::Result<()> {
+        let queued = self.shared.queued_rows.load(Ordering::Relaxed);
+        if queued > 0 && queued + rows > QUEUED_ROWS_MAX && self.shared.failure().is_none() {
+            self.shared.left_out.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        self.queue_job(rows, Box::new(job))
+    }
+
+    fn queue_job(&self, rows: usize, job: Job<S>) -> io::Result<()> {
+        if let Some(e) = self.shared.failure() {
+            return Err(e);
+        }
+        let stopped = || io::Error::other("the output thread stopped");
+        let queue = self.queue.as_ref().ok_or_else(stopped)?;
+        self.shared.queued_rows.fetch_add(rows, Ordering::Relaxed);
+        queue.send((rows, job)).map_err(|_| stopped())
+    }
+
+    /// Waits until everything queued so far is written; the first write
+    /// error, if there was one.
+    pub fn flush(&self) -> io::Result<()> {
+        let (done, written) = mpsc::channel();
+        self.send(move |_| {
+            let _ = done.send(());
+            Ok(())
+        })?;
+        // Also returns when the job was dropped unrun (after a failure).
+        let _ = written.recv();
+        self.shared.failure().map_or(Ok(()), Err)
+    }
+}
+
+impl<S> std::fmt::Debug for Printer<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Printer")
+            .field("queued_rows", &self.shared.queued_rows)
+            .field("failed", &self.shared.failure())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Drop for Printer<S> {
+    /// Waits for everything queued to be written: leaves no thread behind
+    /// and no line unwritten.
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An interval record's rows, the unit of the queue's bound.
+fn rows(rec: &IntervalRecord) -> usize {
+    1 + rec.streams.len() + rec.sums.len()
+}
+
+impl Sink for Printer<Box<dyn Sink>> {
+    fn start(&mut self, info: &TestInfo) -> io::Result<()> {
+        let info = info.clone();
+        self.send(move |s| s.start(&info))
+    }
+    fn interval(&mut self, rec: &IntervalRecord) -> io::Result<()> {
+        let rec = rec.clone();
+        self.send_interval(rows(&rec), move |s| s.interval(&rec))
+    }
+    fn rr_phase(&mut self, rec: &RrPhaseRecord) -> io::Result<()> {
+        let rec = rec.clone();
+        self.send(move |s| s.rr_phase(&rec))
+    }
+    fn finish(&mut self, report: &Report) -> io::Result<()> {
+        let report = report.clone();
+        self.send(move |s| s.finish(&report))?;
+        self.flush()
+    }
+}
+
+impl<O: Output + 'static> Output for Printer<O> {
+    fn start(&mut self, info: &TestInfo, ctx: &Connection) -> io::Result<()> {
+        let (info, ctx) = (info.clone(), ctx.clone());
+        self.send(move |o| o.start(&info, &ctx))
+    }
+    fn interval(&mut self, rec: &IntervalRecord) -> io::Result<()> {
+        let rec = rec.clone();
+        self.send_interval(rows(&rec), move |o| o.interval(&rec))
+    }
+    fn finish(&mut self, report: &Report, server: &Results) -> io::Result<()> {
+        let (report, server) = (report.clone(), server.clone());
+        self.send(move |o| o.finish(&report, &server))?;
+        self.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// What the printer wrote, and a gate its first job waits at: a
+    /// reader that does not read.
+    struct Stuck {
+        gate: mpsc::Receiver<()>,
+        seen: Arc<Mutex<Vec<usize>>>,
+    }
+
+    fn stuck() -> (Printer<Stuck>, mpsc::Sender<()>, Arc<Mutex<Vec<usize>>>) {
+        let (open, gate) = mpsc::channel();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let theirs = Arc::clone(&seen);
+        let p = Printer::spawn(move || Stuck { gate, seen: theirs }).expect("spawn");
+        p.send(|s| {
+            let _ = s.gate.recv();
+            Ok(())
+        })
+        .expect("send");
+        (p, open, seen)
+    }
+
+    fn note(i: usize) -> impl FnOnce(&mut Stuck) -> io::Result<()> + Send {
+        move |s: &mut Stuck| {
+            s.seen.lock().expect("lock").push(i);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn issue_28_a_stuck_output_never_blocks_and_stays_bounded() {
+        let (p, open, seen) = stuck();
+        let started = Instant::now();
+        // Four records of a quarter of the bound each fit; the rest are
+        // left out; what is not an interval record is never left out.
+        for i in 0..10 {
+            p.send_interval(QUEUED_ROWS_MAX / 4, note(i))
+                .expect("interval");
+        }
+        p.send(note(100)).expect("final");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(p.shared.left_out.load(Ordering::Relaxed), 6);
+        open.send(()).expect("open");
+        p.flush().expect("flush");
+        assert_eq!(*seen.lock().expect("lock"), [0, 1, 2, 3, 100]);
+        // Written: room again.
+        assert_eq!(p.shared.queued_rows.load(Ordering::Relaxed), 0);
+        assert_eq!(p.shared.left_out.load(Ordering::Relaxed), 0);
+        p.send_interval(QUEUED_ROWS_MAX * 2, note(4))
+            .expect("interval");
+        drop(p);
+        assert_eq!(*seen.lock().expect("lock"), [0, 1, 2, 3, 100, 4]);
+    }
+
+    #[test]
+    fn issue_28_a_write_error_comes_back_from_the_next_hand_over() {
+        let p = Printer::spawn(|| ()).expect("spawn");
+        p.send(|_| Err(io::ErrorKind::BrokenPipe.into()))
+            .expect("queued");
+        let e = p.flush().expect_err("the broken pipe");
+        assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+        let e = p.send_interval(1, |_| Ok(())).expect_err("after it");
+        assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+    }
+}
