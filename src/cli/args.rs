@@ -344,12 +344,14 @@ pub struct CompareArgs {
     pub report: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// [HOST] tcp|udp|rr|crr, then the test's flags (e.g. `udp -b 0 -l 1472 -t 2`).
+    // The help is an attribute, not a doc comment: rustdoc would read its
+    // `[HOST]` as a link.
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "TEST",
-        required = true
+        required = true,
+        help = "[HOST] tcp|udp|rr|crr, then the test's flags (e.g. `udp -b 0 -l 1472 -t 2`)"
     )]
     pub test: Vec<String>,
 }

@@ -4,7 +4,7 @@
 //! ([`handle`]). Its 37-byte cookie says what it is: the data connection of
 //! an iperf3 test waiting for its streams (routed to that test's thread), or
 //! the control connection of a new test: its [`Iperf3ServerSession`] is
-//! run on this thread by the one control driver ([`control::drive`]), as a
+//! run on this thread by the one control driver (`control::drive`), as a
 //! native test's session is, with this file's `Test` as its side. The streams run on the ordinary
 //! runner on the test's engine (the server's `--engine`, else `auto`'s
 //! choice for the test, noted in the report; UDP in iperf3's datagram
