@@ -179,8 +179,7 @@ fn limits(host: &Host<'_>) -> Iperf3Limits {
         max_omit: Duration::from_millis(l.max_omit_ms),
         max_streams: u32::from(l.max_streams),
         max_rate_bps: l.max_rate_bps,
-        sizes: l.clone(),
-        udp_refused: l.own_engine_tcp_streams_only.clone(),
+        server: l.clone(),
         auth_required: host.auth_required,
     }
 }
