@@ -1,5 +1,5 @@
 //! What the arguments of several subcommands share and nothing else: the
-//! default port and the output-format flags. A leaf: `args.rs` and the
+//! default port and the output-format flags. A leaf: `args/` and the
 //! subcommands' own flag groups (`msg.rs`, …) import it, it imports none of
 //! them.
 

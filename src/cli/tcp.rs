@@ -1,4 +1,4 @@
-//! Validation of `tcp` flags into a [`ClientConfig`] test config.
+//! Validation of `tcp` flags into a [`ClientConfig`](super::ClientConfig) test config.
 
 use anyhow::{bail, Context, Result};
 use linerate_proto::spec::{Limit, Protocol, TcpOptions, TestSpec};

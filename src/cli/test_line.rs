@@ -11,10 +11,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use linerate_engine::engines::auto;
-use linerate_engine::engines::EngineKind;
 use linerate_proto::auth::AuthKey;
 use linerate_proto::limits::{EngineRefusal, ServerLimits};
-use linerate_proto::spec::{Protocol, TestKind, TestSpec};
+use linerate_proto::spec::TestKind;
 use linerate_run::config::ServerConfig;
 
 use super::args;
@@ -144,7 +143,10 @@ fn validate_server(s: args::ServerArgs) -> Result<Command> {
     let guard = server::validate(&s.guard, &mut limits)?;
     let engine = server_side_engine(&s.engine)?;
     if let auto::Configured::Fixed(k) = engine {
-        own_engine_limits(k, &mut limits);
+        // The tests this engine cannot serve: its own answer
+        // (`EngineKind::server_refusal`), asked by the session at
+        // admission unless the client asks for another engine.
+        limits.own_engine_refusal = Some(EngineRefusal::new(move |spec| k.server_refusal(spec)));
     }
     Ok(Command::Server(ServerConfig {
         guard,
@@ -162,27 +164,4 @@ fn validate_server(s: args::ServerArgs) -> Result<Command> {
         format: format_of(&s.output),
         logfile: None,
     }))
-}
-
-/// The tests a server's fixed `--engine` cannot serve, refused by the
-/// session with these reasons.
-fn own_engine_limits(k: EngineKind, limits: &mut ServerLimits) {
-    // A UDP stream test stands for every test this engine
-    // cannot serve; the session refuses those by this reason.
-    let udp = TestSpec {
-        protocol: Protocol::Udp,
-        ..TestSpec::default()
-    };
-    limits.own_engine_tcp_streams_only = k
-        .refusal(&udp)
-        .map(|_| format!("{}: TCP stream tests only", k.name()));
-    if let EngineKind::Xdp(_) = k {
-        limits.own_engine_udp_only = Some(format!(
-            "{}: UDP tests only (streams and request/response)",
-            k.name()
-        ));
-    }
-    // Whatever else the engine refuses for a given test (`uring --flows`
-    // on a host without multishot receives), as its client would.
-    limits.own_engine_refusal = Some(EngineRefusal::new(move |spec| k.server_refusal(spec)));
 }

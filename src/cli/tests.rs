@@ -1,6 +1,6 @@
 //! Tests of the two-stage CLI: flags as typed → validated config.
 
-use super::args::DEFAULT_PORT;
+use super::common::DEFAULT_PORT;
 use super::engine::sqpoll_note;
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! Validation of `udp` flags into a [`ClientConfig`] test config.
+//! Validation of `udp` flags into a [`ClientConfig`](super::ClientConfig) test config.
 
 use anyhow::{bail, Context, Result};
 use linerate_proto::spec::{Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};

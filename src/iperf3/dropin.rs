@@ -1,5 +1,5 @@
 //! Runs `linerate iperf3 -c HOST …`: one test over iperf3's protocol
-//! ([`super::client`]), printed as iperf3 prints it — its human layout
+//! ([`client`]), printed as iperf3 prints it — its human layout
 //! ([`super::text_out`]), its `-J` document or its `--json-stream` events
 //! ([`super::json_out`]) — to stdout or the `--logfile`.
 

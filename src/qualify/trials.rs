@@ -84,7 +84,7 @@ pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
 /// gap between two sends of [`STALL_GAPS`] scheduled gaps and at least
 /// [`STALL_MIN`]: the catch-up leaves as a burst) is the tester's, not the
 /// path's: it runs again, at most [`STALL_RERUNS`] times and while the
-/// run's reruns last ([`Stalls::new`]), counted in `stalls`.
+/// run's reruns last ([`Stalls::for_run`]), counted in `stalls`.
 pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
     until_unspoilt(stalls, || (udp_once(c), ())).0
 }

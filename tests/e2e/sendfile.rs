@@ -134,3 +134,41 @@ fn issue_8_a_sendfile_server_refuses_udp_and_rr_up_front_and_serves_the_rest() {
     let tcp = ["tcp", "127.0.0.1", "-p", &port, "-n", "1M", "--json"];
     assert_ok(&run_client(&tcp, limit), &tcp);
 }
+
+/// Issue 24: a sendfile server refuses a test in its engine's own words
+/// (`EngineKind::server_refusal`, the reason its client gives for the
+/// same test), not a shorter reason the server kept beside it; an rr
+/// `--flows` test, whose server side runs on epoll loops without the
+/// engine, is served (it was refused).
+#[test]
+fn issue_24_a_sendfile_server_refuses_in_its_engines_words_and_serves_rr_flows() {
+    if !runs_here(SF) {
+        return;
+    }
+    let server = Server::start(&["--engine", SF]);
+    let port = server.port_str();
+    let limit = std::time::Duration::from_secs(30);
+    let udp = ["udp", "127.0.0.1", "-p", &port, "-t", "1"];
+    let out = run_client(&udp, limit);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!(
+            "server --engine {SF}: TCP stream tests only (sendfile and splice move a \
+             byte stream; for UDP zero-copy sends use --engine zerocopy)"
+        )),
+        "{err}"
+    );
+    let rr = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--flows",
+        "2",
+        "-n",
+        "20",
+        "--json",
+    ];
+    assert_ok(&run_client(&rr, limit), &rr);
+}

@@ -5,7 +5,7 @@
 //! call; the engine only moves the bytes.
 //!
 //! A blocking receiver raises its socket's low-water mark (`SO_RCVLOWAT`)
-//! to about [`LOWAT_WINDOW`] of the rate it measures ([`LowWater`]): the
+//! to about [`LOWAT_WINDOW`] of the rate it measures (`LowWater`): the
 //! kernel then wakes it once per that many bytes instead of once per
 //! arriving segment. On loopback and veth the sender's CPU runs the
 //! receive path, waking the receiver included (`sock_def_readable`, 12% of
@@ -141,7 +141,7 @@ fn set_rcvlowat(sock: &TcpStream, bytes: u64) -> bool {
 /// `limit` bytes are written, then shuts down the write side so the
 /// receiver sees end of stream. `wait`: blocking calls bounded by the
 /// socket's timeout, or busy polling (a socket made non-blocking by
-/// [`crate::wait::prepare_stream`]).
+/// `wait::prepare_stream`).
 pub fn send(
     kind: EngineKind,
     sock: &TcpStream,
@@ -156,7 +156,7 @@ pub fn send(
 
 /// How a TCP receiver reads: `skip_copy` consumes the bytes without
 /// copying them (`MSG_TRUNC`); `lowat` lets a blocking receiver raise its
-/// socket's low-water mark ([`LowWater`], see [`lowat_fits`]).
+/// socket's low-water mark (`LowWater`, see [`lowat_fits`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RecvOpts {
     pub skip_copy: bool,

@@ -46,15 +46,14 @@ pub struct Iperf3Limits {
     pub max_streams: u32,
     /// `--max-rate`: most bit/s of all streams together; `None`: no limit.
     pub max_rate_bps: Option<u64>,
-    /// The server's limits on a test's sizes (`--max-len`,
+    /// The server's own limits: a test's sizes (`--max-len`,
     /// `--max-window`, `--max-test-memory`), checked by the functions
     /// native negotiation checks them with
-    /// ([`linerate_proto::negotiate::check_sizes`]).
-    pub sizes: ServerLimits,
-    /// The server's own engine serves TCP only (`zerocopy:sendfile`): a
-    /// UDP test is refused with this reason (an iperf3 client cannot ask
-    /// for another engine).
-    pub udp_refused: Option<String>,
+    /// ([`linerate_proto::negotiate::check_sizes`]), and its own engine's
+    /// refusal ([`ServerLimits::own_engine_refusal`]: an iperf3 client
+    /// cannot ask for another engine, so what the engine cannot run is
+    /// refused).
+    pub server: ServerLimits,
     /// The server requires `--auth-key`, which no iperf3 client can
     /// prove: every test is refused, in iperf3's error channel, before
     /// admission is asked for (so it counts against no limit).
@@ -68,8 +67,7 @@ impl Default for Iperf3Limits {
             max_omit: Duration::from_secs(600),
             max_streams: crate::control::MAX_STREAMS,
             max_rate_bps: None,
-            sizes: ServerLimits::default(),
-            udp_refused: None,
+            server: ServerLimits::default(),
             auth_required: false,
         }
     }
@@ -450,10 +448,11 @@ impl Iperf3ServerSession {
                 ),
             );
         }
-        if let (json::Protocol::Udp, Some(why)) = (p.protocol, &self.limits.udp_refused) {
+        let engine_refusal = self.limits.server.own_engine_refusal.as_ref();
+        if let Some(why) = engine_refusal.and_then(|r| r.of(&crate::spec_of(&p))) {
             let why = format!(
-                "UDP refused: server --engine {why} (an iperf3 client cannot ask for \
-                 another; run the server with --engine auto)"
+                "server --engine {why} (an iperf3 client cannot ask for another \
+                 engine; run the server with --engine auto)"
             );
             return self.refuse(code::UNIMPLEMENTED, why);
         }
@@ -558,7 +557,7 @@ impl Iperf3ServerSession {
     fn sized_spec(&mut self, p: &Params) -> Result<TestSpec, (i32, String)> {
         let mut spec = crate::spec_of(p);
         let mut notes = Vec::new();
-        if let Err(e) = negotiate::check_sizes(&mut spec, &self.limits.sizes, &mut notes) {
+        if let Err(e) = negotiate::check_sizes(&mut spec, &self.limits.server, &mut notes) {
             let code = match e.field {
                 "len" => code::BLOCK_SIZE,
                 _ => code::BUF_SIZE,

@@ -318,8 +318,15 @@ fn issue_28_iperf3_tcp_rate_below_8_bits_is_refused_not_run_unpaced() {
 #[test]
 fn issue_8_tcp_only_server_engine_refuses_iperf3_udp_up_front() {
     let t0 = Instant::now();
+    use linerate_proto::limits::{EngineRefusal, ServerLimits};
     let limits = Iperf3Limits {
-        udp_refused: Some("zerocopy:sendfile: TCP stream tests only".into()),
+        server: ServerLimits {
+            own_engine_refusal: Some(EngineRefusal::new(|spec| {
+                (spec.protocol == linerate_proto::spec::Protocol::Udp)
+                    .then(|| "zerocopy:sendfile: TCP stream tests only".to_string())
+            })),
+            ..ServerLimits::default()
+        },
         ..Iperf3Limits::default()
     };
     let run = |params: &str| {
@@ -332,6 +339,41 @@ fn issue_8_tcp_only_server_engine_refuses_iperf3_udp_up_front() {
     assert!(finished, "{text}");
     let (out, _) = run(r#"{"tcp":true,"time":1}"#);
     assert_ne!(out.first(), Some(&0xFE), "TCP is served: {out:?}");
+}
+
+/// Issue 24: the iperf3 server asks the server's own engine about a test
+/// (`ServerLimits::own_engine_refusal`, the native admission's one
+/// question), not a UDP-only reason of its own: a server on `xdp`, which
+/// runs UDP only, refuses an iperf3 TCP test up front with the engine's
+/// reason, as it refuses a native one (it was admitted, and its streams
+/// ran on plain syscalls under xdp's name); UDP runs.
+#[test]
+fn issue_24_iperf3_server_asks_its_own_engine_about_the_test() {
+    use linerate_proto::limits::{EngineRefusal, ServerLimits};
+    let t0 = Instant::now();
+    let limits = Iperf3Limits {
+        server: ServerLimits {
+            own_engine_refusal: Some(EngineRefusal::new(|spec| {
+                (spec.protocol == linerate_proto::spec::Protocol::Tcp)
+                    .then(|| "xdp: UDP tests only".to_string())
+            })),
+            ..ServerLimits::default()
+        },
+        ..Iperf3Limits::default()
+    };
+    let mut s = after_params(&limits, r#"{"tcp":true,"time":1}"#, t0);
+    let out = s.take_outbox();
+    assert_eq!(out[..5], [0xFE, 0, 0, 0, code::UNIMPLEMENTED as u8]);
+    let Some(ServerOutcome::Refused(why)) = s.outcome() else {
+        panic!("TCP was not refused: {:?}", s.outcome());
+    };
+    assert!(why.contains("server --engine xdp: UDP tests only"), "{why}");
+    let mut s = after_params(
+        &limits,
+        r#"{"udp":true,"time":1,"len":1400,"bandwidth":1000000}"#,
+        t0,
+    );
+    assert_ne!(s.take_outbox().first(), Some(&0xFE), "UDP is served");
 }
 
 #[test]

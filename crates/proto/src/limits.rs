@@ -64,19 +64,14 @@ pub struct ServerLimits {
     pub handshake_timeout_ms: u64,
     /// Engines a client may ask for with `--server-engine` (empty: none).
     pub server_engines: Vec<EngineOffer>,
-    /// The server's own engine serves TCP stream tests only (e.g.
-    /// `zerocopy:sendfile`): a UDP or rr test that does not ask for another
-    /// engine with `--server-engine` is refused with this reason, which
-    /// names the engine (crr is served without an engine, so it runs).
-    pub own_engine_tcp_streams_only: Option<String>,
-    /// The server's own engine serves UDP tests only, streams and
-    /// request/response (`xdp`): any other test that does not ask for
-    /// another engine is refused with this reason, which names the engine.
-    pub own_engine_udp_only: Option<String>,
     /// Why the server's own engine cannot run a test that does not ask
-    /// for another engine (the engine's own refusal, the one its client
-    /// asks: e.g. `uring` on a host without multishot receives); asked at
-    /// admission, so the test is refused, not failed at run time.
+    /// for another engine with `--server-engine`, naming the engine (the
+    /// engine crate's `EngineKind::server_refusal`: e.g.
+    /// `zerocopy:sendfile` serves TCP streams only, `xdp` UDP tests only,
+    /// `uring --flows` needs multishot receives); asked at admission, by
+    /// the native and the iperf3 sessions alike, so the test is refused,
+    /// not failed at run time. The only place a server's own engine
+    /// refuses a test.
     pub own_engine_refusal: Option<EngineRefusal>,
 }
 
@@ -133,8 +128,6 @@ impl Default for ServerLimits {
             total_rate_in_use_bps: 0,
             handshake_timeout_ms: HANDSHAKE_TIMEOUT.as_millis() as u64,
             server_engines: Vec::new(),
-            own_engine_tcp_streams_only: None,
-            own_engine_udp_only: None,
             own_engine_refusal: None,
         }
     }

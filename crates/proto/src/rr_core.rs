@@ -40,7 +40,7 @@ pub struct RrPlan {
     /// Bytes per write of the load streams.
     pub load_len: u32,
     /// The client's pace: ns from one transaction's start to the next's,
-    /// per flow (0: unpaced; [`RrSpec::rate`]).
+    /// per flow (0: unpaced; [`RrSpec::rate`](crate::spec::RrSpec::rate)).
     pub gap_ns: u64,
 }
 

@@ -1,9 +1,9 @@
 //! `qualify --report FILE.html`: the qualification on one self-contained
 //! page ([`crate::html::page`]): the summary with its verdicts, the RFC
-//! 2544 throughput per size ([`crate::chart_lines`]) and loss against
+//! 2544 throughput per size (`chart_lines`) and loss against
 //! offered load (the sweep figure, [`crate::plot::sweep_svg`], drawn from
 //! the loss steps), the Y.1564 step table, the RFC 6349 metrics with the
-//! RTT over time ([`crate::plot_extra::time_lines_svg`]), and the
+//! RTT over time (`plot_extra::time_lines_svg`), and the
 //! preflight's interface and `doctor` findings.
 
 use plotters::prelude::*;

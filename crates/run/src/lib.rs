@@ -2,17 +2,16 @@
 //!
 //! A client test ([`run`]) connects to a server (or starts one inside this
 //! process, [`config::Target::Embedded`]), negotiates through one control
-//! driver ([`control`]) what its entry in the test-type table
-//! ([`test_type`]) says the test needs, runs its data phase on an engine,
+//! driver (`control`) what its entry in the test-type table
+//! (`test_type`) says the test needs, runs its data phase on an engine,
 //! and hands the records and the final report to a
 //! [`Sink`](linerate_report::render::Sink) — through a
 //! [`printer::Printer`] where the sink can block (stdout), so the control
 //! loop keeps its heartbeats going while nobody reads. The server
 //! ([`server`]) serves native and iperf3 clients on one port behind its
 //! guard ([`guard`]: address filters, connection caps, rates), watches
-//! every running test ([`watch`]) and counts what it served
-//! ([`metrics`]). How a client run ends maps to an exit status
-//! ([`error::RunError`]).
+//! every running test (`watch`) and counts what it served (`metrics`).
+//! How a client run ends maps to an exit status ([`error::RunError`]).
 //!
 //! The binary crate parses and validates its flags into [`config`]'s
 //! plain types and orchestrates series of tests (sweep, compare, repeat)

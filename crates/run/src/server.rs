@@ -2,7 +2,7 @@
 //! from data connections (and linerate peers from iperf3 ones) by their first
 //! bytes, and runs one control session per test on its own thread (iperf3
 //! clients are served by [`crate::iperf3::server`]). What a test leaves
-//! behind when it ends is [`report`]; UDP stream attach is [`udp_attach`].
+//! behind when it ends is `report`; UDP stream attach is `udp_attach`.
 //!
 //! Every connection gets a thread with bounded waits, and every test's
 //! streams are owned by a [`SideRun`] that is aborted and joined when the
@@ -55,7 +55,7 @@ type DataRoute = Sender<(DataHello, TcpStream)>;
 
 /// Set by the server's SIGINT handler: stop accepting, stop the running
 /// tests as at their limit (each client is told and still gets both
-/// sides' results), then exit ([`SHUTDOWN_GRACE`] at most).
+/// sides' results), then exit (`SHUTDOWN_GRACE` at most).
 pub static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// How long a stopping server waits for its tests to exchange results.

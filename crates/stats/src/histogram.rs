@@ -61,7 +61,7 @@ impl Histogram {
     }
 
     /// A low-precision histogram (values within 6.25%, see
-    /// [`COARSE_SIGFIGS`]) for state kept per flow by the thousand: about
+    /// `COARSE_SIGFIGS`) for state kept per flow by the thousand: about
     /// 3.5 KB of counts at round trips of a second where [`Self::new`]
     /// takes 172 KB. Its percentiles are the top of their bucket, so read
     /// up to 6.25% high. Merged into a full-precision histogram its values

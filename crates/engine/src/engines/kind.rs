@@ -24,7 +24,7 @@ pub enum EngineKind {
     /// receives as `syscall`. `zerocopy:sendfile` (TCP streams only)
     /// instead sends with `sendfile(2)` from a memory file holding the
     /// stream's buffer and receives with `splice(2)` into `/dev/null`
-    /// ([`sendfile`]).
+    /// ([`sendfile`](super::sendfile)).
     ZeroCopy { sendfile: bool },
     /// `sendmmsg`/`recvmmsg` with UDP GSO/GRO, `writev` of large TCP
     /// writes, optionally `MSG_TRUNC` TCP receives; with its options.

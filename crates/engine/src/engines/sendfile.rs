@@ -29,7 +29,7 @@
 //! `sendfile` and `splice` take no `MSG_DONTWAIT`: they wait as the
 //! socket's `O_NONBLOCK` says (and, when blocking, up to its
 //! `SO_SNDTIMEO`/`SO_RCVTIMEO`). A busy-polling stream's socket is
-//! non-blocking already ([`crate::wait::prepare_stream`]); for any other
+//! non-blocking already (`wait::prepare_stream`); for any other
 //! socket the first [`Wait::DontWait`] call sets `O_NONBLOCK` (once, not per
 //! call), so `EAGAIN` comes back as `WouldBlock` as with the other engines.
 //! A [`Wait::Block`] call on a non-blocking socket returns `WouldBlock`, as

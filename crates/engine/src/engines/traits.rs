@@ -35,8 +35,8 @@ pub enum Wait {
 /// Engines are small `Copy` values (their options, if any); the generic
 /// loops take `E: Engine` and are monomorphised, so calls are direct.
 pub trait Engine: Copy + Send + Sync + 'static {
-    /// What this engine's datagrams move through ([`endpoint`]): the
-    /// kernel's socket ([`KernelUdp`]) for every engine here.
+    /// What this engine's datagrams move through ([`endpoint`](super::endpoint)): the
+    /// kernel's socket ([`KernelUdp`](super::KernelUdp)) for every engine here.
     type UdpEndpoint: UdpEndpoint;
     type UdpTx: UdpTx<Self::UdpEndpoint>;
     type UdpRx: UdpRx<Self::UdpEndpoint>;

@@ -9,10 +9,10 @@
 //!   completions are awaited before the write side is shut down.
 //! - UDP datagrams change every send (sequence number, time, pattern), so
 //!   each send is copied into a staging slot that is reused only once its
-//!   own completion arrived: one datagram per send in [`TX_SLOTS`] slots,
+//!   own completion arrived: one datagram per send in `TX_SLOTS` slots,
 //!   or with GSO (the `batch` engine's `auto` rule, `batch::gso_plan`) a
 //!   run of up to 128 datagrams with a `UDP_SEGMENT` control message in
-//!   [`GSO_TX_SLOTS`] slots — the way zero copy pays off on a NIC, where
+//!   `GSO_TX_SLOTS` slots — the way zero copy pays off on a NIC, where
 //!   the kernel then hands the pages to the device instead of copying.
 //!
 //! Each completion says whether the kernel copied anyway

@@ -10,14 +10,14 @@
 //! number of calls per turn, then goes to the back of the ready queue, so
 //! one fast flow cannot starve the others of its thread.
 //!
-//! - [`driver`]: the readiness loop every kind of flow runs on
+//! - `driver`: the readiness loop every kind of flow runs on
 //!   ([`LoopFlow`]: a socket and one bounded turn of its logic).
 //! - [`fds`]: raising `RLIMIT_NOFILE` for thousands of sockets.
 //! - [`tcp`]: TCP stream flows (senders to a limit or stop, receivers
 //!   to end of stream); rr flows are `crate::rr::loops`.
 //! - [`udp`]: UDP stream flows (paced senders on the loop's timer heap,
 //!   receivers to their drain deadline, each flow's loss its own).
-//! - [`kind`]: which waiting a loop does (epoll or io_uring).
+//! - `kind` ([`LoopKind`]): which waiting a loop does (epoll or io_uring).
 //! - [`split`]: which loop thread serves which flow, and its name.
 //! - [`ring`]: the completion loop `--engine uring` runs instead of the
 //!   readiness loop (one io_uring per thread, multishot receives into the

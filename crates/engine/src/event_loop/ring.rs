@@ -1,18 +1,18 @@
 //! The completion-based loop (`--engine uring --flows`): the loop thread's
 //! flows share one io_uring instead of an epoll set. Receivers keep one
 //! multishot receive each, armed once, that takes the thread's provided
-//! buffers ([`RingIo::bufs`]: one buffer ring per thread, not per flow) and
+//! buffers (`RingIo::bufs`: one buffer ring per thread, not per flow) and
 //! posts a completion per datagram or chunk of stream; senders queue their
 //! sends and get a turn again as their completions come back. One
 //! `io_uring_enter` per pass submits every flow's requests and waits for
 //! completions, or until the earliest due time of the loop's timer heap
-//! (the same [`Timers`] as the readiness loop's, to the nanosecond).
+//! (the same `Timers` as the readiness loop's, to the nanosecond).
 //!
-//! The flows' logic is their kind's ([`super::udp::ring`],
-//! [`super::tcp::ring`], and rr's TCP flows in `crate::rr`'s
+//! The flows' logic is their kind's (`udp::ring`,
+//! `tcp::ring`, and rr's TCP flows in `crate::rr`'s
 //! `ring_loops`): this module only runs the ring, the ready
 //! queue, the timers, the side's signals and the stall limit, as
-//! [`super::driver`] does for epoll.
+//! `driver` does for epoll ([`super::drive`]).
 
 use std::collections::VecDeque;
 use std::io;

@@ -380,7 +380,7 @@ impl CrrPool {
     }
 
     /// True when no connection waits in the pool (its worker, which ends
-    /// after [`WORKER_IDLE`] without any, has ended): dropping the pool
+    /// after `WORKER_IDLE` without any, has ended): dropping the pool
     /// now closes none.
     pub fn drained(&self) -> bool {
         self.worker.lock().map_or(true, |w| w.is_none())

@@ -1,12 +1,12 @@
 //! rr over TCP with many flows on a few event-loop threads (`rr --flows N
 //! --threads T`): each flow keeps its own sans-IO cores — the client's
 //! `RrClient`, `Tally` and `PhaseClock`, the server's `RrServer` —
-//! exactly as a flow thread does ([`super::exchange`], [`super::serve`]);
-//! the flows ([`super::tcp_flows`]) are written once for every loop kind,
+//! exactly as a flow thread does (`exchange`, `serve`);
+//! the flows (`tcp_flows`) are written once for every loop kind,
 //! and the loop only moves the bytes, a message at a time, without
 //! blocking: on epoll ([`crate::event_loop::drive`]) through the flow's
 //! engine (here), or with `--engine uring` on an io_uring completion
-//! loop ([`super::ring_loops`]). This module runs the side: which loop,
+//! loop (`ring_loops`). This module runs the side: which loop,
 //! its threads, its phases. A phase per size (no load: the negotiation
 //! refuses it with flows for now): each loop runs its flows through the
 //! phases, and the client's flows move from one to the next together, as
@@ -18,11 +18,11 @@
 //! side after its last transaction, the server answers by closing, the
 //! client reads to end of stream.
 //!
-//! rr over UDP runs the same side ([`super::udp_loops`] drives its
+//! rr over UDP runs the same side (`udp_loops` drives its
 //! flows): a datagram per message, its client core with its timeouts.
 //!
 //! crr (`crr --flows N --threads T`, epoll only) runs the same client
-//! flows with a connection per transaction, as [`super::crr`] does on a thread: a
+//! flows with a connection per transaction, as `crr` does on a thread: a
 //! non-blocking connect (the loop watches each new socket), the greeting
 //! and request in one write, the response, then the server's close; the
 //! clock is read before the connect and after the close. The server

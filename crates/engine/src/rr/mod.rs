@@ -18,7 +18,7 @@
 //! shutting down its write side, the server answers end of stream by
 //! closing, and the client reads that close, so both ends count the same
 //! transactions and no phase's messages can be mistaken for another's.
-//! Flows move from phase to phase together (a [`gate::Gate`] run by the
+//! Flows move from phase to phase together (a `gate::Gate` run by the
 //! side's coordinator thread), so the load streams run exactly while the
 //! loaded phases do. In crr each transaction is a new connection, greeted
 //! with the test's token and the (phase, flow) stream id, then one request,
@@ -48,8 +48,8 @@
 //!   the engine.
 //! - `gate`, `watch`: phase coordination; unblocking and stall detection.
 //! - `exchange`, `serve`: the one client phase loop over an
-//!   [`exchange::Exchange`] (TCP, UDP, crr), and the one server phase loop
-//!   over a [`serve::Serve`] (TCP, UDP): leaves the transports implement.
+//!   `exchange::Exchange` (TCP, UDP, crr), and the one server phase loop
+//!   over a `serve::Serve` (TCP, UDP): leaves the transports implement.
 //! - `client`, `server`: each side's flow threads and coordination;
 //!   `loops`: rr's flows and crr's client flows on event loops
 //!   (`--flows N --threads T`): `tcp_flows` their TCP flows whatever the

@@ -15,7 +15,7 @@ use linerate_proto::limits::ServerLimits;
 fn issue_24_iperf3_clients_are_held_to_the_servers_size_limits() {
     let t0 = Instant::now();
     let limits = Iperf3Limits {
-        sizes: ServerLimits {
+        server: ServerLimits {
             max_len: 131_072,
             max_window: 1 << 20,
             ..ServerLimits::default()
@@ -45,7 +45,7 @@ fn issue_24_iperf3_clients_are_held_to_the_servers_size_limits() {
     }
     // Buffers past --max-test-memory: refused before any stream opens.
     let small = Iperf3Limits {
-        sizes: ServerLimits {
+        server: ServerLimits {
             max_test_memory: 1 << 20,
             ..ServerLimits::default()
         },

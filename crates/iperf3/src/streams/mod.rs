@@ -10,10 +10,11 @@
 //! of every stream side by side: linerate's exact one
 //! ([`linerate_proto::seq`]: distinct received, duplicates, reordered) and
 //! iperf3's own rules ([`crate::udp::Iperf3Receiver`]), which is what an
-//! iperf3 peer must be sent; the latter travels in [`UdpRecv::iperf3`].
+//! iperf3 peer must be sent; the latter travels in
+//! [`UdpRecv::iperf3`](linerate_proto::measure::UdpRecv::iperf3).
 //!
 //! Sending is the engine's native UDP loop and sans-IO sender core with
-//! iperf3's datagram format ([`Iperf3Datagrams`]); receiving is this
+//! iperf3's datagram format ([`Iperf3Datagrams`](crate::udp::Iperf3Datagrams)); receiving is this
 //! module's loop (`recv`), built on the engine's receive building blocks
 //! and generic over the engine as the native receive loop is: with the
 //! `batch` engine many datagrams per `sendmmsg`/`recvmmsg`, with UDP

@@ -7,11 +7,11 @@ use crate::spec::TestSpec;
 
 /// Slack after the planned end of a time-limited data phase, and after the
 /// peer's data last arrived, before a side whose streams have not finished
-/// declares the test stalled ([`DataDeadline`]).
+/// declares the test stalled (`DataDeadline`).
 pub const STALL_GRACE: Duration = Duration::from_secs(10);
 
 /// The most a data phase still receiving the peer's data may run past its
-/// planned deadline ([`DataDeadline`]): what a sender queued before its
+/// planned deadline (`DataDeadline`): what a sender queued before its
 /// planned end may take long to cross a lossy bottleneck, but a peer
 /// trickling data cannot hold a side for ever.
 pub const DRAIN_CAP: Duration = Duration::from_secs(60);

@@ -18,7 +18,7 @@
 //! [`SILENCE_FLOOR`]. It aborts the test, which stops its senders.
 //!
 //! Silence is counted only while this side itself runs. The session is
-//! called at least once per interval (its [`Heartbeat::next`]); a longer
+//! called at least once per interval (its `Heartbeat::next`); a longer
 //! gap between two calls is time this side was descheduled, stopped or
 //! suspended, when it could not have read the peer's beats either, so the
 //! gap beyond one interval is not held against the peer.

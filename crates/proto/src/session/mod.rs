@@ -57,7 +57,7 @@ pub trait Session {
     /// The peer's data reached this side at `now` (its received counters
     /// grew): the peer and the path are alive, whatever the control
     /// connection says ([`heartbeat`]), and a data phase still receiving
-    /// is not stalled ([`DataDeadline`]).
+    /// is not stalled (`DataDeadline`).
     fn peer_data_arrived(&mut self, _now: Instant) {}
 }
 

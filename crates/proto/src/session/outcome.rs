@@ -36,7 +36,7 @@ pub enum SessionError {
     #[error("peer aborted the test: {0}")]
     PeerAborted(String),
     /// The peer sent no control bytes for the heartbeat's silence limit
-    /// while the test ran ([`heartbeat`]); the reason is in words.
+    /// while the test ran ([`heartbeat`](super::heartbeat)); the reason is in words.
     #[error("{0}")]
     PeerSilent(String),
     #[error("test aborted: {0}")]

@@ -232,7 +232,7 @@ impl ServerSession {
     }
 
     /// Takes heartbeats every `interval` (or the client's longer one)
-    /// from clients that offer them ([`heartbeat`]).
+    /// from clients that offer them ([`heartbeat`](super::heartbeat)).
     pub fn with_heartbeat(mut self, interval: std::time::Duration) -> Self {
         self.heartbeat_offer = Some(interval);
         self

@@ -1,9 +1,9 @@
 //! Renderers: each format is a [`Sink`] that receives the start of a test,
 //! interval records as they happen, and the final [`Report`] — and a
-//! [`SweepSink`] for sweeps. One file per format: [`human`] (with the
+//! [`SweepSink`] for sweeps. One file per format: `human` (with the
 //! request/response tables in `rr_table`, its words in `heading`,
 //! `stream_words` and `cpu_words`, and the sweep table in `human_sweep`),
-//! [`json`], [`jsonl`] (JSON Lines) and [`csv`] (with `--histogram`'s CSV).
+//! `json`, `jsonl` (JSON Lines) and `csv` (with `--histogram`'s CSV).
 //! Reports written whole (compare, repeat, msg, qualify) are a
 //! [`Document`] written by [`export`]. Every figure comes from the model.
 

@@ -1,6 +1,6 @@
 //! `linerate tcp|udp HOST --iperf3`: linerate's own tests against a real
 //! iperf3 server, speaking iperf3's protocol ([`Iperf3ClientSession`], run
-//! by the one control driver, [`control::drive`]) and reported in
+//! by the one control driver, `control::drive`) and reported in
 //! linerate's model and formats.
 //!
 //! The streams run on the ordinary runner (TCP with the chosen engine, UDP

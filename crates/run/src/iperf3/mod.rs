@@ -7,7 +7,7 @@
 //! test as iperf3 does is the binary's; the protocol itself, its datagrams
 //! and its stream handshake are the `linerate-iperf3` crate's. Each side
 //! starts its data phase through the test-type table's stream entry
-//! ([`crate::test_type`]) with `Wire::Iperf3`, as a native side does.
+//! (`test_type`) with `Wire::Iperf3`, as a native side does.
 
 pub mod client;
 pub mod convert;

@@ -4,7 +4,7 @@
 //! ([`handle`]). Its 37-byte cookie says what it is: the data connection of
 //! an iperf3 test waiting for its streams (routed to that test's thread), or
 //! the control connection of a new test: its [`Iperf3ServerSession`] is
-//! run on this thread by the one control driver ([`control::drive`]), as a
+//! run on this thread by the one control driver (`control::drive`), as a
 //! native test's session is, with this file's `Test` as its side. The streams run on the ordinary
 //! runner on the test's engine (the server's `--engine`, else `auto`'s
 //! choice for the test, noted in the report; UDP in iperf3's datagram
@@ -179,8 +179,7 @@ fn limits(host: &Host<'_>) -> Iperf3Limits {
         max_omit: Duration::from_millis(l.max_omit_ms),
         max_streams: u32::from(l.max_streams),
         max_rate_bps: l.max_rate_bps,
-        sizes: l.clone(),
-        udp_refused: l.own_engine_tcp_streams_only.clone(),
+        server: l.clone(),
         auth_required: host.auth_required,
     }
 }

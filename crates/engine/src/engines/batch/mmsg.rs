@@ -322,7 +322,7 @@ impl MmsgRx {
 }
 
 /// Turns on UDP GRO for `sock`: the kernel may then deliver runs of equal
-/// datagrams as one message (see [`segments`]).
+/// datagrams as one message (see `segments`).
 pub fn enable_gro(sock: &impl AsRawFd) -> io::Result<()> {
     set_int(sock, libc::SOL_UDP, libc::UDP_GRO, 1)
 }

@@ -5,7 +5,7 @@
 //!   by the kernel), or of one datagram per message without GSO.
 //! - UDP receive: `recvmmsg` into a ring of slots; with `UDP_GRO` the kernel
 //!   hands over runs of datagrams as one super-buffer with the segment size
-//!   in its [`RecvMeta`], which the generic receive loop splits, so every
+//!   in its [`RecvMeta`](super::RecvMeta), which the generic receive loop splits, so every
 //!   datagram's header, sequence number and (with `--verify`) payload is
 //!   checked exactly as with the syscall engine.
 //! - TCP send: `write`, and one `writev` of the stream's buffer repeated up

@@ -8,7 +8,7 @@
 //! - registered buffers (`IORING_REGISTER_BUFFERS`): the TCP stream buffer
 //!   and the UDP send staging slots that zero-copy sends read are pinned
 //!   once, not per call;
-//! - zero-copy sends (`IORING_OP_SEND_ZC`) of [`ring::ZC_MIN_LEN`] and more (a
+//! - zero-copy sends (`IORING_OP_SEND_ZC`) of `ring::ZC_MIN_LEN` and more (a
 //!   smaller send copies, which costs less), with completion tracking: a
 //!   buffer is reused only after its notification CQE, and the notifications
 //!   say whether the kernel copied anyway (loopback always does);
@@ -22,7 +22,7 @@
 //!   instead);
 //! - optionally a kernel submission-polling thread (`uring:sqpoll`).
 //!
-//! A blocking wait is bounded by [`ring::WAIT`] like the syscall engine's socket
+//! A blocking wait is bounded by `ring::WAIT` like the syscall engine's socket
 //! timeouts (io_uring ignores `SO_RCVTIMEO`): a request still pending then
 //! is cancelled and its final completion awaited, so a datagram or a byte is
 //! never both reported unsent and sent.

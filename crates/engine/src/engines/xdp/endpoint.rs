@@ -402,7 +402,7 @@ impl UdpEndpoint for XdpEndpoint {
 
     /// The kernel socket's drops (what arrived before the flow was
     /// redirected and overflowed it), and the port's for this flow
-    /// ([`Port::drops`]).
+    /// (`Port::drops`).
     fn drops(&self) -> Option<u64> {
         let kernel = crate::engines::endpoint::socket_drops(&self.sock).unwrap_or(0);
         let (port, claimed) = self.port.drops(self.flow.src.port());

@@ -50,7 +50,7 @@ pub struct LoopParams {
 /// engines whose per-socket I/O objects cost nothing beyond the socket
 /// (plain calls, `batch`) run as asked; the others keep per-socket rings
 /// or completion queues, so a loop of thousands of flows runs `syscall`
-/// (`uring` stream flows run the completion loop instead, [`ring`]; rr
+/// (`uring` stream flows run the completion loop instead, [`ring`](crate::event_loop::ring); rr
 /// flows have none).
 pub fn engine_for(kind: EngineKind) -> EngineKind {
     match kind {

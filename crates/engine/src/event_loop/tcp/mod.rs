@@ -5,7 +5,7 @@
 //! one edge-triggered epoll set. One send and one receive buffer per
 //! thread, shared by its flows (the senders never look at what they
 //! write, the receivers never at what they read). With `--engine uring`
-//! the same flows run on a completion loop instead ([`ring`]: multishot
+//! the same flows run on a completion loop instead ([`ring`](super::ring): multishot
 //! receives into the thread's provided buffers, queued sends).
 
 mod epoll;

@@ -60,7 +60,7 @@ pub(super) struct Meta {
 /// What every loop of a side shares.
 #[derive(Debug, Clone)]
 pub struct UdpLoopParams {
-    /// The engine the side asked for ([`engine_for`] says what runs).
+    /// The engine the side asked for ([`engine_for`](crate::event_loop::engine_for) says what runs).
     pub engine: EngineKind,
     /// Whole datagram length, header included.
     pub len: usize,

@@ -1,10 +1,10 @@
 //! One loop thread's UDP stream flows (`udp --flows N --threads T`): each
 //! flow keeps the sans-IO cores a stream thread has — a sender's
-//! [`UdpSender`] (pacer, its own 64-bit sequence numbers), a receiver's
-//! [`UdpReceiver`] (the flow's own loss, reordering and duplicates) — so
+//! [`UdpSender`](linerate_proto::udp_sender::UdpSender) (pacer, its own 64-bit sequence numbers), a receiver's
+//! [`UdpReceiver`](linerate_proto::udp_receiver::UdpReceiver) (the flow's own loss, reordering and duplicates) — so
 //! every flow's loss is exact; the loop only moves datagrams, without
 //! blocking. A paced sender waits for its next due time on the loop's
-//! timer heap ([`Turn::Until`]); a receiver reads until its side's drain
+//! timer heap ([`Turn::Until`](super::Turn::Until)); a receiver reads until its side's drain
 //! deadline, then reads what is queued and ends, as a stream thread does
 //! ([`crate::udp::recv`]).
 //!
@@ -17,7 +17,7 @@
 //! keeps arrays of slots per socket, which thousands of flows would
 //! multiply. One receive buffer per thread, shared by its receivers.
 //! With `--engine uring` the same flows run on a completion loop instead
-//! ([`ring`]: multishot receives into the thread's provided buffers,
+//! ([`ring`](super::ring): multishot receives into the thread's provided buffers,
 //! queued sends).
 
 mod epoll;

@@ -9,7 +9,7 @@ use crate::limits::{check_server_engine, SpecError};
 use crate::negotiate::{negotiate, Negotiated};
 use crate::session::heartbeat;
 use crate::spec::TestSpec;
-use crate::test_type::{self, Attach, Workload};
+use crate::test_type::{self, Attach};
 use crate::wire::{Hello, Message, RefuseCode};
 
 impl ServerSession {
@@ -128,29 +128,12 @@ impl ServerSession {
         if h.server_engine.is_some() {
             return None;
         }
-        let rules = test_type::of(&h.spec);
-        let only = [
-            // A test whose server side runs without the server's engine
-            // (crr) is served whatever that engine sends with.
-            (
-                &self.limits.own_engine_tcp_streams_only,
-                !rules.server_engine || rules.workload == Workload::TcpStream,
-            ),
-            // `xdp` serves UDP tests (streams, rr) and refuses every other.
-            (
-                &self.limits.own_engine_udp_only,
-                rules.attach == Attach::Datagrams,
-            ),
-        ];
-        let why = only
-            .into_iter()
-            .find_map(|(why, served)| why.as_ref().filter(|_| !served).cloned())
-            // What the engine itself refuses, where the server's side runs
-            // on it.
-            .or_else(|| {
-                let refusal = self.limits.own_engine_refusal.as_ref()?;
-                rules.server_engine.then(|| refusal.of(&h.spec)).flatten()
-            })?;
+        // A test whose server side runs without the server's engine (crr)
+        // is served whatever that engine sends with.
+        if !test_type::of(&h.spec).server_engine {
+            return None;
+        }
+        let why = self.limits.own_engine_refusal.as_ref()?.of(&h.spec)?;
         Some(format!(
             "server --engine {why}; ask for another engine with \
              --server-engine, or run the server with --engine auto"

@@ -97,7 +97,7 @@ impl ServerSession {
     /// Data from the client arrived at `now`: it and the path are alive,
     /// even when this test's streams starve the control connection
     /// ([`heartbeat`]'s doc), and a data phase still receiving is not
-    /// stalled ([`crate::session::DataDeadline`]).
+    /// stalled (`DataDeadline`).
     pub fn peer_data_arrived(&mut self, now: Instant) {
         if let Some(hb) = &mut self.heartbeat {
             hb.data_arrived(now);
