@@ -54,6 +54,34 @@ pub fn tc(ns: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Waits until each `(namespace, device)` is up as the kernel's link
+/// watcher sees it (`operstate` "up"). Until then the device transmits
+/// through the no-op qdisc, which drops every packet uncounted; the watcher
+/// runs as deferred work, so on a loaded host it came late enough that a
+/// test's first packets never left (a ping test saw 0 packets sent on its
+/// veth). At most 10 s.
+fn wait_up(devs: &[(&String, &str)]) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for (ns, dev) in devs {
+        loop {
+            let out = Command::new("ip")
+                .args(["netns", "exec", ns, "cat"])
+                .arg(format!("/sys/class/net/{dev}/operstate"))
+                .output()
+                .map_err(|e| format!("ip netns exec: {e}"))?;
+            let state = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if state == "up" {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("{dev} in {ns} is not up after 10 s ({state})"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    Ok(())
+}
+
 /// Why namespace tests cannot run here, if they cannot.
 pub fn unavailable() -> Option<String> {
     let uid = Command::new("id").arg("-u").output().ok()?;
@@ -96,6 +124,7 @@ impl NetPair {
             ip(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", dev])?;
             ip(&["-n", ns, "link", "set", dev, "up"])?;
         }
+        wait_up(&[(&pair.a, "va"), (&pair.b, "vb")])?;
         Ok(pair)
     }
 
@@ -172,6 +201,7 @@ impl Routed {
             ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
             ip(&["-n", ns, "link", "set", dev, "up"])?;
         }
+        wait_up(&[(&p.a, "va"), (&p.r, "ra"), (&p.r, "rb"), (&p.b, "vb")])?;
         ip(&["-n", &p.a, "route", "add", "default", "via", "198.18.0.2"])?;
         ip(&["-n", &p.b, "route", "add", "default", "via", "198.18.0.5"])?;
         let fwd = Command::new("ip")

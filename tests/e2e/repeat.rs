@@ -295,7 +295,13 @@ pub fn on_terminal(cmd: &str, needles: &[&str]) -> String {
             .args(["-L", &session, "capture-pane", "-p", "-t", &session])
             .output()
             .expect("capture");
-        seen = String::from_utf8_lossy(&cap.stdout).into_owned();
+        // Once the command and its pause have ended the session is gone
+        // and the capture is empty: keep the last screen seen for the
+        // failure message.
+        let screen = String::from_utf8_lossy(&cap.stdout).into_owned();
+        if !screen.trim().is_empty() {
+            seen = screen;
+        }
         if needles.iter().all(|n| seen.contains(n)) {
             break;
         }
