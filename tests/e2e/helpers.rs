@@ -320,7 +320,8 @@ pub fn f(v: &Value) -> f64 {
 }
 
 /// Every stream's sender and receiver byte totals are equal and non-zero
-/// (the whole streams: each side ends an omitted warm-up on its own clock).
+/// (the whole streams: against iperf3 peers each side ends an omitted
+/// warm-up on its own clock).
 pub fn assert_streams_balanced(report: &Value) {
     let streams = report["streams"].as_array().expect("streams array");
     assert!(!streams.is_empty(), "no streams in {report}");
@@ -345,6 +346,44 @@ pub fn assert_streams_balanced(report: &Value) {
         assert_eq!(u(&sum["sender_bytes"]), sent, "{sum}");
         assert_eq!(u(&sum["receiver_bytes"]), got, "{sum}");
         assert!(f(&sum["receiver_bits_per_second"]) > 0.0);
+    }
+}
+
+/// Busy loops on every CPU while it lives (a loaded host), each ending
+/// when this is dropped or after `limit`, whichever comes first.
+pub struct CpuLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl CpuLoad {
+    pub fn start(limit: Duration) -> CpuLoad {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let until = Instant::now() + limit;
+        let threads = (0..cpus)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+                        for _ in 0..10_000 {
+                            std::hint::spin_loop();
+                        }
+                    }
+                })
+            })
+            .collect();
+        CpuLoad { stop, threads }
+    }
+}
+
+impl Drop for CpuLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 

@@ -34,6 +34,8 @@
 //!   arrival time in: classification, sequence tracking, jitter, counters.
 //! - [`interval`]: the interval cutter — boundaries with the warm-up,
 //!   cumulative counters cut into per-interval records.
+//! - [`tcp_warmup`]: both ends of a TCP stream leave out the warm-up below
+//!   the sender's byte offset at `omit`.
 //! - iperf3 compatibility (its control protocol, sessions, JSON, datagram
 //!   header and receiver rules) is its own crate, `linerate-iperf3`, on top
 //!   of this one: the UDP sender core takes its datagram format as a
@@ -67,6 +69,7 @@ pub mod seq;
 pub mod session;
 pub mod side;
 pub mod spec;
+pub mod tcp_warmup;
 pub mod test_type;
 pub mod udp_receiver;
 pub mod udp_sender;

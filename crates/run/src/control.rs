@@ -232,8 +232,10 @@ pub trait ControlSide {
 /// progress, and what the peer sent — with every wait bounded and every
 /// deadline called back. Leaves a final frame (an Abort) written if it can.
 pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()> {
-    // What this side has received, and the beats its senders' receivers
-    // sent back: growth is the peer alive (`peer_data_arrived`).
+    // What this side has received, the beats its senders' receivers sent
+    // back, and the transactions its rr/crr flows completed (each a
+    // request or a response from the peer): growth is the peer alive
+    // (`peer_data_arrived`), however little control traffic the test has.
     let mut received = 0;
     loop {
         while let Some(action) = side.session().poll_action() {
@@ -257,7 +259,7 @@ pub fn drive<S: ControlSide>(side: &mut S, ctrl: &mut ControlConn) -> Result<()>
             side.session().local_senders_finished(counts);
         }
         if let Some(p) = side.run().map(|r| r.progress()) {
-            let now = p.received_bytes + p.received_datagrams + p.peer_beats;
+            let now = p.received_bytes + p.received_datagrams + p.peer_beats + p.transactions;
             if now > received {
                 received = now;
                 side.session().peer_data_arrived(Instant::now());

@@ -111,10 +111,13 @@ pub fn start_client(
     params: RrParams,
 ) -> SideRun {
     let (tx, rx) = mpsc::channel();
+    let watch = Arc::new(Watch::new(params.plan.flows as usize));
+    let w = Arc::clone(&watch);
     spawn_side(engine.name(), move |signals| {
-        run_client(engine, conns, crr, &params, signals, &tx)
+        run_client(engine, conns, crr, &params, signals, (&tx, &w))
     })
     .with_phases(rx)
+    .with_transactions(move || watch.total())
 }
 
 fn run_client(
@@ -123,12 +126,11 @@ fn run_client(
     crr: Option<CrrTarget>,
     p: &RrParams,
     signals: &Arc<Signals>,
-    phases: &Sender<Vec<RrFlowMeasurement>>,
+    (phases, watch): (&Sender<Vec<RrFlowMeasurement>>, &Watch),
 ) -> SideResults {
     let start = CpuStart::now();
     let gate = Gate::default();
     let ended = Mutex::new(Vec::new());
-    let watch = Watch::new(p.plan.flows as usize);
     let load_signals = Signals::default();
     let mut load_elapsed = Duration::ZERO;
     let RrConns { flows, load } = conns;
@@ -136,7 +138,7 @@ fn run_client(
         p,
         signals,
         gate: &gate,
-        watch: &watch,
+        watch,
         ended: &ended,
     };
     let mut flows = flows.into_iter();
@@ -158,8 +160,8 @@ fn run_client(
             (id, run)
         })
         .collect();
-    let g = run_threads(signals, &watch, flow_runs, load_runs, |dog| {
-        let started = coordinate(p, signals, &gate, &watch, dog, || {
+    let g = run_threads(signals, watch, flow_runs, load_runs, |dog| {
+        let started = coordinate(p, signals, &gate, watch, dog, || {
             // Every flow has pushed its measurement of the phase that ended.
             if let Ok(mut v) = ended.lock() {
                 let _ = phases.send(std::mem::take(&mut *v));

@@ -408,6 +408,16 @@ impl CrrServer {
                 },
             )
         })
+        .with_transactions({
+            let me = Arc::clone(self);
+            move || me.transactions()
+        })
+    }
+
+    /// Transactions answered so far, all phases and flows together.
+    fn transactions(&self) -> u64 {
+        let n = self.counters.iter();
+        n.map(|c| c.transactions.load(Ordering::Acquire)).sum()
     }
 
     pub(super) fn measurements(&self) -> Vec<RrFlowMeasurement> {

@@ -31,7 +31,7 @@
 
 use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
 use linerate_stats::histogram::Histogram;
@@ -122,27 +122,29 @@ impl Runs {
 fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Role) -> SideRun {
     let runs = Runs::of(engine, &flows);
     let (tx, rx) = mpsc::channel();
+    let watch = Arc::new(Watch::new(p.plan.flows as usize));
+    let w = Arc::clone(&watch);
     let run = spawn_side(runs.engine().name(), move |signals| {
-        run_side(runs, flows, &p, (threads, role, &tx), signals)
-    });
+        run_side(runs, flows, &p, (threads, role, &tx, &w), signals)
+    })
+    .with_transactions(move || watch.total());
     match role {
         Role::Client => run.with_phases(rx),
         Role::Server => run,
     }
 }
 
-/// `(threads, role, phases)`: the side's loops, the side, and where a
+/// `(threads, role, phases, watch)`: the side's loops, the side, where a
 /// client sends each phase's measurements as the phase ends (JSON Lines'
-/// rr_phase records).
+/// rr_phase records), and what watches its flows.
 fn run_side(
     runs: Runs,
     flows: Flows,
     p: &RrParams,
-    (threads, role, phases): (usize, Role, &mpsc::Sender<Vec<RrFlowMeasurement>>),
+    (threads, role, phases, watch): (usize, Role, &mpsc::Sender<Vec<RrFlowMeasurement>>, &Watch),
     signals: &Signals,
 ) -> SideResults {
     let start = CpuStart::now();
-    let watch = Watch::new(p.plan.flows as usize);
     let (socks, crr) = match flows {
         Flows::Rr(conns) => (per_flow(conns), None),
         // crr flows connect as they go.
@@ -155,7 +157,7 @@ fn run_side(
     let side = Phases {
         p,
         signals,
-        watch: &watch,
+        watch,
         crr: crr.as_ref(),
         gate: (role == Role::Client).then_some(&gate),
         ended: &ended,
@@ -185,11 +187,11 @@ fn run_side(
         })
         .collect();
     let no_load: Vec<(u32, fn() -> LoadEnd)> = Vec::new();
-    let g = run_threads(signals, &watch, loops, no_load, |dog| {
+    let g = run_threads(signals, watch, loops, no_load, |dog| {
         if role == Role::Client {
             // The flows move from phase to phase together, as flow
             // threads do.
-            coordinate(p, signals, &gate, &watch, dog, || {
+            coordinate(p, signals, &gate, watch, dog, || {
                 if let Ok(mut v) = ended.lock() {
                     let _ = phases.send(std::mem::take(&mut *v));
                 }

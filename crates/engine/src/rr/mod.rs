@@ -89,3 +89,6 @@ pub use crr::{CrrServer, CrrTarget};
 pub use crr_pool::{AcceptSpin, CrrHost, CrrPool, Offer};
 pub use params::{RrParams, LOAD_WARMUP};
 pub use server::start_server;
+
+#[cfg(test)]
+mod tests;

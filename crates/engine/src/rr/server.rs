@@ -2,6 +2,8 @@
 //! phase by phase over TCP or UDP, and the side that watches them and
 //! gathers the results.
 
+use std::sync::Arc;
+
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement};
 
 use crate::cpu;
@@ -77,16 +79,17 @@ fn server_flow<E: Engine>(
 
 /// Starts the server side of an rr test.
 pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> SideRun {
+    let watch = Arc::new(Watch::new(conns.flows.len()));
+    let w = Arc::clone(&watch);
     spawn_side(engine.name(), move |signals| {
         let start = CpuStart::now();
         let p = &params;
         let RrConns { flows, load } = conns;
-        let watch = Watch::new(flows.len());
+        let watch = &*w;
         let flow_runs: Vec<_> = flows
             .into_iter()
             .enumerate()
             .map(|(f, conns)| {
-                let watch = &watch;
                 move || with_engine!(engine, e => server_flow(e, f as u32, conns, p, signals, watch))
             })
             .collect();
@@ -94,7 +97,7 @@ pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> Sid
             .into_iter()
             .map(|(id, sock)| (id, move || server_load(id, sock, engine, p, signals)))
             .collect();
-        let g = run_threads(signals, &watch, flow_runs, load_runs, |_| {});
+        let g = run_threads(signals, watch, flow_runs, load_runs, |_| {});
         let load_elapsed = g.load.iter().map(|m| m.elapsed_ns).max().unwrap_or(0);
         start.results(
             engine.name(),
@@ -112,4 +115,5 @@ pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> Sid
             },
         )
     })
+    .with_transactions(move || watch.total())
 }

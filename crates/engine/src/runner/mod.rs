@@ -56,6 +56,8 @@ pub struct SideRun {
     /// rr/crr client: every flow's measurement of each phase, as the
     /// phase ends (none for other sides).
     phases: Option<Receiver<Vec<RrFlowMeasurement>>>,
+    /// rr/crr: the transactions the side's flows completed so far.
+    transactions: Option<Transactions>,
     start: Instant,
     sampler: Option<JoinHandle<()>>,
 }
@@ -126,6 +128,7 @@ pub fn start_with<F: StreamFormat>(
         udp_live,
         live: progress,
         phases: None,
+        transactions: None,
         start,
         sampler,
     }
@@ -170,6 +173,7 @@ pub fn spawn_side(
         udp_live: Vec::new(),
         live: Vec::new(),
         phases: None,
+        transactions: None,
         start: Instant::now(),
         sampler,
     }
@@ -188,6 +192,20 @@ pub struct Progress {
     /// UDP senders: beats their receivers sent back
     /// ([`linerate_proto::data_beat`]).
     pub peer_beats: u64,
+    /// rr/crr: transactions the side's flows completed, each one a
+    /// request (server) or a response (client) from the peer.
+    pub transactions: u64,
+}
+
+/// A running count a side's own threads keep, read by [`SideRun::progress`]
+/// (rr/crr: the transactions their flows completed).
+#[derive(Clone)]
+struct Transactions(Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl std::fmt::Debug for Transactions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Transactions({})", (self.0)())
+    }
 }
 
 impl SideRun {
@@ -245,7 +263,18 @@ impl SideRun {
                 }
             }
         }
+        p.transactions = self.transactions.as_ref().map_or(0, |t| (t.0)());
         p
+    }
+
+    /// rr/crr: counts the transactions a side spawned with [`spawn_side`]
+    /// completes, for [`Self::progress`] (the peer heard on the data path).
+    pub(crate) fn with_transactions(
+        mut self,
+        count: impl Fn() -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.transactions = Some(Transactions(Arc::new(count)));
+        self
     }
 
     /// Counts what a side spawned with [`spawn_side`] moves, for

@@ -31,16 +31,23 @@ pub(crate) struct Channels {
 }
 
 impl Running {
-    /// Every stream's counters now (reads TCP_INFO of the senders).
+    /// Every stream's counters now (reads TCP_INFO of the running
+    /// senders; a finished one's is its own last read, its totals', so
+    /// retransmits of its last bytes after that read are not in the
+    /// intervals only).
     fn samples(&self) -> Vec<Sample> {
         self.counters
             .iter()
             .zip(&self.probes)
             .zip(&self.lives)
-            .map(|((c, probe), live)| Sample {
+            .zip(&self.results)
+            .map(|(((c, probe), live), end)| Sample {
                 bytes: c.get(),
                 udp: live.as_ref().map(|l| l.totals()),
-                tcp: probe.as_ref().and_then(tcp_info::read),
+                tcp: match end.as_ref().and_then(|m| m.tcp) {
+                    Some(last) => Some(last),
+                    None => probe.as_ref().and_then(tcp_info::read),
+                },
             })
             .collect()
     }

@@ -579,7 +579,7 @@ impl ClientSession {
 
     fn try_complete(&mut self) {
         if let State::Running { exchange, .. } = &mut self.state {
-            if let Some((local, remote)) = exchange.take_both() {
+            if let Some((local, remote)) = exchange.take_both(crate::wire::Side::Client) {
                 self.state = State::Done { local, remote };
                 self.deadline = None;
                 self.heartbeat = None;

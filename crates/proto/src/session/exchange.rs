@@ -1,11 +1,13 @@
 //! The Running state both sessions share: each side announces the end of
 //! its UDP senders once (`SendDone`), sends its `Results` once when its
 //! streams have ended, and the test is complete when it also has the
-//! peer's. Client and server differ only in what surrounds this.
+//! peer's. Client and server differ only in what surrounds this. With
+//! both in, each TCP stream's warm-up is cut where its sender cut it
+//! ([`crate::tcp_warmup`]), so both ends hold the same totals.
 
 use super::frames::Outbox;
 use crate::measure::SideResults;
-use crate::wire::{Message, SendDone, SentCount, MAX_RESULTS_PAYLOAD};
+use crate::wire::{Message, SendDone, SentCount, Side, MAX_RESULTS_PAYLOAD};
 
 /// This side's and the peer's results while the data phase runs.
 #[derive(Debug, Default)]
@@ -50,10 +52,14 @@ impl Exchange {
         self.remote = Some(results);
     }
 
-    /// Both sides' results, once both are in: (local, remote).
-    pub(crate) fn take_both(&mut self) -> Option<(SideResults, SideResults)> {
+    /// Both sides' results, once both are in: (local, remote), `me`'s
+    /// and the peer's, each TCP stream's warm-up agreed
+    /// ([`crate::tcp_warmup::agree`]).
+    pub(crate) fn take_both(&mut self, me: Side) -> Option<(SideResults, SideResults)> {
         if self.local.is_some() && self.remote.is_some() {
-            return self.local.take().zip(self.remote.take());
+            let (mut local, mut remote) = self.local.take().zip(self.remote.take())?;
+            crate::tcp_warmup::agree(me, &mut local, &mut remote);
+            return Some((local, remote));
         }
         None
     }
@@ -97,10 +103,14 @@ mod tests {
         assert!(!x.local_finished(SideResults::default(), &mut out));
         assert_eq!(frames(&mut out), ["SendDone", "Results"]);
         assert!(!x.streams_running());
-        assert_eq!(x.take_both(), None, "the peer's results are still missing");
+        assert_eq!(
+            x.take_both(Side::Client),
+            None,
+            "the peer's results are still missing"
+        );
         x.remote_arrived(SideResults::default());
         assert!(x.has_remote());
-        assert!(x.take_both().is_some());
+        assert!(x.take_both(Side::Client).is_some());
     }
 
     #[test]

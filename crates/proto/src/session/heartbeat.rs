@@ -35,7 +35,9 @@
 //! the streams ran (at most [`RECOVERY_CAP`]); while streams run, the
 //! limit stays short, as a reverse sender must stop soon after its peer
 //! goes (issue 10). Data from the peer, which the I/O layer reports as
-//! it arrives (`Session::peer_data_arrived`), counts as hearing it: the
+//! it arrives (`Session::peer_data_arrived`: a stream's bytes or
+//! datagrams, an rr or crr test's completed transactions, issue 28),
+//! counts as hearing it: the
 //! receiving side of a stream that starves the control connection knows
 //! its peer lives, and the sending side hears the beats its receiver
 //! sends back on the stream's own flow ([`crate::data_beat`]), which the

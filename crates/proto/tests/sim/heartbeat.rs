@@ -8,7 +8,7 @@ use linerate_proto::limits::ServerLimits;
 use linerate_proto::session::client::ClientSession;
 use linerate_proto::session::server::{ServerOutcome, ServerSession};
 use linerate_proto::session::SessionError;
-use linerate_proto::spec::{Direction, TestSpec};
+use linerate_proto::spec::{Direction, RrLimit, RrSpec, TestKind, TestSpec};
 use linerate_proto::wire::{self, Message, Side};
 
 use crate::harness::*;
@@ -437,4 +437,58 @@ fn issue_27_control_starved_by_the_peers_data_is_given_its_backoff_after_the_dat
             "{gave_up:?}"
         );
     }
+}
+
+/// Issue 28: in a request/response test the peer's transactions are
+/// data from it like a stream's bytes (the I/O layer reports each side's
+/// completed transactions as `peer_data_arrived`): a long phase during
+/// which the control connection carries nothing (its beats delayed on a
+/// loaded host) is not given up while transactions complete, on either
+/// side; when they stop too, the silence limit holds as for streams.
+#[test]
+fn issue_28_an_rr_peers_transactions_count_as_hearing_it() {
+    let spec = TestSpec {
+        kind: TestKind::Rr,
+        rr: Some(RrSpec {
+            sizes: vec![64],
+            limit: RrLimit::TimeMs(30_000),
+            ..RrSpec::default()
+        }),
+        ..TestSpec::default()
+    };
+    let mut p = heartbeat_pair(spec, true, true);
+    p.start();
+    let step = Duration::from_millis(10);
+    tick(&mut p, Duration::from_millis(500), step, (true, true));
+    // 10 s of transactions while no control bytes cross either way.
+    let end = p.now + Duration::from_secs(10);
+    while p.now < end {
+        p.advance(step);
+        p.client.peer_data_arrived(p.now);
+        p.server.peer_data_arrived(p.now);
+        p.client.handle_timeout(p.now);
+        p.server.handle_timeout(p.now);
+        exchange(&mut p, (false, false));
+    }
+    assert!(!p.client.is_finished(), "{:?}", p.client.outcome());
+    assert!(!p.server.is_finished(), "{:?}", p.server.outcome());
+    // The transactions stop too: the peer is gone after the limit (and
+    // the control connection's possible backoff), not never.
+    let last = p.now;
+    while !p.server.is_finished() && p.now < last + Duration::from_secs(30) {
+        tick(&mut p, step, step, (false, false));
+    }
+    assert!(
+        matches!(
+            p.server.outcome(),
+            Some(ServerOutcome::Failed(SessionError::PeerSilent(_)))
+        ),
+        "{:?}",
+        p.server.outcome()
+    );
+    assert!(
+        p.now - last <= Duration::from_millis(13_300),
+        "{:?}",
+        p.now - last
+    );
 }

@@ -29,5 +29,6 @@ mod malformed;
 mod refusals;
 mod rr;
 mod stream_attached;
+mod tcp_omit;
 mod udp;
 mod unix;

@@ -32,7 +32,7 @@ impl ServerSession {
 
     pub(super) fn try_complete(&mut self) {
         if let State::Running(x) = &mut self.state {
-            if let Some((local, remote)) = x.take_both() {
+            if let Some((local, remote)) = x.take_both(crate::wire::Side::Server) {
                 self.state = State::Done { local, remote };
                 self.deadline = None;
                 self.heartbeat = None;
