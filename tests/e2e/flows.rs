@@ -811,31 +811,13 @@ fn bottleneck(
 /// control loop built each phase's record (every flow's histograms) for
 /// seconds, sending no heartbeat, and the server gave up on a live client
 /// ("no control bytes from the client for 3000 ms"); the records are built
-/// beside the loop now. Two busy loops, each ended by its guard and bounded
-/// by `timeout` besides, load both CPUs while it runs.
+/// beside the loop now. Busy loops load every CPU while it runs
+/// (`CpuLoad`).
 #[test]
 fn issue_28_many_rr_flows_of_two_sizes_on_a_loaded_host_keep_their_control_connection() {
-    /// A busy loop, ended when dropped (and by `timeout` at the latest).
-    struct Busy(std::process::Child);
-    impl Drop for Busy {
-        fn drop(&mut self) {
-            let pid = self.0.id().to_string();
-            // SIGTERM: `timeout` passes it on to its loop.
-            let _ = std::process::Command::new("kill").arg(&pid).status();
-            let _ = self.0.wait();
-        }
-    }
     let mut server = Server::start(&[]);
     let port = server.port_str();
-    let busy: Vec<Busy> = (0..2)
-        .filter_map(|_| {
-            std::process::Command::new("timeout")
-                .args(["120", "sh", "-c", "while :; do :; done"])
-                .spawn()
-                .ok()
-                .map(Busy)
-        })
-        .collect();
+    let load = CpuLoad::start(Duration::from_secs(120));
     let args = [
         "rr",
         "127.0.0.1",
@@ -851,7 +833,7 @@ fn issue_28_many_rr_flows_of_two_sizes_on_a_loaded_host_keep_their_control_conne
         "2",
     ];
     let out = run_client(&args, Duration::from_secs(100));
-    drop(busy);
+    drop(load);
     assert_ok(&out, &args);
     assert!(server.alive());
 }
