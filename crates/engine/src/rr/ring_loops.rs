@@ -15,7 +15,8 @@
 //!   the flow's buffer (not touched until its completion); the completion
 //!   says how much went, and the flow goes on from there.
 //!
-//! crr's flows stay on epoll: their connects are watched there.
+//! crr's flows stay on epoll: their connects are watched there. rr's UDP
+//! flows run on the same rings ([`super::udp_ring_loops`]).
 
 use std::io;
 use std::net::TcpStream;
@@ -63,11 +64,13 @@ pub(super) fn run_loop(
     out
 }
 
-/// Drives a loop's flows on one ring ([`drive`]).
-struct Ring<'s> {
-    engine: Uring,
-    bufs: Option<(u16, usize)>,
-    signals: &'s Signals,
+/// Drives a loop's flows on one ring ([`drive`]), with the thread's
+/// provided buffers (count, size); rr's UDP flows too
+/// ([`super::udp_ring_loops`]).
+pub(super) struct Ring<'s> {
+    pub(super) engine: Uring,
+    pub(super) bufs: Option<(u16, usize)>,
+    pub(super) signals: &'s Signals,
 }
 
 impl LoopDrive<RingConn> for Ring<'_> {

@@ -42,12 +42,10 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
     };
     let streams = match i.flows {
         Some(f) => format!(
-            "{} flow{} on {} event-loop thread{} ({})",
+            "{} flow{}{}",
             f.count,
             if f.count == 1 { "" } else { "s" },
-            f.threads,
-            if f.threads == 1 { "" } else { "s" },
-            loop_kind(engine)
+            loop_words(i, f.threads)
         ),
         None => format!(
             "{} stream{}",
@@ -69,15 +67,20 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
     }
 }
 
-/// What a side's loops waited with, by the engine they ran
-/// (`linerate_engine::event_loop::LoopKind`): `uring` runs io_uring
-/// completion loops, every other engine epoll readiness loops.
-fn loop_kind(engine: &str) -> &'static str {
-    if engine.split([':', ' ']).next() == Some("uring") {
-        "io_uring"
-    } else {
-        "epoll"
-    }
+/// ` on T event-loop threads (KIND)`: the loops of `--flows`, named for
+/// what the reporting side's loops waited with, as its results recorded
+/// it ([`TestInfo::client_loop`], [`TestInfo::server_loop`]; left out
+/// where none was recorded).
+fn loop_words(i: &TestInfo, threads: u16) -> String {
+    let kind = match i.reported_by {
+        Side::Server => i.server_loop,
+        Side::Client => i.client_loop,
+    };
+    format!(
+        " on {threads} event-loop thread{}{}",
+        if threads == 1 { "" } else { "s" },
+        kind.map_or(String::new(), |k| format!(" ({})", k.name()))
+    )
 }
 
 /// Who talks to whom, from the reporting side's point of view: the
@@ -116,12 +119,7 @@ fn exchange_line(i: &TestInfo, who: &str, route: &str, engine: &str) -> String {
         rules.title,
         i.streams,
         if i.streams == 1 { one } else { many },
-        i.flows.map_or(String::new(), |f| format!(
-            " on {} event-loop thread{} ({})",
-            f.threads,
-            if f.threads == 1 { "" } else { "s" },
-            loop_kind(engine)
-        )),
+        i.flows.map_or(String::new(), |f| loop_words(i, f.threads)),
         engine,
     )
 }
