@@ -155,3 +155,64 @@ fn limit_words(l: Limit) -> String {
         Limit::Datagrams(n) => format!("{n} datagrams per direction"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::measure::LoopKind;
+    use linerate_proto::spec::{Flows, Protocol, TestKind, TestSpec};
+
+    /// The heading names the loop the reporting side's results recorded,
+    /// not one guessed from its engine's name (a uring server's rr over
+    /// UDP once ran on epoll under that name); none recorded, none named.
+    #[test]
+    fn issue_26_the_heading_names_the_loop_each_side_recorded() {
+        let spec = TestSpec {
+            kind: TestKind::Rr,
+            protocol: Protocol::Udp,
+            flows: Some(Flows {
+                count: 8,
+                threads: 2,
+            }),
+            ..TestSpec::default()
+        };
+        let mut i = TestInfo::from_spec(&spec, Side::Client);
+        i.client_engine = "uring".into();
+        i.server_engine = "uring".into();
+        i.client_loop = Some(LoopKind::IoUring);
+        i.server_loop = Some(LoopKind::Epoll);
+        let line = test_line(&i);
+        assert!(
+            line.contains("on 2 event-loop threads (io_uring)"),
+            "{line}"
+        );
+        i.reported_by = Side::Server;
+        let line = test_line(&i);
+        assert!(line.contains("on 2 event-loop threads (epoll)"), "{line}");
+        i.server_loop = None;
+        let line = test_line(&i);
+        assert!(line.contains("on 2 event-loop threads ·"), "{line}");
+        // Stream flows too.
+        let stream = TestSpec {
+            kind: TestKind::Stream,
+            ..spec
+        };
+        let mut i = TestInfo::from_spec(&stream, Side::Client);
+        i.client_engine = "syscall".into();
+        i.client_loop = Some(LoopKind::Epoll);
+        let line = test_line(&i);
+        assert!(
+            line.contains("8 flows on 2 event-loop threads (epoll)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn issue_26_the_loop_is_spelled_in_json_as_in_the_heading() {
+        for k in [LoopKind::Epoll, LoopKind::IoUring] {
+            let json = serde_json::to_string(&k).expect("json");
+            assert_eq!(json, format!("\"{}\"", k.name()));
+            assert_eq!(serde_json::from_str::<LoopKind>(&json).ok(), Some(k));
+        }
+    }
+}
