@@ -257,21 +257,22 @@ mod tests {
     }
 
     #[test]
-    fn issue_26_uring_flows_run_streams_and_rr_and_refuse_crr_by_name() {
+    fn issue_26_uring_flows_run_streams_rr_and_crr() {
         use linerate_proto::spec::Flows;
         let uring = EngineKind::Uring { sqpoll: false };
         let flows = Some(Flows {
             count: 8,
             threads: 2,
         });
-        // Where this kernel runs them, TCP and UDP stream flows and rr
-        // over TCP and UDP run.
+        // Where this kernel runs them, TCP and UDP stream flows, rr over
+        // TCP and UDP, and crr run.
         let here = crate::event_loop::ring::unavailable();
         for (kind, protocol) in [
             (TestKind::Stream, Protocol::Tcp),
             (TestKind::Stream, Protocol::Udp),
             (TestKind::Rr, Protocol::Tcp),
             (TestKind::Rr, Protocol::Udp),
+            (TestKind::Crr, Protocol::Tcp),
         ] {
             let spec = TestSpec {
                 kind,
@@ -281,16 +282,6 @@ mod tests {
             };
             assert_eq!(uring.refusal(&spec), here, "{kind:?} {protocol:?}");
         }
-        let crr = TestSpec {
-            kind: TestKind::Crr,
-            flows,
-            ..TestSpec::default()
-        };
-        let why = uring.refusal(&crr).expect("refused");
-        assert!(why.contains("crr flows have no completion loop"), "{why}");
-        // Without --flows, uring runs crr on its own threads.
-        let one = TestSpec { flows: None, ..crr };
-        assert_eq!(uring.refusal(&one), None);
     }
 
     /// A uring server refuses stream and rr `--flows` exactly where its

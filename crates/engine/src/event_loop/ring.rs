@@ -70,14 +70,15 @@ pub fn unavailable() -> Option<String> {
 
 /// Why `--engine uring --flows` cannot run `spec` (`None`: it can): the
 /// kinds of flows that have a completion loop (TCP and UDP streams, rr
-/// over TCP and UDP), and this host's io_uring ([`unavailable`]). Never
-/// replaced by the epoll loop: the user asked for io_uring.
+/// over TCP and UDP, crr), and this host's io_uring ([`unavailable`]).
+/// Never replaced by the epoll loop: the user asked for io_uring.
 pub fn refusal(spec: &TestSpec) -> Option<String> {
     let rules = test_type::of(spec);
+    let rr = matches!(spec.kind, TestKind::Rr | TestKind::Crr);
     match rules.workload {
-        Workload::RequestResponse if spec.kind != TestKind::Rr => Some(format!(
-            "uring: --flows runs TCP and UDP streams and rr on io_uring completion loops; \
-             {} flows have no completion loop yet (run them on epoll with --engine syscall)",
+        Workload::RequestResponse if !rr => Some(format!(
+            "uring: --flows runs streams, rr and crr on io_uring completion loops; {} flows \
+             have no completion loop (run them on epoll with --engine syscall)",
             rules.name
         )),
         Workload::UdpStream | Workload::TcpStream | Workload::RequestResponse => unavailable(),

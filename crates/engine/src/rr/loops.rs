@@ -23,9 +23,10 @@
 //! ([`super::udp_loops`]) or io_uring ([`super::udp_ring_loops`]). The
 //! side's results record which loop ran (`SideResults::event_loop`).
 //!
-//! crr (`crr --flows N --threads T`, epoll only) runs the same client
-//! flows with a connection per transaction, as [`super::crr`] does on a thread: a
-//! non-blocking connect (the loop watches each new socket), the greeting
+//! crr (`crr --flows N --threads T`, on epoll or, with `--engine uring`,
+//! io_uring) runs the same client flows with a connection per
+//! transaction, as [`super::crr`] does on a thread: a non-blocking
+//! connect (the loop watches each new socket), the greeting
 //! and request in one write, the response, then the server's close; the
 //! clock is read before the connect and after the close. The server
 //! answers them with its crr pools ([`super::CrrPool`]), as for crr on
@@ -106,9 +107,13 @@ impl Runs {
                 (None, true) => Runs::EpollUdp,
                 (None, false) => Runs::Epoll(event_loop::tcp::engine_for(engine)),
             },
-            // crr's connects are watched on epoll (`uring` refuses crr
-            // flows: `event_loop::ring::refusal`).
-            Flows::Crr(_) => Runs::Epoll(event_loop::tcp::engine_for(engine)),
+            Flows::Crr(_) => match ring::uring(engine) {
+                Some(u) => Runs::Ring {
+                    engine: u,
+                    udp: false,
+                },
+                None => Runs::Epoll(event_loop::tcp::engine_for(engine)),
+            },
         }
     }
 
