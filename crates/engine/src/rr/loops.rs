@@ -18,10 +18,10 @@
 //! side after its last transaction, the server answers by closing, the
 //! client reads to end of stream.
 //!
-//! rr over UDP runs the same side ([`super::udp_flows`]: a datagram per
-//! message, its client core with its timeouts), on epoll
-//! ([`super::udp_loops`]) or io_uring ([`super::udp_ring_loops`]). The
-//! side's results record which loop ran (`SideResults::event_loop`).
+//! rr over UDP runs the same side (`udp_flows`: a datagram per message,
+//! its client core with its timeouts), on epoll (`udp_loops`) or io_uring
+//! (`udp_ring_loops`). The side's results record which loop ran
+//! (`SideResults::event_loop`).
 //!
 //! crr (`crr --flows N --threads T`, on epoll or, with `--engine uring`,
 //! io_uring) runs the same client flows with a connection per
