@@ -433,6 +433,34 @@ pub fn measured_intervals(report: &Value, key: &str, id: u64) -> (u64, u64, u64)
     sum
 }
 
+/// The paced rr flows [`assert_paced_at_200_for_2s`] judges:
+/// [`PACED_RR_FLOW_COUNT`] flows on 2 event-loop threads, each at 200
+/// transactions/s for 2 s (the rr and uring flow tests share them).
+pub const PACED_RR_FLOWS: [&str; 8] = [
+    "--flows",
+    "16",
+    "--threads",
+    "2",
+    "--rate",
+    "200",
+    "-t",
+    "2",
+];
+pub const PACED_RR_FLOW_COUNT: usize = 16;
+
+/// Why io_uring cannot run on this host at all, where the kernel says so
+/// (`/proc/sys/kernel/io_uring_disabled` set): the uring tests are then
+/// skipped, with the reason.
+pub fn io_uring_disabled() -> Option<String> {
+    let path = "/proc/sys/kernel/io_uring_disabled";
+    match std::fs::read_to_string(path) {
+        Ok(v) if v.trim() != "0" => {
+            Some(format!("io_uring is disabled here ({path} = {})", v.trim()))
+        }
+        _ => None,
+    }
+}
+
 /// `rr --rate 200 -t 2` on flows whose per-flow counts are `counts`: none
 /// exceeds its schedule (200/s for 2 s from the first request, that one
 /// at once: 401), and each made nearly all of it (late slots are made up)

@@ -143,21 +143,9 @@ fn issue_27_rr_rate_paces_each_event_loop_flow() {
     let port = server.port_str();
     // Over TCP and over UDP (whose loops paced nothing before: refused).
     for proto in ["tcp", "udp"] {
-        let r = json_client(&rr_args(
-            &port,
-            &[
-                "--proto",
-                proto,
-                "--flows",
-                "16",
-                "--threads",
-                "2",
-                "--rate",
-                "200",
-                "-t",
-                "2",
-            ],
-        ));
+        let mut extra = vec!["--proto", proto];
+        extra.extend(PACED_RR_FLOWS);
+        let r = json_client(&rr_args(&port, &extra));
         assert_phases_agree(&r);
         assert_eq!(r["rr"]["rate"], 200);
         let per_flow = &phases(&r)[0]["per_flow"];
@@ -167,7 +155,7 @@ fn issue_27_rr_rate_paces_each_event_loop_flow() {
             .iter()
             .map(u)
             .collect();
-        assert_eq!(counts.len(), 16, "{proto}: {per_flow}");
+        assert_eq!(counts.len(), PACED_RR_FLOW_COUNT, "{proto}: {per_flow}");
         // Unpaced, a loopback flow makes thousands.
         crate::helpers::assert_paced_at_200_for_2s(proto, &r, &counts);
     }

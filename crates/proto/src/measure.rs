@@ -655,11 +655,34 @@ pub struct RrMeasurement {
     pub clock: Option<crate::clock::ClockOffset>,
 }
 
+/// How a side's event loops (`--flows`) waited for their flows:
+/// readiness (epoll) or completions (io_uring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopKind {
+    Epoll,
+    IoUring,
+}
+
+impl LoopKind {
+    /// As reports and thread labels name it (and JSON spells it).
+    pub fn name(self) -> &'static str {
+        match self {
+            LoopKind::Epoll => "epoll",
+            LoopKind::IoUring => "io_uring",
+        }
+    }
+}
+
 /// Everything one side reports at the end of a test.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SideResults {
     /// Name of the data-path engine this side used.
     pub engine: String,
+    /// `--flows`: what this side's event loops waited with, as they ran
+    /// (absent without flows, and from peers that never said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_loop: Option<LoopKind>,
     pub streams: Vec<StreamMeasurement>,
     pub intervals: Vec<IntervalMeasurement>,
     /// True when `intervals` was emptied because it would not fit in one

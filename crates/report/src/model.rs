@@ -6,7 +6,7 @@
 
 use linerate_host::counters::Traffic;
 use linerate_proto::clock::ClockOffset;
-use linerate_proto::measure::{EngineUse, KernelUdp, TcpInfo, UdpInterval};
+use linerate_proto::measure::{EngineUse, KernelUdp, LoopKind, TcpInfo, UdpInterval};
 use linerate_proto::rr_core::SpinMode;
 use linerate_proto::spec::{
     Direction, Limit, Protocol, RrLimit, TcpOptions, TestKind, TestSpec, UdpSpec,
@@ -107,10 +107,19 @@ pub struct TestInfo {
     pub client_software: String,
     pub server_software: String,
     pub client_engine: String,
+    /// `--flows`: what the client's event loops waited with, `epoll` or
+    /// `io_uring` (the heading's loop), as its results recorded it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_loop: Option<LoopKind>,
     /// Absent until the server's results say it (the `--json-lines` start
     /// record).
     #[serde(skip_serializing_if = "String::is_empty", default)]
     pub server_engine: String,
+    /// `--flows`: what the server's event loops waited with, as its
+    /// results recorded it (absent until they arrive, and from servers
+    /// that never say).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_loop: Option<LoopKind>,
     /// `--server-engine`: the engine the client asked the server to use
     /// (the server agreed, or the test would not have run; absent: the
     /// server ran its own `--engine`).
@@ -167,7 +176,9 @@ impl TestInfo {
             client_software: String::new(),
             server_software: String::new(),
             client_engine: String::new(),
+            client_loop: None,
             server_engine: String::new(),
+            server_loop: None,
             server_engine_requested: None,
             client_ld_preload: None,
             server_ld_preload: None,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::error::{Context as _, Result, RunError};
 use linerate_engine::engines::EngineKind;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
-use linerate_engine::{clock, socket};
+use linerate_engine::{clock, event_loop, socket};
 use linerate_proto::auth::ClientAuth;
 use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement};
 use linerate_proto::session::client::{ClientAction, ClientSession};
@@ -412,18 +412,20 @@ impl<'a> ClientTest<'a, '_> {
                 ));
             }
         }
+        // What the event loops run (the report's engine).
+        let loops = spec
+            .flows
+            .map(|_| event_loop::engine_for(self.engine, spec.protocol));
         TestInfo {
             congestion_used: first.and_then(socket::congestion),
             server: self.peer.to_string(),
             embedded_server: self.embedded,
             client_software: software(),
             server_software,
-            client_engine: match spec.flows {
-                // What the event loops run (the report's engine).
-                Some(_) => linerate_engine::event_loop::engine_for(self.engine, spec.protocol),
-                None => self.engine,
-            }
-            .to_string(),
+            client_engine: loops.unwrap_or(self.engine).to_string(),
+            // What the loops will wait with; their results say what they
+            // did ([`Self::finish`]).
+            client_loop: loops.map(event_loop::loop_kind),
             server_engine_requested: self.cfg.server_engine.clone(),
             client_ld_preload: crate::about::ld_preload(),
             ..TestInfo::from_spec(spec, Side::Client)
@@ -450,6 +452,8 @@ impl<'a> ClientTest<'a, '_> {
                     RunError::Protocol("test finished without starting".to_string())
                 })?;
                 info.server_engine = remote.engine.clone();
+                info.client_loop = local.event_loop.or(info.client_loop);
+                info.server_loop = remote.event_loop;
                 info.server_ld_preload = remote.ld_preload.clone();
                 let mut notes = self.notes.clone();
                 let stop = self.session.early_stop();

@@ -49,9 +49,9 @@ pub struct RrArgs {
     /// Parallel flows, one thread (and connection) each.
     #[arg(short = 'P', long, value_name = "N", default_value_t = 1)]
     pub parallel: u16,
-    /// N flows on --threads event-loop threads per side (epoll; rr over
-    /// TCP with --engine uring: io_uring completion loops, rr over UDP and
-    /// crr refused there; rr over TCP or UDP and crr; default one size, 1 byte; with --sizes a phase per size),
+    /// N flows on --threads event-loop threads per side (epoll; with
+    /// --engine uring: io_uring completion loops; rr over TCP or UDP and
+    /// crr; default one size, 1 byte; with --sizes a phase per size),
     /// in place of -P; crr: N connections in flight, accepted on the
     /// server's threads too; UDP: each flow's lost requests counted as its
     /// own.

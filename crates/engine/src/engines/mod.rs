@@ -174,16 +174,14 @@ impl EngineKind {
     /// Why a server whose own `--engine` is this one cannot serve `spec`
     /// (`None`: it can), asked at admission: the client's
     /// [`Self::refusal`], of what the server runs on its engine. A
-    /// server's rr over TCP `--flows` run on its io_uring completion loop
-    /// when its engine is `uring` (so the host's io_uring is asked); its
-    /// other rr and crr `--flows` run on epoll loops whatever its engine
-    /// (`rr::loops::Runs`: `udp_loops`' engine, or
-    /// [`crate::event_loop::tcp::engine_for`]), so those are not asked.
+    /// server's rr `--flows` (TCP and UDP) run on its io_uring completion
+    /// loops when its engine is `uring` (so the host's io_uring is
+    /// asked); its crr `--flows` are served by its crr pools whatever its
+    /// engine, so those are not asked.
     pub fn server_refusal(self, spec: &TestSpec) -> Option<String> {
         if spec.flows.is_some() && Workload::of(spec) == Workload::RequestResponse {
-            let on_ring = crate::event_loop::ring::uring(self).is_some()
-                && spec.kind == TestKind::Rr
-                && spec.protocol == Protocol::Tcp;
+            let on_ring =
+                crate::event_loop::ring::uring(self).is_some() && spec.kind == TestKind::Rr;
             return if on_ring { self.refusal(spec) } else { None };
         }
         self.refusal(spec)
@@ -259,20 +257,22 @@ mod tests {
     }
 
     #[test]
-    fn issue_26_uring_flows_run_streams_and_tcp_rr_and_refuse_the_rest_by_name() {
+    fn issue_26_uring_flows_run_streams_rr_and_crr() {
         use linerate_proto::spec::Flows;
         let uring = EngineKind::Uring { sqpoll: false };
         let flows = Some(Flows {
             count: 8,
             threads: 2,
         });
-        // Where this kernel runs them, TCP and UDP stream flows and rr
-        // over TCP run.
+        // Where this kernel runs them, TCP and UDP stream flows, rr over
+        // TCP and UDP, and crr run.
         let here = crate::event_loop::ring::unavailable();
         for (kind, protocol) in [
             (TestKind::Stream, Protocol::Tcp),
             (TestKind::Stream, Protocol::Udp),
             (TestKind::Rr, Protocol::Tcp),
+            (TestKind::Rr, Protocol::Udp),
+            (TestKind::Crr, Protocol::Tcp),
         ] {
             let spec = TestSpec {
                 kind,
@@ -282,38 +282,11 @@ mod tests {
             };
             assert_eq!(uring.refusal(&spec), here, "{kind:?} {protocol:?}");
         }
-        for (kind, protocol, what) in [
-            (
-                TestKind::Rr,
-                Protocol::Udp,
-                "rr over UDP flows have no completion loop",
-            ),
-            (
-                TestKind::Crr,
-                Protocol::Tcp,
-                "crr flows have no completion loop",
-            ),
-        ] {
-            let spec = TestSpec {
-                kind,
-                protocol,
-                flows,
-                ..TestSpec::default()
-            };
-            let why = uring.refusal(&spec).expect("refused");
-            assert!(why.contains(what), "{why}");
-            // Without --flows, uring runs them on its own threads.
-            let one = TestSpec {
-                flows: None,
-                ..spec
-            };
-            assert_eq!(uring.refusal(&one), None);
-        }
     }
 
-    /// A uring server refuses stream `--flows` exactly where its client
-    /// would (this host's io_uring); its rr and crr flows run on epoll,
-    /// so those are served.
+    /// A uring server refuses stream and rr `--flows` exactly where its
+    /// client would (this host's io_uring); its crr pools serve crr
+    /// flows whatever its engine.
     #[test]
     fn issue_26_a_uring_server_refuses_what_its_client_would() {
         use linerate_proto::spec::Flows;
@@ -334,29 +307,28 @@ mod tests {
                 crate::event_loop::ring::unavailable()
             );
         }
-        // rr over TCP runs on the server's io_uring loop: the host is asked.
-        let tcp_rr = TestSpec {
-            kind: TestKind::Rr,
-            flows,
-            ..TestSpec::default()
-        };
-        assert_eq!(
-            uring.server_refusal(&tcp_rr),
-            crate::event_loop::ring::unavailable()
-        );
-        // rr over UDP and crr run on epoll loops whatever the engine.
-        for (kind, protocol) in [
-            (TestKind::Rr, Protocol::Udp),
-            (TestKind::Crr, Protocol::Tcp),
-        ] {
-            let spec = TestSpec {
-                kind,
+        // rr over TCP and UDP runs on the server's io_uring loops: the
+        // host is asked.
+        for protocol in [Protocol::Tcp, Protocol::Udp] {
+            let rr = TestSpec {
+                kind: TestKind::Rr,
                 protocol,
                 flows,
                 ..TestSpec::default()
             };
-            assert_eq!(uring.server_refusal(&spec), None, "{kind:?}");
+            assert_eq!(
+                uring.server_refusal(&rr),
+                crate::event_loop::ring::unavailable(),
+                "{protocol:?}"
+            );
         }
+        // crr is served by the server's crr pools whatever its engine.
+        let crr = TestSpec {
+            kind: TestKind::Crr,
+            flows,
+            ..TestSpec::default()
+        };
+        assert_eq!(uring.server_refusal(&crr), None);
         // The other engines' refusals are the client's.
         let sendfile = EngineKind::ZeroCopy { sendfile: true };
         let udp = TestSpec {

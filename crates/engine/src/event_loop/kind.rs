@@ -1,28 +1,16 @@
 //! The kind of waiting a loop thread does (readiness or completions),
-//! chosen by its engine; named in thread labels and reports.
+//! chosen by its engine; named in thread labels and recorded in each
+//! side's results ([`linerate_proto::measure::SideResults::event_loop`]).
 
 use crate::engines::EngineKind;
+pub use linerate_proto::measure::LoopKind;
 
-/// How a loop waits for its flows: readiness (epoll) or completions
-/// (io_uring), by the engine it runs ([`engine_for`](super::engine_for)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoopKind {
-    Epoll,
-    IoUring,
-}
-
-impl LoopKind {
-    pub fn of(engine: EngineKind) -> LoopKind {
-        match engine {
-            EngineKind::Uring { .. } => LoopKind::IoUring,
-            _ => LoopKind::Epoll,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            LoopKind::Epoll => "epoll",
-            LoopKind::IoUring => "io_uring",
-        }
+/// How a loop running `engine` waits for its flows: completions
+/// (io_uring) for `uring`, readiness (epoll) for every other engine
+/// ([`engine_for`](super::engine_for)).
+pub fn loop_kind(engine: EngineKind) -> LoopKind {
+    match engine {
+        EngineKind::Uring { .. } => LoopKind::IoUring,
+        _ => LoopKind::Epoll,
     }
 }

@@ -33,7 +33,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use driver::{drive, LoopFlow, Turn};
-pub use kind::LoopKind;
+pub use kind::{loop_kind, LoopKind};
 pub use split::{label_of, split};
 
 use crate::engines::EngineKind;

@@ -8,9 +8,9 @@
 //! completions, or until the earliest due time of the loop's timer heap
 //! (the same `Timers` as the readiness loop's, to the nanosecond).
 //!
-//! The flows' logic is their kind's (`udp::ring`,
-//! `tcp::ring`, and rr's TCP flows in `crate::rr`'s
-//! `ring_loops`): this module only runs the ring, the ready
+//! The flows' logic is their kind's (`udp::ring`, `tcp::ring`, and rr's
+//! flows in `crate::rr`'s `ring_loops` and `udp_ring_loops`): this module
+//! only runs the ring, the ready
 //! queue, the timers, the side's signals and the stall limit, as
 //! `driver` does for epoll ([`super::drive`]).
 
@@ -28,7 +28,7 @@ use crate::stream::{Signals, IDLE_LIMIT};
 use crate::EngineError;
 use linerate_proto::measure::EngineUse;
 use linerate_proto::spec::{TestKind, TestSpec};
-use linerate_proto::test_type::{self, Attach, Workload};
+use linerate_proto::test_type::{self, Workload};
 
 /// Longest wait for a completion: how often an idle loop looks at its
 /// signals.
@@ -70,24 +70,18 @@ pub fn unavailable() -> Option<String> {
 
 /// Why `--engine uring --flows` cannot run `spec` (`None`: it can): the
 /// kinds of flows that have a completion loop (TCP and UDP streams, rr
-/// over TCP), and this host's io_uring ([`unavailable`]). Never replaced
-/// by the epoll loop: the user asked for io_uring.
+/// over TCP and UDP, crr), and this host's io_uring ([`unavailable`]).
+/// Never replaced by the epoll loop: the user asked for io_uring.
 pub fn refusal(spec: &TestSpec) -> Option<String> {
     let rules = test_type::of(spec);
-    let tcp_rr = spec.kind == TestKind::Rr && rules.attach == Attach::Connections;
+    let rr = matches!(spec.kind, TestKind::Rr | TestKind::Crr);
     match rules.workload {
-        Workload::UdpStream | Workload::TcpStream => unavailable(),
-        Workload::RequestResponse if tcp_rr => unavailable(),
-        Workload::RequestResponse => Some(format!(
-            "uring: --flows runs TCP and UDP streams and rr over TCP on io_uring completion \
-             loops; {} flows have no completion loop yet (run them on epoll with --engine \
-             syscall)",
-            if rules.attach == Attach::Datagrams {
-                "rr over UDP"
-            } else {
-                rules.name
-            }
+        Workload::RequestResponse if !rr => Some(format!(
+            "uring: --flows runs streams, rr and crr on io_uring completion loops; {} flows \
+             have no completion loop (run them on epoll with --engine syscall)",
+            rules.name
         )),
+        Workload::UdpStream | Workload::TcpStream | Workload::RequestResponse => unavailable(),
     }
 }
 

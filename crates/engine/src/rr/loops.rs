@@ -18,12 +18,15 @@
 //! side after its last transaction, the server answers by closing, the
 //! client reads to end of stream.
 //!
-//! rr over UDP runs the same side (`udp_loops` drives its
-//! flows): a datagram per message, its client core with its timeouts.
+//! rr over UDP runs the same side (`udp_flows`: a datagram per message,
+//! its client core with its timeouts), on epoll (`udp_loops`) or io_uring
+//! (`udp_ring_loops`). The side's results record which loop ran
+//! (`SideResults::event_loop`).
 //!
-//! crr (`crr --flows N --threads T`, epoll only) runs the same client
-//! flows with a connection per transaction, as `crr` does on a thread: a
-//! non-blocking connect (the loop watches each new socket), the greeting
+//! crr (`crr --flows N --threads T`, on epoll or, with `--engine uring`,
+//! io_uring) runs the same client flows with a connection per
+//! transaction, as `crr` does on a thread: a non-blocking
+//! connect (the loop watches each new socket), the greeting
 //! and request in one write, the response, then the server's close; the
 //! clock is read before the connect and after the close. The server
 //! answers them with its crr pools ([`super::CrrPool`]), as for crr on
@@ -38,7 +41,7 @@ use linerate_stats::histogram::Histogram;
 
 use crate::engines::uring::Uring;
 use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx, Wait};
-use crate::event_loop::{self, drive, ring, LoopFlow, LoopKind, Turn};
+use crate::event_loop::{self, drive, ring, LoopFlow, Turn};
 use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
 use crate::EngineError;
@@ -84,28 +87,33 @@ enum Flows {
     Crr(CrrTarget),
 }
 
-/// What a side's loops run: TCP flows on the engine's epoll loop, or on
-/// io_uring completion loops when the engine is `uring`
-/// ([`super::ring_loops`]); UDP flows on epoll with the syscall engine
-/// ([`super::udp_loops`]). The side is named for what ran.
+/// What a side's loops run: TCP flows on the engine's epoll loop, UDP
+/// flows on epoll with the syscall engine ([`super::udp_loops`]), or
+/// either on io_uring completion loops when the engine is `uring`
+/// ([`super::ring_loops`], [`super::udp_ring_loops`]). The side is named
+/// for what ran.
 #[derive(Debug, Clone, Copy)]
 enum Runs {
     Epoll(EngineKind),
-    Ring(Uring),
-    Udp,
+    EpollUdp,
+    Ring { engine: Uring, udp: bool },
 }
 
 impl Runs {
     fn of(engine: EngineKind, flows: &Flows) -> Runs {
         match flows {
-            Flows::Rr(c) if c.datagrams() => Runs::Udp,
-            Flows::Rr(_) => match ring::uring(engine) {
-                Some(u) => Runs::Ring(u),
+            Flows::Rr(c) => match (ring::uring(engine), c.datagrams()) {
+                (Some(u), udp) => Runs::Ring { engine: u, udp },
+                (None, true) => Runs::EpollUdp,
+                (None, false) => Runs::Epoll(event_loop::tcp::engine_for(engine)),
+            },
+            Flows::Crr(_) => match ring::uring(engine) {
+                Some(u) => Runs::Ring {
+                    engine: u,
+                    udp: false,
+                },
                 None => Runs::Epoll(event_loop::tcp::engine_for(engine)),
             },
-            // crr's connects are watched on epoll (`uring` refuses crr
-            // flows: `event_loop::ring::refusal`).
-            Flows::Crr(_) => Runs::Epoll(event_loop::tcp::engine_for(engine)),
         }
     }
 
@@ -113,8 +121,29 @@ impl Runs {
     fn engine(self) -> EngineKind {
         match self {
             Runs::Epoll(k) => k,
-            Runs::Ring(u) => EngineKind::Uring { sqpoll: u.sqpoll },
-            Runs::Udp => event_loop::udp::ENGINE,
+            Runs::EpollUdp => event_loop::udp::ENGINE,
+            Runs::Ring { engine, .. } => EngineKind::Uring {
+                sqpoll: engine.sqpoll,
+            },
+        }
+    }
+
+    /// One loop's flows of a phase, on what the side runs.
+    fn run_loop(
+        self,
+        share: Vec<(u32, Option<Conn>)>,
+        cx: &LoopCtx<'_>,
+        role: Role,
+    ) -> Vec<RrFlowMeasurement> {
+        match self {
+            Runs::Epoll(k) => with_engine!(k, e => run_epoll(e, share, cx, role)),
+            Runs::EpollUdp => super::udp_loops::run_loop(share, cx, role),
+            Runs::Ring { engine, udp: false } => {
+                super::ring_loops::run_loop(engine, share, cx, role)
+            }
+            Runs::Ring { engine, udp: true } => {
+                super::udp_ring_loops::run_loop(engine, share, cx, role)
+            }
         }
     }
 }
@@ -167,15 +196,12 @@ fn run_side(
         .into_iter()
         .enumerate()
         .map(|(t, share)| {
-            let kind = LoopKind::of(runs.engine());
+            let kind = event_loop::loop_kind(runs.engine());
             let label = event_loop::label_of(kind, t, share.len());
             move || {
                 let cpu0 = crate::cpu::thread();
-                let measurements = side.run_phases(share, |share, cx| match runs {
-                    Runs::Udp => super::udp_loops::run_loop(share, cx, role),
-                    Runs::Ring(u) => super::ring_loops::run_loop(u, share, cx, role),
-                    Runs::Epoll(k) => with_engine!(k, e => run_epoll(e, share, cx, role)),
-                });
+                let measurements =
+                    side.run_phases(share, |share, cx| runs.run_loop(share, cx, role));
                 FlowEnd {
                     measurements,
                     cpu: crate::cpu::thread().saturating_sub(cpu0),
@@ -199,7 +225,7 @@ fn run_side(
             gate.update(|s| s.closed = true);
         }
     });
-    start.results(
+    let results = start.results(
         runs.engine().name(),
         p.cpu_scope,
         g.threads_cpu,
@@ -213,7 +239,11 @@ fn run_side(
             },
             ..RrMeasurement::default()
         },
-    )
+    );
+    SideResults {
+        event_loop: Some(event_loop::loop_kind(runs.engine())),
+        ..results
+    }
 }
 
 /// Every rr flow's connections, one per phase in phase order.

@@ -54,8 +54,10 @@
 //!   `loops`: rr's flows and crr's client flows on event loops
 //!   (`--flows N --threads T`): `tcp_flows` their TCP flows whatever the
 //!   loop, moved by the flow's engine on epoll (`loops`) or by io_uring
-//!   (`ring_loops`, `--engine uring`); `udp_loops` moving rr's datagrams
-//!   on epoll; `loop_tally` what their client flows count.
+//!   (`ring_loops`, `--engine uring`); `udp_flows` rr's UDP flows
+//!   whatever the loop, their datagrams moved on epoll (`udp_loops`) or
+//!   by io_uring (`udp_ring_loops`); `loop_tally` what their client
+//!   flows count.
 //! - `tcp`, `udp`, `crr`: each transport's exchange and serving;
 //!   `crr_pool`: the server's crr connections served without a thread each.
 //! - `load`: the bulk load streams; `side`: a side's threads and results.
@@ -79,7 +81,9 @@ mod stream_io;
 mod tcp;
 mod tcp_flows;
 mod udp;
+mod udp_flows;
 mod udp_loops;
+mod udp_ring_loops;
 mod watch;
 
 pub use crate::wait::{SPIN_BUDGET, SPIN_CHECK};

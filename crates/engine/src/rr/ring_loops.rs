@@ -1,5 +1,6 @@
-//! rr's TCP flows on io_uring completion loops (`rr --flows N --engine
-//! uring`, and a server whose engine is `uring`): the same flows as on
+//! rr's and crr's TCP flows on io_uring completion loops (`rr --flows N
+//! --engine uring`, a server whose engine is `uring`, and `crr --flows N
+//! --engine uring`'s client): the same flows as on
 //! epoll ([`super::tcp_flows`]: their cores, tally, pacing on the loop's
 //! timer heap, phase ends), with their bytes moved by the loop thread's
 //! ring ([`crate::event_loop::ring`]).
@@ -15,7 +16,12 @@
 //!   the flow's buffer (not touched until its completion); the completion
 //!   says how much went, and the flow goes on from there.
 //!
-//! crr's flows stay on epoll: their connects are watched there.
+//! - crr's flows (`crr --flows N --engine uring`) connect without
+//!   blocking, as on epoll, and queue a `POLL_ADD` for the socket's
+//!   writability: its completion gives the flow its turn, which finishes
+//!   the connect; then the request, response and close as for rr.
+//!
+//! rr's UDP flows run on the same rings ([`super::udp_ring_loops`]).
 
 use std::io;
 use std::net::TcpStream;
@@ -38,9 +44,11 @@ use super::tcp_flows::{self, ClientFlow, LoopDrive, ServerFlow, Transport};
 
 /// Largest provided buffer: a message larger than this arrives in pieces.
 const RX_BUF_MAX: usize = 64 * 1024;
-/// A flow's requests: its send, its multishot receive.
+/// A flow's requests: its send, its multishot receive, crr's wait for
+/// its connect.
 const OP_SEND: u8 = 1;
 const OP_RECV: u8 = 2;
+const OP_CONNECT: u8 = 3;
 
 /// One io_uring loop: its flows of `cx.phase`, on `engine`'s ring, with
 /// the thread's provided buffers sized for the phase's largest message.
@@ -63,11 +71,13 @@ pub(super) fn run_loop(
     out
 }
 
-/// Drives a loop's flows on one ring ([`drive`]).
-struct Ring<'s> {
-    engine: Uring,
-    bufs: Option<(u16, usize)>,
-    signals: &'s Signals,
+/// Drives a loop's flows on one ring ([`drive`]), with the thread's
+/// provided buffers (count, size); rr's UDP flows too
+/// ([`super::udp_ring_loops`]).
+pub(super) struct Ring<'s> {
+    pub(super) engine: Uring,
+    pub(super) bufs: Option<(u16, usize)>,
+    pub(super) signals: &'s Signals,
 }
 
 impl LoopDrive<RingConn> for Ring<'_> {
@@ -96,6 +106,8 @@ struct RingConn {
     eof: bool,
     /// A receive failed (its errno), told at the next read.
     failed: Option<i32>,
+    /// crr: a poll for the connect's end is in flight.
+    connecting: bool,
 }
 
 impl RingConn {
@@ -109,6 +121,7 @@ impl RingConn {
             at: 0,
             eof: false,
             failed: None,
+            connecting: false,
         }
     }
 
@@ -120,6 +133,8 @@ impl RingConn {
                 self.sent = Some(c.result());
             }
             OP_RECV => self.received(c, io),
+            // Whether it was made is read from the socket itself.
+            OP_CONNECT => self.connecting = false,
             _ => {}
         }
     }
@@ -153,9 +168,22 @@ fn again(errno: i32) -> bool {
 impl Transport for RingConn {
     type Cx = RingIo;
 
-    /// The socket stays blocking: io_uring waits for it itself.
+    /// The socket stays as it is (crr's, non-blocking for its connect;
+    /// rr's, blocking): io_uring waits for either itself.
     fn attach(&mut self, _: &TcpStream) -> Result<(), EngineError> {
         *self = RingConn::new(self.me);
+        Ok(())
+    }
+
+    /// One `POLL_ADD` for the socket's writability: its completion gives
+    /// the flow its turn.
+    fn await_connect(&mut self, io: &mut RingIo, sock: &TcpStream) -> Result<(), EngineError> {
+        if !self.connecting {
+            let e = opcode::PollAdd::new(types::Fd(sock.as_raw_fd()), libc::POLLOUT as u32).build();
+            io.push(self.me, OP_CONNECT, e)
+                .map_err(|e| EngineError::io("queueing a wait for a connect", e))?;
+            self.connecting = true;
+        }
         Ok(())
     }
 

@@ -55,6 +55,12 @@ pub(super) trait Transport {
         sock: &TcpStream,
         buf: &mut [u8],
     ) -> Result<Option<usize>, EngineError>;
+    /// crr: `sock`'s connect is under way: the loop is to give the flow
+    /// a turn once it can write (an epoll loop watches every new socket
+    /// already: [`Turn::Watch`]).
+    fn await_connect(&mut self, _cx: &mut Self::Cx, _sock: &TcpStream) -> Result<(), EngineError> {
+        Ok(())
+    }
 }
 
 /// A non-blocking call's result of `what` as a [`Transport`]'s: `None`
@@ -276,9 +282,11 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
 
     /// crr: opens the next transaction's connection, non-blocking; the
     /// loop watches it from now on.
-    fn connect(&mut self, target: &CrrTarget) -> Result<Turn, EngineError> {
+    fn connect(&mut self, cx: &mut T::Cx, target: &CrrTarget) -> Result<Turn, EngineError> {
         let (sock, _) = socket::start_connect(target.addr, &target.tcp)?;
         self.io.attach(sock)?;
+        let sock = self.io.sock.as_ref().ok_or_else(no_connection)?;
+        self.io.t.await_connect(cx, sock)?;
         let now = Instant::now();
         self.step = Step::Connecting(now);
         Ok(Turn::Watch(now + CONNECT_TIMEOUT))
@@ -286,7 +294,7 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
 
     /// crr: whether the connection begun at `since` is made (an error if
     /// it failed or took too long); `Some(turn)` while it is not.
-    fn connected(&mut self, since: Instant) -> Result<Option<Turn>, EngineError> {
+    fn connected(&mut self, cx: &mut T::Cx, since: Instant) -> Result<Option<Turn>, EngineError> {
         let (Some(sock), Some(target)) = (&self.io.sock, self.crr) else {
             return Err(no_connection());
         };
@@ -300,6 +308,7 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
                     std::io::ErrorKind::TimedOut.into(),
                 ));
             }
+            self.io.t.await_connect(cx, sock)?;
             return Ok(Some(Turn::Until(due)));
         }
         socket::finish_connect(sock, target.addr, &target.tcp)?;
@@ -320,11 +329,11 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
                         return self.end_phase();
                     }
                     match self.crr {
-                        Some(target) => return self.connect(target),
+                        Some(target) => return self.connect(cx, target),
                         None => self.step = Step::Request,
                     }
                 }
-                Step::Connecting(since) => match self.connected(since)? {
+                Step::Connecting(since) => match self.connected(cx, since)? {
                     Some(turn) => return Ok(turn),
                     None => self.step = Step::Request,
                 },

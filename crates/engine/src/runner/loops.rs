@@ -69,7 +69,7 @@ pub(super) fn spawn_loops(
         })
         .collect();
     let ctx = LoopCtx {
-        kind: event_loop::LoopKind::of(engine),
+        kind: event_loop::loop_kind(engine),
         params,
         signals,
         done,

@@ -347,6 +347,7 @@ pub(super) fn sample<F: StreamFormat>(
         .collect();
     SideResults {
         engine: engine.to_string(),
+        event_loop: params.loops.map(|_| crate::event_loop::loop_kind(engine)),
         streams,
         intervals: recorded,
         intervals_dropped: false,

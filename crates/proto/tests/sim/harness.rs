@@ -288,6 +288,7 @@ pub(crate) fn results(side: Side, spec: &TestSpec) -> SideResults {
     let plan = spec.stream_plan();
     SideResults {
         engine: format!("{side:?}-sim-engine"),
+        event_loop: None,
         streams: plan
             .iter()
             .map(|p| StreamMeasurement {

@@ -42,12 +42,10 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
     };
     let streams = match i.flows {
         Some(f) => format!(
-            "{} flow{} on {} event-loop thread{} ({})",
+            "{} flow{}{}",
             f.count,
             if f.count == 1 { "" } else { "s" },
-            f.threads,
-            if f.threads == 1 { "" } else { "s" },
-            loop_kind(engine)
+            loop_words(i, f.threads)
         ),
         None => format!(
             "{} stream{}",
@@ -69,15 +67,20 @@ pub(crate) fn test_line(i: &TestInfo) -> String {
     }
 }
 
-/// What a side's loops waited with, by the engine they ran
-/// (`linerate_engine::event_loop::LoopKind`): `uring` runs io_uring
-/// completion loops, every other engine epoll readiness loops.
-fn loop_kind(engine: &str) -> &'static str {
-    if engine.split([':', ' ']).next() == Some("uring") {
-        "io_uring"
-    } else {
-        "epoll"
-    }
+/// ` on T event-loop threads (KIND)`: the loops of `--flows`, named for
+/// what the reporting side's loops waited with, as its results recorded
+/// it ([`TestInfo::client_loop`], [`TestInfo::server_loop`]; left out
+/// where none was recorded).
+fn loop_words(i: &TestInfo, threads: u16) -> String {
+    let kind = match i.reported_by {
+        Side::Server => i.server_loop,
+        Side::Client => i.client_loop,
+    };
+    format!(
+        " on {threads} event-loop thread{}{}",
+        if threads == 1 { "" } else { "s" },
+        kind.map_or(String::new(), |k| format!(" ({})", k.name()))
+    )
 }
 
 /// Who talks to whom, from the reporting side's point of view: the
@@ -116,12 +119,7 @@ fn exchange_line(i: &TestInfo, who: &str, route: &str, engine: &str) -> String {
         rules.title,
         i.streams,
         if i.streams == 1 { one } else { many },
-        i.flows.map_or(String::new(), |f| format!(
-            " on {} event-loop thread{} ({})",
-            f.threads,
-            if f.threads == 1 { "" } else { "s" },
-            loop_kind(engine)
-        )),
+        i.flows.map_or(String::new(), |f| loop_words(i, f.threads)),
         engine,
     )
 }
@@ -155,5 +153,66 @@ fn limit_words(l: Limit) -> String {
         Limit::TimeMs(ms) => format!("{} s", ms as f64 / 1e3),
         Limit::Bytes(b) => format!("{} per direction", format_bytes(b)),
         Limit::Datagrams(n) => format!("{n} datagrams per direction"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::measure::LoopKind;
+    use linerate_proto::spec::{Flows, Protocol, TestKind, TestSpec};
+
+    /// The heading names the loop the reporting side's results recorded,
+    /// not one guessed from its engine's name (a uring server's rr over
+    /// UDP once ran on epoll under that name); none recorded, none named.
+    #[test]
+    fn issue_26_the_heading_names_the_loop_each_side_recorded() {
+        let spec = TestSpec {
+            kind: TestKind::Rr,
+            protocol: Protocol::Udp,
+            flows: Some(Flows {
+                count: 8,
+                threads: 2,
+            }),
+            ..TestSpec::default()
+        };
+        let mut i = TestInfo::from_spec(&spec, Side::Client);
+        i.client_engine = "uring".into();
+        i.server_engine = "uring".into();
+        i.client_loop = Some(LoopKind::IoUring);
+        i.server_loop = Some(LoopKind::Epoll);
+        let line = test_line(&i);
+        assert!(
+            line.contains("on 2 event-loop threads (io_uring)"),
+            "{line}"
+        );
+        i.reported_by = Side::Server;
+        let line = test_line(&i);
+        assert!(line.contains("on 2 event-loop threads (epoll)"), "{line}");
+        i.server_loop = None;
+        let line = test_line(&i);
+        assert!(line.contains("on 2 event-loop threads ·"), "{line}");
+        // Stream flows too.
+        let stream = TestSpec {
+            kind: TestKind::Stream,
+            ..spec
+        };
+        let mut i = TestInfo::from_spec(&stream, Side::Client);
+        i.client_engine = "syscall".into();
+        i.client_loop = Some(LoopKind::Epoll);
+        let line = test_line(&i);
+        assert!(
+            line.contains("8 flows on 2 event-loop threads (epoll)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn issue_26_the_loop_is_spelled_in_json_as_in_the_heading() {
+        for k in [LoopKind::Epoll, LoopKind::IoUring] {
+            let json = serde_json::to_string(&k).expect("json");
+            assert_eq!(json, format!("\"{}\"", k.name()));
+            assert_eq!(serde_json::from_str::<LoopKind>(&json).ok(), Some(k));
+        }
     }
 }
