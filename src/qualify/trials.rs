@@ -11,8 +11,10 @@ use linerate_proto::spec::{Direction, Limit, Pace, RrLimit};
 use linerate_report::model::SweepTrial;
 use linerate_report::qualify::Latency;
 use linerate_report::Report;
+use linerate_stats::units::format_nanos;
 
 use crate::cli::{ClientConfig, QualifyEngine};
+use crate::sweep::passes;
 use linerate_run::config::Beside;
 use linerate_run::error::RunError;
 use linerate_run::outcome::INTERRUPTED;
@@ -79,14 +81,22 @@ pub fn udp_config(t: &QualifyEngine, len: u32, pace: Pace, limit: Limit) -> Clie
 /// A UDP stream's trial and its report (absent when the trial failed).
 pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
 
-/// Runs a UDP stream; a trial that failed is a row saying why. A paced
-/// trial that lost datagrams or fell behind while its sender stalled (a
-/// gap between two sends of [`STALL_GAPS`] scheduled gaps and at least
-/// [`STALL_MIN`]: the catch-up leaves as a burst) is the tester's, not the
-/// path's: it runs again, at most [`STALL_RERUNS`] times and while the
-/// run's reruns last ([`Stalls::new`]), counted in `stalls`.
+/// Runs a UDP stream; a trial that failed is a row saying why. A trial
+/// whose loss the tester itself may account for ([`spoilt`]: its sender
+/// stalled, or its receiving sockets overflowed) says nothing about the
+/// path: it runs again, at most [`STALL_RERUNS`] times and while the
+/// run's reruns last ([`Stalls::for_run`]), counted in `stalls`; one
+/// spoilt on every try comes back marked `inconclusive` with why, and a
+/// method takes it as neither a pass nor the path's loss ([`judge`]).
 pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
-    until_unspoilt(stalls, || (udp_once(c), ())).0
+    until_unspoilt(stalls, spoilt, || (udp_once(c), ())).0
+}
+
+/// An unpaced stream that measures what the path delivers (RFC 2544's
+/// search ceiling, RFC 6349's bottleneck): it floods, so its loss is
+/// expected and judged by nothing, and it never runs again.
+pub fn flood(c: &ClientConfig) -> UdpOutcome {
+    udp_once(c)
 }
 
 /// One UDP stream's trial, as it came.
@@ -98,20 +108,28 @@ fn udp_once(c: &ClientConfig) -> UdpOutcome {
     }
 }
 
-/// Runs `run` (a UDP trial and what ran beside it) again while its trial
-/// is spoilt by the sender's stalls ([`udp`]): the whole of it, so a
+/// Runs `run` (a UDP trial and what ran beside it) again while `spoilt`
+/// finds its trial spoilt by the tester ([`udp`]): the whole of it, so a
 /// load's rerun never starts while the probes beside it still run (the
 /// server, running one test at a time, refused it as busy and logged it).
-fn until_unspoilt<T>(stalls: &Stalls, mut run: impl FnMut() -> (UdpOutcome, T)) -> (UdpOutcome, T) {
+/// A trial still spoilt when the reruns are spent is marked inconclusive.
+fn until_unspoilt<T>(
+    stalls: &Stalls,
+    spoilt: impl Fn(&SweepTrial, Option<&Report>) -> Option<String>,
+    mut run: impl FnMut() -> (UdpOutcome, T),
+) -> (UdpOutcome, T) {
     let mut left = STALL_RERUNS;
     loop {
-        let (out, beside) = run();
-        let spoilt = out.as_ref().is_ok_and(|(t, r)| spoilt(t, r.as_ref()));
-        if !spoilt {
+        let (mut out, beside) = run();
+        let why = out.as_ref().ok().and_then(|(t, r)| spoilt(t, r.as_ref()));
+        let Some(why) = why else {
             return (out, beside);
-        }
+        };
         if left == 0 || !stalls.take_rerun() {
             stalls.exhausted.fetch_add(1, Ordering::Relaxed);
+            if let Ok((t, _)) = &mut out {
+                t.inconclusive = Some(why);
+            }
             return (out, beside);
         }
         left -= 1;
@@ -129,27 +147,120 @@ pub fn failed(t: &SweepTrial, len: u32) -> Option<Stop> {
     Some(Stop::Failed(format!("a {len} B trial failed: {why}")))
 }
 
-/// Whether trial `t` (its report `r`) lost datagrams or fell behind while
-/// its sender stalled: the tester's loss, not the path's ([`udp`]). One
-/// [`udp`] returns was so on every try, or once the run's reruns ran out.
-pub fn spoilt(t: &SweepTrial, r: Option<&Report>) -> bool {
-    (t.lost > 0 || !t.kept_up) && r.is_some_and(sender_stalled)
+/// A trial's outcome where no loss is allowed: a pass, the path's loss,
+/// or neither (its loss the tester's own on every try: `inconclusive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trial {
+    Pass,
+    Fail,
+    Inconclusive,
 }
 
-/// Trials the sending host's stalls spoilt ([`udp`]).
+/// Trial `t`, as [`udp`] returned it, with no loss allowed.
+pub fn judge(t: &SweepTrial) -> Trial {
+    if passes(t, 0.0) {
+        Trial::Pass
+    } else if t.inconclusive.is_some() {
+        Trial::Inconclusive
+    } else {
+        Trial::Fail
+    }
+}
+
+/// What one stream's report says about the tester's own part in its loss.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Evidence {
+    lost: u64,
+    /// The paced sender's scheduled gap and its longest, ns.
+    requested_gap_ns: Option<f64>,
+    max_gap_ns: Option<u64>,
+    /// Drops at the receiving socket (SO_RXQ_OVFL / SO_MEMINFO).
+    socket_drops: Option<u64>,
+    /// The receiver used GRO: one drop may be a super-buffer of datagrams.
+    gro: bool,
+}
+
+impl Evidence {
+    fn of(r: &Report) -> Vec<Evidence> {
+        r.streams
+            .iter()
+            .filter_map(|s| s.udp.as_ref())
+            .map(|u| Evidence {
+                lost: u.lost,
+                requested_gap_ns: u.requested_gap_ns,
+                max_gap_ns: u.gaps.as_ref().map(|g| g.max_ns),
+                socket_drops: u.socket_drops,
+                gro: u.receiver_batching.as_ref().is_some_and(|b| b.gro),
+            })
+            .collect()
+    }
+}
+
+/// Why trial `t` (its report `r`) lost datagrams or fell behind by the
+/// tester's own doing, if it did ([`tester_spoilt`]); `None` without a
+/// report (nothing says so).
+pub fn spoilt(t: &SweepTrial, r: Option<&Report>) -> Option<String> {
+    tester_spoilt(t, &Evidence::of(r?))
+}
+
+/// Why trial `t`'s loss or shortfall is the tester's, from its streams'
+/// evidence `ev`: a paced sender stalled (a gap between two sends of
+/// [`STALL_GAPS`] scheduled gaps and at least [`STALL_MIN`]: a busy host
+/// descheduled it, and its catch-up left as a burst), or its receiving
+/// sockets overflowed by as many datagrams as were lost (the receiving
+/// host did not read in time: the kernel's own count of what the tester
+/// dropped; with GRO, a drop may be up to [`GRO_MAX_DATAGRAMS`]). Loss
+/// beyond what the sockets dropped is the path's (or where no counter of
+/// the tester's sees it): not spoilt.
+fn tester_spoilt(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
+    if t.lost == 0 && t.kept_up {
+        return None;
+    }
+    let stall = ev
+        .iter()
+        .filter_map(|e| match (e.requested_gap_ns, e.max_gap_ns) {
+            (Some(want), Some(max)) if max as f64 > (want * STALL_GAPS).max(STALL_MIN) => Some(max),
+            _ => None,
+        })
+        .max();
+    if let Some(gap) = stall {
+        return Some(format!(
+            "the sending host stalled for {} (its catch-up left as a burst)",
+            format_nanos(gap as f64)
+        ));
+    }
+    let drops: u64 = ev.iter().filter_map(|e| e.socket_drops).sum();
+    let unexplained: u64 = ev
+        .iter()
+        .map(|e| {
+            let per_drop = if e.gro { GRO_MAX_DATAGRAMS } else { 1 };
+            e.lost
+                .saturating_sub(e.socket_drops.unwrap_or(0).saturating_mul(per_drop))
+        })
+        .sum();
+    (t.lost > 0 && drops > 0 && unexplained == 0).then(|| {
+        format!(
+            "the receiving sockets overflowed ({drops} drop(s), SO_RXQ_OVFL, for {} lost): the \
+             receiving host did not read in time",
+            t.lost
+        )
+    })
+}
+
+/// The tester's own stalls and drops that spoilt trials ([`udp`]).
 #[derive(Debug)]
 pub struct Stalls {
-    /// Runs again of a trial whose sender stalled.
+    /// Runs again of a spoilt trial.
     pub reruns: AtomicU32,
-    /// Trials whose sender stalled on every try (or after the run's
-    /// reruns ran out): their loss is counted.
+    /// Trials spoilt on every try (or after the run's reruns ran out):
+    /// inconclusive.
     pub exhausted: AtomicU32,
     /// Reruns the run has left: a host that stalls all the time would
     /// otherwise run every trial up to seven times.
     left: AtomicU32,
 }
 
-/// Reruns of stalled trials in a whole run: `--quick` keeps a few, so its
+/// Reruns of spoilt trials in a whole run: `--quick` keeps a few, so its
 /// minute holds on a busy host (a loaded loopback run stalled 108 times);
 /// a full run more.
 const QUICK_RUN_RERUNS: u32 = 6;
@@ -182,15 +293,16 @@ impl Stalls {
         if reruns > 0 {
             notes.push(format!(
                 "{reruns} trial(s) lost datagrams or fell behind while the sending host stalled \
-                 (a catch-up burst) and ran again: the tester's loss, not the path's"
+                 (a catch-up burst) or the receiving sockets overflowed, and ran again: the \
+                 tester's loss, not the path's"
             ));
         }
         if exhausted > 0 {
             notes.push(format!(
                 "{exhausted} trial(s) lost datagrams or fell behind with the sending host stalled \
-                 on all {} tries or once the run's {} reruns were spent: the RFC 2544 search \
-                 took them as inconclusive (not as loss), other steps report their loss as \
-                 measured (a less busy tester would tell)",
+                 or the receiving sockets overflowed on all {} tries or once the run's {} reruns \
+                 were spent: each is inconclusive (marked so, with why), taken as neither a pass \
+                 nor the path's loss by every step (a less busy tester would tell)",
                 STALL_RERUNS + 1,
                 self.reruns.load(Ordering::Relaxed) + self.left.load(Ordering::Relaxed)
             ));
@@ -209,19 +321,13 @@ impl Stalls {
 const STALL_RERUNS: u32 = 6;
 /// A gap this many times the scheduled one is a stall …
 const STALL_GAPS: f64 = 10.0;
-/// … when it is at least this long, ns.
+/// … when it is at least this long, ns. A shorter one sends at most
+/// 2 ms (or 10 gaps) of the rate in its catch-up: a path that drops that
+/// drops the jitter of any host's sender, so its loss is the path's.
 const STALL_MIN: f64 = 2e6;
-
-/// Whether a paced sender of `r` stalled (see [`udp`]).
-fn sender_stalled(r: &Report) -> bool {
-    r.streams
-        .iter()
-        .filter_map(|s| s.udp.as_ref())
-        .any(|u| match (u.requested_gap_ns, &u.gaps) {
-            (Some(want), Some(g)) => g.max_ns as f64 > (want * STALL_GAPS).max(STALL_MIN),
-            _ => false,
-        })
-}
+/// The most datagrams one receive-socket drop can stand for: a GRO
+/// super-buffer (64, 128 on loopback).
+const GRO_MAX_DATAGRAMS: u64 = 128;
 
 /// A UDP stream at `payload_bps` for `ms`.
 pub fn udp_at(t: &QualifyEngine, len: u32, payload_bps: f64, ms: u64) -> ClientConfig {
@@ -288,7 +394,7 @@ pub fn beside(
         let probe_len = rr.sizes.iter().copied().max().unwrap_or(1);
         rr.rate = Some(probe_rate(u.pace, load.spec.len, probe_len));
     }
-    until_unspoilt(stalls, || beside_with(load, &probe, udp_once))
+    until_unspoilt(stalls, spoilt, || beside_with(load, &probe, udp_once))
 }
 
 /// Runs `probe` while `run` runs the test `load`: the load is lengthened
@@ -418,6 +524,128 @@ mod tests {
             Some(Stop::Failed(m)) => assert!(m.contains("64 B trial failed: no control"), "{m}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A trial that lost `lost` of 1000 datagrams.
+    fn lossy(lost: u64) -> SweepTrial {
+        SweepTrial {
+            issued: 1000,
+            received: 1000 - lost,
+            lost,
+            loss_percent: lost as f64 / 10.0,
+            kept_up: true,
+            ..SweepTrial::default()
+        }
+    }
+
+    /// One stream's evidence: `lost`, its receiving socket's `drops`.
+    fn dropped(lost: u64, drops: Option<u64>, gro: bool) -> Evidence {
+        Evidence {
+            lost,
+            socket_drops: drops,
+            gro,
+            ..Evidence::default()
+        }
+    }
+
+    /// Issue 27 (a CI run lost datagrams with no stall marked): a trial
+    /// whose receiving sockets overflowed (the kernel's SO_RXQ_OVFL count:
+    /// the receiving host did not read in time) by as many datagrams as
+    /// were lost is the tester's loss, not the path's; loss beyond what
+    /// the sockets dropped is the path's, and no drop is no evidence.
+    #[test]
+    fn issue_27_a_receiving_socket_overflow_is_the_testers_loss() {
+        let why = tester_spoilt(&lossy(10), &[dropped(10, Some(10), false)]).expect("spoilt");
+        assert!(why.contains("receiving sockets overflowed"), "{why}");
+        // 6 of the 10 the sockets never saw: the path lost them.
+        assert_eq!(
+            tester_spoilt(&lossy(10), &[dropped(10, Some(4), false)]),
+            None
+        );
+        // No drop counted, or no counter: nothing says it was the tester.
+        assert_eq!(
+            tester_spoilt(&lossy(10), &[dropped(10, Some(0), false)]),
+            None
+        );
+        assert_eq!(tester_spoilt(&lossy(10), &[dropped(10, None, false)]), None);
+        // With GRO a drop may be a super-buffer: 2 drops may hold 200 …
+        assert!(tester_spoilt(&lossy(200), &[dropped(200, Some(2), true)]).is_some());
+        // … but not 300.
+        assert_eq!(
+            tester_spoilt(&lossy(300), &[dropped(300, Some(2), true)]),
+            None
+        );
+        // Every stream's loss must be explained: one lost with no drop.
+        let two = [dropped(5, Some(5), false), dropped(3, Some(0), false)];
+        assert_eq!(tester_spoilt(&lossy(8), &two), None);
+        // Nothing lost: drops (after the drain, say) spoil nothing.
+        assert_eq!(
+            tester_spoilt(&lossy(0), &[dropped(0, Some(3), false)]),
+            None
+        );
+    }
+
+    /// The sender's stall (issue 27): a gap of ten scheduled gaps and at
+    /// least 2 ms in a trial that lost or fell behind; a shorter one
+    /// sends too small a catch-up for a path that carries the rate.
+    #[test]
+    fn issue_27_a_sender_stall_spoils_a_lossy_trial() {
+        let paced = |gap: f64, max: u64| Evidence {
+            lost: 3,
+            requested_gap_ns: Some(gap),
+            max_gap_ns: Some(max),
+            ..Evidence::default()
+        };
+        // 1472 B at 7.58 Mbit/s: a datagram every 1.55 ms.
+        let why = tester_spoilt(&lossy(3), &[paced(1.55e6, 20_000_000)]).expect("stall");
+        assert!(why.contains("sending host stalled for 20"), "{why}");
+        assert_eq!(tester_spoilt(&lossy(3), &[paced(1.55e6, 10_000_000)]), None);
+        // A fast rate: 10 gaps is nothing; 2 ms is the floor.
+        assert_eq!(tester_spoilt(&lossy(3), &[paced(10e3, 1_000_000)]), None);
+        assert!(tester_spoilt(&lossy(3), &[paced(10e3, 3_000_000)]).is_some());
+        // Fell behind with no loss: spoilt too; kept up with none: not.
+        let behind = SweepTrial {
+            kept_up: false,
+            ..lossy(0)
+        };
+        assert!(tester_spoilt(&behind, &[paced(1.55e6, 20_000_000)]).is_some());
+        assert_eq!(tester_spoilt(&lossy(0), &[paced(1.55e6, 20_000_000)]), None);
+    }
+
+    /// Issue 27: the shared rerun. A spoilt trial runs again until one is
+    /// not (counted); one spoilt on every try, or once the run's reruns
+    /// are spent, comes back marked inconclusive with why, which every
+    /// step then takes as neither a pass nor the path's loss.
+    #[test]
+    fn issue_27_a_trial_spoilt_on_every_try_comes_back_inconclusive() {
+        let stalls = Stalls::for_run(false);
+        let spoil_first = |n: u32| {
+            let tries = std::cell::Cell::new(0);
+            move |_: &SweepTrial, _: Option<&Report>| {
+                tries.set(tries.get() + 1);
+                (tries.get() <= n).then(|| "the sending host stalled".to_string())
+            }
+        };
+        let run = || (Ok((lossy(5), None)), ());
+        let (out, ()) = until_unspoilt(&stalls, spoil_first(2), run);
+        let (t, _) = out.expect("ran");
+        assert_eq!(t.inconclusive, None);
+        assert_eq!(judge(&t), Trial::Fail, "the path's loss, measured");
+        assert_eq!(stalls.reruns.load(Ordering::Relaxed), 2);
+        let (out, ()) = until_unspoilt(&stalls, spoil_first(u32::MAX), run);
+        let (t, _) = out.expect("ran");
+        assert_eq!(t.inconclusive.as_deref(), Some("the sending host stalled"));
+        assert_eq!(judge(&t), Trial::Inconclusive);
+        assert_eq!(stalls.reruns.load(Ordering::Relaxed), 2 + STALL_RERUNS);
+        assert_eq!(stalls.exhausted.load(Ordering::Relaxed), 1);
+        assert!(stalls.notes().iter().any(|n| n.contains("inconclusive")));
+        // The run's reruns spent: the next spoilt trial is marked at once.
+        let quick = Stalls::for_run(true);
+        quick.left.store(0, Ordering::Relaxed);
+        let (out, ()) = until_unspoilt(&quick, spoil_first(1), run);
+        assert!(out.expect("ran").0.inconclusive.is_some());
+        // A clean pass is a pass.
+        assert_eq!(judge(&lossy(0)), Trial::Pass);
     }
 
     #[test]
