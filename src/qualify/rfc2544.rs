@@ -200,7 +200,8 @@ fn throughput_verdict(
     undecided: bool,
     sla_met: Option<bool>,
 ) -> Option<(Verdict, String)> {
-    const STALLS: &str = "the tester's own stalls spoilt the trials that would have decided it \
+    const STALLS: &str =
+        "the tester's own stalls or drops spoilt the trials that would have decided it \
         (rerun on a less busy host)";
     let at_floor = best.is_some_and(|b| b <= floor * (1.0 + 1e-9));
     match (sla_met, best) {

@@ -130,10 +130,12 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
         ]);
     }
     let verdict = verdict_of(&mut kpis, &trial);
+    // Said where it decided a KPI (a spoilt trial may still pass them all).
     let spoilt = trial
         .inconclusive
         .as_ref()
-        .map(|why| format!("its trial is inconclusive: {why}, on every try"));
+        .filter(|_| kpis.iter().any(|k| k.verdict == Verdict::Inconclusive))
+        .map(|why| format!("inconclusive: {why}, past its reruns"));
     let note = [note.or_else(|| trial.error.clone()), spoilt]
         .into_iter()
         .flatten()

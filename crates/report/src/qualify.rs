@@ -40,10 +40,10 @@ pub enum Verdict {
     /// Not measured (refused, interrupted, failed): the qualification is
     /// incomplete.
     NotRun,
-    /// Measured, but the tester's own stalls (its sender skipping its
-    /// schedule on a busy host) spoilt the trials that would have decided
-    /// it: neither the path's pass nor its failure. Rerun on a less busy
-    /// tester.
+    /// Measured, but the tester's own stalls (its sender descheduled on a
+    /// busy host, or its receiving sockets overflowing) spoilt the trials
+    /// that would have decided it: neither the path's pass nor its
+    /// failure. Rerun on a less busy tester.
     Inconclusive,
 }
 
@@ -463,7 +463,7 @@ fn loss_steps_words(steps: &[SweepTrial]) -> String {
         .map(|t| {
             let load = 100.0 * t.requested_bits_per_second / top;
             match t.inconclusive {
-                Some(_) => format!("{load:.0}% load inconclusive (the tester's loss)"),
+                Some(_) => format!("{load:.0}% load inconclusive (the tester's own stall or drop)"),
                 None => format!("{load:.0}% load {:.2}%", t.loss_percent),
             }
         })
@@ -774,7 +774,7 @@ mod tests {
         ]);
         assert_eq!(
             w,
-            "100% load 4.00%, 90% load inconclusive (the tester's loss), 80% load 0.00%"
+            "100% load 4.00%, 90% load inconclusive (the tester's own stall or drop), 80% load 0.00%"
         );
     }
 
