@@ -417,17 +417,16 @@ fn measure(
             Some("no rate passed: no throughput to measure latency at".into()),
         ),
     };
-    let paced = |rate| trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls);
     loss_vs_load(hi, &mut s.loss_vs_load, until.share(0.5), |rate| {
-        Ok(paced(rate)?.0)
+        let load = trials::udp_at(c.t, len, rate, c.cfg.trial_ms);
+        Ok(trials::udp(&load, &c.stalls)?.0)
     })?;
-    let burst = |n| {
-        let b = trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n));
-        Ok(trials::udp(&b, &c.stalls)?.0)
-    };
-    let hi = (capacity_pps * c.cfg.trial_ms as f64 / 1e3).clamp(MIN_BURST, MAX_BURST);
+    let longest = (capacity_pps * c.cfg.trial_ms as f64 / 1e3).clamp(MIN_BURST, MAX_BURST);
     (s.back_to_back, s.back_to_back_note) =
-        back_to_back(hi, &mut s.back_to_back_trials, until, burst)?;
+        back_to_back(longest, &mut s.back_to_back_trials, until, |n| {
+            let burst = trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n));
+            Ok(trials::udp(&burst, &c.stalls)?.0)
+        })?;
     Ok(())
 }
 

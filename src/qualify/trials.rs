@@ -200,7 +200,7 @@ impl Evidence {
 /// Why trial `t` (its report `r`) lost datagrams or fell behind by the
 /// tester's own doing, if it did ([`tester_spoilt`]); `None` without a
 /// report (nothing says so).
-pub fn spoilt(t: &SweepTrial, r: Option<&Report>) -> Option<String> {
+fn spoilt(t: &SweepTrial, r: Option<&Report>) -> Option<String> {
     tester_spoilt(t, &Evidence::of(r?))
 }
 
