@@ -175,6 +175,8 @@ struct Evidence {
     /// The paced sender's scheduled gap and its longest, ns.
     requested_gap_ns: Option<f64>,
     max_gap_ns: Option<u64>,
+    /// Datagrams due but unsent when the sender stopped.
+    behind: u64,
     /// Drops at the receiving socket (SO_RXQ_OVFL / SO_MEMINFO).
     socket_drops: Option<u64>,
     /// The receiver used GRO: one drop may be a super-buffer of datagrams.
@@ -190,6 +192,7 @@ impl Evidence {
                 lost: u.lost,
                 requested_gap_ns: u.requested_gap_ns,
                 max_gap_ns: u.gaps.as_ref().map(|g| g.max_ns),
+                behind: u.behind,
                 socket_drops: u.socket_drops,
                 gro: u.receiver_batching.as_ref().is_some_and(|b| b.gro),
             })
@@ -205,31 +208,58 @@ fn spoilt(t: &SweepTrial, r: Option<&Report>) -> Option<String> {
 }
 
 /// Why trial `t`'s loss or shortfall is the tester's, from its streams'
-/// evidence `ev`: a paced sender stalled (a gap between two sends of
-/// [`stall_threshold_ns`]: a busy host
-/// descheduled it, and its catch-up left as a burst), or its receiving
-/// sockets overflowed by as many datagrams as were lost (the receiving
-/// host did not read in time: the kernel's own count of what the tester
-/// dropped; with GRO, a drop may be up to [`GRO_MAX_DATAGRAMS`]). Loss
-/// beyond what the sockets dropped is the path's (or where no counter of
-/// the tester's sees it): not spoilt.
+/// evidence `ev`: its paced sender stalled ([`sender_stall`]), or its
+/// receiving sockets overflowed by as many datagrams as were lost
+/// ([`receiver_overflow`]). Loss beyond what those account for is the
+/// path's (or where no counter of the tester's sees it): not spoilt.
 fn tester_spoilt(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
     if t.lost == 0 && t.kept_up {
         return None;
     }
-    let stall = ev
+    sender_stall(ev).or_else(|| receiver_overflow(t, ev))
+}
+
+/// A paced sender's stall, in words: a gap between two sends longer than
+/// [`stall_threshold_ns`] (a busy host descheduled it, and its catch-up
+/// left as a burst), or a sender so far behind its schedule when it
+/// stopped that it was not running (the pacer keeps a running sender
+/// within its 10 ms catch-up, `MAX_CATCH_UP_NS`: a stall across the
+/// trial's end leaves no gap between sends to see, only that).
+fn sender_stall(ev: &[Evidence]) -> Option<String> {
+    let gap = ev
         .iter()
         .filter_map(|e| match (e.requested_gap_ns, e.max_gap_ns) {
             (Some(want), Some(max)) if max as f64 > stall_threshold_ns(want) => Some(max),
             _ => None,
         })
         .max();
-    if let Some(gap) = stall {
+    if let Some(gap) = gap {
         return Some(format!(
             "the sending host stalled for {} (its catch-up left as a burst)",
             format_nanos(gap as f64)
         ));
     }
+    let late = ev
+        .iter()
+        .filter_map(|e| {
+            let want = e.requested_gap_ns?;
+            let late = e.behind as f64 * want;
+            (late > MAX_CATCH_UP_NS as f64 + stall_threshold_ns(want)).then_some(late)
+        })
+        .fold(None, |m: Option<f64>, l| Some(m.map_or(l, |m| m.max(l))));
+    late.map(|l| {
+        format!(
+            "the sending host stalled at the trial's end ({} behind its schedule)",
+            format_nanos(l)
+        )
+    })
+}
+
+/// The receiving sockets' overflow, in words, when it accounts for every
+/// lost datagram: the receiving host did not read in time (the kernel's
+/// own count of what the tester dropped, SO_RXQ_OVFL; with GRO a drop may
+/// be up to [`GRO_MAX_DATAGRAMS`]).
+fn receiver_overflow(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
     let drops: u64 = ev.iter().filter_map(|e| e.socket_drops).sum();
     let unexplained: u64 = ev
         .iter()
@@ -630,6 +660,39 @@ mod tests {
         assert_eq!(stall_threshold_ns(11.8e6), 21.8e6);
         // Fast rates keep their 2 ms floor.
         assert_eq!(stall_threshold_ns(10e3), STALL_MIN);
+    }
+
+    /// Issue 27: a sender stalled across its trial's end sends nothing
+    /// after the stall, so no gap shows it; it stopped far more behind its
+    /// schedule than the pacer lets a running sender be (its 10 ms
+    /// catch-up), and so short of its rate: the tester's, not the path's.
+    /// A sender behind by no more than the catch-up (one that cannot keep
+    /// the rate at all) is no stall.
+    #[test]
+    fn issue_27_a_stall_across_the_trials_end_is_seen() {
+        let short = SweepTrial {
+            kept_up: false,
+            ..lossy(0)
+        };
+        let behind = |n| Evidence {
+            requested_gap_ns: Some(1.55e6),
+            max_gap_ns: Some(2_000_000),
+            behind: n,
+            ..Evidence::default()
+        };
+        // 30 datagrams of 1.55 ms: 46.5 ms behind at the end.
+        let why = tester_spoilt(&short, &[behind(30)]).expect("an end stall");
+        assert!(why.contains("at the trial's end (46.5"), "{why}");
+        // 8 (12.4 ms): within what a running pacer may be behind.
+        assert_eq!(tester_spoilt(&short, &[behind(8)]), None);
+        // 10 µs gaps, 1000 behind (10 ms): a sender that cannot keep up.
+        let fast = Evidence {
+            requested_gap_ns: Some(10e3),
+            max_gap_ns: Some(300_000),
+            behind: 1000,
+            ..Evidence::default()
+        };
+        assert_eq!(tester_spoilt(&short, &[fast]), None);
     }
 
     #[test]
