@@ -125,15 +125,27 @@ fn inconclusive_words(n: u32, undecided: bool) -> String {
 
 /// A throughput search's outcome: the last search, its floor and ceiling,
 /// how many times the ceiling was raised, whether its time cut it, its
-/// inconclusive trials and whether they ended it (`undecided`).
+/// inconclusive trials and whether they ended it (`undecided`), and the
+/// ceiling that passed below the last search when it was raised.
 struct Searched {
     search: ZeroLossSearch,
+    /// The last ceiling, confirmed, when the search above it runs.
+    passed: Option<f64>,
     floor: f64,
     ceiling: f64,
     raises: u32,
     cut: bool,
     inconclusive: u32,
     undecided: bool,
+}
+
+impl Searched {
+    /// The best confirmed rate: the last search's, or the ceiling that
+    /// passed below it (a search above it that its time or inconclusive
+    /// trials cut short has confirmed nothing of its own).
+    fn best(&self) -> Option<f64> {
+        self.search.best().or(self.passed)
+    }
 }
 
 /// The §26.1 search between `hi`/64 and `hi`, `try_rate` running a trial;
@@ -150,6 +162,7 @@ fn search_throughput(
 ) -> Result<Searched, Stop> {
     let mut out = Searched {
         search: ZeroLossSearch::new(hi / SEARCH_FLOOR, hi),
+        passed: None,
         floor: hi / SEARCH_FLOOR,
         ceiling: hi,
         raises: 0,
@@ -157,15 +170,14 @@ fn search_throughput(
         inconclusive: 0,
         undecided: false,
     };
-    let mut known = None;
     loop {
         while let Some(rate) = out.search.next() {
-            if out.search.best().is_some() && until.passed() {
+            if out.best().is_some() && until.passed() {
                 out.cut = true;
                 return Ok(out);
             }
             // The last ceiling passed its confirmations in the search below.
-            let trial = if known == Some(rate) {
+            let trial = if out.passed == Some(rate) {
                 Trial::Pass
             } else {
                 try_rate(rate)?
@@ -180,7 +192,7 @@ fn search_throughput(
             return Ok(out);
         }
         out.raises += 1;
-        known = Some(ceiling);
+        out.passed = Some(ceiling);
         out.search = ZeroLossSearch::new(ceiling, ceiling * CEILING_STEP);
         out.ceiling *= CEILING_STEP;
     }
@@ -262,7 +274,7 @@ fn throughput(
 
 /// The search's figure and how it ended, in words.
 fn zero_loss(s: &Searched, len: u32, search_trials: &[SweepTrial]) -> ZeroLoss {
-    let best = s.search.best();
+    let best = s.best();
     let raised = match s.raises {
         0 => String::new(),
         n => format!(
@@ -650,7 +662,7 @@ mod tests {
         })
         .expect("runs");
         assert_eq!((s.inconclusive, s.undecided), (MAX_INCONCLUSIVE, true));
-        let v = throughput_verdict(s.search.best(), s.floor, s.undecided, None);
+        let v = throughput_verdict(s.best(), s.floor, s.undecided, None);
         assert_eq!(v.map(|v| v.0), Some(Verdict::Inconclusive));
     }
 
@@ -727,6 +739,35 @@ mod tests {
         );
         assert_eq!(trials::judge(&out[1]), Trial::Inconclusive);
         assert_eq!(trials::judge(&out[0]), Trial::Fail);
+    }
+
+    /// Issue 27 (the shaped router on a busy host: "466 B: no throughput …
+    /// the ceiling was raised 2 time(s) … 2 trial(s) inconclusive"): a
+    /// search above a ceiling that passed, stopped by inconclusive trials
+    /// (or its time) before it confirmed a rate of its own, keeps that
+    /// ceiling as its figure instead of none.
+    #[test]
+    fn issue_27_a_raised_search_cut_short_keeps_the_ceiling_that_passed() {
+        let (ceiling, limit) = (8e6, 9.72e6);
+        let s = search_throughput(ceiling, true, Until(None), |r| {
+            Ok(if r > ceiling {
+                Trial::Inconclusive
+            } else {
+                pass(r <= limit)
+            })
+        })
+        .expect("runs");
+        assert_eq!((s.raises, s.undecided), (1, true));
+        assert_eq!(s.best(), Some(ceiling));
+        // Cut by its time above the passed ceiling: that ceiling too.
+        let mut n = 0;
+        let s = search_throughput(ceiling, true, Until(Some(Instant::now())), |r| {
+            n += 1;
+            Ok(pass(r <= limit))
+        })
+        .expect("runs");
+        assert!(s.cut && s.raises == 1, "{n} trials");
+        assert_eq!(s.best(), Some(ceiling));
     }
 
     /// Issue 27 ("none … PASS", "162.89 kbit/s … PASS" at the floor): a

@@ -216,20 +216,26 @@ fn tester_spoilt(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
     if t.lost == 0 && t.kept_up {
         return None;
     }
-    sender_stall(ev).or_else(|| receiver_overflow(t, ev))
+    sender_stall(ev, !t.kept_up).or_else(|| receiver_overflow(t, ev))
 }
 
-/// A paced sender's stall, in words: a gap between two sends longer than
-/// [`stall_threshold_ns`] (a busy host descheduled it, and its catch-up
-/// left as a burst), or a sender so far behind its schedule when it
-/// stopped that it was not running (the pacer keeps a running sender
-/// within its 10 ms catch-up, `MAX_CATCH_UP_NS`: a stall across the
-/// trial's end leaves no gap between sends to see, only that).
-fn sender_stall(ev: &[Evidence]) -> Option<String> {
+/// A paced sender's stall, in words, as evidence that fits the symptom.
+/// For loss: a gap between two sends of [`STALL_GAPS`] scheduled gaps and
+/// at least [`STALL_MIN`] (a busy host descheduled it, and its catch-up
+/// left as a burst a short queue may drop). For a sender `short` of its
+/// rate, also the pacer's own measure ([`stall_threshold_ns`]: late by
+/// more than its 10 ms catch-up, it gave up datagrams), or a sender so far
+/// behind its schedule when it stopped that it was not running (a stall
+/// across the trial's end leaves no gap between sends to see, only that).
+fn sender_stall(ev: &[Evidence], short: bool) -> Option<String> {
+    let threshold = |want: f64| match short {
+        true => stall_threshold_ns(want),
+        false => burst_threshold_ns(want),
+    };
     let gap = ev
         .iter()
         .filter_map(|e| match (e.requested_gap_ns, e.max_gap_ns) {
-            (Some(want), Some(max)) if max as f64 > stall_threshold_ns(want) => Some(max),
+            (Some(want), Some(max)) if max as f64 > threshold(want) => Some(max),
             _ => None,
         })
         .max();
@@ -241,6 +247,7 @@ fn sender_stall(ev: &[Evidence]) -> Option<String> {
     }
     let late = ev
         .iter()
+        .filter(|_| short)
         .filter_map(|e| {
             let want = e.requested_gap_ns?;
             let late = e.behind as f64 * want;
@@ -358,18 +365,24 @@ const STALL_GAPS: f64 = 10.0;
 const STALL_MIN: f64 = 2e6;
 
 /// The longest gap between two sends of a sender scheduled every `want`
-/// ns that is no stall ([`STALL_GAPS`] gaps, at least [`STALL_MIN`]), and
-/// never more than one gap plus the pacer's catch-up (`MAX_CATCH_UP_NS`,
-/// 10 ms): a sender that late is stalled by the pacer's own measure (it
-/// gives up what was due before, so a few such stalls in a trial leave it
-/// short of its rate). Below 13 Mbit/s of 1472-byte datagrams ten gaps
-/// are longer: a loaded CI host's 11–15 ms stalls at 7.58 Mbit/s went
-/// unseen, their trials short (`kept_up` false) and taken for the path's
-/// failure.
+/// ns whose catch-up burst is no stall's ([`STALL_GAPS`] gaps, at least
+/// [`STALL_MIN`]).
+fn burst_threshold_ns(want: f64) -> f64 {
+    (want * STALL_GAPS).max(STALL_MIN)
+}
+
+/// The longest gap that leaves a sender short of its rate by no stall:
+/// [`burst_threshold_ns`], but never more than one gap plus the pacer's
+/// catch-up (`MAX_CATCH_UP_NS`, 10 ms): a sender that late is stalled by
+/// the pacer's own measure (it gives up what was due before, so a few
+/// such stalls in a trial leave it short of its rate). Below 13 Mbit/s of
+/// 1472-byte datagrams ten gaps are longer: a loaded CI host's 11–15 ms
+/// stalls at 7.58 Mbit/s went unseen, their trials short (`kept_up`
+/// false) and taken for the path's failure. (Loss alone keeps the burst
+/// threshold: at a rate above a shaper's, the path loses whatever the
+/// sender does, and a busy host's short stalls would mark that loss.)
 fn stall_threshold_ns(want: f64) -> f64 {
-    (want * STALL_GAPS)
-        .max(STALL_MIN)
-        .min(want + MAX_CATCH_UP_NS as f64)
+    burst_threshold_ns(want).min(want + MAX_CATCH_UP_NS as f64)
 }
 /// The most datagrams one receive-socket drop can stand for: a GRO
 /// super-buffer (64, 128 on loopback).
@@ -631,9 +644,6 @@ mod tests {
         );
     }
 
-    /// The sender's stall (issue 27): a gap of ten scheduled gaps and at
-    /// least 2 ms in a trial that lost or fell behind; a shorter one
-    /// sends too small a catch-up for a path that carries the rate.
     /// Issue 27 (a CI run's trial at 7.58 Mbit/s through a 9.72 Mbit/s
     /// tbf failed unmarked): below 12 Mbit/s of 1472-byte datagrams, ten
     /// scheduled gaps exceed the pacer's 10 ms catch-up, so stalls of
@@ -653,7 +663,9 @@ mod tests {
         };
         let why = tester_spoilt(&short, &[ev]).expect("a 12.7 ms stall");
         assert!(why.contains("stalled for 12.7"), "{why}");
-        assert!(tester_spoilt(&lossy(4), &[ev]).is_some());
+        // Loss that kept its rate takes a stall whose burst could cause it
+        // (10 gaps): above a shaper's rate the path loses anyway.
+        assert_eq!(tester_spoilt(&lossy(4), &[ev]), None);
         // The pacer's measure: one gap and its 10 ms catch-up, whatever
         // the rate (at 1 Mbit/s a gap is 11.8 ms: no stall by itself).
         assert_eq!(stall_threshold_ns(1.55e6), 11.55e6);
@@ -685,6 +697,8 @@ mod tests {
         assert!(why.contains("at the trial's end (46.5"), "{why}");
         // 8 (12.4 ms): within what a running pacer may be behind.
         assert_eq!(tester_spoilt(&short, &[behind(8)]), None);
+        // Behind says why a sender fell short, not why one lost.
+        assert_eq!(tester_spoilt(&lossy(3), &[behind(30)]), None);
         // 10 µs gaps, 1000 behind (10 ms): a sender that cannot keep up.
         let fast = Evidence {
             requested_gap_ns: Some(10e3),
@@ -695,6 +709,9 @@ mod tests {
         assert_eq!(tester_spoilt(&short, &[fast]), None);
     }
 
+    /// The sender's stall (issue 27): a gap of ten scheduled gaps and at
+    /// least 2 ms in a trial that lost or fell behind; a shorter one
+    /// sends too small a catch-up for a path that carries the rate.
     #[test]
     fn issue_27_a_sender_stall_spoils_a_lossy_trial() {
         let paced = |gap: f64, max: u64| Evidence {
