@@ -242,6 +242,7 @@ pub(crate) fn udp_trial(
                 kept_up: false,
                 socket_drops: None,
                 error: Some(e.chain().to_string()),
+                inconclusive: None,
             },
             None,
         ))),

@@ -11,6 +11,6 @@ pub struct Ctx<'a> {
     pub t: &'a QualifyEngine,
     pub v6: bool,
     pub pre: &'a Preflight,
-    /// Trials the sending host's stalls spoilt (`trials::udp`).
+    /// Trials the tester's own stalls and drops spoilt (`trials::udp`).
     pub stalls: Stalls,
 }

@@ -16,7 +16,7 @@ use linerate_stats::units::format_rate;
 
 use super::ctx::Ctx;
 use super::method;
-use super::trials::{self, Stop};
+use super::trials::{self, Stop, Trial};
 use crate::sweep::{passes, ZeroLossSearch};
 
 /// The search's floor: this fraction of its ceiling. The resolution is
@@ -88,32 +88,64 @@ impl Until {
     }
 }
 
-/// A search trial's outcome. A trial the tester's own stalls spoilt past
-/// their reruns (`trials::spoilt`) is neither: its loss is the sending
-/// host's, so it says nothing about the path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Trial {
-    Pass,
-    Fail,
-    Inconclusive,
-}
-
 /// Inconclusive trials a search takes (each at the rate it would have
 /// decided, tried again) before it stops at its best confirmed rate: a
 /// host that stalls that often would spend the size's time on reruns.
 const MAX_INCONCLUSIVE: u32 = 2;
 
+/// Takes `trial` at `at` into `search` (§26.1's rates, §26.4's bursts): a
+/// pass or a fail moves its bounds; an inconclusive one (the tester's
+/// own loss, `trials::judge`) lowers none, so `at` comes again, and is
+/// counted in `inconclusive`. Whether the search stops on them: the
+/// [`MAX_INCONCLUSIVE`]th ends it.
+fn take(search: &mut ZeroLossSearch, at: f64, trial: Trial, inconclusive: &mut u32) -> bool {
+    if trial == Trial::Inconclusive {
+        *inconclusive += 1;
+        return *inconclusive >= MAX_INCONCLUSIVE;
+    }
+    search.record(at, trial == Trial::Pass);
+    false
+}
+
+/// How trials the tester spoilt ended a search, in words ("" for none).
+fn inconclusive_words(n: u32, undecided: bool) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(
+            "{n} trial(s) inconclusive (the tester's own stall or drop, past its reruns): not \
+             counted as loss{}",
+            if undecided {
+                ", and the search stopped on them"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
 /// A throughput search's outcome: the last search, its floor and ceiling,
 /// how many times the ceiling was raised, whether its time cut it, its
-/// inconclusive trials and whether they ended it (`undecided`).
+/// inconclusive trials and whether they ended it (`undecided`), and the
+/// ceiling that passed below the last search when it was raised.
 struct Searched {
     search: ZeroLossSearch,
+    /// The last ceiling, confirmed, when the search above it runs.
+    passed: Option<f64>,
     floor: f64,
     ceiling: f64,
     raises: u32,
     cut: bool,
     inconclusive: u32,
     undecided: bool,
+}
+
+impl Searched {
+    /// The best confirmed rate: the last search's, or the ceiling that
+    /// passed below it (a search above it that its time or inconclusive
+    /// trials cut short has confirmed nothing of its own).
+    fn best(&self) -> Option<f64> {
+        self.search.best().or(self.passed)
+    }
 }
 
 /// The §26.1 search between `hi`/64 and `hi`, `try_rate` running a trial;
@@ -130,6 +162,7 @@ fn search_throughput(
 ) -> Result<Searched, Stop> {
     let mut out = Searched {
         search: ZeroLossSearch::new(hi / SEARCH_FLOOR, hi),
+        passed: None,
         floor: hi / SEARCH_FLOOR,
         ceiling: hi,
         raises: 0,
@@ -137,35 +170,29 @@ fn search_throughput(
         inconclusive: 0,
         undecided: false,
     };
-    let mut known = None;
     loop {
         while let Some(rate) = out.search.next() {
-            if out.search.best().is_some() && until.passed() {
+            if out.best().is_some() && until.passed() {
                 out.cut = true;
                 return Ok(out);
             }
             // The last ceiling passed its confirmations in the search below.
-            let trial = if known == Some(rate) {
+            let trial = if out.passed == Some(rate) {
                 Trial::Pass
             } else {
                 try_rate(rate)?
             };
-            if trial == Trial::Inconclusive {
-                out.inconclusive += 1;
-                if out.inconclusive >= MAX_INCONCLUSIVE {
-                    out.undecided = true;
-                    return Ok(out);
-                }
-                continue;
+            if take(&mut out.search, rate, trial, &mut out.inconclusive) {
+                out.undecided = true;
+                return Ok(out);
             }
-            out.search.record(rate, trial == Trial::Pass);
         }
         let ceiling = out.ceiling;
         if !raise || out.raises == CEILING_RAISES || out.search.best() != Some(ceiling) {
             return Ok(out);
         }
         out.raises += 1;
-        known = Some(ceiling);
+        out.passed = Some(ceiling);
         out.search = ZeroLossSearch::new(ceiling, ceiling * CEILING_STEP);
         out.ceiling *= CEILING_STEP;
     }
@@ -185,7 +212,8 @@ fn throughput_verdict(
     undecided: bool,
     sla_met: Option<bool>,
 ) -> Option<(Verdict, String)> {
-    const STALLS: &str = "the tester's own stalls spoilt the trials that would have decided it \
+    const STALLS: &str =
+        "the tester's own stalls or drops spoilt the trials that would have decided it \
         (rerun on a less busy host)";
     let at_floor = best.is_some_and(|b| b <= floor * (1.0 + 1e-9));
     match (sla_met, best) {
@@ -229,20 +257,14 @@ fn throughput(
     until: Until,
 ) -> Result<Searched, Stop> {
     let searched = search_throughput(*hi, c.cfg.max_rate.is_none(), until, |rate| {
-        let (t, r) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
+        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
         // A trial that failed (its connection, not the path) measured
         // nothing: the step could not run, not a loss.
         if let Some(why) = trials::failed(&t, len) {
             search_trials.push(t);
             return Err(why);
         }
-        let trial = if passes(&t, 0.0) {
-            Trial::Pass
-        } else if trials::spoilt(&t, r.as_ref()) {
-            Trial::Inconclusive
-        } else {
-            Trial::Fail
-        };
+        let trial = trials::judge(&t);
         search_trials.push(t);
         Ok(trial)
     })?;
@@ -252,7 +274,7 @@ fn throughput(
 
 /// The search's figure and how it ended, in words.
 fn zero_loss(s: &Searched, len: u32, search_trials: &[SweepTrial]) -> ZeroLoss {
-    let best = s.search.best();
+    let best = s.best();
     let raised = match s.raises {
         0 => String::new(),
         n => format!(
@@ -261,17 +283,9 @@ fn zero_loss(s: &Searched, len: u32, search_trials: &[SweepTrial]) -> ZeroLoss {
             format_rate(s.ceiling)
         ),
     };
-    let inconclusive = match s.inconclusive {
-        0 => String::new(),
-        n => format!(
-            "; {n} trial(s) inconclusive (the sending host stalled past its reruns): not \
-             counted as loss{}",
-            if s.undecided {
-                ", and the search stopped on them"
-            } else {
-                ""
-            }
-        ),
+    let inconclusive = match inconclusive_words(s.inconclusive, s.undecided) {
+        w if w.is_empty() => w,
+        w => format!("; {w}"),
     };
     ZeroLoss {
         len,
@@ -316,52 +330,60 @@ fn latency(c: &Ctx<'_>, len: u32, rate: f64) -> Result<(Option<Latency>, Option<
     Ok(trials::probe_latency(p))
 }
 
-/// §26.3: from the ceiling down in tenths, until two steps lose nothing.
+/// §26.3: from the ceiling `hi` down in tenths, `run` running a trial at
+/// each load, until two steps lose nothing (an inconclusive one, its loss
+/// the tester's, is no such step: `trials::judge`).
 fn loss_vs_load(
-    c: &Ctx<'_>,
-    len: u32,
     hi: f64,
     out: &mut Vec<SweepTrial>,
     until: Until,
+    mut run: impl FnMut(f64) -> Result<SweepTrial, Stop>,
 ) -> Result<(), Stop> {
     for rate in method::loss_steps(hi) {
         // Out of time: at least the two steps the stopping rule looks at.
         if out.len() >= 2 && until.passed() {
             break;
         }
-        let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
-        out.push(t);
+        out.push(run(rate)?);
         let n = out.len();
-        if n >= 2 && out[n - 2..].iter().all(|t| passes(t, 0.0)) {
+        if n >= 2 && out[n - 2..].iter().all(|t| trials::judge(t) == Trial::Pass) {
             break;
         }
     }
     Ok(())
 }
 
-/// §26.4: the longest unpaced burst with no loss.
+/// §26.4: the longest unpaced burst with no loss, between [`MIN_BURST`]
+/// and `hi` datagrams, `run` sending a burst; its trials kept in `done`.
+/// A burst the tester's own drops spoilt past its reruns is tried again
+/// ([`take`]); the note says so.
 fn back_to_back(
-    c: &Ctx<'_>,
-    len: u32,
-    capacity_pps: f64,
+    hi: f64,
     done: &mut Vec<SweepTrial>,
     until: Until,
-) -> Result<Option<u64>, Stop> {
-    let hi = (capacity_pps * c.cfg.trial_ms as f64 / 1e3).clamp(MIN_BURST, MAX_BURST);
+    mut run: impl FnMut(u64) -> Result<SweepTrial, Stop>,
+) -> Result<(Option<u64>, Option<String>), Stop> {
     let mut search = ZeroLossSearch::new(MIN_BURST, hi.round());
+    let (mut inconclusive, mut undecided) = (0, false);
     while let Some(n) = search.next() {
         if search.best().is_some() && until.passed() {
             break;
         }
         let n = n.round();
-        let (t, _) = trials::udp(
-            &trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n as u64)),
-            &c.stalls,
-        )?;
-        search.record(n, t.error.is_none() && t.issued > 0 && t.lost == 0);
+        let t = run(n as u64)?;
+        let trial = trials::judge(&t);
         done.push(t);
+        if take(&mut search, n, trial, &mut inconclusive) {
+            undecided = true;
+            break;
+        }
     }
-    Ok(search.best().map(|b| b as u64))
+    let note = match (inconclusive_words(inconclusive, undecided), undecided) {
+        (w, _) if w.is_empty() => None,
+        (w, true) => Some(format!("{w}: the longest burst found is a lower bound")),
+        (w, false) => Some(w),
+    };
+    Ok((search.best().map(|b| b as u64), note))
 }
 
 /// Every test of §26 at one size, filling `s` as each ends (so a stop
@@ -375,7 +397,7 @@ fn measure(
 ) -> Result<(), Stop> {
     let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
-    let (capacity, _) = trials::udp(&unpaced, &c.stalls)?;
+    let (capacity, _) = trials::flood(&unpaced)?;
     if let Some(why) = trials::failed(&capacity, len) {
         s.capacity = Some(capacity);
         return Err(why);
@@ -407,8 +429,16 @@ fn measure(
             Some("no rate passed: no throughput to measure latency at".into()),
         ),
     };
-    loss_vs_load(c, len, hi, &mut s.loss_vs_load, until.share(0.5))?;
-    s.back_to_back = back_to_back(c, len, capacity_pps, &mut s.back_to_back_trials, until)?;
+    loss_vs_load(hi, &mut s.loss_vs_load, until.share(0.5), |rate| {
+        let load = trials::udp_at(c.t, len, rate, c.cfg.trial_ms);
+        Ok(trials::udp(&load, &c.stalls)?.0)
+    })?;
+    let longest = (capacity_pps * c.cfg.trial_ms as f64 / 1e3).clamp(MIN_BURST, MAX_BURST);
+    (s.back_to_back, s.back_to_back_note) =
+        back_to_back(longest, &mut s.back_to_back_trials, until, |n| {
+            let burst = trials::udp_config(c.t, len, Pace::Unlimited, Limit::Datagrams(n));
+            Ok(trials::udp(&burst, &c.stalls)?.0)
+        })?;
     Ok(())
 }
 
@@ -490,6 +520,7 @@ fn size(c: &Ctx<'_>, len: u32, until: Until) -> (Rfc2544Size, Option<Stop>) {
         latency_note: None,
         loss_vs_load: Vec::new(),
         back_to_back: None,
+        back_to_back_note: None,
         back_to_back_trials: Vec::new(),
         kpis: Vec::new(),
         verdict: Verdict::NotRun,
@@ -631,8 +662,112 @@ mod tests {
         })
         .expect("runs");
         assert_eq!((s.inconclusive, s.undecided), (MAX_INCONCLUSIVE, true));
-        let v = throughput_verdict(s.search.best(), s.floor, s.undecided, None);
+        let v = throughput_verdict(s.best(), s.floor, s.undecided, None);
         assert_eq!(v.map(|v| v.0), Some(Verdict::Inconclusive));
+    }
+
+    /// A trial of 1000 datagrams at `rate` that lost `lost`, marked
+    /// inconclusive (its loss the tester's on every try) when `spoilt`.
+    fn fake(rate: f64, lost: u64, spoilt: bool) -> SweepTrial {
+        SweepTrial {
+            requested_bits_per_second: rate,
+            issued: 1000,
+            received: 1000 - lost,
+            lost,
+            loss_percent: lost as f64 / 10.0,
+            kept_up: true,
+            inconclusive: spoilt.then(|| "the receiving sockets overflowed".into()),
+            ..SweepTrial::default()
+        }
+    }
+
+    /// Issue 27: back-to-back's search goes through the same mechanism as
+    /// the throughput search: a burst the tester's own stalls or drops
+    /// spoilt past its reruns lowers no bound (it is tried again, and the
+    /// longest burst the path carries is found); spoilt ones that keep
+    /// coming stop the search, its figure said to be a lower bound.
+    #[test]
+    fn issue_27_a_burst_the_tester_spoilt_does_not_shorten_back_to_back() {
+        let (hi, limit) = (2000.0, 2000);
+        let mut spoilt = 1;
+        let mut done = Vec::new();
+        let (best, note) = back_to_back(hi, &mut done, Until(None), |n| {
+            let first = std::mem::replace(&mut spoilt, 0) == 1;
+            Ok(fake(
+                n as f64,
+                if first || n > limit { 7 } else { 0 },
+                first,
+            ))
+        })
+        .expect("runs");
+        assert_eq!(
+            best,
+            Some(limit),
+            "the spoilt top burst lowered it: {done:?}"
+        );
+        let note = note.expect("said");
+        assert!(note.contains("1 trial(s) inconclusive"), "{note}");
+        // The tester's drops above 500 datagrams on every try: stopped,
+        // and what it found is a lower bound.
+        let (best, note) = back_to_back(hi, &mut Vec::new(), Until(None), |n| {
+            Ok(fake(n as f64, u64::from(n > 500), n > 500))
+        })
+        .expect("runs");
+        assert!(best.is_none_or(|b| b <= 500), "{best:?}");
+        assert!(note.is_some_and(|n| n.contains("lower bound")));
+    }
+
+    /// Issue 27: loss against load takes a step whose loss was the
+    /// tester's (inconclusive) as no step that lost nothing (the steps go
+    /// on down), and keeps it, marked, for the report to say so.
+    #[test]
+    fn issue_27_loss_vs_load_keeps_a_spoilt_step_marked_and_goes_on() {
+        let mut out = Vec::new();
+        loss_vs_load(10e6, &mut out, Until(None), |rate| {
+            Ok(match rate {
+                r if r > 9.5e6 => fake(r, 100, false),
+                r if r > 8.5e6 => fake(r, 30, true),
+                r => fake(r, 0, false),
+            })
+        })
+        .expect("runs");
+        let rates: Vec<f64> = out.iter().map(|t| t.requested_bits_per_second).collect();
+        assert_eq!(rates.len(), 4, "{rates:?}");
+        assert_eq!(
+            out[1].inconclusive.as_deref(),
+            Some("the receiving sockets overflowed")
+        );
+        assert_eq!(trials::judge(&out[1]), Trial::Inconclusive);
+        assert_eq!(trials::judge(&out[0]), Trial::Fail);
+    }
+
+    /// Issue 27 (the shaped router on a busy host: "466 B: no throughput …
+    /// the ceiling was raised 2 time(s) … 2 trial(s) inconclusive"): a
+    /// search above a ceiling that passed, stopped by inconclusive trials
+    /// (or its time) before it confirmed a rate of its own, keeps that
+    /// ceiling as its figure instead of none.
+    #[test]
+    fn issue_27_a_raised_search_cut_short_keeps_the_ceiling_that_passed() {
+        let (ceiling, limit) = (8e6, 9.72e6);
+        let s = search_throughput(ceiling, true, Until(None), |r| {
+            Ok(if r > ceiling {
+                Trial::Inconclusive
+            } else {
+                pass(r <= limit)
+            })
+        })
+        .expect("runs");
+        assert_eq!((s.raises, s.undecided), (1, true));
+        assert_eq!(s.best(), Some(ceiling));
+        // Cut by its time above the passed ceiling: that ceiling too.
+        let mut n = 0;
+        let s = search_throughput(ceiling, true, Until(Some(Instant::now())), |r| {
+            n += 1;
+            Ok(pass(r <= limit))
+        })
+        .expect("runs");
+        assert!(s.cut && s.raises == 1, "{n} trials");
+        assert_eq!(s.best(), Some(ceiling));
     }
 
     /// Issue 27 ("none … PASS", "162.89 kbit/s … PASS" at the floor): a

@@ -184,10 +184,12 @@ pub fn run(c: &Ctx<'_>, out: &mut Rfc6349) -> Result<(), Stop> {
     out.baseline_probe = Some(probe);
     let len = super::y1564::service_len(out.path_mtu, c.v6);
     let bb_ms = c.cfg.trial_ms.max(1000);
-    let (bb, _) = trials::udp(
-        &trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(bb_ms)),
-        &c.stalls,
-    )?;
+    let (bb, _) = trials::flood(&trials::udp_config(
+        c.t,
+        len,
+        Pace::Unlimited,
+        Limit::TimeMs(bb_ms),
+    ))?;
     out.bottleneck_how = bottleneck_how(len, bb_ms);
     out.bottleneck_bps = (bb.received_bits_per_second > 0.0)
         .then(|| method::frame_bps(bb.received_bits_per_second, len, c.v6));

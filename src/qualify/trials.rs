@@ -7,12 +7,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use linerate_proto::pacing::MAX_CATCH_UP_NS;
 use linerate_proto::spec::{Direction, Limit, Pace, RrLimit};
 use linerate_report::model::SweepTrial;
 use linerate_report::qualify::Latency;
 use linerate_report::Report;
+use linerate_stats::units::format_nanos;
 
 use crate::cli::{ClientConfig, QualifyEngine};
+use crate::sweep::passes;
 use linerate_run::config::Beside;
 use linerate_run::error::RunError;
 use linerate_run::outcome::INTERRUPTED;
@@ -79,14 +82,22 @@ pub fn udp_config(t: &QualifyEngine, len: u32, pace: Pace, limit: Limit) -> Clie
 /// A UDP stream's trial and its report (absent when the trial failed).
 pub type UdpOutcome = Result<(SweepTrial, Option<Report>), Stop>;
 
-/// Runs a UDP stream; a trial that failed is a row saying why. A paced
-/// trial that lost datagrams or fell behind while its sender stalled (a
-/// gap between two sends of [`STALL_GAPS`] scheduled gaps and at least
-/// [`STALL_MIN`]: the catch-up leaves as a burst) is the tester's, not the
-/// path's: it runs again, at most [`STALL_RERUNS`] times and while the
-/// run's reruns last ([`Stalls::for_run`]), counted in `stalls`.
+/// Runs a UDP stream; a trial that failed is a row saying why. A trial
+/// whose loss the tester itself may account for ([`spoilt`]: its sender
+/// stalled, or its receiving sockets overflowed) says nothing about the
+/// path: it runs again, at most [`STALL_RERUNS`] times and while the
+/// run's reruns last ([`Stalls::for_run`]), counted in `stalls`; one
+/// spoilt on every try comes back marked `inconclusive` with why, and a
+/// method takes it as neither a pass nor the path's loss ([`judge`]).
 pub fn udp(c: &ClientConfig, stalls: &Stalls) -> UdpOutcome {
-    until_unspoilt(stalls, || (udp_once(c), ())).0
+    until_unspoilt(stalls, spoilt, || (udp_once(c), ())).0
+}
+
+/// An unpaced stream that measures what the path delivers (RFC 2544's
+/// search ceiling, RFC 6349's bottleneck): it floods, so its loss is
+/// expected and judged by nothing, and it never runs again.
+pub fn flood(c: &ClientConfig) -> UdpOutcome {
+    udp_once(c)
 }
 
 /// One UDP stream's trial, as it came.
@@ -98,20 +109,28 @@ fn udp_once(c: &ClientConfig) -> UdpOutcome {
     }
 }
 
-/// Runs `run` (a UDP trial and what ran beside it) again while its trial
-/// is spoilt by the sender's stalls ([`udp`]): the whole of it, so a
+/// Runs `run` (a UDP trial and what ran beside it) again while `spoilt`
+/// finds its trial spoilt by the tester ([`udp`]): the whole of it, so a
 /// load's rerun never starts while the probes beside it still run (the
 /// server, running one test at a time, refused it as busy and logged it).
-fn until_unspoilt<T>(stalls: &Stalls, mut run: impl FnMut() -> (UdpOutcome, T)) -> (UdpOutcome, T) {
+/// A trial still spoilt when the reruns are spent is marked inconclusive.
+fn until_unspoilt<T>(
+    stalls: &Stalls,
+    spoilt: impl Fn(&SweepTrial, Option<&Report>) -> Option<String>,
+    mut run: impl FnMut() -> (UdpOutcome, T),
+) -> (UdpOutcome, T) {
     let mut left = STALL_RERUNS;
     loop {
-        let (out, beside) = run();
-        let spoilt = out.as_ref().is_ok_and(|(t, r)| spoilt(t, r.as_ref()));
-        if !spoilt {
+        let (mut out, beside) = run();
+        let why = out.as_ref().ok().and_then(|(t, r)| spoilt(t, r.as_ref()));
+        let Some(why) = why else {
             return (out, beside);
-        }
+        };
         if left == 0 || !stalls.take_rerun() {
             stalls.exhausted.fetch_add(1, Ordering::Relaxed);
+            if let Ok((t, _)) = &mut out {
+                t.inconclusive = Some(why);
+            }
             return (out, beside);
         }
         left -= 1;
@@ -129,27 +148,157 @@ pub fn failed(t: &SweepTrial, len: u32) -> Option<Stop> {
     Some(Stop::Failed(format!("a {len} B trial failed: {why}")))
 }
 
-/// Whether trial `t` (its report `r`) lost datagrams or fell behind while
-/// its sender stalled: the tester's loss, not the path's ([`udp`]). One
-/// [`udp`] returns was so on every try, or once the run's reruns ran out.
-pub fn spoilt(t: &SweepTrial, r: Option<&Report>) -> bool {
-    (t.lost > 0 || !t.kept_up) && r.is_some_and(sender_stalled)
+/// A trial's outcome where no loss is allowed: a pass, the path's loss,
+/// or neither (its loss the tester's own on every try: `inconclusive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trial {
+    Pass,
+    Fail,
+    Inconclusive,
 }
 
-/// Trials the sending host's stalls spoilt ([`udp`]).
+/// Trial `t`, as [`udp`] returned it, with no loss allowed.
+pub fn judge(t: &SweepTrial) -> Trial {
+    if passes(t, 0.0) {
+        Trial::Pass
+    } else if t.inconclusive.is_some() {
+        Trial::Inconclusive
+    } else {
+        Trial::Fail
+    }
+}
+
+/// What one stream's report says about the tester's own part in its loss.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Evidence {
+    lost: u64,
+    /// The paced sender's scheduled gap and its longest, ns.
+    requested_gap_ns: Option<f64>,
+    max_gap_ns: Option<u64>,
+    /// Datagrams due but unsent when the sender stopped.
+    behind: u64,
+    /// Drops at the receiving socket (SO_RXQ_OVFL / SO_MEMINFO).
+    socket_drops: Option<u64>,
+    /// The receiver used GRO: one drop may be a super-buffer of datagrams.
+    gro: bool,
+}
+
+impl Evidence {
+    fn of(r: &Report) -> Vec<Evidence> {
+        r.streams
+            .iter()
+            .filter_map(|s| s.udp.as_ref())
+            .map(|u| Evidence {
+                lost: u.lost,
+                requested_gap_ns: u.requested_gap_ns,
+                max_gap_ns: u.gaps.as_ref().map(|g| g.max_ns),
+                behind: u.behind,
+                socket_drops: u.socket_drops,
+                gro: u.receiver_batching.as_ref().is_some_and(|b| b.gro),
+            })
+            .collect()
+    }
+}
+
+/// Why trial `t` (its report `r`) lost datagrams or fell behind by the
+/// tester's own doing, if it did ([`tester_spoilt`]); `None` without a
+/// report (nothing says so).
+fn spoilt(t: &SweepTrial, r: Option<&Report>) -> Option<String> {
+    tester_spoilt(t, &Evidence::of(r?))
+}
+
+/// Why trial `t`'s loss or shortfall is the tester's, from its streams'
+/// evidence `ev`: its paced sender stalled ([`sender_stall`]), or its
+/// receiving sockets overflowed by as many datagrams as were lost
+/// ([`receiver_overflow`]). Loss beyond what those account for is the
+/// path's (or where no counter of the tester's sees it): not spoilt.
+fn tester_spoilt(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
+    if t.lost == 0 && t.kept_up {
+        return None;
+    }
+    sender_stall(ev, !t.kept_up).or_else(|| receiver_overflow(t, ev))
+}
+
+/// A paced sender's stall, in words, as evidence that fits the symptom.
+/// For loss: a gap between two sends of [`STALL_GAPS`] scheduled gaps and
+/// at least [`STALL_MIN`] (a busy host descheduled it, and its catch-up
+/// left as a burst a short queue may drop). For a sender `short` of its
+/// rate, also the pacer's own measure ([`stall_threshold_ns`]: late by
+/// more than its 10 ms catch-up, it gave up datagrams), or a sender so far
+/// behind its schedule when it stopped that it was not running (a stall
+/// across the trial's end leaves no gap between sends to see, only that).
+fn sender_stall(ev: &[Evidence], short: bool) -> Option<String> {
+    let threshold = |want: f64| match short {
+        true => stall_threshold_ns(want),
+        false => burst_threshold_ns(want),
+    };
+    let gap = ev
+        .iter()
+        .filter_map(|e| match (e.requested_gap_ns, e.max_gap_ns) {
+            (Some(want), Some(max)) if max as f64 > threshold(want) => Some(max),
+            _ => None,
+        })
+        .max();
+    if let Some(gap) = gap {
+        return Some(format!(
+            "the sending host stalled for {} (its catch-up left as a burst)",
+            format_nanos(gap as f64)
+        ));
+    }
+    let late = ev
+        .iter()
+        .filter(|_| short)
+        .filter_map(|e| {
+            let want = e.requested_gap_ns?;
+            let late = e.behind as f64 * want;
+            (late > MAX_CATCH_UP_NS as f64 + stall_threshold_ns(want)).then_some(late)
+        })
+        .fold(None, |m: Option<f64>, l| Some(m.map_or(l, |m| m.max(l))));
+    late.map(|l| {
+        format!(
+            "the sending host stalled at the trial's end ({} behind its schedule)",
+            format_nanos(l)
+        )
+    })
+}
+
+/// The receiving sockets' overflow, in words, when it accounts for every
+/// lost datagram: the receiving host did not read in time (the kernel's
+/// own count of what the tester dropped, SO_RXQ_OVFL; with GRO a drop may
+/// be up to [`GRO_MAX_DATAGRAMS`]).
+fn receiver_overflow(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
+    let drops: u64 = ev.iter().filter_map(|e| e.socket_drops).sum();
+    let unexplained: u64 = ev
+        .iter()
+        .map(|e| {
+            let per_drop = if e.gro { GRO_MAX_DATAGRAMS } else { 1 };
+            e.lost
+                .saturating_sub(e.socket_drops.unwrap_or(0).saturating_mul(per_drop))
+        })
+        .sum();
+    (t.lost > 0 && drops > 0 && unexplained == 0).then(|| {
+        format!(
+            "the receiving sockets overflowed ({drops} drop(s), SO_RXQ_OVFL, for {} lost): the \
+             receiving host did not read in time",
+            t.lost
+        )
+    })
+}
+
+/// The tester's own stalls and drops that spoilt trials ([`udp`]).
 #[derive(Debug)]
 pub struct Stalls {
-    /// Runs again of a trial whose sender stalled.
+    /// Runs again of a spoilt trial.
     pub reruns: AtomicU32,
-    /// Trials whose sender stalled on every try (or after the run's
-    /// reruns ran out): their loss is counted.
+    /// Trials spoilt on every try (or after the run's reruns ran out):
+    /// inconclusive.
     pub exhausted: AtomicU32,
     /// Reruns the run has left: a host that stalls all the time would
     /// otherwise run every trial up to seven times.
     left: AtomicU32,
 }
 
-/// Reruns of stalled trials in a whole run: `--quick` keeps a few, so its
+/// Reruns of spoilt trials in a whole run: `--quick` keeps a few, so its
 /// minute holds on a busy host (a loaded loopback run stalled 108 times);
 /// a full run more.
 const QUICK_RUN_RERUNS: u32 = 6;
@@ -182,15 +331,16 @@ impl Stalls {
         if reruns > 0 {
             notes.push(format!(
                 "{reruns} trial(s) lost datagrams or fell behind while the sending host stalled \
-                 (a catch-up burst) and ran again: the tester's loss, not the path's"
+                 (a catch-up burst) or the receiving sockets overflowed, and ran again: the \
+                 tester's loss, not the path's"
             ));
         }
         if exhausted > 0 {
             notes.push(format!(
                 "{exhausted} trial(s) lost datagrams or fell behind with the sending host stalled \
-                 on all {} tries or once the run's {} reruns were spent: the RFC 2544 search \
-                 took them as inconclusive (not as loss), other steps report their loss as \
-                 measured (a less busy tester would tell)",
+                 or the receiving sockets overflowed on all {} tries or once the run's {} reruns \
+                 were spent: each is inconclusive (marked so, with why), taken as neither a pass \
+                 nor the path's loss by every step (a less busy tester would tell)",
                 STALL_RERUNS + 1,
                 self.reruns.load(Ordering::Relaxed) + self.left.load(Ordering::Relaxed)
             ));
@@ -209,19 +359,34 @@ impl Stalls {
 const STALL_RERUNS: u32 = 6;
 /// A gap this many times the scheduled one is a stall …
 const STALL_GAPS: f64 = 10.0;
-/// … when it is at least this long, ns.
+/// … when it is at least this long, ns. A shorter one sends at most
+/// 2 ms (or 10 gaps) of the rate in its catch-up: a path that drops that
+/// drops the jitter of any host's sender, so its loss is the path's.
 const STALL_MIN: f64 = 2e6;
 
-/// Whether a paced sender of `r` stalled (see [`udp`]).
-fn sender_stalled(r: &Report) -> bool {
-    r.streams
-        .iter()
-        .filter_map(|s| s.udp.as_ref())
-        .any(|u| match (u.requested_gap_ns, &u.gaps) {
-            (Some(want), Some(g)) => g.max_ns as f64 > (want * STALL_GAPS).max(STALL_MIN),
-            _ => false,
-        })
+/// The longest gap between two sends of a sender scheduled every `want`
+/// ns whose catch-up burst is no stall's ([`STALL_GAPS`] gaps, at least
+/// [`STALL_MIN`]).
+fn burst_threshold_ns(want: f64) -> f64 {
+    (want * STALL_GAPS).max(STALL_MIN)
 }
+
+/// The longest gap that leaves a sender short of its rate by no stall:
+/// [`burst_threshold_ns`], but never more than one gap plus the pacer's
+/// catch-up (`MAX_CATCH_UP_NS`, 10 ms): a sender that late is stalled by
+/// the pacer's own measure (it gives up what was due before, so a few
+/// such stalls in a trial leave it short of its rate). Below 13 Mbit/s of
+/// 1472-byte datagrams ten gaps are longer: a loaded CI host's 11–15 ms
+/// stalls at 7.58 Mbit/s went unseen, their trials short (`kept_up`
+/// false) and taken for the path's failure. (Loss alone keeps the burst
+/// threshold: at a rate above a shaper's, the path loses whatever the
+/// sender does, and a busy host's short stalls would mark that loss.)
+fn stall_threshold_ns(want: f64) -> f64 {
+    burst_threshold_ns(want).min(want + MAX_CATCH_UP_NS as f64)
+}
+/// The most datagrams one receive-socket drop can stand for: a GRO
+/// super-buffer (64, 128 on loopback).
+const GRO_MAX_DATAGRAMS: u64 = 128;
 
 /// A UDP stream at `payload_bps` for `ms`.
 pub fn udp_at(t: &QualifyEngine, len: u32, payload_bps: f64, ms: u64) -> ClientConfig {
@@ -288,7 +453,7 @@ pub fn beside(
         let probe_len = rr.sizes.iter().copied().max().unwrap_or(1);
         rr.rate = Some(probe_rate(u.pace, load.spec.len, probe_len));
     }
-    until_unspoilt(stalls, || beside_with(load, &probe, udp_once))
+    until_unspoilt(stalls, spoilt, || beside_with(load, &probe, udp_once))
 }
 
 /// Runs `probe` while `run` runs the test `load`: the load is lengthened
@@ -418,6 +583,193 @@ mod tests {
             Some(Stop::Failed(m)) => assert!(m.contains("64 B trial failed: no control"), "{m}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A trial that lost `lost` of 1000 datagrams.
+    fn lossy(lost: u64) -> SweepTrial {
+        SweepTrial {
+            issued: 1000,
+            received: 1000 - lost,
+            lost,
+            loss_percent: lost as f64 / 10.0,
+            kept_up: true,
+            ..SweepTrial::default()
+        }
+    }
+
+    /// One stream's evidence: `lost`, its receiving socket's `drops`.
+    fn dropped(lost: u64, drops: Option<u64>, gro: bool) -> Evidence {
+        Evidence {
+            lost,
+            socket_drops: drops,
+            gro,
+            ..Evidence::default()
+        }
+    }
+
+    /// Issue 27 (a CI run lost datagrams with no stall marked): a trial
+    /// whose receiving sockets overflowed (the kernel's SO_RXQ_OVFL count:
+    /// the receiving host did not read in time) by as many datagrams as
+    /// were lost is the tester's loss, not the path's; loss beyond what
+    /// the sockets dropped is the path's, and no drop is no evidence.
+    #[test]
+    fn issue_27_a_receiving_socket_overflow_is_the_testers_loss() {
+        let why = tester_spoilt(&lossy(10), &[dropped(10, Some(10), false)]).expect("spoilt");
+        assert!(why.contains("receiving sockets overflowed"), "{why}");
+        // 6 of the 10 the sockets never saw: the path lost them.
+        assert_eq!(
+            tester_spoilt(&lossy(10), &[dropped(10, Some(4), false)]),
+            None
+        );
+        // No drop counted, or no counter: nothing says it was the tester.
+        assert_eq!(
+            tester_spoilt(&lossy(10), &[dropped(10, Some(0), false)]),
+            None
+        );
+        assert_eq!(tester_spoilt(&lossy(10), &[dropped(10, None, false)]), None);
+        // With GRO a drop may be a super-buffer: 2 drops may hold 200 …
+        assert!(tester_spoilt(&lossy(200), &[dropped(200, Some(2), true)]).is_some());
+        // … but not 300.
+        assert_eq!(
+            tester_spoilt(&lossy(300), &[dropped(300, Some(2), true)]),
+            None
+        );
+        // Every stream's loss must be explained: one lost with no drop.
+        let two = [dropped(5, Some(5), false), dropped(3, Some(0), false)];
+        assert_eq!(tester_spoilt(&lossy(8), &two), None);
+        // Nothing lost: drops (after the drain, say) spoil nothing.
+        assert_eq!(
+            tester_spoilt(&lossy(0), &[dropped(0, Some(3), false)]),
+            None
+        );
+    }
+
+    /// Issue 27 (a CI run's trial at 7.58 Mbit/s through a 9.72 Mbit/s
+    /// tbf failed unmarked): below 12 Mbit/s of 1472-byte datagrams, ten
+    /// scheduled gaps exceed the pacer's 10 ms catch-up, so stalls of
+    /// 10–15 ms, each making the pacer give up datagrams, left the sender
+    /// short of its rate (`kept_up` false: the trial fails) with no stall
+    /// seen. A gap of the pacer's catch-up is a stall at any rate.
+    #[test]
+    fn issue_27_a_stall_the_pacer_gives_up_datagrams_after_is_seen_at_a_low_rate() {
+        let short = SweepTrial {
+            kept_up: false,
+            ..lossy(0)
+        };
+        let ev = Evidence {
+            requested_gap_ns: Some(1.55e6),
+            max_gap_ns: Some(12_700_000),
+            ..Evidence::default()
+        };
+        let why = tester_spoilt(&short, &[ev]).expect("a 12.7 ms stall");
+        assert!(why.contains("stalled for 12.7"), "{why}");
+        // Loss that kept its rate takes a stall whose burst could cause it
+        // (10 gaps): above a shaper's rate the path loses anyway.
+        assert_eq!(tester_spoilt(&lossy(4), &[ev]), None);
+        // The pacer's measure: one gap and its 10 ms catch-up, whatever
+        // the rate (at 1 Mbit/s a gap is 11.8 ms: no stall by itself).
+        assert_eq!(stall_threshold_ns(1.55e6), 11.55e6);
+        assert_eq!(stall_threshold_ns(11.8e6), 21.8e6);
+        // Fast rates keep their 2 ms floor.
+        assert_eq!(stall_threshold_ns(10e3), STALL_MIN);
+    }
+
+    /// Issue 27: a sender stalled across its trial's end sends nothing
+    /// after the stall, so no gap shows it; it stopped far more behind its
+    /// schedule than the pacer lets a running sender be (its 10 ms
+    /// catch-up), and so short of its rate: the tester's, not the path's.
+    /// A sender behind by no more than the catch-up (one that cannot keep
+    /// the rate at all) is no stall.
+    #[test]
+    fn issue_27_a_stall_across_the_trials_end_is_seen() {
+        let short = SweepTrial {
+            kept_up: false,
+            ..lossy(0)
+        };
+        let behind = |n| Evidence {
+            requested_gap_ns: Some(1.55e6),
+            max_gap_ns: Some(2_000_000),
+            behind: n,
+            ..Evidence::default()
+        };
+        // 30 datagrams of 1.55 ms: 46.5 ms behind at the end.
+        let why = tester_spoilt(&short, &[behind(30)]).expect("an end stall");
+        assert!(why.contains("at the trial's end (46.5"), "{why}");
+        // 8 (12.4 ms): within what a running pacer may be behind.
+        assert_eq!(tester_spoilt(&short, &[behind(8)]), None);
+        // Behind says why a sender fell short, not why one lost.
+        assert_eq!(tester_spoilt(&lossy(3), &[behind(30)]), None);
+        // 10 µs gaps, 1000 behind (10 ms): a sender that cannot keep up.
+        let fast = Evidence {
+            requested_gap_ns: Some(10e3),
+            max_gap_ns: Some(300_000),
+            behind: 1000,
+            ..Evidence::default()
+        };
+        assert_eq!(tester_spoilt(&short, &[fast]), None);
+    }
+
+    /// The sender's stall (issue 27): a gap of ten scheduled gaps and at
+    /// least 2 ms in a trial that lost or fell behind; a shorter one
+    /// sends too small a catch-up for a path that carries the rate.
+    #[test]
+    fn issue_27_a_sender_stall_spoils_a_lossy_trial() {
+        let paced = |gap: f64, max: u64| Evidence {
+            lost: 3,
+            requested_gap_ns: Some(gap),
+            max_gap_ns: Some(max),
+            ..Evidence::default()
+        };
+        // 1472 B at 7.58 Mbit/s: a datagram every 1.55 ms.
+        let why = tester_spoilt(&lossy(3), &[paced(1.55e6, 20_000_000)]).expect("stall");
+        assert!(why.contains("sending host stalled for 20"), "{why}");
+        assert_eq!(tester_spoilt(&lossy(3), &[paced(1.55e6, 9_000_000)]), None);
+        // A fast rate: 10 gaps is nothing; 2 ms is the floor.
+        assert_eq!(tester_spoilt(&lossy(3), &[paced(10e3, 1_000_000)]), None);
+        assert!(tester_spoilt(&lossy(3), &[paced(10e3, 3_000_000)]).is_some());
+        // Fell behind with no loss: spoilt too; kept up with none: not.
+        let behind = SweepTrial {
+            kept_up: false,
+            ..lossy(0)
+        };
+        assert!(tester_spoilt(&behind, &[paced(1.55e6, 20_000_000)]).is_some());
+        assert_eq!(tester_spoilt(&lossy(0), &[paced(1.55e6, 20_000_000)]), None);
+    }
+
+    /// Issue 27: the shared rerun. A spoilt trial runs again until one is
+    /// not (counted); one spoilt on every try, or once the run's reruns
+    /// are spent, comes back marked inconclusive with why, which every
+    /// step then takes as neither a pass nor the path's loss.
+    #[test]
+    fn issue_27_a_trial_spoilt_on_every_try_comes_back_inconclusive() {
+        let stalls = Stalls::for_run(false);
+        let spoil_first = |n: u32| {
+            let tries = std::cell::Cell::new(0);
+            move |_: &SweepTrial, _: Option<&Report>| {
+                tries.set(tries.get() + 1);
+                (tries.get() <= n).then(|| "the sending host stalled".to_string())
+            }
+        };
+        let run = || (Ok((lossy(5), None)), ());
+        let (out, ()) = until_unspoilt(&stalls, spoil_first(2), run);
+        let (t, _) = out.expect("ran");
+        assert_eq!(t.inconclusive, None);
+        assert_eq!(judge(&t), Trial::Fail, "the path's loss, measured");
+        assert_eq!(stalls.reruns.load(Ordering::Relaxed), 2);
+        let (out, ()) = until_unspoilt(&stalls, spoil_first(u32::MAX), run);
+        let (t, _) = out.expect("ran");
+        assert_eq!(t.inconclusive.as_deref(), Some("the sending host stalled"));
+        assert_eq!(judge(&t), Trial::Inconclusive);
+        assert_eq!(stalls.reruns.load(Ordering::Relaxed), 2 + STALL_RERUNS);
+        assert_eq!(stalls.exhausted.load(Ordering::Relaxed), 1);
+        assert!(stalls.notes().iter().any(|n| n.contains("inconclusive")));
+        // The run's reruns spent: the next spoilt trial is marked at once.
+        let quick = Stalls::for_run(true);
+        quick.left.store(0, Ordering::Relaxed);
+        let (out, ()) = until_unspoilt(&quick, spoil_first(1), run);
+        assert!(out.expect("ran").0.inconclusive.is_some());
+        // A clean pass is a pass.
+        assert_eq!(judge(&lossy(0)), Trial::Pass);
     }
 
     #[test]

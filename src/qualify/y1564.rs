@@ -129,7 +129,17 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
             Kpi::judge("availability", "%", avail, sla.availability_percent, false),
         ]);
     }
-    let verdict = verdict_of(&kpis, &trial);
+    let verdict = verdict_of(&mut kpis, &trial);
+    // Said where it decided a KPI (a spoilt trial may still pass them all).
+    let spoilt = trial
+        .inconclusive
+        .as_ref()
+        .filter(|_| kpis.iter().any(|k| k.verdict == Verdict::Inconclusive))
+        .map(|why| format!("inconclusive: {why}, past its reruns"));
+    let note = [note.or_else(|| trial.error.clone()), spoilt]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
     Ok(Y1564Step {
         name: step.name(),
         offered_bps: offered,
@@ -142,17 +152,27 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
         availability_percent: avail,
         kpis,
         verdict,
-        note: note.or_else(|| trial.error.clone()),
+        note: (!note.is_empty()).then(|| note.join("; ")),
         trial,
         report,
         probe,
     })
 }
 
-/// A step's verdict: its judged KPIs, and a failed trial fails it.
-fn verdict_of(kpis: &[Kpi], trial: &SweepTrial) -> Verdict {
+/// A step's verdict: its judged KPIs, and a failed trial fails it. A
+/// trial whose loss was the tester's own on every try (`inconclusive`:
+/// its sender stalled or its receiving sockets overflowed) measured the
+/// tester, not the path: a KPI it fails (loss, and the rate, delay and
+/// variation a stall also spoils) is marked inconclusive instead; one it
+/// passes still passes (the path did at least as well).
+fn verdict_of(kpis: &mut [Kpi], trial: &SweepTrial) -> Verdict {
     if trial.error.is_some() {
         return Verdict::Fail;
+    }
+    if trial.inconclusive.is_some() {
+        for k in kpis.iter_mut().filter(|k| k.verdict == Verdict::Fail) {
+            k.verdict = Verdict::Inconclusive;
+        }
     }
     Verdict::all(
         kpis.iter()
@@ -185,8 +205,50 @@ pub fn run(c: &Ctx<'_>, out: &mut Y1564) -> Result<(), Stop> {
         c.cfg.sla.rate_bps,
         false,
     ));
-    perf.verdict = verdict_of(&perf.kpis, &perf.trial);
+    perf.verdict = verdict_of(&mut perf.kpis, &perf.trial);
     out.performance = Some(perf);
     out.verdict = Verdict::all(out.steps.iter().chain(&out.performance).map(|s| s.verdict));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 27: a step whose trial lost datagrams by the tester's own
+    /// doing on every try (its sender stalled, its receiving sockets
+    /// overflowed) is INCONCLUSIVE, not a FAIL: the loss KPI it failed is
+    /// the tester's; a KPI it passed still passes. The same loss with no
+    /// such evidence fails, and a trial that failed as a test fails.
+    #[test]
+    fn issue_27_a_step_the_tester_spoilt_is_inconclusive_not_a_fail() {
+        let kpis = || {
+            vec![
+                Kpi::judge("information rate", "bit/s", Some(8e6), Some(7.9e6), false),
+                Kpi::judge("frame loss ratio", "%", Some(2.0), Some(0.1), true),
+            ]
+        };
+        let lossy = SweepTrial {
+            issued: 1000,
+            lost: 20,
+            loss_percent: 2.0,
+            kept_up: true,
+            ..SweepTrial::default()
+        };
+        let mut k = kpis();
+        assert_eq!(verdict_of(&mut k, &lossy), Verdict::Fail);
+        let spoilt = SweepTrial {
+            inconclusive: Some("the sending host stalled for 30 ms".into()),
+            ..lossy.clone()
+        };
+        let mut k = kpis();
+        assert_eq!(verdict_of(&mut k, &spoilt), Verdict::Inconclusive);
+        assert_eq!(k[0].verdict, Verdict::Pass);
+        assert_eq!(k[1].verdict, Verdict::Inconclusive);
+        let broken = SweepTrial {
+            error: Some("timed out".into()),
+            ..spoilt
+        };
+        assert_eq!(verdict_of(&mut kpis(), &broken), Verdict::Fail);
+    }
 }

@@ -890,6 +890,11 @@ pub struct SweepTrial {
     /// Set when the trial failed; its figures are then zero.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// Why its loss is the tester's own, not the path's (`qualify`: its
+    /// sender stalled, or its receiving sockets overflowed, on every try):
+    /// neither a pass nor the path's loss.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub inconclusive: Option<String>,
 }
 
 /// The highest rate found with loss at most the threshold, for one size.

@@ -323,6 +323,7 @@ mod tests {
             kept_up: true,
             socket_drops: Some(0),
             error: None,
+            inconclusive: None,
         }
     }
 

@@ -40,10 +40,10 @@ pub enum Verdict {
     /// Not measured (refused, interrupted, failed): the qualification is
     /// incomplete.
     NotRun,
-    /// Measured, but the tester's own stalls (its sender skipping its
-    /// schedule on a busy host) spoilt the trials that would have decided
-    /// it: neither the path's pass nor its failure. Rerun on a less busy
-    /// tester.
+    /// Measured, but the tester's own stalls (its sender descheduled on a
+    /// busy host, or its receiving sockets overflowing) spoilt the trials
+    /// that would have decided it: neither the path's pass nor its
+    /// failure. Rerun on a less busy tester.
     Inconclusive,
 }
 
@@ -245,6 +245,10 @@ pub struct Rfc2544Size {
     /// §26.4: the longest burst (frames, unpaced) that arrived whole.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub back_to_back: Option<u64>,
+    /// How the back-to-back search ended when trials the tester's own
+    /// stalls or drops spoilt were in it (inconclusive: not loss).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub back_to_back_note: Option<String>,
     pub back_to_back_trials: Vec<SweepTrial>,
     pub kpis: Vec<Kpi>,
     pub verdict: Verdict,
@@ -446,6 +450,27 @@ fn kpi_line(k: &Kpi) -> String {
     }
 }
 
+/// §26.3's steps in words: each load as a share of the first (the
+/// ceiling) and its loss; a step whose loss was the tester's own on every
+/// try is inconclusive, not the path's loss. The steps end at two losing
+/// nothing, so there may be few.
+fn loss_steps_words(steps: &[SweepTrial]) -> String {
+    let top = steps
+        .first()
+        .map_or(1.0, |t| t.requested_bits_per_second.max(1.0));
+    let words: Vec<String> = steps
+        .iter()
+        .map(|t| {
+            let load = 100.0 * t.requested_bits_per_second / top;
+            match t.inconclusive {
+                Some(_) => format!("{load:.0}% load inconclusive (the tester's own stall or drop)"),
+                None => format!("{load:.0}% load {:.2}%", t.loss_percent),
+            }
+        })
+        .collect();
+    words.join(", ")
+}
+
 fn rfc2544_human(m: &Rfc2544, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
@@ -491,18 +516,10 @@ fn rfc2544_human(m: &Rfc2544, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "        latency: {n}")?;
         }
         if !s.loss_vs_load.is_empty() {
-            // Each step's load as a share of the first (the ceiling); the
-            // steps end at two losing nothing (§26.3), so there may be few.
-            let top = s.loss_vs_load[0].requested_bits_per_second.max(1.0);
-            let steps: Vec<String> = s
-                .loss_vs_load
-                .iter()
-                .map(|t| {
-                    let load = 100.0 * t.requested_bits_per_second / top;
-                    format!("{load:.0}% load {:.2}%", t.loss_percent)
-                })
-                .collect();
-            writeln!(out, "        loss: {}", steps.join(", "))?;
+            writeln!(out, "        loss: {}", loss_steps_words(&s.loss_vs_load))?;
+        }
+        if let Some(n) = &s.back_to_back_note {
+            writeln!(out, "        back-to-back: {n}")?;
         }
     }
     writeln!(out, "  verdict: {}", m.verdict.word())
@@ -535,7 +552,8 @@ fn y1564_human(m: &Y1564, out: &mut dyn Write) -> io::Result<()> {
                 .map_or("-".into(), |a| format!("{a:.1}%")),
             s.verdict.word()
         )?;
-        for k in s.kpis.iter().filter(|k| k.verdict == Verdict::Fail) {
+        let unmet = |k: &&Kpi| matches!(k.verdict, Verdict::Fail | Verdict::Inconclusive);
+        for k in s.kpis.iter().filter(unmet) {
             writeln!(out, "        {}", kpi_line(k))?;
         }
         if let Some(n) = &s.note {
@@ -736,6 +754,28 @@ mod tests {
         assert!(w.contains("baseline"), "{w}");
         assert_eq!(buffer_delay_words(None, None, Some(11_700)), "-");
         assert_eq!(buffer_delay_words(Some(3.0), None, None), "3.0%");
+    }
+
+    /// Issue 27: a loss-vs-load step whose loss was the tester's own on
+    /// every try is said to be inconclusive, not printed as the path's
+    /// loss; the others keep their figures.
+    #[test]
+    fn issue_27_a_loss_step_the_tester_spoilt_is_not_reported_as_loss() {
+        let step = |rate: f64, loss: f64, spoilt: bool| SweepTrial {
+            requested_bits_per_second: rate,
+            loss_percent: loss,
+            inconclusive: spoilt.then(|| "the sending host stalled for 31 ms".into()),
+            ..SweepTrial::default()
+        };
+        let w = loss_steps_words(&[
+            step(10e6, 4.0, false),
+            step(9e6, 12.5, true),
+            step(8e6, 0.0, false),
+        ]);
+        assert_eq!(
+            w,
+            "100% load 4.00%, 90% load inconclusive (the tester's own stall or drop), 80% load 0.00%"
+        );
     }
 
     #[test]

@@ -78,13 +78,17 @@ fn throughput_svg(r: &QualifyReport) -> Result<String, PlotError> {
     Ok(out)
 }
 
-/// RFC 2544 loss against offered load: the sweep figure of the loss steps.
+/// RFC 2544 loss against offered load: the sweep figure of the loss
+/// steps, those whose loss was the tester's own (inconclusive) left out
+/// (the summary names them).
 fn loss_svg(r: &QualifyReport, run: &QualifyRun) -> Option<Result<String, PlotError>> {
     let m = run.rfc2544.as_ref()?;
     let trials: Vec<_> = m
         .sizes
         .iter()
-        .flat_map(|s| s.loss_vs_load.clone())
+        .flat_map(|s| s.loss_vs_load.iter())
+        .filter(|t| t.inconclusive.is_none())
+        .cloned()
         .collect();
     if trials.is_empty() {
         return None;

@@ -42,5 +42,6 @@ pub fn sweep_trial(len: u32, search: bool, r: &Report) -> SweepTrial {
             .iter()
             .flat_map(|s| [&s.sender.error, &s.receiver.error])
             .find_map(|e| e.clone()),
+        inconclusive: None,
     }
 }
