@@ -93,7 +93,7 @@ fn printer(
     let printer = Printer::spawn(make)
         .context("starting the output thread")
         .or_run()?;
-    Ok(Box::new(printer))
+    Ok(Box::new(printer.watching_stdout()))
 }
 
 /// Passes everything on to `inner` and keeps the report it was given.
@@ -115,6 +115,9 @@ impl Sink for Kept<'_> {
     fn finish(&mut self, report: &Report) -> std::io::Result<()> {
         self.report = Some(report.clone());
         self.inner.finish(report)
+    }
+    fn closed(&self) -> bool {
+        self.inner.closed()
     }
 }
 

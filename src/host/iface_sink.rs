@@ -149,6 +149,10 @@ impl Sink for IfaceSink<'_> {
         }
         self.inner.finish(&report)
     }
+
+    fn closed(&self) -> bool {
+        self.inner.closed()
+    }
 }
 
 /// The interface's counters beside the payload the test moved.

@@ -226,6 +226,10 @@ impl ControlSide for ClientTest<'_, '_> {
     }
 
     fn turn(&mut self, _: &mut ControlConn) -> bool {
+        // Output written on another thread tells of a closed stdout after
+        // the fact; a test with nothing more to print until its end (rr)
+        // learns of it here.
+        self.output_closed |= self.sink.closed();
         if !(INTERRUPTED.load(Ordering::Relaxed) || self.output_closed)
             || self.session.is_finished()
             || self.session.stopped_early()

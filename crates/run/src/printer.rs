@@ -26,6 +26,7 @@ use std::io::{self, Write as _};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use linerate_iperf3::json::Results;
 use linerate_report::model::{IntervalRecord, RrPhaseRecord, TestInfo};
@@ -51,6 +52,9 @@ pub struct Printer<S> {
     queue: Option<mpsc::Sender<(usize, Job<S>)>>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// The output is this process's stdout, watched for its reader's
+    /// close ([`Printer::watching_stdout`]).
+    stdout: bool,
 }
 
 /// What the printer thread and its feeder share.
@@ -122,7 +126,19 @@ impl<S: 'static> Printer<S> {
             queue: Some(queue),
             shared,
             thread: Some(thread),
+            stdout: false,
         })
+    }
+
+    /// Says the output is stdout: [`Sink::closed`] then also tells of its
+    /// reader's close before anything more is written (poll reports an
+    /// error on a pipe whose reader left, a hang-up on a closed terminal),
+    /// so `linerate rr HOST | head -1`, which prints nothing between its
+    /// heading and its end, stops as soon as `head` has its line.
+    #[must_use]
+    pub fn watching_stdout(mut self) -> Self {
+        self.stdout = true;
+        self
     }
 
     /// Queues `job`, which is never left out. Fails with the printer's
@@ -169,9 +185,15 @@ impl<S: 'static> Printer<S> {
             let _ = done.send(());
             Ok(())
         })?;
-        // Also returns when the job was dropped unrun (after a failure).
-        let _ = written.recv();
-        self.shared.failure().map_or(Ok(()), Err)
+        // Also returns when the job was dropped unrun: after a write
+        // failure (said), or when the thread ended (a renderer panicked,
+        // its queue dropped): then what was queued is lost, an error.
+        let ran = written.recv().is_ok();
+        match self.shared.failure() {
+            Some(e) => Err(e),
+            None if !ran => Err(io::Error::other("the output thread stopped")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -217,6 +239,14 @@ impl Sink for Printer<Box<dyn Sink>> {
         let report = report.clone();
         self.send(move |s| s.finish(&report))?;
         self.flush()
+    }
+    fn closed(&self) -> bool {
+        let hung_up = || {
+            // No events asked: true only on an error or a hang-up.
+            linerate_engine::socket::wait_ready(&io::stdout(), 0, Duration::ZERO).unwrap_or(false)
+        };
+        (self.shared.failure()).is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            || (self.stdout && hung_up())
     }
 }
 
@@ -302,5 +332,17 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
         let e = p.send_interval(1, |_| Ok(())).expect_err("after it");
         assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    /// A renderer that panics ends the printer thread: what was queued is
+    /// lost, and the flush says so instead of reporting success (review,
+    /// issue 28: the test exited 0 with no report).
+    #[test]
+    fn issue_28_a_printer_thread_that_died_is_an_error() {
+        let p = Printer::spawn(|| ()).expect("spawn");
+        p.send(|_| -> io::Result<()> { panic!("a renderer bug") })
+            .expect("queued");
+        let e = p.flush().expect_err("the thread died");
+        assert!(e.to_string().contains("output thread stopped"), "{e}");
     }
 }

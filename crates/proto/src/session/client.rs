@@ -347,9 +347,10 @@ impl ClientSession {
             (State::AwaitStart, Message::Start) => {
                 self.data_deadline = self.spec.as_ref().and_then(|s| DataDeadline::new(s, now));
                 self.deadline = self.data_deadline.map(|d| d.at());
+                let omit = self.spec.as_ref().is_some_and(|s| s.omit_ms > 0);
                 self.state = State::Running {
                     started: now,
-                    exchange: Exchange::default(),
+                    exchange: Exchange::new(omit),
                 };
                 self.heartbeat = self.heartbeat_agreed.map(|ms| Heartbeat::new(ms, now));
                 self.actions.push_back(ClientAction::StartStreams);

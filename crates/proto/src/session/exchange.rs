@@ -15,9 +15,21 @@ pub(crate) struct Exchange {
     local: Option<SideResults>,
     remote: Option<SideResults>,
     send_done: bool,
+    /// The test has a warm-up (`-O`): only then is a TCP receiver's cut
+    /// moved to its sender's offset (a peer's `omitted_bytes` in a test
+    /// without one is ignored).
+    omit: bool,
 }
 
 impl Exchange {
+    /// The exchange of a test with (`omit`) or without a warm-up.
+    pub(crate) fn new(omit: bool) -> Self {
+        Exchange {
+            omit,
+            ..Exchange::default()
+        }
+    }
+
     /// UDP: every local sender finished; queue `SendDone` (once).
     pub(crate) fn senders_finished(&mut self, streams: Vec<SentCount>, outbox: &mut Outbox) {
         if !self.send_done {
@@ -53,12 +65,14 @@ impl Exchange {
     }
 
     /// Both sides' results, once both are in: (local, remote), `me`'s
-    /// and the peer's, each TCP stream's warm-up agreed
+    /// and the peer's, each TCP stream's warm-up agreed in a test with one
     /// ([`crate::tcp_warmup::agree`]).
     pub(crate) fn take_both(&mut self, me: Side) -> Option<(SideResults, SideResults)> {
         if self.local.is_some() && self.remote.is_some() {
             let (mut local, mut remote) = self.local.take().zip(self.remote.take())?;
-            crate::tcp_warmup::agree(me, &mut local, &mut remote);
+            if self.omit {
+                crate::tcp_warmup::agree(me, &mut local, &mut remote);
+            }
             return Some((local, remote));
         }
         None

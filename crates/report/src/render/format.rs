@@ -27,6 +27,14 @@ pub trait Sink {
         Ok(())
     }
     fn finish(&mut self, report: &Report) -> io::Result<()>;
+    /// Whether the reader has closed the output (a write failed with a
+    /// broken pipe) though the last hand-over succeeded: a sink that
+    /// writes on another thread learns of it after the fact, and a test
+    /// that prints nothing more until its end (rr) asks. A sink that
+    /// wraps another passes it on.
+    fn closed(&self) -> bool {
+        false
+    }
 }
 
 /// Receives a sweep's records in order.

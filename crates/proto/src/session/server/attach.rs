@@ -147,7 +147,8 @@ impl ServerSession {
             .map(|d| d.capped(cap));
         self.at_max_time = self.data_deadline.is_none();
         self.deadline = Some(self.data_deadline.map_or(cap, |d| d.at()));
-        self.state = State::Running(Exchange::default());
+        let omit = self.spec.as_ref().is_some_and(|s| s.omit_ms > 0);
+        self.state = State::Running(Exchange::new(omit));
         self.heartbeat = self.heartbeat_agreed.map(|ms| Heartbeat::new(ms, now));
     }
 }
