@@ -783,6 +783,86 @@ fn issue_26_rr_flows_run_a_phase_per_size() {
     }
 }
 
+/// rr flows on event loops under load (`--flows N --threads T
+/// --under-load S`): every size runs on the loops, then again while the
+/// load streams send; every flow completes transactions in both, and the
+/// report carries the load's figures as the thread-per-flow rr does.
+/// Refused before (the server's negotiation: flows without load).
+#[test]
+fn issue_26_rr_flows_on_event_loops_run_under_load() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--json",
+        "--flows",
+        "16",
+        "--threads",
+        "2",
+        "--under-load",
+        "2",
+        "-t",
+        "2",
+    ]);
+    let phases = r["rr"]["phases"].as_array().expect("phases");
+    let loaded: Vec<bool> = phases.iter().map(|p| p["loaded"] == true).collect();
+    assert_eq!(loaded, [false, true], "{}", r["rr"]);
+    for p in phases {
+        assert!(p.get("errors").is_none(), "{p}");
+        let per_flow = &p["per_flow"];
+        let counts = per_flow["transactions"].as_array().expect("per flow");
+        assert_eq!(counts.len(), 16, "{p}");
+        assert!(counts.iter().all(|c| u(c) > 0), "{p}");
+        assert_eq!(u(&per_flow["idle_flows"]), 0, "{per_flow}");
+        let total: u64 = counts.iter().map(u).sum();
+        assert_eq!(u(&p["transactions"]), total);
+        assert_eq!(u(&p["server_transactions"]), total);
+        assert_eq!(u(&p["latency"]["count"]), total);
+    }
+    let load = &r["rr"]["load"];
+    assert_eq!(u(&load["streams"]), 2, "{load}");
+    assert!(u(&load["receiver_bytes"]) > 0, "{load}");
+    assert_eq!(
+        u(&load["sender_bytes"]),
+        u(&load["receiver_bytes"]),
+        "{load}"
+    );
+    assert!(f(&load["bits_per_second"]) > 0.0, "{load}");
+    // The human report: a fairness line per phase, saying which.
+    let args = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--flows",
+        "16",
+        "--threads",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.3",
+    ];
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[FAIR] 16 flows (1 B): Jain's index"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[FAIR] 16 flows (1 B, under load):"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Without and with load (1 bulk TCP stream"),
+        "{text}"
+    );
+}
+
 /// Namespaces `name` joined through a router whose egress towards the
 /// server is a tbf of `rate`, `burst` and `limit`, with a `--threads 2`
 /// server in the server's namespace; `None` (said) where namespaces are

@@ -19,7 +19,7 @@ use crate::EngineError;
 use super::conns::{Conn, RrConns};
 use super::crr::{self, CrrTarget};
 use super::gate::Gate;
-use super::load::client_load;
+use super::load::load_runs;
 use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams, SpinStats};
 use super::params::{LOAD_WARMUP, WAKE};
 use super::side::{run_threads, CpuStart, FlowEnd};
@@ -152,27 +152,11 @@ fn run_client(
             move || with_engine!(engine, e => client_flow(e, f, source, shared))
         })
         .collect();
-    let load_runs: Vec<_> = load
-        .into_iter()
-        .map(|(id, sock)| {
-            let (gate, load_signals) = (&gate, &load_signals);
-            let run = move || client_load(id, sock, engine, p, signals, load_signals, gate);
-            (id, run)
-        })
-        .collect();
+    let load_runs = load_runs(load, engine, p, signals, Some((&load_signals, &gate)));
     let g = run_threads(signals, watch, flow_runs, load_runs, |dog| {
-        let started = coordinate(p, signals, &gate, watch, dog, || {
-            // Every flow has pushed its measurement of the phase that ended.
-            if let Ok(mut v) = ended.lock() {
-                let _ = phases.send(std::mem::take(&mut *v));
-            }
+        load_elapsed = coordinate_side(p, signals, (&gate, &load_signals), (watch, dog), || {
+            send_ended(&ended, phases);
         });
-        load_elapsed = started.map_or(Duration::ZERO, |t| t.elapsed());
-        load_signals.stop();
-        if signals.aborted() {
-            load_signals.abort();
-        }
-        gate.update(|s| s.closed = true);
     });
     start.results(
         engine.name(),
@@ -191,11 +175,43 @@ fn run_client(
     )
 }
 
+/// Passes on the flows' measurements of the phase that ended (every flow
+/// has pushed its own), for `--json-lines`.
+pub(super) fn send_ended(
+    ended: &Mutex<Vec<RrFlowMeasurement>>,
+    phases: &Sender<Vec<RrFlowMeasurement>>,
+) {
+    if let Ok(mut v) = ended.lock() {
+        let _ = phases.send(std::mem::take(&mut *v));
+    }
+}
+
+/// The client side's coordinator, on flow threads or event loops alike:
+/// runs the phases ([`coordinate`]), then stops the load streams (or
+/// aborts them with the side) and closes the gate. Returns how long the
+/// load ran.
+pub(super) fn coordinate_side(
+    p: &RrParams,
+    signals: &Signals,
+    (gate, load_signals): (&Gate, &Signals),
+    (watch, dog): (&Watch, &mut Watchdog),
+    phase_ended: impl FnMut(),
+) -> Duration {
+    let started = coordinate(p, signals, gate, watch, dog, phase_ended);
+    let elapsed = started.map_or(Duration::ZERO, |t| t.elapsed());
+    load_signals.stop();
+    if signals.aborted() {
+        load_signals.abort();
+    }
+    gate.update(|s| s.closed = true);
+    elapsed
+}
+
 /// Opens the phases one after the other, each when every flow finished
 /// the one before; starts the load [`LOAD_WARMUP`] before the first loaded
 /// phase; calls `phase_ended` as each phase ends on every flow. Returns
 /// when the load started, if it did.
-pub(super) fn coordinate(
+fn coordinate(
     p: &RrParams,
     signals: &Signals,
     gate: &Gate,

@@ -1,5 +1,6 @@
 //! The bulk load streams of an rr test run under load: TCP, client to
-//! server, on the engine's stream loops; the client's start when the gate
+//! server, on the engine's stream loops, a thread each beside the flows
+//! (flow threads or event loops alike); the client's start when the gate
 //! says the loaded phases are near.
 
 use std::net::{Shutdown, TcpStream};
@@ -18,9 +19,41 @@ use super::gate::Gate;
 use super::params::RrParams;
 use super::side::LoadEnd;
 
+/// The client's load: its signals (stopped when the last phase ends) and
+/// the gate that says when the loaded phases are near.
+pub(super) type ClientLoad<'a> = (&'a Signals, &'a Gate);
+
+/// A side's load streams as runs for `side::run_threads`: the client's
+/// (`client` given) send from the gate's word until stopped, the server's
+/// read to end of stream.
+pub(super) fn load_runs<'a>(
+    load: Vec<(u32, TcpStream)>,
+    engine: EngineKind,
+    p: &'a RrParams,
+    signals: &'a Signals,
+    client: Option<ClientLoad<'a>>,
+) -> Vec<(u32, impl FnOnce() -> LoadEnd + Send + 'a)> {
+    load.into_iter()
+        .map(|(id, sock)| {
+            let run = move || match client {
+                Some((load_signals, gate)) => {
+                    client_load(id, sock, engine, p, signals, load_signals, gate)
+                }
+                None => server_load(id, sock, engine, p, signals),
+            };
+            (id, run)
+        })
+        .collect()
+}
+
+/// The server's load time: its longest stream's.
+pub(super) fn server_elapsed(load: &[StreamMeasurement]) -> u64 {
+    load.iter().map(|m| m.elapsed_ns).max().unwrap_or(0)
+}
+
 /// A load stream's thread on the client: waits for the loaded phases, then
 /// sends until told to stop.
-pub(super) fn client_load(
+fn client_load(
     id: u32,
     sock: TcpStream,
     engine: EngineKind,
@@ -63,7 +96,7 @@ pub(super) fn client_load(
 /// A load stream's thread on the server: reads until end of stream, waiting
 /// without an idle limit for the load to begin (the unloaded phases come
 /// first and may take long).
-pub(super) fn server_load(
+fn server_load(
     id: u32,
     sock: TcpStream,
     engine: EngineKind,

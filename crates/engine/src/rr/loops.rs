@@ -7,10 +7,13 @@
 //! blocking: on epoll ([`crate::event_loop::drive`]) through the flow's
 //! engine (here), or with `--engine uring` on an io_uring completion
 //! loop (`ring_loops`). This module runs the side: which loop,
-//! its threads, its phases. A phase per size (no load: the negotiation
-//! refuses it with flows for now): each loop runs its flows through the
-//! phases, and the client's flows move from one to the next together, as
-//! flow threads do (the side's coordinator opens each). A paced client
+//! its threads, its phases. A phase per size, and under load
+//! (`--under-load S`) every size again while the load streams send, on
+//! threads of their own beside the loops (`load`, as beside flow
+//! threads): each loop runs its flows through the phases, and the
+//! client's flows move from one to the next together, as flow threads do
+//! (the side's coordinator, `client::coordinate_side`, opens each and
+//! starts and stops the load). A paced client
 //! flow (`rr --rate N`) waits for its next slot on the loop's timer heap
 //! ([`Turn::Until`]), as a paced UDP flow waits for its next datagram.
 //!
@@ -46,13 +49,14 @@ use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
 use crate::EngineError;
 
-use super::client::coordinate;
+use super::client::{coordinate_side, send_ended};
 use super::conns::{Conn, RrConns};
 use super::crr::CrrTarget;
 use super::gate::Gate;
+use super::load::{load_runs, server_elapsed};
 use super::loop_tally::{LoopCtx, Role};
 use super::params::RrParams;
-use super::side::{run_threads, CpuStart, FlowEnd, LoadEnd};
+use super::side::{run_threads, CpuStart, FlowEnd};
 use super::tcp_flows::{
     self, no_connection, nonblocking, ClientFlow, LoopDrive, ServerFlow, Transport,
 };
@@ -153,8 +157,14 @@ fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Ro
     let (tx, rx) = mpsc::channel();
     let watch = Arc::new(Watch::new(p.plan.flows as usize));
     let w = Arc::clone(&watch);
+    let side = Side {
+        runs,
+        load_engine: engine,
+        threads,
+        role,
+    };
     let run = spawn_side(runs.engine().name(), move |signals| {
-        run_side(runs, flows, &p, (threads, role, &tx, &w), signals)
+        run_side(side, flows, &p, (&tx, &w), signals)
     })
     .with_transactions(move || watch.total());
     match role {
@@ -163,26 +173,42 @@ fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Ro
     }
 }
 
-/// `(threads, role, phases, watch)`: the side's loops, the side, where a
-/// client sends each phase's measurements as the phase ends (JSON Lines'
-/// rr_phase records), and what watches its flows.
-fn run_side(
+/// How a side runs: its loops (what and how many), the engine of its
+/// load streams (the one asked for, as on flow threads), which side.
+#[derive(Debug, Clone, Copy)]
+struct Side {
     runs: Runs,
+    load_engine: EngineKind,
+    threads: usize,
+    role: Role,
+}
+
+/// `(phases, watch)`: where a client sends each phase's measurements as
+/// the phase ends (JSON Lines' rr_phase records), and what watches its
+/// flows.
+fn run_side(
+    Side {
+        runs,
+        load_engine,
+        threads,
+        role,
+    }: Side,
     flows: Flows,
     p: &RrParams,
-    (threads, role, phases, watch): (usize, Role, &mpsc::Sender<Vec<RrFlowMeasurement>>, &Watch),
+    (phases, watch): (&mpsc::Sender<Vec<RrFlowMeasurement>>, &Watch),
     signals: &Signals,
 ) -> SideResults {
     let start = CpuStart::now();
-    let (socks, crr) = match flows {
-        Flows::Rr(conns) => (per_flow(conns), None),
-        // crr flows connect as they go.
+    let (socks, load, crr) = match flows {
+        Flows::Rr(RrConns { flows, load }) => (per_flow(flows), load, None),
+        // crr flows connect as they go (and run no load).
         Flows::Crr(target) => {
             let socks = (0..p.plan.flows).map(|f| (f, Vec::new())).collect();
-            (socks, Some(target))
+            (socks, Vec::new(), Some(target))
         }
     };
     let (gate, ended) = (Gate::default(), Mutex::new(Vec::new()));
+    let load_signals = Signals::default();
     let side = Phases {
         p,
         signals,
@@ -212,19 +238,22 @@ fn run_side(
             }
         })
         .collect();
-    let no_load: Vec<(u32, fn() -> LoadEnd)> = Vec::new();
-    let g = run_threads(signals, watch, loops, no_load, |dog| {
+    let client = (role == Role::Client).then_some((&load_signals, &gate));
+    let load_runs = load_runs(load, load_engine, p, signals, client);
+    let mut load_elapsed_ns = 0;
+    let g = run_threads(signals, watch, loops, load_runs, |dog| {
         if role == Role::Client {
             // The flows move from phase to phase together, as flow
             // threads do.
-            coordinate(p, signals, &gate, watch, dog, || {
-                if let Ok(mut v) = ended.lock() {
-                    let _ = phases.send(std::mem::take(&mut *v));
-                }
+            let ran = coordinate_side(p, signals, (&gate, &load_signals), (watch, dog), || {
+                send_ended(&ended, phases);
             });
-            gate.update(|s| s.closed = true);
+            load_elapsed_ns = ran.as_nanos() as u64;
         }
     });
+    if role == Role::Server {
+        load_elapsed_ns = server_elapsed(&g.load);
+    }
     let results = start.results(
         runs.engine().name(),
         p.cpu_scope,
@@ -232,6 +261,8 @@ fn run_side(
         g.busiest,
         RrMeasurement {
             flows: g.flows,
+            load: g.load,
+            load_elapsed_ns,
             engine_use: g.engine_use,
             clock: match role {
                 Role::Client => p.clock,
@@ -247,9 +278,8 @@ fn run_side(
 }
 
 /// Every rr flow's connections, one per phase in phase order.
-fn per_flow(conns: RrConns) -> Vec<(u32, Vec<Conn>)> {
-    conns
-        .flows
+fn per_flow(flows: Vec<Vec<Conn>>) -> Vec<(u32, Vec<Conn>)> {
+    flows
         .into_iter()
         .enumerate()
         .map(|(f, phases)| (f as u32, phases))

@@ -12,7 +12,7 @@ use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
 
 use super::conns::{Conn, RrConns};
-use super::load::server_load;
+use super::load::{load_runs, server_elapsed};
 use super::params::{with_pin, Buffers, PhaseCtx, RrParams, SpinStats};
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::watch::Watch;
@@ -93,12 +93,9 @@ pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> Sid
                 move || with_engine!(engine, e => server_flow(e, f as u32, conns, p, signals, watch))
             })
             .collect();
-        let load_runs: Vec<_> = load
-            .into_iter()
-            .map(|(id, sock)| (id, move || server_load(id, sock, engine, p, signals)))
-            .collect();
+        let load_runs = load_runs(load, engine, p, signals, None);
         let g = run_threads(signals, watch, flow_runs, load_runs, |_| {});
-        let load_elapsed = g.load.iter().map(|m| m.elapsed_ns).max().unwrap_or(0);
+        let load_elapsed = server_elapsed(&g.load);
         start.results(
             engine.name(),
             p.cpu_scope,

@@ -211,9 +211,16 @@ fn how_measured(out: &mut dyn Write, r: &Report, rr: &RrReport, crr: bool) -> io
         .map(|n| format!("; paced: at most {n} transactions/s per flow"))
         .unwrap_or_default();
     writeln!(out, "{}", wrap(&format!("{per}{paced}; {timing}"), "; ", 2))?;
+    let several = rr.phases.len() > 1;
     for p in &rr.phases {
         if let Some(f) = &p.per_flow {
-            writeln!(out, "{}", wrap(&per_flow_line(f), " · ", 7))?;
+            // Several sizes, or the same again under load: say which.
+            let phase = several.then(|| {
+                let load = if p.loaded { ", under load" } else { "" };
+                format!(" ({} B{load})", p.request_size)
+            });
+            let line = per_flow_line(f, phase.as_deref().unwrap_or(""));
+            writeln!(out, "{}", wrap(&line, " · ", 7))?;
         }
     }
     if rr.busy_poll {
@@ -342,8 +349,8 @@ fn transaction_counts(out: &mut dyn Write, rr: &RrReport) -> io::Result<()> {
 /// More than one flow, or `--flows`: the one line of per-flow figures
 /// (never a row per flow). Event-loop flows' own percentiles come from
 /// coarse histograms (up to 6.25% high: `Histogram::coarse`), which the
-/// line says.
-fn per_flow_line(f: &crate::model::RrPerFlow) -> String {
+/// line says. `phase` names the phase when the test ran several.
+fn per_flow_line(f: &crate::model::RrPerFlow, phase: &str) -> String {
     let idle = if f.idle_flows > 0 {
         format!(" · {} flows completed none", f.idle_flows)
     } else {
@@ -351,7 +358,7 @@ fn per_flow_line(f: &crate::model::RrPerFlow) -> String {
     };
     let within = if f.coarse { " (within 6.25%)" } else { "" };
     format!(
-        "[FAIR] {} flows: Jain's index {:.3} (transactions/s) · per-flow p50 µs{within} min {} \
+        "[FAIR] {} flows{phase}: Jain's index {:.3} (transactions/s) · per-flow p50 µs{within} min {} \
          median {} max {} · per-flow p99 µs{within} min {} median {} max {}{idle}",
         f.transactions.len(),
         f.jain_index,
