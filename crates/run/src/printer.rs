@@ -23,8 +23,9 @@
 //! report) is a handful per test and always waits its turn.
 //!
 //! A server's stdout is the same story: while its tests' threads wrote their
-//! reports themselves, a reader that did not read held each test's slot
-//! (and a second test was refused as busy). So the server has one printer
+//! reports themselves, a reader that did not read held each test's thread
+//! and control connection (an iperf3 test's slot too: the next test was
+//! refused as busy). So the server has one printer
 //! for the process ([`ServerOut`]), which its tests (native and iperf3)
 //! hand their reports to, in the order they end, without waiting. Reports
 //! come without end too (a server serves for weeks): they share the same
