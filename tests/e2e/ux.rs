@@ -624,3 +624,72 @@ fn issue_28_an_unread_stdout_does_not_stop_the_control_loop() {
         failures.join("\n")
     );
 }
+
+/// `linerate server --json | (sleep 30; cat)` (issue 28): a server whose
+/// stdout nobody reads still serves test after test, because its reports
+/// are written off the tests' threads (an iperf3 test blocked on its
+/// report held its slot, and the next client was refused as busy; a native
+/// one held its thread and made its client wait). Once the reader
+/// reads, both reports come out, in order, and Ctrl-C still ends the
+/// server.
+#[test]
+fn issue_28_an_unread_stdout_does_not_hold_the_servers_tests() {
+    use std::io::{BufRead as _, BufReader};
+    let (mut r, w, filler) = full_pipe();
+    // --json: the address goes to stderr, where the test reads it.
+    let mut child = Command::new(bin())
+        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--json"])
+        .stdout(w)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut err = BufReader::new(child.stderr.take().expect("server stderr"));
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut line = String::new();
+    err.read_line(&mut line)
+        .expect("the server logs its address");
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    // Killed on drop, whatever fails below.
+    let mut server = Server { child, port, log };
+    let p = server.port_str();
+    // An iperf3 test held its test slot while it wrote its report: the
+    // next test (either protocol) was refused as busy.
+    let modes: [&[&str]; 2] = [
+        &["iperf3", "-c", "127.0.0.1", "-p", &p, "-t", "2"],
+        &["tcp", "127.0.0.1", "--port", &p, "-t", "2"],
+    ];
+    let outs: Vec<_> = modes
+        .iter()
+        .map(|args| run_client(args, Duration::from_secs(20)))
+        .collect();
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = r.read_to_end(&mut text);
+        text
+    });
+    let _ = Command::new("kill")
+        .args(["-INT", &server.child.id().to_string()])
+        .status();
+    let stopped = eventually(Duration::from_secs(20), || !server.alive());
+    drop(server);
+    let text = reader.join().expect("reader");
+    for (args, out) in modes.iter().zip(&outs) {
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(out));
+    }
+    assert!(stopped, "the server did not exit on Ctrl-C");
+    let text = String::from_utf8_lossy(&text[filler.min(text.len())..]).into_owned();
+    let reports: Vec<Value> = serde_json::Deserializer::from_str(&text)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(reports.len(), 2, "{text}");
+    let starts: Vec<u64> = reports
+        .iter()
+        .map(|r| u(&r["test"]["start_unix_ms"]))
+        .collect();
+    assert!(starts[0] < starts[1], "in order: {starts:?}");
+}

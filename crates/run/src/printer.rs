@@ -21,16 +21,26 @@
 //! many once it writes again; the totals and the final report are
 //! unaffected. Everything else (the start, a record per rr size, the final
 //! report) is a handful per test and always waits its turn.
+//!
+//! A server's stdout is the same story: while its tests' threads wrote their
+//! reports themselves, a reader that did not read held each test's thread
+//! and control connection (an iperf3 test's slot too: the next test was
+//! refused as busy). So the server has one printer
+//! for the process ([`ServerOut`]), which its tests (native and iperf3)
+//! hand their reports to, in the order they end, without waiting. Reports
+//! come without end too (a server serves for weeks): they share the same
+//! bound, a report counting its rows, and are left out (said on stderr)
+//! beyond it; the `--json-lines-file` records and `--metrics` keep them.
 
 use std::io::{self, Write as _};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use linerate_iperf3::json::Results;
 use linerate_report::model::{IntervalRecord, RrPhaseRecord, TestInfo};
-use linerate_report::render::Sink;
+use linerate_report::render::{self, Format, Sink};
 use linerate_report::Report;
 
 use crate::iperf3::client::{Connection, Output};
@@ -57,8 +67,10 @@ pub struct Printer<S> {
     stdout: bool,
 }
 
+/// What the printer says on stderr of the `n` hand-overs it left out.
+type SaysLeftOut = fn(usize) -> String;
+
 /// What the printer thread and its feeder share.
-#[derive(Default)]
 struct Shared {
     /// Interval rows queued and not written yet.
     queued_rows: AtomicUsize,
@@ -67,6 +79,7 @@ struct Shared {
     /// The first write error (its kind and words); nothing is written
     /// after it.
     failed: Mutex<Option<(io::ErrorKind, String)>>,
+    says: SaysLeftOut,
 }
 
 impl Shared {
@@ -82,27 +95,55 @@ impl Shared {
         failed.get_or_insert_with(|| (e.kind(), e.to_string()));
     }
 
-    /// Says on stderr how many interval records were left out since it
-    /// last said so: never silently.
+    /// Says on stderr how many hand-overs were left out since it last
+    /// said so: never silently.
     fn say_left_out(&self) {
         let n = self.left_out.swap(0, Ordering::Relaxed);
         if n > 0 {
             let _ = writeln!(
                 io::stderr().lock(),
-                "linerate: standard output was not read for a while: {n} interval record{} \
-                 left out (the totals are unaffected)",
-                if n == 1 { " was" } else { "s were" }
+                "linerate: standard output was not read for a while: {}",
+                (self.says)(n)
             );
         }
     }
+}
+
+/// A client's: interval records.
+fn intervals_left_out(n: usize) -> String {
+    format!(
+        "{n} interval record{} left out (the totals are unaffected)",
+        if n == 1 { " was" } else { "s were" }
+    )
+}
+
+/// A server's: test reports.
+fn reports_left_out(n: usize) -> String {
+    format!(
+        "{n} test report{} left out (the tests ran; --json-lines-file and --metrics have them)",
+        if n == 1 { " was" } else { "s were" }
+    )
 }
 
 impl<S: 'static> Printer<S> {
     /// Starts the printer thread, whose output `make` builds there (so it
     /// need not be `Send`: a sink holding stdout, a progress bar).
     pub fn spawn(make: impl FnOnce() -> S + Send + 'static) -> io::Result<Self> {
+        Self::spawn_saying(intervals_left_out, make)
+    }
+
+    /// [`Printer::spawn`], saying `says` of what it left out.
+    fn spawn_saying(
+        says: SaysLeftOut,
+        make: impl FnOnce() -> S + Send + 'static,
+    ) -> io::Result<Self> {
         let (queue, jobs) = mpsc::channel::<(usize, Job<S>)>();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            queued_rows: AtomicUsize::new(0),
+            left_out: AtomicUsize::new(0),
+            failed: Mutex::new(None),
+            says,
+        });
         let ours = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("linerate-print".into())
@@ -150,11 +191,11 @@ impl<S: 'static> Printer<S> {
         self.queue_job(0, Box::new(job))
     }
 
-    /// Queues the `job` of an interval record of `rows` rows, unless the
-    /// queue already holds [`QUEUED_ROWS_MAX`] rows: then it is left out
-    /// (and said on stderr). A record bigger than that still goes when
-    /// nothing waits.
-    pub fn send_interval(
+    /// Queues the `job` of what comes without end (an interval record, a
+    /// server's report) of `rows` rows, unless the queue already holds
+    /// [`QUEUED_ROWS_MAX`] rows: then it is left out (and said on stderr).
+    /// A job bigger than that still goes when nothing waits.
+    pub fn send_bounded(
         &self,
         rows: usize,
         job: impl FnOnce(&mut S) -> io::Result<()> + Send + 'static,
@@ -180,6 +221,12 @@ impl<S: 'static> Printer<S> {
     /// Waits until everything queued so far is written; the first write
     /// error, if there was one.
     pub fn flush(&self) -> io::Result<()> {
+        self.flush_within(None).map(drop)
+    }
+
+    /// [`Printer::flush`], waiting `wait` at most (`None`: as long as it
+    /// takes): whether everything was written.
+    pub fn flush_within(&self, wait: Option<Duration>) -> io::Result<bool> {
         let (done, written) = mpsc::channel();
         self.send(move |_| {
             let _ = done.send(());
@@ -188,12 +235,25 @@ impl<S: 'static> Printer<S> {
         // Also returns when the job was dropped unrun: after a write
         // failure (said), or when the thread ended (a renderer panicked,
         // its queue dropped): then what was queued is lost, an error.
-        let ran = written.recv().is_ok();
+        let (all, ran) = match wait {
+            None => (true, written.recv().is_ok()),
+            Some(w) => match written.recv_timeout(w) {
+                Ok(()) => (true, true),
+                Err(mpsc::RecvTimeoutError::Timeout) => (false, true),
+                Err(mpsc::RecvTimeoutError::Disconnected) => (true, false),
+            },
+        };
         match self.shared.failure() {
             Some(e) => Err(e),
             None if !ran => Err(io::Error::other("the output thread stopped")),
-            None => Ok(()),
+            None => Ok(all),
         }
+    }
+
+    /// Drops without waiting: what is left is written while the process
+    /// lives, and abandoned when it ends.
+    fn detach(&mut self) {
+        drop(self.thread.take());
     }
 }
 
@@ -229,7 +289,7 @@ impl Sink for Printer<Box<dyn Sink>> {
     }
     fn interval(&mut self, rec: &IntervalRecord) -> io::Result<()> {
         let rec = rec.clone();
-        self.send_interval(rows(&rec), move |s| s.interval(&rec))
+        self.send_bounded(rows(&rec), move |s| s.interval(&rec))
     }
     fn rr_phase(&mut self, rec: &RrPhaseRecord) -> io::Result<()> {
         let rec = rec.clone();
@@ -257,7 +317,7 @@ impl<O: Output + 'static> Output for Printer<O> {
     }
     fn interval(&mut self, rec: &IntervalRecord) -> io::Result<()> {
         let rec = rec.clone();
-        self.send_interval(rows(&rec), move |o| o.interval(&rec))
+        self.send_bounded(rows(&rec), move |o| o.interval(&rec))
     }
     fn finish(&mut self, report: &Report, server: &Results) -> io::Result<()> {
         let (report, server) = (report.clone(), server.clone());
@@ -266,10 +326,75 @@ impl<O: Output + 'static> Output for Printer<O> {
     }
 }
 
+/// A server's stdout (issue 28): one printer for the process, which its
+/// tests hand their reports to and never wait on. A write error (a closed
+/// stdout) is ignored, as the server always did: the tests go on,
+/// unreported on stdout. Dropping it waits until everything is written,
+/// unless [`ServerOut::finish`] gave up on it.
+#[derive(Debug)]
+pub struct ServerOut {
+    printer: Printer<io::Stdout>,
+    format: Format,
+    /// `finish` gave up waiting: dropping it does not wait either.
+    abandoned: AtomicBool,
+}
+
+impl ServerOut {
+    /// Reports in `format`.
+    pub fn spawn(format: Format) -> io::Result<Self> {
+        let printer = Printer::spawn_saying(reports_left_out, io::stdout)?;
+        Ok(ServerOut {
+            printer,
+            format,
+            abandoned: AtomicBool::new(false),
+        })
+    }
+
+    /// Waits until everything handed over is written, `wait` at most
+    /// (`None`: as long as it takes, so `--once | (sleep 30; cat)` still
+    /// prints its report). Past it (a stopped server whose reader does not
+    /// read) what is left is abandoned to the process's exit, which it
+    /// does not hold.
+    pub fn finish(&self, wait: Option<Duration>) {
+        // A closed stdout: nothing is left to write.
+        if !self.printer.flush_within(wait).unwrap_or(true) {
+            self.abandoned.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Queues a line (the address the server listens on).
+    pub fn line(&self, text: String) {
+        let _ = self.printer.send(move |out| writeln!(out, "{text}"));
+    }
+
+    /// Queues a completed test's report: its start (`info`) and its end,
+    /// in the server's format; left out beyond the bound.
+    pub fn report(&self, info: &TestInfo, report: &Report) {
+        let (info, report, format) = (info.clone(), report.clone(), self.format);
+        let rows = 1
+            + report.streams.len()
+            + report.sums.len()
+            + report.intervals.iter().map(rows).sum::<usize>()
+            + report.server_intervals.iter().map(rows).sum::<usize>();
+        let _ = self.printer.send_bounded(rows, move |out| {
+            let mut sink = render::sink(format, Box::new(out.lock()));
+            sink.start(&info).and_then(|()| sink.finish(&report))
+        });
+    }
+}
+
+impl Drop for ServerOut {
+    fn drop(&mut self) {
+        if *self.abandoned.get_mut() {
+            self.printer.detach();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     /// What the printer wrote, and a gate its first job waits at: a
     /// reader that does not read.
@@ -305,7 +430,7 @@ mod tests {
         // Four records of a quarter of the bound each fit; the rest are
         // left out; what is not an interval record is never left out.
         for i in 0..10 {
-            p.send_interval(QUEUED_ROWS_MAX / 4, note(i))
+            p.send_bounded(QUEUED_ROWS_MAX / 4, note(i))
                 .expect("interval");
         }
         p.send(note(100)).expect("final");
@@ -317,7 +442,7 @@ mod tests {
         // Written: room again.
         assert_eq!(p.shared.queued_rows.load(Ordering::Relaxed), 0);
         assert_eq!(p.shared.left_out.load(Ordering::Relaxed), 0);
-        p.send_interval(QUEUED_ROWS_MAX * 2, note(4))
+        p.send_bounded(QUEUED_ROWS_MAX * 2, note(4))
             .expect("interval");
         drop(p);
         assert_eq!(*seen.lock().expect("lock"), [0, 1, 2, 3, 100, 4]);
@@ -330,7 +455,7 @@ mod tests {
             .expect("queued");
         let e = p.flush().expect_err("the broken pipe");
         assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
-        let e = p.send_interval(1, |_| Ok(())).expect_err("after it");
+        let e = p.send_bounded(1, |_| Ok(())).expect_err("after it");
         assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
     }
 

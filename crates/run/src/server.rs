@@ -37,6 +37,7 @@ use crate::control::{self, ControlConn, ControlSide};
 use crate::iperf3::server::Iperf3Hub;
 use crate::log::log;
 use crate::metrics::{JsonLines, Metrics};
+use crate::printer::ServerOut;
 
 mod accept;
 mod actions;
@@ -83,6 +84,8 @@ struct Shared {
     format: Format,
     /// Quiet: the embedded server prints nothing (its client reports).
     quiet: bool,
+    /// Stdout, written off the tests' threads (none when quiet).
+    out: Option<ServerOut>,
     /// Client and server share the process: account CPU per thread.
     per_thread_cpu: bool,
     /// Each running test's data route, with the address of its control
@@ -137,16 +140,18 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
     }
     let listener = socket::listen(cfg.bind, cfg.port)?;
     let addr = listener.local_addr()?;
+    // A reader that does not read stops neither the start nor a test.
+    let out = ServerOut::spawn(cfg.format).context("starting the output thread")?;
     if cfg.auth_key.is_none() && !addr.ip().is_loopback() {
         log!(
             "linerate server: warning: listening on {addr} without --auth-key: anyone who can reach this port can make this host send traffic"
         );
     }
     if cfg.format == Format::Human {
-        println!(
+        out.line(format!(
             "linerate server listening on {addr} (engine {})",
             cfg.engine
-        );
+        ));
     } else {
         log!("linerate server listening on {addr}");
     }
@@ -161,6 +166,7 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         cpus: cfg.cpus.clone(),
         format: cfg.format,
         quiet: false,
+        out: Some(out),
         per_thread_cpu: cfg.max_concurrent > 1,
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
@@ -177,7 +183,13 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         let bound = shared.metrics.serve(addr)?;
         log!("linerate server: metrics on http://{bound}/metrics");
     }
-    serve(&listener, &shared, cfg.once)
+    let served = serve(&listener, &shared, cfg.once);
+    // The reports are out before the process ends: however long a reader
+    // takes, unless the server was stopped, which ends within its grace.
+    if let Some(out) = &shared.out {
+        out.finish(shared.stopping().then_some(SHUTDOWN_GRACE));
+    }
+    served
 }
 
 /// A server running on a thread of this process, on loopback.
@@ -227,6 +239,7 @@ pub fn spawn_embedded(engine: EngineKind, auth_key: Option<AuthKey>) -> Result<E
         cpus: Vec::new(),
         format: Format::Human,
         quiet: true,
+        out: None,
         per_thread_cpu: true,
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),

@@ -45,6 +45,7 @@ use crate::error::Result;
 use crate::guard::{self, Guard};
 use crate::iperf3::convert::{self as conv, StreamInfo};
 use crate::metrics::{JsonLines, Metrics};
+use crate::printer::ServerOut;
 use crate::test_type::{self, ServerSide, Wire};
 use crate::watch::{IdleWatch, RateWatch};
 
@@ -80,6 +81,9 @@ pub struct Host<'a> {
     pub engine: Configured,
     pub format: Format,
     pub quiet: bool,
+    /// The server's stdout, written off the tests' threads (none when
+    /// quiet).
+    pub out: Option<&'a ServerOut>,
     pub cpus: &'a [usize],
     pub per_thread_cpu: bool,
     pub test_ended: &'a AtomicBool,
@@ -763,10 +767,8 @@ impl Test<'_> {
                         j.append(report);
                     }
                 }
-                if let (Some(report), false) = (&self.report, host.quiet) {
-                    let stdout = std::io::stdout();
-                    let mut sink = render::sink(host.format, Box::new(stdout.lock()));
-                    let _ = sink.start(&report.test).and_then(|()| sink.finish(report));
+                if let (Some(report), Some(out)) = (&self.report, host.out) {
+                    out.report(&report.test, report);
                 }
             }
             Some(ServerOutcome::Refused(why)) => {

@@ -85,6 +85,7 @@ fn serve_iperf3(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, s
         engine: shared.engine,
         format: shared.format,
         quiet: shared.quiet,
+        out: shared.out.as_ref(),
         cpus: &shared.cpus,
         per_thread_cpu: shared.per_thread_cpu,
         test_ended: &shared.test_ended,

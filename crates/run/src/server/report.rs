@@ -1,5 +1,6 @@
 //! What the server records when a native test ends: the report in the
-//! server's format on stdout, the `--json-lines` file and the `--metrics`
+//! server's format on stdout (handed to its printer, which writes it off
+//! the test's thread), the `--json-lines` file and the `--metrics`
 //! counters for a completed test; the log line and counters for a refused
 //! or failed one.
 
@@ -9,7 +10,6 @@ use linerate_proto::session::server::ServerOutcome;
 use linerate_proto::session::SessionError;
 use linerate_proto::wire::Side;
 use linerate_report::model::TestInfo;
-use linerate_report::render;
 
 use super::ServerTest;
 use crate::about::software;
@@ -57,9 +57,9 @@ pub(super) fn report(test: &ServerTest<'_>, peer: SocketAddr) {
             if let Some(j) = &shared.json_lines {
                 j.append(&report);
             }
-            let stdout = std::io::stdout();
-            let mut sink = render::sink(shared.format, Box::new(stdout.lock()));
-            let _ = sink.start(&info).and_then(|()| sink.finish(&report));
+            if let Some(out) = &shared.out {
+                out.report(&info, &report);
+            }
         }
         Some(ServerOutcome::Refused(r)) => {
             shared.metrics.refused(&crate::metrics::wire_name(&r.code));
