@@ -76,6 +76,7 @@ class Variant:
     run: Runner | None = None
     skip: str | None = None       # why it cannot run here
     uses: tuple[str, ...] = ()    # anchor binaries it needs (to install only those)
+    reference: bool = False       # a linerate variant the cell's other linerate variants are compared with
 
 
 @dataclass

@@ -23,15 +23,20 @@ import time
 
 from . import parse
 from .cells import Cell, Ctx, Variant, anchor, need
-from .core import RunFailed
+from .core import RunFailed, Server
 from .tools import Linerate, Tool
 
 RSS_SAMPLE_S = 0.1
 MSG_SIZES = ("56", "64K", "1M", "8M")   # issue 12's sweep, thinned to one size per decade-ish
 
 
-def _peak_rss(ctx: Ctx, server_pid: int, argv: list[str], base: str) -> float:
-    """Runs a client to completion, sampling the server's VmRSS; the highest value, MiB."""
+def peak_rss(ctx: Ctx, server: Server, argv: list[str], base: str, ends_with_test: bool = False) -> float:
+    """Runs a client to completion, sampling the server's VmRSS; the highest value, MiB.
+
+    `ends_with_test`: the server exits when its one test does (neper), so
+    once it is gone the samples so far are its peak; any other server gone
+    is a failed run.
+    """
     out = ctx.rawdir / f"{base}.out"
     p = ctx.procs.spawn(ctx.path.client_argv(argv, ctx.cli_pin), out)
     peak, deadline = 0.0, time.monotonic() + ctx.time + 30
@@ -39,7 +44,11 @@ def _peak_rss(ctx: Ctx, server_pid: int, argv: list[str], base: str) -> float:
         while p.poll() is None:
             if time.monotonic() > deadline:
                 raise RunFailed("client hung")
-            peak = max(peak, parse.vm_rss_mib(server_pid))
+            try:
+                peak = max(peak, parse.vm_rss_mib(server.pid))
+            except RunFailed:
+                if not (ends_with_test and peak and not server.alive()):
+                    raise
             time.sleep(RSS_SAMPLE_S)
     finally:
         ctx.procs.stop(p)
@@ -74,9 +83,9 @@ def _rss(tool: str):
         try:
             time.sleep(0.5)
             idle = parse.vm_rss_mib(srv.pid)
-            p1 = _peak_rss(ctx, srv.pid, client(srv.port, 1), f"{base}-P1")
+            p1 = peak_rss(ctx, srv, client(srv.port, 1), f"{base}-P1")
             time.sleep(0.5)
-            p4 = _peak_rss(ctx, srv.pid, client(srv.port, 4), f"{base}-P4")
+            p4 = peak_rss(ctx, srv, client(srv.port, 4), f"{base}-P4")
         finally:
             ctx.servers.stop(srv)
         return {"idle_mib": idle, "p1_mib": p1, "p4_mib": p4, "per_stream_mib": (p4 - idle) / 4}

@@ -175,6 +175,57 @@ def netperf_omni(text: str) -> dict:
     raise RunFailed("no P50_LATENCY,P99_LATENCY,TRANSACTION_RATE line in netperf's output")
 
 
+# ---- neper ---------------------------------------------------------------------------------
+
+
+def neper_keys(text: str) -> dict[str, str]:
+    """neper's `key=value` lines (its options first, then its results); a later key wins.
+
+    Other lines (warnings, a usage text) are skipped; the keys are case
+    sensitive and their order means nothing (neper's README, "Output format").
+    """
+    keys = {}
+    for line in text.splitlines():
+        k, sep, v = line.strip().partition("=")
+        if sep and re.fullmatch(r"[A-Za-z_][\w]*", k):
+            keys[k] = v.strip()
+    return keys
+
+
+def _neper_num(keys: dict[str, str], key: str, what: str) -> float:
+    try:
+        return float(keys[key])
+    except (KeyError, ValueError):
+        raise RunFailed(f"no {key}= in neper's output ({what})") from None
+
+
+def neper_stream(text: str) -> dict:
+    """tcp_stream's client (the writer): the receiver's rate, remote_throughput= in bit/s.
+
+    neper's writer measures nothing of its own (local_throughput=0); the
+    reader sends its rate back over the control connection, so the client
+    prints the receiver-side figure, as the other tools' are.
+    """
+    keys = neper_keys(text)
+    bps = _neper_num(keys, "remote_throughput", "the reader's bit/s")
+    return _nonzero({"gbps": bps / 1e9})
+
+
+def neper_rr(text: str) -> dict:
+    """tcp_rr or tcp_crr's client: throughput= (transactions/s) and, with
+    `-p 50,99`, latency_p50=/latency_p99= (seconds; neper's percentiles are
+    over its flows' round trips, as linerate's)."""
+    keys = neper_keys(text)
+    tps = _neper_num(keys, "throughput", "transactions/s")
+    if not tps > 0:   # also NaN
+        raise RunFailed("neper reported 0 transactions/s")
+    m = {"tps": tps}
+    for pct in ("p50", "p99"):
+        if f"latency_{pct}" in keys:
+            m[f"{pct}_us"] = _neper_num(keys, f"latency_{pct}", "round trip, s") * 1e6
+    return m
+
+
 def vm_rss_mib(pid: int) -> float:
     """VmRSS of a live process, MiB."""
     try:

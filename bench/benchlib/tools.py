@@ -1,9 +1,10 @@
 """The tools `bench/run` compares: the anchors and this linerate build.
 
 Anchors come from Debian packages (installed with apt-get when missing and
-running as root, unless INSTALL=0), except a newer iperf3 (IPERF3=path) and
-netperf (NETPERF=path, NETSERVER=path; not packaged by Debian), which the
-user builds from source outside the repository. What each binary can do is
+running as root, unless INSTALL=0), except a newer iperf3 (IPERF3=path),
+netperf (NETPERF=path, NETSERVER=path) and neper (NEPER=its build folder),
+which Debian does not package: the user builds them from source outside the
+repository. What each binary can do is
 probed from its own help text, so the suite runs unchanged before and after
 features land: a cell or variant needing what is missing is skipped with the
 reason, never run with something else in its place.
@@ -58,7 +59,14 @@ ANCHORS = {
     "qperf": ("qperf", "qperf", ["--version"], r"qperf ([\w.+-]+)"),
     "nuttcp": ("nuttcp", "nuttcp", ["-V"], r"nuttcp-([\w.+-]+)"),
     "netperf": ("netperf", None, ["-V"], r"version ([\w.+-]+)"),
+    # google/neper: one binary per test; `tcp_stream` stands for the build.
+    # --logtostderr: neper otherwise writes a log file into the working directory.
+    "neper": ("tcp_stream", None, ["--logtostderr", "-v"], r"^([\w.+-]+)"),
 }
+
+# The neper binaries the flows cells run; each found one is a feature.
+NEPER_TESTS = ("tcp_stream", "tcp_rr", "tcp_crr")
+ENV_VARS = {"iperf3": "IPERF3", "netperf": "NETPERF", "neper": "NEPER"}
 
 
 def install_missing(names: set[str], allowed: bool) -> None:
@@ -94,9 +102,11 @@ def install_missing(names: set[str], allowed: bool) -> None:
 def find_anchor(name: str) -> Tool:
     """Locates and probes one anchor; a missing one says how to get it."""
     cmd, pkg, vargs, vre = ANCHORS[name]
-    env_var = {"iperf3": "IPERF3", "netperf": "NETPERF"}.get(name)
+    env_var = ENV_VARS.get(name)
     t = Tool(name)
     given = os.environ.get(env_var) if env_var else None
+    if given and name == "neper" and os.path.isdir(given):
+        given = os.path.join(given, cmd)   # NEPER= names the build folder
     if given:
         if not (os.path.isfile(given) and os.access(given, os.X_OK)):
             t.missing = f"{env_var}={given} is not an executable file"
@@ -105,12 +115,14 @@ def find_anchor(name: str) -> Tool:
     else:
         t.path = shutil.which(cmd)
     if t.path is None:
-        how = f"apt-get install {pkg}" if pkg else f"build it and set {env_var}=path (not in Debian)"
+        where = "its build folder" if name == "neper" else "path"
+        how = f"apt-get install {pkg}" if pkg else f"build it and set {env_var}={where} (not in Debian)"
         t.missing = f"{cmd} not found ({how})"
         return t
     m = re.search(vre, _out([t.path, *vargs]))
     t.version = m.group(1) if m else "?"
-    helptext = _out([t.path, "--help"]) if name != "nuttcp" else _out([t.path, "-h"])
+    # neper's features are its binaries (_probe_neper), not its help text.
+    helptext = "" if name == "neper" else _out([t.path, "-h" if name == "nuttcp" else "--help"])
     if name == "iperf3":
         for feat, pat in (("gsro", "--gsro"), ("zerocopy", "--zerocopy"), ("skip-rx-copy", "--skip-rx-copy")):
             if pat in helptext:
@@ -124,7 +136,24 @@ def find_anchor(name: str) -> Tool:
         if not ns:
             t.missing = "netserver not found next to netperf (set NETSERVER=path)"
         t.extra["netserver"] = ns
+    if name == "neper":
+        _probe_neper(t)
     return t
+
+
+def _probe_neper(t: Tool) -> None:
+    """neper's test binaries next to tcp_stream (each a feature), and its git commit when built in a clone."""
+    folder = os.path.dirname(t.path or "")
+    for test in NEPER_TESTS:
+        path = os.path.join(folder, test)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            t.features.add(test)
+            t.extra[test] = path
+    # Only neper's own clone: not a repository the build folder happens to sit in.
+    top = _out(["git", "-C", folder, "rev-parse", "--show-toplevel"]).strip()
+    commit = _out(["git", "-C", folder, "rev-parse", "--short", "HEAD"]).strip()
+    if top and os.path.realpath(top) == os.path.realpath(folder) and re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        t.version += f" (git {commit})"
 
 
 KNOWN_ENGINES = ("syscall", "batch", "uring", "uring:sqpoll", "zerocopy", "auto")
