@@ -54,7 +54,7 @@ use super::conns::{Conn, RrConns};
 use super::crr::CrrTarget;
 use super::gate::Gate;
 use super::load::{load_runs, server_elapsed};
-use super::loop_tally::{LoopCtx, Role};
+use super::loop_tally::{LoopCtx, Role, RrFlow};
 use super::params::RrParams;
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::tcp_flows::{
@@ -444,7 +444,7 @@ impl<E: Engine> LoopFlow for ServerFlow<'_, EngineConn<E>> {
     }
 
     fn turn(&mut self, _: &mut ()) -> Turn {
-        self.go(&mut ())
+        self.go(&mut (), &mut ())
     }
 
     fn fail(&mut self, e: EngineError) {

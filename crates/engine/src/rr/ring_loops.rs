@@ -33,13 +33,13 @@ use linerate_stats::histogram::Histogram;
 
 use crate::engines::record_use;
 use crate::engines::uring::Uring;
-use crate::event_loop::ring::{buffers, drive, loop_use, RingFlow, RingIo, BGID};
+use crate::event_loop::ring::{buffers, drive, leak, loop_use, RingFlow, RingIo, BGID};
 use crate::event_loop::Turn;
 use crate::stream::{map_err, Signals};
 use crate::EngineError;
 
 use super::conns::Conn;
-use super::loop_tally::{LoopCtx, Role};
+use super::loop_tally::{LoopCtx, Role, RrFlow};
 use super::tcp_flows::{self, ClientFlow, LoopDrive, ServerFlow, Transport};
 
 /// Largest provided buffer: a message larger than this arrives in pieces.
@@ -125,20 +125,6 @@ impl RingConn {
         }
     }
 
-    /// Request `op` completed (or its multishot receive posted a chunk).
-    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
-        match op {
-            OP_SEND => {
-                self.sending = false;
-                self.sent = Some(c.result());
-            }
-            OP_RECV => self.received(c, io),
-            // Whether it was made is read from the socket itself.
-            OP_CONNECT => self.connecting = false,
-            _ => {}
-        }
-    }
-
     /// A chunk goes to the inbox and its buffer back to the kernel; end
     /// of stream and errors are kept for the next read.
     fn received(&mut self, c: &cqueue::Entry, io: &mut RingIo) {
@@ -156,6 +142,21 @@ impl RingConn {
             // Out of buffers, or interrupted: the next read re-arms.
             libc::ENOBUFS | libc::EAGAIN | libc::EINTR | libc::ECANCELED => {}
             e => self.failed = Some(e),
+        }
+    }
+}
+
+impl RingTransport for RingConn {
+    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
+        match op {
+            OP_SEND => {
+                self.sending = false;
+                self.sent = Some(c.result());
+            }
+            OP_RECV => self.received(c, io),
+            // Whether it was made is read from the socket itself.
+            OP_CONNECT => self.connecting = false,
+            _ => {}
         }
     }
 }
@@ -245,16 +246,28 @@ impl Transport for RingConn {
     }
 }
 
-impl RingFlow for ClientFlow<'_, RingConn> {
-    /// The loop's full-precision round-trip histogram.
-    type Shared = Histogram;
+/// A transport on the ring (TCP's [`RingConn`], UDP's
+/// [`super::udp_ring_loops`]): hears back from its flow's requests.
+pub(super) trait RingTransport {
+    /// Request `op` completed (or its multishot receive posted one more
+    /// result).
+    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo);
+}
+
+/// Every rr and crr flow on a ring: TCP or UDP, client or server.
+impl<F> RingFlow for F
+where
+    F: RrFlow<Cx = RingIo>,
+    F::Io: RingTransport,
+{
+    type Shared = <F as RrFlow>::Shared;
 
     fn ended(&self) -> bool {
         self.is_done()
     }
 
-    fn turn(&mut self, _: usize, io: &mut RingIo, overall: &mut Histogram) -> Turn {
-        self.go(io, overall)
+    fn turn(&mut self, _: usize, io: &mut RingIo, sh: &mut Self::Shared) -> Turn {
+        self.go(io, sh)
     }
 
     fn complete(
@@ -263,13 +276,13 @@ impl RingFlow for ClientFlow<'_, RingConn> {
         op: u8,
         c: &cqueue::Entry,
         io: &mut RingIo,
-        overall: &mut Histogram,
+        sh: &mut Self::Shared,
     ) -> Turn {
-        self.io.t.completed(op, c, io);
-        self.go(io, overall)
+        self.transport().completed(op, c, io);
+        self.go(io, sh)
     }
 
-    fn stop(&mut self, _: usize, _: &mut RingIo, _: &mut Histogram) -> bool {
+    fn stop(&mut self, _: usize, _: &mut RingIo, _: &mut Self::Shared) -> bool {
         self.end_after_batch();
         false
     }
@@ -281,36 +294,16 @@ impl RingFlow for ClientFlow<'_, RingConn> {
     fn progress(&self) -> u64 {
         self.answered()
     }
-}
 
-impl RingFlow for ServerFlow<'_, RingConn> {
-    type Shared = ();
-
-    fn ended(&self) -> bool {
-        self.is_done()
+    /// Its sends read its message buffers (the flow keeps copies); its
+    /// receives fill the thread's provided buffers.
+    fn leak_in_flight(&mut self) {
+        for m in self.messages() {
+            let copy = m.clone();
+            leak(std::mem::replace(m, copy));
+        }
     }
 
-    fn turn(&mut self, _: usize, io: &mut RingIo, _: &mut ()) -> Turn {
-        self.go(io)
-    }
-
-    fn complete(
-        &mut self,
-        _: usize,
-        op: u8,
-        c: &cqueue::Entry,
-        io: &mut RingIo,
-        _: &mut (),
-    ) -> Turn {
-        self.io.t.completed(op, c, io);
-        self.go(io)
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
-    }
+    /// A client loop's round trips: nothing the kernel sees.
+    fn leak_shared(_: &mut Self::Shared) {}
 }

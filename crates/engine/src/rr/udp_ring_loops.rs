@@ -33,15 +33,14 @@ use linerate_stats::histogram::Histogram;
 
 use crate::engines::record_use;
 use crate::engines::uring::Uring;
-use crate::event_loop::ring::{buffers, drive, loop_use, RingFlow, RingIo, BGID};
-use crate::event_loop::Turn;
+use crate::event_loop::ring::{buffers, drive, loop_use, RingIo, BGID};
 use crate::stream::map_err;
 use crate::EngineError;
 
 use super::conns::Conn;
 use super::datagram_io::port_closed;
 use super::loop_tally::{LoopCtx, Role};
-use super::ring_loops::Ring;
+use super::ring_loops::{Ring, RingTransport};
 use super::udp_flows::{self, Datagrams, UdpClient, UdpDrive, UdpServer};
 
 /// Datagrams a flow keeps that it has not read yet.
@@ -121,19 +120,6 @@ impl RingDgram {
         }
     }
 
-    /// Request `op` completed (or its multishot receive posted a
-    /// datagram).
-    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
-        match op {
-            OP_SEND => {
-                self.sending = false;
-                self.sent = Some(c.result());
-            }
-            OP_RECV => self.received(c, io),
-            _ => {}
-        }
-    }
-
     /// A datagram goes to the inbox (room permitting) and its buffer back
     /// to the kernel; errors are kept for the next read.
     fn received(&mut self, c: &cqueue::Entry, io: &mut RingIo) {
@@ -159,6 +145,19 @@ impl RingDgram {
             // Out of buffers, or interrupted: the next read re-arms.
             libc::ENOBUFS | libc::EAGAIN | libc::EINTR | libc::ECANCELED => {}
             e => self.failed = Some(e),
+        }
+    }
+}
+
+impl RingTransport for RingDgram {
+    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
+        match op {
+            OP_SEND => {
+                self.sending = false;
+                self.sent = Some(c.result());
+            }
+            OP_RECV => self.received(c, io),
+            _ => {}
         }
     }
 }
@@ -217,75 +216,5 @@ impl Datagrams for RingDgram {
             self.armed = true;
         }
         Ok(None)
-    }
-}
-
-impl RingFlow for UdpClient<'_, RingDgram> {
-    /// The loop's full-precision round-trip histogram.
-    type Shared = Histogram;
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
-
-    fn turn(&mut self, _: usize, io: &mut RingIo, overall: &mut Histogram) -> Turn {
-        self.go(io, overall)
-    }
-
-    fn complete(
-        &mut self,
-        _: usize,
-        op: u8,
-        c: &cqueue::Entry,
-        io: &mut RingIo,
-        overall: &mut Histogram,
-    ) -> Turn {
-        self.io.completed(op, c, io);
-        self.go(io, overall)
-    }
-
-    fn stop(&mut self, _: usize, _: &mut RingIo, _: &mut Histogram) -> bool {
-        self.end_after_batch();
-        false
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
-    }
-}
-
-impl RingFlow for UdpServer<'_, RingDgram> {
-    type Shared = ();
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
-
-    fn turn(&mut self, _: usize, io: &mut RingIo, _: &mut ()) -> Turn {
-        self.go(io)
-    }
-
-    fn complete(
-        &mut self,
-        _: usize,
-        op: u8,
-        c: &cqueue::Entry,
-        io: &mut RingIo,
-        _: &mut (),
-    ) -> Turn {
-        self.io.completed(op, c, io);
-        self.go(io)
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
     }
 }
