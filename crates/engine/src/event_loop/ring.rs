@@ -22,6 +22,7 @@ use io_uring::{cqueue, squeue};
 
 use super::driver::{wake_all, Timers, Turn};
 use crate::engines::uring::buf_ring::BufRing;
+pub(crate) use crate::engines::uring::leak;
 use crate::engines::uring::{caps, Ring, Uring, TAG_CANCEL};
 use crate::engines::EngineKind;
 use crate::stream::{Signals, IDLE_LIMIT};
@@ -242,23 +243,6 @@ fn exit_waits() -> u32 {
         return 0;
     }
     EXIT_WAITS
-}
-
-/// Leaves `memory` to the process, never freed: the kernel may still
-/// read or write it (a request of a ring that closed before its last
-/// completion came; the ring's own end cancels it later, on the kernel's
-/// time). A bounded loss once per loop that ends this way, against
-/// memory the allocator would hand out again while the kernel writes to
-/// it. Says so on stderr once per process.
-pub(crate) fn leak<T>(memory: T) {
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
-        eprintln!(
-            "linerate: io_uring requests were still in flight after cancelling them at a \
-             loop's end; the memory they use is left allocated, not freed"
-        )
-    });
-    std::mem::forget(memory);
 }
 
 /// A flow the completion loop drives: it queues its requests on its
