@@ -139,7 +139,8 @@ fn issue_8_a_sendfile_server_refuses_udp_and_rr_up_front_and_serves_the_rest() {
 /// (`EngineKind::server_refusal`, the reason its client gives for the
 /// same test), not a shorter reason the server kept beside it; an rr
 /// `--flows` test, whose server side runs on epoll loops without the
-/// engine, is served (it was refused).
+/// engine, is served (it was refused), and the server says once per test
+/// which engine and loop served it and why not its own.
 #[test]
 fn issue_24_a_sendfile_server_refuses_in_its_engines_words_and_serves_rr_flows() {
     if !runs_here(SF) {
@@ -170,5 +171,17 @@ fn issue_24_a_sendfile_server_refuses_in_its_engines_words_and_serves_rr_flows()
         "20",
         "--json",
     ];
-    assert_ok(&run_client(&rr, limit), &rr);
+    let r = json_client(&rr);
+    assert_eq!(r["test"]["server_engine"], "syscall", "{r}");
+    json_client(&[&rr[..], &["--proto", "udp"]].concat());
+    let log = server.log();
+    let note = |proto: &str| {
+        format!(
+            "rr --flows served with the syscall engine on epoll loops, not this server's \
+             --engine {SF}: {proto} rr flows run on epoll loops"
+        )
+    };
+    for proto in ["TCP", "UDP"] {
+        assert_eq!(log.matches(&note(proto)).count(), 1, "{proto}: {log}");
+    }
 }

@@ -351,6 +351,15 @@ impl<F: DatagramFormat> UdpSender<F> {
         self.out.send_errors += 1;
     }
 
+    /// Hands over the buffer the batches handed out were read from,
+    /// leaving an identical copy in its place (nothing changes for the
+    /// sender): for an engine whose kernel may still read the last batch
+    /// after the sender is done, to keep that memory from being freed.
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        let copy = self.buf.clone();
+        std::mem::replace(&mut self.buf, copy)
+    }
+
     /// What the sender measured, as it stopped at `end_ns`.
     pub fn finish(self, end_ns: u64) -> UdpSend {
         let issued = self.sched.issued();

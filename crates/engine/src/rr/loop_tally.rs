@@ -16,12 +16,53 @@ use linerate_proto::spec::{RrLimit, RrPhase};
 use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
+use crate::event_loop::Turn;
 use crate::stream::Signals;
+use crate::EngineError;
 use std::time::Duration;
 
 use super::crr::CrrTarget;
 use super::params::RrParams;
 use super::watch::Watch;
+
+/// What every rr and crr loop flow is, whatever moves its bytes (TCP or
+/// UDP) and whichever side it serves: the loops (epoll, io_uring) drive
+/// all four kinds of flows through this one interface.
+pub(crate) trait RrFlow {
+    /// What the loop lends every call (its transport's).
+    type Cx;
+    /// What the loop's flows share: a client loop's round trips at full
+    /// precision; nothing for a server's.
+    type Shared;
+    /// What moves the flow's bytes.
+    type Io;
+    /// The flow's transport.
+    fn transport(&mut self) -> &mut Self::Io;
+    /// The message buffers its sends read from.
+    fn messages(&mut self) -> &mut [Vec<u8>];
+    /// The flow's steps for one turn.
+    fn steps(&mut self, cx: &mut Self::Cx, sh: &mut Self::Shared) -> Result<Turn, EngineError>;
+    /// True once the flow has ended.
+    fn is_done(&self) -> bool;
+    /// The user stopped the test (a client: the phase ends after the
+    /// open batch).
+    fn end_after_batch(&mut self) {}
+    /// The flow ends with `e`.
+    fn give_up(&mut self, e: EngineError);
+    /// Transactions answered (a server: responses sent) so far.
+    fn answered(&self) -> u64;
+
+    /// The flow's turn: its steps, or its end on an error.
+    fn go(&mut self, cx: &mut Self::Cx, sh: &mut Self::Shared) -> Turn {
+        match self.steps(cx, sh) {
+            Ok(t) => t,
+            Err(e) => {
+                self.give_up(e);
+                Turn::Done
+            }
+        }
+    }
+}
 
 /// Which side a loop serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

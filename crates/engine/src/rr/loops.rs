@@ -40,6 +40,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{mpsc, Arc, Mutex};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
+use linerate_proto::spec::{Protocol, TestKind, TestSpec};
 use linerate_stats::histogram::Histogram;
 
 use crate::engines::uring::Uring;
@@ -54,7 +55,7 @@ use super::conns::{Conn, RrConns};
 use super::crr::CrrTarget;
 use super::gate::Gate;
 use super::load::{load_runs, server_elapsed};
-use super::loop_tally::{LoopCtx, Role};
+use super::loop_tally::{LoopCtx, Role, RrFlow};
 use super::params::RrParams;
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::tcp_flows::{
@@ -70,6 +71,32 @@ pub fn start_client(engine: EngineKind, conns: RrConns, p: RrParams, threads: us
 /// Starts the server side of an rr test on `threads` event loops.
 pub fn start_server(engine: EngineKind, conns: RrConns, p: RrParams, threads: usize) -> SideRun {
     start(engine, Flows::Rr(conns), p, threads, Role::Server)
+}
+
+/// Why a server asked to run `engine` serves `spec`'s rr `--flows` with
+/// another engine, in words: the engine and loop that serve them, and
+/// why not `engine` (`None`: not rr `--flows`, or they run `engine`). The
+/// server logs it; its report records what ran (`server_engine`,
+/// `server_loop`).
+pub fn server_flows_note(engine: EngineKind, spec: &TestSpec) -> Option<String> {
+    if spec.kind != TestKind::Rr || spec.flows.is_none() {
+        return None;
+    }
+    let udp = spec.protocol == Protocol::Udp;
+    let ran = Runs::of(engine, udp).engine();
+    let why = if udp {
+        "UDP rr flows run on epoll loops with syscall, or on io_uring completion loops with uring"
+    } else {
+        "TCP rr flows run on epoll loops with the engines whose per-socket objects cost nothing \
+         beyond the socket (syscall, batch), or on io_uring completion loops with uring"
+    };
+    (ran != engine).then(|| {
+        format!(
+            "rr --flows served with the {ran} engine on {} loops, not this server's \
+             --engine {engine}: {why}",
+            event_loop::loop_kind(ran).name()
+        )
+    })
 }
 
 /// Starts the client side of a crr test on `threads` event loops: each
@@ -104,20 +131,13 @@ enum Runs {
 }
 
 impl Runs {
-    fn of(engine: EngineKind, flows: &Flows) -> Runs {
-        match flows {
-            Flows::Rr(c) => match (ring::uring(engine), c.datagrams()) {
-                (Some(u), udp) => Runs::Ring { engine: u, udp },
-                (None, true) => Runs::EpollUdp,
-                (None, false) => Runs::Epoll(event_loop::tcp::engine_for(engine)),
-            },
-            Flows::Crr(_) => match ring::uring(engine) {
-                Some(u) => Runs::Ring {
-                    engine: u,
-                    udp: false,
-                },
-                None => Runs::Epoll(event_loop::tcp::engine_for(engine)),
-            },
+    /// What a side asked to run `engine` runs its flows on (`udp`: rr
+    /// over UDP; crr's flows are TCP's).
+    fn of(engine: EngineKind, udp: bool) -> Runs {
+        match (ring::uring(engine), udp) {
+            (Some(u), udp) => Runs::Ring { engine: u, udp },
+            (None, true) => Runs::EpollUdp,
+            (None, false) => Runs::Epoll(event_loop::tcp::engine_for(engine)),
         }
     }
 
@@ -153,7 +173,7 @@ impl Runs {
 }
 
 fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Role) -> SideRun {
-    let runs = Runs::of(engine, &flows);
+    let runs = Runs::of(engine, matches!(&flows, Flows::Rr(c) if c.datagrams()));
     let (tx, rx) = mpsc::channel();
     let watch = Arc::new(Watch::new(p.plan.flows as usize));
     let w = Arc::clone(&watch);
@@ -444,7 +464,7 @@ impl<E: Engine> LoopFlow for ServerFlow<'_, EngineConn<E>> {
     }
 
     fn turn(&mut self, _: &mut ()) -> Turn {
-        self.go(&mut ())
+        self.go(&mut (), &mut ())
     }
 
     fn fail(&mut self, e: EngineError) {
@@ -453,5 +473,55 @@ impl<E: Engine> LoopFlow for ServerFlow<'_, EngineConn<E>> {
 
     fn progress(&self) -> u64 {
         self.answered()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_proto::spec::Flows as FlowsSpec;
+
+    /// Issue 24: a server whose own engine does not run rr `--flows`
+    /// says which engine and loop serve them, and why.
+    #[test]
+    fn issue_24_a_server_says_which_engine_serves_its_rr_flows_and_why() {
+        let spec = |kind, protocol, flows| TestSpec {
+            kind,
+            protocol,
+            flows,
+            ..TestSpec::default()
+        };
+        let flows = Some(FlowsSpec {
+            count: 2,
+            threads: 1,
+        });
+        let kind = |s: &str| s.parse::<EngineKind>().expect("engine");
+        let sf = kind("zerocopy:sendfile");
+        let tcp = server_flows_note(sf, &spec(TestKind::Rr, Protocol::Tcp, flows));
+        let tcp = tcp.expect("a note for sendfile's TCP rr flows");
+        assert!(
+            tcp.starts_with(
+                "rr --flows served with the syscall engine on epoll loops, not this \
+                 server's --engine zerocopy:sendfile: TCP rr flows run on epoll loops"
+            ),
+            "{tcp}"
+        );
+        let udp = server_flows_note(kind("batch"), &spec(TestKind::Rr, Protocol::Udp, flows));
+        assert!(udp
+            .expect("a note for batch's UDP rr flows")
+            .contains("UDP rr flows run"));
+        // The engine ran as asked, or the test is not rr --flows: nothing.
+        for (engine, s) in [
+            ("syscall", spec(TestKind::Rr, Protocol::Tcp, flows)),
+            ("batch", spec(TestKind::Rr, Protocol::Tcp, flows)),
+            ("uring", spec(TestKind::Rr, Protocol::Udp, flows)),
+            ("zerocopy:sendfile", spec(TestKind::Rr, Protocol::Tcp, None)),
+            (
+                "zerocopy:sendfile",
+                spec(TestKind::Stream, Protocol::Tcp, flows),
+            ),
+        ] {
+            assert_eq!(server_flows_note(kind(engine), &s), None, "{engine} {s:?}");
+        }
     }
 }

@@ -25,7 +25,7 @@
 
 use std::io;
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use io_uring::{cqueue, opcode, types};
 use linerate_proto::measure::RrFlowMeasurement;
@@ -33,13 +33,13 @@ use linerate_stats::histogram::Histogram;
 
 use crate::engines::record_use;
 use crate::engines::uring::Uring;
-use crate::event_loop::ring::{buffers, drive, loop_use, RingFlow, RingIo, BGID};
+use crate::event_loop::ring::{buffers, drive, leak, loop_use, RingFlow, RingIo, BGID};
 use crate::event_loop::Turn;
 use crate::stream::{map_err, Signals};
 use crate::EngineError;
 
 use super::conns::Conn;
-use super::loop_tally::{LoopCtx, Role};
+use super::loop_tally::{LoopCtx, Role, RrFlow};
 use super::tcp_flows::{self, ClientFlow, LoopDrive, ServerFlow, Transport};
 
 /// Largest provided buffer: a message larger than this arrives in pieces.
@@ -59,14 +59,26 @@ pub(super) fn run_loop(
     role: Role,
 ) -> Vec<RrFlowMeasurement> {
     let size = (cx.phase.request.max(cx.phase.response) as usize).clamp(1, RX_BUF_MAX);
+    on_ring(engine, size, cx.signals, |ring| {
+        tcp_flows::run_loop(share, cx, role, RingConn::new, ring)
+    })
+}
+
+/// Runs `run` with a ring for a loop's flows, whose provided buffers are
+/// `size` bytes; then records what the side's loops ran on, for its
+/// report. rr's UDP flows too ([`super::udp_ring_loops`]).
+pub(super) fn on_ring<R>(
+    engine: Uring,
+    size: usize,
+    signals: &Signals,
+    run: impl FnOnce(Ring<'_>) -> R,
+) -> R {
     let bufs = Some((buffers(size), size));
-    let ring = Ring {
+    let out = run(Ring {
         engine,
         bufs,
-        signals: cx.signals,
-    };
-    let out = tcp_flows::run_loop(share, cx, role, RingConn::new, ring);
-    // The side's report says what its loops ran on.
+        signals,
+    });
     record_use(loop_use(engine, bufs));
     out
 }
@@ -90,22 +102,105 @@ impl LoopDrive<RingConn> for Ring<'_> {
     }
 }
 
-/// A flow's requests on the ring and what their completions brought.
-struct RingConn {
+/// A flow's send and multishot receive on the ring, whatever they move
+/// (TCP's byte stream here, UDP's datagrams in
+/// [`super::udp_ring_loops`]).
+pub(super) struct Requests {
     /// The flow's position in its loop: the tag of its requests.
-    me: usize,
+    pub(super) me: usize,
     /// Its send is in flight; its result, once it completed.
     sending: bool,
     sent: Option<i32>,
     /// Its multishot receive is armed.
     armed: bool,
+    /// A receive failed (its errno), told at the next read.
+    pub(super) failed: Option<i32>,
+}
+
+impl Requests {
+    pub(super) fn new(me: usize) -> Requests {
+        Requests {
+            me,
+            sending: false,
+            sent: None,
+            armed: false,
+            failed: None,
+        }
+    }
+
+    /// The result of the flow's send once it completed (taken; one that
+    /// `again` says to retry is not: the send is queued again); else
+    /// queues a `SEND` of `buf` unless one is in flight. The flow does
+    /// not touch `buf` until the completion.
+    pub(super) fn send(
+        &mut self,
+        io: &mut RingIo,
+        fd: RawFd,
+        buf: &[u8],
+        again: impl Fn(i32) -> bool,
+    ) -> Result<Option<i32>, EngineError> {
+        match self.sent.take() {
+            Some(r) if r < 0 && again(-r) => {}
+            Some(r) => return Ok(Some(r)),
+            None => {}
+        }
+        if !self.sending {
+            let len = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+            let e = opcode::Send::new(types::Fd(fd), buf.as_ptr(), len)
+                .flags(libc::MSG_NOSIGNAL)
+                .build();
+            io.push(self.me, OP_SEND, e)
+                .map_err(|e| EngineError::io("queueing an rr send", e))?;
+            self.sending = true;
+        }
+        Ok(None)
+    }
+
+    /// Arms the multishot receive unless it is armed.
+    pub(super) fn arm(&mut self, io: &mut RingIo, fd: RawFd) -> Result<(), EngineError> {
+        if !self.armed {
+            let e = opcode::RecvMulti::new(types::Fd(fd), BGID).build();
+            io.push(self.me, OP_RECV, e)
+                .map_err(|e| EngineError::io("arming a multishot receive", e))?;
+            self.armed = true;
+        }
+        Ok(())
+    }
+
+    /// Request `op` completed (or the multishot receive posted one more
+    /// result): true when it is the receive's, for the transport to take
+    /// its bytes and give its buffer back. A receive's error is kept for
+    /// the next read; out of buffers, or interrupted, the next read
+    /// re-arms.
+    pub(super) fn completed(&mut self, op: u8, c: &cqueue::Entry) -> bool {
+        match op {
+            OP_SEND => {
+                self.sending = false;
+                self.sent = Some(c.result());
+                false
+            }
+            OP_RECV => {
+                self.armed &= cqueue::more(c.flags());
+                match -c.result() {
+                    r if r <= 0 => {}
+                    libc::ENOBUFS | libc::EAGAIN | libc::EINTR | libc::ECANCELED => {}
+                    e => self.failed = Some(e),
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A flow's requests on the ring and what their completions brought.
+struct RingConn {
+    rq: Requests,
     /// Bytes received and not read yet, from `at`.
     inbox: Vec<u8>,
     at: usize,
     /// The peer ended the stream.
     eof: bool,
-    /// A receive failed (its errno), told at the next read.
-    failed: Option<i32>,
     /// crr: a poll for the connect's end is in flight.
     connecting: bool,
 }
@@ -113,36 +208,17 @@ struct RingConn {
 impl RingConn {
     fn new(me: usize) -> RingConn {
         RingConn {
-            me,
-            sending: false,
-            sent: None,
-            armed: false,
+            rq: Requests::new(me),
             inbox: Vec::new(),
             at: 0,
             eof: false,
-            failed: None,
             connecting: false,
         }
     }
 
-    /// Request `op` completed (or its multishot receive posted a chunk).
-    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
-        match op {
-            OP_SEND => {
-                self.sending = false;
-                self.sent = Some(c.result());
-            }
-            OP_RECV => self.received(c, io),
-            // Whether it was made is read from the socket itself.
-            OP_CONNECT => self.connecting = false,
-            _ => {}
-        }
-    }
-
     /// A chunk goes to the inbox and its buffer back to the kernel; end
-    /// of stream and errors are kept for the next read.
+    /// of stream is kept for the next read.
     fn received(&mut self, c: &cqueue::Entry, io: &mut RingIo) {
-        self.armed &= cqueue::more(c.flags());
         let res = c.result();
         if let (Some(b), Some(bid)) = (io.bufs.as_mut(), cqueue::buffer_select(c.flags())) {
             if res > 0 {
@@ -150,12 +226,17 @@ impl RingConn {
             }
             b.provide(bid);
         }
-        match -res {
-            r if r < 0 => {}
-            0 => self.eof = true,
-            // Out of buffers, or interrupted: the next read re-arms.
-            libc::ENOBUFS | libc::EAGAIN | libc::EINTR | libc::ECANCELED => {}
-            e => self.failed = Some(e),
+        self.eof |= res == 0;
+    }
+}
+
+impl RingTransport for RingConn {
+    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
+        match op {
+            // Whether it was made is read from the socket itself.
+            OP_CONNECT => self.connecting = false,
+            _ if self.rq.completed(op, c) => self.received(c, io),
+            _ => {}
         }
     }
 }
@@ -171,7 +252,7 @@ impl Transport for RingConn {
     /// The socket stays as it is (crr's, non-blocking for its connect;
     /// rr's, blocking): io_uring waits for either itself.
     fn attach(&mut self, _: &TcpStream) -> Result<(), EngineError> {
-        *self = RingConn::new(self.me);
+        *self = RingConn::new(self.rq.me);
         Ok(())
     }
 
@@ -180,7 +261,7 @@ impl Transport for RingConn {
     fn await_connect(&mut self, io: &mut RingIo, sock: &TcpStream) -> Result<(), EngineError> {
         if !self.connecting {
             let e = opcode::PollAdd::new(types::Fd(sock.as_raw_fd()), libc::POLLOUT as u32).build();
-            io.push(self.me, OP_CONNECT, e)
+            io.push(self.rq.me, OP_CONNECT, e)
                 .map_err(|e| EngineError::io("queueing a wait for a connect", e))?;
             self.connecting = true;
         }
@@ -193,24 +274,11 @@ impl Transport for RingConn {
         sock: &TcpStream,
         buf: &[u8],
     ) -> Result<Option<usize>, EngineError> {
-        match self.sent.take() {
-            Some(r) if r >= 0 => return Ok(Some(r as usize)),
-            Some(r) if !again(-r) => {
-                return Err(map_err("write", io::Error::from_raw_os_error(-r)))
-            }
-            _ => {}
+        match self.rq.send(io, sock.as_raw_fd(), buf, again)? {
+            Some(r) if r >= 0 => Ok(Some(r as usize)),
+            Some(r) => Err(map_err("write", io::Error::from_raw_os_error(-r))),
+            None => Ok(None),
         }
-        if !self.sending {
-            let len = u32::try_from(buf.len()).unwrap_or(u32::MAX);
-            // The message's buffer is not touched until the completion.
-            let e = opcode::Send::new(types::Fd(sock.as_raw_fd()), buf.as_ptr(), len)
-                .flags(libc::MSG_NOSIGNAL)
-                .build();
-            io.push(self.me, OP_SEND, e)
-                .map_err(|e| EngineError::io("queueing an rr send", e))?;
-            self.sending = true;
-        }
-        Ok(None)
     }
 
     fn read(
@@ -229,32 +297,39 @@ impl Transport for RingConn {
             }
             return Ok(Some(k));
         }
-        if let Some(e) = self.failed.take() {
+        if let Some(e) = self.rq.failed.take() {
             return Err(map_err("read", io::Error::from_raw_os_error(e)));
         }
         if self.eof {
             return Ok(Some(0));
         }
-        if !self.armed {
-            let e = opcode::RecvMulti::new(types::Fd(sock.as_raw_fd()), BGID).build();
-            io.push(self.me, OP_RECV, e)
-                .map_err(|e| EngineError::io("arming a multishot receive", e))?;
-            self.armed = true;
-        }
+        self.rq.arm(io, sock.as_raw_fd())?;
         Ok(None)
     }
 }
 
-impl RingFlow for ClientFlow<'_, RingConn> {
-    /// The loop's full-precision round-trip histogram.
-    type Shared = Histogram;
+/// A transport on the ring (TCP's [`RingConn`], UDP's
+/// [`super::udp_ring_loops`]): hears back from its flow's requests.
+pub(super) trait RingTransport {
+    /// Request `op` completed (or its multishot receive posted one more
+    /// result).
+    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo);
+}
+
+/// Every rr and crr flow on a ring: TCP or UDP, client or server.
+impl<F> RingFlow for F
+where
+    F: RrFlow<Cx = RingIo>,
+    F::Io: RingTransport,
+{
+    type Shared = <F as RrFlow>::Shared;
 
     fn ended(&self) -> bool {
         self.is_done()
     }
 
-    fn turn(&mut self, _: usize, io: &mut RingIo, overall: &mut Histogram) -> Turn {
-        self.go(io, overall)
+    fn turn(&mut self, _: usize, io: &mut RingIo, sh: &mut Self::Shared) -> Turn {
+        self.go(io, sh)
     }
 
     fn complete(
@@ -263,13 +338,13 @@ impl RingFlow for ClientFlow<'_, RingConn> {
         op: u8,
         c: &cqueue::Entry,
         io: &mut RingIo,
-        overall: &mut Histogram,
+        sh: &mut Self::Shared,
     ) -> Turn {
-        self.io.t.completed(op, c, io);
-        self.go(io, overall)
+        self.transport().completed(op, c, io);
+        self.go(io, sh)
     }
 
-    fn stop(&mut self, _: usize, _: &mut RingIo, _: &mut Histogram) -> bool {
+    fn stop(&mut self, _: usize, _: &mut RingIo, _: &mut Self::Shared) -> bool {
         self.end_after_batch();
         false
     }
@@ -281,36 +356,16 @@ impl RingFlow for ClientFlow<'_, RingConn> {
     fn progress(&self) -> u64 {
         self.answered()
     }
-}
 
-impl RingFlow for ServerFlow<'_, RingConn> {
-    type Shared = ();
-
-    fn ended(&self) -> bool {
-        self.is_done()
+    /// Its sends read its message buffers (the flow keeps copies); its
+    /// receives fill the thread's provided buffers.
+    fn leak_in_flight(&mut self) {
+        for m in self.messages() {
+            let copy = m.clone();
+            leak(std::mem::replace(m, copy));
+        }
     }
 
-    fn turn(&mut self, _: usize, io: &mut RingIo, _: &mut ()) -> Turn {
-        self.go(io)
-    }
-
-    fn complete(
-        &mut self,
-        _: usize,
-        op: u8,
-        c: &cqueue::Entry,
-        io: &mut RingIo,
-        _: &mut (),
-    ) -> Turn {
-        self.io.t.completed(op, c, io);
-        self.go(io)
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
-    }
+    /// A client loop's round trips: nothing the kernel sees.
+    fn leak_shared(_: &mut Self::Shared) {}
 }

@@ -26,7 +26,7 @@ use crate::{socket, EngineError};
 use super::conns::Conn;
 use super::crr::{CrrTarget, CONNECT_TIMEOUT};
 use super::exchange::reliable_answer;
-use super::loop_tally::{failed, served, with_loop_rtt, LoopCtx, Role, Transactions};
+use super::loop_tally::{failed, served, with_loop_rtt, LoopCtx, Role, RrFlow, Transactions};
 use super::params::RrParams;
 use super::watch::Watch;
 
@@ -406,29 +406,42 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
         }
     }
 
-    /// The flow's turn: its steps, or its end on an error.
-    pub(super) fn go(&mut self, cx: &mut T::Cx, overall: &mut Histogram) -> Turn {
-        match self.step(cx, overall) {
-            Ok(t) => t,
-            Err(e) => {
-                self.give_up(e);
-                Turn::Done
-            }
-        }
+    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
+        self.tx
+            .measurement(phase, self.error.map(|e| e.to_string()))
+    }
+}
+
+impl<T: Transport> RrFlow for ClientFlow<'_, T> {
+    type Cx = T::Cx;
+    /// The loop's full-precision round-trip histogram.
+    type Shared = Histogram;
+    type Io = T;
+
+    fn transport(&mut self) -> &mut T {
+        &mut self.io.t
+    }
+
+    fn messages(&mut self) -> &mut [Vec<u8>] {
+        &mut self.io.bufs
+    }
+
+    fn steps(&mut self, cx: &mut T::Cx, overall: &mut Histogram) -> Result<Turn, EngineError> {
+        self.step(cx, overall)
     }
 
     /// True once the flow has ended.
-    pub(super) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.step == Step::Done
     }
 
     /// The user stopped the test: the phase ends after the open batch.
-    pub(super) fn end_after_batch(&mut self) {
+    fn end_after_batch(&mut self) {
         self.tx.stopping = true;
     }
 
     /// The flow ends with `e`.
-    pub(super) fn give_up(&mut self, e: EngineError) {
+    fn give_up(&mut self, e: EngineError) {
         self.error = Some(e);
         self.step = Step::Done;
         // A crr connection in flight closes now.
@@ -436,13 +449,8 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
     }
 
     /// Transactions answered so far.
-    pub(super) fn answered(&self) -> u64 {
+    fn answered(&self) -> u64 {
         self.tx.answered()
-    }
-
-    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
-        self.tx
-            .measurement(phase, self.error.map(|e| e.to_string()))
     }
 }
 
@@ -526,36 +534,43 @@ impl<'a, T: Transport> ServerFlow<'a, T> {
         Ok(Turn::Again)
     }
 
-    /// The flow's turn: its steps, or its end on an error.
-    pub(super) fn go(&mut self, cx: &mut T::Cx) -> Turn {
-        match self.step(cx) {
-            Ok(t) => t,
-            Err(e) => {
-                self.give_up(e);
-                Turn::Done
-            }
-        }
+    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
+        let error = self.error.map(|e| e.to_string());
+        served(phase, self.io.flow, self.answered, self.elapsed_ns, error)
+    }
+}
+
+impl<T: Transport> RrFlow for ServerFlow<'_, T> {
+    type Cx = T::Cx;
+    type Shared = ();
+    type Io = T;
+
+    fn transport(&mut self) -> &mut T {
+        &mut self.io.t
+    }
+
+    fn messages(&mut self) -> &mut [Vec<u8>] {
+        &mut self.io.bufs
+    }
+
+    fn steps(&mut self, cx: &mut T::Cx, _: &mut ()) -> Result<Turn, EngineError> {
+        self.step(cx)
     }
 
     /// True once the flow has ended.
-    pub(super) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 
     /// The flow ends with `e`.
-    pub(super) fn give_up(&mut self, e: EngineError) {
+    fn give_up(&mut self, e: EngineError) {
         self.elapsed_ns = self.first.map_or(0, |f| f.elapsed().as_nanos() as u64);
         self.error = Some(e);
         self.done = true;
     }
 
     /// Responses sent so far.
-    pub(super) fn answered(&self) -> u64 {
+    fn answered(&self) -> u64 {
         self.answered
-    }
-
-    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
-        let error = self.error.map(|e| e.to_string());
-        served(phase, self.io.flow, self.answered, self.elapsed_ns, error)
     }
 }

@@ -34,7 +34,7 @@ use crate::EngineError;
 
 use super::conns::Conn;
 use super::datagram_io::port_closed;
-use super::loop_tally::{failed, served, with_loop_rtt, LoopCtx, Role, Transactions};
+use super::loop_tally::{failed, served, with_loop_rtt, LoopCtx, Role, RrFlow, Transactions};
 use super::udp::{end_unanswered, UDP_END_ACKS, UDP_END_EVERY, UDP_END_TRIES};
 use super::watch::Watch;
 
@@ -240,29 +240,42 @@ impl<'a, D: Datagrams> UdpClient<'a, D> {
         Ok(Turn::Again)
     }
 
-    /// The flow's turn: its steps, or its end on an error.
-    pub(super) fn go(&mut self, cx: &mut D::Cx, overall: &mut Histogram) -> Turn {
-        match self.step(cx, overall) {
-            Ok(t) => t,
-            Err(e) => {
-                self.give_up(e);
-                Turn::Done
-            }
-        }
+    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
+        self.tx
+            .measurement(phase, self.error.map(|e| e.to_string()))
+    }
+}
+
+impl<D: Datagrams> RrFlow for UdpClient<'_, D> {
+    type Cx = D::Cx;
+    /// The loop's full-precision round-trip histogram.
+    type Shared = Histogram;
+    type Io = D;
+
+    fn transport(&mut self) -> &mut D {
+        &mut self.io
+    }
+
+    fn messages(&mut self) -> &mut [Vec<u8>] {
+        std::slice::from_mut(&mut self.req)
+    }
+
+    fn steps(&mut self, cx: &mut D::Cx, overall: &mut Histogram) -> Result<Turn, EngineError> {
+        self.step(cx, overall)
     }
 
     /// True once the flow has ended.
-    pub(super) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.step == Step::Done
     }
 
     /// The user stopped the test: the phase ends after the open batch.
-    pub(super) fn end_after_batch(&mut self) {
+    fn end_after_batch(&mut self) {
         self.tx.stopping = true;
     }
 
     /// The flow ends with `e`.
-    pub(super) fn give_up(&mut self, e: EngineError) {
+    fn give_up(&mut self, e: EngineError) {
         // One end datagram, best effort: the server's flow ends its phase
         // now rather than at its idle limit, so its loop's other flows go
         // on to the next size with the client's.
@@ -274,13 +287,8 @@ impl<'a, D: Datagrams> UdpClient<'a, D> {
     }
 
     /// Transactions answered so far.
-    pub(super) fn answered(&self) -> u64 {
+    fn answered(&self) -> u64 {
         self.tx.answered()
-    }
-
-    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
-        self.tx
-            .measurement(phase, self.error.map(|e| e.to_string()))
     }
 }
 
@@ -352,40 +360,47 @@ impl<'a, D: Datagrams> UdpServer<'a, D> {
         Ok(Turn::Again)
     }
 
-    /// The flow's turn: its steps, or its end on an error.
-    pub(super) fn go(&mut self, cx: &mut D::Cx) -> Turn {
-        match self.step(cx) {
-            Ok(t) => t,
-            Err(e) => {
-                self.give_up(e);
-                Turn::Done
-            }
-        }
-    }
-
     fn end(&mut self) {
         self.elapsed_ns = self.first.map_or(0, |f| f.elapsed().as_nanos() as u64);
         self.done = true;
     }
 
+    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
+        let error = self.error.map(|e| e.to_string());
+        served(phase, self.flow, self.answered, self.elapsed_ns, error)
+    }
+}
+
+impl<D: Datagrams> RrFlow for UdpServer<'_, D> {
+    type Cx = D::Cx;
+    type Shared = ();
+    type Io = D;
+
+    fn transport(&mut self) -> &mut D {
+        &mut self.io
+    }
+
+    fn messages(&mut self) -> &mut [Vec<u8>] {
+        std::slice::from_mut(&mut self.resp)
+    }
+
+    fn steps(&mut self, cx: &mut D::Cx, _: &mut ()) -> Result<Turn, EngineError> {
+        self.step(cx)
+    }
+
     /// True once the flow has ended.
-    pub(super) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.done
     }
 
     /// The flow ends with `e`.
-    pub(super) fn give_up(&mut self, e: EngineError) {
+    fn give_up(&mut self, e: EngineError) {
         self.error = Some(e);
         self.end();
     }
 
     /// Responses sent so far.
-    pub(super) fn answered(&self) -> u64 {
+    fn answered(&self) -> u64 {
         self.answered
-    }
-
-    fn measurement(self, phase: &RrPhase) -> RrFlowMeasurement {
-        let error = self.error.map(|e| e.to_string());
-        served(phase, self.flow, self.answered, self.elapsed_ns, error)
     }
 }

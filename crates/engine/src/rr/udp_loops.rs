@@ -20,7 +20,7 @@ use crate::EngineError;
 
 use super::conns::Conn;
 use super::datagram_io::port_closed;
-use super::loop_tally::{LoopCtx, Role};
+use super::loop_tally::{LoopCtx, Role, RrFlow};
 use super::udp_flows::{self, Datagrams, UdpClient, UdpDrive, UdpServer};
 
 /// One epoll loop: its UDP flows of `cx.phase`, driven to their ends.
@@ -166,7 +166,7 @@ impl LoopFlow for UdpServer<'_, Dgram> {
     }
 
     fn turn(&mut self, slots: &mut RecvSlots) -> Turn {
-        self.go(slots)
+        self.go(slots, &mut ())
     }
 
     fn fail(&mut self, e: EngineError) {

@@ -27,28 +27,23 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 
-use io_uring::{cqueue, opcode, types};
+use io_uring::cqueue;
 use linerate_proto::measure::RrFlowMeasurement;
 use linerate_stats::histogram::Histogram;
 
-use crate::engines::record_use;
 use crate::engines::uring::Uring;
-use crate::event_loop::ring::{buffers, drive, loop_use, RingFlow, RingIo, BGID};
-use crate::event_loop::Turn;
+use crate::event_loop::ring::{drive, RingIo};
 use crate::stream::map_err;
 use crate::EngineError;
 
 use super::conns::Conn;
 use super::datagram_io::port_closed;
 use super::loop_tally::{LoopCtx, Role};
-use super::ring_loops::Ring;
+use super::ring_loops::{on_ring, Requests, Ring, RingTransport};
 use super::udp_flows::{self, Datagrams, UdpClient, UdpDrive, UdpServer};
 
 /// Datagrams a flow keeps that it has not read yet.
 const INBOX_MAX: usize = 16;
-/// A flow's requests: its send, its multishot receive.
-const OP_SEND: u8 = 1;
-const OP_RECV: u8 = 2;
 
 /// One io_uring loop: its UDP flows of `cx.phase`, on `engine`'s ring,
 /// with the thread's provided buffers sized for the phase's datagrams.
@@ -59,17 +54,10 @@ pub(super) fn run_loop(
     role: Role,
 ) -> Vec<RrFlowMeasurement> {
     let size = cx.phase.request.max(cx.phase.response) as usize + 1;
-    let bufs = Some((buffers(size), size));
-    let ring = Ring {
-        engine,
-        bufs,
-        signals: cx.signals,
-    };
     let open = |me, sock| Ok(RingDgram::new(me, sock));
-    let out = udp_flows::run_loop(share, cx, role, open, ring);
-    // The side's report says what its loops ran on.
-    record_use(loop_use(engine, bufs));
-    out
+    on_ring(engine, size, cx.signals, |ring| {
+        udp_flows::run_loop(share, cx, role, open, ring)
+    })
 }
 
 impl UdpDrive<RingDgram> for Ring<'_> {
@@ -87,57 +75,31 @@ impl UdpDrive<RingDgram> for Ring<'_> {
 /// A flow's socket, its requests on the ring and the datagrams their
 /// completions brought.
 struct RingDgram {
-    /// The flow's position in its loop: the tag of its requests.
-    me: usize,
+    rq: Requests,
     /// Left blocking: io_uring waits for it itself.
     sock: UdpSocket,
-    /// Its send is in flight; its result, once it completed.
-    sending: bool,
-    sent: Option<i32>,
-    /// Its multishot receive is armed.
-    armed: bool,
     /// Datagrams received and not read yet, oldest first.
     inbox: VecDeque<Vec<u8>>,
     /// The datagram last read (lent to the flow until its next read).
     current: Vec<u8>,
     /// Read datagrams' buffers, for the next ones.
     spare: Vec<Vec<u8>>,
-    /// A receive failed (its errno), told at the next read.
-    failed: Option<i32>,
 }
 
 impl RingDgram {
     fn new(me: usize, sock: UdpSocket) -> RingDgram {
         RingDgram {
-            me,
+            rq: Requests::new(me),
             sock,
-            sending: false,
-            sent: None,
-            armed: false,
             inbox: VecDeque::new(),
             current: Vec::new(),
             spare: Vec::new(),
-            failed: None,
-        }
-    }
-
-    /// Request `op` completed (or its multishot receive posted a
-    /// datagram).
-    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
-        match op {
-            OP_SEND => {
-                self.sending = false;
-                self.sent = Some(c.result());
-            }
-            OP_RECV => self.received(c, io),
-            _ => {}
         }
     }
 
     /// A datagram goes to the inbox (room permitting) and its buffer back
-    /// to the kernel; errors are kept for the next read.
+    /// to the kernel.
     fn received(&mut self, c: &cqueue::Entry, io: &mut RingIo) {
-        self.armed &= cqueue::more(c.flags());
         let res = c.result();
         let buf = match (io.bufs.as_mut(), cqueue::buffer_select(c.flags())) {
             (Some(b), Some(bid)) => Some((b, bid)),
@@ -154,11 +116,13 @@ impl RingDgram {
         if let Some((b, bid)) = buf {
             b.provide(bid);
         }
-        match -res {
-            r if r <= 0 => {}
-            // Out of buffers, or interrupted: the next read re-arms.
-            libc::ENOBUFS | libc::EAGAIN | libc::EINTR | libc::ECANCELED => {}
-            e => self.failed = Some(e),
+    }
+}
+
+impl RingTransport for RingDgram {
+    fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo) {
+        if self.rq.completed(op, c) {
+            self.received(c, io);
         }
     }
 }
@@ -180,25 +144,14 @@ impl Datagrams for RingDgram {
     }
 
     fn send(&mut self, io: &mut RingIo, buf: &[u8]) -> Result<bool, EngineError> {
-        match self.sent.take() {
-            Some(r) if r >= 0 => return Ok(true),
-            // The socket's buffer was full, or the send was interrupted:
-            // it is queued again.
-            Some(r) if matches!(-r, libc::ENOBUFS | libc::EAGAIN | libc::EINTR) => {}
-            Some(r) => return Err(error("send", -r)),
-            None => {}
+        // The socket's buffer was full, or the send was interrupted: it
+        // is queued again.
+        let again = |e| matches!(e, libc::ENOBUFS | libc::EAGAIN | libc::EINTR);
+        match self.rq.send(io, self.sock.as_raw_fd(), buf, again)? {
+            Some(r) if r >= 0 => Ok(true),
+            Some(r) => Err(error("send", -r)),
+            None => Ok(false),
         }
-        if !self.sending {
-            let len = u32::try_from(buf.len()).unwrap_or(u32::MAX);
-            // The message's buffer is not touched until the completion.
-            let e = opcode::Send::new(types::Fd(self.sock.as_raw_fd()), buf.as_ptr(), len)
-                .flags(libc::MSG_NOSIGNAL)
-                .build();
-            io.push(self.me, OP_SEND, e)
-                .map_err(|e| EngineError::io("queueing an rr send", e))?;
-            self.sending = true;
-        }
-        Ok(false)
     }
 
     fn recv<'s>(&'s mut self, io: &'s mut RingIo) -> Result<Option<&'s [u8]>, EngineError> {
@@ -207,85 +160,10 @@ impl Datagrams for RingDgram {
             self.spare.push(read);
             return Ok(Some(&self.current));
         }
-        if let Some(e) = self.failed.take() {
+        if let Some(e) = self.rq.failed.take() {
             return Err(error("recv", e));
         }
-        if !self.armed {
-            let e = opcode::RecvMulti::new(types::Fd(self.sock.as_raw_fd()), BGID).build();
-            io.push(self.me, OP_RECV, e)
-                .map_err(|e| EngineError::io("arming a multishot receive", e))?;
-            self.armed = true;
-        }
+        self.rq.arm(io, self.sock.as_raw_fd())?;
         Ok(None)
-    }
-}
-
-impl RingFlow for UdpClient<'_, RingDgram> {
-    /// The loop's full-precision round-trip histogram.
-    type Shared = Histogram;
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
-
-    fn turn(&mut self, _: usize, io: &mut RingIo, overall: &mut Histogram) -> Turn {
-        self.go(io, overall)
-    }
-
-    fn complete(
-        &mut self,
-        _: usize,
-        op: u8,
-        c: &cqueue::Entry,
-        io: &mut RingIo,
-        overall: &mut Histogram,
-    ) -> Turn {
-        self.io.completed(op, c, io);
-        self.go(io, overall)
-    }
-
-    fn stop(&mut self, _: usize, _: &mut RingIo, _: &mut Histogram) -> bool {
-        self.end_after_batch();
-        false
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
-    }
-}
-
-impl RingFlow for UdpServer<'_, RingDgram> {
-    type Shared = ();
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
-
-    fn turn(&mut self, _: usize, io: &mut RingIo, _: &mut ()) -> Turn {
-        self.go(io)
-    }
-
-    fn complete(
-        &mut self,
-        _: usize,
-        op: u8,
-        c: &cqueue::Entry,
-        io: &mut RingIo,
-        _: &mut (),
-    ) -> Turn {
-        self.io.completed(op, c, io);
-        self.go(io)
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
     }
 }

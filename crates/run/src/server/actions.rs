@@ -173,7 +173,17 @@ impl ServerTest<'_> {
         let capped = self.shared.limits.max_rate_bps.is_some() || self.shared.rate_budget.is_some();
         self.rate_watch = RateWatch::new(&spec, capped);
         match (entry.start_server)(&side, &spec, attached) {
-            Ok(run) => self.run = Some(run),
+            Ok(run) => {
+                if let Some(note) =
+                    linerate_engine::rr::loops::server_flows_note(side.engine, &spec)
+                {
+                    self.shared
+                        .guard
+                        .log
+                        .log(format_args!("{}: {note}", self.peer_ip));
+                }
+                self.run = Some(run)
+            }
             Err(e) => self.session.stream_failed(format!(
                 "server cannot start the {} test: {}",
                 entry.rules.name,

@@ -295,6 +295,23 @@ impl CancelAfter {
     }
 }
 
+/// Leaves `memory` to the process, never freed: the kernel may still
+/// read or write it (a request of a ring that closed, or a sender that
+/// ended, before its last completion came; the ring's own end cancels it
+/// later, on the kernel's time). A bounded loss, once per ring that ends
+/// this way, against memory the allocator would hand out again while the
+/// kernel writes to it or sends it. Says so on stderr once per process.
+pub(crate) fn leak<T>(memory: T) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "linerate: io_uring requests were still in flight after the bounded wait at \
+             their end; the memory they use is left allocated, not freed"
+        )
+    });
+    std::mem::forget(memory);
+}
+
 /// Completions of cancel requests carry this tag and are ignored.
 pub(crate) const TAG_CANCEL: u64 = u64::MAX;
 

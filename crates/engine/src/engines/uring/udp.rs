@@ -19,8 +19,8 @@ use linerate_proto::measure::Batching;
 
 use super::buf_ring::BufRing;
 use super::ring::{
-    caps, cqe_err, engine_use, register, zc_worth, CancelAfter, Ring, Uring, ZcCount, TAG_CANCEL,
-    WAIT, ZC_REPORT_USAGE,
+    caps, cqe_err, engine_use, leak, register, zc_worth, CancelAfter, Ring, Uring, ZcCount,
+    TAG_CANCEL, WAIT, ZC_REPORT_USAGE,
 };
 use crate::cmsg::{self, ControlBuf, RECV_CMSG};
 use crate::engines::batch::mmsg::{SegmentCmsg, GRO_SLOT, GSO_MSGS_PER_CALL};
@@ -443,6 +443,12 @@ impl Drop for UringUdpTx {
                 break;
             }
             self.reap();
+        }
+        if self.busy.iter().any(|&b| b) {
+            // A send the kernel has not answered may still read its slot
+            // (and its header): they stay allocated.
+            leak(std::mem::take(&mut self.staging));
+            leak(self.msgs.take());
         }
         if let Some(z) = &self.zc {
             if z.completed < z.sends {

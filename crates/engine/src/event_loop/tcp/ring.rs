@@ -26,7 +26,7 @@ use super::epoll::{finish, measurements, open_all, End, Io, LoopParams, State, T
 use crate::engines::syscall::Syscall;
 use crate::engines::uring::Uring;
 use crate::event_loop::driver::Turn;
-use crate::event_loop::ring::{buffers, drive, loop_use, RingFlow, RingIo, BGID};
+use crate::event_loop::ring::{buffers, drive, leak, loop_use, RingFlow, RingIo, BGID};
 use crate::stream::{map_err, Signals};
 use crate::EngineError;
 
@@ -266,5 +266,14 @@ impl RingFlow for RingTcp {
 
     fn progress(&self) -> u64 {
         self.st.flow.counter.get()
+    }
+
+    /// Nothing of its own: its sends read the loop's buffer, its
+    /// receives fill the thread's provided buffers.
+    fn leak_in_flight(&mut self) {}
+
+    /// The buffer every sender sends.
+    fn leak_shared(sh: &mut RingShared) {
+        leak(std::mem::take(&mut sh.tx_buf));
     }
 }

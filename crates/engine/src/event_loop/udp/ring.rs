@@ -39,7 +39,7 @@ use crate::engines::batch::mmsg::GRO_SLOT;
 use crate::engines::uring::{fill, Uring, RECVMSG_OUT};
 use crate::engines::{EngineKind, RecvSlots, TxBatch, UdpTx, Wait};
 use crate::event_loop::driver::Turn;
-use crate::event_loop::ring::{buffers, drive, loop_use, RingFlow, RingIo, BGID};
+use crate::event_loop::ring::{buffers, drive, leak, loop_use, RingFlow, RingIo, BGID};
 use crate::stream::Signals;
 use crate::udp::{count_beats, ns_since};
 use crate::EngineError;
@@ -89,8 +89,7 @@ pub(super) fn run(
         m.engine_use = used.take();
         ended(index, m)
     });
-    // SAFETY: msghdr is plain data; all-zero is a valid empty one.
-    let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+    let mut msg = empty_msghdr();
     msg.msg_controllen = RECV_CMSG as _;
     let slots = bufs.map(|_| RecvSlots::new(1, slot));
     let mut sh = RingShared {
@@ -102,6 +101,12 @@ pub(super) fn run(
     drive(engine, &mut flows, &mut sh, bufs, signals);
     let mut states: Vec<State> = flows.into_iter().map(|f| f.st).collect();
     report_rest(&mut states, &mut sh.sh, params);
+}
+
+/// An empty message header, for the kernel to read.
+fn empty_msghdr() -> Box<libc::msghdr> {
+    // SAFETY: msghdr is plain data; all-zero is a valid empty one.
+    Box::new(unsafe { std::mem::zeroed() })
 }
 
 /// A flow of the epoll loop's kind, and its requests on the ring.
@@ -373,5 +378,18 @@ impl RingFlow for RingUdp {
 
     fn progress(&self) -> u64 {
         self.st.flow.counter.get()
+    }
+
+    /// A sender's batch in flight reads its core's buffer (the core keeps
+    /// a copy); a receiver's datagrams fill the thread's provided buffers.
+    fn leak_in_flight(&mut self) {
+        if let (true, Some(Io::Tx(core, _, _))) = (self.sending > 0, &mut self.st.io) {
+            leak(core.take_buffer());
+        }
+    }
+
+    /// The header every multishot receive was armed with.
+    fn leak_shared(sh: &mut RingShared) {
+        leak(std::mem::replace(&mut sh.msg, empty_msghdr()));
     }
 }
