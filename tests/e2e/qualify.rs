@@ -400,8 +400,16 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
         "1s",
         "--json",
     ];
+    // On a miss, what the router counted (a drop on the emulated router).
+    let router = || path.counters();
     let (out, v) = qualify_in(Some(&path.a), &args, Duration::from_secs(120));
-    assert_eq!(out.status.code(), Some(4), "SLA failed: {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "SLA failed: {}\n{}",
+        stderr(&out),
+        router()
+    );
     let steps = v["runs"][0]["y1564"]["steps"]
         .as_array()
         .expect("steps")
@@ -415,9 +423,24 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
             )
         })
         .collect();
-    assert_eq!(verdicts[0], ("25% CIR", "pass"), "{verdicts:?}");
-    assert_eq!(verdicts[1], ("50% CIR", "pass"), "{verdicts:?}");
-    assert_eq!(verdicts[2], ("75% CIR", "fail"), "{verdicts:?}");
+    assert_eq!(
+        verdicts[0],
+        ("25% CIR", "pass"),
+        "{verdicts:?}\n{}",
+        router()
+    );
+    assert_eq!(
+        verdicts[1],
+        ("50% CIR", "pass"),
+        "{verdicts:?}\n{}",
+        router()
+    );
+    assert_eq!(
+        verdicts[2],
+        ("75% CIR", "fail"),
+        "{verdicts:?}\n{}",
+        router()
+    );
     // Above CIR (and the overshoot): every step passes.
     for dev in ["rb", "ra"] {
         tc(&path.r, &tbf("change", dev, "12mbit", "30000")).expect("tbf change");
@@ -426,9 +449,10 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
     assert_eq!(
         out.status.code(),
         Some(0),
-        "{}: {}",
+        "{}: {}\n{}",
         v["runs"][0]["y1564"],
-        stderr(&out)
+        stderr(&out),
+        router()
     );
     assert_eq!(v["verdict"], "pass");
 }
