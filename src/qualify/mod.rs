@@ -43,11 +43,15 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 /// Words for a stop, naming the step.
 fn stopped(step: &str, s: &Stop) -> String {
-    match s {
-        Stop::Interrupted => format!("{step}: interrupted by the user"),
-        Stop::Refused(m) => format!("{step}: the server refused it: {m}"),
-        Stop::Failed(m) => format!("{step}: could not run: {m}"),
-    }
+    format!("{step}: {}", s.words())
+}
+
+/// The method named `method` that a stop ended, its `verdict` counting the
+/// step that did not run: NOT RUN, or FAIL where one of its steps had
+/// failed (`Verdict::all`), never a PASS for what ran before the stop.
+fn ended(method: &str, verdict: &mut Verdict, s: Stop) -> (String, Stop) {
+    *verdict = Verdict::all([*verdict, Verdict::NotRun]);
+    (method.into(), s)
 }
 
 /// The methods' outcome so far: `Err` carries the step that stopped them.
@@ -68,7 +72,7 @@ fn methods(c: &Ctx<'_>, run: &mut QualifyRun) -> Result<(), (String, Stop)> {
             sizes: Vec::new(),
             verdict: Verdict::NotRun,
         });
-        rfc2544::run(c, &sizes, m).map_err(|s| ("RFC 2544".into(), s))?;
+        rfc2544::run(c, &sizes, m).map_err(|s| ended("RFC 2544", &mut m.verdict, s))?;
     }
     match cfg.cir {
         Some(cir) if cfg.methods.y1564 => {
@@ -80,7 +84,7 @@ fn methods(c: &Ctx<'_>, run: &mut QualifyRun) -> Result<(), (String, Stop)> {
                 performance: None,
                 verdict: Verdict::NotRun,
             });
-            y1564::run(c, m).map_err(|s| ("Y.1564".into(), s))?;
+            y1564::run(c, m).map_err(|s| ended("Y.1564", &mut m.verdict, s))?;
         }
         _ if cfg.methods.y1564 => run
             .skipped
@@ -101,7 +105,7 @@ fn methods(c: &Ctx<'_>, run: &mut QualifyRun) -> Result<(), (String, Stop)> {
             baseline_probe: None,
             bottleneck_trial: None,
         });
-        rfc6349::run(c, m).map_err(|s| ("RFC 6349".into(), s))?;
+        rfc6349::run(c, m).map_err(|s| ended("RFC 6349", &mut m.verdict, s))?;
     }
     Ok(())
 }
@@ -154,10 +158,8 @@ fn run_engine(cfg: &QualifyConfig, t: &QualifyEngine) -> (QualifyRun, Option<Sto
         run.y1564.as_ref().map(|m| m.verdict),
         run.rfc6349.as_ref().map(|m| m.verdict),
     ];
+    // A method a stop ended is NOT RUN or FAIL ([`ended`]): so is the run.
     run.verdict = Verdict::all(verdicts.into_iter().flatten());
-    if stop.is_some() && matches!(run.verdict, Verdict::Pass | Verdict::Inconclusive) {
-        run.verdict = Verdict::NotRun;
-    }
     (run, stop)
 }
 

@@ -66,8 +66,9 @@ pub fn run(cfg: &QualifyConfig, t: &QualifyEngine) -> Result<Found, Stop> {
     let load = trials::udp_at(t, 64, 1e6, PROBE_MS);
     let stalls = trials::Stalls::for_run(cfg.quick);
     let (l, p) = trials::beside(&load, &trials::probe_config(t, 64, PROBE_MS), &stalls);
-    // The server refusing or unreachable ends the run here.
-    l?.0.error.map_or(Ok(()), |e| Err(Stop::Failed(e)))?;
+    // The server refusing or unreachable (the load could not run) ends
+    // the run here.
+    l?;
     let (one_way_delay, one_way_unavailable, probes_beside_load, probe) = match p {
         Ok(r) => {
             let c2s =

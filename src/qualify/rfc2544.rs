@@ -258,12 +258,6 @@ fn throughput(
 ) -> Result<Searched, Stop> {
     let searched = search_throughput(*hi, c.cfg.max_rate.is_none(), until, |rate| {
         let (t, _) = trials::udp(&trials::udp_at(c.t, len, rate, c.cfg.trial_ms), &c.stalls)?;
-        // A trial that failed (its connection, not the path) measured
-        // nothing: the step could not run, not a loss.
-        if let Some(why) = trials::failed(&t, len) {
-            search_trials.push(t);
-            return Err(why);
-        }
         let trial = trials::judge(&t);
         search_trials.push(t);
         Ok(trial)
@@ -398,15 +392,10 @@ fn measure(
     let len = s.len;
     let unpaced = trials::udp_config(c.t, len, Pace::Unlimited, Limit::TimeMs(c.cfg.trial_ms));
     let (capacity, _) = trials::flood(&unpaced)?;
-    if let Some(why) = trials::failed(&capacity, len) {
-        s.capacity = Some(capacity);
-        return Err(why);
-    }
     let mut hi = c.cfg.max_rate.unwrap_or(capacity.received_bits_per_second);
     let capacity_pps = capacity.received_pps;
     if hi <= 0.0 {
-        let why = capacity.error.as_deref().unwrap_or("nothing arrived");
-        s.throughput.note = format!("the unpaced stream delivered nothing ({why})");
+        s.throughput.note = "the unpaced stream delivered nothing".into();
         s.capacity = Some(capacity);
         *found = Some((0.0, false));
         return Ok(());
@@ -528,11 +517,17 @@ fn size(c: &Ctx<'_>, len: u32, until: Until) -> (Rfc2544Size, Option<Stop>) {
     let mut found = None;
     let stop = measure(c, &mut s, &mut found, until).err();
     // A stop before the search decided leaves nothing to judge: its
-    // throughput (0 unmeasured) failing an SLA rate is no FAIL.
+    // throughput (0 unmeasured) failing an SLA rate is no FAIL. A size
+    // stopped (a trial that could not run, a refusal) is NOT RUN, the
+    // stop's words its reason, unless what ran had already failed.
     let decided = found.is_some();
     judge(c, &mut s, found);
-    if stop.is_some() && (s.verdict != Verdict::Fail || !decided) {
+    if let Some(stop) = stop
+        .as_ref()
+        .filter(|_| s.verdict != Verdict::Fail || !decided)
+    {
         s.verdict = Verdict::NotRun;
+        s.verdict_note = Some(stop.words());
     }
     (s, stop)
 }

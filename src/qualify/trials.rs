@@ -48,6 +48,16 @@ impl Stop {
             Err(e) => Stop::Failed(format!("{e:#}")),
         }
     }
+
+    /// Why, in words: the reason a step that did not run gives, and the
+    /// run's `stopped` line after the step's name.
+    pub fn words(&self) -> String {
+        match self {
+            Stop::Interrupted => "interrupted by the user".into(),
+            Stop::Refused(m) => format!("the server refused it: {m}"),
+            Stop::Failed(m) => format!("could not run: {m}"),
+        }
+    }
 }
 
 /// The shortest interval a trial asks for: below it, a control
@@ -100,10 +110,24 @@ pub fn flood(c: &ClientConfig) -> UdpOutcome {
     udp_once(c)
 }
 
-/// One UDP stream's trial, as it came.
+/// One UDP stream's trial, as it came ([`outcome`]).
 fn udp_once(c: &ClientConfig) -> UdpOutcome {
-    match crate::sweep::udp_trial(c, false) {
-        Ok(Some(t)) => Ok(t),
+    outcome(c.spec.len, crate::sweep::udp_trial(c, false))
+}
+
+/// What a UDP trial of `len`-byte datagrams (`sweep::udp_trial`'s answer)
+/// is to a method: its figures, or the stop of a step that did not run.
+/// A trial that failed as a test (its row has an error: a connection
+/// lost, a server gone) measured nothing, so it is a stop like a refusal
+/// ([`failed`]), never a row a method could judge: every step of every
+/// method then reads it as NOT RUN (exit 5), not as the path's loss or
+/// shortfall (a FAIL, exit 4).
+fn outcome(len: u32, r: anyhow::Result<Option<(SweepTrial, Option<Report>)>>) -> UdpOutcome {
+    match r {
+        Ok(Some((t, report))) => match failed(&t, len) {
+            Some(stop) => Err(stop),
+            None => Ok((t, report)),
+        },
         Ok(None) => Err(Stop::Interrupted),
         Err(e) => Err(Stop::of_anyhow(e)),
     }
@@ -140,10 +164,8 @@ fn until_unspoilt<T>(
 
 /// The stop for trial `t` of `len`-byte datagrams when it failed as a
 /// test (its row has an error: a connection that timed out, a server
-/// that went away), not as a path: it measured nothing, so a method
-/// must not count it as loss (the size would FAIL, exit 4, for what is a
-/// step that could not run: NOT RUN, exit 5).
-pub fn failed(t: &SweepTrial, len: u32) -> Option<Stop> {
+/// that went away), not as a path ([`outcome`]).
+fn failed(t: &SweepTrial, len: u32) -> Option<Stop> {
     let why = t.error.as_deref()?;
     Some(Stop::Failed(format!("a {len} B trial failed: {why}")))
 }
@@ -172,9 +194,13 @@ pub fn judge(t: &SweepTrial) -> Trial {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Evidence {
     lost: u64,
-    /// The paced sender's scheduled gap and its longest, ns.
+    /// The paced sender's scheduled gap, ns.
     requested_gap_ns: Option<f64>,
+    /// The sender's gaps between sends: its longest and 99th percentile,
+    /// ns, and how many.
     max_gap_ns: Option<u64>,
+    p99_gap_ns: Option<u64>,
+    gaps: u64,
     /// Datagrams due but unsent when the sender stopped.
     behind: u64,
     /// Drops at the receiving socket (SO_RXQ_OVFL / SO_MEMINFO).
@@ -192,6 +218,8 @@ impl Evidence {
                 lost: u.lost,
                 requested_gap_ns: u.requested_gap_ns,
                 max_gap_ns: u.gaps.as_ref().map(|g| g.max_ns),
+                p99_gap_ns: u.gaps.as_ref().map(|g| g.p99_ns),
+                gaps: u.gaps.as_ref().map_or(0, |g| g.count),
                 behind: u.behind,
                 socket_drops: u.socket_drops,
                 gro: u.receiver_batching.as_ref().is_some_and(|b| b.gro),
@@ -208,46 +236,40 @@ fn spoilt(t: &SweepTrial, r: Option<&Report>) -> Option<String> {
 }
 
 /// Why trial `t`'s loss or shortfall is the tester's, from its streams'
-/// evidence `ev`: its paced sender stalled ([`sender_stall`]), or its
-/// receiving sockets overflowed by as many datagrams as were lost
-/// ([`receiver_overflow`]). Loss beyond what those account for is the
-/// path's (or where no counter of the tester's sees it): not spoilt.
+/// evidence `ev`; `None` where the path's. Each symptom needs evidence of
+/// its own: a sender short of its rate, its stall ([`sender_short`]);
+/// lost datagrams, the tester's counters accounting for every one of them
+/// ([`tester_loss`]). A trial with both needs both: a stall that left the
+/// sender short says nothing of loss beyond what its burst could lose.
 fn tester_spoilt(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
-    if t.lost == 0 && t.kept_up {
-        return None;
-    }
-    sender_stall(ev, !t.kept_up).or_else(|| receiver_overflow(t, ev))
+    let short = (!t.kept_up).then(|| sender_short(ev));
+    let lost = (t.lost > 0).then(|| tester_loss(ev));
+    let why: Vec<String> = [short, lost].into_iter().flatten().collect::<Option<_>>()?;
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
-/// A paced sender's stall, in words, as evidence that fits the symptom.
-/// For loss: a gap between two sends of [`STALL_GAPS`] scheduled gaps and
-/// at least [`STALL_MIN`] (a busy host descheduled it, and its catch-up
-/// left as a burst a short queue may drop). For a sender `short` of its
-/// rate, also the pacer's own measure ([`stall_threshold_ns`]: late by
-/// more than its 10 ms catch-up, it gave up datagrams), or a sender so far
-/// behind its schedule when it stopped that it was not running (a stall
-/// across the trial's end leaves no gap between sends to see, only that).
-fn sender_stall(ev: &[Evidence], short: bool) -> Option<String> {
-    let threshold = |want: f64| match short {
-        true => stall_threshold_ns(want),
-        false => burst_threshold_ns(want),
-    };
+/// Why a paced sender fell short of its rate, if a stall says so: a gap
+/// between two sends longer than [`stall_threshold_ns`] (the pacer's own
+/// measure: late by more than its 10 ms catch-up, it gave up datagrams),
+/// or a sender so far behind its schedule when it stopped that it was
+/// not running (a stall across the trial's end leaves no gap between
+/// sends to see, only that).
+fn sender_short(ev: &[Evidence]) -> Option<String> {
     let gap = ev
         .iter()
         .filter_map(|e| match (e.requested_gap_ns, e.max_gap_ns) {
-            (Some(want), Some(max)) if max as f64 > threshold(want) => Some(max),
+            (Some(want), Some(max)) if max as f64 > stall_threshold_ns(want) => Some(max),
             _ => None,
         })
         .max();
     if let Some(gap) = gap {
         return Some(format!(
-            "the sending host stalled for {} (its catch-up left as a burst)",
+            "the sending host stalled for {} (its pacer gave up what fell due)",
             format_nanos(gap as f64)
         ));
     }
     let late = ev
         .iter()
-        .filter(|_| short)
         .filter_map(|e| {
             let want = e.requested_gap_ns?;
             let late = e.behind as f64 * want;
@@ -262,27 +284,74 @@ fn sender_stall(ev: &[Evidence], short: bool) -> Option<String> {
     })
 }
 
-/// The receiving sockets' overflow, in words, when it accounts for every
-/// lost datagram: the receiving host did not read in time (the kernel's
-/// own count of what the tester dropped, SO_RXQ_OVFL; with GRO a drop may
-/// be up to [`GRO_MAX_DATAGRAMS`]).
-fn receiver_overflow(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
-    let drops: u64 = ev.iter().filter_map(|e| e.socket_drops).sum();
-    let unexplained: u64 = ev
-        .iter()
-        .map(|e| {
-            let per_drop = if e.gro { GRO_MAX_DATAGRAMS } else { 1 };
-            e.lost
-                .saturating_sub(e.socket_drops.unwrap_or(0).saturating_mul(per_drop))
-        })
-        .sum();
-    (t.lost > 0 && drops > 0 && unexplained == 0).then(|| {
+/// Why the datagrams lost are the tester's, when its own counters account
+/// for every stream's loss (loss beyond them is the path's, or where no
+/// counter of the tester's sees it):
+/// - its receiving socket's overflow: the kernel's count of what the
+///   receiving host did not read in time (SO_RXQ_OVFL), a datagram a
+///   drop (with GRO, a super-buffer of up to [`GRO_MAX_DATAGRAMS`]);
+/// - its paced sender's stalls ([`stall_burst`]): each ends in a catch-up
+///   burst a short queue may drop, but a burst can lose no more than the
+///   datagrams in it. A loss bigger than the bursts is the path's even
+///   where the sender stalled: through a shaper slower than the trial's
+///   rate, or an emulated router dropping below it, a trial loses
+///   whatever the sender does.
+fn tester_loss(ev: &[Evidence]) -> Option<String> {
+    let (mut drops, mut stall) = (0, None::<(u64, u64)>);
+    for e in ev {
+        let per_drop = if e.gro { GRO_MAX_DATAGRAMS } else { 1 };
+        let dropped = e.socket_drops.unwrap_or(0);
+        let burst = stall_burst(e);
+        let explained = dropped
+            .saturating_mul(per_drop)
+            .saturating_add(burst.map_or(0, |b| b.1));
+        if e.lost > explained {
+            return None;
+        }
+        drops += dropped;
+        stall = stall.max(burst);
+    }
+    let lost: u64 = ev.iter().map(|e| e.lost).sum();
+    let stall = stall.map(|(gap, burst)| {
         format!(
-            "the receiving sockets overflowed ({drops} drop(s), SO_RXQ_OVFL, for {} lost): the \
-             receiving host did not read in time",
-            t.lost
+            "the sending host stalled for {} (its catch-up bursts, up to {burst} datagram(s), \
+             may overflow a short queue)",
+            format_nanos(gap as f64)
         )
-    })
+    });
+    let overflow = (drops > 0).then(|| {
+        format!(
+            "the receiving sockets overflowed ({drops} drop(s), SO_RXQ_OVFL): the receiving \
+             host did not read in time"
+        )
+    });
+    let why: Vec<String> = stall.into_iter().chain(overflow).collect();
+    (lost > 0 && !why.is_empty()).then(|| format!("{} ({lost} lost)", why.join("; ")))
+}
+
+/// A stream's stalls as evidence of loss: its longest gap and the most
+/// datagrams their catch-up bursts put on the path at once, when that
+/// gap is a stall ([`burst_threshold_ns`]: a shorter one sends too small
+/// a catch-up for a path that carries the rate to drop). A stall of `g`
+/// ns leaves the datagrams due during it to go at once, at most the
+/// pacer's catch-up of `MAX_CATCH_UP_NS` (the rest it gives up), so each
+/// burst holds at most `min(g, MAX_CATCH_UP_NS + gap) / gap` datagrams.
+/// The report keeps the longest gap and the 99th percentile: one stall
+/// at least, and where even the p99 gap is a stall, at least 1 % of the
+/// gaps were; that many bursts of the longest stall's size bound the
+/// loss the stalls may explain.
+fn stall_burst(e: &Evidence) -> Option<(u64, u64)> {
+    let (want, max) = (e.requested_gap_ns?, e.max_gap_ns?);
+    let threshold = burst_threshold_ns(want);
+    if max as f64 <= threshold || want <= 0.0 {
+        return None;
+    }
+    let per_stall = (max as f64).min(MAX_CATCH_UP_NS as f64 + want) / want;
+    let stalls = match e.p99_gap_ns {
+        Some(p99) if p99 as f64 > threshold => (e.gaps / 100).max(1),
+        _ => 1,
+    };
+    Some((max, (per_stall.ceil() as u64).saturating_mul(stalls)))
 }
 
 /// The tester's own stalls and drops that spoilt trials ([`udp`]).
@@ -564,25 +633,37 @@ pub fn pacing_words() -> String {
 mod tests {
     use super::*;
 
-    /// Issue 27 (review of this round): a trial that failed as a test (a
-    /// connection timed out, the server went away) measured nothing; a
-    /// method stops on it (NOT RUN, exit 5) instead of counting it as the
-    /// path's loss (a FAIL, exit 4). A trial that ran is no failure.
+    /// Issue 27: a trial that failed as a test (a connection timed out or
+    /// was lost, the server went away) measured nothing: it is a stop, as
+    /// a refusal is, for every method alike (its step NOT RUN, exit 5),
+    /// never a row a method judges as the path's loss (a FAIL, exit 4). A
+    /// trial that ran, lossy or not, is its figures.
     #[test]
-    fn issue_27_a_trial_that_failed_as_a_test_stops_the_method() {
+    fn issue_27_a_trial_that_failed_as_a_test_is_a_stop_for_every_method() {
         let ran = SweepTrial {
             lost: 10,
             ..SweepTrial::default()
         };
-        assert!(failed(&ran, 64).is_none());
+        assert_eq!(outcome(64, Ok(Some((ran.clone(), None)))), Ok((ran, None)));
         let broken = SweepTrial {
-            error: Some("no control bytes from the server for 3000 ms".into()),
+            error: Some("peer closed the control connection while running the test".into()),
             ..SweepTrial::default()
         };
-        match failed(&broken, 64) {
-            Some(Stop::Failed(m)) => assert!(m.contains("64 B trial failed: no control"), "{m}"),
+        match outcome(1472, Ok(Some((broken, None)))) {
+            Err(Stop::Failed(m)) => {
+                assert!(m.contains("1472 B trial failed: peer closed"), "{m}");
+                let w = Stop::Failed(m).words();
+                assert!(w.starts_with("could not run: a 1472 B trial"), "{w}");
+            }
             other => panic!("{other:?}"),
         }
+        assert_eq!(outcome(64, Ok(None)), Err(Stop::Interrupted));
+        let refused = anyhow::Error::from(RunError::Refused("busy".into()));
+        assert_eq!(outcome(64, Err(refused)), Err(Stop::Refused("busy".into())));
+        assert_eq!(
+            Stop::Refused("busy".into()).words(),
+            "the server refused it: busy"
+        );
     }
 
     /// A trial that lost `lost` of 1000 datagrams.
@@ -734,6 +815,76 @@ mod tests {
         };
         assert!(tester_spoilt(&behind, &[paced(1.55e6, 20_000_000)]).is_some());
         assert_eq!(tester_spoilt(&lossy(0), &[paced(1.55e6, 20_000_000)]), None);
+    }
+
+    /// A paced stream (1472 B at 7.58 Mbit/s: a datagram every 1.55 ms)
+    /// that lost `lost` with its longest gap `max` ns, its p99 gap `p99`
+    /// ns, of 850 gaps.
+    fn stalled(lost: u64, max: u64, p99: u64) -> Evidence {
+        Evidence {
+            lost,
+            requested_gap_ns: Some(1.55e6),
+            max_gap_ns: Some(max),
+            p99_gap_ns: Some(p99),
+            gaps: 850,
+            ..Evidence::default()
+        }
+    }
+
+    /// Issue 27: a lossy trial whose sender stalled is the tester's only
+    /// where the stall's catch-up burst could lose that much. A 30 ms stall
+    /// at a datagram every 1.55 ms sends at most the pacer's 10 ms catch-up
+    /// (and one gap) at once: 8 datagrams. Up to 8 lost is the tester's
+    /// (inconclusive); 9, or a fifth of the trial, is more than the burst
+    /// holds: the path's loss, and the trial fails. Before, any loss with
+    /// a stall was the tester's.
+    #[test]
+    fn issue_27_a_stall_explains_no_more_loss_than_its_catch_up_burst() {
+        let why = tester_spoilt(&lossy(8), &[stalled(8, 30_000_000, 1_600_000)])
+            .expect("the burst's loss");
+        assert!(why.contains("stalled for 30"), "{why}");
+        assert!(why.contains("up to 8 datagram(s)"), "{why}");
+        for lost in [9, 200] {
+            let ev = [stalled(lost, 30_000_000, 1_600_000)];
+            assert_eq!(tester_spoilt(&lossy(lost), &ev), None, "{lost} lost");
+            // Not marked inconclusive: the judge fails it.
+            assert_eq!(judge(&lossy(lost)), Trial::Fail);
+        }
+        // A stall no longer than the catch-up: its burst is what fell due.
+        assert!(tester_spoilt(&lossy(13), &[stalled(13, 20_000_000, 1_600_000)]).is_none());
+        assert!(tester_spoilt(&lossy(13), &[stalled(13, 16_000_000, 1_600_000)]).is_none());
+        assert!(tester_spoilt(&lossy(8), &[stalled(8, 16_000_000, 1_600_000)]).is_some());
+        // Even the p99 gap a stall: at least 1 % of the 850 gaps were (8
+        // stalls of 8 datagrams at most): 64 may be the tester's, 65 not.
+        let many = |lost| [stalled(lost, 30_000_000, 20_000_000)];
+        assert!(tester_spoilt(&lossy(64), &many(64)).is_some());
+        assert_eq!(tester_spoilt(&lossy(65), &many(65)), None);
+        // A stall and the receiving socket's drops together: 8 + 4.
+        let both = Evidence {
+            socket_drops: Some(4),
+            ..stalled(12, 30_000_000, 1_600_000)
+        };
+        let why = tester_spoilt(&lossy(12), &[both]).expect("both");
+        assert!(
+            why.contains("stalled") && why.contains("overflowed"),
+            "{why}"
+        );
+        assert_eq!(
+            tester_spoilt(&lossy(13), &[Evidence { lost: 13, ..both }]),
+            None
+        );
+        // A stall that left the sender short explains the shortfall, not
+        // loss beyond its burst.
+        let short = |lost| SweepTrial {
+            kept_up: false,
+            ..lossy(lost)
+        };
+        assert!(tester_spoilt(&short(0), &[stalled(0, 30_000_000, 1_600_000)]).is_some());
+        assert!(tester_spoilt(&short(5), &[stalled(5, 30_000_000, 1_600_000)]).is_some());
+        assert_eq!(
+            tester_spoilt(&short(200), &[stalled(200, 30_000_000, 1_600_000)]),
+            None
+        );
     }
 
     /// Issue 27: the shared rerun. A spoilt trial runs again until one is

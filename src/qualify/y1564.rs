@@ -136,10 +136,7 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
         .as_ref()
         .filter(|_| kpis.iter().any(|k| k.verdict == Verdict::Inconclusive))
         .map(|why| format!("inconclusive: {why}, past its reruns"));
-    let note = [note.or_else(|| trial.error.clone()), spoilt]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>();
+    let note = [note, spoilt].into_iter().flatten().collect::<Vec<_>>();
     Ok(Y1564Step {
         name: step.name(),
         offered_bps: offered,
@@ -159,16 +156,14 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
     })
 }
 
-/// A step's verdict: its judged KPIs, and a failed trial fails it. A
+/// A step's verdict: its judged KPIs (a trial that could not run is no
+/// step's: `trials::udp` stops on it, and [`kept`] marks the step). A
 /// trial whose loss was the tester's own on every try (`inconclusive`:
 /// its sender stalled or its receiving sockets overflowed) measured the
 /// tester, not the path: a KPI it fails (loss, and the rate, delay and
 /// variation a stall also spoils) is marked inconclusive instead; one it
 /// passes still passes (the path did at least as well).
 fn verdict_of(kpis: &mut [Kpi], trial: &SweepTrial) -> Verdict {
-    if trial.error.is_some() {
-        return Verdict::Fail;
-    }
     if trial.inconclusive.is_some() {
         for k in kpis.iter_mut().filter(|k| k.verdict == Verdict::Fail) {
             k.verdict = Verdict::Inconclusive;
@@ -188,16 +183,50 @@ pub fn service_len(mtu: Option<u32>, v6: bool) -> u32 {
     max - method::UDP_HEADER - method::ip_header(v6)
 }
 
-/// Runs the steps, then the service performance test (§8.2) at CIR; what
-/// ran before a stop is kept in `out`.
-pub fn run(c: &Ctx<'_>, out: &mut Y1564) -> Result<(), Stop> {
-    for (st, rate) in method::y1564_steps(out.cir_bps, out.eir_bps) {
-        let s = step(c, st, rate, c.cfg.step_ms, out.len)?;
-        out.steps.push(s);
-        out.verdict = Verdict::all(out.steps.iter().map(|s| s.verdict));
-    }
-    let mut perf = step(c, Step::Cir(100), out.cir_bps, c.cfg.perf_ms, out.len)?;
-    perf.name = "performance".into();
+/// A step as it ran, or, where it could not (its trial failed as a test,
+/// the server refused it, Ctrl-C), the step marked NOT RUN with the stop's
+/// words as its reason, and the stop. `offered` is Ethernet frame bit/s.
+fn kept(
+    ran: Result<Y1564Step, Stop>,
+    name: &str,
+    offered: f64,
+    ms: u64,
+    len: u32,
+) -> (Y1564Step, Option<Stop>) {
+    let stop = match ran {
+        Ok(s) => return (s, None),
+        Err(stop) => stop,
+    };
+    let why = stop.words();
+    let step = Y1564Step {
+        name: name.into(),
+        offered_bps: offered,
+        seconds: ms as f64 / 1e3,
+        trial: SweepTrial {
+            len,
+            error: Some(why.clone()),
+            ..SweepTrial::default()
+        },
+        ir_bps: 0.0,
+        flr_percent: 0.0,
+        ftd_ns: None,
+        rtt_ns: None,
+        fdv_ns: 0.0,
+        availability_percent: None,
+        kpis: Vec::new(),
+        verdict: Verdict::NotRun,
+        note: Some(why),
+        report: None,
+        probe: None,
+    };
+    (step, Some(stop))
+}
+
+/// The service performance test (§8.2): the 100 % step for `--duration`,
+/// its information rate also judged against the SLA's rate.
+fn performance(c: &Ctx<'_>, cir: f64, len: u32) -> Result<Y1564Step, Stop> {
+    let mut perf = step(c, Step::Cir(100), cir, c.cfg.perf_ms, len)?;
+    perf.name = PERFORMANCE.into();
     perf.kpis.push(Kpi::judge(
         "information rate (SLA)",
         "bit/s",
@@ -206,9 +235,34 @@ pub fn run(c: &Ctx<'_>, out: &mut Y1564) -> Result<(), Stop> {
         false,
     ));
     perf.verdict = verdict_of(&mut perf.kpis, &perf.trial);
+    Ok(perf)
+}
+
+const PERFORMANCE: &str = "performance";
+
+/// The method's verdict: every step's, the performance test's too.
+fn method_verdict(out: &Y1564) -> Verdict {
+    Verdict::all(out.steps.iter().chain(&out.performance).map(|s| s.verdict))
+}
+
+/// Runs the steps, then the service performance test (§8.2) at CIR; what
+/// ran before a stop is kept in `out`, with the step that stopped it
+/// marked NOT RUN ([`kept`]), so the method's verdict is never a PASS.
+pub fn run(c: &Ctx<'_>, out: &mut Y1564) -> Result<(), Stop> {
+    for (st, rate) in method::y1564_steps(out.cir_bps, out.eir_bps) {
+        let ran = step(c, st, rate, c.cfg.step_ms, out.len);
+        let (s, stop) = kept(ran, &st.name(), rate, c.cfg.step_ms, out.len);
+        out.steps.push(s);
+        out.verdict = method_verdict(out);
+        if let Some(stop) = stop {
+            return Err(stop);
+        }
+    }
+    let ran = performance(c, out.cir_bps, out.len);
+    let (perf, stop) = kept(ran, PERFORMANCE, out.cir_bps, c.cfg.perf_ms, out.len);
     out.performance = Some(perf);
-    out.verdict = Verdict::all(out.steps.iter().chain(&out.performance).map(|s| s.verdict));
-    Ok(())
+    out.verdict = method_verdict(out);
+    stop.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
@@ -245,10 +299,61 @@ mod tests {
         assert_eq!(verdict_of(&mut k, &spoilt), Verdict::Inconclusive);
         assert_eq!(k[0].verdict, Verdict::Pass);
         assert_eq!(k[1].verdict, Verdict::Inconclusive);
-        let broken = SweepTrial {
-            error: Some("timed out".into()),
-            ..spoilt
+    }
+
+    /// Issue 27: a step that could not run (its trial failed as a test,
+    /// the server refused it) is NOT RUN, with the stop's words as its
+    /// reason, and the method's verdict follows `Verdict::all`: NOT RUN
+    /// after steps that passed, still FAIL after one that failed. Before,
+    /// the step's errored trial failed it (exit 4), or a refused step was
+    /// left out and the steps before it read PASS.
+    #[test]
+    fn issue_27_a_step_that_could_not_run_is_not_run_not_a_fail() {
+        let passed = |name: &str, verdict| Y1564Step {
+            verdict,
+            ..kept(Err(Stop::Interrupted), name, 1e6, 1000, 1472).0
         };
-        assert_eq!(verdict_of(&mut kpis(), &broken), Verdict::Fail);
+        let stop = Stop::Failed("a 1472 B trial failed: peer closed the control connection".into());
+        let (s, back) = kept(Err(stop.clone()), "50% CIR", 5e6, 2000, 1472);
+        assert_eq!(back, Some(stop));
+        assert_eq!(s.verdict, Verdict::NotRun);
+        assert_eq!(
+            (s.name.as_str(), s.offered_bps, s.seconds),
+            ("50% CIR", 5e6, 2.0)
+        );
+        let why = s.note.as_deref().unwrap_or_default();
+        assert!(
+            why.starts_with("could not run: a 1472 B trial failed: peer closed"),
+            "{why}"
+        );
+        assert_eq!(s.trial.error.as_deref(), Some(why));
+        let mut m = Y1564 {
+            cir_bps: 10e6,
+            eir_bps: 0.0,
+            len: 1472,
+            steps: vec![passed("25% CIR", Verdict::Pass), s.clone()],
+            performance: None,
+            verdict: Verdict::NotRun,
+        };
+        assert_eq!(method_verdict(&m), Verdict::NotRun);
+        m.steps[0].verdict = Verdict::Fail;
+        assert_eq!(method_verdict(&m), Verdict::Fail);
+        // The performance test refused: marked too, and counted.
+        let (p, _) = kept(
+            Err(Stop::Refused("at most 2 s".into())),
+            PERFORMANCE,
+            10e6,
+            5000,
+            1472,
+        );
+        assert!(p
+            .note
+            .is_some_and(|n| n == "the server refused it: at most 2 s"));
+        m.steps = vec![passed("25% CIR", Verdict::Pass)];
+        m.performance = Some(Y1564Step {
+            verdict: Verdict::NotRun,
+            ..s
+        });
+        assert_eq!(method_verdict(&m), Verdict::NotRun);
     }
 }

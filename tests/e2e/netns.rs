@@ -222,6 +222,34 @@ impl Routed {
     }
 }
 
+impl Routed {
+    /// The router's interface and qdisc counters, as `ip -s link` and
+    /// `tc -s qdisc` print them inside its namespace (totals since it was
+    /// made), for a failure message: a drop on the emulated router (a
+    /// veth's RX or TX dropped, a qdisc's dropped) shows there, beside the
+    /// tbf drops a test's trials above the rate cause by design.
+    pub fn counters(&self) -> String {
+        let show = |cmd: &[&str]| {
+            let text = match Command::new("ip")
+                .args(["netns", "exec", &self.r])
+                .args(cmd)
+                .output()
+            {
+                Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+                Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
+                Err(e) => e.to_string(),
+            };
+            format!("$ {}\n{}", cmd.join(" "), text.trim_end())
+        };
+        format!(
+            "router namespace {}:\n{}\n{}",
+            self.r,
+            show(&["ip", "-s", "link", "show"]),
+            show(&["tc", "-s", "qdisc", "show"])
+        )
+    }
+}
+
 impl Drop for Routed {
     fn drop(&mut self) {
         for ns in [&self.a, &self.r, &self.b] {

@@ -227,6 +227,99 @@ fn issue_27_a_refused_step_ends_the_run_marked() {
         .as_array()
         .is_some_and(|s| !s.is_empty()));
     assert!(run["rfc6349"].is_null(), "nothing after the refusal ran");
+    // The refused step is marked NOT RUN with the refusal as its reason,
+    // and the method's verdict is no PASS (issue 27).
+    let perf = &run["y1564"]["performance"];
+    assert_eq!(perf["verdict"], "not_run", "{perf}");
+    let note = perf["note"].as_str().unwrap_or_default();
+    assert!(note.contains("the server refused it"), "{note}");
+    assert_ne!(run["y1564"]["verdict"], "pass", "{}", run["y1564"]);
+}
+
+/// Issue 27: a Y.1564 step whose trial could not run (here the server
+/// killed mid-step: the control connection lost) is NOT RUN with the
+/// error as its reason, not a FAIL, and the run's exit status is 5
+/// ("could not run"), not 4 ("SLA failed"). Before, the step's errored
+/// trial failed it (and every step after, unable to connect), exit 4.
+#[test]
+fn issue_27_a_y1564_step_whose_trial_errored_is_not_run_not_a_fail() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin())
+        .args(["server", "--port", "0", "--bind", "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn server");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let port: u16 = first
+        .split_whitespace()
+        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    // Killed on drop, whatever the test's outcome.
+    let mut server = Server {
+        child,
+        port,
+        log: Default::default(),
+    };
+    let port = server.port_str();
+    let client = std::thread::spawn(move || {
+        qualify_in(
+            None,
+            &[
+                "127.0.0.1",
+                "-p",
+                &port,
+                "--method",
+                "y1564",
+                "--cir",
+                "10M",
+                "--step-time",
+                "3s",
+                "--duration",
+                "3s",
+                "--json",
+            ],
+            Duration::from_secs(120),
+        )
+    });
+    // The server prints each test it serves: the first Y.1564 step is the
+    // first stream of 1472-byte datagrams (the preflight's load is 64 B).
+    let step_started = lines
+        .take(10_000)
+        .map_while(Result::ok)
+        .any(|l| l.contains("1472 B datagrams"));
+    assert!(step_started, "no Y.1564 step reached the server");
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = server.child.kill();
+    let (out, v) = client.join().expect("client thread");
+    let y = &v["runs"][0]["y1564"];
+    let verdicts: Vec<(&Value, &Value, &Value)> = y["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(y.get("performance"))
+        .map(|s| (&s["name"], &s["verdict"], &s["note"]))
+        .collect();
+    assert_eq!(out.status.code(), Some(5), "{}: {verdicts:?}", stderr(&out));
+    let steps = y["steps"].as_array().expect("steps");
+    let last = steps.last().expect("the step that could not run");
+    assert_eq!(last["verdict"], "not_run", "{y}");
+    assert!(
+        last["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("could not run")),
+        "{last}"
+    );
+    assert!(
+        steps.iter().all(|s| s["verdict"] != "fail"),
+        "an errored trial read as a failure: {y}"
+    );
+    assert_eq!(y["verdict"], "not_run", "{y}");
+    assert_eq!(v["verdict"], "not_run");
+    let stopped = v["runs"][0]["stopped"].as_str().unwrap_or_default();
+    assert!(stopped.starts_with("Y.1564: could not run"), "{stopped}");
 }
 
 /// RFC 6349's buffer delay is the queue the transfer builds: near nothing
@@ -307,8 +400,16 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
         "1s",
         "--json",
     ];
+    // On a miss, what the router counted (a drop on the emulated router).
+    let router = || path.counters();
     let (out, v) = qualify_in(Some(&path.a), &args, Duration::from_secs(120));
-    assert_eq!(out.status.code(), Some(4), "SLA failed: {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "SLA failed: {}\n{}",
+        stderr(&out),
+        router()
+    );
     let steps = v["runs"][0]["y1564"]["steps"]
         .as_array()
         .expect("steps")
@@ -322,9 +423,24 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
             )
         })
         .collect();
-    assert_eq!(verdicts[0], ("25% CIR", "pass"), "{verdicts:?}");
-    assert_eq!(verdicts[1], ("50% CIR", "pass"), "{verdicts:?}");
-    assert_eq!(verdicts[2], ("75% CIR", "fail"), "{verdicts:?}");
+    assert_eq!(
+        verdicts[0],
+        ("25% CIR", "pass"),
+        "{verdicts:?}\n{}",
+        router()
+    );
+    assert_eq!(
+        verdicts[1],
+        ("50% CIR", "pass"),
+        "{verdicts:?}\n{}",
+        router()
+    );
+    assert_eq!(
+        verdicts[2],
+        ("75% CIR", "fail"),
+        "{verdicts:?}\n{}",
+        router()
+    );
     // Above CIR (and the overshoot): every step passes.
     for dev in ["rb", "ra"] {
         tc(&path.r, &tbf("change", dev, "12mbit", "30000")).expect("tbf change");
@@ -333,9 +449,10 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
     assert_eq!(
         out.status.code(),
         Some(0),
-        "{}: {}",
+        "{}: {}\n{}",
         v["runs"][0]["y1564"],
-        stderr(&out)
+        stderr(&out),
+        router()
     );
     assert_eq!(v["verdict"], "pass");
 }

@@ -232,7 +232,8 @@ pub struct Rfc2544Size {
     pub inconclusive_trials: u32,
     /// Why the size's verdict is what it is when the throughput alone
     /// decided it (no zero-loss rate, only the search's floor, or a search
-    /// the inconclusive trials ended).
+    /// the inconclusive trials ended), or why it is NOT RUN (the stop that
+    /// ended it: a trial that could not run, a refusal).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub verdict_note: Option<String>,
     /// §26.2: latency of probes beside a stream at the throughput rate.
@@ -285,6 +286,8 @@ pub struct Y1564Step {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub availability_percent: Option<f64>,
     pub kpis: Vec<Kpi>,
+    /// NOT RUN where its trial could not run (failed as a test, refused,
+    /// interrupted): `note` says why, `trial.error` too.
     pub verdict: Verdict,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub note: Option<String>,
@@ -539,15 +542,18 @@ fn y1564_human(m: &Y1564, out: &mut dyn Write) -> io::Result<()> {
         "step", "offered", "IR", "FLR", "FTD", "FDV", "avail"
     )?;
     for s in m.steps.iter().chain(&m.performance) {
+        // A step whose trial could not run measured nothing: no figures.
+        let ran = s.trial.error.is_none();
+        let figure = |f: String| if ran { f } else { "-".into() };
         writeln!(
             out,
-            "  {:<12} {:>15} {:>15} {:>8.3}% {:>11} {:>11} {:>9}  {}",
+            "  {:<12} {:>15} {:>15} {:>9} {:>11} {:>11} {:>9}  {}",
             s.name,
             format_rate(s.offered_bps),
-            format_rate(s.ir_bps),
-            s.flr_percent,
+            figure(format_rate(s.ir_bps)),
+            figure(format!("{:.3}%", s.flr_percent)),
             s.ftd_ns.or(s.rtt_ns).map_or("-".into(), format_nanos),
-            format_nanos(s.fdv_ns),
+            figure(format_nanos(s.fdv_ns)),
             s.availability_percent
                 .map_or("-".into(), |a| format!("{a:.1}%")),
             s.verdict.word()
