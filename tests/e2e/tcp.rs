@@ -159,7 +159,7 @@ fn issue_2_omit_excludes_warm_up_from_the_summary() {
 /// (and the sender's retransmits) are what its non-omitted intervals add
 /// up to, over the 2 measured seconds, against a server in its own
 /// process; and both ends leave out the same warm-up (the bytes the
-/// sender wrote before it), so their measured bytes agree exactly, both
+/// client moved before it), so their measured bytes agree exactly, both
 /// directions and both at once, also with every CPU busy (each end's own
 /// timer fired at a different byte, 0.05-1.4 % apart on a loaded host).
 #[test]
