@@ -159,7 +159,7 @@ fn issue_2_omit_excludes_warm_up_from_the_summary() {
 /// (and the sender's retransmits) are what its non-omitted intervals add
 /// up to, over the 2 measured seconds, against a server in its own
 /// process; and both ends leave out the same warm-up (the bytes the
-/// sender wrote before it), so their measured bytes agree exactly, both
+/// client moved before it), so their measured bytes agree exactly, both
 /// directions and both at once, also with every CPU busy (each end's own
 /// timer fired at a different byte, 0.05-1.4 % apart on a loaded host).
 #[test]
@@ -182,6 +182,53 @@ fn issue_28_omit_totals_are_the_measured_intervals() {
             for sum in r["sums"].as_array().expect("sums") {
                 assert_eq!(sum["sender_bytes"], sum["receiver_bytes"], "{what}: {sum}");
             }
+        }
+    }
+}
+
+/// Issue 28: with `-O`, the interval records a client prints live
+/// (`--json-lines`, and the human lines from the same records) after the
+/// warm-up add up to the totals it prints at the end, for the streams it
+/// receives too (`-R`, `--bidir`): those were cut on the client's own
+/// timer while the totals moved to the sender's offset, a few MB apart
+/// on loopback. The summary's own intervals (`--json`'s) add up too.
+#[test]
+fn issue_28_live_intervals_after_the_warm_up_add_up_to_the_totals() {
+    let server = Server::start(&[]);
+    let port = server.port_str();
+    for extra in [&["-R"][..], &["--bidir"][..]] {
+        let mut args = vec!["tcp", "127.0.0.1", "-p", &port, "-O", "1", "-t", "3"];
+        args.extend_from_slice(extra);
+        args.push("--json-lines");
+        let out = run_client(&args, Duration::from_secs(30));
+        assert_ok(&out, &args);
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        let summary = lines.last().expect("a summary");
+        assert_eq!(summary["type"], "summary", "{extra:?}");
+        let live = serde_json::json!({
+            "intervals": lines.iter().filter(|l| l["type"] == "interval").collect::<Vec<_>>(),
+        });
+        for s in summary["streams"].as_array().expect("streams") {
+            let id = u(&s["id"]);
+            let end = if s["sender"]["side"] == "client" {
+                "sender"
+            } else {
+                "receiver"
+            };
+            let total = u(&s[end]["bytes"]);
+            assert!(u(&s[end]["omitted_bytes"]) > 0, "{extra:?}: {s}");
+            let (printed, _, _) = measured_intervals(&live, "intervals", id);
+            assert_eq!(printed, total, "{extra:?} {end}: live lines {printed}: {s}");
+            let (kept, _, _) = measured_intervals(summary, "intervals", id);
+            assert_eq!(kept, total, "{extra:?} {end}: the summary's intervals: {s}");
+            assert_eq!(
+                u(&s["sender"]["bytes"]),
+                u(&s["receiver"]["bytes"]),
+                "{extra:?}: {s}"
+            );
         }
     }
 }

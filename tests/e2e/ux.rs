@@ -693,3 +693,93 @@ fn issue_28_an_unread_stdout_does_not_hold_the_servers_tests() {
         .collect();
     assert!(starts[0] < starts[1], "in order: {starts:?}");
 }
+
+/// `linerate server 2>&1 | (sleep 30; cat)` in the human format (issue
+/// 28): the "listening on" line waits in the server's printer behind a
+/// reader that does not read, and nothing on the accept path waits for
+/// it, nor for a log line: the accept loop logged a refused address
+/// itself and stopped accepting (the next client timed out). The server
+/// accepts and serves test after test (native and iperf3), and once the
+/// reader reads, the line comes before the tests' reports, which come in
+/// order, and the log line is there.
+#[test]
+fn issue_28_an_unread_stdout_holds_neither_the_human_servers_start_nor_its_tests() {
+    let (mut r, w, filler) = full_pipe();
+    // The address line goes only to the unread stdout: the port is
+    // picked here.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let err = w.try_clone().expect("2>&1");
+    let child = Command::new(bin())
+        .args(["server", "--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--deny", "127.0.0.2/32"])
+        .stdout(w)
+        .stderr(err)
+        .spawn()
+        .expect("spawn server");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    // Killed on drop, whatever fails below.
+    let mut server = Server { child, port, log };
+    let p = server.port_str();
+    let up = eventually(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "the server does not accept while its first line waits");
+    // Refused and logged by the accept loop.
+    let denied = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .and_then(|s| {
+            s.bind(&std::net::SocketAddr::from(([127, 0, 0, 2], 0)).into())?;
+            s.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())?;
+            Ok(s)
+        })
+        .expect("a connection from 127.0.0.2");
+    std::thread::sleep(Duration::from_millis(300));
+    drop(denied);
+    let modes: [&[&str]; 3] = [
+        &["tcp", "127.0.0.1", "--port", &p, "-t", "1"],
+        &["iperf3", "-c", "127.0.0.1", "-p", &p, "-t", "1"],
+        &["udp", "127.0.0.1", "--port", &p, "-t", "1", "-b", "10M"],
+    ];
+    for args in modes {
+        let out = run_client(args, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    }
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = r.read_to_end(&mut text);
+        text
+    });
+    let _ = Command::new("kill")
+        .args(["-INT", &server.child.id().to_string()])
+        .status();
+    let stopped = eventually(Duration::from_secs(20), || !server.alive());
+    drop(server);
+    assert!(stopped, "the server did not exit on Ctrl-C");
+    let text = reader.join().expect("reader");
+    let text = String::from_utf8_lossy(&text[filler.min(text.len())..]).into_owned();
+    let at = |what: &str| {
+        text.find(what)
+            .unwrap_or_else(|| panic!("no {what:?}: {text}"))
+    };
+    assert!(at("127.0.0.2") > 0, "the accept loop's log line");
+    let listening = at("linerate server listening on 127.0.0.1:");
+    // Each report's first line: "linerate server: tcp client→server
+    // (stream) from … · 1 MiB writes …" (iperf3's client: 128 KiB).
+    let heads: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("linerate server: ") && l.contains(") from "))
+        .collect();
+    assert_eq!(heads.len(), 3, "{text}");
+    assert!(listening < at(heads[0]), "{text}");
+    let expected = [
+        ("tcp", "1 MiB writes"),
+        ("tcp", "128 KiB writes"),
+        ("udp", ""),
+    ];
+    for (head, (protocol, writes)) in heads.iter().zip(expected) {
+        let named = head.starts_with(&format!("linerate server: {protocol} "));
+        assert!(named && head.contains(writes), "in order: {heads:?}");
+    }
+}

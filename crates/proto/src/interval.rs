@@ -14,11 +14,12 @@
 //! instead of this side's clock, so both ends leave out the same
 //! datagrams: an omitted interval counts the warm-up's datagrams, a
 //! measured one the others (the first measured interval all of them since
-//! the start), and the totals leave out the warm-up's final counts. One
-//! exception: the totals count loss from the sender's cut (in its
-//! SendDone), the intervals from the highest warm-up number this side saw,
-//! so warm-up datagrams lost on the link just before the cut show as loss
-//! in the first measured interval but not in the total. The last interval of a timed test is not cut at the planned end:
+//! the start), and the totals leave out the warm-up's final counts. Loss
+//! is split by number the same way: numbers below the sender's cut are
+//! the warm-up's ([`Warmup::numbers`]: until the sender's SendDone names
+//! its cut, the lowest measured number seen), so warm-up datagrams lost on
+//! the link just before the cut are loss of no measured interval and of
+//! no total. The last interval of a timed test is not cut at the planned end:
 //! it runs to the real end of the streams (the senders' final write, the
 //! receivers' drain) so the intervals always add up to the totals.
 //!
@@ -159,7 +160,12 @@ impl IntervalCutter {
         let end = end.max(self.prev_end);
         let moved = self.prev.iter().zip(samples).any(|(p, s)| {
             let (a, b) = (p.udp.unwrap_or_default(), s.udp.unwrap_or_default());
-            s.bytes > p.bytes || a.datagrams != b.datagrams || a.corrupt != b.corrupt
+            // The sender's cut, known at the end, may move loss (below).
+            let cut = |c: &LiveCounts| c.warmup.map(|w| w.numbers);
+            s.bytes > p.bytes
+                || a.datagrams != b.datagrams
+                || a.corrupt != b.corrupt
+                || cut(&a) != cut(&b)
         });
         moved.then(|| self.record(end, end, samples))
     }
@@ -305,7 +311,8 @@ fn measured_baseline(before: &Sample) -> Sample {
 /// there: bytes (kept apart in `omitted_bytes`), TCP retransmits, UDP
 /// datagrams sent and read, and a receiver's sequence accounts. A
 /// receiver's measured numbers start at the sender's cut (linerate's
-/// datagrams, from its SendDone) or, cut by the clock, above the highest
+/// datagrams, from its SendDone, as the intervals' last sample:
+/// [`Warmup`]) or, cut by the clock, above the highest
 /// one seen by the end of the warm-up (iperf3's rule), so datagrams sent
 /// in the warm-up are never counted lost. Jitter, an average that forgets the warm-up within
 /// a few dozen datagrams, is left as it ends.

@@ -8,27 +8,39 @@
 //! than the sender did, and the two measured totals differed by 0.05–1.4 %
 //! of a 2 s test on a loaded 2-CPU host. TCP bytes carry no send stamp (as
 //! linerate's datagrams do, [`crate::udp_receiver::Warmup`]), but a stream
-//! is one ordered byte sequence: the sender's cut is a byte offset (its
-//! `omitted_bytes`, what it wrote before it crossed `omit`), and the
-//! receiver's warm-up is exactly the bytes below that offset.
+//! is one ordered byte sequence: either end's cut is a byte offset (its
+//! `omitted_bytes`, what it moved before its timer crossed `omit`), and
+//! the other end's warm-up can be exactly the bytes below that offset.
 //!
-//! The sender's offset travels in its `Results` at the end (the field
+//! Whose offset: the client's, for every stream, sent or received. The
+//! client prints its interval records live (human lines, `--json-lines`),
+//! cut by its own timer, before any peer's number could reach it; with
+//! its cut standing, what it printed after the warm-up adds up to the
+//! totals it prints at the end, in every format, without a message in
+//! the middle of the test. (The sender's offset, the rule before, moved a
+//! `-R` client's totals away from the lines it had already printed.) The
+//! server prints nothing live: its report, at the end, is built from the
+//! agreed results.
+//!
+//! Each side's offsets travel in its `Results` at the end (the field
 //! every linerate peer already sends), and each session, once it holds
 //! both sides' results ([`crate::session`]'s shared `Exchange`), moves the
-//! receiver's cut to it with [`agree`]: its totals and the intervals
-//! they add up to (the bytes between the two cuts move across the
-//! boundary between the omitted and the measured intervals). Both ends
-//! then count the same measured bytes, whichever of them is older (an
-//! older peer's own view keeps its timer's cut). UDP streams are cut by
-//! their stamps already and are left alone; iperf3's streams never come
-//! here (iperf3 peers cut each on its own timer, iperf3's rule).
+//! server's cut to the client's with [`agree`]: its totals and the
+//! intervals they add up to (the bytes between the two cuts move across
+//! the boundary between the omitted and the measured intervals). Both ends
+//! then count the same measured bytes. An older peer moved the receiver's
+//! cut to the sender's instead: each end's report is still whole in
+//! itself, and the two differ by the bytes between the cuts, as between
+//! two iperf3s. UDP streams are cut by their stamps already and are left
+//! alone; iperf3's streams never come here (iperf3 peers cut each on its
+//! own timer, iperf3's rule).
 
 use crate::measure::{IntervalMeasurement, SideResults, StreamMeasurement};
 use crate::wire::Side;
 
-/// Moves the warm-up of every TCP stream `me` and the peer both measured
-/// to the sender's offset, on whichever side (`local` or `remote`)
-/// received it.
+/// Moves the server's warm-up of every TCP stream `me` and the peer both
+/// measured to the client's offset, on whichever side (`local` or
+/// `remote`) is the server's.
 pub fn agree(me: Side, local: &mut SideResults, remote: &mut SideResults) {
     for i in 0..local.streams.len() {
         let id = local.streams[i].id;
@@ -39,12 +51,15 @@ pub fn agree(me: Side, local: &mut SideResults, remote: &mut SideResults) {
         if !is_tcp(l) || !is_tcp(r) || l.sender.is_none() || l.sender != r.sender {
             continue;
         }
-        if l.sender == Some(me) {
-            let offset = l.omitted_bytes;
-            cut_at(&mut remote.streams[j], &mut remote.intervals, offset);
-        } else {
-            let offset = r.omitted_bytes;
-            cut_at(&mut local.streams[i], &mut local.intervals, offset);
+        match me {
+            Side::Client => {
+                let offset = l.omitted_bytes;
+                cut_at(&mut remote.streams[j], &mut remote.intervals, offset);
+            }
+            Side::Server => {
+                let offset = r.omitted_bytes;
+                cut_at(&mut local.streams[i], &mut local.intervals, offset);
+            }
         }
     }
 }
@@ -53,18 +68,18 @@ fn is_tcp(m: &StreamMeasurement) -> bool {
     m.udp_send.is_none() && m.udp_recv.is_none()
 }
 
-/// The largest share of a stream (1/`SHIFT_MAX_DIV`) by which a sender's
-/// offset may move its receiver's own cut. The two timers' cuts differ by
+/// The largest share of a stream (1/`SHIFT_MAX_DIV`) by which a client's
+/// offset may move the server's own cut. The two timers' cuts differ by
 /// what was in flight and by scheduling delay (measured: at most 1.4 % of
 /// a 2 s test on a loaded host); a peer's offset further off is not the
-/// same stream's cut (a faulty or hostile peer, or a receiver that failed
-/// early), and the receiver keeps its own, so a peer cannot move more
+/// same stream's cut (a faulty or hostile peer, or an end that failed
+/// early), and the server keeps its own, so a peer cannot move more
 /// than a quarter of what this side measured.
 const SHIFT_MAX_DIV: u64 = 4;
 
-/// A receiver's stream `m`, and its side's `intervals`, with the warm-up
+/// The server's stream `m`, and its side's `intervals`, with the warm-up
 /// ending at byte `offset` (at most the whole stream), where that is near
-/// the receiver's own cut ([`SHIFT_MAX_DIV`]).
+/// the server's own cut ([`SHIFT_MAX_DIV`]).
 fn cut_at(m: &mut StreamMeasurement, intervals: &mut [IntervalMeasurement], offset: u64) {
     let whole = m.bytes.saturating_add(m.omitted_bytes);
     let omitted = offset.min(whole);
@@ -163,37 +178,45 @@ mod tests {
     }
 
     #[test]
-    fn issue_28_the_receiver_leaves_out_the_bytes_below_the_senders_offset() {
+    fn issue_28_the_server_leaves_out_the_bytes_below_the_clients_offset() {
         // The client sent 1000 bytes, 300 before it crossed omit; the
         // server's timer cut later, at 450.
-        let mut sender = side(vec![stream(1, 700, 300)], &[(true, 300), (false, 700)]);
-        let mut receiver = side(
+        let client = side(vec![stream(1, 700, 300)], &[(true, 300), (false, 700)]);
+        let server = side(
             vec![stream(1, 550, 450)],
             &[(true, 200), (true, 250), (false, 100), (false, 450)],
         );
         for me in [Side::Client, Side::Server] {
-            let (mut s, mut r) = (sender.clone(), receiver.clone());
+            let (mut c, mut s) = (client.clone(), server.clone());
             match me {
-                Side::Client => agree(me, &mut s, &mut r),
-                Side::Server => agree(me, &mut r, &mut s),
+                Side::Client => agree(me, &mut c, &mut s),
+                Side::Server => agree(me, &mut s, &mut c),
             }
-            assert_eq!(s, sender, "the sender's cut stands");
-            assert_eq!((r.streams[0].bytes, r.streams[0].omitted_bytes), (700, 300));
-            assert_eq!(per_interval(&r), [200, 100, 250, 450]);
+            assert_eq!(c, client, "the client's cut stands");
+            assert_eq!((s.streams[0].bytes, s.streams[0].omitted_bytes), (700, 300));
+            assert_eq!(per_interval(&s), [200, 100, 250, 450]);
         }
-        // A receiver that cut earlier (at 100): the warm-up takes from the
-        // first measured intervals.
-        receiver = side(
-            vec![stream(1, 900, 100)],
-            &[(true, 100), (false, 150), (false, 750)],
+        // `-R`: the server sent, and cut at 300; the client received and
+        // cut later, at 450, and printed its intervals from there: the
+        // server's warm-up takes from its first measured intervals.
+        let mut server = side(
+            vec![stream(1, 700, 300)],
+            &[(true, 300), (false, 100), (false, 600)],
         );
-        agree(Side::Client, &mut sender, &mut receiver);
-        assert_eq!(receiver.streams[0].bytes, 700);
-        assert_eq!(per_interval(&receiver), [300, 0, 700]);
+        let mut client = side(vec![stream(1, 550, 450)], &[(true, 450), (false, 550)]);
+        for s in [&mut server, &mut client] {
+            s.streams[0].sender = Some(Side::Server);
+        }
+        let before = client.clone();
+        agree(Side::Server, &mut server, &mut client);
+        assert_eq!(client, before, "the client's cut stands");
+        assert_eq!(server.streams[0].bytes, 550);
+        assert_eq!(per_interval(&server), [450, 0, 550]);
     }
 
     #[test]
     fn issue_28_udp_streams_and_streams_without_a_peer_are_left_alone() {
+        // The client's results (it sent), and the server's.
         let sender = side(vec![stream(1, 700, 300)], &[(true, 300), (false, 700)]);
         let mut udp = stream(1, 550, 450);
         udp.udp_recv = Some(Default::default());
@@ -205,8 +228,8 @@ mod tests {
         let before = other.clone();
         agree(Side::Client, &mut sender.clone(), &mut other);
         assert_eq!(other, before);
-        // A receiver that got far less than the sender's offset (it
-        // failed early) keeps its own cut.
+        // A server that got far less than the client's offset (it failed
+        // early) keeps its own cut.
         let mut short = side(vec![stream(1, 100, 100)], &[(true, 100), (false, 100)]);
         let before = short.clone();
         agree(Side::Client, &mut sender.clone(), &mut short);
@@ -214,31 +237,28 @@ mod tests {
     }
 
     /// A peer's offset far from this side's own cut (review, issue 28: a
-    /// sender claiming `u64::MAX` emptied the receiver's measured bytes)
+    /// peer claiming `u64::MAX` emptied the other end's measured bytes)
     /// is ignored, and a peer's own interval bytes near `u64::MAX`
     /// saturate instead of overflowing.
     #[test]
     fn issue_28_a_peers_offset_far_from_the_own_cut_is_ignored() {
         let mut hostile = side(vec![stream(1, 0, u64::MAX)], &[(true, 1), (false, 0)]);
-        let mut receiver = side(vec![stream(1, 700, 300)], &[(true, 300), (false, 700)]);
-        let before = receiver.clone();
-        agree(Side::Server, &mut receiver, &mut hostile);
-        assert_eq!(receiver, before);
-        // The server sent 1000 bytes, 300 in its warm-up; the client's own
-        // intervals are its numbers, the first measured one near u64::MAX.
         let mut server = side(vec![stream(1, 700, 300)], &[(true, 300), (false, 700)]);
-        server.streams[0].sender = Some(Side::Server);
-        let mut client = side(vec![stream(1, 750, 250)], &[(true, 250), (false, 750)]);
-        client.streams[0].sender = Some(Side::Server);
-        client.intervals[1].streams[0].bytes = u64::MAX;
-        client.intervals[0].streams[0].bytes = 250;
-        agree(Side::Server, &mut server, &mut client);
-        assert_eq!(client.streams[0].omitted_bytes, 300);
-        assert_eq!(per_interval(&client), [300, u64::MAX - 50]);
-        client.intervals[0].streams[0].bytes = u64::MAX;
-        client.streams[0].omitted_bytes = 250;
-        client.streams[0].bytes = 750;
-        agree(Side::Server, &mut server, &mut client);
-        assert_eq!(per_interval(&client)[0], u64::MAX);
+        let before = server.clone();
+        agree(Side::Server, &mut server, &mut hostile);
+        assert_eq!(server, before);
+        // The client cut at 350; the server's own intervals, in the
+        // client's view the peer's numbers, hold near u64::MAX.
+        let mut client = side(vec![stream(1, 650, 350)], &[(true, 350), (false, 650)]);
+        let mut server = side(vec![stream(1, 700, 300)], &[(true, 300), (false, 700)]);
+        server.intervals[1].streams[0].bytes = u64::MAX;
+        agree(Side::Client, &mut client, &mut server);
+        assert_eq!(server.streams[0].omitted_bytes, 350);
+        assert_eq!(per_interval(&server), [350, u64::MAX - 50]);
+        server.intervals[0].streams[0].bytes = u64::MAX;
+        server.streams[0].omitted_bytes = 300;
+        server.streams[0].bytes = 700;
+        agree(Side::Client, &mut client, &mut server);
+        assert_eq!(per_interval(&server)[0], u64::MAX);
     }
 }

@@ -112,7 +112,8 @@ pub struct LiveCounts {
 /// The sender stamps a batch with one time, so its cut falls between
 /// batches; a warm-up datagram that arrives after measured ones (reordered,
 /// or late) is still the warm-up's, and numbers below the sender's cut are
-/// never measured loss.
+/// never measured loss: a number missing is the warm-up's or the test's
+/// by when it was sent, not by when this end's timer cut (issue 28).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Warmup {
     /// Bytes and datagrams sent, or valid ones read, stamped before `omit`.
@@ -125,8 +126,15 @@ pub struct Warmup {
     pub reordered: u64,
     pub late: u64,
     /// Numbers `0..numbers` are the warm-up's: the sender's first number
-    /// stamped at or past `omit` (every number issued, until one is); the
-    /// receiver's one past the highest warm-up number seen.
+    /// stamped at or past `omit` (every number issued, until one is). The
+    /// receiver's best account of that cut: the sender's own, once its
+    /// SendDone told it ([`LiveCounts::at_sender_cut`]); until then the
+    /// lowest number it saw stamped at or past `omit` (the cut itself,
+    /// unless the first measured datagrams were lost: those are then the
+    /// warm-up's until the sender's cut is known, and its last interval
+    /// counts them); before any, one past the highest warm-up number seen.
+    /// So warm-up datagrams lost just before the cut are never measured
+    /// loss, in an interval or in the totals.
     pub numbers: u64,
 }
 
@@ -161,6 +169,8 @@ pub struct UdpReceiver {
     late: bool,
     drops: Option<u32>,
     warmup: Warmup,
+    /// `-O`: the lowest number seen stamped at or past `omit`.
+    measured_from: Option<u64>,
     out: UdpRecv,
 }
 
@@ -173,6 +183,7 @@ impl UdpReceiver {
             late: false,
             drops: None,
             warmup: Warmup::default(),
+            measured_from: None,
             out: UdpRecv::default(),
         }
     }
@@ -241,6 +252,9 @@ impl UdpReceiver {
         let seen = self.tracker.record(h.seq);
         if h.send_ns < self.cfg.omit_ns {
             self.warmup.record(d.len(), h.seq, seen);
+        } else if self.cfg.omit_ns > 0 {
+            let low = self.measured_from.map_or(h.seq, |m| m.min(h.seq));
+            self.measured_from = Some(low);
         }
         if !self.late {
             self.jitter.record(h.send_ns, arrival);
@@ -262,8 +276,12 @@ impl UdpReceiver {
     /// The counters now.
     #[inline]
     pub fn live(&self) -> LiveCounts {
+        let numbers = self.measured_from.unwrap_or(self.warmup.numbers);
         LiveCounts {
-            warmup: Some(self.warmup),
+            warmup: Some(Warmup {
+                numbers,
+                ..self.warmup
+            }),
             ..live_counts(
                 &self.tracker,
                 &self.jitter,
@@ -302,6 +320,21 @@ impl UdpReceiver {
             socket_drops,
             rcvbuf,
         )
+    }
+}
+
+impl LiveCounts {
+    /// A receiver's counts with the warm-up's numbers at its sender's cut
+    /// (`omitted`, from its SendDone: numbers `0..omitted` were the
+    /// warm-up's, of `issued`), where the stream tells its warm-up by the
+    /// datagrams' stamps: the end's interval then counts, as the totals
+    /// do ([`crate::interval::leave_out_warmup`]), the first measured
+    /// numbers lost before the receiver saw any measured one.
+    pub fn at_sender_cut(mut self, omitted: u64, issued: u64) -> Self {
+        if let Some(w) = self.warmup.as_mut() {
+            w.numbers = omitted.min(issued);
+        }
+        self
     }
 }
 

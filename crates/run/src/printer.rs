@@ -67,8 +67,9 @@ pub struct Printer<S> {
     stdout: bool,
 }
 
-/// What the printer says on stderr of the `n` hand-overs it left out.
-type SaysLeftOut = fn(usize) -> String;
+/// What the printer says on stderr of the `n` hand-overs it left out: its
+/// output's name, and what was left out.
+type SaysLeftOut = (&'static str, fn(usize) -> String);
 
 /// What the printer thread and its feeder share.
 struct Shared {
@@ -102,8 +103,9 @@ impl Shared {
         if n > 0 {
             let _ = writeln!(
                 io::stderr().lock(),
-                "linerate: standard output was not read for a while: {}",
-                (self.says)(n)
+                "linerate: {} was not read for a while: {}",
+                self.says.0,
+                (self.says.1)(n)
             );
         }
     }
@@ -125,11 +127,24 @@ fn reports_left_out(n: usize) -> String {
     )
 }
 
+/// A server's: log lines ([`crate::log`]).
+fn log_lines_left_out(n: usize) -> String {
+    format!(
+        "{n} log line{} left out",
+        if n == 1 { " was" } else { "s were" }
+    )
+}
+
 impl<S: 'static> Printer<S> {
     /// Starts the printer thread, whose output `make` builds there (so it
     /// need not be `Send`: a sink holding stdout, a progress bar).
     pub fn spawn(make: impl FnOnce() -> S + Send + 'static) -> io::Result<Self> {
-        Self::spawn_saying(intervals_left_out, make)
+        Self::spawn_saying(("standard output", intervals_left_out), make)
+    }
+
+    /// A printer of a server's log lines ([`crate::log`]).
+    pub(crate) fn spawn_log(make: impl FnOnce() -> S + Send + 'static) -> io::Result<Self> {
+        Self::spawn_saying(("standard error", log_lines_left_out), make)
     }
 
     /// [`Printer::spawn`], saying `says` of what it left out.
@@ -342,7 +357,7 @@ pub struct ServerOut {
 impl ServerOut {
     /// Reports in `format`.
     pub fn spawn(format: Format) -> io::Result<Self> {
-        let printer = Printer::spawn_saying(reports_left_out, io::stdout)?;
+        let printer = Printer::spawn_saying(("standard output", reports_left_out), io::stdout)?;
         Ok(ServerOut {
             printer,
             format,

@@ -138,6 +138,18 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
         linerate_engine::stdio::redirect_to(&file)
             .with_context(|| format!("--logfile {}", path.display()))?;
     }
+    // A reader that does not read holds no thread that logs (the accept
+    // loop among them): `crate::log`.
+    crate::log::start_server_log().context("starting the log thread")?;
+    let served = listen_and_serve(cfg);
+    // The log is out before the process ends, as the reports are.
+    let stopped = STOPPING.load(Ordering::Relaxed) || served.is_err();
+    crate::log::finish_server_log(stopped.then_some(SHUTDOWN_GRACE));
+    served
+}
+
+/// [`run`] once its log goes through its printer.
+fn listen_and_serve(cfg: &ServerConfig) -> Result<()> {
     let listener = socket::listen(cfg.bind, cfg.port)?;
     let addr = listener.local_addr()?;
     // A reader that does not read stops neither the start nor a test.

@@ -69,9 +69,10 @@ pub struct TcpArgs {
     pub cpus: Option<String>,
     /// Warm-up before the measured --time, left out of every total (the
     /// test runs omit + time; its intervals show as "(omitted)"), as
-    /// iperf3's -O. The receiver leaves out the bytes the sender wrote
-    /// before it, so both ends count the same bytes (against iperf3 peers
-    /// each end cuts on its own timer, as iperf3 does).
+    /// iperf3's -O. The server leaves out the bytes the client moved
+    /// before it, so both ends count the same bytes and the interval lines
+    /// after it add up to the totals (against iperf3 peers each end cuts
+    /// on its own timer, as iperf3 does).
     #[arg(short = 'O', long, value_name = "DURATION")]
     pub omit: Option<String>,
     /// Interval between interval lines (0: none, the summary only, as

@@ -88,7 +88,8 @@ pub struct UdpArgs {
     /// reordering and duplicates count only the datagrams after it (the
     /// test runs omit + time; its intervals show as "(omitted)"), as
     /// iperf3's -O. Both ends cut it by each datagram's send time, so
-    /// they count the same datagrams.
+    /// they count the same datagrams, and a datagram lost just before the
+    /// cut is the warm-up's loss.
     #[arg(short = 'O', long, value_name = "DURATION")]
     pub omit: Option<String>,
     /// Interval between interval lines (0: none, the summary only, as

@@ -114,8 +114,18 @@ impl UdpCounters {
         }
     }
 
-    /// The counters now, for the interval cutter.
+    /// The counters now, for the interval cutter: a receiver's warm-up
+    /// numbers at its sender's cut once the peer's SendDone told it.
     pub fn totals(&self) -> LiveCounts {
+        let counts = self.published();
+        match self.issued() {
+            Some(issued) => counts.at_sender_cut(self.peer_omitted(), issued),
+            None => counts,
+        }
+    }
+
+    /// The counters as the stream last published them.
+    fn published(&self) -> LiveCounts {
         let datagrams = self.datagrams.load(Ordering::Acquire);
         let warmup = (load(&self.warmup_on) == 1).then(|| {
             let [bytes, datagrams, received, duplicates, reordered, late, numbers] =

@@ -2,8 +2,9 @@
 //! its UDP senders once (`SendDone`), sends its `Results` once when its
 //! streams have ended, and the test is complete when it also has the
 //! peer's. Client and server differ only in what surrounds this. With
-//! both in, each TCP stream's warm-up is cut where its sender cut it
-//! ([`crate::tcp_warmup`]), so both ends hold the same totals.
+//! both in, each TCP stream's warm-up is cut where the client cut it
+//! ([`crate::tcp_warmup`]), so both ends hold the same totals, and the
+//! client's live interval lines add up to them.
 
 use super::frames::Outbox;
 use crate::measure::SideResults;
@@ -15,8 +16,8 @@ pub(crate) struct Exchange {
     local: Option<SideResults>,
     remote: Option<SideResults>,
     send_done: bool,
-    /// The test has a warm-up (`-O`): only then is a TCP receiver's cut
-    /// moved to its sender's offset (a peer's `omitted_bytes` in a test
+    /// The test has a warm-up (`-O`): only then is the server's TCP cut
+    /// moved to the client's offset (a peer's `omitted_bytes` in a test
     /// without one is ignored).
     omit: bool,
 }

@@ -31,4 +31,5 @@ mod rr;
 mod stream_attached;
 mod tcp_omit;
 mod udp;
+mod udp_omit;
 mod unix;

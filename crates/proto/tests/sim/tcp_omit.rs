@@ -3,7 +3,8 @@
 //! receiver's sampler wakes late and reads what the sender wrote a while
 //! ago, so its own cut falls at another byte of the stream. Once the
 //! results cross, both ends must hold the same measured bytes, the
-//! sender's, and each end's measured intervals must add up to them.
+//! client's (whose intervals were printed live, cut by its own timer),
+//! and each end's measured intervals must add up to them.
 
 use linerate_proto::interval::{leave_out_warmup, CutStream, IntervalCutter, Sample};
 use linerate_proto::measure::{Role, SideResults, StreamMeasurement};
@@ -72,7 +73,7 @@ fn measured(r: &SideResults) -> u64 {
 }
 
 #[test]
-fn issue_28_both_ends_of_a_tcp_stream_leave_out_the_senders_warm_up() {
+fn issue_28_both_ends_of_a_tcp_stream_leave_out_the_clients_warm_up() {
     for direction in [Direction::Forward, Direction::Reverse] {
         let spec = TestSpec {
             direction,
@@ -102,6 +103,9 @@ fn issue_28_both_ends_of_a_tcp_stream_leave_out_the_senders_warm_up() {
             Side::Client => (tx, rx),
             Side::Server => (rx, tx),
         };
+        // The client's own cut, and the intervals it printed live.
+        let client_cut = (cr.streams[0].bytes, cr.streams[0].omitted_bytes);
+        let printed = cr.intervals.clone();
         p.client.local_finished(cr, p.now);
         p.server.local_finished(sr, p.now);
         p.shuttle();
@@ -116,16 +120,18 @@ fn issue_28_both_ends_of_a_tcp_stream_leave_out_the_senders_warm_up() {
         else {
             panic!("{:?}", p.server.outcome())
         };
-        // Both ends see the same four results: the sender's as it sent
-        // them, the receiver's cut at the sender's offset.
+        // Both ends see the same four results: the client's as it
+        // measured them, the server's cut at the client's offset.
         assert_eq!((c_local, c_remote), (s_remote, s_local), "{direction:?}");
+        assert_eq!(c_local.intervals, printed, "{direction:?}");
+        let expected = match sender {
+            Side::Client => (2_000_000, 1_000_000),
+            Side::Server => (1_965_000, 1_035_000),
+        };
+        assert_eq!(client_cut, expected, "{direction:?}");
         for r in [c_local, c_remote] {
             let s = &r.streams[0];
-            assert_eq!(
-                (s.bytes, s.omitted_bytes),
-                (2_000_000, 1_000_000),
-                "{direction:?}: {s:?}"
-            );
+            assert_eq!((s.bytes, s.omitted_bytes), expected, "{direction:?}: {s:?}");
             assert_eq!(measured(r), s.bytes, "{direction:?}: {:?}", r.intervals);
         }
     }
