@@ -10,8 +10,9 @@
 //!   phase;
 //! - [`Readiness::wait_ready`]: where a busy-polling loop sleeps once its
 //!   spin budget is spent;
-//! - [`TcpEndpoint::set_nonblocking`]: engines whose calls depend on the
-//!   blocking mode (`splice` through a pipe);
+//! - [`TcpEndpoint::set_nonblocking`], [`TcpEndpoint::set_io_timeout`]:
+//!   how blocking calls wait (rr's phases; engines whose calls depend on
+//!   the blocking mode, `splice` through a pipe);
 //! - [`TcpEndpoint::recv_buffer`], [`TcpEndpoint::set_recv_lowat`]: a
 //!   blocking receiver's low-water mark;
 //! - [`TcpEndpoint::tcp_info`]: the sender's `TCP_INFO` at its end.
@@ -46,6 +47,9 @@ pub trait TcpEndpoint: Readiness + AsFd + AsRawFd {
     /// Makes calls return `WouldBlock` at once instead of waiting (or
     /// waiting again).
     fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()>;
+    /// A blocking call gives up with `WouldBlock` after `timeout` (`None`:
+    /// it waits as long as it takes), reads and writes alike.
+    fn set_io_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
     /// The receive buffer's size in bytes (`None`: not known).
     fn recv_buffer(&self) -> Option<u64>;
     /// Wakes a blocking read only once `bytes` have arrived (or end of
@@ -68,6 +72,11 @@ impl TcpEndpoint for TcpStream {
 
     fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
         TcpStream::set_nonblocking(self, nonblocking)
+    }
+
+    fn set_io_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(timeout)
+            .and_then(|()| self.set_write_timeout(timeout))
     }
 
     fn recv_buffer(&self) -> Option<u64> {

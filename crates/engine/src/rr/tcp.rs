@@ -1,7 +1,7 @@
 //! rr over TCP: a connection per (phase, flow); the client ends a phase by
 //! shutting down its write side, the server answers by closing.
 
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 
 use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::Tally;
@@ -48,9 +48,9 @@ impl<E: Engine, S: TcpEndpoint> Exchange for TcpExchange<'_, E, S> {
 }
 
 /// Runs one phase of a client flow on `sock`.
-pub(super) fn client_phase<E: Engine>(
+pub(super) fn client_phase<E: Engine, S: TcpEndpoint>(
     engine: E,
-    sock: &TcpStream,
+    sock: &S,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
     tally: &mut Tally,
@@ -105,9 +105,9 @@ impl<E: Engine, S: TcpEndpoint> Serve for StreamIo<'_, '_, E, S> {
 }
 
 /// Serves one phase of a server flow on `sock` (closed by the caller).
-pub(super) fn server_phase<E: Engine>(
+pub(super) fn server_phase<E: Engine, S: TcpEndpoint>(
     engine: E,
-    sock: &TcpStream,
+    sock: &S,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
 ) -> Served {
