@@ -201,18 +201,12 @@ pub struct SyscallTcp;
 
 impl TcpTx for SyscallTcp {
     fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize> {
-        match wait {
-            Wait::Block => {
-                // SAFETY: buf is valid for buf.len() bytes for the call.
-                let n = unsafe { libc::write(sock.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
-                byte_count(n)
-            }
-            Wait::DontWait => send(sock, buf, wait),
-        }
+        // What std's `TcpStream::write` does: `send(MSG_NOSIGNAL)`.
+        send(sock, buf, wait)
     }
 }
 
-/// Reading a TCP stream: `read`, or `recv(MSG_TRUNC)` when the receiver
+/// Reading a TCP stream: `recv`, or `recv(MSG_TRUNC)` when the receiver
 /// skips the copy.
 #[derive(Debug)]
 pub struct SyscallTcpRx {
@@ -224,11 +218,15 @@ impl TcpRx for SyscallTcpRx {
         if self.skip_copy {
             return recv_discard(sock, buf, wait == Wait::DontWait);
         }
-        let (fd, at, len) = (sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len());
+        // Blocking, what std's `TcpStream::read` does: `recv` without flags.
         // SAFETY: buf is valid for buf.len() writable bytes for the call.
-        let n = match wait {
-            Wait::Block => unsafe { libc::read(fd, at, len) },
-            Wait::DontWait => unsafe { libc::recv(fd, at, len, libc::MSG_DONTWAIT) },
+        let n = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                flags(wait),
+            )
         };
         byte_count(n)
     }
