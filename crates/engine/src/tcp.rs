@@ -2,7 +2,9 @@
 //! buffer repeatedly until stopped or its byte count is written, then shuts
 //! down its write side; a receiver reads to end of stream. They count
 //! progress in the stream's counter and check the side's signals once per
-//! call; the engine only moves the bytes.
+//! call; the engine only moves the bytes. They run on a TCP endpoint
+//! ([`crate::engines::tcp_endpoint`]: the kernel's `TcpStream` today),
+//! generic over its type, so they name no kernel socket.
 //!
 //! A blocking receiver raises its socket's low-water mark (`SO_RCVLOWAT`)
 //! to about [`LOWAT_WINDOW`] of the rate it measures (`LowWater`): the
@@ -13,11 +15,11 @@
 //! faster there; on other paths the receiver makes fewer, larger reads
 //! (measured on loopback only).
 
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::time::Duration;
 
 use crate::clock::mono_ns;
-use crate::engines::{with_engine, Engine, EngineKind, Interest, TcpRx, TcpTx};
+use crate::engines::{with_engine, Engine, EngineKind, Interest, TcpEndpoint, TcpRx, TcpTx};
 use crate::stream::{is_timeout, map_err, Signals, StreamCounter, StreamEnd, POLL};
 use crate::wait::{stream_end, Wait, Waiter};
 
@@ -85,7 +87,7 @@ impl LowWater {
     /// every read while a mark is set (a blocking read then moved at least
     /// [`LOWAT_MIN`] bytes or waited; an io_uring receive may return less).
     #[inline]
-    fn on_read(&mut self, sock: &TcpStream, k: usize) {
+    fn on_read(&mut self, sock: &impl TcpEndpoint, k: usize) {
         self.bytes += k as u64;
         self.reads = self.reads.wrapping_add(1);
         if self.set == 0 && !self.reads.is_multiple_of(16) {
@@ -103,15 +105,13 @@ impl LowWater {
             // needs more makes the kernel grow the buffer and clamp the
             // window to the mark (`tcp_set_rcvlowat`), which a long path
             // would feel. Early on the buffer is small: no mark yet.
-            let room = socket2::SockRef::from(sock)
-                .recv_buffer_size()
-                .map_or(0, |b| b as u64 / 4);
+            let room = sock.recv_buffer().map_or(0, |b| b / 4);
             let want = if want.min(room) < LOWAT_MIN {
                 0
             } else {
                 want.min(room)
             };
-            if want != self.set && set_rcvlowat(sock, want.max(1)) {
+            if want != self.set && sock.set_recv_lowat(want.max(1)).is_ok() {
                 self.set = want;
             }
         }
@@ -131,20 +131,14 @@ fn mark_for(bytes: u64, span_ns: u64, max: u64) -> u64 {
     }
 }
 
-/// Sets `SO_RCVLOWAT`; false if the kernel refused.
-fn set_rcvlowat(sock: &TcpStream, bytes: u64) -> bool {
-    let v = bytes.min(i32::MAX as u64) as libc::c_int;
-    crate::socket::set_int(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v).is_ok()
-}
-
-/// Writes `buf` repeatedly on `sock` with engine `kind` until stopped or
+/// Writes `buf` repeatedly on endpoint `sock` with engine `kind` until stopped or
 /// `limit` bytes are written, then shuts down the write side so the
 /// receiver sees end of stream. `wait`: blocking calls bounded by the
 /// socket's timeout, or busy polling (a socket made non-blocking by
 /// `wait::prepare_stream`).
-pub fn send(
+pub fn send<S: TcpEndpoint>(
     kind: EngineKind,
-    sock: &TcpStream,
+    sock: &S,
     buf: &[u8],
     limit: Option<u64>,
     counter: &StreamCounter,
@@ -163,10 +157,10 @@ pub struct RecvOpts {
     pub lowat: bool,
 }
 
-/// Reads `sock` with engine `kind` until end of stream or abort.
-pub fn recv(
+/// Reads endpoint `sock` with engine `kind` until end of stream or abort.
+pub fn recv<S: TcpEndpoint>(
     kind: EngineKind,
-    sock: &TcpStream,
+    sock: &S,
     buf: &mut [u8],
     counter: &StreamCounter,
     signals: &Signals,
@@ -176,9 +170,9 @@ pub fn recv(
     with_engine!(kind, e => recv_with(e, sock, buf, counter, signals, wait, opts))
 }
 
-fn send_with<E: Engine>(
+fn send_with<E: Engine, S: TcpEndpoint>(
     engine: E,
-    sock: &TcpStream,
+    sock: &S,
     buf: &[u8],
     limit: Option<u64>,
     counter: &StreamCounter,
@@ -232,9 +226,9 @@ fn send_with<E: Engine>(
     waiter.end(calls, result)
 }
 
-fn recv_with<E: Engine>(
+fn recv_with<E: Engine, S: TcpEndpoint>(
     engine: E,
-    sock: &TcpStream,
+    sock: &S,
     buf: &mut [u8],
     counter: &StreamCounter,
     signals: &Signals,
@@ -303,7 +297,7 @@ mod tests {
     #[test]
     fn issue_8_a_raised_low_water_mark_keeps_the_tail() {
         let (tx, rx) = pair();
-        assert!(set_rcvlowat(&rx, 256 << 10));
+        rx.set_recv_lowat(256 << 10).expect("SO_RCVLOWAT");
         let signals = std::sync::Arc::new(Signals::default());
         let s2 = std::sync::Arc::clone(&signals);
         let reader = std::thread::spawn(move || {

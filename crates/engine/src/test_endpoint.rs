@@ -6,14 +6,14 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io;
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::engines::syscall::{SyscallTcp, SyscallTcpRx};
 use crate::engines::{
-    Engine, Interest, Readiness, RecvMeta, RecvSlots, Syscall, TxBatch, UdpEndpoint, UdpRx, UdpTx,
-    Wait,
+    Engine, Interest, Readiness, RecvMeta, RecvSlots, Syscall, TcpEndpoint, TxBatch, UdpEndpoint,
+    UdpRx, UdpTx, Wait,
 };
 use crate::EngineError;
 
@@ -147,10 +147,14 @@ impl Engine for Mem {
     fn udp_rx(self, _ep: &MemEndpoint, len: usize) -> Result<MemRx, EngineError> {
         Ok(MemRx { slot: len + 1 })
     }
-    fn tcp_tx(self, sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
+    fn tcp_tx<S: TcpEndpoint>(self, sock: &S) -> Result<SyscallTcp, EngineError> {
         Syscall.tcp_tx(sock)
     }
-    fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<SyscallTcpRx, EngineError> {
+    fn tcp_rx<S: TcpEndpoint>(
+        self,
+        sock: &S,
+        skip_copy: bool,
+    ) -> Result<SyscallTcpRx, EngineError> {
         Syscall.tcp_rx(sock, skip_copy)
     }
 }

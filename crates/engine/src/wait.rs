@@ -9,7 +9,7 @@ use std::time::Duration;
 use linerate_proto::rr_core::{SpinBudget, SpinMode};
 
 use crate::clock::mono_ns;
-use crate::engines::{self, Interest, Readiness, UdpEndpoint};
+use crate::engines::{self, Interest, Readiness, TcpEndpoint, UdpEndpoint};
 pub(crate) use crate::socket::{busy_poll_note, prepare_stream};
 use crate::stream::{map_err, Idle, Signals, StreamEnd};
 use crate::{socket, EngineError};
@@ -242,12 +242,11 @@ pub(crate) fn stream_end(e: EngineError) -> Result<(), EngineError> {
 /// non-blocking, plus `SO_BUSY_POLL`. Returns the discipline and, in
 /// busy-poll mode, what the kernel said.
 pub(crate) fn prepare_tcp(
-    sock: &TcpStream,
+    sock: &impl TcpEndpoint,
     spin: Option<SpinMode>,
 ) -> Result<(Wait, Option<String>), EngineError> {
     let Some(mode) = spin else {
-        sock.set_read_timeout(None)
-            .and_then(|()| sock.set_write_timeout(None))
+        sock.set_io_timeout(None)
             .map_err(|e| EngineError::io("clearing socket timeouts", e))?;
         return Ok((Wait::Block, None));
     };

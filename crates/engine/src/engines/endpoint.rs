@@ -40,7 +40,7 @@
 //! made.
 
 use std::io;
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ pub enum Interest {
 }
 
 /// What a busy-polling wait sleeps on once its spin budget is spent (a
-/// UDP endpoint, a TCP stream).
+/// UDP endpoint, a TCP endpoint).
 pub trait Readiness {
     /// Sleeps until `interest` can be met (or an error is pending), at
     /// most `timeout`; true when it can. A signal ends the wait early
@@ -139,7 +139,7 @@ impl AsFd for KernelUdp {
     }
 }
 
-fn poll_events(interest: Interest) -> libc::c_short {
+pub(super) fn poll_events(interest: Interest) -> libc::c_short {
     match interest {
         Interest::Recv => libc::POLLIN,
         Interest::Send => libc::POLLOUT,
@@ -149,12 +149,6 @@ fn poll_events(interest: Interest) -> libc::c_short {
 impl Readiness for KernelUdp {
     fn wait_ready(&self, interest: Interest, timeout: Duration) -> io::Result<bool> {
         socket::wait_ready(&self.0, poll_events(interest), timeout)
-    }
-}
-
-impl Readiness for TcpStream {
-    fn wait_ready(&self, interest: Interest, timeout: Duration) -> io::Result<bool> {
-        socket::wait_ready(self, poll_events(interest), timeout)
     }
 }
 

@@ -15,8 +15,12 @@
 //! UDP I/O runs on the engine's own endpoint type ([`endpoint`]: the kernel
 //! socket for every engine here, [`KernelUdp`]; a queue for a kernel-bypass
 //! engine), which the UDP loops use for everything outside the data
-//! batches, so no UDP loop names a kernel socket. TCP I/O takes the
-//! `TcpStream`.
+//! batches, so no UDP loop names a kernel socket. TCP I/O runs on a
+//! [`TcpEndpoint`] ([`tcp_endpoint`]: shutdown, readiness, blocking mode,
+//! the low-water mark, `TCP_INFO`, the descriptor the kernel engines' calls
+//! name), implemented by the kernel's `TcpStream`: the engines' TCP calls
+//! and the TCP loops are generic over it, so no TCP loop names one either;
+//! connection setup (connect, accept) does.
 //!
 //! Engines are chosen once, as an [`EngineKind`] in the validated config, and
 //! dispatched statically (`with_engine!`) at the top of a stream's thread:
@@ -28,6 +32,7 @@ pub mod endpoint;
 mod kind;
 pub mod sendfile;
 pub mod syscall;
+pub mod tcp_endpoint;
 mod traits;
 pub mod uring;
 mod usage;
@@ -38,6 +43,7 @@ pub use batch::Batch;
 pub use endpoint::{Interest, KernelUdp, Readiness, UdpEndpoint};
 pub use sendfile::SendFile;
 pub use syscall::Syscall;
+pub use tcp_endpoint::TcpEndpoint;
 pub use uring::Uring;
 pub use xdp::{Xdp, XdpMode};
 pub use zerocopy::ZeroCopy;

@@ -38,7 +38,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
@@ -47,6 +47,7 @@ use linerate_proto::measure::{CallsBytes, EngineUse};
 use super::endpoint::KernelUdp;
 use super::kind::EngineKind;
 use super::syscall::{SyscallTcp, SyscallTcpRx, SyscallUdpRx, SyscallUdpTx};
+use super::tcp_endpoint::TcpEndpoint;
 use super::traits::{Engine, TcpRx, TcpTx, Wait};
 use crate::EngineError;
 
@@ -124,20 +125,28 @@ impl Engine for SendFile {
     fn udp_rx(self, _ep: &KernelUdp, _len: usize) -> Result<SyscallUdpRx, EngineError> {
         Err(tcp_only())
     }
-    fn tcp_tx(self, sock: &TcpStream) -> Result<SendFileTx, EngineError> {
+    fn tcp_tx<S: TcpEndpoint>(self, sock: &S) -> Result<SendFileTx, EngineError> {
         check()?;
         SendFileTx::new(sock, None)
     }
-    fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<SpliceRx, EngineError> {
+    fn tcp_rx<S: TcpEndpoint>(self, sock: &S, skip_copy: bool) -> Result<SpliceRx, EngineError> {
         check()?;
         SpliceRx::new(sock, skip_copy, false)
     }
-    fn tcp_tx_stream(self, sock: &TcpStream, buf: &[u8]) -> Result<SendFileTx, EngineError> {
+    fn tcp_tx_stream<S: TcpEndpoint>(
+        self,
+        sock: &S,
+        buf: &[u8],
+    ) -> Result<SendFileTx, EngineError> {
         check()?;
         let file = StreamFile::new(buf).map_err(|e| EngineError::io("memfd_create", e))?;
         SendFileTx::new(sock, Some(file))
     }
-    fn tcp_rx_stream(self, sock: &TcpStream, skip_copy: bool) -> Result<SpliceRx, EngineError> {
+    fn tcp_rx_stream<S: TcpEndpoint>(
+        self,
+        sock: &S,
+        skip_copy: bool,
+    ) -> Result<SpliceRx, EngineError> {
         check()?;
         SpliceRx::new(sock, skip_copy, true)
     }
@@ -190,12 +199,12 @@ fn sendfile(out: &impl AsRawFd, file: &File, n: usize) -> io::Result<usize> {
 
 /// Sets `O_NONBLOCK` on `sock` (what `MSG_DONTWAIT` does per call for the
 /// other engines).
-fn set_nonblocking(sock: &TcpStream) -> io::Result<()> {
+fn set_nonblocking(sock: &impl TcpEndpoint) -> io::Result<()> {
     sock.set_nonblocking(true)
 }
 
 /// Whether `sock` is non-blocking now (read once per I/O object).
-fn is_nonblocking(sock: &TcpStream) -> Result<bool, EngineError> {
+fn is_nonblocking(sock: &impl AsRawFd) -> Result<bool, EngineError> {
     // SAFETY: fcntl F_GETFL on an open descriptor.
     let fl = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) };
     if fl < 0 {
@@ -240,7 +249,7 @@ pub struct SendFileTx {
 }
 
 impl SendFileTx {
-    fn new(sock: &TcpStream, file: Option<StreamFile>) -> Result<Self, EngineError> {
+    fn new(sock: &impl AsRawFd, file: Option<StreamFile>) -> Result<Self, EngineError> {
         Ok(SendFileTx {
             file,
             nonblock: is_nonblocking(sock)?,
@@ -252,7 +261,7 @@ impl SendFileTx {
     /// copy of the buffer, so a send from any offset below `len` stays
     /// within the file).
     #[inline]
-    fn send(&mut self, sock: &TcpStream, n: usize, wait: Wait) -> io::Result<usize> {
+    fn send(&mut self, sock: &impl TcpEndpoint, n: usize, wait: Wait) -> io::Result<usize> {
         if wait == Wait::DontWait && !self.nonblock {
             set_nonblocking(sock)?;
             self.nonblock = true;
@@ -276,16 +285,16 @@ impl SendFileTx {
 }
 
 impl TcpTx for SendFileTx {
-    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize> {
+    fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize> {
         if self.file.is_none() {
             return SyscallTcp.write(sock, buf, wait);
         }
         self.send(sock, buf.len(), wait)
     }
 
-    fn write_repeated(
+    fn write_repeated<S: TcpEndpoint>(
         &mut self,
-        sock: &TcpStream,
+        sock: &S,
         buf: &[u8],
         times: usize,
         wait: Wait,
@@ -410,7 +419,7 @@ pub struct SpliceRx {
 }
 
 impl SpliceRx {
-    fn new(sock: &TcpStream, skip_copy: bool, splice: bool) -> Result<Self, EngineError> {
+    fn new(sock: &impl AsRawFd, skip_copy: bool, splice: bool) -> Result<Self, EngineError> {
         let pipe = if splice {
             Some(Pipe::new().map_err(|e| EngineError::io("splice pipe", e))?)
         } else {
@@ -437,7 +446,7 @@ impl SpliceRx {
 }
 
 impl TcpRx for SpliceRx {
-    fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
+    fn read<S: TcpEndpoint>(&mut self, sock: &S, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
         let Some(p) = &self.pipe else {
             return self.plain.read(sock, buf, wait);
         };
@@ -489,6 +498,7 @@ mod tests {
     use crate::engines::take_use;
     use crate::stream::{Signals, StreamCounter};
     use std::io::Read;
+    use std::net::TcpStream;
 
     use crate::test_pair::tcp_pair as pair;
 

@@ -3,11 +3,12 @@
 //! libraries included, and is the baseline every other engine is compared
 //! with.
 
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::io;
+use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 
 use super::endpoint::KernelUdp;
+use super::tcp_endpoint::TcpEndpoint;
 use super::traits::{
     Engine, RecvMeta, RecvSlots, TcpRx, TcpTx, TxBatch, UdpRx, UdpTx, Wait, RECV_BUF,
 };
@@ -45,10 +46,14 @@ impl Engine for Syscall {
             plain: !asked(cmsg::SO_TIMESTAMPNS) && !asked(cmsg::SO_RXQ_OVFL),
         })
     }
-    fn tcp_tx(self, _sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
+    fn tcp_tx<S: TcpEndpoint>(self, _sock: &S) -> Result<SyscallTcp, EngineError> {
         Ok(SyscallTcp)
     }
-    fn tcp_rx(self, _sock: &TcpStream, skip_copy: bool) -> Result<SyscallTcpRx, EngineError> {
+    fn tcp_rx<S: TcpEndpoint>(
+        self,
+        _sock: &S,
+        skip_copy: bool,
+    ) -> Result<SyscallTcpRx, EngineError> {
         Ok(SyscallTcpRx { skip_copy })
     }
 }
@@ -195,15 +200,13 @@ impl UdpRx<KernelUdp> for SyscallUdpRx {
 pub struct SyscallTcp;
 
 impl TcpTx for SyscallTcp {
-    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize> {
-        match wait {
-            Wait::Block => (&mut &*sock).write(buf),
-            Wait::DontWait => send(sock, buf, wait),
-        }
+    fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize> {
+        // What std's `TcpStream::write` does: `send(MSG_NOSIGNAL)`.
+        send(sock, buf, wait)
     }
 }
 
-/// Reading a TCP stream: `read`, or `recv(MSG_TRUNC)` when the receiver
+/// Reading a TCP stream: `recv`, or `recv(MSG_TRUNC)` when the receiver
 /// skips the copy.
 #[derive(Debug)]
 pub struct SyscallTcpRx {
@@ -211,50 +214,45 @@ pub struct SyscallTcpRx {
 }
 
 impl TcpRx for SyscallTcpRx {
-    fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
+    fn read<S: TcpEndpoint>(&mut self, sock: &S, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
         if self.skip_copy {
             return recv_discard(sock, buf, wait == Wait::DontWait);
         }
-        match wait {
-            Wait::Block => (&mut &*sock).read(buf),
-            Wait::DontWait => {
-                // SAFETY: buf is valid for buf.len() writable bytes.
-                let n = unsafe {
-                    libc::recv(
-                        sock.as_raw_fd(),
-                        buf.as_mut_ptr().cast(),
-                        buf.len(),
-                        libc::MSG_DONTWAIT,
-                    )
-                };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                }
-            }
-        }
+        // Blocking, what std's `TcpStream::read` does: `recv` without flags.
+        // SAFETY: buf is valid for buf.len() writable bytes for the call.
+        let n = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                flags(wait),
+            )
+        };
+        byte_count(n)
     }
 }
 
 /// Receives up to `buf.len()` bytes of a TCP stream with `MSG_TRUNC`: the
 /// kernel consumes them without copying (`buf` is left as it was). Returns
 /// the bytes consumed; 0 at end of stream.
-pub fn recv_discard(sock: &TcpStream, buf: &mut [u8], dontwait: bool) -> io::Result<usize> {
+pub fn recv_discard(sock: &impl AsRawFd, buf: &mut [u8], dontwait: bool) -> io::Result<usize> {
     let flags = libc::MSG_TRUNC | if dontwait { libc::MSG_DONTWAIT } else { 0 };
     // SAFETY: buf is live and writable for its length for the call (the
     // kernel does not write to it with MSG_TRUNC on TCP, but may as well).
     let rc = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc as usize)
+    byte_count(rc)
+}
+
+/// A byte-moving call's return: the count, or the error it set.
+fn byte_count(rc: isize) -> io::Result<usize> {
+    usize::try_from(rc).map_err(|_| io::Error::last_os_error())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
 
     /// Without control messages the receive is a plain `recv`; a datagram
     /// longer than its slot still shows as truncated, and each arrives whole.

@@ -3,11 +3,12 @@
 //! they take.
 
 use std::io;
-use std::net::{TcpStream, UdpSocket};
+use std::net::UdpSocket;
 
 use linerate_proto::measure::Batching;
 
 use super::endpoint::UdpEndpoint;
+use super::tcp_endpoint::TcpEndpoint;
 use crate::EngineError;
 
 /// Bytes per receive slot: the largest datagram a receiver takes without
@@ -85,18 +86,24 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// [`Self::udp_endpoint`] sets up what was not prepared. Default:
     /// nothing to prepare.
     fn udp_tx_attach(self, _sock: &UdpSocket) {}
-    /// Prepares a TCP stream for writing.
-    fn tcp_tx(self, sock: &TcpStream) -> Result<Self::TcpTx, EngineError>;
-    /// Prepares a TCP stream for reading; `skip_copy`: consume the bytes
+    /// Prepares a TCP endpoint ([`tcp_endpoint`](super::tcp_endpoint): the
+    /// kernel's `TcpStream` for every engine here) for writing. The TCP
+    /// calls are generic over the endpoint, monomorphised like the loops.
+    fn tcp_tx<S: TcpEndpoint>(self, sock: &S) -> Result<Self::TcpTx, EngineError>;
+    /// Prepares a TCP endpoint for reading; `skip_copy`: consume the bytes
     /// without copying them (`MSG_TRUNC`, `--skip-rx-copy`).
-    fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<Self::TcpRx, EngineError>;
+    fn tcp_rx<S: TcpEndpoint>(self, sock: &S, skip_copy: bool) -> Result<Self::TcpRx, EngineError>;
     /// Prepares a TCP stream for a stream loop's writer, which writes only
     /// `buf` (or a prefix of it: a byte limit's last write), unchanged, on
     /// every call ([`crate::tcp`]): an engine may keep those bytes where
     /// the kernel can send them without a copy (`zerocopy:sendfile`'s
     /// memory file). Other writers (rr's messages) use [`Self::tcp_tx`].
     /// Default: [`Self::tcp_tx`].
-    fn tcp_tx_stream(self, sock: &TcpStream, _buf: &[u8]) -> Result<Self::TcpTx, EngineError> {
+    fn tcp_tx_stream<S: TcpEndpoint>(
+        self,
+        sock: &S,
+        _buf: &[u8],
+    ) -> Result<Self::TcpTx, EngineError> {
         self.tcp_tx(sock)
     }
     /// Prepares a TCP stream for a stream loop's reader, which never looks
@@ -104,7 +111,11 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// messages use [`Self::tcp_rx`]. An engine may then keep every byte
     /// out of user space even without `skip_copy` (`zerocopy:sendfile`'s
     /// `splice`). Default: [`Self::tcp_rx`].
-    fn tcp_rx_stream(self, sock: &TcpStream, skip_copy: bool) -> Result<Self::TcpRx, EngineError> {
+    fn tcp_rx_stream<S: TcpEndpoint>(
+        self,
+        sock: &S,
+        skip_copy: bool,
+    ) -> Result<Self::TcpRx, EngineError> {
         self.tcp_rx(sock, skip_copy)
     }
 }
@@ -148,18 +159,18 @@ pub trait UdpRx<P>: Send {
     }
 }
 
-/// Writing a TCP byte stream.
+/// Writing a TCP byte stream, on the endpoint each call is given.
 pub trait TcpTx: Send {
     /// Writes from `buf`; returns the bytes the kernel took (0: the
     /// connection can take no more).
-    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize>;
+    fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize>;
     /// Writes `buf` up to `times` times over in one call where the engine
     /// batches writes (the stream's bytes are the buffer repeated, so this
     /// is the same stream with fewer calls); returns the bytes taken. The
     /// default writes it once.
-    fn write_repeated(
+    fn write_repeated<S: TcpEndpoint>(
         &mut self,
-        sock: &TcpStream,
+        sock: &S,
         buf: &[u8],
         _times: usize,
         wait: Wait,
@@ -168,23 +179,23 @@ pub trait TcpTx: Send {
     }
     /// Before the write side is shut down: completes what is outstanding
     /// (zero-copy completions). Plain writes have nothing to complete.
-    fn finish(&mut self, _sock: &TcpStream) -> io::Result<()> {
+    fn finish<S: TcpEndpoint>(&mut self, _sock: &S) -> io::Result<()> {
         Ok(())
     }
     /// The connection's exchange is over (a crr transaction, answered and
     /// closed by the peer): takes what has already arrived for it (zero-copy
     /// completions), without waiting. Plain writes have nothing to take.
-    fn collect(&mut self, _sock: &TcpStream) -> io::Result<()> {
+    fn collect<S: TcpEndpoint>(&mut self, _sock: &S) -> io::Result<()> {
         Ok(())
     }
 }
 
-/// Reading a TCP byte stream.
+/// Reading a TCP byte stream, on the endpoint each call is given.
 pub trait TcpRx: Send {
     /// Consumes up to `buf.len()` bytes; returns how many (0: end of
     /// stream). An engine that skips the copy (`MSG_TRUNC`) may leave `buf`
     /// untouched: the stream loops never look at the bytes.
-    fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize>;
+    fn read<S: TcpEndpoint>(&mut self, sock: &S, buf: &mut [u8], wait: Wait) -> io::Result<usize>;
 }
 
 /// Datagrams to send: one contiguous buffer of `segment`-byte datagrams,

@@ -30,7 +30,7 @@
 //! buffer, and `splice(2)` receives, for TCP stream tests only.
 
 use std::io;
-use std::net::{TcpStream, UdpSocket};
+use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -43,6 +43,7 @@ use super::endpoint::KernelUdp;
 use super::kind::EngineKind;
 use super::syscall::Syscall;
 use super::syscall::SyscallTcpRx;
+use super::tcp_endpoint::TcpEndpoint;
 use super::traits::{Engine, TcpTx, TxBatch, UdpTx, Wait};
 use crate::EngineError;
 
@@ -171,7 +172,7 @@ impl Engine for ZeroCopy {
     fn udp_rx_attach(self, sock: &UdpSocket) {
         Batch::AUTO.udp_rx_attach(sock);
     }
-    fn tcp_tx(self, sock: &TcpStream) -> Result<ZcTcpTx, EngineError> {
+    fn tcp_tx<S: TcpEndpoint>(self, sock: &S) -> Result<ZcTcpTx, EngineError> {
         check()?;
         enable(sock).map_err(|e| EngineError::io("SO_ZEROCOPY", e))?;
         Ok(ZcTcpTx {
@@ -179,7 +180,11 @@ impl Engine for ZeroCopy {
             zc: Completions::default(),
         })
     }
-    fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<SyscallTcpRx, EngineError> {
+    fn tcp_rx<S: TcpEndpoint>(
+        self,
+        sock: &S,
+        skip_copy: bool,
+    ) -> Result<SyscallTcpRx, EngineError> {
         Syscall.tcp_rx(sock, skip_copy)
     }
 }
@@ -320,7 +325,7 @@ pub struct ZcTcpTx {
 }
 
 impl ZcTcpTx {
-    fn reap(&mut self, sock: &TcpStream) -> io::Result<()> {
+    fn reap(&mut self, sock: &impl AsRawFd) -> io::Result<()> {
         let zc = &mut self.zc;
         read_errqueue(sock, |r| {
             zc.completed += r.len();
@@ -336,7 +341,7 @@ impl ZcTcpTx {
 }
 
 impl TcpTx for ZcTcpTx {
-    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize> {
+    fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize> {
         if self.pending() >= TCP_REAP_AT {
             self.reap(sock)?;
         }
@@ -357,7 +362,7 @@ impl TcpTx for ZcTcpTx {
         }
     }
 
-    fn finish(&mut self, sock: &TcpStream) -> io::Result<()> {
+    fn finish<S: TcpEndpoint>(&mut self, sock: &S) -> io::Result<()> {
         // Completions come as the peer acknowledges the data.
         for _ in 0..100 {
             self.reap(sock)?;
@@ -372,7 +377,7 @@ impl TcpTx for ZcTcpTx {
         ))
     }
 
-    fn collect(&mut self, sock: &TcpStream) -> io::Result<()> {
+    fn collect<S: TcpEndpoint>(&mut self, sock: &S) -> io::Result<()> {
         self.reap(sock)
     }
 }
@@ -562,7 +567,7 @@ impl Drop for ZcUdpTx {
 mod tests {
     use super::*;
     use crate::engines::{take_use, TcpRx};
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
 
     #[test]
     fn every_tcp_send_completes_before_finish_returns() {

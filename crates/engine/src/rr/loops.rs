@@ -35,7 +35,6 @@
 //! answers them with its crr pools ([`super::CrrPool`]), as for crr on
 //! threads, accepting on as many threads as it has loops.
 
-use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -44,7 +43,7 @@ use linerate_proto::spec::{Protocol, TestKind, TestSpec};
 use linerate_stats::histogram::Histogram;
 
 use crate::engines::uring::Uring;
-use crate::engines::{with_engine, Engine, EngineKind, TcpRx, TcpTx, Wait};
+use crate::engines::{with_engine, Engine, EngineKind, TcpEndpoint, TcpRx, TcpTx, Wait};
 use crate::event_loop::{self, drive, ring, LoopFlow, Turn};
 use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
@@ -368,7 +367,7 @@ struct EngineConn<E: Engine> {
 impl<E: Engine> Transport for EngineConn<E> {
     type Cx = ();
 
-    fn attach(&mut self, sock: &TcpStream) -> Result<(), EngineError> {
+    fn attach<S: TcpEndpoint>(&mut self, sock: &S) -> Result<(), EngineError> {
         sock.set_nonblocking(true)
             .map_err(|e| EngineError::io("making a flow's socket non-blocking", e))?;
         if self.io.is_none() {
@@ -377,20 +376,20 @@ impl<E: Engine> Transport for EngineConn<E> {
         Ok(())
     }
 
-    fn write(
+    fn write<S: TcpEndpoint>(
         &mut self,
         _: &mut (),
-        sock: &TcpStream,
+        sock: &S,
         buf: &[u8],
     ) -> Result<Option<usize>, EngineError> {
         let (tx, _) = self.io.as_mut().ok_or_else(no_connection)?;
         nonblocking("write", tx.write(sock, buf, Wait::DontWait))
     }
 
-    fn read(
+    fn read<S: TcpEndpoint>(
         &mut self,
         _: &mut (),
-        sock: &TcpStream,
+        sock: &S,
         buf: &mut [u8],
     ) -> Result<Option<usize>, EngineError> {
         let (_, rx) = self.io.as_mut().ok_or_else(no_connection)?;

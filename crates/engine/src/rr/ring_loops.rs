@@ -24,15 +24,14 @@
 //! rr's UDP flows run on the same rings ([`super::udp_ring_loops`]).
 
 use std::io;
-use std::net::TcpStream;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 
 use io_uring::{cqueue, opcode, types};
 use linerate_proto::measure::RrFlowMeasurement;
 use linerate_stats::histogram::Histogram;
 
-use crate::engines::record_use;
 use crate::engines::uring::Uring;
+use crate::engines::{record_use, TcpEndpoint};
 use crate::event_loop::ring::{buffers, drive, leak, loop_use, RingFlow, RingIo, BGID};
 use crate::event_loop::Turn;
 use crate::stream::{map_err, Signals};
@@ -251,14 +250,18 @@ impl Transport for RingConn {
 
     /// The socket stays as it is (crr's, non-blocking for its connect;
     /// rr's, blocking): io_uring waits for either itself.
-    fn attach(&mut self, _: &TcpStream) -> Result<(), EngineError> {
+    fn attach<S: TcpEndpoint>(&mut self, _: &S) -> Result<(), EngineError> {
         *self = RingConn::new(self.rq.me);
         Ok(())
     }
 
     /// One `POLL_ADD` for the socket's writability: its completion gives
     /// the flow its turn.
-    fn await_connect(&mut self, io: &mut RingIo, sock: &TcpStream) -> Result<(), EngineError> {
+    fn await_connect<S: TcpEndpoint>(
+        &mut self,
+        io: &mut RingIo,
+        sock: &S,
+    ) -> Result<(), EngineError> {
         if !self.connecting {
             let e = opcode::PollAdd::new(types::Fd(sock.as_raw_fd()), libc::POLLOUT as u32).build();
             io.push(self.rq.me, OP_CONNECT, e)
@@ -268,10 +271,10 @@ impl Transport for RingConn {
         Ok(())
     }
 
-    fn write(
+    fn write<S: TcpEndpoint>(
         &mut self,
         io: &mut RingIo,
-        sock: &TcpStream,
+        sock: &S,
         buf: &[u8],
     ) -> Result<Option<usize>, EngineError> {
         match self.rq.send(io, sock.as_raw_fd(), buf, again)? {
@@ -281,10 +284,10 @@ impl Transport for RingConn {
         }
     }
 
-    fn read(
+    fn read<S: TcpEndpoint>(
         &mut self,
         io: &mut RingIo,
-        sock: &TcpStream,
+        sock: &S,
         buf: &mut [u8],
     ) -> Result<Option<usize>, EngineError> {
         if self.at < self.inbox.len() {

@@ -3,9 +3,8 @@
 //! honouring the stop flags.
 
 use std::io::ErrorKind;
-use std::net::TcpStream;
 
-use crate::engines::{Engine, Interest, TcpRx, TcpTx};
+use crate::engines::{Engine, Interest, TcpEndpoint, TcpRx, TcpTx};
 use crate::stream::{is_timeout, map_err, POLL};
 use crate::EngineError;
 
@@ -15,22 +14,18 @@ use crate::wait::Waiter;
 /// next where they allow it.
 pub(super) type TcpParts<E> = (<E as Engine>::TcpTx, <E as Engine>::TcpRx);
 
-/// Whole-message reads and writes on one connection.
-/// `'s` is the socket's borrow, `'w` the waiter's (a crr flow's waiter
-/// outlives each connection it spins on).
-pub(super) struct StreamIo<'s, 'w, E: Engine> {
-    pub(super) sock: &'s TcpStream,
+/// Whole-message reads and writes on one connection, the TCP endpoint
+/// `sock`. `'s` is the endpoint's borrow, `'w` the waiter's (a crr flow's
+/// waiter outlives each connection it spins on).
+pub(super) struct StreamIo<'s, 'w, E: Engine, S: TcpEndpoint> {
+    pub(super) sock: &'s S,
     tx: E::TcpTx,
     rx: E::TcpRx,
     pub(super) waiter: Waiter<'w>,
 }
 
-impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
-    pub(super) fn new(
-        engine: E,
-        sock: &'s TcpStream,
-        waiter: Waiter<'w>,
-    ) -> Result<Self, EngineError> {
+impl<'s, 'w, E: Engine, S: TcpEndpoint> StreamIo<'s, 'w, E, S> {
+    pub(super) fn new(engine: E, sock: &'s S, waiter: Waiter<'w>) -> Result<Self, EngineError> {
         Ok(StreamIo {
             sock,
             tx: engine.tcp_tx(sock)?,
@@ -43,11 +38,7 @@ impl<'s, 'w, E: Engine> StreamIo<'s, 'w, E> {
     /// connection: they take the socket on every call, so a crr flow sets
     /// them up (an io_uring engine: two rings and their registered
     /// buffers) once, not once per connection.
-    pub(super) fn with_parts(
-        sock: &'s TcpStream,
-        (tx, rx): TcpParts<E>,
-        waiter: Waiter<'w>,
-    ) -> Self {
+    pub(super) fn with_parts(sock: &'s S, (tx, rx): TcpParts<E>, waiter: Waiter<'w>) -> Self {
         StreamIo {
             sock,
             tx,

@@ -1,13 +1,13 @@
 //! rr over TCP: a connection per (phase, flow); the client ends a phase by
 //! shutting down its write side, the server answers by closing.
 
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 
 use linerate_proto::rr::RequestRepr;
 use linerate_proto::rr_core::Tally;
 use linerate_proto::rr_flow::{RrClient, Transaction};
 
-use crate::engines::Engine;
+use crate::engines::{Engine, TcpEndpoint};
 use crate::stream::map_err;
 use crate::EngineError;
 
@@ -18,14 +18,14 @@ use super::stream_io::StreamIo;
 use crate::wait::{prepare_tcp, Waiter};
 
 /// A client flow's transactions on its phase connection.
-struct TcpExchange<'a, E: Engine> {
-    io: StreamIo<'a, 'a, E>,
+struct TcpExchange<'a, E: Engine, S: TcpEndpoint> {
+    io: StreamIo<'a, 'a, E, S>,
     req: &'a mut [u8],
     resp: &'a mut [u8],
     core: RrClient,
 }
 
-impl<E: Engine> Exchange for TcpExchange<'_, E> {
+impl<E: Engine, S: TcpEndpoint> Exchange for TcpExchange<'_, E, S> {
     fn transact(&mut self, header: &RequestRepr) -> Result<Transaction, EngineError> {
         self.core.request(header, self.req);
         self.io.write_all(self.req)?;
@@ -48,9 +48,9 @@ impl<E: Engine> Exchange for TcpExchange<'_, E> {
 }
 
 /// Runs one phase of a client flow on `sock`.
-pub(super) fn client_phase<E: Engine>(
+pub(super) fn client_phase<E: Engine, S: TcpEndpoint>(
     engine: E,
-    sock: &TcpStream,
+    sock: &S,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
     tally: &mut Tally,
@@ -81,7 +81,7 @@ pub(super) fn client_phase<E: Engine>(
     }
 }
 
-impl<E: Engine> Serve for StreamIo<'_, '_, E> {
+impl<E: Engine, S: TcpEndpoint> Serve for StreamIo<'_, '_, E, S> {
     fn next_request<'b>(
         &'b mut self,
         buf: &'b mut [u8],
@@ -105,9 +105,9 @@ impl<E: Engine> Serve for StreamIo<'_, '_, E> {
 }
 
 /// Serves one phase of a server flow on `sock` (closed by the caller).
-pub(super) fn server_phase<E: Engine>(
+pub(super) fn server_phase<E: Engine, S: TcpEndpoint>(
     engine: E,
-    sock: &TcpStream,
+    sock: &S,
     cx: &PhaseCtx<'_>,
     bufs: &mut Buffers,
 ) -> Served {

@@ -19,6 +19,7 @@ use linerate_proto::wire::{DataHello, Side};
 use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
+use crate::engines::TcpEndpoint;
 use crate::event_loop::Turn;
 use crate::stream::{is_timeout, map_err};
 use crate::{socket, EngineError};
@@ -35,30 +36,37 @@ const CALLS_PER_TURN: u32 = 8;
 
 /// How a loop kind moves a flow's bytes on its connection, without
 /// blocking: `Ok(None)` when it would block (the loop wakes the flow when
-/// it can go on), `Ok(Some(0))` at the peer's end of stream.
+/// it can go on), `Ok(Some(0))` at the peer's end of stream. Its calls
+/// take the connection as a TCP endpoint ([`TcpEndpoint`]), generic like
+/// the engines' TCP calls; the flow owns the kernel stream because it
+/// connects it (crr).
 pub(super) trait Transport {
     /// What the loop lends every call (an io_uring loop's queue).
     type Cx;
     /// `sock` is the flow's connection now (crr: each transaction's).
-    fn attach(&mut self, sock: &TcpStream) -> Result<(), EngineError>;
+    fn attach<S: TcpEndpoint>(&mut self, sock: &S) -> Result<(), EngineError>;
     /// Writes on from `buf`: how many of its bytes went.
-    fn write(
+    fn write<S: TcpEndpoint>(
         &mut self,
         cx: &mut Self::Cx,
-        sock: &TcpStream,
+        sock: &S,
         buf: &[u8],
     ) -> Result<Option<usize>, EngineError>;
     /// Reads on into `buf`: how many bytes came.
-    fn read(
+    fn read<S: TcpEndpoint>(
         &mut self,
         cx: &mut Self::Cx,
-        sock: &TcpStream,
+        sock: &S,
         buf: &mut [u8],
     ) -> Result<Option<usize>, EngineError>;
     /// crr: `sock`'s connect is under way: the loop is to give the flow
     /// a turn once it can write (an epoll loop watches every new socket
     /// already: [`Turn::Watch`]).
-    fn await_connect(&mut self, _cx: &mut Self::Cx, _sock: &TcpStream) -> Result<(), EngineError> {
+    fn await_connect<S: TcpEndpoint>(
+        &mut self,
+        _cx: &mut Self::Cx,
+        _sock: &S,
+    ) -> Result<(), EngineError> {
         Ok(())
     }
 }

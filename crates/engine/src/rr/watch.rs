@@ -2,7 +2,8 @@
 //! side register their connections with a [`Watch`], which the side's
 //! coordinator checks every [`super::params::WAKE`] through a [`Watchdog`].
 
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -18,8 +19,10 @@ use crate::EngineError;
 /// (then aborts) when no flow completes a transaction for [`IDLE_LIMIT`].
 #[derive(Debug)]
 pub(super) struct Watch {
-    /// Per flow: a duplicate of the connection it is using now.
-    socks: Mutex<Vec<Option<TcpStream>>>,
+    /// Per flow: a duplicate of the descriptor of the connection it is
+    /// using now (the flows' endpoints are kernel sockets: a blocked call
+    /// returns when another thread shuts its socket down).
+    socks: Mutex<Vec<Option<OwnedFd>>>,
     /// Per flow: transactions completed, on separate cache lines.
     progress: Vec<StreamCounter>,
     stalled: AtomicBool,
@@ -34,10 +37,10 @@ impl Watch {
         }
     }
 
-    pub(super) fn register(&self, flow: u32, sock: &TcpStream) {
+    pub(super) fn register(&self, flow: u32, sock: &impl AsFd) {
         if let Ok(mut v) = self.socks.lock() {
             if let Some(slot) = v.get_mut(flow as usize) {
-                *slot = sock.try_clone().ok();
+                *slot = sock.as_fd().try_clone_to_owned().ok();
             }
         }
     }
@@ -66,7 +69,7 @@ impl Watch {
     pub(super) fn shutdown_all(&self) {
         if let Ok(v) = self.socks.lock() {
             for s in v.iter().flatten() {
-                let _ = s.shutdown(Shutdown::Both);
+                let _ = socket2::SockRef::from(s).shutdown(Shutdown::Both);
             }
         }
     }

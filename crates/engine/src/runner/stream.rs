@@ -1,7 +1,7 @@
 //! One stream's thread: pins and prioritises itself, runs the engine's loop
 //! for its transport and role, and reports how the stream ended.
 
-use std::net::{TcpStream, UdpSocket};
+use std::net::UdpSocket;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -14,11 +14,11 @@ use linerate_proto::rr_core::SpinMode;
 use super::cpu_watch::{self, Ticks};
 use super::params::{DataSocket, RunParams, StreamSetup, UdpParams};
 use crate::cpu::{self, CpuTime};
-use crate::engines::{with_engine, Engine, EngineKind, UdpEndpoint};
+use crate::engines::{with_engine, Engine, EngineKind, TcpEndpoint, UdpEndpoint};
 use crate::stream::{Signals, StreamCounter, StreamEnd};
 use crate::udp::{self, RecvJob, SendJob, StreamFormat, UdpCounters};
 use crate::wait::{self, Wait};
-use crate::{tcp, tcp_info, EngineError};
+use crate::{tcp, EngineError};
 
 /// A stream's end, as its thread reports it to the sampler.
 pub(super) struct Finished {
@@ -172,10 +172,11 @@ impl<F: StreamFormat> StreamIo<'_, F> {
         (m, end)
     }
 
-    /// A TCP stream's loop on `sock`; a sender sends `bytes` when given.
+    /// A TCP stream's loop on endpoint `sock`; a sender sends `bytes` when
+    /// given.
     fn tcp(
         &self,
-        sock: &TcpStream,
+        sock: &impl TcpEndpoint,
         role: Role,
         bytes: Option<u64>,
         m: &mut StreamMeasurement,
@@ -199,7 +200,7 @@ impl<F: StreamFormat> StreamIo<'_, F> {
             }
         };
         if role == Role::Sender {
-            m.tcp = tcp_info::read(sock);
+            m.tcp = sock.tcp_info();
         }
         end
     }

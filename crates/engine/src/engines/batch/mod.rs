@@ -20,8 +20,8 @@
 
 pub mod mmsg;
 
-use std::io::{self, IoSlice, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::io::{self, IoSlice};
+use std::net::UdpSocket;
 
 use linerate_proto::measure::Batching;
 
@@ -29,6 +29,7 @@ use self::mmsg::{
     enable_gro, path_mtu, segments_per_send, MmsgRx, MmsgTx, GRO_SLOT, GSO_MAX_SEGMENTS,
     GSO_MSGS_PER_CALL, GSO_PORTABLE_SEGMENTS, PLAIN_MSGS_PER_CALL, RECV_MSGS_PER_CALL,
 };
+use super::tcp_endpoint::TcpEndpoint;
 use super::{Engine, EngineKind, KernelUdp, RecvSlots, TcpTx, TxBatch, UdpRx, UdpTx, Wait};
 use crate::caps::caps;
 use crate::EngineError;
@@ -352,13 +353,13 @@ impl Engine for Batch {
         }
     }
 
-    fn tcp_tx(self, _sock: &TcpStream) -> Result<BatchTcpTx, EngineError> {
+    fn tcp_tx<S: TcpEndpoint>(self, _sock: &S) -> Result<BatchTcpTx, EngineError> {
         Ok(BatchTcpTx)
     }
 
-    fn tcp_rx(
+    fn tcp_rx<S: TcpEndpoint>(
         self,
-        sock: &TcpStream,
+        sock: &S,
         skip_copy: bool,
     ) -> Result<super::syscall::SyscallTcpRx, EngineError> {
         super::Syscall.tcp_rx(sock, skip_copy)
@@ -443,13 +444,13 @@ impl UdpRx<KernelUdp> for BatchUdpRx {
 pub struct BatchTcpTx;
 
 impl TcpTx for BatchTcpTx {
-    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize> {
+    fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize> {
         self.write_repeated(sock, buf, 1, wait)
     }
 
-    fn write_repeated(
+    fn write_repeated<S: TcpEndpoint>(
         &mut self,
-        sock: &TcpStream,
+        sock: &S,
         buf: &[u8],
         times: usize,
         wait: Wait,
@@ -461,7 +462,18 @@ impl TcpTx for BatchTcpTx {
             .clamp(1, MAX_IOV);
         let slices = [IoSlice::new(buf); MAX_IOV];
         match wait {
-            Wait::Block => (&mut &*sock).write_vectored(&slices[..copies]),
+            Wait::Block => {
+                // SAFETY: `IoSlice` is ABI-compatible with `iovec`; the
+                // slices borrow `buf`, valid for the call.
+                let n = unsafe {
+                    libc::writev(
+                        sock.as_raw_fd(),
+                        slices.as_ptr().cast(),
+                        copies as libc::c_int,
+                    )
+                };
+                usize::try_from(n).map_err(|_| io::Error::last_os_error())
+            }
             // Busy polling: one non-blocking buffer at a time.
             Wait::DontWait => super::syscall::SyscallTcp.write(sock, buf, wait),
         }

@@ -32,6 +32,7 @@ mod ring;
 mod tcp;
 mod udp;
 
+use super::tcp_endpoint::TcpEndpoint;
 use super::{Engine, KernelUdp};
 use crate::EngineError;
 
@@ -63,14 +64,10 @@ impl Engine for Uring {
         // A failure is reported by `udp_rx`, which tries again.
         let _ = crate::engines::batch::gro_plan(sock);
     }
-    fn tcp_tx(self, _sock: &std::net::TcpStream) -> Result<UringTcpTx, EngineError> {
+    fn tcp_tx<S: TcpEndpoint>(self, _sock: &S) -> Result<UringTcpTx, EngineError> {
         UringTcpTx::new(self)
     }
-    fn tcp_rx(
-        self,
-        _sock: &std::net::TcpStream,
-        skip_copy: bool,
-    ) -> Result<UringTcpRx, EngineError> {
+    fn tcp_rx<S: TcpEndpoint>(self, _sock: &S, skip_copy: bool) -> Result<UringTcpRx, EngineError> {
         UringTcpRx::new(self, skip_copy)
     }
 }

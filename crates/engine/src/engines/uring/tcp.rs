@@ -8,8 +8,6 @@
 //! zero-copy notification has arrived.
 
 use std::io;
-use std::net::TcpStream;
-use std::os::fd::AsRawFd;
 
 use io_uring::{cqueue, opcode, types};
 
@@ -17,7 +15,7 @@ use super::ring::{
     caps, cqe_err, engine_use, register, zc_worth, CancelAfter, Ring, Uring, ZcCount, WAIT,
     ZC_REPORT_USAGE,
 };
-use crate::engines::{TcpRx, TcpTx, Wait};
+use crate::engines::{TcpEndpoint, TcpRx, TcpTx, Wait};
 use crate::EngineError;
 
 const TAG_IO: u64 = 1;
@@ -161,7 +159,7 @@ impl UringTcpTx {
 }
 
 impl TcpTx for UringTcpTx {
-    fn write(&mut self, sock: &TcpStream, buf: &[u8], wait: Wait) -> io::Result<usize> {
+    fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize> {
         let zc = self.zc.is_some() && zc_worth(buf.len());
         // Only a zero-copy send reads the registered buffer.
         let index = if zc {
@@ -219,7 +217,7 @@ impl TcpTx for UringTcpTx {
         }
     }
 
-    fn finish(&mut self, _sock: &TcpStream) -> io::Result<()> {
+    fn finish<S: TcpEndpoint>(&mut self, _sock: &S) -> io::Result<()> {
         // Notifications come when the peer has acknowledged the data; a
         // live peer does so within a few round trips.
         self.settle(100)
@@ -264,7 +262,7 @@ impl UringTcpRx {
 }
 
 impl TcpRx for UringTcpRx {
-    fn read(&mut self, sock: &TcpStream, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
+    fn read<S: TcpEndpoint>(&mut self, sock: &S, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
         let fd = types::Fd(sock.as_raw_fd());
         let len = buf.len().min(u32::MAX as usize) as u32;
         let dontwait = match wait {

@@ -27,7 +27,7 @@ mod options;
 mod port;
 
 use std::io;
-use std::net::{TcpStream, UdpSocket};
+use std::net::UdpSocket;
 
 use linerate_xdp::XdpError;
 
@@ -35,6 +35,7 @@ pub use endpoint::XdpEndpoint;
 pub use options::{Xdp, XdpMode};
 
 use super::syscall::{SyscallTcp, SyscallTcpRx};
+use super::tcp_endpoint::TcpEndpoint;
 use super::{Engine, RecvSlots, Syscall, TxBatch, UdpRx, UdpTx, Wait};
 use crate::EngineError;
 
@@ -107,11 +108,15 @@ impl Engine for Xdp {
         })
     }
 
-    fn tcp_tx(self, sock: &TcpStream) -> Result<SyscallTcp, EngineError> {
+    fn tcp_tx<S: TcpEndpoint>(self, sock: &S) -> Result<SyscallTcp, EngineError> {
         Syscall.tcp_tx(sock)
     }
 
-    fn tcp_rx(self, sock: &TcpStream, skip_copy: bool) -> Result<SyscallTcpRx, EngineError> {
+    fn tcp_rx<S: TcpEndpoint>(
+        self,
+        sock: &S,
+        skip_copy: bool,
+    ) -> Result<SyscallTcpRx, EngineError> {
         Syscall.tcp_rx(sock, skip_copy)
     }
 }

@@ -2,10 +2,10 @@
 //! its bounded turn on the readiness loop, and its measurement at the end
 //! (shared with the completion loop, [`super::ring`]).
 
-use crate::engines::{Engine, EngineKind, TcpRx, TcpTx, Wait};
+use crate::engines::{Engine, EngineKind, TcpEndpoint, TcpRx, TcpTx, Wait};
 use crate::event_loop::driver::{drive, LoopFlow, Turn};
 use crate::stream::{is_timeout, map_err, Signals, StreamCounter};
-use crate::{tcp_info, EngineError};
+use crate::EngineError;
 use linerate_proto::measure::{Role, StreamMeasurement};
 use linerate_proto::wire::Side;
 use std::net::{Shutdown, TcpStream};
@@ -264,7 +264,7 @@ pub(super) fn turn<E: Engine>(
 
 /// A sender's clean end: completes what the engine holds, then shuts down
 /// the write side so the receiver sees end of stream.
-pub(super) fn finish<T: TcpTx>(tx: &mut T, sock: &TcpStream) -> Result<(), EngineError> {
+pub(super) fn finish<T: TcpTx>(tx: &mut T, sock: &impl TcpEndpoint) -> Result<(), EngineError> {
     tx.finish(sock)
         .and_then(|()| sock.shutdown(Shutdown::Write))
         .map_err(|e| map_err("shutdown", e))
@@ -299,7 +299,7 @@ pub(super) fn measurements<E: Engine>(
                 elapsed_ns: if at_ns == 0 { now } else { at_ns },
                 calls: s.calls,
                 tcp: (s.flow.role == Role::Sender)
-                    .then(|| tcp_info::read(&s.flow.sock))
+                    .then(|| s.flow.sock.tcp_info())
                     .flatten(),
                 error,
                 ..StreamMeasurement::default()
