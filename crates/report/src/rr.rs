@@ -123,7 +123,10 @@ fn phase_report(
     let clock = client.clock.as_ref();
     let why = one_way_unavailable(spec, rr, phase, clock);
     let sum = |v: &[RrFlowMeasurement], f: fn(&RrFlowMeasurement) -> u64| v.iter().map(f).sum();
-    let errors = errors(&cf, &sf);
+    let mut errors = errors(&cf, &sf);
+    if phase.loaded {
+        errors.extend(load_errors(client, server));
+    }
     RrPhaseReport {
         request_size: phase.request,
         response_size: phase.response,
@@ -190,6 +193,22 @@ fn errors(client: &[RrFlowMeasurement], server: &[RrFlowMeasurement]) -> Vec<Str
             }
         })
         .collect()
+}
+
+/// The load streams' errors (a loaded phase's: it ran without that
+/// load), one per side and stream; a stream ended by its side's abort
+/// adds nothing to the flows' own errors.
+fn load_errors<'a>(
+    client: &'a RrMeasurement,
+    server: &'a RrMeasurement,
+) -> impl Iterator<Item = String> + 'a {
+    let side = |name: &'static str, m: &'a RrMeasurement| {
+        m.load.iter().filter_map(move |l| {
+            let e = l.error.as_deref().filter(|e| *e != "aborted")?;
+            Some(format!("{name}, load stream {}: {e}", l.id))
+        })
+    };
+    side("client", client).chain(side("server", server))
 }
 
 /// With more than one flow (a thread each, `-P N`) or on event loops

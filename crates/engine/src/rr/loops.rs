@@ -53,7 +53,7 @@ use super::client::{coordinate_side, send_ended};
 use super::conns::{Conn, RrConns};
 use super::crr::CrrTarget;
 use super::gate::Gate;
-use super::load::{load_runs, server_elapsed};
+use super::load::{load_ids, load_runs, server_elapsed};
 use super::loop_tally::{LoopCtx, Role};
 use super::params::RrParams;
 use super::side::{run_threads, CpuStart, FlowEnd};
@@ -155,7 +155,11 @@ impl Runs {
 fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Role) -> SideRun {
     let runs = Runs::of(engine, &flows);
     let (tx, rx) = mpsc::channel();
-    let watch = Arc::new(Watch::new(p.plan.flows as usize));
+    let load = match &flows {
+        Flows::Rr(c) => load_ids(&c.load),
+        Flows::Crr(_) => Vec::new(),
+    };
+    let watch = Arc::new(Watch::new(p.plan.flows as usize, &load));
     let w = Arc::clone(&watch);
     let side = Side {
         runs,
@@ -239,7 +243,7 @@ fn run_side(
         })
         .collect();
     let client = (role == Role::Client).then_some((&load_signals, &gate));
-    let load_runs = load_runs(load, load_engine, p, signals, client);
+    let load_runs = load_runs(load, load_engine, p, (signals, watch), client);
     let mut load_elapsed_ns = 0;
     let g = run_threads(signals, watch, loops, load_runs, |dog| {
         if role == Role::Client {
