@@ -184,7 +184,6 @@ pub const RR_UDP: Rules = Rules {
     attach: Attach::Datagrams,
     params: rr::udp_params,
     negotiate: rr::negotiate_udp,
-    load_streams: false,
     ..RR_TCP
 };
 

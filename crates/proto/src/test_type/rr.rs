@@ -4,8 +4,8 @@
 
 use crate::limits::{Budget, ServerLimits, SpecError};
 use crate::spec::{
-    RrLimit, RrSpec, StreamPlan, TestKind, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS, MAX_RR_RATE,
-    MAX_RR_SIZES,
+    RrConn, RrLimit, RrSpec, StreamPlan, TestKind, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS,
+    MAX_RR_RATE, MAX_RR_SIZES,
 };
 use crate::wire::Side;
 
@@ -43,7 +43,7 @@ pub(super) fn negotiate_tcp(spec: &TestSpec, limits: &ServerLimits) -> Result<()
 }
 
 pub(super) fn negotiate_udp(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    negotiate_rr(spec, limits, true, false)
+    negotiate_rr(spec, limits, true, true)
 }
 
 pub(super) fn negotiate_crr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
@@ -141,12 +141,6 @@ fn negotiate_rr(
                 );
             }
         }
-        if rr.under_load > 0 {
-            return err(
-                "under_load",
-                "load streams are TCP; they are not available with UDP request/response yet".into(),
-            );
-        }
     }
     if rr.under_load > 0 && !load_streams {
         return err(
@@ -220,6 +214,7 @@ pub(super) fn plan(spec: &TestSpec) -> Vec<StreamPlan> {
             sender: Side::Client,
             bytes: None,
             datagrams: None,
+            load: matches!(spec.rr_conn(id), Some(RrConn::Load { .. })),
         })
         .collect()
 }

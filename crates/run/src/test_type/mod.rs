@@ -30,7 +30,7 @@ use linerate_iperf3::streams::Iperf3Streams;
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::Role;
 use linerate_proto::measure::SideResults;
-use linerate_proto::spec::{Limit, Protocol, TestSpec};
+use linerate_proto::spec::{Limit, Protocol, StreamPlan, TestSpec};
 use linerate_proto::test_type::{self as rules, Rules, Workload};
 use linerate_proto::wire::{DataHello, Side, Token};
 use linerate_report::build;
@@ -247,35 +247,41 @@ fn attach_tcp(
         );
     }
     for p in spec.stream_plan() {
-        let sock = if spec.tcp.unix {
-            connect_unix(c, p.id)?
-        } else {
-            let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
-                .with_context(|| format!("opening data connection {}", p.id))?;
-            pace_sender(&sock, spec, p.sender, Side::Client)?;
-            sock
-        };
-        let mut hello = Vec::new();
-        DataHello {
-            token: c.token()?,
-            stream: p.id,
-            sender: p.sender,
-        }
-        .encode(&mut hello);
-        (&sock)
-            .write_all(&hello)
-            .with_context(|| format!("greeting data connection {}", p.id))?;
-        socket::set_io_timeout(&sock, POLL)?;
-        streams.push(StreamSetup {
-            id: p.id,
-            sender: p.sender,
-            role: role(p.sender, Side::Client),
-            bytes: p.bytes,
-            datagrams: None,
-            sock: DataSocket::Tcp(sock),
-        });
+        streams.push(connect_tcp(c, spec, &p)?);
     }
     Ok(streams)
+}
+
+/// One planned TCP data connection, opened and greeted with its
+/// `DataHello` (a TCP test's, or rr over UDP's load stream).
+fn connect_tcp(c: &ClientSide<'_>, spec: &TestSpec, p: &StreamPlan) -> Result<StreamSetup> {
+    let sock = if spec.tcp.unix {
+        connect_unix(c, p.id)?
+    } else {
+        let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
+            .with_context(|| format!("opening data connection {}", p.id))?;
+        pace_sender(&sock, spec, p.sender, Side::Client)?;
+        sock
+    };
+    let mut hello = Vec::new();
+    DataHello {
+        token: c.token()?,
+        stream: p.id,
+        sender: p.sender,
+    }
+    .encode(&mut hello);
+    (&sock)
+        .write_all(&hello)
+        .with_context(|| format!("greeting data connection {}", p.id))?;
+    socket::set_io_timeout(&sock, POLL)?;
+    Ok(StreamSetup {
+        id: p.id,
+        sender: p.sender,
+        role: role(p.sender, Side::Client),
+        bytes: p.bytes,
+        datagrams: None,
+        sock: DataSocket::Tcp(sock),
+    })
 }
 
 /// `--flows`: room for `connections` sockets on this side (`RLIMIT_NOFILE`
@@ -318,7 +324,9 @@ fn attach_udp(
     ports: &[u16],
     notes: &mut Vec<String>,
 ) -> Result<Vec<StreamSetup>> {
-    let plan = spec.stream_plan();
+    // rr under load: its load streams are TCP connections, the rest
+    // datagrams on the ports the server sent.
+    let (load, plan): (Vec<_>, Vec<_>) = spec.stream_plan().into_iter().partition(|p| p.load);
     if ports.len() != plan.len() {
         fail!(
             Protocol,
@@ -328,7 +336,7 @@ fn attach_udp(
         );
     }
     if spec.flows.is_some() {
-        room_for_flows(c, plan.len() as u64)?;
+        room_for_flows(c, (plan.len() + load.len()) as u64)?;
     }
     let window = spec.udp.as_ref().and_then(|u| u.window);
     let mut streams = Vec::new();
@@ -371,6 +379,9 @@ fn attach_udp(
             datagrams: p.datagrams,
             sock: DataSocket::Udp(sock),
         });
+    }
+    for p in &load {
+        streams.push(connect_tcp(c, spec, p)?);
     }
     Ok(streams)
 }
@@ -671,6 +682,7 @@ mod tests {
                 sender: Side::Client,
                 bytes: None,
                 datagrams: None,
+                load: false,
             };
             let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
             server_udp_socket(EngineKind::default(), &spec, &plan, &sock);
