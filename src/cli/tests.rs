@@ -415,7 +415,6 @@ fn issue_27_rr_rate_paces_each_flow() {
 fn rr_refusals_name_the_flag() {
     for (args, needle) in [
         ("crr --proto udp", "no UDP form"),
-        ("rr --proto udp --under-load 1", "--under-load"),
         ("rr --proto sctp", "--proto"),
         ("rr --sizes 1,0", "--sizes"),
         ("rr --sizes ,", "--sizes"),

@@ -861,7 +861,11 @@ pub(crate) fn assert_flows_ran_under_load(r: &Value, flows: usize, load: u64, ud
         let total: u64 = counts.iter().map(u).sum();
         assert_eq!(u(&p["transactions"]), total);
         assert_eq!(u(&p["latency"]["count"]), total);
-        let lost = if udp { p["lost"].as_u64().unwrap_or(0) } else { 0 };
+        let lost = if udp {
+            p["lost"].as_u64().unwrap_or(0)
+        } else {
+            0
+        };
         let server = u(&p["server_transactions"]);
         assert!(server >= total && server <= total + lost, "{p}");
     }
@@ -876,8 +880,8 @@ pub(crate) fn assert_flows_ran_under_load(r: &Value, flows: usize, load: u64, ud
 /// --threads T --under-load S`): the flows' datagrams on the loops, the
 /// load streams TCP connections beside them (attached by their greeting
 /// on the server's listener, the flows on their UDP ports), through the
-/// same coordinator as TCP flows; the human report has a fairness line
-/// per phase. Refused before ("--under-load: the load streams are TCP;
+/// same coordinator as TCP flows (and as UDP rr on flow threads); the
+/// human report has a fairness line per phase. Refused before ("--under-load: the load streams are TCP;
 /// not available with --proto udp yet").
 #[test]
 fn issue_26_udp_rr_flows_run_under_load() {
@@ -904,6 +908,27 @@ fn issue_26_udp_rr_flows_run_under_load() {
     let r = json_client(&json);
     assert_eq!(r["test"]["client_loop"], "epoll", "{}", r["test"]);
     assert_flows_ran_under_load(&r, 8, 1, true);
+    // Flow threads (`-P 2`, no loops) run it through the same side.
+    let threads = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--proto",
+        "udp",
+        "-P",
+        "2",
+        "--sizes",
+        "1",
+        "--under-load",
+        "1",
+        "-t",
+        "0.3",
+        "--json",
+    ];
+    let r = json_client(&threads);
+    assert!(r["test"].get("client_loop").is_none(), "{}", r["test"]);
+    assert_flows_ran_under_load(&r, 2, 1, true);
     let out = run_client(&args, Duration::from_secs(60));
     assert_ok(&out, &args);
     let text = String::from_utf8_lossy(&out.stdout);
