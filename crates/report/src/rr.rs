@@ -521,6 +521,37 @@ mod tests {
         );
     }
 
+    /// A load stream's error is its loaded phases' (they ran without that
+    /// load), named by side and stream; one ended by its side's abort
+    /// adds nothing. Before, no report showed a load stream's error.
+    #[test]
+    fn issue_26_a_load_streams_error_is_its_loaded_phases() {
+        let mut s = spec(1);
+        if let Some(rr) = s.rr.as_mut() {
+            rr.under_load = 2;
+        }
+        let load = |id, e: &str| linerate_proto::measure::StreamMeasurement {
+            id,
+            error: Some(e.into()),
+            ..Default::default()
+        };
+        let mut c = side(Vec::new(), None);
+        let mut v = side(Vec::new(), None);
+        if let (Some(c), Some(v)) = (c.rr.as_mut(), v.rr.as_mut()) {
+            c.load = vec![load(3, "no data moved for 30 s: peer stalled")];
+            v.load = vec![load(3, "aborted"), load(4, "peer reset the connection")];
+        }
+        let r = build(&s, &c, &v).expect("rr");
+        assert!(r.phases[0].errors.is_empty(), "{:?}", r.phases[0]);
+        assert_eq!(
+            r.phases[1].errors,
+            [
+                "client, load stream 3: no data moved for 30 s: peer stalled",
+                "server, load stream 4: peer reset the connection",
+            ]
+        );
+    }
+
     #[test]
     fn issue_26_flows_report_each_flows_transactions_and_the_spread_of_their_percentiles() {
         let a: Vec<u64> = (1..=100).collect();
