@@ -41,13 +41,6 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
         other => bail!("--proto: {other:?} is not tcp or udp"),
     };
     if kind == TestKind::Crr {
-        if r.under_load.is_some() {
-            bail!(
-                "--under-load is available with rr only: a crr server answers each connection \
-                 in its accept pool, which runs no load streams (rr --under-load measures \
-                 latency under load, TCP or UDP)"
-            );
-        }
         if let Some(e) = r
             .engine
             .server_engine

@@ -425,7 +425,6 @@ fn rr_refusals_name_the_flag() {
         ("rr -P 0", "--parallel"),
         ("rr --batch 0", "--batch"),
         ("rr --under-load 0", "--under-load"),
-        ("crr --under-load 1", "--under-load"),
         ("crr --server-engine uring", "crr has no server engine"),
         ("rr --rate 0", "--rate"),
         ("rr --rate 1000001", "--rate"),

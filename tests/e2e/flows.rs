@@ -943,6 +943,60 @@ fn issue_26_udp_rr_flows_run_under_load() {
     );
 }
 
+/// crr under load (`crr --flows N --threads T --under-load S`, and on
+/// flow threads): a connection per transaction on the loops while the
+/// load streams, opened up front and attached to the test's session
+/// beside the connections the server's crr pool answers, send; the same
+/// coordinator and load runs as rr's, the server reading the load beside
+/// its pool. Refused before ("--under-load is available with rr only").
+#[test]
+fn issue_26_crr_flows_run_under_load() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let args = [
+        "crr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--flows",
+        "8",
+        "--threads",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.5",
+    ];
+    let mut json = args.to_vec();
+    json.push("--json");
+    let r = json_client(&json);
+    assert_eq!(r["test"]["client_loop"], "epoll", "{}", r["test"]);
+    assert_flows_ran_under_load(&r, 8, 1, false);
+    let threads = [
+        "crr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-P",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.3",
+        "--json",
+    ];
+    let r = json_client(&threads);
+    assert_flows_ran_under_load(&r, 2, 1, false);
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[FAIR] 8 flows (1 B, under load):"), "{text}");
+    assert!(
+        text.contains("Without and with load (1 bulk TCP stream"),
+        "{text}"
+    );
+}
+
 /// Namespaces `name` joined through a router whose egress towards the
 /// server is a tbf of `rate`, `burst` and `limit`, with a `--threads 2`
 /// server in the server's namespace; `None` (said) where namespaces are

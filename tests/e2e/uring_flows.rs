@@ -360,6 +360,31 @@ fn issue_26_uring_udp_rr_flows_run_under_load() {
     assert_flows_ran_under_load(&r, 8, 1, true);
 }
 
+/// crr under load on io_uring loops (the client's; the server answers
+/// with its crr pools and reads the load beside them), as on epoll
+/// (`flows::issue_26_crr_flows_run_under_load`). Refused before.
+#[test]
+fn issue_26_uring_crr_flows_run_under_load() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let args = [
+        "crr",
+        "--flows",
+        "8",
+        "--threads",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.5",
+    ];
+    let Some(r) = uring_client_against(&port, &args, false) else {
+        return;
+    };
+    assert_eq!(r["test"]["client_loop"], "io_uring", "{}", r["test"]);
+    assert_flows_ran_under_load(&r, 8, 1, false);
+}
+
 /// `rr --rate` on io_uring loops paces each flow on the loop's timer
 /// heap, TCP and UDP, as the epoll loops do
 /// (`rr::issue_27_rr_rate_paces_each_event_loop_flow`).

@@ -623,10 +623,21 @@ mod tests {
         assert_eq!(s.rr_conn(14), Some(RrConn::Load { index: 1 }));
         assert_eq!(s.rr_conn(15), None);
         assert_eq!(s.rr_conn(0), None);
-        // crr opens no connections up front.
+        // crr opens no connections up front but its load streams,
+        // numbered after the (phase, flow) ids its transactions carry.
         let c = rr_spec(TestKind::Crr, 2, RrSpec::default());
         assert!(c.stream_plan().is_empty());
         assert_eq!(c.connection_count(), 0);
+        let loaded = RrSpec {
+            sizes: vec![1],
+            under_load: 2,
+            ..RrSpec::default()
+        };
+        let c = rr_spec(TestKind::Crr, 3, loaded);
+        let ids: Vec<(u32, bool)> = c.stream_plan().iter().map(|p| (p.id, p.load)).collect();
+        assert_eq!(ids, [(7, true), (8, true)]);
+        assert_eq!(c.rr_conn(7), Some(RrConn::Load { index: 0 }));
+        assert_eq!(c.rr_conn(6), Some(RrConn::Flow { phase: 1, flow: 2 }));
     }
 
     #[test]
@@ -673,7 +684,7 @@ mod tests {
         );
         assert_eq!(bad(TestKind::Rr, |r| r.limit = RrLimit::Count(0)), "count");
         assert_eq!(bad(TestKind::Rr, |r| r.batch = 0), "batch");
-        assert_eq!(bad(TestKind::Crr, |r| r.under_load = 1), "under_load");
+        assert_eq!(bad(TestKind::Crr, |r| r.under_load = 1000), "under_load");
         assert_eq!(bad(TestKind::Rr, |r| r.under_load = 1000), "under_load");
         let no_rr = TestSpec {
             kind: TestKind::Rr,

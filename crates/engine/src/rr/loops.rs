@@ -76,19 +76,19 @@ pub fn start_server(engine: EngineKind, conns: RrConns, p: RrParams, threads: us
 /// flow a connection per transaction to `target`.
 pub fn start_crr_client(
     engine: EngineKind,
-    target: CrrTarget,
+    (target, load): (CrrTarget, RrConns),
     p: RrParams,
     threads: usize,
 ) -> SideRun {
-    start(engine, Flows::Crr(target), p, threads, Role::Client)
+    start(engine, Flows::Crr(target, load), p, threads, Role::Client)
 }
 
 /// What a side's flows run on: rr's connections (TCP, or UDP sockets run
 /// by [`super::udp_loops`]), attached before the test; crr's target,
-/// connected to once per transaction.
+/// connected to once per transaction (and its load streams, if any).
 enum Flows {
     Rr(RrConns),
-    Crr(CrrTarget),
+    Crr(CrrTarget, RrConns),
 }
 
 /// What a side's loops run: TCP flows on the engine's epoll loop, UDP
@@ -111,7 +111,7 @@ impl Runs {
                 (None, true) => Runs::EpollUdp,
                 (None, false) => Runs::Epoll(event_loop::tcp::engine_for(engine)),
             },
-            Flows::Crr(_) => match ring::uring(engine) {
+            Flows::Crr(..) => match ring::uring(engine) {
                 Some(u) => Runs::Ring {
                     engine: u,
                     udp: false,
@@ -156,8 +156,7 @@ fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Ro
     let runs = Runs::of(engine, &flows);
     let (tx, rx) = mpsc::channel();
     let load = match &flows {
-        Flows::Rr(c) => load_ids(&c.load),
-        Flows::Crr(_) => Vec::new(),
+        Flows::Rr(c) | Flows::Crr(_, c) => load_ids(&c.load),
     };
     let watch = Arc::new(Watch::new(p.plan.flows as usize, &load));
     let w = Arc::clone(&watch);
@@ -205,10 +204,10 @@ fn run_side(
     let start = CpuStart::now();
     let (socks, load, crr) = match flows {
         Flows::Rr(RrConns { flows, load }) => (per_flow(flows), load, None),
-        // crr flows connect as they go (and run no load).
-        Flows::Crr(target) => {
+        // crr flows connect as they go.
+        Flows::Crr(target, RrConns { load, .. }) => {
             let socks = (0..p.plan.flows).map(|f| (f, Vec::new())).collect();
-            (socks, Vec::new(), Some(target))
+            (socks, load, Some(target))
         }
     };
     let (gate, ended) = (Gate::default(), Mutex::new(Vec::new()));

@@ -47,7 +47,7 @@ pub(super) fn negotiate_udp(spec: &TestSpec, limits: &ServerLimits) -> Result<()
 }
 
 pub(super) fn negotiate_crr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    negotiate_rr(spec, limits, false, false)
+    negotiate_rr(spec, limits, false, true)
 }
 
 /// Why a test does not run on event loops.
@@ -217,6 +217,18 @@ pub(super) fn plan(spec: &TestSpec) -> Vec<StreamPlan> {
             load: matches!(spec.rr_conn(id), Some(RrConn::Load { .. })),
         })
         .collect()
+}
+
+/// crr's data connections opened up front: its load streams only (each
+/// transaction opens its own connection as it runs), numbered as rr's.
+pub(super) fn crr_plan(spec: &TestSpec) -> Vec<StreamPlan> {
+    let flow_conns = (connections(spec) - crr_connections(spec)) as u32;
+    plan(spec).split_off(flow_conns as usize)
+}
+
+/// crr's data connections, counted as [`crr_plan`] opens them.
+pub(super) fn crr_connections(spec: &TestSpec) -> usize {
+    spec.rr.as_ref().map_or(0, |rr| usize::from(rr.under_load))
 }
 
 /// rr's data connections, counted as [`plan`] opens them.

@@ -146,8 +146,9 @@ const RR_UDP: TestType = TestType {
 
 const CRR: TestType = TestType {
     rules: &rules::CRR,
-    // Every transaction opens its own connection as it runs.
-    attach: |_, _, _, _| Ok(Vec::new()),
+    // Every transaction opens its own connection as it runs: up front only
+    // the load streams (`--under-load`).
+    attach: attach_tcp,
     start_client: start_crr_client,
     start_server: start_crr_server,
     wake: Duration::from_millis(100),
@@ -602,9 +603,15 @@ fn start_rr_server(
     })
 }
 
-/// crr: a connection per transaction, greeted with the test's token.
-fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
+/// crr: a connection per transaction, greeted with the test's token
+/// (beside the load streams, `streams`, under load).
+fn start_crr_client(
+    c: &ClientSide<'_>,
+    spec: &TestSpec,
+    streams: Vec<StreamSetup>,
+) -> Result<SideRun> {
     let params = rr_params(spec, (c.cpus, c.cpu_scope, c.wire), c.clock)?;
+    let load = RrConns::load_only(&params.plan, streams)?;
     let target = CrrTarget {
         addr: c.peer,
         tcp: spec.tcp.clone(),
@@ -614,17 +621,24 @@ fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) ->
         Some(f) => {
             // A connection per flow in flight.
             room_for_flows(c, u64::from(f.count))?;
-            rr::loops::start_crr_client(c.engine, target, params, usize::from(f.threads))
+            let threads = usize::from(f.threads);
+            rr::loops::start_crr_client(c.engine, (target, load), params, threads)
         }
-        None => rr::start_client(c.engine, RrConns::default(), Some(target), params),
+        None => rr::start_client(c.engine, load, Some(target), params),
     })
 }
 
-fn start_crr_server(s: &ServerSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
+fn start_crr_server(
+    s: &ServerSide<'_>,
+    spec: &TestSpec,
+    streams: Vec<StreamSetup>,
+) -> Result<SideRun> {
     native_only(s.wire, spec)?;
-    s.crr
-        .map(|c| c.start())
-        .ok_or_else(|| RunError::Spec("crr test without its server side".to_string()))
+    let crr = s
+        .crr
+        .ok_or_else(|| RunError::Spec("crr test without its server side".to_string()))?;
+    let params = rr_params(spec, (s.cpus, s.cpu_scope, s.wire), None)?;
+    Ok(crr.start(RrConns::load_only(&params.plan, streams)?))
 }
 
 #[cfg(test)]
