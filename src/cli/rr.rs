@@ -37,18 +37,10 @@ pub(super) fn validate_rr(mut r: args::RrArgs, kind: TestKind) -> Result<RrConfi
         "udp" if kind == TestKind::Crr => {
             bail!("--proto udp: crr opens a TCP connection per transaction; it has no UDP form")
         }
-        "udp" if r.under_load.is_some() => {
-            bail!("--under-load: the load streams are TCP; not available with --proto udp yet")
-        }
         "udp" => Protocol::Udp,
         other => bail!("--proto: {other:?} is not tcp or udp"),
     };
     if kind == TestKind::Crr {
-        if r.under_load.is_some() {
-            bail!(
-                "--under-load is available with rr only (crr opens a connection per transaction)"
-            );
-        }
         if let Some(e) = r
             .engine
             .server_engine

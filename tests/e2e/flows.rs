@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+
 use crate::helpers::*;
 
 #[test]
@@ -807,30 +809,7 @@ fn issue_26_rr_flows_on_event_loops_run_under_load() {
         "-t",
         "2",
     ]);
-    let phases = r["rr"]["phases"].as_array().expect("phases");
-    let loaded: Vec<bool> = phases.iter().map(|p| p["loaded"] == true).collect();
-    assert_eq!(loaded, [false, true], "{}", r["rr"]);
-    for p in phases {
-        assert!(p.get("errors").is_none(), "{p}");
-        let per_flow = &p["per_flow"];
-        let counts = per_flow["transactions"].as_array().expect("per flow");
-        assert_eq!(counts.len(), 16, "{p}");
-        assert!(counts.iter().all(|c| u(c) > 0), "{p}");
-        assert_eq!(u(&per_flow["idle_flows"]), 0, "{per_flow}");
-        let total: u64 = counts.iter().map(u).sum();
-        assert_eq!(u(&p["transactions"]), total);
-        assert_eq!(u(&p["server_transactions"]), total);
-        assert_eq!(u(&p["latency"]["count"]), total);
-    }
-    let load = &r["rr"]["load"];
-    assert_eq!(u(&load["streams"]), 2, "{load}");
-    assert!(u(&load["receiver_bytes"]) > 0, "{load}");
-    assert_eq!(
-        u(&load["sender_bytes"]),
-        u(&load["receiver_bytes"]),
-        "{load}"
-    );
-    assert!(f(&load["bits_per_second"]) > 0.0, "{load}");
+    assert_flows_ran_under_load(&r, 16, 2, false);
     // The human report: a fairness line per phase, saying which.
     let args = [
         "rr",
@@ -857,6 +836,161 @@ fn issue_26_rr_flows_on_event_loops_run_under_load() {
         text.contains("[FAIR] 16 flows (1 B, under load):"),
         "{text}"
     );
+    assert!(
+        text.contains("Without and with load (1 bulk TCP stream"),
+        "{text}"
+    );
+}
+
+/// An rr report of `flows` flows on event loops, every size then again
+/// beside `load` load streams: both phases ran without errors, every flow
+/// completed transactions in each, the flows' counts add up to the
+/// phase's, which the server answered (over UDP, `udp`: with the lost
+/// ones), and the load moved as much as the server read.
+pub(crate) fn assert_flows_ran_under_load(r: &Value, flows: usize, load: u64, udp: bool) {
+    let phases = r["rr"]["phases"].as_array().expect("phases");
+    let loaded: Vec<bool> = phases.iter().map(|p| p["loaded"] == true).collect();
+    assert_eq!(loaded, [false, true], "{}", r["rr"]);
+    for p in phases {
+        assert!(p.get("errors").is_none(), "{p}");
+        let per_flow = &p["per_flow"];
+        let counts = per_flow["transactions"].as_array().expect("per flow");
+        assert_eq!(counts.len(), flows, "{p}");
+        assert!(counts.iter().all(|c| u(c) > 0), "{p}");
+        assert_eq!(u(&per_flow["idle_flows"]), 0, "{per_flow}");
+        let total: u64 = counts.iter().map(u).sum();
+        assert_eq!(u(&p["transactions"]), total);
+        assert_eq!(u(&p["latency"]["count"]), total);
+        let lost = if udp {
+            p["lost"].as_u64().unwrap_or(0)
+        } else {
+            0
+        };
+        let server = u(&p["server_transactions"]);
+        assert!(server >= total && server <= total + lost, "{p}");
+    }
+    let l = &r["rr"]["load"];
+    assert_eq!(u(&l["streams"]), load, "{l}");
+    assert!(u(&l["receiver_bytes"]) > 0, "{l}");
+    assert_eq!(u(&l["sender_bytes"]), u(&l["receiver_bytes"]), "{l}");
+    assert!(f(&l["bits_per_second"]) > 0.0, "{l}");
+}
+
+/// rr over UDP on event loops under load (`--proto udp --flows N
+/// --threads T --under-load S`): the flows' datagrams on the loops, the
+/// load streams TCP connections beside them (attached by their greeting
+/// on the server's listener, the flows on their UDP ports), through the
+/// same coordinator as TCP flows (and as UDP rr on flow threads); the
+/// human report has a fairness line per phase. Refused before ("--under-load: the load streams are TCP;
+/// not available with --proto udp yet").
+#[test]
+fn issue_26_udp_rr_flows_run_under_load() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let args = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--proto",
+        "udp",
+        "--flows",
+        "8",
+        "--threads",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.5",
+    ];
+    let mut json = args.to_vec();
+    json.push("--json");
+    let r = json_client(&json);
+    assert_eq!(r["test"]["client_loop"], "epoll", "{}", r["test"]);
+    assert_flows_ran_under_load(&r, 8, 1, true);
+    // Flow threads (`-P 2`, no loops) run it through the same side.
+    let threads = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--proto",
+        "udp",
+        "-P",
+        "2",
+        "--sizes",
+        "1",
+        "--under-load",
+        "1",
+        "-t",
+        "0.3",
+        "--json",
+    ];
+    let r = json_client(&threads);
+    assert!(r["test"].get("client_loop").is_none(), "{}", r["test"]);
+    assert_flows_ran_under_load(&r, 2, 1, true);
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[FAIR] 8 flows (1 B): Jain's index"),
+        "{text}"
+    );
+    assert!(text.contains("[FAIR] 8 flows (1 B, under load):"), "{text}");
+    assert!(
+        text.contains("Without and with load (1 bulk TCP stream"),
+        "{text}"
+    );
+}
+
+/// crr under load (`crr --flows N --threads T --under-load S`, and on
+/// flow threads): a connection per transaction on the loops while the
+/// load streams, opened up front and attached to the test's session
+/// beside the connections the server's crr pool answers, send; the same
+/// coordinator and load runs as rr's, the server reading the load beside
+/// its pool. Refused before ("--under-load is available with rr only").
+#[test]
+fn issue_26_crr_flows_run_under_load() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let args = [
+        "crr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--flows",
+        "8",
+        "--threads",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.5",
+    ];
+    let mut json = args.to_vec();
+    json.push("--json");
+    let r = json_client(&json);
+    assert_eq!(r["test"]["client_loop"], "epoll", "{}", r["test"]);
+    assert_flows_ran_under_load(&r, 8, 1, false);
+    let threads = [
+        "crr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-P",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.3",
+        "--json",
+    ];
+    let r = json_client(&threads);
+    assert_flows_ran_under_load(&r, 2, 1, false);
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_ok(&out, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[FAIR] 8 flows (1 B, under load):"), "{text}");
     assert!(
         text.contains("Without and with load (1 bulk TCP stream"),
         "{text}"

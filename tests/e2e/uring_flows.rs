@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::flows::assert_udp_flows_account;
+use crate::flows::{assert_flows_ran_under_load, assert_udp_flows_account};
 use crate::helpers::*;
 
 /// Runs a client test on uring loops on both sides, or `None` (skipped,
@@ -330,6 +330,59 @@ fn issue_26_uring_crr_flows_all_complete_connections_on_io_uring() {
     assert_eq!(r["test"]["client_loop"], "io_uring", "{}", r["test"]);
     assert!(r["test"].get("server_loop").is_none(), "{}", r["test"]);
     assert_rr_flows_account(&r, 32);
+}
+
+/// rr over UDP under load on io_uring loops, both sides: the flows'
+/// datagrams on the rings, the load streams TCP beside them, the loaded
+/// phase's figures as on epoll (`flows::issue_26_udp_rr_flows_run_under_load`).
+/// Refused before (no UDP rr under load).
+#[test]
+fn issue_26_uring_udp_rr_flows_run_under_load() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let args = [
+        "rr",
+        "--proto",
+        "udp",
+        "--flows",
+        "8",
+        "--threads",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.5",
+    ];
+    let Some(r) = uring_client(&port, &args) else {
+        return;
+    };
+    assert_loops(&r, ["io_uring", "io_uring"]);
+    assert_flows_ran_under_load(&r, 8, 1, true);
+}
+
+/// crr under load on io_uring loops (the client's; the server answers
+/// with its crr pools and reads the load beside them), as on epoll
+/// (`flows::issue_26_crr_flows_run_under_load`). Refused before.
+#[test]
+fn issue_26_uring_crr_flows_run_under_load() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port_str();
+    let args = [
+        "crr",
+        "--flows",
+        "8",
+        "--threads",
+        "2",
+        "--under-load",
+        "1",
+        "-t",
+        "0.5",
+    ];
+    let Some(r) = uring_client_against(&port, &args, false) else {
+        return;
+    };
+    assert_eq!(r["test"]["client_loop"], "io_uring", "{}", r["test"]);
+    assert_flows_ran_under_load(&r, 8, 1, false);
 }
 
 /// `rr --rate` on io_uring loops paces each flow on the loop's timer

@@ -71,6 +71,11 @@ pub enum EngineError {
     PeerReset(String),
     #[error("no data moved for {0} s: peer stalled")]
     Stalled(u64),
+    /// A load stream of an rr test under load (`--under-load`) stalled or
+    /// failed while the loaded phases ran: they would be measured without
+    /// that load, so the test stops.
+    #[error("load stream {stream}: {why} (the phases under load would run without it)")]
+    LoadFailed { stream: u32, why: String },
     #[error("unknown engine {name:?}; this build has: {known}")]
     UnknownEngine { name: String, known: String },
     #[error("engine {engine} cannot run here: {reason}")]

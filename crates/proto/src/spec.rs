@@ -396,6 +396,10 @@ pub struct StreamPlan {
     pub bytes: Option<u64>,
     /// Datagrams this stream sends when the test is datagram-limited.
     pub datagrams: Option<u64>,
+    /// A bulk load stream beside request/response flows (`--under-load`):
+    /// a TCP connection whatever the test's protocol (rr over UDP's flows
+    /// are datagrams, its load streams are not).
+    pub load: bool,
 }
 
 impl TestSpec {
@@ -606,6 +610,9 @@ mod tests {
         let plan = s.stream_plan();
         assert_eq!(plan.len(), 14);
         assert!(plan.iter().all(|p| p.sender == Side::Client));
+        // The plan marks the load streams (TCP whatever the protocol).
+        let load: Vec<u32> = plan.iter().filter(|p| p.load).map(|p| p.id).collect();
+        assert_eq!(load, [13, 14]);
         for phase in 0..4 {
             for flow in 0..3 {
                 let id = s.rr_conn_id(phase, flow);
@@ -616,10 +623,21 @@ mod tests {
         assert_eq!(s.rr_conn(14), Some(RrConn::Load { index: 1 }));
         assert_eq!(s.rr_conn(15), None);
         assert_eq!(s.rr_conn(0), None);
-        // crr opens no connections up front.
+        // crr opens no connections up front but its load streams,
+        // numbered after the (phase, flow) ids its transactions carry.
         let c = rr_spec(TestKind::Crr, 2, RrSpec::default());
         assert!(c.stream_plan().is_empty());
         assert_eq!(c.connection_count(), 0);
+        let loaded = RrSpec {
+            sizes: vec![1],
+            under_load: 2,
+            ..RrSpec::default()
+        };
+        let c = rr_spec(TestKind::Crr, 3, loaded);
+        let ids: Vec<(u32, bool)> = c.stream_plan().iter().map(|p| (p.id, p.load)).collect();
+        assert_eq!(ids, [(7, true), (8, true)]);
+        assert_eq!(c.rr_conn(7), Some(RrConn::Load { index: 0 }));
+        assert_eq!(c.rr_conn(6), Some(RrConn::Flow { phase: 1, flow: 2 }));
     }
 
     #[test]
@@ -666,7 +684,7 @@ mod tests {
         );
         assert_eq!(bad(TestKind::Rr, |r| r.limit = RrLimit::Count(0)), "count");
         assert_eq!(bad(TestKind::Rr, |r| r.batch = 0), "batch");
-        assert_eq!(bad(TestKind::Crr, |r| r.under_load = 1), "under_load");
+        assert_eq!(bad(TestKind::Crr, |r| r.under_load = 1000), "under_load");
         assert_eq!(bad(TestKind::Rr, |r| r.under_load = 1000), "under_load");
         let no_rr = TestSpec {
             kind: TestKind::Rr,
@@ -683,7 +701,7 @@ mod tests {
         );
         assert_eq!(negotiate(&many, &l).expect_err("refused").field, "streams");
         assert!(negotiate(&rr_spec(TestKind::Rr, 4, RrSpec::default()), &l).is_ok());
-        // UDP: one datagram per message, no load streams, no crr.
+        // UDP: one datagram per message, load streams (TCP) beside, no crr.
         let udp = |kind: TestKind, f: fn(&mut RrSpec)| {
             let mut rr = RrSpec::default();
             f(&mut rr);
@@ -693,7 +711,7 @@ mod tests {
         };
         assert_eq!(udp(TestKind::Rr, |_| {}), Ok(()));
         assert_eq!(udp(TestKind::Rr, |r| r.sizes = vec![65508]), Err("sizes"));
-        assert_eq!(udp(TestKind::Rr, |r| r.under_load = 1), Err("under_load"));
+        assert_eq!(udp(TestKind::Rr, |r| r.under_load = 1), Ok(()));
         assert_eq!(udp(TestKind::Crr, |_| {}), Err("protocol"));
         // The stream limit does not apply to request/response tests.
         let mut counted = rr_spec(TestKind::Rr, 1, RrSpec::default());

@@ -123,7 +123,10 @@ fn phase_report(
     let clock = client.clock.as_ref();
     let why = one_way_unavailable(spec, rr, phase, clock);
     let sum = |v: &[RrFlowMeasurement], f: fn(&RrFlowMeasurement) -> u64| v.iter().map(f).sum();
-    let errors = errors(&cf, &sf);
+    let mut errors = errors(&cf, &sf);
+    if phase.loaded {
+        errors.extend(load_errors(client, server));
+    }
     RrPhaseReport {
         request_size: phase.request,
         response_size: phase.response,
@@ -190,6 +193,22 @@ fn errors(client: &[RrFlowMeasurement], server: &[RrFlowMeasurement]) -> Vec<Str
             }
         })
         .collect()
+}
+
+/// The load streams' errors (a loaded phase's: it ran without that
+/// load), one per side and stream; a stream ended by its side's abort
+/// adds nothing to the flows' own errors.
+fn load_errors<'a>(
+    client: &'a RrMeasurement,
+    server: &'a RrMeasurement,
+) -> impl Iterator<Item = String> + 'a {
+    let side = |name: &'static str, m: &'a RrMeasurement| {
+        m.load.iter().filter_map(move |l| {
+            let e = l.error.as_deref().filter(|e| *e != "aborted")?;
+            Some(format!("{name}, load stream {}: {e}", l.id))
+        })
+    };
+    side("client", client).chain(side("server", server))
 }
 
 /// With more than one flow (a thread each, `-P N`) or on event loops
@@ -498,6 +517,37 @@ mod tests {
                 "client, flow 1: reset".to_string(),
                 format!("client, 57 flows (3, 4, 5, 6, 7 and 52 more): {out_of_ports}"),
                 format!("server, flow 7: {out_of_ports}"),
+            ]
+        );
+    }
+
+    /// A load stream's error is its loaded phases' (they ran without that
+    /// load), named by side and stream; one ended by its side's abort
+    /// adds nothing. Before, no report showed a load stream's error.
+    #[test]
+    fn issue_26_a_load_streams_error_is_its_loaded_phases() {
+        let mut s = spec(1);
+        if let Some(rr) = s.rr.as_mut() {
+            rr.under_load = 2;
+        }
+        let load = |id, e: &str| linerate_proto::measure::StreamMeasurement {
+            id,
+            error: Some(e.into()),
+            ..Default::default()
+        };
+        let mut c = side(Vec::new(), None);
+        let mut v = side(Vec::new(), None);
+        if let (Some(c), Some(v)) = (c.rr.as_mut(), v.rr.as_mut()) {
+            c.load = vec![load(3, "no data moved for 30 s: peer stalled")];
+            v.load = vec![load(3, "aborted"), load(4, "peer reset the connection")];
+        }
+        let r = build(&s, &c, &v).expect("rr");
+        assert!(r.phases[0].errors.is_empty(), "{:?}", r.phases[0]);
+        assert_eq!(
+            r.phases[1].errors,
+            [
+                "client, load stream 3: no data moved for 30 s: peer stalled",
+                "server, load stream 4: peer reset the connection",
             ]
         );
     }

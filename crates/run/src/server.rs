@@ -70,8 +70,10 @@ pub(crate) const SHUTDOWN_REASON: &str = "the server is shutting down (its opera
 enum Route {
     /// To the session's control thread, to attach before Start.
     Streams(DataRoute),
-    /// Each connection is one crr transaction, served by the crr pool.
-    Crr(Arc<CrrServer>),
+    /// Each connection is one crr transaction, served by the crr pool;
+    /// but the test's load streams (`--under-load`), which go to the
+    /// session's control thread as `Streams` do.
+    Crr(Arc<CrrServer>, DataRoute),
 }
 
 /// State shared by the accept loop and the session threads.

@@ -81,8 +81,8 @@ pub struct RrArgs {
     #[arg(long, value_name = "N")]
     pub rate: Option<u32>,
     /// Run every size again while N bulk TCP streams load the same path,
-    /// and report both side by side (TCP rr, on flow threads or with
-    /// --flows on event loops).
+    /// and report both side by side (rr over TCP or UDP, and crr; on flow
+    /// threads or with --flows on event loops).
     #[arg(long, value_name = "N")]
     pub under_load: Option<u16>,
     /// Pin flow threads to these CPUs, round robin (e.g. 0-3,6); with a

@@ -19,7 +19,7 @@ use crate::EngineError;
 use super::conns::{Conn, RrConns};
 use super::crr::{self, CrrTarget};
 use super::gate::Gate;
-use super::load::load_runs;
+use super::load::{load_ids, load_runs};
 use super::params::{with_pin, Buffers, PhaseCtx, PhaseOut, RrParams, SpinStats};
 use super::params::{LOAD_WARMUP, WAKE};
 use super::side::{run_threads, CpuStart, FlowEnd};
@@ -111,7 +111,10 @@ pub fn start_client(
     params: RrParams,
 ) -> SideRun {
     let (tx, rx) = mpsc::channel();
-    let watch = Arc::new(Watch::new(params.plan.flows as usize));
+    let watch = Arc::new(Watch::new(
+        params.plan.flows as usize,
+        &load_ids(&conns.load),
+    ));
     let w = Arc::clone(&watch);
     spawn_side(engine.name(), move |signals| {
         run_client(engine, conns, crr, &params, signals, (&tx, &w))
@@ -152,7 +155,13 @@ fn run_client(
             move || with_engine!(engine, e => client_flow(e, f, source, shared))
         })
         .collect();
-    let load_runs = load_runs(load, engine, p, signals, Some((&load_signals, &gate)));
+    let load_runs = load_runs(
+        load,
+        engine,
+        p,
+        (signals, watch),
+        Some((&load_signals, &gate)),
+    );
     let g = run_threads(signals, watch, flow_runs, load_runs, |dog| {
         load_elapsed = coordinate_side(p, signals, (&gate, &load_signals), (watch, dog), || {
             send_ended(&ended, phases);

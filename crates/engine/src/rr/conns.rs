@@ -35,6 +35,25 @@ impl RrConns {
             .is_some_and(|c| matches!(c, Conn::Udp(_)))
     }
 
+    /// crr's attached connections: its load streams only (each
+    /// transaction opens its own connection).
+    pub fn load_only(plan: &RrPlan, streams: Vec<StreamSetup>) -> Result<RrConns, EngineError> {
+        let load = streams
+            .into_iter()
+            .map(|s| match (plan.conn(s.id), s.sock) {
+                (Some(RrConn::Load { .. }), DataSocket::Tcp(sock)) => Ok((s.id, sock)),
+                _ => Err(EngineError::Protocol(format!(
+                    "connection {} is not a load stream of this crr test",
+                    s.id
+                ))),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(RrConns {
+            flows: Vec::new(),
+            load,
+        })
+    }
+
     /// Sorts the attached connections using the plan's numbering; every
     /// (phase, flow) must be present.
     pub fn sort(plan: &RrPlan, streams: Vec<StreamSetup>) -> Result<RrConns, EngineError> {

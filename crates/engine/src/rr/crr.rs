@@ -20,16 +20,20 @@ use linerate_proto::wire::{DataHello, Side, Token};
 
 use crate::clock::mono_ns;
 use crate::cpu::CpuTime;
-use crate::engines::{Engine, Syscall};
+use crate::engines::{Engine, EngineKind, Syscall};
 use crate::runner::{spawn_side, CpuScope, ProcessThreads, SideRun};
 use crate::stream::{Signals, POLL};
 use crate::{socket, EngineError};
 
+use super::conns::RrConns;
 use super::exchange::{reliable_answer, run_phase, Exchange};
+use super::load::{load_ids, load_runs, server_elapsed};
+use super::params::RrParams;
 use super::params::WAKE;
 use super::params::{Buffers, PhaseCtx, PhaseOut};
-use super::side::CpuStart;
+use super::side::{run_threads, CpuStart, FlowEnd};
 use super::stream_io::{StreamIo, TcpParts};
+use super::watch::Watch;
 use crate::wait::{busy_poll_note, busy_poll_quietly, connect_spinning, Wait, Waiter};
 
 /// What the server side of a busy-polled crr test says it did.
@@ -372,20 +376,39 @@ impl CrrServer {
         self.client_done.store(true, Ordering::Release);
     }
 
+    /// Whether `hello` greets one of the test's load streams
+    /// (`--under-load`): a data connection for the test's session, not a
+    /// transaction.
+    pub fn is_load(&self, hello: &DataHello) -> bool {
+        matches!(self.plan.conn(hello.stream), Some(RrConn::Load { .. }))
+    }
+
     /// The side's run: ends when the client has finished (or on abort),
-    /// once the transactions in progress are done.
-    pub fn start(self: &Arc<Self>) -> SideRun {
+    /// once the transactions in progress are done. Under load, the load
+    /// streams `load` (attached to the test's session) are read on
+    /// threads of their own meanwhile, by the same load runs and watcher
+    /// as rr's.
+    pub fn start(self: &Arc<Self>, load: RrConns) -> SideRun {
         let me = Arc::clone(self);
+        let watch = Watch::new(0, &load_ids(&load.load));
         spawn_side("syscall", move |signals| {
             let start = CpuStart::now();
             let threads = ProcessThreads::now();
-            while !me.client_done.load(Ordering::Acquire) {
+            let p = RrParams::new(me.plan.clone(), &[], CpuScope::Process, None);
+            let runs = load_runs(load.load, EngineKind::Syscall, &p, (signals, &watch), None);
+            let no_flows: Vec<fn() -> FlowEnd> = Vec::new();
+            let g = run_threads(signals, &watch, no_flows, runs, |dog| {
+                while !me.client_done.load(Ordering::Acquire) {
+                    if signals.aborted() {
+                        break;
+                    }
+                    std::thread::sleep(WAKE);
+                    dog.check(&watch, signals);
+                }
                 if signals.aborted() {
                     me.signals.abort();
-                    break;
                 }
-                std::thread::sleep(WAKE);
-            }
+            });
             // The client read every response before finishing, so the
             // threads answering them are closing; give them a moment.
             let until = Instant::now() + Duration::from_secs(5);
@@ -402,6 +425,8 @@ impl CrrServer {
                 ProcessThreads::now().busiest_since(&threads),
                 RrMeasurement {
                     flows: me.measurements(),
+                    load_elapsed_ns: server_elapsed(&g.load),
+                    load: g.load,
                     busy_poll: me.spin_mode().map(|_| ACCEPT_SPIN_NOTE.to_string()),
                     spin: me.spin_mode(),
                     ..RrMeasurement::default()

@@ -191,7 +191,11 @@ fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<S
             DataGreeting::Other => return Ok(Step::Other),
             DataGreeting::Hello(h, used) => (h, used),
         };
-        let Some(crr) = host.crr(&hello.token, conn.peer) else {
+        let Some(crr) = host
+            .crr(&hello.token, conn.peer)
+            .filter(|c| !c.is_load(&hello))
+        else {
+            // Not a transaction (another test's, or a load stream).
             return Ok(Step::Other);
         };
         let (req_len, resp_len) = crr.sizes(&hello)?;

@@ -53,7 +53,7 @@ use super::client::{coordinate_side, send_ended};
 use super::conns::{Conn, RrConns};
 use super::crr::CrrTarget;
 use super::gate::Gate;
-use super::load::{load_runs, server_elapsed};
+use super::load::{load_ids, load_runs, server_elapsed};
 use super::loop_tally::{LoopCtx, Role, RrFlow};
 use super::params::RrParams;
 use super::side::{run_threads, CpuStart, FlowEnd};
@@ -102,19 +102,19 @@ pub fn server_flows_note(engine: EngineKind, spec: &TestSpec) -> Option<String> 
 /// flow a connection per transaction to `target`.
 pub fn start_crr_client(
     engine: EngineKind,
-    target: CrrTarget,
+    (target, load): (CrrTarget, RrConns),
     p: RrParams,
     threads: usize,
 ) -> SideRun {
-    start(engine, Flows::Crr(target), p, threads, Role::Client)
+    start(engine, Flows::Crr(target, load), p, threads, Role::Client)
 }
 
 /// What a side's flows run on: rr's connections (TCP, or UDP sockets run
 /// by [`super::udp_loops`]), attached before the test; crr's target,
-/// connected to once per transaction.
+/// connected to once per transaction (and its load streams, if any).
 enum Flows {
     Rr(RrConns),
-    Crr(CrrTarget),
+    Crr(CrrTarget, RrConns),
 }
 
 /// What a side's loops run: TCP flows on the engine's epoll loop, UDP
@@ -130,8 +130,8 @@ enum Runs {
 }
 
 impl Runs {
-    /// What a side asked to run `engine` runs its flows on (`udp`: rr
-    /// over UDP; crr's flows are TCP's).
+    /// What a side asked to run `engine` runs its flows on (rr over UDP
+    /// on UDP loops; crr's flows are TCP's).
     fn of(engine: EngineKind, udp: bool) -> Runs {
         match (ring::uring(engine), udp) {
             (Some(u), udp) => Runs::Ring { engine: u, udp },
@@ -174,7 +174,10 @@ impl Runs {
 fn start(engine: EngineKind, flows: Flows, p: RrParams, threads: usize, role: Role) -> SideRun {
     let runs = Runs::of(engine, matches!(&flows, Flows::Rr(c) if c.datagrams()));
     let (tx, rx) = mpsc::channel();
-    let watch = Arc::new(Watch::new(p.plan.flows as usize));
+    let load = match &flows {
+        Flows::Rr(c) | Flows::Crr(_, c) => load_ids(&c.load),
+    };
+    let watch = Arc::new(Watch::new(p.plan.flows as usize, &load));
     let w = Arc::clone(&watch);
     let side = Side {
         runs,
@@ -220,10 +223,10 @@ fn run_side(
     let start = CpuStart::now();
     let (socks, load, crr) = match flows {
         Flows::Rr(RrConns { flows, load }) => (per_flow(flows), load, None),
-        // crr flows connect as they go (and run no load).
-        Flows::Crr(target) => {
+        // crr flows connect as they go.
+        Flows::Crr(target, RrConns { load, .. }) => {
             let socks = (0..p.plan.flows).map(|f| (f, Vec::new())).collect();
-            (socks, Vec::new(), Some(target))
+            (socks, load, Some(target))
         }
     };
     let (gate, ended) = (Gate::default(), Mutex::new(Vec::new()));
@@ -258,7 +261,7 @@ fn run_side(
         })
         .collect();
     let client = (role == Role::Client).then_some((&load_signals, &gate));
-    let load_runs = load_runs(load, load_engine, p, signals, client);
+    let load_runs = load_runs(load, load_engine, p, (signals, watch), client);
     let mut load_elapsed_ns = 0;
     let g = run_threads(signals, watch, loops, load_runs, |dog| {
         if role == Role::Client {

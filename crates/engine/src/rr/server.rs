@@ -12,7 +12,7 @@ use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
 
 use super::conns::{Conn, RrConns};
-use super::load::{load_runs, server_elapsed};
+use super::load::{load_ids, load_runs, server_elapsed};
 use super::params::{with_pin, Buffers, PhaseCtx, RrParams, SpinStats};
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::watch::Watch;
@@ -79,7 +79,7 @@ fn server_flow<E: Engine>(
 
 /// Starts the server side of an rr test.
 pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> SideRun {
-    let watch = Arc::new(Watch::new(conns.flows.len()));
+    let watch = Arc::new(Watch::new(conns.flows.len(), &load_ids(&conns.load)));
     let w = Arc::clone(&watch);
     spawn_side(engine.name(), move |signals| {
         let start = CpuStart::now();
@@ -93,7 +93,7 @@ pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> Sid
                 move || with_engine!(engine, e => server_flow(e, f as u32, conns, p, signals, watch))
             })
             .collect();
-        let load_runs = load_runs(load, engine, p, signals, None);
+        let load_runs = load_runs(load, engine, p, (signals, watch), None);
         let g = run_threads(signals, watch, flow_runs, load_runs, |_| {});
         let load_elapsed = server_elapsed(&g.load);
         start.results(

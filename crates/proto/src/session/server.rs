@@ -86,7 +86,8 @@ pub enum ServerAction {
     RequestAdmission,
     /// Route data connections greeted with `token` to this session.
     ExpectStreams { token: Token, spec: TestSpec },
-    /// UDP: bind one data socket per stream of `spec`'s plan, then call
+    /// UDP: bind one data socket per stream of `spec`'s plan (but its
+    /// load streams, TCP connections routed by `ExpectStreams`), then call
     /// [`ServerSession::datagram_sockets_bound`] with their ports (or
     /// [`ServerSession::data_sockets_failed`]).
     BindDatagramSockets { token: Token, spec: TestSpec },

@@ -184,23 +184,22 @@ pub const RR_UDP: Rules = Rules {
     attach: Attach::Datagrams,
     params: rr::udp_params,
     negotiate: rr::negotiate_udp,
-    load_streams: false,
     ..RR_TCP
 };
 
 pub const CRR: Rules = Rules {
     name: "crr",
     attach: Attach::PerTransaction,
-    // Every transaction opens its own connection as it runs.
-    plan: |_| Vec::new(),
-    connections: |_| 0,
+    // Every transaction opens its own connection as it runs: up front only
+    // the load streams (`--under-load`).
+    plan: rr::crr_plan,
+    connections: rr::crr_connections,
     params: rr::crr_params,
     negotiate: rr::negotiate_crr,
     flows: rr::flows,
     budget: rr::CRR_BUDGET,
     title: "connect/request/response (crr)",
     one_way: false,
-    load_streams: false,
     probe: false,
     server_engine: false,
     ..RR_TCP

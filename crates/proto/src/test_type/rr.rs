@@ -4,8 +4,8 @@
 
 use crate::limits::{Budget, ServerLimits, SpecError};
 use crate::spec::{
-    RrLimit, RrSpec, StreamPlan, TestKind, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS, MAX_RR_RATE,
-    MAX_RR_SIZES,
+    RrConn, RrLimit, RrSpec, StreamPlan, TestKind, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS,
+    MAX_RR_RATE, MAX_RR_SIZES,
 };
 use crate::wire::Side;
 
@@ -43,11 +43,11 @@ pub(super) fn negotiate_tcp(spec: &TestSpec, limits: &ServerLimits) -> Result<()
 }
 
 pub(super) fn negotiate_udp(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    negotiate_rr(spec, limits, true, false)
+    negotiate_rr(spec, limits, true, true)
 }
 
 pub(super) fn negotiate_crr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    negotiate_rr(spec, limits, false, false)
+    negotiate_rr(spec, limits, false, true)
 }
 
 /// Why a test does not run on event loops.
@@ -141,12 +141,6 @@ fn negotiate_rr(
                 );
             }
         }
-        if rr.under_load > 0 {
-            return err(
-                "under_load",
-                "load streams are TCP; they are not available with UDP request/response yet".into(),
-            );
-        }
     }
     if rr.under_load > 0 && !load_streams {
         return err(
@@ -220,8 +214,21 @@ pub(super) fn plan(spec: &TestSpec) -> Vec<StreamPlan> {
             sender: Side::Client,
             bytes: None,
             datagrams: None,
+            load: matches!(spec.rr_conn(id), Some(RrConn::Load { .. })),
         })
         .collect()
+}
+
+/// crr's data connections opened up front: its load streams only (each
+/// transaction opens its own connection as it runs), numbered as rr's.
+pub(super) fn crr_plan(spec: &TestSpec) -> Vec<StreamPlan> {
+    let flow_conns = (connections(spec) - crr_connections(spec)) as u32;
+    plan(spec).split_off(flow_conns as usize)
+}
+
+/// crr's data connections, counted as [`crr_plan`] opens them.
+pub(super) fn crr_connections(spec: &TestSpec) -> usize {
+    spec.rr.as_ref().map_or(0, |rr| usize::from(rr.under_load))
 }
 
 /// rr's data connections, counted as [`plan`] opens them.

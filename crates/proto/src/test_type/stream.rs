@@ -190,6 +190,7 @@ pub(super) fn plan(spec: &TestSpec) -> Vec<StreamPlan> {
                 sender,
                 bytes,
                 datagrams,
+                load: false,
             });
         }
     }

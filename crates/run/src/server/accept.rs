@@ -273,7 +273,7 @@ fn crr_mode(shared: &Shared) -> Option<Option<SpinMode>> {
     let routes = shared.routes.lock().ok()?;
     let mut mode = None;
     for (_, r) in routes.values() {
-        if let Route::Crr(c) = r {
+        if let Route::Crr(c, _) = r {
             mode = Some(mode.flatten().or_else(|| c.spin_mode()));
         }
     }
@@ -289,7 +289,7 @@ fn crr_accepting(shared: &Shared) -> usize {
     routes
         .values()
         .filter_map(|(_, r)| match r {
-            Route::Crr(c) => Some(c.accepting()),
+            Route::Crr(c, _) => Some(c.accepting()),
             Route::Streams(_) => None,
         })
         .max()
@@ -335,7 +335,7 @@ fn crr_route(
     peer: SocketAddr,
 ) -> Option<Arc<CrrServer>> {
     match routes.lock().ok()?.get(token) {
-        Some((owner, Route::Crr(c))) if guard::data_from_owner(*owner, peer, "").is_ok() => {
+        Some((owner, Route::Crr(c, _))) if guard::data_from_owner(*owner, peer, "").is_ok() => {
             Some(Arc::clone(c))
         }
         _ => None,
@@ -411,7 +411,8 @@ mod tests {
         let crr = CrrServer::new(spec.rr_plan().expect("crr plan"));
         let token = Token([7; linerate_proto::wire::TOKEN_LEN]);
         let owner: IpAddr = "127.0.0.1".parse().expect("ip");
-        let routes = Mutex::new(HashMap::from([(token, (owner, Route::Crr(crr)))]));
+        let session = std::sync::mpsc::channel().0;
+        let routes = Mutex::new(HashMap::from([(token, (owner, Route::Crr(crr, session)))]));
         let from = |a: &str| a.parse::<SocketAddr>().expect("addr");
         assert!(crr_route(&routes, &token, from("127.0.0.1:4000")).is_some());
         assert!(crr_route(&routes, &token, from("127.0.0.2:4000")).is_none());

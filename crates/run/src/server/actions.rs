@@ -133,7 +133,7 @@ impl ServerTest<'_> {
         {
             Some(crr) if per_transaction => {
                 self.crr = Some(Arc::clone(&crr));
-                Route::Crr(crr)
+                Route::Crr(crr, self.route_tx.clone())
             }
             _ => Route::Streams(self.route_tx.clone()),
         };

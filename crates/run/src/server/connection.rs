@@ -122,7 +122,10 @@ fn route_data(h: DataHello, sock: TcpStream, peer: SocketAddr, shared: &Shared) 
         Some((_, Route::Streams(tx))) => {
             let _ = tx.send((h, sock));
         }
-        Some((_, Route::Crr(crr))) => {
+        Some((_, Route::Crr(crr, tx))) if crr.is_load(&h) => {
+            let _ = tx.send((h, sock));
+        }
+        Some((_, Route::Crr(crr, _))) => {
             if let Err(e) = crr.serve(&h, sock) {
                 log.log(format_args!("{peer}: crr transaction: {e}"));
             }

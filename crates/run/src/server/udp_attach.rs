@@ -34,7 +34,8 @@ impl ServerTest<'_> {
             .ip();
         let window = spec.udp.as_ref().and_then(|u| u.window);
         let mut ports = Vec::new();
-        for plan in spec.stream_plan() {
+        // The load streams (rr under load) are TCP connections.
+        for plan in spec.stream_plan().into_iter().filter(|p| !p.load) {
             let sock = udp::bind(local)?;
             if let Some(w) = window {
                 let note = udp::set_buffers(&sock, w)?;

@@ -30,7 +30,7 @@ use linerate_iperf3::streams::Iperf3Streams;
 use linerate_proto::clock::ClockOffset;
 use linerate_proto::measure::Role;
 use linerate_proto::measure::SideResults;
-use linerate_proto::spec::{Limit, Protocol, TestSpec};
+use linerate_proto::spec::{Limit, Protocol, StreamPlan, TestSpec};
 use linerate_proto::test_type::{self as rules, Rules, Workload};
 use linerate_proto::wire::{DataHello, Side, Token};
 use linerate_report::build;
@@ -146,8 +146,9 @@ const RR_UDP: TestType = TestType {
 
 const CRR: TestType = TestType {
     rules: &rules::CRR,
-    // Every transaction opens its own connection as it runs.
-    attach: |_, _, _, _| Ok(Vec::new()),
+    // Every transaction opens its own connection as it runs: up front only
+    // the load streams (`--under-load`).
+    attach: attach_tcp,
     start_client: start_crr_client,
     start_server: start_crr_server,
     wake: Duration::from_millis(100),
@@ -247,35 +248,41 @@ fn attach_tcp(
         );
     }
     for p in spec.stream_plan() {
-        let sock = if spec.tcp.unix {
-            connect_unix(c, p.id)?
-        } else {
-            let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
-                .with_context(|| format!("opening data connection {}", p.id))?;
-            pace_sender(&sock, spec, p.sender, Side::Client)?;
-            sock
-        };
-        let mut hello = Vec::new();
-        DataHello {
-            token: c.token()?,
-            stream: p.id,
-            sender: p.sender,
-        }
-        .encode(&mut hello);
-        (&sock)
-            .write_all(&hello)
-            .with_context(|| format!("greeting data connection {}", p.id))?;
-        socket::set_io_timeout(&sock, POLL)?;
-        streams.push(StreamSetup {
-            id: p.id,
-            sender: p.sender,
-            role: role(p.sender, Side::Client),
-            bytes: p.bytes,
-            datagrams: None,
-            sock: DataSocket::Tcp(sock),
-        });
+        streams.push(connect_tcp(c, spec, &p)?);
     }
     Ok(streams)
+}
+
+/// One planned TCP data connection, opened and greeted with its
+/// `DataHello` (a TCP test's, or rr over UDP's load stream).
+fn connect_tcp(c: &ClientSide<'_>, spec: &TestSpec, p: &StreamPlan) -> Result<StreamSetup> {
+    let sock = if spec.tcp.unix {
+        connect_unix(c, p.id)?
+    } else {
+        let sock = socket::connect(c.peer, &spec.tcp, c.connect_timeout)
+            .with_context(|| format!("opening data connection {}", p.id))?;
+        pace_sender(&sock, spec, p.sender, Side::Client)?;
+        sock
+    };
+    let mut hello = Vec::new();
+    DataHello {
+        token: c.token()?,
+        stream: p.id,
+        sender: p.sender,
+    }
+    .encode(&mut hello);
+    (&sock)
+        .write_all(&hello)
+        .with_context(|| format!("greeting data connection {}", p.id))?;
+    socket::set_io_timeout(&sock, POLL)?;
+    Ok(StreamSetup {
+        id: p.id,
+        sender: p.sender,
+        role: role(p.sender, Side::Client),
+        bytes: p.bytes,
+        datagrams: None,
+        sock: DataSocket::Tcp(sock),
+    })
 }
 
 /// `--flows`: room for `connections` sockets on this side (`RLIMIT_NOFILE`
@@ -318,7 +325,9 @@ fn attach_udp(
     ports: &[u16],
     notes: &mut Vec<String>,
 ) -> Result<Vec<StreamSetup>> {
-    let plan = spec.stream_plan();
+    // rr under load: its load streams are TCP connections, the rest
+    // datagrams on the ports the server sent.
+    let (load, plan): (Vec<_>, Vec<_>) = spec.stream_plan().into_iter().partition(|p| p.load);
     if ports.len() != plan.len() {
         fail!(
             Protocol,
@@ -328,7 +337,7 @@ fn attach_udp(
         );
     }
     if spec.flows.is_some() {
-        room_for_flows(c, plan.len() as u64)?;
+        room_for_flows(c, (plan.len() + load.len()) as u64)?;
     }
     let window = spec.udp.as_ref().and_then(|u| u.window);
     let mut streams = Vec::new();
@@ -371,6 +380,9 @@ fn attach_udp(
             datagrams: p.datagrams,
             sock: DataSocket::Udp(sock),
         });
+    }
+    for p in &load {
+        streams.push(connect_tcp(c, spec, p)?);
     }
     Ok(streams)
 }
@@ -591,9 +603,15 @@ fn start_rr_server(
     })
 }
 
-/// crr: a connection per transaction, greeted with the test's token.
-fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
+/// crr: a connection per transaction, greeted with the test's token
+/// (beside the load streams, `streams`, under load).
+fn start_crr_client(
+    c: &ClientSide<'_>,
+    spec: &TestSpec,
+    streams: Vec<StreamSetup>,
+) -> Result<SideRun> {
     let params = rr_params(spec, (c.cpus, c.cpu_scope, c.wire), c.clock)?;
+    let load = RrConns::load_only(&params.plan, streams)?;
     let target = CrrTarget {
         addr: c.peer,
         tcp: spec.tcp.clone(),
@@ -603,17 +621,24 @@ fn start_crr_client(c: &ClientSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) ->
         Some(f) => {
             // A connection per flow in flight.
             room_for_flows(c, u64::from(f.count))?;
-            rr::loops::start_crr_client(c.engine, target, params, usize::from(f.threads))
+            let threads = usize::from(f.threads);
+            rr::loops::start_crr_client(c.engine, (target, load), params, threads)
         }
-        None => rr::start_client(c.engine, RrConns::default(), Some(target), params),
+        None => rr::start_client(c.engine, load, Some(target), params),
     })
 }
 
-fn start_crr_server(s: &ServerSide<'_>, spec: &TestSpec, _: Vec<StreamSetup>) -> Result<SideRun> {
+fn start_crr_server(
+    s: &ServerSide<'_>,
+    spec: &TestSpec,
+    streams: Vec<StreamSetup>,
+) -> Result<SideRun> {
     native_only(s.wire, spec)?;
-    s.crr
-        .map(|c| c.start())
-        .ok_or_else(|| RunError::Spec("crr test without its server side".to_string()))
+    let crr = s
+        .crr
+        .ok_or_else(|| RunError::Spec("crr test without its server side".to_string()))?;
+    let params = rr_params(spec, (s.cpus, s.cpu_scope, s.wire), None)?;
+    Ok(crr.start(RrConns::load_only(&params.plan, streams)?))
 }
 
 #[cfg(test)]
@@ -671,6 +696,7 @@ mod tests {
                 sender: Side::Client,
                 bytes: None,
                 datagrams: None,
+                load: false,
             };
             let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
             server_udp_socket(EngineKind::default(), &spec, &plan, &sock);

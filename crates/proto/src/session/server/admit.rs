@@ -84,6 +84,13 @@ impl ServerSession {
             Err(e) if e.field == "total_rate" => self.refuse(RefuseCode::Busy, e.to_string()),
             Err(e) => self.refuse(RefuseCode::Invalid, e.to_string()),
             Ok(n) if test_type::of(&n.spec).attach == Attach::Datagrams => {
+                if n.spec.stream_plan().iter().any(|p| p.load) {
+                    // rr over UDP under load: its load streams are TCP.
+                    self.actions.push_back(ServerAction::ExpectStreams {
+                        token: self.token,
+                        spec: n.spec.clone(),
+                    });
+                }
                 self.actions.push_back(ServerAction::BindDatagramSockets {
                     token: self.token,
                     spec: n.spec.clone(),

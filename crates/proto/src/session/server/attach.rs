@@ -49,19 +49,17 @@ impl ServerSession {
         }));
     }
 
-    /// UDP: the data sockets are bound; `ports` in plan order. Sends the
+    /// UDP: the data sockets are bound; `ports` in plan order, one per
+    /// planned stream but the load streams (TCP connections). Sends the
     /// Accept that carries them.
     pub fn datagram_sockets_bound(&mut self, ports: Vec<u16>, now: Instant) {
         let Some((notes, spec)) = self.data_sockets_ready() else {
             return;
         };
         let plan = spec.stream_plan();
-        if ports.len() != plan.len() {
-            let msg = format!(
-                "bound {} data sockets for {} streams",
-                ports.len(),
-                plan.len()
-            );
+        let datagrams = plan.iter().filter(|p| !p.load).count();
+        if ports.len() != datagrams {
+            let msg = format!("bound {} data sockets for {datagrams} streams", ports.len(),);
             self.outbox.push(&Message::Refuse(Refuse {
                 code: RefuseCode::Internal,
                 message: msg.clone(),
