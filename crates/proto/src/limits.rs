@@ -140,6 +140,13 @@ impl ServerLimits {
         Duration::from_millis(self.handshake_timeout_ms)
     }
 
+    /// Whether this server limits rates (`--max-rate` or
+    /// `--max-total-rate`), so a client's pace is its agreement, watched
+    /// while it runs.
+    pub fn caps_rate(&self) -> bool {
+        self.max_rate_bps.is_some() || self.max_total_rate_bps.is_some()
+    }
+
     /// No server-chosen limit at all: what [`crate::negotiate::negotiate`] still refuses
     /// against these is what no server could run (a UDP message over one
     /// datagram, zero streams, …), so a client checks its own spec against

@@ -644,8 +644,7 @@ impl Test<'_> {
         self.start_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let capped = self.host.limits.max_rate_bps.is_some() || self.host.rate_budget.is_some();
-        self.rate_watch = RateWatch::new(&spec, capped);
+        self.rate_watch = RateWatch::new(&spec, self.host.limits);
         let setups = std::mem::take(&mut self.setups);
         let now = Instant::now();
         self.idle = IdleWatch::new(&spec, self.host.guard.cfg.idle, now);
