@@ -33,7 +33,7 @@ pub fn iperf3_sessions(data: &[u8]) {
     let mut i = Input::new(data);
     let t0 = Instant::now();
     let mut s = Iperf3ServerSession::new(Iperf3Limits::default(), t0);
-    s.admission(Admission::Admit, t0);
+    s.admission(Admission::Admit);
     let mut c =
         Iperf3ClientSession::new(Params::default(), Cookie::from_random([1; COOKIE_LEN]), t0);
     for _ in 0..MAX_EVENTS {

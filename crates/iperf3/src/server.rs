@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::control::{
     code, server_error_bytes, server_role, stream_id, Cookie, Iperf3Error, Role, State, COOKIE_LEN,
-    SAFETY_SLACK, STEP_TIMEOUT,
+    SAFETY_SLACK,
 };
 use crate::json::{self, Params, Results, MAX_CLIENT_RESULTS, MAX_PARAMS};
 use linerate_proto::limits::{RateBudget, RateReservation, ServerLimits, MIN_TCP_RATE_BPS};
@@ -196,14 +196,18 @@ impl Iperf3ServerSession {
     /// SERVER_ERROR (IEAUTHTEST: "test authorization failed"), without
     /// asking for admission; otherwise the session asks for it
     /// ([`ServerAction::RequestAdmission`]) before it reads anything.
+    /// `now`: when the connection was accepted; its cookie and parameters
+    /// are due within the server's handshake time (`--handshake-timeout`,
+    /// [`ServerLimits::handshake`]) of it, as a native session's Hello is.
     pub fn new(limits: Iperf3Limits, now: Instant) -> Self {
+        let deadline = Some(now + limits.server.handshake());
         let mut s = Iperf3ServerSession {
             phase: Phase::AwaitAdmission,
             limits,
             inbox: Vec::new(),
             outbox: Outbox::default(),
             actions: VecDeque::new(),
-            deadline: Some(now + STEP_TIMEOUT),
+            deadline,
             cookie: None,
             params: None,
             spec: None,
@@ -228,7 +232,7 @@ impl Iperf3ServerSession {
     /// The server's admission decided ([`ServerAction::RequestAdmission`]):
     /// a busy server answers ACCESS_DENIED at once, as iperf3 does;
     /// otherwise the cookie (perhaps already in) is read.
-    pub fn admission(&mut self, decision: Admission, now: Instant) {
+    pub fn admission(&mut self, decision: Admission) {
         if !matches!(self.phase, Phase::AwaitAdmission) {
             return;
         }
@@ -247,7 +251,7 @@ impl Iperf3ServerSession {
             }
             None => {
                 self.phase = Phase::AwaitCookie;
-                while !self.is_finished() && self.step(now) {}
+                while !self.is_finished() && self.step() {}
             }
         }
     }
@@ -338,18 +342,20 @@ impl Iperf3ServerSession {
             .map_or(0, |p| p.direction.stream_count(p.parallel))
     }
 
-    /// Feeds bytes read from the control connection.
-    pub fn receive(&mut self, bytes: &[u8], now: Instant) {
+    /// Feeds bytes read from the control connection. No deadline counts
+    /// from a read (a step's is set when the step begins), so `_now` is
+    /// only the [`Session`] interface's.
+    pub fn receive(&mut self, bytes: &[u8], _now: Instant) {
         if self.is_finished() {
             return;
         }
         self.inbox.extend_from_slice(bytes);
-        while !self.is_finished() && self.step(now) {}
+        while !self.is_finished() && self.step() {}
     }
 
     /// Handles what the inbox holds for the current phase; false when it
     /// needs more bytes (or the phase takes none).
-    fn step(&mut self, now: Instant) -> bool {
+    fn step(&mut self) -> bool {
         match self.phase {
             Phase::AwaitCookie => {
                 let Some(c) = Cookie::from_wire(&self.inbox) else {
@@ -358,8 +364,10 @@ impl Iperf3ServerSession {
                 self.inbox.drain(..COOKIE_LEN);
                 self.cookie = Some(c);
                 self.outbox.raw().push(State::ParamExchange.byte());
+                // The parameters are due by the deadline the cookie was
+                // (one handshake time from the accept, as a native
+                // session's Hello): spreading them out buys no time.
                 self.phase = Phase::AwaitParams;
-                self.deadline = Some(now + STEP_TIMEOUT);
                 true
             }
             Phase::AwaitParams => match json::take_message(&mut self.inbox, MAX_PARAMS) {
@@ -574,7 +582,7 @@ impl Iperf3ServerSession {
         if matches!(self.phase, Phase::Preparing) {
             self.outbox.raw().push(State::CreateStreams.byte());
             self.phase = Phase::AwaitStreams { attached: 0 };
-            self.deadline = Some(now + STEP_TIMEOUT);
+            self.deadline = Some(now + self.limits.server.handshake());
         }
     }
 
@@ -647,9 +655,9 @@ impl Iperf3ServerSession {
         if matches!(self.phase, Phase::Stopping) {
             self.outbox.raw().push(State::ExchangeResults.byte());
             self.phase = Phase::AwaitClientResults;
-            self.deadline = Some(now + STEP_TIMEOUT);
+            self.deadline = Some(now + self.limits.server.handshake());
             // The client may already have sent them.
-            while !self.is_finished() && self.step(now) {}
+            while !self.is_finished() && self.step() {}
         }
     }
 
@@ -676,8 +684,8 @@ impl Iperf3ServerSession {
             json::put_message(&json::results_json(results), self.outbox.raw());
             self.outbox.raw().push(State::DisplayResults.byte());
             self.phase = Phase::AwaitDone;
-            self.deadline = Some(now + STEP_TIMEOUT);
-            while !self.is_finished() && self.step(now) {}
+            self.deadline = Some(now + self.limits.server.handshake());
+            while !self.is_finished() && self.step() {}
         }
     }
 

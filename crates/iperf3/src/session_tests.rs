@@ -11,6 +11,7 @@ use super::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
 use super::json::{self, Params, Protocol, Results, StreamResults};
 use super::server::{Iperf3Limits, Iperf3ServerSession, ServerAction, ServerOutcome, StreamSlot};
 use super::{code, Cookie, Direction, Iperf3Error, Role};
+use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::SideResults;
 use linerate_proto::session::server::Admission;
 use linerate_proto::session::Ended;
@@ -34,7 +35,7 @@ fn server(now: Instant) -> Iperf3ServerSession {
 fn decided(limits: Iperf3Limits, decision: Admission, now: Instant) -> Iperf3ServerSession {
     let mut s = Iperf3ServerSession::new(limits, now);
     assert_eq!(s.poll_action(), Some(ServerAction::RequestAdmission));
-    s.admission(decision, now);
+    s.admission(decision);
     s
 }
 
@@ -155,7 +156,7 @@ fn busy_server_denies_access_without_reading_the_cookie() {
     s.receive(COOKIE, Instant::now());
     assert!(s.take_outbox().is_empty(), "nothing before admission");
     assert_eq!(s.poll_action(), Some(ServerAction::RequestAdmission));
-    s.admission(Admission::Busy { running: 1, max: 1 }, Instant::now());
+    s.admission(Admission::Busy { running: 1, max: 1 });
     assert_eq!(s.take_outbox(), vec![0xFF]);
     assert!(s.is_finished());
     s.receive(COOKIE, Instant::now());
@@ -318,7 +319,7 @@ fn issue_28_iperf3_tcp_rate_below_8_bits_is_refused_not_run_unpaced() {
 #[test]
 fn issue_8_tcp_only_server_engine_refuses_iperf3_udp_up_front() {
     let t0 = Instant::now();
-    use linerate_proto::limits::{EngineRefusal, ServerLimits};
+    use linerate_proto::limits::EngineRefusal;
     let limits = Iperf3Limits {
         server: ServerLimits {
             own_engine_refusal: Some(EngineRefusal::new(|spec| {
@@ -709,7 +710,7 @@ fn issue_24_iperf3_sessions_offer_the_drivers_session_interface() {
         Session::poll_action(&mut s),
         Some(ServerAction::RequestAdmission)
     );
-    s.admission(Admission::Admit, t0);
+    s.admission(Admission::Admit);
     pass(&mut c, &mut s, t0); // the cookie
     pass(&mut s, &mut c, t0); // PARAM_EXCHANGE
     pass(&mut c, &mut s, t0); // the parameters
@@ -738,5 +739,44 @@ fn issue_28_a_reset_is_not_said_as_the_peers_close() {
     assert_eq!(
         closed,
         "peer closed the control connection while running the test"
+    );
+}
+
+/// Issue 24: the iperf3 server's setup steps waited a fixed 10 s each
+/// (`STEP_TIMEOUT`), a second copy of the handshake deadline that ignored
+/// the server's `--handshake-timeout`; a native session's steps wait that
+/// long. Now the same limit: the cookie and the parameters within one
+/// handshake time of the connection's accept (however they are spread),
+/// each later step within one more.
+#[test]
+fn issue_24_iperf3_setup_steps_wait_the_servers_handshake_timeout() {
+    let t0 = Instant::now();
+    let limits = Iperf3Limits {
+        server: ServerLimits {
+            handshake_timeout_ms: 1_000,
+            ..ServerLimits::default()
+        },
+        ..Iperf3Limits::default()
+    };
+    let mut s = decided(limits.clone(), Admission::Admit, t0);
+    // The cookie just inside the time, the parameters never.
+    s.receive(COOKIE, t0 + Duration::from_millis(900));
+    s.handle_timeout(t0 + Duration::from_millis(1_500));
+    assert!(
+        matches!(s.outcome(), Some(ServerOutcome::Failed(_))),
+        "parameters past --handshake-timeout from the accept: {:?}",
+        s.outcome()
+    );
+    // Streams asked for, none opened within the server's step time.
+    let mut s = decided(limits, Admission::Admit, t0);
+    s.receive(COOKIE, t0);
+    s.receive(&framed(r#"{"tcp":true,"time":1,"parallel":1}"#), t0);
+    assert_eq!(s.poll_action(), Some(ServerAction::PrepareStreams));
+    s.streams_prepared(t0);
+    s.handle_timeout(t0 + Duration::from_millis(1_500));
+    assert!(
+        matches!(s.outcome(), Some(ServerOutcome::Failed(_))),
+        "streams past --handshake-timeout: {:?}",
+        s.outcome()
     );
 }

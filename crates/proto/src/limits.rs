@@ -134,6 +134,19 @@ impl Default for ServerLimits {
 }
 
 impl ServerLimits {
+    /// `--handshake-timeout`: how long each setup step of a test may take
+    /// on this server, for every protocol (native sessions and iperf3's).
+    pub fn handshake(&self) -> Duration {
+        Duration::from_millis(self.handshake_timeout_ms)
+    }
+
+    /// Whether this server limits rates (`--max-rate` or
+    /// `--max-total-rate`), so a client's pace is its agreement, watched
+    /// while it runs.
+    pub fn caps_rate(&self) -> bool {
+        self.max_rate_bps.is_some() || self.max_total_rate_bps.is_some()
+    }
+
     /// No server-chosen limit at all: what [`crate::negotiate::negotiate`] still refuses
     /// against these is what no server could run (a UDP message over one
     /// datagram, zero streams, …), so a client checks its own spec against

@@ -14,6 +14,7 @@
 use std::time::{Duration, Instant};
 
 use linerate_engine::runner::Progress;
+use linerate_proto::limits::ServerLimits;
 use linerate_proto::measure::IntervalMeasurement;
 use linerate_proto::spec::TestSpec;
 use linerate_proto::test_type::{self, Shape};
@@ -94,10 +95,11 @@ pub struct RateWatch {
 }
 
 impl RateWatch {
-    /// A watch for `spec` when the server caps rates (`capped`) and the
-    /// client sends at an agreed pace; `None` otherwise.
-    pub fn new(spec: &TestSpec, capped: bool) -> Option<Self> {
-        if !capped || test_type::of(spec).shape != Shape::Stream {
+    /// A watch for `spec` when the server caps rates
+    /// ([`ServerLimits::caps_rate`], for every protocol) and the client
+    /// sends at an agreed pace; `None` otherwise.
+    pub fn new(spec: &TestSpec, limits: &ServerLimits) -> Option<Self> {
+        if !limits.caps_rate() || test_type::of(spec).shape != Shape::Stream {
             return None;
         }
         let client_streams: Vec<u32> = spec
@@ -185,8 +187,21 @@ mod tests {
             },
             ..TestSpec::default()
         };
-        assert!(RateWatch::new(&spec, false).is_none(), "no server limit");
-        let mut w = RateWatch::new(&spec, true).expect("client sends");
+        let unlimited = ServerLimits::default();
+        assert!(
+            RateWatch::new(&spec, &unlimited).is_none(),
+            "no server limit"
+        );
+        let total = ServerLimits {
+            max_total_rate_bps: Some(1_000_000_000),
+            ..ServerLimits::default()
+        };
+        assert!(RateWatch::new(&spec, &total).is_some(), "--max-total-rate");
+        let capped = ServerLimits {
+            max_rate_bps: Some(1_000_000_000),
+            ..ServerLimits::default()
+        };
+        let mut w = RateWatch::new(&spec, &capped).expect("client sends");
         let at = |end_s: u64, id: u32, bytes: u64| IntervalMeasurement {
             end_ns: end_s * 1_000_000_000,
             streams: vec![IntervalStream {

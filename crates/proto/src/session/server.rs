@@ -205,7 +205,7 @@ impl ServerSession {
     /// accepted; authentication and the Hello must be done within the
     /// handshake timeout of it, however the client spreads its frames.
     pub fn new(limits: ServerLimits, token: Token, software: &str, now: Instant) -> Self {
-        let first_deadline = now + handshake(&limits);
+        let first_deadline = now + limits.handshake();
         ServerSession {
             state: State::AwaitHello,
             limits,
@@ -492,11 +492,6 @@ impl ServerSession {
             }
         }
     }
-}
-
-/// The server's time limit for each handshake step (`--handshake-timeout`).
-fn handshake(limits: &ServerLimits) -> std::time::Duration {
-    std::time::Duration::from_millis(limits.handshake_timeout_ms)
 }
 
 /// Whether `spec` is a probe that may run beside another test

@@ -347,8 +347,12 @@ mod tests {
             .expect("valid")
             .params;
         let spec = spec_of(&p);
+        let capped = linerate_proto::limits::ServerLimits {
+            max_rate_bps: Some(10_000_000),
+            ..Default::default()
+        };
         assert!(
-            crate::watch::RateWatch::new(&spec, true).is_some(),
+            crate::watch::RateWatch::new(&spec, &capped).is_some(),
             "a forward -b 1 test runs unwatched"
         );
         let p = parse_params(br#"{"tcp":true,"time":2}"#)

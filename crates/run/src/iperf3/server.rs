@@ -147,7 +147,7 @@ pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, hos
         let _ = tx.send((seq, sock));
         return;
     }
-    run_control(sock, peer, cookie, host);
+    run_control(sock, peer, cookie, started, host);
 }
 
 /// Releases the cookie route, the UDP port and the test's admission.
@@ -188,7 +188,15 @@ fn limits(host: &Host<'_>) -> Iperf3Limits {
     }
 }
 
-fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_>) {
+/// Serves an iperf3 test's control connection, accepted at `started`
+/// (its setup deadline counts from then, as a native session's does).
+fn run_control(
+    sock: TcpStream,
+    peer: SocketAddr,
+    cookie: Cookie,
+    started: Instant,
+    host: &Host<'_>,
+) {
     if host.auth_required {
         host.metrics.rejected("auth");
     }
@@ -202,7 +210,7 @@ fn run_control(sock: TcpStream, peer: SocketAddr, cookie: Cookie, host: &Host<'_
     };
     let now = Instant::now();
     let mut session =
-        Iperf3ServerSession::new(limits(host), now).with_rate_budget(host.rate_budget.cloned());
+        Iperf3ServerSession::new(limits(host), started).with_rate_budget(host.rate_budget.cloned());
     let slot = Setup {
         host,
         cookie: cookie.0,
@@ -403,7 +411,7 @@ impl Test<'_> {
                 let ask = guard::Ask::default();
                 let decision =
                     guard::decide(host.guard, host.metrics, ip, ask, &mut self.slot.admitted);
-                self.session.admission(decision, Instant::now());
+                self.session.admission(decision);
             }
             ServerAction::PrepareStreams => self.prepare(),
             ServerAction::StartStreams => self.start(),
@@ -636,8 +644,7 @@ impl Test<'_> {
         self.start_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let capped = self.host.limits.max_rate_bps.is_some() || self.host.rate_budget.is_some();
-        self.rate_watch = RateWatch::new(&spec, capped);
+        self.rate_watch = RateWatch::new(&spec, self.host.limits);
         let setups = std::mem::take(&mut self.setups);
         let now = Instant::now();
         self.idle = IdleWatch::new(&spec, self.host.guard.cfg.idle, now);

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::error::Result;
 use crate::guard;
 use crate::log::log;
+use crate::metrics::Metrics;
 use linerate_engine::rr::{AcceptSpin, CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::socket;
 use linerate_proto::rr_core::SpinMode;
@@ -69,13 +70,7 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
             }
             None => sock,
         };
-        let Some(slot) = guard.slots.try_take() else {
-            shared.metrics.rejected("max_connections");
-            shared.metrics.limit_hit("max_connections");
-            guard.log.log(format_args!(
-                "{peer}: {} connections already open (--max-connections), closing",
-                guard.cfg.max_connections
-            ));
+        let Some(slot) = conn_slot(guard, &shared.metrics, format_args!("{peer}")) else {
             continue;
         };
         let conn_shared = Arc::clone(shared);
@@ -342,6 +337,28 @@ fn crr_route(
     }
 }
 
+/// A connection's place among `--max-connections` ([`guard::ConnSlots`]),
+/// or a refusal counted, and logged through the throttle, alike for every
+/// connection the server holds: the accept loop's, the crr pool's waiting
+/// transactions and the connections it hands back. `who`: the connection,
+/// in the log line.
+fn conn_slot(
+    guard: &guard::Guard,
+    metrics: &Metrics,
+    who: std::fmt::Arguments<'_>,
+) -> Option<guard::ConnSlot> {
+    let slot = guard.slots.try_take();
+    if slot.is_none() {
+        metrics.rejected("max_connections");
+        metrics.limit_hit("max_connections");
+        guard.log.log(format_args!(
+            "{who}: {} connections already open (--max-connections), closing",
+            guard.cfg.max_connections
+        ));
+    }
+    slot
+}
+
 /// The server's side of the crr pool: its routes, its usual connection
 /// handling, its log.
 struct CrrRoutes(Arc<Shared>);
@@ -354,8 +371,7 @@ impl CrrHost for CrrRoutes {
     fn not_crr(&self, sock: TcpStream, peer: SocketAddr) {
         let shared = Arc::clone(&self.0);
         let seq = shared.accepted.fetch_add(1, Ordering::Relaxed);
-        let Some(slot) = shared.guard.slots.try_take() else {
-            shared.metrics.rejected("max_connections");
+        let Some(slot) = conn_slot(&shared.guard, &shared.metrics, format_args!("{peer}")) else {
             return;
         };
         if let Err(e) = std::thread::Builder::new()
@@ -365,22 +381,17 @@ impl CrrHost for CrrRoutes {
                 handle_connection(sock, peer, seq, &shared)
             })
         {
-            log!("linerate server: cannot start a thread for {peer}: {e}");
+            self.0
+                .guard
+                .log
+                .log(format_args!("cannot start a thread for {peer}: {e}"));
         }
     }
 
     fn hold(&self) -> Option<Box<dyn Send>> {
-        let guard = &self.0.guard;
-        let slot = guard.slots.try_take();
-        if slot.is_none() {
-            self.0.metrics.rejected("max_connections");
-            self.0.metrics.limit_hit("max_connections");
-            guard.log.log(format_args!(
-                "crr: {} connections already open (--max-connections), closing a waiting transaction",
-                guard.cfg.max_connections
-            ));
-        }
-        Some(Box::new(slot?))
+        let (guard, metrics) = (&self.0.guard, &self.0.metrics);
+        let slot = conn_slot(guard, metrics, format_args!("crr: a waiting transaction"))?;
+        Some(Box::new(slot))
     }
 
     fn failed(&self, peer: SocketAddr, e: &linerate_engine::EngineError) {
@@ -394,6 +405,29 @@ impl CrrHost for CrrRoutes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 24: `--max-connections` turned connections away in three
+    /// copies (the accept loop, the crr pool's waiting transactions, the
+    /// connections the pool hands back), and the last neither counted the
+    /// limit nor logged it. One function now, counted alike.
+    #[test]
+    fn issue_24_every_connection_the_server_holds_counts_against_one_cap() {
+        let cfg = guard::GuardConfig {
+            max_connections: 1,
+            ..guard::GuardConfig::default()
+        };
+        let g = guard::Guard::new(cfg, 1);
+        let m = Metrics::default();
+        let held = conn_slot(&g, &m, format_args!("first")).expect("room for one");
+        assert!(conn_slot(&g, &m, format_args!("second")).is_none());
+        let text = m.text();
+        assert!(
+            text.contains("limit=\"max_connections\"} 1"),
+            "the refusal is counted as the limit hit: {text}"
+        );
+        drop(held);
+        assert!(conn_slot(&g, &m, format_args!("third")).is_some());
+    }
     use linerate_proto::spec::{TestKind, TestSpec};
 
     /// Issue 24: a crr transaction's connection taken by the crr pool

@@ -170,8 +170,7 @@ impl ServerTest<'_> {
         };
         let entry = test_type::of(&spec);
         self.idle = IdleWatch::new(&spec, self.shared.guard.cfg.idle, Instant::now());
-        let capped = self.shared.limits.max_rate_bps.is_some() || self.shared.rate_budget.is_some();
-        self.rate_watch = RateWatch::new(&spec, capped);
+        self.rate_watch = RateWatch::new(&spec, &self.shared.limits);
         match (entry.start_server)(&side, &spec, attached) {
             Ok(run) => {
                 if let Some(note) =

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use super::{handshake, ServerAction, ServerSession, State};
+use super::{ServerAction, ServerSession, State};
 use crate::limits::ServerLimits;
 use crate::negotiate::Negotiated;
 use crate::session::exchange::Exchange;
@@ -19,7 +19,7 @@ impl ServerSession {
     pub(super) fn await_ports(&mut self, n: Negotiated, now: Instant) {
         self.state = State::AwaitPorts { notes: n.notes };
         self.spec = Some(n.spec);
-        self.deadline = Some(now + handshake(&self.limits));
+        self.deadline = Some(now + self.limits.handshake());
     }
 
     pub(super) fn await_streams(&mut self, plan: Vec<StreamPlan>, now: Instant) {
@@ -27,7 +27,7 @@ impl ServerSession {
             plan,
             attached: BTreeSet::new(),
         };
-        self.deadline = Some(now + handshake(&self.limits));
+        self.deadline = Some(now + self.limits.handshake());
     }
 
     pub(super) fn send_accept(
