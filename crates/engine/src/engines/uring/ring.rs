@@ -302,14 +302,18 @@ impl CancelAfter {
 /// this way, against memory the allocator would hand out again while the
 /// kernel writes to it or sends it. Says so on stderr once per process.
 pub(crate) fn leak<T>(memory: T) {
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
-        eprintln!(
+    // First: nothing below may free it (a panic would drop `memory`).
+    std::mem::forget(memory);
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        use std::io::Write;
+        // Not `eprintln!`: a closed stderr must not panic this thread.
+        let _ = writeln!(
+            std::io::stderr(),
             "linerate: io_uring requests were still in flight after the bounded wait at \
              their end; the memory they use is left allocated, not freed"
-        )
-    });
-    std::mem::forget(memory);
+        );
+    }
 }
 
 /// Completions of cancel requests carry this tag and are ignored.
