@@ -135,11 +135,13 @@ fn mark_for(bytes: u64, span_ns: u64, max: u64) -> u64 {
 /// `limit` bytes are written, then shuts down the write side so the
 /// receiver sees end of stream. `wait`: blocking calls bounded by the
 /// socket's timeout, or busy polling (a socket made non-blocking by
-/// `wait::prepare_stream`).
+/// `wait::prepare_stream`). The loop owns `buf`: a zero-copy engine's
+/// sends may still be reading it when the loop ends, and then it is never
+/// freed ([`crate::engines::lent`]).
 pub fn send<S: TcpEndpoint>(
     kind: EngineKind,
     sock: &S,
-    buf: &[u8],
+    buf: Vec<u8>,
     limit: Option<u64>,
     counter: &StreamCounter,
     signals: &Signals,
@@ -173,14 +175,14 @@ pub fn recv<S: TcpEndpoint>(
 fn send_with<E: Engine, S: TcpEndpoint>(
     engine: E,
     sock: &S,
-    buf: &[u8],
+    buf: Vec<u8>,
     limit: Option<u64>,
     counter: &StreamCounter,
     signals: &Signals,
     wait: Wait,
 ) -> StreamEnd {
     // This loop writes `buf` (or a prefix of it) unchanged on every call.
-    let mut io = match engine.tcp_tx_stream(sock, buf) {
+    let mut io = match engine.tcp_tx_stream(sock, &buf) {
         Ok(io) => io,
         Err(e) => return StreamEnd::failed(e),
     };
@@ -223,6 +225,11 @@ fn send_with<E: Engine, S: TcpEndpoint>(
             Err(e) => break Err(map_err("write", e)),
         }
     };
+    let lent = io.lent();
+    drop(io);
+    if lent {
+        crate::engines::lent::leak(buf);
+    }
     waiter.end(calls, result)
 }
 
@@ -325,7 +332,7 @@ mod tests {
         let end = send_with(
             crate::engines::Syscall,
             &tx,
-            &buf,
+            buf,
             Some(limit),
             &c,
             &signals,
@@ -357,7 +364,7 @@ mod tests {
             let end = send_with(
                 crate::engines::Syscall,
                 &tx,
-                &buf,
+                buf,
                 Some(100_000),
                 &c,
                 &signals,

@@ -30,6 +30,7 @@ pub mod auto;
 pub mod batch;
 pub mod endpoint;
 mod kind;
+pub(crate) mod lent;
 pub mod sendfile;
 pub mod syscall;
 pub mod tcp_endpoint;

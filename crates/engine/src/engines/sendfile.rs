@@ -668,7 +668,7 @@ mod tests {
             let c = StreamCounter::default();
             let buf = vec![7u8; 64 << 10];
             let limit = 5_000_017;
-            let end = crate::tcp::send(KIND, &tx, &buf, Some(limit), &c, &signals, wait);
+            let end = crate::tcp::send(KIND, &tx, buf, Some(limit), &c, &signals, wait);
             end.result.expect("sent");
             let tx_use = take_use().expect("use");
             assert_eq!(c.get(), limit);

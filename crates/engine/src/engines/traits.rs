@@ -177,6 +177,12 @@ pub trait TcpTx: Send {
     ) -> io::Result<usize> {
         self.write(sock, buf, wait)
     }
+    /// Whether the kernel may still read a buffer this sender was given
+    /// (zero-copy sends whose completion has not come): its owner must then
+    /// never free or reuse it ([`super::lent`]). Copying writes lend nothing.
+    fn lent(&self) -> bool {
+        false
+    }
     /// Before the write side is shut down: completes what is outstanding
     /// (zero-copy completions). Plain writes have nothing to complete.
     fn finish<S: TcpEndpoint>(&mut self, _sock: &S) -> io::Result<()> {

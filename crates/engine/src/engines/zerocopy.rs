@@ -341,6 +341,10 @@ impl ZcTcpTx {
 }
 
 impl TcpTx for ZcTcpTx {
+    fn lent(&self) -> bool {
+        self.pending() > 0
+    }
+
     fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize> {
         if self.pending() >= TCP_REAP_AT {
             self.reap(sock)?;
@@ -606,6 +610,37 @@ mod tests {
         assert_eq!(z.completed, z.sends);
         // Loopback copies when the data reaches the receiving socket.
         assert_eq!(z.copied, z.completed);
+    }
+
+    #[test]
+    fn a_sender_whose_zero_copy_sends_are_out_has_lent_its_buffer() {
+        if let Err(e) = check() {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        let l = TcpListener::bind("127.0.0.1:0").expect("listen");
+        let a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (b, _) = l.accept().expect("accept");
+        // Nobody reads `b`: once its receive buffer is full, the bytes wait
+        // in `a`'s send queue, in the pages of `buf`, and their completions
+        // do not come (the stream loop must then never free `buf`).
+        let mut w = ZeroCopy.tcp_tx(&a).expect("tx");
+        let buf = vec![5u8; 128 * 1024];
+        let mut wrote = 0usize;
+        for _ in 0..1000 {
+            match w.write(&a, &buf, Wait::DontWait) {
+                Ok(n) => wrote += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        assert!(wrote > 0);
+        assert!(w.lent(), "{wrote} bytes queued, none lent");
+        drop(w);
+        // The unread peer closes first: its reset purges `a`'s queue.
+        drop(b);
+        drop(a);
+        let _ = take_use();
     }
 
     #[test]

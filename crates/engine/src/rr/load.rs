@@ -110,7 +110,7 @@ fn client_load(
         let end = tcp::send(
             l.engine,
             sock,
-            &buf,
+            buf,
             None,
             l.counter,
             load_signals,

@@ -190,7 +190,7 @@ impl<F: StreamFormat> StreamIo<'_, F> {
         let mut buf = vec![0u8; self.len];
         let (c, sig) = (self.counter, &self.ctx.signals);
         let end = match role {
-            Role::Sender => tcp::send(engine, sock, &buf, bytes, c, sig, wait),
+            Role::Sender => tcp::send(engine, sock, buf, bytes, c, sig, wait),
             Role::Receiver => {
                 let opts = tcp::RecvOpts {
                     skip_copy: self.skip_rx_copy,

@@ -36,8 +36,9 @@ use super::tcp_endpoint::TcpEndpoint;
 use super::{Engine, KernelUdp};
 use crate::EngineError;
 
+pub(crate) use super::lent::leak;
 pub use ring::{caps, Uring, UringCaps};
-pub(crate) use ring::{leak, Ring, TAG_CANCEL};
+pub(crate) use ring::{Ring, TAG_CANCEL};
 pub use tcp::{UringTcpRx, UringTcpTx};
 pub(crate) use udp::{fill, RECVMSG_OUT};
 pub use udp::{UringUdpRx, UringUdpTx};

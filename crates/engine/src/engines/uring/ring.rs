@@ -295,27 +295,6 @@ impl CancelAfter {
     }
 }
 
-/// Leaves `memory` to the process, never freed: the kernel may still
-/// read or write it (a request of a ring that closed, or a sender that
-/// ended, before its last completion came; the ring's own end cancels it
-/// later, on the kernel's time). A bounded loss, once per ring that ends
-/// this way, against memory the allocator would hand out again while the
-/// kernel writes to it or sends it. Says so on stderr once per process.
-pub(crate) fn leak<T>(memory: T) {
-    // First: nothing below may free it (a panic would drop `memory`).
-    std::mem::forget(memory);
-    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        use std::io::Write;
-        // Not `eprintln!`: a closed stderr must not panic this thread.
-        let _ = writeln!(
-            std::io::stderr(),
-            "linerate: io_uring requests were still in flight after the bounded wait at \
-             their end; the memory they use is left allocated, not freed"
-        );
-    }
-}
-
 /// Completions of cancel requests carry this tag and are ignored.
 pub(crate) const TAG_CANCEL: u64 = u64::MAX;
 

@@ -159,6 +159,10 @@ impl UringTcpTx {
 }
 
 impl TcpTx for UringTcpTx {
+    fn lent(&self) -> bool {
+        self.pending > 0
+    }
+
     fn write<S: TcpEndpoint>(&mut self, sock: &S, buf: &[u8], wait: Wait) -> io::Result<usize> {
         let zc = self.zc.is_some() && zc_worth(buf.len());
         // Only a zero-copy send reads the registered buffer.

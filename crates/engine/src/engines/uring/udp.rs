@@ -19,12 +19,13 @@ use linerate_proto::measure::Batching;
 
 use super::buf_ring::BufRing;
 use super::ring::{
-    caps, cqe_err, engine_use, leak, register, zc_worth, CancelAfter, Ring, Uring, ZcCount,
-    TAG_CANCEL, WAIT, ZC_REPORT_USAGE,
+    caps, cqe_err, engine_use, register, zc_worth, CancelAfter, Ring, Uring, ZcCount, TAG_CANCEL,
+    WAIT, ZC_REPORT_USAGE,
 };
 use crate::cmsg::{self, ControlBuf, RECV_CMSG};
 use crate::engines::batch::mmsg::{SegmentCmsg, GRO_SLOT, GSO_MSGS_PER_CALL};
 use crate::engines::batch::{gro_plan, gso_plan, GsoSends};
+use crate::engines::lent::leak;
 use crate::engines::{KernelUdp, RecvMeta, RecvSlots, TxBatch, UdpRx, UdpTx, Wait};
 use crate::EngineError;
 
