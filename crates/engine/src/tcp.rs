@@ -137,7 +137,7 @@ fn mark_for(bytes: u64, span_ns: u64, max: u64) -> u64 {
 /// socket's timeout, or busy polling (a socket made non-blocking by
 /// `wait::prepare_stream`). The loop owns `buf`: a zero-copy engine's
 /// sends may still be reading it when the loop ends, and then it is never
-/// freed ([`crate::engines::lent`]).
+/// freed (`engines::lent`).
 pub fn send<S: TcpEndpoint>(
     kind: EngineKind,
     sock: &S,

@@ -179,7 +179,7 @@ pub trait TcpTx: Send {
     }
     /// Whether the kernel may still read a buffer this sender was given
     /// (zero-copy sends whose completion has not come): its owner must then
-    /// never free or reuse it ([`super::lent`]). Copying writes lend nothing.
+    /// never free or reuse it (`engines::lent`). Copying writes lend nothing.
     fn lent(&self) -> bool {
         false
     }
