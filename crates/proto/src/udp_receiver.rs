@@ -128,7 +128,7 @@ pub struct Warmup {
     /// Numbers `0..numbers` are the warm-up's: the sender's first number
     /// stamped at or past `omit` (every number issued, until one is). The
     /// receiver's best account of that cut: the sender's own, once its
-    /// SendDone told it ([`LiveCounts::at_sender_cut`]); until then the
+    /// SendDone named it ([`LiveCounts::at_sender_cut`]); until then the
     /// lowest number it saw stamped at or past `omit` (the cut itself,
     /// unless the first measured datagrams were lost: those are then the
     /// warm-up's until the sender's cut is known, and its last interval
@@ -329,9 +329,12 @@ impl LiveCounts {
     /// warm-up's, of `issued`), where the stream tells its warm-up by the
     /// datagrams' stamps: the end's interval then counts, as the totals
     /// do ([`crate::interval::leave_out_warmup`]), the first measured
-    /// numbers lost before the receiver saw any measured one.
+    /// numbers lost before the receiver saw any measured one. An `omitted`
+    /// of 0 names no cut (an older sender's SendDone has none, and the wire
+    /// leaves 0 out): the receiver's own account stands, so an older peer's
+    /// warm-up is never counted as lost.
     pub fn at_sender_cut(mut self, omitted: u64, issued: u64) -> Self {
-        if let Some(w) = self.warmup.as_mut() {
+        if let Some(w) = self.warmup.as_mut().filter(|_| omitted > 0) {
             w.numbers = omitted.min(issued);
         }
         self

@@ -13,7 +13,10 @@
 //! server hands its log lines to a printer of its own ([`start_server_log`],
 //! the mechanism its reports go through: [`crate::printer`]), which writes
 //! them in order off the threads that log, and leaves lines out (said once
-//! it writes again) beyond the printer's bound instead of waiting.
+//! it writes again) beyond the printer's bound instead of waiting. Only a
+//! closed stderr stops it; a line whose write fails otherwise (EAGAIN on
+//! a stderr a supervisor made non-blocking) is left out and said, and
+//! later lines still go (issue 28).
 
 use std::io::{self, Write as _};
 use std::sync::OnceLock;
@@ -39,7 +42,7 @@ pub(crate) fn write_line(line: std::fmt::Arguments<'_>) {
     match SERVER_LOG.get() {
         Some(p) => {
             let text = line.to_string();
-            // Only a write error comes back: the line is dropped, as here.
+            // Only a closed stderr comes back: the line is dropped, as here.
             let _ = p.send_bounded(1, move |err| writeln!(err, "{text}"));
         }
         None => {

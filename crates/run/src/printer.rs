@@ -71,16 +71,38 @@ pub struct Printer<S> {
 /// output's name, and what was left out.
 type SaysLeftOut = (&'static str, fn(usize) -> String);
 
+/// Which write errors stop a printer (every later hand-over dropped, the
+/// error coming back from the next); on the others the hand-over is left
+/// out (and said) and the printer goes on.
+type Stops = fn(&io::Error) -> bool;
+
+/// A report's output: any write error ends the test's output, as when the
+/// control loop wrote itself.
+fn every_error(_: &io::Error) -> bool {
+    true
+}
+
+/// A server's log: only a closed stream (its reader gone). Anything else
+/// (EAGAIN on a stderr a supervisor made non-blocking) loses that line,
+/// not every later one (issue 28).
+fn closed(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::BrokenPipe | io::ErrorKind::WriteZero | io::ErrorKind::NotConnected
+    )
+}
+
 /// What the printer thread and its feeder share.
 struct Shared {
     /// Interval rows queued and not written yet.
     queued_rows: AtomicUsize,
     /// Interval records left out since the printer last said so.
     left_out: AtomicUsize,
-    /// The first write error (its kind and words); nothing is written
-    /// after it.
+    /// The first write error that stops the printer (its kind and
+    /// words); nothing is written after it.
     failed: Mutex<Option<(io::ErrorKind, String)>>,
     says: SaysLeftOut,
+    stops: Stops,
 }
 
 impl Shared {
@@ -139,17 +161,19 @@ impl<S: 'static> Printer<S> {
     /// Starts the printer thread, whose output `make` builds there (so it
     /// need not be `Send`: a sink holding stdout, a progress bar).
     pub fn spawn(make: impl FnOnce() -> S + Send + 'static) -> io::Result<Self> {
-        Self::spawn_saying(("standard output", intervals_left_out), make)
+        Self::spawn_saying(("standard output", intervals_left_out), every_error, make)
     }
 
     /// A printer of a server's log lines ([`crate::log`]).
     pub(crate) fn spawn_log(make: impl FnOnce() -> S + Send + 'static) -> io::Result<Self> {
-        Self::spawn_saying(("standard error", log_lines_left_out), make)
+        Self::spawn_saying(("standard error", log_lines_left_out), closed, make)
     }
 
-    /// [`Printer::spawn`], saying `says` of what it left out.
+    /// [`Printer::spawn`], saying `says` of what it left out, stopped by
+    /// the write errors `stops` tells.
     fn spawn_saying(
         says: SaysLeftOut,
+        stops: Stops,
         make: impl FnOnce() -> S + Send + 'static,
     ) -> io::Result<Self> {
         let (queue, jobs) = mpsc::channel::<(usize, Job<S>)>();
@@ -158,6 +182,7 @@ impl<S: 'static> Printer<S> {
             left_out: AtomicUsize::new(0),
             failed: Mutex::new(None),
             says,
+            stops,
         });
         let ours = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -168,8 +193,12 @@ impl<S: 'static> Printer<S> {
                     // After a failure the rest is dropped unwritten.
                     if ours.failure().is_none() {
                         ours.say_left_out();
-                        if let Err(e) = job(&mut out) {
-                            ours.fail(&e);
+                        match job(&mut out) {
+                            Err(e) if (ours.stops)(&e) => ours.fail(&e),
+                            Err(_) => {
+                                ours.left_out.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(()) => {}
                         }
                     }
                     ours.queued_rows.fetch_sub(rows, Ordering::Relaxed);
@@ -357,7 +386,11 @@ pub struct ServerOut {
 impl ServerOut {
     /// Reports in `format`.
     pub fn spawn(format: Format) -> io::Result<Self> {
-        let printer = Printer::spawn_saying(("standard output", reports_left_out), io::stdout)?;
+        let printer = Printer::spawn_saying(
+            ("standard output", reports_left_out),
+            every_error,
+            io::stdout,
+        )?;
         Ok(ServerOut {
             printer,
             format,
@@ -471,6 +504,55 @@ mod tests {
         let e = p.flush().expect_err("the broken pipe");
         assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
         let e = p.send_bounded(1, |_| Ok(())).expect_err("after it");
+        assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    /// A log output whose next write fails with `fail` once, then works.
+    struct Flaky {
+        fail: Option<io::ErrorKind>,
+        lines: Arc<Mutex<Vec<&'static str>>>,
+    }
+
+    fn log_line(line: &'static str) -> impl FnOnce(&mut Flaky) -> io::Result<()> + Send {
+        move |out| match out.fail.take() {
+            Some(kind) => Err(kind.into()),
+            None => {
+                out.lines.lock().expect("lines").push(line);
+                Ok(())
+            }
+        }
+    }
+
+    /// Issue 28: a server's stderr made non-blocking (by a supervisor)
+    /// fails a write with EAGAIN when its reader lags; that line is left
+    /// out (said later), and the log goes on. Before, the first write
+    /// error silenced every later log line, with no word of it. A broken
+    /// pipe still stops it.
+    #[test]
+    fn issue_28_a_log_line_that_would_block_is_left_out_and_the_log_goes_on() {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = Flaky {
+            fail: None,
+            lines: Arc::clone(&lines),
+        };
+        let p = Printer::spawn_log(move || out).expect("spawn");
+        p.send_bounded(1, log_line("a")).expect("a");
+        p.send_bounded(1, |out: &mut Flaky| {
+            out.fail = Some(io::ErrorKind::WouldBlock);
+            Ok(())
+        })
+        .expect("arm");
+        p.send_bounded(1, log_line("b")).expect("b");
+        p.send_bounded(1, log_line("c")).expect("c");
+        p.flush().expect("the log goes on");
+        assert_eq!(*lines.lock().expect("lines"), ["a", "c"]);
+        p.send_bounded(1, |out: &mut Flaky| {
+            out.fail = Some(io::ErrorKind::BrokenPipe);
+            Ok(())
+        })
+        .expect("arm");
+        p.send_bounded(1, log_line("d")).expect("d");
+        let e = p.flush().expect_err("a broken pipe stops it");
         assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
     }
 

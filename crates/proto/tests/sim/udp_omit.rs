@@ -162,3 +162,22 @@ fn issue_28_udp_loss_just_before_the_cut_is_the_warm_ups() {
     assert_eq!(lost.iter().sum::<i64>(), 1, "{lost:?}");
     assert_eq!(lost[0], 0, "{lost:?}");
 }
+
+#[test]
+fn issue_28_an_older_sender_without_its_cut_keeps_the_receivers_own() {
+    // An older sender's SendDone names no cut (`omitted` absent: 0). Three
+    // warm-up datagrams lost (one just before the cut) and one measured.
+    let lost = |t: u64| {
+        (500 * MS..502 * MS).contains(&t)
+            || (OMIT - MS..OMIT).contains(&t)
+            || (2_000 * MS..2_001 * MS).contains(&t)
+    };
+    let (arrivals, (issued, _), measured_lost) = send(lost);
+    assert_eq!(measured_lost, 1);
+    let (records, totals) = receive(&(arrivals, (issued, 0), measured_lost));
+    // The receiver's own cut holds: no warm-up number is measured loss.
+    assert_eq!((totals.omitted_numbers, totals.lost), (1_000, Some(1)));
+    let lost = measured_loss(&records);
+    assert_eq!(lost.iter().sum::<i64>(), 1, "{lost:?}");
+    assert!(lost.iter().all(|&l| l <= 1), "{lost:?}");
+}
