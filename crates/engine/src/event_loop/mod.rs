@@ -32,7 +32,8 @@ mod split;
 pub mod tcp;
 pub mod udp;
 
-pub use driver::{drive, LoopFlow, Turn};
+pub use driver::Turn;
+pub(crate) use driver::{drive, LoopFlow};
 pub use kind::{loop_kind, LoopKind};
 pub use split::{label_of, split};
 
