@@ -4,7 +4,7 @@
 //! exactly as a flow thread does (`exchange`, `serve`);
 //! the flows (`tcp_flows`) are written once for every loop kind,
 //! and the loop only moves the bytes, a message at a time, without
-//! blocking: on epoll ([`crate::event_loop::drive`]) through the flow's
+//! blocking: on epoll (`event_loop::drive`) through the flow's
 //! engine (here), or with `--engine uring` on an io_uring completion
 //! loop (`ring_loops`). This module runs the side: which loop,
 //! its threads, its phases. A phase per size, and under load
@@ -15,7 +15,7 @@
 //! (the side's coordinator, `client::coordinate_side`, opens each and
 //! starts and stops the load). A paced client
 //! flow (`rr --rate N`) waits for its next slot on the loop's timer heap
-//! ([`Turn::Until`]), as a paced UDP flow waits for its next datagram.
+//! ([`Turn::Until`](crate::event_loop::Turn::Until)), as a paced UDP flow waits for its next datagram.
 //!
 //! The phase ends as on a flow thread: the client shuts down its write
 //! side after its last transaction, the server answers by closing, the
