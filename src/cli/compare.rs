@@ -182,25 +182,7 @@ pub(super) fn validate_compare(mut a: args::CompareArgs) -> Result<Command> {
     let test = Test { host, kind, rest };
     test.check_busy_poll(&busy)?;
     let preload = a.preload.as_deref().map(preload_lib).transpose()?;
-    // With --threading alone every model runs one engine, so the rows
-    // differ by their threading only; event loops run syscall everywhere.
-    let default = if threading.is_some() {
-        "syscall"
-    } else {
-        "syscall,batch,uring,zerocopy"
-    };
-    let engines: Vec<String> = a
-        .engines
-        .as_deref()
-        .unwrap_or(default)
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(String::from)
-        .collect();
-    if engines.is_empty() {
-        bail!("--engines: no engines given");
-    }
+    let engines = engine_list(a.engines.as_deref(), threading.is_some())?;
     // The test's own flags are checked once, with the plain engine, so a
     // mistake there is a usage error rather than a row of failures; so is
     // a threading model the test cannot run (event loops of a kind that
@@ -260,6 +242,28 @@ pub(super) fn validate_compare(mut a: args::CompareArgs) -> Result<Command> {
         plot: a.plot,
         report: a.report,
     }))
+}
+
+/// `--engines`: the engines of the variants. The default with
+/// `--threading` (`threading`) alone is one engine, so the rows differ by
+/// their threading only (event loops run syscall everywhere).
+fn engine_list(flag: Option<&str>, threading: bool) -> Result<Vec<String>> {
+    let default = if threading {
+        "syscall"
+    } else {
+        "syscall,batch,uring,zerocopy"
+    };
+    let engines: Vec<String> = flag
+        .unwrap_or(default)
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(String::from)
+        .collect();
+    if engines.is_empty() {
+        bail!("--engines: no engines given");
+    }
+    Ok(engines)
 }
 
 /// The test compare runs: its host, kind and flags (without compare's own

@@ -107,7 +107,7 @@ pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig>
     let handshake = timeout(
         "--handshake-timeout",
         &a.handshake_timeout,
-        defaults.handshake,
+        limits.handshake(),
     )?;
     limits.handshake_timeout_ms = handshake.as_millis() as u64;
     limits.server_engines = engine_offers(a.allow_engines.as_deref()).context("--allow-engines")?;
@@ -124,7 +124,6 @@ pub fn validate(a: &GuardArgs, limits: &mut ServerLimits) -> Result<GuardConfig>
         },
         max_connections: a.max_connections,
         max_tests_per_minute: a.max_tests_per_minute,
-        handshake,
         idle: timeout("--idle-timeout", &a.idle_timeout, defaults.idle)?,
     })
 }

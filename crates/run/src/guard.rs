@@ -27,9 +27,6 @@ use crate::metrics::Metrics;
 /// Default `--max-connections`: connections waiting to say who they are
 /// (each holds a thread until it does, or its handshake time is up).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
-/// Default `--handshake-timeout`: for a connection's first frame and for
-/// each handshake step of a test.
-pub const DEFAULT_HANDSHAKE: Duration = Duration::from_secs(10);
 /// Default `--idle-timeout`: a running stream test on which nothing moves
 /// for this long is ended.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
@@ -39,13 +36,15 @@ pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
 /// once from one host is a flood holding threads, not a fleet.
 pub const PRE_AUTH_PER_SOURCE: usize = 4;
 
-/// The validated connection-level settings of a server.
+/// The validated connection-level settings of a server. The handshake
+/// time (`--handshake-timeout`) is not here: its one home is
+/// `ServerLimits::handshake`, which bounds a connection's first bytes
+/// as well as each setup step of a test.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardConfig {
     pub filter: AddressFilter,
     pub max_connections: usize,
     pub max_tests_per_minute: u32,
-    pub handshake: Duration,
     pub idle: Duration,
 }
 
@@ -55,7 +54,6 @@ impl Default for GuardConfig {
             filter: AddressFilter::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_tests_per_minute: 0,
-            handshake: DEFAULT_HANDSHAKE,
             idle: DEFAULT_IDLE,
         }
     }

@@ -43,7 +43,7 @@ pub enum Turn {
 }
 
 /// A flow the loop drives: its socket, and one bounded turn of its logic.
-pub trait LoopFlow {
+pub(crate) trait LoopFlow {
     /// What the flows of one loop share (buffers).
     type Shared;
     /// False for flows that may rightly see nothing for long (a UDP
@@ -71,7 +71,7 @@ pub trait LoopFlow {
 }
 
 /// Runs `flows` until each has ended or the side aborts.
-pub fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Signals) {
+pub(crate) fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Signals) {
     let mut done: Vec<bool> = flows.iter().map(LoopFlow::ended).collect();
     let mut open = done.iter().filter(|d| !**d).count();
     let ep = match register(flows) {

@@ -12,7 +12,7 @@
 //! flows in `crate::rr`'s `ring_loops` and `udp_ring_loops`): this module
 //! only runs the ring, the ready
 //! queue, the timers, the side's signals and the stall limit, as
-//! `driver` does for epoll ([`super::drive`]).
+//! `driver` does for epoll (`drive`).
 
 use std::collections::VecDeque;
 use std::io;

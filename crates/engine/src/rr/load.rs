@@ -3,19 +3,21 @@
 //! (flow threads or event loops alike); the client's start when the gate
 //! says the loaded phases are near. Each registers with the side's
 //! [`Watch`] while it moves data, which holds it to the idle limit as it
-//! holds the flows, and stops the side when it fails.
+//! holds the flows, and stops the side when it fails. A load thread owns
+//! its connection as a TCP endpoint ([`TcpEndpoint`]), generic and
+//! monomorphised like the stream loops it runs.
 
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::time::Instant;
 
 use linerate_proto::measure::StreamMeasurement;
 use linerate_proto::wire::Side;
 
 use crate::cpu;
-use crate::engines::EngineKind;
+use crate::engines::{EngineKind, Interest, TcpEndpoint};
 use crate::stream::{Signals, StreamCounter, POLL};
+use crate::tcp;
 use crate::wait::Wait;
-use crate::{socket, tcp, tcp_info};
 
 use super::gate::Gate;
 use super::params::RrParams;
@@ -28,7 +30,7 @@ pub(super) type ClientLoad<'a> = (&'a Signals, &'a Gate);
 
 /// The ids of a side's load streams, in the order of its load runs (the
 /// side's [`Watch`] is made with them).
-pub(super) fn load_ids(load: &[(u32, TcpStream)]) -> Vec<u32> {
+pub(super) fn load_ids<S>(load: &[(u32, S)]) -> Vec<u32> {
     load.iter().map(|(id, _)| *id).collect()
 }
 
@@ -36,8 +38,8 @@ pub(super) fn load_ids(load: &[(u32, TcpStream)]) -> Vec<u32> {
 /// (`client` given) send from the gate's word until stopped, the server's
 /// read to end of stream; each watched by `watch` (made with
 /// [`load_ids`]) while it runs.
-pub(super) fn load_runs<'a>(
-    load: Vec<(u32, TcpStream)>,
+pub(super) fn load_runs<'a, S: TcpEndpoint + Send + 'a>(
+    load: Vec<(u32, S)>,
     engine: EngineKind,
     p: &'a RrParams,
     (signals, watch): (&'a Signals, &'a Watch),
@@ -93,7 +95,7 @@ pub(super) fn server_elapsed(load: &[StreamMeasurement]) -> u64 {
 /// sends until told to stop.
 fn client_load(
     l: &Load<'_>,
-    sock: &TcpStream,
+    sock: &impl TcpEndpoint,
     signals: &Signals,
     load_signals: &Signals,
     gate: &Gate,
@@ -119,7 +121,7 @@ fn client_load(
         m.elapsed_ns = t0.elapsed().as_nanos() as u64;
         m.calls = end.calls;
         m.error = end.result.err().map(|e| e.to_string());
-        m.tcp = tcp_info::read(sock);
+        m.tcp = sock.tcp_info();
     } else {
         // No loaded phase ran: end the stream so the server's reader ends.
         let _ = sock.shutdown(Shutdown::Write);
@@ -130,7 +132,7 @@ fn client_load(
 /// A load stream's thread on the server: reads until end of stream, waiting
 /// without an idle limit for the load to begin (the unloaded phases come
 /// first and may take long).
-fn server_load(l: &Load<'_>, sock: &TcpStream, signals: &Signals) -> StreamMeasurement {
+fn server_load(l: &Load<'_>, sock: &impl TcpEndpoint, signals: &Signals) -> StreamMeasurement {
     let mut m = StreamMeasurement {
         id: l.id,
         sender: Some(Side::Client),
@@ -141,7 +143,7 @@ fn server_load(l: &Load<'_>, sock: &TcpStream, signals: &Signals) -> StreamMeasu
             m.error = Some("aborted".into());
             return m;
         }
-        match socket::wait_readable(sock, POLL) {
+        match sock.wait_ready(Interest::Recv, POLL) {
             Ok(true) => break,
             Ok(false) => {}
             Err(e) => {

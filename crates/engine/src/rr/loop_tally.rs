@@ -4,9 +4,12 @@
 //! [`Tally`] and [`PhaseClock`], the open batch, its measurement — and a
 //! server flow's measurement. The loops only move the bytes; what is
 //! counted, and when the clock is read, is decided here, as
-//! [`super::exchange::run_phase`] decides it on a flow thread.
+//! [`super::exchange::run_phase`] decides it on a flow thread. Every rr
+//! flow is an epoll loop's flow ([`LoopFlow`]) through its [`RrFlow`]
+//! interface, as it is a ring's (`ring_loops`).
 
 use std::ops::Range;
+use std::os::fd::BorrowedFd;
 
 use linerate_proto::measure::RrFlowMeasurement;
 use linerate_proto::rr::RequestRepr;
@@ -16,7 +19,7 @@ use linerate_proto::spec::{RrLimit, RrPhase};
 use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
-use crate::event_loop::Turn;
+use crate::event_loop::{LoopFlow, Turn};
 use crate::stream::Signals;
 use crate::EngineError;
 use std::time::Duration;
@@ -40,6 +43,9 @@ pub(crate) trait RrFlow {
     fn transport(&mut self) -> &mut Self::Io;
     /// The message buffers its sends read from.
     fn messages(&mut self) -> &mut [Vec<u8>];
+    /// Its socket now; `None` while it has none (a crr flow between
+    /// connections).
+    fn fd(&self) -> Option<BorrowedFd<'_>>;
     /// The flow's steps for one turn.
     fn steps(&mut self, cx: &mut Self::Cx, sh: &mut Self::Shared) -> Result<Turn, EngineError>;
     /// True once the flow has ended.
@@ -61,6 +67,40 @@ pub(crate) trait RrFlow {
                 Turn::Done
             }
         }
+    }
+}
+
+/// Every rr and crr flow on an epoll loop: TCP or UDP, client or server.
+/// What the loop's flows share is the transport's (`Cx`: a UDP loop's
+/// receive buffer) and the flows' (`Shared`: a client loop's round trips).
+impl<F: RrFlow> LoopFlow for F {
+    type Shared = (F::Cx, <F as RrFlow>::Shared);
+
+    fn sock(&self) -> Option<BorrowedFd<'_>> {
+        self.fd()
+    }
+
+    fn ended(&self) -> bool {
+        self.is_done()
+    }
+
+    fn turn(&mut self, (cx, sh): &mut Self::Shared) -> Turn {
+        self.go(cx, sh)
+    }
+
+    /// The user stopped the test: a client's phase ends after the open
+    /// batch; a server's flow ends with its client's.
+    fn stop(&mut self, _: &mut Self::Shared) -> bool {
+        self.end_after_batch();
+        false
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.give_up(e);
+    }
+
+    fn progress(&self) -> u64 {
+        self.answered()
     }
 }
 

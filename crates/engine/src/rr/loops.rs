@@ -4,7 +4,7 @@
 //! exactly as a flow thread does (`exchange`, `serve`);
 //! the flows (`tcp_flows`) are written once for every loop kind,
 //! and the loop only moves the bytes, a message at a time, without
-//! blocking: on epoll ([`crate::event_loop::drive`]) through the flow's
+//! blocking: on epoll (`event_loop::drive`) through the flow's
 //! engine (here), or with `--engine uring` on an io_uring completion
 //! loop (`ring_loops`). This module runs the side: which loop,
 //! its threads, its phases. A phase per size, and under load
@@ -15,7 +15,7 @@
 //! (the side's coordinator, `client::coordinate_side`, opens each and
 //! starts and stops the load). A paced client
 //! flow (`rr --rate N`) waits for its next slot on the loop's timer heap
-//! ([`Turn::Until`]), as a paced UDP flow waits for its next datagram.
+//! ([`Turn::Until`](crate::event_loop::Turn::Until)), as a paced UDP flow waits for its next datagram.
 //!
 //! The phase ends as on a flow thread: the client shuts down its write
 //! side after its last transaction, the server answers by closing, the
@@ -35,7 +35,6 @@
 //! answers them with its crr pools ([`super::CrrPool`]), as for crr on
 //! threads, accepting on as many threads as it has loops.
 
-use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{mpsc, Arc, Mutex};
 
 use linerate_proto::measure::{RrFlowMeasurement, RrMeasurement, SideResults};
@@ -44,7 +43,7 @@ use linerate_stats::histogram::Histogram;
 
 use crate::engines::uring::Uring;
 use crate::engines::{with_engine, Engine, EngineKind, TcpEndpoint, TcpRx, TcpTx, Wait};
-use crate::event_loop::{self, drive, ring, LoopFlow, Turn};
+use crate::event_loop::{self, drive, ring};
 use crate::runner::{spawn_side, SideRun};
 use crate::stream::Signals;
 use crate::EngineError;
@@ -54,7 +53,7 @@ use super::conns::{Conn, RrConns};
 use super::crr::CrrTarget;
 use super::gate::Gate;
 use super::load::{load_ids, load_runs, server_elapsed};
-use super::loop_tally::{LoopCtx, Role, RrFlow};
+use super::loop_tally::{LoopCtx, Role};
 use super::params::RrParams;
 use super::side::{run_threads, CpuStart, FlowEnd};
 use super::tcp_flows::{
@@ -404,12 +403,14 @@ impl<E: Engine> Transport for EngineConn<E> {
 struct Epoll<'s>(&'s Signals);
 
 impl<E: Engine> LoopDrive<EngineConn<E>> for Epoll<'_> {
-    fn clients(&mut self, flows: &mut [ClientFlow<'_, EngineConn<E>>], overall: &mut Histogram) {
-        drive(flows, overall, self.0);
+    fn clients(&mut self, flows: &mut [ClientFlow<'_, EngineConn<E>>]) -> Histogram {
+        let mut sh = ((), Histogram::new());
+        drive(flows, &mut sh, self.0);
+        sh.1
     }
 
     fn servers(&mut self, flows: &mut [ServerFlow<'_, EngineConn<E>>]) {
-        drive(flows, &mut (), self.0);
+        drive(flows, &mut ((), ()), self.0);
     }
 }
 
@@ -422,60 +423,6 @@ fn run_epoll<E: Engine>(
 ) -> Vec<RrFlowMeasurement> {
     let new = |_| EngineConn { engine, io: None };
     tcp_flows::run_loop(share, cx, role, new, Epoll(cx.signals))
-}
-
-impl<E: Engine> LoopFlow for ClientFlow<'_, EngineConn<E>> {
-    /// The loop's full-precision round-trip histogram.
-    type Shared = Histogram;
-
-    fn sock(&self) -> Option<BorrowedFd<'_>> {
-        self.io.sock.as_ref().map(AsFd::as_fd)
-    }
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
-
-    fn turn(&mut self, overall: &mut Histogram) -> Turn {
-        self.go(&mut (), overall)
-    }
-
-    fn stop(&mut self, _: &mut Histogram) -> bool {
-        self.end_after_batch();
-        false
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
-    }
-}
-
-impl<E: Engine> LoopFlow for ServerFlow<'_, EngineConn<E>> {
-    type Shared = ();
-
-    fn sock(&self) -> Option<BorrowedFd<'_>> {
-        self.io.sock.as_ref().map(AsFd::as_fd)
-    }
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
-
-    fn turn(&mut self, _: &mut ()) -> Turn {
-        self.go(&mut (), &mut ())
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
-    }
 }
 
 #[cfg(test)]

@@ -92,8 +92,10 @@ pub(super) struct Ring<'s> {
 }
 
 impl LoopDrive<RingConn> for Ring<'_> {
-    fn clients(&mut self, flows: &mut [ClientFlow<'_, RingConn>], overall: &mut Histogram) {
-        drive(self.engine, flows, overall, self.bufs, self.signals);
+    fn clients(&mut self, flows: &mut [ClientFlow<'_, RingConn>]) -> Histogram {
+        let mut overall = Histogram::new();
+        drive(self.engine, flows, &mut overall, self.bufs, self.signals);
+        overall
     }
 
     fn servers(&mut self, flows: &mut [ServerFlow<'_, RingConn>]) {

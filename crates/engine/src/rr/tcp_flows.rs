@@ -10,6 +10,7 @@
 //! loop kind only says how its flows wait ([`LoopDrive`]).
 
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::RrFlowMeasurement;
@@ -86,8 +87,8 @@ pub(super) fn nonblocking(
 
 /// How a loop kind drives a loop's flows to their ends.
 pub(super) trait LoopDrive<T: Transport> {
-    /// Client flows; `overall`: the loop's full-precision round trips.
-    fn clients(&mut self, flows: &mut [ClientFlow<'_, T>], overall: &mut Histogram);
+    /// Client flows; returns the loop's round trips at full precision.
+    fn clients(&mut self, flows: &mut [ClientFlow<'_, T>]) -> Histogram;
     fn servers(&mut self, flows: &mut [ServerFlow<'_, T>]);
 }
 
@@ -126,8 +127,7 @@ pub(super) fn run_loop<T: Transport>(
                 .collect();
             // The loop's round trips at full precision, for the phase's
             // percentiles; each flow keeps a coarse histogram of its own.
-            let mut overall = Histogram::new();
-            d.clients(&mut v, &mut overall);
+            let overall = d.clients(&mut v);
             let first = out.len();
             out.extend(v.into_iter().map(|c| c.measurement(phase)));
             with_loop_rtt(&mut out[first..], &overall);
@@ -434,6 +434,10 @@ impl<T: Transport> RrFlow for ClientFlow<'_, T> {
         &mut self.io.bufs
     }
 
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.io.sock.as_ref().map(AsFd::as_fd)
+    }
+
     fn steps(&mut self, cx: &mut T::Cx, overall: &mut Histogram) -> Result<Turn, EngineError> {
         self.step(cx, overall)
     }
@@ -559,6 +563,10 @@ impl<T: Transport> RrFlow for ServerFlow<'_, T> {
 
     fn messages(&mut self) -> &mut [Vec<u8>] {
         &mut self.io.bufs
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.io.sock.as_ref().map(AsFd::as_fd)
     }
 
     fn steps(&mut self, cx: &mut T::Cx, _: &mut ()) -> Result<Turn, EngineError> {

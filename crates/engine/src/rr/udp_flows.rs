@@ -20,6 +20,7 @@
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::RrFlowMeasurement;
@@ -260,6 +261,10 @@ impl<D: Datagrams> RrFlow for UdpClient<'_, D> {
         std::slice::from_mut(&mut self.req)
     }
 
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.io.socket().as_fd())
+    }
+
     fn steps(&mut self, cx: &mut D::Cx, overall: &mut Histogram) -> Result<Turn, EngineError> {
         self.step(cx, overall)
     }
@@ -382,6 +387,10 @@ impl<D: Datagrams> RrFlow for UdpServer<'_, D> {
 
     fn messages(&mut self) -> &mut [Vec<u8>] {
         std::slice::from_mut(&mut self.resp)
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.io.socket().as_fd())
     }
 
     fn steps(&mut self, cx: &mut D::Cx, _: &mut ()) -> Result<Turn, EngineError> {

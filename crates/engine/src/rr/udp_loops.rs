@@ -7,20 +7,19 @@
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
-use std::os::fd::{AsFd, BorrowedFd};
 
 use linerate_proto::measure::RrFlowMeasurement;
 use linerate_stats::histogram::Histogram;
 
 use crate::engines::syscall::{Syscall, SyscallUdpRx, SyscallUdpTx};
 use crate::engines::{Engine, KernelUdp, RecvSlots, TxBatch, UdpRx, UdpTx, Wait};
-use crate::event_loop::{drive, LoopFlow, Turn};
+use crate::event_loop::drive;
 use crate::stream::{map_err, Signals};
 use crate::EngineError;
 
 use super::conns::Conn;
 use super::datagram_io::port_closed;
-use super::loop_tally::{LoopCtx, Role, RrFlow};
+use super::loop_tally::{LoopCtx, Role};
 use super::udp_flows::{self, Datagrams, UdpClient, UdpDrive, UdpServer};
 
 /// One epoll loop: its UDP flows of `cx.phase`, driven to their ends.
@@ -104,76 +103,13 @@ fn slots_for(first: Option<&Dgram>) -> RecvSlots {
 
 impl UdpDrive<Dgram> for Epoll<'_> {
     fn clients(&mut self, flows: &mut [UdpClient<'_, Dgram>]) -> Histogram {
-        let mut sh = ClientShared {
-            overall: Histogram::new(),
-            slots: slots_for(flows.first().map(|f| &f.io)),
-        };
+        let mut sh = (slots_for(flows.first().map(|f| &f.io)), Histogram::new());
         drive(flows, &mut sh, self.0);
-        sh.overall
+        sh.1
     }
 
     fn servers(&mut self, flows: &mut [UdpServer<'_, Dgram>]) {
-        let mut slots = slots_for(flows.first().map(|f| &f.io));
-        drive(flows, &mut slots, self.0);
-    }
-}
-
-/// A client loop's round trips at full precision and receive buffer.
-pub(super) struct ClientShared {
-    overall: Histogram,
-    slots: RecvSlots,
-}
-
-impl LoopFlow for UdpClient<'_, Dgram> {
-    type Shared = ClientShared;
-
-    fn sock(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.io.ep.as_fd())
-    }
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
-
-    fn turn(&mut self, sh: &mut ClientShared) -> Turn {
-        self.go(&mut sh.slots, &mut sh.overall)
-    }
-
-    /// The user stopped the test: the phase ends after the open batch.
-    fn stop(&mut self, _: &mut ClientShared) -> bool {
-        self.end_after_batch();
-        false
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
-    }
-}
-
-impl LoopFlow for UdpServer<'_, Dgram> {
-    type Shared = RecvSlots;
-
-    fn sock(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.io.ep.as_fd())
-    }
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
-
-    fn turn(&mut self, slots: &mut RecvSlots) -> Turn {
-        self.go(slots, &mut ())
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
+        let mut sh = (slots_for(flows.first().map(|f| &f.io)), ());
+        drive(flows, &mut sh, self.0);
     }
 }

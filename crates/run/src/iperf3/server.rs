@@ -117,7 +117,7 @@ impl Host<'_> {
 /// from then.
 pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, host: &Host<'_>) {
     let mut buf = [0u8; COOKIE_LEN];
-    let cookie = match read_exact_by(&sock, &mut buf, started + host.guard.cfg.handshake) {
+    let cookie = match read_exact_by(&sock, &mut buf, started + host.limits.handshake()) {
         Ok(()) => Cookie(buf),
         Err(e) => {
             host.guard.log.log(format_args!(

@@ -22,7 +22,7 @@ pub(super) fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, sha
     // the first frame, the key's exchange and the Hello together.
     let started = Instant::now();
     let log = &shared.guard.log;
-    let greeting_timeout = shared.guard.cfg.handshake;
+    let greeting_timeout = shared.limits.handshake();
     if let Err(e) = sock.set_read_timeout(Some(greeting_timeout)) {
         log.log(format_args!("{peer}: {e}"));
         return;

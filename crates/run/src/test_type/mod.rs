@@ -193,6 +193,19 @@ impl ClientSide<'_> {
         self.token
             .ok_or_else(|| RunError::Protocol("data streams without the test's token".into()))
     }
+
+    /// The encoded `DataHello` that attaches planned stream `p` (a TCP
+    /// connection's first frame, a UDP stream's greeting).
+    fn data_hello(&self, p: &StreamPlan) -> Result<Vec<u8>> {
+        let mut hello = Vec::new();
+        DataHello {
+            token: self.token()?,
+            stream: p.id,
+            sender: p.sender,
+        }
+        .encode(&mut hello);
+        Ok(hello)
+    }
 }
 
 /// Whose CPU a side accounts: the process, or only its own threads when
@@ -264,15 +277,8 @@ fn connect_tcp(c: &ClientSide<'_>, spec: &TestSpec, p: &StreamPlan) -> Result<St
         pace_sender(&sock, spec, p.sender, Side::Client)?;
         sock
     };
-    let mut hello = Vec::new();
-    DataHello {
-        token: c.token()?,
-        stream: p.id,
-        sender: p.sender,
-    }
-    .encode(&mut hello);
     (&sock)
-        .write_all(&hello)
+        .write_all(&c.data_hello(p)?)
         .with_context(|| format!("greeting data connection {}", p.id))?;
     socket::set_io_timeout(&sock, POLL)?;
     Ok(StreamSetup {
@@ -357,14 +363,7 @@ fn attach_udp(
             // Before the greeting: what the engine takes long to set up.
             udp::prepare_send(c.engine, &sock);
         }
-        let mut hello = Vec::new();
-        DataHello {
-            token: c.token()?,
-            stream: p.id,
-            sender: p.sender,
-        }
-        .encode(&mut hello);
-        udp::greet(&sock, &hello)
+        udp::greet(&sock, &c.data_hello(p)?)
             .with_context(|| format!("attaching UDP stream {} to {to}", p.id))?;
         if role(p.sender, Side::Client) == Role::Receiver {
             // The echo came: what arrives from now on is the test's.

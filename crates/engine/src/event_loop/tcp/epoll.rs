@@ -1,6 +1,8 @@
 //! The epoll side of a loop thread's TCP stream flows: each flow's state,
 //! its bounded turn on the readiness loop, and its measurement at the end
-//! (shared with the completion loop, [`super::ring`]).
+//! (shared with the completion loop, [`super::ring`]). A flow owns its
+//! connection as a TCP endpoint ([`TcpEndpoint`]): the loops are generic
+//! over the endpoint type and monomorphised, as the engines' TCP calls are.
 
 use crate::engines::{Engine, EngineKind, TcpEndpoint, TcpRx, TcpTx, Wait};
 use crate::event_loop::driver::{drive, LoopFlow, Turn};
@@ -8,8 +10,8 @@ use crate::stream::{is_timeout, map_err, Signals, StreamCounter};
 use crate::EngineError;
 use linerate_proto::measure::{Role, StreamMeasurement};
 use linerate_proto::wire::Side;
-use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::net::Shutdown;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,10 +20,11 @@ use std::time::Instant;
 /// thousand flows on a thread all move within a millisecond or so.
 const CALLS_PER_TURN: u32 = 4;
 
-/// One flow of a loop: an attached data connection and what this side
-/// does on it.
+/// One flow of a loop: an attached data connection (endpoint `S`: the
+/// kernel's `TcpStream` for every engine here) and what this side does
+/// on it.
 #[derive(Debug)]
-pub struct TcpFlow {
+pub struct TcpFlow<S> {
     /// The flow's position in its side's list (the runner's index).
     pub index: usize,
     pub id: u32,
@@ -30,7 +33,7 @@ pub struct TcpFlow {
     pub sender: Side,
     /// Senders of a byte-limited test: bytes to send.
     pub limit: Option<u64>,
-    pub sock: TcpStream,
+    pub sock: S,
     pub counter: Arc<StreamCounter>,
 }
 
@@ -60,8 +63,8 @@ pub fn engine_for(kind: EngineKind) -> EngineKind {
 }
 
 /// A flow's I/O object and progress.
-pub(super) struct State<E: Engine> {
-    pub(super) flow: TcpFlow,
+pub(super) struct State<E: Engine, S> {
+    pub(super) flow: TcpFlow<S>,
     /// `None` when it could not be made (the flow has ended).
     pub(super) io: Option<Io<E>>,
     pub(super) remaining: u64,
@@ -80,10 +83,10 @@ pub(super) struct End {
     pub(super) at_ns: u64,
 }
 
-pub(super) fn run_with<E: Engine>(
+pub(super) fn run_with<E: Engine, S: TcpEndpoint>(
     engine: E,
     params: &LoopParams,
-    flows: Vec<TcpFlow>,
+    flows: Vec<TcpFlow<S>>,
     signals: &Signals,
 ) -> Vec<(usize, StreamMeasurement)> {
     let tx_buf = vec![0u8; params.len];
@@ -99,13 +102,13 @@ pub(super) fn run_with<E: Engine>(
 }
 
 /// Every flow's I/O object and progress.
-pub(super) fn open_all<E: Engine>(
+pub(super) fn open_all<E: Engine, S: TcpEndpoint>(
     engine: E,
-    flows: Vec<TcpFlow>,
+    flows: Vec<TcpFlow<S>>,
     tx_buf: &[u8],
     skip_rx_copy: bool,
-) -> Vec<State<E>> {
-    let mut states: Vec<State<E>> = Vec::with_capacity(flows.len());
+) -> Vec<State<E, S>> {
+    let mut states: Vec<State<E, S>> = Vec::with_capacity(flows.len());
     for flow in flows {
         let (io, end) = match open(engine, &flow, tx_buf, skip_rx_copy) {
             Ok(io) => (Some(io), None),
@@ -141,7 +144,7 @@ impl Shared {
     }
 }
 
-impl<E: Engine> LoopFlow for State<E> {
+impl<E: Engine, S: TcpEndpoint> LoopFlow for State<E, S> {
     type Shared = Shared;
 
     fn sock(&self) -> Option<BorrowedFd<'_>> {
@@ -191,9 +194,9 @@ impl<E: Engine> LoopFlow for State<E> {
 }
 
 /// The flow's engine I/O object, made once.
-pub(super) fn open<E: Engine>(
+pub(super) fn open<E: Engine, S: TcpEndpoint>(
     engine: E,
-    flow: &TcpFlow,
+    flow: &TcpFlow<S>,
     tx_buf: &[u8],
     skip_rx_copy: bool,
 ) -> Result<Io<E>, EngineError> {
@@ -208,8 +211,8 @@ pub(super) fn open<E: Engine>(
 
 /// Up to [`CALLS_PER_TURN`] calls on one ready flow; `Err` holds how the
 /// flow ended.
-pub(super) fn turn<E: Engine>(
-    s: &mut State<E>,
+pub(super) fn turn<E: Engine, S: TcpEndpoint>(
+    s: &mut State<E, S>,
     tx_buf: &[u8],
     rx_buf: &mut [u8],
 ) -> Result<Turn, Result<(), EngineError>> {
@@ -272,8 +275,8 @@ pub(super) fn finish<T: TcpTx>(tx: &mut T, sock: &impl TcpEndpoint) -> Result<()
 
 /// Every flow's measurement: a flow the loop left running (abort) ends
 /// with "aborted".
-pub(super) fn measurements<E: Engine>(
-    states: Vec<State<E>>,
+pub(super) fn measurements<E: Engine, S: TcpEndpoint>(
+    states: Vec<State<E, S>>,
     start: Instant,
     signals: &Signals,
 ) -> Vec<(usize, StreamMeasurement)> {

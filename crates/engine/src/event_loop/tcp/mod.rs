@@ -13,16 +13,16 @@ mod ring;
 
 pub use epoll::{engine_for, LoopParams, TcpFlow};
 
-use crate::engines::with_engine;
+use crate::engines::{with_engine, TcpEndpoint};
 use crate::stream::Signals;
 use epoll::run_with;
 use linerate_proto::measure::StreamMeasurement;
 
 /// Runs `flows` to their ends on this thread; returns each flow's index
 /// and measurement (bytes, calls, elapsed, TCP_INFO of senders, error).
-pub fn run(
+pub fn run<S: TcpEndpoint>(
     params: &LoopParams,
-    flows: Vec<TcpFlow>,
+    flows: Vec<TcpFlow<S>>,
     signals: &Signals,
 ) -> Vec<(usize, StreamMeasurement)> {
     if let Some(engine) = super::ring::uring(params.engine) {

@@ -16,7 +16,6 @@
 //!   once its send is in (at the stop, cancelled), as the epoll loop does.
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use io_uring::{cqueue, opcode, types};
@@ -25,6 +24,7 @@ use linerate_proto::measure::StreamMeasurement;
 use super::epoll::{finish, measurements, open_all, End, Io, LoopParams, State, TcpFlow};
 use crate::engines::syscall::Syscall;
 use crate::engines::uring::Uring;
+use crate::engines::TcpEndpoint;
 use crate::event_loop::driver::Turn;
 use crate::event_loop::ring::{buffers, drive, leak, loop_use, RingFlow, RingIo, BGID};
 use crate::stream::{map_err, Signals};
@@ -46,10 +46,10 @@ pub(super) struct RingShared {
 
 /// Runs `flows` to their ends on this thread's ring; returns each flow's
 /// index and measurement (as [`super::run`]).
-pub(super) fn run(
+pub(super) fn run<S: TcpEndpoint>(
     engine: Uring,
     params: &LoopParams,
-    flows: Vec<TcpFlow>,
+    flows: Vec<TcpFlow<S>>,
     signals: &Signals,
 ) -> Vec<(usize, StreamMeasurement)> {
     let tx_buf = vec![0u8; params.len.max(1)];
@@ -68,7 +68,7 @@ pub(super) fn run(
         },
         start: params.start,
     };
-    let mut flows: Vec<RingTcp> = states.into_iter().map(RingTcp::new).collect();
+    let mut flows: Vec<RingTcp<S>> = states.into_iter().map(RingTcp::new).collect();
     drive(engine, &mut flows, &mut sh, bufs, signals);
     let mut out = measurements(
         flows.into_iter().map(|f| f.st).collect(),
@@ -82,8 +82,8 @@ pub(super) fn run(
 }
 
 /// A flow of the epoll loop's kind, and its request on the ring.
-struct RingTcp {
-    st: State<Syscall>,
+struct RingTcp<S> {
+    st: State<Syscall, S>,
     /// Sender: its send is in flight; its side's time is up.
     sending: bool,
     stopping: bool,
@@ -93,8 +93,8 @@ struct RingTcp {
 
 type Step = Result<Turn, Result<(), EngineError>>;
 
-impl RingTcp {
-    fn new(st: State<Syscall>) -> RingTcp {
+impl<S: TcpEndpoint> RingTcp<S> {
+    fn new(st: State<Syscall, S>) -> Self {
         RingTcp {
             st,
             sending: false,
@@ -207,7 +207,7 @@ impl RingTcp {
     }
 }
 
-impl RingFlow for RingTcp {
+impl<S: TcpEndpoint> RingFlow for RingTcp<S> {
     type Shared = RingShared;
 
     fn ended(&self) -> bool {
