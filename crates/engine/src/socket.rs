@@ -232,7 +232,9 @@ fn apply_pre_connect(sock: &Socket, opts: &TcpOptions) -> Result<(), EngineError
     Ok(())
 }
 
-fn apply_post_connect(stream: &TcpStream, opts: &TcpOptions) -> Result<(), EngineError> {
+/// Applies the options a socket takes once connected (`TCP_NODELAY`,
+/// congestion); they take as well on a socket still connecting.
+pub fn apply_post_connect(stream: &TcpStream, opts: &TcpOptions) -> Result<(), EngineError> {
     stream
         .set_nodelay(opts.no_delay)
         .map_err(|e| EngineError::io("TCP_NODELAY", e))?;
@@ -406,6 +408,23 @@ pub fn set_accept_timeout(listener: &TcpListener, t: Duration) -> Result<(), Eng
     socket2::SockRef::from(listener)
         .set_read_timeout(Some(t))
         .map_err(|e| EngineError::io("SO_RCVTIMEO on the listener", e))
+}
+
+/// Makes `listener` accept a connection only once its first bytes are
+/// there (`TCP_DEFER_ACCEPT`, `on`) or at once again (off). While a crr
+/// test runs the server defers: a transaction's connection is accepted
+/// with its request in, and answered there and then, rather than woken
+/// for before its client has written and then waited for. Every peer of
+/// the server speaks first; one that does not is accepted after about a
+/// second (the kernel's SYN-ACK retransmission) instead of at once.
+pub fn set_defer_accept(listener: &TcpListener, on: bool) -> Result<(), EngineError> {
+    set_int(
+        listener,
+        libc::IPPROTO_TCP,
+        libc::TCP_DEFER_ACCEPT,
+        i32::from(on),
+    )
+    .map_err(|e| EngineError::io("TCP_DEFER_ACCEPT on the listener", e))
 }
 
 /// Prepares a control connection: no Nagle (frames are small and each one

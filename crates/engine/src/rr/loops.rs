@@ -369,9 +369,16 @@ struct EngineConn<E: Engine> {
 impl<E: Engine> Transport for EngineConn<E> {
     type Cx = ();
 
+    /// Its writes are plain non-blocking calls.
+    const WRITES_WHILE_CONNECTING: bool = true;
+
     fn attach<S: TcpEndpoint>(&mut self, sock: &S) -> Result<(), EngineError> {
         sock.set_nonblocking(true)
             .map_err(|e| EngineError::io("making a flow's socket non-blocking", e))?;
+        self.attach_nonblocking(sock)
+    }
+
+    fn attach_nonblocking<S: TcpEndpoint>(&mut self, sock: &S) -> Result<(), EngineError> {
         if self.io.is_none() {
             self.io = Some((self.engine.tcp_tx(sock)?, self.engine.tcp_rx(sock, false)?));
         }

@@ -44,8 +44,20 @@ const CALLS_PER_TURN: u32 = 8;
 pub(super) trait Transport {
     /// What the loop lends every call (an io_uring loop's queue).
     type Cx;
+    /// crr: whether the request's first write may go while its connection
+    /// is still being made, the write then telling whether it is made (it
+    /// would block until it is; a failed connect fails it). True where a
+    /// write is one plain non-blocking call: it saves a `poll(2)` and a
+    /// `getsockopt(SO_ERROR)` per transaction, and the request reaches the
+    /// server before its accept does, so it is answered there and then.
+    const WRITES_WHILE_CONNECTING: bool = false;
     /// `sock` is the flow's connection now (crr: each transaction's).
     fn attach<S: TcpEndpoint>(&mut self, sock: &S) -> Result<(), EngineError>;
+    /// Like [`Transport::attach`], for a socket non-blocking since its
+    /// creation (crr's).
+    fn attach_nonblocking<S: TcpEndpoint>(&mut self, sock: &S) -> Result<(), EngineError> {
+        self.attach(sock)
+    }
     /// Writes on from `buf`: how many of its bytes went.
     fn write<S: TcpEndpoint>(
         &mut self,
@@ -205,6 +217,13 @@ impl<T: Transport> Msg<T> {
         Ok(())
     }
 
+    /// Makes `sock`, non-blocking since its creation, the flow's connection.
+    fn attach_nonblocking(&mut self, sock: TcpStream) -> Result<(), EngineError> {
+        self.t.attach_nonblocking(&sock)?;
+        self.sock = Some(sock);
+        Ok(())
+    }
+
     /// Writes on from buffer `b` (all of it makes the message whole).
     fn write(&mut self, cx: &mut T::Cx, b: usize) -> Result<Piece, EngineError> {
         let (len, off) = (self.bufs[b].len(), self.off);
@@ -289,15 +308,55 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
     }
 
     /// crr: opens the next transaction's connection, non-blocking; the
-    /// loop watches it from now on.
+    /// loop watches it from now on. Where the transport may
+    /// ([`Transport::WRITES_WHILE_CONNECTING`]) the request goes at once.
     fn connect(&mut self, cx: &mut T::Cx, target: &CrrTarget) -> Result<Turn, EngineError> {
         let (sock, _) = socket::start_connect(target.addr, &target.tcp)?;
-        self.io.attach(sock)?;
+        let now = Instant::now();
+        let due = now + CONNECT_TIMEOUT;
+        self.step = Step::Connecting(now);
+        if T::WRITES_WHILE_CONNECTING {
+            // The post-connect options (TCP_NODELAY, congestion) take on
+            // a socket still connecting.
+            socket::apply_post_connect(&sock, &target.tcp)?;
+            self.io.attach_nonblocking(sock)?;
+            // Made or not, the loop watches the socket from now on.
+            self.write_connecting(cx, now)?;
+            return Ok(Turn::Watch(due));
+        }
+        self.io.attach_nonblocking(sock)?;
         let sock = self.io.sock.as_ref().ok_or_else(no_connection)?;
         self.io.t.await_connect(cx, sock)?;
-        let now = Instant::now();
-        self.step = Step::Connecting(now);
-        Ok(Turn::Watch(now + CONNECT_TIMEOUT))
+        Ok(Turn::Watch(due))
+    }
+
+    /// crr ([`Transport::WRITES_WHILE_CONNECTING`]): the request's first
+    /// write on the connection begun at `since`; `Some(turn)` while it is
+    /// not made. Its failure is the connect's.
+    fn write_connecting(
+        &mut self,
+        cx: &mut T::Cx,
+        since: Instant,
+    ) -> Result<Option<Turn>, EngineError> {
+        let addr = self.crr.ok_or_else(no_connection)?.addr;
+        match self.io.write(cx, REQ) {
+            Ok(Piece::Whole) => self.step = Step::Response,
+            Ok(Piece::Partial) => self.step = Step::Request,
+            Ok(Piece::WouldBlock) => {
+                let due = since + CONNECT_TIMEOUT;
+                if Instant::now() >= due {
+                    return Err(socket::connect_error(
+                        addr,
+                        std::io::ErrorKind::TimedOut.into(),
+                    ));
+                }
+                return Ok(Some(Turn::Until(due)));
+            }
+            Ok(Piece::End) => unreachable_end()?,
+            Err(EngineError::Io { err, .. }) => return Err(socket::connect_error(addr, err)),
+            Err(e) => return Err(e),
+        }
+        Ok(None)
     }
 
     /// crr: whether the connection begun at `since` is made (an error if
@@ -339,6 +398,11 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
                     match self.crr {
                         Some(target) => return self.connect(cx, target),
                         None => self.step = Step::Request,
+                    }
+                }
+                Step::Connecting(since) if T::WRITES_WHILE_CONNECTING => {
+                    if let Some(turn) = self.write_connecting(cx, since)? {
+                        return Ok(turn);
                     }
                 }
                 Step::Connecting(since) => match self.connected(cx, since)? {

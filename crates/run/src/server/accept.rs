@@ -41,6 +41,8 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
     // this thread spins on it (issue 8).
     let mut spin: Option<AcceptSpin> = None;
     let mut acceptors = Acceptors::default();
+    // While a crr test runs the listener defers accepts (issue 26).
+    let mut deferring = false;
     loop {
         if once && shared.test_ended.load(Ordering::Acquire) {
             break;
@@ -51,6 +53,7 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
         }
         sessions.retain(|h| !h.is_finished());
         acceptors.follow(listener, shared);
+        defer_while_crr(listener, &mut deferring, shared);
         let Some((sock, peer)) = accept(listener, &mut spin, shared) else {
             continue;
         };
@@ -295,6 +298,25 @@ fn crr_accepting(shared: &Shared) -> usize {
 /// crr test runs.
 fn crr_spin(shared: &Shared) -> Option<SpinMode> {
     crr_mode(shared).flatten()
+}
+
+/// Makes the listener defer each accept to its connection's first bytes
+/// ([`socket::set_defer_accept`]) while a crr test runs, and stop after;
+/// a refusal is logged (crr then goes on, answering more transactions on
+/// the pool's worker).
+fn defer_while_crr(listener: &TcpListener, deferring: &mut bool, shared: &Shared) {
+    let want = crr_mode(shared).is_some();
+    if want == *deferring {
+        return;
+    }
+    match socket::set_defer_accept(listener, want) {
+        Ok(()) => *deferring = want,
+        Err(e) => {
+            shared.guard.log.log(format_args!("crr: {e}"));
+            // Not tried again for every connection.
+            *deferring = want;
+        }
+    }
 }
 
 /// Makes the listener spin (`want`: non-blocking, with an [`AcceptSpin`])
