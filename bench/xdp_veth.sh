@@ -11,6 +11,9 @@
 # Usage: sudo bench/xdp_veth.sh [LINERATE]   (default: target/release/linerate,
 #        else target/debug/linerate; say which build the figures come from)
 #   RUNS=5   runs per variant     SECS=2   seconds per run
+#   LENS="64 1472"   datagram sizes     STREAMS=1   streams per test (-P);
+#   STREAMS="1 2" compares one stream with two (on xdp they share the
+#   interface's one AF_XDP socket: docs/engines.md)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -24,6 +27,8 @@ fi
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces, AF_XDP)" >&2; exit 2; }
 runs=${RUNS:-5}
 secs=${SECS:-2}
+lens=${LENS:-64 1472}
+streams=${STREAMS:-1}
 a=lrxb$$a
 b=lrxb$$b
 pid=
@@ -47,10 +52,11 @@ ip netns exec "$b" "$lr" server -B 198.18.0.2 -p 21950 >/dev/null 2>&1 &
 pid=$!
 sleep 1
 
-# One run: prints "sent_pps received_pps lost".
+# One run (engine, length, streams): prints "sent_pps received_pps lost",
+# summed over the streams.
 run() {
     ip netns exec "$a" timeout $((secs + 30)) "$lr" udp 198.18.0.2 -p 21950 \
-        -t "$secs" -b 0 -l "$2" --engine "$1" --json |
+        -t "$secs" -b 0 -l "$2" -P "$3" --engine "$1" --json |
         python3 -c '
 import json, sys
 s = json.load(sys.stdin)["sums"][0]
@@ -59,26 +65,30 @@ print(u["sent_pps"], u["received_pps"], u["lost"])'
 }
 
 declare -A results
-for len in 64 1472; do
+for len in $lens; do
     for ((i = 1; i <= runs; i++)); do
-        for engine in batch xdp; do
-            r=$(run "$engine" "$len") || r="0 0 failed"
-            echo "$engine ${len}B run $i: sent/s received/s lost: $r"
-            results[$engine.$len]+="$r"$'\n'
+        for p in $streams; do
+            for engine in batch xdp; do
+                r=$(run "$engine" "$len" "$p") || r="0 0 failed"
+                echo "$engine ${len}B -P $p run $i: sent/s received/s lost: $r"
+                results[$engine.$len.$p]+="$r"$'\n'
+            done
         done
     done
 done
 echo
-for len in 64 1472; do
-    for engine in batch xdp; do
-        printf '%s' "${results[$engine.$len]}" | python3 -c '
+for len in $lens; do
+    for p in $streams; do
+        for engine in batch xdp; do
+            printf '%s' "${results[$engine.$len.$p]}" | python3 -c '
 import statistics, sys
 rows = [l.split() for l in sys.stdin if l.strip() and l.split()[2] != "failed"]
 if not rows:
-    print(sys.argv[1], "no successful run"); sys.exit()
+    print(f"{sys.argv[1]:>5} {sys.argv[2]:>4} B -P {sys.argv[3]}: no successful run"); sys.exit()
 sent = [float(r[0]) for r in rows]; recv = [float(r[1]) for r in rows]
-print(f"{sys.argv[1]:>5} {sys.argv[2]:>4} B: sent {statistics.median(sent):9.0f}/s "
+print(f"{sys.argv[1]:>5} {sys.argv[2]:>4} B -P {sys.argv[3]}: sent {statistics.median(sent):9.0f}/s "
       f"({min(sent):.0f}..{max(sent):.0f}), received {statistics.median(recv):9.0f}/s "
-      f"({min(recv):.0f}..{max(recv):.0f}), {len(rows)} runs")' "$engine" "$len"
+      f"({min(recv):.0f}..{max(recv):.0f}), {len(rows)} runs")' "$engine" "$len" "$p"
+        done
     done
 done

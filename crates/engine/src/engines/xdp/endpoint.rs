@@ -1,18 +1,18 @@
 //! One stream's side over AF_XDP: its flow on the interface's shared
 //! [`Port`], and the kernel socket the control plane attached (it holds
 //! the port number; what reached it before the flow was redirected is
-//! received from it first).
+//! received from it first: `kernel.rs`).
 
 use std::cell::Cell;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use linerate_proto::measure::{EngineUse, XdpStatistics, XdpUse};
 use linerate_xdp::{path_to, UdpFlow};
 
+use super::kernel::KernelSocket;
 use super::options::{io_error, xdp_error, Xdp};
 use super::port::Port;
 use crate::engines::{Interest, Readiness, RecvMeta, RecvSlots, UdpEndpoint, Wait};
@@ -81,14 +81,9 @@ pub(super) fn redirect(opts: Xdp, sock: &UdpSocket) {
 pub struct XdpEndpoint {
     port: Arc<Port>,
     pub(super) flow: UdpFlow,
-    sock: UdpSocket,
+    kernel: KernelSocket,
     timeout: Cell<Duration>,
-    /// Datagrams that reached the kernel socket before the flow was
-    /// redirected are older than any on the RX ring: read first, until the
-    /// socket is found empty once.
-    kernel_drained: Cell<bool>,
     foreign: Cell<u64>,
-    via_kernel: Cell<u64>,
     /// This flow's send calls that found the TX ring full, or no free
     /// frame (the queue counts the socket's).
     tx_ring_full: Cell<u64>,
@@ -123,11 +118,9 @@ impl XdpEndpoint {
         Ok(XdpEndpoint {
             port,
             flow,
-            sock,
+            kernel: KernelSocket::new(sock),
             timeout: Cell::new(Duration::from_millis(100)),
-            kernel_drained: Cell::new(false),
             foreign: Cell::new(0),
-            via_kernel: Cell::new(0),
             tx_ring_full: Cell::new(0),
             tx_no_frame: Cell::new(0),
             drops_claimed: Cell::new(false),
@@ -196,28 +189,21 @@ impl XdpEndpoint {
     /// redirected), if any.
     fn take_from_kernel(&self, slots: &mut RecvSlots) -> io::Result<usize> {
         let (buf, meta) = slots.slot_mut(0);
-        match self.sock.recv(buf) {
-            Ok(len) => {
-                *meta = RecvMeta {
-                    len,
-                    ..RecvMeta::default()
-                };
-                self.via_kernel.set(self.via_kernel.get() + 1);
-                Ok(1)
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
-            Err(e) => Err(e),
-        }
+        let Some(len) = self.kernel.take(buf)? else {
+            return Ok(0);
+        };
+        *meta = RecvMeta {
+            len,
+            ..RecvMeta::default()
+        };
+        Ok(1)
     }
 
     pub(super) fn recv(&self, slots: &mut RecvSlots, wait: Wait) -> io::Result<usize> {
         let start = Instant::now();
         loop {
-            if !self.kernel_drained.get() {
-                if self.take_from_kernel(slots)? > 0 {
-                    return Ok(1);
-                }
-                self.kernel_drained.set(true);
+            if self.take_from_kernel(slots)? > 0 {
+                return Ok(1);
             }
             let n = self.take(slots);
             if n > 0 {
@@ -265,7 +251,7 @@ impl XdpEndpoint {
                 rx_unparsed: c.rx_unparsed,
                 rx_foreign: self.foreign.get(),
                 rx_bad_checksum: c.rx_bad_checksum,
-                via_kernel: self.via_kernel.get(),
+                via_kernel: self.kernel.received(),
                 wakeups: c.wakeups,
                 stats,
                 socket_drops_claimed: self.drops_claimed.get(),
@@ -309,42 +295,7 @@ impl Readiness for XdpEndpoint {
         } else {
             timeout
         };
-        let mut fds = [
-            libc::pollfd {
-                fd: self.port.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.sock.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-        // SAFETY: two valid pollfds.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-        match rc {
-            r if r < 0 => {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    Ok(false)
-                } else {
-                    Err(e)
-                }
-            }
-            0 => Ok(false),
-            _ => {
-                if fds[1].revents & libc::POLLIN != 0 {
-                    // A datagram that passed the program just before the
-                    // flow was redirected can land on the kernel socket
-                    // after it was found empty (an rr phase's first
-                    // request, microseconds late): read it again.
-                    self.kernel_drained.set(false);
-                }
-                Ok(true)
-            }
-        }
+        self.kernel.wait(self.port.fd(), timeout)
     }
 }
 
@@ -372,7 +323,7 @@ impl UdpEndpoint for XdpEndpoint {
     /// while it holds any (sent before the redirect), then from the flow's
     /// inbox or the RX ring. A sender's flow has no data to take for it.
     fn recv_control(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match self.sock.recv(buf) {
+        match self.kernel.sock.recv(buf) {
             Ok(n) => return Ok(Some(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
@@ -404,7 +355,7 @@ impl UdpEndpoint for XdpEndpoint {
     /// redirected and overflowed it), and the port's for this flow
     /// (`Port::drops`).
     fn drops(&self) -> Option<u64> {
-        let kernel = crate::engines::endpoint::socket_drops(&self.sock).unwrap_or(0);
+        let kernel = crate::engines::endpoint::socket_drops(&self.kernel.sock).unwrap_or(0);
         let (port, claimed) = self.port.drops(self.flow.src.port());
         self.drops_claimed.set(self.drops_claimed.get() || claimed);
         Some(kernel + port)

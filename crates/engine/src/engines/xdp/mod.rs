@@ -23,6 +23,7 @@
 //! for instead, never replaced by another mode or engine.
 
 mod endpoint;
+mod kernel;
 mod options;
 mod port;
 
