@@ -6,7 +6,9 @@
 //! buffers of at least the BDP, judged by the RFC's metrics (§4): transfer
 //! time ratio, TCP efficiency and buffer delay, the latter from the
 //! sender's TCP_INFO RTT sampled every interval and, as a second source,
-//! from request/response probes beside the transfer (§3.3.3).
+//! from request/response probes beside the transfer (§3.3.3). A direction
+//! whose TCP test could not run (refused, failed, Ctrl-C) is listed NOT
+//! RUN with the reason and ends the run, as a Y.1564 step does.
 
 use linerate_proto::spec::{Direction, Limit, Pace};
 use linerate_report::qualify::{Kpi, Rfc6349, Rfc6349Direction, Verdict};
@@ -98,9 +100,7 @@ fn direction(
     let throughput = sum.map_or(0.0, |s| s.receiver_bits_per_second);
     let sent = sum.map_or(0, |s| s.sender_bytes);
     let retransmits = sum.and_then(|s| s.retransmits).unwrap_or(0);
-    let ideal = out
-        .bottleneck_bps
-        .map_or(0.0, |b| method::max_tcp_bps(b, mss, mtu));
+    let ideal = out.bottleneck_bps.map(|b| method::max_tcp_bps(b, mss, mtu));
     let samples = rtt_samples(&report);
     let avg_rtt = (!samples.is_empty())
         .then(|| samples.iter().map(|s| s.1).sum::<f64>() / samples.len() as f64);
@@ -122,26 +122,24 @@ fn direction(
     // TCP cannot beat the bottleneck it crosses: when it did (by more than
     // the trials' spread), the UDP estimate measured its own sender, and a
     // ratio from it would read as TCP doing better than ideal.
-    let beat = ideal > 0.0 && throughput > ideal * (1.0 + OVER_IDEAL);
+    let beat = ideal.is_some_and(|i| i > 0.0 && throughput > i * (1.0 + OVER_IDEAL));
     let transfer_time_note = beat.then(|| {
         format!(
             "not given: TCP carried {:.3} Gbit/s, more than the {:.3} Gbit/s the measured bottleneck \
              allows, so that measurement was limited by its UDP sender, not by the path",
             throughput / 1e9,
-            ideal / 1e9
+            ideal.unwrap_or(0.0) / 1e9
         )
     });
     Ok(Rfc6349Direction {
         direction: if reverse { "reverse" } else { "forward" }.into(),
         window_bytes: window,
         window_clamped: clamped(&report, window),
-        throughput_bps: throughput,
+        throughput_bps: Some(throughput),
         ideal_bps: ideal,
-        transfer_time_ratio: if beat {
-            None
-        } else {
-            method::transfer_time_ratio(throughput, ideal)
-        },
+        transfer_time_ratio: ideal
+            .filter(|_| !beat)
+            .and_then(|i| method::transfer_time_ratio(throughput, i)),
         transfer_time_note,
         efficiency_percent: method::tcp_efficiency(sent, retransmits * u64::from(mss)),
         buffer_delay_percent: buffer_delay,
@@ -151,12 +149,72 @@ fn direction(
         probe_rtt,
         probe_buffer_delay_percent: probe_buffer_delay,
         probe_note,
-        retransmits,
-        sent_bytes: sent,
+        retransmits: Some(retransmits),
+        sent_bytes: Some(sent),
         kpis,
         verdict,
-        report,
+        note: None,
+        report: Some(report),
     })
+}
+
+/// A direction as it ran, or, where its TCP test could not run (the
+/// server refused it, it failed as a test, Ctrl-C), the direction marked
+/// NOT RUN with the stop's words as its reason, and the stop (as
+/// Y.1564's steps are). It measured nothing: its figures are `None`.
+fn kept(
+    ran: Result<Rfc6349Direction, Stop>,
+    reverse: bool,
+    window: u32,
+) -> (Rfc6349Direction, Option<Stop>) {
+    let stop = match ran {
+        Ok(d) => return (d, None),
+        Err(stop) => stop,
+    };
+    let d = Rfc6349Direction {
+        direction: if reverse { "reverse" } else { "forward" }.into(),
+        window_bytes: window,
+        window_clamped: None,
+        throughput_bps: None,
+        ideal_bps: None,
+        transfer_time_ratio: None,
+        transfer_time_note: None,
+        efficiency_percent: None,
+        buffer_delay_percent: None,
+        added_delay_ns: None,
+        avg_rtt_ns: None,
+        rtt_samples: Vec::new(),
+        probe_rtt: None,
+        probe_buffer_delay_percent: None,
+        probe_note: None,
+        retransmits: None,
+        sent_bytes: None,
+        kpis: Vec::new(),
+        verdict: Verdict::NotRun,
+        note: Some(stop.words()),
+        report: None,
+    };
+    (d, Some(stop))
+}
+
+/// Runs the TCP test each way (`one`: [`direction`]), forward first; a
+/// direction that could not run is listed NOT RUN ([`kept`]) and its stop
+/// ends the method there, its verdict then no PASS (`Verdict::all`: NOT
+/// RUN, or FAIL after a direction that failed).
+fn directions(
+    out: &mut Rfc6349,
+    window: u32,
+    mut one: impl FnMut(&Rfc6349, bool) -> Result<Rfc6349Direction, Stop>,
+) -> Result<(), Stop> {
+    for reverse in [false, true] {
+        let (d, stop) = kept(one(out, reverse), reverse, window);
+        out.directions.push(d);
+        out.verdict = Verdict::all(out.directions.iter().map(|d| d.verdict));
+        if let Some(stop) = stop {
+            return Err(stop);
+        }
+    }
+    Ok(())
 }
 
 /// The words for how the bottleneck was measured.
@@ -205,10 +263,117 @@ pub fn run(c: &Ctx<'_>, out: &mut Rfc6349) -> Result<(), Stop> {
         .min(u64::from(u32::MAX / 4)) as u32;
     let mss = method::mss(out.path_mtu.unwrap_or(1500), c.v6);
     out.bdp_note = out.bdp_bytes.and_then(|b| method::bdp_note(b, mss, window));
-    for reverse in [false, true] {
-        let d = direction(c, out, window, reverse)?;
-        out.directions.push(d);
-        out.verdict = Verdict::all(out.directions.iter().map(|d| d.verdict));
+    directions(out, window, |out, reverse| {
+        direction(c, out, window, reverse)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blank() -> Rfc6349 {
+        Rfc6349 {
+            path_mtu: Some(1500),
+            baseline_rtt_ns: Some(20_000),
+            baseline_how: String::new(),
+            bottleneck_bps: Some(10e6),
+            bottleneck_how: String::new(),
+            bdp_bytes: Some(25),
+            bdp_note: None,
+            directions: Vec::new(),
+            verdict: Verdict::NotRun,
+            baseline_probe: None,
+            bottleneck_trial: None,
+        }
     }
-    Ok(())
+
+    /// A direction that ran, with `verdict` (its figures do not matter here).
+    fn ran(reverse: bool, verdict: Verdict) -> Rfc6349Direction {
+        Rfc6349Direction {
+            throughput_bps: Some(9e6),
+            verdict,
+            note: None,
+            ..kept(Err(Stop::Interrupted), reverse, 65536).0
+        }
+    }
+
+    /// Issue 27: a direction whose TCP test could not run (the server
+    /// refused it, the test failed) is listed NOT RUN with the reason and
+    /// no figures, as Y.1564's steps are; its stop ends the method there,
+    /// whose verdict follows `Verdict::all` (NOT RUN after a direction
+    /// that passed, FAIL after one that failed). Before, the direction was
+    /// left out and the method read as the forward direction's PASS.
+    #[test]
+    fn issue_27_a_direction_that_could_not_run_is_listed_not_run() {
+        let refused = Stop::Refused("at most 2 s".into());
+        let mut m = blank();
+        let mut asked = Vec::new();
+        let back = directions(&mut m, 65536, |_, reverse| {
+            asked.push(reverse);
+            if reverse {
+                Err(refused.clone())
+            } else {
+                Ok(ran(false, Verdict::Pass))
+            }
+        });
+        assert_eq!(back, Err(refused.clone()));
+        assert_eq!(asked, [false, true]);
+        let names: Vec<_> = m.directions.iter().map(|d| d.direction.as_str()).collect();
+        assert_eq!(names, ["forward", "reverse"]);
+        let r = &m.directions[1];
+        assert_eq!(r.verdict, Verdict::NotRun);
+        assert_eq!(
+            r.note.as_deref(),
+            Some("the server refused it: at most 2 s")
+        );
+        assert_eq!(
+            (r.throughput_bps, r.retransmits, r.sent_bytes),
+            (None, None, None)
+        );
+        assert!(r.report.is_none() && r.kpis.is_empty(), "{r:?}");
+        assert_eq!(r.window_bytes, 65536);
+        assert_eq!(m.verdict, Verdict::NotRun);
+        // In the JSON its measured figures are null, not 0.
+        let v = serde_json::to_value(r).expect("serialises");
+        assert!(
+            v["throughput_bps"].is_null() && v["sent_bytes"].is_null(),
+            "{v}"
+        );
+
+        // After a direction that failed the SLA, the method still fails.
+        let mut m = blank();
+        let back = directions(&mut m, 65536, |_, reverse| {
+            if reverse {
+                Err(refused.clone())
+            } else {
+                Ok(ran(false, Verdict::Fail))
+            }
+        });
+        assert!(back.is_err());
+        assert_eq!(m.verdict, Verdict::Fail);
+
+        // The forward test failed as a test: it is NOT RUN with the error,
+        // and the reverse is not tried.
+        let mut m = blank();
+        let mut calls = 0;
+        let failed = Stop::Failed("peer closed the control connection".into());
+        let back = directions(&mut m, 65536, |_, _| {
+            calls += 1;
+            Err(failed.clone())
+        });
+        assert_eq!(back, Err(failed));
+        assert_eq!(calls, 1);
+        assert_eq!(m.directions.len(), 1);
+        let why = m.directions[0].note.as_deref().unwrap_or_default();
+        assert!(why.starts_with("could not run: peer closed"), "{why}");
+        assert_eq!(m.verdict, Verdict::NotRun);
+
+        // Both ran: the method's verdict is theirs.
+        let mut m = blank();
+        let back = directions(&mut m, 65536, |_, r| Ok(ran(r, Verdict::Pass)));
+        assert_eq!(back, Ok(()));
+        assert_eq!(m.directions.len(), 2);
+        assert_eq!(m.verdict, Verdict::Pass);
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use linerate_proto::pacing::MAX_CATCH_UP_NS;
+use linerate_proto::pacing::{stall_gap_ns, MAX_CATCH_UP_NS};
 use linerate_proto::spec::{Direction, Limit, Pace, RrLimit};
 use linerate_report::model::SweepTrial;
 use linerate_report::qualify::Latency;
@@ -199,6 +199,9 @@ struct Evidence {
     /// The sender's gaps between sends: its longest and 99th percentile, ns.
     max_gap_ns: Option<u64>,
     p99_gap_ns: Option<u64>,
+    /// How many of those gaps were stalls, as the sender counted them
+    /// (`pacing::stall_gap_ns`; `None`: a sender that does not count).
+    stalls: Option<u64>,
     /// Datagrams due but unsent when the sender stopped.
     behind: u64,
     /// Drops at the receiving socket (SO_RXQ_OVFL / SO_MEMINFO).
@@ -217,6 +220,7 @@ impl Evidence {
                 requested_gap_ns: u.requested_gap_ns,
                 max_gap_ns: u.gaps.as_ref().map(|g| g.max_ns),
                 p99_gap_ns: u.gaps.as_ref().map(|g| g.p99_ns),
+                stalls: u.gaps.as_ref().and_then(|g| g.stalls),
                 behind: u.behind,
                 socket_drops: u.socket_drops,
                 gro: u.receiver_batching.as_ref().is_some_and(|b| b.gro),
@@ -294,14 +298,14 @@ fn sender_short(ev: &[Evidence]) -> Option<String> {
 ///   rate, or an emulated router dropping below it, a trial loses
 ///   whatever the sender does.
 fn tester_loss(ev: &[Evidence]) -> Option<String> {
-    let (mut drops, mut stall) = (0, None::<(u64, u64)>);
+    let (mut drops, mut stall) = (0, None::<Stall>);
     for e in ev {
         let per_drop = if e.gro { GRO_MAX_DATAGRAMS } else { 1 };
         let dropped = e.socket_drops.unwrap_or(0);
         let burst = stall_burst(e);
         let explained = dropped
             .saturating_mul(per_drop)
-            .saturating_add(burst.map_or(0, |b| b.1));
+            .saturating_add(burst.map_or(0, |b| b.datagrams));
         if e.lost > explained {
             return None;
         }
@@ -309,15 +313,18 @@ fn tester_loss(ev: &[Evidence]) -> Option<String> {
         stall = stall.max(burst);
     }
     let lost: u64 = ev.iter().map(|e| e.lost).sum();
-    let stall = stall.map(|(gap, burst)| {
-        let bursts = match burst {
+    let stall = stall.map(|s| {
+        let bursts = match s.datagrams {
             u64::MAX => "stalls so many that even its 99th percentile gap is one".to_string(),
             n => format!("up to {n} datagram(s)"),
         };
+        let times = s
+            .count
+            .map_or(String::new(), |n| format!(" {n} time(s), the longest"));
         format!(
-            "the sending host stalled for {} (its catch-up bursts, {bursts}, may overflow a \
-             short queue)",
-            format_nanos(gap as f64)
+            "the sending host stalled{times} for {} (its catch-up bursts, {bursts}, may \
+             overflow a short queue)",
+            format_nanos(s.longest_ns as f64)
         )
     });
     let overflow = (drops > 0).then(|| {
@@ -330,31 +337,49 @@ fn tester_loss(ev: &[Evidence]) -> Option<String> {
     (lost > 0 && !why.is_empty()).then(|| format!("{} ({lost} lost)", why.join("; ")))
 }
 
+/// A stream's stalls as evidence of loss ([`stall_burst`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Stall {
+    longest_ns: u64,
+    /// The most datagrams their catch-up bursts put on the path
+    /// (`u64::MAX`: no count bounds it).
+    datagrams: u64,
+    /// How many there were, as the sender counted them.
+    count: Option<u64>,
+}
+
 /// A stream's stalls as evidence of loss: its longest gap and the most
-/// datagrams their catch-up bursts put on the path at once, when that
-/// gap is a stall ([`burst_threshold_ns`]: a shorter one sends too small
-/// a catch-up for a path that carries the rate to drop). A stall of `g`
-/// ns leaves the datagrams due during it to go at once, at most the
-/// pacer's catch-up of `MAX_CATCH_UP_NS` (the rest it gives up), so each
-/// burst holds at most `min(g, MAX_CATCH_UP_NS + gap) / gap` datagrams.
-/// The report keeps the longest gap and the 99th percentile, not how
-/// many gaps were stalls: one stall at least; where even the p99 gap is
-/// a stall, anywhere from 1 % of the gaps to all of them were, so no
-/// count bounds the loss the stalls may explain (`u64::MAX`: the trial
-/// is the tester's, inconclusive, not a FAIL on the fewest there could
-/// have been).
-fn stall_burst(e: &Evidence) -> Option<(u64, u64)> {
+/// datagrams their catch-up bursts put on the path, when that gap is a
+/// stall ([`burst_threshold_ns`]: a shorter one sends too small a
+/// catch-up for a path that carries the rate to drop). A stall of `g` ns
+/// leaves the datagrams due during it to go at once, at most the pacer's
+/// catch-up of `MAX_CATCH_UP_NS` (the rest it gives up), so each burst
+/// holds at most `min(g, MAX_CATCH_UP_NS + gap) / gap` datagrams, the
+/// longest gap's for every stall. How many stalls: the sender's own count
+/// (`gaps.stalls`, the same threshold). A sender that does not count
+/// leaves the longest gap and the 99th percentile: one stall at least;
+/// where even the p99 gap is a stall, anywhere from 1 % of the gaps to
+/// all of them were, so no count bounds the loss the stalls may explain
+/// (`u64::MAX`: the trial is the tester's, inconclusive, not a FAIL on
+/// the fewest there could have been).
+fn stall_burst(e: &Evidence) -> Option<Stall> {
     let (want, max) = (e.requested_gap_ns?, e.max_gap_ns?);
     let threshold = burst_threshold_ns(want);
     if max as f64 <= threshold || want <= 0.0 {
         return None;
     }
-    let per_stall = (max as f64).min(MAX_CATCH_UP_NS as f64 + want) / want;
-    let burst = match e.p99_gap_ns {
-        Some(p99) if p99 as f64 > threshold => u64::MAX,
-        _ => per_stall.ceil() as u64,
+    let per_stall = ((max as f64).min(MAX_CATCH_UP_NS as f64 + want) / want).ceil() as u64;
+    let datagrams = match (e.stalls, e.p99_gap_ns) {
+        // The longest gap is one stall, whatever the count says.
+        (Some(n), _) => n.max(1).saturating_mul(per_stall),
+        (None, Some(p99)) if p99 as f64 > threshold => u64::MAX,
+        (None, _) => per_stall,
     };
-    Some((max, burst))
+    Some(Stall {
+        longest_ns: max,
+        datagrams,
+        count: e.stalls.map(|n| n.max(1)),
+    })
 }
 
 /// The tester's own stalls and drops that spoilt trials ([`udp`]).
@@ -429,18 +454,12 @@ impl Stalls {
 /// throughput search at half the link. With 6, that takes seven stalled
 /// tries in a row.
 const STALL_RERUNS: u32 = 6;
-/// A gap this many times the scheduled one is a stall …
-const STALL_GAPS: f64 = 10.0;
-/// … when it is at least this long, ns. A shorter one sends at most
-/// 2 ms (or 10 gaps) of the rate in its catch-up: a path that drops that
-/// drops the jitter of any host's sender, so its loss is the path's.
-const STALL_MIN: f64 = 2e6;
-
 /// The longest gap between two sends of a sender scheduled every `want`
-/// ns whose catch-up burst is no stall's ([`STALL_GAPS`] gaps, at least
-/// [`STALL_MIN`]).
+/// ns whose catch-up burst is no stall's: the sender's own measure
+/// (`pacing::stall_gap_ns`: 10 gaps, at least 2 ms), so its stall count
+/// and this agree.
 fn burst_threshold_ns(want: f64) -> f64 {
-    (want * STALL_GAPS).max(STALL_MIN)
+    stall_gap_ns(Some(want))
 }
 
 /// The longest gap that leaves a sender short of its rate by no stall:
@@ -755,7 +774,7 @@ mod tests {
         assert_eq!(stall_threshold_ns(1.55e6), 11.55e6);
         assert_eq!(stall_threshold_ns(11.8e6), 21.8e6);
         // Fast rates keep their 2 ms floor.
-        assert_eq!(stall_threshold_ns(10e3), STALL_MIN);
+        assert_eq!(stall_threshold_ns(10e3), 2e6);
     }
 
     /// Issue 27: a sender stalled across its trial's end sends nothing
@@ -850,6 +869,31 @@ mod tests {
             tester_spoilt(&lossy(100), &[stalled(100, 30_000_000, 1_600_000)]),
             None
         );
+    }
+
+    /// Issue 27: the sender's own stall count bounds the loss its stalls
+    /// explain: 13 stalls of 30 ms at a datagram every 1.55 ms (8 a
+    /// burst) may lose 104, however many of the gaps the p99 says were
+    /// stalls; 200 lost is beyond them, the path's (a FAIL), where without
+    /// a count no bound was known (inconclusive). One stall counted bounds
+    /// it to one burst.
+    #[test]
+    fn issue_27_the_senders_stall_count_bounds_the_loss_its_stalls_explain() {
+        let counted = |lost, n| Evidence {
+            stalls: Some(n),
+            ..stalled(lost, 30_000_000, 30_000_000)
+        };
+        let why = tester_spoilt(&lossy(100), &[counted(100, 13)]).expect("13 bursts");
+        assert!(
+            why.contains("stalled 13 time(s), the longest for 30"),
+            "{why}"
+        );
+        assert!(why.contains("up to 104 datagram(s)"), "{why}");
+        assert_eq!(tester_spoilt(&lossy(200), &[counted(200, 13)]), None);
+        assert_eq!(tester_spoilt(&lossy(9), &[counted(9, 1)]), None);
+        assert!(tester_spoilt(&lossy(8), &[counted(8, 1)]).is_some());
+        // No count (an older sender): the p99 leaves the loss unbounded.
+        assert!(tester_spoilt(&lossy(200), &[stalled(200, 30_000_000, 30_000_000)]).is_some());
     }
 
     /// Issue 27: a lossy trial whose sender stalled is the tester's only

@@ -51,14 +51,15 @@ fn receiver_intervals(r: &Report) -> &[IntervalRecord] {
     }
 }
 
-fn jitter_ns(r: Option<&Report>) -> f64 {
-    r.map_or(0.0, |r| {
-        r.sums
-            .iter()
-            .filter_map(|s| s.udp.as_ref())
-            .map(|u| u.jitter_ns)
-            .fold(0.0, f64::max)
-    })
+/// The stream's frame delay variation: the largest RFC 3550 jitter of
+/// its directions' sums; `None` without a report or a UDP sum (nothing
+/// measured it, so no 0 is reported).
+fn jitter_ns(r: Option<&Report>) -> Option<f64> {
+    r?.sums
+        .iter()
+        .filter_map(|s| s.udp.as_ref())
+        .map(|u| u.jitter_ns)
+        .reduce(f64::max)
 }
 
 /// Runs one step: the stream, probes beside it when the server allows.
@@ -119,13 +120,7 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
                 true,
             ),
             Kpi::judge("round-trip delay", "ns", rtt, ns(sla.rtt_ns), true),
-            Kpi::judge(
-                "frame delay variation",
-                "ns",
-                Some(fdv),
-                ns(sla.jitter_ns),
-                true,
-            ),
+            Kpi::judge("frame delay variation", "ns", fdv, ns(sla.jitter_ns), true),
             Kpi::judge("availability", "%", avail, sla.availability_percent, false),
         ]);
     }
@@ -141,8 +136,8 @@ fn step(c: &Ctx<'_>, step: Step, offered: f64, ms: u64, len: u32) -> Result<Y156
         name: step.name(),
         offered_bps: offered,
         seconds: ms as f64 / 1e3,
-        ir_bps: ir,
-        flr_percent: trial.loss_percent,
+        ir_bps: Some(ir),
+        flr_percent: Some(trial.loss_percent),
         ftd_ns: ftd,
         rtt_ns: rtt,
         fdv_ns: fdv,
@@ -186,6 +181,8 @@ pub fn service_len(mtu: Option<u32>, v6: bool) -> u32 {
 /// A step as it ran, or, where it could not (its trial failed as a test,
 /// the server refused it, Ctrl-C), the step marked NOT RUN with the stop's
 /// words as its reason, and the stop. `offered` is Ethernet frame bit/s.
+/// A step that did not run measured nothing: its figures are `None` (null
+/// in the JSON, "-" in the table), never a rate or loss of 0.
 fn kept(
     ran: Result<Y1564Step, Stop>,
     name: &str,
@@ -207,11 +204,11 @@ fn kept(
             error: Some(why.clone()),
             ..SweepTrial::default()
         },
-        ir_bps: 0.0,
-        flr_percent: 0.0,
+        ir_bps: None,
+        flr_percent: None,
         ftd_ns: None,
         rtt_ns: None,
-        fdv_ns: 0.0,
+        fdv_ns: None,
         availability_percent: None,
         kpis: Vec::new(),
         verdict: Verdict::NotRun,
@@ -230,7 +227,7 @@ fn performance(c: &Ctx<'_>, cir: f64, len: u32) -> Result<Y1564Step, Stop> {
     perf.kpis.push(Kpi::judge(
         "information rate (SLA)",
         "bit/s",
-        Some(perf.ir_bps),
+        perf.ir_bps,
         c.cfg.sla.rate_bps,
         false,
     ));
@@ -299,6 +296,33 @@ mod tests {
         assert_eq!(verdict_of(&mut k, &spoilt), Verdict::Inconclusive);
         assert_eq!(k[0].verdict, Verdict::Pass);
         assert_eq!(k[1].verdict, Verdict::Inconclusive);
+    }
+
+    /// Issue 27: a step that did not run measured nothing: its information
+    /// rate, frame loss ratio and delay variation are null in the JSON, not
+    /// 0 (a reader took 0 bit/s and 0 % loss for figures the path gave);
+    /// the offered rate and duration it was asked for stay. Before, they
+    /// were 0.
+    #[test]
+    fn issue_27_a_step_that_did_not_run_reports_no_measurement() {
+        let stop = Stop::Refused("at most 2 s".into());
+        let (s, _) = kept(Err(stop), PERFORMANCE, 10e6, 5000, 1472);
+        let v = serde_json::to_value(&s).expect("a step serialises");
+        for key in ["ir_bps", "flr_percent", "fdv_ns"] {
+            assert!(v.get(key).is_some_and(|f| f.is_null()), "{key}: {v}");
+        }
+        assert!(v["ftd_ns"].is_null() && v["rtt_ns"].is_null(), "{v}");
+        assert_eq!(v["offered_bps"], 10e6);
+        assert_eq!(v["seconds"], 5.0);
+        assert_eq!(v["verdict"], "not_run");
+        // And it reads back as not measured.
+        let back: Y1564Step = serde_json::from_value(v).expect("reads back");
+        assert_eq!(
+            (back.ir_bps, back.flr_percent, back.fdv_ns),
+            (None, None, None)
+        );
+        // A stream with no UDP figures measured no delay variation either.
+        assert_eq!(jitter_ns(None), None);
     }
 
     /// Issue 27: a step that could not run (its trial failed as a test,

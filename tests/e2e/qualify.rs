@@ -236,6 +236,57 @@ fn issue_27_a_refused_step_ends_the_run_marked() {
     assert_ne!(run["y1564"]["verdict"], "pass", "{}", run["y1564"]);
 }
 
+/// Issue 27: an RFC 6349 direction whose TCP test the server refuses
+/// (its --max-time below the test's duration, the idle measurements
+/// before it within it) is listed NOT RUN with the refusal as its reason
+/// and no figures (null, not 0), and ends the run: exit 5, the method
+/// and the run NOT RUN. Before, the direction was left out of the list.
+#[test]
+fn issue_27_an_rfc6349_direction_the_server_refuses_is_listed_not_run() {
+    let server = Server::start(&["--max-time", "2"]);
+    let port = server.port_str();
+    let (out, v) = qualify_in(
+        None,
+        &[
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--method",
+            "rfc6349",
+            "--trial",
+            "500ms",
+            "--tcp-time",
+            "3s",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let m = &v["runs"][0]["rfc6349"];
+    assert!(m["bottleneck_bps"].is_number(), "measured before: {m}");
+    let dirs = m["directions"].as_array().expect("directions");
+    assert_eq!(dirs.len(), 1, "the refusal ends the run: {m}");
+    let d = &dirs[0];
+    assert_eq!(
+        (&d["direction"], &d["verdict"]),
+        (&"forward".into(), &"not_run".into()),
+        "{d}"
+    );
+    let note = d["note"].as_str().unwrap_or_default();
+    assert!(note.starts_with("the server refused it"), "{note}");
+    for key in ["throughput_bps", "retransmits", "sent_bytes"] {
+        assert!(d[key].is_null(), "{key}: {d}");
+    }
+    assert!(d.get("report").is_none(), "{d}");
+    assert_eq!(m["verdict"], "not_run");
+    assert_eq!(v["verdict"], "not_run");
+    let stopped = v["runs"][0]["stopped"].as_str().unwrap_or_default();
+    assert!(
+        stopped.starts_with("RFC 6349: the server refused it"),
+        "{stopped}"
+    );
+}
+
 /// Issue 27: a Y.1564 step whose trial could not run (here the server
 /// killed mid-step: the control connection lost) is NOT RUN with the
 /// error as its reason, not a FAIL, and the run's exit status is 5

@@ -290,6 +290,12 @@ pub struct UdpSend {
     pub burst: u32,
     /// Gaps between consecutive sends as achieved, ns.
     pub gaps: Summary,
+    /// How many of those gaps were stalls (longer than
+    /// [`crate::pacing::stall_gap_ns`]): the sender descheduled, each
+    /// followed by a catch-up burst. `None`: the sender did not count them
+    /// (an iperf3 peer, an older linerate).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stalls: Option<u64>,
     /// Datagrams that were due but not sent when the sender stopped.
     pub behind: u64,
     /// False when the sender could not keep up with the schedule (it ended

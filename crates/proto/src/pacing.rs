@@ -44,6 +44,24 @@ pub const SPIN_NS: u64 = 10_000;
 /// slice or two; a longer stall's datagrams are given up, not burst.
 pub const MAX_CATCH_UP_NS: u64 = 10_000_000;
 
+/// A gap between two sends this many times the scheduled one is a stall
+/// (the sender was descheduled on a busy host; it sends a catch-up burst
+/// after) …
+pub const STALL_GAPS: f64 = 10.0;
+/// … when it is at least this long, ns. A shorter one sends at most 2 ms
+/// (or 10 gaps) of the rate in its catch-up: a path that drops that drops
+/// the jitter of any host's sender, so its loss is the path's.
+pub const STALL_MIN_NS: u64 = 2_000_000;
+
+/// The gap between two sends beyond which a sender scheduled every
+/// `gap_ns` (`None`: unpaced) stalled: [`STALL_GAPS`] scheduled gaps, at
+/// least [`STALL_MIN_NS`] (an unpaced sender's alone).
+pub fn stall_gap_ns(gap_ns: Option<f64>) -> f64 {
+    gap_ns
+        .map_or(0.0, |g| g * STALL_GAPS)
+        .max(STALL_MIN_NS as f64)
+}
+
 /// A paced sender that skipped more than 1/200 (0.5 %) of its schedule
 /// after stalls did not keep up: it offered less than the asked rate, so a
 /// zero-loss search must not pass that rate on its trial (one did, through

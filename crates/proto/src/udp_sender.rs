@@ -8,8 +8,10 @@
 //! [`Pacer`] (when each datagram is due), the [`SeqSchedule`] (which
 //! sequence number goes next, test faults applied), header stamping, the
 //! `--verify` payload pattern and the malformed datagrams of
-//! `--inject-faults`; it counts what left, records the achieved gaps and
-//! says at the end whether the sender kept up ([`UdpSend`]).
+//! `--inject-faults`; it counts what left, records the achieved gaps,
+//! counts those that were stalls ([`crate::pacing::stall_gap_ns`]: the
+//! sender descheduled, a catch-up burst after) and says at the end whether
+//! the sender kept up ([`UdpSend`]).
 //!
 //! `-O`: with linerate's datagrams ([`DatagramFormat::OMIT_BY_STAMP`])
 //! the core splits its counts at the first batch it stamps at or past
@@ -29,7 +31,7 @@ use linerate_stats::histogram::Histogram;
 
 use crate::datagram::{self, fill_pattern, Fault, Header, SeqSchedule, FLAG_PATTERN, HEADER_LEN};
 use crate::measure::UdpSend;
-use crate::pacing::{run_len, Pacer};
+use crate::pacing::{run_len, stall_gap_ns, Pacer};
 use crate::udp_receiver::{LiveCounts, Warmup};
 
 /// The header every datagram of a sending stream carries, and what fills
@@ -152,6 +154,10 @@ pub struct UdpSender<F = Linerate> {
     sched: SeqSchedule,
     pacer: Pacer,
     gaps: Histogram,
+    /// A gap longer than this is a stall ([`stall_gap_ns`]), ns …
+    stall_gap_ns: f64,
+    /// … and the gaps that were.
+    stalls: u64,
     limit: Option<u64>,
     /// The stamp of the batch last handed out.
     batch_now: u64,
@@ -215,6 +221,8 @@ impl<F: DatagramFormat> UdpSender<F> {
             sched: SeqSchedule::new(cfg.faults).with_limit(cfg.limit),
             pacer,
             gaps: Histogram::new(),
+            stall_gap_ns: stall_gap_ns(out.requested_gap_ns),
+            stalls: 0,
             limit: cfg.limit,
             batch_now: 0,
             last_send: None,
@@ -325,7 +333,11 @@ impl<F: DatagramFormat> UdpSender<F> {
         }
         if n > 0 {
             match self.last_send {
-                Some(prev) => self.gaps.record(now.saturating_sub(prev)),
+                Some(prev) => {
+                    let gap = now.saturating_sub(prev);
+                    self.gaps.record(gap);
+                    self.stalls += u64::from(gap as f64 > self.stall_gap_ns);
+                }
                 None => self.out.first_send_ns = now,
             }
             // The rest of the batch left at the same instant: its zero gaps
@@ -381,6 +393,7 @@ impl<F: DatagramFormat> UdpSender<F> {
             issued,
             omitted_numbers: self.omitted_numbers(),
             gaps: self.gaps.summary(),
+            stalls: Some(self.stalls),
             behind,
             kept_up: self.pacer.within_tolerance(behind),
             slipped: self.pacer.slipped(),
@@ -568,6 +581,53 @@ mod tests {
         let r = s.finish(now);
         assert!(!r.kept_up);
         assert!(r.behind > 8000, "{}", r.behind);
+    }
+
+    /// Issue 27: the sender counts its own stalls, the gaps between sends
+    /// longer than `stall_gap_ns` (10 scheduled gaps, at least 2 ms),
+    /// which a qualification needs to bound the loss their catch-up bursts
+    /// explain (the gap summary keeps only the longest and p99). Paced at
+    /// 1000/s (a 1 ms gap, so a stall is over 10 ms) on a virtual clock
+    /// that sends on time but sleeps 12 ms three times and 9 ms once:
+    /// three stalls, the 9 ms gap none. A sender never descheduled counts 0.
+    #[test]
+    fn issue_27_the_sender_counts_its_stalls() {
+        use crate::pacing::stall_gap_ns;
+        let ms = 1_000_000u64;
+        assert_eq!(stall_gap_ns(Some(ms as f64)), 10.0 * ms as f64);
+        assert_eq!(stall_gap_ns(Some(1_000.0)), 2.0 * ms as f64);
+        assert_eq!(stall_gap_ns(None), 2.0 * ms as f64);
+        let run = |pauses: &[(u64, u64)]| {
+            let mut s = UdpSender::new(SenderConfig {
+                millipps: Some(1_000_000),
+                ..cfg("", None, 1)
+            });
+            let mut now = 0u64;
+            while now < 1000 * ms {
+                match s.poll_transmit(now) {
+                    Transmit::Wait(due) => now = due,
+                    Transmit::Send { .. } => {
+                        s.on_sent(1);
+                        // Descheduled after the send at `at`, for `len`.
+                        let pause = pauses.iter().find(|p| p.0 == now / ms);
+                        now += pause.map_or(1_000, |p| p.1);
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            s.finish(now)
+        };
+        let r = run(&[
+            (100, 12 * ms),
+            (300, 12 * ms),
+            (500, 9 * ms),
+            (700, 12 * ms),
+        ]);
+        assert_eq!(r.stalls, Some(3), "{:?}", r.gaps);
+        assert!(r.gaps.max_ns >= 12 * ms, "{:?}", r.gaps);
+        let calm = run(&[]);
+        assert_eq!(calm.stalls, Some(0), "{:?}", calm.gaps);
+        assert!(calm.gaps.count > 900, "{:?}", calm.gaps);
     }
 
     /// Issue 28: `-b 500M` (1472 B, a datagram due every 23.5 µs) on a

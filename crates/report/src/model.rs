@@ -240,6 +240,11 @@ pub struct GapSummary {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
+    /// Gaps that were stalls (over 10 scheduled gaps and at least 2 ms:
+    /// the sender descheduled, a catch-up burst after); absent where the
+    /// sender did not count them (an iperf3 peer, an older linerate).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stalls: Option<u64>,
 }
 
 /// A UDP stream (or the sum of a flow's streams): what was sent, how well

@@ -272,16 +272,18 @@ pub struct Y1564Step {
     pub offered_bps: f64,
     pub seconds: f64,
     pub trial: SweepTrial,
-    /// Information rate received, Ethernet frame bit/s.
-    pub ir_bps: f64,
-    pub flr_percent: f64,
+    /// Information rate received, Ethernet frame bit/s; this and the other
+    /// measured figures are null in a step that did not run (NOT RUN): it
+    /// measured nothing, not a rate or loss of 0.
+    pub ir_bps: Option<f64>,
+    pub flr_percent: Option<f64>,
     /// Mean frame transfer delay, ns: one-way where measurable.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ftd_ns: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rtt_ns: Option<f64>,
     /// Frame delay variation: RFC 3550 interarrival jitter, ns.
-    pub fdv_ns: f64,
+    pub fdv_ns: Option<f64>,
     /// Percent of the receiver's intervals within the loss threshold.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub availability_percent: Option<f64>,
@@ -319,10 +321,12 @@ pub struct Rfc6349Direction {
     /// The socket buffers the kernel gave, when smaller than asked.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub window_clamped: Option<String>,
-    /// Payload bit/s the receiver got.
-    pub throughput_bps: f64,
-    /// §3.3.1: the most TCP could carry over the bottleneck (payload).
-    pub ideal_bps: f64,
+    /// Payload bit/s the receiver got; this and the other measured
+    /// figures are null in a direction that did not run (NOT RUN).
+    pub throughput_bps: Option<f64>,
+    /// §3.3.1: the most TCP could carry over the bottleneck (payload);
+    /// null without a measured bottleneck, or where it did not run.
+    pub ideal_bps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub transfer_time_ratio: Option<f64>,
     /// Why there is no transfer time ratio, when TCP ran faster than the
@@ -355,11 +359,17 @@ pub struct Rfc6349Direction {
     /// The probes' rate, or why there are no probe figures.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub probe_note: Option<String>,
-    pub retransmits: u64,
-    pub sent_bytes: u64,
+    pub retransmits: Option<u64>,
+    pub sent_bytes: Option<u64>,
     pub kpis: Vec<Kpi>,
+    /// NOT RUN where its TCP test could not run (refused, failed,
+    /// interrupted): `note` says why.
     pub verdict: Verdict,
-    pub report: Report,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub note: Option<String>,
+    /// The TCP test (absent: it did not run).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub report: Option<Report>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -542,18 +552,16 @@ fn y1564_human(m: &Y1564, out: &mut dyn Write) -> io::Result<()> {
         "step", "offered", "IR", "FLR", "FTD", "FDV", "avail"
     )?;
     for s in m.steps.iter().chain(&m.performance) {
-        // A step whose trial could not run measured nothing: no figures.
-        let ran = s.trial.error.is_none();
-        let figure = |f: String| if ran { f } else { "-".into() };
+        // A step that did not run measured nothing: "-", never a 0.
         writeln!(
             out,
             "  {:<12} {:>15} {:>15} {:>9} {:>11} {:>11} {:>9}  {}",
             s.name,
             format_rate(s.offered_bps),
-            figure(format_rate(s.ir_bps)),
-            figure(format!("{:.3}%", s.flr_percent)),
+            s.ir_bps.map_or("-".into(), format_rate),
+            s.flr_percent.map_or("-".into(), |f| format!("{f:.3}%")),
             s.ftd_ns.or(s.rtt_ns).map_or("-".into(), format_nanos),
-            figure(format_nanos(s.fdv_ns)),
+            s.fdv_ns.map_or("-".into(), format_nanos),
             s.availability_percent
                 .map_or("-".into(), |a| format!("{a:.1}%")),
             s.verdict.word()
@@ -608,13 +616,25 @@ fn rfc6349_human(m: &Rfc6349, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "  BDP: {n}")?;
     }
     for d in &m.directions {
+        if d.report.is_none() {
+            // Its TCP test did not run: the reason, no figures.
+            writeln!(
+                out,
+                "  {:<8} window {}: {}  {}",
+                d.direction,
+                format_bytes(u64::from(d.window_bytes)),
+                d.note.as_deref().unwrap_or("not run"),
+                d.verdict.word()
+            )?;
+            continue;
+        }
         writeln!(
             out,
             "  {:<8} window {}: {} of ideal {}; transfer time ratio {}, TCP efficiency {}, buffer delay {}  {}",
             d.direction,
             format_bytes(u64::from(d.window_bytes)),
-            format_rate(d.throughput_bps),
-            format_rate(d.ideal_bps),
+            d.throughput_bps.map_or("-".into(), format_rate),
+            d.ideal_bps.map_or("-".into(), format_rate),
             d.transfer_time_ratio.map_or("-".into(), |r| format!("{r:.2}")),
             d.efficiency_percent.map_or("-".into(), |e| format!("{e:.2}%")),
             buffer_delay_words(d.buffer_delay_percent, d.added_delay_ns, m.baseline_rtt_ns),
@@ -782,6 +802,57 @@ mod tests {
             w,
             "100% load 4.00%, 90% load inconclusive (the tester's own stall or drop), 80% load 0.00%"
         );
+    }
+
+    /// Issue 27: the Y.1564 table prints "-" for what a step that did not
+    /// run did not measure, never 0 bit/s or 0 % loss; a step that ran
+    /// keeps its figures.
+    #[test]
+    fn issue_27_a_step_that_did_not_run_prints_no_figures() {
+        let step = |name: &str, ran: bool| Y1564Step {
+            name: name.into(),
+            offered_bps: 10e6,
+            seconds: 2.0,
+            trial: SweepTrial {
+                error: (!ran).then(|| "the server refused it: at most 2 s".into()),
+                ..SweepTrial::default()
+            },
+            ir_bps: ran.then_some(9.9e6),
+            flr_percent: ran.then_some(0.25),
+            ftd_ns: None,
+            rtt_ns: None,
+            fdv_ns: ran.then_some(12_000.0),
+            availability_percent: None,
+            kpis: Vec::new(),
+            verdict: if ran { Verdict::Pass } else { Verdict::NotRun },
+            note: (!ran).then(|| "the server refused it: at most 2 s".into()),
+            report: None,
+            probe: None,
+        };
+        let m = Y1564 {
+            cir_bps: 10e6,
+            eir_bps: 0.0,
+            len: 1472,
+            steps: vec![step("25% CIR", true)],
+            performance: Some(step("performance", false)),
+            verdict: Verdict::NotRun,
+        };
+        let mut out = Vec::new();
+        y1564_human(&m, &mut out).expect("writes");
+        let text = String::from_utf8(out).expect("utf-8");
+        let row = |name: &str| {
+            let line = text.lines().find(|l| l.trim_start().starts_with(name));
+            line.unwrap_or_else(|| panic!("no {name} row in {text}"))
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        let perf = row("performance");
+        assert!(perf.ends_with(&["NOT".into(), "RUN".into()]), "{perf:?}");
+        assert!(!perf.iter().any(|c| c.starts_with('0')), "{perf:?}");
+        assert_eq!(perf.iter().filter(|c| *c == "-").count(), 5, "{perf:?}");
+        let ran = row("25%");
+        assert!(ran.contains(&"0.250%".to_string()), "{ran:?}");
     }
 
     #[test]

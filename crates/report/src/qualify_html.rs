@@ -115,12 +115,14 @@ fn loss_svg(r: &QualifyReport, run: &QualifyRun) -> Option<Result<String, PlotEr
     Some(crate::plot::sweep_svg(&sweep))
 }
 
-/// RFC 6349: the sender's TCP_INFO RTT per interval, a line per direction.
+/// RFC 6349: the sender's TCP_INFO RTT per interval, a line per direction
+/// that has samples (one that did not run has none).
 fn rtt_svg(r: &QualifyReport, run: &QualifyRun) -> Option<Result<String, PlotError>> {
     let m = run.rfc6349.as_ref()?;
     let lines: Vec<(String, Vec<(f64, f64)>)> = m
         .directions
         .iter()
+        .filter(|d| !d.rtt_samples.is_empty())
         .map(|d| {
             (
                 d.direction.clone(),
@@ -128,10 +130,7 @@ fn rtt_svg(r: &QualifyReport, run: &QualifyRun) -> Option<Result<String, PlotErr
             )
         })
         .collect();
-    if lines
-        .iter()
-        .all(|l: &(String, Vec<(f64, f64)>)| l.1.is_empty())
-    {
+    if lines.is_empty() {
         return None;
     }
     Some(crate::plot_extra::time_lines_svg(

@@ -9,11 +9,12 @@ use crate::cli::common::DEFAULT_PORT;
 /// Exit statuses of `qualify`, in `--help` and the README.
 const QUALIFY_EXIT: &str = "Verdicts: PASS, FAIL, NOT RUN, INCONCLUSIVE. An RFC \
 2544 size with no zero-loss rate, or only the search's floor (1/64 of what an unpaced \
-stream delivered), FAILs without an SLA rate; a step whose trial could not run \
-(refused, connection lost, an error) is NOT RUN with the reason and ends the run; a \
+stream delivered), FAILs without an SLA rate; a step whose trial, or an RFC 6349 \
+direction whose TCP test, could not run (refused, connection lost, an error) is NOT \
+RUN with the reason and no figures, and ends the run; a \
 trial whose lost datagrams the tester's own counters account for past its reruns \
-(its receiving sockets' overflow, or its sender's stalls' catch-up bursts, each at \
-most the datagrams in it) is inconclusive (not loss) in every step: a size whose \
+(its receiving sockets' overflow, or its sender's stalls' catch-up bursts, as many \
+as the sender counted, each at most the datagrams in it) is inconclusive (not loss) in every step: a size whose \
 search, or a Y.1564 step whose KPI, it left undecided is INCONCLUSIVE; loss beyond \
 them is the path's. Exit status: 0 every judged KPI \
 passed; 4 the qualification ran and at least one KPI failed its SLA threshold (or a \

@@ -50,6 +50,7 @@ pub(super) fn udp_stream(
             p50_ns: g.p50_ns,
             p99_ns: g.p99_ns,
             max_ns: g.max_ns,
+            stalls: s.stalls,
         }),
         kept_up: s.kept_up,
         behind: s.behind,
