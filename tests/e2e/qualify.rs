@@ -616,3 +616,92 @@ fn issue_27_preload_adds_a_run_through_the_library() {
     assert!(n.get("sendto").copied().unwrap_or(0) > 0, "{n:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 27: Ctrl-C during a qualification keeps what was measured: the
+/// steps that ran keep their figures, the run is marked interrupted, the
+/// step cut short says so, and the exit status is 130, not a verdict.
+#[test]
+fn issue_27_ctrl_c_keeps_what_the_qualification_measured() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin())
+        .args(["server", "--port", "0", "--bind", "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn server");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let port: u16 = first
+        .split_whitespace()
+        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    // Killed on drop, whatever the test's outcome.
+    let _server = Server {
+        child,
+        port,
+        log: Default::default(),
+    };
+    let client = Command::new(bin())
+        .args([
+            "qualify",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "--method",
+            "y1564",
+            "--cir",
+            "10M",
+            "--step-time",
+            "2s",
+            "--duration",
+            "2s",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn qualify");
+    // The server prints each test it serves ("1472 B datagrams at 2.42
+    // Mbit/s per stream"): a 1472-byte stream at a rate other than the
+    // first's is the second Y.1564 step (a rerun of a spoilt trial keeps
+    // its step's rate), so the first step has been measured.
+    let mut first_rate = None;
+    let second_step = lines.take(10_000).map_while(Result::ok).any(|l| {
+        let Some((_, rate)) = l.split_once("1472 B datagrams at ") else {
+            return false;
+        };
+        let rate = rate
+            .split(" per stream")
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        first_rate.get_or_insert_with(|| rate.clone()) != &rate
+    });
+    assert!(
+        second_step,
+        "the second Y.1564 step never reached the server"
+    );
+    let _ = Command::new("kill")
+        .args(["-INT", &client.id().to_string()])
+        .status();
+    let out = client.wait_with_output().expect("qualify output");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(out.status.code(), Some(130), "{}: {v}", stderr(&out));
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert_eq!(v["exit_code"], 130, "{v}");
+    let steps = v["runs"][0]["y1564"]["steps"].as_array().expect("steps");
+    let measured = &steps[0];
+    assert!(
+        measured["ir_bps"].as_f64().is_some_and(|r| r > 0.0),
+        "the step that ran lost its figures: {measured}"
+    );
+    assert_ne!(measured["verdict"], "not_run", "{measured}");
+    let cut = steps.last().expect("the step cut short");
+    assert!(
+        cut["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("interrupted")),
+        "{cut}"
+    );
+}
