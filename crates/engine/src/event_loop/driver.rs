@@ -42,20 +42,36 @@ pub enum Turn {
     Done,
 }
 
-/// A flow the loop drives: its socket, and one bounded turn of its logic.
-pub(crate) trait LoopFlow {
-    /// What the flows of one loop share (buffers).
-    type Shared;
+/// What a flow is to either loop (this readiness loop, and the completion
+/// loop of `super::ring`), whatever its kind: whether it has ended, the
+/// loop giving up on it, and how far it has moved; written once per kind
+/// of flow. Each loop's own trait ([`LoopFlow`], `RingFlow`) adds how the
+/// flow takes its turns and hears the side's stop, whose arguments are
+/// that loop's (epoll's shared buffers; the ring, to cancel requests).
+/// Generic, never `dyn`: each loop is monomorphised per kind of flow.
+pub(crate) trait Flow {
     /// False for flows that may rightly see nothing for long (a UDP
     /// receiver whose datagrams are all lost ends at its drain deadline):
     /// their loop has no stall limit.
     const STALLS: bool = true;
+    /// True when the flow has ended (before the loop started: it failed to
+    /// set up).
+    fn ended(&self) -> bool;
+    /// The loop gave up on the flow with `e` (nothing moved for
+    /// [`IDLE_LIMIT`], its socket could not be watched, its ring failed).
+    fn fail(&mut self, e: EngineError);
+    /// A count that grows as the flow moves (bytes, transactions).
+    fn progress(&self) -> u64;
+}
+
+/// A flow the readiness loop drives: its socket, and one bounded turn of
+/// its logic.
+pub(crate) trait LoopFlow: Flow {
+    /// What the flows of one loop share (buffers).
+    type Shared;
     /// Its socket now; `None` while it has none (a crr flow between
     /// connections, or before its first).
     fn sock(&self) -> Option<BorrowedFd<'_>>;
-    /// True when the flow ended before the loop started (it failed to
-    /// set up).
-    fn ended(&self) -> bool;
     /// A few calls' worth of the flow's work, without blocking.
     fn turn(&mut self, shared: &mut Self::Shared) -> Turn;
     /// The side's time is up: true when that ended the flow (a sender),
@@ -63,16 +79,11 @@ pub(crate) trait LoopFlow {
     fn stop(&mut self, _shared: &mut Self::Shared) -> bool {
         false
     }
-    /// The loop gave up on the flow with `e` (nothing moved for
-    /// [`IDLE_LIMIT`], or its socket could not be watched).
-    fn fail(&mut self, e: EngineError);
-    /// A count that grows as the flow moves (bytes, transactions).
-    fn progress(&self) -> u64;
 }
 
 /// Runs `flows` until each has ended or the side aborts.
 pub(crate) fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signals: &Signals) {
-    let mut done: Vec<bool> = flows.iter().map(LoopFlow::ended).collect();
+    let mut done: Vec<bool> = flows.iter().map(Flow::ended).collect();
     let mut open = done.iter().filter(|d| !**d).count();
     let ep = match register(flows) {
         Ok(ep) => ep,

@@ -11,7 +11,8 @@
 //! one fast flow cannot starve the others of its thread.
 //!
 //! - `driver`: the readiness loop every kind of flow runs on
-//!   (`LoopFlow`: a socket and one bounded turn of its logic).
+//!   (`LoopFlow`: a socket and one bounded turn of its logic), and what
+//!   a flow is to either loop (`Flow`: its end, failure and progress).
 //! - [`fds`]: raising `RLIMIT_NOFILE` for thousands of sockets.
 //! - [`tcp`]: TCP stream flows (senders to a limit or stop, receivers
 //!   to end of stream); rr flows are `crate::rr::loops`.
@@ -33,7 +34,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use driver::Turn;
-pub(crate) use driver::{drive, LoopFlow};
+pub(crate) use driver::{drive, Flow, LoopFlow};
 pub use kind::{loop_kind, LoopKind};
 pub use split::{label_of, split};
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, squeue};
 
-use super::driver::{wake_all, Timers, Turn};
+use super::driver::{wake_all, Flow, Timers, Turn};
 use crate::engines::uring::buf_ring::BufRing;
 pub(crate) use crate::engines::uring::leak;
 use crate::engines::uring::{caps, Ring, Uring, TAG_CANCEL};
@@ -246,14 +246,11 @@ fn exit_waits() -> u32 {
 }
 
 /// A flow the completion loop drives: it queues its requests on its
-/// turns and hears back from each of their completions.
-pub(crate) trait RingFlow {
+/// turns and hears back from each of their completions (its end, failure
+/// and progress are its [`Flow`]'s, as on epoll).
+pub(crate) trait RingFlow: Flow {
     /// What the flows of one loop share.
     type Shared;
-    /// As [`super::LoopFlow::STALLS`].
-    const STALLS: bool = true;
-    /// True when the flow ended before the loop started.
-    fn ended(&self) -> bool;
     /// Queues what the flow can, without waiting; `me` is its position
     /// (the tag of its requests).
     fn turn(&mut self, me: usize, io: &mut RingIo, sh: &mut Self::Shared) -> Turn;
@@ -270,10 +267,6 @@ pub(crate) trait RingFlow {
     fn stop(&mut self, _me: usize, _io: &mut RingIo, _sh: &mut Self::Shared) -> bool {
         false
     }
-    /// The loop gave up on the flow with `e`.
-    fn fail(&mut self, e: EngineError);
-    /// A count that grows as the flow moves.
-    fn progress(&self) -> u64;
     /// The ring closed with requests still in flight: gives up to the
     /// process, with [`leak`], every piece of the flow's memory they may
     /// still read or write (its send buffers, the buffers its receives
@@ -346,7 +339,7 @@ pub(crate) fn drive<F: RingFlow>(
     bufs: Option<(u16, usize)>,
     signals: &Signals,
 ) -> bool {
-    let done: Vec<bool> = flows.iter().map(RingFlow::ended).collect();
+    let done: Vec<bool> = flows.iter().map(Flow::ended).collect();
     let mut io = match RingIo::new(engine, bufs) {
         Ok(io) => io,
         Err(e) => {
@@ -489,13 +482,21 @@ pub(super) mod tests {
         leaked: bool,
     }
 
-    impl RingFlow for Waits {
-        /// Set when the loop leaked what its flows share.
-        type Shared = bool;
-
+    impl Flow for Waits {
         fn ended(&self) -> bool {
             false
         }
+
+        fn fail(&mut self, _: EngineError) {}
+
+        fn progress(&self) -> u64 {
+            0
+        }
+    }
+
+    impl RingFlow for Waits {
+        /// Set when the loop leaked what its flows share.
+        type Shared = bool;
 
         fn turn(&mut self, me: usize, io: &mut RingIo, _: &mut bool) -> Turn {
             let fd = types::Fd(self.sock.as_raw_fd());
@@ -518,12 +519,6 @@ pub(super) mod tests {
             _: &mut bool,
         ) -> Turn {
             Turn::Wait
-        }
-
-        fn fail(&mut self, _: EngineError) {}
-
-        fn progress(&self) -> u64 {
-            0
         }
 
         fn leak_in_flight(&mut self) {

@@ -5,8 +5,9 @@
 //! server flow's measurement. The loops only move the bytes; what is
 //! counted, and when the clock is read, is decided here, as
 //! [`super::exchange::run_phase`] decides it on a flow thread. Every rr
-//! flow is an epoll loop's flow ([`LoopFlow`]) through its [`RrFlow`]
-//! interface, as it is a ring's (`ring_loops`).
+//! flow is a flow to either loop ([`Flow`], here, once) and an epoll
+//! loop's ([`LoopFlow`]) through its [`RrFlow`] interface, as it is a
+//! ring's (`ring_loops`).
 
 use std::ops::Range;
 use std::os::fd::BorrowedFd;
@@ -19,7 +20,7 @@ use linerate_proto::spec::{RrLimit, RrPhase};
 use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
-use crate::event_loop::{LoopFlow, Turn};
+use crate::event_loop::{Flow, LoopFlow, Turn};
 use crate::stream::Signals;
 use crate::EngineError;
 use std::time::Duration;
@@ -70,6 +71,22 @@ pub(crate) trait RrFlow {
     }
 }
 
+/// Every rr and crr flow, to either loop (epoll's, and the ring's in
+/// `ring_loops`): its end, the loop giving up on it, its transactions.
+impl<F: RrFlow> Flow for F {
+    fn ended(&self) -> bool {
+        self.is_done()
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.give_up(e);
+    }
+
+    fn progress(&self) -> u64 {
+        self.answered()
+    }
+}
+
 /// Every rr and crr flow on an epoll loop: TCP or UDP, client or server.
 /// What the loop's flows share is the transport's (`Cx`: a UDP loop's
 /// receive buffer) and the flows' (`Shared`: a client loop's round trips).
@@ -78,10 +95,6 @@ impl<F: RrFlow> LoopFlow for F {
 
     fn sock(&self) -> Option<BorrowedFd<'_>> {
         self.fd()
-    }
-
-    fn ended(&self) -> bool {
-        self.is_done()
     }
 
     fn turn(&mut self, (cx, sh): &mut Self::Shared) -> Turn {
@@ -93,14 +106,6 @@ impl<F: RrFlow> LoopFlow for F {
     fn stop(&mut self, _: &mut Self::Shared) -> bool {
         self.end_after_batch();
         false
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
     }
 }
 

@@ -321,17 +321,14 @@ pub(super) trait RingTransport {
     fn completed(&mut self, op: u8, c: &cqueue::Entry, io: &mut RingIo);
 }
 
-/// Every rr and crr flow on a ring: TCP or UDP, client or server.
+/// Every rr and crr flow on a ring: TCP or UDP, client or server (its
+/// end, failure and progress as on epoll, `loop_tally`'s `Flow`).
 impl<F> RingFlow for F
 where
     F: RrFlow<Cx = RingIo>,
     F::Io: RingTransport,
 {
     type Shared = <F as RrFlow>::Shared;
-
-    fn ended(&self) -> bool {
-        self.is_done()
-    }
 
     fn turn(&mut self, _: usize, io: &mut RingIo, sh: &mut Self::Shared) -> Turn {
         self.go(io, sh)
@@ -349,17 +346,10 @@ where
         self.go(io, sh)
     }
 
+    /// As on epoll: a client's phase ends after the open batch.
     fn stop(&mut self, _: usize, _: &mut RingIo, _: &mut Self::Shared) -> bool {
         self.end_after_batch();
         false
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.give_up(e);
-    }
-
-    fn progress(&self) -> u64 {
-        self.answered()
     }
 
     /// Its sends read its message buffers (the flow keeps copies); its

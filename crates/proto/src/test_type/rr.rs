@@ -4,8 +4,8 @@
 
 use crate::limits::{Budget, ServerLimits, SpecError};
 use crate::spec::{
-    RrConn, RrLimit, RrSpec, StreamPlan, TestKind, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS,
-    MAX_RR_RATE, MAX_RR_SIZES,
+    RrConn, RrLimit, RrSpec, StreamPlan, TestSpec, MAX_RR_BATCH, MAX_RR_CONNECTIONS, MAX_RR_RATE,
+    MAX_RR_SIZES,
 };
 use crate::wire::Side;
 
@@ -39,15 +39,16 @@ pub(super) fn crr_params(
 }
 
 pub(super) fn negotiate_tcp(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    negotiate_rr(spec, limits, false, true)
+    negotiate_rr(spec, limits, false, None)
 }
 
 pub(super) fn negotiate_udp(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    negotiate_rr(spec, limits, true, true)
+    negotiate_rr(spec, limits, true, None)
 }
 
 pub(super) fn negotiate_crr(spec: &TestSpec, limits: &ServerLimits) -> Result<(), SpecError> {
-    negotiate_rr(spec, limits, false, true)
+    let unpaced = "crr is not paced (a connection per transaction)";
+    negotiate_rr(spec, limits, false, Some(unpaced))
 }
 
 /// Why a test does not run on event loops.
@@ -68,13 +69,13 @@ pub(super) fn flows(spec: &TestSpec) -> Result<(), &'static str> {
 }
 
 /// Checks the request/response part of a spec: over UDP (`datagram`)
-/// each message is one datagram; `load_streams`: the type runs load
-/// streams beside its transactions.
+/// each message is one datagram; `unpaced`: why the type's transactions
+/// cannot be paced (a rate is refused with it; `None`: they can).
 fn negotiate_rr(
     spec: &TestSpec,
     limits: &ServerLimits,
     datagram: bool,
-    load_streams: bool,
+    unpaced: Option<&str>,
 ) -> Result<(), SpecError> {
     let err = |field, reason: String| Err(SpecError { field, reason });
     let Some(rr) = &spec.rr else {
@@ -119,7 +120,7 @@ fn negotiate_rr(
         RrLimit::Count(0) => return err("count", "must be greater than zero".into()),
         RrLimit::Count(_) => {}
     }
-    check_rr_rate(spec, rr)?;
+    check_rr_rate(rr, unpaced)?;
     if rr.batch == 0 || rr.batch > MAX_RR_BATCH {
         return err(
             "batch",
@@ -141,12 +142,6 @@ fn negotiate_rr(
                 );
             }
         }
-    }
-    if rr.under_load > 0 && !load_streams {
-        return err(
-            "under_load",
-            "load streams are available with request/response (rr) tests only".into(),
-        );
     }
     if rr.under_load > limits.max_streams {
         return err(
@@ -260,7 +255,7 @@ pub(super) fn data_phase_ms(spec: &TestSpec) -> Option<u64> {
 /// heap), not crr's connection pool. Paced or not, a request/response
 /// test holds one message per flow in flight and takes nothing of
 /// `--max-rate` ([`crate::limits::test_rate`]).
-fn check_rr_rate(spec: &TestSpec, rr: &RrSpec) -> Result<(), SpecError> {
+fn check_rr_rate(rr: &RrSpec, unpaced: Option<&str>) -> Result<(), SpecError> {
     let Some(rate) = rr.rate else {
         return Ok(());
     };
@@ -275,8 +270,8 @@ fn check_rr_rate(spec: &TestSpec, rr: &RrSpec) -> Result<(), SpecError> {
             "{rate} transactions/s per flow requested, must be 1..={MAX_RR_RATE}"
         ));
     }
-    if spec.kind == TestKind::Crr {
-        return refuse("crr is not paced (a connection per transaction)".into());
+    if let Some(why) = unpaced {
+        return refuse(why.into());
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! over the endpoint type and monomorphised, as the engines' TCP calls are.
 
 use crate::engines::{Engine, EngineKind, TcpEndpoint, TcpRx, TcpTx, Wait};
-use crate::event_loop::driver::{drive, LoopFlow, Turn};
+use crate::event_loop::driver::{drive, Flow, LoopFlow, Turn};
 use crate::stream::{is_timeout, map_err, Signals, StreamCounter};
 use crate::EngineError;
 use linerate_proto::measure::{Role, StreamMeasurement};
@@ -144,15 +144,30 @@ impl Shared {
     }
 }
 
+/// A flow on either loop (this one, and the ring's, whose flows keep this
+/// state).
+impl<E: Engine, S: TcpEndpoint> Flow for State<E, S> {
+    fn ended(&self) -> bool {
+        self.end.is_some()
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.end = Some(End {
+            result: Err(e),
+            at_ns: 0,
+        });
+    }
+
+    fn progress(&self) -> u64 {
+        self.flow.counter.get()
+    }
+}
+
 impl<E: Engine, S: TcpEndpoint> LoopFlow for State<E, S> {
     type Shared = Shared;
 
     fn sock(&self) -> Option<BorrowedFd<'_>> {
         Some(self.flow.sock.as_fd())
-    }
-
-    fn ended(&self) -> bool {
-        self.end.is_some()
     }
 
     fn turn(&mut self, sh: &mut Shared) -> Turn {
@@ -179,17 +194,6 @@ impl<E: Engine, S: TcpEndpoint> LoopFlow for State<E, S> {
             at_ns: sh.now_ns(),
         });
         true
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.end = Some(End {
-            result: Err(e),
-            at_ns: 0,
-        });
-    }
-
-    fn progress(&self) -> u64 {
-        self.flow.counter.get()
     }
 }
 

@@ -25,7 +25,7 @@ use super::epoll::{finish, measurements, open_all, End, Io, LoopParams, State, T
 use crate::engines::syscall::Syscall;
 use crate::engines::uring::Uring;
 use crate::engines::TcpEndpoint;
-use crate::event_loop::driver::Turn;
+use crate::event_loop::driver::{Flow, Turn};
 use crate::event_loop::ring::{buffers, drive, leak, loop_use, RingFlow, RingIo, BGID};
 use crate::stream::{map_err, Signals};
 use crate::EngineError;
@@ -207,12 +207,23 @@ impl<S: TcpEndpoint> RingTcp<S> {
     }
 }
 
+/// As on epoll: the flow's state is the epoll flow's.
+impl<S: TcpEndpoint> Flow for RingTcp<S> {
+    fn ended(&self) -> bool {
+        self.st.ended()
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.st.fail(e);
+    }
+
+    fn progress(&self) -> u64 {
+        self.st.progress()
+    }
+}
+
 impl<S: TcpEndpoint> RingFlow for RingTcp<S> {
     type Shared = RingShared;
-
-    fn ended(&self) -> bool {
-        self.st.end.is_some()
-    }
 
     fn turn(&mut self, me: usize, io: &mut RingIo, sh: &mut RingShared) -> Turn {
         let r = match self.st.io {
@@ -255,17 +266,6 @@ impl<S: TcpEndpoint> RingFlow for RingTcp<S> {
         let r = finish(tx, &self.st.flow.sock);
         self.settle(Err(r), sh);
         true
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.st.end = Some(End {
-            result: Err(e),
-            at_ns: 0,
-        });
-    }
-
-    fn progress(&self) -> u64 {
-        self.st.flow.counter.get()
     }
 
     /// Nothing of its own: its sends read the loop's buffer, its

@@ -6,7 +6,7 @@ use crate::engines::syscall::{Syscall, SyscallUdpRx, SyscallUdpTx};
 use crate::engines::{
     Engine, EngineKind, KernelUdp, RecvSlots, TxBatch, UdpEndpoint, UdpRx, UdpTx, Wait,
 };
-use crate::event_loop::driver::{LoopFlow, Turn};
+use crate::event_loop::driver::{Flow, LoopFlow, Turn};
 use crate::runner::UdpParams;
 use crate::stream::{Signals, StreamCounter};
 use crate::udp::{count_beats, ns_since, realtime_at, stream_rx, Sink, UdpCounters};
@@ -420,16 +420,29 @@ pub(super) fn deliver(
     }
 }
 
-impl LoopFlow for State {
-    type Shared = Shared;
+/// A flow on either loop (this one, and the ring's, whose flows keep this
+/// state).
+impl Flow for State {
     const STALLS: bool = false;
-
-    fn sock(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.ep.as_fd())
-    }
 
     fn ended(&self) -> bool {
         self.end.is_some()
+    }
+
+    fn fail(&mut self, e: EngineError) {
+        self.close(Err(e), 0);
+    }
+
+    fn progress(&self) -> u64 {
+        self.flow.counter.get()
+    }
+}
+
+impl LoopFlow for State {
+    type Shared = Shared;
+
+    fn sock(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.ep.as_fd())
     }
 
     fn turn(&mut self, sh: &mut Self::Shared) -> Turn {
@@ -453,13 +466,5 @@ impl LoopFlow for State {
         }
         self.end_now(Ok(()), sh);
         true
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.close(Err(e), 0);
-    }
-
-    fn progress(&self) -> u64 {
-        self.flow.counter.get()
     }
 }

@@ -38,7 +38,7 @@ use crate::engines::batch::gro_plan;
 use crate::engines::batch::mmsg::GRO_SLOT;
 use crate::engines::uring::{fill, Uring, RECVMSG_OUT};
 use crate::engines::{EngineKind, RecvSlots, TxBatch, UdpTx, Wait};
-use crate::event_loop::driver::Turn;
+use crate::event_loop::driver::{Flow, Turn};
 use crate::event_loop::ring::{buffers, drive, leak, loop_use, RingFlow, RingIo, BGID};
 use crate::stream::Signals;
 use crate::udp::{count_beats, ns_since};
@@ -324,13 +324,25 @@ impl RingUdp {
     }
 }
 
-impl RingFlow for RingUdp {
-    type Shared = RingShared;
-    const STALLS: bool = false;
+/// As on epoll: the flow's state is the epoll flow's.
+impl Flow for RingUdp {
+    const STALLS: bool = State::STALLS;
 
     fn ended(&self) -> bool {
-        self.st.end.is_some()
+        self.st.ended()
     }
+
+    fn fail(&mut self, e: EngineError) {
+        self.st.fail(e);
+    }
+
+    fn progress(&self) -> u64 {
+        self.st.progress()
+    }
+}
+
+impl RingFlow for RingUdp {
+    type Shared = RingShared;
 
     fn turn(&mut self, me: usize, io: &mut RingIo, sh: &mut RingShared) -> Turn {
         let r = match self.st.flow.role {
@@ -370,14 +382,6 @@ impl RingFlow for RingUdp {
         }
         self.st.end_now(Ok(()), &mut sh.sh);
         true
-    }
-
-    fn fail(&mut self, e: EngineError) {
-        self.st.close(Err(e), 0);
-    }
-
-    fn progress(&self) -> u64 {
-        self.st.flow.counter.get()
     }
 
     /// A sender's batch in flight reads its core's buffer (the core keeps
