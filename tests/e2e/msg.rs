@@ -617,6 +617,37 @@ fn issue_12_msg_to_a_server() {
     }
 }
 
+/// Issue 24: msg's server side moves messages with its own system calls,
+/// so a server whose `--engine` carries only TCP streams (sendfile) serves
+/// `msg HOST` rather than refusing it for an engine the test never uses.
+/// Before, admission asked that engine and refused.
+#[test]
+fn issue_24_a_server_whose_engine_cannot_carry_messages_serves_msg() {
+    let server = crate::helpers::Server::start(&["--engine", "zerocopy:sendfile"]);
+    let port = server.port_str();
+    let r = json_client(&[
+        "msg",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--sizes",
+        "4K",
+        "--trials",
+        "2",
+        "--messages",
+        "20",
+        "--json",
+    ]);
+    let cells = ran(&r);
+    assert_eq!(cells.len(), 1, "{r}");
+    assert_eq!(cells[0]["sent"], cells[0]["received"], "{r}");
+    assert!(
+        !server.log().contains("refused"),
+        "server log: {}",
+        server.log()
+    );
+}
+
 /// `msg HOST --verify`: corruption injected by the sender (test-only hook)
 /// is caught and counted by the server's receiver.
 #[test]

@@ -225,7 +225,10 @@ pub const MSG: Rules = Rules {
     one_way: false,
     load_streams: false,
     probe: false,
-    server_engine: true,
+    // msg's server side reads and acknowledges with plain system calls
+    // (`linerate_run::msg_net::start_server`), whatever the server's
+    // `--engine`: an engine that cannot carry messages refuses nothing.
+    server_engine: false,
     idle_watch: true,
 };
 
