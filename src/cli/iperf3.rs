@@ -15,8 +15,10 @@ use clap::Parser;
 use linerate_engine::engines::auto;
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind};
+use linerate_iperf3::json::{Params, Protocol as IProtocol};
+use linerate_iperf3::Direction as IDirection;
 use linerate_proto::limits::ServerLimits;
-use linerate_proto::spec::{Limit, Pace, Protocol, TcpOptions, TestSpec, UdpSpec};
+use linerate_proto::spec::{Direction, Protocol, TestSpec};
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_rate, parse_size};
 
@@ -370,7 +372,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
         bail!("-l must be at least 1 byte");
     }
     let time = a.time.unwrap_or(10);
-    let limit = limit(&a, protocol, len, time)?;
+    let (num, blockcount) = amounts(&a, time)?;
     if a.parallel == 0 {
         bail!("-P must be at least 1");
     }
@@ -379,34 +381,37 @@ fn client(a: Args) -> Result<Iperf3Config> {
     let (interval_ms, intervals) = interval(a.interval, time, omit)?;
     let window = a.window.as_deref().map(|w| size_u32("-w", w)).transpose()?;
     refuse_other_protocol_flags(&a, protocol)?;
-    let spec = TestSpec {
-        protocol,
-        direction: direction(a.reverse, a.bidir),
-        streams: a.parallel,
-        limit,
-        len,
-        omit_ms: u64::from(omit) * 1000,
-        interval_ms,
-        tcp: TcpOptions {
-            window: window.filter(|_| protocol == Protocol::Tcp),
-            congestion: a.congestion.clone(),
-            no_delay: a.no_delay,
-            mss: a.mss,
-            rate: (protocol == Protocol::Tcp && rate != 0).then_some(rate),
-            skip_rx_copy: a.skip_rx_copy,
-            unix: false,
-            linger0: false,
+    // The flags as iperf3 sends them, turned into a test by the one
+    // conversion a linerate server applies to a real iperf3 client's
+    // parameters; only the report's interval is this side's own.
+    let params = Params {
+        protocol: match protocol {
+            Protocol::Tcp => IProtocol::Tcp,
+            Protocol::Udp => IProtocol::Udp,
         },
-        udp: (protocol == Protocol::Udp).then(|| UdpSpec {
-            pace: match rate {
-                0 => Pace::Unlimited,
-                r => Pace::Rate(r),
-            },
-            burst,
-            window,
-            ..UdpSpec::default()
-        }),
-        ..TestSpec::default()
+        omit,
+        time,
+        num,
+        blockcount,
+        mss: a.mss,
+        nodelay: a.no_delay,
+        parallel: u32::from(a.parallel),
+        direction: match direction(a.reverse, a.bidir) {
+            Direction::Forward => IDirection::Normal,
+            Direction::Reverse => IDirection::Reverse,
+            Direction::Bidir => IDirection::Bidir,
+        },
+        window,
+        len,
+        bandwidth: rate,
+        burst: Some(burst),
+        congestion: a.congestion.clone(),
+        skip_rx_copy: a.skip_rx_copy,
+        ..Params::default()
+    };
+    let spec = TestSpec {
+        interval_ms,
+        ..linerate_iperf3::spec_of(&params)
     };
     if let Err(e) = linerate_proto::negotiate::negotiate(&spec, &ServerLimits::unlimited()) {
         bail!("{}: {}", e.field, e.reason);
@@ -451,21 +456,18 @@ fn client(a: Args) -> Result<Iperf3Config> {
     })
 }
 
-/// `-n`, `-k` or `-t` (10 s without any): when the test ends.
-fn limit(a: &Args, protocol: Protocol, len: u32, time: u32) -> Result<Limit> {
-    let limit = match (&a.bytes, &a.blockcount) {
-        (Some(n), _) => Limit::Bytes(size("-n", n)?),
-        (None, Some(k)) if protocol == Protocol::Udp => Limit::Datagrams(size("-k", k)?),
-        (None, Some(k)) => Limit::Bytes(size("-k", k)?.saturating_mul(u64::from(len))),
+/// `-n` and `-k` as iperf3's parameters carry them (bytes to move,
+/// blocks to move; 0: unset, and `-t` ends the test, 10 s without any).
+fn amounts(a: &Args, time: u32) -> Result<(u64, u64)> {
+    let num = a.bytes.as_deref().map(|n| size("-n", n)).transpose()?;
+    let blocks = a.blockcount.as_deref().map(|k| size("-k", k)).transpose()?;
+    match (num, blocks) {
+        (Some(0), _) | (None, Some(0)) => bail!("-n and -k must be greater than zero"),
         (None, None) if time == 0 => {
             bail!("-t 0 (run until interrupted) is not supported: give a time, -n or -k")
         }
-        (None, None) => Limit::TimeMs(u64::from(time) * 1000),
-    };
-    if matches!(limit, Limit::Bytes(0) | Limit::Datagrams(0)) {
-        bail!("-n and -k must be greater than zero");
+        _ => Ok((num.unwrap_or(0), blocks.unwrap_or(0))),
     }
-    Ok(limit)
 }
 
 /// `-b`, with iperf3's defaults (1 Mbit/s for UDP, unpaced TCP): the
@@ -571,7 +573,7 @@ fn engine(a: &Args, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_proto::spec::Direction;
+    use linerate_proto::spec::{Limit, Pace};
 
     fn parse_args(a: &[&str]) -> Result<Command, clap::Error> {
         parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>())

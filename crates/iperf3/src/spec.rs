@@ -1,7 +1,9 @@
 //! An iperf3 test in linerate's terms: the [`TestSpec`] an iperf3 client's
 //! parameters describe, which the sessions hand to the control driver
 //! (its wake-up period, the runner's parameters, limits and checks) as the
-//! native sessions hand theirs.
+//! native sessions hand theirs. The one conversion: a linerate server
+//! applies it to a real iperf3 client's parameters, and `linerate iperf3
+//! -c` to its own flags, once they are iperf3's parameters.
 
 use crate::control::Direction as IDirection;
 use crate::json::{Params, Protocol as IProtocol};
@@ -35,7 +37,8 @@ pub fn spec_of(p: &Params) -> TestSpec {
         omit_ms: u64::from(p.omit) * 1000,
         interval_ms: 1000,
         tcp: TcpOptions {
-            window: p.window,
+            // A UDP test's window is its sockets' buffers (below).
+            window: p.window.filter(|_| protocol == Protocol::Tcp),
             congestion: p.congestion.clone(),
             no_delay: p.nodelay,
             mss: p.mss,
