@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# UDP round trips over AF_XDP on a veth pair between two network namespaces
+# it creates (198.18.0.0/15, deleted at exit): `rr --engine xdp` on both
+# sides (both spin on their rings) against `rr --busy-poll --engine
+# syscall` and sockperf ping-pong --nonblocked (client and server spinning),
+# SIZE-byte messages, RUNS interleaved runs each; prints each run and the
+# median with the spread (min..max) of p50, p99 and transactions/s
+# (issue 25's goal: xdp p50 ≤ 0.8× of the best of the other two). Needs
+# root; sockperf from PATH (Debian: apt-get install sockperf), skipped
+# with the reason where it is missing.
+#
+# Usage: sudo bench/xdp_rr.sh [LINERATE]   (default: target/release/linerate,
+#        else target/debug/linerate; say which build the figures come from)
+#   RUNS=5   runs per variant     SECS=3   seconds per run     SIZE=64
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+lr=${1:-}
+if [ -z "$lr" ]; then
+    for c in target/release/linerate target/debug/linerate; do
+        [ -x "$c" ] && { lr=$c; break; }
+    done
+fi
+[ -x "${lr:-}" ] || { echo "no linerate binary (cargo build --release)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces, AF_XDP)" >&2; exit 2; }
+runs=${RUNS:-5}
+secs=${SECS:-3}
+size=${SIZE:-64}
+sp=$(command -v sockperf || true)
+a=lrxr$$a
+b=lrxr$$b
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    ip netns del "$a" 2>/dev/null || true
+    ip netns del "$b" 2>/dev/null || true
+}
+trap cleanup EXIT
+ip netns add "$a"
+ip netns add "$b"
+ip -n "$a" link add va type veth peer name vb netns "$b"
+for x in "$a va 198.18.0.1" "$b vb 198.18.0.2"; do
+    set -- $x
+    ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
+    ip -n "$1" link set lo up
+    ip -n "$1" addr add "$3/30" dev "$2"
+    ip -n "$1" link set "$2" up
+done
+ip netns exec "$b" "$lr" server -B 198.18.0.2 -p 21951 >/dev/null 2>&1 &
+pids+=($!)
+sleep 1
+
+# One linerate run: prints "p50_us p99_us tps".
+lr_run() {
+    ip netns exec "$a" timeout $((secs + 30)) "$lr" rr 198.18.0.2 -p 21951 \
+        --proto udp -s "$size" -t "$secs" --json "$@" |
+        python3 -c 'import sys; sys.path.insert(0, "bench")
+from benchlib import parse
+m = parse.linerate_rr(sys.stdin.read()); print(m["p50_us"], m["p99_us"], m["tps"])'
+}
+
+# One sockperf run, its server spinning for that run only (a --nonblocked
+# server takes a CPU even while idle).
+sp_run() {
+    ip netns exec "$b" "$sp" server -i 198.18.0.2 -p 21952 --nonblocked >/dev/null 2>&1 &
+    local s=$!
+    sleep 0.5
+    ip netns exec "$a" timeout $((secs + 30)) "$sp" ping-pong -i 198.18.0.2 -p 21952 \
+        -m "$(( size < 14 ? 14 : size ))" -t "$secs" --full-rtt --nonblocked 2>&1 |
+        python3 -c 'import sys; sys.path.insert(0, "bench")
+from benchlib import parse
+m = parse.sockperf_pingpong(sys.stdin.read()); print(m["p50_us"], m["p99_us"], m["tps"])' || true
+    kill "$s" 2>/dev/null; wait "$s" 2>/dev/null || true
+}
+
+variants=("xdp" "syscall-bp")
+[ -n "$sp" ] && variants+=("sockperf-nb") || echo "sockperf: skipped (not on PATH; apt-get install sockperf)"
+declare -A results
+for ((i = 1; i <= runs; i++)); do
+    for v in "${variants[@]}"; do
+        case $v in
+        xdp) r=$(lr_run --engine xdp --server-engine xdp) || r="" ;;
+        syscall-bp) r=$(lr_run --engine syscall --busy-poll) || r="" ;;
+        sockperf-nb) r=$(sp_run) || r="" ;;
+        esac
+        [ -n "$r" ] || r="failed"
+        echo "$v ${size}B run $i: p50_us p99_us tps: $r"
+        results[$v]+="$r"$'\n'
+    done
+done
+echo
+for v in "${variants[@]}"; do
+    printf '%s' "${results[$v]}" | python3 -c '
+import statistics, sys
+rows = [l.split() for l in sys.stdin if l.strip() and l.strip() != "failed"]
+if not rows:
+    print(f"{sys.argv[1]:>12}: no successful run"); sys.exit()
+col = lambda i: [float(r[i]) for r in rows]
+f = lambda xs: f"{statistics.median(xs):.2f} µs ({min(xs):.2f}..{max(xs):.2f})"
+print(f"{sys.argv[1]:>12} {sys.argv[2]} B: p50 {f(col(0))}, p99 {f(col(1))}, "
+      f"{statistics.median(col(2)):.0f} transactions/s, {len(rows)} runs")' "$v" "$size"
+done
