@@ -15,7 +15,7 @@ use crate::netns::{NetPair, ADDR_B};
 use crate::udp::{shape_udp, tbf_drops, udp_of};
 
 /// Whether an XDP program is attached to `dev` in namespace `ns`.
-fn has_xdp(ns: &str, dev: &str) -> bool {
+pub(crate) fn has_xdp(ns: &str, dev: &str) -> bool {
     let out = Command::new("ip")
         .args(["-n", ns, "link", "show", "dev", dev])
         .output()
@@ -23,7 +23,7 @@ fn has_xdp(ns: &str, dev: &str) -> bool {
     String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
 }
 
-fn assert_no_xdp(pair: &NetPair) {
+pub(crate) fn assert_no_xdp(pair: &NetPair) {
     // The kernel detaches a BPF link's program when its last descriptor
     // closes, which may trail the process's exit by a moment.
     let start = Instant::now();
@@ -39,7 +39,7 @@ fn assert_no_xdp(pair: &NetPair) {
 /// both directions. The receiving end's `rx_dropped` is left out: it also
 /// counts frames its XDP program failed to redirect (an AF_XDP RX ring
 /// full), which the socket counts already.
-fn veth_drops(pair: &NetPair) -> u64 {
+pub(crate) fn veth_drops(pair: &NetPair) -> u64 {
     NetPair::counter(&pair.a, "va", "tx_dropped") + NetPair::counter(&pair.b, "vb", "tx_dropped")
 }
 
