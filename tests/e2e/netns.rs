@@ -113,8 +113,26 @@ impl NetPair {
         ip(&["netns", "add", &pair.b])?;
         let q = queues.to_string();
         ip(&[
-            "-n", &pair.a, "link", "add", "va", "numtxqueues", &q, "numrxqueues", &q, "type",
-            "veth", "peer", "name", "vb", "netns", &pair.b, "numtxqueues", &q, "numrxqueues", &q,
+            "-n",
+            &pair.a,
+            "link",
+            "add",
+            "va",
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "vb",
+            "netns",
+            &pair.b,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ])?;
         for (ns, dev, addr) in [(&pair.a, "va", ADDR_A), (&pair.b, "vb", ADDR_B)] {
             // No IPv6 on the pair: its router solicitations and MLD reports

@@ -156,8 +156,9 @@ fn issue_25_an_xdp_server_receiver_is_ready_before_the_data_phase() {
     assert_no_xdp(&pair);
 }
 
-/// `-P 2` and `--bidir` over AF_XDP: the flows of one side share its
-/// interface's socket; every stream's datagrams are accounted, in order,
+/// `-P 2` and `--bidir` over AF_XDP on a veth pair with one queue per end
+/// (`xdp_queues.rs` has two): the flows of one side share its
+/// interface's one socket; every stream's datagrams are accounted, in order,
 /// and paced well under what veth carries none is lost. The shared
 /// socket's own drops go into exactly one receiving stream's socket drops
 /// per socket, which says so, and each stream says how many flows shared

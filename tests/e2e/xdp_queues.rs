@@ -66,7 +66,11 @@ fn assert_own_queues(r: &Value, side: &str, args: &[&str]) {
     for s in r["streams"].as_array().expect("streams") {
         let x = &s[side]["engine_use"]["xdp"];
         assert_eq!(x["iface_queues"], 2, "{side}: {args:?}: {x}");
-        assert_eq!(x["queues"], serde_json::json!([0, 1]), "{side}: {args:?}: {x}");
+        assert_eq!(
+            x["queues"],
+            serde_json::json!([0, 1]),
+            "{side}: {args:?}: {x}"
+        );
         assert_eq!(x["flows"], 1, "{side}: a socket of its own: {args:?}: {x}");
         own.push(u(&x["queue"]));
     }
@@ -90,8 +94,23 @@ fn issue_25_xdp_streams_take_a_queue_each_and_loss_stays_exact() {
     for reverse in [false, true] {
         for rate in ["20M", "0"] {
             let mut args = vec![
-                "udp", ADDR_B, "-p", &port, "-t", "2", "-l", "1200", "-P", "2", "--engine", "xdp",
-                "--server-engine", "xdp", "--rate", rate, "--json",
+                "udp",
+                ADDR_B,
+                "-p",
+                &port,
+                "-t",
+                "2",
+                "-l",
+                "1200",
+                "-P",
+                "2",
+                "--engine",
+                "xdp",
+                "--server-engine",
+                "xdp",
+                "--rate",
+                rate,
+                "--json",
             ];
             if reverse {
                 args.push("--reverse");
@@ -146,8 +165,26 @@ fn issue_25_two_xdp_receivers_behind_a_rate_limited_link_count_loss_exactly() {
     let port = server.port_str();
     let drops0 = tbf_drops(&pair.a, "va");
     let args = [
-        "udp", ADDR_B, "-p", &port, "-t", "2", "-l", "1200", "-P", "2", "--engine", "batch",
-        "--no-gso", "--server-engine", "xdp", "--rate", "100M", "-w", "4M", "--json",
+        "udp",
+        ADDR_B,
+        "-p",
+        &port,
+        "-t",
+        "2",
+        "-l",
+        "1200",
+        "-P",
+        "2",
+        "--engine",
+        "batch",
+        "--no-gso",
+        "--server-engine",
+        "xdp",
+        "--rate",
+        "100M",
+        "-w",
+        "4M",
+        "--json",
     ];
     let r = run(&pair, &args);
     let qdisc = tbf_drops(&pair.a, "va") - drops0;

@@ -345,13 +345,17 @@ impl UdpEndpoint for XdpEndpoint {
             Err(e) => return Err(e),
         }
         let mut got = None;
-        let (_, foreign) = self
-            .port
-            .recv(self.flow.src.port(), self.flow.dst, &self.queues.learned, 1, |payload| {
+        let (_, foreign) = self.port.recv(
+            self.flow.src.port(),
+            self.flow.dst,
+            &self.queues.learned,
+            1,
+            |payload| {
                 let n = payload.len().min(buf.len());
                 buf[..n].copy_from_slice(&payload[..n]);
                 got = Some(n);
-            });
+            },
+        );
         self.foreign.set(self.foreign.get() + foreign);
         Ok(got)
     }

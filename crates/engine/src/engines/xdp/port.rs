@@ -432,9 +432,10 @@ impl Port {
                     },
                 );
                 let on_home = flows.values().filter(|f| f.home == home).count();
-                self.slot(home)
-                    .peak_flows
-                    .fetch_max(u32::try_from(on_home).unwrap_or(u32::MAX), Ordering::Relaxed);
+                self.slot(home).peak_flows.fetch_max(
+                    u32::try_from(on_home).unwrap_or(u32::MAX),
+                    Ordering::Relaxed,
+                );
                 FlowQueues { home, learned }
             }
         };
