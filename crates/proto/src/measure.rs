@@ -847,6 +847,17 @@ mod tests {
         a.merge(&phase(3, 2));
         assert_eq!((a.flows, a.tx_ring_full, a.via_kernel), (2, 2, 4));
         assert_eq!((a.wakeups, a.stats), (30, stats(3)));
+        // Another queue of the same interface (an rr flow on a socket of
+        // its own): the queues are joined, its own counts added.
+        a.queues = vec![0];
+        a.merge(&XdpUse {
+            queue: 1,
+            queues: vec![1, 0],
+            iface_queues: 2,
+            ..phase(1, 1)
+        });
+        assert_eq!((a.queues.clone(), a.iface_queues), (vec![0, 1], 2));
+        assert_eq!(a.tx_ring_full, 3);
         // Another interface's socket is not mixed in.
         let other = XdpUse {
             iface: "vb".into(),
