@@ -216,6 +216,10 @@ fn issue_25_xdp_runs_several_streams_and_both_directions_on_one_socket() {
                     c.0 += 1;
                     c.1 += u64::from(x["socket_drops_claimed"] == true);
                     assert!(u(&x["flows"]) >= 1, "{args:?}: {x}");
+                    // One queue per end: the streams share it, and the
+                    // report says why.
+                    assert_eq!(x["iface_queues"], 1, "{args:?}: {x}");
+                    assert_eq!(x["queue"], 0, "{args:?}: {x}");
                 }
                 let y = &s["sender"]["engine_use"]["xdp"];
                 assert_ne!(y["socket_drops_claimed"], true, "a sender: {args:?}: {y}");

@@ -93,7 +93,7 @@ pub struct XdpEndpoint {
     /// frame (the queue counts the socket's).
     tx_ring_full: Cell<u64>,
     tx_no_frame: Cell<u64>,
-    /// This flow's drops took the shared socket's ([`Port::drops`]).
+    /// This flow's drops took a socket's own ([`Port::drops`]).
     drops_claimed: Cell<bool>,
 }
 
@@ -230,7 +230,7 @@ impl XdpEndpoint {
     }
 
     /// What this endpoint used and counted, for the stream's report (this
-    /// flow's own counts, and the shared socket's: [`XdpUse`]).
+    /// flow's own counts, and its queue's socket's: [`XdpUse`]).
     fn engine_use(&self) -> EngineUse {
         let home = self.home();
         let q = home.queue();
