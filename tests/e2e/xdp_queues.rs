@@ -34,6 +34,10 @@ fn redirects(ns: &str, dev: &str) -> Option<[u64; 2]> {
     Some([q(0)?, q(1)?])
 }
 
+/// A test's extra arguments, and the (namespace, device) whose per-queue
+/// redirect counters must move (`None`: not counted there).
+type Case<'a> = (&'a [&'a str], Option<(&'a str, &'a str)>);
+
 fn run(pair: &NetPair, args: &[&str]) -> Value {
     let out = run_client_in(Some(&pair.a), args, Duration::from_secs(60));
     assert_ok(&out, args);
@@ -94,7 +98,7 @@ fn issue_25_xdp_streams_take_a_queue_each_and_loss_stays_exact() {
     let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
     let port = server.port_str();
     // (extra arguments, the receiving end whose per-queue counters move)
-    let cases: [(&[&str], Option<(&str, &str)>); 3] = [
+    let cases: [Case; 3] = [
         (&[], Some((&pair.b, "vb"))),
         (&["--reverse"], Some((&pair.a, "va"))),
         (&["--reverse", "--xdp-mode", "generic"], None),
