@@ -12,8 +12,13 @@
 #        else target/debug/linerate; say which build the figures come from)
 #   RUNS=5   runs per variant     SECS=2   seconds per run
 #   LENS="64 1472"   datagram sizes     STREAMS=1   streams per test (-P);
-#   STREAMS="1 2" compares one stream with two (on xdp they share the
-#   interface's one AF_XDP socket: docs/engines.md)
+#   STREAMS="1 2" compares one stream with two
+#   QUEUES=1   receive and transmit queues on each veth end: with 2 or
+#              more, xdp's streams each get an AF_XDP socket on a queue of
+#              their own (one queue: they share its socket; docs/engines.md)
+#   ENGINES="batch xdp"   client engines compared
+#   SERVER_ENGINE=   the server's engine for the test (--server-engine;
+#              unset: the server's default)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -29,6 +34,10 @@ runs=${RUNS:-5}
 secs=${SECS:-2}
 lens=${LENS:-64 1472}
 streams=${STREAMS:-1}
+queues=${QUEUES:-1}
+engines=${ENGINES:-batch xdp}
+server_engine=()
+[ -n "${SERVER_ENGINE:-}" ] && server_engine=(--server-engine "$SERVER_ENGINE")
 a=lrxb$$a
 b=lrxb$$b
 pid=
@@ -40,7 +49,8 @@ cleanup() {
 trap cleanup EXIT
 ip netns add "$a"
 ip netns add "$b"
-ip -n "$a" link add va type veth peer name vb netns "$b"
+ip -n "$a" link add va numtxqueues "$queues" numrxqueues "$queues" type veth \
+    peer name vb netns "$b" numtxqueues "$queues" numrxqueues "$queues"
 for x in "$a va 198.18.0.1" "$b vb 198.18.0.2"; do
     set -- $x
     ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
@@ -56,7 +66,7 @@ sleep 1
 # summed over the streams.
 run() {
     ip netns exec "$a" timeout $((secs + 30)) "$lr" udp 198.18.0.2 -p 21950 \
-        -t "$secs" -b 0 -l "$2" -P "$3" --engine "$1" --json |
+        -t "$secs" -b 0 -l "$2" -P "$3" --engine "$1" "${server_engine[@]}" --json |
         python3 -c '
 import json, sys
 s = json.load(sys.stdin)["sums"][0]
@@ -68,7 +78,7 @@ declare -A results
 for len in $lens; do
     for ((i = 1; i <= runs; i++)); do
         for p in $streams; do
-            for engine in batch xdp; do
+            for engine in $engines; do
                 r=$(run "$engine" "$len" "$p") || r="0 0 failed"
                 echo "$engine ${len}B -P $p run $i: sent/s received/s lost: $r"
                 results[$engine.$len.$p]+="$r"$'\n'
@@ -76,10 +86,10 @@ for len in $lens; do
         done
     done
 done
-echo
+echo "veth queues per end: $queues; server engine: ${SERVER_ENGINE:-default}; $lr"
 for len in $lens; do
     for p in $streams; do
-        for engine in batch xdp; do
+        for engine in $engines; do
             printf '%s' "${results[$engine.$len.$p]}" | python3 -c '
 import statistics, sys
 rows = [l.split() for l in sys.stdin if l.strip() and l.split()[2] != "failed"]

@@ -31,3 +31,4 @@ mod uring_flows;
 mod ux;
 mod veth;
 mod xdp;
+mod xdp_queues;

@@ -97,6 +97,12 @@ pub fn unavailable() -> Option<String> {
 impl NetPair {
     /// Creates the pair with `mtu` on both veth ends.
     pub fn new(tag: &str, mtu: u32) -> Result<NetPair, String> {
+        NetPair::with_queues(tag, mtu, 1)
+    }
+
+    /// The pair with `queues` receive and transmit queues on each veth end
+    /// (`numrxqueues`/`numtxqueues`; 1 is veth's default).
+    pub fn with_queues(tag: &str, mtu: u32, queues: u32) -> Result<NetPair, String> {
         let base = format!("lr{}{tag}", std::process::id());
         let pair = NetPair {
             a: format!("{base}a"),
@@ -105,9 +111,28 @@ impl NetPair {
         let mtu = mtu.to_string();
         ip(&["netns", "add", &pair.a])?;
         ip(&["netns", "add", &pair.b])?;
+        let q = queues.to_string();
         ip(&[
-            "-n", &pair.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns",
+            "-n",
+            &pair.a,
+            "link",
+            "add",
+            "va",
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "vb",
+            "netns",
             &pair.b,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ])?;
         for (ns, dev, addr) in [(&pair.a, "va", ADDR_A), (&pair.b, "vb", ADDR_B)] {
             // No IPv6 on the pair: its router solicitations and MLD reports

@@ -15,7 +15,7 @@ use crate::netns::{NetPair, ADDR_B};
 use crate::udp::{shape_udp, tbf_drops, udp_of};
 
 /// Whether an XDP program is attached to `dev` in namespace `ns`.
-fn has_xdp(ns: &str, dev: &str) -> bool {
+pub(crate) fn has_xdp(ns: &str, dev: &str) -> bool {
     let out = Command::new("ip")
         .args(["-n", ns, "link", "show", "dev", dev])
         .output()
@@ -23,7 +23,7 @@ fn has_xdp(ns: &str, dev: &str) -> bool {
     String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
 }
 
-fn assert_no_xdp(pair: &NetPair) {
+pub(crate) fn assert_no_xdp(pair: &NetPair) {
     // The kernel detaches a BPF link's program when its last descriptor
     // closes, which may trail the process's exit by a moment.
     let start = Instant::now();
@@ -39,7 +39,7 @@ fn assert_no_xdp(pair: &NetPair) {
 /// both directions. The receiving end's `rx_dropped` is left out: it also
 /// counts frames its XDP program failed to redirect (an AF_XDP RX ring
 /// full), which the socket counts already.
-fn veth_drops(pair: &NetPair) -> u64 {
+pub(crate) fn veth_drops(pair: &NetPair) -> u64 {
     NetPair::counter(&pair.a, "va", "tx_dropped") + NetPair::counter(&pair.b, "vb", "tx_dropped")
 }
 
@@ -156,8 +156,9 @@ fn issue_25_an_xdp_server_receiver_is_ready_before_the_data_phase() {
     assert_no_xdp(&pair);
 }
 
-/// `-P 2` and `--bidir` over AF_XDP: the flows of one side share its
-/// interface's socket; every stream's datagrams are accounted, in order,
+/// `-P 2` and `--bidir` over AF_XDP on a veth pair with one queue per end
+/// (`xdp_queues.rs` has two): the flows of one side share its
+/// interface's one socket; every stream's datagrams are accounted, in order,
 /// and paced well under what veth carries none is lost. The shared
 /// socket's own drops go into exactly one receiving stream's socket drops
 /// per socket, which says so, and each stream says how many flows shared
@@ -215,6 +216,10 @@ fn issue_25_xdp_runs_several_streams_and_both_directions_on_one_socket() {
                     c.0 += 1;
                     c.1 += u64::from(x["socket_drops_claimed"] == true);
                     assert!(u(&x["flows"]) >= 1, "{args:?}: {x}");
+                    // One queue per end: the streams share it, and the
+                    // report says why.
+                    assert_eq!(x["iface_queues"], 1, "{args:?}: {x}");
+                    assert_eq!(x["queue"], 0, "{args:?}: {x}");
                 }
                 let y = &s["sender"]["engine_use"]["xdp"];
                 assert_ne!(y["socket_drops_claimed"], true, "a sender: {args:?}: {y}");

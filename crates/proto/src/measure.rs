@@ -150,17 +150,27 @@ pub struct ZeroCopyUse {
 }
 
 /// One stream's AF_XDP socket (`--engine xdp`): where it was bound, how,
-/// and what its rings and the kernel's `XDP_STATISTICS` counted. The
-/// flows of one interface share its socket (`flows`): the counts marked
-/// "this flow's" are the stream's own; the others, and the statistics,
-/// are the socket's, for all its flows together (the kernel counts a drop
+/// and what its rings and the kernel's `XDP_STATISTICS` counted. Each
+/// flow of an interface sends on a queue of its own while the interface
+/// has one left, else shares one (`flows`): the counts marked "this
+/// flow's" are the stream's own; the others, and the statistics, are its
+/// queue's socket's, for all its flows together (the kernel counts a drop
 /// before any flow is known).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct XdpUse {
     /// The interface the route to the peer leaves by.
     pub iface: String,
-    /// The interface queue the socket is bound to.
+    /// The interface queue of this flow's socket (it sends on it).
     pub queue: u32,
+    /// Every queue of the interface this process had an AF_XDP socket on
+    /// while the flow ran (its datagrams are read from whichever they
+    /// arrive on); empty in reports from before there could be several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<u32>,
+    /// The queues the interface has (`ethtool -l`; 1 where it cannot be
+    /// read); 0 in reports from before it was read.
+    #[serde(default)]
+    pub iface_queues: u32,
     /// Where the XDP program runs: `native` or `generic`.
     pub mode: String,
     /// Whether frames are copied: `copy` or `zero-copy`.
@@ -175,8 +185,8 @@ pub struct XdpUse {
     pub completion_ring: u32,
     pub rx_ring: u32,
     pub tx_ring: u32,
-    /// The most flows of this process that shared the socket while this
-    /// one ran (0: not reported, from before it was).
+    /// The most flows of this process that sent on this flow's socket at
+    /// once while it ran (0: not reported, from before it was).
     #[serde(default)]
     pub flows: u32,
     /// This flow's send calls that found the TX ring full.
@@ -215,14 +225,21 @@ pub struct XdpUse {
 
 impl XdpUse {
     /// Adds what another endpoint of the same side recorded (an rr flow's
-    /// next phase, another flow): on the same socket, its counts are
-    /// cumulative, so the later (larger) reading stands, and this flow's
-    /// own counts add up. Another socket's (another interface) is left
-    /// out: the first socket stands for the side.
+    /// next phase, another flow): on the same interface, this flow's own
+    /// counts add up, the queues are joined, and of the socket counts
+    /// (cumulative) the largest reading stands. Another interface's is
+    /// left out: the first interface stands for the side.
     pub fn merge(&mut self, o: &XdpUse) {
-        if (&self.iface, self.queue) != (&o.iface, o.queue) {
+        if self.iface != o.iface {
             return;
         }
+        for q in &o.queues {
+            if !self.queues.contains(q) {
+                self.queues.push(*q);
+            }
+        }
+        self.queues.sort_unstable();
+        self.iface_queues = self.iface_queues.max(o.iface_queues);
         self.flows = self.flows.max(o.flows);
         self.tx_ring_full += o.tx_ring_full;
         self.tx_no_frame += o.tx_no_frame;
@@ -830,6 +847,17 @@ mod tests {
         a.merge(&phase(3, 2));
         assert_eq!((a.flows, a.tx_ring_full, a.via_kernel), (2, 2, 4));
         assert_eq!((a.wakeups, a.stats), (30, stats(3)));
+        // Another queue of the same interface (an rr flow on a socket of
+        // its own): the queues are joined, its own counts added.
+        a.queues = vec![0];
+        a.merge(&XdpUse {
+            queue: 1,
+            queues: vec![1, 0],
+            iface_queues: 2,
+            ..phase(1, 1)
+        });
+        assert_eq!((a.queues.clone(), a.iface_queues), (vec![0, 1], 2));
+        assert_eq!(a.tx_ring_full, 3);
         // Another interface's socket is not mixed in.
         let other = XdpUse {
             iface: "vb".into(),

@@ -10,6 +10,8 @@
 //!   fill, completion, RX and TX rings; sends batches of UDP payloads as
 //!   frames built in place, receives batches of parsed datagrams, and
 //!   reads the socket's drop statistics.
+//! - [`queue_count`]: the queues of an interface a socket can bind
+//!   (`ethtool -l`), so each stream can have its own.
 //! - [`path_to`]: the interface, source address and next-hop MAC for a
 //!   peer, from the kernel's route and neighbour tables (rtnetlink).
 //! - [`missing_capabilities`]: what AF_XDP needs that this process lacks;
@@ -25,6 +27,7 @@
 //! nothing here falls back to another mode on its own.
 
 mod caps;
+mod channels;
 mod error;
 mod features;
 mod modes;
@@ -35,6 +38,7 @@ mod queue;
 mod readiness;
 
 pub use caps::missing as missing_capabilities;
+pub use channels::queue_count;
 pub use error::XdpError;
 pub use linerate_proto::packet::{Datagram, Mac, UdpFlow};
 pub use modes::{AttachMode, CopyMode};

@@ -10,10 +10,11 @@ use linerate_proto::measure::{EngineUse, XdpUse};
 /// socket's (shared by the interface's flows).
 fn xdp_words(x: &XdpUse) -> String {
     let mut s = format!(
-        "AF_XDP on {} queue {}: {} XDP, {} mode{}; UMEM {} KiB in {}-byte frames; \
+        "AF_XDP on {} queue {}{}: {} XDP, {} mode{}; UMEM {} KiB in {}-byte frames; \
          rings: fill {}, completion {}, RX {}, TX {}",
         x.iface,
         x.queue,
+        queues_words(x),
         x.mode,
         x.copy,
         if x.need_wakeup { ", need-wakeup" } else { "" },
@@ -25,8 +26,14 @@ fn xdp_words(x: &XdpUse) -> String {
         x.tx_ring
     );
     if x.flows > 1 {
+        let why = match x.iface_queues {
+            0 => String::new(),
+            1 => format!(" ({} has 1 queue)", x.iface),
+            n => format!(" ({} has {n} queues)", x.iface),
+        };
         s.push_str(&format!(
-            "; socket shared by {} flows: its socket counts and XDP_STATISTICS cover them all",
+            "; socket shared by {} flows{why}: its socket counts and XDP_STATISTICS cover \
+             them all",
             x.flows
         ));
     }
@@ -62,6 +69,25 @@ fn xdp_words(x: &XdpUse) -> String {
         None => s.push_str("; XDP_STATISTICS: not given by the kernel"),
     }
     s
+}
+
+/// Every queue this process had a socket on, where there were several
+/// or the interface has more than one: " (queues 0, 1 of 2)".
+fn queues_words(x: &XdpUse) -> String {
+    let before_queues_were_read = x.queues.is_empty() && x.iface_queues == 0;
+    if before_queues_were_read || (x.queues.len() <= 1 && x.iface_queues <= 1 && x.flows <= 1) {
+        return String::new();
+    }
+    let list: Vec<String> = x.queues.iter().map(u32::to_string).collect();
+    let of = match x.iface_queues {
+        0 => String::new(),
+        n => format!(" of {n}"),
+    };
+    match list.len() {
+        0 => format!(" (the interface has {})", x.iface_queues),
+        1 => format!(" (queue {}{of} in use)", list[0]),
+        _ => format!(" (queues {}{of} in use)", list.join(", ")),
+    }
 }
 
 /// What an accelerated engine used on one end, from its own counts.
@@ -203,6 +229,48 @@ mod tests {
             ..u
         };
         assert!(!engine_use_words(&alone).contains("shared"));
+    }
+
+    /// `-P 2` over a two-queue interface: each stream's line lists every
+    /// queue in use; where the streams outnumber the queues, the sharing
+    /// says why.
+    #[test]
+    fn issue_25_an_xdp_end_lists_every_queue_and_why_a_socket_is_shared() {
+        let x = XdpUse {
+            iface: "vb".into(),
+            queue: 1,
+            queues: vec![0, 1],
+            iface_queues: 2,
+            flows: 1,
+            ..XdpUse::default()
+        };
+        let u = EngineUse {
+            engine: "xdp".into(),
+            xdp: Some(x.clone()),
+            ..EngineUse::default()
+        };
+        let w = engine_use_words(&u);
+        assert!(
+            w.starts_with("engine xdp: AF_XDP on vb queue 1 (queues 0, 1 of 2 in use): "),
+            "{w}"
+        );
+        assert!(!w.contains("shared"), "{w}");
+        let shared = EngineUse {
+            xdp: Some(XdpUse {
+                queue: 0,
+                queues: vec![0],
+                iface_queues: 1,
+                flows: 2,
+                ..x
+            }),
+            ..u
+        };
+        let w = engine_use_words(&shared);
+        assert!(
+            w.contains("AF_XDP on vb queue 0 (queue 0 of 1 in use): ")
+                && w.contains("socket shared by 2 flows (vb has 1 queue)"),
+            "{w}"
+        );
     }
 
     #[test]

@@ -48,6 +48,12 @@ pub struct Pair {
 
 impl Pair {
     pub fn new(tag: &str) -> Result<Pair, String> {
+        Pair::with_queues(tag, 1)
+    }
+
+    /// The pair with `queues` receive and transmit queues on each end
+    /// (`numrxqueues`/`numtxqueues`).
+    pub fn with_queues(tag: &str, queues: u32) -> Result<Pair, String> {
         let base = format!("lx{}{tag}", std::process::id());
         let pair = Pair {
             a: format!("{base}a"),
@@ -55,9 +61,28 @@ impl Pair {
         };
         ip(&["netns", "add", &pair.a])?;
         ip(&["netns", "add", &pair.b])?;
+        let q = queues.to_string();
         ip(&[
-            "-n", &pair.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns",
+            "-n",
+            &pair.a,
+            "link",
+            "add",
+            "va",
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "vb",
+            "netns",
             &pair.b,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ])?;
         for (ns, dev, addr) in [(&pair.a, "va", ADDR_A), (&pair.b, "vb", ADDR_B)] {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;

@@ -1,11 +1,13 @@
-//! One stream's side over AF_XDP: its flow on the interface's shared
-//! [`Port`], and the kernel socket the control plane attached (it holds
+//! One stream's side over AF_XDP: its flow on the interface's [`Port`]
+//! (sending on its own queue's socket where the interface has one for
+//! it), and the kernel socket the control plane attached (it holds
 //! the port number; what reached it before the flow was redirected is
 //! received from it first: `kernel.rs`).
 
 use std::cell::Cell;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,7 @@ use linerate_xdp::{path_to, UdpFlow};
 
 use super::kernel::KernelSocket;
 use super::options::{io_error, xdp_error, Xdp};
-use super::port::Port;
+use super::port::{FlowQueues, Port, Slot};
 use crate::engines::{Interest, Readiness, RecvMeta, RecvSlots, UdpEndpoint, Wait};
 use crate::EngineError;
 
@@ -25,8 +27,9 @@ const SEND_WAIT: Duration = Duration::from_millis(10);
 /// How long a closing endpoint waits for its frames to leave.
 const FLUSH: Duration = Duration::from_secs(1);
 /// The longest a reader sleeps in poll while another flow shares its
-/// port: that flow's reader may move this one's datagrams to its inbox,
-/// which wakes no poll.
+/// port, or the port has several queues: another flow's reader may move
+/// this one's datagrams to its inbox, or they may arrive on another
+/// queue, neither of which wakes its poll.
 const SHARED_POLL: Duration = Duration::from_millis(1);
 
 /// The socket's local and peer addresses.
@@ -80,6 +83,8 @@ pub(super) fn redirect(opts: Xdp, sock: &UdpSocket) {
 /// One stream's AF_XDP side (module docs).
 pub struct XdpEndpoint {
     port: Arc<Port>,
+    /// The queue it sends on, and where its datagrams arrive.
+    queues: FlowQueues,
     pub(super) flow: UdpFlow,
     kernel: KernelSocket,
     timeout: Cell<Duration>,
@@ -88,7 +93,7 @@ pub struct XdpEndpoint {
     /// frame (the queue counts the socket's).
     tx_ring_full: Cell<u64>,
     tx_no_frame: Cell<u64>,
-    /// This flow's drops took the shared socket's ([`Port::drops`]).
+    /// This flow's drops took a socket's own ([`Port::drops`]).
     drops_claimed: Cell<bool>,
 }
 
@@ -112,11 +117,12 @@ impl XdpEndpoint {
         // Not before the greeting: its echo belongs to the kernel socket.
         // (Where it was prepared for a receiver, the flow is redirected
         // already; adding it again keeps its inbox.)
-        port.add_flow(local, peer)?;
+        let queues = port.add_flow(local, peer)?;
         sock.set_nonblocking(true)
             .map_err(|e| EngineError::io("udp set_nonblocking", e))?;
         Ok(XdpEndpoint {
             port,
+            queues,
             flow,
             kernel: KernelSocket::new(sock),
             timeout: Cell::new(Duration::from_millis(100)),
@@ -125,6 +131,11 @@ impl XdpEndpoint {
             tx_no_frame: Cell::new(0),
             drops_claimed: Cell::new(false),
         })
+    }
+
+    /// The socket of the queue this flow sends on.
+    fn home(&self) -> &Slot {
+        self.port.slot(self.queues.home)
     }
 
     /// The AF_XDP socket's frame size.
@@ -149,10 +160,10 @@ impl XdpEndpoint {
         }
     }
 
-    /// One send on the shared socket; what its ring counted on this call
-    /// (TX ring full, no free frame) is this flow's.
+    /// One send on its queue's socket (maybe shared); what its ring
+    /// counted on this call (TX ring full, no free frame) is this flow's.
     fn send_once(&self, payloads: &[&[u8]]) -> io::Result<usize> {
-        let mut q = self.port.queue();
+        let mut q = self.home().queue();
         let before = q.counters();
         let n = q.send(&self.flow, payloads).map_err(io_error)?;
         let after = q.counters();
@@ -168,6 +179,7 @@ impl XdpEndpoint {
         let (_, foreign) = self.port.recv(
             self.flow.src.port(),
             self.flow.dst,
+            &self.queues.learned,
             slots.count(),
             |payload| {
                 let (buf, meta) = slots.slot_mut(filled);
@@ -218,9 +230,10 @@ impl XdpEndpoint {
     }
 
     /// What this endpoint used and counted, for the stream's report (this
-    /// flow's own counts, and the shared socket's: [`XdpUse`]).
+    /// flow's own counts, and its queue's socket's: [`XdpUse`]).
     fn engine_use(&self) -> EngineUse {
-        let q = self.port.queue();
+        let home = self.home();
+        let q = home.queue();
         let (o, c) = (q.options(), q.counters());
         let stats = q.stats().ok().map(|s| XdpStatistics {
             rx_dropped: s.rx_dropped,
@@ -235,6 +248,8 @@ impl XdpEndpoint {
             xdp: Some(XdpUse {
                 iface: q.link().name.clone(),
                 queue: q.queue_id(),
+                queues: self.port.open_queues(),
+                iface_queues: self.port.queue_count(),
                 mode: self.port.mode.to_string(),
                 copy: o.copy.to_string(),
                 need_wakeup: o.need_wakeup,
@@ -244,7 +259,7 @@ impl XdpEndpoint {
                 completion_ring: o.completion_size,
                 rx_ring: o.rx_size,
                 tx_ring: o.tx_size,
-                flows: self.port.peak_flows(),
+                flows: home.peak_flows(),
                 tx_ring_full: self.tx_ring_full.get(),
                 tx_no_frame: self.tx_no_frame.get(),
                 fill_starved: c.fill_starved,
@@ -265,10 +280,10 @@ impl Drop for XdpEndpoint {
     fn drop(&mut self) {
         self.port.remove_flow(self.flow.src);
         // Frames still in the TX ring leave only while the socket is open
-        // (the port's other flows' frames are waited for too: bounded).
+        // (the queue's other flows' frames are waited for too: bounded).
         let start = Instant::now();
         loop {
-            let mut q = self.port.queue();
+            let mut q = self.home().queue();
             if q.in_flight() == 0 || start.elapsed() >= FLUSH {
                 break;
             }
@@ -290,12 +305,13 @@ impl Readiness for XdpEndpoint {
         if self.port.has_queued(self.flow.src.port()) {
             return Ok(true);
         }
-        let timeout = if self.port.shared() {
+        let timeout = if self.port.short_poll() {
             timeout.min(SHARED_POLL)
         } else {
             timeout
         };
-        self.kernel.wait(self.port.fd(), timeout)
+        let learned = self.queues.learned.load(Ordering::Relaxed);
+        self.kernel.wait(self.port.slot(learned).fd(), timeout)
     }
 }
 
@@ -329,13 +345,17 @@ impl UdpEndpoint for XdpEndpoint {
             Err(e) => return Err(e),
         }
         let mut got = None;
-        let (_, foreign) = self
-            .port
-            .recv(self.flow.src.port(), self.flow.dst, 1, |payload| {
+        let (_, foreign) = self.port.recv(
+            self.flow.src.port(),
+            self.flow.dst,
+            &self.queues.learned,
+            1,
+            |payload| {
                 let n = payload.len().min(buf.len());
                 buf[..n].copy_from_slice(&payload[..n]);
                 got = Some(n);
-            });
+            },
+        );
         self.foreign.set(self.foreign.get() + foreign);
         Ok(got)
     }

@@ -4,12 +4,13 @@
 //! The endpoint ([`XdpEndpoint`]) is made from the kernel socket the
 //! control plane attached: its local and peer addresses give the route
 //! and the next hop's MAC ([`linerate_xdp::path_to`]). The interface the
-//! route leaves by has one port in this process (`port.rs`): an AF_XDP
-//! socket ([`linerate_xdp::Queue`]) bound to its queue 0 and the XDP
+//! route leaves by has one port in this process (`port.rs`): the XDP
 //! program ([`linerate_xdp::Program`], attached through a BPF link, so
-//! gone when the process is, however it ends), shared by every flow on it
-//! (`-P N`, `--bidir`); the program redirects each flow's local address
-//! and port to the socket. The kernel socket stays bound: it holds the
+//! gone when the process is, however it ends) and an AF_XDP socket
+//! ([`linerate_xdp::Queue`]) per queue in use, each flow (`-P N`,
+//! `--bidir`) sending on a queue of its own while the interface has one
+//! left; the program redirects each flow's local address and port to the
+//! socket of the queue it arrives on. The kernel socket stays bound: it holds the
 //! port, and whatever reached it before the flow was redirected is still
 //! received from it (counted as `via_kernel`). Frames
 //! are built in place in the UMEM; received datagrams are copied into the

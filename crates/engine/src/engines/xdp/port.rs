@@ -1,13 +1,29 @@
 //! One interface's AF_XDP side in this process: the XDP program attached
-//! to it and one AF_XDP socket on its queue 0, shared by every flow of
+//! to it and an AF_XDP socket per queue in use, shared by every flow of
 //! this process that leaves by it (`-P N`, `--bidir`, a server's
-//! concurrent tests). An interface takes one XDP program, and a queue one
-//! socket without a shared UMEM, so the flows share both: the program
-//! redirects each flow's local address and port (a key of its filter map),
-//! and a reader that takes another flow's datagram off the RX ring leaves
-//! a copy in that flow's inbox, in arrival order. Inboxes are filled and
-//! read only under the queue's lock, after the reader's own inbox is
-//! found empty, so no flow sees its datagrams out of order.
+//! concurrent tests). An interface takes one XDP program, which redirects
+//! each flow's local address and port (a key of its filter map) to the
+//! socket of the queue the datagram arrived on (XSKMAP by
+//! `rx_queue_index`); a queue with no socket passes it to the kernel,
+//! where the flow's kernel socket receives it (`via_kernel`).
+//!
+//! Each flow gets a queue of its own to send on while the interface has
+//! one left (`ethtool -l`; the socket is opened when the flow comes),
+//! else shares the least used one. Each socket has its own UMEM: the
+//! simpler correct choice, as no frame ever moves between queues (a
+//! shared UMEM, `XDP_SHARED_UMEM`, would need one fill and completion
+//! ring pair per queue anyway, and frame ownership across sockets).
+//! Sockets are locked one by one, so flows on different queues send and
+//! receive in parallel.
+//!
+//! Where a flow's datagrams arrive is the sender's or the NIC's choice
+//! (over veth with native XDP: the queue the peer sent on; generic XDP:
+//! queue 0). A reader reads the queue its flow's datagrams were last seen
+//! on, then the others; a datagram of another flow it takes off a ring
+//! goes to that flow's inbox, and tells it which queue to read. Inboxes
+//! are filled and read only under the lock of the queue read, after the
+//! reader's own inbox is found empty, so no flow sees the datagrams of
+//! one queue out of order.
 //!
 //! Ports live while a flow (or a preparation) holds them: the last one
 //! gone detaches the program and closes the socket. A preparation lives
@@ -22,7 +38,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use linerate_xdp::{
@@ -32,9 +48,6 @@ use linerate_xdp::{
 use super::options::{xdp_error, Xdp};
 use crate::EngineError;
 
-/// The queue a port's socket binds to; a NIC's flows must be steered
-/// there (`ethtool -N`, README).
-const QUEUE_ID: u32 = 0;
 /// Datagrams an inbox holds for a flow whose reader lags; past this they
 /// are dropped and counted in that flow's drops.
 const INBOX_MAX: usize = 8192;
@@ -44,38 +57,74 @@ const REAP_EVERY: Duration = Duration::from_millis(250);
 /// (network namespace inode, interface index): an interface, process-wide.
 type PortKey = (u64, u32);
 
-/// A flow's datagrams read off the ring by another flow's reader.
+/// A flow on a port: where it sends, where its datagrams were last seen
+/// arriving, and its datagrams read off a ring by another flow's reader.
 #[derive(Default)]
-struct Inbox {
+struct Flow {
     peer: Option<SocketAddr>,
+    /// The queue it sends on, and first reads.
+    home: u32,
+    /// The queue its datagrams were last seen arriving on (read first).
+    learned: Arc<AtomicU32>,
     queued: VecDeque<Vec<u8>>,
     /// Buffers given back by the owner, reused for the next copies.
     spare: Vec<Vec<u8>>,
     dropped: u64,
-    /// The socket's statistics when the flow joined it.
-    base: XdpStats,
+    /// Each open socket's statistics when the flow joined (by queue; a
+    /// socket opened later started from zero).
+    base: Vec<XdpStats>,
 }
 
-/// The program and socket of one interface (module docs).
+/// A flow's hold on its port's queues (what [`Port::add_flow`] gives).
+#[derive(Debug, Clone)]
+pub(super) struct FlowQueues {
+    /// The queue the flow sends on.
+    pub(super) home: u32,
+    /// Where its datagrams were last seen arriving (read first).
+    pub(super) learned: Arc<AtomicU32>,
+}
+
+/// One AF_XDP socket of a port, bound to queue `id` of its interface.
+pub(super) struct Slot {
+    pub(super) id: u32,
+    queue: Mutex<Queue>,
+    fd: i32,
+    /// The socket's statistics went into one receiving flow's drops.
+    drops_claimed: AtomicBool,
+    /// The most flows that sent on it at once.
+    peak_flows: AtomicU32,
+}
+
+impl Slot {
+    pub(super) fn queue(&self) -> MutexGuard<'_, Queue> {
+        lock(&self.queue)
+    }
+
+    pub(super) fn fd(&self) -> i32 {
+        self.fd
+    }
+
+    pub(super) fn peak_flows(&self) -> u32 {
+        self.peak_flows.load(Ordering::Relaxed)
+    }
+}
+
+/// The program and sockets of one interface (module docs).
 pub(super) struct Port {
     key: PortKey,
     pub(super) opts: Xdp,
     pub(super) mode: AttachMode,
     pub(super) queue_opts: QueueOptions,
     // Dropped in this order: the program first (nothing more redirected),
-    // then the AF_XDP socket.
+    // then the AF_XDP sockets.
     program: Mutex<Program>,
-    queue: Mutex<Queue>,
+    /// One per queue the interface has (index: queue id), opened in
+    /// order as flows need them.
+    slots: Vec<OnceLock<Slot>>,
     /// By the flow's local UDP port.
-    inboxes: Mutex<HashMap<u16, Inbox>>,
-    /// The socket's statistics belong to every flow on it: the first
-    /// receiver that reports its drops takes the socket's too, so a sum
-    /// over the streams counts them once.
-    drops_claimed: Mutex<bool>,
-    /// The most flows redirected to it at once (for the report: how many
-    /// shared the socket's counts).
-    peak_flows: AtomicU32,
-    fd: i32,
+    flows: Mutex<HashMap<u16, Flow>>,
+    /// Held while a flow is added (its queue chosen, a socket opened).
+    adding: Mutex<()>,
 }
 
 /// The live ports, by interface.
@@ -212,19 +261,22 @@ impl Port {
             copy,
             ..QueueOptions::default()
         };
-        let queue = Queue::open(iface, QUEUE_ID, &queue_opts).map_err(fail)?;
-        program.register(&queue).map_err(fail)?;
+        // Queue 0 now (the slow part, before the test); the others as
+        // flows come. A driver that does not answer `ethtool -l` gets
+        // queue 0 only: the one every interface has.
+        let queues = linerate_xdp::queue_count(iface).unwrap_or(1);
+        let first = open_slot(iface, 0, &queue_opts, &mut program).map_err(fail)?;
+        let slots: Vec<OnceLock<Slot>> = (0..queues).map(|_| OnceLock::new()).collect();
+        let _ = slots[0].set(first);
         let port = Arc::new(Port {
             key,
             opts,
             mode,
-            queue_opts: *queue.options(),
-            fd: queue.as_raw_fd(),
+            queue_opts,
             program: Mutex::new(program),
-            queue: Mutex::new(queue),
-            inboxes: Mutex::new(HashMap::new()),
-            drops_claimed: Mutex::new(false),
-            peak_flows: AtomicU32::new(0),
+            slots,
+            flows: Mutex::new(HashMap::new()),
+            adding: Mutex::new(()),
         });
         ports.push(Arc::downgrade(&port));
         Ok(port)
@@ -293,96 +345,194 @@ impl Port {
         prepared.swap_remove(i).port.take()
     }
 
-    /// The AF_XDP socket.
-    pub(super) fn queue(&self) -> MutexGuard<'_, Queue> {
-        lock(&self.queue)
+    /// The interface's queues (what `ethtool -l` said; 1 where it could
+    /// not be read).
+    pub(super) fn queue_count(&self) -> u32 {
+        u32::try_from(self.slots.len()).unwrap_or(u32::MAX)
     }
 
-    /// The socket's descriptor (for poll).
-    pub(super) fn fd(&self) -> i32 {
-        self.fd
+    /// The sockets open now, by queue.
+    fn open_slots(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().map_while(OnceLock::get)
+    }
+
+    /// The queues with a socket now.
+    pub(super) fn open_queues(&self) -> Vec<u32> {
+        self.open_slots().map(|s| s.id).collect()
+    }
+
+    /// The socket on queue `id` (one the flow was given: open).
+    pub(super) fn slot(&self, id: u32) -> &Slot {
+        self.slots[id as usize]
+            .get()
+            .unwrap_or_else(|| unreachable!("a flow's queue has a socket"))
+    }
+
+    /// The queue a new flow sends on: a queue of its own while the
+    /// interface has one left (its socket opened now), else the open one
+    /// fewest flows use (lowest first), shared.
+    fn pick_home(&self) -> Result<u32, EngineError> {
+        let mut counts = vec![0u32; self.slots.len()];
+        for f in lock(&self.flows).values() {
+            counts[f.home as usize] += 1;
+        }
+        let open = self.open_slots().count();
+        if open < self.slots.len() && counts[..open].iter().all(|&c| c > 0) {
+            let id = u32::try_from(open).unwrap_or(u32::MAX);
+            let iface = self.program_link_name();
+            let slot = open_slot(&iface, id, &self.queue_opts, &mut lock(&self.program))
+                .map_err(|e| xdp_error(e, self.opts))?;
+            let _ = self.slots[open].set(slot);
+            return Ok(id);
+        }
+        let best = (0..open).min_by_key(|&i| (counts[i], i)).unwrap_or(0);
+        Ok(u32::try_from(best).unwrap_or(0))
+    }
+
+    fn program_link_name(&self) -> String {
+        lock(&self.program).link().name.clone()
     }
 
     /// Redirects the flow (local, peer) to this port (from now on, or
-    /// still: a flow added already keeps its inbox).
-    pub(super) fn add_flow(&self, local: SocketAddr, peer: SocketAddr) -> Result<(), EngineError> {
-        let base = self.queue().stats().unwrap_or_default();
-        let mut inboxes = lock(&self.inboxes);
-        inboxes
-            .entry(local.port())
-            .or_insert_with(|| Inbox {
-                base,
-                ..Inbox::default()
-            })
-            .peer = Some(peer);
-        let flows = u32::try_from(inboxes.len()).unwrap_or(u32::MAX);
-        self.peak_flows.fetch_max(flows, Ordering::Relaxed);
-        drop(inboxes);
+    /// still: a flow added already keeps its queue and inbox), and gives
+    /// it a queue to send on (module docs).
+    pub(super) fn add_flow(
+        &self,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Result<FlowQueues, EngineError> {
+        let _adding = lock(&self.adding);
+        let known = lock(&self.flows).get_mut(&local.port()).map(|f| {
+            f.peer = Some(peer);
+            FlowQueues {
+                home: f.home,
+                learned: Arc::clone(&f.learned),
+            }
+        });
+        let held = match known {
+            Some(held) => held,
+            None => {
+                let home = self.pick_home()?;
+                // Read with no flow lock held: a reader takes its queue's
+                // lock, then the flows'.
+                let base = self
+                    .open_slots()
+                    .map(|s| s.queue().stats().unwrap_or_default())
+                    .collect();
+                let learned = Arc::new(AtomicU32::new(home));
+                let mut flows = lock(&self.flows);
+                flows.insert(
+                    local.port(),
+                    Flow {
+                        peer: Some(peer),
+                        home,
+                        learned: Arc::clone(&learned),
+                        base,
+                        ..Flow::default()
+                    },
+                );
+                let on_home = flows.values().filter(|f| f.home == home).count();
+                self.slot(home).peak_flows.fetch_max(
+                    u32::try_from(on_home).unwrap_or(u32::MAX),
+                    Ordering::Relaxed,
+                );
+                FlowQueues { home, learned }
+            }
+        };
         lock(&self.program)
             .allow(local)
-            .map_err(|e| xdp_error(e, self.opts))
+            .map_err(|e| xdp_error(e, self.opts))?;
+        Ok(held)
     }
 
     /// Stops redirecting the flow with this local address.
     pub(super) fn remove_flow(&self, local: SocketAddr) {
         let _ = lock(&self.program).disallow(local);
-        lock(&self.inboxes).remove(&local.port());
+        lock(&self.flows).remove(&local.port());
     }
 
-    /// Whether another flow shares this port (its reader may take this
-    /// flow's datagrams, which poll on the socket then does not see).
-    pub(super) fn shared(&self) -> bool {
-        lock(&self.inboxes).len() > 1
+    /// Whether a reader should not sleep long in poll on its one queue:
+    /// another flow's reader may move this flow's datagrams to its inbox,
+    /// or they may arrive on another queue, neither of which wakes it.
+    pub(super) fn short_poll(&self) -> bool {
+        lock(&self.flows).len() > 1 || self.open_slots().nth(1).is_some()
     }
 
     /// Whether the flow with this local port has datagrams in its inbox.
     pub(super) fn has_queued(&self, local: u16) -> bool {
-        lock(&self.inboxes)
+        lock(&self.flows)
             .get(&local)
             .is_some_and(|b| !b.queued.is_empty())
     }
 
-    /// The most flows that shared this port at once.
-    pub(super) fn peak_flows(&self) -> u32 {
-        self.peak_flows.load(Ordering::Relaxed)
-    }
-
-    /// The flow's drops past the kernel socket: its inbox's, and the
-    /// AF_XDP socket's since the flow joined it for the first flow that
-    /// asks (module docs), none for the others; and whether this flow took
-    /// the socket's.
+    /// The flow's drops past the kernel socket: its inbox's, and, for the
+    /// first flow that asks of each socket, that socket's since the flow
+    /// joined (module docs); and whether this flow took any socket's.
     pub(super) fn drops(&self, local: u16) -> (u64, bool) {
-        let socket = self.queue().stats().ok();
-        let inboxes = lock(&self.inboxes);
-        let Some(inbox) = inboxes.get(&local) else {
+        // Each socket's statistics first, no flow lock held (lock order).
+        let stats: Vec<(&Slot, Option<XdpStats>)> = self
+            .open_slots()
+            .map(|s| (s, s.queue().stats().ok()))
+            .collect();
+        let flows = lock(&self.flows);
+        let Some(flow) = flows.get(&local) else {
             return (0, false);
         };
-        let mut claimed = lock(&self.drops_claimed);
-        let own = match socket {
-            Some(s) if !*claimed => {
-                *claimed = true;
-                let b = inbox.base;
-                Some((s.rx_dropped + s.rx_ring_full).saturating_sub(b.rx_dropped + b.rx_ring_full))
+        let (mut own, mut claimed) = (0, false);
+        for (slot, s) in stats {
+            let Some(s) = s else { continue };
+            if slot.drops_claimed.swap(true, Ordering::AcqRel) {
+                continue;
             }
-            _ => None,
-        };
-        (inbox.dropped + own.unwrap_or(0), own.is_some())
+            claimed = true;
+            let b = flow.base.get(slot.id as usize).copied().unwrap_or_default();
+            own += (s.rx_dropped + s.rx_ring_full).saturating_sub(b.rx_dropped + b.rx_ring_full);
+        }
+        (flow.dropped + own, claimed)
     }
 
     /// Up to `max` of the flow (`local` port, from `peer`)'s datagrams, in
-    /// arrival order, to `each`: from its inbox, else off the RX ring,
-    /// leaving other flows' in theirs. Returns (delivered, foreign): how
-    /// many went to `each`, and how many belonged to no flow.
+    /// arrival order per queue, to `each`: from its inbox, else off the RX
+    /// ring of the queue they were last seen on, else off the others',
+    /// leaving other flows' in their inboxes. Returns (delivered,
+    /// foreign): how many went to `each`, and how many belonged to no flow.
     pub(super) fn recv(
         &self,
         local: u16,
         peer: SocketAddr,
+        learned: &AtomicU32,
         max: usize,
         mut each: impl FnMut(&[u8]),
     ) -> (usize, u64) {
-        let mut queue = self.queue();
-        let mut inboxes = lock(&self.inboxes);
-        if let Some(own) = inboxes.get_mut(&local) {
+        let first = learned.load(Ordering::Relaxed);
+        let (n, mut foreign) = self.recv_on(self.slot(first), local, peer, max, &mut each);
+        if n > 0 {
+            return (n, foreign);
+        }
+        for slot in self.open_slots().filter(|s| s.id != first) {
+            let (n, f) = self.recv_on(slot, local, peer, max, &mut each);
+            foreign += f;
+            if n > 0 {
+                learned.store(slot.id, Ordering::Relaxed);
+                return (n, foreign);
+            }
+        }
+        (0, foreign)
+    }
+
+    /// [`Port::recv`] on one queue. Under that queue's lock, the flow's
+    /// inbox is read first: what another reader took off this ring for it
+    /// is older than what the ring still holds.
+    fn recv_on(
+        &self,
+        slot: &Slot,
+        local: u16,
+        peer: SocketAddr,
+        max: usize,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> (usize, u64) {
+        let mut queue = slot.queue();
+        if let Some(own) = lock(&self.flows).get_mut(&local) {
             let mut n = 0;
             while n < max {
                 let Some(d) = own.queued.pop_front() else {
@@ -397,6 +547,7 @@ impl Port {
             }
         }
         let (mut n, mut foreign) = (0, 0);
+        let mut flows = None;
         let max = u32::try_from(max).unwrap_or(u32::MAX);
         queue.recv(max, |d: Datagram<'_>| {
             let port = d.dst.port();
@@ -405,8 +556,12 @@ impl Port {
                 n += 1;
                 return;
             }
-            match inboxes.get_mut(&port) {
-                Some(b) if b.peer == Some(d.src) => b.keep(d.payload),
+            let flows = flows.get_or_insert_with(|| lock(&self.flows));
+            match flows.get_mut(&port) {
+                Some(b) if b.peer == Some(d.src) => {
+                    b.keep(d.payload);
+                    b.learned.store(slot.id, Ordering::Relaxed);
+                }
                 _ => foreign += 1,
             }
         });
@@ -414,7 +569,26 @@ impl Port {
     }
 }
 
-impl Inbox {
+/// Opens the AF_XDP socket on queue `id` of `iface` and has the program
+/// redirect what arrives on that queue to it.
+fn open_slot(
+    iface: &str,
+    id: u32,
+    opts: &QueueOptions,
+    program: &mut Program,
+) -> Result<Slot, linerate_xdp::XdpError> {
+    let queue = Queue::open(iface, id, opts)?;
+    program.register(&queue)?;
+    Ok(Slot {
+        id,
+        fd: queue.as_raw_fd(),
+        queue: Mutex::new(queue),
+        drops_claimed: AtomicBool::new(false),
+        peak_flows: AtomicU32::new(0),
+    })
+}
+
+impl Flow {
     fn keep(&mut self, payload: &[u8]) {
         if self.queued.len() >= INBOX_MAX {
             self.dropped += 1;
@@ -445,7 +619,7 @@ mod tests {
 
     #[test]
     fn issue_25_an_inbox_keeps_arrival_order_and_counts_what_overflows() {
-        let mut inbox = Inbox::default();
+        let mut inbox = Flow::default();
         for i in 0..INBOX_MAX + 3 {
             inbox.keep(&(i as u64).to_be_bytes());
         }
