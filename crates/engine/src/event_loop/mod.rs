@@ -33,7 +33,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use driver::Turn;
-pub(crate) use driver::{drive, LoopFlow};
+pub(crate) use driver::{drive, LoopFlow, WATCH_ALL};
 pub use kind::{loop_kind, LoopKind};
 pub use split::{label_of, split};
 
