@@ -431,6 +431,82 @@ fn issue_26_crr_flows_on_two_threads_all_complete_connections() {
     assert!(t.starts_with("event loop "), "{t:?}");
 }
 
+/// While a crr test runs, the server's listener defers each accept to
+/// the connection's first bytes (TCP_DEFER_ACCEPT): another client's test
+/// started meanwhile (its control and data connections speak first) runs
+/// as usual, and a peer that connects and stays silent is still accepted,
+/// about a second late: the server ends it (the crr pool's wait for a
+/// request, 10 s, logged), not the kernel.
+#[test]
+fn issue_26_during_crr_other_tests_run_and_a_silent_peer_is_still_served() {
+    let server = Server::start(&[
+        "--threads",
+        "2",
+        "--handshake-timeout",
+        "1",
+        "--max-concurrent",
+        "2",
+    ]);
+    let port = server.port_str();
+    let crr = {
+        let port = port.clone();
+        std::thread::spawn(move || {
+            let args = [
+                "crr",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "--json",
+                "--flows",
+                "32",
+                "--threads",
+                "2",
+                "-t",
+                "4",
+            ];
+            let out = run_client(&args, Duration::from_secs(60));
+            assert_ok(&out, &args);
+            serde_json::from_slice::<Value>(&out.stdout).expect("JSON report")
+        })
+    };
+    // The crr test is under way (its transactions are being counted).
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut silent =
+        std::net::TcpStream::connect(("127.0.0.1", server.port)).expect("connect silently");
+    let me = silent.local_addr().expect("local address").to_string();
+    let since = std::time::Instant::now();
+    let args = ["rr", "127.0.0.1", "-p", &port, "-t", "0.5"];
+    assert_ok(&run_client(&args, Duration::from_secs(60)), &args);
+    silent
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    let mut b = [0u8; 1];
+    let r = std::io::Read::read(&mut silent, &mut b);
+    assert!(
+        matches!(r, Ok(0)) || r.as_ref().is_err_and(|e| !is_timeout(e)),
+        "the silent peer was never closed: {r:?}"
+    );
+    assert!(
+        since.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        since.elapsed()
+    );
+    // Accepted: the server closed it itself (the crr pool's wait for a
+    // request, or the handshake timeout) and logged it.
+    assert!(server.log().contains(&me), "{me}: {}", server.log());
+    let r = crr.join().expect("crr client");
+    let p = &r["rr"]["phases"][0];
+    assert!(p.get("errors").is_none(), "{p}");
+    assert_eq!(u(&p["server_transactions"]), u(&p["transactions"]), "{p}");
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 /// A server with a low flow limit refuses a larger crr request before
 /// any connection is made (the client says why), and serves the next
 /// test.

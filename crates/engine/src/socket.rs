@@ -244,6 +244,22 @@ pub fn apply_post_connect(stream: &TcpStream, opts: &TcpOptions) -> Result<(), E
     Ok(())
 }
 
+/// [`apply_post_connect`] on a socket this process has just made, whose
+/// options are the kernel's defaults: `TCP_NODELAY` is set only when
+/// asked (Nagle is on by default), one `setsockopt` less per crr
+/// transaction.
+pub fn apply_post_connect_fresh(stream: &TcpStream, opts: &TcpOptions) -> Result<(), EngineError> {
+    if opts.no_delay {
+        stream
+            .set_nodelay(true)
+            .map_err(|e| EngineError::io("TCP_NODELAY", e))?;
+    }
+    if let Some(cc) = &opts.congestion {
+        set_congestion(stream, cc)?;
+    }
+    Ok(())
+}
+
 /// Applies `opts` to a socket the server accepted.
 pub fn apply_accepted(stream: &TcpStream, opts: &TcpOptions) -> Result<(), EngineError> {
     let sock = socket2::SockRef::from(stream);

@@ -72,6 +72,17 @@ pub(crate) trait LoopFlow: Flow {
     /// Its socket now; `None` while it has none (a crr flow between
     /// connections, or before its first).
     fn sock(&self) -> Option<BorrowedFd<'_>>;
+    /// The readiness its socket is watched for when added to the set
+    /// (edge-triggered always): [`WATCH_ALL`] unless the flow knows it
+    /// waits only to read (a crr connection whose request went at once:
+    /// watching it for writing too would report it at once, a turn and a
+    /// `read` for nothing).
+    fn interest(&self) -> epoll::EventFlags {
+        WATCH_ALL
+    }
+    /// An edge of the flow's socket came with `events` (before its turn;
+    /// several may come before one turn).
+    fn woke(&mut self, _events: epoll::EventFlags) {}
     /// A few calls' worth of the flow's work, without blocking.
     fn turn(&mut self, shared: &mut Self::Shared) -> Turn;
     /// The side's time is up: true when that ended the flow (a sender),
@@ -183,9 +194,12 @@ pub(crate) fn drive<F: LoopFlow>(flows: &mut [F], shared: &mut F::Shared, signal
                 continue;
             }
             let i = ev.data.u64() as usize;
-            if i < flows.len() && !queued[i] && !done[i] {
-                queued[i] = true;
-                ready.push_back(i);
+            if i < flows.len() && !done[i] {
+                flows[i].woke(ev.flags);
+                if !queued[i] {
+                    queued[i] = true;
+                    ready.push_back(i);
+                }
             }
         }
         if progressed || woke > 0 || !F::STALLS {
@@ -344,14 +358,17 @@ fn register<F: LoopFlow>(flows: &[F]) -> std::io::Result<OwnedFd> {
     Ok(ep)
 }
 
+/// What a flow's socket is watched for unless it says otherwise
+/// ([`LoopFlow::interest`]).
+pub(crate) const WATCH_ALL: epoll::EventFlags = epoll::EventFlags::IN
+    .union(epoll::EventFlags::OUT)
+    .union(epoll::EventFlags::RDHUP);
+
 /// Adds flow `i`'s socket, if it has one, to the epoll set `ep`:
-/// edge-triggered, the flow's position as its data. A socket leaves the
-/// set by itself when it is closed.
+/// edge-triggered, for what the flow wants, the flow's position as its
+/// data. A socket leaves the set by itself when it is closed.
 fn watch<F: LoopFlow>(ep: &OwnedFd, f: &F, i: usize) -> std::io::Result<()> {
-    let flags = epoll::EventFlags::IN
-        | epoll::EventFlags::OUT
-        | epoll::EventFlags::RDHUP
-        | epoll::EventFlags::ET;
+    let flags = f.interest() | epoll::EventFlags::ET;
     match f.sock() {
         Some(fd) => Ok(epoll::add(
             ep,

@@ -34,7 +34,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use driver::Turn;
-pub(crate) use driver::{drive, Flow, LoopFlow};
+pub(crate) use driver::{drive, Flow, LoopFlow, WATCH_ALL};
 pub use kind::{loop_kind, LoopKind};
 pub use split::{label_of, split};
 

@@ -122,9 +122,13 @@ fn recv_now(sock: &TcpStream, buf: &mut [u8], peek: bool) -> std::io::Result<usi
     Ok(n as usize)
 }
 
-/// `send(2)` without waiting (and without `SIGPIPE`).
+/// `send(2)` of a response without waiting (and without `SIGPIPE`).
+/// `MSG_MORE` holds back its last, partial segment: the close that
+/// follows every response sends it with the FIN, one segment instead of
+/// two, so the client reads the response and the server's close from one
+/// wakeup (issue 26).
 fn send_now(sock: &TcpStream, buf: &[u8]) -> std::io::Result<usize> {
-    let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | libc::MSG_MORE;
     // SAFETY: the pointer and length describe `buf`, which outlives the call.
     let n = unsafe { libc::send(sock.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) };
     if n < 0 {

@@ -20,9 +20,10 @@ use linerate_proto::spec::{RrLimit, RrPhase};
 use linerate_stats::histogram::Histogram;
 
 use crate::clock::mono_ns;
-use crate::event_loop::{Flow, LoopFlow, Turn};
+use crate::event_loop::{Flow, LoopFlow, Turn, WATCH_ALL};
 use crate::stream::Signals;
 use crate::EngineError;
+use rustix::event::epoll::EventFlags;
 use std::time::Duration;
 
 use super::crr::CrrTarget;
@@ -47,6 +48,12 @@ pub(crate) trait RrFlow {
     /// Its socket now; `None` while it has none (a crr flow between
     /// connections).
     fn fd(&self) -> Option<BorrowedFd<'_>>;
+    /// As [`LoopFlow::interest`].
+    fn interest(&self) -> EventFlags {
+        WATCH_ALL
+    }
+    /// As [`LoopFlow::woke`].
+    fn woke(&mut self, _events: EventFlags) {}
     /// The flow's steps for one turn.
     fn steps(&mut self, cx: &mut Self::Cx, sh: &mut Self::Shared) -> Result<Turn, EngineError>;
     /// True once the flow has ended.
@@ -95,6 +102,14 @@ impl<F: RrFlow> LoopFlow for F {
 
     fn sock(&self) -> Option<BorrowedFd<'_>> {
         self.fd()
+    }
+
+    fn interest(&self) -> EventFlags {
+        RrFlow::interest(self)
+    }
+
+    fn woke(&mut self, events: EventFlags) {
+        RrFlow::woke(self, events);
     }
 
     fn turn(&mut self, (cx, sh): &mut Self::Shared) -> Turn {

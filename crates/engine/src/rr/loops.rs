@@ -371,6 +371,8 @@ impl<E: Engine> Transport for EngineConn<E> {
 
     /// Its writes are plain non-blocking calls.
     const WRITES_WHILE_CONNECTING: bool = true;
+    /// epoll reports every edge, `EPOLLRDHUP` with them.
+    const SEES_PEER_CLOSE: bool = true;
 
     fn attach<S: TcpEndpoint>(&mut self, sock: &S) -> Result<(), EngineError> {
         sock.set_nonblocking(true)

@@ -18,10 +18,11 @@ use linerate_proto::rr_flow::{RrServer, Transaction};
 use linerate_proto::spec::RrPhase;
 use linerate_proto::wire::{DataHello, Side};
 use linerate_stats::histogram::Histogram;
+use rustix::event::epoll::EventFlags;
 
 use crate::clock::mono_ns;
 use crate::engines::TcpEndpoint;
-use crate::event_loop::Turn;
+use crate::event_loop::{Turn, WATCH_ALL};
 use crate::stream::{is_timeout, map_err};
 use crate::{socket, EngineError};
 
@@ -51,6 +52,12 @@ pub(super) trait Transport {
     /// `getsockopt(SO_ERROR)` per transaction, and the request reaches the
     /// server before its accept does, so it is answered there and then.
     const WRITES_WHILE_CONNECTING: bool = false;
+    /// Whether the loop tells the flow its socket's readiness edges
+    /// ([`crate::event_loop::LoopFlow::woke`]: epoll's), the server's FIN
+    /// among them (`EPOLLRDHUP`). crr's client then closes on that edge
+    /// instead of reading the end of stream, and waits for it without a
+    /// `read` that would block: one or two `recv(2)` less per transaction.
+    const SEES_PEER_CLOSE: bool = false;
     /// `sock` is the flow's connection now (crr: each transaction's).
     fn attach<S: TcpEndpoint>(&mut self, sock: &S) -> Result<(), EngineError>;
     /// Like [`Transport::attach`], for a socket non-blocking since its
@@ -286,6 +293,9 @@ pub(super) struct ClientFlow<'a, T> {
     crr: Option<&'a CrrTarget>,
     /// crr: the response read, counted once the server has closed.
     answer: Option<Transaction>,
+    /// crr ([`Transport::SEES_PEER_CLOSE`]): the readiness the loop
+    /// reported for the transaction's connection so far.
+    seen: EventFlags,
     error: Option<EngineError>,
 }
 
@@ -296,6 +306,7 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
             step: Step::Next,
             crr: cx.crr,
             answer: None,
+            seen: EventFlags::empty(),
             error: None,
             io,
         }
@@ -315,10 +326,11 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
         let now = Instant::now();
         let due = now + CONNECT_TIMEOUT;
         self.step = Step::Connecting(now);
+        self.seen = EventFlags::empty();
         if T::WRITES_WHILE_CONNECTING {
             // The post-connect options (TCP_NODELAY, congestion) take on
             // a socket still connecting.
-            socket::apply_post_connect(&sock, &target.tcp)?;
+            socket::apply_post_connect_fresh(&sock, &target.tcp)?;
             self.io.attach_nonblocking(sock)?;
             // Made or not, the loop watches the socket from now on.
             self.write_connecting(cx, now)?;
@@ -436,29 +448,64 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
                         ))
                     }
                 },
-                Step::Closing => match self.io.read(cx, RESP)? {
-                    Piece::End => {
-                        // Closed here, after the server: no TIME_WAIT on
-                        // this side.
-                        self.io.sock = None;
-                        let Some(t) = self.answer.take() else {
-                            self.step = Step::Done;
-                            return Ok(Turn::Done);
-                        };
-                        self.tx.complete(t, overall);
-                        self.step = Step::Next;
+                Step::Closing if self.answer.is_some() && T::SEES_PEER_CLOSE => {
+                    match peer_close(self.seen) {
+                        // The server's FIN is queued behind its response:
+                        // its close is seen now, without reading it.
+                        Some(true) => {
+                            if let Some(turn) = self.server_closed(overall) {
+                                return Ok(turn);
+                            }
+                        }
+                        // Its edge wakes the flow.
+                        None => return Ok(Turn::Wait),
+                        // A reset or error: the read says which.
+                        Some(false) => {
+                            if let Some(turn) = self.close_by_reading(cx, overall)? {
+                                return Ok(turn);
+                            }
+                        }
                     }
-                    Piece::WouldBlock => return Ok(Turn::Wait),
-                    Piece::Whole | Piece::Partial => {
-                        return Err(EngineError::Protocol(
-                            "the server sent bytes after its response".into(),
-                        ))
+                }
+                Step::Closing => {
+                    if let Some(turn) = self.close_by_reading(cx, overall)? {
+                        return Ok(turn);
                     }
-                },
+                }
                 Step::Done => return Ok(Turn::Done),
             }
         }
         Ok(Turn::Again)
+    }
+
+    /// Reads to the server's close: `Some(turn)` while it has not come
+    /// (or once the flow is done).
+    fn close_by_reading(
+        &mut self,
+        cx: &mut T::Cx,
+        overall: &mut Histogram,
+    ) -> Result<Option<Turn>, EngineError> {
+        match self.io.read(cx, RESP)? {
+            Piece::End => Ok(self.server_closed(overall)),
+            Piece::WouldBlock => Ok(Some(Turn::Wait)),
+            Piece::Whole | Piece::Partial => Err(EngineError::Protocol(
+                "the server sent bytes after its response".into(),
+            )),
+        }
+    }
+
+    /// The server has closed: closed here too, after it (no TIME_WAIT on
+    /// this side), and crr's transaction counted; `Some(Turn::Done)` when
+    /// that ends rr's phase.
+    fn server_closed(&mut self, overall: &mut Histogram) -> Option<Turn> {
+        self.io.sock = None;
+        let Some(t) = self.answer.take() else {
+            self.step = Step::Done;
+            return Some(Turn::Done);
+        };
+        self.tx.complete(t, overall);
+        self.step = Step::Next;
+        None
     }
 
     /// The phase's last transaction is done: rr shuts down its write side
@@ -502,6 +549,20 @@ impl<T: Transport> RrFlow for ClientFlow<'_, T> {
         self.io.sock.as_ref().map(AsFd::as_fd)
     }
 
+    /// A crr connection whose request went whole waits only to read:
+    /// watched for writing too, it would be reported writable at once.
+    fn interest(&self) -> EventFlags {
+        if self.crr.is_some() && self.step == Step::Response {
+            EventFlags::IN | EventFlags::RDHUP
+        } else {
+            WATCH_ALL
+        }
+    }
+
+    fn woke(&mut self, events: EventFlags) {
+        self.seen |= events;
+    }
+
     fn steps(&mut self, cx: &mut T::Cx, overall: &mut Histogram) -> Result<Turn, EngineError> {
         self.step(cx, overall)
     }
@@ -527,6 +588,20 @@ impl<T: Transport> RrFlow for ClientFlow<'_, T> {
     /// Transactions answered so far.
     fn answered(&self) -> u64 {
         self.tx.answered()
+    }
+}
+
+/// What the readiness `seen` on a crr connection says of the server's
+/// close: `Some(true)` its FIN has come, nothing wrong (`EPOLLRDHUP`
+/// alone: the stream ends after what is queued); `Some(false)` a reset or
+/// error (`EPOLLHUP`/`EPOLLERR`: a read tells which); `None` not yet.
+fn peer_close(seen: EventFlags) -> Option<bool> {
+    if seen.intersects(EventFlags::HUP | EventFlags::ERR) {
+        Some(false)
+    } else if seen.contains(EventFlags::RDHUP) {
+        Some(true)
+    } else {
+        None
     }
 }
 
