@@ -78,12 +78,13 @@ fn issue_27_qualify_measures_latency_under_load_against_a_default_server() {
         Duration::from_secs(120),
     );
     let code = out.status.code();
+    let run = &v["runs"][0];
     assert!(
         matches!(code, Some(0 | 4 | 6)),
-        "{code:?}: {}",
+        "{code:?}: stopped: {}; stderr: {}",
+        run["stopped"],
         stderr(&out)
     );
-    let run = &v["runs"][0];
     assert!(run["stopped"].is_null(), "{run}");
     assert_eq!(run["preflight"]["probes_beside_load"], true, "{run}");
     assert_eq!(run["preflight"]["one_way_delay"], true, "{run}");
