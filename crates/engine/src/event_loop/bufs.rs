@@ -116,7 +116,10 @@ mod tests {
         assert!(held >= threshold / 5, "{held} of {threshold}");
         assert_eq!(b, 196_539);
         // More flows, smaller buffers, never under the floor.
-        assert!(rcvbuf_bound(10_000, HOST).unwrap() < rcvbuf_bound(1000, HOST).unwrap());
+        assert!(matches!(
+            (rcvbuf_bound(10_000, HOST), rcvbuf_bound(1000, HOST)),
+            (Some(a), Some(b)) if a < b
+        ));
         assert_eq!(rcvbuf_bound(1_000_000, HOST), Some(MIN_RCVBUF as u32));
     }
 
