@@ -191,9 +191,11 @@ impl RingIo {
     }
 
     /// Asks the kernel to cancel flow `flow`'s request `op`; its last
-    /// completion still comes to the flow.
+    /// completion still comes to the flow. The cancel goes with the
+    /// loop's next submit (the pass's `io_uring_enter`), together with
+    /// the other flows' cancels.
     pub(crate) fn cancel(&mut self, flow: usize, op: u8) -> io::Result<()> {
-        self.ring.cancel(tag(flow, op))
+        self.ring.queue_cancel(tag(flow, op))
     }
 
     /// Gives a completion's provided buffer back to the kernel.
