@@ -90,12 +90,6 @@ pub struct StreamMeasurement {
     /// `poll(2)` (each costs a wake-up).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub poll_sleeps: Option<u64>,
-    /// `--flows`: the `SO_RCVBUF` this side's loop set on this receiving
-    /// flow to keep its many flows under the host's `tcp_mem` pressure
-    /// threshold, as the kernel holds it (read back: twice what was set),
-    /// bytes; absent when its buffer autotuned or the user's `-w` ruled.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub rcvbuf_bound: Option<u64>,
 }
 
 /// What an accelerated engine (`uring`, `zerocopy`) actually used on one

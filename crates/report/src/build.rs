@@ -268,9 +268,6 @@ fn stream_notes(
         ));
     }
     for (side, r) in [("client", client), ("server", server)] {
-        if let Some(n) = rcvbuf_bound_note(side, r) {
-            notes.push(n);
-        }
         if r.intervals_dropped {
             notes.push(format!(
                 "the {side}'s interval records were too many to send and were dropped; totals are complete"
@@ -278,26 +275,6 @@ fn stream_notes(
         }
     }
     notes
-}
-
-/// The receive buffers a side's loops bounded for its many flows
-/// (`StreamMeasurement::rcvbuf_bound`), in words: how many flows, what
-/// their sockets held.
-fn rcvbuf_bound_note(side: &str, r: &SideResults) -> Option<String> {
-    let held: Vec<u64> = r.streams.iter().filter_map(|s| s.rcvbuf_bound).collect();
-    let (lo, hi) = (held.iter().min()?, held.iter().max()?);
-    let each = if lo == hi {
-        format!("{} KiB", lo / 1024)
-    } else {
-        format!("{}-{} KiB", lo / 1024, hi / 1024)
-    };
-    Some(format!(
-        "the {side} bounded the receive buffers of its {} receiving flows to {each} each \
-         (SO_RCVBUF as the kernel holds it, autotuning off): autotuned buffers for that many \
-         flows could pass the host's tcp_mem pressure threshold, where TCP drops and \
-         retransmits; -w sets the window instead",
-        held.len()
-    ))
 }
 
 /// A report with no streams or intervals, for tests measured per message

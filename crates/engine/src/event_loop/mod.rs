@@ -13,8 +13,6 @@
 //! - `driver`: the readiness loop every kind of flow runs on
 //!   (`LoopFlow`: a socket and one bounded turn of its logic), and what
 //!   a flow is to either loop (`Flow`: its end, failure and progress).
-//! - [`bufs`]: bounding many TCP flows' receive buffers under the host's
-//!   `tcp_mem` pressure threshold.
 //! - [`fds`]: raising `RLIMIT_NOFILE` for thousands of sockets.
 //! - [`tcp`]: TCP stream flows (senders to a limit or stop, receivers
 //!   to end of stream); rr flows are `crate::rr::loops`.
@@ -27,7 +25,6 @@
 //!   thread's provided buffers, queued sends); the TCP and UDP flows keep
 //!   their epoll kinds' state, cores and measurements.
 
-pub mod bufs;
 mod driver;
 pub mod fds;
 mod kind;

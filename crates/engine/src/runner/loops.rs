@@ -4,17 +4,14 @@
 //! the sampler the same hold it has on per-stream threads — a counter per
 //! flow (so intervals are cut per flow by the same cutter), and a
 //! [`Finished`] per flow when its loop ends, the loop's CPU on its last.
-//! Many receiving TCP flows get a bounded receive buffer first
-//! ([`crate::event_loop::bufs`]).
 
-use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Instant;
 
 use linerate_proto::interval::CutStream;
-use linerate_proto::measure::{Role, StreamMeasurement};
+use linerate_proto::measure::StreamMeasurement;
 
 use super::cpu_watch::{self, CpuWatch, Watched};
 use super::params::{DataSocket, RunParams, StreamSetup};
@@ -23,7 +20,6 @@ use super::stream::Finished;
 use crate::cpu::{self, CpuTime};
 use crate::engines::EngineKind;
 use crate::event_loop;
-use crate::event_loop::bufs::{self, TcpMem};
 use crate::event_loop::tcp::{LoopParams, TcpFlow};
 use crate::event_loop::udp::{UdpFlow, UdpLoopParams};
 use crate::stream::{Signals, StreamCounter};
@@ -105,7 +101,6 @@ pub(super) fn spawn_loops(
         }
     }
     if !tcp.is_empty() {
-        let bounds = Arc::new(bound_receivers(&tcp, params.window));
         let lp = LoopParams {
             engine,
             len: params.len,
@@ -116,10 +111,8 @@ pub(super) fn spawn_loops(
             .into_iter()
             .map(|share| {
                 let ids = share.iter().map(|f| (f.index, f.id)).collect();
-                let bounds = Arc::clone(&bounds);
                 let body = move |sig: &Arc<Signals>, mut ended: Ended| {
-                    for (index, mut m) in event_loop::tcp::run(&lp, share, sig) {
-                        m.rcvbuf_bound = bounds.get(index).copied().flatten();
+                    for (index, m) in event_loop::tcp::run(&lp, share, sig) {
                         ended(index, m);
                     }
                 };
@@ -150,25 +143,6 @@ pub(super) fn spawn_loops(
         spawn_shares(&ctx, &mut run, shares);
     }
     (run, cut)
-}
-
-/// Bounds the receive buffers of the side's receiving `flows` when their
-/// number needs it ([`bufs::rcvbuf_bound`]) and the user set no window;
-/// returns what each flow's socket holds, by its index (`None`: left
-/// autotuned).
-fn bound_receivers<S: AsFd>(flows: &[TcpFlow<S>], window: Option<u32>) -> Vec<Option<u64>> {
-    let mut held = vec![None; flows.iter().map(|f| f.index + 1).max().unwrap_or(0)];
-    let receivers = flows.iter().filter(|f| f.role == Role::Receiver);
-    let bound = match (window, TcpMem::read()) {
-        (None, Some(mem)) => bufs::rcvbuf_bound(receivers.clone().count(), mem),
-        _ => None,
-    };
-    if let Some(b) = bound {
-        for f in receivers {
-            held[f.index] = bufs::set_rcvbuf(&f.sock, b);
-        }
-    }
-    held
 }
 
 /// What every loop thread of a side is started with.

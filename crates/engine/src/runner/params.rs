@@ -73,7 +73,4 @@ pub struct RunParams {
     /// `--flows`/`--threads`: the TCP or UDP streams run as flows on this many
     /// event-loop threads ([`crate::event_loop`]); `None`: a thread each.
     pub loops: Option<usize>,
-    /// `-w`: the window the user set on the data sockets (then the loops
-    /// never bound their receive buffers, [`crate::event_loop::bufs`]).
-    pub window: Option<u32>,
 }

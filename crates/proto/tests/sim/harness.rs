@@ -319,7 +319,6 @@ pub(crate) fn results(side: Side, spec: &TestSpec) -> SideResults {
                 engine_use: None,
                 busy_poll: None,
                 poll_sleeps: None,
-                rcvbuf_bound: None,
             })
             .collect(),
         intervals: vec![IntervalMeasurement {
