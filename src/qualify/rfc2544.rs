@@ -358,9 +358,10 @@ fn back_to_back(
     mut run: impl FnMut(u64) -> Result<SweepTrial, Stop>,
 ) -> Result<(Option<u64>, Option<String>), Stop> {
     let mut search = ZeroLossSearch::new(MIN_BURST, hi.round());
-    let (mut inconclusive, mut undecided) = (0, false);
+    let (mut inconclusive, mut undecided, mut cut) = (0, false, false);
     while let Some(n) = search.next() {
         if search.best().is_some() && until.passed() {
+            cut = true;
             break;
         }
         let n = n.round();
@@ -372,11 +373,18 @@ fn back_to_back(
             break;
         }
     }
-    let note = match (inconclusive_words(inconclusive, undecided), undecided) {
+    let mut note = match (inconclusive_words(inconclusive, undecided), undecided) {
         (w, _) if w.is_empty() => None,
         (w, true) => Some(format!("{w}: the longest burst found is a lower bound")),
         (w, false) => Some(w),
     };
+    if cut {
+        // Cut by the size's time, the search may stand at its first
+        // passing burst (its floor): a figure to read as "at least".
+        let w = "the search stopped when this size's share of the time was spent \
+                 (short of its resolution): the longest burst found is a lower bound";
+        note = Some(note.map_or_else(|| w.to_owned(), |n| format!("{n}; {w}")));
+    }
     Ok((search.best().map(|b| b as u64), note))
 }
 
@@ -710,6 +718,29 @@ mod tests {
         .expect("runs");
         assert!(best.is_none_or(|b| b <= 500), "{best:?}");
         assert!(note.is_some_and(|n| n.contains("lower bound")));
+    }
+
+    /// Issue 27 (the default run through a 10 Mbit/s tbf printed "b2b 16"
+    /// for every size, the search's floor, as if measured): a burst search
+    /// cut by the size's time says its figure is a lower bound.
+    #[test]
+    fn issue_27_a_back_to_back_search_cut_by_time_says_it_is_a_lower_bound() {
+        let spent = Until(Some(Instant::now()));
+        let (best, note) = back_to_back(2000.0, &mut Vec::new(), spent, |n| {
+            Ok(fake(n as f64, u64::from(n > 600), false))
+        })
+        .expect("runs");
+        assert!(best.is_some_and(|b| b < 600), "{best:?}");
+        let note = note.expect("a cut search says so");
+        assert!(note.contains("lower bound"), "{note}");
+        // With time left it finds the longest burst and says nothing.
+        let later = Until(Some(Instant::now() + Duration::from_secs(60)));
+        let (best, note) = back_to_back(2000.0, &mut Vec::new(), later, |n| {
+            Ok(fake(n as f64, u64::from(n > 600), false))
+        })
+        .expect("runs");
+        assert!(best.is_some_and(|b| b > 560 && b <= 600), "{best:?}");
+        assert_eq!(note, None);
     }
 
     /// Issue 27: loss against load takes a step whose loss was the

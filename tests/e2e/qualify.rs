@@ -543,8 +543,11 @@ fn issue_27_a_qualification_leaves_no_refusal_or_failure_in_the_server_log() {
     );
     assert!(
         matches!(out.status.code(), Some(0 | 4 | 6)),
-        "{}",
-        stderr(&out)
+        "{:?}: stopped: {}; stderr: {}; server log:\n{}",
+        out.status.code(),
+        v["runs"][0]["stopped"],
+        stderr(&out),
+        server.log()
     );
     assert!(v["runs"][0]["stopped"].is_null(), "{}", v["runs"][0]);
     let log = server.log();
