@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # UDP round trips over AF_XDP on a veth pair between two network namespaces
-# it creates (198.18.0.0/15, deleted at exit): `rr --engine xdp` on both
+# it creates (198.18.0.0/15, deleted at exit): `rr --engine xdp --busy-poll` on both
 # sides (both spin on their rings) against `rr --busy-poll --engine
 # syscall` and sockperf ping-pong --nonblocked (client and server spinning),
 # SIZE-byte messages, RUNS interleaved runs each; prints each run and the
@@ -79,7 +79,7 @@ declare -A results
 for ((i = 1; i <= runs; i++)); do
     for v in "${variants[@]}"; do
         case $v in
-        xdp) r=$(lr_run --engine xdp --server-engine xdp) || r="" ;;
+        xdp) r=$(lr_run --engine xdp --server-engine xdp --busy-poll) || r="" ;;
         syscall-bp) r=$(lr_run --engine syscall --busy-poll) || r="" ;;
         sockperf-nb) r=$(sp_run) || r="" ;;
         esac
