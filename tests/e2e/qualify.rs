@@ -295,26 +295,7 @@ fn issue_27_an_rfc6349_direction_the_server_refuses_is_listed_not_run() {
 /// trial failed it (and every step after, unable to connect), exit 4.
 #[test]
 fn issue_27_a_y1564_step_whose_trial_errored_is_not_run_not_a_fail() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(bin())
-        .args(["server", "--port", "0", "--bind", "127.0.0.1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn server");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = lines.next().and_then(Result::ok).unwrap_or_default();
-    let port: u16 = first
-        .split_whitespace()
-        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
-        .unwrap_or_else(|| panic!("no port in {first:?}"));
-    // Killed on drop, whatever the test's outcome.
-    let mut server = Server {
-        child,
-        port,
-        log: Default::default(),
-    };
+    let (mut server, lines) = server_printing_its_tests();
     let port = server.port_str();
     let client = std::thread::spawn(move || {
         qualify_in(
@@ -626,26 +607,9 @@ fn issue_27_preload_adds_a_run_through_the_library() {
 /// step cut short says so, and the exit status is 130, not a verdict.
 #[test]
 fn issue_27_ctrl_c_keeps_what_the_qualification_measured() {
-    use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    let mut child = Command::new(bin())
-        .args(["server", "--port", "0", "--bind", "127.0.0.1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn server");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = lines.next().and_then(Result::ok).unwrap_or_default();
-    let port: u16 = first
-        .split_whitespace()
-        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
-        .unwrap_or_else(|| panic!("no port in {first:?}"));
-    // Killed on drop, whatever the test's outcome.
-    let _server = Server {
-        child,
-        port,
-        log: Default::default(),
-    };
+    let (server, lines) = server_printing_its_tests();
+    let port = server.port;
     let client = Command::new(bin())
         .args([
             "qualify",
@@ -708,4 +672,33 @@ fn issue_27_ctrl_c_keeps_what_the_qualification_measured() {
             .is_some_and(|n| n.contains("interrupted")),
         "{cut}"
     );
+}
+
+/// A loopback server whose stdout (a line per test it serves, once its
+/// first, the address) the test reads, killed on drop whatever the
+/// test's outcome.
+fn server_printing_its_tests() -> (
+    Server,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin())
+        .args(["server", "--port", "0", "--bind", "127.0.0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn server");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let port: u16 = first
+        .split_whitespace()
+        .find_map(|w| w.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    let server = Server {
+        child,
+        port,
+        log: Default::default(),
+    };
+    (server, lines)
 }
