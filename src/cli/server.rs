@@ -35,7 +35,8 @@ pub struct GuardArgs {
     #[arg(long, value_name = "SIZE")]
     pub max_test_memory: Option<String>,
     /// Connections waiting for their first frame at once (each holds a
-    /// thread); further ones are closed at once.
+    /// thread), one address at most three quarters of them; further ones
+    /// are closed at once.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Tests one client address may start per minute (0: no limit); counted

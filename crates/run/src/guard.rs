@@ -3,7 +3,7 @@
 //! there is room for one more connection thread (`--max-connections`), and
 //! whether its address has started too many tests lately
 //! (`--max-tests-per-minute`), and how many control connections its address
-//! has in the authentication exchange ([`PreAuth`]). Also the log throttle,
+//! has in the authentication exchange ([`PerSource`]). Also the log throttle,
 //! so a flood of bad connections costs a bounded number of log lines, and
 //! the one admission of a test ([`admit`], [`Admitted`]) that every
 //! protocol (linerate and iperf3) and test kind passes through, a probe
@@ -36,6 +36,16 @@ pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
 /// once from one host is a flood holding threads, not a fleet.
 pub const PRE_AUTH_PER_SOURCE: usize = 4;
 
+/// Connections one address may hold before their first bytes say what
+/// they are (a native first frame, an iperf3 cookie): three quarters of
+/// `--max-connections`, so one host's silent connections leave a quarter
+/// of the places to every other host. A client's own burst of data
+/// connections (`-P 128`, `--flows`) each say who they are at once, so it
+/// stays far below that.
+pub fn first_bytes_per_source(max_connections: usize) -> usize {
+    (max_connections - max_connections / 4).max(1)
+}
+
 /// The validated connection-level settings of a server. The handshake
 /// time (`--handshake-timeout`) is not here: its one home is
 /// `ServerLimits::handshake`, which bounds a connection's first bytes
@@ -67,7 +77,10 @@ pub struct Guard {
     /// Tests running now (`--max-concurrent`).
     pub tests: TestSlots,
     pub rate: TestRate,
-    pub pre_auth: PreAuth,
+    /// Control connections before admission, per address.
+    pub pre_auth: PerSource,
+    /// Connections before their first bytes are read, per address.
+    pub first_bytes: PerSource,
     pub log: LogThrottle,
 }
 
@@ -81,7 +94,8 @@ impl Guard {
                 max: max_concurrent,
             },
             rate: TestRate::new(cfg.max_tests_per_minute),
-            pre_auth: PreAuth::new(PRE_AUTH_PER_SOURCE),
+            pre_auth: PerSource::new(PRE_AUTH_PER_SOURCE),
+            first_bytes: PerSource::new(first_bytes_per_source(cfg.max_connections)),
             log: LogThrottle::default(),
             cfg,
         }
@@ -387,24 +401,26 @@ impl ConnSlots {
     }
 }
 
-/// Control connections not admitted yet, per client address: each holds a
-/// [`PreAuthSlot`] from its first frame until it asks for admission (its
-/// Hello, after the key's proof when there is one) or ends. The table only
-/// has entries for live connections, so `--max-connections` bounds it.
+/// Connections in one phase, per client address: before admission (each
+/// holds a [`SourceSlot`] from its first frame until it asks for admission,
+/// its Hello after the key's proof when there is one, or ends), and before
+/// their first bytes (from the accept to the first frame or cookie). The
+/// table only has entries for live connections, so `--max-connections`
+/// bounds it.
 #[derive(Debug)]
-pub struct PreAuth {
+pub struct PerSource {
     live: Arc<Mutex<HashMap<IpAddr, usize>>>,
     max: usize,
 }
 
-/// One connection's place in [`PreAuth`]; released when dropped.
+/// One connection's place in [`PerSource`]; released when dropped.
 #[derive(Debug)]
-pub struct PreAuthSlot {
+pub struct SourceSlot {
     live: Arc<Mutex<HashMap<IpAddr, usize>>>,
     ip: IpAddr,
 }
 
-impl Drop for PreAuthSlot {
+impl Drop for SourceSlot {
     fn drop(&mut self) {
         if let Ok(mut live) = self.live.lock() {
             if let Some(n) = live.get_mut(&self.ip) {
@@ -417,9 +433,9 @@ impl Drop for PreAuthSlot {
     }
 }
 
-impl PreAuth {
+impl PerSource {
     pub fn new(max: usize) -> Self {
-        PreAuth {
+        PerSource {
             live: Arc::default(),
             max,
         }
@@ -427,7 +443,7 @@ impl PreAuth {
 
     /// A place for one more connection from `ip`, or `None` when it has
     /// [`Self::max`] already.
-    pub fn try_take(&self, ip: IpAddr) -> Option<PreAuthSlot> {
+    pub fn try_take(&self, ip: IpAddr) -> Option<SourceSlot> {
         let ip = canonical_ip(ip);
         let mut live = self.live.lock().ok()?;
         let n = live.entry(ip).or_default();
@@ -435,7 +451,7 @@ impl PreAuth {
             return None;
         }
         *n += 1;
-        Some(PreAuthSlot {
+        Some(SourceSlot {
             live: Arc::clone(&self.live),
             ip,
         })
@@ -612,7 +628,7 @@ mod tests {
 
     #[test]
     fn issue_28_pre_auth_places_are_per_address_and_released() {
-        let p = PreAuth::new(2);
+        let p = PerSource::new(2);
         let a: IpAddr = "192.0.2.1".parse().expect("ip");
         let mapped: IpAddr = "::ffff:192.0.2.1".parse().expect("ip");
         let b: IpAddr = "192.0.2.2".parse().expect("ip");

@@ -48,7 +48,7 @@ mod unix_attach;
 
 use accept::serve;
 
-use crate::guard::{self, Guard, GuardConfig, PreAuthSlot};
+use crate::guard::{self, Guard, GuardConfig, SourceSlot};
 use crate::watch::{IdleWatch, RateWatch};
 use udp_attach::PendingDatagram;
 
@@ -312,7 +312,7 @@ fn run_control(
     peer: SocketAddr,
     started: Instant,
     first: &[u8],
-    pre_auth: PreAuthSlot,
+    pre_auth: SourceSlot,
     shared: &Shared,
 ) {
     let token = match new_token() {
@@ -423,7 +423,7 @@ struct ServerTest<'a> {
     admitted: bool,
     /// This connection's place among its address's connections before
     /// admission, until its session asks for admission.
-    pre_auth: Option<PreAuthSlot>,
+    pre_auth: Option<SourceSlot>,
     /// The control connection's peer: the only address test traffic goes to.
     peer_ip: IpAddr,
     /// Running stream and msg tests: ends a test on which nothing moves.

@@ -114,10 +114,22 @@ impl Host<'_> {
 /// Serves a connection that opened with an iperf3 cookie character;
 /// `seq` is its place in the server's accept order, `started` when it was
 /// accepted: its whole cookie must arrive within the handshake timeout
-/// from then.
-pub fn handle(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, host: &Host<'_>) {
+/// from then. `first_bytes` (its address's place among the connections
+/// not yet saying what they are) goes back once the cookie is read.
+pub fn handle(
+    sock: TcpStream,
+    peer: SocketAddr,
+    seq: u64,
+    started: Instant,
+    first_bytes: guard::SourceSlot,
+    host: &Host<'_>,
+) {
     let mut buf = [0u8; COOKIE_LEN];
-    let cookie = match read_exact_by(&sock, &mut buf, started + host.limits.handshake()) {
+    let read = read_exact_by(&sock, &mut buf, started + host.limits.handshake());
+    // The cookie says what the connection is: its address's place among
+    // the connections not yet saying so goes back.
+    drop(first_bytes);
+    let cookie = match read {
         Ok(()) => Cookie(buf),
         Err(e) => {
             host.guard.log.log(format_args!(

@@ -76,12 +76,15 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
         let Some(slot) = conn_slot(guard, &shared.metrics, format_args!("{peer}")) else {
             continue;
         };
+        let Some(first_bytes) = first_bytes_slot(shared, peer) else {
+            continue;
+        };
         let conn_shared = Arc::clone(shared);
         match std::thread::Builder::new()
             .name("linerate-conn".into())
             .spawn(move || {
                 let _slot = slot;
-                handle_connection(sock, peer, seq, &conn_shared)
+                handle_connection(sock, peer, seq, first_bytes, &conn_shared)
             }) {
             Ok(h) => sessions.push(h),
             Err(e) => shared
@@ -381,6 +384,25 @@ fn conn_slot(
     slot
 }
 
+/// `peer`'s place among the connections one address may hold before their
+/// first bytes say what they are ([`guard::first_bytes_per_source`]), or a
+/// refusal (counted, logged): one host's silent connections cannot take
+/// every connection thread for a handshake time.
+fn first_bytes_slot(shared: &Shared, peer: SocketAddr) -> Option<guard::SourceSlot> {
+    let places = &shared.guard.first_bytes;
+    let slot = places.try_take(peer.ip());
+    if slot.is_none() {
+        shared.metrics.rejected("first_bytes_per_source");
+        shared.metrics.limit_hit("first_bytes_per_source");
+        shared.guard.log.log(format_args!(
+            "{}: {} connections that have not said what they are yet (the most one address may have), closing another",
+            peer.ip(),
+            places.max()
+        ));
+    }
+    slot
+}
+
 /// The server's side of the crr pool: its routes, its usual connection
 /// handling, its log.
 struct CrrRoutes(Arc<Shared>);
@@ -396,11 +418,14 @@ impl CrrHost for CrrRoutes {
         let Some(slot) = conn_slot(&shared.guard, &shared.metrics, format_args!("{peer}")) else {
             return;
         };
+        let Some(first_bytes) = first_bytes_slot(&shared, peer) else {
+            return;
+        };
         if let Err(e) = std::thread::Builder::new()
             .name("linerate-conn".into())
             .spawn(move || {
                 let _slot = slot;
-                handle_connection(sock, peer, seq, &shared)
+                handle_connection(sock, peer, seq, first_bytes, &shared)
             })
         {
             self.0

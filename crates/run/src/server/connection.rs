@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
 use crate::control::read_first_frame;
-use crate::guard::{self, PreAuthSlot};
+use crate::guard::{self, SourceSlot};
 use crate::iperf3::server as iperf3_server;
 use linerate_proto::wire::{classify_greeting, DataHello, Greeting, Message, RefuseCode};
 
@@ -17,7 +17,16 @@ use super::{run_control, Route, Shared};
 /// iperf3 from linerate; a linerate one's first frame opens a control
 /// session or routes a data connection. `seq`: the connection's place in
 /// the accept order.
-pub(super) fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, shared: &Shared) {
+/// `first_bytes`: the connection's place among those its address holds
+/// before saying what they are, given back once its first frame (or
+/// iperf3 cookie) is read.
+pub(super) fn handle_connection(
+    sock: TcpStream,
+    peer: SocketAddr,
+    seq: u64,
+    first_bytes: SourceSlot,
+    shared: &Shared,
+) {
     // The handshake timeout bounds everything before admission, from here:
     // the first frame, the key's exchange and the Hello together.
     let started = Instant::now();
@@ -39,7 +48,7 @@ pub(super) fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, sha
     match greeting {
         Greeting::Native => {}
         Greeting::Iperf3 => {
-            serve_iperf3(sock, peer, seq, started, shared);
+            serve_iperf3(sock, peer, seq, started, first_bytes, shared);
             return;
         }
         Greeting::Unknown | Greeting::NeedMore => {
@@ -51,7 +60,9 @@ pub(super) fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, sha
         }
     }
     let left = greeting_timeout.saturating_sub(started.elapsed());
-    let (msg, raw) = match read_first_frame(&sock, left) {
+    let first_frame = read_first_frame(&sock, left);
+    drop(first_bytes);
+    let (msg, raw) = match first_frame {
         Ok(x) => x,
         Err(e) => {
             log.log(format_args!("{peer}: bad first frame: {}", e.chain()));
@@ -79,7 +90,14 @@ pub(super) fn handle_connection(sock: TcpStream, peer: SocketAddr, seq: u64, sha
 
 /// An iperf3 client's connection: served by the iperf3 server with this
 /// server's limits, engine and guard.
-fn serve_iperf3(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, shared: &Shared) {
+fn serve_iperf3(
+    sock: TcpStream,
+    peer: SocketAddr,
+    seq: u64,
+    started: Instant,
+    first_bytes: SourceSlot,
+    shared: &Shared,
+) {
     let host = iperf3_server::Host {
         limits: &shared.limits,
         engine: shared.engine,
@@ -97,7 +115,7 @@ fn serve_iperf3(sock: TcpStream, peer: SocketAddr, seq: u64, started: Instant, s
         rate_budget: shared.rate_budget.as_ref(),
         stop_signal: shared.stop_signal(),
     };
-    iperf3_server::handle(sock, peer, seq, started, &host);
+    iperf3_server::handle(sock, peer, seq, started, first_bytes, &host);
     // The test's threads are joined: what they freed goes back.
     linerate_engine::memory::release_freed();
 }
@@ -146,9 +164,9 @@ fn reply_refusal(mut sock: &TcpStream, code: RefuseCode, why: &str) -> std::io::
 }
 
 /// A place among the control connections `peer`'s address has before
-/// admission ([`guard::PreAuth`]), or a refusal: one host cannot hold the
+/// admission ([`guard::PerSource`]), or a refusal: one host cannot hold the
 /// server's connection threads with handshakes it never completes.
-fn take_pre_auth(sock: &TcpStream, peer: SocketAddr, shared: &Shared) -> Option<PreAuthSlot> {
+fn take_pre_auth(sock: &TcpStream, peer: SocketAddr, shared: &Shared) -> Option<SourceSlot> {
     let pre_auth = &shared.guard.pre_auth;
     let slot = pre_auth.try_take(peer.ip());
     if slot.is_none() {
