@@ -308,8 +308,11 @@ impl UdpReceiver {
         let socket_drops = meminfo_drops
             .map(|m| m.max(cmsg_drops.unwrap_or(0)))
             .or(cmsg_drops);
+        // A cut past what the sender issued is no cut it made: capped as
+        // the intervals cap it (`LiveCounts::at_sender_cut`), so the
+        // totals stay the sum of the intervals whatever a peer claims.
         let out = UdpRecv {
-            omitted_numbers: omitted,
+            omitted_numbers: issued.map_or(omitted, |i| omitted.min(i)),
             ..self.out
         };
         finish_counts(
@@ -489,6 +492,20 @@ mod tests {
         // The larger of the two drop counters.
         assert_eq!(out.socket_drops, Some(4));
         assert_eq!(out.rcvbuf, Some(1 << 20));
+    }
+
+    /// Issue 28 (noticed in round 2): a SendDone whose warm-up cut lies
+    /// past the numbers it issued was capped in the intervals only; the
+    /// totals took it whole.
+    #[test]
+    fn issue_28_a_senders_cut_past_what_it_issued_is_capped_in_the_totals() {
+        let mut r = rx(true);
+        for seq in 0..4 {
+            r.on_datagram(&datagram(3, seq, 500, 100), false, 1_000, u64::MAX);
+        }
+        let out = r.finish((Some(4), u64::MAX), None, None);
+        assert_eq!(out.omitted_numbers, 4, "the cut, at most what was issued");
+        assert_eq!((out.issued, out.lost), (Some(0), Some(0)));
     }
 
     #[test]
