@@ -500,6 +500,59 @@ fn issue_26_during_crr_other_tests_run_and_a_silent_peer_is_still_served() {
     assert_eq!(u(&p["server_transactions"]), u(&p["transactions"]), "{p}");
 }
 
+/// Issue 26: while a crr test runs, the crr pool reads each new
+/// connection's first bytes in one `recv` before it knows what the
+/// connection is; a TCP test's control and data connections (both
+/// directions) are handed on with those bytes, which the server reads
+/// first: the tests run and both ends count the same bytes.
+#[test]
+fn issue_26_during_crr_tests_whose_greetings_the_crr_pool_read_are_served() {
+    let server = Server::start(&["--threads", "2", "--max-concurrent", "2"]);
+    let port = server.port_str();
+    let crr = {
+        let port = port.clone();
+        std::thread::spawn(move || {
+            let args = [
+                "crr",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "--json",
+                "--flows",
+                "8",
+                "-t",
+                "3",
+            ];
+            let out = run_client(&args, Duration::from_secs(60));
+            assert_ok(&out, &args);
+            serde_json::from_slice::<Value>(&out.stdout).expect("JSON report")
+        })
+    };
+    // The crr test is under way (its transactions are being counted).
+    std::thread::sleep(Duration::from_millis(1000));
+    for dir in [&[][..], &["-R"][..]] {
+        let mut args = vec![
+            "tcp",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--json",
+            "-P",
+            "2",
+            "-t",
+            "0.5",
+        ];
+        args.extend_from_slice(dir);
+        let r = json_client(&args);
+        assert_streams_balanced(&r);
+        assert_eq!(r["streams"].as_array().map(Vec::len), Some(2), "{dir:?}");
+    }
+    let r = crr.join().expect("crr client");
+    let p = &r["rr"]["phases"][0];
+    assert!(p.get("errors").is_none(), "{p}");
+    assert_eq!(u(&p["server_transactions"]), u(&p["transactions"]), "{p}");
+}
+
 fn is_timeout(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),

@@ -29,6 +29,8 @@
 //! - [`caps`]: what the kernel lets accelerated engines use, probed once.
 //! - [`netstat`]: the kernel's UDP and interface drop counters.
 //! - [`memory`]: handing what a finished test freed back to the kernel.
+//! - [`read_ahead`]: an accepted connection handed on with the bytes
+//!   already read from it (the crr pool's, issue 26).
 //! - [`stdio`]: standard output and error sent to a file (`--logfile`).
 //! - [`runner`]: runs one side of a test — a thread per stream, interval
 //!   sampling, the stop signal — and produces that side's
@@ -42,6 +44,7 @@ pub mod engines;
 pub mod event_loop;
 pub mod memory;
 pub mod netstat;
+pub mod read_ahead;
 pub mod rr;
 pub mod runner;
 pub mod socket;

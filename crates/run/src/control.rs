@@ -8,6 +8,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use crate::error::{fail, no_randomness, Context as _, Result, RunError};
+use linerate_engine::read_ahead::ReadAhead;
 use linerate_engine::runner::SideRun;
 use linerate_engine::{clock, socket};
 use linerate_proto::measure::{IntervalMeasurement, RrFlowMeasurement, SideResults};
@@ -132,12 +133,14 @@ impl ControlConn {
     }
 }
 
-/// Reads exactly one native frame from a new connection, within `limit`.
-/// Returns the decoded message and its raw bytes; reads nothing past it.
-pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, Vec<u8>)> {
+/// Reads exactly one native frame from a new connection, within `limit`:
+/// the bytes read ahead first ([`ReadAhead`], the crr pool's), then the
+/// socket. Returns the decoded message and its raw bytes; reads nothing
+/// past it from the socket (read-ahead bytes past it stay in `conn`).
+pub fn read_first_frame(conn: &mut ReadAhead, limit: Duration) -> Result<(Message, Vec<u8>)> {
     let deadline = Instant::now() + limit;
     let mut raw = vec![0u8; HEADER_LEN];
-    read_exact_by(sock, &mut raw, deadline)?;
+    read_exact_by(conn, &mut raw, deadline)?;
     let header = FrameHeader::new_checked(&raw[..])
         .ok_or_else(|| RunError::Protocol("short header".into()))?;
     header.validate()?;
@@ -154,7 +157,7 @@ pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, V
     let mut chunk = [0u8; 4096];
     while raw.len() < HEADER_LEN + len {
         let want = (HEADER_LEN + len - raw.len()).min(chunk.len());
-        read_exact_by(sock, &mut chunk[..want], deadline)?;
+        read_exact_by(conn, &mut chunk[..want], deadline)?;
         raw.extend_from_slice(&chunk[..want]);
     }
     match wire::decode(&raw)? {
@@ -163,10 +166,13 @@ pub fn read_first_frame(sock: &TcpStream, limit: Duration) -> Result<(Message, V
     }
 }
 
-/// Fills `buf` from `sock` by `deadline`: one deadline for the whole read,
-/// however the peer spreads its bytes (a byte just inside each read's
-/// timeout does not extend it).
-pub fn read_exact_by(mut sock: &TcpStream, mut buf: &mut [u8], deadline: Instant) -> Result<()> {
+/// Fills `buf` from `conn` by `deadline` (its bytes read ahead first, then
+/// its socket): one deadline for the whole read, however the peer spreads
+/// its bytes (a byte just inside each read's timeout does not extend it).
+pub fn read_exact_by(conn: &mut ReadAhead, buf: &mut [u8], deadline: Instant) -> Result<()> {
+    let n = conn.take(buf);
+    let mut buf = &mut buf[n..];
+    let mut sock = conn.sock();
     while !buf.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -335,4 +341,39 @@ pub fn nonce() -> Result<[u8; linerate_proto::auth::NONCE_LEN]> {
     let mut n = [0u8; linerate_proto::auth::NONCE_LEN];
     getrandom::fill(&mut n).map_err(|e| no_randomness("the auth nonce", e))?;
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Issue 26: the crr pool reads a connection's first bytes before it
+    /// knows what the connection is; a control connection it hands on
+    /// keeps them, and its first frame is read from them, then from the
+    /// socket, whole.
+    #[test]
+    fn issue_26_the_first_frame_is_read_from_the_bytes_read_ahead_then_the_socket() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (s, _) = l.accept().expect("accept");
+        let frame = wire::to_bytes(&Message::Start);
+        // The first byte of what the peer sent next.
+        let next = wire::MAGIC[0];
+        for cut in [1, HEADER_LEN - 1, frame.len()] {
+            // What the pool read: the frame's first `cut` bytes (all of
+            // it, and the next frame's first byte, at the last cut).
+            let mut head = frame[..cut].to_vec();
+            if cut == frame.len() {
+                head.push(next);
+            }
+            c.write_all(&frame[cut..]).expect("write");
+            let mut conn = ReadAhead::new(s.try_clone().expect("clone"), head);
+            let (msg, raw) = read_first_frame(&mut conn, Duration::from_secs(5)).expect("frame");
+            assert!(matches!(msg, Message::Start), "{cut}: {msg:?}");
+            assert_eq!(raw, frame, "{cut}");
+            let rest: &[u8] = if cut == frame.len() { &[next] } else { &[] };
+            assert_eq!(conn.head(), rest, "{cut}: read ahead past the frame, kept");
+        }
+    }
 }

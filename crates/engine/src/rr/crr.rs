@@ -337,21 +337,31 @@ impl CrrServer {
     }
 
     /// Serves one transaction on a connection greeted with `hello`, on
-    /// the calling thread (blocking): reads the request, writes the
-    /// response, closes. The server's accept loop normally hands crr
-    /// connections to a [`super::CrrPool`] instead.
-    pub fn serve(self: &Arc<Self>, hello: &DataHello, sock: TcpStream) -> Result<(), EngineError> {
+    /// the calling thread (blocking): reads the request (`read`: its
+    /// first bytes, already read from `sock`), writes the response,
+    /// closes. The server's accept loop normally hands crr connections to
+    /// a [`super::CrrPool`] instead.
+    pub fn serve(
+        self: &Arc<Self>,
+        hello: &DataHello,
+        sock: TcpStream,
+        read: &[u8],
+    ) -> Result<(), EngineError> {
         let (req_len, resp_len) = self.sizes(hello)?;
         let mut ticket = self.begin(hello)?;
         let result = (|| {
             socket::set_io_timeout(&sock, POLL)?;
             let mut req = vec![0u8; req_len];
             let mut resp = vec![0u8; resp_len];
+            // Bytes past the request (none from a conforming client) are
+            // left, as they would be in the socket.
+            let ahead = read.len().min(req_len);
+            req[..ahead].copy_from_slice(&read[..ahead]);
             // The server side of crr runs the syscall engine (it is served
             // on the server's connection threads, which have no engine).
             let waiter = Waiter::new(Wait::Block, &self.signals, true);
             let mut io = StreamIo::new(Syscall, &sock, waiter)?;
-            if !io.read_exact(&mut req)? {
+            if !io.read_exact(&mut req[ahead..])? {
                 return Err(EngineError::PeerReset(
                     "client closed before its request".into(),
                 ));

@@ -2,11 +2,13 @@
 //!
 //! A crr client opens a connection per transaction and writes its greeting
 //! and request in one call, so by the time the server has accepted the
-//! connection they are usually queued. The accepting thread looks at them
-//! with `MSG_PEEK` (nothing is consumed, so a connection that is not a crr
-//! transaction goes on to the server's usual handling untouched) and, when
-//! the whole request is there, reads it, answers and closes: accept, peek,
-//! read, send, close. A connection whose bytes are not all there yet (or
+//! connection they are usually queued. The accepting thread reads them in
+//! one `recv(2)` and, when the whole request is there, answers and closes:
+//! accept, recv, send, close. A connection that is not a crr transaction
+//! goes on to the server's usual handling with the bytes read from it
+//! ([`ReadAhead`], which whoever reads it next takes first; until issue 26
+//! a `MSG_PEEK` looked first and a read took the same bytes again, one
+//! call more per transaction). A connection whose bytes are not all there yet (or
 //! whose response does not fit the socket buffer) goes to the pool's one
 //! worker thread, which waits for all of its connections in one `poll(2)`
 //! and finishes them the same way. No thread is started per connection,
@@ -27,6 +29,7 @@ use linerate_proto::rr_core::{SpinBudget, SpinMode};
 use linerate_proto::wire::{self, DataGreeting, Token};
 
 use crate::clock::mono_ns;
+use crate::read_ahead::ReadAhead;
 use crate::wait::{SPIN_BUDGET, SPIN_CHECK};
 use crate::EngineError;
 
@@ -35,8 +38,9 @@ use super::crr::{CrrServer, Ticket};
 /// How long a connection may take to send its greeting and request, or to
 /// read its response, before the pool drops it.
 const PENDING_LIMIT: Duration = Duration::from_secs(10);
-/// Request bytes the first peek makes room for (crr's default size is 1).
-const FIRST_PEEK_REQUEST: usize = 64;
+/// Request bytes the first `recv` makes room for (crr's default size is
+/// 1); the room grows to the largest transaction seen.
+const FIRST_REQUEST: usize = 64;
 /// How often the worker wakes without events, to expire connections and
 /// notice that the pool is gone.
 const WORKER_TICK: Duration = Duration::from_millis(100);
@@ -49,9 +53,9 @@ pub trait CrrHost: Send + Sync + 'static {
     /// The crr test that `token` names, if one is running and `peer` may
     /// take part in it (else the connection goes the usual way).
     fn crr(&self, token: &Token, peer: SocketAddr) -> Option<Arc<CrrServer>>;
-    /// A connection that is not a crr transaction, its bytes unread: the
-    /// server's usual handling takes it.
-    fn not_crr(&self, sock: TcpStream, peer: SocketAddr);
+    /// A connection that is not a crr transaction, with the bytes the pool
+    /// read from it: the server's usual handling takes it.
+    fn not_crr(&self, conn: ReadAhead, peer: SocketAddr);
     /// A crr transaction failed (for the server's log).
     fn failed(&self, peer: SocketAddr, e: &EngineError);
     /// A place among the server's open connections (`--max-connections`),
@@ -65,8 +69,9 @@ pub trait CrrHost: Send + Sync + 'static {
 pub enum Offer {
     /// A crr transaction: answered, or handed to the pool's worker.
     Taken,
-    /// Not a crr transaction (its bytes unread): handle it as usual.
-    NotCrr(TcpStream),
+    /// Not a crr transaction (with the bytes read from it): handle it as
+    /// usual.
+    NotCrr(ReadAhead),
 }
 
 /// One connection the pool is looking after.
@@ -80,8 +85,9 @@ struct Conn {
 }
 
 enum State {
-    /// Waiting for the whole greeting and request.
-    Greeting,
+    /// Waiting for the whole greeting and request; `got`: the bytes read
+    /// so far (empty, not allocated, until the connection has to wait).
+    Greeting { got: Vec<u8> },
     /// The response, partly sent.
     Responding {
         ticket: Ticket,
@@ -100,10 +106,22 @@ enum Step {
     Other,
 }
 
+impl Conn {
+    /// The connection with the bytes read from it, for the usual handling.
+    fn read_ahead(self) -> ReadAhead {
+        let got = match self.state {
+            State::Greeting { got } => got,
+            State::Responding { .. } => Vec::new(),
+        };
+        ReadAhead::new(self.sock, got)
+    }
+}
+
 /// Buffers reused across connections.
 #[derive(Default)]
 struct Scratch {
-    peek: Vec<u8>,
+    /// What the connection sent: greeting, then request.
+    got: Vec<u8>,
     resp: Vec<u8>,
 }
 
@@ -111,11 +129,17 @@ fn would_block(e: &std::io::Error) -> bool {
     e.kind() == ErrorKind::WouldBlock
 }
 
-/// `recv(2)` without waiting; with `peek` the bytes stay queued.
-fn recv_now(sock: &TcpStream, buf: &mut [u8], peek: bool) -> std::io::Result<usize> {
-    let flags = libc::MSG_DONTWAIT | if peek { libc::MSG_PEEK } else { 0 };
+/// `recv(2)` without waiting.
+fn recv_now(sock: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
     // SAFETY: the pointer and length describe `buf`, which outlives the call.
-    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -153,7 +177,7 @@ fn send_rest(sock: &TcpStream, resp: &[u8], sent: &mut usize) -> Result<bool, En
 /// Moves `conn` on as far as it can go without waiting.
 fn step(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Step {
     let r = match &mut conn.state {
-        State::Greeting => greet(conn, host, scratch),
+        State::Greeting { .. } => greet(conn, host, scratch),
         State::Responding { ticket, resp, sent } => match send_rest(&conn.sock, resp, sent) {
             Ok(true) => {
                 ticket.finish(Ok(()));
@@ -172,27 +196,42 @@ fn step(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Step {
     })
 }
 
-/// The greeting state: peek; when the greeting and request are all there,
-/// read them, answer and send.
+/// The greeting state: one `recv` takes what is queued after the bytes
+/// read before; when the greeting and request are all in, answer and send.
+/// A connection that waits, or is not a crr transaction, keeps what was
+/// read in its state (for the next `recv`, or the usual handling).
 fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<Step, EngineError> {
-    // One peek usually sees greeting and request: the buffer keeps the
-    // size of the largest seen so far.
-    let hello_len = wire::HEADER_LEN + wire::DATA_HELLO_LEN;
-    if scratch.peek.len() < hello_len + FIRST_PEEK_REQUEST {
-        scratch.peek.resize(hello_len + FIRST_PEEK_REQUEST, 0);
+    let got = match &mut conn.state {
+        State::Greeting { got } => std::mem::take(got),
+        State::Responding { .. } => unreachable!("greet is called while greeting"),
+    };
+    // The buffer keeps the size of the largest transaction seen so far, so
+    // one `recv` usually takes greeting and request; bytes read before (a
+    // connection that waited) come first.
+    let buf = &mut scratch.got;
+    let room = wire::HEADER_LEN + wire::DATA_HELLO_LEN + FIRST_REQUEST;
+    if buf.len() < got.len() + room {
+        buf.resize(got.len() + room, 0);
     }
-    let mut want = scratch.peek.len();
+    let mut have = got.len();
+    buf[..have].copy_from_slice(&got);
     loop {
-        let n = match recv_now(&conn.sock, &mut scratch.peek[..want], true) {
-            Ok(0) => return Ok(Step::Done), // closed before its greeting
+        let n = match recv_now(&conn.sock, &mut buf[have..]) {
+            Ok(0) => return Ok(Step::Done), // closed before its request
             Ok(n) => n,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) if would_block(&e) => return Ok(Step::Wait(libc::POLLIN)),
+            Err(e) if would_block(&e) => {
+                return Ok(keep(conn, got, &buf[..have], Step::Wait(libc::POLLIN)))
+            }
             Err(e) => return Err(crate::stream::map_err("recv", e)),
         };
-        let (hello, used) = match wire::data_greeting(&scratch.peek[..n]) {
-            DataGreeting::NeedMore => return Ok(Step::Wait(libc::POLLIN)),
-            DataGreeting::Other => return Ok(Step::Other),
+        have += n;
+        let full = have == buf.len();
+        let (hello, used) = match wire::data_greeting(&buf[..have]) {
+            DataGreeting::NeedMore => {
+                return Ok(keep(conn, got, &buf[..have], Step::Wait(libc::POLLIN)))
+            }
+            DataGreeting::Other => return Ok(keep(conn, got, &buf[..have], Step::Other)),
             DataGreeting::Hello(h, used) => (h, used),
         };
         let Some(crr) = host
@@ -200,33 +239,21 @@ fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<S
             .filter(|c| !c.is_load(&hello))
         else {
             // Not a transaction (another test's, or a load stream).
-            return Ok(Step::Other);
+            return Ok(keep(conn, got, &buf[..have], Step::Other));
         };
         let (req_len, resp_len) = crr.sizes(&hello)?;
         let total = used + req_len;
-        if n < total {
-            if want < total {
-                // Look again with room for the request.
-                if scratch.peek.len() < total {
-                    scratch.peek.resize(total, 0);
-                }
-                want = total;
+        if have < total {
+            if full {
+                // More may be queued: read again with room for the request.
+                buf.resize(total.max(buf.len()), 0);
                 continue;
             }
-            return Ok(Step::Wait(libc::POLLIN));
+            return Ok(keep(conn, got, &buf[..have], Step::Wait(libc::POLLIN)));
         }
         let mut ticket = crr.begin(&hello)?;
-        // The bytes are queued (just seen): this read takes them all.
-        let got = (&conn.sock)
-            .read(&mut scratch.peek[..total])
-            .map_err(|e| crate::stream::map_err("read", e))?;
-        if got != total {
-            let e = EngineError::PeerReset(format!("{got} of {total} queued bytes read"));
-            ticket.finish(Err(&e));
-            return Err(e);
-        }
         scratch.resp.resize(resp_len, 0);
-        if let Err(e) = ticket.answer(&scratch.peek[used..total], &mut scratch.resp) {
+        if let Err(e) = ticket.answer(&buf[used..total], &mut scratch.resp) {
             ticket.finish(Err(&e));
             return Err(e);
         }
@@ -250,6 +277,15 @@ fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<S
             }
         };
     }
+}
+
+/// Keeps `bytes`, what `conn` sent so far, with it (in `got`'s
+/// allocation), for its next `recv` or the usual handling; then `step`.
+fn keep(conn: &mut Conn, mut got: Vec<u8>, bytes: &[u8], step: Step) -> Step {
+    got.clear();
+    got.extend_from_slice(bytes);
+    conn.state = State::Greeting { got };
+    step
 }
 
 /// A busy-polled crr test's accepting thread: it spins on its
@@ -352,11 +388,11 @@ impl CrrPool {
             sock,
             peer,
             since: Instant::now(),
-            state: State::Greeting,
+            state: State::Greeting { got: Vec::new() },
             held: None,
         };
         let Ok(mut scratch) = self.scratch.lock() else {
-            return Offer::NotCrr(conn.sock);
+            return Offer::NotCrr(conn.read_ahead());
         };
         let mut next = step(&mut conn, self.host.as_ref(), &mut scratch);
         if let Some(mode) = spin {
@@ -379,10 +415,10 @@ impl CrrPool {
         drop(scratch);
         match next {
             Step::Done => Offer::Taken,
-            Step::Other => Offer::NotCrr(conn.sock),
+            Step::Other => Offer::NotCrr(conn.read_ahead()),
             Step::Wait(_) => match self.hand_over(conn) {
                 Ok(()) => Offer::Taken,
-                Err(sock) => Offer::NotCrr(sock),
+                Err(conn) => Offer::NotCrr(conn),
             },
         }
     }
@@ -395,23 +431,24 @@ impl CrrPool {
     }
 
     /// Gives a waiting connection to the worker (starting it if need be);
-    /// its socket back if there is no worker. Over `--max-connections` it is closed
-    /// instead: waiting connections hold descriptors as threads do.
-    fn hand_over(&self, mut conn: Conn) -> Result<(), TcpStream> {
+    /// the connection back, with what was read from it, if there is no
+    /// worker. Over `--max-connections` it is closed instead: waiting
+    /// connections hold descriptors as threads do.
+    fn hand_over(&self, mut conn: Conn) -> Result<(), ReadAhead> {
         let Some(held) = self.host.hold() else {
             return Ok(());
         };
         conn.held = Some(held);
         let Ok(mut w) = self.worker.lock() else {
-            return Err(conn.sock);
+            return Err(conn.read_ahead());
         };
         if w.is_none() {
             *w = self.start_worker();
         }
         let Some(worker) = w.as_ref() else {
-            return Err(conn.sock);
+            return Err(conn.read_ahead());
         };
-        worker.tx.send(conn).map_err(|e| e.0.sock)?;
+        worker.tx.send(conn).map_err(|e| e.0.read_ahead())?;
         // A full wake-up socket already has a wake-up queued.
         let _ = (&worker.wake).write(&[1]);
         Ok(())
@@ -520,15 +557,11 @@ fn work(
                     conns.swap_remove(i);
                 }
                 Step::Other => {
-                    let (
-                        Conn {
-                            sock, peer, held, ..
-                        },
-                        _,
-                    ) = conns.swap_remove(i);
+                    let (mut c, _) = conns.swap_remove(i);
                     // Its place goes back before the usual handling takes one.
-                    drop(held);
-                    host.not_crr(sock, peer);
+                    drop(c.held.take());
+                    let peer = c.peer;
+                    host.not_crr(c.read_ahead(), peer);
                 }
             }
         }
@@ -582,7 +615,7 @@ mod tests {
     struct Host {
         crr: Arc<CrrServer>,
         token: Token,
-        others: Mutex<Vec<TcpStream>>,
+        others: Mutex<Vec<ReadAhead>>,
         failures: AtomicUsize,
         /// Connections the pool holds now, and the most it may.
         held: Arc<AtomicUsize>,
@@ -593,8 +626,8 @@ mod tests {
         fn crr(&self, token: &Token, _: SocketAddr) -> Option<Arc<CrrServer>> {
             (*token == self.token).then(|| Arc::clone(&self.crr))
         }
-        fn not_crr(&self, sock: TcpStream, _: SocketAddr) {
-            self.others.lock().expect("lock").push(sock);
+        fn not_crr(&self, conn: ReadAhead, _: SocketAddr) {
+            self.others.lock().expect("lock").push(conn);
         }
         fn failed(&self, _: SocketAddr, _: &EngineError) {
             self.failures.fetch_add(1, Ordering::Relaxed);
@@ -674,6 +707,19 @@ mod tests {
         assert!(rest.is_empty());
     }
 
+    /// The first `n` bytes the peer of `conn` sent: those the pool read,
+    /// then the socket's.
+    fn first_bytes(conn: ReadAhead, n: usize) -> Vec<u8> {
+        let (mut sock, mut got) = conn.into_parts();
+        assert!(got.len() <= n, "read {} bytes of {n}", got.len());
+        let have = got.len();
+        got.resize(n, 0);
+        sock.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        sock.read_exact(&mut got[have..]).expect("the rest");
+        got
+    }
+
     /// A listener, and a pool serving the crr test that `token` names.
     fn serving(token: Token) -> (TcpListener, SocketAddr, Arc<Host>, CrrPool) {
         serving_capped(token, usize::MAX)
@@ -704,7 +750,7 @@ mod tests {
             for i in 0..N {
                 transaction(addr, token, (i % 2) as u32, i, i % 5 == 0);
             }
-            // Not a crr transaction: handed on with its bytes unread.
+            // Not a crr transaction: handed on with the bytes read from it.
             let mut other = TcpStream::connect(addr).expect("connect");
             other
                 .write_all(&wire::to_bytes(&Message::Start))
@@ -749,9 +795,9 @@ mod tests {
         assert_eq!(host.failures.load(Ordering::Relaxed), 0);
         let mut others = host.others.lock().expect("lock");
         assert_eq!(others.len(), 1);
-        let mut first = [0u8; wire::HEADER_LEN];
-        others[0].read_exact(&mut first).expect("bytes unread");
-        assert_eq!(first.to_vec(), wire::to_bytes(&Message::Start));
+        let start = wire::to_bytes(&Message::Start);
+        let first = first_bytes(others.remove(0), start.len());
+        assert_eq!(first, start, "none of its bytes lost");
     }
 
     #[test]
@@ -793,13 +839,58 @@ mod tests {
         let (sock, peer) = listener.accept().expect("accept");
         std::thread::sleep(Duration::from_millis(50));
         match pool.offer(sock, peer, None) {
-            Offer::NotCrr(mut s) => {
-                let mut got = vec![0u8; hello.len()];
-                s.read_exact(&mut got).expect("unread");
-                assert_eq!(got, hello);
-            }
+            Offer::NotCrr(conn) => assert_eq!(first_bytes(conn, hello.len()), hello),
             Offer::Taken => panic!("a stream test's data connection was taken as crr"),
         }
+    }
+
+    /// Issue 26: the pool reads a new connection's greeting and request
+    /// in one `recv`, so it has read the first bytes of a connection that
+    /// turns out not to be a crr transaction (another test's data
+    /// connection, greeting and data sent at once; a control connection;
+    /// one greeting by halves, which the worker judges) before handing it
+    /// on: they go with it, and with the socket's bytes make exactly what
+    /// the peer sent. With a peek and a read (before) nothing was read.
+    #[test]
+    fn issue_26_a_connection_handed_on_keeps_the_bytes_the_pool_read() {
+        let (listener, addr, host, pool) = serving(Token([1; TOKEN_LEN]));
+        let mut other = Vec::new();
+        DataHello {
+            token: Token([2; TOKEN_LEN]),
+            stream: 1,
+            sender: Side::Client,
+        }
+        .encode(&mut other);
+        other.extend((0..300u32).map(|i| i as u8)); // past the first recv's room
+        let control = wire::to_bytes(&Message::Start);
+        for sent in [&other, &control] {
+            let mut c = TcpStream::connect(addr).expect("connect");
+            c.write_all(sent).expect("write");
+            let (sock, peer) = listener.accept().expect("accept");
+            std::thread::sleep(Duration::from_millis(50));
+            match pool.offer(sock, peer, None) {
+                Offer::NotCrr(conn) => {
+                    assert!(!conn.head().is_empty(), "the pool read nothing");
+                    assert_eq!(&first_bytes(conn, sent.len()), sent);
+                }
+                Offer::Taken => panic!("taken as crr"),
+            }
+        }
+        // The greeting in two writes: the first half waits with the
+        // worker, which reads the second and hands the connection on.
+        let mut c = TcpStream::connect(addr).expect("connect");
+        c.write_all(&other[..10]).expect("write");
+        let (sock, peer) = listener.accept().expect("accept");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(matches!(pool.offer(sock, peer, None), Offer::Taken));
+        c.write_all(&other[10..]).expect("write");
+        let t = Instant::now();
+        while host.others.lock().expect("lock").is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(5), "never handed on");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let conn = host.others.lock().expect("lock").remove(0);
+        assert_eq!(first_bytes(conn, other.len()), other);
     }
 
     #[test]

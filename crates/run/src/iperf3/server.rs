@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use linerate_engine::engines::auto::{self, Configured};
 use linerate_engine::engines::EngineKind;
+use linerate_engine::read_ahead::ReadAhead;
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_iperf3::json::{Params, Protocol as IProtocol, Results};
@@ -117,7 +118,7 @@ impl Host<'_> {
 /// from then. `first_bytes` (its address's place among the connections
 /// not yet saying what they are) goes back once the cookie is read.
 pub fn handle(
-    sock: TcpStream,
+    mut conn: ReadAhead,
     peer: SocketAddr,
     seq: u64,
     started: Instant,
@@ -125,7 +126,7 @@ pub fn handle(
     host: &Host<'_>,
 ) {
     let mut buf = [0u8; COOKIE_LEN];
-    let read = read_exact_by(&sock, &mut buf, started + host.limits.handshake());
+    let read = read_exact_by(&mut conn, &mut buf, started + host.limits.handshake());
     // The cookie says what the connection is: its address's place among
     // the connections not yet saying so goes back.
     drop(first_bytes);
@@ -153,13 +154,25 @@ pub fn handle(
         host.guard.log.log(format_args!("{why}"));
         return;
     }
+    // What the crr pool read past the cookie (an iperf3 client waits for
+    // the server after it, so usually nothing).
+    let (sock, rest) = conn.into_parts();
     if let Some((_, tx)) = route {
+        if !rest.is_empty() {
+            // Its data before the test started: refused, not dropped
+            // uncounted.
+            host.guard.log.log(format_args!(
+                "{peer}: iperf3 data connection sent {} bytes before its test started, closing",
+                rest.len()
+            ));
+            return;
+        }
         // A data connection of a test setting up; if that test has just
         // gone, dropping the connection closes it.
         let _ = tx.send((seq, sock));
         return;
     }
-    run_control(sock, peer, cookie, started, host);
+    run_control(sock, peer, cookie, &rest, started, host);
 }
 
 /// Releases the cookie route, the UDP port and the test's admission.
@@ -202,10 +215,12 @@ fn limits(host: &Host<'_>) -> Iperf3Limits {
 
 /// Serves an iperf3 test's control connection, accepted at `started`
 /// (its setup deadline counts from then, as a native session's does).
+/// `rest`: what the client sent after its cookie, already read.
 fn run_control(
     sock: TcpStream,
     peer: SocketAddr,
     cookie: Cookie,
+    rest: &[u8],
     started: Instant,
     host: &Host<'_>,
 ) {
@@ -230,6 +245,9 @@ fn run_control(
         admitted: None,
     };
     session.receive(&cookie.0, now);
+    if !rest.is_empty() {
+        session.receive(rest, now);
+    }
     let (route_tx, route_rx) = mpsc::channel();
     let mut test = Test {
         host,

@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::guard;
 use crate::log::log;
 use crate::metrics::Metrics;
+use linerate_engine::read_ahead::ReadAhead;
 use linerate_engine::rr::{AcceptSpin, CrrHost, CrrPool, CrrServer, Offer};
 use linerate_engine::socket;
 use linerate_proto::rr_core::SpinMode;
@@ -63,15 +64,15 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
         if !permitted(shared, peer) {
             continue;
         }
-        let sock = match crr_mode(shared) {
+        let conn = match crr_mode(shared) {
             Some(mode) => {
                 spin_listener(listener, &mut spin, mode, shared);
                 match crr.offer(sock, peer, spin.as_ref().map(AcceptSpin::mode)) {
                     Offer::Taken => continue,
-                    Offer::NotCrr(sock) => sock,
+                    Offer::NotCrr(conn) => conn,
                 }
             }
-            None => sock,
+            None => ReadAhead::unread(sock),
         };
         let Some(slot) = conn_slot(guard, &shared.metrics, format_args!("{peer}")) else {
             continue;
@@ -84,7 +85,7 @@ pub(super) fn serve(listener: &TcpListener, shared: &Arc<Shared>, once: bool) ->
             .name("linerate-conn".into())
             .spawn(move || {
                 let _slot = slot;
-                handle_connection(sock, peer, seq, first_bytes, &conn_shared)
+                handle_connection(conn, peer, seq, first_bytes, &conn_shared)
             }) {
             Ok(h) => sessions.push(h),
             Err(e) => shared
@@ -195,8 +196,8 @@ fn accept_crr(listener: &TcpListener, shared: &Arc<Shared>, wanted: &AtomicUsize
         if !permitted(shared, peer) {
             continue;
         }
-        if let Offer::NotCrr(sock) = crr.offer(sock, peer, None) {
-            routes.not_crr(sock, peer);
+        if let Offer::NotCrr(conn) = crr.offer(sock, peer, None) {
+            routes.not_crr(conn, peer);
         }
     }
     // Its pool may still hold connections waiting for their requests (the
@@ -412,7 +413,7 @@ impl CrrHost for CrrRoutes {
         crr_route(&self.0.routes, token, peer)
     }
 
-    fn not_crr(&self, sock: TcpStream, peer: SocketAddr) {
+    fn not_crr(&self, conn: ReadAhead, peer: SocketAddr) {
         let shared = Arc::clone(&self.0);
         let seq = shared.accepted.fetch_add(1, Ordering::Relaxed);
         let Some(slot) = conn_slot(&shared.guard, &shared.metrics, format_args!("{peer}")) else {
@@ -425,7 +426,7 @@ impl CrrHost for CrrRoutes {
             .name("linerate-conn".into())
             .spawn(move || {
                 let _slot = slot;
-                handle_connection(sock, peer, seq, first_bytes, &shared)
+                handle_connection(conn, peer, seq, first_bytes, &shared)
             })
         {
             self.0

@@ -1,7 +1,8 @@
 //! One accepted connection: its first bytes tell an iperf3 client from a
 //! linerate one; a linerate control connection goes to its session (past
 //! the per-address limit on handshakes), a data connection to its test's
-//! route.
+//! route. The crr pool may have read a connection's first bytes already
+//! ([`ReadAhead`]): they are read first.
 
 use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
@@ -9,6 +10,7 @@ use std::time::Instant;
 use crate::control::read_first_frame;
 use crate::guard::{self, SourceSlot};
 use crate::iperf3::server as iperf3_server;
+use linerate_engine::read_ahead::ReadAhead;
 use linerate_proto::wire::{classify_greeting, DataHello, Greeting, Message, RefuseCode};
 
 use super::{run_control, Route, Shared};
@@ -21,7 +23,7 @@ use super::{run_control, Route, Shared};
 /// before saying what they are, given back once its first frame (or
 /// iperf3 cookie) is read.
 pub(super) fn handle_connection(
-    sock: TcpStream,
+    mut conn: ReadAhead,
     peer: SocketAddr,
     seq: u64,
     first_bytes: SourceSlot,
@@ -32,23 +34,29 @@ pub(super) fn handle_connection(
     let started = Instant::now();
     let log = &shared.guard.log;
     let greeting_timeout = shared.limits.handshake();
-    if let Err(e) = sock.set_read_timeout(Some(greeting_timeout)) {
+    if let Err(e) = conn.sock().set_read_timeout(Some(greeting_timeout)) {
         log.log(format_args!("{peer}: {e}"));
         return;
     }
+    // The first byte: read ahead by the crr pool, or peeked (left for the
+    // greeting's read).
     let mut first = [0u8; 1];
-    let greeting = match sock.peek(&mut first) {
-        Ok(0) => return,
-        Ok(_) => classify_greeting(&first),
-        Err(e) => {
-            log.log(format_args!("{peer}: no greeting: {e}"));
-            return;
-        }
-    };
+    match conn.head().first() {
+        Some(&b) => first[0] = b,
+        None => match conn.sock().peek(&mut first) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                log.log(format_args!("{peer}: no greeting: {e}"));
+                return;
+            }
+        },
+    }
+    let greeting = classify_greeting(&first);
     match greeting {
         Greeting::Native => {}
         Greeting::Iperf3 => {
-            serve_iperf3(sock, peer, seq, started, first_bytes, shared);
+            serve_iperf3(conn, peer, seq, started, first_bytes, shared);
             return;
         }
         Greeting::Unknown | Greeting::NeedMore => {
@@ -60,27 +68,32 @@ pub(super) fn handle_connection(
         }
     }
     let left = greeting_timeout.saturating_sub(started.elapsed());
-    let first_frame = read_first_frame(&sock, left);
+    let first_frame = read_first_frame(&mut conn, left);
     drop(first_bytes);
-    let (msg, raw) = match first_frame {
+    let (msg, mut raw) = match first_frame {
         Ok(x) => x,
         Err(e) => {
             log.log(format_args!("{peer}: bad first frame: {}", e.chain()));
             // Answer a Hello-shaped mistake in words the client can print.
-            let _ = reply_refusal(&sock, RefuseCode::Invalid, &e.to_string());
+            let _ = reply_refusal(conn.sock(), RefuseCode::Invalid, &e.to_string());
             return;
         }
     };
+    // What the crr pool read past the first frame (a conforming peer waits
+    // for the server's answer, so usually nothing).
+    let (sock, rest) = conn.into_parts();
     match msg {
         Message::Hello(_) | Message::AuthInit(_) => {
             if let Some(pre_auth) = take_pre_auth(&sock, peer, shared) {
+                // The session takes the bytes past its first frame next.
+                raw.extend_from_slice(&rest);
                 run_control(sock, peer, started, &raw, pre_auth, shared);
                 // The test and its stream threads are gone (joined when
                 // its run dropped): what they freed goes back.
                 linerate_engine::memory::release_freed();
             }
         }
-        Message::DataHello(h) => route_data(h, sock, peer, shared),
+        Message::DataHello(h) => route_data(h, sock, &rest, peer, shared),
         other => log.log(format_args!(
             "{peer}: unexpected first frame {}, closing",
             other.name()
@@ -91,7 +104,7 @@ pub(super) fn handle_connection(
 /// An iperf3 client's connection: served by the iperf3 server with this
 /// server's limits, engine and guard.
 fn serve_iperf3(
-    sock: TcpStream,
+    conn: ReadAhead,
     peer: SocketAddr,
     seq: u64,
     started: Instant,
@@ -115,15 +128,19 @@ fn serve_iperf3(
         rate_budget: shared.rate_budget.as_ref(),
         stop_signal: shared.stop_signal(),
     };
-    iperf3_server::handle(sock, peer, seq, started, first_bytes, &host);
+    iperf3_server::handle(conn, peer, seq, started, first_bytes, &host);
     // The test's threads are joined: what they freed goes back.
     linerate_engine::memory::release_freed();
 }
 
 /// A data connection: to its test's session, or (crr) one transaction for
 /// the crr side; refused unless it comes from the address that opened the
-/// test's control connection.
-fn route_data(h: DataHello, sock: TcpStream, peer: SocketAddr, shared: &Shared) {
+/// test's control connection. `rest`: what the crr pool read past its
+/// greeting — a crr transaction's request, which the transaction reads
+/// first; a stream sends nothing before its test starts, so a stream
+/// whose peer did is refused (its bytes would otherwise be dropped
+/// uncounted).
+fn route_data(h: DataHello, sock: TcpStream, rest: &[u8], peer: SocketAddr, shared: &Shared) {
     let log = &shared.guard.log;
     let route = shared
         .routes
@@ -136,6 +153,16 @@ fn route_data(h: DataHello, sock: TcpStream, peer: SocketAddr, shared: &Shared) 
     if let Some(Err(why)) = owner.map(|o| guard::data_from_owner(o, peer, "data connection")) {
         return log.log(format_args!("{why}"));
     }
+    // A crr transaction's request follows its greeting; a stream (a load
+    // stream too) sends nothing before its test starts.
+    let transaction = matches!(&route, Some((_, Route::Crr(c, _))) if !c.is_load(&h));
+    if !rest.is_empty() && !transaction {
+        return log.log(format_args!(
+            "{peer}: data connection {} sent {} bytes before its test started, closing",
+            h.stream,
+            rest.len()
+        ));
+    }
     match route {
         Some((_, Route::Streams(tx))) => {
             let _ = tx.send((h, sock));
@@ -144,7 +171,7 @@ fn route_data(h: DataHello, sock: TcpStream, peer: SocketAddr, shared: &Shared) 
             let _ = tx.send((h, sock));
         }
         Some((_, Route::Crr(crr, _))) => {
-            if let Err(e) = crr.serve(&h, sock) {
+            if let Err(e) = crr.serve(&h, sock, rest) {
                 log.log(format_args!("{peer}: crr transaction: {e}"));
             }
         }
