@@ -465,8 +465,13 @@ pub fn io_uring_disabled() -> Option<String> {
 /// exceeds its schedule (200/s for 2 s from the first request, that one
 /// at once: 401), and each made nearly all of it (late slots are made up)
 /// unless the report says which flows fell behind the pace (a host too
-/// busy to run them: issue 28's loaded CI run saw 250).
+/// busy to run them: issue 28's loaded CI run saw 250). "Nearly all" is
+/// the report's own rule (95 % of the phase's slots, `PACE_KEPT` in the
+/// report crate): a stricter bound here failed a loaded run at 381 of the
+/// 380 the report lets pass without a note.
 pub fn assert_paced_at_200_for_2s(what: &str, report: &Value, counts: &[u64]) {
+    let seconds = report["rr"]["phases"][0]["seconds"].as_f64().unwrap_or(2.0);
+    let kept = (200.0 * seconds * 0.95).floor() as u64;
     let behind = report["notes"].as_array().is_some_and(|notes| {
         notes.iter().any(|n| {
             n.as_str()
@@ -479,7 +484,7 @@ pub fn assert_paced_at_200_for_2s(what: &str, report: &Value, counts: &[u64]) {
             "{what} flow {flow}: {n} transactions in 2 s at 200/s"
         );
         assert!(
-            n >= 385 || behind,
+            n >= kept || behind,
             "{what} flow {flow}: {n} transactions in 2 s at 200/s, and no note says it fell \
              behind: {}",
             report["notes"]
