@@ -297,6 +297,23 @@ impl<'a> Link<'a> {
     }
 }
 
+/// The [`RrFlow`] items both TCP flows take from their [`Msg`] (`io`):
+/// its transport, and its buffers as the messages their sends read from.
+macro_rules! msg_parts {
+    () => {
+        type Cx = T::Cx;
+        type Io = T;
+
+        fn transport(&mut self) -> &mut T {
+            &mut self.io.t
+        }
+
+        fn messages(&mut self) -> &mut [Vec<u8>] {
+            &mut self.io.bufs
+        }
+    };
+}
+
 /// Where a client flow is in its transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
@@ -564,18 +581,9 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
 }
 
 impl<T: Transport> RrFlow for ClientFlow<'_, T> {
-    type Cx = T::Cx;
     /// The loop's full-precision round-trip histogram.
     type Shared = Histogram;
-    type Io = T;
-
-    fn transport(&mut self) -> &mut T {
-        &mut self.io.t
-    }
-
-    fn messages(&mut self) -> &mut [Vec<u8>] {
-        &mut self.io.bufs
-    }
+    msg_parts!();
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.link.stream().map(AsFd::as_fd)
@@ -725,17 +733,8 @@ impl<'a, T: Transport> ServerFlow<'a, T> {
 }
 
 impl<T: Transport> RrFlow for ServerFlow<'_, T> {
-    type Cx = T::Cx;
     type Shared = ();
-    type Io = T;
-
-    fn transport(&mut self) -> &mut T {
-        &mut self.io.t
-    }
-
-    fn messages(&mut self) -> &mut [Vec<u8>] {
-        &mut self.io.bufs
-    }
+    msg_parts!();
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.sock.as_fd())
