@@ -47,7 +47,7 @@ pub mod streams;
 pub mod udp;
 
 pub use control::*;
-pub use spec::{params_of, spec_of, Inexpressible};
+pub use spec::{iperf3_direction, iperf3_protocol, params_of, spec_of, Inexpressible};
 
 #[cfg(test)]
 mod session_tests;

@@ -119,20 +119,13 @@ pub fn params_of(spec: &TestSpec) -> Result<Params, Inexpressible> {
         Limit::Datagrams(n) => (0, 0, n),
     };
     let mut p = Params {
-        protocol: match spec.protocol {
-            Protocol::Tcp => IProtocol::Tcp,
-            Protocol::Udp => IProtocol::Udp,
-        },
+        protocol: iperf3_protocol(spec.protocol),
         omit: whole(spec.omit_ms, "--omit")?,
         time,
         num,
         blockcount,
         parallel: u32::from(spec.streams),
-        direction: match spec.direction {
-            Direction::Forward => IDirection::Normal,
-            Direction::Reverse => IDirection::Reverse,
-            Direction::Bidir => IDirection::Bidir,
-        },
+        direction: iperf3_direction(spec.direction),
         len: spec.len,
         mss: spec.tcp.mss,
         nodelay: spec.tcp.no_delay,
@@ -161,6 +154,23 @@ pub fn params_of(spec: &TestSpec) -> Result<Params, Inexpressible> {
         p.udp_counters_64bit = true;
     }
     Ok(p)
+}
+
+/// iperf3's protocol for linerate's.
+pub fn iperf3_protocol(p: Protocol) -> IProtocol {
+    match p {
+        Protocol::Tcp => IProtocol::Tcp,
+        Protocol::Udp => IProtocol::Udp,
+    }
+}
+
+/// iperf3's direction for linerate's.
+pub fn iperf3_direction(d: Direction) -> IDirection {
+    match d {
+        Direction::Forward => IDirection::Normal,
+        Direction::Reverse => IDirection::Reverse,
+        Direction::Bidir => IDirection::Bidir,
+    }
 }
 
 #[cfg(test)]
