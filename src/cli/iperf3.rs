@@ -15,10 +15,9 @@ use clap::Parser;
 use linerate_engine::engines::auto;
 use linerate_engine::engines::batch::Toggle;
 use linerate_engine::engines::{Batch, EngineKind};
-use linerate_iperf3::json::{Params, Protocol as IProtocol};
-use linerate_iperf3::Direction as IDirection;
+use linerate_iperf3::json::Params;
 use linerate_proto::limits::ServerLimits;
-use linerate_proto::spec::{Direction, Protocol, TestSpec};
+use linerate_proto::spec::{Protocol, TestSpec};
 use linerate_report::render::Format;
 use linerate_stats::units::{parse_rate, parse_size};
 
@@ -385,10 +384,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
     // conversion a linerate server applies to a real iperf3 client's
     // parameters; only the report's interval is this side's own.
     let params = Params {
-        protocol: match protocol {
-            Protocol::Tcp => IProtocol::Tcp,
-            Protocol::Udp => IProtocol::Udp,
-        },
+        protocol: linerate_iperf3::iperf3_protocol(protocol),
         omit,
         time,
         num,
@@ -396,11 +392,7 @@ fn client(a: Args) -> Result<Iperf3Config> {
         mss: a.mss,
         nodelay: a.no_delay,
         parallel: u32::from(a.parallel),
-        direction: match direction(a.reverse, a.bidir) {
-            Direction::Forward => IDirection::Normal,
-            Direction::Reverse => IDirection::Reverse,
-            Direction::Bidir => IDirection::Bidir,
-        },
+        direction: linerate_iperf3::iperf3_direction(direction(a.reverse, a.bidir)),
         window,
         len,
         bandwidth: rate,
@@ -573,7 +565,7 @@ fn engine(a: &Args, spec: &TestSpec) -> Result<(EngineKind, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_proto::spec::{Limit, Pace};
+    use linerate_proto::spec::{Direction, Limit, Pace};
 
     fn parse_args(a: &[&str]) -> Result<Command, clap::Error> {
         parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>())

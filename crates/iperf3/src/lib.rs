@@ -29,7 +29,8 @@
 //! - `streams`: the part with syscalls, on linerate's engines: the UDP
 //!   stream handshake on iperf3's port and the stream format the runner is
 //!   started with for iperf3 tests (its receive loop keeps both accounts).
-//! - [`spec_of`]: the linerate test an iperf3 test is.
+//! - [`spec_of`], [`params_of`]: the linerate test an iperf3 test is, and
+//!   back (one module, inverses on what iperf3 can express).
 //! - [`server`], [`client`]: the session state machines; they take bytes and
 //!   `now` and hand back bytes, actions and a deadline, as the native ones do.
 //! - `fuzz` (hidden): the iperf3 fuzz targets (`fuzz/`, `tests/fuzz.rs`).
@@ -46,7 +47,7 @@ pub mod streams;
 pub mod udp;
 
 pub use control::*;
-pub use spec::spec_of;
+pub use spec::{iperf3_direction, iperf3_protocol, params_of, spec_of, Inexpressible};
 
 #[cfg(test)]
 mod session_tests;

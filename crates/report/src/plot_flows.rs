@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use linerate_proto::spec::TestKind;
-
 use crate::chart_style::{legend, quiet_corner, series_colour};
 use crate::model::Report;
 use crate::plot_text::{caption, err, si, tick, PlotError, CAPTION_H};
@@ -43,10 +41,7 @@ pub fn rates(r: &Report) -> (Vec<FlowRates>, &'static str) {
     let label =
         |what: &str, n: usize, jain: f64| format!("{what}: {n} flows, Jain's index {jain:.3}");
     if let Some(rr) = &r.rr {
-        let unit = match r.test.kind {
-            TestKind::Crr => "connections/s",
-            _ => "transactions/s",
-        };
+        let unit = r.test.rules().rate_unit;
         let lines = rr
             .phases
             .iter()

@@ -57,7 +57,7 @@ pub use usage::take_use;
 pub(crate) use usage::{merge_use, record_use};
 
 use linerate_proto::spec::{Protocol, TestKind, TestSpec};
-use linerate_proto::test_type::Workload;
+use linerate_proto::test_type::{self, Workload};
 
 use crate::EngineError;
 
@@ -184,11 +184,12 @@ impl EngineKind {
     /// server's rr `--flows` (TCP and UDP) run on its io_uring completion
     /// loops when its engine is `uring` (so the host's io_uring is
     /// asked); its crr `--flows` are served by its crr pools whatever its
-    /// engine, so those are not asked.
+    /// engine (the test-type table's `server_engine`), so those are not
+    /// asked.
     pub fn server_refusal(self, spec: &TestSpec) -> Option<String> {
         if spec.flows.is_some() && Workload::of(spec) == Workload::RequestResponse {
             let on_ring =
-                crate::event_loop::ring::uring(self).is_some() && spec.kind == TestKind::Rr;
+                crate::event_loop::ring::uring(self).is_some() && test_type::of(spec).server_engine;
             return if on_ring { self.refusal(spec) } else { None };
         }
         self.refusal(spec)

@@ -1,8 +1,10 @@
 //! rr's and crr's TCP flows on event loops, whatever the loop waits with:
-//! a flow's message buffers and connection ([`Msg`]), its client steps
+//! a flow's transport and message buffers ([`Msg`]), its client steps
 //! ([`ClientFlow`]: pace, request, response, the phase's end; crr's
 //! connect and close) and its server steps ([`ServerFlow`]), each moving
-//! a message a piece at a time without blocking. What is counted, and
+//! a message a piece at a time without blocking. A server flow and an rr
+//! client flow hold their one connection; a crr client flow's [`Link`]
+//! holds where it connects and the transaction's connection. What is counted, and
 //! when the clock is read, is the shared tally's ([`Transactions`],
 //! [`served`]); what moves the bytes is the loop kind's [`Transport`]: the
 //! flow's engine on an epoll loop ([`super::loops`]), queued requests and
@@ -127,14 +129,15 @@ pub(super) fn run_loop<T: Transport>(
     for (flow, sock) in share {
         let mut io = Msg::new(new(flows.len()), flow, phase, cx.crr.map(|t| (t, cx.p)));
         let opened = match (sock, cx.crr) {
-            (Some(Conn::Tcp(sock)), _) => io.attach(sock),
-            (None, Some(_)) => Ok(()),
-            (Some(Conn::Udp(_)), _) | (None, None) => Err(EngineError::Protocol(
+            // crr connects per transaction.
+            (_, Some(target)) => Ok(Link::Crr(target, None)),
+            (Some(Conn::Tcp(sock)), None) => io.t.attach(&sock).map(|()| Link::Rr(sock)),
+            (Some(Conn::Udp(_)) | None, None) => Err(EngineError::Protocol(
                 "no TCP connection for this flow".into(),
             )),
         };
         match opened {
-            Ok(()) => flows.push(io),
+            Ok(link) => flows.push((io, link)),
             Err(e) => out.push(failed(phase, flow, &e.to_string())),
         }
     }
@@ -142,7 +145,7 @@ pub(super) fn run_loop<T: Transport>(
         Role::Client => {
             let mut v: Vec<ClientFlow<'_, T>> = flows
                 .into_iter()
-                .map(|io| ClientFlow::new(io, cx))
+                .map(|(io, link)| ClientFlow::new(io, link, cx))
                 .collect();
             // The loop's round trips at full precision, for the phase's
             // percentiles; each flow keeps a coarse histogram of its own.
@@ -153,10 +156,18 @@ pub(super) fn run_loop<T: Transport>(
         }
         Role::Server => {
             let per_message = cx.p.plan.per_message();
-            let mut v: Vec<ServerFlow<'_, T>> = flows
-                .into_iter()
-                .map(|io| ServerFlow::new(io, phase, per_message, cx.watch))
-                .collect();
+            let mut v = Vec::with_capacity(flows.len());
+            for (io, link) in flows {
+                match link {
+                    Link::Rr(sock) => {
+                        v.push(ServerFlow::new(io, sock, phase, per_message, cx.watch))
+                    }
+                    // A crr server's connections are its pools'.
+                    Link::Crr(..) | Link::Closed => {
+                        out.push(failed(phase, io.flow, "no TCP connection for this flow"))
+                    }
+                }
+            }
             d.servers(&mut v);
             out.extend(v.into_iter().map(|s| s.measurement(phase)));
         }
@@ -164,12 +175,10 @@ pub(super) fn run_loop<T: Transport>(
     out
 }
 
-/// A flow's connection, transport and message buffers: moves one whole
-/// message at a time in pieces, without blocking.
+/// A flow's transport and message buffers: moves one whole message at a
+/// time in pieces on the connection it is given, without blocking.
 pub(super) struct Msg<T> {
     pub(super) flow: u32,
-    /// Its connection (crr: the transaction's; none between two).
-    pub(super) sock: Option<TcpStream>,
     pub(super) t: T,
     /// The request ([`REQ`]: crr's greeting first) and the response
     /// ([`RESP`]).
@@ -209,7 +218,6 @@ impl<T: Transport> Msg<T> {
         req.resize(hello_len + phase.request as usize, 0);
         Msg {
             flow,
-            sock: None,
             t,
             bufs: [req, vec![0; phase.response as usize]],
             hello_len,
@@ -217,24 +225,10 @@ impl<T: Transport> Msg<T> {
         }
     }
 
-    /// Makes `sock` the flow's connection.
-    fn attach(&mut self, sock: TcpStream) -> Result<(), EngineError> {
-        self.t.attach(&sock)?;
-        self.sock = Some(sock);
-        Ok(())
-    }
-
-    /// Makes `sock`, non-blocking since its creation, the flow's connection.
-    fn attach_nonblocking(&mut self, sock: TcpStream) -> Result<(), EngineError> {
-        self.t.attach_nonblocking(&sock)?;
-        self.sock = Some(sock);
-        Ok(())
-    }
-
-    /// Writes on from buffer `b` (all of it makes the message whole).
-    fn write(&mut self, cx: &mut T::Cx, b: usize) -> Result<Piece, EngineError> {
+    /// Writes on from buffer `b` to `sock` (all of it makes the message
+    /// whole).
+    fn write(&mut self, cx: &mut T::Cx, sock: &TcpStream, b: usize) -> Result<Piece, EngineError> {
         let (len, off) = (self.bufs[b].len(), self.off);
-        let sock = self.sock.as_ref().ok_or_else(no_connection)?;
         match self.t.write(cx, sock, &self.bufs[b][off..])? {
             None => Ok(Piece::WouldBlock),
             Some(0) => Err(EngineError::PeerReset("write returned 0".into())),
@@ -242,10 +236,9 @@ impl<T: Transport> Msg<T> {
         }
     }
 
-    /// Reads on into buffer `b` (full makes the message whole).
-    fn read(&mut self, cx: &mut T::Cx, b: usize) -> Result<Piece, EngineError> {
+    /// Reads on from `sock` into buffer `b` (full makes the message whole).
+    fn read(&mut self, cx: &mut T::Cx, sock: &TcpStream, b: usize) -> Result<Piece, EngineError> {
         let (len, off) = (self.bufs[b].len(), self.off);
-        let sock = self.sock.as_ref().ok_or_else(no_connection)?;
         match self.t.read(cx, sock, &mut self.bufs[b][off..])? {
             None => Ok(Piece::WouldBlock),
             Some(0) => Ok(Piece::End),
@@ -268,6 +261,59 @@ pub(super) fn no_connection() -> EngineError {
     EngineError::Protocol("the flow has no connection".into())
 }
 
+/// A client flow's connection: rr's one for the phase, or crr's, a new
+/// one per transaction.
+enum Link<'a> {
+    /// rr (and, in `run_loop`, every server flow): the phase's connection.
+    Rr(TcpStream),
+    /// crr: where each transaction connects, and the transaction's
+    /// connection (none between two).
+    Crr(&'a CrrTarget, Option<TcpStream>),
+    /// Closed before the flow's end: rr's after the server's close, or
+    /// either's on giving up (the peer sees it at once).
+    Closed,
+}
+
+impl<'a> Link<'a> {
+    /// The connection now, if any.
+    fn stream(&self) -> Option<&TcpStream> {
+        match self {
+            Link::Rr(sock) | Link::Crr(_, Some(sock)) => Some(sock),
+            Link::Crr(_, None) | Link::Closed => None,
+        }
+    }
+
+    /// The connection the next call moves bytes on.
+    fn sock(&self) -> Result<&TcpStream, EngineError> {
+        self.stream().ok_or_else(no_connection)
+    }
+
+    /// crr: where each transaction connects.
+    fn crr(&self) -> Option<&'a CrrTarget> {
+        match self {
+            Link::Crr(target, _) => Some(target),
+            Link::Rr(_) | Link::Closed => None,
+        }
+    }
+}
+
+/// The [`RrFlow`] items both TCP flows take from their [`Msg`] (`io`):
+/// its transport, and its buffers as the messages their sends read from.
+macro_rules! msg_parts {
+    () => {
+        type Cx = T::Cx;
+        type Io = T;
+
+        fn transport(&mut self) -> &mut T {
+            &mut self.io.t
+        }
+
+        fn messages(&mut self) -> &mut [Vec<u8>] {
+            &mut self.io.bufs
+        }
+    };
+}
+
 /// Where a client flow is in its transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
@@ -286,11 +332,10 @@ enum Step {
 /// A client flow of either loop kind.
 pub(super) struct ClientFlow<'a, T> {
     pub(super) io: Msg<T>,
+    link: Link<'a>,
     /// Its core, tally, phase clock and open batch.
     tx: Transactions<'a>,
     step: Step,
-    /// crr: where each transaction connects.
-    crr: Option<&'a CrrTarget>,
     /// crr: the response read, counted once the server has closed.
     answer: Option<Transaction>,
     /// crr ([`Transport::SEES_PEER_CLOSE`]): the readiness the loop
@@ -300,11 +345,11 @@ pub(super) struct ClientFlow<'a, T> {
 }
 
 impl<'a, T: Transport> ClientFlow<'a, T> {
-    fn new(io: Msg<T>, cx: &LoopCtx<'a>) -> Self {
+    fn new(io: Msg<T>, link: Link<'a>, cx: &LoopCtx<'a>) -> Self {
         ClientFlow {
             tx: Transactions::new(io.flow, cx.phase, cx.p, cx.watch, None),
             step: Step::Next,
-            crr: cx.crr,
+            link,
             answer: None,
             seen: EventFlags::empty(),
             error: None,
@@ -321,7 +366,7 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
     /// crr: opens the next transaction's connection, non-blocking; the
     /// loop watches it from now on. Where the transport may
     /// ([`Transport::WRITES_WHILE_CONNECTING`]) the request goes at once.
-    fn connect(&mut self, cx: &mut T::Cx, target: &CrrTarget) -> Result<Turn, EngineError> {
+    fn connect(&mut self, cx: &mut T::Cx, target: &'a CrrTarget) -> Result<Turn, EngineError> {
         let (sock, _) = socket::start_connect(target.addr, &target.tcp)?;
         let now = Instant::now();
         let due = now + CONNECT_TIMEOUT;
@@ -331,14 +376,15 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
             // The post-connect options (TCP_NODELAY, congestion) take on
             // a socket still connecting.
             socket::apply_post_connect_fresh(&sock, &target.tcp)?;
-            self.io.attach_nonblocking(sock)?;
+            self.io.t.attach_nonblocking(&sock)?;
+            self.link = Link::Crr(target, Some(sock));
             // Made or not, the loop watches the socket from now on.
             self.write_connecting(cx, now)?;
             return Ok(Turn::Watch(due));
         }
-        self.io.attach_nonblocking(sock)?;
-        let sock = self.io.sock.as_ref().ok_or_else(no_connection)?;
-        self.io.t.await_connect(cx, sock)?;
+        self.io.t.attach_nonblocking(&sock)?;
+        self.io.t.await_connect(cx, &sock)?;
+        self.link = Link::Crr(target, Some(sock));
         Ok(Turn::Watch(due))
     }
 
@@ -350,8 +396,8 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
         cx: &mut T::Cx,
         since: Instant,
     ) -> Result<Option<Turn>, EngineError> {
-        let addr = self.crr.ok_or_else(no_connection)?.addr;
-        match self.io.write(cx, REQ) {
+        let addr = self.link.crr().ok_or_else(no_connection)?.addr;
+        match self.io.write(cx, self.link.sock()?, REQ) {
             Ok(Piece::Whole) => self.step = Step::Response,
             Ok(Piece::Partial) => self.step = Step::Request,
             Ok(Piece::WouldBlock) => {
@@ -374,7 +420,7 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
     /// crr: whether the connection begun at `since` is made (an error if
     /// it failed or took too long); `Some(turn)` while it is not.
     fn connected(&mut self, cx: &mut T::Cx, since: Instant) -> Result<Option<Turn>, EngineError> {
-        let (Some(sock), Some(target)) = (&self.io.sock, self.crr) else {
+        let Link::Crr(target, Some(sock)) = &self.link else {
             return Err(no_connection());
         };
         let ready = socket::wait_ready(sock, libc::POLLOUT, Duration::ZERO)
@@ -407,7 +453,7 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
                     if !self.next_request() {
                         return self.end_phase();
                     }
-                    match self.crr {
+                    match self.link.crr() {
                         Some(target) => return self.connect(cx, target),
                         None => self.step = Step::Request,
                     }
@@ -421,17 +467,17 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
                     Some(turn) => return Ok(turn),
                     None => self.step = Step::Request,
                 },
-                Step::Request => match self.io.write(cx, REQ)? {
+                Step::Request => match self.io.write(cx, self.link.sock()?, REQ)? {
                     Piece::Whole => self.step = Step::Response,
                     Piece::Partial => {}
                     Piece::WouldBlock => return Ok(Turn::Wait),
                     Piece::End => unreachable_end()?,
                 },
-                Step::Response => match self.io.read(cx, RESP)? {
+                Step::Response => match self.io.read(cx, self.link.sock()?, RESP)? {
                     Piece::Whole => {
                         let r = self.tx.core.on_response(&self.io.bufs[RESP])?;
                         let t = reliable_answer(r)?;
-                        if self.crr.is_some() {
+                        if self.link.crr().is_some() {
                             // The server closes first: counted after that.
                             self.answer = Some(t);
                             self.step = Step::Closing;
@@ -485,7 +531,7 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
         cx: &mut T::Cx,
         overall: &mut Histogram,
     ) -> Result<Option<Turn>, EngineError> {
-        match self.io.read(cx, RESP)? {
+        match self.io.read(cx, self.link.sock()?, RESP)? {
             Piece::End => Ok(self.server_closed(overall)),
             Piece::WouldBlock => Ok(Some(Turn::Wait)),
             Piece::Whole | Piece::Partial => Err(EngineError::Protocol(
@@ -498,7 +544,10 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
     /// this side), and crr's transaction counted; `Some(Turn::Done)` when
     /// that ends rr's phase.
     fn server_closed(&mut self, overall: &mut Histogram) -> Option<Turn> {
-        self.io.sock = None;
+        match &mut self.link {
+            Link::Crr(_, sock) => *sock = None,
+            Link::Rr(_) | Link::Closed => self.link = Link::Closed,
+        }
         let Some(t) = self.answer.take() else {
             self.step = Step::Done;
             return Some(Turn::Done);
@@ -511,8 +560,8 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
     /// The phase's last transaction is done: rr shuts down its write side
     /// and reads to the server's close; crr has no connection left.
     fn end_phase(&mut self) -> Result<Turn, EngineError> {
-        match (&self.io.sock, self.crr) {
-            (Some(sock), None) => {
+        match &self.link {
+            Link::Rr(sock) => {
                 sock.shutdown(Shutdown::Write)
                     .map_err(|e| map_err("shutdown", e))?;
                 self.step = Step::Closing;
@@ -532,27 +581,18 @@ impl<'a, T: Transport> ClientFlow<'a, T> {
 }
 
 impl<T: Transport> RrFlow for ClientFlow<'_, T> {
-    type Cx = T::Cx;
     /// The loop's full-precision round-trip histogram.
     type Shared = Histogram;
-    type Io = T;
-
-    fn transport(&mut self) -> &mut T {
-        &mut self.io.t
-    }
-
-    fn messages(&mut self) -> &mut [Vec<u8>] {
-        &mut self.io.bufs
-    }
+    msg_parts!();
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
-        self.io.sock.as_ref().map(AsFd::as_fd)
+        self.link.stream().map(AsFd::as_fd)
     }
 
     /// A crr connection whose request went whole waits only to read:
     /// watched for writing too, it would be reported writable at once.
     fn interest(&self) -> EventFlags {
-        if self.crr.is_some() && self.step == Step::Response {
+        if self.link.crr().is_some() && self.step == Step::Response {
             EventFlags::IN | EventFlags::RDHUP
         } else {
             WATCH_ALL
@@ -581,8 +621,8 @@ impl<T: Transport> RrFlow for ClientFlow<'_, T> {
     fn give_up(&mut self, e: EngineError) {
         self.error = Some(e);
         self.step = Step::Done;
-        // A crr connection in flight closes now.
-        self.io.sock = None;
+        // Its connection (crr: the one in flight) closes now.
+        self.link = Link::Closed;
     }
 
     /// Transactions answered so far.
@@ -613,6 +653,8 @@ fn unreachable_end() -> Result<(), EngineError> {
 /// A server flow of either loop kind.
 pub(super) struct ServerFlow<'a, T> {
     pub(super) io: Msg<T>,
+    /// Its connection, for the phase.
+    sock: TcpStream,
     core: RrServer,
     /// Reading a request (else writing its response).
     reading: bool,
@@ -626,8 +668,9 @@ pub(super) struct ServerFlow<'a, T> {
 }
 
 impl<'a, T: Transport> ServerFlow<'a, T> {
-    fn new(io: Msg<T>, phase: &RrPhase, timed: bool, watch: &'a Watch) -> Self {
+    fn new(io: Msg<T>, sock: TcpStream, phase: &RrPhase, timed: bool, watch: &'a Watch) -> Self {
         ServerFlow {
+            sock,
             core: RrServer::new(io.flow, phase.request as usize, true),
             reading: true,
             done: false,
@@ -644,7 +687,7 @@ impl<'a, T: Transport> ServerFlow<'a, T> {
     fn step(&mut self, cx: &mut T::Cx) -> Result<Turn, EngineError> {
         for _ in 0..CALLS_PER_TURN {
             if self.reading {
-                match self.io.read(cx, REQ)? {
+                match self.io.read(cx, &self.sock, REQ)? {
                     Piece::Whole => {
                         let t_rx = self.timed.then(mono_ns);
                         self.first.get_or_insert_with(Instant::now);
@@ -657,9 +700,7 @@ impl<'a, T: Transport> ServerFlow<'a, T> {
                     Piece::End if self.io.off == 0 => {
                         // The client ended the phase: answer by closing.
                         self.elapsed_ns = self.first.map_or(0, |f| f.elapsed().as_nanos() as u64);
-                        if let Some(sock) = &self.io.sock {
-                            let _ = sock.shutdown(Shutdown::Both);
-                        }
+                        let _ = self.sock.shutdown(Shutdown::Both);
                         self.done = true;
                         return Ok(Turn::Done);
                     }
@@ -670,7 +711,7 @@ impl<'a, T: Transport> ServerFlow<'a, T> {
                     }
                 }
             } else {
-                match self.io.write(cx, RESP)? {
+                match self.io.write(cx, &self.sock, RESP)? {
                     Piece::Whole => {
                         self.answered += 1;
                         self.watch.tick(self.io.flow);
@@ -692,20 +733,11 @@ impl<'a, T: Transport> ServerFlow<'a, T> {
 }
 
 impl<T: Transport> RrFlow for ServerFlow<'_, T> {
-    type Cx = T::Cx;
     type Shared = ();
-    type Io = T;
-
-    fn transport(&mut self) -> &mut T {
-        &mut self.io.t
-    }
-
-    fn messages(&mut self) -> &mut [Vec<u8>] {
-        &mut self.io.bufs
-    }
+    msg_parts!();
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
-        self.io.sock.as_ref().map(AsFd::as_fd)
+        Some(self.sock.as_fd())
     }
 
     fn steps(&mut self, cx: &mut T::Cx, _: &mut ()) -> Result<Turn, EngineError> {

@@ -13,7 +13,8 @@
 //! - the rate and memory budget ([`Budget`]): the rate a sending stream
 //!   asks for, how a server clamps it, the buffers it holds;
 //! - the report: its section and CSV columns ([`Shape`]), its heading's
-//!   words (`title`, `unit`), one-way delays (`one_way`);
+//!   words (`title`, `unit`), what its flows' rates count (`rate_unit`),
+//!   one-way delays (`one_way`);
 //! - engines: `auto`'s workload ([`Workload`]) and with it the engines'
 //!   refusals, and whether the server's own engine runs its data phase
 //!   (`server_engine`);
@@ -110,6 +111,9 @@ pub struct Rules {
     pub title: &'static str,
     /// What the heading calls its flows: one, several.
     pub unit: (&'static str, &'static str),
+    /// What an exchange's flow rates count (empty for streams, whose
+    /// rates are bit/s).
+    pub rate_unit: &'static str,
     /// Transactions carry one-way delays: the client syncs its clock with
     /// the server's before opening the data connections.
     pub one_way: bool,
@@ -140,6 +144,7 @@ pub const TCP_STREAM: Rules = Rules {
     budget: stream::TCP_BUDGET,
     title: "",
     unit: ("stream", "streams"),
+    rate_unit: "",
     one_way: false,
     load_streams: false,
     probe: false,
@@ -172,6 +177,7 @@ pub const RR_TCP: Rules = Rules {
     budget: rr::BUDGET,
     title: "request/response (rr)",
     unit: ("flow", "flows"),
+    rate_unit: "transactions/s",
     one_way: true,
     load_streams: true,
     probe: true,
@@ -199,6 +205,8 @@ pub const CRR: Rules = Rules {
     flows: rr::flows,
     budget: rr::CRR_BUDGET,
     title: "connect/request/response (crr)",
+    // A connection per transaction.
+    rate_unit: "connections/s",
     one_way: false,
     probe: false,
     server_engine: false,
@@ -222,6 +230,7 @@ pub const MSG: Rules = Rules {
     budget: msg::BUDGET,
     title: "acknowledged messages (msg)",
     unit: ("transfer", "concurrent transfers"),
+    rate_unit: "transactions/s",
     one_way: false,
     load_streams: false,
     probe: false,

@@ -27,7 +27,6 @@ use linerate_iperf3::{
     client_role, Cookie, Direction as IDirection, Iperf3Error, Role, COOKIE_LEN,
 };
 use linerate_proto::measure;
-use linerate_proto::spec::{Direction, Limit, Pace, Protocol, TestSpec};
 use linerate_proto::wire::Side;
 use linerate_report::build;
 use linerate_report::model::{IntervalRecord, TestInfo};
@@ -44,73 +43,6 @@ use crate::test_type::{self, ClientSide, Wire};
 
 /// How long a UDP stream waits for the server's connect reply (iperf3: 30 s).
 const UDP_REPLY_WAIT: Duration = Duration::from_secs(30);
-
-/// The iperf3 parameters of a linerate test, or why iperf3 cannot run it.
-fn params_of(spec: &TestSpec) -> Result<Params> {
-    let whole = |ms: u64, flag: &str| -> Result<u32> {
-        if ms % 1000 != 0 {
-            fail!(
-                Spec,
-                "{flag}: an iperf3 server takes whole seconds ({ms} ms asked)"
-            );
-        }
-        Ok((ms / 1000) as u32)
-    };
-    // -n/-k are the whole test's, as in iperf3: with -R or --bidir the
-    // client ends it once that much was sent or received in all
-    // (`Test::time_is_up`).
-    let (time, num) = match spec.limit {
-        Limit::TimeMs(ms) => (whole(ms, "--time")?, 0),
-        Limit::Bytes(b) => (0, b),
-        // iperf3's -k: blocks, which are datagrams in a UDP test.
-        Limit::Datagrams(_) => (0, 0),
-    };
-    let mut p = Params {
-        protocol: match spec.protocol {
-            Protocol::Tcp => IProtocol::Tcp,
-            Protocol::Udp => IProtocol::Udp,
-        },
-        omit: whole(spec.omit_ms, "--omit")?,
-        time,
-        num,
-        parallel: u32::from(spec.streams),
-        direction: match spec.direction {
-            Direction::Forward => IDirection::Normal,
-            Direction::Reverse => IDirection::Reverse,
-            Direction::Bidir => IDirection::Bidir,
-        },
-        len: spec.len,
-        mss: spec.tcp.mss,
-        nodelay: spec.tcp.no_delay,
-        window: spec.tcp.window,
-        congestion: spec.tcp.congestion.clone(),
-        bandwidth: spec.tcp.rate.unwrap_or(0),
-        skip_rx_copy: spec.tcp.skip_rx_copy,
-        client_version: Some(format!("linerate {}", env!("CARGO_PKG_VERSION"))),
-        ..Params::default()
-    };
-    if let Limit::Datagrams(n) = spec.limit {
-        p.blockcount = n;
-    }
-    if let Some(u) = &spec.udp {
-        if u.verify || !u.faults.is_empty() {
-            fail!(
-                Spec,
-                "--verify and --inject-faults need linerate's own datagrams: not with --iperf3"
-            );
-        }
-        p.bandwidth = match u.pace {
-            Pace::Unlimited => 0,
-            Pace::Rate(b) => b,
-            Pace::MilliPps(m) => m.saturating_mul(u64::from(spec.len) * 8) / 1000,
-        };
-        p.burst = (u.burst > 1).then_some(u.burst);
-        p.window = u.window.or(p.window);
-        // 64-bit sequence numbers: no wrap, understood by every iperf3 ≥3.1.
-        p.udp_counters_64bit = true;
-    }
-    Ok(p)
-}
 
 /// One data connection as connected.
 #[derive(Debug, Clone)]
@@ -179,7 +111,8 @@ pub fn run(cfg: &ClientConfig, extras: &Extras, out: &mut dyn Output) -> Result<
             "--iperf3 needs HOST: the iperf3 server to test against".to_string(),
         ));
     };
-    let mut params = params_of(&cfg.spec)?;
+    let mut params =
+        linerate_iperf3::params_of(&cfg.spec).map_err(|e| RunError::Spec(e.to_string()))?;
     params.get_server_output = extras.get_server_output;
     params.server_affinity = extras.server_affinity;
     let mut addrs = socket::resolve(host, *port).map_err(RunError::from)?;
@@ -636,36 +569,5 @@ impl Test<'_, '_> {
             return Err(closed_output());
         }
         Ok(report)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn issue_9_linerate_specs_map_to_iperf3_parameters() {
-        let spec = TestSpec {
-            limit: Limit::TimeMs(3000),
-            streams: 2,
-            direction: Direction::Bidir,
-            ..TestSpec::default()
-        };
-        let p = params_of(&spec).expect("maps");
-        assert_eq!((p.time, p.parallel, p.direction), (3, 2, IDirection::Bidir));
-        let half = TestSpec {
-            limit: Limit::TimeMs(1500),
-            ..TestSpec::default()
-        };
-        let e = params_of(&half).expect_err("whole seconds").to_string();
-        assert!(e.contains("--time"), "{e}");
-        let rev_bytes = TestSpec {
-            limit: Limit::Bytes(1000),
-            direction: Direction::Reverse,
-            ..TestSpec::default()
-        };
-        // issue 9: -n with -R is iperf3's whole-test byte count.
-        let p = params_of(&rev_bytes).expect("maps");
-        assert_eq!((p.time, p.num, p.direction), (0, 1000, IDirection::Reverse));
     }
 }
