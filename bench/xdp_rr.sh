@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # UDP round trips over AF_XDP on a veth pair between two network namespaces
-# it creates (198.18.0.0/15, deleted at exit): `rr --engine xdp --busy-poll` on both
-# sides (both spin on their rings) against `rr --busy-poll --engine
-# syscall` and sockperf ping-pong --nonblocked (client and server spinning),
-# SIZE-byte messages, RUNS interleaved runs each; prints each run and the
-# median with the spread (min..max) of p50, p99 and transactions/s
-# (issue 25's goal: xdp p50 ≤ 0.8× of the best of the other two). Needs
-# root; sockperf from PATH (Debian: apt-get install sockperf), skipped
-# with the reason where it is missing.
+# it creates (198.18.0.0/15, deleted at exit): `rr --engine xdp
+# --server-engine xdp` (both sides spin on their rings, xdp's default for
+# rr) against `rr --busy-poll --engine syscall` and sockperf ping-pong
+# --nonblocked (client and server spinning), SIZE-byte messages, RUNS
+# interleaved runs each; prints each run and the median with the spread
+# (min..max) of p50, p99 and transactions/s (issue 25's goal: xdp p50 ≤
+# 0.8× of the best of the other two). Needs root; sockperf from PATH
+# (Debian: apt-get install sockperf), skipped with the reason where it is
+# missing.
 #
 # Usage: sudo bench/xdp_rr.sh [LINERATE]   (default: target/release/linerate,
 #        else target/debug/linerate; say which build the figures come from)
 #   RUNS=5   runs per variant     SECS=3   seconds per run     SIZE=64
+#   VARIANTS="xdp syscall-bp sockperf-nb"  which to run; also xdp-bp (xdp
+#            with --busy-poll: how a build from before xdp rr spun by
+#            default, 2026-11-28, spun) and xdp-sleep (the client sleeps
+#            in poll(2), --xdp-sleep; the server spins)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -73,15 +78,24 @@ m = parse.sockperf_pingpong(sys.stdin.read()); print(m["p50_us"], m["p99_us"], m
     kill "$s" 2>/dev/null; wait "$s" 2>/dev/null || true
 }
 
-variants=("xdp" "syscall-bp")
-[ -n "$sp" ] && variants+=("sockperf-nb") || echo "sockperf: skipped (not on PATH; apt-get install sockperf)"
+variants=()
+for v in ${VARIANTS:-xdp syscall-bp sockperf-nb}; do
+    if [ "$v" = sockperf-nb ] && [ -z "$sp" ]; then
+        echo "sockperf: skipped (not on PATH; apt-get install sockperf)"
+        continue
+    fi
+    variants+=("$v")
+done
 declare -A results
 for ((i = 1; i <= runs; i++)); do
     for v in "${variants[@]}"; do
         case $v in
-        xdp) r=$(lr_run --engine xdp --server-engine xdp --busy-poll) || r="" ;;
+        xdp) r=$(lr_run --engine xdp --server-engine xdp) || r="" ;;
+        xdp-bp) r=$(lr_run --engine xdp --server-engine xdp --busy-poll) || r="" ;;
+        xdp-sleep) r=$(lr_run --engine xdp --xdp-sleep --server-engine xdp) || r="" ;;
         syscall-bp) r=$(lr_run --engine syscall --busy-poll) || r="" ;;
         sockperf-nb) r=$(sp_run) || r="" ;;
+        *) echo "unknown variant $v (VARIANTS)" >&2; exit 2 ;;
         esac
         [ -n "$r" ] || r="failed"
         echo "$v ${size}B run $i: p50_us p99_us tps: $r"

@@ -246,10 +246,13 @@ fn issue_25_xdp_runs_several_streams_and_both_directions_on_one_socket() {
 }
 
 /// UDP request/response over AF_XDP: an xdp client against a kernel-engine
-/// server, a kernel client against an xdp server, and xdp on both (busy
-/// polled, two flows), through the same rr loops and histograms as every
-/// engine: every transaction completes, both sides count the same, the
+/// server, a kernel client against an xdp server, and xdp on both (two
+/// flows), through the same rr loops and histograms as every engine:
+/// every transaction completes, both sides count the same, the
 /// percentiles are sane, and the report names each xdp side's socket.
+/// An xdp side spins on its rings without `--busy-poll` (issue 25: a
+/// round trip never enters the kernel's socket layer) and sleeps in
+/// poll(2) only with `--xdp-sleep`; the report says which, per side.
 #[test]
 fn issue_25_udp_rr_over_xdp_against_kernel_engines_and_itself() {
     if let Some(why) = crate::netns::unavailable() {
@@ -258,20 +261,22 @@ fn issue_25_udp_rr_over_xdp_against_kernel_engines_and_itself() {
     let pair = NetPair::new("xdprr", 1500).expect("create namespaces");
     let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
     let port = server.port_str();
-    // (flags, flows, client on xdp, server on xdp)
-    let cases: &[(&[&str], u64, bool, bool)] = &[
-        (&["--engine", "xdp"], 1, true, false),
+    // (flags, flows, the client's wait on xdp, the server's; None: a
+    // kernel engine)
+    type Case<'a> = (&'a [&'a str], u64, Option<&'a str>, Option<&'a str>);
+    let cases: &[Case] = &[
+        (&["--engine", "xdp"], 1, Some("spin"), None),
         (
             &["--engine", "syscall", "--server-engine", "xdp"],
             1,
-            false,
-            true,
+            None,
+            Some("spin"),
         ),
         (
-            &["--engine", "xdp", "--server-engine", "xdp"],
+            &["--engine", "xdp", "--xdp-sleep", "--server-engine", "xdp"],
             1,
-            true,
-            true,
+            Some("poll"),
+            Some("spin"),
         ),
         (
             &[
@@ -284,11 +289,11 @@ fn issue_25_udp_rr_over_xdp_against_kernel_engines_and_itself() {
                 "2",
             ],
             2,
-            true,
-            true,
+            Some("spin"),
+            Some("spin"),
         ),
     ];
-    for &(case, flows, client_xdp, server_xdp) in cases {
+    for &(case, flows, client_wait, server_wait) in cases {
         let mut args = vec![
             "rr",
             ADDR_B,
@@ -325,6 +330,21 @@ fn issue_25_udp_rr_over_xdp_against_kernel_engines_and_itself() {
             );
             assert!(max < 1_000_000_000, "{case:?}: {l}");
         }
+        for (wait, side) in [(client_wait, "client"), (server_wait, "server")] {
+            // A side spins (and says how) where it waits on xdp's rings;
+            // a kernel engine without --busy-poll blocks.
+            let spin = &r["rr"][format!("spin_{side}")];
+            assert_eq!(
+                spin.is_string(),
+                wait == Some("spin"),
+                "{case:?} {side}: {spin}"
+            );
+            let x = &r["rr"][format!("engine_use_{side}")]["xdp"];
+            if let Some(wait) = wait {
+                assert_eq!(x["wait"], wait, "{case:?} {side}: {x}");
+            }
+        }
+        let (client_xdp, server_xdp) = (client_wait.is_some(), server_wait.is_some());
         for (on_xdp, key, iface) in [
             (client_xdp, "engine_use_client", "va"),
             (server_xdp, "engine_use_server", "vb"),

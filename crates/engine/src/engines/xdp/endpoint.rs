@@ -88,6 +88,9 @@ pub struct XdpEndpoint {
     pub(super) flow: UdpFlow,
     kernel: KernelSocket,
     timeout: Cell<Duration>,
+    /// How its receives wait, once set: `spin` ([`UdpEndpoint::busy_poll`])
+    /// or `poll` ([`UdpEndpoint::set_recv_timeout`]), for the report.
+    wait: Cell<Option<&'static str>>,
     foreign: Cell<u64>,
     /// This flow's send calls that found the TX ring full, or no free
     /// frame (the queue counts the socket's).
@@ -126,6 +129,7 @@ impl XdpEndpoint {
             flow,
             kernel: KernelSocket::new(sock),
             timeout: Cell::new(Duration::from_millis(100)),
+            wait: Cell::new(None),
             foreign: Cell::new(0),
             tx_ring_full: Cell::new(0),
             tx_no_frame: Cell::new(0),
@@ -253,6 +257,7 @@ impl XdpEndpoint {
                 mode: self.port.mode.to_string(),
                 copy: o.copy.to_string(),
                 need_wakeup: o.need_wakeup,
+                wait: self.wait.get().map(str::to_string),
                 umem_bytes: o.umem_bytes() as u64,
                 frame_size: o.frame_size,
                 fill_ring: o.fill_size,
@@ -364,10 +369,12 @@ impl UdpEndpoint for XdpEndpoint {
 
     fn set_recv_timeout(&self, poll: Duration) -> io::Result<()> {
         self.timeout.set(poll);
+        self.wait.set(Some("poll"));
         Ok(())
     }
 
     fn busy_poll(&self) -> Result<String, EngineError> {
+        self.wait.set(Some("spin"));
         Ok("spinning on the AF_XDP rings".into())
     }
 

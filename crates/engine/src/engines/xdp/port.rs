@@ -228,6 +228,7 @@ impl Port {
     /// now (about half a second). Refused where a live one runs with other
     /// options.
     pub(super) fn get(opts: Xdp, path: &Path) -> Result<Arc<Port>, EngineError> {
+        let opts = opts.for_port();
         let key = (netns(), path.link.ifindex);
         let mut ports = lock(&PORTS);
         ports.retain(|w| w.strong_count() > 0);
