@@ -2,9 +2,11 @@
 //! (issue 25): each stream gets an AF_XDP socket on its own queue, the
 //! kernel's per-queue counters show both queues carrying the test, and
 //! every datagram is still accounted (loss exact against the veth's and
-//! a tbf's independent counts). Needs root; skipped elsewhere.
+//! a tbf's independent counts); a queue whose socket cannot be opened
+//! is shared instead. Needs root; skipped elsewhere.
 
 use std::process::Command;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -205,5 +207,99 @@ fn issue_25_two_xdp_receivers_behind_a_rate_limited_link_count_loss_exactly() {
         assert_eq!(x["queues"], serde_json::json!([0, 1]), "{x}");
     }
     drop(server);
+    assert_no_xdp(&pair);
+}
+
+/// Holds queue `id` of `dev` in namespace `ns` with an AF_XDP socket of
+/// this process (as another AF_XDP program would), until the returned
+/// sender is dropped; why it could not, if it could not.
+fn hold_queue(ns: &str, dev: &str, id: u32) -> Result<mpsc::Sender<()>, String> {
+    let (path, dev) = (format!("/run/netns/{ns}"), dev.to_string());
+    let (held_tx, held) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let opened = std::fs::File::open(&path)
+            .map_err(|e| format!("{path}: {e}"))
+            .and_then(|f| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: setns on this thread only, with a namespace
+                // descriptor.
+                match unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } {
+                    0 => Ok(()),
+                    _ => Err(format!("setns: {}", std::io::Error::last_os_error())),
+                }
+            })
+            .and_then(|()| {
+                let opts = linerate_xdp::QueueOptions {
+                    copy: linerate_xdp::CopyMode::Copy,
+                    ..linerate_xdp::QueueOptions::default()
+                };
+                linerate_xdp::Queue::open(&dev, id, &opts).map_err(|e| e.to_string())
+            });
+        let ok = opened.as_ref().map(drop).map_err(Clone::clone);
+        let _ = held_tx.send(ok);
+        // Held until the sender is dropped.
+        let _ = released.recv();
+        drop(opened);
+    });
+    held.recv().map_err(|e| e.to_string())??;
+    Ok(release)
+}
+
+/// Issue 25: a second flow whose queue's AF_XDP socket cannot be opened
+/// (another socket holds the server's queue 1) shares queue 0's socket
+/// instead of refusing the test; the report's queue list shows one queue
+/// of two in use by two flows, and a note says why. Every datagram is
+/// still accounted (those the kernel steers to queue 1 reach the flow's
+/// kernel socket, `via_kernel`).
+#[test]
+fn issue_25_a_queue_that_cannot_be_opened_is_shared_not_refused() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::with_queues("xdpqheld", 1500, 2).expect("create namespaces");
+    let hold = match hold_queue(&pair.b, "vb", 1) {
+        Ok(h) => h,
+        Err(why) => return skip(format!("cannot hold vb's queue 1 with AF_XDP: {why}")),
+    };
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let args = [
+        "udp",
+        ADDR_B,
+        "-p",
+        &port,
+        "-t",
+        "2",
+        "-l",
+        "1200",
+        "-P",
+        "2",
+        "--engine",
+        "batch",
+        "--server-engine",
+        "xdp",
+        "--rate",
+        "20M",
+        "--json",
+    ];
+    let r = run(&pair, &args);
+    let (lost, drops) = accounted(&r, &args);
+    assert_eq!(lost, drops, "{args:?}");
+    for s in r["streams"].as_array().expect("streams") {
+        let u = &s["receiver"]["engine_use"];
+        let x = &u["xdp"];
+        assert_eq!(x["queue"], 0, "{x}");
+        assert_eq!(x["queues"], serde_json::json!([0]), "{x}");
+        assert_eq!(x["iface_queues"], 2, "{x}");
+        assert_eq!(x["flows"], 2, "the socket is shared: {x}");
+        let notes = u["notes"].to_string();
+        assert!(
+            notes.contains("no AF_XDP socket on vb queue 1"),
+            "the report says why: {u}"
+        );
+    }
+    drop(server);
+    drop(hold);
     assert_no_xdp(&pair);
 }

@@ -276,6 +276,7 @@ impl XdpEndpoint {
                 stats,
                 socket_drops_claimed: self.drops_claimed.get(),
             }),
+            notes: self.port.notes(),
             ..EngineUse::default()
         }
     }

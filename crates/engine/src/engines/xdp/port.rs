@@ -9,7 +9,10 @@
 //!
 //! Each flow gets a queue of its own to send on while the interface has
 //! one left (`ethtool -l`; the socket is opened when the flow comes),
-//! else shares the least used one. Each socket has its own UMEM: the
+//! else shares the least used one; so does a flow whose queue's socket
+//! cannot be opened (another program holds the queue, the driver refuses
+//! it), and no later flow tries the queues from there on: the report's
+//! notes say why. Each socket has its own UMEM: the
 //! simpler correct choice, as no frame ever moves between queues (a
 //! shared UMEM, `XDP_SHARED_UMEM`, would need one fill and completion
 //! ring pair per queue anyway, and frame ownership across sockets).
@@ -37,7 +40,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
@@ -121,6 +124,11 @@ pub(super) struct Port {
     /// One per queue the interface has (index: queue id), opened in
     /// order as flows need them.
     slots: Vec<OnceLock<Slot>>,
+    /// The queues flows may have sockets on (`0..usable`): all of them,
+    /// until opening one's socket fails.
+    usable: AtomicUsize,
+    /// Why the queues from `usable` on have no socket, once one failed.
+    refused: OnceLock<String>,
     /// By the flow's local UDP port.
     flows: Mutex<HashMap<u16, Flow>>,
     /// Held while a flow is added (its queue chosen, a socket opened).
@@ -275,7 +283,9 @@ impl Port {
             mode,
             queue_opts,
             program: Mutex::new(program),
+            usable: AtomicUsize::new(slots.len()),
             slots,
+            refused: OnceLock::new(),
             flows: Mutex::new(HashMap::new()),
             adding: Mutex::new(()),
         });
@@ -371,23 +381,40 @@ impl Port {
 
     /// The queue a new flow sends on: a queue of its own while the
     /// interface has one left (its socket opened now), else the open one
-    /// fewest flows use (lowest first), shared.
-    fn pick_home(&self) -> Result<u32, EngineError> {
-        let mut counts = vec![0u32; self.slots.len()];
+    /// fewest flows use (lowest first), shared. Where the next queue's
+    /// socket cannot be opened, the flow shares too, and the queues from
+    /// there on are left alone (each try can take a second: a busy queue
+    /// is retried), with the reason kept for the report ([`Port::notes`]).
+    fn pick_home(&self) -> u32 {
+        let open = self.open_slots().count();
+        let mut counts = vec![0u32; open];
         for f in lock(&self.flows).values() {
             counts[f.home as usize] += 1;
         }
-        let open = self.open_slots().count();
-        if open < self.slots.len() && counts[..open].iter().all(|&c| c > 0) {
+        if opens_next(&counts, self.usable.load(Ordering::Relaxed)) {
             let id = u32::try_from(open).unwrap_or(u32::MAX);
             let iface = self.program_link_name();
-            let slot = open_slot(&iface, id, &self.queue_opts, &mut lock(&self.program))
-                .map_err(|e| xdp_error(e, self.opts))?;
-            let _ = self.slots[open].set(slot);
-            return Ok(id);
+            match open_slot(&iface, id, &self.queue_opts, &mut lock(&self.program)) {
+                Ok(slot) => {
+                    let _ = self.slots[open].set(slot);
+                    return id;
+                }
+                Err(e) => {
+                    self.usable.store(open, Ordering::Relaxed);
+                    let _ = self.refused.set(format!(
+                        "xdp: no AF_XDP socket on {iface} queue {id} ({}), so flows past                          the first {open} share the open queues' sockets",
+                        xdp_error(e, self.opts)
+                    ));
+                }
+            }
         }
-        let best = (0..open).min_by_key(|&i| (counts[i], i)).unwrap_or(0);
-        Ok(u32::try_from(best).unwrap_or(0))
+        least_used(&counts)
+    }
+
+    /// What the report should know about the port: why some of the
+    /// interface's queues have no socket.
+    pub(super) fn notes(&self) -> Vec<String> {
+        self.refused.get().cloned().into_iter().collect()
     }
 
     fn program_link_name(&self) -> String {
@@ -413,7 +440,7 @@ impl Port {
         let held = match known {
             Some(held) => held,
             None => {
-                let home = self.pick_home()?;
+                let home = self.pick_home();
                 // Read with no flow lock held: a reader takes its queue's
                 // lock, then the flows'.
                 let base = self
@@ -589,6 +616,21 @@ fn open_slot(
     })
 }
 
+/// Whether a new flow opens the next queue's socket: every open one
+/// (`counts`: their flows) sends for a flow already, and a queue is left
+/// of the `usable` ones.
+fn opens_next(counts: &[u32], usable: usize) -> bool {
+    counts.len() < usable && counts.iter().all(|&c| c > 0)
+}
+
+/// The open queue fewest flows send on (the lowest of those), to share.
+fn least_used(counts: &[u32]) -> u32 {
+    let best = (0..counts.len())
+        .min_by_key(|&i| (counts[i], i))
+        .unwrap_or(0);
+    u32::try_from(best).unwrap_or(0)
+}
+
 impl Flow {
     fn keep(&mut self, payload: &[u8]) {
         if self.queued.len() >= INBOX_MAX {
@@ -616,6 +658,26 @@ mod tests {
         assert!(id.open());
         drop(sock);
         assert!(!id.open());
+    }
+
+    /// A new flow opens a queue of its own while every open one is in use
+    /// and one is left; otherwise, and once a queue's socket could not be
+    /// opened (`usable` cut to the open ones), it shares the least used.
+    #[test]
+    fn issue_25_a_flow_shares_the_least_used_queue_when_no_other_can_open() {
+        // One open queue with a flow, of two: open the second.
+        assert!(opens_next(&[1], 2));
+        // An open queue still without a flow is taken first.
+        assert!(!opens_next(&[1, 0], 3));
+        assert_eq!(least_used(&[1, 0]), 1);
+        // Every queue open.
+        assert!(!opens_next(&[1, 1], 2));
+        assert_eq!(least_used(&[2, 1]), 1);
+        assert_eq!(least_used(&[1, 1]), 0);
+        // Queue 1's socket failed: usable is cut to the one open queue.
+        assert!(!opens_next(&[1], 1));
+        assert_eq!(least_used(&[1]), 0);
+        assert_eq!(least_used(&[]), 0);
     }
 
     #[test]
