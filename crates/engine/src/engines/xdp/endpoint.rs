@@ -16,7 +16,7 @@ use linerate_xdp::{path_to, UdpFlow};
 
 use super::kernel::KernelSocket;
 use super::options::{io_error, xdp_error, Xdp};
-use super::port::{FlowQueues, Port, Slot};
+use super::port::{FlowQueues, Port, Slot, Sweeps};
 use crate::engines::{Interest, Readiness, RecvMeta, RecvSlots, UdpEndpoint, Wait};
 use crate::EngineError;
 
@@ -87,6 +87,8 @@ pub struct XdpEndpoint {
     queues: FlowQueues,
     pub(super) flow: UdpFlow,
     kernel: KernelSocket,
+    /// When its reader last looked at the port's other queues.
+    sweeps: Sweeps,
     timeout: Cell<Duration>,
     /// How its receives wait, once set: `spin` ([`UdpEndpoint::busy_poll`])
     /// or `poll` ([`UdpEndpoint::set_recv_timeout`]), for the report.
@@ -128,6 +130,7 @@ impl XdpEndpoint {
             queues,
             flow,
             kernel: KernelSocket::new(sock),
+            sweeps: Sweeps::default(),
             timeout: Cell::new(Duration::from_millis(100)),
             wait: Cell::new(None),
             foreign: Cell::new(0),
@@ -181,9 +184,8 @@ impl XdpEndpoint {
     fn take(&self, slots: &mut RecvSlots) -> usize {
         let mut filled = 0;
         let (_, foreign) = self.port.recv(
-            self.flow.src.port(),
-            self.flow.dst,
-            &self.queues.learned,
+            (self.flow.src.port(), self.flow.dst),
+            (&self.queues.learned, &self.sweeps),
             slots.count(),
             |payload| {
                 let (buf, meta) = slots.slot_mut(filled);
@@ -352,9 +354,8 @@ impl UdpEndpoint for XdpEndpoint {
         }
         let mut got = None;
         let (_, foreign) = self.port.recv(
-            self.flow.src.port(),
-            self.flow.dst,
-            &self.queues.learned,
+            (self.flow.src.port(), self.flow.dst),
+            (&self.queues.learned, &self.sweeps),
             1,
             |payload| {
                 let n = payload.len().min(buf.len());

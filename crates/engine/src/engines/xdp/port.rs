@@ -22,8 +22,11 @@
 //! Where a flow's datagrams arrive is the sender's or the NIC's choice
 //! (over veth with native XDP: the queue the peer sent on; generic XDP:
 //! queue 0). A reader reads the queue its flow's datagrams were last seen
-//! on, then the others; a datagram of another flow it takes off a ring
-//! goes to that flow's inbox, and tells it which queue to read. Inboxes
+//! on, and, when that one is empty, the others, at most every
+//! [`SWEEP_EVERY`] (a spinning reader would otherwise take every other
+//! queue's lock on each pass, against the flows reading and sending
+//! there); a datagram of another flow it takes off a ring goes to that
+//! flow's inbox, and tells it which queue to read. Inboxes
 //! are filled and read only under the lock of the queue read, after the
 //! reader's own inbox is found empty, so no flow sees the datagrams of
 //! one queue out of order.
@@ -42,7 +45,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use linerate_xdp::{
     AttachMode, Datagram, Path, Program, ProgramOptions, Queue, QueueOptions, XdpStats,
@@ -56,6 +59,12 @@ use crate::EngineError;
 const INBOX_MAX: usize = 8192;
 /// How often the reaper looks for preparations whose socket is closed.
 const REAP_EVERY: Duration = Duration::from_millis(250);
+/// How often a reader whose queue is empty looks at the port's other
+/// queues (module docs). Another flow's reader that takes this flow's
+/// datagrams off its ring tells it at once (the inbox, `learned`); a
+/// sweep finds those on a queue nobody reads, the first time within
+/// this, and from then on the reader reads that queue first.
+pub(super) const SWEEP_EVERY: Duration = Duration::from_micros(200);
 
 /// (network namespace inode, interface index): an interface, process-wide.
 type PortKey = (u64, u32);
@@ -85,6 +94,26 @@ pub(super) struct FlowQueues {
     pub(super) home: u32,
     /// Where its datagrams were last seen arriving (read first).
     pub(super) learned: Arc<AtomicU32>,
+}
+
+/// When a reader last looked at its port's other queues ([`SWEEP_EVERY`]).
+#[derive(Debug, Default)]
+pub(super) struct Sweeps {
+    last: std::cell::Cell<Option<Instant>>,
+}
+
+impl Sweeps {
+    /// Whether a reader whose queue is empty looks at the others now
+    /// (at `now`): the first time, then at most every [`SWEEP_EVERY`].
+    fn due(&self, now: Instant) -> bool {
+        match self.last.get() {
+            Some(t) if now.saturating_duration_since(t) < SWEEP_EVERY => false,
+            _ => {
+                self.last.set(Some(now));
+                true
+            }
+        }
+    }
 }
 
 /// One AF_XDP socket of a port, bound to queue `id` of its interface.
@@ -521,20 +550,20 @@ impl Port {
 
     /// Up to `max` of the flow (`local` port, from `peer`)'s datagrams, in
     /// arrival order per queue, to `each`: from its inbox, else off the RX
-    /// ring of the queue they were last seen on, else off the others',
-    /// leaving other flows' in their inboxes. Returns (delivered,
-    /// foreign): how many went to `each`, and how many belonged to no flow.
+    /// ring of the queue they were last seen on, else, when `sweeps` says
+    /// it is time, off the others', leaving other flows' in their inboxes.
+    /// Returns (delivered, foreign): how many went to `each`, and how many
+    /// belonged to no flow.
     pub(super) fn recv(
         &self,
-        local: u16,
-        peer: SocketAddr,
-        learned: &AtomicU32,
+        (local, peer): (u16, SocketAddr),
+        (learned, sweeps): (&AtomicU32, &Sweeps),
         max: usize,
         mut each: impl FnMut(&[u8]),
     ) -> (usize, u64) {
         let first = learned.load(Ordering::Relaxed);
         let (n, mut foreign) = self.recv_on(self.slot(first), local, peer, max, &mut each);
-        if n > 0 {
+        if n > 0 || self.open_slots().nth(1).is_none() || !sweeps.due(Instant::now()) {
             return (n, foreign);
         }
         for slot in self.open_slots().filter(|s| s.id != first) {
@@ -678,6 +707,20 @@ mod tests {
         assert!(!opens_next(&[1], 1));
         assert_eq!(least_used(&[1]), 0);
         assert_eq!(least_used(&[]), 0);
+    }
+
+    /// An idle reader looks at the other queues the first time, then at
+    /// most every SWEEP_EVERY, not on every pass (each look takes every
+    /// other queue's lock).
+    #[test]
+    fn issue_25_an_idle_reader_sweeps_the_other_queues_only_now_and_then() {
+        let sweeps = Sweeps::default();
+        let t0 = Instant::now();
+        assert!(sweeps.due(t0), "the first pass sweeps");
+        assert!(!sweeps.due(t0), "the next pass does not");
+        assert!(!sweeps.due(t0 + SWEEP_EVERY / 2));
+        assert!(sweeps.due(t0 + SWEEP_EVERY), "after SWEEP_EVERY it does");
+        assert!(!sweeps.due(t0 + SWEEP_EVERY + SWEEP_EVERY / 2));
     }
 
     #[test]
