@@ -129,7 +129,7 @@ impl XdpEndpoint {
             port,
             queues,
             flow,
-            kernel: KernelSocket::new(sock),
+            kernel: KernelSocket::new(sock, super::BATCH),
             sweeps: Sweeps::default(),
             timeout: Cell::new(Duration::from_millis(100)),
             wait: Cell::new(None),
@@ -203,25 +203,14 @@ impl XdpEndpoint {
         filled
     }
 
-    /// A datagram that reached the kernel socket (before the flow was
-    /// redirected), if any.
-    fn take_from_kernel(&self, slots: &mut RecvSlots) -> io::Result<usize> {
-        let (buf, meta) = slots.slot_mut(0);
-        let Some(len) = self.kernel.take(buf)? else {
-            return Ok(0);
-        };
-        *meta = RecvMeta {
-            len,
-            ..RecvMeta::default()
-        };
-        Ok(1)
-    }
-
     pub(super) fn recv(&self, slots: &mut RecvSlots, wait: Wait) -> io::Result<usize> {
         let start = Instant::now();
         loop {
-            if self.take_from_kernel(slots)? > 0 {
-                return Ok(1);
+            // What reached the kernel socket (before the flow was
+            // redirected, or on a queue without an AF_XDP socket) first.
+            let n = self.kernel.take(slots)?;
+            if n > 0 {
+                return Ok(n);
             }
             let n = self.take(slots);
             if n > 0 {
