@@ -20,37 +20,13 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-lr=${1:-}
-if [ -z "$lr" ]; then
-    for c in target/release/linerate target/debug/linerate; do
-        [ -x "$c" ] && { lr=$c; break; }
-    done
-fi
-[ -x "${lr:-}" ] || { echo "no linerate binary (cargo build --release)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces, AF_XDP)" >&2; exit 2; }
+. bench/netns.sh
+netns_linerate "${1:-}"
 runs=${RUNS:-5}
 secs=${SECS:-3}
 size=${SIZE:-64}
 sp=$(command -v sockperf || true)
-a=lrxr$$a
-b=lrxr$$b
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    ip netns del "$a" 2>/dev/null || true
-    ip netns del "$b" 2>/dev/null || true
-}
-trap cleanup EXIT
-ip netns add "$a"
-ip netns add "$b"
-ip -n "$a" link add va type veth peer name vb netns "$b"
-for x in "$a va 198.18.0.1" "$b vb 198.18.0.2"; do
-    set -- $x
-    ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
-    ip -n "$1" link set lo up
-    ip -n "$1" addr add "$3/30" dev "$2"
-    ip -n "$1" link set "$2" up
-done
+netns_pair lrxr
 ip netns exec "$b" "$lr" server -B 198.18.0.2 -p 21951 >/dev/null 2>&1 &
 pids+=($!)
 sleep 1
