@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::helpers::*;
 use crate::netns::{NetPair, ADDR_B};
 use crate::udp::{shape_udp, tbf_drops, udp_of};
-use crate::xdp::{assert_no_xdp, veth_drops};
+use crate::xdp::{accounted, assert_no_xdp, veth_drops};
 
 /// `ethtool -S DEV`'s counter `name` in namespace `ns`; `None` without
 /// ethtool.
@@ -44,25 +44,6 @@ fn run(pair: &NetPair, args: &[&str]) -> Value {
     let out = run_client_in(Some(&pair.a), args, Duration::from_secs(60));
     assert_ok(&out, args);
     serde_json::from_slice(&out.stdout).expect("json")
-}
-
-/// Every stream's datagrams accounted; returns the summed (lost, socket
-/// drops).
-fn accounted(r: &Value, args: &[&str]) -> (u64, u64) {
-    let all = r["streams"].as_array().expect("streams");
-    assert_eq!(all.len(), 2, "{args:?}");
-    let (mut lost, mut drops) = (0, 0);
-    for s in all {
-        let d = udp_of(s);
-        let (sent, received) = (u(&d["sent"]), u(&d["received"]));
-        assert!(sent > 0, "{args:?}: {d}");
-        assert_eq!(received + u(&d["lost"]), sent, "{args:?}: {d}");
-        assert_eq!(u(&d["duplicates"]), 0, "{args:?}: {d}");
-        assert_eq!(u(&d["corrupt"]), 0, "{args:?}: {d}");
-        lost += u(&d["lost"]);
-        drops += u(&d["socket_drops"]);
-    }
-    (lost, drops)
 }
 
 /// The two streams' `engine_use.xdp` on `side`: each on its own queue, each
@@ -131,7 +112,7 @@ fn issue_25_xdp_streams_take_a_queue_each_and_loss_stays_exact() {
             let veth0 = veth_drops(&pair);
             let r = run(&pair, &args);
             let veth = veth_drops(&pair) - veth0;
-            let (lost, drops) = accounted(&r, &args);
+            let (lost, drops) = accounted(&r, 2, &args);
             if rate == "0" {
                 assert_eq!(lost, drops + veth, "{args:?}: socket {drops} + veth {veth}");
             } else {
@@ -199,7 +180,7 @@ fn issue_25_two_xdp_receivers_behind_a_rate_limited_link_count_loss_exactly() {
     ];
     let r = run(&pair, &args);
     let qdisc = tbf_drops(&pair.a, "va") - drops0;
-    let (lost, drops) = accounted(&r, &args);
+    let (lost, drops) = accounted(&r, 2, &args);
     assert!(lost > 0, "200 Mbit/s through 100 Mbit/s lost nothing");
     assert_eq!(lost, qdisc + drops, "tbf {qdisc} + socket drops {drops}");
     for s in r["streams"].as_array().expect("streams") {
@@ -284,7 +265,7 @@ fn issue_25_a_queue_that_cannot_be_opened_is_shared_not_refused() {
         "--json",
     ];
     let r = run(&pair, &args);
-    let (lost, drops) = accounted(&r, &args);
+    let (lost, drops) = accounted(&r, 2, &args);
     assert_eq!(lost, drops, "{args:?}");
     for s in r["streams"].as_array().expect("streams") {
         let u = &s["receiver"]["engine_use"];
