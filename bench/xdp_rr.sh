@@ -1,51 +1,32 @@
 #!/usr/bin/env bash
 # UDP round trips over AF_XDP on a veth pair between two network namespaces
-# it creates (198.18.0.0/15, deleted at exit): `rr --engine xdp --busy-poll` on both
-# sides (both spin on their rings) against `rr --busy-poll --engine
-# syscall` and sockperf ping-pong --nonblocked (client and server spinning),
-# SIZE-byte messages, RUNS interleaved runs each; prints each run and the
-# median with the spread (min..max) of p50, p99 and transactions/s
-# (issue 25's goal: xdp p50 ≤ 0.8× of the best of the other two). Needs
-# root; sockperf from PATH (Debian: apt-get install sockperf), skipped
-# with the reason where it is missing.
+# it creates (198.18.0.0/15, deleted at exit): `rr --engine xdp
+# --server-engine xdp` (both sides spin on their rings, xdp's default for
+# rr) against `rr --busy-poll --engine syscall` and sockperf ping-pong
+# --nonblocked (client and server spinning), SIZE-byte messages, RUNS
+# interleaved runs each; prints each run and the median with the spread
+# (min..max) of p50, p99 and transactions/s (issue 25's goal: xdp p50 ≤
+# 0.8× of the best of the other two). Needs root; sockperf from PATH
+# (Debian: apt-get install sockperf), skipped with the reason where it is
+# missing.
 #
 # Usage: sudo bench/xdp_rr.sh [LINERATE]   (default: target/release/linerate,
 #        else target/debug/linerate; say which build the figures come from)
 #   RUNS=5   runs per variant     SECS=3   seconds per run     SIZE=64
+#   VARIANTS="xdp syscall-bp sockperf-nb"  which to run; also xdp-bp (xdp
+#            with --busy-poll: how a build from before xdp rr spun by
+#            default, 2026-11-28, spun) and xdp-sleep (the client sleeps
+#            in poll(2), --xdp-sleep; the server spins)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-lr=${1:-}
-if [ -z "$lr" ]; then
-    for c in target/release/linerate target/debug/linerate; do
-        [ -x "$c" ] && { lr=$c; break; }
-    done
-fi
-[ -x "${lr:-}" ] || { echo "no linerate binary (cargo build --release)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces, AF_XDP)" >&2; exit 2; }
+. bench/netns.sh
+netns_linerate "${1:-}"
 runs=${RUNS:-5}
 secs=${SECS:-3}
 size=${SIZE:-64}
 sp=$(command -v sockperf || true)
-a=lrxr$$a
-b=lrxr$$b
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    ip netns del "$a" 2>/dev/null || true
-    ip netns del "$b" 2>/dev/null || true
-}
-trap cleanup EXIT
-ip netns add "$a"
-ip netns add "$b"
-ip -n "$a" link add va type veth peer name vb netns "$b"
-for x in "$a va 198.18.0.1" "$b vb 198.18.0.2"; do
-    set -- $x
-    ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
-    ip -n "$1" link set lo up
-    ip -n "$1" addr add "$3/30" dev "$2"
-    ip -n "$1" link set "$2" up
-done
+netns_pair lrxr
 ip netns exec "$b" "$lr" server -B 198.18.0.2 -p 21951 >/dev/null 2>&1 &
 pids+=($!)
 sleep 1
@@ -73,15 +54,24 @@ m = parse.sockperf_pingpong(sys.stdin.read()); print(m["p50_us"], m["p99_us"], m
     kill "$s" 2>/dev/null; wait "$s" 2>/dev/null || true
 }
 
-variants=("xdp" "syscall-bp")
-[ -n "$sp" ] && variants+=("sockperf-nb") || echo "sockperf: skipped (not on PATH; apt-get install sockperf)"
+variants=()
+for v in ${VARIANTS:-xdp syscall-bp sockperf-nb}; do
+    if [ "$v" = sockperf-nb ] && [ -z "$sp" ]; then
+        echo "sockperf: skipped (not on PATH; apt-get install sockperf)"
+        continue
+    fi
+    variants+=("$v")
+done
 declare -A results
 for ((i = 1; i <= runs; i++)); do
     for v in "${variants[@]}"; do
         case $v in
-        xdp) r=$(lr_run --engine xdp --server-engine xdp --busy-poll) || r="" ;;
+        xdp) r=$(lr_run --engine xdp --server-engine xdp) || r="" ;;
+        xdp-bp) r=$(lr_run --engine xdp --server-engine xdp --busy-poll) || r="" ;;
+        xdp-sleep) r=$(lr_run --engine xdp --xdp-sleep --server-engine xdp) || r="" ;;
         syscall-bp) r=$(lr_run --engine syscall --busy-poll) || r="" ;;
         sockperf-nb) r=$(sp_run) || r="" ;;
+        *) echo "unknown variant $v (VARIANTS)" >&2; exit 2 ;;
         esac
         [ -n "$r" ] || r="failed"
         echo "$v ${size}B run $i: p50_us p99_us tps: $r"

@@ -22,14 +22,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-lr=${1:-}
-if [ -z "$lr" ]; then
-    for c in target/release/linerate target/debug/linerate; do
-        [ -x "$c" ] && { lr=$c; break; }
-    done
-fi
-[ -x "${lr:-}" ] || { echo "no linerate binary (cargo build --release)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces, AF_XDP)" >&2; exit 2; }
+. bench/netns.sh
+netns_linerate "${1:-}"
 runs=${RUNS:-5}
 secs=${SECS:-2}
 lens=${LENS:-64 1472}
@@ -38,28 +32,9 @@ queues=${QUEUES:-1}
 engines=${ENGINES:-batch xdp}
 server_engine=()
 [ -n "${SERVER_ENGINE:-}" ] && server_engine=(--server-engine "$SERVER_ENGINE")
-a=lrxb$$a
-b=lrxb$$b
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null
-    ip netns del "$a" 2>/dev/null || true
-    ip netns del "$b" 2>/dev/null || true
-}
-trap cleanup EXIT
-ip netns add "$a"
-ip netns add "$b"
-ip -n "$a" link add va numtxqueues "$queues" numrxqueues "$queues" type veth \
-    peer name vb netns "$b" numtxqueues "$queues" numrxqueues "$queues"
-for x in "$a va 198.18.0.1" "$b vb 198.18.0.2"; do
-    set -- $x
-    ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
-    ip -n "$1" link set lo up
-    ip -n "$1" addr add "$3/30" dev "$2"
-    ip -n "$1" link set "$2" up
-done
+netns_pair lrxb "$queues"
 ip netns exec "$b" "$lr" server -B 198.18.0.2 -p 21950 >/dev/null 2>&1 &
-pid=$!
+pids+=($!)
 sleep 1
 
 # One run (engine, length, streams): prints "sent_pps received_pps lost",

@@ -85,6 +85,7 @@ pub(super) fn engine_kind(a: &args::EngineArgs) -> Result<EngineKind> {
                 (_, true) => Some(false),
                 _ => None,
             },
+            sleep: a.xdp_sleep,
         }),
         other => other,
     };
@@ -101,6 +102,7 @@ pub(super) fn engine_only_flag(a: &args::EngineArgs) -> Option<(&'static str, &'
         (a.xdp_mode.is_some(), "--xdp-mode", "xdp"),
         (a.xdp_copy, "--xdp-copy", "xdp"),
         (a.xdp_zerocopy, "--xdp-zerocopy", "xdp"),
+        (a.xdp_sleep, "--xdp-sleep", "xdp"),
     ]
     .into_iter()
     .find_map(|(set, flag, engine)| set.then_some((flag, engine)))
@@ -113,6 +115,10 @@ pub(super) fn client_engine(
     a: &args::EngineArgs,
     spec: &TestSpec,
 ) -> Result<(EngineKind, Option<String>)> {
+    let busy_poll = spec.busy_poll || spec.rr.as_ref().is_some_and(|r| r.busy_poll);
+    if a.xdp_sleep && busy_poll {
+        bail!("--xdp-sleep and --busy-poll ask for opposite waits: give one");
+    }
     if a.engine != AUTO {
         return Ok((engine_kind(a)?, None));
     }

@@ -430,6 +430,10 @@ fn rr_refusals_name_the_flag() {
         ("rr --rate 1000001", "--rate"),
         ("crr --rate 10", "--rate"),
         ("rr --transport unix --rate 10", "--rate"),
+        (
+            "rr 198.18.0.2 --proto udp --engine xdp --xdp-sleep --busy-poll",
+            "--xdp-sleep and --busy-poll ask for opposite waits",
+        ),
     ] {
         let e = parse(args).expect_err(args).to_string();
         assert!(e.contains(needle), "{args}: {e}");

@@ -2,9 +2,11 @@
 //! (issue 25): each stream gets an AF_XDP socket on its own queue, the
 //! kernel's per-queue counters show both queues carrying the test, and
 //! every datagram is still accounted (loss exact against the veth's and
-//! a tbf's independent counts). Needs root; skipped elsewhere.
+//! a tbf's independent counts); a queue whose socket cannot be opened
+//! is shared instead. Needs root; skipped elsewhere.
 
 use std::process::Command;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -12,7 +14,7 @@ use serde_json::Value;
 use crate::helpers::*;
 use crate::netns::{NetPair, ADDR_B};
 use crate::udp::{shape_udp, tbf_drops, udp_of};
-use crate::xdp::{assert_no_xdp, veth_drops};
+use crate::xdp::{accounted, assert_no_xdp, veth_drops};
 
 /// `ethtool -S DEV`'s counter `name` in namespace `ns`; `None` without
 /// ethtool.
@@ -42,25 +44,6 @@ fn run(pair: &NetPair, args: &[&str]) -> Value {
     let out = run_client_in(Some(&pair.a), args, Duration::from_secs(60));
     assert_ok(&out, args);
     serde_json::from_slice(&out.stdout).expect("json")
-}
-
-/// Every stream's datagrams accounted; returns the summed (lost, socket
-/// drops).
-fn accounted(r: &Value, args: &[&str]) -> (u64, u64) {
-    let all = r["streams"].as_array().expect("streams");
-    assert_eq!(all.len(), 2, "{args:?}");
-    let (mut lost, mut drops) = (0, 0);
-    for s in all {
-        let d = udp_of(s);
-        let (sent, received) = (u(&d["sent"]), u(&d["received"]));
-        assert!(sent > 0, "{args:?}: {d}");
-        assert_eq!(received + u(&d["lost"]), sent, "{args:?}: {d}");
-        assert_eq!(u(&d["duplicates"]), 0, "{args:?}: {d}");
-        assert_eq!(u(&d["corrupt"]), 0, "{args:?}: {d}");
-        lost += u(&d["lost"]);
-        drops += u(&d["socket_drops"]);
-    }
-    (lost, drops)
 }
 
 /// The two streams' `engine_use.xdp` on `side`: each on its own queue, each
@@ -129,7 +112,7 @@ fn issue_25_xdp_streams_take_a_queue_each_and_loss_stays_exact() {
             let veth0 = veth_drops(&pair);
             let r = run(&pair, &args);
             let veth = veth_drops(&pair) - veth0;
-            let (lost, drops) = accounted(&r, &args);
+            let (lost, drops) = accounted(&r, 2, &args);
             if rate == "0" {
                 assert_eq!(lost, drops + veth, "{args:?}: socket {drops} + veth {veth}");
             } else {
@@ -197,7 +180,7 @@ fn issue_25_two_xdp_receivers_behind_a_rate_limited_link_count_loss_exactly() {
     ];
     let r = run(&pair, &args);
     let qdisc = tbf_drops(&pair.a, "va") - drops0;
-    let (lost, drops) = accounted(&r, &args);
+    let (lost, drops) = accounted(&r, 2, &args);
     assert!(lost > 0, "200 Mbit/s through 100 Mbit/s lost nothing");
     assert_eq!(lost, qdisc + drops, "tbf {qdisc} + socket drops {drops}");
     for s in r["streams"].as_array().expect("streams") {
@@ -205,5 +188,99 @@ fn issue_25_two_xdp_receivers_behind_a_rate_limited_link_count_loss_exactly() {
         assert_eq!(x["queues"], serde_json::json!([0, 1]), "{x}");
     }
     drop(server);
+    assert_no_xdp(&pair);
+}
+
+/// Holds queue `id` of `dev` in namespace `ns` with an AF_XDP socket of
+/// this process (as another AF_XDP program would), until the returned
+/// sender is dropped; why it could not, if it could not.
+fn hold_queue(ns: &str, dev: &str, id: u32) -> Result<mpsc::Sender<()>, String> {
+    let (path, dev) = (format!("/run/netns/{ns}"), dev.to_string());
+    let (held_tx, held) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let opened = std::fs::File::open(&path)
+            .map_err(|e| format!("{path}: {e}"))
+            .and_then(|f| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: setns on this thread only, with a namespace
+                // descriptor.
+                match unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } {
+                    0 => Ok(()),
+                    _ => Err(format!("setns: {}", std::io::Error::last_os_error())),
+                }
+            })
+            .and_then(|()| {
+                let opts = linerate_xdp::QueueOptions {
+                    copy: linerate_xdp::CopyMode::Copy,
+                    ..linerate_xdp::QueueOptions::default()
+                };
+                linerate_xdp::Queue::open(&dev, id, &opts).map_err(|e| e.to_string())
+            });
+        let ok = opened.as_ref().map(drop).map_err(Clone::clone);
+        let _ = held_tx.send(ok);
+        // Held until the sender is dropped.
+        let _ = released.recv();
+        drop(opened);
+    });
+    held.recv().map_err(|e| e.to_string())??;
+    Ok(release)
+}
+
+/// Issue 25: a second flow whose queue's AF_XDP socket cannot be opened
+/// (another socket holds the server's queue 1) shares queue 0's socket
+/// instead of refusing the test; the report's queue list shows one queue
+/// of two in use by two flows, and a note says why. Every datagram is
+/// still accounted (those the kernel steers to queue 1 reach the flow's
+/// kernel socket, `via_kernel`).
+#[test]
+fn issue_25_a_queue_that_cannot_be_opened_is_shared_not_refused() {
+    if let Some(why) = crate::netns::unavailable() {
+        return skip(why);
+    }
+    let pair = NetPair::with_queues("xdpqheld", 1500, 2).expect("create namespaces");
+    let hold = match hold_queue(&pair.b, "vb", 1) {
+        Ok(h) => h,
+        Err(why) => return skip(format!("cannot hold vb's queue 1 with AF_XDP: {why}")),
+    };
+    let server = Server::start_in(Some(&pair.b), ADDR_B, &[]);
+    let port = server.port_str();
+    let args = [
+        "udp",
+        ADDR_B,
+        "-p",
+        &port,
+        "-t",
+        "2",
+        "-l",
+        "1200",
+        "-P",
+        "2",
+        "--engine",
+        "batch",
+        "--server-engine",
+        "xdp",
+        "--rate",
+        "20M",
+        "--json",
+    ];
+    let r = run(&pair, &args);
+    let (lost, drops) = accounted(&r, 2, &args);
+    assert_eq!(lost, drops, "{args:?}");
+    for s in r["streams"].as_array().expect("streams") {
+        let u = &s["receiver"]["engine_use"];
+        let x = &u["xdp"];
+        assert_eq!(x["queue"], 0, "{x}");
+        assert_eq!(x["queues"], serde_json::json!([0]), "{x}");
+        assert_eq!(x["iface_queues"], 2, "{x}");
+        assert_eq!(x["flows"], 2, "the socket is shared: {x}");
+        let notes = u["notes"].to_string();
+        assert!(
+            notes.contains("no AF_XDP socket on vb queue 1"),
+            "the report says why: {u}"
+        );
+    }
+    drop(server);
+    drop(hold);
     assert_no_xdp(&pair);
 }

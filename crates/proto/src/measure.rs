@@ -177,6 +177,13 @@ pub struct XdpUse {
     pub copy: String,
     /// Bound with `XDP_USE_NEED_WAKEUP`.
     pub need_wakeup: bool,
+    /// How the flow waited for its datagrams: `spin` (polling the rings
+    /// within the spin budget: rr by default, `--busy-poll`) or `poll`
+    /// (asleep in `poll(2)` on the socket: streams, rr with
+    /// `--xdp-sleep`); absent where it never waited to receive (a stream
+    /// sender) or in reports from before it was said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
     /// UMEM bytes, and bytes per frame.
     pub umem_bytes: u64,
     pub frame_size: u32,
@@ -246,6 +253,9 @@ impl XdpUse {
         self.rx_foreign += o.rx_foreign;
         self.via_kernel += o.via_kernel;
         self.socket_drops_claimed |= o.socket_drops_claimed;
+        if self.wait.is_none() {
+            self.wait.clone_from(&o.wait);
+        }
         self.fill_starved = self.fill_starved.max(o.fill_starved);
         self.rx_unparsed = self.rx_unparsed.max(o.rx_unparsed);
         self.rx_bad_checksum = self.rx_bad_checksum.max(o.rx_bad_checksum);

@@ -85,6 +85,15 @@ pub struct EngineArgs {
     /// refused with the reason otherwise).
     #[arg(long, overrides_with = "xdp_copy")]
     pub xdp_zerocopy: bool,
+    /// xdp: rr flows wait for a datagram asleep in poll(2) on the AF_XDP
+    /// socket, a wake-up per round trip (~50 µs on veth), instead of
+    /// spinning on its rings (the default: a CPU per flow while it waits,
+    /// up to 50 µs per wait, then a poll(2) sleep). Refused with
+    /// --busy-poll. UDP streams sleep in poll(2) either way unless
+    /// --busy-poll. A client's --server-engine xdp spins; a server sleeps
+    /// when started with --engine xdp --xdp-sleep.
+    #[arg(long)]
+    pub xdp_sleep: bool,
 }
 
 /// Busy polling on a throughput test's data sockets.

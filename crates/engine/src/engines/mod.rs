@@ -73,6 +73,7 @@ impl EngineKind {
         EngineKind::Xdp(Xdp {
             mode: None,
             zero_copy: None,
+            sleep: false,
         }),
     ];
 
@@ -394,8 +395,12 @@ mod tests {
         let k = EngineKind::Xdp(Xdp {
             mode: Some(XdpMode::Generic),
             zero_copy: Some(false),
+            sleep: true,
         });
-        assert_eq!(k.to_string(), "xdp --xdp-mode generic --xdp-copy");
+        assert_eq!(
+            k.to_string(),
+            "xdp --xdp-mode generic --xdp-copy --xdp-sleep"
+        );
         assert_eq!(xdp.to_string(), "xdp");
     }
 

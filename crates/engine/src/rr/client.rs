@@ -64,7 +64,7 @@ fn client_flow<E: Engine>(engine: E, flow: u32, mut source: Source<'_>, s: &Shar
             p,
             signals: s.signals,
             watch: s.watch,
-            spin: p.spin(),
+            spin: p.spin(engine),
         };
         let o = match &mut source {
             Source::Conns(conns) => match conns.next() {
@@ -178,7 +178,7 @@ fn run_client(
             load_elapsed_ns: load_elapsed.as_nanos() as u64,
             busy_poll: g.busy_poll,
             engine_use: g.engine_use,
-            spin: p.spin(),
+            spin: with_engine!(engine, e => p.spin(e)),
             clock: p.clock,
         },
     )

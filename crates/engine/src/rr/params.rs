@@ -9,6 +9,7 @@ use linerate_proto::rr_core::{RrPlan, SpinMode};
 use linerate_proto::spec::RrPhase;
 
 use crate::cpu;
+use crate::engines::Engine;
 use crate::runner::CpuScope;
 use crate::stream::Signals;
 pub(super) use crate::wait::SpinStats;
@@ -53,9 +54,11 @@ impl RrParams {
         }
     }
 
-    /// Busy poll: how flows spin; `None`: blocking sockets.
-    pub(super) fn spin(&self) -> Option<SpinMode> {
-        self.plan.busy_poll.then_some(self.spin_mode)
+    /// How flows on `engine` spin; `None`: blocking sockets. They spin
+    /// when the test asks (`--busy-poll`) or the engine always does
+    /// ([`Engine::rr_spins`]: `xdp` polls its rings).
+    pub(super) fn spin(&self, engine: impl Engine) -> Option<SpinMode> {
+        (self.plan.busy_poll || engine.rr_spins()).then_some(self.spin_mode)
     }
 
     /// Pins the calling flow thread as asked; the error, if pinning failed.

@@ -37,7 +37,7 @@ fn server_flow<E: Engine>(
             p,
             signals,
             watch,
-            spin: p.spin(),
+            spin: p.spin(engine),
         };
         // A UDP phase's engine takes its socket (and closes it on return).
         let served = match conn {
@@ -107,7 +107,7 @@ pub fn start_server(engine: EngineKind, conns: RrConns, params: RrParams) -> Sid
                 load_elapsed_ns: load_elapsed,
                 busy_poll: g.busy_poll,
                 engine_use: g.engine_use,
-                spin: p.spin(),
+                spin: with_engine!(engine, e => p.spin(e)),
                 clock: None,
             },
         )

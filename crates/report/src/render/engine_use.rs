@@ -25,6 +25,11 @@ fn xdp_words(x: &XdpUse) -> String {
         x.rx_ring,
         x.tx_ring
     );
+    match x.wait.as_deref() {
+        Some("spin") => s.push_str("; waits spin on the rings"),
+        Some("poll") => s.push_str("; waits sleep in poll(2)"),
+        _ => {}
+    }
     if x.flows > 1 {
         let why = match x.iface_queues {
             0 => String::new(),

@@ -88,7 +88,11 @@ fn spin(out: &mut dyn Write, rr: &RrReport, sleep: &str, crr: bool) -> io::Resul
     let how = |m: Option<SpinMode>| match m {
         Some(SpinMode::Dedicated) => "without yielding (a CPU per spinning flow)",
         Some(SpinMode::Shared) => "yielding, adaptive budget (CPUs may be shared)",
-        None => "not reported",
+        // Asked of both sides and not said: a peer from before it was.
+        None if rr.busy_poll => "not reported",
+        // Not asked: a side spins only where its engine always does
+        // (xdp's rings, shared memory); this one blocked.
+        None => "no (blocking waits)",
     };
     writeln!(
         out,

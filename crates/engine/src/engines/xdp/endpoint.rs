@@ -16,7 +16,7 @@ use linerate_xdp::{path_to, UdpFlow};
 
 use super::kernel::KernelSocket;
 use super::options::{io_error, xdp_error, Xdp};
-use super::port::{FlowQueues, Port, Slot};
+use super::port::{FlowQueues, Port, Slot, Sweeps};
 use crate::engines::{Interest, Readiness, RecvMeta, RecvSlots, UdpEndpoint, Wait};
 use crate::EngineError;
 
@@ -87,7 +87,12 @@ pub struct XdpEndpoint {
     queues: FlowQueues,
     pub(super) flow: UdpFlow,
     kernel: KernelSocket,
+    /// When its reader last looked at the port's other queues.
+    sweeps: Sweeps,
     timeout: Cell<Duration>,
+    /// How its receives wait, once set: `spin` ([`UdpEndpoint::busy_poll`])
+    /// or `poll` ([`UdpEndpoint::set_recv_timeout`]), for the report.
+    wait: Cell<Option<&'static str>>,
     foreign: Cell<u64>,
     /// This flow's send calls that found the TX ring full, or no free
     /// frame (the queue counts the socket's).
@@ -124,8 +129,10 @@ impl XdpEndpoint {
             port,
             queues,
             flow,
-            kernel: KernelSocket::new(sock),
+            kernel: KernelSocket::new(sock, super::BATCH),
+            sweeps: Sweeps::default(),
             timeout: Cell::new(Duration::from_millis(100)),
+            wait: Cell::new(None),
             foreign: Cell::new(0),
             tx_ring_full: Cell::new(0),
             tx_no_frame: Cell::new(0),
@@ -177,9 +184,8 @@ impl XdpEndpoint {
     fn take(&self, slots: &mut RecvSlots) -> usize {
         let mut filled = 0;
         let (_, foreign) = self.port.recv(
-            self.flow.src.port(),
-            self.flow.dst,
-            &self.queues.learned,
+            (self.flow.src.port(), self.flow.dst),
+            (&self.queues.learned, &self.sweeps),
             slots.count(),
             |payload| {
                 let (buf, meta) = slots.slot_mut(filled);
@@ -197,25 +203,14 @@ impl XdpEndpoint {
         filled
     }
 
-    /// A datagram that reached the kernel socket (before the flow was
-    /// redirected), if any.
-    fn take_from_kernel(&self, slots: &mut RecvSlots) -> io::Result<usize> {
-        let (buf, meta) = slots.slot_mut(0);
-        let Some(len) = self.kernel.take(buf)? else {
-            return Ok(0);
-        };
-        *meta = RecvMeta {
-            len,
-            ..RecvMeta::default()
-        };
-        Ok(1)
-    }
-
     pub(super) fn recv(&self, slots: &mut RecvSlots, wait: Wait) -> io::Result<usize> {
         let start = Instant::now();
         loop {
-            if self.take_from_kernel(slots)? > 0 {
-                return Ok(1);
+            // What reached the kernel socket (before the flow was
+            // redirected, or on a queue without an AF_XDP socket) first.
+            let n = self.kernel.take(slots)?;
+            if n > 0 {
+                return Ok(n);
             }
             let n = self.take(slots);
             if n > 0 {
@@ -253,6 +248,7 @@ impl XdpEndpoint {
                 mode: self.port.mode.to_string(),
                 copy: o.copy.to_string(),
                 need_wakeup: o.need_wakeup,
+                wait: self.wait.get().map(str::to_string),
                 umem_bytes: o.umem_bytes() as u64,
                 frame_size: o.frame_size,
                 fill_ring: o.fill_size,
@@ -271,6 +267,7 @@ impl XdpEndpoint {
                 stats,
                 socket_drops_claimed: self.drops_claimed.get(),
             }),
+            notes: self.port.notes(),
             ..EngineUse::default()
         }
     }
@@ -346,9 +343,8 @@ impl UdpEndpoint for XdpEndpoint {
         }
         let mut got = None;
         let (_, foreign) = self.port.recv(
-            self.flow.src.port(),
-            self.flow.dst,
-            &self.queues.learned,
+            (self.flow.src.port(), self.flow.dst),
+            (&self.queues.learned, &self.sweeps),
             1,
             |payload| {
                 let n = payload.len().min(buf.len());
@@ -364,10 +360,12 @@ impl UdpEndpoint for XdpEndpoint {
 
     fn set_recv_timeout(&self, poll: Duration) -> io::Result<()> {
         self.timeout.set(poll);
+        self.wait.set(Some("poll"));
         Ok(())
     }
 
     fn busy_poll(&self) -> Result<String, EngineError> {
+        self.wait.set(Some("spin"));
         Ok("spinning on the AF_XDP rings".into())
     }
 

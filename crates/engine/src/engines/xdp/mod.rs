@@ -71,6 +71,11 @@ impl Engine for Xdp {
         XdpEndpoint::new(self, sock)
     }
 
+    /// rr over AF_XDP polls its rings (issue 25) unless `--xdp-sleep`.
+    fn rr_spins(self) -> bool {
+        Xdp::rr_spins(self)
+    }
+
     /// The interface's port (program and AF_XDP socket) is attached now,
     /// before the test starts (loading takes about half a second, during
     /// which the flow would reach only the kernel socket, which

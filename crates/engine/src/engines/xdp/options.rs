@@ -1,5 +1,6 @@
 //! The `xdp` engine's value and options (`--xdp-mode`, `--xdp-copy`,
-//! `--xdp-zerocopy`), and its AF_XDP failures as engine errors.
+//! `--xdp-zerocopy`, `--xdp-sleep`), and its AF_XDP failures as engine
+//! errors.
 
 use std::io;
 
@@ -20,6 +21,10 @@ pub struct Xdp {
     pub mode: Option<XdpMode>,
     /// `Some(true)`: `--xdp-zerocopy`; `Some(false)`: `--xdp-copy`.
     pub zero_copy: Option<bool>,
+    /// `--xdp-sleep`: rr flows wait for a datagram asleep in `poll(2)` on
+    /// the AF_XDP socket; otherwise they spin on its rings (issue 25: a
+    /// round trip that never enters the kernel's socket layer).
+    pub sleep: bool,
 }
 
 impl Xdp {
@@ -36,7 +41,25 @@ impl Xdp {
             Some(false) => f.push("--xdp-copy"),
             None => {}
         }
+        if self.sleep {
+            f.push("--xdp-sleep");
+        }
         f
+    }
+
+    /// Whether this side's rr flows spin on the rings without
+    /// `--busy-poll` ([`crate::engines::Engine::rr_spins`]).
+    pub fn rr_spins(self) -> bool {
+        !self.sleep
+    }
+
+    /// The options an interface's port (program and sockets) is made
+    /// with: how a flow waits is its own.
+    pub(super) fn for_port(self) -> Xdp {
+        Xdp {
+            sleep: false,
+            ..self
+        }
     }
 
     /// This host can use AF_XDP at all (capabilities, the kernel's socket

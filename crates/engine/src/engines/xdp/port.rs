@@ -9,7 +9,10 @@
 //!
 //! Each flow gets a queue of its own to send on while the interface has
 //! one left (`ethtool -l`; the socket is opened when the flow comes),
-//! else shares the least used one. Each socket has its own UMEM: the
+//! else shares the least used one; so does a flow whose queue's socket
+//! cannot be opened (another program holds the queue, the driver refuses
+//! it), and no later flow tries the queues from there on: the report's
+//! notes say why. Each socket has its own UMEM: the
 //! simpler correct choice, as no frame ever moves between queues (a
 //! shared UMEM, `XDP_SHARED_UMEM`, would need one fill and completion
 //! ring pair per queue anyway, and frame ownership across sockets).
@@ -19,8 +22,11 @@
 //! Where a flow's datagrams arrive is the sender's or the NIC's choice
 //! (over veth with native XDP: the queue the peer sent on; generic XDP:
 //! queue 0). A reader reads the queue its flow's datagrams were last seen
-//! on, then the others; a datagram of another flow it takes off a ring
-//! goes to that flow's inbox, and tells it which queue to read. Inboxes
+//! on, and, when that one is empty, the others, at most every
+//! [`SWEEP_EVERY`] (a spinning reader would otherwise take every other
+//! queue's lock on each pass, against the flows reading and sending
+//! there); a datagram of another flow it takes off a ring goes to that
+//! flow's inbox, and tells it which queue to read. Inboxes
 //! are filled and read only under the lock of the queue read, after the
 //! reader's own inbox is found empty, so no flow sees the datagrams of
 //! one queue out of order.
@@ -37,9 +43,9 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use linerate_xdp::{
     AttachMode, Datagram, Path, Program, ProgramOptions, Queue, QueueOptions, XdpStats,
@@ -53,6 +59,12 @@ use crate::EngineError;
 const INBOX_MAX: usize = 8192;
 /// How often the reaper looks for preparations whose socket is closed.
 const REAP_EVERY: Duration = Duration::from_millis(250);
+/// How often a reader whose queue is empty looks at the port's other
+/// queues (module docs). Another flow's reader that takes this flow's
+/// datagrams off its ring tells it at once (the inbox, `learned`); a
+/// sweep finds those on a queue nobody reads, the first time within
+/// this, and from then on the reader reads that queue first.
+pub(super) const SWEEP_EVERY: Duration = Duration::from_micros(200);
 
 /// (network namespace inode, interface index): an interface, process-wide.
 type PortKey = (u64, u32);
@@ -82,6 +94,26 @@ pub(super) struct FlowQueues {
     pub(super) home: u32,
     /// Where its datagrams were last seen arriving (read first).
     pub(super) learned: Arc<AtomicU32>,
+}
+
+/// When a reader last looked at its port's other queues ([`SWEEP_EVERY`]).
+#[derive(Debug, Default)]
+pub(super) struct Sweeps {
+    last: std::cell::Cell<Option<Instant>>,
+}
+
+impl Sweeps {
+    /// Whether a reader whose queue is empty looks at the others now
+    /// (at `now`): the first time, then at most every [`SWEEP_EVERY`].
+    fn due(&self, now: Instant) -> bool {
+        match self.last.get() {
+            Some(t) if now.saturating_duration_since(t) < SWEEP_EVERY => false,
+            _ => {
+                self.last.set(Some(now));
+                true
+            }
+        }
+    }
 }
 
 /// One AF_XDP socket of a port, bound to queue `id` of its interface.
@@ -121,6 +153,11 @@ pub(super) struct Port {
     /// One per queue the interface has (index: queue id), opened in
     /// order as flows need them.
     slots: Vec<OnceLock<Slot>>,
+    /// The queues flows may have sockets on (`0..usable`): all of them,
+    /// until opening one's socket fails.
+    usable: AtomicUsize,
+    /// Why the queues from `usable` on have no socket, once one failed.
+    refused: OnceLock<String>,
     /// By the flow's local UDP port.
     flows: Mutex<HashMap<u16, Flow>>,
     /// Held while a flow is added (its queue chosen, a socket opened).
@@ -228,6 +265,7 @@ impl Port {
     /// now (about half a second). Refused where a live one runs with other
     /// options.
     pub(super) fn get(opts: Xdp, path: &Path) -> Result<Arc<Port>, EngineError> {
+        let opts = opts.for_port();
         let key = (netns(), path.link.ifindex);
         let mut ports = lock(&PORTS);
         ports.retain(|w| w.strong_count() > 0);
@@ -274,7 +312,9 @@ impl Port {
             mode,
             queue_opts,
             program: Mutex::new(program),
+            usable: AtomicUsize::new(slots.len()),
             slots,
+            refused: OnceLock::new(),
             flows: Mutex::new(HashMap::new()),
             adding: Mutex::new(()),
         });
@@ -370,23 +410,40 @@ impl Port {
 
     /// The queue a new flow sends on: a queue of its own while the
     /// interface has one left (its socket opened now), else the open one
-    /// fewest flows use (lowest first), shared.
-    fn pick_home(&self) -> Result<u32, EngineError> {
-        let mut counts = vec![0u32; self.slots.len()];
+    /// fewest flows use (lowest first), shared. Where the next queue's
+    /// socket cannot be opened, the flow shares too, and the queues from
+    /// there on are left alone (each try can take a second: a busy queue
+    /// is retried), with the reason kept for the report ([`Port::notes`]).
+    fn pick_home(&self) -> u32 {
+        let open = self.open_slots().count();
+        let mut counts = vec![0u32; open];
         for f in lock(&self.flows).values() {
             counts[f.home as usize] += 1;
         }
-        let open = self.open_slots().count();
-        if open < self.slots.len() && counts[..open].iter().all(|&c| c > 0) {
+        if opens_next(&counts, self.usable.load(Ordering::Relaxed)) {
             let id = u32::try_from(open).unwrap_or(u32::MAX);
             let iface = self.program_link_name();
-            let slot = open_slot(&iface, id, &self.queue_opts, &mut lock(&self.program))
-                .map_err(|e| xdp_error(e, self.opts))?;
-            let _ = self.slots[open].set(slot);
-            return Ok(id);
+            match open_slot(&iface, id, &self.queue_opts, &mut lock(&self.program)) {
+                Ok(slot) => {
+                    let _ = self.slots[open].set(slot);
+                    return id;
+                }
+                Err(e) => {
+                    self.usable.store(open, Ordering::Relaxed);
+                    let _ = self.refused.set(format!(
+                        "xdp: no AF_XDP socket on {iface} queue {id} ({}), so flows past                          the first {open} share the open queues' sockets",
+                        xdp_error(e, self.opts)
+                    ));
+                }
+            }
         }
-        let best = (0..open).min_by_key(|&i| (counts[i], i)).unwrap_or(0);
-        Ok(u32::try_from(best).unwrap_or(0))
+        least_used(&counts)
+    }
+
+    /// What the report should know about the port: why some of the
+    /// interface's queues have no socket.
+    pub(super) fn notes(&self) -> Vec<String> {
+        self.refused.get().cloned().into_iter().collect()
     }
 
     fn program_link_name(&self) -> String {
@@ -412,7 +469,7 @@ impl Port {
         let held = match known {
             Some(held) => held,
             None => {
-                let home = self.pick_home()?;
+                let home = self.pick_home();
                 // Read with no flow lock held: a reader takes its queue's
                 // lock, then the flows'.
                 let base = self
@@ -493,20 +550,20 @@ impl Port {
 
     /// Up to `max` of the flow (`local` port, from `peer`)'s datagrams, in
     /// arrival order per queue, to `each`: from its inbox, else off the RX
-    /// ring of the queue they were last seen on, else off the others',
-    /// leaving other flows' in their inboxes. Returns (delivered,
-    /// foreign): how many went to `each`, and how many belonged to no flow.
+    /// ring of the queue they were last seen on, else, when `sweeps` says
+    /// it is time, off the others', leaving other flows' in their inboxes.
+    /// Returns (delivered, foreign): how many went to `each`, and how many
+    /// belonged to no flow.
     pub(super) fn recv(
         &self,
-        local: u16,
-        peer: SocketAddr,
-        learned: &AtomicU32,
+        (local, peer): (u16, SocketAddr),
+        (learned, sweeps): (&AtomicU32, &Sweeps),
         max: usize,
         mut each: impl FnMut(&[u8]),
     ) -> (usize, u64) {
         let first = learned.load(Ordering::Relaxed);
         let (n, mut foreign) = self.recv_on(self.slot(first), local, peer, max, &mut each);
-        if n > 0 {
+        if n > 0 || self.open_slots().nth(1).is_none() || !sweeps.due(Instant::now()) {
             return (n, foreign);
         }
         for slot in self.open_slots().filter(|s| s.id != first) {
@@ -588,6 +645,21 @@ fn open_slot(
     })
 }
 
+/// Whether a new flow opens the next queue's socket: every open one
+/// (`counts`: their flows) sends for a flow already, and a queue is left
+/// of the `usable` ones.
+fn opens_next(counts: &[u32], usable: usize) -> bool {
+    counts.len() < usable && counts.iter().all(|&c| c > 0)
+}
+
+/// The open queue fewest flows send on (the lowest of those), to share.
+fn least_used(counts: &[u32]) -> u32 {
+    let best = (0..counts.len())
+        .min_by_key(|&i| (counts[i], i))
+        .unwrap_or(0);
+    u32::try_from(best).unwrap_or(0)
+}
+
 impl Flow {
     fn keep(&mut self, payload: &[u8]) {
         if self.queued.len() >= INBOX_MAX {
@@ -615,6 +687,40 @@ mod tests {
         assert!(id.open());
         drop(sock);
         assert!(!id.open());
+    }
+
+    /// A new flow opens a queue of its own while every open one is in use
+    /// and one is left; otherwise, and once a queue's socket could not be
+    /// opened (`usable` cut to the open ones), it shares the least used.
+    #[test]
+    fn issue_25_a_flow_shares_the_least_used_queue_when_no_other_can_open() {
+        // One open queue with a flow, of two: open the second.
+        assert!(opens_next(&[1], 2));
+        // An open queue still without a flow is taken first.
+        assert!(!opens_next(&[1, 0], 3));
+        assert_eq!(least_used(&[1, 0]), 1);
+        // Every queue open.
+        assert!(!opens_next(&[1, 1], 2));
+        assert_eq!(least_used(&[2, 1]), 1);
+        assert_eq!(least_used(&[1, 1]), 0);
+        // Queue 1's socket failed: usable is cut to the one open queue.
+        assert!(!opens_next(&[1], 1));
+        assert_eq!(least_used(&[1]), 0);
+        assert_eq!(least_used(&[]), 0);
+    }
+
+    /// An idle reader looks at the other queues the first time, then at
+    /// most every SWEEP_EVERY, not on every pass (each look takes every
+    /// other queue's lock).
+    #[test]
+    fn issue_25_an_idle_reader_sweeps_the_other_queues_only_now_and_then() {
+        let sweeps = Sweeps::default();
+        let t0 = Instant::now();
+        assert!(sweeps.due(t0), "the first pass sweeps");
+        assert!(!sweeps.due(t0), "the next pass does not");
+        assert!(!sweeps.due(t0 + SWEEP_EVERY / 2));
+        assert!(sweeps.due(t0 + SWEEP_EVERY), "after SWEEP_EVERY it does");
+        assert!(!sweeps.due(t0 + SWEEP_EVERY + SWEEP_EVERY / 2));
     }
 
     #[test]
