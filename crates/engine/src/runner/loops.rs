@@ -4,6 +4,8 @@
 //! the sampler the same hold it has on per-stream threads — a counter per
 //! flow (so intervals are cut per flow by the same cutter), and a
 //! [`Finished`] per flow when its loop ends, the loop's CPU on its last.
+//! Many sending TCP flows on the completion loop get a bounded send
+//! buffer ([`crate::event_loop::tcp::sndbuf`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use linerate_proto::interval::CutStream;
-use linerate_proto::measure::StreamMeasurement;
+use linerate_proto::measure::{Role, StreamMeasurement};
 
 use super::cpu_watch::{self, CpuWatch, Watched};
 use super::params::{DataSocket, RunParams, StreamSetup};
@@ -20,6 +22,7 @@ use super::stream::Finished;
 use crate::cpu::{self, CpuTime};
 use crate::engines::EngineKind;
 use crate::event_loop;
+use crate::event_loop::tcp::sndbuf::{self, TcpMem};
 use crate::event_loop::tcp::{LoopParams, TcpFlow};
 use crate::event_loop::udp::{UdpFlow, UdpLoopParams};
 use crate::stream::{Signals, StreamCounter};
@@ -106,6 +109,7 @@ pub(super) fn spawn_loops(
             len: params.len,
             skip_rx_copy: params.skip_rx_copy,
             start,
+            sndbuf_bound: sender_bound(engine, &tcp, params.window),
         };
         let shares = event_loop::split(tcp, threads)
             .into_iter()
@@ -143,6 +147,17 @@ pub(super) fn spawn_loops(
         spawn_shares(&ctx, &mut run, shares);
     }
     (run, cut)
+}
+
+/// The send buffer bound for the side's sending `flows`
+/// ([`sndbuf::sndbuf_bound`]): only on the completion loop (the epoll
+/// loop's senders stay autotuned) and when the user set no window.
+fn sender_bound<S>(engine: EngineKind, flows: &[TcpFlow<S>], window: Option<u32>) -> Option<u32> {
+    if event_loop::ring::uring(engine).is_none() || window.is_some() {
+        return None;
+    }
+    let senders = flows.iter().filter(|f| f.role == Role::Sender).count();
+    sndbuf::sndbuf_bound(senders, TcpMem::read()?)
 }
 
 /// What every loop thread of a side is started with.

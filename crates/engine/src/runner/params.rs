@@ -73,4 +73,7 @@ pub struct RunParams {
     /// `--flows`/`--threads`: the TCP or UDP streams run as flows on this many
     /// event-loop threads ([`crate::event_loop`]); `None`: a thread each.
     pub loops: Option<usize>,
+    /// `-w`: the window the user set on the data sockets (then the loops
+    /// never bound their send buffers, [`crate::event_loop::tcp::sndbuf`]).
+    pub window: Option<u32>,
 }

@@ -20,11 +20,11 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::deadline::DataDeadline;
+use super::deadline::{DataDeadline, ResultsWait};
 use super::exchange::Exchange;
 use super::frames::{Inbox, Outbox};
 use super::heartbeat::{self, Heartbeat, HEARTBEAT_MS_RANGE};
-use super::outcome::{ControlIoError, EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
+use super::outcome::{ControlIoError, EarlyStop, Ended, SessionError};
 use crate::auth::ClientAuth;
 use crate::clock::{self, ClockOffset, ClockSample};
 use crate::limits::HANDSHAKE_TIMEOUT;
@@ -128,6 +128,8 @@ pub struct ClientSession {
     deadline: Option<Instant>,
     /// The running test's data-phase deadline, while it has a planned end.
     data_deadline: Option<DataDeadline>,
+    /// The wait for the server's results, once this side's streams ended.
+    results_wait: Option<ResultsWait>,
     /// This host's boot id, compared with the server's.
     boot_id: Option<String>,
     /// Arrival time (monotonic ns) of the bytes being received.
@@ -163,6 +165,7 @@ impl ClientSession {
             actions: VecDeque::new(),
             deadline: Some(now + HANDSHAKE_TIMEOUT),
             data_deadline: None,
+            results_wait: None,
             boot_id: None,
             rx_ns: None,
             clock: None,
@@ -318,6 +321,9 @@ impl ClientSession {
             if !bytes.is_empty() {
                 hb.heard(now);
             }
+        }
+        if !bytes.is_empty() {
+            self.results_heard(now);
         }
         self.inbox.extend(bytes);
         loop {
@@ -572,7 +578,9 @@ impl ClientSession {
             if exchange.local_finished(results, &mut self.outbox) {
                 let recovery =
                     (self.heartbeat.as_mut()).map_or(Duration::ZERO, |hb| hb.streams_ended(now));
-                self.deadline = Some(now + RESULTS_TIMEOUT + recovery);
+                let wait = ResultsWait::new(now, recovery);
+                self.deadline = Some(wait.at());
+                self.results_wait = Some(wait);
                 self.try_complete();
             }
         }
@@ -652,6 +660,16 @@ impl ClientSession {
             if exchange.streams_running() {
                 self.deadline = Some(d.progressed(now));
             }
+        }
+        self.results_heard(now);
+    }
+
+    /// The server was heard at `now` (control bytes, or its data): while
+    /// this side waits for its results, the wait moves on
+    /// ([`ResultsWait`]).
+    fn results_heard(&mut self, now: Instant) {
+        if let (State::Running { .. }, Some(w)) = (&self.state, &mut self.results_wait) {
+            self.deadline = Some(w.heard(now));
         }
     }
 

@@ -1,8 +1,11 @@
 //! When a data phase counts as stalled: the planned end plus grace, moved
-//! on while the peer's data still arrives, within a cap.
+//! on while the peer's data still arrives, within a cap. And how long a
+//! side whose streams ended waits for the peer's results: a fixed wait,
+//! moved on while the peer is still heard, within a cap.
 
 use std::time::{Duration, Instant};
 
+use super::outcome::RESULTS_TIMEOUT;
 use crate::spec::TestSpec;
 
 /// Slack after the planned end of a time-limited data phase, and after the
@@ -61,6 +64,59 @@ impl DataDeadline {
     /// [`STALL_GRACE`] after it (within the cap). Returns the deadline.
     pub(crate) fn progressed(&mut self, now: Instant) -> Instant {
         self.at = self.at.max((now + STALL_GRACE).min(self.latest));
+        self.at
+    }
+}
+
+/// The most a side whose streams ended waits for the peer's results
+/// ([`ResultsWait`]): as long as the peer's own data phase may run past
+/// its planned end ([`STALL_GRACE`] + [`DRAIN_CAP`]), then
+/// [`RESULTS_TIMEOUT`] for its results to come.
+pub const RESULTS_CAP: Duration =
+    Duration::from_secs(STALL_GRACE.as_secs() + DRAIN_CAP.as_secs() + RESULTS_TIMEOUT.as_secs());
+
+/// The wait for the peer's results once this side's streams ended:
+/// [`RESULTS_TIMEOUT`] (plus the heartbeat's recovery allowance) after
+/// that end, moved on to [`RESULTS_TIMEOUT`] after each sign of the peer
+/// ([`Self::heard`]: its control frames and heartbeats, its data), to at
+/// most [`RESULTS_CAP`] after that end.
+///
+/// Issue 26: the side that stops first (a sender) waits while the peer's
+/// receivers drain what was queued before the end. With 1,000 flows,
+/// each with an autotuned send buffer, that backlog took longer than a
+/// fixed 15 s through a congested path (retransmissions after losses),
+/// and an honest test failed "waiting for the server's results". A peer
+/// still heard is alive, and its own data phase ends by its progress
+/// rule ([`DataDeadline`]: [`STALL_GRACE`] after its data last arrived,
+/// within [`DRAIN_CAP`]), after which it reports or aborts; so waiting
+/// while it is heard waits for the work, and a vanished peer still ends
+/// the wait [`RESULTS_TIMEOUT`] after it was last heard (sooner by the
+/// heartbeat's silence limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResultsWait {
+    at: Instant,
+    latest: Instant,
+}
+
+impl ResultsWait {
+    /// The wait of a side whose streams ended at `now`; `recovery`: the
+    /// heartbeat's allowance for a control connection the streams starved.
+    pub(crate) fn new(now: Instant, recovery: Duration) -> Self {
+        let at = now + RESULTS_TIMEOUT + recovery;
+        ResultsWait {
+            at,
+            latest: at.max(now + RESULTS_CAP),
+        }
+    }
+
+    pub(crate) fn at(&self) -> Instant {
+        self.at
+    }
+
+    /// The peer was heard at `now`: the wait lasts [`RESULTS_TIMEOUT`]
+    /// from it (within the cap). Returns the deadline.
+    pub(crate) fn heard(&mut self, now: Instant) -> Instant {
+        self.at = self.at.max((now + RESULTS_TIMEOUT).min(self.latest));
         self.at
     }
 }

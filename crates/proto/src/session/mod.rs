@@ -25,7 +25,7 @@ pub mod server;
 pub use crate::limits::HANDSHAKE_TIMEOUT;
 
 pub(crate) use deadline::DataDeadline;
-pub use deadline::{DRAIN_CAP, STALL_GRACE};
+pub use deadline::{DRAIN_CAP, RESULTS_CAP, STALL_GRACE};
 pub use frames::Outbox;
 pub use outcome::{ControlIoError, EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
 

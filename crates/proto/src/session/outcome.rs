@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use crate::wire::{RefuseCode, WireError};
 
-/// How long a side that has finished waits for the peer's results.
+/// How long a side that has finished waits for the peer's results after
+/// its end, and after the peer was last heard while it waits (the
+/// session's `ResultsWait`, within `RESULTS_CAP`).
 pub const RESULTS_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Which side stopped a running test before its limit. Either side may:

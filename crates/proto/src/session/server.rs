@@ -42,7 +42,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::deadline::DataDeadline;
+use super::deadline::{DataDeadline, ResultsWait};
 use super::exchange::Exchange;
 use super::frames::{Inbox, Outbox};
 use super::heartbeat::Heartbeat;
@@ -183,6 +183,8 @@ pub struct ServerSession {
     /// The running test's data-phase deadline, while it has a planned end
     /// (moved on while the client's data arrives, within `--max-time`).
     data_deadline: Option<DataDeadline>,
+    /// The wait for the client's results, once this side's streams ended.
+    results_wait: Option<ResultsWait>,
     /// `--auth-key`: the Hello is refused until the client proved the key.
     auth: Option<ServerAuth>,
     /// Who stopped the test before its limit, if anyone did.
@@ -222,6 +224,7 @@ impl ServerSession {
             rx_ns: None,
             at_max_time: false,
             data_deadline: None,
+            results_wait: None,
             auth: None,
             stopped_early: None,
             rate_budget: None,
@@ -352,6 +355,9 @@ impl ServerSession {
             if !bytes.is_empty() {
                 hb.heard(now);
             }
+        }
+        if !bytes.is_empty() {
+            self.results_heard(now);
         }
         self.inbox.extend(bytes);
         self.process_inbox();

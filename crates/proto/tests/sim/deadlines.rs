@@ -3,11 +3,14 @@
 use std::time::Duration;
 
 use linerate_proto::limits::ServerLimits;
+use linerate_proto::session::client::ClientSession;
 use linerate_proto::session::server::Admission;
+use linerate_proto::session::server::ServerSession;
 use linerate_proto::session::{
-    ControlIoError, SessionError, DRAIN_CAP, HANDSHAKE_TIMEOUT, RESULTS_TIMEOUT, STALL_GRACE,
+    ControlIoError, SessionError, DRAIN_CAP, HANDSHAKE_TIMEOUT, RESULTS_CAP, RESULTS_TIMEOUT,
+    STALL_GRACE,
 };
-use linerate_proto::spec::{Direction, TestSpec};
+use linerate_proto::spec::{Direction, Limit, TestSpec};
 use linerate_proto::wire::Side;
 
 use crate::harness::*;
@@ -208,6 +211,143 @@ fn after_local_finished_the_deadline_is_the_results_timeout() {
                 SessionError::Control(ControlIoError::Timeout("waiting for the client's results"))
             );
             assert_eq!(p.server_aborts(), 0, "streams already ended");
+        }
+    }
+}
+
+const BEAT: Duration = Duration::from_millis(250);
+
+/// A pair whose sides offer heartbeats, as the binary's do.
+fn beating_pair(spec: TestSpec) -> Pair {
+    let mut p = Pair::new(spec.clone());
+    p.client = ClientSession::new(spec, CLIENT_SW, p.base).with_heartbeat(BEAT);
+    p.server =
+        ServerSession::new(ServerLimits::default(), TOKEN, SERVER_SW, p.base).with_heartbeat(BEAT);
+    p
+}
+
+/// Moves virtual time on by `total` in heartbeat steps, calling both
+/// sides back and carrying their frames across; the `draining` side's
+/// receivers still get the peer's data at each step.
+fn run_for(p: &mut Pair, total: Duration, draining: Side) {
+    let end = p.now + total;
+    while p.now < end {
+        p.advance(BEAT);
+        match draining {
+            Side::Client => p.client.peer_data_arrived(p.now),
+            Side::Server => p.server.peer_data_arrived(p.now),
+        }
+        p.client.handle_timeout(p.now);
+        p.server.handle_timeout(p.now);
+        p.shuttle();
+    }
+}
+
+/// Issue 26: the side that stopped first waits for the peer's results
+/// while the peer is heard (its heartbeats), however long its receivers
+/// take to drain what was queued, past the fixed wait.
+#[test]
+fn issue_26_the_results_wait_moves_on_while_the_peer_is_heard() {
+    for client_waits in [true, false] {
+        let mut p = beating_pair(timed_spec());
+        let spec = p.start();
+        p.advance(Duration::from_millis(7_050));
+        let (cr, sr) = (results(Side::Client, &spec), results(Side::Server, &spec));
+        if client_waits {
+            p.client.local_finished(cr.clone(), p.now);
+        } else {
+            p.server.local_finished(sr.clone(), p.now);
+        }
+        // The peer's receivers drain for 40 s (its own data deadline
+        // moving on as the data arrives), beating all along: far past the
+        // fixed wait (RESULTS_TIMEOUT plus the 7 s the streams ran).
+        let peer = if client_waits {
+            Side::Server
+        } else {
+            Side::Client
+        };
+        run_for(&mut p, Duration::from_secs(40), peer);
+        assert!(
+            !p.client.is_finished() && !p.server.is_finished(),
+            "client waits: {client_waits}: {:?} / {:?}",
+            p.client.outcome(),
+            p.server.outcome()
+        );
+        if client_waits {
+            p.server.local_finished(sr.clone(), p.now);
+        } else {
+            p.client.local_finished(cr.clone(), p.now);
+        }
+        p.shuttle();
+        assert_completed(&p, &spec, &cr, &sr);
+    }
+}
+
+/// Issue 26: a peer heard but never reporting holds the waiting side
+/// RESULTS_CAP after its end at most; one gone silent (no heartbeats
+/// agreed here, so nothing else ends it) RESULTS_TIMEOUT after it was
+/// last heard — here its data, arriving after this side's end.
+#[test]
+fn issue_26_the_results_wait_is_capped_and_ends_after_the_peer_goes_quiet() {
+    // Heard forever (its heartbeats; a byte-limited test, whose data
+    // phase has no deadline of its own), never reporting: the cap.
+    let mut p = beating_pair(TestSpec {
+        limit: Limit::Bytes(1 << 40),
+        ..timed_spec()
+    });
+    let spec = p.start();
+    p.advance(Duration::from_millis(7_000));
+    p.client.local_finished(results(Side::Client, &spec), p.now);
+    run_for(&mut p, RESULTS_CAP - BEAT, Side::Server);
+    assert!(!p.client.is_finished(), "{:?}", p.client.outcome());
+    run_for(&mut p, BEAT, Side::Server);
+    assert_eq!(
+        *client_error(&p.client),
+        SessionError::Control(ControlIoError::Timeout("waiting for the server's results"))
+    );
+    // Heard last 20 s after this side's end: the wait ends RESULTS_TIMEOUT
+    // after that, not RESULTS_TIMEOUT after the end.
+    for client_waits in [true, false] {
+        let mut p = Pair::new(timed_spec());
+        let spec = p.start();
+        p.advance(Duration::from_millis(7_050));
+        let end = p.now;
+        for s in 0..=20 {
+            p.now = end + Duration::from_secs(s);
+            if client_waits {
+                if s == 0 {
+                    p.client.local_finished(results(Side::Client, &spec), p.now);
+                }
+                p.client.peer_data_arrived(p.now);
+            } else {
+                if s == 0 {
+                    p.server.local_finished(results(Side::Server, &spec), p.now);
+                }
+                p.server.peer_data_arrived(p.now);
+            }
+        }
+        let last = end + Duration::from_secs(20);
+        let d = if client_waits {
+            p.client.poll_timeout()
+        } else {
+            p.server.poll_timeout()
+        };
+        assert_eq!(
+            d,
+            Some(last + RESULTS_TIMEOUT),
+            "client waits: {client_waits}"
+        );
+        p.now = last + RESULTS_TIMEOUT;
+        if client_waits {
+            p.client.handle_timeout(p.now - NS);
+            assert!(!p.client.is_finished());
+            p.client.handle_timeout(p.now);
+            assert!(matches!(client_error(&p.client), SessionError::Control(_)));
+        } else {
+            p.server.handle_timeout(p.now - NS);
+            assert!(!p.server.is_finished());
+            p.server.handle_timeout(p.now);
+            assert!(matches!(server_error(&p.server), SessionError::Control(_)));
         }
     }
 }

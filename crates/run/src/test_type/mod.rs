@@ -515,6 +515,7 @@ fn run_params(
             linerate_engine::wait::side_spin_mode(spec.connection_count() as u32, cpus)
         }),
         loops: spec.flows.map(|f| usize::from(f.threads.max(1))),
+        window: spec.tcp.window,
     }
 }
 

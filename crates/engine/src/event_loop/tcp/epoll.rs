@@ -47,6 +47,9 @@ pub struct LoopParams {
     pub skip_rx_copy: bool,
     /// The test's time zero.
     pub start: Instant,
+    /// `SO_SNDBUF` for every sending flow of the completion loop
+    /// ([`super::sndbuf`]); the epoll loop leaves its senders autotuned.
+    pub sndbuf_bound: Option<u32>,
 }
 
 /// The engine an epoll loop runs for a side asked to use `kind`: the

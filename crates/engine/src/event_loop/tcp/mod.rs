@@ -6,10 +6,12 @@
 //! thread, shared by its flows (the senders never look at what they
 //! write, the receivers never at what they read). With `--engine uring`
 //! the same flows run on a completion loop instead ([`ring`](super::ring): multishot
-//! receives into the thread's provided buffers, queued sends).
+//! receives into the thread's provided buffers, queued sends), whose
+//! senders' buffers are bounded when many flows need it ([`sndbuf`]).
 
 mod epoll;
 mod ring;
+pub mod sndbuf;
 
 pub use epoll::{engine_for, LoopParams, TcpFlow};
 

@@ -16,6 +16,10 @@
 //!   first: `IORING_RECVSEND_POLL_FIRST`). At
 //!   the side's stop (or its byte count) it shuts down its write side
 //!   once its send is in (at the stop, cancelled), as the epoll loop does.
+//! - Many senders get a bounded send buffer first
+//!   ([`LoopParams::sndbuf_bound`], [`super::sndbuf`]): a send parked on
+//!   every flow refills each receive window the moment it opens, and the
+//!   receivers' autotuned buffers grew past `tcp_mem` (issue 26).
 
 use std::io;
 use std::time::Instant;
@@ -24,6 +28,7 @@ use io_uring::{cqueue, opcode, types};
 use linerate_proto::measure::StreamMeasurement;
 
 use super::epoll::{finish, measurements, open_all, End, Io, LoopParams, State, TcpFlow};
+use super::sndbuf;
 use crate::engines::syscall::Syscall;
 use crate::engines::uring::Uring;
 use crate::engines::TcpEndpoint;
@@ -61,6 +66,7 @@ pub(super) fn run<S: TcpEndpoint>(
     // The plain calls' objects: the sockets made non-blocking, a sender's
     // clean end (shutdown) as on epoll.
     let states = open_all(Syscall, flows, &tx_buf, params.skip_rx_copy);
+    let bounded = params.sndbuf_bound.and_then(|b| bound_senders(&states, b));
     let receivers = states.iter().any(|s| matches!(s.io, Some(Io::Rx(_))));
     let size = params.len.clamp(1, RX_BUF_MAX);
     let bufs = receivers.then(|| (buffers(size), size));
@@ -81,9 +87,28 @@ pub(super) fn run<S: TcpEndpoint>(
         signals,
     );
     if let Some(first) = out.first_mut() {
-        first.1.engine_use = Some(loop_use(engine, bufs));
+        let mut used = loop_use(engine, bufs);
+        if let (Some(bound), Some(held)) = (params.sndbuf_bound, bounded) {
+            used.notes.push(format!(
+                "send buffers bounded: SO_SNDBUF {bound} bytes on each sending flow (the \
+                 kernel holds {held}), as this side's sending flows' autotuned buffers could \
+                 together pass a quarter of tcp_mem's pressure threshold"
+            ));
+        }
+        first.1.engine_use = Some(used);
     }
     out
+}
+
+/// Sets `SO_SNDBUF` to `bytes` on every sending flow of `states`; returns
+/// what the kernel holds for the first (`None`: no sender, or not set).
+fn bound_senders<S: TcpEndpoint>(states: &[State<Syscall, S>], bytes: u32) -> Option<u64> {
+    let mut held = None;
+    for s in states.iter().filter(|s| matches!(s.io, Some(Io::Tx(_)))) {
+        let h = sndbuf::set_sndbuf(&s.flow.sock, bytes);
+        held = held.or(h);
+    }
+    held
 }
 
 /// A flow of the epoll loop's kind, and its request on the ring.

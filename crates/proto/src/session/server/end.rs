@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use super::{ServerAction, ServerSession, State};
 use crate::measure::SideResults;
+use crate::session::deadline::ResultsWait;
 use crate::session::heartbeat;
-use crate::session::{ControlIoError, EarlyStop, Ended, SessionError, RESULTS_TIMEOUT};
+use crate::session::{ControlIoError, EarlyStop, Ended, SessionError};
 use crate::wire::{Abort, Message, SentCount};
 
 impl ServerSession {
@@ -24,7 +25,9 @@ impl ServerSession {
             if x.local_finished(results, &mut self.outbox) {
                 let recovery =
                     (self.heartbeat.as_mut()).map_or(Duration::ZERO, |hb| hb.streams_ended(now));
-                self.deadline = Some(now + RESULTS_TIMEOUT + recovery);
+                let wait = ResultsWait::new(now, recovery);
+                self.deadline = Some(wait.at());
+                self.results_wait = Some(wait);
                 self.try_complete();
             }
         }
@@ -106,6 +109,16 @@ impl ServerSession {
             if x.streams_running() {
                 self.deadline = Some(d.progressed(now));
             }
+        }
+        self.results_heard(now);
+    }
+
+    /// The client was heard at `now` (control bytes, or its data): while
+    /// this side waits for its results, the wait moves on
+    /// ([`ResultsWait`]).
+    pub(super) fn results_heard(&mut self, now: Instant) {
+        if let (State::Running(_), Some(w)) = (&self.state, &mut self.results_wait) {
+            self.deadline = Some(w.heard(now));
         }
     }
 
