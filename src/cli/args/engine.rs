@@ -86,7 +86,8 @@ pub struct EngineArgs {
     #[arg(long, overrides_with = "xdp_copy")]
     pub xdp_zerocopy: bool,
     /// xdp: rr flows wait for a datagram asleep in poll(2) on the AF_XDP
-    /// socket, a wake-up per round trip (~50 µs on veth), instead of
+    /// socket, a wake-up per round trip (docs/engines.md has what each
+    /// costs, measured on veth), instead of
     /// spinning on its rings (the default: a CPU per flow while it waits,
     /// up to 50 µs per wait, then a poll(2) sleep). Refused with
     /// --busy-poll. UDP streams sleep in poll(2) either way unless
