@@ -58,7 +58,7 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// the peer's; a stream's, or an rr phase's) as this engine's endpoint.
     fn udp_endpoint(self, sock: UdpSocket) -> Result<Self::UdpEndpoint, EngineError>;
     /// Whether this side's rr flows spin (non-blocking calls within the
-    /// spin budget, [`crate::wait::Waiter`]) without `--busy-poll`: `xdp`
+    /// spin budget, the crate's `Waiter`) without `--busy-poll`: `xdp`
     /// polls its rings unless `--xdp-sleep`, as a kernel-bypass path
     /// does. Default: no, they block unless the test asks.
     fn rr_spins(self) -> bool {

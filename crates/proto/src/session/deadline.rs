@@ -69,7 +69,7 @@ impl DataDeadline {
 }
 
 /// The most a side whose streams ended waits for the peer's results
-/// ([`ResultsWait`]): as long as the peer's own data phase may run past
+/// (the session's results wait): as long as the peer's own data phase may run past
 /// its planned end ([`STALL_GRACE`] + [`DRAIN_CAP`]), then
 /// [`RESULTS_TIMEOUT`] for its results to come.
 pub const RESULTS_CAP: Duration =

@@ -85,7 +85,7 @@ fn mem_total_kib(text: &str) -> Option<u64> {
 /// The `SO_SNDBUF` to set on each of a side's `flows` sending flows
 /// (`None`: leave them autotuned). The kernel doubles what is set (its
 /// bookkeeping overhead), so `flows` × 2 × the bound stays within a
-/// quarter of the pressure threshold ([`SHARE`]); no bound when
+/// quarter of the pressure threshold (`SHARE`); no bound when
 /// autotuning to `wmem_max` for every flow already stays within it.
 pub fn sndbuf_bound(flows: usize, mem: TcpMem) -> Option<u32> {
     let flows = (flows as u64).max(1);
