@@ -20,6 +20,10 @@ use super::port::{FlowQueues, Port, Slot, Sweeps};
 use crate::engines::{Interest, Readiness, RecvMeta, RecvSlots, UdpEndpoint, Wait};
 use crate::EngineError;
 
+/// Datagrams per send or receive call (the AF_XDP rings' batches and the
+/// kernel socket's, for datagrams on a queue without a socket).
+pub(super) const BATCH: usize = 64;
+
 /// How long the next hop's MAC may take to resolve.
 const RESOLVE: Duration = Duration::from_secs(3);
 /// How long a blocking send waits for a free frame before `WouldBlock`.
@@ -129,7 +133,7 @@ impl XdpEndpoint {
             port,
             queues,
             flow,
-            kernel: KernelSocket::new(sock, super::BATCH),
+            kernel: KernelSocket::new(sock, BATCH),
             sweeps: Sweeps::default(),
             timeout: Cell::new(Duration::from_millis(100)),
             wait: Cell::new(None),

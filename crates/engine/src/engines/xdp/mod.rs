@@ -34,15 +34,13 @@ use std::net::UdpSocket;
 use linerate_xdp::XdpError;
 
 pub use endpoint::XdpEndpoint;
+use endpoint::BATCH;
 pub use options::{Xdp, XdpMode};
 
 use super::syscall::{SyscallTcp, SyscallTcpRx};
 use super::tcp_endpoint::TcpEndpoint;
 use super::{Engine, RecvSlots, Syscall, TxBatch, UdpRx, UdpTx, Wait};
 use crate::EngineError;
-
-/// Datagrams per send or receive call.
-const BATCH: usize = 64;
 
 /// Why a test over loopback cannot run on `xdp`, for a refusal before
 /// any connection.
