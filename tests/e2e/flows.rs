@@ -448,27 +448,7 @@ fn issue_26_during_crr_other_tests_run_and_a_silent_peer_is_still_served() {
         "2",
     ]);
     let port = server.port_str();
-    let crr = {
-        let port = port.clone();
-        std::thread::spawn(move || {
-            let args = [
-                "crr",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "--json",
-                "--flows",
-                "32",
-                "--threads",
-                "2",
-                "-t",
-                "4",
-            ];
-            let out = run_client(&args, Duration::from_secs(60));
-            assert_ok(&out, &args);
-            serde_json::from_slice::<Value>(&out.stdout).expect("JSON report")
-        })
-    };
+    let crr = crr_beside(&port, &["--flows", "32", "--threads", "2", "-t", "4"]);
     // The crr test is under way (its transactions are being counted).
     std::thread::sleep(Duration::from_millis(1500));
     let mut silent =
@@ -494,10 +474,7 @@ fn issue_26_during_crr_other_tests_run_and_a_silent_peer_is_still_served() {
     // a request (10 s, logged), or, when the crr test ends first, with the
     // pool's other connections (not logged: an idle host's CI run ended it
     // so, a loaded host's by the wait).
-    let r = crr.join().expect("crr client");
-    let p = &r["rr"]["phases"][0];
-    assert!(p.get("errors").is_none(), "{p}");
-    assert_eq!(u(&p["server_transactions"]), u(&p["transactions"]), "{p}");
+    assert_crr_beside_ran(crr);
 }
 
 /// Issue 26: while a crr test runs, the crr pool reads each new
@@ -509,25 +486,7 @@ fn issue_26_during_crr_other_tests_run_and_a_silent_peer_is_still_served() {
 fn issue_26_during_crr_tests_whose_greetings_the_crr_pool_read_are_served() {
     let server = Server::start(&["--threads", "2", "--max-concurrent", "2"]);
     let port = server.port_str();
-    let crr = {
-        let port = port.clone();
-        std::thread::spawn(move || {
-            let args = [
-                "crr",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "--json",
-                "--flows",
-                "8",
-                "-t",
-                "3",
-            ];
-            let out = run_client(&args, Duration::from_secs(60));
-            assert_ok(&out, &args);
-            serde_json::from_slice::<Value>(&out.stdout).expect("JSON report")
-        })
-    };
+    let crr = crr_beside(&port, &["--flows", "8", "-t", "3"]);
     // The crr test is under way (its transactions are being counted).
     std::thread::sleep(Duration::from_millis(1000));
     for dir in [&[][..], &["-R"][..]] {
@@ -547,6 +506,28 @@ fn issue_26_during_crr_tests_whose_greetings_the_crr_pool_read_are_served() {
         assert_streams_balanced(&r);
         assert_eq!(r["streams"].as_array().map(Vec::len), Some(2), "{dir:?}");
     }
+    assert_crr_beside_ran(crr);
+}
+
+/// `crr --json ARGS` against the server on `port`, on a thread of its
+/// own, while a test runs another client beside it.
+fn crr_beside(port: &str, args: &[&str]) -> std::thread::JoinHandle<Value> {
+    let args: Vec<String> = ["crr", "127.0.0.1", "-p", port, "--json"]
+        .iter()
+        .chain(args)
+        .map(|a| a.to_string())
+        .collect();
+    std::thread::spawn(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run_client(&args, Duration::from_secs(60));
+        assert_ok(&out, &args);
+        serde_json::from_slice::<Value>(&out.stdout).expect("JSON report")
+    })
+}
+
+/// The crr test beside ran without errors, and the server answered every
+/// transaction the client counted.
+fn assert_crr_beside_ran(crr: std::thread::JoinHandle<Value>) {
     let r = crr.join().expect("crr client");
     let p = &r["rr"]["phases"][0];
     assert!(p.get("errors").is_none(), "{p}");
