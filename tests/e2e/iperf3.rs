@@ -760,3 +760,38 @@ fn issue_24_an_iperf3_servers_impossible_results_are_refused() {
     );
     server.join().expect("the scripted server");
 }
+
+/// Issue 28 (found by this round's CI): an iperf3 UDP test needs the
+/// server's port for UDP, and while another program's socket held it (an
+/// ephemeral port the kernel had picked for it) every UDP test failed
+/// "iperf3 server error 204 (unable to accept stream connection)". The
+/// server now holds the port for UDP from its start: no other socket can
+/// take it, and the test runs (linerate's own iperf3 client, no real
+/// iperf3 needed).
+#[test]
+fn issue_28_the_servers_port_is_held_for_iperf3_udp_streams() {
+    let server = Server::start(&[]);
+    let other = std::net::UdpSocket::bind(("0.0.0.0", server.port));
+    assert!(
+        other.is_err(),
+        "another socket took UDP port {}: {other:?}",
+        server.port
+    );
+    let out = crate::helpers::run_client(
+        &[
+            "udp",
+            "127.0.0.1",
+            "--iperf3",
+            "-b",
+            "10M",
+            "-P",
+            "2",
+            "-t",
+            "1",
+            "--port",
+            &server.port_str(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", crate::helpers::stderr(&out));
+}

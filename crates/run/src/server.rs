@@ -185,7 +185,7 @@ fn listen_and_serve(cfg: &ServerConfig) -> Result<()> {
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
         accepted: AtomicU64::new(0),
-        iperf3: Iperf3Hub::default(),
+        iperf3: Iperf3Hub::holding(addr.port()),
         guard: Guard::new(cfg.guard.clone(), cfg.max_concurrent),
         auth_key: cfg.auth_key.clone(),
         metrics: Arc::new(Metrics::default()),

@@ -59,6 +59,36 @@ pub fn udp_listener(local: SocketAddr) -> Result<UdpSocket, EngineError> {
     Ok(s.into())
 }
 
+/// A UDP socket that holds the server's `port` for its whole life, so
+/// that no other socket on the host (an ephemeral one, picked by the
+/// kernel for some other program) takes the port between iperf3 tests:
+/// an iperf3 UDP test needs it, and with it taken the test failed with
+/// "unable to accept stream connection". Bound to the wildcard address
+/// (dual-stack where the host has IPv6) with SO_REUSEPORT, so each
+/// test's [`udp_listener`] on the control connection's own address binds
+/// beside it and, being the more specific address, gets the connect
+/// datagrams; this socket is never read, and its receive buffer is the
+/// least the kernel allows. `None` where neither family can bind it (the
+/// tests then bind their listener as before).
+pub fn udp_port_hold(port: u16) -> Option<UdpSocket> {
+    let bind = |local: SocketAddr| -> std::io::Result<UdpSocket> {
+        let domain = socket2::Domain::for_address(local);
+        let s = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+        if local.is_ipv6() {
+            s.set_only_v6(false)?;
+        }
+        s.set_reuse_port(true)?;
+        // Datagrams to an address no test listens on queue here, unread:
+        // as few as the kernel allows.
+        s.set_recv_buffer_size(1)?;
+        s.bind(&local.into())?;
+        Ok(s.into())
+    };
+    bind(SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)))
+        .or_else(|_| bind(SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port))))
+        .ok()
+}
+
 /// What [`udp_accept`] found.
 #[derive(Debug)]
 pub enum UdpAccepted {

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod convert;
+mod hub;
 pub mod server;
 
 use std::net::TcpStream;

@@ -14,12 +14,11 @@
 //! and printed like a native one, with what was sent to the client beside
 //! linerate's exact accounting.
 
-use std::collections::HashMap;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use linerate_engine::engines::auto::{self, Configured};
@@ -50,27 +49,12 @@ use crate::printer::ServerOut;
 use crate::test_type::{self, ServerSide, Wire};
 use crate::watch::{IdleWatch, RateWatch};
 
+use super::hub::DataConn;
+pub use super::hub::Iperf3Hub;
+
 /// How long a stopping server waits for an iperf3 client to read
 /// SERVER_TERMINATE and close, within the server's shutdown grace.
 const TERMINATE_WAIT: Duration = Duration::from_secs(1);
-
-/// A data connection and its place in the server's accept order.
-type DataConn = (u64, TcpStream);
-
-/// A test's control peer and where its data connections go.
-type DataRoute = (IpAddr, Sender<DataConn>);
-
-/// Routes from cookies to the tests waiting for their data connections,
-/// and the one UDP port iperf3 streams connect to.
-#[derive(Debug, Default)]
-pub struct Iperf3Hub {
-    /// Each with the address of its control connection's peer: data
-    /// connections from elsewhere are refused.
-    routes: Mutex<HashMap<[u8; COOKIE_LEN], DataRoute>>,
-    /// Set while a test accepts UDP streams on the server's port (two
-    /// tests cannot share the unconnected socket).
-    udp_busy: AtomicBool,
-}
 
 /// What an iperf3 test needs from the server.
 #[derive(Debug)]
