@@ -231,6 +231,51 @@ fn issue_28_one_hosts_silent_connections_leave_room_for_other_hosts() {
     drop(silent);
 }
 
+/// Issue 28: while a crr test runs, a new connection waits in the crr
+/// pool for its greeting; there too one address holds at most its share
+/// of `--max-connections` (it held every place before), so the crr test
+/// and another host's test are still served.
+#[test]
+fn issue_28_during_crr_one_hosts_silent_connections_leave_room_for_other_hosts() {
+    let (server, log) = logged_server(&[
+        "--max-connections",
+        "16",
+        "--max-concurrent",
+        "2",
+        "--handshake-timeout",
+        "20s",
+    ]);
+    let port = server.port_str();
+    let crr_port = port.clone();
+    let crr = std::thread::spawn(move || {
+        let args = ["crr", "127.0.0.1", "-p", &crr_port, "-t", "4", "--json"];
+        run_client(&args, Duration::from_secs(60))
+    });
+    // The crr test is under way (the server's pool reads new connections).
+    std::thread::sleep(Duration::from_millis(1000));
+    let silent: Vec<_> = (0..16)
+        .map(|_| connect_from("127.0.0.2", server.port))
+        .collect();
+    let said = eventually(Duration::from_secs(5), || {
+        log.lock().is_ok_and(|l| {
+            l.contains("127.0.0.2: 12 connections that have not said what they are yet")
+        })
+    });
+    assert!(
+        said,
+        "{}",
+        log.lock().map(|l| l.clone()).unwrap_or_default()
+    );
+    let out = run_client(
+        &["tcp", "127.0.0.1", "-p", &port, "-t", "0.3"],
+        Duration::from_secs(15),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let crr = crr.join().expect("crr client");
+    assert!(crr.status.success(), "{}", stderr(&crr));
+    drop(silent);
+}
+
 /// Polls a short TCP test until one completes; how long it took.
 fn time_until_served(port: &str, limit: Duration) -> Option<Duration> {
     let t = Instant::now();

@@ -62,6 +62,11 @@ pub trait CrrHost: Send + Sync + 'static {
     /// held while the worker keeps a connection waiting; `None` when there
     /// is none, and the connection is closed.
     fn hold(&self) -> Option<Box<dyn Send>>;
+    /// A place among the connections `peer`'s address may keep waiting
+    /// before their first bytes say what they are (the server's per-source
+    /// cap, issue 28), held while a connection waits for its greeting;
+    /// `None` when the address has no room left, and it is closed.
+    fn unknown(&self, peer: SocketAddr) -> Option<Box<dyn Send>>;
 }
 
 /// What became of an offered connection.
@@ -82,6 +87,13 @@ struct Conn {
     state: State,
     /// Its place among the server's connections, while it waits.
     held: Option<Box<dyn Send>>,
+    /// Its place among its address's connections that have not said which
+    /// test they belong to, while it waits for its greeting: without it one
+    /// host's silent connections could take every place a crr test's
+    /// waiting transactions and other clients need (issue 28).
+    unknown: Option<Box<dyn Send>>,
+    /// Its greeting named a running crr test and came from its peer.
+    known: bool,
 }
 
 enum State {
@@ -241,6 +253,9 @@ fn greet(conn: &mut Conn, host: &dyn CrrHost, scratch: &mut Scratch) -> Result<S
             // Not a transaction (another test's, or a load stream).
             return Ok(keep(conn, got, &buf[..have], Step::Other));
         };
+        // A transaction of a running test from its peer: no longer unknown.
+        conn.unknown = None;
+        conn.known = true;
         let (req_len, resp_len) = crr.sizes(&hello)?;
         let total = used + req_len;
         if have < total {
@@ -390,6 +405,8 @@ impl CrrPool {
             since: Instant::now(),
             state: State::Greeting { got: Vec::new() },
             held: None,
+            unknown: None,
+            known: false,
         };
         let Ok(mut scratch) = self.scratch.lock() else {
             return Offer::NotCrr(conn.read_ahead());
@@ -439,6 +456,12 @@ impl CrrPool {
             return Ok(());
         };
         conn.held = Some(held);
+        if !conn.known {
+            let Some(place) = self.host.unknown(conn.peer) else {
+                return Ok(());
+            };
+            conn.unknown = Some(place);
+        }
         let Ok(mut w) = self.worker.lock() else {
             return Err(conn.read_ahead());
         };
@@ -620,6 +643,19 @@ mod tests {
         /// Connections the pool holds now, and the most it may.
         held: Arc<AtomicUsize>,
         cap: usize,
+        /// Of those, the ones waiting for their greeting, and the most the
+        /// (one) client address may have.
+        unknown: Arc<AtomicUsize>,
+        unknown_cap: usize,
+    }
+
+    /// Takes one of `cap` places counted in `count`.
+    fn take(count: &Arc<AtomicUsize>, cap: usize) -> Option<Box<dyn Send>> {
+        if count.fetch_add(1, Ordering::AcqRel) >= cap {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Box::new(Held(Arc::clone(count))))
     }
 
     impl CrrHost for Host {
@@ -633,12 +669,10 @@ mod tests {
             self.failures.fetch_add(1, Ordering::Relaxed);
         }
         fn hold(&self) -> Option<Box<dyn Send>> {
-            let held = self.held.fetch_add(1, Ordering::AcqRel);
-            if held >= self.cap {
-                self.held.fetch_sub(1, Ordering::AcqRel);
-                return None;
-            }
-            Some(Box::new(Held(Arc::clone(&self.held))))
+            take(&self.held, self.cap)
+        }
+        fn unknown(&self, _: SocketAddr) -> Option<Box<dyn Send>> {
+            take(&self.unknown, self.unknown_cap)
         }
     }
 
@@ -672,20 +706,7 @@ mod tests {
     /// One crr transaction from the client's end; `split` sends the
     /// request after a pause, so the pool's worker must finish it.
     fn transaction(addr: SocketAddr, token: Token, flow: u32, seq: u64, split: bool) {
-        let mut greeting = Vec::new();
-        DataHello {
-            token,
-            stream: plan().conn_id(0, flow),
-            sender: Side::Client,
-        }
-        .encode(&mut greeting);
-        let mut req = vec![0u8; REQ as usize];
-        RequestRepr {
-            flow,
-            sequence: seq,
-            sent_ns: None,
-        }
-        .emit(&mut req);
+        let (mut greeting, req) = greeting_and_request(token, flow, seq);
         let mut sock = TcpStream::connect(addr).expect("connect");
         sock.set_read_timeout(Some(Duration::from_secs(5)))
             .expect("timeout");
@@ -727,6 +748,16 @@ mod tests {
 
     /// [`serving`] with at most `cap` connections held.
     fn serving_capped(token: Token, cap: usize) -> (TcpListener, SocketAddr, Arc<Host>, CrrPool) {
+        serving_with(token, cap, usize::MAX)
+    }
+
+    /// [`serving_capped`] with at most `unknown_cap` held before their
+    /// greeting.
+    fn serving_with(
+        token: Token,
+        cap: usize,
+        unknown_cap: usize,
+    ) -> (TcpListener, SocketAddr, Arc<Host>, CrrPool) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let host = Arc::new(Host {
@@ -736,6 +767,8 @@ mod tests {
             failures: AtomicUsize::new(0),
             held: Arc::default(),
             cap,
+            unknown: Arc::default(),
+            unknown_cap,
         });
         let pool = CrrPool::new(Arc::clone(&host) as Arc<dyn CrrHost>);
         (listener, addr, host, pool)
@@ -919,5 +952,64 @@ mod tests {
         drop(clients);
         drop(pool);
         assert_eq!(host.held.load(Ordering::Acquire), 0, "places given back");
+    }
+
+    /// The crr test's greeting and request, for a connection written by
+    /// hand.
+    fn greeting_and_request(token: Token, flow: u32, seq: u64) -> (Vec<u8>, Vec<u8>) {
+        let mut greeting = Vec::new();
+        DataHello {
+            token,
+            stream: plan().conn_id(0, flow),
+            sender: Side::Client,
+        }
+        .encode(&mut greeting);
+        let mut req = vec![0u8; REQ as usize];
+        RequestRepr {
+            flow,
+            sequence: seq,
+            sent_ns: None,
+        }
+        .emit(&mut req);
+        (greeting, req)
+    }
+
+    /// Issue 28: connections waiting in the pool for their greeting hold a
+    /// place of their address's per-source cap (one host's silent
+    /// connections could otherwise take every place during a crr test);
+    /// a transaction whose greeting is in holds none while it waits for
+    /// its request.
+    #[test]
+    fn issue_28_connections_waiting_for_their_greeting_hold_their_addresss_places() {
+        let token = Token([5; TOKEN_LEN]);
+        let (listener, addr, host, pool) = serving_with(token, usize::MAX, 2);
+        let silent: Vec<TcpStream> = (0..4)
+            .map(|_| TcpStream::connect(addr).expect("connect"))
+            .collect();
+        for _ in 0..4 {
+            let (sock, peer) = listener.accept().expect("accept");
+            assert!(matches!(pool.offer(sock, peer, None), Offer::Taken));
+        }
+        assert_eq!(host.unknown.load(Ordering::Acquire), 2);
+        assert_eq!(host.held.load(Ordering::Acquire), 2, "two closed");
+        // A transaction whose request comes later: its greeting is in when
+        // the pool first reads it, so it waits without an unknown place.
+        let (greeting, req) = greeting_and_request(token, 1, 0);
+        let mut late = TcpStream::connect(addr).expect("connect");
+        late.write_all(&greeting).expect("greeting");
+        let (sock, peer) = listener.accept().expect("accept");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(matches!(pool.offer(sock, peer, None), Offer::Taken));
+        assert_eq!(host.held.load(Ordering::Acquire), 3);
+        assert_eq!(host.unknown.load(Ordering::Acquire), 2);
+        late.write_all(&req).expect("request");
+        late.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut resp = vec![0u8; RESP as usize];
+        late.read_exact(&mut resp).expect("answered");
+        drop(silent);
+        drop(pool);
+        assert_eq!(host.unknown.load(Ordering::Acquire), 0, "places given back");
+        assert_eq!(host.held.load(Ordering::Acquire), 0);
     }
 }

@@ -442,6 +442,11 @@ impl CrrHost for CrrRoutes {
         Some(Box::new(slot))
     }
 
+    fn unknown(&self, peer: SocketAddr) -> Option<Box<dyn Send>> {
+        let place = first_bytes_slot(&self.0, peer)?;
+        Some(Box::new(place))
+    }
+
     fn failed(&self, peer: SocketAddr, e: &linerate_engine::EngineError) {
         self.0
             .guard
