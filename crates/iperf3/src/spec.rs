@@ -107,7 +107,12 @@ pub fn params_of(spec: &TestSpec) -> Result<Params, Inexpressible> {
                 "{flag}: an iperf3 server takes whole seconds ({ms} ms asked)"
             )));
         }
-        Ok((ms / 1000) as u32)
+        u32::try_from(ms / 1000).map_err(|_| {
+            Inexpressible(format!(
+                "{flag}: an iperf3 server takes at most {} s ({ms} ms asked)",
+                u32::MAX
+            ))
+        })
     };
     // -n/-k are the whole test's, as in iperf3: with -R or --bidir the
     // client ends it once that much was sent or received in all
@@ -306,6 +311,13 @@ mod tests {
         };
         let e = params_of(&half).expect_err("whole seconds").to_string();
         assert!(e.contains("--time"), "{e}");
+        // Past iperf3's 32-bit seconds: refused, not wrapped to a short test.
+        let long = TestSpec {
+            omit_ms: (u64::from(u32::MAX) + 1) * 1000,
+            ..TestSpec::default()
+        };
+        let e = params_of(&long).expect_err("over u32 seconds").to_string();
+        assert!(e.contains("--omit") && e.contains("at most"), "{e}");
         let rev_bytes = TestSpec {
             limit: Limit::Bytes(1000),
             direction: Direction::Reverse,
