@@ -699,23 +699,66 @@ pub(crate) fn fill(
 /// Waits for the request tagged `tag` to complete: up to [`WAIT`], then
 /// cancels it and waits for its final result (`-ECANCELED` reads as
 /// `WouldBlock`). Other completions are dropped (the callers have none).
+///
+/// It never returns while the request is still in the kernel: the request
+/// writes into the caller's buffer, which the caller may reuse or free once
+/// this returns. On an error of the ring itself it cancels the request and
+/// waits (bounded) for its completion before it returns the error; a ring
+/// that cannot even say the request has ended ends the process (the only
+/// alternative is letting the kernel write into memory Rust has given back).
 fn wait_one(ring: &mut Ring, tag: u64) -> io::Result<i32> {
     let mut cancel = CancelAfter::default();
     loop {
-        ring.submit_wait(1, Some(WAIT))?;
-        while let Some(c) = ring.next() {
-            if c.user_data() == tag {
-                let r = c.result();
-                if r == -libc::ECANCELED || r == -libc::EAGAIN {
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                return Ok(r);
+        if let Err(e) = ring.submit_wait(1, Some(WAIT)) {
+            settle_one(ring, tag, &e);
+            return Err(e);
+        }
+        if let Some(r) = completion_of(ring, tag) {
+            if r == -libc::ECANCELED || r == -libc::EAGAIN {
+                return Err(io::ErrorKind::WouldBlock.into());
             }
+            return Ok(r);
         }
         if cancel.due() {
-            ring.cancel(tag)?;
+            if let Err(e) = ring.cancel(tag) {
+                settle_one(ring, tag, &e);
+                return Err(e);
+            }
         }
     }
+}
+
+/// The result of `tag`'s completion, if it is among those queued (the
+/// others are dropped).
+fn completion_of(ring: &mut Ring, tag: u64) -> Option<i32> {
+    let mut found = None;
+    while let Some(c) = ring.next() {
+        if c.user_data() == tag {
+            found = Some(c.result());
+        }
+    }
+    found
+}
+
+/// After `err` from the ring: cancels `tag`'s request and waits for its
+/// completion, ten rounds of [`WAIT`] at most; aborts if it never comes.
+fn settle_one(ring: &mut Ring, tag: u64, err: &io::Error) {
+    // A failed cancel may still have been queued; the waits below decide.
+    let _ = ring.cancel(tag);
+    for _ in 0..10 {
+        // An error here is the same broken ring: wait a round and look again.
+        if ring.submit_wait(1, Some(WAIT)).is_err() {
+            std::thread::sleep(WAIT);
+        }
+        if completion_of(ring, tag).is_some() {
+            return;
+        }
+    }
+    eprintln!(
+        "linerate: io_uring failed ({err}) with a receive still in the kernel; \
+         stopping rather than letting it write into freed memory"
+    );
+    std::process::abort();
 }
 
 /// Whether a datagram waits in `sock`'s receive queue (`SIOCINQ`: the
