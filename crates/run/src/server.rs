@@ -154,6 +154,12 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
 fn listen_and_serve(cfg: &ServerConfig) -> Result<()> {
     let listener = socket::listen(cfg.bind, cfg.port)?;
     let addr = listener.local_addr()?;
+    // Everything the server holds from its start is open before it says
+    // it listens: whoever starts a test on that line (a script, a test
+    // counting the server's descriptors) finds the port held for iperf3
+    // UDP and the JSON-lines file open.
+    let iperf3 = Iperf3Hub::holding(addr.port());
+    let json_lines = cfg.json_lines.as_deref().map(JsonLines::open).transpose()?;
     // A reader that does not read stops neither the start nor a test.
     let out = ServerOut::spawn(cfg.format).context("starting the output thread")?;
     if cfg.auth_key.is_none() && !addr.ip().is_loopback() {
@@ -185,11 +191,11 @@ fn listen_and_serve(cfg: &ServerConfig) -> Result<()> {
         routes: Mutex::new(HashMap::new()),
         test_ended: AtomicBool::new(false),
         accepted: AtomicU64::new(0),
-        iperf3: Iperf3Hub::holding(addr.port()),
+        iperf3,
         guard: Guard::new(cfg.guard.clone(), cfg.max_concurrent),
         auth_key: cfg.auth_key.clone(),
         metrics: Arc::new(Metrics::default()),
-        json_lines: cfg.json_lines.as_deref().map(JsonLines::open).transpose()?,
+        json_lines,
         rate_budget: cfg.limits.max_total_rate_bps.map(RateBudget::new),
         stops_on_signal: true,
     });
