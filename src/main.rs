@@ -109,10 +109,7 @@ fn main() -> ExitCode {
                 .map_err(Failure::from),
         ),
         cli::Command::Msg(cfg) => (cfg.format, msg::run(cfg).map_err(Failure::from)),
-        cli::Command::Iperf3(cfg) => (
-            Format::Human,
-            iperf3::dropin::run(cfg).map_err(Failure::from),
-        ),
+        cli::Command::Iperf3(cfg) => (Format::Human, iperf3::run(cfg).map_err(Failure::from)),
         cli::Command::Repeat(cfg) => (
             repeat_format(cfg),
             repeat::run(cfg).map(drop).map_err(Failure::from),

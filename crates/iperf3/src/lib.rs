@@ -1,10 +1,12 @@
 //! linerate's iperf3 3.x compatibility, in one crate: what a reader opens to
 //! see iperf3's control protocol, its messages and JSON, how an iperf3 test
 //! maps onto a linerate test, its datagram framing and receive accounting,
-//! and the fuzz targets over all of it. Everything but `streams` (the
-//! default feature of that name) is sans-IO. The sessions are sans-IO, like the native ones ([`linerate_proto::session`]),
-//! and implement the same [`linerate_proto::session::Session`] interface, so
-//! the run crate's one control driver runs both (its iperf3 glue,
+//! iperf3's output formats, and the fuzz targets over all of it.
+//! Everything but `streams` (the default feature of that name) is sans-IO.
+//! The sessions are sans-IO, like the native ones
+//! ([`linerate_proto::session`]), and implement the same
+//! [`linerate_proto::session::Session`] interface, so the run crate's one
+//! control driver runs both (its iperf3 glue,
 //! `linerate_run::iperf3`, stays there: it is glue on that driver).
 //!
 //! The reference is `shared/iperf3-protocol.md` (from the iperf3 source and
@@ -33,6 +35,10 @@
 //!   back (one module, inverses on what iperf3 can express).
 //! - [`server`], [`client`]: the session state machines; they take bytes and
 //!   `now` and hand back bytes, actions and a deadline, as the native ones do.
+//! - `output` (the default feature of that name): iperf3's output formats,
+//!   its human text and its `-J` document and `--json-stream` events,
+//!   rendered from linerate's report model (pure functions: strings and
+//!   JSON values out).
 //! - `fuzz` (hidden): the iperf3 fuzz targets (`fuzz/`, `tests/fuzz.rs`).
 
 pub mod client;
@@ -40,6 +46,8 @@ mod control;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod json;
+#[cfg(feature = "output")]
+pub mod output;
 pub mod server;
 mod spec;
 #[cfg(feature = "streams")]

@@ -1,9 +1,27 @@
 //! What this process says about itself in every report: its software
-//! name and version, and the `LD_PRELOAD` it runs under.
+//! name and version, and the `LD_PRELOAD` it runs under; and, for iperf3's
+//! output, the host it runs on.
 
 /// What each side says it is running.
 pub fn software() -> String {
     format!("linerate {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// `uname -a`'s first fields, as iperf3's `system_info` (from
+/// `/proc/sys/kernel`, which holds what uname(2) returns).
+pub fn system_info() -> String {
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+            .map_or_else(|_| "?".to_owned(), |s| s.trim().to_owned())
+    };
+    format!(
+        "{} {} {} {} {}",
+        read("ostype"),
+        read("hostname"),
+        read("osrelease"),
+        read("version"),
+        std::env::consts::ARCH
+    )
 }
 
 /// This process's `LD_PRELOAD`, when set and not empty: every report

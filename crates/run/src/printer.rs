@@ -39,11 +39,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use linerate_iperf3::json::Results;
+use linerate_iperf3::output::Connection;
 use linerate_report::model::{IntervalRecord, RrPhaseRecord, TestInfo};
 use linerate_report::render::{self, Format, Sink};
 use linerate_report::Report;
 
-use crate::iperf3::client::{Connection, Output};
+use crate::iperf3::client::Output;
 
 /// The most interval rows waiting to be written. A row is at most about
 /// 270 bytes in memory (a stream's record with its TCP_INFO), so what

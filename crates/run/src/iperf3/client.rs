@@ -21,7 +21,8 @@ use crate::error::{fail, no_randomness, Context as _, Result, RunError};
 use linerate_engine::runner::{DataSocket, SideRun, StreamSetup};
 use linerate_engine::{socket, udp};
 use linerate_iperf3::client::{ClientAction, ClientOutcome, Iperf3ClientSession};
-use linerate_iperf3::json::{Params, Protocol as IProtocol, Results};
+use linerate_iperf3::json::{Protocol as IProtocol, Results};
+use linerate_iperf3::output::{Connection, StreamAddrs};
 use linerate_iperf3::udp as iudp;
 use linerate_iperf3::{
     client_role, Cookie, Direction as IDirection, Iperf3Error, Role, COOKIE_LEN,
@@ -33,7 +34,7 @@ use linerate_report::model::{IntervalRecord, TestInfo};
 use linerate_report::render::Sink;
 use linerate_report::Report;
 
-use crate::about::software;
+use crate::about::{software, system_info};
 use crate::client::{closed_output, write_unless_closed};
 use crate::config::{ClientConfig, Iperf3Extras as Extras, Iperf3Family as Family, Target};
 use crate::control::{self, ControlConn, ControlSide};
@@ -44,39 +45,9 @@ use crate::test_type::{self, ClientSide, Wire};
 /// How long a UDP stream waits for the server's connect reply (iperf3: 30 s).
 const UDP_REPLY_WAIT: Duration = Duration::from_secs(30);
 
-/// One data connection as connected.
-#[derive(Debug, Clone)]
-pub struct StreamAddrs {
-    /// linerate's stream id (iperf3's `socket` in its output).
-    pub id: u32,
-    pub local: SocketAddr,
-    pub remote: SocketAddr,
-}
-
-/// What iperf3's output says about the test beyond linerate's report,
-/// each measured on this run's sockets.
-#[derive(Debug, Clone)]
-pub struct Connection {
-    /// The server as given on the command line, and its port.
-    pub host: String,
-    pub port: u16,
-    pub cookie: String,
-    /// The parameters sent to the server.
-    pub params: Params,
-    pub streams: Vec<StreamAddrs>,
-    /// The first data socket's MSS (TCP_INFO), send and receive buffers.
-    pub mss: Option<u32>,
-    pub sndbuf: Option<usize>,
-    pub rcvbuf: Option<usize>,
-    /// Congestion control of the first TCP data socket.
-    pub congestion: Option<String>,
-    /// When the control connection was made, Unix milliseconds.
-    pub connected_unix_ms: u64,
-}
-
 /// Where an iperf3 test's output goes: a linerate sink, or iperf3's own
-/// formats (which also need the connection ([`Connection`]) and the server's
-/// results as sent).
+/// formats (`linerate_iperf3::output`, which also need the connection
+/// ([`Connection`]) and the server's results as sent).
 pub trait Output {
     fn start(&mut self, info: &TestInfo, ctx: &Connection) -> std::io::Result<()>;
     fn interval(&mut self, rec: &IntervalRecord) -> std::io::Result<()>;
@@ -150,6 +121,8 @@ pub fn run(cfg: &ClientConfig, extras: &Extras, out: &mut dyn Output) -> Result<
         rcvbuf: None,
         congestion: None,
         connected_unix_ms: unix_ms(),
+        version: software(),
+        system_info: system_info(),
     };
     let session =
         Iperf3ClientSession::new(params, cookie, Instant::now()).with_spec(cfg.spec.clone());

@@ -3,11 +3,11 @@
 //! `linerate tcp|udp --iperf3` and the binary's `linerate iperf3 -c`
 //! ([`client`]), and the conversions between iperf3's parameters and
 //! results and linerate's spec and report model ([`convert`]): the glue of
-//! iperf3's sessions on this crate's control driver and runner. Printing a
-//! test as iperf3 does is the binary's; the protocol itself, its datagrams
-//! and its stream handshake are the `linerate-iperf3` crate's. Each side
-//! starts its data phase through the test-type table's stream entry
-//! (`test_type`) with `Wire::Iperf3`, as a native side does.
+//! iperf3's sessions on this crate's control driver and runner. The
+//! protocol itself, its datagrams, its stream handshake and its output
+//! formats are the `linerate-iperf3` crate's. Each side starts its data
+//! phase through the test-type table's stream entry (`test_type`) with
+//! `Wire::Iperf3`, as a native side does.
 
 pub mod client;
 pub mod convert;

@@ -1,19 +1,21 @@
-//! Runs `linerate iperf3 -c HOST …`: one test over iperf3's protocol
-//! ([`client`]), printed as iperf3 prints it — its human layout
-//! ([`super::text_out`]), its `-J` document or its `--json-stream` events
-//! ([`super::json_out`]) — to stdout or the `--logfile`.
+//! Runs `linerate iperf3 -c HOST …` (the drop-in): one test over iperf3's
+//! protocol by `linerate_run`'s iperf3 client ([`client`]), printed as
+//! iperf3 prints it — its human layout ([`text_out`]), its `-J` document or
+//! its `--json-stream` events ([`json_out`]), both from `linerate-iperf3` —
+//! to stdout or the `--logfile`. What is here is which style, where it is
+//! written and on which thread.
 
 use crate::caller::OrRun as _;
 use std::io::Write;
 
 use linerate_iperf3::json::Results;
+use linerate_iperf3::output::{json as json_out, text as text_out, Connection};
 use linerate_report::model::{IntervalRecord, Report, TestInfo};
 use serde_json::{json, Value};
 
-use super::{json_out, text_out};
 use crate::cli::{Iperf3Config, Iperf3Style as Style};
 use linerate_run::error::RunError;
-use linerate_run::iperf3::client::{self, Connection, Output};
+use linerate_run::iperf3::client::{self, Output};
 use linerate_run::printer::Printer;
 
 /// The drop-in's [`Output`], written on a printer thread

@@ -13,10 +13,6 @@
 //! descriptor): unique per stream, the same in `start`, `intervals` and
 //! `end`.
 
-use linerate_iperf3::json::{Params, Protocol as IProtocol};
-use linerate_iperf3::json::{Results, StreamResults};
-use linerate_iperf3::stream_id;
-use linerate_iperf3::Direction as IDirection;
 use linerate_proto::wire::Side;
 use linerate_report::model::{
     Flow, IntervalRecord, IntervalStreamRecord, IntervalSum, Report, SideCpu, StreamSummary,
@@ -24,7 +20,11 @@ use linerate_report::model::{
 };
 use serde_json::{json, Map, Value};
 
-use linerate_run::iperf3::client::Connection;
+use super::Connection;
+use crate::json::{Params, Protocol as IProtocol};
+use crate::json::{Results, StreamResults};
+use crate::stream_id;
+use crate::Direction as IDirection;
 
 /// This side (the drop-in is a client): a stream is "sender" when the
 /// client sends on it, as in iperf3.
@@ -60,23 +60,6 @@ pub fn http_date(secs: u64) -> String {
     )
 }
 
-/// `uname -a`'s first fields, as iperf3's `system_info` (from
-/// `/proc/sys/kernel`, which holds what uname(2) returns).
-pub fn system_info() -> String {
-    let read = |f: &str| {
-        std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
-            .map_or_else(|_| "?".to_owned(), |s| s.trim().to_owned())
-    };
-    format!(
-        "{} {} {} {} {}",
-        read("ostype"),
-        read("hostname"),
-        read("osrelease"),
-        read("version"),
-        std::env::consts::ARCH
-    )
-}
-
 /// The `start` object.
 pub fn start(info: &TestInfo, ctx: &Connection) -> Value {
     let p = &ctx.params;
@@ -96,11 +79,8 @@ pub fn start(info: &TestInfo, ctx: &Connection) -> Value {
         .collect();
     let mut m = Map::new();
     m.insert("connected".into(), connected.into());
-    m.insert(
-        "version".into(),
-        format!("linerate {}", env!("CARGO_PKG_VERSION")).into(),
-    );
-    m.insert("system_info".into(), system_info().into());
+    m.insert("version".into(), ctx.version.clone().into());
+    m.insert("system_info".into(), ctx.system_info.clone().into());
     let ms = ctx.connected_unix_ms;
     m.insert(
         "timestamp".into(),

@@ -1,16 +1,14 @@
-//! The drop-in's human output, laid out as iperf3's: the connection lines,
-//! one row per stream per interval (`[SUM]` rows with `-P` > 1), then the
-//! sender and receiver rows of the whole test. Transfers are in 1024-based
-//! units, rates in 1000-based bits/s, as iperf3 prints them.
+//! iperf3's human output (what `linerate iperf3 -c` prints): the
+//! connection lines, one row per stream per interval (`[SUM]` rows with
+//! `-P` > 1), then the sender and receiver rows of the whole test.
+//! Transfers are in 1024-based units, rates in 1000-based bits/s, as
+//! iperf3 prints them.
 
-use linerate_iperf3::json::{Params, Protocol as IProtocol};
-use linerate_iperf3::Direction as IDirection;
 use linerate_report::model::{Flow, IntervalRecord, Report, StreamSummary};
 
-use linerate_iperf3::json::Results;
-
-use super::json_out;
-use linerate_run::iperf3::client::Connection;
+use super::Connection;
+use crate::json::{Params, Protocol as IProtocol, Results};
+use crate::Direction as IDirection;
 
 /// iperf3's adaptive unit: three significant figures, the largest unit
 /// that keeps the value at or above 1.
@@ -224,18 +222,18 @@ fn summary_rows(st: &StreamSummary, p: &Params, id: Option<u32>, retr: Option<u6
     s
 }
 
-/// The whole test's rows, the server's output when asked, and the end.
 /// Retransmits of a stream's sender: this side's TCP_INFO, or what the
 /// server's results said for its sending streams.
 fn retransmits(st: &StreamSummary, server: &Results) -> Option<u64> {
     match &st.sender.tcp {
         Some(t) => Some(t.retransmits),
         None => {
-            json_out::peer_stream(server, st.id).and_then(|r| u64::try_from(r.retransmits).ok())
+            super::json::peer_stream(server, st.id).and_then(|r| u64::try_from(r.retransmits).ok())
         }
     }
 }
 
+/// The whole test's rows, the server's output when asked, and the end.
 pub fn finish(report: &Report, p: &Params, server: &Results) -> String {
     let server_output = server.server_output_text.clone().or_else(|| {
         server
