@@ -355,6 +355,24 @@ fn issue_27_a_y1564_step_whose_trial_errored_is_not_run_not_a_fail() {
     assert!(stopped.starts_with("Y.1564: could not run"), "{stopped}");
 }
 
+/// What a qualify report that could not run says about it (why it
+/// stopped, each Y.1564 step's note) and the server's log: a loaded CI run
+/// ended this way with only the exit status to read.
+fn why_not_run(v: &Value, server: &Server) -> String {
+    let run = &v["runs"][0];
+    let notes: Vec<String> = run["y1564"]["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| format!("{} {}: {}", s["name"], s["verdict"], s["note"]))
+        .collect();
+    format!(
+        "stopped: {}\nsteps: {notes:#?}\nserver log:\n{}",
+        run["stopped"],
+        server.log.lock().map(|l| l.clone()).unwrap_or_default()
+    )
+}
+
 /// RFC 6349's buffer delay is the queue the transfer builds: near nothing
 /// behind a short queue, grown behind a long one.
 #[test]
@@ -384,20 +402,15 @@ fn issue_27_rfc6349_buffer_delay_grows_with_the_bottleneck_queue() {
     if out.status.code() == Some(5) {
         // The server's side of it too: the client's reason names only
         // what it saw (a loaded CI run ended this way twice).
-        eprintln!(
-            "first run could not run: {}\nserver log:\n{}",
-            short["runs"][0]["stopped"],
-            server.log.lock().map(|l| l.clone()).unwrap_or_default()
-        );
+        eprintln!("first run could not run: {}", why_not_run(&short, &server));
         (out, short) = qualify_in(Some(&path.a), &args, Duration::from_secs(120));
     }
     assert!(
         matches!(out.status.code(), Some(0 | 4 | 6)),
-        "{:?} {}: {}\nserver log:\n{}",
+        "{:?} {}: {}",
         out.status.code(),
         stderr(&out),
-        short["runs"][0]["stopped"],
-        server.log.lock().map(|l| l.clone()).unwrap_or_default()
+        why_not_run(&short, &server)
     );
     // 200 kB: 160 ms at 10 Mbit/s.
     for dev in ["rb", "ra"] {
@@ -446,9 +459,10 @@ fn issue_27_y1564_fails_the_step_a_policer_below_cir_drops_and_passes_above() {
     assert_eq!(
         out.status.code(),
         Some(4),
-        "SLA failed: {}\n{}",
+        "SLA failed: {}\n{}\n{}",
         stderr(&out),
-        router()
+        router(),
+        why_not_run(&v, &server)
     );
     let steps = v["runs"][0]["y1564"]["steps"]
         .as_array()
