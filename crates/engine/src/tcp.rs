@@ -14,9 +14,15 @@
 //! a one-stream sender's CPU in `perf`), so fewer wake-ups make the sender
 //! faster there; on other paths the receiver makes fewer, larger reads
 //! (measured on loopback only).
+//!
+//! A sender's `TCP_INFO` is read once its data and FIN are acknowledged
+//! ([`settle`]): what it had queued at its shutdown is still sent, and
+//! resent, after it.
 
 use std::net::Shutdown;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use linerate_proto::measure::{TcpInfo, TCP_SETTLE_CAP};
 
 use crate::clock::mono_ns;
 use crate::engines::{with_engine, Engine, EngineKind, Interest, TcpEndpoint, TcpRx, TcpTx};
@@ -39,6 +45,42 @@ pub const LOWAT_MIN: u64 = 64 << 10;
 pub const LOWAT_MAX: u64 = 512 << 10;
 /// Shortest span a rate is measured over.
 const LOWAT_SPAN_NS: u64 = 1_000_000;
+
+/// How often [`settle`] looks again.
+const SETTLE_POLL: Duration = Duration::from_millis(5);
+
+/// Waits until none of `senders` (their write sides shut down) has data
+/// or its FIN unacknowledged ([`TcpEndpoint::fin_unacked`]), so that the
+/// retransmit count each one's `TCP_INFO` gives then is final; at most
+/// [`TCP_SETTLE_CAP`], no longer once the side aborts ([`end_info`] marks
+/// a flow still unacknowledged then).
+///
+/// Issue 26: a sender shuts down with its send buffer still full (up to
+/// `tcp_wmem`'s 4 MiB per flow), and TCP sends and resends that after the
+/// shutdown. Read at the shutdown, 1,000 flows whose last megabytes
+/// crossed a congested path counted 200 k of the 311 k segments their
+/// namespace's `TcpRetransSegs` counted.
+pub fn settle<S: TcpEndpoint>(senders: &[&S], signals: &Signals) {
+    let until = Instant::now() + TCP_SETTLE_CAP;
+    let mut left = senders.to_vec();
+    loop {
+        left.retain(|s| s.fin_unacked());
+        if left.is_empty() || signals.aborted() || Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(SETTLE_POLL);
+    }
+}
+
+/// A settled sender's `TCP_INFO` at its end ([`settle`]), marked when
+/// what it sent was still unacknowledged ([`TcpInfo::unacked_at_read`]).
+pub fn end_info(sock: &impl TcpEndpoint) -> Option<TcpInfo> {
+    let unacked = sock.fin_unacked();
+    sock.tcp_info().map(|t| TcpInfo {
+        unacked_at_read: unacked,
+        ..t
+    })
+}
 
 /// Whether the receivers of a side with `streams` TCP streams, pinned to
 /// `cpus` (empty: not pinned), raise their low-water marks: only when each

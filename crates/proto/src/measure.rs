@@ -18,6 +18,14 @@ pub enum Role {
     Receiver,
 }
 
+/// The longest a side waits, once a TCP sender has shut down its write
+/// side, for what it sent (its FIN included) to be acknowledged before it
+/// reads the stream's end [`TcpInfo`]: the retransmit count is final only
+/// then (issue 26). Well inside the grace a data phase gets past its
+/// planned end before a side whose streams have not ended calls it
+/// stalled ([`crate::session::STALL_GRACE`], 10 s).
+pub const TCP_SETTLE_CAP: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A side's view of the TCP connection, from `getsockopt(TCP_INFO)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TcpInfo {
@@ -47,6 +55,12 @@ pub struct TcpInfo {
     /// absent on older kernels). iperf3's `reorder`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub reord_seen: Option<u32>,
+    /// A stream's end only: its data or FIN was still unacknowledged when
+    /// this was read, [`TCP_SETTLE_CAP`] after its sender's shutdown, so
+    /// retransmissions after that are not in `retransmits` (absent: the
+    /// count is final, or this is an interval's reading).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub unacked_at_read: bool,
 }
 
 /// Totals of one data stream on one side.

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use linerate_proto::measure::{SideResults, StreamMeasurement};
+use linerate_proto::measure::{SideResults, StreamMeasurement, TCP_SETTLE_CAP};
 use linerate_proto::spec::TestSpec;
 use linerate_proto::wire::Side;
 
@@ -261,6 +261,7 @@ fn stream_notes(
             ));
         }
     }
+    notes.extend(unsettled_note(streams));
     let udp = spec.protocol == linerate_proto::spec::Protocol::Udp;
     if let Some(path) = non_segmenting_path(client, server).filter(|_| udp) {
         notes.push(format!(
@@ -275,6 +276,34 @@ fn stream_notes(
         }
     }
     notes
+}
+
+/// TCP streams whose sender read its `TCP_INFO` with data still
+/// unacknowledged ([`TcpInfo::unacked_at_read`]): their retransmits, and
+/// the sums', leave out what was resent after that (issue 26).
+///
+/// [`TcpInfo::unacked_at_read`]: linerate_proto::measure::TcpInfo::unacked_at_read
+fn unsettled_note(streams: &[StreamSummary]) -> Option<String> {
+    let tcp = streams.iter().filter(|s| s.sender.tcp.is_some()).count();
+    let open: Vec<u32> = (streams.iter())
+        .filter(|s| s.sender.tcp.is_some_and(|t| t.unacked_at_read))
+        .map(|s| s.id)
+        .collect();
+    let named: Vec<String> = open.iter().take(5).map(u32::to_string).collect();
+    let which = match open.len() {
+        0 => return None,
+        1 => format!("stream {}", open[0]),
+        n if n <= 5 => format!("{n} of {tcp} streams ({})", named.join(", ")),
+        n => format!(
+            "{n} of {tcp} streams ({} and {} more)",
+            named.join(", "),
+            n - 5
+        ),
+    };
+    Some(format!(
+        "retransmits: {which} still had data unacknowledged {} s after the sender's end, when its TCP_INFO was read; segments resent after that are not counted (the kernel's TcpRetransSegs has them)",
+        TCP_SETTLE_CAP.as_secs()
+    ))
 }
 
 /// A report with no streams or intervals, for tests measured per message
@@ -405,6 +434,51 @@ mod tests {
         assert_eq!(note(&udp, &veth, &nic), None, "a NIC on one end");
         assert_eq!(note(&udp, &SideResults::default(), &lo), None, "unknown");
         assert_eq!(note(&TestSpec::default(), &lo, &lo), None, "tcp");
+    }
+
+    /// A sender that read its end TCP_INFO with data still unacknowledged
+    /// (after waiting the settle cap) counts only what it resent until
+    /// then: the report says so, and names the streams; a settled one
+    /// gets no note.
+    #[test]
+    fn issue_26_retransmits_read_before_the_data_was_acknowledged_get_a_note() {
+        let side = |unacked: [bool; 2]| SideResults {
+            streams: (1..=2)
+                .map(|id| StreamMeasurement {
+                    id,
+                    sender: Some(Side::Client),
+                    bytes: 1000,
+                    tcp: Some(TcpInfo {
+                        retransmits: 7,
+                        unacked_at_read: unacked[id as usize - 1],
+                        ..TcpInfo::default()
+                    }),
+                    ..StreamMeasurement::default()
+                })
+                .collect(),
+            ..SideResults::default()
+        };
+        let spec = TestSpec {
+            streams: 2,
+            ..TestSpec::default()
+        };
+        let note = |unacked| {
+            let info = TestInfo::from_spec(&spec, Side::Client);
+            let r = build_stream(info, &spec, &side(unacked), &SideResults::default(), vec![]);
+            assert_eq!(r.sums[0].retransmits, Some(14));
+            r.notes.into_iter().find(|n| n.starts_with("retransmits:"))
+        };
+        let said = note([false, true]).expect("a note");
+        assert!(
+            said.starts_with("retransmits: stream 2 still had data unacknowledged 5 s after"),
+            "{said}"
+        );
+        let said = note([true, true]).expect("a note");
+        assert!(
+            said.starts_with("retransmits: 2 of 2 streams (1, 2) still"),
+            "{said}"
+        );
+        assert_eq!(note([false, false]), None);
     }
 
     /// TCP_INFO counts retransmits since the connection began; an interval

@@ -15,7 +15,9 @@
 //!   the blocking mode, `splice` through a pipe);
 //! - [`TcpEndpoint::recv_buffer`], [`TcpEndpoint::set_recv_lowat`]: a
 //!   blocking receiver's low-water mark;
-//! - [`TcpEndpoint::tcp_info`]: the sender's `TCP_INFO` at its end.
+//! - [`TcpEndpoint::tcp_info`]: the sender's `TCP_INFO` at its end, read
+//!   once [`TcpEndpoint::fin_unacked`] says its retransmits are final
+//!   ([`crate::tcp::settle`]).
 //!
 //! The engines here all make system calls on the kernel socket (a write,
 //! a `sendfile`, an io_uring request naming the fd), so an endpoint gives
@@ -57,6 +59,10 @@ pub trait TcpEndpoint: Readiness + AsFd + AsRawFd {
     fn set_recv_lowat(&self, bytes: u64) -> io::Result<()>;
     /// The connection's `TCP_INFO` (`None`: not known).
     fn tcp_info(&self) -> Option<TcpInfo>;
+    /// After this side shut its write side down: whether what it sent,
+    /// its FIN included, still awaits acknowledgement, so its
+    /// retransmit count may still grow (false: not known).
+    fn fin_unacked(&self) -> bool;
 }
 
 impl Readiness for TcpStream {
@@ -93,5 +99,9 @@ impl TcpEndpoint for TcpStream {
 
     fn tcp_info(&self) -> Option<TcpInfo> {
         tcp_info::read(self)
+    }
+
+    fn fin_unacked(&self) -> bool {
+        tcp_info::fin_unacked(self)
     }
 }

@@ -32,9 +32,9 @@ pub(crate) struct Channels {
 
 impl Running {
     /// Every stream's counters now (reads TCP_INFO of the running
-    /// senders; a finished one's is its own last read, its totals', so
-    /// retransmits of its last bytes after that read are not in the
-    /// intervals only).
+    /// senders; a finished one's is its end's reading, taken once its
+    /// data was acknowledged (`crate::tcp::settle`), so the intervals'
+    /// retransmits add up to its total).
     fn samples(&self) -> Vec<Sample> {
         self.counters
             .iter()

@@ -84,9 +84,11 @@ pub(super) fn spawn_stream<F: StreamFormat>(
                 },
             ) = io.run(setup);
             // A UDP receiver's time ends at its last datagram before the
-            // drain deadline, not at the deadline.
+            // drain deadline, not at the deadline; a TCP sender's at its
+            // shutdown (set by `StreamIo::tcp`).
             let elapsed = match &m.udp_recv {
                 Some(r) if r.last_recv_ns > 0 => r.last_recv_ns,
+                _ if m.elapsed_ns > 0 => m.elapsed_ns,
                 _ => ctx.start.elapsed().as_nanos() as u64,
             };
             let error = match (result, setup_error) {
@@ -200,7 +202,11 @@ impl<F: StreamFormat> StreamIo<'_, F> {
             }
         };
         if role == Role::Sender {
-            m.tcp = sock.tcp_info();
+            // The sender's time ends at its shutdown, its retransmits
+            // once what it queued is acknowledged.
+            m.elapsed_ns = self.ctx.start.elapsed().as_nanos() as u64;
+            tcp::settle(&[sock], sig);
+            m.tcp = tcp::end_info(sock);
         }
         end
     }

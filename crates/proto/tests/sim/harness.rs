@@ -312,6 +312,7 @@ pub(crate) fn results(side: Side, spec: &TestSpec) -> SideResults {
                     delivery_rate: None,
                     snd_wnd: None,
                     reord_seen: None,
+                    unacked_at_read: false,
                 }),
                 error: None,
                 udp_send: None,

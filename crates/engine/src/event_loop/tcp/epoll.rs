@@ -281,13 +281,19 @@ pub(super) fn finish<T: TcpTx>(tx: &mut T, sock: &impl TcpEndpoint) -> Result<()
 }
 
 /// Every flow's measurement: a flow the loop left running (abort) ends
-/// with "aborted".
+/// with "aborted". A sender's TCP_INFO is read once its data is
+/// acknowledged ([`crate::tcp::settle`]).
 pub(super) fn measurements<E: Engine, S: TcpEndpoint>(
     states: Vec<State<E, S>>,
     start: Instant,
     signals: &Signals,
 ) -> Vec<(usize, StreamMeasurement)> {
     let now = start.elapsed().as_nanos() as u64;
+    let senders: Vec<&S> = (states.iter())
+        .filter(|s| s.flow.role == Role::Sender)
+        .map(|s| &s.flow.sock)
+        .collect();
+    crate::tcp::settle(&senders, signals);
     states
         .into_iter()
         .map(|s| {
@@ -309,7 +315,7 @@ pub(super) fn measurements<E: Engine, S: TcpEndpoint>(
                 elapsed_ns: if at_ns == 0 { now } else { at_ns },
                 calls: s.calls,
                 tcp: (s.flow.role == Role::Sender)
-                    .then(|| s.flow.sock.tcp_info())
+                    .then(|| crate::tcp::end_info(&s.flow.sock))
                     .flatten(),
                 error,
                 ..StreamMeasurement::default()
