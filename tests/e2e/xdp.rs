@@ -90,6 +90,7 @@ fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
         &["--engine", "syscall", "--server-engine", "xdp"],
         &["--engine", "syscall", "--server-engine", "xdp", "--reverse"],
         &["--engine", "xdp", "--server-engine", "xdp"],
+        &["--engine", "xdp", "--reverse", "--xdp-sleep"],
     ];
     for case in cases {
         for rate in [&["--rate", "20M"][..], &["--rate", "0"][..]] {
@@ -131,6 +132,12 @@ fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
             assert_eq!(x["copy"], "copy", "veth has no zero-copy: {extra:?}: {x}");
             assert_eq!(x["queue"], 0, "{x}");
             assert!(x["stats"].is_object(), "XDP_STATISTICS: {x}");
+            if xdp_side == "receiver" {
+                // Issue 25: an xdp stream receiver spins on its rings
+                // unless --xdp-sleep, and its report says which.
+                let want = if case.contains(&"--xdp-sleep") { "poll" } else { "spin" };
+                assert_eq!(x["wait"], want, "{extra:?}: {x}");
+            }
         }
     }
     drop(server);
