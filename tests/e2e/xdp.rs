@@ -605,6 +605,26 @@ fn issue_25_compare_runs_batch_and_xdp_through_namespaces() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("\"xdp\""), "{text}");
     assert!(!text.contains("\"error\""), "a variant failed: {text}");
+    // Issue 25: rr over xdp spins, syscall blocks without --busy-poll;
+    // the table says the variants did not wait alike, and not with it.
+    for (busy_poll, caution) in [(false, true), (true, false)] {
+        let mut args = vec![
+            "compare", ADDR_B, "rr", "-p", &port, "--proto", "udp", "-n", "200", "--engines",
+            "syscall,xdp",
+        ];
+        if busy_poll {
+            args.extend(["--busy-poll", "on"]);
+        }
+        let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(90));
+        assert_ok(&out, &args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("did not run"), "{text}");
+        assert_eq!(
+            text.contains("caution: the variants did not wait alike (syscall client sleep"),
+            caution,
+            "{args:?}: {text}"
+        );
+    }
     drop(server);
     assert_no_xdp(&pair);
 }
