@@ -135,7 +135,11 @@ fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
             if xdp_side == "receiver" {
                 // Issue 25: an xdp stream receiver spins on its rings
                 // unless --xdp-sleep, and its report says which.
-                let want = if case.contains(&"--xdp-sleep") { "poll" } else { "spin" };
+                let want = if case.contains(&"--xdp-sleep") {
+                    "poll"
+                } else {
+                    "spin"
+                };
                 assert_eq!(x["wait"], want, "{extra:?}: {x}");
             }
         }
@@ -609,7 +613,16 @@ fn issue_25_compare_runs_batch_and_xdp_through_namespaces() {
     // the table says the variants did not wait alike, and not with it.
     for (busy_poll, caution) in [(false, true), (true, false)] {
         let mut args = vec![
-            "compare", ADDR_B, "rr", "-p", &port, "--proto", "udp", "-n", "200", "--engines",
+            "compare",
+            ADDR_B,
+            "rr",
+            "-p",
+            &port,
+            "--proto",
+            "udp",
+            "-n",
+            "200",
+            "--engines",
             "syscall,xdp",
         ];
         if busy_poll {
