@@ -139,6 +139,7 @@ fn variant(
                 .cloned()
         }),
         busy_poll: v.busy_poll,
+        waits: last.map(linerate_report::compare::waits),
         threading: v.threading.clone(),
         preload: v.preload.as_ref().map(|p| p.lib.display().to_string()),
         client_ld_preload: last.and_then(|r| r.test.client_ld_preload.clone()),

@@ -90,6 +90,7 @@ fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
         &["--engine", "syscall", "--server-engine", "xdp"],
         &["--engine", "syscall", "--server-engine", "xdp", "--reverse"],
         &["--engine", "xdp", "--server-engine", "xdp"],
+        &["--engine", "xdp", "--reverse", "--xdp-sleep"],
     ];
     for case in cases {
         for rate in [&["--rate", "20M"][..], &["--rate", "0"][..]] {
@@ -131,6 +132,16 @@ fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
             assert_eq!(x["copy"], "copy", "veth has no zero-copy: {extra:?}: {x}");
             assert_eq!(x["queue"], 0, "{x}");
             assert!(x["stats"].is_object(), "XDP_STATISTICS: {x}");
+            if xdp_side == "receiver" {
+                // Issue 25: an xdp stream receiver spins on its rings
+                // unless --xdp-sleep, and its report says which.
+                let want = if case.contains(&"--xdp-sleep") {
+                    "poll"
+                } else {
+                    "spin"
+                };
+                assert_eq!(x["wait"], want, "{extra:?}: {x}");
+            }
         }
     }
     drop(server);
@@ -598,6 +609,35 @@ fn issue_25_compare_runs_batch_and_xdp_through_namespaces() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("\"xdp\""), "{text}");
     assert!(!text.contains("\"error\""), "a variant failed: {text}");
+    // Issue 25: rr over xdp spins, syscall blocks without --busy-poll;
+    // the table says the variants did not wait alike, and not with it.
+    for (busy_poll, caution) in [(false, true), (true, false)] {
+        let mut args = vec![
+            "compare",
+            ADDR_B,
+            "rr",
+            "-p",
+            &port,
+            "--proto",
+            "udp",
+            "-n",
+            "200",
+            "--engines",
+            "syscall,xdp",
+        ];
+        if busy_poll {
+            args.extend(["--busy-poll", "on"]);
+        }
+        let out = run_client_in(Some(&pair.a), &args, Duration::from_secs(90));
+        assert_ok(&out, &args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("did not run"), "{text}");
+        assert_eq!(
+            text.contains("caution: the variants did not wait alike (syscall client sleep"),
+            caution,
+            "{args:?}: {text}"
+        );
+    }
     drop(server);
     assert_no_xdp(&pair);
 }

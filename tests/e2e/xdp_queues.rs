@@ -279,6 +279,11 @@ fn issue_25_a_queue_that_cannot_be_opened_is_shared_not_refused() {
             notes.contains("no AF_XDP socket on vb queue 1"),
             "the report says why: {u}"
         );
+        // One sentence (it once carried a source line's indentation).
+        assert!(
+            notes.contains("so flows past the first 1 share the open queues' sockets"),
+            "{notes}"
+        );
     }
     drop(server);
     drop(hold);

@@ -192,10 +192,11 @@ pub struct XdpUse {
     /// Bound with `XDP_USE_NEED_WAKEUP`.
     pub need_wakeup: bool,
     /// How the flow waited for its datagrams: `spin` (polling the rings
-    /// within the spin budget: rr by default, `--busy-poll`) or `poll`
-    /// (asleep in `poll(2)` on the socket: streams, rr with
+    /// within the spin budget: rr and stream receivers by default,
+    /// `--busy-poll`) or `poll` (asleep in `poll(2)` on the socket:
     /// `--xdp-sleep`); absent where it never waited to receive (a stream
-    /// sender) or in reports from before it was said.
+    /// sender without `--busy-poll`) or in reports from before it was
+    /// said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<String>,
     /// UMEM bytes, and bytes per frame.

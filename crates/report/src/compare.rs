@@ -69,6 +69,12 @@ pub struct CompareVariant {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub engine_note: Option<String>,
     pub busy_poll: bool,
+    /// How its sides waited for data, from its last report ([`waits`]):
+    /// `client spin, server sleep` (rr), `sender sleep, receiver spin`
+    /// (streams). `xdp` spins where the others block unless
+    /// `--busy-poll`, so the table warns when variants differ here.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub waits: Option<String>,
     /// `--threading`: the model this variant ran its flows under:
     /// `per-flow` (a thread per flow per side, `-P N`) or `loop:T` (T
     /// event-loop threads per side, `--flows N --threads T`).
@@ -275,6 +281,48 @@ fn jain_index(r: &Report) -> Option<f64> {
         .reduce(f64::min)
 }
 
+/// How a report's sides waited for data: `spin` (polling: `--busy-poll`,
+/// or an engine that spins by default, `xdp`) or `sleep` (blocking
+/// calls, `poll(2)`); rr by side (`client …, server …`), streams by role
+/// (`sender …, receiver …`, spin where any stream's end spun).
+pub fn waits(r: &Report) -> String {
+    let how = |spun: bool| if spun { "spin" } else { "sleep" };
+    match &r.rr {
+        Some(rr) => format!(
+            "client {}, server {}",
+            how(rr.spin_client.is_some()),
+            how(rr.spin_server.is_some())
+        ),
+        None => format!(
+            "sender {}, receiver {}",
+            how(r.streams.iter().any(|s| s.sender.busy_poll.is_some())),
+            how(r.streams.iter().any(|s| s.receiver.busy_poll.is_some()))
+        ),
+    }
+}
+
+/// The caution a table carries when its variants did not wait alike
+/// (issue 25): a spinning side's lower latency or higher rate is partly
+/// the spin's, not its path's (`xdp` spins where kernel engines block
+/// unless `--busy-poll`).
+pub fn wait_caution(variants: &[CompareVariant]) -> Option<String> {
+    let ran: Vec<(&str, &str)> = variants
+        .iter()
+        .filter_map(|v| Some((v.name.as_str(), v.waits.as_deref()?)))
+        .collect();
+    let first = ran.first()?.1;
+    if ran.iter().all(|(_, w)| *w == first) {
+        return None;
+    }
+    let each: Vec<String> = ran.iter().map(|(n, w)| format!("{n} {w}")).collect();
+    Some(format!(
+        "caution: the variants did not wait alike ({}): a spinning side's advantage is \
+         partly the spin's, not its path's; --busy-poll makes every variant spin \
+         (xdp spins by default; --xdp-sleep makes it sleep)",
+        each.join("; ")
+    ))
+}
+
 /// Fills every metric's ratio to the first variant's.
 pub fn set_ratios(variants: &mut [CompareVariant]) {
     let Some(first) = variants.first().map(|v| v.metrics.clone()) else {
@@ -446,6 +494,9 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "{}: {f}", v.name)?;
         }
     }
+    if let Some(c) = wait_caution(&r.variants) {
+        writeln!(out, "{c}")?;
+    }
     if let Some(n) = r.flows {
         writeln!(
             out,
@@ -466,6 +517,7 @@ fn table(r: &CompareReport, out: &mut dyn Write) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::render::{export, Format};
+    use linerate_proto::rr_core::SpinMode;
 
     fn variant(name: &str, bps: f64) -> CompareVariant {
         CompareVariant {
@@ -475,6 +527,7 @@ mod tests {
             server_engine: Some(name.into()),
             engine_note: None,
             busy_poll: false,
+            waits: None,
             threading: None,
             preload: None,
             client_ld_preload: None,
@@ -589,5 +642,55 @@ mod tests {
             .next()
             .is_some_and(|h| h.ends_with(",client_ld_preload,server_ld_preload,threading")));
         assert!(c.contains(",\"/opt/x,y/libonload.so\","), "{c}");
+    }
+
+    /// Issue 25: `compare rr --engines syscall,xdp` ran xdp spinning on
+    /// its rings and syscall blocking; the table must say so, and say
+    /// nothing when every variant waited alike.
+    #[test]
+    fn issue_25_the_table_cautions_when_variants_did_not_wait_alike() {
+        let rr = fixture(include_str!("../tests/fixtures/rr.json"));
+        assert_eq!(waits(&rr), "client sleep, server sleep");
+        let mut spun = rr.clone();
+        if let Some(x) = spun.rr.as_mut() {
+            x.spin_client = Some(SpinMode::Dedicated);
+            x.spin_server = Some(SpinMode::Dedicated);
+        }
+        assert_eq!(waits(&spun), "client spin, server spin");
+        let mut vs = vec![variant("syscall", 2e9), variant("xdp", 3e9)];
+        vs[0].waits = Some(waits(&rr));
+        vs[1].waits = Some(waits(&spun));
+        let r = CompareReport {
+            schema: COMPARE_SCHEMA,
+            test: "rr".into(),
+            server: None,
+            start_unix_ms: 0,
+            interrupted: false,
+            args: Vec::new(),
+            flows: None,
+            repeat: 1,
+            variants: vs,
+        };
+        let mut t = Vec::new();
+        export(&r, Format::Human, &mut t).expect("table");
+        let t = String::from_utf8(t).expect("utf8");
+        assert!(
+            t.contains(
+                "caution: the variants did not wait alike (syscall client sleep, server sleep; \
+                 xdp client spin, server spin)"
+            ),
+            "{t}"
+        );
+        // Alike (both spun, or a variant that did not run): no caution.
+        let mut alike = r.variants.clone();
+        alike[0].waits = alike[1].waits.clone();
+        assert_eq!(wait_caution(&alike), None);
+        alike[0].waits = None;
+        assert_eq!(wait_caution(&alike), None);
+        // Streams: by role, from each end's busy-poll note.
+        let mut udp = fixture(include_str!("../tests/fixtures/udp.json"));
+        assert_eq!(waits(&udp), "sender sleep, receiver sleep");
+        udp.streams[0].receiver.busy_poll = Some("spinning on the AF_XDP rings".into());
+        assert_eq!(waits(&udp), "sender sleep, receiver spin");
     }
 }

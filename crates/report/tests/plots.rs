@@ -319,6 +319,7 @@ fn comparison(test: &str, fixture_name: &str) -> linerate_report::compare::Compa
         server_engine: None,
         engine_note: None,
         busy_poll: false,
+        waits: None,
         threading: None,
         preload: None,
         client_ld_preload: None,

@@ -4,8 +4,10 @@
 //! UDP payloads, native and generic XDP on the receiver, copy mode (veth
 //! has no zero-copy). Each run is bounded in time. Needs root.
 //!
-//!     cargo run --release -p linerate-xdp --example veth_pps [-- SECONDS]
+//!     cargo run --release -p linerate-xdp --example veth_pps [-- SECONDS [MODE [LEN]]]
 //!
+//! MODE `native` or `generic` and LEN (payload bytes) run that one case
+//! (`bench/xdp_veth.sh`'s `REF=`); by default every mode and 64 and 1472.
 //! Prints one line per run: what was sent and received per second, and
 //! what was lost (a veth drops when the receiver's rings are full; the
 //! socket's XDP_STATISTICS say where).
@@ -120,11 +122,21 @@ fn main() {
         eprintln!("veth_pps: {why}");
         std::process::exit(2);
     }
-    let secs: f64 = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().collect();
+    let secs: f64 = args
+        .get(1)
         .and_then(|s| s.parse().ok())
         .filter(|s: &f64| (0.1..=60.0).contains(s))
         .unwrap_or(2.0);
+    let modes = match args.get(2).map(String::as_str) {
+        Some("native") => vec![AttachMode::Native],
+        Some("generic") => vec![AttachMode::Generic],
+        _ => vec![AttachMode::Native, AttachMode::Generic],
+    };
+    let lens = match args.get(3).and_then(|s| s.parse::<usize>().ok()) {
+        Some(len) if (1..=1472).contains(&len) => vec![len],
+        _ => vec![64, 1472],
+    };
     let pair = match Pair::new("pps") {
         Ok(p) => p,
         Err(e) => {
@@ -132,8 +144,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    for mode in [AttachMode::Native, AttachMode::Generic] {
-        for len in [64, 1472] {
+    for &mode in &modes {
+        for &len in &lens {
             if let Err(e) = run(&pair, mode, len, secs) {
                 eprintln!("veth_pps: {mode} {len} B: {e}");
             }

@@ -11,7 +11,7 @@ use std::num::NonZeroU32;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use linerate_proto::packet::{self, Datagram, UdpChecksum, UdpFlow};
+use linerate_proto::packet::{self, Datagram, FrameTemplate, UdpChecksum, UdpFlow};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig, User};
 
@@ -187,6 +187,9 @@ pub struct Queue {
     free_tx: Vec<u64>,
     /// Receive frames read and not yet back in the fill ring.
     refill: Vec<u64>,
+    /// The headers of the last flow and payload length sent: a frame
+    /// copies them and sums its payload (most sends repeat them).
+    template: Option<FrameTemplate>,
     link: LinkInfo,
     queue_id: u32,
     opts: QueueOptions,
@@ -310,6 +313,7 @@ impl Queue {
                 .map(|i| i * frame)
                 .collect(),
             refill: (0..half).map(|i| i * frame).collect(),
+            template: None,
             link,
             queue_id,
             opts: *opts,
@@ -385,9 +389,21 @@ impl Queue {
             let Some(addr) = self.free_tx.pop() else {
                 break;
             };
+            let fits = |t: &FrameTemplate| t.fits(flow, payload.len());
+            let template = match &mut self.template {
+                Some(t) if fits(t) => t,
+                slot => match FrameTemplate::new(flow, payload.len()) {
+                    Ok(t) => slot.insert(t),
+                    Err(_) => {
+                        // Mixed address families; keep the frame.
+                        self.free_tx.push(addr);
+                        break;
+                    }
+                },
+            };
             // SAFETY: `addr` came off the free list: no ring holds it.
             let frame = unsafe { self.area.bytes(addr, self.opts.frame_size as usize) };
-            let len = match flow.emit(frame, payload) {
+            let len = match template.emit(frame, payload) {
                 Ok(len) => len,
                 Err(_) => {
                     // Unreachable after the size check above; keep the

@@ -85,12 +85,11 @@ pub struct EngineArgs {
     /// refused with the reason otherwise).
     #[arg(long, overrides_with = "xdp_copy")]
     pub xdp_zerocopy: bool,
-    /// xdp: rr flows wait for a datagram asleep in poll(2) on the AF_XDP
-    /// socket, a wake-up per round trip (docs/engines.md has what each
-    /// costs, measured on veth), instead of
+    /// xdp: rr flows and UDP stream receivers wait for a datagram asleep
+    /// in poll(2) on the AF_XDP socket, a wake-up per round trip or batch
+    /// (docs/engines.md has what each costs, measured on veth), instead of
     /// spinning on its rings (the default: a CPU per flow while it waits,
     /// up to 50 µs per wait, then a poll(2) sleep). Refused with
-    /// --busy-poll. UDP streams sleep in poll(2) either way unless
     /// --busy-poll. A client's --server-engine xdp spins; a server sleeps
     /// when started with --engine xdp --xdp-sleep.
     #[arg(long)]

@@ -57,11 +57,12 @@ pub trait Engine: Copy + Send + Sync + 'static {
     /// Takes over a UDP socket the control plane attached (connected to
     /// the peer's; a stream's, or an rr phase's) as this engine's endpoint.
     fn udp_endpoint(self, sock: UdpSocket) -> Result<Self::UdpEndpoint, EngineError>;
-    /// Whether this side's rr flows spin (non-blocking calls within the
-    /// spin budget, the crate's `Waiter`) without `--busy-poll`: `xdp`
-    /// polls its rings unless `--xdp-sleep`, as a kernel-bypass path
-    /// does. Default: no, they block unless the test asks.
-    fn rr_spins(self) -> bool {
+    /// Whether this side's rr flows and UDP stream receivers spin
+    /// (non-blocking calls within the spin budget, the crate's `Waiter`)
+    /// without `--busy-poll`: `xdp` polls its rings unless `--xdp-sleep`,
+    /// as a kernel-bypass path does. Default: no, they block unless the
+    /// test asks.
+    fn spins(self) -> bool {
         false
     }
     /// Prepares `ep` for sending datagrams of `len` bytes.

@@ -56,9 +56,9 @@ impl RrParams {
 
     /// How flows on `engine` spin; `None`: blocking sockets. They spin
     /// when the test asks (`--busy-poll`) or the engine always does
-    /// ([`Engine::rr_spins`]: `xdp` polls its rings).
+    /// ([`Engine::spins`]: `xdp` polls its rings).
     pub(super) fn spin(&self, engine: impl Engine) -> Option<SpinMode> {
-        (self.plan.busy_poll || engine.rr_spins()).then_some(self.spin_mode)
+        (self.plan.busy_poll || engine.spins()).then_some(self.spin_mode)
     }
 
     /// Pins the calling flow thread as asked; the error, if pinning failed.

@@ -70,6 +70,9 @@ pub struct RunParams {
     pub skip_rx_copy: bool,
     /// `--busy-poll`: how the stream loops spin; `None`: blocking sockets.
     pub busy_poll: Option<linerate_proto::rr_core::SpinMode>,
+    /// How this side's stream receivers spin on an engine that spins by
+    /// default (`Engine::spins`: `xdp`) without `--busy-poll`.
+    pub spin_mode: linerate_proto::rr_core::SpinMode,
     /// `--flows`/`--threads`: the TCP or UDP streams run as flows on this many
     /// event-loop threads ([`crate::event_loop`]); `None`: a thread each.
     pub loops: Option<usize>,

@@ -54,7 +54,8 @@ pub(super) fn spawn_stream<F: StreamFormat>(
     tid: Arc<AtomicI32>,
 ) -> std::io::Result<JoinHandle<()>> {
     let len = params.len;
-    let (skip_rx_copy, busy_poll) = (params.skip_rx_copy, params.busy_poll);
+    let (skip_rx_copy, busy_poll, spin_mode) =
+        (params.skip_rx_copy, params.busy_poll, params.spin_mode);
     let pin = (!params.cpus.is_empty()).then(|| params.cpus[index % params.cpus.len()]);
     let udp = params.udp.clone().unwrap_or_default();
     let omit_ns = params.omit.as_nanos() as u64;
@@ -72,6 +73,7 @@ pub(super) fn spawn_stream<F: StreamFormat>(
                 omit_ns,
                 skip_rx_copy,
                 busy_poll,
+                spin_mode,
                 counter: &counter,
                 live: &live,
             };
@@ -143,6 +145,8 @@ struct StreamIo<'a, F> {
     omit_ns: u64,
     skip_rx_copy: bool,
     busy_poll: Option<SpinMode>,
+    /// How a UDP receiver spins on an engine that spins by default.
+    spin_mode: SpinMode,
     counter: &'a StreamCounter,
     live: &'a UdpCounters,
 }
@@ -183,7 +187,7 @@ impl<F: StreamFormat> StreamIo<'_, F> {
         bytes: Option<u64>,
         m: &mut StreamMeasurement,
     ) -> StreamEnd {
-        let wait = match self.spin(m, || wait::prepare_stream(sock)) {
+        let wait = match self.spin(self.busy_poll, m, || wait::prepare_stream(sock)) {
             Ok(w) => w,
             Err(e) => return StreamEnd::failed(e),
         };
@@ -224,7 +228,13 @@ impl<F: StreamFormat> StreamIo<'_, F> {
             Ok(ep) => ep,
             Err(e) => return StreamEnd::failed(e),
         };
-        let wait = match self.spin(m, || ep.busy_poll()) {
+        // A receiver on an engine that spins by default (`xdp`) spins
+        // as under --busy-poll (issue 25): over veth a receiver asleep in
+        // poll(2) is woken on the sender's CPU, once a batch.
+        let spin = self
+            .busy_poll
+            .or_else(|| (role == Role::Receiver && engine.spins()).then_some(self.spin_mode));
+        let wait = match self.spin(spin, m, || ep.busy_poll()) {
             Ok(w) => w,
             Err(e) => return StreamEnd::failed(e),
         };
@@ -271,15 +281,17 @@ impl<F: StreamFormat> StreamIo<'_, F> {
         }
     }
 
-    /// `--busy-poll`: switches the stream's socket or endpoint to busy
-    /// polling with `prepare` (which says what it was granted), and
-    /// notes that in `m`; the wait discipline either way.
+    /// `--busy-poll`, or an xdp receiver's default (`spin`): switches the
+    /// stream's socket or endpoint to busy polling with `prepare` (which
+    /// says what it was granted), and notes that in `m`; the wait
+    /// discipline either way.
     fn spin(
         &self,
+        spin: Option<SpinMode>,
         m: &mut StreamMeasurement,
         prepare: impl FnOnce() -> Result<String, EngineError>,
     ) -> Result<Wait, EngineError> {
-        let Some(mode) = self.busy_poll else {
+        let Some(mode) = spin else {
             return Ok(Wait::Block);
         };
         let said = prepare()?;

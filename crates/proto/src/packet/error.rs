@@ -23,4 +23,6 @@ pub enum PacketError {
     Family,
     #[error("payload of {0} bytes does not fit one IP datagram")]
     TooLong(usize),
+    #[error("a {payload}-byte payload for a template of {template}-byte payloads")]
+    TemplateLength { template: usize, payload: usize },
 }

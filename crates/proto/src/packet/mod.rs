@@ -82,30 +82,110 @@ impl UdpFlow {
                 need: total,
             });
         }
+        let frame = &mut buf[..total];
+        let (head, payload) = frame.split_at_mut(header);
+        self.headers(head, len)?;
+        fill(payload);
+        let udp = &mut frame[header - UDP_HEADER_LEN..];
+        let sum = udp::checksum(udp, self.src.ip(), self.dst.ip());
+        udp[6..8].copy_from_slice(&sum.to_be_bytes());
+        Ok(total)
+    }
+
+    /// Writes the headers of a frame carrying `len` payload bytes into
+    /// `head` ([`UdpFlow::header_len`] bytes), the UDP checksum zero.
+    fn headers(&self, head: &mut [u8], len: usize) -> Result<(), PacketError> {
         let udp_len = UDP_HEADER_LEN + len;
         let udp_len16 = u16::try_from(udp_len).map_err(|_| PacketError::TooLong(len))?;
-        let frame = &mut buf[..total];
-        fill(&mut frame[header..]);
         let (ethertype, ip_len) = match (self.src.ip(), self.dst.ip()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 let ip_total = u16::try_from(IPV4_HEADER_LEN + udp_len)
                     .map_err(|_| PacketError::TooLong(len))?;
-                let ip = &mut frame[ETH_HEADER_LEN..ETH_HEADER_LEN + IPV4_HEADER_LEN];
+                let ip = &mut head[ETH_HEADER_LEN..ETH_HEADER_LEN + IPV4_HEADER_LEN];
                 ip::emit_ipv4(ip, s, d, ip_total, HOP_LIMIT);
                 (ETHERTYPE_IPV4, IPV4_HEADER_LEN)
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let ip = &mut frame[ETH_HEADER_LEN..ETH_HEADER_LEN + IPV6_HEADER_LEN];
+                let ip = &mut head[ETH_HEADER_LEN..ETH_HEADER_LEN + IPV6_HEADER_LEN];
                 ip::emit_ipv6(ip, s, d, udp_len16, HOP_LIMIT);
                 (ETHERTYPE_IPV6, IPV6_HEADER_LEN)
             }
             _ => return Err(PacketError::Family),
         };
-        ethernet::emit(frame, self.dst_mac, self.src_mac, ethertype);
-        let udp = &mut frame[ETH_HEADER_LEN + ip_len..];
+        ethernet::emit(head, self.dst_mac, self.src_mac, ethertype);
+        let udp = &mut head[ETH_HEADER_LEN + ip_len..];
         udp::emit(udp, self.src.port(), self.dst.port(), udp_len16);
-        let sum = udp::checksum(udp, self.src.ip(), self.dst.ip());
-        udp[6..8].copy_from_slice(&sum.to_be_bytes());
+        Ok(())
+    }
+}
+
+/// The longest [`UdpFlow::header_len`]: Ethernet, IPv6, UDP.
+const MAX_HEADER_LEN: usize = ETH_HEADER_LEN + IPV6_HEADER_LEN + UDP_HEADER_LEN;
+
+/// A flow's headers for one payload length, built once (issue 25): each
+/// frame then copies them and sums only its payload for the UDP checksum
+/// (the pseudo-header's and the UDP header's share is summed once). The
+/// frames are the ones [`UdpFlow::emit`] builds, byte for byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameTemplate {
+    flow: UdpFlow,
+    payload_len: usize,
+    head: [u8; MAX_HEADER_LEN],
+    head_len: usize,
+    /// Pseudo-header and UDP header (checksum zero), summed.
+    base: u32,
+}
+
+impl FrameTemplate {
+    /// The headers of `flow`'s frames carrying `payload_len` bytes.
+    pub fn new(flow: &UdpFlow, payload_len: usize) -> Result<FrameTemplate, PacketError> {
+        let head_len = flow.header_len();
+        let mut head = [0u8; MAX_HEADER_LEN];
+        flow.headers(&mut head[..head_len], payload_len)?;
+        let udp_len = u32::try_from(UDP_HEADER_LEN + payload_len)
+            .map_err(|_| PacketError::TooLong(payload_len))?;
+        let base = checksum::sum(
+            pseudo_header_sum(flow.src.ip(), flow.dst.ip(), udp_len),
+            &head[head_len - UDP_HEADER_LEN..head_len],
+        );
+        Ok(FrameTemplate {
+            flow: *flow,
+            payload_len,
+            head,
+            head_len,
+            base,
+        })
+    }
+
+    /// Whether it builds `flow`'s frames of `payload_len` bytes.
+    pub fn fits(&self, flow: &UdpFlow, payload_len: usize) -> bool {
+        self.payload_len == payload_len && self.flow == *flow
+    }
+
+    /// Builds the frame carrying `payload` (of the template's length) at
+    /// the start of `buf`; returns its length.
+    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize, PacketError> {
+        if payload.len() != self.payload_len {
+            return Err(PacketError::TemplateLength {
+                template: self.payload_len,
+                payload: payload.len(),
+            });
+        }
+        let total = self.head_len + payload.len();
+        if buf.len() < total {
+            return Err(PacketError::Truncated {
+                have: buf.len(),
+                need: total,
+            });
+        }
+        buf[..self.head_len].copy_from_slice(&self.head[..self.head_len]);
+        buf[self.head_len..total].copy_from_slice(payload);
+        let sum = match !(checksum::sum(self.base, payload) as u16) {
+            0 => 0xffff,
+            c => c,
+        };
+        let at = self.head_len - 2;
+        buf[at..at + 2].copy_from_slice(&sum.to_be_bytes());
         Ok(total)
     }
 }

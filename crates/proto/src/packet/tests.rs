@@ -143,3 +143,66 @@ proptest! {
         }
     }
 }
+
+/// The one's-complement sum as RFC 1071 writes it: big-endian 16-bit
+/// words, an odd last byte padded with zero.
+fn sum_by_words(initial: u32, data: &[u8]) -> u32 {
+    let mut acc = u64::from(initial);
+    for w in data.chunks(2) {
+        acc += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u32
+}
+
+proptest! {
+    /// Issue 25: the checksum summed eight bytes at a time in the
+    /// machine's order is the word-by-word sum, for every length and start
+    /// (odd lengths, all-ones words that carry on every add).
+    #[test]
+    fn issue_25_the_wide_checksum_sum_is_the_word_by_word_one(
+        data in prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..200),
+            proptest::collection::vec(Just(0xffu8), 0..200),
+        ],
+        initial in 0u32..=0xffff,
+    ) {
+        prop_assert_eq!(checksum::sum(initial, &data), sum_by_words(initial, &data));
+    }
+
+    /// Issue 25: a template's frames are `UdpFlow::emit`'s, byte for byte,
+    /// for both families and any payload.
+    #[test]
+    fn issue_25_a_templates_frames_are_the_flows_own(
+        (src, dst) in arb_addr(),
+        payload in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let flow = UdpFlow { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], src, dst };
+        let t = FrameTemplate::new(&flow, payload.len()).expect("template");
+        prop_assert!(t.fits(&flow, payload.len()));
+        prop_assert!(!t.fits(&flow, payload.len() + 1));
+        let (mut a, mut b) = ([0u8; 400], [0u8; 400]);
+        let n = flow.emit(&mut a, &payload).expect("fits");
+        prop_assert_eq!(t.emit(&mut b, &payload), Ok(n));
+        prop_assert_eq!(&a[..n], &b[..n]);
+        prop_assert_eq!(parse(&b[..n]).map(|d| d.checksum), Ok(UdpChecksum::Valid));
+    }
+}
+
+#[test]
+fn issue_25_a_template_refuses_another_payload_length() {
+    let t = FrameTemplate::new(&flow4(), 5).expect("template");
+    assert_eq!(
+        t.emit(&mut [0u8; 128], b"four"),
+        Err(PacketError::TemplateLength {
+            template: 5,
+            payload: 4
+        })
+    );
+    assert!(matches!(
+        t.emit(&mut [0u8; 40], b"hello"),
+        Err(PacketError::Truncated { .. })
+    ));
+}

@@ -492,6 +492,7 @@ fn run_params(
                 || (side == Side::Server && spec.protocol == Protocol::Tcp)
         }
     };
+    let spin_mode = linerate_engine::wait::side_spin_mode(spec.connection_count() as u32, cpus);
     RunParams {
         udp: spec.udp.as_ref().map(|u| runner::UdpParams {
             millipps: u.millipps(spec.len),
@@ -510,10 +511,9 @@ fn run_params(
         cpus: cpus.to_vec(),
         cpu_scope,
         skip_rx_copy: spec.tcp.skip_rx_copy,
-        busy_poll: spec.busy_poll.then(|| {
-            // Every stream of this side spins on its own thread.
-            linerate_engine::wait::side_spin_mode(spec.connection_count() as u32, cpus)
-        }),
+        // Every stream of this side spins on its own thread.
+        busy_poll: spec.busy_poll.then_some(spin_mode),
+        spin_mode,
         loops: spec.flows.map(|f| usize::from(f.threads.max(1))),
         window: spec.tcp.window,
     }

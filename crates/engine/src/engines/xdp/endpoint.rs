@@ -362,9 +362,14 @@ impl UdpEndpoint for XdpEndpoint {
 
     fn enable_recv_meta(&self) {}
 
+    /// The longest sleep in `poll(2)`; the flow waits there unless it
+    /// spins (a stream receiver set to spin first keeps `spin`: the
+    /// timeout only bounds the sleep once its spin budget is spent).
     fn set_recv_timeout(&self, poll: Duration) -> io::Result<()> {
         self.timeout.set(poll);
-        self.wait.set(Some("poll"));
+        if self.wait.get() != Some("spin") {
+            self.wait.set(Some("poll"));
+        }
         Ok(())
     }
 

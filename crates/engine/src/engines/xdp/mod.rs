@@ -69,9 +69,10 @@ impl Engine for Xdp {
         XdpEndpoint::new(self, sock)
     }
 
-    /// rr over AF_XDP polls its rings (issue 25) unless `--xdp-sleep`.
-    fn rr_spins(self) -> bool {
-        Xdp::rr_spins(self)
+    /// rr and stream receivers over AF_XDP poll their rings (issue 25)
+    /// unless `--xdp-sleep`.
+    fn spins(self) -> bool {
+        Xdp::spins(self)
     }
 
     /// The interface's port (program and AF_XDP socket) is attached now,

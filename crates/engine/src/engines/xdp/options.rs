@@ -21,9 +21,11 @@ pub struct Xdp {
     pub mode: Option<XdpMode>,
     /// `Some(true)`: `--xdp-zerocopy`; `Some(false)`: `--xdp-copy`.
     pub zero_copy: Option<bool>,
-    /// `--xdp-sleep`: rr flows wait for a datagram asleep in `poll(2)` on
-    /// the AF_XDP socket; otherwise they spin on its rings (issue 25: a
-    /// round trip that never enters the kernel's socket layer).
+    /// `--xdp-sleep`: rr flows and stream receivers wait for a datagram
+    /// asleep in `poll(2)` on the AF_XDP socket; otherwise they spin on
+    /// its rings (issue 25: a round trip that never enters the kernel's
+    /// socket layer; a stream receiver that a wake-up per batch would
+    /// slow, on the sender's CPU over veth).
     pub sleep: bool,
 }
 
@@ -47,9 +49,9 @@ impl Xdp {
         f
     }
 
-    /// Whether this side's rr flows spin on the rings without
-    /// `--busy-poll` ([`crate::engines::Engine::rr_spins`]).
-    pub fn rr_spins(self) -> bool {
+    /// Whether this side's rr flows and stream receivers spin on the
+    /// rings without `--busy-poll` ([`crate::engines::Engine::spins`]).
+    pub fn spins(self) -> bool {
         !self.sleep
     }
 

@@ -431,7 +431,8 @@ impl Port {
                 Err(e) => {
                     self.usable.store(open, Ordering::Relaxed);
                     let _ = self.refused.set(format!(
-                        "xdp: no AF_XDP socket on {iface} queue {id} ({}), so flows past                          the first {open} share the open queues' sockets",
+                        "xdp: no AF_XDP socket on {iface} queue {id} ({}), so flows past \
+                         the first {open} share the open queues' sockets",
                         xdp_error(e, self.opts)
                     ));
                 }
