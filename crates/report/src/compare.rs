@@ -615,20 +615,8 @@ mod tests {
         let mut vs = vec![variant("syscall", 2e9), variant("uring", 3e9)];
         vs[0].client_ld_preload = Some("/opt/x,y/libonload.so".into());
         set_ratios(&mut vs);
-        let r = CompareReport {
-            schema: COMPARE_SCHEMA,
-            test: "tcp".into(),
-            server: None,
-            start_unix_ms: 0,
-            interrupted: false,
-            args: vec!["-t".into(), "2".into()],
-            flows: None,
-            repeat: 1,
-            variants: vs,
-        };
-        let mut t = Vec::new();
-        export(&r, Format::Human, &mut t).expect("table");
-        let t = String::from_utf8(t).expect("utf8");
+        let r = report("tcp", &["-t", "2"], vs);
+        let t = human(&r);
         assert!(t.contains("syscall") && t.contains("uring"), "{t}");
         assert!(t.contains("×1.50"), "{t}");
         let mut c = Vec::new();
@@ -642,6 +630,28 @@ mod tests {
             .next()
             .is_some_and(|h| h.ends_with(",client_ld_preload,server_ld_preload,threading")));
         assert!(c.contains(",\"/opt/x,y/libonload.so\","), "{c}");
+    }
+
+    /// A compare report of `variants` for `test` run with `args`.
+    fn report(test: &str, args: &[&str], variants: Vec<CompareVariant>) -> CompareReport {
+        CompareReport {
+            schema: COMPARE_SCHEMA,
+            test: test.into(),
+            server: None,
+            start_unix_ms: 0,
+            interrupted: false,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            flows: None,
+            repeat: 1,
+            variants,
+        }
+    }
+
+    /// `r`'s human table.
+    fn human(r: &CompareReport) -> String {
+        let mut t = Vec::new();
+        export(r, Format::Human, &mut t).expect("table");
+        String::from_utf8(t).expect("utf8")
     }
 
     /// Issue 25: `compare rr --engines syscall,xdp` ran xdp spinning on
@@ -660,20 +670,8 @@ mod tests {
         let mut vs = vec![variant("syscall", 2e9), variant("xdp", 3e9)];
         vs[0].waits = Some(waits(&rr));
         vs[1].waits = Some(waits(&spun));
-        let r = CompareReport {
-            schema: COMPARE_SCHEMA,
-            test: "rr".into(),
-            server: None,
-            start_unix_ms: 0,
-            interrupted: false,
-            args: Vec::new(),
-            flows: None,
-            repeat: 1,
-            variants: vs,
-        };
-        let mut t = Vec::new();
-        export(&r, Format::Human, &mut t).expect("table");
-        let t = String::from_utf8(t).expect("utf8");
+        let r = report("rr", &[], vs);
+        let t = human(&r);
         assert!(
             t.contains(
                 "caution: the variants did not wait alike (syscall client sleep, server sleep; \
