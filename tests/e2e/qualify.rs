@@ -190,6 +190,11 @@ fn issue_27_quick_run_on_loopback_reports_every_method() {
 /// A server that refuses a step (here its --max-time, below the
 /// performance test's duration) ends the run there: the step is named,
 /// what ran before is reported, and the exit status says it could not run.
+///
+/// RFC 2544's search stops at 20 Mbit/s (issue 28): unbounded, it searched
+/// loopback up to Gbit/s, where a loaded host's receiving sockets overflow,
+/// and a FAIL before the refusal outranks it (a loaded CI run ended 4; it
+/// did not print which step failed, now the whole run is printed).
 #[test]
 fn issue_27_a_refused_step_ends_the_run_marked() {
     let server = Server::start(&["--max-time", "2"]);
@@ -204,6 +209,8 @@ fn issue_27_a_refused_step_ends_the_run_marked() {
             "rfc2544,y1564,rfc6349",
             "--sizes",
             "1472",
+            "--max-rate",
+            "20M",
             "--trial",
             "200ms",
             "--cir",
@@ -376,11 +383,20 @@ fn why_not_run(v: &Value, server: &Server) -> String {
     )
 }
 
-/// RFC 6349's buffer delay is the queue the transfer builds: near nothing
+/// RFC 6349's buffer delay is the queue the transfer builds: little
 /// behind a short queue, grown behind a long one.
+///
+/// The short queue holds one burst of the tbf (15,000 bytes, 12 ms at
+/// 10 Mbit/s). It held 3,000 bytes before (issue 28): tbf splits the
+/// senders' 64 KB GSO packets into segments that queue did not hold, TCP
+/// crawled at 160 kbit/s through retransmissions (about 190 of 130
+/// segments), each direction drained its send buffer for some 10 s after
+/// its 2 s, and on a loaded host a retransmission backoff left the receiver
+/// without data past the stall rule's 10 s ("timed out while waiting for
+/// the data streams to finish"), or the run past the test's 120 s.
 #[test]
 fn issue_27_rfc6349_buffer_delay_grows_with_the_bottleneck_queue() {
-    let Some((path, server)) = shaped("q3", "10mbit", "3000") else {
+    let Some((path, server)) = shaped("q3", "10mbit", "15000") else {
         return;
     };
     let port = server.port_str();
@@ -396,8 +412,7 @@ fn issue_27_rfc6349_buffer_delay_grows_with_the_bottleneck_queue() {
         "2s",
         "--json",
     ];
-    let buffer_delay =
-        |v: &Value| f(&v["runs"][0]["rfc6349"]["directions"][0]["buffer_delay_percent"]);
+    let forward = |v: &Value| v["runs"][0]["rfc6349"]["directions"][0].clone();
     // A run that could not run (exit 5: a step refused or stopped, seen
     // once in CI on a busy host) is tried once more; the second answer is
     // judged, and its reason printed if it fails too.
@@ -425,10 +440,22 @@ fn issue_27_rfc6349_buffer_delay_grows_with_the_bottleneck_queue() {
         "{}",
         stderr(&out)
     );
-    let (s, l) = (buffer_delay(&short), buffer_delay(&long));
+    // Buffer delay is the added delay over each run's own baseline RTT,
+    // which a busy host measures anywhere from 30 to 200 µs: the queues are
+    // compared by the added delay itself, the percentages only for sign.
+    let (s, l) = (forward(&short), forward(&long));
+    let added = |d: &Value| f(&d["added_delay_ns"]) / 1e6;
     assert!(
-        l > s * 2.0 && l > 0.0,
-        "buffer delay short queue {s:.1}%, long queue {l:.1}%"
+        f(&s["buffer_delay_percent"]) > 0.0 && f(&l["buffer_delay_percent"]) > 0.0,
+        "buffer delay short queue {}%, long queue {}%",
+        s["buffer_delay_percent"],
+        l["buffer_delay_percent"]
+    );
+    assert!(
+        added(&l) > added(&s) * 2.0,
+        "added delay short queue {:.2} ms, long queue {:.2} ms",
+        added(&s),
+        added(&l)
     );
 }
 
