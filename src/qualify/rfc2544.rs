@@ -467,6 +467,9 @@ fn judge(c: &Ctx<'_>, s: &mut Rfc2544Size, found: Option<(f64, bool)>) {
             true,
         ),
     ];
+    if s.latency.is_none() && s.throughput.bits_per_second.is_none() {
+        unmeasured_latency(&mut s.kpis[1..], found.is_some_and(|f| f.1));
+    }
     // A latency that was not measured fails only a threshold set for it.
     s.verdict = Verdict::all(
         s.kpis
@@ -489,6 +492,20 @@ fn judge(c: &Ctx<'_>, s: &mut Rfc2544Size, found: Option<(f64, bool)>) {
             .map(|k| k.verdict);
         s.verdict = Verdict::all(others.chain([v]));
         s.verdict_note = Some(why);
+    }
+}
+
+/// The latency KPIs of a size whose search passed no rate, so nothing
+/// measured them: NOT RUN, or, where the tester's stalls undecided the
+/// search (`undecided`), INCONCLUSIVE as the search is. Issue 28: a loaded
+/// run's stalls left no rate, and its SLA's delay, NOT RUN, outranked the
+/// search's INCONCLUSIVE: exit 5, "could not run", for a run that ran
+/// every step and whose only fault was the tester's load.
+fn unmeasured_latency(kpis: &mut [Kpi], undecided: bool) {
+    if undecided {
+        for k in kpis.iter_mut().filter(|k| k.verdict == Verdict::NotRun) {
+            k.verdict = Verdict::Inconclusive;
+        }
     }
 }
 
@@ -578,6 +595,36 @@ mod tests {
     /// unpaced stream measured the ceiling 10 % below what the path
     /// carries; the rate at it passed, so the search goes on above it and
     /// finds the limit within its resolution, not the low ceiling.
+    /// Issue 28: with no rate passed, a latency SLA nothing measured is
+    /// INCONCLUSIVE where the tester's stalls undecided the search, and
+    /// NOT RUN otherwise; a latency without a threshold stays as it was.
+    #[test]
+    fn issue_28_latency_the_testers_stalls_left_unmeasured_is_inconclusive() {
+        let kpis = || {
+            vec![
+                Kpi::judge("latency (round trip, mean)", "ns", None, None, true),
+                Kpi::judge("latency (one-way, mean)", "ns", None, Some(1e9), true),
+            ]
+        };
+        let mut k = kpis();
+        unmeasured_latency(&mut k, true);
+        assert_eq!(k[1].verdict, Verdict::Inconclusive);
+        let mut k = kpis();
+        unmeasured_latency(&mut k, false);
+        assert_eq!(k[1].verdict, Verdict::NotRun);
+        // The size's verdict: the search's INCONCLUSIVE, not NOT RUN.
+        let mut k = kpis();
+        unmeasured_latency(&mut k, true);
+        let judged = k
+            .iter()
+            .filter(|k| k.threshold.is_some())
+            .map(|k| k.verdict);
+        assert_eq!(
+            Verdict::all(judged.chain([Verdict::Inconclusive])),
+            Verdict::Inconclusive
+        );
+    }
+
     #[test]
     fn issue_27_a_ceiling_that_passes_is_raised_to_the_limit() {
         let (ceiling, limit) = (8.77e6, 9.72e6);

@@ -202,8 +202,12 @@ struct Evidence {
     /// How many of those gaps were stalls, as the sender counted them
     /// (`pacing::stall_gap_ns`; `None`: a sender that does not count).
     stalls: Option<u64>,
-    /// Datagrams due but unsent when the sender stopped.
+    /// Datagrams due but unsent when the sender stopped …
     behind: u64,
+    /// … and those its pacer gave up after a stall.
+    slipped: u64,
+    /// From the start to the first send, ns.
+    first_send_ns: Option<u64>,
     /// Drops at the receiving socket (SO_RXQ_OVFL / SO_MEMINFO).
     socket_drops: Option<u64>,
     /// The receiver used GRO: one drop may be a super-buffer of datagrams.
@@ -222,6 +226,8 @@ impl Evidence {
                 p99_gap_ns: u.gaps.as_ref().map(|g| g.p99_ns),
                 stalls: u.gaps.as_ref().and_then(|g| g.stalls),
                 behind: u.behind,
+                slipped: u.slipped,
+                first_send_ns: u.gaps.as_ref().and_then(|g| g.first_send_ns),
                 socket_drops: u.socket_drops,
                 gro: u.receiver_batching.as_ref().is_some_and(|b| b.gro),
             })
@@ -252,10 +258,18 @@ fn tester_spoilt(t: &SweepTrial, ev: &[Evidence]) -> Option<String> {
 /// Why a paced sender fell short of its rate, if a stall says so: a gap
 /// between two sends longer than [`stall_threshold_ns`] (the pacer's own
 /// measure: late by more than its 10 ms catch-up, it gave up datagrams),
-/// or a sender so far behind its schedule when it stopped that it was
-/// not running (a stall across the trial's end leaves no gap between
-/// sends to see, only that).
+/// a sender so far behind its schedule when it stopped that it was not
+/// running (a stall across the trial's end leaves no gap between sends to
+/// see, only that), or one that started late by as much as it fell short
+/// ([`late_start`]).
 fn sender_short(ev: &[Evidence]) -> Option<String> {
+    if let Some(late) = ev.iter().filter_map(late_start).max() {
+        return Some(format!(
+            "the sending host stalled before its first send ({} after the start; its pacer \
+             gave up what fell due)",
+            format_nanos(late as f64)
+        ));
+    }
     let gap = ev
         .iter()
         .filter_map(|e| match (e.requested_gap_ns, e.max_gap_ns) {
@@ -283,6 +297,23 @@ fn sender_short(ev: &[Evidence]) -> Option<String> {
             format_nanos(l)
         )
     })
+}
+
+/// How late a paced sender's first send was, when that was a stall
+/// ([`stall_threshold_ns`]) and it accounts for the whole shortfall: the
+/// datagrams it gave up or never sent were due within that wait (plus a
+/// stall's slack). Issue 28: a 300 ms trial at 20 Mbit/s on a host at
+/// load 16 sent 16 of its 510 datagrams, every gap short: the sender ran
+/// only at its end, sent its pacer's 10 ms catch-up and gave up the rest,
+/// and the trial failed as the path's. A sender that started on
+/// time and then fell behind (a slow first hop, a CPU that cannot keep the
+/// rate) is short by far more than its start: the path's, or its own
+/// limit, as before.
+fn late_start(e: &Evidence) -> Option<u64> {
+    let (want, first) = (e.requested_gap_ns?, e.first_send_ns?);
+    let threshold = stall_threshold_ns(want);
+    let short_ns = (e.slipped + e.behind) as f64 * want;
+    (first as f64 > threshold && short_ns <= first as f64 + threshold).then_some(first)
 }
 
 /// Why the datagrams lost are the tester's, when its own counters account
@@ -810,6 +841,38 @@ mod tests {
             ..Evidence::default()
         };
         assert_eq!(tester_spoilt(&short, &[fast]), None);
+    }
+
+    /// Issue 28: a sender descheduled from its trial's start sends only its
+    /// pacer's catch-up at the end, every gap short: its late first send
+    /// is the stall, when the datagrams it gave up were due within it. One
+    /// that started on time, or late by less than it fell short, is not
+    /// spoilt by its start.
+    #[test]
+    fn issue_28_a_stall_before_the_first_send_is_seen() {
+        let short = SweepTrial {
+            kept_up: false,
+            ..lossy(0)
+        };
+        // 20 Mbit/s of 1472 B: a datagram every 589 µs; 300 ms, 510 due.
+        let started = |first_ms: u64, slipped: u64| Evidence {
+            requested_gap_ns: Some(589e3),
+            max_gap_ns: Some(600_000),
+            slipped,
+            first_send_ns: Some(first_ms * 1_000_000),
+            ..Evidence::default()
+        };
+        // Running from 290 ms: its 10 ms catch-up sent, the 475 due
+        // before that given up.
+        let why = tester_spoilt(&short, &[started(290, 475)]).expect("a late start");
+        assert!(why.contains("before its first send (290"), "{why}");
+        // On time (or a few ms late, below a stall), then short: not this.
+        assert_eq!(tester_spoilt(&short, &[started(0, 494)]), None);
+        assert_eq!(tester_spoilt(&short, &[started(3, 20)]), None);
+        // 50 ms late but 400 datagrams (236 ms) short: more than the start.
+        assert_eq!(tester_spoilt(&short, &[started(50, 400)]), None);
+        // A start says nothing of loss.
+        assert_eq!(tester_spoilt(&lossy(3), &[started(290, 475)]), None);
     }
 
     /// The sender's stall (issue 27): a gap of ten scheduled gaps and at

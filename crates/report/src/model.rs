@@ -245,6 +245,12 @@ pub struct GapSummary {
     /// sender did not count them (an iperf3 peer, an older linerate).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub stalls: Option<u64>,
+    /// From the start to the first send, ns: a sender descheduled before
+    /// it leaves no gap between sends to show the stall, only this wait
+    /// (and, paced, what its pacer gave up after it). Absent where the
+    /// sender did not say (an iperf3 peer).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub first_send_ns: Option<u64>,
 }
 
 /// A UDP stream (or the sum of a flow's streams): what was sent, how well

@@ -51,6 +51,7 @@ pub(super) fn udp_stream(
             p99_ns: g.p99_ns,
             max_ns: g.max_ns,
             stalls: s.stalls,
+            first_send_ns: Some(s.first_send_ns),
         }),
         kept_up: s.kept_up,
         behind: s.behind,
