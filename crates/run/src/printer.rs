@@ -124,12 +124,13 @@ impl Shared {
     fn say_left_out(&self) {
         let n = self.left_out.swap(0, Ordering::Relaxed);
         if n > 0 {
-            let _ = writeln!(
-                io::stderr().lock(),
-                "linerate: {} was not read for a while: {}",
+            // One write, as a log line is ([`crate::log`]'s `put`).
+            let line = format!(
+                "linerate: {} was not read for a while: {}\n",
                 self.says.0,
                 (self.says.1)(n)
             );
+            let _ = io::stderr().lock().write_all(line.as_bytes());
         }
     }
 }
