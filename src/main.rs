@@ -224,7 +224,10 @@ impl Failure {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{r}").and_then(|()| out.flush());
         }
-        let _ = writeln!(std::io::stderr().lock(), "linerate: {}", self.message);
+        // One write, newline included (see `log::put`): with `2>&1` no
+        // other line can land inside it.
+        let line = format!("linerate: {}\n", self.message);
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
         ExitCode::from(self.code)
     }
 }

@@ -269,7 +269,9 @@ pub fn main(cfg: &QualifyConfig) -> ExitCode {
         .map(anyhow::Error::from)
         .or_else(|| page.and_then(Result::err));
     if let Some(e) = failed {
-        let _ = writeln!(std::io::stderr().lock(), "linerate: {e:#}");
+        // One write, newline included (see `log::put`).
+        let line = format!("linerate: {e:#}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
         return ExitCode::from(1);
     }
     ExitCode::from(report.exit_code)

@@ -178,6 +178,36 @@ fn issue_28_a_busy_core_is_blamed_only_when_the_paced_rate_was_missed() {
     }
 }
 
+/// An xdp receiver spins on its rings by default: its line says it was the
+/// engine's default, so it is not read as `--busy-poll`; with the flag it
+/// is labelled as the flag's.
+#[test]
+fn issue_28_a_default_spin_is_not_labelled_as_busy_poll() {
+    let human = |asked: bool| {
+        let mut r = fixture("udp");
+        r.test.busy_poll = asked;
+        for s in &mut r.streams {
+            s.receiver.busy_poll = Some("spinning on the AF_XDP rings".into());
+            s.receiver.poll_sleeps = Some(0);
+        }
+        render(Format::Human, &r)
+    };
+    let default = human(false);
+    assert!(
+        default.contains(
+            "busy poll (the engine's default, not --busy-poll): spinning on the AF_XDP rings"
+        ),
+        "{default}"
+    );
+    assert!(!default.contains("busy poll: "), "{default}");
+    let asked = human(true);
+    assert!(
+        asked.contains("busy poll: spinning on the AF_XDP rings"),
+        "{asked}"
+    );
+    assert!(!asked.contains("engine's default"), "{asked}");
+}
+
 /// The server prints a report per test too (start line and summary).
 #[test]
 fn snapshot_server_side_reports() {

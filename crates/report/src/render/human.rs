@@ -32,6 +32,9 @@ pub(super) struct Human<'a> {
     interval_lines: bool,
     /// A `--flows` test (from the start): interval lines show sums only.
     flows: bool,
+    /// `--busy-poll` was asked (from the start); without it, an endpoint
+    /// that spun did so by its engine's default (xdp's receivers).
+    busy_poll_asked: bool,
 }
 
 impl<'a> Human<'a> {
@@ -42,6 +45,7 @@ impl<'a> Human<'a> {
             printed_header: false,
             interval_lines: true,
             flows: false,
+            busy_poll_asked: false,
         }
     }
 
@@ -94,16 +98,23 @@ impl<'a> Human<'a> {
         Ok(())
     }
 
-    /// `--busy-poll`: what the kernel said on this end's socket, and how
-    /// many waits slept.
+    /// `--busy-poll`, or an engine that spins by default (xdp's
+    /// receivers): what the kernel or engine said on this end, and how
+    /// many waits slept. The label says which, so a default spin is not
+    /// read as the flag.
     fn busy_poll_line(&mut self, e: &Endpoint) -> io::Result<()> {
         let Some(said) = &e.busy_poll else {
             return Ok(());
         };
         let sleeps = e.poll_sleeps.unwrap_or(0);
+        let label = if self.busy_poll_asked {
+            "busy poll"
+        } else {
+            "busy poll (the engine's default, not --busy-poll)"
+        };
         self.words(
             &format!(
-                "         busy poll: {said}; {sleeps} wait{} slept in poll(2)",
+                "         {label}: {said}; {sleeps} wait{} slept in poll(2)",
                 if sleeps == 1 { "" } else { "s" }
             ),
             9,
@@ -119,6 +130,7 @@ impl<'a> Human<'a> {
 impl Sink for Human<'_> {
     fn start(&mut self, i: &TestInfo) -> io::Result<()> {
         self.flows = i.flows.is_some();
+        self.busy_poll_asked = i.busy_poll;
         if i.rules().shape == Shape::Stream {
             self.cols = Some(Columns::for_test(i));
         }
