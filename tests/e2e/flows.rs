@@ -1161,3 +1161,46 @@ fn issue_28_many_rr_flows_of_two_sizes_on_a_loaded_host_keep_their_control_conne
     assert_ok(&out, &args);
     assert!(server.alive());
 }
+
+/// Issue 28: when a server's handshake timeout passes before a many-flow
+/// test's data connections have all arrived (10,000 connections at load
+/// 30 took longer than 10 s), the client is told why and the server's log
+/// says the test failed, though the test's own late data connections,
+/// each rejected, flood the log's per-connection lines. Before, the
+/// client printed "peer closed the control connection while waiting for
+/// the server to start the test" and the failure line was suppressed.
+#[test]
+fn issue_28_a_many_flow_test_past_the_handshake_timeout_is_explained_on_both_sides() {
+    let (mut server, log) = logged_server(&["--handshake-timeout", "0.1s"]);
+    let port = server.port_str();
+    let args = [
+        "rr",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--flows",
+        "5000",
+        "--threads",
+        "2",
+        "-t",
+        "1",
+    ];
+    let out = run_client(&args, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the server timed out waiting for data connections")
+            && err.contains("of 5000 arrived within 0.1 s (its --handshake-timeout"),
+        "{err}"
+    );
+    let said = eventually(Duration::from_secs(10), || {
+        log.lock()
+            .is_ok_and(|l| l.contains("failed: timed out while waiting for data connections"))
+    });
+    assert!(
+        said,
+        "{}",
+        log.lock().map(|l| l.clone()).unwrap_or_default()
+    );
+    assert!(server.alive());
+}

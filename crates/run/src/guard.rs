@@ -81,7 +81,14 @@ pub struct Guard {
     pub pre_auth: PerSource,
     /// Connections before their first bytes are read, per address.
     pub first_bytes: PerSource,
+    /// Per-connection problems (refusals, stray data connections, accept
+    /// errors).
     pub log: LogThrottle,
+    /// How tests that failed ended, on an allowance of their own: a flood
+    /// of per-connection lines (a failed test's own late data
+    /// connections, thousands with `--flows`) cannot hide why the test
+    /// failed, and failing tests are still throttled.
+    pub outcomes: LogThrottle,
 }
 
 impl Guard {
@@ -97,6 +104,7 @@ impl Guard {
             pre_auth: PerSource::new(PRE_AUTH_PER_SOURCE),
             first_bytes: PerSource::new(first_bytes_per_source(cfg.max_connections)),
             log: LogThrottle::default(),
+            outcomes: LogThrottle::default(),
             cfg,
         }
     }

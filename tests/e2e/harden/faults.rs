@@ -305,6 +305,31 @@ fn issue_10_a_hello_without_streams_holds_the_slot_for_the_handshake_timeout_onl
     assert!(took.is_some(), "slot still held");
 }
 
+/// Issue 28: a client whose data connections did not all reach the server
+/// within its handshake timeout (10,000 of them from `--flows 5000` on a
+/// host at load 30) is told why the test will not start, not left with
+/// "peer closed the control connection while waiting for the server to
+/// start the test".
+#[test]
+fn issue_28_a_client_whose_streams_did_not_arrive_in_time_is_told_why() {
+    let server = Server::start(&["--handshake-timeout", "1s"]);
+    let mut raw = Raw::connect(server.port);
+    raw.hello(TestSpec::default());
+    let _ = accept(&mut raw);
+    let told = loop {
+        match raw.recv(Duration::from_secs(5)) {
+            Some(Message::Abort(Abort { reason })) => break reason,
+            Some(_) => continue,
+            None => panic!("the server closed (or stayed silent) without saying why"),
+        }
+    };
+    assert!(
+        told.contains("timed out waiting for data connections: 0 of 1 arrived within 1 s"),
+        "{told}"
+    );
+    assert!(told.contains("--handshake-timeout"), "{told}");
+}
+
 #[test]
 fn issue_10_a_silent_udp_client_is_ended_by_the_idle_timeout() {
     let server = Server::start(&["--idle-timeout", "1s"]);

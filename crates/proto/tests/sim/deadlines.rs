@@ -82,7 +82,22 @@ fn server_times_out_at_each_handshake_step() {
             SessionError::Control(ControlIoError::Timeout(state))
         );
         assert_eq!(p.server_aborts(), aborts, "{stage:?}");
-        assert!(p.server.outbox().is_empty(), "a timeout sends nothing");
+        let told = p.server.outbox().take();
+        if stage == Stage::Fresh {
+            assert!(told.is_empty(), "no hello: the client is not told");
+            continue;
+        }
+        // Issue 28: the client waiting for the start is told why it will
+        // not come (it printed only "peer closed the control connection").
+        p.deliver_to_client(&told);
+        let SessionError::PeerAborted(why) = client_error(&p.client) else {
+            panic!("the client was not told: {:?}", client_error(&p.client));
+        };
+        assert!(
+            why.contains("timed out waiting for data connections: 1 of 8 arrived within 10 s"),
+            "{why}"
+        );
+        assert!(why.contains("--handshake-timeout"), "{why}");
     }
 }
 

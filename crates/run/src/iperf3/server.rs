@@ -772,9 +772,9 @@ impl Test<'_> {
 
     fn finish(&mut self) {
         let (host, peer) = (self.host, self.peer);
-        // Refusals and failures go through the server's throttled log, as
+        // Refusals and failures go through the server's throttled logs, as
         // a linerate client's do: a flood of busy connections costs ten
-        // lines a second, not one each.
+        // lines a second, not one each (failures on their own allowance).
         let log = &host.guard.log;
         let admitted = self.slot.admitted.is_some();
         match self.session.outcome() {
@@ -807,7 +807,7 @@ impl Test<'_> {
             }
             Some(ServerOutcome::Failed(e)) => {
                 host.metrics.failed(self.session.spec());
-                log.log(format_args!("iperf3 test from {peer} ended: {e}"))
+                (host.guard.outcomes).log(format_args!("iperf3 test from {peer} ended: {e}"))
             }
             None => log.log(format_args!("iperf3 test from {peer} ended unexpectedly")),
         }

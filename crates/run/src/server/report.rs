@@ -91,7 +91,7 @@ pub(super) fn report(test: &ServerTest<'_>, peer: SocketAddr) {
             }
             shared
                 .guard
-                .log
+                .outcomes
                 .log(format_args!("test from {peer} failed: {e}"))
         }
         Some(ServerOutcome::Failed(_)) => {}

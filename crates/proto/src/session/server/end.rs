@@ -140,6 +140,12 @@ impl ServerSession {
             return self.stream_failed(why);
         }
         if self.deadline.is_some_and(|d| now >= d) && !self.is_finished() {
+            if let Some(why) = self.setup_timeout_words() {
+                // The client is there and waiting on this side (its data
+                // connections opened, as far as it knows): tell it why the
+                // test will not start, not a bare close of the connection.
+                self.outbox.push(&Message::Abort(Abort { reason: why }));
+            }
             let what = match &self.state {
                 State::Running(x) if x.streams_running() => {
                     "waiting for the data streams to finish"
@@ -148,6 +154,33 @@ impl ServerSession {
                 s => s.name(),
             };
             self.fail(ControlIoError::Timeout(what).into());
+        }
+    }
+
+    /// Why a test being set up timed out, in words for the client; `None`
+    /// outside the setup (before the Hello the client may be gone; once
+    /// running, the data phase's own rules speak).
+    ///
+    /// Issue 28: a client that opened 10,000 data connections
+    /// (`--flows 5000` per direction) on a host at load 30 waited for the
+    /// start while the server had not accepted them all within its
+    /// handshake timeout; the server gave up and closed, and the client
+    /// printed only "peer closed the control connection".
+    fn setup_timeout_words(&self) -> Option<String> {
+        let secs = self.limits.handshake().as_secs_f64();
+        match &self.state {
+            State::AwaitPorts { .. } => Some(format!(
+                "the server could not bind its data sockets within {secs} s (its \
+                 --handshake-timeout)"
+            )),
+            State::AwaitStreams { plan, attached } => Some(format!(
+                "the server timed out waiting for data connections: {} of {} arrived \
+                 within {secs} s (its --handshake-timeout; a loaded host or a test of \
+                 many flows may need a longer one)",
+                attached.len(),
+                plan.len()
+            )),
+            _ => None,
         }
     }
 
