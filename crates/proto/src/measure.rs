@@ -225,9 +225,15 @@ pub struct XdpUse {
     pub rx_unparsed: u64,
     pub rx_foreign: u64,
     /// The socket's delivered datagrams whose UDP checksum did not match
-    /// (veth passes a kernel sender's unfinished offload checksum on;
-    /// linerate's own datagram check still catches corruption).
+    /// and was not an unfinished offload's (linerate's own datagram check
+    /// still catches corruption of its payload).
     pub rx_bad_checksum: u64,
+    /// The socket's delivered datagrams whose UDP checksum a sender left
+    /// to an offload that nothing finished (veth passes a kernel sender's
+    /// `CHECKSUM_PARTIAL` on): the pseudo-header's sum only, not
+    /// corruption. 0 in reports from before it was told apart.
+    #[serde(default)]
+    pub rx_unfinished_checksum: u64,
     /// This flow's datagrams that reached the kernel socket instead
     /// (before the flow was redirected), received from it.
     pub via_kernel: u64,
@@ -274,6 +280,7 @@ impl XdpUse {
         self.fill_starved = self.fill_starved.max(o.fill_starved);
         self.rx_unparsed = self.rx_unparsed.max(o.rx_unparsed);
         self.rx_bad_checksum = self.rx_bad_checksum.max(o.rx_bad_checksum);
+        self.rx_unfinished_checksum = self.rx_unfinished_checksum.max(o.rx_unfinished_checksum);
         self.wakeups = self.wakeups.max(o.wakeups);
         self.stats = match (self.stats, o.stats) {
             (Some(a), Some(b)) => Some(XdpStatistics {

@@ -115,8 +115,12 @@ pub struct QueueCounters {
     pub fill_starved: u64,
     /// Redirected frames that were not one whole UDP datagram.
     pub rx_unparsed: u64,
-    /// Datagrams delivered whose UDP checksum did not match.
+    /// Datagrams delivered whose UDP checksum did not match (and was not
+    /// an unfinished offload's).
     pub rx_bad_checksum: u64,
+    /// Datagrams delivered whose UDP checksum a sender left to an offload
+    /// that never finished it (veth): not corruption.
+    pub rx_unfinished_checksum: u64,
     /// Syscalls made to move a ring.
     pub wakeups: u64,
 }
@@ -468,8 +472,10 @@ impl Queue {
             let frame = unsafe { self.area.bytes(desc.addr, desc.len as usize) };
             match packet::parse(frame) {
                 Ok(d) => {
-                    if d.checksum == UdpChecksum::Invalid {
-                        self.counters.rx_bad_checksum += 1;
+                    match d.checksum {
+                        UdpChecksum::Invalid => self.counters.rx_bad_checksum += 1,
+                        UdpChecksum::Unfinished => self.counters.rx_unfinished_checksum += 1,
+                        UdpChecksum::Valid | UdpChecksum::Absent => {}
                     }
                     each(d);
                     delivered += 1;

@@ -31,8 +31,13 @@ pub enum UdpChecksum {
     Valid,
     /// Zero on IPv4: the sender computed none.
     Absent,
-    /// Does not match. Also what a frame whose sender left the sum to a
-    /// checksum offload shows (on veth, where nothing completes it).
+    /// Left to a checksum offload that never ran: the field holds the
+    /// pseudo-header's sum only (what Linux stores for `CHECKSUM_PARTIAL`,
+    /// for the NIC to finish over the payload). Over veth nothing finishes
+    /// it, so every datagram a kernel socket sends arrives so; not
+    /// corruption.
+    Unfinished,
+    /// Does not match, and is not an unfinished offload's.
     Invalid,
 }
 
@@ -242,6 +247,7 @@ pub fn parse(frame: &[u8]) -> Result<Datagram<'_>, PacketError> {
     let checksum = match (udp.checksum_field(), src) {
         (0, IpAddr::V4(_)) => UdpChecksum::Absent,
         _ if udp::verify(udp.as_bytes(), src, dst) => UdpChecksum::Valid,
+        (field, _) if udp::unfinished(field, udp.len(), src, dst) => UdpChecksum::Unfinished,
         _ => UdpChecksum::Invalid,
     };
     Ok(Datagram {

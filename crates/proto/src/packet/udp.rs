@@ -93,6 +93,15 @@ pub(super) fn checksum(udp: &[u8], src: IpAddr, dst: IpAddr) -> u16 {
     }
 }
 
+/// Whether checksum `field` of a `len`-byte datagram is what a sender
+/// that left the sum to an offload stores: the pseudo-header's folded sum,
+/// not complemented (Linux's `udp4_hwcsum`/`udp6_hwcsum_outgoing`:
+/// `~csum_*_magic(…, 0)`, the NIC adding the header and payload).
+pub(super) fn unfinished(field: u16, len: usize, src: IpAddr, dst: IpAddr) -> bool {
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
+    field == pseudo_header_sum(src, dst, len) as u16
+}
+
 /// `udp` (checksum field included) sums to all ones.
 pub(super) fn verify(udp: &[u8], src: IpAddr, dst: IpAddr) -> bool {
     let len = u32::try_from(udp.len()).unwrap_or(u32::MAX);

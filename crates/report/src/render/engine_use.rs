@@ -50,7 +50,8 @@ fn xdp_words(x: &XdpUse) -> String {
     s.push_str(&format!(
         "; own counts: TX ring full {}, no free frame {}, via the kernel socket {}, \
          datagrams of no flow {}; socket counts: fill ring starved {}, unparsed frames {}, \
-         bad UDP checksums {}, ring wakeups {}",
+         bad UDP checksums {}, UDP checksums left unfinished by the sender's offload {}, \
+         ring wakeups {}",
         x.tx_ring_full,
         x.tx_no_frame,
         x.via_kernel,
@@ -58,6 +59,7 @@ fn xdp_words(x: &XdpUse) -> String {
         x.fill_starved,
         x.rx_unparsed,
         x.rx_bad_checksum,
+        x.rx_unfinished_checksum,
         x.wakeups
     ));
     match &x.stats {

@@ -266,6 +266,7 @@ impl XdpEndpoint {
                 rx_unparsed: c.rx_unparsed,
                 rx_foreign: self.foreign.get(),
                 rx_bad_checksum: c.rx_bad_checksum,
+                rx_unfinished_checksum: c.rx_unfinished_checksum,
                 via_kernel: self.kernel.received(),
                 wakeups: c.wakeups,
                 stats,
