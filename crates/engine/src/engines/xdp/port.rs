@@ -9,10 +9,12 @@
 //!
 //! Each flow gets a queue of its own to send on while the interface has
 //! one left (`ethtool -l`; the socket is opened when the flow comes),
-//! else shares the least used one; so does a flow whose queue's socket
-//! cannot be opened (another program holds the queue, the driver refuses
-//! it), and no later flow tries the queues from there on: the report's
-//! notes say why. Each socket has its own UMEM: the
+//! else shares the least used one. A queue whose socket cannot be opened
+//! (another program holds it, the driver refuses it) is tried once (a try
+//! can take a second: a busy queue is retried) and skipped from then on,
+//! the flow taking the next queue; the report's notes say why, and what
+//! the kernel steers to that queue reaches the flows' kernel sockets
+//! (`via_kernel`). Each socket has its own UMEM: the
 //! simpler correct choice, as no frame ever moves between queues (a
 //! shared UMEM, `XDP_SHARED_UMEM`, would need one fill and completion
 //! ring pair per queue anyway, and frame ownership across sockets).
@@ -39,11 +41,11 @@
 //! preparation is kept, drops those whose socket is closed (a test that
 //! ended before its phases or streams ran, a peer killed mid-test).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -82,8 +84,8 @@ struct Flow {
     /// Buffers given back by the owner, reused for the next copies.
     spare: Vec<Vec<u8>>,
     dropped: u64,
-    /// Each open socket's statistics when the flow joined (by queue; a
-    /// socket opened later started from zero).
+    /// Each open socket's statistics when the flow joined (index: queue
+    /// id; a socket opened later, or a queue without one, from zero).
     base: Vec<XdpStats>,
 }
 
@@ -153,11 +155,9 @@ pub(super) struct Port {
     /// One per queue the interface has (index: queue id), opened in
     /// order as flows need them.
     slots: Vec<OnceLock<Slot>>,
-    /// The queues flows may have sockets on (`0..usable`): all of them,
-    /// until opening one's socket fails.
-    usable: AtomicUsize,
-    /// Why the queues from `usable` on have no socket, once one failed.
-    refused: OnceLock<String>,
+    /// The queues whose socket could not be opened, and why (each tried
+    /// once; written under `adding`).
+    refused: Mutex<BTreeMap<u32, String>>,
     /// By the flow's local UDP port.
     flows: Mutex<HashMap<u16, Flow>>,
     /// Held while a flow is added (its queue chosen, a socket opened).
@@ -312,9 +312,8 @@ impl Port {
             mode,
             queue_opts,
             program: Mutex::new(program),
-            usable: AtomicUsize::new(slots.len()),
             slots,
-            refused: OnceLock::new(),
+            refused: Mutex::new(BTreeMap::new()),
             flows: Mutex::new(HashMap::new()),
             adding: Mutex::new(()),
         });
@@ -391,9 +390,9 @@ impl Port {
         u32::try_from(self.slots.len()).unwrap_or(u32::MAX)
     }
 
-    /// The sockets open now, by queue.
+    /// The sockets open now, by queue (a refused queue leaves a gap).
     fn open_slots(&self) -> impl Iterator<Item = &Slot> {
-        self.slots.iter().map_while(OnceLock::get)
+        self.slots.iter().filter_map(OnceLock::get)
     }
 
     /// The queues with a socket now.
@@ -408,33 +407,36 @@ impl Port {
             .unwrap_or_else(|| unreachable!("a flow's queue has a socket"))
     }
 
-    /// The queue a new flow sends on: a queue of its own while the
-    /// interface has one left (its socket opened now), else the open one
-    /// fewest flows use (lowest first), shared. Where the next queue's
-    /// socket cannot be opened, the flow shares too, and the queues from
-    /// there on are left alone (each try can take a second: a busy queue
-    /// is retried), with the reason kept for the report ([`Port::notes`]).
+    /// The queue a new flow sends on (called under `adding`): a queue of
+    /// its own while the interface has one left (its socket opened now),
+    /// else the open one fewest flows use (lowest first), shared. A queue
+    /// whose socket cannot be opened is skipped, now and from then on
+    /// (each try can take a second: a busy queue is retried), with the
+    /// reason kept for the report ([`Port::notes`]), and the next one is
+    /// tried.
     fn pick_home(&self) -> u32 {
-        let open = self.open_slots().count();
-        let mut counts = vec![0u32; open];
+        let mut counts: BTreeMap<u32, u32> = self.open_slots().map(|s| (s.id, 0)).collect();
         for f in lock(&self.flows).values() {
-            counts[f.home as usize] += 1;
+            *counts.entry(f.home).or_default() += 1;
         }
-        if opens_next(&counts, self.usable.load(Ordering::Relaxed)) {
-            let id = u32::try_from(open).unwrap_or(u32::MAX);
+        if counts.values().all(|&c| c > 0) {
             let iface = self.program_link_name();
-            match open_slot(&iface, id, &self.queue_opts, &mut lock(&self.program)) {
-                Ok(slot) => {
-                    let _ = self.slots[open].set(slot);
-                    return id;
-                }
-                Err(e) => {
-                    self.usable.store(open, Ordering::Relaxed);
-                    let _ = self.refused.set(format!(
-                        "xdp: no AF_XDP socket on {iface} queue {id} ({}), so flows past \
-                         the first {open} share the open queues' sockets",
-                        xdp_error(e, self.opts)
-                    ));
+            let mut refused = lock(&self.refused);
+            while let Some(id) = next_untried(self.queue_count(), &counts, &refused) {
+                match open_slot(&iface, id, &self.queue_opts, &mut lock(&self.program)) {
+                    Ok(slot) => {
+                        let _ = self.slots[id as usize].set(slot);
+                        return id;
+                    }
+                    Err(e) => {
+                        let why = format!(
+                            "xdp: no AF_XDP socket on {iface} queue {id} ({}), so flows use the \
+                             other queues' sockets (what arrives on queue {id} reaches the flows' \
+                             kernel sockets)",
+                            xdp_error(e, self.opts)
+                        );
+                        refused.insert(id, why);
+                    }
                 }
             }
         }
@@ -444,7 +446,7 @@ impl Port {
     /// What the report should know about the port: why some of the
     /// interface's queues have no socket.
     pub(super) fn notes(&self) -> Vec<String> {
-        self.refused.get().cloned().into_iter().collect()
+        lock(&self.refused).values().cloned().collect()
     }
 
     fn program_link_name(&self) -> String {
@@ -473,10 +475,10 @@ impl Port {
                 let home = self.pick_home();
                 // Read with no flow lock held: a reader takes its queue's
                 // lock, then the flows'.
-                let base = self
-                    .open_slots()
-                    .map(|s| s.queue().stats().unwrap_or_default())
-                    .collect();
+                let mut base = vec![XdpStats::default(); self.slots.len()];
+                for s in self.open_slots() {
+                    base[s.id as usize] = s.queue().stats().unwrap_or_default();
+                }
                 let learned = Arc::new(AtomicU32::new(home));
                 let mut flows = lock(&self.flows);
                 flows.insert(
@@ -646,19 +648,24 @@ fn open_slot(
     })
 }
 
-/// Whether a new flow opens the next queue's socket: every open one
-/// (`counts`: their flows) sends for a flow already, and a queue is left
-/// of the `usable` ones.
-fn opens_next(counts: &[u32], usable: usize) -> bool {
-    counts.len() < usable && counts.iter().all(|&c| c > 0)
+/// The lowest of the interface's `queues` that has no socket (`open`:
+/// the open ones, by id) and was not refused: the next one a new flow
+/// opens, when every open one sends for a flow already.
+fn next_untried<T, U>(
+    queues: u32,
+    open: &BTreeMap<u32, T>,
+    refused: &BTreeMap<u32, U>,
+) -> Option<u32> {
+    (0..queues).find(|id| !open.contains_key(id) && !refused.contains_key(id))
 }
 
-/// The open queue fewest flows send on (the lowest of those), to share.
-fn least_used(counts: &[u32]) -> u32 {
-    let best = (0..counts.len())
-        .min_by_key(|&i| (counts[i], i))
-        .unwrap_or(0);
-    u32::try_from(best).unwrap_or(0)
+/// The open queue fewest flows send on (`counts`: flows by queue id; the
+/// lowest id of those), to share.
+fn least_used(counts: &BTreeMap<u32, u32>) -> u32 {
+    counts
+        .iter()
+        .min_by_key(|&(&id, &n)| (n, id))
+        .map_or(0, |(&id, _)| id)
 }
 
 impl Flow {
@@ -690,24 +697,39 @@ mod tests {
         assert!(!id.open());
     }
 
-    /// A new flow opens a queue of its own while every open one is in use
-    /// and one is left; otherwise, and once a queue's socket could not be
-    /// opened (`usable` cut to the open ones), it shares the least used.
+    fn counts(c: &[(u32, u32)]) -> BTreeMap<u32, u32> {
+        c.iter().copied().collect()
+    }
+
+    /// A new flow opens the lowest queue with no socket that was not
+    /// refused; with none left it shares the least used open one.
     #[test]
     fn issue_25_a_flow_shares_the_least_used_queue_when_no_other_can_open() {
+        let none = BTreeMap::<u32, String>::new();
         // One open queue with a flow, of two: open the second.
-        assert!(opens_next(&[1], 2));
-        // An open queue still without a flow is taken first.
-        assert!(!opens_next(&[1, 0], 3));
-        assert_eq!(least_used(&[1, 0]), 1);
-        // Every queue open.
-        assert!(!opens_next(&[1, 1], 2));
-        assert_eq!(least_used(&[2, 1]), 1);
-        assert_eq!(least_used(&[1, 1]), 0);
-        // Queue 1's socket failed: usable is cut to the one open queue.
-        assert!(!opens_next(&[1], 1));
-        assert_eq!(least_used(&[1]), 0);
-        assert_eq!(least_used(&[]), 0);
+        assert_eq!(next_untried(2, &counts(&[(0, 1)]), &none), Some(1));
+        // Every queue open: share the least used (lowest first).
+        assert_eq!(next_untried(2, &counts(&[(0, 1), (1, 1)]), &none), None);
+        assert_eq!(least_used(&counts(&[(0, 2), (1, 1)])), 1);
+        assert_eq!(least_used(&counts(&[(0, 1), (1, 1)])), 0);
+        assert_eq!(least_used(&counts(&[(0, 1), (1, 0)])), 1);
+        assert_eq!(least_used(&BTreeMap::new()), 0);
+    }
+
+    /// A queue whose socket could not be opened is skipped, not the end
+    /// of the interface's queues: the next flow opens the one after it,
+    /// and once none is left flows share the open ones, gap and all.
+    #[test]
+    fn issue_28_queues_past_a_refused_one_are_still_opened() {
+        let refused: BTreeMap<u32, &str> = [(1, "busy")].into_iter().collect();
+        assert_eq!(next_untried(4, &counts(&[(0, 1)]), &refused), Some(2));
+        assert_eq!(
+            next_untried(4, &counts(&[(0, 1), (2, 1)]), &refused),
+            Some(3)
+        );
+        let all = counts(&[(0, 1), (2, 1), (3, 1)]);
+        assert_eq!(next_untried(4, &all, &refused), None);
+        assert_eq!(least_used(&counts(&[(0, 2), (2, 1), (3, 2)])), 2);
     }
 
     /// An idle reader looks at the other queues the first time, then at
