@@ -43,6 +43,27 @@ pub(crate) fn veth_drops(pair: &NetPair) -> u64 {
     NetPair::counter(&pair.a, "va", "tx_dropped") + NetPair::counter(&pair.b, "vb", "tx_dropped")
 }
 
+/// The most frames of the control connection (heartbeats, acknowledgements,
+/// the exchange of results) a veth pair can drop beside a test's
+/// datagrams in one of these runs: a few per second each way.
+const CONTROL_FRAMES_MAX: u64 = 64;
+
+/// Unpaced loss over veth is exactly what the sockets dropped (`drops`)
+/// and what veth dropped of the test's datagrams. Veth's counters
+/// (`veth`) count every frame, and when the peer's ring is full the
+/// control connection's TCP segments are dropped too (issue 28: on a
+/// loaded host, lost 112,117 = socket drops 109,937 + veth drops 2,181 −
+/// 1): so the loss is at least the sockets' drops, at most the two
+/// together, and short of that by no more than the control connection's
+/// few frames.
+pub(crate) fn assert_loss_is_the_drops(lost: u64, drops: u64, veth: u64, what: &str) {
+    assert!(
+        drops <= lost && lost <= drops + veth && drops + veth - lost <= CONTROL_FRAMES_MAX,
+        "{what}: lost {lost} vs socket drops {drops} + veth drops {veth} (of which at most \
+         {CONTROL_FRAMES_MAX} may be the control connection's)"
+    );
+}
+
 /// Every one of report `r`'s `streams` streams accounts for each datagram
 /// (received + lost = sent, none duplicated or corrupt); returns their
 /// summed (lost, socket drops).
@@ -108,14 +129,11 @@ fn issue_25_xdp_against_kernel_engines_both_ways_accounts_every_datagram() {
             // every loss is a socket's drop, counted, or veth's own before
             // any socket sees it (seen: 73 of 660,493 in CI; 1,143 of
             // 367,276 with none counted by a socket, on a loaded host),
-            // which the veth pair counts: together they are the loss.
+            // which the veth pair counts: together they are the loss (veth's
+            // count may hold a few control frames: `assert_loss_is_the_drops`).
             let (lost, drops) = (u(&d["lost"]), u(&d["socket_drops"]));
             if rate[1] == "0" {
-                assert_eq!(
-                    lost,
-                    drops + veth,
-                    "{extra:?}: lost vs socket drops {drops} + veth drops {veth}: {d}"
-                );
+                assert_loss_is_the_drops(lost, drops, veth, &format!("{extra:?}: {d}"));
             } else {
                 // A receiver descheduled for longer than its ring or
                 // buffer holds (seen: 3.9 s on a loaded 2-CPU host) drops,

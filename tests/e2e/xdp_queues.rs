@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::helpers::*;
 use crate::netns::{NetPair, ADDR_B};
 use crate::udp::{shape_udp, tbf_drops, udp_of};
-use crate::xdp::{accounted, assert_no_xdp, veth_drops};
+use crate::xdp::{accounted, assert_loss_is_the_drops, assert_no_xdp, veth_drops};
 
 /// `ethtool -S DEV`'s counter `name` in namespace `ns`; `None` without
 /// ethtool.
@@ -114,7 +114,7 @@ fn issue_25_xdp_streams_take_a_queue_each_and_loss_stays_exact() {
             let veth = veth_drops(&pair) - veth0;
             let (lost, drops) = accounted(&r, 2, &args);
             if rate == "0" {
-                assert_eq!(lost, drops + veth, "{args:?}: socket {drops} + veth {veth}");
+                assert_loss_is_the_drops(lost, drops, veth, &format!("{args:?}"));
             } else {
                 assert_eq!((lost, drops), (0, 0), "{args:?}");
                 for s in r["streams"].as_array().expect("streams") {
